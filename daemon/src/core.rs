@@ -1,0 +1,115 @@
+//! The daemon's core: everything it owns, constructible without a socket.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use geminid_protocol::event::{EventBody, ShuttingDown};
+use geminid_protocol::types::{Limits, SessionCounts, StatusResult};
+use geminid_protocol::{DAEMON_VERSION, PROTOCOL_VERSION};
+use tokio_util::sync::CancellationToken;
+
+use crate::clock;
+use crate::events::EventBus;
+use crate::session::Sessions;
+use crate::store::Store;
+
+/// What the daemon reports about itself.
+#[derive(Debug, Clone)]
+pub struct DaemonInfo {
+    /// The control socket.
+    pub socket: PathBuf,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// Enforced limits.
+    pub limits: Limits,
+}
+
+/// The daemon's state.
+#[derive(Debug)]
+pub struct Core {
+    /// Sessions.
+    pub sessions: Sessions,
+    /// The event bus.
+    pub events: Arc<EventBus>,
+    store: Store,
+    info: DaemonInfo,
+    started_ms: u64,
+    started: Instant,
+    connections: AtomicU32,
+    shutdown: CancellationToken,
+    shutdown_reason: OnceLock<String>,
+}
+
+impl Core {
+    /// A core over an opened store.
+    pub fn new(store: Store, info: DaemonInfo) -> Arc<Self> {
+        let buffer = usize::try_from(info.limits.subscriber_buffer).unwrap_or(usize::MAX);
+        let events = Arc::new(EventBus::new(buffer));
+        Arc::new(Self {
+            sessions: Sessions::new(store.clone(), events.clone()),
+            events,
+            store,
+            info,
+            started_ms: clock::now_ms(),
+            started: Instant::now(),
+            connections: AtomicU32::new(0),
+            shutdown: CancellationToken::new(),
+            shutdown_reason: OnceLock::new(),
+        })
+    }
+
+    /// The database.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// `daemon/status`.
+    pub fn status(&self) -> StatusResult {
+        let (total, attached) = self.sessions.counts();
+        let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        StatusResult {
+            version: DAEMON_VERSION.to_owned(),
+            protocol_version: PROTOCOL_VERSION,
+            pid: std::process::id(),
+            started_at: clock::rfc3339(self.started_ms),
+            uptime_secs: self.started.elapsed().as_secs(),
+            socket: self.info.socket.display().to_string(),
+            data_dir: self.info.data_dir.display().to_string(),
+            sessions: SessionCounts {
+                total: to_u32(total),
+                attached: to_u32(attached),
+            },
+            connections: self.connections.load(Ordering::Relaxed),
+            limits: self.info.limits,
+        }
+    }
+
+    /// Begin a graceful shutdown; the first reason wins and later requests are no-ops.
+    pub fn request_shutdown(&self, reason: &str) {
+        if self.shutdown_reason.set(reason.to_owned()).is_ok() {
+            tracing::info!(reason, "shutting down");
+            self.events
+                .emit(EventBody::DaemonShuttingDown(ShuttingDown {
+                    reason: reason.to_owned(),
+                }));
+            self.shutdown.cancel();
+        }
+    }
+
+    /// Cancelled when shutdown begins.
+    pub fn shutdown_token(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    /// Count a new connection.
+    pub fn connection_opened(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Forget a connection.
+    pub fn connection_closed(&self) {
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}

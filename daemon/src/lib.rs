@@ -1,0 +1,14 @@
+//! geminid: the per-user daemon that owns Gemini CLI's extensibility layer.
+//!
+//! The daemon's core ([`core::Core`]) is a plain struct built from a [`store::Store`]; it knows
+//! nothing of sockets or JSON-RPC, so unit tests construct it directly. [`server`] owns the
+//! control socket and the accept loop, and [`rpc`] translates JSON-RPC calls into core calls.
+
+pub mod clock;
+pub mod core;
+pub mod events;
+pub mod paths;
+pub mod rpc;
+pub mod server;
+pub mod session;
+pub mod store;

@@ -1,0 +1,151 @@
+//! `geminid`: the per-user daemon. See the crate docs of the `geminid` library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+use geminid::core::{Core, DaemonInfo};
+use geminid::events::DEFAULT_SUBSCRIBER_BUFFER;
+use geminid::server::{self, DEFAULT_MAX_CONNECTIONS};
+use geminid::{paths, store::Store};
+use geminid_protocol::DEFAULT_MAX_MESSAGE_SIZE;
+use geminid_protocol::socket::{SOCKET_ENV, socket_path};
+use geminid_protocol::types::Limits;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// geminid: one per-user daemon for Gemini CLI's MCP servers, extensions, skills, hooks and
+/// policy. Clients (gemctl, editors) speak JSON-RPC 2.0 to it over a local socket.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// Control socket [default: $XDG_RUNTIME_DIR/geminid/geminid.sock, else ~/.gemini/run/geminid.sock]
+    #[arg(long, env = SOCKET_ENV, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Database directory [default: $XDG_STATE_HOME/geminid, else ~/.local/state/geminid]
+    #[arg(long, env = "GEMINID_DATA_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Log format on stderr (filter with RUST_LOG, default `info`)
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Most client connections served at once
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    max_connections: u32,
+    /// Largest JSON-RPC message accepted or sent, in bytes
+    #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_SIZE, value_name = "BYTES")]
+    max_message_size: u32,
+    /// Events buffered per subscriber before a slow one is dropped
+    #[arg(long, default_value_t = DEFAULT_SUBSCRIBER_BUFFER as u32, value_name = "N")]
+    subscriber_buffer: u32,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    init_logging(args.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("geminid: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let socket = socket_path(args.socket.as_deref())?;
+    let data_dir = paths::data_dir_from(args.data_dir, |k| std::env::var_os(k))?;
+    if args.max_connections == 0 || args.subscriber_buffer == 0 || args.max_message_size < 1024 {
+        anyhow::bail!(
+            "--max-connections and --subscriber-buffer must be at least 1 and \
+             --max-message-size at least 1024"
+        );
+    }
+    create_private_dir(&data_dir)?;
+    // Claim the socket before opening the database, so that a second daemon reports the
+    // running one instead of a database lock error.
+    let bound = server::bind(&socket, &server::lock_path(&socket, &data_dir))?;
+    let store = Store::open(&data_dir)?;
+    let core = Core::new(
+        store,
+        DaemonInfo {
+            socket: socket.clone(),
+            data_dir: data_dir.clone(),
+            limits: Limits {
+                max_connections: args.max_connections,
+                max_message_size: args.max_message_size,
+                subscriber_buffer: args.subscriber_buffer,
+            },
+        },
+    );
+    tracing::info!(
+        pid = std::process::id(),
+        version = geminid_protocol::DAEMON_VERSION,
+        data_dir = %data_dir.display(),
+        "geminid started"
+    );
+    spawn_signal_handler(core.clone())?;
+    server::run(core, bound).await
+}
+
+fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(dir)
+        .with_context(|| format!("cannot create data directory {}", dir.display()))
+}
+
+/// SIGTERM and SIGINT both start a graceful shutdown.
+#[cfg(unix)]
+fn spawn_signal_handler(core: std::sync::Arc<Core>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    tokio::spawn(async move {
+        let reason = tokio::select! {
+            _ = term.recv() => "signal SIGTERM",
+            _ = int.recv() => "signal SIGINT",
+        };
+        core.request_shutdown(reason);
+    });
+    Ok(())
+}
+
+#[cfg(windows)]
+fn spawn_signal_handler(core: std::sync::Arc<Core>) -> anyhow::Result<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            core.request_shutdown("ctrl-c");
+        }
+    });
+    Ok(())
+}

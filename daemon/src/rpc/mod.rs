@@ -1,0 +1,39 @@
+//! The JSON-RPC surface: one file per namespace, each translating calls into [`Core`] calls.
+//! No logic lives here beyond argument plumbing and error mapping.
+
+mod daemon;
+mod events;
+mod params;
+mod session;
+
+use std::sync::Arc;
+
+use geminid_protocol::api::{DaemonApiServer, EventsApiServer, SessionApiServer};
+use jsonrpsee::{Extensions, Methods, RpcModule};
+
+pub use params::NamedParams;
+
+use crate::core::Core;
+use crate::session::ConnId;
+
+/// Implements every namespace's server trait over the core.
+#[derive(Debug, Clone)]
+pub struct Handler {
+    core: Arc<Core>,
+}
+
+/// Every method the daemon serves.
+pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMethodError> {
+    let handler = Handler { core };
+    let mut module = RpcModule::new(());
+    module.merge(DaemonApiServer::into_rpc(handler.clone()))?;
+    module.merge(SessionApiServer::into_rpc(handler.clone()))?;
+    module.merge(EventsApiServer::into_rpc(handler))?;
+    Ok(module.into())
+}
+
+/// The connection a call arrived on (set by the accept loop through jsonrpsee).
+fn conn_id(ext: &Extensions) -> ConnId {
+    let id = ext.get::<jsonrpsee::ConnectionId>().map_or(0, |c| c.0);
+    ConnId(u32::try_from(id).unwrap_or(u32::MAX))
+}

@@ -1,0 +1,81 @@
+//! Accept `params` as a JSON object (what editors send) as well as `[object]` (what jsonrpsee's
+//! typed clients send). The generated method handlers read positional params, so an object is
+//! wrapped into a one-element array before dispatch.
+
+use std::borrow::Cow;
+
+use jsonrpsee::core::middleware::{Batch, BatchEntry, Notification, RpcServiceT};
+use jsonrpsee::types::Request;
+use serde_json::value::RawValue;
+
+/// RPC middleware that normalizes named params to positional.
+#[derive(Debug, Clone)]
+pub struct NamedParams<S>(pub S);
+
+fn wrap(params: &mut Option<Cow<'_, RawValue>>) {
+    let Some(p) = params else { return };
+    if p.get().trim_start().starts_with('{')
+        && let Ok(raw) = RawValue::from_string(format!("[{}]", p.get()))
+    {
+        *params = Some(Cow::Owned(raw));
+    }
+}
+
+impl<S> RpcServiceT for NamedParams<S>
+where
+    S: RpcServiceT + Send + Sync + Clone + 'static,
+{
+    type MethodResponse = S::MethodResponse;
+    type NotificationResponse = S::NotificationResponse;
+    type BatchResponse = S::BatchResponse;
+
+    fn call<'a>(
+        &self,
+        mut req: Request<'a>,
+    ) -> impl Future<Output = Self::MethodResponse> + Send + 'a {
+        wrap(&mut req.params);
+        self.0.call(req)
+    }
+
+    fn batch<'a>(
+        &self,
+        mut batch: Batch<'a>,
+    ) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
+        for entry in batch.iter_mut().flatten() {
+            match entry {
+                BatchEntry::Call(req) => wrap(&mut req.params),
+                BatchEntry::Notification(n) => wrap(&mut n.params),
+            }
+        }
+        self.0.batch(batch)
+    }
+
+    fn notification<'a>(
+        &self,
+        mut n: Notification<'a>,
+    ) -> impl Future<Output = Self::NotificationResponse> + Send + 'a {
+        wrap(&mut n.params);
+        self.0.notification(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wrapped(json: &str) -> Option<String> {
+        let mut p = Some(Cow::Owned(RawValue::from_string(json.to_owned()).ok()?));
+        wrap(&mut p);
+        p.map(|p| p.get().to_owned())
+    }
+
+    #[test]
+    fn objects_become_one_element_arrays() {
+        assert_eq!(wrapped(r#"{"id":"x"}"#).as_deref(), Some(r#"[{"id":"x"}]"#));
+        assert_eq!(
+            wrapped(r#"[{"id":"x"}]"#).as_deref(),
+            Some(r#"[{"id":"x"}]"#)
+        );
+        assert_eq!(wrapped("3").as_deref(), Some("3"));
+    }
+}

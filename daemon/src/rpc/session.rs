@@ -1,0 +1,73 @@
+//! `session/*`.
+
+use geminid_protocol::api::SessionApiServer;
+use geminid_protocol::error::ErrorCode;
+use geminid_protocol::types::{
+    Session, SessionAttachParams, SessionCreateParams, SessionIdParams, SessionListParams,
+    SessionListResult,
+};
+use jsonrpsee::Extensions;
+use jsonrpsee::core::{RpcResult, async_trait};
+use jsonrpsee::types::ErrorObjectOwned;
+
+use super::{Handler, conn_id};
+use crate::session::SessionError;
+
+fn rpc_error(e: SessionError) -> ErrorObjectOwned {
+    let code = match &e {
+        SessionError::NotFound(_) => ErrorCode::SessionNotFound,
+        SessionError::InvalidWorkspace { .. } => ErrorCode::InvalidWorkspace,
+        SessionError::Store(_) => {
+            tracing::error!(error = %e, "session storage failed");
+            ErrorCode::Storage
+        }
+    };
+    code.error(e.to_string())
+}
+
+#[async_trait]
+impl SessionApiServer for Handler {
+    async fn create(&self, ext: &Extensions, params: SessionCreateParams) -> RpcResult<Session> {
+        self.core
+            .sessions
+            .create(conn_id(ext), params)
+            .await
+            .map_err(rpc_error)
+    }
+
+    async fn get(&self, params: SessionIdParams) -> RpcResult<Session> {
+        self.core.sessions.get(&params.id).map_err(rpc_error)
+    }
+
+    async fn list(&self, params: Option<SessionListParams>) -> RpcResult<SessionListResult> {
+        self.core
+            .sessions
+            .list(params.unwrap_or_default())
+            .map_err(rpc_error)
+    }
+
+    async fn attach(&self, ext: &Extensions, params: SessionAttachParams) -> RpcResult<Session> {
+        let conn = conn_id(ext);
+        self.core
+            .sessions
+            .attach(conn, &params.id, params.env)
+            .await
+            .map_err(rpc_error)
+    }
+
+    async fn detach(&self, ext: &Extensions, params: SessionIdParams) -> RpcResult<Session> {
+        self.core
+            .sessions
+            .detach(conn_id(ext), &params.id)
+            .await
+            .map_err(rpc_error)
+    }
+
+    async fn close(&self, params: SessionIdParams) -> RpcResult<Session> {
+        self.core
+            .sessions
+            .close(&params.id)
+            .await
+            .map_err(rpc_error)
+    }
+}

@@ -1,0 +1,151 @@
+//! The accept loop: one jsonrpsee service per accepted local-socket connection (HTTP/1.1 with
+//! WebSocket upgrade), a connection limit, a peer check, and graceful shutdown.
+
+pub mod listen;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use interprocess::local_socket::tokio::Stream;
+use interprocess::local_socket::traits::tokio::Listener as _;
+use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
+use jsonrpsee::server::{Server, ServerConfig, serve_with_graceful_shutdown, stop_channel};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Semaphore;
+use tokio_util::task::TaskTracker;
+
+use crate::core::Core;
+use crate::rpc::{self, NamedParams};
+use crate::session::ConnId;
+pub use listen::{Bound, ListenError, bind, lock_path};
+
+/// Default limit of client connections served at once.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
+/// How long in-flight calls get to finish once shutdown begins.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Pause after a failed accept (e.g. out of file descriptors) before trying again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Serve `bound` until the core's shutdown token fires, then shut down gracefully: stop
+/// accepting (the socket file is removed), let in-flight calls finish within
+/// [`SHUTDOWN_GRACE`], and flush the database.
+pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
+    let limits = core.status().limits;
+    let config = ServerConfig::builder()
+        .max_request_body_size(limits.max_message_size)
+        .max_response_body_size(limits.max_message_size)
+        .max_connections(limits.max_connections)
+        .set_message_buffer_capacity(limits.subscriber_buffer)
+        .build();
+    let svc_builder = Server::builder()
+        .set_config(config)
+        .set_rpc_middleware(RpcServiceBuilder::new().layer_fn(NamedParams))
+        .to_service_builder();
+    let methods = rpc::methods(core.clone())?;
+    let (stop_handle, server_handle) = stop_channel();
+    let slots = Arc::new(Semaphore::new(usize::try_from(limits.max_connections)?));
+    let tracker = TaskTracker::new();
+    let Bound {
+        listener,
+        socket,
+        lock,
+    } = bound;
+    let mut next_id: u32 = 0;
+
+    loop {
+        let stream = tokio::select! {
+            () = core.shutdown_token().cancelled() => break,
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        if let Err(reason) = peer_allowed(&stream) {
+            tracing::warn!(%reason, "refused a connection");
+            continue;
+        }
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(
+                limit = limits.max_connections,
+                "connection limit reached; refusing"
+            );
+            tracker.spawn(refuse_busy(stream, limits.max_connections));
+            continue;
+        };
+        next_id = next_id.wrapping_add(1).max(1);
+        let conn = ConnId(next_id);
+        let svc = svc_builder
+            .clone()
+            .connection_id(next_id)
+            .build(methods.clone(), stop_handle.clone());
+        let stopped = stop_handle.clone().shutdown();
+        let core = core.clone();
+        core.connection_opened();
+        tracker.spawn(async move {
+            tracing::debug!(conn = conn.0, "connection opened");
+            if let Err(e) = serve_with_graceful_shutdown(stream, svc, stopped).await {
+                tracing::debug!(conn = conn.0, error = %e, "connection ended with an error");
+            }
+            core.sessions.connection_closed(conn).await;
+            core.connection_closed();
+            tracing::debug!(conn = conn.0, "connection closed");
+            drop(permit);
+        });
+    }
+
+    // Stop accepting: dropping the listener removes the socket file, so new clients see
+    // "not running" at once instead of waiting in the backlog.
+    drop(listener);
+    let _ = server_handle.stop();
+    tracker.close();
+    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(grace = ?SHUTDOWN_GRACE, "connections still open after the grace period; closing them");
+    }
+    core.store().flush().await?;
+    tracing::info!(socket = %socket.display(), "stopped");
+    drop(lock);
+    Ok(())
+}
+
+/// Answer an over-limit connection with an HTTP 503 the client can show, then close it.
+async fn refuse_busy(mut stream: Stream, limit: u32) {
+    let body = format!("geminid: too many connections (limit {limit}); try again later\n");
+    let reply = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(reply.as_bytes())).await;
+    let _ = stream.shutdown().await;
+}
+
+/// Only the daemon's own user may connect.
+#[cfg(unix)]
+fn peer_allowed(stream: &Stream) -> Result<(), String> {
+    use interprocess::local_socket::traits::StreamCommon as _;
+    let me = nix::unistd::geteuid().as_raw();
+    let creds = stream
+        .peer_creds()
+        .map_err(|e| format!("cannot read peer credentials: {e}"))?;
+    match creds.euid() {
+        Some(uid) if uid == me => Ok(()),
+        Some(uid) => Err(format!(
+            "peer uid {uid} (pid {:?}) is not this daemon's uid {me}",
+            creds.pid()
+        )),
+        None => Err("the peer's uid is unknown".to_owned()),
+    }
+}
+
+/// Named pipes are created with the default DACL, which admits only the owner and admins.
+#[cfg(windows)]
+fn peer_allowed(_stream: &Stream) -> Result<(), String> {
+    Ok(())
+}

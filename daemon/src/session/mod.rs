@@ -1,0 +1,337 @@
+//! Sessions: one agent front-end's view of the daemon (a workspace, its session-scoped state and
+//! the connections attached to it).
+//!
+//! The persistent part lives in the [`Store`]; which connections are attached and the client's
+//! environment are runtime state, held here in memory only. Mutations are serialized by one
+//! async lock so that "get or create the default session" and close never race.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use geminid_protocol::event::EventBody;
+use geminid_protocol::types::{
+    ClientEnv, EnvSource, SESSION_LIST_MAX_PAGE, Session, SessionCreateParams, SessionId,
+    SessionListParams, SessionListResult, SessionState,
+};
+
+use crate::clock;
+use crate::events::EventBus;
+use crate::store::{SessionRecord, Store, StoreError};
+
+/// Identifies one client connection (assigned by the accept loop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u32);
+
+/// Session errors.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// No such session.
+    #[error("no session with id {0:?}; `gemctl session list` shows the sessions that exist")]
+    NotFound(SessionId),
+    /// The workspace is unusable.
+    #[error("workspace {path:?} {reason}")]
+    InvalidWorkspace {
+        /// The path given.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Default)]
+struct Runtime {
+    attached: HashMap<SessionId, HashSet<ConnId>>,
+    by_conn: HashMap<ConnId, HashSet<SessionId>>,
+    envs: HashMap<SessionId, Arc<ClientEnv>>,
+}
+
+impl Runtime {
+    fn attach(&mut self, id: &str, conn: ConnId) {
+        self.attached.entry(id.to_owned()).or_default().insert(conn);
+        self.by_conn.entry(conn).or_default().insert(id.to_owned());
+    }
+
+    /// Returns whether `conn` was attached.
+    fn detach(&mut self, id: &str, conn: ConnId) -> bool {
+        let was = self.attached.get_mut(id).is_some_and(|c| c.remove(&conn));
+        if self.attached.get(id).is_some_and(HashSet::is_empty) {
+            self.attached.remove(id);
+        }
+        if let Some(s) = self.by_conn.get_mut(&conn) {
+            s.remove(id);
+            if s.is_empty() {
+                self.by_conn.remove(&conn);
+            }
+        }
+        was
+    }
+
+    fn attached_count(&self, id: &str) -> u32 {
+        self.attached
+            .get(id)
+            .map_or(0, |c| u32::try_from(c.len()).unwrap_or(u32::MAX))
+    }
+}
+
+/// The session registry.
+#[derive(Debug)]
+pub struct Sessions {
+    store: Store,
+    events: Arc<EventBus>,
+    runtime: Mutex<Runtime>,
+    write: tokio::sync::Mutex<()>,
+}
+
+impl Sessions {
+    /// A registry over `store`, announcing changes on `events`.
+    pub fn new(store: Store, events: Arc<EventBus>) -> Self {
+        Self {
+            store,
+            events,
+            runtime: Mutex::default(),
+            write: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn runtime(&self) -> MutexGuard<'_, Runtime> {
+        // A panic while holding this lock cannot leave the maps half-updated in a way that
+        // matters more than stopping the daemon would, so keep serving.
+        self.runtime.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn view(&self, rec: SessionRecord) -> Session {
+        let rt = self.runtime();
+        let env_source = if rt.envs.contains_key(&rec.id) {
+            EnvSource::Client
+        } else {
+            EnvSource::Daemon
+        };
+        Session {
+            attached_connections: rt.attached_count(&rec.id),
+            id: rec.id,
+            workspace: rec.workspace,
+            is_default: rec.is_default,
+            created_at: clock::rfc3339(rec.created_ms),
+            last_seen_at: clock::rfc3339(rec.last_seen_ms),
+            env_source,
+            state: rec.state,
+        }
+    }
+
+    fn record(&self, id: &str) -> Result<SessionRecord, SessionError> {
+        self.store
+            .session(id)?
+            .ok_or_else(|| SessionError::NotFound(id.to_owned()))
+    }
+
+    async fn persist(&self, rec: &SessionRecord) -> Result<(), SessionError> {
+        self.store.put_session(rec)?;
+        self.store.flush().await?;
+        Ok(())
+    }
+
+    /// Create a session (or reuse the workspace's default one) and attach `conn` to it.
+    pub async fn create(
+        &self,
+        conn: ConnId,
+        params: SessionCreateParams,
+    ) -> Result<Session, SessionError> {
+        let workspace = canonical_workspace(&params.workspace)?;
+        let _w = self.write.lock().await;
+        let existing = match params.reuse_default {
+            true => match self.store.default_session(&workspace)? {
+                Some(id) => self.store.session(&id)?,
+                None => None,
+            },
+            false => None,
+        };
+        let now = clock::now_ms();
+        let (mut rec, created) = match existing {
+            Some(rec) => (rec, false),
+            None => {
+                let rec = SessionRecord {
+                    id: uuid::Uuid::now_v7().to_string(),
+                    workspace,
+                    is_default: params.reuse_default,
+                    created_ms: now,
+                    last_seen_ms: now,
+                    state: SessionState::default(),
+                };
+                (rec, true)
+            }
+        };
+        rec.last_seen_ms = now;
+        self.persist(&rec).await?;
+        {
+            let mut rt = self.runtime();
+            rt.attach(&rec.id, conn);
+            if let Some(env) = params.env {
+                rt.envs.insert(rec.id.clone(), Arc::new(env));
+            }
+        }
+        let session = self.view(rec);
+        tracing::info!(session = %session.id, workspace = %session.workspace, created, "session attached");
+        self.events.emit(match created {
+            true => EventBody::SessionCreated(session.clone()),
+            false => EventBody::SessionAttached(session.clone()),
+        });
+        Ok(session)
+    }
+
+    /// One session.
+    pub fn get(&self, id: &str) -> Result<Session, SessionError> {
+        Ok(self.view(self.record(id)?))
+    }
+
+    /// A page of sessions, oldest first.
+    pub fn list(&self, params: SessionListParams) -> Result<SessionListResult, SessionError> {
+        let limit = params
+            .limit
+            .unwrap_or(SESSION_LIST_MAX_PAGE)
+            .clamp(1, SESSION_LIST_MAX_PAGE);
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let workspace = params
+            .workspace
+            .map(|w| canonical_workspace(&w).unwrap_or(w));
+        let mut sessions = Vec::new();
+        let mut next_cursor = None;
+        for rec in self.store.sessions_after(params.cursor.as_deref()) {
+            let rec = rec?;
+            if workspace.as_ref().is_some_and(|w| *w != rec.workspace) {
+                continue;
+            }
+            if sessions.len() == limit {
+                next_cursor = sessions.last().map(|s: &Session| s.id.clone());
+                break;
+            }
+            sessions.push(self.view(rec));
+        }
+        Ok(SessionListResult {
+            sessions,
+            next_cursor,
+        })
+    }
+
+    /// Attach `conn` to an existing session, replacing its environment if one is given.
+    pub async fn attach(
+        &self,
+        conn: ConnId,
+        id: &str,
+        env: Option<ClientEnv>,
+    ) -> Result<Session, SessionError> {
+        let _w = self.write.lock().await;
+        let mut rec = self.record(id)?;
+        rec.last_seen_ms = clock::now_ms();
+        self.persist(&rec).await?;
+        {
+            let mut rt = self.runtime();
+            rt.attach(id, conn);
+            if let Some(env) = env {
+                rt.envs.insert(id.to_owned(), Arc::new(env));
+            }
+        }
+        let session = self.view(rec);
+        tracing::info!(session = %id, conn = conn.0, "session attached");
+        self.events
+            .emit(EventBody::SessionAttached(session.clone()));
+        Ok(session)
+    }
+
+    /// Detach `conn` from a session. Detaching a connection that is not attached is not an
+    /// error (the result shows the count), but the session must exist.
+    pub async fn detach(&self, conn: ConnId, id: &str) -> Result<Session, SessionError> {
+        let _w = self.write.lock().await;
+        let mut rec = self.record(id)?;
+        let was_attached = self.runtime().detach(id, conn);
+        if was_attached {
+            rec.last_seen_ms = clock::now_ms();
+            self.persist(&rec).await?;
+        }
+        let session = self.view(rec);
+        if was_attached {
+            tracing::info!(session = %id, conn = conn.0, "session detached");
+            self.events
+                .emit(EventBody::SessionDetached(session.clone()));
+        }
+        Ok(session)
+    }
+
+    /// Close a session: detach every connection and delete it.
+    pub async fn close(&self, id: &str) -> Result<Session, SessionError> {
+        let _w = self.write.lock().await;
+        let rec = self.record(id)?;
+        self.store.delete_session(&rec)?;
+        self.store.flush().await?;
+        let mut session = self.view(rec);
+        {
+            let mut rt = self.runtime();
+            for conn in rt.attached.remove(id).unwrap_or_default() {
+                if let Some(s) = rt.by_conn.get_mut(&conn) {
+                    s.remove(id);
+                }
+            }
+            rt.envs.remove(id);
+        }
+        session.attached_connections = 0;
+        tracing::info!(session = %id, "session closed");
+        self.events.emit(EventBody::SessionClosed(session.clone()));
+        Ok(session)
+    }
+
+    /// A connection went away: detach it from everything it was attached to.
+    pub async fn connection_closed(&self, conn: ConnId) {
+        let ids: Vec<SessionId> = self
+            .runtime()
+            .by_conn
+            .get(&conn)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        for id in ids {
+            match self.detach(conn, &id).await {
+                Ok(_) | Err(SessionError::NotFound(_)) => {}
+                Err(e) => tracing::warn!(session = %id, error = %e, "detach on disconnect failed"),
+            }
+        }
+    }
+
+    /// The environment a session's servers inherit: the client's if one was sent, else `None`
+    /// (meaning the daemon's own).
+    pub fn client_env(&self, id: &str) -> Option<Arc<ClientEnv>> {
+        self.runtime().envs.get(id).cloned()
+    }
+
+    /// (total sessions, sessions with at least one connection attached).
+    pub fn counts(&self) -> (usize, usize) {
+        (self.store.session_count(), self.runtime().attached.len())
+    }
+}
+
+/// The canonical absolute path of an existing workspace directory.
+fn canonical_workspace(raw: &str) -> Result<String, SessionError> {
+    let invalid = |reason: &str| SessionError::InvalidWorkspace {
+        path: raw.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let path = Path::new(raw);
+    if !path.is_absolute() {
+        return Err(invalid("must be an absolute path"));
+    }
+    let canonical = std::fs::canonicalize(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => invalid("does not exist"),
+        _ => invalid(&format!("cannot be resolved: {e}")),
+    })?;
+    if !canonical.is_dir() {
+        return Err(invalid("is not a directory"));
+    }
+    canonical
+        .into_os_string()
+        .into_string()
+        .map_err(|_| invalid("is not valid UTF-8"))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,354 @@
+//! The sled database: sessions now, server runtime records and approvals later.
+//!
+//! Every value is a versioned JSON record (`{"v": N, ...}`) so that a newer daemon can read what
+//! an older one wrote, and an older one refuses clearly instead of misreading. Writes that a
+//! client is told about are flushed before the reply, so a SIGKILL right after loses nothing
+//! acknowledged. The environment a client sends is never stored here (it holds secrets).
+
+use std::path::{Path, PathBuf};
+
+use geminid_protocol::types::{SessionId, SessionState};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// Version of the database layout; stored under `meta/schema`.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Version of [`SessionRecord`] as written by this build.
+pub const SESSION_RECORD_VERSION: u32 = 1;
+/// sled's page cache; the database is small, and the daemon's idle memory matters more.
+const CACHE_CAPACITY_BYTES: u64 = 4 * 1024 * 1024;
+/// Background flush interval for writes not flushed explicitly.
+const FLUSH_EVERY_MS: u64 = 500;
+
+const SESSION_PREFIX: &[u8] = b"s/";
+const DEFAULT_PREFIX: &[u8] = b"d/";
+
+/// Storage errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// sled failed.
+    #[error("database error at {path}: {source}")]
+    Sled {
+        /// The database directory.
+        path: PathBuf,
+        /// What sled said.
+        #[source]
+        source: sled::Error,
+    },
+    /// A record could not be decoded.
+    #[error("corrupt record {key:?}: {reason}")]
+    Corrupt {
+        /// Its key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// The database was written by a newer geminid.
+    #[error(
+        "the database at {path} has schema version {found}, newer than this geminid understands \
+         ({SCHEMA_VERSION}); upgrade geminid or use another --data-dir"
+    )]
+    NewerSchema {
+        /// The database directory.
+        path: PathBuf,
+        /// The version found.
+        found: u32,
+    },
+}
+
+/// A session as persisted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRecord {
+    /// Its id.
+    pub id: SessionId,
+    /// Canonical workspace path.
+    pub workspace: String,
+    /// Whether it is the workspace's default session.
+    pub is_default: bool,
+    /// Creation time, Unix ms.
+    pub created_ms: u64,
+    /// Last create/attach/detach, Unix ms.
+    pub last_seen_ms: u64,
+    /// Session-scoped state.
+    #[serde(default)]
+    pub state: SessionState,
+}
+
+#[derive(Serialize)]
+struct Versioned<'a, T> {
+    v: u32,
+    #[serde(flatten)]
+    record: &'a T,
+}
+
+#[derive(Deserialize)]
+struct VersionOnly {
+    v: u32,
+}
+
+/// The database handle; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    db: sled::Db,
+    sessions: sled::Tree,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Open (or create) the database in `dir`.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let config = sled::Config::new()
+            .path(dir)
+            .cache_capacity(CACHE_CAPACITY_BYTES)
+            .flush_every_ms(Some(FLUSH_EVERY_MS));
+        Self::from_config(config, dir.to_path_buf())
+    }
+
+    /// A throwaway in-memory database, for tests.
+    pub fn temporary() -> Result<Self, StoreError> {
+        Self::from_config(
+            sled::Config::new().temporary(true),
+            PathBuf::from("<temporary>"),
+        )
+    }
+
+    fn from_config(config: sled::Config, path: PathBuf) -> Result<Self, StoreError> {
+        let sled_err = |source| StoreError::Sled {
+            path: path.clone(),
+            source,
+        };
+        let db = config.open().map_err(sled_err)?;
+        let meta = db.open_tree("meta").map_err(sled_err)?;
+        match meta.get("schema").map_err(sled_err)? {
+            Some(v) => {
+                let found = decode_u32(&v).ok_or_else(|| StoreError::Corrupt {
+                    key: "meta/schema".into(),
+                    reason: "not a 4-byte version".into(),
+                })?;
+                if found > SCHEMA_VERSION {
+                    return Err(StoreError::NewerSchema { path, found });
+                }
+            }
+            None => {
+                meta.insert("schema", &SCHEMA_VERSION.to_be_bytes())
+                    .map_err(sled_err)?;
+            }
+        }
+        let sessions = db.open_tree("sessions").map_err(sled_err)?;
+        Ok(Self { db, sessions, path })
+    }
+
+    /// Where the database lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, source: sled::Error) -> StoreError {
+        StoreError::Sled {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// One session.
+    pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let key = session_key(id);
+        match self.sessions.get(&key).map_err(|e| self.err(e))? {
+            Some(bytes) => decode(&key, &bytes, SESSION_RECORD_VERSION).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Sessions in id order (= creation order), starting after `after`. Records that cannot be
+    /// decoded are skipped with a warning rather than failing the whole listing.
+    pub fn sessions_after(
+        &self,
+        after: Option<&str>,
+    ) -> impl Iterator<Item = Result<SessionRecord, StoreError>> + '_ {
+        let start = match after {
+            // The byte after the cursor's key: strictly greater than it.
+            Some(id) => {
+                let mut k = session_key(id);
+                k.push(0);
+                k
+            }
+            None => SESSION_PREFIX.to_vec(),
+        };
+        let mut end = SESSION_PREFIX.to_vec();
+        if let Some(last) = end.last_mut() {
+            *last += 1;
+        }
+        self.sessions.range(start..end).filter_map(move |item| {
+            let (key, bytes) = match item {
+                Ok(kv) => kv,
+                Err(e) => return Some(Err(self.err(e))),
+            };
+            match decode(&key, &bytes, SESSION_RECORD_VERSION) {
+                Ok(r) => Some(Ok(r)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "skipping unreadable session record");
+                    None
+                }
+            }
+        })
+    }
+
+    /// The number of session records.
+    pub fn session_count(&self) -> usize {
+        self.sessions.scan_prefix(SESSION_PREFIX).count()
+    }
+
+    /// The default session id of a workspace.
+    pub fn default_session(&self, workspace: &str) -> Result<Option<SessionId>, StoreError> {
+        let v = self
+            .sessions
+            .get(default_key(workspace))
+            .map_err(|e| self.err(e))?;
+        Ok(v.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// Write a session (and, for a default session, its workspace's pointer) atomically.
+    pub fn put_session(&self, rec: &SessionRecord) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        batch.insert(session_key(&rec.id), encode(rec, SESSION_RECORD_VERSION));
+        if rec.is_default {
+            batch.insert(default_key(&rec.workspace), rec.id.as_bytes());
+        }
+        self.sessions.apply_batch(batch).map_err(|e| self.err(e))
+    }
+
+    /// Delete a session and, if it is its workspace's default, the pointer to it.
+    pub fn delete_session(&self, rec: &SessionRecord) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        batch.remove(session_key(&rec.id));
+        if self.default_session(&rec.workspace)?.as_deref() == Some(rec.id.as_str()) {
+            batch.remove(default_key(&rec.workspace));
+        }
+        self.sessions.apply_batch(batch).map_err(|e| self.err(e))
+    }
+
+    /// Make everything written so far durable.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.db
+            .flush_async()
+            .await
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+}
+
+fn session_key(id: &str) -> Vec<u8> {
+    [SESSION_PREFIX, id.as_bytes()].concat()
+}
+
+fn default_key(workspace: &str) -> Vec<u8> {
+    [DEFAULT_PREFIX, workspace.as_bytes()].concat()
+}
+
+fn decode_u32(b: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(b.try_into().ok()?))
+}
+
+fn encode<T: Serialize>(record: &T, v: u32) -> Vec<u8> {
+    // Serializing these plain structs to JSON cannot fail (string keys, no custom impls).
+    serde_json::to_vec(&Versioned { v, record }).unwrap_or_default()
+}
+
+fn decode<T: DeserializeOwned>(key: &[u8], bytes: &[u8], current: u32) -> Result<T, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        key: String::from_utf8_lossy(key).into_owned(),
+        reason,
+    };
+    let VersionOnly { v } = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if v > current {
+        return Err(corrupt(format!(
+            "record version {v} is newer than this geminid ({current})"
+        )));
+    }
+    // Version 1 is the only one so far; older versions would be migrated here.
+    serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn rec(id: &str, workspace: &str, is_default: bool) -> SessionRecord {
+        SessionRecord {
+            id: id.into(),
+            workspace: workspace.into(),
+            is_default,
+            created_ms: 1,
+            last_seen_ms: 2,
+            state: SessionState::default(),
+        }
+    }
+
+    #[test]
+    fn sessions_round_trip_and_paginate() -> anyhow::Result<()> {
+        let store = Store::temporary()?;
+        for id in ["a", "b", "c"] {
+            store.put_session(&rec(id, "/w", id == "b"))?;
+        }
+        assert_eq!(store.session("b")?, Some(rec("b", "/w", true)));
+        assert_eq!(store.default_session("/w")?.as_deref(), Some("b"));
+        let after_a: Vec<_> = store
+            .sessions_after(Some("a"))
+            .map(|r| r.map(|r| r.id))
+            .collect();
+        assert_eq!(
+            after_a.into_iter().collect::<Result<Vec<_>, _>>()?,
+            vec!["b", "c"]
+        );
+        store.delete_session(&rec("b", "/w", true))?;
+        assert_eq!(store.default_session("/w")?, None);
+        assert_eq!(store.session_count(), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn newer_record_versions_are_reported_not_misread() -> anyhow::Result<()> {
+        let store = Store::temporary()?;
+        store
+            .sessions
+            .insert(session_key("x"), br#"{"v":99,"id":"x"}"#.to_vec())?;
+        store
+            .sessions
+            .insert(session_key("y"), b"not json".to_vec())?;
+        let err = store
+            .session("x")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("record version 99 is newer"), "{err}");
+        assert!(store.session("y").is_err());
+        // Listing skips what it cannot read instead of failing.
+        store.put_session(&rec("z", "/w", false))?;
+        let ids: Vec<_> = store
+            .sessions_after(None)
+            .filter_map(Result::ok)
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(ids, vec!["z"]);
+        Ok(())
+    }
+
+    #[test]
+    fn newer_schema_is_refused() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        {
+            let db = sled::open(dir.path())?;
+            db.open_tree("meta")?
+                .insert("schema", &7u32.to_be_bytes())?;
+            db.flush()?;
+        }
+        let err = Store::open(dir.path())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("schema version 7"), "{err}");
+        Ok(())
+    }
+}

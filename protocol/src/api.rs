@@ -1,0 +1,68 @@
+//! The JSON-RPC methods, as jsonrpsee traits. The daemon implements the `*Server` traits and
+//! clients get typed `*Client` extension traits for free.
+//!
+//! Every method takes at most one parameter, a `*Params` object.
+
+use jsonrpsee::core::{RpcResult, SubscriptionResult};
+use jsonrpsee::proc_macros::rpc;
+
+use crate::event::Event;
+use crate::types::{
+    EventsSubscribeParams, HelloParams, HelloResult, Session, SessionAttachParams,
+    SessionCreateParams, SessionIdParams, SessionListParams, SessionListResult, ShutdownResult,
+    StatusResult,
+};
+
+/// `daemon/*`: handshake, status and lifecycle.
+#[rpc(server, client, namespace = "daemon", namespace_separator = "/")]
+pub trait DaemonApi {
+    /// Version handshake; fails with `VersionMismatch` naming both versions.
+    #[method(name = "hello")]
+    async fn hello(&self, params: HelloParams) -> RpcResult<HelloResult>;
+
+    /// Version, pid, uptime, socket, data dir, session and connection counts.
+    #[method(name = "status")]
+    async fn status(&self) -> RpcResult<StatusResult>;
+
+    /// Graceful shutdown: the reply is sent, then the daemon stops accepting, finishes
+    /// in-flight calls, flushes its database and removes its socket.
+    #[method(name = "shutdown")]
+    async fn shutdown(&self) -> RpcResult<ShutdownResult>;
+}
+
+/// `session/*`: sessions and which connections are attached to them.
+#[rpc(server, client, namespace = "session", namespace_separator = "/")]
+pub trait SessionApi {
+    /// Create a session for a workspace (or reuse its default one) and attach this connection.
+    #[method(name = "create", with_extensions)]
+    async fn create(&self, params: SessionCreateParams) -> RpcResult<Session>;
+
+    /// One session by id.
+    #[method(name = "get")]
+    async fn get(&self, params: SessionIdParams) -> RpcResult<Session>;
+
+    /// Sessions, oldest first, paginated.
+    #[method(name = "list")]
+    async fn list(&self, params: Option<SessionListParams>) -> RpcResult<SessionListResult>;
+
+    /// Attach an existing session to this connection (e.g. after either side restarted).
+    #[method(name = "attach", with_extensions)]
+    async fn attach(&self, params: SessionAttachParams) -> RpcResult<Session>;
+
+    /// Detach this connection from a session; the session stays.
+    #[method(name = "detach", with_extensions)]
+    async fn detach(&self, params: SessionIdParams) -> RpcResult<Session>;
+
+    /// Close a session: detach everyone and delete it.
+    #[method(name = "close")]
+    async fn close(&self, params: SessionIdParams) -> RpcResult<Session>;
+}
+
+/// `events/*`: the event stream.
+#[rpc(server, client, namespace = "events", namespace_separator = "/")]
+pub trait EventsApi {
+    /// Stream events (notifications named `events/event`) until unsubscribed or the daemon
+    /// shuts down. A subscriber that falls too far behind is dropped with an error.
+    #[subscription(name = "subscribe" => "event", unsubscribe = "unsubscribe", item = Event)]
+    async fn subscribe_events(&self, params: Option<EventsSubscribeParams>) -> SubscriptionResult;
+}

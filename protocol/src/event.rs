@@ -1,0 +1,96 @@
+//! The event stream (`events/subscribe`). Every event has a kind, a timestamp and a payload;
+//! the kind names the payload's shape.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{Session, SessionId};
+
+/// One event as delivered to subscribers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    /// Position in the daemon's event sequence (starts at 1 with each daemon start), so a
+    /// subscriber can tell that it missed some.
+    pub seq: u64,
+    /// When it happened (RFC 3339, UTC, milliseconds).
+    pub timestamp: String,
+    /// The kind and its payload.
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "payload")]
+#[non_exhaustive]
+pub enum EventBody {
+    /// A session was created.
+    #[serde(rename = "session/created")]
+    SessionCreated(Session),
+    /// A connection attached to a session.
+    #[serde(rename = "session/attached")]
+    SessionAttached(Session),
+    /// A connection detached from a session (explicitly or by disconnecting).
+    #[serde(rename = "session/detached")]
+    SessionDetached(Session),
+    /// A session was closed and deleted.
+    #[serde(rename = "session/closed")]
+    SessionClosed(Session),
+    /// The daemon is shutting down; subscriptions end after this event.
+    #[serde(rename = "daemon/shuttingDown")]
+    DaemonShuttingDown(ShuttingDown),
+}
+
+/// Payload of `daemon/shuttingDown`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShuttingDown {
+    /// Why: `signal SIGTERM`, `signal SIGINT` or `daemon/shutdown`.
+    pub reason: String,
+}
+
+impl EventBody {
+    /// The kind string as it appears on the wire.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::SessionCreated(_) => "session/created",
+            Self::SessionAttached(_) => "session/attached",
+            Self::SessionDetached(_) => "session/detached",
+            Self::SessionClosed(_) => "session/closed",
+            Self::DaemonShuttingDown(_) => "daemon/shuttingDown",
+        }
+    }
+
+    /// The session this event is about; `None` for daemon-wide events.
+    pub fn session(&self) -> Option<&SessionId> {
+        match self {
+            Self::SessionCreated(s)
+            | Self::SessionAttached(s)
+            | Self::SessionDetached(s)
+            | Self::SessionClosed(s) => Some(&s.id),
+            Self::DaemonShuttingDown(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_matches_serialized_tag() {
+        let body = EventBody::DaemonShuttingDown(ShuttingDown {
+            reason: "test".into(),
+        });
+        let ev = Event {
+            seq: 1,
+            timestamp: "t".into(),
+            body,
+        };
+        let json = serde_json::to_value(&ev).unwrap_or_default();
+        assert_eq!(json["kind"], ev.body.kind());
+        assert_eq!(json["payload"]["reason"], "test");
+        let back: Event = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, ev);
+    }
+}

@@ -1,0 +1,23 @@
+//! The wire contract between `geminid` and its clients (`gemctl`, editors, agent front-ends).
+//!
+//! Everything a client needs to speak to the daemon lives here and nothing else: the JSON-RPC
+//! method traits ([`api`]), their parameter and result types ([`types`]), the event stream
+//! ([`event`]), the error-code table ([`error`]), where the socket is ([`socket`]) and how to
+//! connect to it ([`client`]). Methods are named `<namespace>/<method>`, fields are camelCase.
+
+pub mod api;
+pub mod client;
+pub mod error;
+pub mod event;
+pub mod socket;
+pub mod types;
+
+/// The protocol version. Bumped on any incompatible change to a method, type or event; a client
+/// whose version differs is refused by `daemon/hello` with an error naming both versions.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The version of this crate, which the daemon reports in `daemon/status`.
+pub const DAEMON_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Default limit for one JSON-RPC message in either direction (tool results can be large).
+pub const DEFAULT_MAX_MESSAGE_SIZE: u32 = 64 * 1024 * 1024;

@@ -1,0 +1,119 @@
+//! Where the control socket lives. Both the daemon and its clients call [`socket_path`], so they
+//! agree without configuration.
+//!
+//! Order: an explicit path (`--socket`), then `GEMINID_SOCKET`, then on Unix
+//! `$XDG_RUNTIME_DIR/geminid/geminid.sock`, falling back to `~/.gemini/run/geminid.sock` (home is
+//! `GEMINI_CLI_HOME` when set, as Gemini CLI does). On Windows, the named pipe
+//! `\\.\pipe\geminid-<user>`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Environment variable that overrides the socket path.
+pub const SOCKET_ENV: &str = "GEMINID_SOCKET";
+
+/// Why no socket path could be worked out.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot work out where the geminid socket is: neither {SOCKET_ENV}, XDG_RUNTIME_DIR nor HOME \
+     is set; pass --socket PATH or set {SOCKET_ENV}"
+)]
+pub struct NoSocketPath;
+
+/// The socket path from an explicit choice or the process environment.
+pub fn socket_path(explicit: Option<&Path>) -> Result<PathBuf, NoSocketPath> {
+    socket_path_from(explicit, |k| std::env::var_os(k))
+}
+
+/// [`socket_path`] with the environment supplied by the caller (for tests).
+pub fn socket_path_from(
+    explicit: Option<&Path>,
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<PathBuf, NoSocketPath> {
+    let non_empty = |k: &str| env(k).filter(|v| !v.is_empty());
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = non_empty(SOCKET_ENV) {
+        return Ok(PathBuf::from(p));
+    }
+    platform_default(&non_empty)
+}
+
+#[cfg(unix)]
+fn platform_default(env: &impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, NoSocketPath> {
+    if let Some(dir) = env("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+    {
+        return Ok(dir.join("geminid").join("geminid.sock"));
+    }
+    let home = env("GEMINI_CLI_HOME")
+        .or_else(|| env("HOME"))
+        .ok_or(NoSocketPath)?;
+    Ok(PathBuf::from(home)
+        .join(".gemini")
+        .join("run")
+        .join("geminid.sock"))
+}
+
+#[cfg(windows)]
+fn platform_default(env: &impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, NoSocketPath> {
+    let user = env("USERNAME").ok_or(NoSocketPath)?;
+    Ok(PathBuf::from(format!(
+        r"\\.\pipe\geminid-{}",
+        user.to_string_lossy()
+    )))
+}
+
+#[cfg(test)]
+#[cfg(unix)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn resolve(explicit: Option<&str>, vars: &[(&str, &str)]) -> Option<PathBuf> {
+        let vars: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        socket_path_from(explicit.map(Path::new), |k| vars.get(k).cloned()).ok()
+    }
+
+    #[test]
+    fn precedence() {
+        let all = [
+            ("GEMINID_SOCKET", "/env.sock"),
+            ("XDG_RUNTIME_DIR", "/run/user/1"),
+            ("HOME", "/home/u"),
+        ];
+        assert_eq!(resolve(Some("/x.sock"), &all), Some("/x.sock".into()));
+        assert_eq!(resolve(None, &all), Some("/env.sock".into()));
+        assert_eq!(
+            resolve(None, &all[1..]),
+            Some("/run/user/1/geminid/geminid.sock".into())
+        );
+        assert_eq!(
+            resolve(None, &all[2..]),
+            Some("/home/u/.gemini/run/geminid.sock".into())
+        );
+        assert_eq!(
+            resolve(None, &[("HOME", "/home/u"), ("GEMINI_CLI_HOME", "/g")]),
+            Some("/g/.gemini/run/geminid.sock".into())
+        );
+        assert_eq!(resolve(None, &[]), None);
+    }
+
+    #[test]
+    fn empty_and_relative_values_are_ignored() {
+        let vars = [
+            ("GEMINID_SOCKET", ""),
+            ("XDG_RUNTIME_DIR", "rel"),
+            ("HOME", "/h"),
+        ];
+        assert_eq!(
+            resolve(None, &vars),
+            Some("/h/.gemini/run/geminid.sock".into())
+        );
+    }
+}
