@@ -18,9 +18,6 @@ pub fn rfc3339(ms: u64) -> String {
 mod tests {
     #[test]
     fn formats_utc_millis() {
-        assert_eq!(
-            super::rfc3339(1_700_000_000_123),
-            "2023-11-14T22:13:20.123Z"
-        );
+        assert_eq!(super::rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
     }
 }

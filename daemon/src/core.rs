@@ -77,10 +77,7 @@ impl Core {
             uptime_secs: self.started.elapsed().as_secs(),
             socket: self.info.socket.display().to_string(),
             data_dir: self.info.data_dir.display().to_string(),
-            sessions: SessionCounts {
-                total: to_u32(total),
-                attached: to_u32(attached),
-            },
+            sessions: SessionCounts { total: to_u32(total), attached: to_u32(attached) },
             connections: self.connections.load(Ordering::Relaxed),
             limits: self.info.limits,
         }
@@ -91,9 +88,7 @@ impl Core {
         if self.shutdown_reason.set(reason.to_owned()).is_ok() {
             tracing::info!(reason, "shutting down");
             self.events
-                .emit(EventBody::DaemonShuttingDown(ShuttingDown {
-                    reason: reason.to_owned(),
-                }));
+                .emit(EventBody::DaemonShuttingDown(ShuttingDown { reason: reason.to_owned() }));
             self.shutdown.cancel();
         }
     }

@@ -48,10 +48,7 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     init_logging(args.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("geminid: cannot start the async runtime: {e}");
@@ -69,9 +66,7 @@ fn main() -> ExitCode {
 
 fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -119,9 +114,7 @@ fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
     builder.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder
-        .create(dir)
-        .with_context(|| format!("cannot create data directory {}", dir.display()))
+    builder.create(dir).with_context(|| format!("cannot create data directory {}", dir.display()))
 }
 
 /// SIGTERM and SIGINT both start a graceful shutdown.

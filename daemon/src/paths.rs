@@ -19,16 +19,12 @@ pub fn data_dir_from(
     }
     let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
     if cfg!(windows) {
-        return var("LOCALAPPDATA")
-            .map(|p| p.join("geminid"))
-            .ok_or(NoDataDir);
+        return var("LOCALAPPDATA").map(|p| p.join("geminid")).ok_or(NoDataDir);
     }
     if let Some(state) = var("XDG_STATE_HOME").filter(|p| p.is_absolute()) {
         return Ok(state.join("geminid"));
     }
-    var("HOME")
-        .map(|h| h.join(".local").join("state").join("geminid"))
-        .ok_or(NoDataDir)
+    var("HOME").map(|h| h.join(".local").join("state").join("geminid")).ok_or(NoDataDir)
 }
 
 #[cfg(all(test, unix))]
@@ -43,10 +39,7 @@ mod tests {
             _ => None,
         };
         let home_only = |k: &str| (k == "HOME").then(|| OsString::from("/home/u"));
-        assert_eq!(
-            data_dir_from(Some("/x".into()), env).ok(),
-            Some("/x".into())
-        );
+        assert_eq!(data_dir_from(Some("/x".into()), env).ok(), Some("/x".into()));
         assert_eq!(data_dir_from(None, env).ok(), Some("/state/geminid".into()));
         assert_eq!(
             data_dir_from(None, home_only).ok(),

@@ -49,10 +49,7 @@ impl ConnectOptions {
     /// Defaults for a client called `name`.
     pub fn new(name: &str, version: &str) -> Self {
         Self {
-            client: ClientInfo {
-                name: name.to_owned(),
-                version: version.to_owned(),
-            },
+            client: ClientInfo { name: name.to_owned(), version: version.to_owned() },
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
@@ -68,9 +65,8 @@ pub enum ConnectError {
     NotRunning {
         /// The socket tried.
         socket: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
+        /// The OS error (not found, or refused), kept for logs; the message says it all.
+        cause: io::Error,
     },
     /// The socket exists but could not be opened.
     #[error("cannot connect to {}: {source}", socket.display())]
@@ -105,24 +101,13 @@ pub async fn connect_raw(
 ) -> Result<(RawSender, RawReceiver), ConnectError> {
     let name = socket
         .to_fs_name::<GenericFilePath>()
-        .map_err(|source| ConnectError::Io {
-            socket: socket.to_path_buf(),
-            source,
-        })?;
-    let stream = Stream::connect(name)
-        .await
-        .map_err(|source| match source.kind() {
-            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
-                ConnectError::NotRunning {
-                    socket: socket.to_path_buf(),
-                    source,
-                }
-            }
-            _ => ConnectError::Io {
-                socket: socket.to_path_buf(),
-                source,
-            },
-        })?;
+        .map_err(|source| ConnectError::Io { socket: socket.to_path_buf(), source })?;
+    let stream = Stream::connect(name).await.map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
+            ConnectError::NotRunning { socket: socket.to_path_buf(), cause: source }
+        }
+        _ => ConnectError::Io { socket: socket.to_path_buf(), source },
+    })?;
     // The host is never resolved: the stream is already connected.
     let url = Url::parse("ws://localhost/").map_err(|e| ConnectError::Handshake {
         socket: socket.to_path_buf(),
@@ -134,10 +119,7 @@ pub async fn connect_raw(
         .connection_timeout(DEFAULT_HANDSHAKE_TIMEOUT)
         .build_with_stream(url, stream)
         .await
-        .map_err(|source| ConnectError::Handshake {
-            socket: socket.to_path_buf(),
-            source,
-        })
+        .map_err(|source| ConnectError::Handshake { socket: socket.to_path_buf(), source })
 }
 
 /// Connect, build a typed client and run the `daemon/hello` handshake.
@@ -150,10 +132,8 @@ pub async fn connect(
         .request_timeout(opts.request_timeout)
         .max_concurrent_requests(opts.max_concurrent_requests)
         .build_with_tokio(tx, rx);
-    let params = HelloParams {
-        protocol_version: PROTOCOL_VERSION,
-        client: Some(opts.client.clone()),
-    };
+    let params =
+        HelloParams { protocol_version: PROTOCOL_VERSION, client: Some(opts.client.clone()) };
     match client.hello(params).await {
         Ok(hello) => Ok((client, hello)),
         Err(RpcError::Call(e)) if e.code() == ErrorCode::VersionMismatch.code() => {

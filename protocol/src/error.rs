@@ -86,10 +86,7 @@ mod tests {
     fn codes_are_unique_and_round_trip() {
         for c in ErrorCode::ALL {
             assert_eq!(ErrorCode::from_code(c.code()), Some(c));
-            assert!(
-                (-32099..=-32000).contains(&c.code()),
-                "{c:?} outside the server range"
-            );
+            assert!((-32099..=-32000).contains(&c.code()), "{c:?} outside the server range");
         }
         let mut codes: Vec<_> = ErrorCode::ALL.iter().map(|c| c.code()).collect();
         codes.sort_unstable();

@@ -79,14 +79,8 @@ mod tests {
 
     #[test]
     fn kind_matches_serialized_tag() {
-        let body = EventBody::DaemonShuttingDown(ShuttingDown {
-            reason: "test".into(),
-        });
-        let ev = Event {
-            seq: 1,
-            timestamp: "t".into(),
-            body,
-        };
+        let body = EventBody::DaemonShuttingDown(ShuttingDown { reason: "test".into() });
+        let ev = Event { seq: 1, timestamp: "t".into(), body };
         let json = serde_json::to_value(&ev).unwrap_or_default();
         assert_eq!(json["kind"], ev.body.kind());
         assert_eq!(json["payload"]["reason"], "test");

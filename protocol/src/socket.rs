@@ -42,28 +42,17 @@ pub fn socket_path_from(
 
 #[cfg(unix)]
 fn platform_default(env: &impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, NoSocketPath> {
-    if let Some(dir) = env("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-    {
+    if let Some(dir) = env("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute()) {
         return Ok(dir.join("geminid").join("geminid.sock"));
     }
-    let home = env("GEMINI_CLI_HOME")
-        .or_else(|| env("HOME"))
-        .ok_or(NoSocketPath)?;
-    Ok(PathBuf::from(home)
-        .join(".gemini")
-        .join("run")
-        .join("geminid.sock"))
+    let home = env("GEMINI_CLI_HOME").or_else(|| env("HOME")).ok_or(NoSocketPath)?;
+    Ok(PathBuf::from(home).join(".gemini").join("run").join("geminid.sock"))
 }
 
 #[cfg(windows)]
 fn platform_default(env: &impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, NoSocketPath> {
     let user = env("USERNAME").ok_or(NoSocketPath)?;
-    Ok(PathBuf::from(format!(
-        r"\\.\pipe\geminid-{}",
-        user.to_string_lossy()
-    )))
+    Ok(PathBuf::from(format!(r"\\.\pipe\geminid-{}", user.to_string_lossy())))
 }
 
 #[cfg(test)]
@@ -73,10 +62,8 @@ mod tests {
     use std::collections::HashMap;
 
     fn resolve(explicit: Option<&str>, vars: &[(&str, &str)]) -> Option<PathBuf> {
-        let vars: HashMap<String, OsString> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), OsString::from(v)))
-            .collect();
+        let vars: HashMap<String, OsString> =
+            vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
         socket_path_from(explicit.map(Path::new), |k| vars.get(k).cloned()).ok()
     }
 
@@ -89,14 +76,8 @@ mod tests {
         ];
         assert_eq!(resolve(Some("/x.sock"), &all), Some("/x.sock".into()));
         assert_eq!(resolve(None, &all), Some("/env.sock".into()));
-        assert_eq!(
-            resolve(None, &all[1..]),
-            Some("/run/user/1/geminid/geminid.sock".into())
-        );
-        assert_eq!(
-            resolve(None, &all[2..]),
-            Some("/home/u/.gemini/run/geminid.sock".into())
-        );
+        assert_eq!(resolve(None, &all[1..]), Some("/run/user/1/geminid/geminid.sock".into()));
+        assert_eq!(resolve(None, &all[2..]), Some("/home/u/.gemini/run/geminid.sock".into()));
         assert_eq!(
             resolve(None, &[("HOME", "/home/u"), ("GEMINI_CLI_HOME", "/g")]),
             Some("/g/.gemini/run/geminid.sock".into())
@@ -106,14 +87,7 @@ mod tests {
 
     #[test]
     fn empty_and_relative_values_are_ignored() {
-        let vars = [
-            ("GEMINID_SOCKET", ""),
-            ("XDG_RUNTIME_DIR", "rel"),
-            ("HOME", "/h"),
-        ];
-        assert_eq!(
-            resolve(None, &vars),
-            Some("/h/.gemini/run/geminid.sock".into())
-        );
+        let vars = [("GEMINID_SOCKET", ""), ("XDG_RUNTIME_DIR", "rel"), ("HOME", "/h")];
+        assert_eq!(resolve(None, &vars), Some("/h/.gemini/run/geminid.sock".into()));
     }
 }

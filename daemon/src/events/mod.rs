@@ -35,11 +35,7 @@ impl EventBus {
     /// A bus whose subscribers may lag by at most `capacity` events.
     pub fn new(capacity: usize) -> Self {
         let (tx, _) = broadcast::channel(capacity.max(1));
-        Self {
-            tx,
-            seq: AtomicU64::new(0),
-            capacity,
-        }
+        Self { tx, seq: AtomicU64::new(0), capacity }
     }
 
     /// The per-subscriber buffer.
@@ -50,11 +46,7 @@ impl EventBus {
     /// Publish an event to current subscribers.
     pub fn emit(&self, body: EventBody) {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        let event = Event {
-            seq,
-            timestamp: clock::rfc3339(clock::now_ms()),
-            body,
-        };
+        let event = Event { seq, timestamp: clock::rfc3339(clock::now_ms()), body };
         let json = match serde_json::value::to_raw_value(&event) {
             Ok(j) => j,
             Err(e) => {

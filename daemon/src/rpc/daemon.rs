@@ -11,16 +11,9 @@ use super::Handler;
 #[async_trait]
 impl DaemonApiServer for Handler {
     async fn hello(&self, params: HelloParams) -> RpcResult<HelloResult> {
-        let client = params
-            .client
-            .as_ref()
-            .map_or("unknown client", |c| c.name.as_str());
+        let client = params.client.as_ref().map_or("unknown client", |c| c.name.as_str());
         if params.protocol_version != PROTOCOL_VERSION {
-            tracing::warn!(
-                client,
-                theirs = params.protocol_version,
-                "protocol version mismatch"
-            );
+            tracing::warn!(client, theirs = params.protocol_version, "protocol version mismatch");
             return Err(ErrorCode::VersionMismatch.error_with(
                 format!(
                     "protocol version mismatch: {client} speaks version {}, this geminid \
@@ -50,8 +43,6 @@ impl DaemonApiServer for Handler {
     async fn shutdown(&self) -> RpcResult<ShutdownResult> {
         // In-flight calls, this reply included, are finished before connections close.
         self.core.request_shutdown("daemon/shutdown");
-        Ok(ShutdownResult {
-            pid: std::process::id(),
-        })
+        Ok(ShutdownResult { pid: std::process::id() })
     }
 }

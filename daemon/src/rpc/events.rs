@@ -17,10 +17,7 @@ fn wanted(filter: &EventsSubscribeParams, event: &Event) -> bool {
         (Some(want), Some(got)) => want == got,
         _ => true,
     };
-    let kind_ok = filter
-        .kinds
-        .as_ref()
-        .is_none_or(|k| k.iter().any(|k| k == event.body.kind()));
+    let kind_ok = filter.kinds.as_ref().is_none_or(|k| k.iter().any(|k| k == event.body.kind()));
     session_ok && kind_ok
 }
 
@@ -35,9 +32,7 @@ impl EventsApiServer for Handler {
         if let Some(id) = &filter.session
             && let Err(e) = self.core.sessions.get(id)
         {
-            pending
-                .reject(ErrorCode::SessionNotFound.error(e.to_string()))
-                .await;
+            pending.reject(ErrorCode::SessionNotFound.error(e.to_string())).await;
             return Ok(());
         }
         // Subscribe before accepting so that nothing emitted after the reply is missed.
@@ -70,11 +65,9 @@ impl EventsApiServer for Handler {
                         conn,
                         "dropping slow events subscriber: its send buffer is full"
                     );
-                    return Err(
-                        "events subscription dropped: the subscriber's buffer is full; \
+                    return Err("events subscription dropped: the subscriber's buffer is full; \
                                 read events faster or resubscribe"
-                            .into(),
-                    );
+                        .into());
                 }
                 Err(TrySendError::Closed(_)) => return Ok(()),
             }

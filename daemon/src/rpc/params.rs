@@ -72,10 +72,7 @@ mod tests {
     #[test]
     fn objects_become_one_element_arrays() {
         assert_eq!(wrapped(r#"{"id":"x"}"#).as_deref(), Some(r#"[{"id":"x"}]"#));
-        assert_eq!(
-            wrapped(r#"[{"id":"x"}]"#).as_deref(),
-            Some(r#"[{"id":"x"}]"#)
-        );
+        assert_eq!(wrapped(r#"[{"id":"x"}]"#).as_deref(), Some(r#"[{"id":"x"}]"#));
         assert_eq!(wrapped("3").as_deref(), Some("3"));
     }
 }

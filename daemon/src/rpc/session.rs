@@ -28,11 +28,7 @@ fn rpc_error(e: SessionError) -> ErrorObjectOwned {
 #[async_trait]
 impl SessionApiServer for Handler {
     async fn create(&self, ext: &Extensions, params: SessionCreateParams) -> RpcResult<Session> {
-        self.core
-            .sessions
-            .create(conn_id(ext), params)
-            .await
-            .map_err(rpc_error)
+        self.core.sessions.create(conn_id(ext), params).await.map_err(rpc_error)
     }
 
     async fn get(&self, params: SessionIdParams) -> RpcResult<Session> {
@@ -40,34 +36,19 @@ impl SessionApiServer for Handler {
     }
 
     async fn list(&self, params: Option<SessionListParams>) -> RpcResult<SessionListResult> {
-        self.core
-            .sessions
-            .list(params.unwrap_or_default())
-            .map_err(rpc_error)
+        self.core.sessions.list(params.unwrap_or_default()).map_err(rpc_error)
     }
 
     async fn attach(&self, ext: &Extensions, params: SessionAttachParams) -> RpcResult<Session> {
         let conn = conn_id(ext);
-        self.core
-            .sessions
-            .attach(conn, &params.id, params.env)
-            .await
-            .map_err(rpc_error)
+        self.core.sessions.attach(conn, &params.id, params.env).await.map_err(rpc_error)
     }
 
     async fn detach(&self, ext: &Extensions, params: SessionIdParams) -> RpcResult<Session> {
-        self.core
-            .sessions
-            .detach(conn_id(ext), &params.id)
-            .await
-            .map_err(rpc_error)
+        self.core.sessions.detach(conn_id(ext), &params.id).await.map_err(rpc_error)
     }
 
     async fn close(&self, params: SessionIdParams) -> RpcResult<Session> {
-        self.core
-            .sessions
-            .close(&params.id)
-            .await
-            .map_err(rpc_error)
+        self.core.sessions.close(&params.id).await.map_err(rpc_error)
     }
 }

@@ -49,11 +49,7 @@ pub enum ListenError {
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> ListenError + 'a {
-    move |source| ListenError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| ListenError::Io { op, path: path.to_path_buf(), source }
 }
 
 /// A claimed socket: the listener and the lock that keeps it ours. Dropping it removes the
@@ -87,24 +83,17 @@ pub fn bind(socket: &Path, lock: &Path) -> Result<Bound, ListenError> {
     let lock_file = take_lock(lock, socket)?;
     #[cfg(unix)]
     unix::remove_stale(socket)?;
-    let name = socket
-        .to_fs_name::<GenericFilePath>()
-        .map_err(io_err("invalid socket name", socket))?;
+    let name =
+        socket.to_fs_name::<GenericFilePath>().map_err(io_err("invalid socket name", socket))?;
     let opts = ListenerOptions::new().name(name).reclaim_name(true);
     #[cfg(unix)]
     let opts = {
         use interprocess::os::unix::local_socket::ListenerOptionsExt;
         opts.mode(0o600)
     };
-    let listener = opts
-        .create_tokio()
-        .map_err(io_err("cannot listen on", socket))?;
+    let listener = opts.create_tokio().map_err(io_err("cannot listen on", socket))?;
     tracing::info!(socket = %socket.display(), "listening");
-    Ok(Bound {
-        listener,
-        socket: socket.to_path_buf(),
-        lock: lock_file,
-    })
+    Ok(Bound { listener, socket: socket.to_path_buf(), lock: lock_file })
 }
 
 /// Take the exclusive lock and write our pid into it; if another process holds it, report its pid.
@@ -116,9 +105,7 @@ fn take_lock(lock: &Path, socket: &Path) -> Result<File, ListenError> {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(0o600);
     }
-    let mut file = opts
-        .open(lock)
-        .map_err(io_err("cannot open lock file", lock))?;
+    let mut file = opts.open(lock).map_err(io_err("cannot open lock file", lock))?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -171,10 +158,7 @@ mod unix {
             return Err(ListenError::UnsafeDir {
                 dir: dir.to_path_buf(),
                 problem: format!("is open to other users (mode {mode:04o})"),
-                fix: format!(
-                    "run `chmod 700 {}` or choose another --socket",
-                    dir.display()
-                ),
+                fix: format!("run `chmod 700 {}` or choose another --socket", dir.display()),
             });
         }
         Ok(())
@@ -192,10 +176,7 @@ mod unix {
             return Err(ListenError::NotASocket(socket.to_path_buf()));
         }
         if std::os::unix::net::UnixStream::connect(socket).is_ok() {
-            return Err(ListenError::AlreadyRunning {
-                pid: None,
-                socket: socket.to_path_buf(),
-            });
+            return Err(ListenError::AlreadyRunning { pid: None, socket: socket.to_path_buf() });
         }
         std::fs::remove_file(socket).map_err(io_err("cannot remove stale socket", socket))?;
         tracing::info!(socket = %socket.display(), "removed a stale socket left by a previous daemon");

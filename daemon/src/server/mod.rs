@@ -45,11 +45,7 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
     let (stop_handle, server_handle) = stop_channel();
     let slots = Arc::new(Semaphore::new(usize::try_from(limits.max_connections)?));
     let tracker = TaskTracker::new();
-    let Bound {
-        listener,
-        socket,
-        lock,
-    } = bound;
+    let Bound { listener, socket, lock } = bound;
     let mut next_id: u32 = 0;
 
     loop {
@@ -69,25 +65,25 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
             continue;
         }
         let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(
-                limit = limits.max_connections,
-                "connection limit reached; refusing"
-            );
+            tracing::warn!(limit = limits.max_connections, "connection limit reached; refusing");
             tracker.spawn(refuse_busy(stream, limits.max_connections));
             continue;
         };
         next_id = next_id.wrapping_add(1).max(1);
         let conn = ConnId(next_id);
-        let svc = svc_builder
-            .clone()
-            .connection_id(next_id)
-            .build(methods.clone(), stop_handle.clone());
+        let mut svc =
+            svc_builder.clone().connection_id(next_id).build(methods.clone(), stop_handle.clone());
+        // hyper returns as soon as a connection upgrades to WebSocket; the WebSocket session
+        // ends when this resolves. Only both together mean the client is gone.
+        let session_closed = svc.on_session_closed();
         let stopped = stop_handle.clone().shutdown();
         let core = core.clone();
         core.connection_opened();
         tracker.spawn(async move {
             tracing::debug!(conn = conn.0, "connection opened");
-            if let Err(e) = serve_with_graceful_shutdown(stream, svc, stopped).await {
+            let serve = serve_with_graceful_shutdown(stream, svc, stopped);
+            let (served, ()) = tokio::join!(serve, session_closed);
+            if let Err(e) = served {
                 tracing::debug!(conn = conn.0, error = %e, "connection ended with an error");
             }
             core.sessions.connection_closed(conn).await;
@@ -102,10 +98,7 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
     drop(listener);
     let _ = server_handle.stop();
     tracker.close();
-    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait()).await.is_err() {
         tracing::warn!(grace = ?SHUTDOWN_GRACE, "connections still open after the grace period; closing them");
     }
     core.store().flush().await?;
@@ -131,15 +124,12 @@ async fn refuse_busy(mut stream: Stream, limit: u32) {
 fn peer_allowed(stream: &Stream) -> Result<(), String> {
     use interprocess::local_socket::traits::StreamCommon as _;
     let me = nix::unistd::geteuid().as_raw();
-    let creds = stream
-        .peer_creds()
-        .map_err(|e| format!("cannot read peer credentials: {e}"))?;
+    let creds = stream.peer_creds().map_err(|e| format!("cannot read peer credentials: {e}"))?;
     match creds.euid() {
         Some(uid) if uid == me => Ok(()),
-        Some(uid) => Err(format!(
-            "peer uid {uid} (pid {:?}) is not this daemon's uid {me}",
-            creds.pid()
-        )),
+        Some(uid) => {
+            Err(format!("peer uid {uid} (pid {:?}) is not this daemon's uid {me}", creds.pid()))
+        }
         None => Err("the peer's uid is unknown".to_owned()),
     }
 }

@@ -71,9 +71,7 @@ impl Runtime {
     }
 
     fn attached_count(&self, id: &str) -> u32 {
-        self.attached
-            .get(id)
-            .map_or(0, |c| u32::try_from(c.len()).unwrap_or(u32::MAX))
+        self.attached.get(id).map_or(0, |c| u32::try_from(c.len()).unwrap_or(u32::MAX))
     }
 }
 
@@ -89,12 +87,7 @@ pub struct Sessions {
 impl Sessions {
     /// A registry over `store`, announcing changes on `events`.
     pub fn new(store: Store, events: Arc<EventBus>) -> Self {
-        Self {
-            store,
-            events,
-            runtime: Mutex::default(),
-            write: tokio::sync::Mutex::new(()),
-        }
+        Self { store, events, runtime: Mutex::default(), write: tokio::sync::Mutex::new(()) }
     }
 
     fn runtime(&self) -> MutexGuard<'_, Runtime> {
@@ -105,11 +98,8 @@ impl Sessions {
 
     fn view(&self, rec: SessionRecord) -> Session {
         let rt = self.runtime();
-        let env_source = if rt.envs.contains_key(&rec.id) {
-            EnvSource::Client
-        } else {
-            EnvSource::Daemon
-        };
+        let env_source =
+            if rt.envs.contains_key(&rec.id) { EnvSource::Client } else { EnvSource::Daemon };
         Session {
             attached_connections: rt.attached_count(&rec.id),
             id: rec.id,
@@ -123,9 +113,7 @@ impl Sessions {
     }
 
     fn record(&self, id: &str) -> Result<SessionRecord, SessionError> {
-        self.store
-            .session(id)?
-            .ok_or_else(|| SessionError::NotFound(id.to_owned()))
+        self.store.session(id)?.ok_or_else(|| SessionError::NotFound(id.to_owned()))
     }
 
     async fn persist(&self, rec: &SessionRecord) -> Result<(), SessionError> {
@@ -189,14 +177,9 @@ impl Sessions {
 
     /// A page of sessions, oldest first.
     pub fn list(&self, params: SessionListParams) -> Result<SessionListResult, SessionError> {
-        let limit = params
-            .limit
-            .unwrap_or(SESSION_LIST_MAX_PAGE)
-            .clamp(1, SESSION_LIST_MAX_PAGE);
+        let limit = params.limit.unwrap_or(SESSION_LIST_MAX_PAGE).clamp(1, SESSION_LIST_MAX_PAGE);
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        let workspace = params
-            .workspace
-            .map(|w| canonical_workspace(&w).unwrap_or(w));
+        let workspace = params.workspace.map(|w| canonical_workspace(&w).unwrap_or(w));
         let mut sessions = Vec::new();
         let mut next_cursor = None;
         for rec in self.store.sessions_after(params.cursor.as_deref()) {
@@ -210,10 +193,7 @@ impl Sessions {
             }
             sessions.push(self.view(rec));
         }
-        Ok(SessionListResult {
-            sessions,
-            next_cursor,
-        })
+        Ok(SessionListResult { sessions, next_cursor })
     }
 
     /// Attach `conn` to an existing session, replacing its environment if one is given.
@@ -236,8 +216,7 @@ impl Sessions {
         }
         let session = self.view(rec);
         tracing::info!(session = %id, conn = conn.0, "session attached");
-        self.events
-            .emit(EventBody::SessionAttached(session.clone()));
+        self.events.emit(EventBody::SessionAttached(session.clone()));
         Ok(session)
     }
 
@@ -254,8 +233,7 @@ impl Sessions {
         let session = self.view(rec);
         if was_attached {
             tracing::info!(session = %id, conn = conn.0, "session detached");
-            self.events
-                .emit(EventBody::SessionDetached(session.clone()));
+            self.events.emit(EventBody::SessionDetached(session.clone()));
         }
         Ok(session)
     }
@@ -327,10 +305,7 @@ fn canonical_workspace(raw: &str) -> Result<String, SessionError> {
     if !canonical.is_dir() {
         return Err(invalid("is not a directory"));
     }
-    canonical
-        .into_os_string()
-        .into_string()
-        .map_err(|_| invalid("is not valid UTF-8"))
+    canonical.into_os_string().into_string().map_err(|_| invalid("is not valid UTF-8"))
 }
 
 #[cfg(test)]

@@ -3,10 +3,7 @@ use pretty_assertions::assert_eq;
 
 fn registry(
     store: Store,
-) -> (
-    Sessions,
-    tokio::sync::broadcast::Receiver<Arc<crate::events::Published>>,
-) {
+) -> (Sessions, tokio::sync::broadcast::Receiver<Arc<crate::events::Published>>) {
     let bus = Arc::new(EventBus::new(64));
     let rx = bus.subscribe();
     (Sessions::new(store, bus), rx)
@@ -23,9 +20,7 @@ fn params(workspace: &Path, reuse_default: bool) -> SessionCreateParams {
 fn kinds(
     rx: &mut tokio::sync::broadcast::Receiver<Arc<crate::events::Published>>,
 ) -> Vec<&'static str> {
-    std::iter::from_fn(|| rx.try_recv().ok())
-        .map(|p| p.event.body.kind())
-        .collect()
+    std::iter::from_fn(|| rx.try_recv().ok()).map(|p| p.event.body.kind()).collect()
 }
 
 #[tokio::test]
@@ -36,29 +31,17 @@ async fn lifecycle_counts_attachments_and_emits_events() -> anyhow::Result<()> {
 
     let s = sessions.create(c1, params(ws.path(), false)).await?;
     assert_eq!(s.attached_connections, 1);
-    assert_eq!(
-        s.workspace,
-        std::fs::canonicalize(ws.path())?.to_string_lossy()
-    );
-    assert_eq!(
-        sessions.attach(c2, &s.id, None).await?.attached_connections,
-        2
-    );
+    assert_eq!(s.workspace, std::fs::canonicalize(ws.path())?.to_string_lossy());
+    assert_eq!(sessions.attach(c2, &s.id, None).await?.attached_connections, 2);
     // Attaching twice from one connection counts once.
-    assert_eq!(
-        sessions.attach(c2, &s.id, None).await?.attached_connections,
-        2
-    );
+    assert_eq!(sessions.attach(c2, &s.id, None).await?.attached_connections, 2);
     assert_eq!(sessions.detach(c1, &s.id).await?.attached_connections, 1);
     sessions.connection_closed(c2).await;
     assert_eq!(sessions.get(&s.id)?.attached_connections, 0);
     assert_eq!(sessions.counts(), (1, 0));
     let closed = sessions.close(&s.id).await?;
     assert_eq!(closed.id, s.id);
-    assert!(matches!(
-        sessions.get(&s.id),
-        Err(SessionError::NotFound(_))
-    ));
+    assert!(matches!(sessions.get(&s.id), Err(SessionError::NotFound(_))));
     assert_eq!(
         kinds(&mut rx),
         [
@@ -107,11 +90,7 @@ async fn invalid_workspaces_and_unknown_ids_are_clear_errors() -> anyhow::Result
         let msg = err.map(|e| e.to_string()).unwrap_or_default();
         assert!(msg.contains(want), "{path:?}: {msg}");
     }
-    let msg = sessions
-        .attach(ConnId(1), "nope", None)
-        .await
-        .err()
-        .map(|e| e.to_string());
+    let msg = sessions.attach(ConnId(1), "nope", None).await.err().map(|e| e.to_string());
     assert_eq!(
         msg.as_deref(),
         Some("no session with id \"nope\"; `gemctl session list` shows the sessions that exist")
@@ -135,10 +114,7 @@ async fn sessions_survive_reopen_but_env_and_attachments_do_not() -> anyhow::Res
     };
     let (sessions, _rx) = registry(Store::open(db.path())?);
     let s = sessions.get(&id)?;
-    assert_eq!(
-        (s.attached_connections, s.env_source),
-        (0, EnvSource::Daemon)
-    );
+    assert_eq!((s.attached_connections, s.env_source), (0, EnvSource::Daemon));
     assert_eq!(sessions.client_env(&id), None);
     Ok(())
 }
@@ -152,11 +128,8 @@ async fn list_paginates_and_filters_by_workspace() -> anyhow::Result<()> {
         let ws = if i % 2 == 0 { a.path() } else { b.path() };
         ids.push(sessions.create(ConnId(1), params(ws, false)).await?.id);
     }
-    let page = |cursor: Option<String>| SessionListParams {
-        workspace: None,
-        cursor,
-        limit: Some(2),
-    };
+    let page =
+        |cursor: Option<String>| SessionListParams { workspace: None, cursor, limit: Some(2) };
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {

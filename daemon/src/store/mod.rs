@@ -107,17 +107,11 @@ impl Store {
 
     /// A throwaway in-memory database, for tests.
     pub fn temporary() -> Result<Self, StoreError> {
-        Self::from_config(
-            sled::Config::new().temporary(true),
-            PathBuf::from("<temporary>"),
-        )
+        Self::from_config(sled::Config::new().temporary(true), PathBuf::from("<temporary>"))
     }
 
     fn from_config(config: sled::Config, path: PathBuf) -> Result<Self, StoreError> {
-        let sled_err = |source| StoreError::Sled {
-            path: path.clone(),
-            source,
-        };
+        let sled_err = |source| StoreError::Sled { path: path.clone(), source };
         let db = config.open().map_err(sled_err)?;
         let meta = db.open_tree("meta").map_err(sled_err)?;
         match meta.get("schema").map_err(sled_err)? {
@@ -131,8 +125,7 @@ impl Store {
                 }
             }
             None => {
-                meta.insert("schema", &SCHEMA_VERSION.to_be_bytes())
-                    .map_err(sled_err)?;
+                meta.insert("schema", &SCHEMA_VERSION.to_be_bytes()).map_err(sled_err)?;
             }
         }
         let sessions = db.open_tree("sessions").map_err(sled_err)?;
@@ -145,10 +138,7 @@ impl Store {
     }
 
     fn err(&self, source: sled::Error) -> StoreError {
-        StoreError::Sled {
-            path: self.path.clone(),
-            source,
-        }
+        StoreError::Sled { path: self.path.clone(), source }
     }
 
     /// One session.
@@ -201,10 +191,7 @@ impl Store {
 
     /// The default session id of a workspace.
     pub fn default_session(&self, workspace: &str) -> Result<Option<SessionId>, StoreError> {
-        let v = self
-            .sessions
-            .get(default_key(workspace))
-            .map_err(|e| self.err(e))?;
+        let v = self.sessions.get(default_key(workspace)).map_err(|e| self.err(e))?;
         Ok(v.map(|b| String::from_utf8_lossy(&b).into_owned()))
     }
 
@@ -230,11 +217,7 @@ impl Store {
 
     /// Make everything written so far durable.
     pub async fn flush(&self) -> Result<(), StoreError> {
-        self.db
-            .flush_async()
-            .await
-            .map(drop)
-            .map_err(|e| self.err(e))
+        self.db.flush_async().await.map(drop).map_err(|e| self.err(e))
     }
 }
 
@@ -262,9 +245,7 @@ fn decode<T: DeserializeOwned>(key: &[u8], bytes: &[u8], current: u32) -> Result
     };
     let VersionOnly { v } = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     if v > current {
-        return Err(corrupt(format!(
-            "record version {v} is newer than this geminid ({current})"
-        )));
+        return Err(corrupt(format!("record version {v} is newer than this geminid ({current})")));
     }
     // Version 1 is the only one so far; older versions would be migrated here.
     serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))
@@ -294,14 +275,8 @@ mod tests {
         }
         assert_eq!(store.session("b")?, Some(rec("b", "/w", true)));
         assert_eq!(store.default_session("/w")?.as_deref(), Some("b"));
-        let after_a: Vec<_> = store
-            .sessions_after(Some("a"))
-            .map(|r| r.map(|r| r.id))
-            .collect();
-        assert_eq!(
-            after_a.into_iter().collect::<Result<Vec<_>, _>>()?,
-            vec!["b", "c"]
-        );
+        let after_a: Vec<_> = store.sessions_after(Some("a")).map(|r| r.map(|r| r.id)).collect();
+        assert_eq!(after_a.into_iter().collect::<Result<Vec<_>, _>>()?, vec!["b", "c"]);
         store.delete_session(&rec("b", "/w", true))?;
         assert_eq!(store.default_session("/w")?, None);
         assert_eq!(store.session_count(), 2);
@@ -311,26 +286,14 @@ mod tests {
     #[test]
     fn newer_record_versions_are_reported_not_misread() -> anyhow::Result<()> {
         let store = Store::temporary()?;
-        store
-            .sessions
-            .insert(session_key("x"), br#"{"v":99,"id":"x"}"#.to_vec())?;
-        store
-            .sessions
-            .insert(session_key("y"), b"not json".to_vec())?;
-        let err = store
-            .session("x")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        store.sessions.insert(session_key("x"), br#"{"v":99,"id":"x"}"#.to_vec())?;
+        store.sessions.insert(session_key("y"), b"not json".to_vec())?;
+        let err = store.session("x").err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("record version 99 is newer"), "{err}");
         assert!(store.session("y").is_err());
         // Listing skips what it cannot read instead of failing.
         store.put_session(&rec("z", "/w", false))?;
-        let ids: Vec<_> = store
-            .sessions_after(None)
-            .filter_map(Result::ok)
-            .map(|r| r.id)
-            .collect();
+        let ids: Vec<_> = store.sessions_after(None).filter_map(Result::ok).map(|r| r.id).collect();
         assert_eq!(ids, vec!["z"]);
         Ok(())
     }
@@ -340,14 +303,10 @@ mod tests {
         let dir = tempfile::tempdir()?;
         {
             let db = sled::open(dir.path())?;
-            db.open_tree("meta")?
-                .insert("schema", &7u32.to_be_bytes())?;
+            db.open_tree("meta")?.insert("schema", &7u32.to_be_bytes())?;
             db.flush()?;
         }
-        let err = Store::open(dir.path())
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let err = Store::open(dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("schema version 7"), "{err}");
         Ok(())
     }

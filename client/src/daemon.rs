@@ -1,0 +1,135 @@
+//! Reaching the daemon: connect (with the hello handshake), and start it when none answers.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use geminid_protocol::client::{ConnectError, ConnectOptions, connect};
+use geminid_protocol::types::HelloResult;
+use jsonrpsee::async_client::Client;
+
+/// How long `gemctl` waits for a daemon it started to answer.
+pub const DAEMON_START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `gemctl daemon stop` waits for the daemon to exit.
+pub const DAEMON_STOP_TIMEOUT: Duration = Duration::from_secs(15);
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Environment variable naming the `geminid` binary to start.
+pub const GEMINID_BIN_ENV: &str = "GEMINID_BIN";
+
+fn options() -> ConnectOptions {
+    ConnectOptions::new("gemctl", env!("CARGO_PKG_VERSION"))
+}
+
+/// Connect to a running daemon.
+pub async fn connect_running(socket: &Path) -> Result<(Client, HelloResult), ConnectError> {
+    connect(socket, &options()).await
+}
+
+/// Connect, starting the daemon first if none answers and `autostart` allows it.
+pub async fn connect_or_start(
+    socket: &Path,
+    autostart: bool,
+) -> anyhow::Result<(Client, HelloResult)> {
+    match connect_running(socket).await {
+        Ok(c) => Ok(c),
+        Err(ConnectError::NotRunning { .. }) if autostart => {
+            start(socket).await?;
+            Ok(connect_running(socket).await?)
+        }
+        Err(e @ ConnectError::NotRunning { .. }) => {
+            Err(anyhow::Error::new(e).context("not starting it because of --no-autostart"))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The `geminid` to start: `$GEMINID_BIN`, else the one next to this `gemctl`, else `PATH`.
+fn geminid_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os(GEMINID_BIN_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let name = format!("geminid{}", std::env::consts::EXE_SUFFIX);
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join(&name)))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// Where a daemon started by gemctl writes its log: next to its socket.
+pub fn log_path(socket: &Path) -> PathBuf {
+    let mut p = socket.as_os_str().to_owned();
+    p.push(".log");
+    PathBuf::from(p)
+}
+
+/// Start `geminid` detached on `socket` and wait until it answers.
+pub async fn start(socket: &Path) -> anyhow::Result<HelloResult> {
+    let bin = geminid_binary();
+    let log = log_path(socket);
+    if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("cannot open the daemon log {}", log.display()))?;
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.arg("--socket").arg(socket).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log_file);
+    // Its own process group, so a Ctrl-C in this terminal does not reach it.
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.spawn().with_context(|| {
+        format!("cannot start {} (set {GEMINID_BIN_ENV} to its path)", bin.display())
+    })?;
+    let deadline = Instant::now() + DAEMON_START_TIMEOUT;
+    loop {
+        match connect_running(socket).await {
+            Ok((_, hello)) => return Ok(hello),
+            Err(ConnectError::NotRunning { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("geminid exited ({status}) before it answered:\n{}", log_tail(&log));
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "geminid (pid {}) did not answer on {} within {:?}; its log is {}",
+                child.id(),
+                socket.display(),
+                DAEMON_START_TIMEOUT,
+                log.display()
+            );
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// Wait until nothing answers on `socket` any more.
+pub async fn wait_stopped(socket: &Path) -> anyhow::Result<()> {
+    let deadline = Instant::now() + DAEMON_STOP_TIMEOUT;
+    while socket.exists() {
+        if Instant::now() >= deadline {
+            bail!(
+                "geminid is still running on {} after {:?}",
+                socket.display(),
+                DAEMON_STOP_TIMEOUT
+            );
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+    Ok(())
+}
+
+fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(10)..].join("\n")
+}

@@ -1,0 +1,366 @@
+//! `gemctl`: the command-line client of geminid.
+
+mod bridge;
+mod daemon;
+mod output;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use geminid_protocol::DEFAULT_MAX_MESSAGE_SIZE;
+use geminid_protocol::api::{DaemonApiClient, EventsApiClient, SessionApiClient};
+use geminid_protocol::client::ConnectError;
+use geminid_protocol::error::ErrorCode;
+use geminid_protocol::event::{Event, EventBody};
+use geminid_protocol::socket::{SOCKET_ENV, socket_path};
+use geminid_protocol::types::{
+    ClientEnv, EventsSubscribeParams, Session, SessionAttachParams, SessionCreateParams,
+    SessionIdParams, SessionListParams,
+};
+use jsonrpsee::async_client::Client;
+
+/// Exit code of `gemctl status` when no daemon is running.
+const EXIT_NOT_RUNNING: u8 = 3;
+
+/// gemctl: control geminid, the per-user daemon for Gemini CLI's MCP servers, extensions,
+/// skills, hooks and policy.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Cli {
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/geminid/geminid.sock, else ~/.gemini/run/geminid.sock]
+    #[arg(long, global = true, env = SOCKET_ENV, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Print one JSON value on stdout (one per line for streams) instead of text
+    #[arg(long, global = true)]
+    json: bool,
+    /// Fail instead of starting geminid when it is not running
+    #[arg(long, global = true)]
+    no_autostart: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show the daemon's status (exit code 3 if it is not running)
+    Status,
+    /// Start or stop the daemon
+    #[command(subcommand)]
+    Daemon(DaemonCommand),
+    /// Create, list, show and close sessions
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// Attach to a session and stream its events until Ctrl-C
+    Attach {
+        /// The session [default: the current directory's default session]
+        id: Option<String>,
+    },
+    /// Stream every event until Ctrl-C
+    Events,
+    /// Relay JSON-RPC between stdin/stdout and the daemon (for editors); newline-delimited or
+    /// Content-Length framing, detected automatically
+    Rpc,
+}
+
+#[derive(Debug, Subcommand)]
+enum DaemonCommand {
+    /// Start geminid in the background if it is not running
+    Start,
+    /// Stop geminid gracefully and wait for it to exit
+    Stop,
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionCommand {
+    /// Create a new session
+    New {
+        /// Its workspace [default: the current directory]
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+    },
+    /// List sessions
+    List {
+        /// Only sessions of this workspace
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+    },
+    /// Show one session [default: the current directory's default session]
+    Show {
+        /// The session
+        id: Option<String>,
+    },
+    /// Close a session (detach everyone and delete it)
+    Close {
+        /// The session
+        id: String,
+    },
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    match run(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            report(&e, json);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error the daemon returned for a call: its message is meant for people as it is.
+#[derive(Debug)]
+struct CallError {
+    code: i32,
+    message: String,
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// Turn a client error into one that prints well: the daemon's own message for a call error,
+/// otherwise the transport error with the method named.
+fn call_error(
+    method: &'static str,
+) -> impl FnOnce(jsonrpsee::core::client::Error) -> anyhow::Error {
+    move |e| match e {
+        jsonrpsee::core::client::Error::Call(obj) => {
+            anyhow::Error::new(CallError { code: obj.code(), message: obj.message().to_owned() })
+        }
+        other => anyhow::Error::new(other).context(method),
+    }
+}
+
+/// Errors go to stderr; with `--json` also as `{"error": {...}}` on stdout.
+fn report(e: &anyhow::Error, json: bool) {
+    eprintln!("gemctl: {e:#}");
+    if json {
+        let code = e.chain().find_map(|c| c.downcast_ref::<CallError>().map(|c| c.code));
+        let name = code.and_then(ErrorCode::from_code).map(ErrorCode::name);
+        let body = serde_json::json!({ "error": { "message": format!("{e:#}"), "code": code, "name": name } });
+        println!("{body}");
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let socket = socket_path(cli.socket.as_deref())?;
+    let autostart = !cli.no_autostart;
+    match cli.command {
+        Command::Status => status(&socket, cli.json).await,
+        Command::Daemon(DaemonCommand::Start) => daemon_start(&socket, cli.json).await,
+        Command::Daemon(DaemonCommand::Stop) => daemon_stop(&socket, cli.json).await,
+        Command::Session(cmd) => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            session(&client, cmd, cli.json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Attach { id } => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = match id {
+                Some(id) => client
+                    .attach(SessionAttachParams { id, env: Some(client_env()) })
+                    .await
+                    .map_err(call_error("session/attach"))?,
+                None => default_session(&client).await?,
+            };
+            if !cli.json {
+                eprintln!(
+                    "attached to session {} ({}); Ctrl-C to detach",
+                    session.id, session.workspace
+                );
+            }
+            stream_events(&client, Some(session.id), cli.json).await
+        }
+        Command::Events => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            stream_events(&client, None, cli.json).await
+        }
+        Command::Rpc => {
+            if autostart {
+                daemon::connect_or_start(&socket, true).await?;
+            }
+            bridge::run(&socket, DEFAULT_MAX_MESSAGE_SIZE).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The environment gemctl sends with `session/create` and `session/attach`.
+fn client_env() -> ClientEnv {
+    std::env::vars().collect()
+}
+
+fn absolute(dir: Option<PathBuf>) -> anyhow::Result<String> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let dir = match dir {
+        Some(d) if d.is_absolute() => d,
+        Some(d) => cwd.join(d),
+        None => cwd,
+    };
+    Ok(dir.to_string_lossy().into_owned())
+}
+
+/// The current directory's default session, created on first use (the convention every
+/// command that acts for a session follows when `--session` is not given).
+async fn default_session(client: &Client) -> anyhow::Result<Session> {
+    let params = SessionCreateParams {
+        workspace: absolute(None)?,
+        env: Some(client_env()),
+        reuse_default: true,
+    };
+    client.create(params).await.map_err(call_error("session/create"))
+}
+
+async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let (client, _) = match daemon::connect_running(socket).await {
+        Ok(c) => c,
+        Err(e @ ConnectError::NotRunning { .. }) => {
+            if json {
+                output::json(&serde_json::json!({ "running": false, "socket": socket }))?;
+            } else {
+                println!("{e}");
+            }
+            return Ok(ExitCode::from(EXIT_NOT_RUNNING));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let status = client.status().await.map_err(call_error("daemon/status"))?;
+    if json {
+        let mut v = serde_json::to_value(&status)?;
+        v["running"] = true.into();
+        output::json(&v)?;
+    } else {
+        output::status(&status);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn daemon_start(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let (hello, started) = match daemon::connect_running(socket).await {
+        Ok((_, hello)) => (hello, false),
+        Err(ConnectError::NotRunning { .. }) => (daemon::start(socket).await?, true),
+        Err(e) => return Err(e.into()),
+    };
+    if json {
+        output::json(&serde_json::json!({
+            "running": true, "started": started, "pid": hello.pid, "socket": socket,
+        }))?;
+    } else if started {
+        println!("geminid started (pid {}) on {}", hello.pid, socket.display());
+    } else {
+        println!("geminid is already running (pid {}) on {}", hello.pid, socket.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn daemon_stop(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let client = match daemon::connect_running(socket).await {
+        Ok((c, _)) => c,
+        Err(ConnectError::NotRunning { .. }) => {
+            if json {
+                output::json(&serde_json::json!({ "running": false, "stopped": false }))?;
+            } else {
+                println!("geminid is not running");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let result = client.shutdown().await.map_err(call_error("daemon/shutdown"))?;
+    daemon::wait_stopped(socket).await?;
+    if json {
+        output::json(&serde_json::json!({ "running": false, "stopped": true, "pid": result.pid }))?;
+    } else {
+        println!("geminid (pid {}) stopped", result.pid);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn session(client: &Client, cmd: SessionCommand, json: bool) -> anyhow::Result<()> {
+    let one = |s: &Session| {
+        if json {
+            return output::json(s);
+        }
+        output::session(s);
+        Ok(())
+    };
+    match cmd {
+        SessionCommand::New { workspace } => {
+            let params = SessionCreateParams {
+                workspace: absolute(workspace)?,
+                env: Some(client_env()),
+                reuse_default: false,
+            };
+            let s = client.create(params).await.map_err(call_error("session/create"))?;
+            if json { output::json(&s)? } else { println!("{}", s.id) }
+        }
+        SessionCommand::List { workspace } => {
+            let workspace = workspace.map(|w| absolute(Some(w))).transpose()?;
+            let mut all = Vec::new();
+            let mut cursor = None;
+            loop {
+                let params =
+                    SessionListParams { workspace: workspace.clone(), cursor, limit: None };
+                let page = client.list(Some(params)).await.map_err(call_error("session/list"))?;
+                all.extend(page.sessions);
+                match page.next_cursor {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+            if json { output::json(&all)? } else { output::sessions(&all) }
+        }
+        SessionCommand::Show { id } => {
+            let s = match id {
+                Some(id) => {
+                    client.get(SessionIdParams { id }).await.map_err(call_error("session/get"))?
+                }
+                None => default_session(client).await?,
+            };
+            one(&s)?;
+        }
+        SessionCommand::Close { id } => {
+            let s =
+                client.close(SessionIdParams { id }).await.map_err(call_error("session/close"))?;
+            if json { output::json(&s)? } else { println!("closed session {}", s.id) }
+        }
+    }
+    Ok(())
+}
+
+async fn stream_events(
+    client: &Client,
+    session: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let params = EventsSubscribeParams { session, kinds: None };
+    let mut sub =
+        client.subscribe_events(Some(params)).await.map_err(call_error("events/subscribe"))?;
+    loop {
+        let item = tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            item = sub.next() => item,
+        };
+        let event: Event = match item {
+            Some(Ok(e)) => e,
+            Some(Err(e)) => return Err(anyhow::Error::new(e).context("event stream")),
+            None => anyhow::bail!("the daemon ended the event stream"),
+        };
+        if json {
+            output::json_line(&event)?
+        } else {
+            output::event(&event)
+        }
+        if matches!(event.body, EventBody::DaemonShuttingDown(_)) {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Printing results: a human form, or with `--json` exactly one JSON value on stdout.
+
+use std::time::Duration;
+
+use geminid_protocol::event::{Event, EventBody};
+use geminid_protocol::types::{Session, StatusResult};
+use serde::Serialize;
+
+/// Print `value` as pretty JSON.
+pub fn json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Print `value` as compact JSON on one line (for streams).
+pub fn json_line<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string(value)?);
+    Ok(())
+}
+
+/// `gemctl status`.
+pub fn status(s: &StatusResult) {
+    println!("geminid {} (protocol {}), pid {}", s.version, s.protocol_version, s.pid);
+    println!("  up:          {} (since {})", uptime(s.uptime_secs), s.started_at);
+    println!("  socket:      {}", s.socket);
+    println!("  data dir:    {}", s.data_dir);
+    println!("  sessions:    {} ({} attached)", s.sessions.total, s.sessions.attached);
+    println!("  connections: {}", s.connections);
+}
+
+fn uptime(secs: u64) -> String {
+    humanize(Duration::from_secs(secs))
+}
+
+fn humanize(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {}s", s / 60, s % 60),
+        3600..86400 => format!("{}h {}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d {}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+/// A table with left-aligned columns.
+pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> =
+            cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(header.iter().map(|h| (*h).to_owned()).collect());
+    for row in rows {
+        line(row.clone());
+    }
+}
+
+/// `gemctl session list`.
+pub fn sessions(list: &[Session]) {
+    if list.is_empty() {
+        println!("No sessions. `gemctl session new` creates one.");
+        return;
+    }
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|s| {
+            vec![
+                s.id.clone(),
+                s.workspace.clone(),
+                if s.is_default { "default" } else { "" }.to_owned(),
+                s.attached_connections.to_string(),
+                s.last_seen_at.clone(),
+            ]
+        })
+        .collect();
+    table(&["ID", "WORKSPACE", "", "ATTACHED", "LAST SEEN"], &rows);
+}
+
+/// `gemctl session show` / `new`.
+pub fn session(s: &Session) {
+    println!("session {}{}", s.id, if s.is_default { " (default for its workspace)" } else { "" });
+    println!("  workspace:  {}", s.workspace);
+    println!("  created:    {}", s.created_at);
+    println!("  last seen:  {}", s.last_seen_at);
+    println!("  attached:   {} connection(s)", s.attached_connections);
+    let env = match s.env_source {
+        geminid_protocol::types::EnvSource::Client => "from the attached client",
+        geminid_protocol::types::EnvSource::Daemon => "the daemon's own",
+    };
+    println!("  env:        {env}");
+    let list = |v: &[String]| if v.is_empty() { "none".to_owned() } else { v.join(", ") };
+    println!("  disabled servers: {}", list(&s.state.disabled_servers));
+    println!("  activated skills: {}", list(&s.state.activated_skills));
+}
+
+/// One event, human form.
+pub fn event(e: &Event) {
+    let detail = match &e.body {
+        EventBody::SessionCreated(s)
+        | EventBody::SessionAttached(s)
+        | EventBody::SessionDetached(s)
+        | EventBody::SessionClosed(s) => {
+            format!("{} {} (attached: {})", s.id, s.workspace, s.attached_connections)
+        }
+        EventBody::DaemonShuttingDown(d) => d.reason.clone(),
+        _ => String::new(),
+    };
+    println!("{}  {:<20} {detail}", e.timestamp, e.body.kind());
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn humanize_picks_two_units() {
+        use std::time::Duration;
+        assert_eq!(super::humanize(Duration::from_secs(59)), "59s");
+        assert_eq!(super::humanize(Duration::from_secs(61)), "1m 1s");
+        assert_eq!(super::humanize(Duration::from_secs(3 * 3600 + 120)), "3h 2m");
+        assert_eq!(super::humanize(Duration::from_secs(2 * 86400 + 3600)), "2d 1h");
+    }
+}
