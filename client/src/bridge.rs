@@ -196,7 +196,7 @@ mod tests {
 
     #[tokio::test]
     async fn detects_content_length() {
-        let input = "Content-Length: 7\r\n\r\n{\"a\":1}content-length: 9\r\nContent-Type: x\r\n\r\n{\"b\":\n2}";
+        let input = "Content-Length: 7\r\n\r\n{\"a\":1}content-length: 8\r\nContent-Type: x\r\n\r\n{\"b\":\n2}";
         let (msgs, f) = read_all(input).await;
         assert_eq!(msgs, ["{\"a\":1}", "{\"b\":\n2}"]);
         assert_eq!(f, Some(Framing::ContentLength));
