@@ -25,7 +25,7 @@ pub fn status(s: &StatusResult) {
     println!("  socket:      {}", s.socket);
     println!("  data dir:    {}", s.data_dir);
     println!("  sessions:    {} ({} attached)", s.sessions.total, s.sessions.attached);
-    println!("  connections: {}", s.connections);
+    println!("  connections: {} ({} subscribed to events)", s.connections, s.subscribers);
 }
 
 fn uptime(secs: u64) -> String {

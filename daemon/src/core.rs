@@ -79,6 +79,7 @@ impl Core {
             data_dir: self.info.data_dir.display().to_string(),
             sessions: SessionCounts { total: to_u32(total), attached: to_u32(attached) },
             connections: self.connections.load(Ordering::Relaxed),
+            subscribers: to_u32(self.events.subscriber_count()),
             limits: self.info.limits,
         }
     }

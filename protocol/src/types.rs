@@ -66,6 +66,8 @@ pub struct StatusResult {
     pub sessions: SessionCounts,
     /// Open client connections, this one included.
     pub connections: u32,
+    /// Live `events/subscribe` subscriptions.
+    pub subscribers: u32,
     /// The limits it enforces.
     pub limits: Limits,
 }

@@ -1,0 +1,294 @@
+//! Test harness: start the real `geminid` and `gemctl` binaries in a temporary home, talk to
+//! them over the real socket, and make sure nothing is left running afterwards.
+
+use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use geminid_protocol::client::{ConnectError, ConnectOptions, connect};
+use jsonrpsee::async_client::Client;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// How long a daemon may take to start answering.
+pub const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Path of a binary built in this workspace (`target/<profile>/<name>`).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    // target/<profile>/deps/<test> or target/<profile>/<bench>
+    let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir.join(name)
+}
+
+/// A temporary home: `home/` (HOME), `run/` (0700, the socket), `state/` (XDG_STATE_HOME) and
+/// `ws/` (a workspace). Dropping it kills any daemon still holding a lock file in `run/`.
+#[derive(Debug)]
+pub struct TestHome {
+    dir: tempfile::TempDir,
+}
+
+impl TestHome {
+    /// Create one.
+    pub fn new() -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("geminid-test-").tempdir()?;
+        for sub in ["home", "run", "state", "ws"] {
+            std::fs::create_dir(dir.path().join(sub))?;
+        }
+        std::fs::set_permissions(dir.path().join("run"), std::fs::Permissions::from_mode(0o700))?;
+        Ok(Self { dir })
+    }
+
+    /// The root of the temporary tree.
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The socket path used by [`Daemon::start`].
+    pub fn socket(&self) -> PathBuf {
+        self.root().join("run").join("geminid.sock")
+    }
+
+    /// The daemon's data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.root().join("state").join("geminid")
+    }
+
+    /// A workspace directory that exists.
+    pub fn workspace(&self) -> PathBuf {
+        self.root().join("ws")
+    }
+
+    /// The environment every spawned binary gets (on top of the test's own, minus overrides).
+    fn apply_env(&self, cmd: &mut Command) {
+        cmd.env("HOME", self.root().join("home"))
+            .env("XDG_STATE_HOME", self.root().join("state"))
+            .env("XDG_RUNTIME_DIR", self.root().join("run-unused"))
+            .env("GEMINID_SOCKET", self.socket())
+            .env_remove("GEMINID_DATA_DIR")
+            .env_remove("GEMINI_CLI_HOME")
+            .env("GEMINID_BIN", bin("geminid"));
+    }
+
+    /// A `gemctl` command for this home.
+    pub fn gemctl_cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin("gemctl"));
+        self.apply_env(&mut cmd);
+        cmd.args(args).current_dir(self.workspace()).stdin(Stdio::null());
+        cmd
+    }
+
+    /// Run `gemctl` to completion.
+    pub fn gemctl(&self, args: &[&str]) -> anyhow::Result<Output> {
+        self.gemctl_cmd(args).output().context("running gemctl")
+    }
+
+    /// Run `gemctl --json ...`, require success, and parse its stdout.
+    pub fn gemctl_json(&self, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.gemctl(&all)?;
+        if !out.status.success() {
+            bail!(
+                "gemctl {args:?} failed ({}): {}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        serde_json::from_slice(&out.stdout).with_context(|| {
+            format!("gemctl {args:?} printed: {}", String::from_utf8_lossy(&out.stdout))
+        })
+    }
+}
+
+impl Drop for TestHome {
+    fn drop(&mut self) {
+        // Daemons started by gemctl (autostart) are not children of the test: find them by
+        // their lock files.
+        let Ok(entries) = std::fs::read_dir(self.root().join("run")) else { return };
+        for e in entries.flatten() {
+            if e.path().extension().is_some_and(|x| x == "lock")
+                && let Ok(text) = std::fs::read_to_string(e.path())
+                && let Ok(pid) = text.trim().parse::<i32>()
+                && lock_is_held(&e.path())
+            {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Whether some process holds the lock file.
+fn lock_is_held(path: &Path) -> bool {
+    File::open(path).is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
+}
+
+/// A running `geminid` child. Dropping it kills it.
+#[derive(Debug)]
+pub struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Start `geminid` in `home` with extra arguments and wait until it answers.
+    pub async fn start(home: &TestHome, extra: &[&str]) -> anyhow::Result<Self> {
+        let d = Self::spawn(home, extra)?;
+        d.wait_ready().await?;
+        Ok(d)
+    }
+
+    /// Start `geminid` without waiting.
+    pub fn spawn(home: &TestHome, extra: &[&str]) -> anyhow::Result<Self> {
+        let socket = extra
+            .iter()
+            .position(|a| *a == "--socket")
+            .and_then(|i| extra.get(i + 1))
+            .map_or_else(|| home.socket(), PathBuf::from);
+        let n = std::fs::read_dir(home.root())?.count();
+        let log = home.root().join(format!("geminid-{n}.log"));
+        let mut cmd = Command::new(bin("geminid"));
+        home.apply_env(&mut cmd);
+        cmd.args(extra)
+            .env("RUST_LOG", "info,geminid=debug")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log)?);
+        let child = cmd.spawn().context("spawning geminid")?;
+        Ok(Self { child, socket, log })
+    }
+
+    /// Wait until the daemon answers `daemon/hello`.
+    pub async fn wait_ready(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            match connect(&self.socket, &options()).await {
+                Ok(_) => return Ok(()),
+                Err(ConnectError::NotRunning { .. }) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => bail!("geminid did not come up: {e}\n{}", self.log()),
+            }
+        }
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Everything it has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A connected, handshaken client.
+    pub async fn client(&self) -> anyhow::Result<Client> {
+        Ok(connect(&self.socket, &options()).await?.0)
+    }
+
+    /// Send a signal.
+    pub fn signal(&self, sig: Signal) -> anyhow::Result<()> {
+        kill(Pid::from_raw(i32::try_from(self.pid())?), sig)?;
+        Ok(())
+    }
+
+    /// Wait for it to exit (up to `timeout`).
+    pub async fn wait_exit(&mut self, timeout: Duration) -> anyhow::Result<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() >= deadline {
+                bail!("geminid did not exit within {timeout:?}\n{}", self.log());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// SIGKILL it and reap it.
+    pub async fn kill9(&mut self) -> anyhow::Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Client options used by the tests.
+pub fn options() -> ConnectOptions {
+    ConnectOptions::new("geminid-tests", "0")
+}
+
+/// Whether a process exists.
+pub fn alive(pid: u32) -> bool {
+    i32::try_from(pid).is_ok_and(|p| kill(Pid::from_raw(p), None).is_ok())
+}
+
+/// Send raw bytes on a fresh connection to `socket` and read whatever comes back until the
+/// daemon closes the connection or `timeout` passes.
+pub async fn raw_exchange(
+    socket: &Path,
+    bytes: &[u8],
+    timeout: Duration,
+) -> anyhow::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::UnixStream::connect(socket).await?;
+    s.write_all(bytes).await?;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(timeout, s.read_to_end(&mut out)).await;
+    Ok(out)
+}
+
+/// One JSON-RPC call as a plain HTTP POST over the socket; returns (status line, body).
+pub async fn http_post(socket: &Path, body: &str) -> anyhow::Result<(String, String)> {
+    let req = format!(
+        "POST / HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let out = raw_exchange(socket, req.as_bytes(), Duration::from_secs(10)).await?;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.lines().next().unwrap_or_default().to_owned();
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Ok((status, body))
+}
+
+/// Poll `f` until it returns true or `timeout` passes.
+pub async fn eventually<F, Fut>(timeout: Duration, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
