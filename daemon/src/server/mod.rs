@@ -10,7 +10,7 @@ use interprocess::local_socket::tokio::Stream;
 use interprocess::local_socket::traits::tokio::Listener as _;
 use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
 use jsonrpsee::server::{Server, ServerConfig, serve_with_graceful_shutdown, stop_channel};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
@@ -23,6 +23,8 @@ pub use listen::{Bound, ListenError, bind, lock_path};
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
 /// How long in-flight calls get to finish once shutdown begins.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long subscribers get to receive the shutting-down event before connections close.
+const SUBSCRIBER_DRAIN: Duration = Duration::from_secs(1);
 /// Pause after a failed accept (e.g. out of file descriptors) before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -79,6 +81,7 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
         let stopped = stop_handle.clone().shutdown();
         let core = core.clone();
         core.connection_opened();
+        core.sessions.connection_opened(conn);
         tracker.spawn(async move {
             tracing::debug!(conn = conn.0, "connection opened");
             let serve = serve_with_graceful_shutdown(stream, svc, stopped);
@@ -96,6 +99,14 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
     // Stop accepting: dropping the listener removes the socket file, so new clients see
     // "not running" at once instead of waiting in the backlog.
     drop(listener);
+    // Every subscription ends once it has forwarded the shutting-down event; let them do so
+    // before connections close, or a subscriber could miss it.
+    let drained = async {
+        while core.events.subscriber_count() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let _ = tokio::time::timeout(SUBSCRIBER_DRAIN, drained).await;
     let _ = server_handle.stop();
     tracker.close();
     if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait()).await.is_err() {
@@ -115,6 +126,10 @@ async fn refuse_busy(mut stream: Stream, limit: u32) {
          connection: close\r\n\r\n{body}",
         body.len()
     );
+    // Read the request first (briefly), so the client is not mid-write when we close and
+    // actually sees the 503 rather than a broken pipe.
+    let mut request = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_millis(500), stream.read(&mut request)).await;
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(reply.as_bytes())).await;
     let _ = stream.shutdown().await;
 }

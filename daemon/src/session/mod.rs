@@ -44,6 +44,9 @@ pub enum SessionError {
 
 #[derive(Debug, Default)]
 struct Runtime {
+    /// Connections open now. A call can finish after its connection closed; such a
+    /// connection must not be attached, or the session would stay attached forever.
+    live: HashSet<ConnId>,
     attached: HashMap<SessionId, HashSet<ConnId>>,
     by_conn: HashMap<ConnId, HashSet<SessionId>>,
     envs: HashMap<SessionId, Arc<ClientEnv>>,
@@ -51,6 +54,9 @@ struct Runtime {
 
 impl Runtime {
     fn attach(&mut self, id: &str, conn: ConnId) {
+        if !self.live.contains(&conn) {
+            return;
+        }
         self.attached.entry(id.to_owned()).or_default().insert(conn);
         self.by_conn.entry(conn).or_default().insert(id.to_owned());
     }
@@ -260,14 +266,18 @@ impl Sessions {
         Ok(session)
     }
 
+    /// A connection opened: it may attach sessions until [`Sessions::connection_closed`].
+    pub fn connection_opened(&self, conn: ConnId) {
+        self.runtime().live.insert(conn);
+    }
+
     /// A connection went away: detach it from everything it was attached to.
     pub async fn connection_closed(&self, conn: ConnId) {
-        let ids: Vec<SessionId> = self
-            .runtime()
-            .by_conn
-            .get(&conn)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default();
+        let ids: Vec<SessionId> = {
+            let mut rt = self.runtime();
+            rt.live.remove(&conn);
+            rt.by_conn.get(&conn).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        };
         for id in ids {
             match self.detach(conn, &id).await {
                 Ok(_) | Err(SessionError::NotFound(_)) => {}

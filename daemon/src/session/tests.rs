@@ -6,7 +6,23 @@ fn registry(
 ) -> (Sessions, tokio::sync::broadcast::Receiver<Arc<crate::events::Published>>) {
     let bus = Arc::new(EventBus::new(64));
     let rx = bus.subscribe();
-    (Sessions::new(store, bus), rx)
+    let sessions = Sessions::new(store, bus);
+    for c in 1..=4 {
+        sessions.connection_opened(ConnId(c));
+    }
+    (sessions, rx)
+}
+
+#[tokio::test]
+async fn a_call_that_finishes_after_its_connection_closed_does_not_attach() -> anyhow::Result<()> {
+    let ws = tempfile::tempdir()?;
+    let (sessions, _rx) = registry(Store::temporary()?);
+    sessions.connection_closed(ConnId(1)).await;
+    let s = sessions.create(ConnId(1), params(ws.path(), false)).await?;
+    assert_eq!(s.attached_connections, 0);
+    assert_eq!(sessions.attach(ConnId(1), &s.id, None).await?.attached_connections, 0);
+    assert_eq!(sessions.counts(), (1, 0));
+    Ok(())
 }
 
 fn params(workspace: &Path, reuse_default: bool) -> SessionCreateParams {
