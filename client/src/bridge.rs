@@ -161,10 +161,11 @@ pub async fn run(socket: &Path, max_message_size: u32) -> anyhow::Result<()> {
                 Ok(ReceivedMessage::Pong) => continue,
                 Err(e) => bail!("geminid closed the connection: {e}"),
             };
-            owed_tx.send_modify(|n| *n -= count(&text, is_response));
             let framing = framing_rx.wait_for(Option::is_some).await.map(|f| *f);
             let framing = framing.ok().flatten().unwrap_or(Framing::Lines);
             write_message(&mut stdout, framing, &text).await?;
+            // Only a reply that reached stdout is delivered; the reader may exit after this.
+            owed_tx.send_modify(|n| *n -= count(&text, is_response));
         }
     };
     tokio::select! {

@@ -1,0 +1,186 @@
+//! The real `gemctl` binary against the real daemon: every command, `--json`, auto-start,
+//! and the `gemctl rpc` stdio bridge in both framings.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::Stdio;
+use std::time::Duration;
+
+use geminid_tests::{Daemon, TestHome, alive};
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+
+#[tokio::test]
+async fn status_start_stop_and_autostart() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let out = home.gemctl(&["status"])?;
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("geminid is not running"));
+    let out = home.gemctl(&["--json", "status"])?;
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout)?["running"], false);
+
+    // --no-autostart refuses; a session command otherwise starts the daemon.
+    let out = home.gemctl(&["--no-autostart", "session", "list"])?;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--no-autostart"));
+    assert_eq!(home.gemctl_json(&["session", "list"])?, Value::Array(vec![]));
+
+    let started = home.gemctl_json(&["daemon", "start"])?;
+    assert_eq!(started["started"], false, "already running after autostart");
+    let pid = u32::try_from(started["pid"].as_u64().unwrap_or_default())?;
+    assert!(alive(pid));
+    let status = home.gemctl_json(&["status"])?;
+    assert_eq!(status["pid"], pid);
+    assert_eq!(status["running"], true);
+
+    let stopped = home.gemctl_json(&["daemon", "stop"])?;
+    assert_eq!(stopped["stopped"], true);
+    assert!(!home.socket().exists());
+    assert!(geminid_tests::eventually(Duration::from_secs(5), || async { !alive(pid) }).await);
+    assert_eq!(home.gemctl_json(&["daemon", "stop"])?["stopped"], false);
+    let fresh = home.gemctl_json(&["daemon", "start"])?;
+    assert_eq!(fresh["started"], true);
+    home.gemctl_json(&["daemon", "stop"])?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn session_commands_and_the_default_session() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    let default = home.gemctl_json(&["session", "show"])?;
+    assert_eq!(default["isDefault"], true);
+    assert_eq!(home.gemctl_json(&["session", "show"])?["id"], default["id"], "default not reused");
+    let new = home.gemctl_json(&["session", "new"])?;
+    assert_eq!(new["isDefault"], false);
+    assert_eq!(new["envSource"], "client");
+    let other = home.root().join("home");
+    let elsewhere =
+        home.gemctl_json(&["session", "new", "--workspace", &other.display().to_string()])?;
+    let list = home.gemctl_json(&["session", "list"])?;
+    assert_eq!(list.as_array().map(Vec::len), Some(3));
+    let only_ws = home.gemctl_json(&["session", "list", "--workspace", "."])?;
+    assert_eq!(only_ws.as_array().map(Vec::len), Some(2));
+    let id = elsewhere["id"].as_str().unwrap_or_default();
+    assert_eq!(home.gemctl_json(&["session", "show", id])?["workspace"], elsewhere["workspace"]);
+    assert_eq!(home.gemctl_json(&["session", "close", id])?["id"], id);
+
+    // Errors: a clear message on stderr and, with --json, a machine-readable object.
+    let out = home.gemctl(&["--json", "session", "show", id])?;
+    assert!(!out.status.success());
+    let err: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(err["error"]["name"], "sessionNotFound");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("no session with id \"{id}\"")));
+    let out = home.gemctl(&["--json", "session", "new", "--workspace", "/no/such/dir"])?;
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout)?["error"]["name"], "invalidWorkspace");
+    // Human output.
+    let out = home.gemctl(&["session", "list"])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("ID") && text.contains("default"), "{text}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn events_and_attach_stream_json_lines() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    let mut events = home.gemctl_cmd(&["--json", "events"]).stdout(Stdio::piped()).spawn()?;
+    let mut lines =
+        BufReader::new(events.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?).lines();
+    // `attach` without an id attaches the default session: created, then the events stream.
+    let mut attach = home.gemctl_cmd(&["--json", "attach"]).stdout(Stdio::piped()).spawn()?;
+    let first: Value =
+        serde_json::from_str(&lines.next().ok_or_else(|| anyhow::anyhow!("no event"))??)?;
+    assert_eq!(first["kind"], "session/created");
+    assert_eq!(first["payload"]["isDefault"], true);
+    home.gemctl_json(&["daemon", "stop"])?;
+    let kinds: Vec<String> = lines
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+        .map(|v| v["kind"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(kinds.last().map(String::as_str), Some("daemon/shuttingDown"), "{kinds:?}");
+    assert!(events.wait()?.success());
+    let mut attach_out = String::new();
+    attach.stdout.take().map(|mut s| s.read_to_string(&mut attach_out));
+    assert!(attach.wait()?.success());
+    assert!(attach_out.contains("daemon/shuttingDown"), "{attach_out}");
+    Ok(())
+}
+
+fn bridge(home: &TestHome) -> anyhow::Result<std::process::Child> {
+    Ok(home.gemctl_cmd(&["rpc"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?)
+}
+
+#[tokio::test]
+async fn rpc_bridge_relays_lines_and_subscriptions() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let mut child = bridge(&home)?;
+    let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
+    let mut out =
+        BufReader::new(child.stdout.take().ok_or_else(|| anyhow::anyhow!("stdout"))?).lines();
+    let mut next = || -> anyhow::Result<Value> {
+        Ok(serde_json::from_str(&out.next().ok_or_else(|| anyhow::anyhow!("bridge closed"))??)?)
+    };
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"daemon/hello","params":{{"protocolVersion":1}}}}"#
+    )?;
+    assert_eq!(next()?["result"]["pid"], daemon.pid());
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":2,"method":"events/subscribe","params":{{"kinds":["session/created"]}}}}"#
+    )?;
+    let sub = next()?;
+    assert!(sub["result"].is_string() || sub["result"].is_number(), "{sub}");
+    let ws = home.workspace().display().to_string();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":3,"method":"session/create","params":{{"workspace":"{ws}"}}}}"#
+    )?;
+    let (mut reply, mut notification) = (None, None);
+    for _ in 0..2 {
+        let msg = next()?;
+        if msg.get("method").is_some() { notification = Some(msg) } else { reply = Some(msg) }
+    }
+    let (reply, notification) = (reply.unwrap_or_default(), notification.unwrap_or_default());
+    assert_eq!(notification["method"], "events/event");
+    assert_eq!(notification["params"]["result"]["payload"]["id"], reply["result"]["id"]);
+    writeln!(stdin, "{{broken")?;
+    assert_eq!(next()?["error"]["code"], -32700);
+    // End of input: the bridge delivers what is owed and exits.
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":4,"method":"daemon/status"}}"#)?;
+    drop(stdin);
+    assert_eq!(next()?["id"], 4);
+    assert!(child.wait()?.success());
+    Ok(())
+}
+
+#[tokio::test]
+async fn rpc_bridge_speaks_content_length_framing() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let mut child = bridge(&home)?;
+    let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
+    for (id, method) in [(1, "daemon/status"), (2, "session/list")] {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}"}}"#);
+        write!(stdin, "Content-Length: {}\r\n\r\n{body}", body.len())?;
+    }
+    drop(stdin);
+    let mut raw = String::new();
+    child.stdout.take().ok_or_else(|| anyhow::anyhow!("stdout"))?.read_to_string(&mut raw)?;
+    assert!(child.wait()?.success());
+    let mut replies = Vec::new();
+    let mut rest = raw.as_str();
+    while let Some((header, after)) = rest.split_once("\r\n\r\n") {
+        let len: usize = header.trim().strip_prefix("Content-Length: ").unwrap_or("0").parse()?;
+        replies.push(serde_json::from_str::<Value>(&after[..len])?);
+        rest = &after[len..];
+    }
+    assert_eq!(replies.len(), 2, "{raw}");
+    let status = replies.iter().find(|r| r["id"] == 1).cloned().unwrap_or_default();
+    assert_eq!(status["result"]["pid"], daemon.pid());
+    assert!(replies.iter().any(|r| r["id"] == 2 && r["result"]["sessions"].is_array()));
+    Ok(())
+}
