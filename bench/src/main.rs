@@ -1,1 +1,119 @@
-fn main() {}
+//! Benchmark harness. Measures geminid side by side with a baseline in the same run (these
+//! machines are noisy, so only ratios and differences measured together mean anything) and
+//! prints a Markdown table for BENCHMARKS.md.
+//!
+//! Run: `cargo run --release -p geminid-bench` (builds the release binaries it measures).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use geminid_protocol::api::DaemonApiClient;
+use geminid_tests::{Daemon, TestHome, bin};
+
+const RPC_WARMUP: usize = 1_000;
+const RPC_CALLS: usize = 20_000;
+const PROCESS_RUNS: usize = 300;
+
+#[derive(Debug)]
+struct Stats {
+    median: Duration,
+    p99: Duration,
+}
+
+fn stats(mut samples: Vec<Duration>) -> Stats {
+    samples.sort_unstable();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+    Stats { median: at(0.5), p99: at(0.99) }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
+    Ok(line.split_whitespace().nth(1).context("bad VmRSS")?.parse()?)
+}
+
+fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
+    let t = Instant::now();
+    let status = cmd.status()?;
+    let elapsed = t.elapsed();
+    anyhow::ensure!(status.success(), "{cmd:?} failed: {status}");
+    Ok(elapsed)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
+    let home = TestHome::new()?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_idle = rss_kib(daemon.pid())?;
+
+    // 1. One call round trip over the socket, in process.
+    let client = daemon.client().await?;
+    for _ in 0..RPC_WARMUP {
+        client.status().await?;
+    }
+    let mut samples = Vec::with_capacity(RPC_CALLS);
+    for _ in 0..RPC_CALLS {
+        let t = Instant::now();
+        client.status().await?;
+        samples.push(t.elapsed());
+    }
+    let rpc = stats(samples);
+    drop(client);
+
+    // 2. A whole `gemctl status` process versus spawning `true`, interleaved so that both see
+    //    the same machine conditions.
+    let mut gemctl = home.gemctl_cmd(&["--no-autostart", "status"]);
+    gemctl.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut trivial = Command::new("true");
+    let (mut g, mut t) = (Vec::new(), Vec::new());
+    for _ in 0..PROCESS_RUNS {
+        g.push(run_once(&mut gemctl)?);
+        t.push(run_once(&mut trivial)?);
+    }
+    let (g, t) = (stats(g), stats(t));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_after = rss_kib(daemon.pid())?;
+
+    println!("| measure | median | p99 | target |");
+    println!("|---|---|---|---|");
+    println!(
+        "| `daemon/status` round trip over the socket ({RPC_CALLS} calls) | {:.1} µs | {:.1} µs | median ≤ 100 µs |",
+        us(rpc.median),
+        us(rpc.p99)
+    );
+    println!(
+        "| whole `gemctl status` process ({PROCESS_RUNS} runs) | {:.2} ms | {:.2} ms | median ≤ 3 ms |",
+        ms(g.median),
+        ms(g.p99)
+    );
+    println!(
+        "| spawning `true`, measured alongside | {:.2} ms | {:.2} ms | baseline |",
+        ms(t.median),
+        ms(t.p99)
+    );
+    println!(
+        "| `gemctl status` minus `true` | {:.2} ms | | ≤ 2 ms |",
+        ms(g.median.saturating_sub(t.median))
+    );
+    println!(
+        "| `gemctl status` / `true` | {:.1}× | | |",
+        g.median.as_secs_f64() / t.median.as_secs_f64()
+    );
+    println!("| daemon RSS, idle after start | {:.1} MiB | | ≤ 15 MiB |", rss_idle as f64 / 1024.0);
+    println!(
+        "| daemon RSS, idle after the runs above | {:.1} MiB | | ≤ 15 MiB |",
+        rss_after as f64 / 1024.0
+    );
+    Ok(())
+}

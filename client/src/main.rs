@@ -38,6 +38,10 @@ struct Cli {
     /// Fail instead of starting geminid when it is not running
     #[arg(long, global = true)]
     no_autostart: bool,
+    /// The session to act for [default: the current directory's default session, created on
+    /// first use]
+    #[arg(long, global = true, env = "GEMINID_SESSION", value_name = "ID")]
+    session: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -159,18 +163,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Daemon(DaemonCommand::Stop) => daemon_stop(&socket, cli.json).await,
         Command::Session(cmd) => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
-            session(&client, cmd, cli.json).await?;
+            session(&client, cmd, cli.session, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Attach { id } => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
-            let session = match id {
-                Some(id) => client
-                    .attach(SessionAttachParams { id, env: Some(client_env()) })
-                    .await
-                    .map_err(call_error("session/attach"))?,
-                None => default_session(&client).await?,
-            };
+            let session = for_session(&client, id.or(cli.session)).await?;
             if !cli.json {
                 eprintln!(
                     "attached to session {} ({}); Ctrl-C to detach",
@@ -208,9 +206,14 @@ fn absolute(dir: Option<PathBuf>) -> anyhow::Result<String> {
     Ok(dir.to_string_lossy().into_owned())
 }
 
-/// The current directory's default session, created on first use (the convention every
-/// command that acts for a session follows when `--session` is not given).
-async fn default_session(client: &Client) -> anyhow::Result<Session> {
+/// The session a command acts for, attached to this connection: `id` (from `--session`) if
+/// given, else the current directory's default session, created on first use. Every command
+/// that acts for a session follows this convention.
+async fn for_session(client: &Client, id: Option<String>) -> anyhow::Result<Session> {
+    if let Some(id) = id {
+        let params = SessionAttachParams { id, env: Some(client_env()) };
+        return client.attach(params).await.map_err(call_error("session/attach"));
+    }
     let params = SessionCreateParams {
         workspace: absolute(None)?,
         env: Some(client_env()),
@@ -284,7 +287,12 @@ async fn daemon_stop(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn session(client: &Client, cmd: SessionCommand, json: bool) -> anyhow::Result<()> {
+async fn session(
+    client: &Client,
+    cmd: SessionCommand,
+    selected: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
     let one = |s: &Session| {
         if json {
             return output::json(s);
@@ -323,7 +331,7 @@ async fn session(client: &Client, cmd: SessionCommand, json: bool) -> anyhow::Re
                 Some(id) => {
                     client.get(SessionIdParams { id }).await.map_err(call_error("session/get"))?
                 }
-                None => default_session(client).await?,
+                None => for_session(client, selected).await?,
             };
             one(&s)?;
         }

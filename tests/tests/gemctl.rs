@@ -61,6 +61,11 @@ async fn session_commands_and_the_default_session() -> anyhow::Result<()> {
     assert_eq!(list.as_array().map(Vec::len), Some(3));
     let only_ws = home.gemctl_json(&["session", "list", "--workspace", "."])?;
     assert_eq!(only_ws.as_array().map(Vec::len), Some(2));
+    // --session selects a session for commands that act for one.
+    let new_id = new["id"].as_str().unwrap_or_default();
+    assert_eq!(home.gemctl_json(&["--session", new_id, "session", "show"])?["id"], new["id"]);
+    let out = home.gemctl(&["--json", "--session", "bogus", "session", "show"])?;
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout)?["error"]["name"], "sessionNotFound");
     let id = elsewhere["id"].as_str().unwrap_or_default();
     assert_eq!(home.gemctl_json(&["session", "show", id])?["workspace"], elsewhere["workspace"]);
     assert_eq!(home.gemctl_json(&["session", "close", id])?["id"], id);

@@ -1,0 +1,41 @@
+//! gemctl's command line on its own (no daemon). Having integration tests also makes
+//! `cargo test --workspace` build the `gemctl` binary that the end-to-end tests drive.
+
+use std::process::Command;
+
+fn gemctl(args: &[&str], socket: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gemctl"))
+        .args(args)
+        .env("GEMINID_SOCKET", socket)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run gemctl: {e}"))
+}
+
+#[test]
+fn help_lists_every_command() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = gemctl(&["--help"], &dir.path().join("s"));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for cmd in ["status", "daemon", "session", "attach", "events", "rpc", "--json", "--session"] {
+        assert!(help.contains(cmd), "--help lacks {cmd}:\n{help}");
+    }
+}
+
+#[test]
+fn status_without_a_daemon_exits_3_and_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let socket = dir.path().join("none.sock");
+    let out = gemctl(&["--json", "status"], &socket);
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(v["running"], false);
+    assert!(!socket.exists());
+}
+
+#[test]
+fn an_unknown_command_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = gemctl(&["frobnicate"], &dir.path().join("s"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unrecognized subcommand"));
+}

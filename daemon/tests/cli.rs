@@ -1,0 +1,34 @@
+//! geminid's command line on its own. Having integration tests also makes
+//! `cargo test --workspace` build the `geminid` binary that the end-to-end tests drive.
+
+use std::process::Command;
+
+#[test]
+fn help_names_the_flags() {
+    let out = Command::new(env!("CARGO_BIN_EXE_geminid")).arg("--help").output();
+    let out = out.unwrap_or_else(|e| panic!("cannot run geminid: {e}"));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in
+        ["--socket", "--data-dir", "--log-format", "--max-connections", "--max-message-size"]
+    {
+        assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
+    }
+}
+
+#[test]
+fn nonsense_limits_are_refused_before_anything_is_created() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let socket = dir.path().join("run").join("g.sock");
+    let out = Command::new(env!("CARGO_BIN_EXE_geminid"))
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--max-connections", "0"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run geminid: {e}"));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-connections"));
+    assert!(!socket.exists());
+}
