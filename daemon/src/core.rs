@@ -60,6 +60,11 @@ impl Core {
         })
     }
 
+    /// The limits it enforces.
+    pub fn limits(&self) -> Limits {
+        self.info.limits
+    }
+
     /// The database.
     pub fn store(&self) -> &Store {
         &self.store

@@ -82,7 +82,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
              --max-message-size at least 1024"
         );
     }
-    create_private_dir(&data_dir)?;
+    paths::create_private_dir(&data_dir)
+        .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
     // Claim the socket before opening the database, so that a second daemon reports the
     // running one instead of a database lock error.
     let bound = server::bind(&socket, &server::lock_path(&socket, &data_dir))?;
@@ -107,14 +108,6 @@ async fn run(args: Args) -> anyhow::Result<()> {
     );
     spawn_signal_handler(core.clone())?;
     server::run(core, bound).await
-}
-
-fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir).with_context(|| format!("cannot create data directory {}", dir.display()))
 }
 
 /// SIGTERM and SIGINT both start a graceful shutdown.

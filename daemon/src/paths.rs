@@ -4,6 +4,16 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+/// Create `dir` and its missing parents, private to this user (0700 on Unix); an existing
+/// directory is left as it is.
+pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
 /// Why no data directory could be worked out.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot work out the data directory: set XDG_STATE_HOME or HOME, or pass --data-dir")]

@@ -130,7 +130,7 @@ fn take_lock(lock: &Path, socket: &Path) -> Result<File, ListenError> {
 
 #[cfg(unix)]
 mod unix {
-    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     use std::path::Path;
 
     use super::{ListenError, io_err};
@@ -138,10 +138,7 @@ mod unix {
     /// Create `dir` (0700) if missing; refuse one that others can reach or that is not ours.
     pub(super) fn private_dir(dir: &Path) -> Result<(), ListenError> {
         if !dir.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
+            crate::paths::create_private_dir(dir)
                 .map_err(io_err("cannot create socket directory", dir))?;
         }
         let meta = std::fs::metadata(dir).map_err(io_err("cannot read socket directory", dir))?;

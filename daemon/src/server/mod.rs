@@ -32,7 +32,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// accepting (the socket file is removed), let in-flight calls finish within
 /// [`SHUTDOWN_GRACE`], and flush the database.
 pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
-    let limits = core.status().limits;
+    let limits = core.limits();
     let config = ServerConfig::builder()
         .max_request_body_size(limits.max_message_size)
         .max_response_body_size(limits.max_message_size)
