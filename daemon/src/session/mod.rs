@@ -47,6 +47,8 @@ struct Runtime {
     /// Connections open now. A call can finish after its connection closed; such a
     /// connection must not be attached, or the session would stay attached forever.
     live: HashSet<ConnId>,
+    /// Sessions in the store, kept here so `daemon/status` does not scan the database.
+    total: usize,
     attached: HashMap<SessionId, HashSet<ConnId>>,
     by_conn: HashMap<ConnId, HashSet<SessionId>>,
     envs: HashMap<SessionId, Arc<ClientEnv>>,
@@ -93,7 +95,8 @@ pub struct Sessions {
 impl Sessions {
     /// A registry over `store`, announcing changes on `events`.
     pub fn new(store: Store, events: Arc<EventBus>) -> Self {
-        Self { store, events, runtime: Mutex::default(), write: tokio::sync::Mutex::new(()) }
+        let runtime = Runtime { total: store.session_count(), ..Runtime::default() };
+        Self { store, events, runtime: Mutex::new(runtime), write: tokio::sync::Mutex::new(()) }
     }
 
     fn runtime(&self) -> MutexGuard<'_, Runtime> {
@@ -162,6 +165,7 @@ impl Sessions {
         self.persist(&rec).await?;
         {
             let mut rt = self.runtime();
+            rt.total += usize::from(created);
             rt.attach(&rec.id, conn);
             if let Some(env) = params.env {
                 rt.envs.insert(rec.id.clone(), Arc::new(env));
@@ -259,6 +263,7 @@ impl Sessions {
                 }
             }
             rt.envs.remove(id);
+            rt.total = rt.total.saturating_sub(1);
         }
         session.attached_connections = 0;
         tracing::info!(session = %id, "session closed");
@@ -294,7 +299,8 @@ impl Sessions {
 
     /// (total sessions, sessions with at least one connection attached).
     pub fn counts(&self) -> (usize, usize) {
-        (self.store.session_count(), self.runtime().attached.len())
+        let rt = self.runtime();
+        (rt.total, rt.attached.len())
     }
 }
 
