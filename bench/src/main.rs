@@ -69,7 +69,61 @@ async fn main() -> anyhow::Result<()> {
         samples.push(t.elapsed());
     }
     let rpc = stats(samples);
+    // The same for `daemon/hello`, which touches no storage: the transport's share.
+    let hello_params = || geminid_protocol::types::HelloParams {
+        protocol_version: geminid_protocol::PROTOCOL_VERSION,
+        client: None,
+    };
+    let mut samples = Vec::with_capacity(RPC_CALLS);
+    for _ in 0..RPC_CALLS {
+        let t = Instant::now();
+        client.hello(hello_params()).await?;
+        samples.push(t.elapsed());
+    }
+    let hello = stats(samples);
     drop(client);
+    // The same call over the bare WebSocket halves, without the typed client's machinery.
+    let raw = {
+        use jsonrpsee::core::client::{TransportReceiverT, TransportSenderT};
+        let (mut tx, mut rx) =
+            geminid_protocol::client::connect_raw(daemon.socket(), 1 << 20).await?;
+        let msg =
+            r#"{"jsonrpc":"2.0","id":1,"method":"daemon/hello","params":{"protocolVersion":1}}"#;
+        let mut samples = Vec::with_capacity(RPC_CALLS);
+        for _ in 0..RPC_CALLS {
+            let t = Instant::now();
+            tx.send(msg.to_owned()).await?;
+            rx.receive().await?;
+            samples.push(t.elapsed());
+        }
+        stats(samples)
+    };
+
+    // Floor: the same size of message echoed over a Unix socket by a plain thread.
+    let floor = {
+        use std::io::{Read, Write};
+        let (mut a, mut b) = std::os::unix::net::UnixStream::pair()?;
+        let echo = std::thread::spawn(move || {
+            let mut buf = [0u8; 128];
+            while let Ok(n) = b.read(&mut buf) {
+                if n == 0 || b.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        });
+        let msg = [b'x'; 90];
+        let mut back = [0u8; 90];
+        let mut samples = Vec::with_capacity(RPC_CALLS);
+        for _ in 0..RPC_CALLS {
+            let t = Instant::now();
+            a.write_all(&msg)?;
+            a.read_exact(&mut back)?;
+            samples.push(t.elapsed());
+        }
+        drop(a);
+        let _ = echo.join();
+        stats(samples)
+    };
 
     // 2. A whole `gemctl status` process versus spawning `true`, interleaved so that both see
     //    the same machine conditions.
@@ -91,6 +145,21 @@ async fn main() -> anyhow::Result<()> {
         "| `daemon/status` round trip over the socket ({RPC_CALLS} calls) | {:.1} µs | {:.1} µs | median ≤ 100 µs |",
         us(rpc.median),
         us(rpc.p99)
+    );
+    println!(
+        "| `daemon/hello` round trip (no storage; {RPC_CALLS} calls) | {:.1} µs | {:.1} µs | |",
+        us(hello.median),
+        us(hello.p99)
+    );
+    println!(
+        "| `daemon/hello` over the bare WebSocket, no typed client | {:.1} µs | {:.1} µs | |",
+        us(raw.median),
+        us(raw.p99)
+    );
+    println!(
+        "| floor: 90-byte echo over a Unix socket to a thread, alongside | {:.1} µs | {:.1} µs | baseline |",
+        us(floor.median),
+        us(floor.p99)
     );
     println!(
         "| whole `gemctl status` process ({PROCESS_RUNS} runs) | {:.2} ms | {:.2} ms | median ≤ 3 ms |",
