@@ -5,6 +5,7 @@
 //! control socket and the accept loop, and [`rpc`] translates JSON-RPC calls into core calls.
 
 pub mod clock;
+pub mod config;
 pub mod core;
 pub mod events;
 pub mod paths;

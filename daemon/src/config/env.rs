@@ -1,0 +1,244 @@
+//! Environment variables in settings: the two expansion passes and redaction, exactly as
+//! Gemini CLI does them (COMPAT §1.2 and §1.4). The stdio spawn (MCP) and the hook runner
+//! both use [`sanitize_environment`]; it is the single place that decides what looks secret.
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use regex::{Captures, Regex, RegexBuilder};
+
+/// An environment: name → value.
+pub type Env = BTreeMap<String, String>;
+
+static SETTINGS_VAR: LazyLock<Regex> = LazyLock::new(|| {
+    // `$VAR`, `${VAR}`, `${VAR:-default}`; `${FOO.BAR}` allowed.
+    Regex::new(r"\$(?:(\w+)|\{([^}]+?)(?::-([^}]*))?\})").unwrap_or_else(|e| panic!("{e}"))
+});
+
+static SPAWN_VAR: LazyLock<Regex> = LazyLock::new(|| {
+    // dotenv-expand: `${VAR:-default}` (unset or empty), `${VAR-default}` (unset), `${VAR}`, `$VAR`.
+    Regex::new(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:-|-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+        .unwrap_or_else(|e| panic!("{e}"))
+});
+
+/// Settings-load expansion of one string: defined variables are replaced, undefined ones are
+/// left as written (`$UNDEFINED` stays), `${VAR:-default}` falls back to the default.
+pub fn expand_settings_str(s: &str, env: &Env) -> String {
+    if !s.contains('$') {
+        return s.to_owned();
+    }
+    SETTINGS_VAR
+        .replace_all(s, |c: &Captures<'_>| {
+            let name = c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str());
+            match (env.get(name), c.get(3)) {
+                (Some(v), _) => v.clone(),
+                (None, Some(default)) => default.as_str().to_owned(),
+                (None, None) => c[0].to_owned(),
+            }
+        })
+        .into_owned()
+}
+
+/// Settings-load expansion of every string in a JSON value (object keys are not expanded).
+pub fn expand_settings_value(value: &mut serde_json::Value, env: &Env) {
+    match value {
+        serde_json::Value::String(s) => *s = expand_settings_str(s, env),
+        serde_json::Value::Array(items) => {
+            items.iter_mut().for_each(|v| expand_settings_value(v, env))
+        }
+        serde_json::Value::Object(map) => {
+            map.values_mut().for_each(|v| expand_settings_value(v, env))
+        }
+        _ => {}
+    }
+}
+
+/// Spawn-time expansion (a server's `env` and `headers` values): missing variables become
+/// empty strings; `%VAR%` is expanded only on Windows.
+pub fn expand_env_vars(s: &str, env: &Env) -> String {
+    let out = SPAWN_VAR.replace_all(s, |c: &Captures<'_>| {
+        let name = c.get(1).or_else(|| c.get(4)).map_or("", |m| m.as_str());
+        let value = env.get(name);
+        match (c.get(2).map(|m| m.as_str()), c.get(3)) {
+            (Some(":-"), Some(d)) if value.is_none_or(String::is_empty) => d.as_str().to_owned(),
+            (Some("-"), Some(d)) if value.is_none() => d.as_str().to_owned(),
+            _ => value.cloned().unwrap_or_default(),
+        }
+    });
+    if cfg!(windows) {
+        static PERCENT: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new(r"%([^%]+)%").unwrap_or_else(|e| panic!("{e}")));
+        return PERCENT
+            .replace_all(&out, |c: &Captures<'_>| env.get(&c[1]).cloned().unwrap_or_default())
+            .into_owned();
+    }
+    out.into_owned()
+}
+
+/// `security.environmentVariableRedaction` settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Redaction {
+    /// Redact at all (MCP stdio forces this on).
+    pub enabled: bool,
+    /// Names always kept (case-insensitive).
+    pub allowed: Vec<String>,
+    /// Names always redacted (case-insensitive).
+    pub blocked: Vec<String>,
+}
+
+const ALWAYS_ALLOWED: &[&str] = &[
+    "PATH",
+    "SYSTEMROOT",
+    "COMSPEC",
+    "PATHEXT",
+    "WINDIR",
+    "TEMP",
+    "TMP",
+    "USERPROFILE",
+    "SYSTEMDRIVE",
+    "HOME",
+    "LANG",
+    "SHELL",
+    "TMPDIR",
+    "USER",
+    "LOGNAME",
+    "TERM",
+    "COLORTERM",
+    "ADDITIONAL_CONTEXT",
+    "AVAILABLE_LABELS",
+    "BRANCH_NAME",
+    "DESCRIPTION",
+    "EVENT_NAME",
+    "GITHUB_ENV",
+    "IS_PULL_REQUEST",
+    "ISSUES_TO_TRIAGE",
+    "ISSUE_BODY",
+    "ISSUE_NUMBER",
+    "ISSUE_TITLE",
+    "PULL_REQUEST_NUMBER",
+    "REPOSITORY",
+    "TITLE",
+    "TRIGGERING_ACTOR",
+];
+
+const NEVER_ALLOWED: &[&str] = &[
+    "CLIENT_ID",
+    "DB_URI",
+    "CONNECTION_STRING",
+    "AWS_DEFAULT_REGION",
+    "AZURE_CLIENT_ID",
+    "AZURE_TENANT_ID",
+    "SLACK_WEBHOOK_URL",
+    "TWILIO_ACCOUNT_SID",
+    "DATABASE_URL",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_CLOUD_ACCOUNT",
+    "FIREBASE_PROJECT_ID",
+];
+
+const SECRET_NAME_PARTS: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "KEY",
+    "AUTH",
+    "CREDENTIAL",
+    "CREDS",
+    "PRIVATE",
+    "CERT",
+];
+
+static SECRET_VALUES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    [
+        r"-----BEGIN (RSA|OPENSSH|EC|PGP) PRIVATE KEY-----",
+        r"-----BEGIN CERTIFICATE-----",
+        r"(https?|ftp|smtp)://[^:\s]+:[^@\s]+@",
+        r"(ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{36,}",
+        r"AIzaSy[A-Za-z0-9_\\-]{33}",
+        r"AKIA[A-Z0-9]{16}",
+        r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*",
+        r"(s|r)k_(live|test)_[0-9A-Za-z]{24}",
+        r"xox[abpr]-[A-Za-z0-9-]+",
+    ]
+    .iter()
+    .map(|p| RegexBuilder::new(p).case_insensitive(true).build().unwrap_or_else(|e| panic!("{e}")))
+    .collect()
+});
+
+/// Whether a value has the shape of a credential (key material, tokens, credentials in URLs).
+pub fn value_looks_secret(value: &str) -> bool {
+    SECRET_VALUES.iter().any(|r| r.is_match(value))
+}
+
+/// Whether a variable name suggests a secret (`TOKEN`, `KEY`, `AUTH`, ... anywhere in it).
+pub fn name_looks_secret(name: &str) -> bool {
+    let upper = name.to_uppercase();
+    SECRET_NAME_PARTS.iter().any(|p| upper.contains(p))
+}
+
+/// Strict mode (CI): everything not explicitly allowed is redacted.
+fn strict(env: &Env) -> bool {
+    env.contains_key("GITHUB_SHA") || env.get("SURFACE").is_some_and(|s| s == "Github")
+}
+
+fn should_redact(name: &str, value: &str, cfg: &Redaction, strict: bool) -> bool {
+    let key = name.to_uppercase();
+    let listed = |list: &[String]| list.iter().any(|k| k.trim().eq_ignore_ascii_case(&key));
+    if key.starts_with("GEMINI_CLI_") {
+        return false;
+    }
+    if value_looks_secret(value) {
+        return true;
+    }
+    if key.starts_with("GIT_CONFIG_") || listed(&cfg.allowed) {
+        return false;
+    }
+    if listed(&cfg.blocked) {
+        return true;
+    }
+    if ALWAYS_ALLOWED.contains(&key.as_str()) {
+        return false;
+    }
+    if NEVER_ALLOWED.contains(&key.as_str()) || strict {
+        return true;
+    }
+    name_looks_secret(&key)
+}
+
+/// Gemini CLI's `sanitizeEnvironment`: the variables that may be passed on. With redaction
+/// disabled (and not in strict mode) everything is kept.
+pub fn sanitize_environment(env: &Env, cfg: &Redaction) -> Env {
+    let strict = strict(env);
+    if !cfg.enabled && !strict {
+        return env.clone();
+    }
+    env.iter()
+        .filter(|(k, v)| !should_redact(k, v, cfg, strict))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// What `config/get` shows for an `env` or `headers` value: the value, unless the name or the
+/// value looks secret.
+pub fn display_value(name: &str, value: &str) -> String {
+    let header_secret = matches!(
+        name.to_ascii_lowercase().as_str(),
+        "authorization" | "cookie" | "proxy-authorization"
+    );
+    if header_secret
+        || name_looks_secret(name)
+        || value_looks_secret(value)
+        || NEVER_ALLOWED.contains(&name.to_uppercase().as_str())
+    {
+        REDACTED.to_owned()
+    } else {
+        value.to_owned()
+    }
+}
+
+/// The placeholder shown instead of a secret.
+pub const REDACTED: &str = "[redacted]";
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,83 @@
+use super::*;
+use pretty_assertions::assert_eq;
+
+fn env(pairs: &[(&str, &str)]) -> Env {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+#[test]
+fn settings_expansion_leaves_undefined_literal() {
+    let e = env(&[("HOME", "/h"), ("A.B", "dot"), ("EMPTY", "")]);
+    assert_eq!(expand_settings_str("$HOME/x", &e), "/h/x");
+    assert_eq!(expand_settings_str("${HOME}/x", &e), "/h/x");
+    assert_eq!(expand_settings_str("$UNDEFINED and ${NOPE}", &e), "$UNDEFINED and ${NOPE}");
+    assert_eq!(expand_settings_str("${NOPE:-fallback}", &e), "fallback");
+    assert_eq!(expand_settings_str("${HOME:-fallback}", &e), "/h");
+    assert_eq!(expand_settings_str("${A.B}", &e), "dot");
+    assert_eq!(expand_settings_str("${EMPTY:-d}", &e), "");
+    assert_eq!(expand_settings_str("no vars", &e), "no vars");
+    assert_eq!(expand_settings_str("%HOME%", &e), "%HOME%");
+    let mut v = serde_json::json!({"a": ["$HOME", 1, {"$HOME": "${HOME}"}]});
+    expand_settings_value(&mut v, &e);
+    assert_eq!(v, serde_json::json!({"a": ["/h", 1, {"$HOME": "/h"}]}));
+}
+
+#[test]
+fn spawn_expansion_empties_missing_variables() {
+    let e = env(&[("T", "tok"), ("EMPTY", "")]);
+    assert_eq!(expand_env_vars("Bearer $T", &e), "Bearer tok");
+    assert_eq!(expand_env_vars("Bearer ${T}", &e), "Bearer tok");
+    assert_eq!(expand_env_vars("[$MISSING]", &e), "[]");
+    assert_eq!(expand_env_vars("${MISSING:-d}|${EMPTY:-d}|${EMPTY-d}|${MISSING-d}", &e), "d|d||d");
+}
+
+#[test]
+fn redaction_follows_the_reference_rules() {
+    let on = Redaction { enabled: true, ..Redaction::default() };
+    let input = env(&[
+        ("PATH", "/usr/bin"),
+        ("HOME", "/home/u"),
+        ("TERM", "xterm"),
+        ("SAFE_VAR", "is-safe"),
+        ("GEMINI_CLI_TOKEN", "kept-by-prefix"),
+        ("GIT_CONFIG_KEY_0", "kept"),
+        ("CLIENT_ID", "x"),
+        ("DATABASE_URL", "x"),
+        ("MY_API_TOKEN", "x"),
+        ("KEYNOTE_SPEAKER", "x"),
+        ("AUTHENTICATION_FLOW", "x"),
+        ("PRIVATE_JET_OWNER", "x"),
+        ("CERTIFIED_DIVER", "x"),
+        ("INNOCENT", "ghp_abcdefghijklmnopqrstuvwxyz0123456789AB"),
+        ("PROXY", "https://user:pass@example.com"),
+        ("AWS", "AKIAABCDEFGHIJKLMNOP"),
+        ("JWT", "eyJhbGciOi.eyJzdWIiOi.sig"),
+    ]);
+    let kept: Vec<_> = sanitize_environment(&input, &on).into_keys().collect();
+    assert_eq!(kept, ["GEMINI_CLI_TOKEN", "GIT_CONFIG_KEY_0", "HOME", "PATH", "SAFE_VAR", "TERM"]);
+    // Disabled: everything passes, unless in strict (CI) mode.
+    assert_eq!(sanitize_environment(&input, &Redaction::default()), input);
+    let mut ci = env(&[("GITHUB_SHA", "abc"), ("PATH", "/bin"), ("SAFE_VAR", "x")]);
+    let kept: Vec<_> = sanitize_environment(&ci, &Redaction::default()).into_keys().collect();
+    assert_eq!(kept, ["PATH"]);
+    // User lists: allowed wins over name patterns, not over secret-looking values.
+    ci.clear();
+    let cfg = Redaction {
+        enabled: true,
+        allowed: vec!["my_token".into()],
+        blocked: vec!["SAFE_VAR".into()],
+    };
+    let input =
+        env(&[("MY_TOKEN", "plain"), ("SAFE_VAR", "x"), ("OTHER_TOKEN", "AKIAABCDEFGHIJKLMNOP")]);
+    assert_eq!(sanitize_environment(&input, &cfg), env(&[("MY_TOKEN", "plain")]));
+    let input = env(&[("MY_TOKEN", "AKIAABCDEFGHIJKLMNOP")]);
+    assert_eq!(sanitize_environment(&input, &cfg), Env::new());
+}
+
+#[test]
+fn display_hides_secret_names_values_and_auth_headers() {
+    assert_eq!(display_value("DEBUG", "1"), "1");
+    assert_eq!(display_value("API_KEY", "abc"), REDACTED);
+    assert_eq!(display_value("Authorization", "Bearer abc"), REDACTED);
+    assert_eq!(display_value("X-Upstream", "https://u:p@h"), REDACTED);
+}
