@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod client;
+pub mod config;
 pub mod error;
 pub mod event;
 pub mod socket;

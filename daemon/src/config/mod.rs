@@ -1,4 +1,370 @@
-//! Gemini CLI's configuration, read in place: every settings scope, their merge, env expansion
-//! and redaction, folder trust and MCP enablement (COMPAT §0–§1).
+//! Gemini CLI's configuration, read in place (COMPAT §0–§1): every settings scope and their
+//! merge, env expansion and redaction, folder trust and MCP enablement.
+//!
+//! [`Loader::effective`] computes one session's view (its workspace, trust and environment).
+//! The loader remembers each file's last good contents, so a file that stops parsing (an editor
+//! mid-save, a typo) keeps its previous contents in effect while the error is reported.
 
+pub mod enablement;
 pub mod env;
+pub mod files;
+pub mod mcp;
+pub mod merge;
+pub mod trust;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use geminid_protocol::config::{
+    BlockReason, Diagnostic, EffectiveConfig, McpServerEntry, Scope, SettingsFile, Severity,
+};
+use serde_json::Value;
+
+use env::Env;
+use files::{FileRead, diagnostic, position, read_object};
+use mcp::McpServerConfig;
+
+/// Where Gemini CLI's files are (COMPAT §0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigPaths {
+    /// Home (`GEMINI_CLI_HOME`, else `HOME`).
+    pub home: PathBuf,
+    /// `~/.gemini/settings.json`.
+    pub user: PathBuf,
+    /// System settings (`GEMINI_CLI_SYSTEM_SETTINGS_PATH` or the platform path).
+    pub system: PathBuf,
+    /// System defaults (`GEMINI_CLI_SYSTEM_DEFAULTS_PATH`, else next to the system settings).
+    pub system_defaults: PathBuf,
+    /// `trustedFolders.json` (`GEMINI_CLI_TRUSTED_FOLDERS_PATH`).
+    pub trusted_folders: PathBuf,
+    /// `~/.gemini/mcp-server-enablement.json`.
+    pub enablement: PathBuf,
+}
+
+/// No home directory to find the user's files in.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot find the home directory: set HOME (or GEMINI_CLI_HOME)")]
+pub struct NoHome;
+
+impl ConfigPaths {
+    /// Paths from the daemon's environment.
+    pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Result<Self, NoHome> {
+        let var = |k: &str| var(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let home = var("GEMINI_CLI_HOME")
+            .or_else(|| var("HOME"))
+            .or_else(|| var("USERPROFILE"))
+            .ok_or(NoHome)?;
+        let gemini = home.join(".gemini");
+        let system = var("GEMINI_CLI_SYSTEM_SETTINGS_PATH").unwrap_or_else(|| {
+            PathBuf::from(if cfg!(windows) {
+                r"C:\ProgramData\gemini-cli\settings.json"
+            } else if cfg!(target_os = "macos") {
+                "/Library/Application Support/GeminiCli/settings.json"
+            } else {
+                "/etc/gemini-cli/settings.json"
+            })
+        });
+        let system_defaults = var("GEMINI_CLI_SYSTEM_DEFAULTS_PATH").unwrap_or_else(|| {
+            system.parent().map_or_else(
+                || PathBuf::from("system-defaults.json"),
+                |d| d.join("system-defaults.json"),
+            )
+        });
+        Ok(Self {
+            user: gemini.join("settings.json"),
+            trusted_folders: var("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
+                .unwrap_or_else(|| gemini.join("trustedFolders.json")),
+            enablement: gemini.join("mcp-server-enablement.json"),
+            home,
+            system,
+            system_defaults,
+        })
+    }
+
+    /// The workspace settings file; none when the workspace is the home directory.
+    pub fn workspace_settings(&self, workspace: &Path) -> Option<PathBuf> {
+        let same = |a: &Path, b: &Path| {
+            std::fs::canonicalize(a)
+                .ok()
+                .zip(std::fs::canonicalize(b).ok())
+                .is_some_and(|(a, b)| a == b)
+        };
+        (!same(workspace, &self.home)).then(|| workspace.join(".gemini").join("settings.json"))
+    }
+}
+
+/// A configured server as the rest of the daemon sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSpec {
+    /// Its configuration (settings-expanded; spawn-time expansion happens at spawn).
+    pub config: McpServerConfig,
+    /// The scope it came from.
+    pub scope: Scope,
+    /// Why it may not start.
+    pub blocked: Option<BlockReason>,
+}
+
+/// One session's effective configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effective {
+    /// What `config/get` returns.
+    pub public: EffectiveConfig,
+    /// Valid servers by name (blocked ones included, with their reason).
+    pub servers: BTreeMap<String, ServerSpec>,
+}
+
+struct Layer {
+    scope: Scope,
+    path: PathBuf,
+    exists: bool,
+    applied: bool,
+    value: Option<Value>,
+    text: String,
+}
+
+/// Reads the files and remembers their last good contents.
+#[derive(Debug)]
+pub struct Loader {
+    paths: ConfigPaths,
+    last_good: Mutex<HashMap<PathBuf, (Value, String)>>,
+}
+
+impl Loader {
+    /// A loader for these paths.
+    pub fn new(paths: ConfigPaths) -> Self {
+        Self { paths, last_good: Mutex::default() }
+    }
+
+    /// The paths it reads.
+    pub fn paths(&self) -> &ConfigPaths {
+        &self.paths
+    }
+
+    /// Read `path`: (exists, contents in effect, problem).
+    fn read(&self, path: &Path) -> (bool, Option<(Value, String)>, Option<Diagnostic>) {
+        let mut cache = self.last_good.lock().unwrap_or_else(|e| e.into_inner());
+        match read_object(path) {
+            FileRead::Missing => {
+                cache.remove(path);
+                (false, None, None)
+            }
+            FileRead::Parsed { value, text } => {
+                cache.insert(path.to_path_buf(), (value.clone(), text.clone()));
+                (true, Some((value, text)), None)
+            }
+            FileRead::Failed(mut d) => {
+                let kept = cache.get(path).cloned();
+                if kept.is_some() {
+                    d.message.push_str("; its last good contents stay in effect");
+                } else {
+                    d.message.push_str("; the file is ignored until it is fixed");
+                }
+                (true, kept, Some(d))
+            }
+        }
+    }
+
+    fn layer(&self, scope: Scope, path: PathBuf, env: &Env, diags: &mut Vec<Diagnostic>) -> Layer {
+        let (exists, content, problem) = self.read(&path);
+        diags.extend(problem);
+        let (value, text) = match content {
+            Some((mut v, t)) => {
+                env::expand_settings_value(&mut v, env);
+                (Some(v), t)
+            }
+            None => (None, String::new()),
+        };
+        Layer { scope, applied: value.is_some(), path, exists, value, text }
+    }
+
+    /// The effective configuration for a session in `workspace` whose environment is `env`,
+    /// with `session_disabled` servers disabled for it.
+    pub fn effective(
+        &self,
+        workspace: &Path,
+        env: &Env,
+        session_disabled: &BTreeSet<String>,
+    ) -> Effective {
+        let mut diags = Vec::new();
+        let p = &self.paths;
+        let defaults =
+            self.layer(Scope::SystemDefaults, p.system_defaults.clone(), env, &mut diags);
+        let user = self.layer(Scope::User, p.user.clone(), env, &mut diags);
+        let system = self.layer(Scope::System, p.system.clone(), env, &mut diags);
+
+        // Trust is decided from the scopes that do not depend on it.
+        let base =
+            merge::merge_all([&defaults, &user, &system].iter().filter_map(|l| l.value.as_ref()));
+        let folder_trust = pointer_bool(&base, "/security/folderTrust/enabled").unwrap_or(true);
+        let (rules, trust_problem) = trust::load(&p.trusted_folders);
+        diags.extend(trust_problem);
+        let trust = trust::decide(
+            &rules,
+            workspace,
+            folder_trust,
+            env.get("GEMINI_CLI_TRUST_WORKSPACE").map(String::as_str),
+        );
+
+        let mut layers = vec![defaults, user];
+        if let Some(path) = p.workspace_settings(workspace) {
+            let mut ws = self.layer(Scope::Workspace, path, env, &mut diags);
+            ws.applied &= trust.trusted;
+            layers.push(ws);
+        }
+        layers.push(system);
+        let applied: Vec<&Layer> = layers.iter().filter(|l| l.applied).collect();
+        let mut merged = merge::merge_all(applied.iter().filter_map(|l| l.value.as_ref()));
+
+        let gate = self.gate(&merged, &applied, session_disabled, &mut diags);
+        let raw_servers = match merged.as_object_mut().and_then(|m| m.remove("mcpServers")) {
+            Some(Value::Object(m)) => m,
+            Some(_) => {
+                diags.push(diagnostic(
+                    Severity::Error,
+                    &p.user,
+                    None,
+                    "\"mcpServers\" must be an object".into(),
+                ));
+                serde_json::Map::new()
+            }
+            None => serde_json::Map::new(),
+        };
+        let mut servers = BTreeMap::new();
+        let mut entries = Vec::new();
+        for (name, value) in &raw_servers {
+            // With the shallow merge, a server comes whole from the last scope defining it.
+            let Some(origin) = applied.iter().rev().find(|l| {
+                l.value
+                    .as_ref()
+                    .and_then(|v| v.pointer(&format!("/mcpServers/{}", escape(name))))
+                    .is_some()
+            }) else {
+                continue;
+            };
+            let (config, problems) = mcp::parse_server(name, value);
+            for pr in problems {
+                let mut path = vec!["mcpServers", name.as_str()];
+                if let Some(f) = pr.field.as_deref() {
+                    path.push(f);
+                }
+                diags.push(diagnostic(
+                    pr.severity,
+                    &origin.path,
+                    position(&origin.text, &path),
+                    pr.message,
+                ));
+            }
+            let blocked = if !trust.trusted {
+                Some(BlockReason::UntrustedFolder)
+            } else if config.is_none() {
+                Some(BlockReason::Invalid)
+            } else {
+                gate.blocked(name)
+            };
+            entries.push(McpServerEntry {
+                name: name.clone(),
+                scope: origin.scope,
+                file: origin.path.display().to_string(),
+                transport: config.as_ref().map_or("none", McpServerConfig::transport).to_owned(),
+                config: redacted(value),
+                blocked,
+            });
+            if let Some(config) = config {
+                servers.insert(name.clone(), ServerSpec { config, scope: origin.scope, blocked });
+            }
+        }
+        diags.sort_by(|a, b| {
+            b.severity.cmp(&a.severity).then_with(|| a.file.cmp(&b.file)).then(a.line.cmp(&b.line))
+        });
+        let files = layers
+            .iter()
+            .map(|l| SettingsFile {
+                scope: l.scope,
+                path: l.path.display().to_string(),
+                exists: l.exists,
+                applied: l.applied,
+            })
+            .collect();
+        Effective {
+            public: EffectiveConfig {
+                workspace: workspace.display().to_string(),
+                trust,
+                files,
+                mcp_servers: entries,
+                settings: merged,
+                diagnostics: diags,
+            },
+            servers,
+        }
+    }
+
+    fn gate(
+        &self,
+        merged: &Value,
+        applied: &[&Layer],
+        session: &BTreeSet<String>,
+        diags: &mut Vec<Diagnostic>,
+    ) -> enablement::Gate {
+        let names = |v: &Value| -> BTreeSet<String> {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(enablement::normalize)
+                .collect()
+        };
+        let mut allowed: Option<BTreeSet<String>> = None;
+        let mut excluded = BTreeSet::new();
+        for layer in applied {
+            let Some(v) = &layer.value else { continue };
+            if let Some(list) = v.pointer("/mcp/allowed") {
+                let list = names(list);
+                allowed = Some(match allowed {
+                    Some(prev) => prev.intersection(&list).cloned().collect(),
+                    None => list,
+                });
+            }
+            if let Some(list) = v.pointer("/mcp/excluded") {
+                excluded.extend(names(list));
+            }
+        }
+        let (file, problem) = enablement::load_disabled(&self.paths.enablement);
+        diags.extend(problem);
+        enablement::Gate {
+            admin_enabled: pointer_bool(merged, "/admin/mcp/enabled").unwrap_or(true),
+            allowed,
+            excluded,
+            session: session.iter().map(|s| enablement::normalize(s)).collect(),
+            file,
+        }
+    }
+}
+
+fn pointer_bool(v: &Value, pointer: &str) -> Option<bool> {
+    v.pointer(pointer).and_then(Value::as_bool)
+}
+
+/// Escape a key for a JSON pointer.
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// A server entry as shown: `env` and `headers` values that look secret are redacted.
+fn redacted(value: &Value) -> Value {
+    let mut v = value.clone();
+    for field in ["env", "headers"] {
+        if let Some(Value::Object(map)) = v.get_mut(field) {
+            for (k, val) in map.iter_mut() {
+                if let Value::String(s) = val {
+                    *s = env::display_value(k, s);
+                }
+            }
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests;

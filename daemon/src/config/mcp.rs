@@ -1,0 +1,229 @@
+//! One `mcpServers` entry (COMPAT §1.1), typed and validated. Unknown fields are warnings
+//! (the entry still applies); a wrong type or a missing transport is an error (the entry is
+//! not started). Messages name the server and the field; the caller adds file and position.
+
+use std::collections::BTreeMap;
+
+use geminid_protocol::config::Severity;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `type` of a network server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportType {
+    /// Legacy HTTP+SSE.
+    Sse,
+    /// Streamable HTTP.
+    Http,
+    /// Allowed by the schema; means nothing with `url`.
+    Stdio,
+}
+
+/// `authProviderType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthProviderType {
+    /// OAuth with discovery (default).
+    DynamicDiscovery,
+    /// Google application-default credentials.
+    GoogleCredentials,
+    /// Service-account impersonation.
+    ServiceAccountImpersonation,
+}
+
+/// An MCP server's configuration as Gemini CLI defines it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(missing_docs)]
+pub struct McpServerConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<String>,
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub transport_type: Option<TransportType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<serde_json::Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_provider_type: Option<AuthProviderType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_audience: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_service_account: Option<String>,
+}
+
+const KNOWN_FIELDS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "httpUrl",
+    "headers",
+    "tcp",
+    "type",
+    "timeout",
+    "trust",
+    "description",
+    "includeTools",
+    "excludeTools",
+    "extension",
+    "oauth",
+    "authProviderType",
+    "targetAudience",
+    "targetServiceAccount",
+];
+
+/// A problem with one entry: severity, the field it is about (if one), the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Warning or error.
+    pub severity: Severity,
+    /// The field, when the problem is about one.
+    pub field: Option<String>,
+    /// The message.
+    pub message: String,
+}
+
+impl McpServerConfig {
+    /// The transport Gemini CLI would pick: `stdio`, `sse` or `http`.
+    pub fn transport(&self) -> &'static str {
+        if self.http_url.is_some() {
+            "http"
+        } else if self.url.is_some() {
+            match self.transport_type {
+                Some(TransportType::Sse) => "sse",
+                _ => "http",
+            }
+        } else if self.command.is_some() {
+            "stdio"
+        } else {
+            "none"
+        }
+    }
+}
+
+/// Parse and validate one entry.
+pub fn parse_server(name: &str, value: &Value) -> (Option<McpServerConfig>, Vec<Problem>) {
+    let mut problems = Vec::new();
+    let Value::Object(map) = value else {
+        let message = format!("MCP server \"{name}\" must be an object");
+        return (None, vec![Problem { severity: Severity::Error, field: None, message }]);
+    };
+    for key in map.keys().filter(|k| !KNOWN_FIELDS.contains(&k.as_str())) {
+        problems.push(Problem {
+            severity: Severity::Warning,
+            field: Some(key.clone()),
+            message: format!("MCP server \"{name}\": unknown field \"{key}\" (ignored)"),
+        });
+    }
+    let config: McpServerConfig = match serde_path_to_error::deserialize(value) {
+        Ok(c) => c,
+        Err(e) => {
+            let field = e.path().to_string();
+            let message = format!("MCP server \"{name}\": field \"{field}\": {}", e.inner());
+            let field = field.split(['.', '[']).next().map(str::to_owned);
+            problems.push(Problem { severity: Severity::Error, field, message });
+            return (None, problems);
+        }
+    };
+    if config.command.is_none() && config.url.is_none() && config.http_url.is_none() {
+        problems.push(Problem {
+            severity: Severity::Error,
+            field: None,
+            message: format!(
+                "MCP server \"{name}\" has none of \"command\", \"url\" or \"httpUrl\"; add one \
+                 so it can be started"
+            ),
+        });
+        return (None, problems);
+    }
+    if config.url.is_some() && config.http_url.is_some() {
+        problems.push(Problem {
+            severity: Severity::Warning,
+            field: Some("httpUrl".into()),
+            message: format!(
+                "MCP server \"{name}\" sets both \"url\" and \"httpUrl\"; \"httpUrl\" is used"
+            ),
+        });
+    }
+    (Some(config), problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn valid_entries_and_transports() {
+        let cases = [
+            (json!({"command": "npx", "args": ["-y", "x"]}), "stdio"),
+            (json!({"url": "http://127.0.0.1:1/sse", "type": "sse"}), "sse"),
+            (json!({"url": "http://127.0.0.1:1/mcp"}), "http"),
+            (json!({"httpUrl": "http://127.0.0.1:1/mcp"}), "http"),
+        ];
+        for (v, transport) in cases {
+            let (c, problems) = parse_server("s", &v);
+            assert_eq!(c.map(|c| c.transport()), Some(transport), "{v}");
+            assert!(problems.is_empty(), "{problems:?}");
+        }
+    }
+
+    #[test]
+    fn problems_name_server_and_field() {
+        let (c, p) = parse_server("s", &json!({"command": "x", "colour": "red"}));
+        assert!(c.is_some());
+        assert_eq!(p[0].severity, Severity::Warning);
+        assert_eq!(p[0].field.as_deref(), Some("colour"));
+
+        let (c, p) = parse_server("s", &json!({"command": "x", "args": ["a", 5]}));
+        assert!(c.is_none());
+        assert_eq!(p[0].field.as_deref(), Some("args"));
+        assert!(
+            p[0].message.contains("field \"args[1]\": invalid type: integer `5`"),
+            "{}",
+            p[0].message
+        );
+
+        let (c, p) = parse_server("s", &json!({"timeout": "soon", "command": "x"}));
+        assert!(c.is_none() && p[0].message.contains("\"timeout\""), "{p:?}");
+
+        let (c, p) = parse_server("lonely", &json!({"description": "no way to start"}));
+        assert!(
+            c.is_none() && p[0].message.contains("none of \"command\", \"url\" or \"httpUrl\"")
+        );
+
+        let (c, p) = parse_server("s", &json!({"url": "http://a", "httpUrl": "http://b"}));
+        assert_eq!(c.map(|c| c.transport()), Some("http"));
+        assert_eq!(p[0].severity, Severity::Warning);
+
+        let (c, _) = parse_server("s", &json!("npx"));
+        assert!(c.is_none());
+    }
+}

@@ -1,0 +1,232 @@
+use super::*;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+struct Home {
+    dir: tempfile::TempDir,
+    paths: ConfigPaths,
+    ws: PathBuf,
+}
+
+impl Home {
+    fn new() -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path();
+        let ws = root.join("ws");
+        std::fs::create_dir_all(ws.join(".gemini"))?;
+        std::fs::create_dir_all(root.join("home/.gemini"))?;
+        std::fs::create_dir_all(root.join("etc"))?;
+        let var = |k: &str| match k {
+            "HOME" => Some(root.join("home").into_os_string()),
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH" => {
+                Some(root.join("etc/settings.json").into_os_string())
+            }
+            _ => None,
+        };
+        let paths = ConfigPaths::from_env(var)?;
+        Ok(Self { dir, paths, ws })
+    }
+
+    fn write(&self, path: &Path, value: &str) -> anyhow::Result<()> {
+        std::fs::write(path, value)?;
+        Ok(())
+    }
+
+    fn workspace_file(&self) -> PathBuf {
+        self.ws.join(".gemini/settings.json")
+    }
+
+    fn trust_workspace(&self) -> anyhow::Result<()> {
+        let rules = json!({ self.ws.display().to_string(): "TRUST_FOLDER" });
+        self.write(&self.paths.trusted_folders, &rules.to_string())
+    }
+}
+
+fn servers(e: &Effective) -> Vec<(String, Scope, Option<BlockReason>)> {
+    e.public.mcp_servers.iter().map(|s| (s.name.clone(), s.scope, s.blocked)).collect()
+}
+
+#[test]
+fn paths_follow_the_environment() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    assert_eq!(h.paths.user, h.dir.path().join("home/.gemini/settings.json"));
+    assert_eq!(h.paths.system_defaults, h.dir.path().join("etc/system-defaults.json"));
+    assert_eq!(h.paths.trusted_folders, h.dir.path().join("home/.gemini/trustedFolders.json"));
+    assert_eq!(h.paths.workspace_settings(&h.paths.home), None, "home is never a workspace");
+    let gh = ConfigPaths::from_env(|k| match k {
+        "HOME" => Some("/h".into()),
+        "GEMINI_CLI_HOME" => Some("/g".into()),
+        _ => None,
+    })?;
+    assert_eq!(gh.user, PathBuf::from("/g/.gemini/settings.json"));
+    assert_eq!(gh.system, PathBuf::from("/etc/gemini-cli/settings.json"));
+    Ok(())
+}
+
+#[test]
+fn scopes_merge_in_order_and_servers_come_whole_from_the_highest() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    h.trust_workspace()?;
+    h.write(&h.paths.system_defaults, r#"{"ui": {"theme": "default", "x": 1}}"#)?;
+    h.write(&h.paths.user, r#"{ // user
+        "ui": {"theme": "dark"},
+        "mcpServers": {"shared": {"command": "user-cmd", "timeout": 5}, "mine": {"command": "m"}}}"#)?;
+    h.write(
+        &h.workspace_file(),
+        r#"{"mcpServers": {"shared": {"url": "http://127.0.0.1:9/mcp"}}}"#,
+    )?;
+    h.write(&h.paths.system, r#"{"ui": {"theme": "admin"}}"#)?;
+    let e = Loader::new(h.paths.clone()).effective(&h.ws, &Env::new(), &BTreeSet::new());
+    assert!(e.public.trust.trusted);
+    assert_eq!(e.public.settings["ui"], json!({"theme": "admin", "x": 1}));
+    assert_eq!(
+        servers(&e),
+        [("mine".into(), Scope::User, None), ("shared".into(), Scope::Workspace, None)]
+    );
+    let shared = &e.servers["shared"].config;
+    assert_eq!(
+        (shared.command.as_deref(), shared.timeout),
+        (None, None),
+        "no field merge across scopes"
+    );
+    assert_eq!(e.public.diagnostics, vec![]);
+    Ok(())
+}
+
+#[test]
+fn an_untrusted_workspace_loses_its_settings_and_every_server() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    h.write(&h.paths.user, r#"{"mcpServers": {"u": {"command": "u"}}}"#)?;
+    h.write(
+        &h.workspace_file(),
+        r#"{"mcpServers": {"w": {"command": "w"}}, "ui": {"theme": "w"}}"#,
+    )?;
+    let loader = Loader::new(h.paths.clone());
+    let e = loader.effective(&h.ws, &Env::new(), &BTreeSet::new());
+    assert!(!e.public.trust.trusted);
+    assert_eq!(servers(&e), [("u".into(), Scope::User, Some(BlockReason::UntrustedFolder))]);
+    assert_eq!(e.public.settings.get("ui"), None);
+    let ws_file = e.public.files.iter().find(|f| f.scope == Scope::Workspace).cloned();
+    assert_eq!(ws_file.map(|f| (f.exists, f.applied)), Some((true, false)));
+    // The session's environment can trust it (headless use), as can disabling folder trust.
+    let env: Env = [("GEMINI_CLI_TRUST_WORKSPACE".to_owned(), "true".to_owned())].into();
+    assert_eq!(loader.effective(&h.ws, &env, &BTreeSet::new()).servers.len(), 2);
+    h.write(&h.paths.user, r#"{"security": {"folderTrust": {"enabled": false}}}"#)?;
+    assert!(loader.effective(&h.ws, &Env::new(), &BTreeSet::new()).public.trust.trusted);
+    Ok(())
+}
+
+#[test]
+fn session_env_expands_and_secrets_are_redacted_in_the_view() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    h.trust_workspace()?;
+    h.write(
+        &h.paths.user,
+        r#"{"mcpServers": {"s": {
+        "command": "$TOOLS/bin/server", "args": ["${MODE:-fast}", "$UNSET"],
+        "env": {"API_TOKEN": "$TOKEN", "DEBUG": "1"},
+        "headers": {"Authorization": "Bearer $TOKEN"}}}}"#,
+    )?;
+    let env: Env = [("TOOLS", "/opt/t"), ("TOKEN", "sekrit")]
+        .iter()
+        .map(|(k, v)| ((*k).into(), (*v).into()))
+        .collect();
+    let e = Loader::new(h.paths.clone()).effective(&h.ws, &env, &BTreeSet::new());
+    let c = &e.servers["s"].config;
+    assert_eq!(c.command.as_deref(), Some("/opt/t/bin/server"));
+    assert_eq!(c.args.clone().unwrap_or_default(), ["fast", "$UNSET"]);
+    assert_eq!(c.env.as_ref().and_then(|e| e.get("API_TOKEN")).map(String::as_str), Some("sekrit"));
+    let shown = &e.public.mcp_servers[0].config;
+    assert_eq!(shown["env"], json!({"API_TOKEN": env::REDACTED, "DEBUG": "1"}));
+    assert_eq!(shown["headers"]["Authorization"], env::REDACTED);
+    assert!(!serde_json::to_string(&e.public)?.contains("sekrit"));
+    Ok(())
+}
+
+#[test]
+fn diagnostics_name_file_line_and_field() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    h.trust_workspace()?;
+    h.write(&h.paths.user, "{\n  \"mcpServers\": {\n    \"bad\": { \"command\": 5 },\n    \"odd\": { \"command\": \"x\", \"colour\": 1 },\n    \"none\": {}\n  }\n}")?;
+    h.write(&h.workspace_file(), "{ \"ui\": ")?;
+    let e = Loader::new(h.paths.clone()).effective(&h.ws, &Env::new(), &BTreeSet::new());
+    let d: Vec<_> = e
+        .public
+        .diagnostics
+        .iter()
+        .map(|d| {
+            (
+                d.severity,
+                d.file.rsplit('/').next().unwrap_or_default().to_owned(),
+                d.line,
+                d.message.clone(),
+            )
+        })
+        .collect();
+    let find = |needle: &str| d.iter().find(|x| x.3.contains(needle)).cloned();
+    let bad = find("\"bad\"").unwrap_or_else(|| panic!("{d:?}"));
+    assert_eq!((bad.0, bad.2), (Severity::Error, Some(3)));
+    assert!(bad.3.contains("field \"command\": invalid type: integer"), "{}", bad.3);
+    let odd = find("colour").unwrap_or_else(|| panic!("{d:?}"));
+    assert_eq!((odd.0, odd.2), (Severity::Warning, Some(4)));
+    assert_eq!(find("\"none\"").map(|x| (x.0, x.2)), Some((Severity::Error, Some(5))));
+    let parse = find("invalid JSON").unwrap_or_else(|| panic!("{d:?}"));
+    assert_eq!((parse.0, parse.1.as_str()), (Severity::Error, "settings.json"));
+    assert!(parse.3.contains("ignored until it is fixed"));
+    assert_eq!(d[0].0, Severity::Error, "errors first");
+    assert_eq!(
+        servers(&e),
+        [
+            ("bad".into(), Scope::User, Some(BlockReason::Invalid)),
+            ("none".into(), Scope::User, Some(BlockReason::Invalid)),
+            ("odd".into(), Scope::User, None),
+        ]
+    );
+    Ok(())
+}
+
+#[test]
+fn a_broken_file_keeps_its_last_good_contents() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    h.trust_workspace()?;
+    let loader = Loader::new(h.paths.clone());
+    h.write(&h.paths.user, r#"{"mcpServers": {"s": {"command": "good"}}}"#)?;
+    assert_eq!(loader.effective(&h.ws, &Env::new(), &BTreeSet::new()).servers.len(), 1);
+    h.write(&h.paths.user, r#"{"mcpServers": {"s": {"command": "go"#)?; // truncated mid-write
+    let e = loader.effective(&h.ws, &Env::new(), &BTreeSet::new());
+    assert_eq!(e.servers["s"].config.command.as_deref(), Some("good"));
+    assert!(e.public.diagnostics[0].message.contains("last good contents stay in effect"));
+    std::fs::remove_file(&h.paths.user)?;
+    assert!(
+        loader.effective(&h.ws, &Env::new(), &BTreeSet::new()).servers.is_empty(),
+        "deleted means gone"
+    );
+    Ok(())
+}
+
+#[test]
+fn allow_and_exclude_lists_consolidate_across_scopes() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    h.trust_workspace()?;
+    let all = r#""a": {"command": "a"}, "b": {"command": "b"}, "c": {"command": "c"}, "d": {"command": "d"}, "e": {"command": "e"}"#;
+    h.write(&h.paths.user, &format!(r#"{{"mcpServers": {{{all}}}, "mcp": {{"allowed": ["A", "b", "c", "d", "e"], "excluded": ["b"]}}}}"#))?;
+    h.write(&h.paths.system, r#"{"mcp": {"allowed": ["a", "c", "d", "e"], "excluded": ["c"]}}"#)?;
+    h.write(&h.paths.enablement, r#"{"d": {"enabled": false}}"#)?;
+    let session: BTreeSet<String> = ["E".to_owned()].into();
+    let e = Loader::new(h.paths.clone()).effective(&h.ws, &Env::new(), &session);
+    let blocked: Vec<_> = e.public.mcp_servers.iter().map(|s| s.blocked).collect();
+    assert_eq!(
+        blocked,
+        [
+            None,
+            Some(BlockReason::Allowlist),
+            Some(BlockReason::Excludelist),
+            Some(BlockReason::Enablement),
+            Some(BlockReason::Session)
+        ]
+    );
+    h.write(&h.paths.system, r#"{"admin": {"mcp": {"enabled": false}}}"#)?;
+    let e = Loader::new(h.paths.clone()).effective(&h.ws, &Env::new(), &BTreeSet::new());
+    assert!(e.public.mcp_servers.iter().all(|s| s.blocked == Some(BlockReason::Admin)));
+    Ok(())
+}

@@ -1,0 +1,162 @@
+//! Folder trust (`trustedFolders.json`, COMPAT §1.5): TRUST_FOLDER, TRUST_PARENT and
+//! DO_NOT_TRUST rules, the longest matching rule wins, no match means untrusted. A file that
+//! does not parse makes every folder untrusted and is reported, never fatal.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use geminid_protocol::config::{Diagnostic, TrustInfo};
+use serde::{Deserialize, Serialize};
+
+use super::files::{FileRead, diagnostic, read_object};
+
+/// A rule's level, as written in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TrustLevel {
+    /// The folder and everything below it.
+    TrustFolder,
+    /// The folder's parent and everything below it.
+    TrustParent,
+    /// Never trusted.
+    DoNotTrust,
+}
+
+/// The rules of `trustedFolders.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustRules {
+    /// Path as written → level.
+    pub rules: BTreeMap<String, TrustLevel>,
+}
+
+/// Load the rules; a missing file is no rules, a broken one is no rules plus a diagnostic.
+pub fn load(path: &Path) -> (TrustRules, Option<Diagnostic>) {
+    match read_object(path) {
+        FileRead::Missing => (TrustRules::default(), None),
+        FileRead::Failed(d) => (TrustRules::default(), Some(untrusting(d))),
+        FileRead::Parsed { value, .. } => match serde_json::from_value(value) {
+            Ok(rules) => (TrustRules { rules }, None),
+            Err(e) => {
+                let message = format!(
+                    "{e}; values must be \"TRUST_FOLDER\", \"TRUST_PARENT\" or \"DO_NOT_TRUST\""
+                );
+                let d = diagnostic(geminid_protocol::config::Severity::Error, path, None, message);
+                (TrustRules::default(), Some(untrusting(d)))
+            }
+        },
+    }
+}
+
+fn untrusting(mut d: Diagnostic) -> Diagnostic {
+    d.message.push_str("; until it is fixed, no folder is trusted");
+    d
+}
+
+fn normalize(p: &Path) -> PathBuf {
+    let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if cfg!(any(windows, target_os = "macos")) {
+        PathBuf::from(p.to_string_lossy().to_lowercase())
+    } else {
+        p
+    }
+}
+
+/// Whether `location` is trusted. `folder_trust_enabled` is `security.folderTrust.enabled`;
+/// `env_override` is `GEMINI_CLI_TRUST_WORKSPACE` from the session's environment.
+pub fn decide(
+    rules: &TrustRules,
+    location: &Path,
+    folder_trust_enabled: bool,
+    env_override: Option<&str>,
+) -> TrustInfo {
+    match env_override {
+        Some("true") => {
+            return TrustInfo { trusted: true, reason: "GEMINI_CLI_TRUST_WORKSPACE=true".into() };
+        }
+        Some("false") => {
+            return TrustInfo { trusted: false, reason: "GEMINI_CLI_TRUST_WORKSPACE=false".into() };
+        }
+        _ => {}
+    }
+    if !folder_trust_enabled {
+        return TrustInfo {
+            trusted: true,
+            reason: "folder trust is disabled (security.folderTrust.enabled)".into(),
+        };
+    }
+    let location = normalize(location);
+    let best = rules
+        .rules
+        .iter()
+        .filter(|(rule, level)| {
+            let rule = normalize(Path::new(rule));
+            let effective = match level {
+                TrustLevel::TrustParent => rule.parent().map(Path::to_path_buf).unwrap_or(rule),
+                _ => rule,
+            };
+            location.starts_with(&effective)
+        })
+        .max_by_key(|(rule, _)| rule.len());
+    match best {
+        Some((rule, level)) => {
+            let name = serde_json::to_value(level)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            TrustInfo {
+                trusted: *level != TrustLevel::DoNotTrust,
+                reason: format!("rule {rule} ({name})"),
+            }
+        }
+        None => TrustInfo {
+            trusted: false,
+            reason: "no rule in trustedFolders.json matches; `gemctl trust` trusts it".into(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(pairs: &[(&Path, TrustLevel)]) -> TrustRules {
+        TrustRules { rules: pairs.iter().map(|(p, l)| (p.display().to_string(), *l)).collect() }
+    }
+
+    #[test]
+    fn longest_rule_wins_and_parent_means_siblings() -> anyhow::Result<()> {
+        let root = tempfile::tempdir()?;
+        let (a, b, c) = (root.path().join("a"), root.path().join("a/b"), root.path().join("a/b/c"));
+        std::fs::create_dir_all(&c)?;
+        let sibling = root.path().join("a/sib");
+        std::fs::create_dir_all(&sibling)?;
+        let r = rules(&[(&a, TrustLevel::TrustFolder), (&b, TrustLevel::DoNotTrust)]);
+        assert!(decide(&r, &a, true, None).trusted);
+        assert!(!decide(&r, &c, true, None).trusted, "longer DO_NOT_TRUST wins");
+        let r = rules(&[(&b, TrustLevel::TrustParent)]);
+        assert!(decide(&r, &sibling, true, None).trusted, "TRUST_PARENT trusts the parent's tree");
+        assert!(!decide(&r, root.path(), true, None).trusted);
+        // No rule, folder trust off, and the environment override.
+        let none = TrustRules::default();
+        assert!(!decide(&none, &a, true, None).trusted);
+        assert!(decide(&none, &a, false, None).trusted);
+        assert!(decide(&none, &a, true, Some("true")).trusted);
+        let all = rules(&[(&a, TrustLevel::TrustFolder)]);
+        assert!(!decide(&all, &a, true, Some("false")).trusted);
+        Ok(())
+    }
+
+    #[test]
+    fn a_broken_file_trusts_nothing_and_says_so() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("trustedFolders.json");
+        std::fs::write(&path, "{ \"/x\": ")?;
+        let (r, d) = load(&path);
+        assert!(r.rules.is_empty());
+        assert!(d.is_some_and(|d| d.message.contains("no folder is trusted")));
+        std::fs::write(&path, "{ \"/x\": \"TRUST_EVERYTHING\" }")?;
+        let (_, d) = load(&path);
+        assert!(d.is_some_and(|d| d.message.contains("TRUST_PARENT")));
+        Ok(())
+    }
+}

@@ -1,0 +1,146 @@
+//! Types of the `config/*`, `trust/*` and `mcp/*` configuration methods.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::SessionId;
+
+/// How bad a diagnostic is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Severity {
+    /// Applied anyway (e.g. an unknown field).
+    Warning,
+    /// Not applied (the file, or the part named, is ignored).
+    Error,
+}
+
+/// One problem found in an input file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Diagnostic {
+    /// Warning or error.
+    pub severity: Severity,
+    /// The file.
+    pub file: String,
+    /// 1-based line, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// 1-based column, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+    /// What is wrong and, where possible, how to fix it.
+    pub message: String,
+}
+
+/// A settings scope, in merge order (later wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Scope {
+    /// `system-defaults.json`.
+    SystemDefaults,
+    /// `~/.gemini/settings.json`.
+    User,
+    /// `<workspace>/.gemini/settings.json` (trusted folders only).
+    Workspace,
+    /// The system `settings.json` (overrides everything).
+    System,
+}
+
+/// `config/get` and `config/diagnostics`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigParams {
+    /// The session whose view is wanted (its workspace, trust and environment).
+    pub session: SessionId,
+}
+
+/// Whether a workspace is trusted, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustInfo {
+    /// Trusted or not.
+    pub trusted: bool,
+    /// Why: e.g. `rule /home/u/src (TRUST_PARENT)`, `GEMINI_CLI_TRUST_WORKSPACE=true`,
+    /// `folder trust disabled`, `no rule matches`.
+    pub reason: String,
+}
+
+/// One settings file that was read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsFile {
+    /// Its scope.
+    pub scope: Scope,
+    /// Its path.
+    pub path: String,
+    /// Whether it exists.
+    pub exists: bool,
+    /// Whether it is in effect (workspace files of untrusted folders are not; a file that
+    /// fails to parse keeps its last good contents, if any).
+    pub applied: bool,
+}
+
+/// Why a configured server will not be started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum BlockReason {
+    /// The folder is not trusted: no MCP servers at all.
+    UntrustedFolder,
+    /// `admin.mcp.enabled` is false.
+    Admin,
+    /// Not in `mcp.allowed`.
+    Allowlist,
+    /// In `mcp.excluded`.
+    Excludelist,
+    /// Disabled for this session.
+    Session,
+    /// Disabled in `mcp-server-enablement.json`.
+    Enablement,
+    /// Its configuration is invalid (see diagnostics).
+    Invalid,
+}
+
+/// A server in the effective configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerEntry {
+    /// Its name.
+    pub name: String,
+    /// The scope it came from.
+    pub scope: Scope,
+    /// The file it came from.
+    pub file: String,
+    /// `stdio`, `sse`, `http` (streamable HTTP, with SSE fallback when `url` has no `type`).
+    pub transport: String,
+    /// Its configuration as written (env-expanded), secrets in `env`/`headers` redacted.
+    pub config: serde_json::Value,
+    /// Why it will not start; absent when it will.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<BlockReason>,
+}
+
+/// Result of `config/get`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectiveConfig {
+    /// The session's workspace.
+    pub workspace: String,
+    /// Its trust.
+    pub trust: TrustInfo,
+    /// The files read, in merge order.
+    pub files: Vec<SettingsFile>,
+    /// MCP servers by name, sorted.
+    pub mcp_servers: Vec<McpServerEntry>,
+    /// The merged settings (without `mcpServers`, which is above).
+    pub settings: serde_json::Value,
+    /// Problems found.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Result of `config/diagnostics`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiagnosticsResult {
+    /// Every warning and error, errors first.
+    pub diagnostics: Vec<Diagnostic>,
+}
