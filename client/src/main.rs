@@ -1,6 +1,7 @@
 //! `gemctl`: the command-line client of geminid.
 
 mod bridge;
+mod config_cmds;
 mod daemon;
 mod output;
 
@@ -66,6 +67,28 @@ enum Command {
     /// Relay JSON-RPC between stdin/stdout and the daemon (for editors); newline-delimited or
     /// Content-Length framing, detected automatically
     Rpc,
+    /// Show or check the effective configuration (Gemini CLI's settings files)
+    #[command(subcommand)]
+    Config(config_cmds::ConfigCommand),
+    /// Manage MCP servers in Gemini CLI's settings files
+    #[command(subcommand)]
+    Mcp(config_cmds::McpCommand),
+    /// Trust a folder (default: the current directory)
+    Trust {
+        /// The folder
+        path: Option<PathBuf>,
+        /// Trust its parent and everything below it
+        #[arg(long, conflicts_with = "never")]
+        parent: bool,
+        /// Never trust it
+        #[arg(long)]
+        never: bool,
+    },
+    /// Remove a folder's trust rule (default: the current directory)
+    Untrust {
+        /// The folder
+        path: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -180,6 +203,33 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Events => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
             stream_events(&client, None, cli.json).await
+        }
+        Command::Config(cmd) => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            config_cmds::config(&client, session, cmd, cli.json).await
+        }
+        Command::Mcp(cmd) => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            config_cmds::mcp(&client, session, cmd, cli.json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Trust { path, parent, never } => {
+            use geminid_protocol::config::TrustLevel;
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let level = match (parent, never) {
+                (true, _) => TrustLevel::TrustParent,
+                (_, true) => TrustLevel::DoNotTrust,
+                _ => TrustLevel::TrustFolder,
+            };
+            config_cmds::trust(&client, path, Some(level), cli.json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Untrust { path } => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            config_cmds::trust(&client, path, None, cli.json).await?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Rpc => {
             if autostart {

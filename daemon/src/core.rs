@@ -11,8 +11,10 @@ use geminid_protocol::{DAEMON_VERSION, PROTOCOL_VERSION};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock;
+use crate::config::env::Env;
+use crate::config::{Effective, Loader};
 use crate::events::EventBus;
-use crate::session::Sessions;
+use crate::session::{SessionError, Sessions};
 use crate::store::Store;
 
 /// What the daemon reports about itself.
@@ -33,6 +35,10 @@ pub struct Core {
     pub sessions: Sessions,
     /// The event bus.
     pub events: Arc<EventBus>,
+    /// Gemini CLI's configuration files.
+    pub config: Loader,
+    /// The daemon's own environment, for sessions whose client sent none.
+    daemon_env: Arc<Env>,
     store: Store,
     info: DaemonInfo,
     started_ms: u64,
@@ -44,12 +50,14 @@ pub struct Core {
 
 impl Core {
     /// A core over an opened store.
-    pub fn new(store: Store, info: DaemonInfo) -> Arc<Self> {
+    pub fn new(store: Store, info: DaemonInfo, config: Loader) -> Arc<Self> {
         let buffer = usize::try_from(info.limits.subscriber_buffer).unwrap_or(usize::MAX);
         let events = Arc::new(EventBus::new(buffer));
         Arc::new(Self {
             sessions: Sessions::new(store.clone(), events.clone()),
             events,
+            config,
+            daemon_env: Arc::new(std::env::vars().collect()),
             store,
             info,
             started_ms: clock::now_ms(),
@@ -63,6 +71,20 @@ impl Core {
     /// The limits it enforces.
     pub fn limits(&self) -> Limits {
         self.info.limits
+    }
+
+    /// The environment a session's configuration expands against: its client's, else the
+    /// daemon's.
+    pub fn session_env(&self, session: &str) -> Arc<Env> {
+        self.sessions.client_env(session).unwrap_or_else(|| self.daemon_env.clone())
+    }
+
+    /// A session's effective configuration.
+    pub fn effective(&self, session: &str) -> Result<Effective, SessionError> {
+        let rec = self.sessions.record(session)?;
+        let disabled = rec.state.disabled_servers.iter().cloned().collect();
+        let env = self.session_env(session);
+        Ok(self.config.effective(std::path::Path::new(&rec.workspace), &env, &disabled))
     }
 
     /// The database.

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
+use geminid::config::{ConfigPaths, Loader};
 use geminid::core::{Core, DaemonInfo};
 use geminid::events::DEFAULT_SUBSCRIBER_BUFFER;
 use geminid::server::{self, DEFAULT_MAX_CONNECTIONS};
@@ -88,6 +89,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // running one instead of a database lock error.
     let bound = server::bind(&socket, &server::lock_path(&socket, &data_dir))?;
     let store = Store::open(&data_dir)?;
+    let config = Loader::new(ConfigPaths::from_env(|k| std::env::var_os(k))?);
     let core = Core::new(
         store,
         DaemonInfo {
@@ -99,6 +101,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 subscriber_buffer: args.subscriber_buffer,
             },
         },
+        config,
     );
     tracing::info!(
         pid = std::process::id(),

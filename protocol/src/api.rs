@@ -6,6 +6,11 @@
 use jsonrpsee::core::{RpcResult, SubscriptionResult};
 use jsonrpsee::proc_macros::rpc;
 
+use crate::config::{
+    ConfigParams, DiagnosticsResult, EffectiveConfig, McpAddParams, McpAddResult, McpEnableParams,
+    McpEnableResult, McpRemoveParams, McpRemoveResult, TrustGetParams, TrustGetResult,
+    TrustSetParams, TrustSetResult,
+};
 use crate::event::Event;
 use crate::types::{
     EventsSubscribeParams, HelloParams, HelloResult, Session, SessionAttachParams,
@@ -65,4 +70,48 @@ pub trait EventsApi {
     /// shuts down. A subscriber that falls too far behind is dropped with an error.
     #[subscription(name = "subscribe" => "event", unsubscribe = "unsubscribe", item = Event)]
     async fn subscribe_events(&self, params: Option<EventsSubscribeParams>) -> SubscriptionResult;
+}
+
+/// `config/*`: a session's effective configuration.
+#[rpc(server, client, namespace = "config", namespace_separator = "/")]
+pub trait ConfigApi {
+    /// The effective configuration for a session; secrets in `env`/`headers` redacted.
+    #[method(name = "get")]
+    async fn config_get(&self, params: ConfigParams) -> RpcResult<EffectiveConfig>;
+
+    /// Every warning and error in the session's input files, with file, line and column.
+    #[method(name = "diagnostics")]
+    async fn config_diagnostics(&self, params: ConfigParams) -> RpcResult<DiagnosticsResult>;
+}
+
+/// `trust/*`: folder trust rules in `trustedFolders.json`.
+#[rpc(server, client, namespace = "trust", namespace_separator = "/")]
+pub trait TrustApi {
+    /// Whether a directory is trusted, and the rule written for it.
+    #[method(name = "get")]
+    async fn trust_get(&self, params: TrustGetParams) -> RpcResult<TrustGetResult>;
+
+    /// Write or remove the rule for a directory.
+    #[method(name = "set")]
+    async fn trust_set(&self, params: TrustSetParams) -> RpcResult<TrustSetResult>;
+}
+
+/// `mcp/*`: MCP server configuration.
+#[rpc(server, client, namespace = "mcp", namespace_separator = "/")]
+pub trait McpApi {
+    /// Add or replace a server in the user or project settings file.
+    #[method(name = "add")]
+    async fn mcp_add(&self, params: McpAddParams) -> RpcResult<McpAddResult>;
+
+    /// Remove a server from the user or project settings file.
+    #[method(name = "remove")]
+    async fn mcp_remove(&self, params: McpRemoveParams) -> RpcResult<McpRemoveResult>;
+
+    /// Enable a server (persistently, or clear its session-only disable).
+    #[method(name = "enable")]
+    async fn mcp_enable(&self, params: McpEnableParams) -> RpcResult<McpEnableResult>;
+
+    /// Disable a server (persistently, or for the session only).
+    #[method(name = "disable")]
+    async fn mcp_disable(&self, params: McpEnableParams) -> RpcResult<McpEnableResult>;
 }

@@ -144,3 +144,150 @@ pub struct DiagnosticsResult {
     /// Every warning and error, errors first.
     pub diagnostics: Vec<Diagnostic>,
 }
+
+/// A trust rule's level, as written in `trustedFolders.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TrustLevel {
+    /// The folder and everything below it.
+    TrustFolder,
+    /// The folder's parent and everything below it.
+    TrustParent,
+    /// Never trusted.
+    DoNotTrust,
+}
+
+/// `trust/get`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustGetParams {
+    /// An absolute path.
+    pub path: String,
+}
+
+/// Result of `trust/get`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustGetResult {
+    /// The path asked about (canonical).
+    pub path: String,
+    /// Whether it is trusted and why (trust rules only; a session's environment may override).
+    pub trust: TrustInfo,
+    /// The rule written for exactly this path, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<TrustLevel>,
+}
+
+/// `trust/set`: write (or, with `level` null, remove) the rule for `path`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustSetParams {
+    /// An absolute path to an existing directory.
+    pub path: String,
+    /// The level; absent or null removes the rule.
+    #[serde(default)]
+    pub level: Option<TrustLevel>,
+}
+
+/// Result of `trust/set`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustSetResult {
+    /// The path (canonical).
+    pub path: String,
+    /// The rule before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<TrustLevel>,
+    /// The rule now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<TrustLevel>,
+    /// The file written.
+    pub file: String,
+}
+
+/// Which settings file `mcp/add` and `mcp/remove` edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum WriteScope {
+    /// `~/.gemini/settings.json`.
+    User,
+    /// `<workspace>/.gemini/settings.json` (Gemini CLI's default).
+    #[default]
+    Project,
+}
+
+/// `mcp/add`: add or replace one server in a settings file.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpAddParams {
+    /// The session (its workspace is the project).
+    pub session: SessionId,
+    /// The file to edit.
+    #[serde(default)]
+    pub scope: WriteScope,
+    /// The server's name.
+    pub name: String,
+    /// Its configuration, an `mcpServers` entry.
+    pub config: serde_json::Value,
+}
+
+/// Result of `mcp/add`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpAddResult {
+    /// The file edited.
+    pub file: String,
+    /// Whether a server of that name was there and has been replaced.
+    pub updated: bool,
+    /// Its transport.
+    pub transport: String,
+}
+
+/// `mcp/remove`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpRemoveParams {
+    /// The session (its workspace is the project).
+    pub session: SessionId,
+    /// The file to edit.
+    #[serde(default)]
+    pub scope: WriteScope,
+    /// The server's name.
+    pub name: String,
+}
+
+/// Result of `mcp/remove`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpRemoveResult {
+    /// The file.
+    pub file: String,
+    /// Whether it was there.
+    pub removed: bool,
+}
+
+/// `mcp/enable` and `mcp/disable`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpEnableParams {
+    /// The session.
+    pub session: SessionId,
+    /// The server's name.
+    pub name: String,
+    /// Only for this session (stored with the session, so it holds across processes and
+    /// restarts) instead of in `mcp-server-enablement.json`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub session_only: bool,
+}
+
+/// Result of `mcp/enable` and `mcp/disable`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpEnableResult {
+    /// The server's name.
+    pub name: String,
+    /// Whether it is now enabled for the session.
+    pub enabled: bool,
+    /// Whether the change was session-only.
+    pub session_only: bool,
+}

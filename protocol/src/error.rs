@@ -20,19 +20,28 @@ pub enum ErrorCode {
     Overloaded,
     /// The daemon's own storage failed.
     Storage,
+    /// A configuration request breaks a rule (invalid entry, wrong scope, blocked server).
+    ConfigRefused,
+    /// A configuration file could not be written (or does not parse, so it is not touched).
+    ConfigWrite,
+    /// No configured MCP server has that name.
+    ServerNotFound,
     /// Anything else that went wrong inside the daemon.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 7] = [
+    pub const ALL: [ErrorCode; 10] = [
         Self::VersionMismatch,
         Self::SessionNotFound,
         Self::InvalidWorkspace,
         Self::ShuttingDown,
         Self::Overloaded,
         Self::Storage,
+        Self::ConfigRefused,
+        Self::ConfigWrite,
+        Self::ServerNotFound,
         Self::Internal,
     ];
 
@@ -45,6 +54,9 @@ impl ErrorCode {
             Self::ShuttingDown => -32004,
             Self::Overloaded => -32005,
             Self::Storage => -32006,
+            Self::ConfigRefused => -32007,
+            Self::ConfigWrite => -32008,
+            Self::ServerNotFound => -32009,
             Self::Internal => -32099,
         }
     }
@@ -63,6 +75,9 @@ impl ErrorCode {
             Self::ShuttingDown => "shuttingDown",
             Self::Overloaded => "overloaded",
             Self::Storage => "storage",
+            Self::ConfigRefused => "configRefused",
+            Self::ConfigWrite => "configWrite",
+            Self::ServerNotFound => "serverNotFound",
             Self::Internal => "internal",
         }
     }

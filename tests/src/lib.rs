@@ -38,7 +38,7 @@ impl TestHome {
     /// Create one.
     pub fn new() -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("geminid-test-").tempdir()?;
-        for sub in ["home", "run", "state", "ws"] {
+        for sub in ["home", "home/.gemini", "etc", "run", "state", "ws"] {
             std::fs::create_dir(dir.path().join(sub))?;
         }
         std::fs::set_permissions(dir.path().join("run"), std::fs::Permissions::from_mode(0o700))?;
@@ -73,7 +73,12 @@ impl TestHome {
             .env("GEMINID_SOCKET", self.socket())
             .env_remove("GEMINID_DATA_DIR")
             .env_remove("GEMINI_CLI_HOME")
-            .env("GEMINID_BIN", bin("geminid"));
+            .env("GEMINID_BIN", bin("geminid"))
+            // Never read the machine's real system settings.
+            .env("GEMINI_CLI_SYSTEM_SETTINGS_PATH", self.root().join("etc").join("settings.json"))
+            .env_remove("GEMINI_CLI_SYSTEM_DEFAULTS_PATH")
+            .env_remove("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
+            .env_remove("GEMINI_CLI_TRUST_WORKSPACE");
     }
 
     /// A `gemctl` command for this home.

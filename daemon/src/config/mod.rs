@@ -10,7 +10,9 @@ pub mod env;
 pub mod files;
 pub mod mcp;
 pub mod merge;
+pub mod ops;
 pub mod trust;
+pub mod write;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
@@ -275,6 +277,7 @@ impl Loader {
                 servers.insert(name.clone(), ServerSpec { config, scope: origin.scope, blocked });
             }
         }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
         diags.sort_by(|a, b| {
             b.severity.cmp(&a.severity).then_with(|| a.file.cmp(&b.file)).then(a.line.cmp(&b.line))
         });

@@ -5,22 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use geminid_protocol::config::TrustLevel;
 use geminid_protocol::config::{Diagnostic, TrustInfo};
-use serde::{Deserialize, Serialize};
 
 use super::files::{FileRead, diagnostic, read_object};
-
-/// A rule's level, as written in the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum TrustLevel {
-    /// The folder and everything below it.
-    TrustFolder,
-    /// The folder's parent and everything below it.
-    TrustParent,
-    /// Never trusted.
-    DoNotTrust,
-}
 
 /// The rules of `trustedFolders.json`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

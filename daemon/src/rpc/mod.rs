@@ -1,6 +1,7 @@
 //! The JSON-RPC surface: one file per namespace, each translating calls into [`Core`] calls.
 //! No logic lives here beyond argument plumbing and error mapping.
 
+mod config;
 mod daemon;
 mod events;
 mod params;
@@ -8,7 +9,10 @@ mod session;
 
 use std::sync::Arc;
 
-use geminid_protocol::api::{DaemonApiServer, EventsApiServer, SessionApiServer};
+use geminid_protocol::api::{
+    ConfigApiServer, DaemonApiServer, EventsApiServer, McpApiServer, SessionApiServer,
+    TrustApiServer,
+};
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
 pub use params::NamedParams;
@@ -28,7 +32,10 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     let mut module = RpcModule::new(());
     module.merge(DaemonApiServer::into_rpc(handler.clone()))?;
     module.merge(SessionApiServer::into_rpc(handler.clone()))?;
-    module.merge(EventsApiServer::into_rpc(handler))?;
+    module.merge(EventsApiServer::into_rpc(handler.clone()))?;
+    module.merge(ConfigApiServer::into_rpc(handler.clone()))?;
+    module.merge(TrustApiServer::into_rpc(handler.clone()))?;
+    module.merge(McpApiServer::into_rpc(handler))?;
     Ok(module.into())
 }
 

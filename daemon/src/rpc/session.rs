@@ -13,7 +13,8 @@ use jsonrpsee::types::ErrorObjectOwned;
 use super::{Handler, conn_id};
 use crate::session::SessionError;
 
-fn rpc_error(e: SessionError) -> ErrorObjectOwned {
+/// The JSON-RPC error for a session error.
+pub(super) fn rpc_error(e: SessionError) -> ErrorObjectOwned {
     let code = match &e {
         SessionError::NotFound(_) => ErrorCode::SessionNotFound,
         SessionError::InvalidWorkspace { .. } => ErrorCode::InvalidWorkspace,

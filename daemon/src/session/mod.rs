@@ -121,7 +121,8 @@ impl Sessions {
         }
     }
 
-    fn record(&self, id: &str) -> Result<SessionRecord, SessionError> {
+    /// A session's stored record.
+    pub fn record(&self, id: &str) -> Result<SessionRecord, SessionError> {
         self.store.session(id)?.ok_or_else(|| SessionError::NotFound(id.to_owned()))
     }
 
@@ -269,6 +270,26 @@ impl Sessions {
         tracing::info!(session = %id, "session closed");
         self.events.emit(EventBody::SessionClosed(session.clone()));
         Ok(session)
+    }
+
+    /// Disable (or re-enable) a server for one session only; stored with the session, so it
+    /// holds for every client of the session and across restarts.
+    pub async fn set_server_disabled(
+        &self,
+        id: &str,
+        name: &str,
+        disabled: bool,
+    ) -> Result<(), SessionError> {
+        let _w = self.write.lock().await;
+        let mut rec = self.record(id)?;
+        let key = crate::config::enablement::normalize(name);
+        let list = &mut rec.state.disabled_servers;
+        list.retain(|n| crate::config::enablement::normalize(n) != key);
+        if disabled {
+            list.push(key);
+            list.sort();
+        }
+        self.persist(&rec).await
     }
 
     /// A connection opened: it may attach sessions until [`Sessions::connection_closed`].

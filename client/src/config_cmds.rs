@@ -1,0 +1,398 @@
+//! `gemctl config`, `gemctl trust|untrust` and `gemctl mcp add|remove|enable|disable`: the
+//! flags and messages of `gemini mcp` (COMPAT §1.7), over the daemon's configuration methods.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use clap::{Args, Subcommand, ValueEnum};
+use geminid_protocol::api::{ConfigApiClient, McpApiClient, TrustApiClient};
+use geminid_protocol::config::{
+    ConfigParams, McpAddParams, McpEnableParams, McpRemoveParams, Severity, TrustLevel,
+    TrustSetParams, WriteScope,
+};
+use jsonrpsee::async_client::Client;
+use serde_json::{Map, Value, json};
+
+use crate::{call_error, output};
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Show the session's effective configuration (secrets redacted)
+    Show,
+    /// Check every input file; exit code 1 if there are errors
+    Check,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ScopeArg {
+    User,
+    Project,
+}
+
+impl ScopeArg {
+    fn wire(self) -> WriteScope {
+        match self {
+            Self::User => WriteScope::User,
+            Self::Project => WriteScope::Project,
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Project => "project",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum TransportArg {
+    Stdio,
+    Sse,
+    Http,
+}
+
+/// `gemctl mcp add`, with `gemini mcp add`'s flags.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// Settings file to edit
+    #[arg(short, long, value_enum, default_value = "project")]
+    scope: ScopeArg,
+    /// Transport
+    #[arg(short, long, visible_alias = "type", value_enum, default_value = "stdio")]
+    transport: TransportArg,
+    /// Environment variable for a stdio server (repeatable)
+    #[arg(short, long = "env", value_name = "KEY=value")]
+    env: Vec<String>,
+    /// HTTP header for a network server (repeatable)
+    #[arg(short = 'H', long = "header", value_name = "Key: value")]
+    header: Vec<String>,
+    /// Timeout in milliseconds
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// Trust the server (skip tool-call confirmations)
+    #[arg(long)]
+    trust: bool,
+    /// Description
+    #[arg(long)]
+    description: Option<String>,
+    /// Only these tools (repeatable)
+    #[arg(long = "include-tools", num_args = 1..)]
+    include_tools: Vec<String>,
+    /// Not these tools (repeatable)
+    #[arg(long = "exclude-tools", num_args = 1..)]
+    exclude_tools: Vec<String>,
+    /// Server name
+    name: String,
+    /// Command (stdio) or URL (sse, http)
+    command_or_url: String,
+    /// Arguments for the server command (put them after `--` if they start with `-`)
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Add (or replace) a server in the project or user settings
+    Add(AddArgs),
+    /// Remove a server from the project or user settings
+    Remove {
+        /// Settings file to edit
+        #[arg(short, long, value_enum, default_value = "project")]
+        scope: ScopeArg,
+        /// Server name
+        name: String,
+    },
+    /// Enable a server
+    Enable {
+        /// Server name
+        name: String,
+        /// Only clear a disable made for this session
+        #[arg(long)]
+        session_only: bool,
+    },
+    /// Disable a server
+    Disable {
+        /// Server name
+        name: String,
+        /// Only for this session (kept with the session across clients and restarts)
+        #[arg(long)]
+        session_only: bool,
+    },
+}
+
+/// `KEY=value` → (key, value); the value is everything after the first `=`.
+pub fn parse_env(raw: &str) -> anyhow::Result<Option<(String, String)>> {
+    match raw.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => {
+            Ok((!v.is_empty()).then(|| (k.trim().to_owned(), v.to_owned())))
+        }
+        _ => bail!("invalid --env {raw:?}: expected KEY=value"),
+    }
+}
+
+/// `Key: value` → (key, value), split at the first `:` and trimmed.
+pub fn parse_header(raw: &str) -> anyhow::Result<Option<(String, String)>> {
+    match raw.split_once(':') {
+        Some((k, v)) if !k.trim().is_empty() => {
+            Ok((!v.trim().is_empty()).then(|| (k.trim().to_owned(), v.trim().to_owned())))
+        }
+        _ => bail!("invalid --header {raw:?}: expected \"Key: value\""),
+    }
+}
+
+/// The `mcpServers` entry `gemini mcp add` would write.
+pub fn server_object(a: &AddArgs) -> anyhow::Result<Value> {
+    let mut o = Map::new();
+    if a.transport == TransportArg::Stdio {
+        o.insert("command".into(), json!(a.command_or_url));
+        o.insert("args".into(), json!(a.args));
+        let env: BTreeMap<_, _> = a
+            .env
+            .iter()
+            .map(|e| parse_env(e))
+            .collect::<anyhow::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        if !env.is_empty() {
+            o.insert("env".into(), json!(env));
+        }
+    } else {
+        if !a.args.is_empty() {
+            bail!("server arguments only apply to stdio servers, not {:?}", a.transport);
+        }
+        o.insert("url".into(), json!(a.command_or_url));
+        o.insert(
+            "type".into(),
+            json!(if a.transport == TransportArg::Sse { "sse" } else { "http" }),
+        );
+        let headers: BTreeMap<_, _> = a
+            .header
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<anyhow::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        if !headers.is_empty() {
+            o.insert("headers".into(), json!(headers));
+        }
+    }
+    if let Some(t) = a.timeout {
+        o.insert("timeout".into(), json!(t));
+    }
+    if a.trust {
+        o.insert("trust".into(), json!(true));
+    }
+    if let Some(d) = &a.description {
+        o.insert("description".into(), json!(d));
+    }
+    if !a.include_tools.is_empty() {
+        o.insert("includeTools".into(), json!(a.include_tools));
+    }
+    if !a.exclude_tools.is_empty() {
+        o.insert("excludeTools".into(), json!(a.exclude_tools));
+    }
+    Ok(Value::Object(o))
+}
+
+pub async fn config(
+    client: &Client,
+    session: String,
+    cmd: ConfigCommand,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let params = ConfigParams { session };
+    match cmd {
+        ConfigCommand::Show => {
+            let c = client.config_get(params).await.map_err(call_error("config/get"))?;
+            if json {
+                output::json(&c)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("workspace: {}", c.workspace);
+            println!(
+                "trusted:   {} ({})",
+                if c.trust.trusted { "yes" } else { "no" },
+                c.trust.reason
+            );
+            println!("files:");
+            for f in &c.files {
+                let state = if f.applied {
+                    "applied"
+                } else if f.exists {
+                    "not applied"
+                } else {
+                    "missing"
+                };
+                println!("  {:<15} {} ({state})", format!("{:?}", f.scope).to_lowercase(), f.path);
+            }
+            if !c.trust.trusted && c.files.iter().any(|f| f.exists && !f.applied) {
+                println!("The workspace settings are ignored and no MCP server starts because this folder is not trusted; `gemctl trust` trusts it.");
+            }
+            let rows: Vec<Vec<String>> = c
+                .mcp_servers
+                .iter()
+                .map(|s| {
+                    let state = s.blocked.map_or("enabled".to_owned(), |b| {
+                        format!(
+                            "blocked: {}",
+                            serde_json::to_value(b)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_owned))
+                                .unwrap_or_default()
+                        )
+                    });
+                    vec![
+                        s.name.clone(),
+                        s.transport.clone(),
+                        format!("{:?}", s.scope).to_lowercase(),
+                        state,
+                    ]
+                })
+                .collect();
+            if rows.is_empty() {
+                println!("No MCP servers configured.");
+            } else {
+                output::table(&["SERVER", "TRANSPORT", "SCOPE", "STATE"], &rows);
+            }
+            if !c.diagnostics.is_empty() {
+                println!("{} problem(s); `gemctl config check` lists them", c.diagnostics.len());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ConfigCommand::Check => {
+            let d = client
+                .config_diagnostics(params)
+                .await
+                .map_err(call_error("config/diagnostics"))?;
+            let errors = d.diagnostics.iter().filter(|d| d.severity == Severity::Error).count();
+            if json {
+                output::json(&d)?;
+            } else if d.diagnostics.is_empty() {
+                println!("No problems found.");
+            } else {
+                for x in &d.diagnostics {
+                    let pos = match (x.line, x.column) {
+                        (Some(l), Some(c)) => format!(":{l}:{c}"),
+                        (Some(l), None) => format!(":{l}"),
+                        _ => String::new(),
+                    };
+                    let sev = if x.severity == Severity::Error { "error" } else { "warning" };
+                    println!("{}{pos}: {sev}: {}", x.file, x.message);
+                }
+            }
+            Ok(if errors > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+        }
+    }
+}
+
+pub async fn trust(
+    client: &Client,
+    path: Option<PathBuf>,
+    level: Option<TrustLevel>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let path = crate::absolute(path)?;
+    let r =
+        client.trust_set(TrustSetParams { path, level }).await.map_err(call_error("trust/set"))?;
+    if json {
+        return output::json(&r);
+    }
+    match r.level {
+        Some(TrustLevel::TrustFolder) => println!("Trusted {}", r.path),
+        Some(TrustLevel::TrustParent) => {
+            println!("Trusted the parent of {} and everything below it", r.path)
+        }
+        Some(TrustLevel::DoNotTrust) => println!("Marked {} as never trusted", r.path),
+        None if r.previous.is_some() => println!("Removed the trust rule for {}", r.path),
+        None => println!("There was no trust rule for {}", r.path),
+    }
+    Ok(())
+}
+
+pub async fn mcp(
+    client: &Client,
+    session: String,
+    cmd: McpCommand,
+    json: bool,
+) -> anyhow::Result<()> {
+    match cmd {
+        McpCommand::Add(a) => {
+            let config = server_object(&a)?;
+            let p = McpAddParams { session, scope: a.scope.wire(), name: a.name.clone(), config };
+            let r = client.mcp_add(p).await.map_err(call_error("mcp/add"))?;
+            if json {
+                return output::json(&r);
+            }
+            let (n, s) = (&a.name, a.scope.word());
+            if r.updated {
+                println!("MCP server \"{n}\" is already configured within {s} settings.");
+                println!("MCP server \"{n}\" updated in {s} settings.");
+            } else {
+                println!("MCP server \"{n}\" added to {s} settings. ({})", r.transport);
+            }
+        }
+        McpCommand::Remove { scope, name } => {
+            let p = McpRemoveParams { session, scope: scope.wire(), name: name.clone() };
+            let r = client.mcp_remove(p).await.map_err(call_error("mcp/remove"))?;
+            if json {
+                return output::json(&r);
+            }
+            let s = scope.word();
+            if r.removed {
+                println!("Server \"{name}\" removed from {s} settings.");
+            } else {
+                println!("Server \"{name}\" not found in {s} settings.");
+            }
+        }
+        McpCommand::Enable { name, session_only } => {
+            let r = client
+                .mcp_enable(McpEnableParams { session, name, session_only })
+                .await
+                .map_err(call_error("mcp/enable"))?;
+            if json {
+                return output::json(&r);
+            }
+            if session_only {
+                println!("Session disable cleared for '{}'.", r.name);
+            } else {
+                println!("✓ MCP server '{}' enabled.", r.name);
+            }
+        }
+        McpCommand::Disable { name, session_only } => {
+            let r = client
+                .mcp_disable(McpEnableParams { session, name, session_only })
+                .await
+                .map_err(call_error("mcp/disable"))?;
+            if json {
+                return output::json(&r);
+            }
+            let suffix = if session_only { " for this session" } else { "" };
+            println!("✓ MCP server '{}' disabled{suffix}.", r.name);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_and_header_parsing() {
+        assert_eq!(parse_env("A=b=c").ok().flatten(), Some(("A".into(), "b=c".into())));
+        assert_eq!(parse_env("A=").ok().flatten(), None);
+        assert!(parse_env("NOEQUALS").is_err());
+        assert!(parse_env("=v").is_err());
+        assert_eq!(
+            parse_header("Authorization: Bearer x:y").ok().flatten(),
+            Some(("Authorization".into(), "Bearer x:y".into()))
+        );
+        assert!(parse_header("NoColon").is_err());
+        assert!(parse_header(": v").is_err());
+    }
+}
