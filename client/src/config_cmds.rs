@@ -78,11 +78,11 @@ pub struct AddArgs {
     /// Description
     #[arg(long)]
     description: Option<String>,
-    /// Only these tools (repeatable)
-    #[arg(long = "include-tools", num_args = 1..)]
+    /// Only this tool (repeat the flag for more)
+    #[arg(long = "include-tools", value_name = "TOOL")]
     include_tools: Vec<String>,
-    /// Not these tools (repeatable)
-    #[arg(long = "exclude-tools", num_args = 1..)]
+    /// Not this tool (repeat the flag for more)
+    #[arg(long = "exclude-tools", value_name = "TOOL")]
     exclude_tools: Vec<String>,
     /// Server name
     name: String,
@@ -231,7 +231,9 @@ pub async fn config(
                 println!("  {:<15} {} ({state})", format!("{:?}", f.scope).to_lowercase(), f.path);
             }
             if !c.trust.trusted && c.files.iter().any(|f| f.exists && !f.applied) {
-                println!("The workspace settings are ignored and no MCP server starts because this folder is not trusted; `gemctl trust` trusts it.");
+                println!(
+                    "The workspace settings are ignored and no MCP server starts because this folder is not trusted; `gemctl trust` trusts it."
+                );
             }
             let rows: Vec<Vec<String>> = c
                 .mcp_servers
