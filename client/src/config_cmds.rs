@@ -9,8 +9,8 @@ use anyhow::bail;
 use clap::{Args, Subcommand, ValueEnum};
 use geminid_protocol::api::{ConfigApiClient, McpApiClient, TrustApiClient};
 use geminid_protocol::config::{
-    ConfigParams, McpAddParams, McpEnableParams, McpRemoveParams, Severity, TrustLevel,
-    TrustSetParams, WriteScope,
+    ConfigParams, McpAddParams, McpEnableParams, McpReloadParams, McpRemoveParams, Severity,
+    TrustLevel, TrustSetParams, WriteScope,
 };
 use jsonrpsee::async_client::Client;
 use serde_json::{Map, Value, json};
@@ -113,6 +113,8 @@ pub enum McpCommand {
         #[arg(long)]
         session_only: bool,
     },
+    /// Re-read every settings file now (changes are also picked up automatically)
+    Reload,
     /// Disable a server
     Disable {
         /// Server name
@@ -363,6 +365,19 @@ pub async fn mcp(
                 println!("Session disable cleared for '{}'.", r.name);
             } else {
                 println!("✓ MCP server '{}' enabled.", r.name);
+            }
+        }
+        McpCommand::Reload => {
+            let params = McpReloadParams { session: Some(session) };
+            let r = client.mcp_reload(Some(params)).await.map_err(call_error("mcp/reload"))?;
+            if json {
+                return output::json(&r);
+            }
+            if r.changes.is_empty() {
+                println!("Reloaded; nothing changed.");
+            }
+            for c in &r.changes {
+                println!("Reloaded session {}: {}", c.session, output::describe_change(c));
             }
         }
         McpCommand::Disable { name, session_only } => {

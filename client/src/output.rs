@@ -109,9 +109,36 @@ pub fn event(e: &Event) {
             format!("{} {} (attached: {})", s.id, s.workspace, s.attached_connections)
         }
         EventBody::DaemonShuttingDown(d) => d.reason.clone(),
+        EventBody::ConfigChanged(c) => format!("{} {}", c.session, describe_change(c)),
         _ => String::new(),
     };
     println!("{}  {:<20} {detail}", e.timestamp, e.body.kind());
+}
+
+/// One line saying what a `config/changed` contains.
+pub fn describe_change(c: &geminid_protocol::event::ConfigChanged) -> String {
+    let mut parts = Vec::new();
+    let mut list = |label: &str, names: &[String]| {
+        if !names.is_empty() {
+            parts.push(format!("{label}: {}", names.join(", ")));
+        }
+    };
+    list("added", &c.servers_added);
+    list("removed", &c.servers_removed);
+    list("changed", &c.servers_changed);
+    list("enablement", &c.enablement_changed);
+    if c.trust_changed {
+        parts.push("trust changed".into());
+    }
+    if c.settings_changed {
+        parts.push("settings changed".into());
+    }
+    if !c.errors.is_empty() {
+        parts.push(format!("{} error(s): {}", c.errors.len(), c.errors[0].message));
+    } else if c.diagnostics_changed {
+        parts.push("diagnostics changed".into());
+    }
+    parts.join("; ")
 }
 
 #[cfg(test)]

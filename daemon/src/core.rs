@@ -1,11 +1,13 @@
 //! The daemon's core: everything it owns, constructible without a socket.
 
-use std::path::PathBuf;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use geminid_protocol::event::{EventBody, ShuttingDown};
+use geminid_protocol::event::{ConfigChanged, EventBody, ShuttingDown};
+use geminid_protocol::types::Session;
 use geminid_protocol::types::{Limits, SessionCounts, StatusResult};
 use geminid_protocol::{DAEMON_VERSION, PROTOCOL_VERSION};
 use tokio_util::sync::CancellationToken;
@@ -44,6 +46,13 @@ pub struct Core {
     started_ms: u64,
     started: Instant,
     connections: AtomicU32,
+    /// Each known session's configuration as of the last reload: what changes are diffed
+    /// against. Only a reload moves it forward, so no change goes unannounced.
+    baselines: std::sync::Mutex<HashMap<String, Effective>>,
+    /// Serializes reloads (file watcher, `mcp/reload`, enablement changes).
+    reload_lock: tokio::sync::Mutex<()>,
+    /// Woken when the set of files to watch may have changed (a new session).
+    pub watch_changed: tokio::sync::Notify,
     shutdown: CancellationToken,
     shutdown_reason: OnceLock<String>,
 }
@@ -63,6 +72,9 @@ impl Core {
             started_ms: clock::now_ms(),
             started: Instant::now(),
             connections: AtomicU32::new(0),
+            baselines: std::sync::Mutex::default(),
+            reload_lock: tokio::sync::Mutex::new(()),
+            watch_changed: tokio::sync::Notify::new(),
             shutdown: CancellationToken::new(),
             shutdown_reason: OnceLock::new(),
         })
@@ -79,12 +91,90 @@ impl Core {
         self.sessions.client_env(session).unwrap_or_else(|| self.daemon_env.clone())
     }
 
-    /// A session's effective configuration.
-    pub fn effective(&self, session: &str) -> Result<Effective, SessionError> {
+    fn compute(&self, session: &str) -> Result<Effective, SessionError> {
         let rec = self.sessions.record(session)?;
         let disabled = rec.state.disabled_servers.iter().cloned().collect();
         let env = self.session_env(session);
-        Ok(self.config.effective(std::path::Path::new(&rec.workspace), &env, &disabled))
+        Ok(self.config.effective(Path::new(&rec.workspace), &env, &disabled))
+    }
+
+    fn baselines(&self) -> std::sync::MutexGuard<'_, HashMap<String, Effective>> {
+        self.baselines.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A session's effective configuration, read now. The first read makes the session
+    /// known: its files are watched and later changes are announced.
+    pub fn effective(&self, session: &str) -> Result<Effective, SessionError> {
+        let e = self.compute(session)?;
+        let mut known = self.baselines();
+        if !known.contains_key(session) {
+            known.insert(session.to_owned(), e.clone());
+            self.watch_changed.notify_one();
+        }
+        Ok(e)
+    }
+
+    /// Make a session known (watched, its changes announced) if it is not already.
+    pub fn track_config(&self, session: &str) {
+        if !self.baselines().contains_key(session) {
+            let _ = self.effective(session);
+        }
+    }
+
+    /// Re-read the configuration of every known session (and `ensure`, if given), emit one
+    /// `config/changed` event per session whose configuration changed, and return them.
+    pub async fn reload_config(
+        &self,
+        ensure: Option<&str>,
+        reason: &str,
+    ) -> Result<Vec<ConfigChanged>, SessionError> {
+        let _serial = self.reload_lock.lock().await;
+        if let Some(id) = ensure {
+            self.sessions.record(id)?;
+        }
+        let mut ids: BTreeSet<String> = self.baselines().keys().cloned().collect();
+        ids.extend(ensure.map(str::to_owned));
+        let mut changes = Vec::new();
+        for id in ids {
+            let new = match self.compute(&id) {
+                Ok(e) => e,
+                Err(SessionError::NotFound(_)) => {
+                    self.baselines().remove(&id);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let old = self.baselines().insert(id.clone(), new.clone());
+            if let Some(change) =
+                old.and_then(|old| crate::config::diff::diff(&id, reason, &old, &new))
+            {
+                tracing::info!(session = %id, reason, added = ?change.servers_added, removed = ?change.servers_removed, changed = ?change.servers_changed, "configuration changed");
+                self.events.emit(EventBody::ConfigChanged(change.clone()));
+                changes.push(change);
+            }
+        }
+        Ok(changes)
+    }
+
+    /// Every file whose change can change a known session's configuration.
+    pub fn watched_files(&self) -> BTreeSet<PathBuf> {
+        let p = self.config.paths();
+        let mut files: BTreeSet<PathBuf> =
+            [&p.user, &p.system, &p.system_defaults, &p.trusted_folders, &p.enablement]
+                .into_iter()
+                .cloned()
+                .collect();
+        for e in self.baselines().values() {
+            files.extend(p.workspace_settings(Path::new(&e.public.workspace)));
+        }
+        files
+    }
+
+    /// Close a session and stop tracking its configuration.
+    pub async fn close_session(&self, id: &str) -> Result<Session, SessionError> {
+        let s = self.sessions.close(id).await?;
+        self.baselines().remove(id);
+        Ok(s)
     }
 
     /// The database.

@@ -13,3 +13,4 @@ pub mod rpc;
 pub mod server;
 pub mod session;
 pub mod store;
+pub mod watch;

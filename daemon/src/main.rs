@@ -110,6 +110,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "geminid started"
     );
     spawn_signal_handler(core.clone())?;
+    geminid::watch::spawn(core.clone()).context("cannot start the file watcher")?;
     server::run(core, bound).await
 }
 

@@ -8,8 +8,8 @@ use jsonrpsee::proc_macros::rpc;
 
 use crate::config::{
     ConfigParams, DiagnosticsResult, EffectiveConfig, McpAddParams, McpAddResult, McpEnableParams,
-    McpEnableResult, McpRemoveParams, McpRemoveResult, TrustGetParams, TrustGetResult,
-    TrustSetParams, TrustSetResult,
+    McpEnableResult, McpReloadParams, McpReloadResult, McpRemoveParams, McpRemoveResult,
+    TrustGetParams, TrustGetResult, TrustSetParams, TrustSetResult,
 };
 use crate::event::Event;
 use crate::types::{
@@ -114,4 +114,8 @@ pub trait McpApi {
     /// Disable a server (persistently, or for the session only).
     #[method(name = "disable")]
     async fn mcp_disable(&self, params: McpEnableParams) -> RpcResult<McpEnableResult>;
+
+    /// Re-read every input file now, as a file change would.
+    #[method(name = "reload")]
+    async fn mcp_reload(&self, params: Option<McpReloadParams>) -> RpcResult<McpReloadResult>;
 }

@@ -291,3 +291,20 @@ pub struct McpEnableResult {
     /// Whether the change was session-only.
     pub session_only: bool,
 }
+
+/// `mcp/reload`: re-read every input file now.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpReloadParams {
+    /// Make sure this session is included (others known to the daemon always are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
+}
+
+/// Result of `mcp/reload`: the changes found (each also sent as a `config/changed` event).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpReloadResult {
+    /// One entry per session whose configuration changed.
+    pub changes: Vec<crate::event::ConfigChanged>,
+}

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::Diagnostic;
 use crate::types::{Session, SessionId};
 
 /// One event as delivered to subscribers.
@@ -39,6 +40,36 @@ pub enum EventBody {
     /// The daemon is shutting down; subscriptions end after this event.
     #[serde(rename = "daemon/shuttingDown")]
     DaemonShuttingDown(ShuttingDown),
+    /// A session's effective configuration changed (files edited, or `mcp/reload`).
+    #[serde(rename = "config/changed")]
+    ConfigChanged(ConfigChanged),
+}
+
+/// Payload of `config/changed`: what changed in one session's effective configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigChanged {
+    /// The session.
+    pub session: SessionId,
+    /// `watch` (a file changed) or `mcp/reload`.
+    pub reason: String,
+    /// Servers that appeared.
+    pub servers_added: Vec<String>,
+    /// Servers that disappeared.
+    pub servers_removed: Vec<String>,
+    /// Servers whose configuration changed (they need a restart).
+    pub servers_changed: Vec<String>,
+    /// Servers whose configuration is the same but which became blocked or unblocked.
+    pub enablement_changed: Vec<String>,
+    /// The folder's trust changed.
+    pub trust_changed: bool,
+    /// Other settings changed.
+    pub settings_changed: bool,
+    /// The diagnostics changed; these are the errors now (warnings via `config/diagnostics`).
+    pub diagnostics_changed: bool,
+    /// Current errors (a file that fails to parse shows up here while its last good contents
+    /// stay in effect).
+    pub errors: Vec<Diagnostic>,
 }
 
 /// Payload of `daemon/shuttingDown`.
@@ -58,6 +89,7 @@ impl EventBody {
             Self::SessionDetached(_) => "session/detached",
             Self::SessionClosed(_) => "session/closed",
             Self::DaemonShuttingDown(_) => "daemon/shuttingDown",
+            Self::ConfigChanged(_) => "config/changed",
         }
     }
 
@@ -68,6 +100,7 @@ impl EventBody {
             | Self::SessionAttached(s)
             | Self::SessionDetached(s)
             | Self::SessionClosed(s) => Some(&s.id),
+            Self::ConfigChanged(c) => Some(&c.session),
             Self::DaemonShuttingDown(_) => None,
         }
     }

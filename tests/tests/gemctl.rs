@@ -85,25 +85,50 @@ async fn session_commands_and_the_default_session() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Lines of a child's stdout, read on a thread so that waiting for one can time out.
+fn line_reader(out: impl Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 #[tokio::test]
 async fn events_and_attach_stream_json_lines() -> anyhow::Result<()> {
+    use geminid_protocol::api::DaemonApiClient;
     let home = TestHome::new()?;
-    let _daemon = Daemon::start(&home, &[]).await?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let watcher = daemon.client().await?;
+    let subscribers = |n: u32| {
+        let watcher = &watcher;
+        async move {
+            geminid_tests::eventually(Duration::from_secs(10), || async {
+                watcher.status().await.is_ok_and(|s| s.subscribers == n)
+            })
+            .await
+        }
+    };
     let mut events = home.gemctl_cmd(&["--json", "events"]).stdout(Stdio::piped()).spawn()?;
-    let mut lines =
-        BufReader::new(events.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?).lines();
+    let lines = line_reader(events.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?);
+    assert!(subscribers(1).await, "gemctl events never subscribed");
     // `attach` without an id attaches the default session: created, then the events stream.
     let mut attach = home.gemctl_cmd(&["--json", "attach"]).stdout(Stdio::piped()).spawn()?;
-    let first: Value =
-        serde_json::from_str(&lines.next().ok_or_else(|| anyhow::anyhow!("no event"))??)?;
+    let first: Value = serde_json::from_str(&lines.recv_timeout(Duration::from_secs(10))?)?;
     assert_eq!(first["kind"], "session/created");
     assert_eq!(first["payload"]["isDefault"], true);
+    assert!(subscribers(2).await, "gemctl attach never subscribed");
+    drop(watcher);
     home.gemctl_json(&["daemon", "stop"])?;
-    let kinds: Vec<String> = lines
-        .map_while(Result::ok)
-        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
-        .map(|v| v["kind"].as_str().unwrap_or_default().to_owned())
-        .collect();
+    let mut kinds = Vec::new();
+    while let Ok(line) = lines.recv_timeout(Duration::from_secs(10)) {
+        let v: Value = serde_json::from_str(&line)?;
+        kinds.push(v["kind"].as_str().unwrap_or_default().to_owned());
+    }
     assert_eq!(kinds.last().map(String::as_str), Some("daemon/shuttingDown"), "{kinds:?}");
     assert!(events.wait()?.success());
     let mut attach_out = String::new();
@@ -123,10 +148,9 @@ async fn rpc_bridge_relays_lines_and_subscriptions() -> anyhow::Result<()> {
     let daemon = Daemon::start(&home, &[]).await?;
     let mut child = bridge(&home)?;
     let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
-    let mut out =
-        BufReader::new(child.stdout.take().ok_or_else(|| anyhow::anyhow!("stdout"))?).lines();
-    let mut next = || -> anyhow::Result<Value> {
-        Ok(serde_json::from_str(&out.next().ok_or_else(|| anyhow::anyhow!("bridge closed"))??)?)
+    let out = line_reader(child.stdout.take().ok_or_else(|| anyhow::anyhow!("stdout"))?);
+    let next = || -> anyhow::Result<Value> {
+        Ok(serde_json::from_str(&out.recv_timeout(Duration::from_secs(10))?)?)
     };
     writeln!(
         stdin,

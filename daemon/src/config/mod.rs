@@ -5,6 +5,7 @@
 //! The loader remembers each file's last good contents, so a file that stops parsing (an editor
 //! mid-save, a typo) keeps its previous contents in effect while the error is reported.
 
+pub mod diff;
 pub mod enablement;
 pub mod env;
 pub mod files;

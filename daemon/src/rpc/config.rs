@@ -3,8 +3,8 @@
 use geminid_protocol::api::{ConfigApiServer, McpApiServer, TrustApiServer};
 use geminid_protocol::config::{
     BlockReason, ConfigParams, DiagnosticsResult, EffectiveConfig, McpAddParams, McpAddResult,
-    McpEnableParams, McpEnableResult, McpRemoveParams, McpRemoveResult, TrustGetParams,
-    TrustGetResult, TrustSetParams, TrustSetResult,
+    McpEnableParams, McpEnableResult, McpReloadParams, McpReloadResult, McpRemoveParams,
+    McpRemoveResult, TrustGetParams, TrustGetResult, TrustSetParams, TrustSetResult,
 };
 use geminid_protocol::error::ErrorCode;
 use jsonrpsee::core::{RpcResult, async_trait};
@@ -84,6 +84,9 @@ impl Handler {
                     .map_err(rpc_error)?;
             }
         }
+        // Announce it now (a session-only change touches no file the watcher could see).
+        let reason = if enabled { "mcp/enable" } else { "mcp/disable" };
+        self.core.reload_config(Some(&p.session), reason).await.map_err(rpc_error)?;
         Ok(McpEnableResult { name: entry.name.clone(), enabled, session_only: p.session_only })
     }
 }
@@ -130,5 +133,12 @@ impl McpApiServer for Handler {
 
     async fn mcp_disable(&self, p: McpEnableParams) -> RpcResult<McpEnableResult> {
         self.set_enabled(p, false).await
+    }
+
+    async fn mcp_reload(&self, p: Option<McpReloadParams>) -> RpcResult<McpReloadResult> {
+        let session = p.and_then(|p| p.session);
+        let changes =
+            self.core.reload_config(session.as_deref(), "mcp/reload").await.map_err(rpc_error)?;
+        Ok(McpReloadResult { changes })
     }
 }

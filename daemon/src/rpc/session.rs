@@ -29,7 +29,9 @@ pub(super) fn rpc_error(e: SessionError) -> ErrorObjectOwned {
 #[async_trait]
 impl SessionApiServer for Handler {
     async fn create(&self, ext: &Extensions, params: SessionCreateParams) -> RpcResult<Session> {
-        self.core.sessions.create(conn_id(ext), params).await.map_err(rpc_error)
+        let s = self.core.sessions.create(conn_id(ext), params).await.map_err(rpc_error)?;
+        self.core.track_config(&s.id);
+        Ok(s)
     }
 
     async fn get(&self, params: SessionIdParams) -> RpcResult<Session> {
@@ -42,7 +44,9 @@ impl SessionApiServer for Handler {
 
     async fn attach(&self, ext: &Extensions, params: SessionAttachParams) -> RpcResult<Session> {
         let conn = conn_id(ext);
-        self.core.sessions.attach(conn, &params.id, params.env).await.map_err(rpc_error)
+        let s = self.core.sessions.attach(conn, &params.id, params.env).await.map_err(rpc_error)?;
+        self.core.track_config(&s.id);
+        Ok(s)
     }
 
     async fn detach(&self, ext: &Extensions, params: SessionIdParams) -> RpcResult<Session> {
@@ -50,6 +54,6 @@ impl SessionApiServer for Handler {
     }
 
     async fn close(&self, params: SessionIdParams) -> RpcResult<Session> {
-        self.core.sessions.close(&params.id).await.map_err(rpc_error)
+        self.core.close_session(&params.id).await.map_err(rpc_error)
     }
 }

@@ -1,0 +1,177 @@
+//! Hot reload: watch the directories that hold every input file (so editors that replace a
+//! file by rename, and files created later, are seen), debounce, then reload.
+//!
+//! The debounce waits for [`QUIET`] without relevant events, but never longer than [`MAX_DELAY`]
+//! after the first one, so a stream of writes still reloads a bounded number of times and the
+//! last write is always read. A symlinked file is watched at its target as well.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::core::Core;
+
+/// Quiet time after the last change before reloading.
+pub const QUIET: Duration = Duration::from_millis(50);
+/// Longest wait between the first change and the reload.
+pub const MAX_DELAY: Duration = Duration::from_millis(500);
+/// Watcher events buffered before further ones are dropped (a reload is coming by then).
+const EVENT_BUFFER: usize = 1024;
+
+/// What to watch and which events matter.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Targets {
+    /// Input files (and the targets of symlinked ones).
+    files: BTreeSet<PathBuf>,
+    /// Their directories.
+    dirs: BTreeSet<PathBuf>,
+}
+
+impl Targets {
+    fn of(files: BTreeSet<PathBuf>) -> Self {
+        let mut all = files.clone();
+        for f in &files {
+            if std::fs::symlink_metadata(f).is_ok_and(|m| m.file_type().is_symlink())
+                && let Ok(target) = std::fs::canonicalize(f)
+            {
+                all.insert(target);
+            }
+        }
+        let dirs = all.iter().filter_map(|f| f.parent().map(Path::to_path_buf)).collect();
+        Self { files: all, dirs }
+    }
+
+    /// An event matters if it touches an input file, or creates (or removes) one of the
+    /// directories they live in or an ancestor of one.
+    fn matters(&self, event: &notify::Event) -> bool {
+        event
+            .paths
+            .iter()
+            .any(|p| self.files.contains(p) || self.dirs.iter().any(|d| d.starts_with(p)))
+    }
+
+    /// The directories to watch: each wanted directory, or its nearest existing ancestor.
+    fn watch_dirs(&self) -> BTreeSet<PathBuf> {
+        self.dirs
+            .iter()
+            .filter_map(|d| d.ancestors().find(|a| a.is_dir()).map(Path::to_path_buf))
+            .collect()
+    }
+}
+
+/// Start watching on behalf of `core`; runs until shutdown.
+pub fn spawn(core: Arc<Core>) -> notify::Result<()> {
+    let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let _ = tx.try_send(res);
+    })?;
+    tokio::spawn(run(core, watcher, rx));
+    Ok(())
+}
+
+fn sync(watcher: &mut RecommendedWatcher, watched: &mut BTreeSet<PathBuf>, targets: &Targets) {
+    let wanted = targets.watch_dirs();
+    for gone in watched.difference(&wanted) {
+        let _ = watcher.unwatch(gone);
+    }
+    // Never drop a watch that is still wanted (a write in between would be missed); adding
+    // one again is harmless and renews it for a directory that was deleted and re-created.
+    watched.clear();
+    for d in wanted {
+        match watcher.watch(&d, RecursiveMode::NonRecursive) {
+            Ok(()) => {
+                watched.insert(d);
+            }
+            Err(e) => tracing::warn!(dir = %d.display(), error = %e, "cannot watch"),
+        }
+    }
+    tracing::debug!(dirs = ?watched, "watching");
+}
+
+async fn run(
+    core: Arc<Core>,
+    mut watcher: RecommendedWatcher,
+    mut rx: mpsc::Receiver<notify::Result<notify::Event>>,
+) {
+    let mut watched = BTreeSet::new();
+    let mut targets = Targets::of(core.watched_files());
+    sync(&mut watcher, &mut watched, &targets);
+    loop {
+        tokio::select! {
+            () = core.shutdown_token().cancelled() => return,
+            () = core.watch_changed.notified() => {
+                let now = Targets::of(core.watched_files());
+                if now == targets {
+                    continue;
+                }
+                // A file in a newly watched directory may have changed before its watch
+                // existed: fall through to a reload.
+                targets = now;
+                sync(&mut watcher, &mut watched, &targets);
+            }
+            ev = rx.recv() => match ev {
+                None => return,
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "file watcher error");
+                    continue;
+                }
+                Some(Ok(ev)) if !targets.matters(&ev) => continue,
+                Some(Ok(ev)) => tracing::debug!(paths = ?ev.paths, kind = ?ev.kind, "input changed"),
+            },
+        }
+        let first = Instant::now();
+        loop {
+            let deadline = (Instant::now() + QUIET).min(first + MAX_DELAY);
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(_)) => continue,
+                Ok(None) => return,
+                Err(_) => break,
+            }
+        }
+        // Watch new directories first, so a write right after this reload is not missed.
+        targets = Targets::of(core.watched_files());
+        sync(&mut watcher, &mut watched, &targets);
+        if let Err(e) = core.reload_config(None, "watch").await {
+            tracing::warn!(error = %e, "reload failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_existing_ancestor_and_relevance() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("ws/.gemini/settings.json");
+        let t = Targets::of([file.clone()].into());
+        assert_eq!(t.watch_dirs(), [dir.path().to_path_buf()].into());
+        let event = |p: PathBuf| notify::Event::new(notify::EventKind::Any).add_path(p);
+        assert!(t.matters(&event(dir.path().join("ws"))), "creating an ancestor matters");
+        assert!(t.matters(&event(file.clone())));
+        assert!(!t.matters(&event(dir.path().join("ws/.gemini/other.json"))));
+        assert!(!t.matters(&event(dir.path().join("unrelated"))));
+        Ok(())
+    }
+
+    #[test]
+    fn symlinked_files_are_watched_at_their_target() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        std::fs::create_dir_all(dir.path().join("dotfiles"))?;
+        std::fs::create_dir_all(dir.path().join("home"))?;
+        let target = dir.path().join("dotfiles/settings.json");
+        std::fs::write(&target, "{}")?;
+        let link = dir.path().join("home/settings.json");
+        std::os::unix::fs::symlink(&target, &link)?;
+        let t = Targets::of([link].into());
+        assert!(t.files.contains(&std::fs::canonicalize(&target)?));
+        assert!(t.watch_dirs().contains(&std::fs::canonicalize(dir.path().join("dotfiles"))?));
+        Ok(())
+    }
+}
