@@ -139,6 +139,8 @@ async fn main() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_after = rss_kib(daemon.pid())?;
 
+    let config_rows = config_bench(&home, &daemon).await?;
+
     println!("| measure | median | p99 | target |");
     println!("|---|---|---|---|");
     println!(
@@ -184,5 +186,93 @@ async fn main() -> anyhow::Result<()> {
         "| daemon RSS, idle after the runs above | {:.1} MiB | | ≤ 15 MiB |",
         rss_after as f64 / 1024.0
     );
+    for row in config_rows {
+        println!("{row}");
+    }
     Ok(())
+}
+
+const WRITES: usize = 100;
+const RELOADS: usize = 200;
+
+fn servers_json(n: usize, tag: usize) -> String {
+    let entries: Vec<String> = (0..n)
+        .map(|i| format!(r#""s{i}": {{"command": "server-{i}", "args": ["--tag", "{tag}"], "env": {{"DEBUG": "1"}}}}"#))
+        .collect();
+    format!(r#"{{"mcpServers": {{{}}}}}"#, entries.join(", "))
+}
+
+/// Issue 3: settings write → `config/changed` latency, and the cost of a reload with 50
+/// servers beside one with none, in the same run.
+async fn config_bench(home: &TestHome, daemon: &Daemon) -> anyhow::Result<Vec<String>> {
+    use geminid_protocol::api::{EventsApiClient, McpApiClient, SessionApiClient};
+    use geminid_protocol::config::McpReloadParams;
+    use geminid_protocol::event::Event;
+    use geminid_protocol::types::{EventsSubscribeParams, SessionCreateParams};
+
+    let client = daemon.client().await?;
+    let env = [("GEMINI_CLI_TRUST_WORKSPACE".to_owned(), "true".to_owned())].into();
+    let workspace = home.workspace().display().to_string();
+    let session = client
+        .create(SessionCreateParams { workspace, env: Some(env), reuse_default: false })
+        .await?
+        .id;
+    let filter = EventsSubscribeParams {
+        session: Some(session.clone()),
+        kinds: Some(vec!["config/changed".into()]),
+    };
+    let mut events = client.subscribe_events(Some(filter)).await?;
+    let user = home.root().join("home/.gemini/settings.json");
+
+    let mut latency = Vec::with_capacity(WRITES);
+    for i in 0..WRITES {
+        let t = Instant::now();
+        std::fs::write(&user, servers_json(1, i))?;
+        let ev: Event = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await?
+            .context("subscription ended")??;
+        latency.push(t.elapsed());
+        drop(ev);
+    }
+    let latency = stats(latency);
+
+    let reload = |n: usize| {
+        let (client, session, user) = (&client, session.clone(), user.clone());
+        async move {
+            std::fs::write(&user, servers_json(n, 0))?;
+            let params = || Some(McpReloadParams { session: Some(session.clone()) });
+            client.mcp_reload(params()).await?;
+            tokio::time::sleep(Duration::from_millis(700)).await; // let the watcher settle
+            let mut samples = Vec::with_capacity(RELOADS);
+            for _ in 0..RELOADS {
+                let t = Instant::now();
+                client.mcp_reload(params()).await?;
+                samples.push(t.elapsed());
+            }
+            anyhow::Ok(stats(samples))
+        }
+    };
+    let with_none = reload(0).await?;
+    let with_fifty = reload(50).await?;
+    Ok(vec![
+        format!(
+            "| settings write → `config/changed` event ({WRITES} writes, 50 ms debounce) | {:.1} ms | {:.1} ms | median ≤ 150 ms |",
+            ms(latency.median),
+            ms(latency.p99)
+        ),
+        format!(
+            "| `mcp/reload` round trip, no servers configured ({RELOADS} calls) | {:.2} ms | {:.2} ms | baseline |",
+            ms(with_none.median),
+            ms(with_none.p99)
+        ),
+        format!(
+            "| `mcp/reload` round trip, 50 servers configured ({RELOADS} calls) | {:.2} ms | {:.2} ms | |",
+            ms(with_fifty.median),
+            ms(with_fifty.p99)
+        ),
+        format!(
+            "| reload cost of 50 servers (difference of the two above) | {:.2} ms | | |",
+            ms(with_fifty.median.saturating_sub(with_none.median))
+        ),
+    ])
 }

@@ -18,7 +18,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// Environment variable naming the `geminid` binary to start.
 pub const GEMINID_BIN_ENV: &str = "GEMINID_BIN";
 
-fn options() -> ConnectOptions {
+pub fn options() -> ConnectOptions {
     ConnectOptions::new("gemctl", env!("CARGO_PKG_VERSION"))
 }
 

@@ -273,7 +273,8 @@ async fn for_session(client: &Client, id: Option<String>) -> anyhow::Result<Sess
 }
 
 async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let (client, _) = match daemon::connect_running(socket).await {
+    let opts = daemon::options();
+    let client = match geminid_protocol::client::open(socket, &opts).await {
         Ok(c) => c,
         Err(e @ ConnectError::NotRunning { .. }) => {
             if json {
@@ -285,7 +286,12 @@ async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    let status = client.status().await.map_err(call_error("daemon/status"))?;
+    // Hello and status go out together (one round trip less); hello is checked first, so a
+    // version mismatch is still reported as such.
+    let (hello, status) =
+        tokio::join!(geminid_protocol::client::handshake(&client, &opts), client.status());
+    hello?;
+    let status = status.map_err(call_error("daemon/status"))?;
     if json {
         let mut v = serde_json::to_value(&status)?;
         v["running"] = true.into();

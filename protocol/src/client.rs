@@ -122,23 +122,38 @@ pub async fn connect_raw(
         .map_err(|source| ConnectError::Handshake { socket: socket.to_path_buf(), source })
 }
 
-/// Connect, build a typed client and run the `daemon/hello` handshake.
-pub async fn connect(
-    socket: &Path,
-    opts: &ConnectOptions,
-) -> Result<(Client, HelloResult), ConnectError> {
+/// Open a typed client without the handshake. Call [`handshake`] before relying on any other
+/// result; sending it together with the first call saves a round trip.
+pub async fn open(socket: &Path, opts: &ConnectOptions) -> Result<Client, ConnectError> {
     let (tx, rx) = connect_raw(socket, opts.max_message_size).await?;
-    let client = ClientBuilder::default()
+    Ok(ClientBuilder::default()
         .request_timeout(opts.request_timeout)
         .max_concurrent_requests(opts.max_concurrent_requests)
-        .build_with_tokio(tx, rx);
+        .build_with_tokio(tx, rx))
+}
+
+/// The `daemon/hello` handshake: a version mismatch becomes [`ConnectError::VersionMismatch`].
+pub async fn handshake(
+    client: &Client,
+    opts: &ConnectOptions,
+) -> Result<HelloResult, ConnectError> {
     let params =
         HelloParams { protocol_version: PROTOCOL_VERSION, client: Some(opts.client.clone()) };
     match client.hello(params).await {
-        Ok(hello) => Ok((client, hello)),
+        Ok(hello) => Ok(hello),
         Err(RpcError::Call(e)) if e.code() == ErrorCode::VersionMismatch.code() => {
             Err(ConnectError::VersionMismatch(e.message().to_owned()))
         }
         Err(e) => Err(ConnectError::Rpc(e)),
     }
+}
+
+/// Connect, build a typed client and run the `daemon/hello` handshake.
+pub async fn connect(
+    socket: &Path,
+    opts: &ConnectOptions,
+) -> Result<(Client, HelloResult), ConnectError> {
+    let client = open(socket, opts).await?;
+    let hello = handshake(&client, opts).await?;
+    Ok((client, hello))
 }
