@@ -8,11 +8,11 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::{Args, Subcommand, ValueEnum};
 use geminid_protocol::api::{ConfigApiClient, McpApiClient, TrustApiClient};
+use geminid_protocol::client::Client;
 use geminid_protocol::config::{
     ConfigParams, McpAddParams, McpEnableParams, McpReloadParams, McpRemoveParams, Severity,
     TrustLevel, TrustSetParams, WriteScope,
 };
-use jsonrpsee::async_client::Client;
 use serde_json::{Map, Value, json};
 
 use crate::{call_error, output};

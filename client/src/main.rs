@@ -12,6 +12,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use geminid_protocol::DEFAULT_MAX_MESSAGE_SIZE;
 use geminid_protocol::api::{DaemonApiClient, EventsApiClient, SessionApiClient};
+use geminid_protocol::client::Client;
 use geminid_protocol::client::ConnectError;
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::event::{Event, EventBody};
@@ -20,7 +21,6 @@ use geminid_protocol::types::{
     ClientEnv, EventsSubscribeParams, Session, SessionAttachParams, SessionCreateParams,
     SessionIdParams, SessionListParams,
 };
-use jsonrpsee::async_client::Client;
 
 /// Exit code of `gemctl status` when no daemon is running.
 const EXIT_NOT_RUNNING: u8 = 3;

@@ -8,17 +8,22 @@ use std::time::Duration;
 use interprocess::local_socket::tokio::Stream;
 use interprocess::local_socket::tokio::prelude::*;
 use interprocess::local_socket::{GenericFilePath, ToFsName};
-use jsonrpsee::async_client::{Client, ClientBuilder};
+use jsonrpsee::async_client::{Client as AsyncClient, ClientBuilder, RpcService};
 use jsonrpsee::client_transport::ws::{
     Receiver, Sender, Url, WsHandshakeError, WsTransportClientBuilder,
 };
 use jsonrpsee::core::client::Error as RpcError;
+use jsonrpsee::core::middleware::RpcServiceBuilder;
 use tokio_util::compat::Compat;
 
 use crate::api::DaemonApiClient;
 use crate::error::ErrorCode;
 use crate::types::{ClientInfo, HelloParams, HelloResult};
 use crate::{DEFAULT_MAX_MESSAGE_SIZE, PROTOCOL_VERSION};
+
+/// The typed client of the daemon. Built without jsonrpsee's default logging layer, which
+/// serializes every request and response once more just to offer them to `trace` logging.
+pub type Client = AsyncClient<RpcService>;
 
 /// Default per-request timeout of the client.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
@@ -127,6 +132,7 @@ pub async fn connect_raw(
 pub async fn open(socket: &Path, opts: &ConnectOptions) -> Result<Client, ConnectError> {
     let (tx, rx) = connect_raw(socket, opts.max_message_size).await?;
     Ok(ClientBuilder::default()
+        .set_rpc_middleware(RpcServiceBuilder::new())
         .request_timeout(opts.request_timeout)
         .max_concurrent_requests(opts.max_concurrent_requests)
         .build_with_tokio(tx, rx))

@@ -8,8 +8,8 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use geminid_protocol::client::Client;
 use geminid_protocol::client::{ConnectError, ConnectOptions, connect};
-use jsonrpsee::async_client::Client;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
