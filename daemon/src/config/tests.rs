@@ -230,3 +230,40 @@ fn allow_and_exclude_lists_consolidate_across_scopes() -> anyhow::Result<()> {
     assert!(e.public.mcp_servers.iter().all(|s| s.blocked == Some(BlockReason::Admin)));
     Ok(())
 }
+
+#[test]
+fn union_and_concat_rules_hold_across_real_files() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    h.trust_workspace()?;
+    h.write(
+        &h.paths.system_defaults,
+        r#"{"tools": {"exclude": ["a"]}, "hooks": {"BeforeTool": [{"command": "d"}]}}"#,
+    )?;
+    h.write(&h.paths.user, r#"{"tools": {"exclude": ["a", "b"]}, "hooks": {"BeforeTool": [{"command": "u"}]}, "context": {"includeDirectories": ["/x"]}}"#)?;
+    h.write(&h.workspace_file(), r#"{"tools": {"exclude": ["c"]}, "hooks": {"BeforeTool": [{"command": "w"}]}, "context": {"includeDirectories": ["/x"]}}"#)?;
+    h.write(&h.paths.system, r#"{"admin": {"secureModeEnabled": true}}"#)?;
+    let e = Loader::new(h.paths.clone()).effective(&h.ws, &Env::new(), &BTreeSet::new());
+    let s = &e.public.settings;
+    assert_eq!(s["tools"]["exclude"], json!(["a", "b", "c"]));
+    assert_eq!(
+        s["hooks"]["BeforeTool"],
+        json!([{"command": "d"}, {"command": "u"}, {"command": "w"}])
+    );
+    assert_eq!(s["context"]["includeDirectories"], json!(["/x", "/x"]));
+    assert_eq!(s["admin"], json!({"secureModeEnabled": true}));
+    Ok(())
+}
+
+#[test]
+fn the_shipped_example_settings_load_cleanly() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    h.trust_workspace()?;
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config-examples/settings.json");
+    std::fs::copy(&example, &h.paths.user)?;
+    let env: Env = [("EXAMPLE_TOKEN".to_owned(), "t".to_owned())].into();
+    let e = Loader::new(h.paths.clone()).effective(&h.ws, &env, &BTreeSet::new());
+    assert_eq!(e.public.diagnostics, vec![], "{}", example.display());
+    assert!(!e.servers.is_empty());
+    assert!(e.servers.values().all(|s| s.blocked.is_none()));
+    Ok(())
+}
