@@ -1,0 +1,169 @@
+//! The fixture MCP server the end-to-end tests launch: small, deterministic, and able to
+//! misbehave on request. Tools: `echo {text}`, `pid`, `crash {code}`, `sleep {ms}`, `grow`
+//! (adds a tool and sends `notifications/tools/list_changed`) and `env {name}`.
+//!
+//! Flags: `--fail-initialize` (answer initialize with an error), `--hang-initialize` (never
+//! answer it), `--exit-before-initialize CODE`, `--garbage` (write non-JSON to stdout first).
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Initialize {
+    Normal,
+    Fail,
+    Hang,
+}
+
+#[derive(Debug, Clone)]
+struct Fixture {
+    initialize: Initialize,
+    tools: Arc<Mutex<Vec<Tool>>>,
+}
+
+fn tool(name: &str, description: &'static str, schema: Value) -> Tool {
+    let schema = match schema {
+        Value::Object(o) => o,
+        _ => serde_json::Map::new(),
+    };
+    Tool::new(Cow::Owned(name.to_owned()), description, Arc::new(schema))
+}
+
+fn object(props: Value, required: &[&str]) -> Value {
+    json!({ "type": "object", "properties": props, "required": required })
+}
+
+fn base_tools() -> Vec<Tool> {
+    vec![
+        tool("echo", "Returns its text", object(json!({"text": {"type": "string"}}), &["text"])),
+        tool("pid", "Returns the server's process id", object(json!({}), &[])),
+        tool(
+            "crash",
+            "Exits the process with a code",
+            object(json!({"code": {"type": "integer"}}), &[]),
+        ),
+        tool("sleep", "Sleeps, then answers", object(json!({"ms": {"type": "integer"}}), &["ms"])),
+        tool("grow", "Adds a tool and sends tools/list_changed", object(json!({}), &[])),
+        tool(
+            "env",
+            "Returns an environment variable",
+            object(json!({"name": {"type": "string"}}), &["name"]),
+        ),
+    ]
+}
+
+fn text(s: impl Into<String>) -> Result<CallToolResponse, McpError> {
+    Ok(CallToolResponse::Complete(CallToolResult::success(vec![ContentBlock::text(s.into())])))
+}
+
+impl ServerHandler for Fixture {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build(),
+        )
+        .with_server_info(Implementation::new("geminid-fixture", env!("CARGO_PKG_VERSION")))
+        .with_instructions("The geminid test fixture.")
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        match self.initialize {
+            Initialize::Fail => {
+                Err(McpError::internal_error("fixture: failing initialize on purpose", None))
+            }
+            Initialize::Hang => std::future::pending().await,
+            Initialize::Normal => {
+                context.peer.set_peer_info(request.clone());
+                self.negotiate_initialize(&request)
+            }
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools = self.tools.lock().map(|t| t.clone()).unwrap_or_default();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = request.arguments.unwrap_or_default();
+        let arg = |k: &str| args.get(k).cloned().unwrap_or(Value::Null);
+        match request.name.as_ref() {
+            "echo" => text(arg("text").as_str().unwrap_or_default()),
+            "pid" => text(std::process::id().to_string()),
+            "crash" => {
+                std::process::exit(i32::try_from(arg("code").as_i64().unwrap_or(1)).unwrap_or(1))
+            }
+            "sleep" => {
+                let ms = arg("ms").as_u64().unwrap_or(0);
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                text(format!("slept {ms} ms"))
+            }
+            "env" => {
+                let name = arg("name").as_str().unwrap_or_default().to_owned();
+                text(std::env::var(&name).unwrap_or_else(|_| "<unset>".to_owned()))
+            }
+            "grow" => {
+                let name = {
+                    let mut tools = self
+                        .tools
+                        .lock()
+                        .map_err(|_| McpError::internal_error("poisoned", None))?;
+                    let name = format!("grown_{}", tools.len() - base_tools().len() + 1);
+                    tools.push(tool(&name, "Added by grow", object(json!({}), &[])));
+                    name
+                };
+                context
+                    .peer
+                    .notify_tool_list_changed()
+                    .await
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                text(name)
+            }
+            other => Err(McpError::invalid_params(format!("no tool named {other:?}"), None)),
+        }
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    if let Some(i) = args.iter().position(|a| a == "--exit-before-initialize") {
+        let code = args.get(i + 1).and_then(|c| c.parse().ok()).unwrap_or(1);
+        std::process::exit(code);
+    }
+    if has("--garbage") {
+        println!("this is not JSON-RPC");
+    }
+    let initialize = if has("--fail-initialize") {
+        Initialize::Fail
+    } else if has("--hang-initialize") {
+        Initialize::Hang
+    } else {
+        Initialize::Normal
+    };
+    let fixture = Fixture { initialize, tools: Arc::new(Mutex::new(base_tools())) };
+    let service = fixture.serve(rmcp::transport::stdio()).await?;
+    service.waiting().await?;
+    Ok(())
+}
