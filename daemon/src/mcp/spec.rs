@@ -1,0 +1,274 @@
+//! A server's resolved launch spec and its identity (COMPAT §1.4, DESIGN "Shared servers").
+//!
+//! The identity is the hash of exactly what would be launched: transport, command, args, cwd and
+//! the final child environment (or URL and headers). Sessions whose specs resolve to the same
+//! identity share one process or connection. Per-shell volatile variables are left out of the
+//! child's environment, so two shells of one user still share.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::config::env::{Env, Redaction, expand_env_vars, sanitize_environment};
+use crate::config::mcp::{McpServerConfig, TransportType};
+
+/// Variables that differ between two shells of the same user and mean nothing to a server
+/// (working directory, shell depth, terminal size and ids, per-connection SSH and TTY names).
+/// They are removed from a stdio child's inherited environment.
+pub const VOLATILE_ENV: &[&str] = &[
+    "PWD",
+    "OLDPWD",
+    "SHLVL",
+    "_",
+    "COLUMNS",
+    "LINES",
+    "TERM_SESSION_ID",
+    "ITERM_SESSION_ID",
+    "WINDOWID",
+    "KITTY_WINDOW_ID",
+    "WEZTERM_PANE",
+    "TMUX_PANE",
+    "STY",
+    "SSH_TTY",
+    "SSH_CLIENT",
+    "SSH_CONNECTION",
+    "GPG_TTY",
+];
+
+/// How a network server is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Network {
+    /// Streamable HTTP only (`httpUrl`, or `url` with `type: "http"`).
+    StreamableHttp,
+    /// Legacy HTTP+SSE only (`url` with `type: "sse"`).
+    Sse,
+    /// `url` without `type`: streamable HTTP, falling back to SSE on a non-401 failure.
+    HttpThenSse,
+}
+
+/// What to launch or connect to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "transport")]
+pub enum LaunchSpec {
+    /// A child process speaking MCP on stdin/stdout.
+    Stdio {
+        /// The executable (no shell).
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Its working directory; `None` inherits the daemon's.
+        cwd: Option<PathBuf>,
+        /// Its complete environment.
+        env: BTreeMap<String, String>,
+    },
+    /// A remote server.
+    Network {
+        /// How.
+        kind: Network,
+        /// Where.
+        url: String,
+        /// Request headers, expanded.
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// Why a server cannot be launched for a session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// stdio servers need a trusted folder (the reference's message).
+    #[error(
+        "MCP server '{0}' uses stdio transport but current folder is not trusted. Use 'gemini trust' to enable it."
+    )]
+    Untrusted(String),
+    /// The entry has nothing to launch.
+    #[error("MCP server '{0}' has none of \"command\", \"url\" or \"httpUrl\"")]
+    NoTransport(String),
+}
+
+/// Resolve `config` for a session whose environment is `env` and whose workspace is
+/// `workspace`. `redaction` is the `security.environmentVariableRedaction` setting; for stdio
+/// children redaction is forced on, as in Gemini CLI.
+pub fn resolve(
+    name: &str,
+    config: &McpServerConfig,
+    env: &Env,
+    redaction: &Redaction,
+    workspace: &Path,
+    trusted: bool,
+) -> Result<LaunchSpec, ResolveError> {
+    let forced = Redaction { enabled: true, ..redaction.clone() };
+    let sanitized = sanitize_environment(env, &forced);
+    if let Some(url) = config.http_url.as_ref().or(config.url.as_ref()) {
+        let kind = match (config.http_url.is_some(), config.transport_type) {
+            (true, _) | (false, Some(TransportType::Http)) => Network::StreamableHttp,
+            (false, Some(TransportType::Sse)) => Network::Sse,
+            (false, _) => Network::HttpThenSse,
+        };
+        let headers = config
+            .headers
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), expand_env_vars(v, &sanitized)))
+            .collect();
+        return Ok(LaunchSpec::Network { kind, url: url.clone(), headers });
+    }
+    let Some(command) = config.command.clone() else {
+        return Err(ResolveError::NoTransport(name.to_owned()));
+    };
+    if !trusted {
+        return Err(ResolveError::Untrusted(name.to_owned()));
+    }
+    let mut child_env: BTreeMap<String, String> =
+        BTreeMap::from([("GEMINI_CLI".to_owned(), "1".to_owned())]);
+    child_env.extend(sanitized.into_iter().filter(|(k, _)| !VOLATILE_ENV.contains(&k.as_str())));
+    // Explicit env is not redacted and expands against the unredacted environment.
+    for (k, v) in config.env.iter().flatten() {
+        child_env.insert(k.clone(), expand_env_vars(v, env));
+    }
+    let cwd = config.cwd.as_ref().map(|c| {
+        let c = Path::new(c);
+        if c.is_absolute() { c.to_path_buf() } else { workspace.join(c) }
+    });
+    Ok(LaunchSpec::Stdio {
+        command,
+        args: config.args.clone().unwrap_or_default(),
+        cwd,
+        env: child_env,
+    })
+}
+
+impl LaunchSpec {
+    /// The identity: a SHA-256 of the spec's canonical JSON, hex.
+    pub fn identity(&self) -> String {
+        // Maps are BTreeMaps, so the JSON is canonical.
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        Sha256::digest(&json).iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn env(pairs: &[(&str, &str)]) -> Env {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    fn stdio(config: McpServerConfig, e: &Env) -> LaunchSpec {
+        resolve("s", &config, e, &Redaction::default(), Path::new("/ws"), true)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn stdio_env_follows_the_reference_rules() {
+        let e = env(&[
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/u"),
+            ("GITHUB_TOKEN", "ghp_secret"),
+            ("PLAIN", "ok"),
+            ("PWD", "/somewhere"),
+            ("SHLVL", "2"),
+        ]);
+        let config = McpServerConfig {
+            command: Some("srv".into()),
+            args: Some(vec!["--x".into()]),
+            env: Some(
+                [
+                    ("TOKEN".to_owned(), "$GITHUB_TOKEN".to_owned()),
+                    ("MISSING".to_owned(), "[$NOPE]".to_owned()),
+                ]
+                .into(),
+            ),
+            cwd: Some("sub".into()),
+            ..Default::default()
+        };
+        let LaunchSpec::Stdio { command, args, cwd, env: child } = stdio(config, &e) else {
+            panic!("not stdio")
+        };
+        assert_eq!((command.as_str(), args), ("srv", vec!["--x".to_owned()]));
+        assert_eq!(cwd, Some(PathBuf::from("/ws/sub")));
+        assert_eq!(
+            child,
+            env(&[
+                ("GEMINI_CLI", "1"),
+                ("HOME", "/home/u"),
+                ("MISSING", "[]"),
+                ("PATH", "/usr/bin"),
+                ("PLAIN", "ok"),
+                ("TOKEN", "ghp_secret")
+            ])
+        );
+    }
+
+    #[test]
+    fn identity_ignores_volatile_variables_but_not_real_ones() {
+        let config = McpServerConfig { command: Some("srv".into()), ..Default::default() };
+        let shell_a = env(&[("PATH", "/bin"), ("PWD", "/a"), ("SHLVL", "1"), ("COLUMNS", "80")]);
+        let shell_b = env(&[("PATH", "/bin"), ("PWD", "/b"), ("SHLVL", "3"), ("COLUMNS", "200")]);
+        let other = env(&[("PATH", "/other/bin")]);
+        let id = |e: &Env| stdio(config.clone(), e).identity();
+        assert_eq!(id(&shell_a), id(&shell_b));
+        assert_ne!(id(&shell_a), id(&other));
+        assert_eq!(id(&shell_a).len(), 64);
+    }
+
+    #[test]
+    fn network_specs_and_refusals() {
+        let e = env(&[("TENANT", "acme"), ("API_KEY", "secret")]);
+        let http = McpServerConfig {
+            url: Some("http://127.0.0.1:1/mcp".into()),
+            headers: Some(
+                [
+                    ("X-Tenant".to_owned(), "$TENANT".to_owned()),
+                    ("X-Key".to_owned(), "$API_KEY".to_owned()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        let spec = resolve("h", &http, &e, &Redaction::default(), Path::new("/ws"), false);
+        let Ok(LaunchSpec::Network { kind, headers, .. }) = spec else { panic!("{spec:?}") };
+        assert_eq!(kind, Network::HttpThenSse, "url without type tries HTTP, then SSE");
+        // The reference expands headers against the redacted environment, so a secret variable
+        // is empty here. (Settings-load expansion has already replaced defined variables
+        // before this point, so `Bearer $TOKEN` in settings does reach the server.)
+        assert_eq!(headers, env(&[("X-Key", ""), ("X-Tenant", "acme")]));
+        let sse = McpServerConfig {
+            url: Some("u".into()),
+            transport_type: Some(TransportType::Sse),
+            ..Default::default()
+        };
+        assert!(matches!(
+            resolve("s", &sse, &e, &Redaction::default(), Path::new("/"), true),
+            Ok(LaunchSpec::Network { kind: Network::Sse, .. })
+        ));
+        let both = McpServerConfig {
+            url: Some("a".into()),
+            http_url: Some("b".into()),
+            ..Default::default()
+        };
+        assert!(
+            matches!(resolve("b", &both, &e, &Redaction::default(), Path::new("/"), true), Ok(LaunchSpec::Network { kind: Network::StreamableHttp, ref url, .. }) if url == "b")
+        );
+        let cmd = McpServerConfig { command: Some("srv".into()), ..Default::default() };
+        assert_eq!(
+            resolve("local", &cmd, &e, &Redaction::default(), Path::new("/"), false).err().map(|e| e.to_string()),
+            Some("MCP server 'local' uses stdio transport but current folder is not trusted. Use 'gemini trust' to enable it.".to_owned())
+        );
+        assert!(matches!(
+            resolve(
+                "n",
+                &McpServerConfig::default(),
+                &e,
+                &Redaction::default(),
+                Path::new("/"),
+                true
+            ),
+            Err(ResolveError::NoTransport(_))
+        ));
+    }
+}
