@@ -165,3 +165,63 @@ fn it_misbehaves_on_request() -> anyhow::Result<()> {
     assert!(serde_json::from_str::<Value>(&first).is_err(), "{first}");
     Ok(())
 }
+
+/// One HTTP POST to `url` (`http://127.0.0.1:PORT/path`); returns (headers, body).
+fn post(url: &str, session: Option<&str>, body: &Value) -> anyhow::Result<(String, String)> {
+    use std::io::Read;
+    let rest = url.strip_prefix("http://").ok_or_else(|| anyhow::anyhow!("bad url {url}"))?;
+    let (host, path) =
+        rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let mut s = std::net::TcpStream::connect(host)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let body = body.to_string();
+    let session = session.map(|id| format!("mcp-session-id: {id}\r\n")).unwrap_or_default();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n{session}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    Ok((head.to_owned(), body.to_owned()))
+}
+
+/// The JSON-RPC message carried in an SSE (or plain JSON) body.
+fn message(body: &str) -> Option<Value> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l.trim())))
+        .find_map(|l| serde_json::from_str::<Value>(l).ok().filter(|v| v.get("jsonrpc").is_some()))
+}
+
+#[test]
+fn it_speaks_streamable_http_on_loopback_only() -> anyhow::Result<()> {
+    let p = Peer::spawn(&["--http", "127.0.0.1:0"])?;
+    let first = p.line(Duration::from_secs(10))?;
+    let url =
+        first.strip_prefix("LISTENING ").ok_or_else(|| anyhow::anyhow!("{first}"))?.to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let (head, body) = post(&url, None, &init)?;
+    let session = head
+        .lines()
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id"))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .ok_or_else(|| anyhow::anyhow!("no session id in {head}"))?;
+    assert_eq!(
+        message(&body).map(|m| m["result"]["serverInfo"]["name"].clone()),
+        Some(json!("geminid-fixture"))
+    );
+    post(&url, Some(&session), &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "over http"}}});
+    let (_, body) = post(&url, Some(&session), &call)?;
+    assert_eq!(message(&body).map(|m| text(&m)), Some("over http".to_owned()), "{body}");
+
+    let mut wide = Peer::spawn(&["--http", "0.0.0.0:0"])?;
+    assert!(!wide.child.wait()?.success(), "the fixture bound a non-loopback address");
+    Ok(())
+}

@@ -2,6 +2,9 @@
 //! misbehave on request. Tools: `echo {text}`, `pid`, `crash {code}`, `sleep {ms}`, `grow`
 //! (adds a tool and sends `notifications/tools/list_changed`) and `env {name}`.
 //!
+//! Transports: stdio (default), or `--http ADDR` for streamable HTTP on `ADDR` (127.0.0.1 only;
+//! port 0 picks one): the first stdout line is then `LISTENING http://127.0.0.1:PORT/mcp`.
+//!
 //! Flags: `--fail-initialize` (answer initialize with an error), `--hang-initialize` (never
 //! answer it), `--exit-before-initialize CODE`, `--garbage` (write non-JSON to stdout first).
 
@@ -163,7 +166,46 @@ async fn main() -> anyhow::Result<()> {
         Initialize::Normal
     };
     let fixture = Fixture { initialize, tools: Arc::new(Mutex::new(base_tools())) };
+    if let Some(i) = args.iter().position(|a| a == "--http") {
+        let addr = args.get(i + 1).map_or("127.0.0.1:0", String::as_str);
+        return serve_http(fixture, addr).await;
+    }
     let service = fixture.serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;
     Ok(())
+}
+
+/// Streamable HTTP on a loopback address, one fixture per MCP session (tools added by `grow`
+/// are per session, like a real server's state).
+async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::service::TowerToHyperService;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    anyhow::ensure!(
+        local.ip().is_loopback(),
+        "the fixture only binds loopback addresses, not {local}"
+    );
+    println!("LISTENING http://{local}/mcp");
+    let initialize = fixture.initialize;
+    let service = StreamableHttpService::new(
+        move || Ok(Fixture { initialize, tools: Arc::new(Mutex::new(base_tools())) }),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let service = TowerToHyperService::new(service.clone());
+        tokio::spawn(async move {
+            let _ = Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
 }
