@@ -186,12 +186,14 @@ async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
         StreamableHttpServerConfig, StreamableHttpService,
     };
 
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
+    let wanted: std::net::SocketAddr = addr.parse()?;
+    // Checked before binding: the fixture never listens beyond loopback, not even briefly.
     anyhow::ensure!(
-        local.ip().is_loopback(),
-        "the fixture only binds loopback addresses, not {local}"
+        wanted.ip().is_loopback(),
+        "the fixture only binds loopback addresses, not {wanted}"
     );
+    let listener = tokio::net::TcpListener::bind(wanted).await?;
+    let local = listener.local_addr()?;
     println!("LISTENING http://{local}/mcp");
     let initialize = fixture.initialize;
     let service = StreamableHttpService::new(
