@@ -225,3 +225,42 @@ fn it_speaks_streamable_http_on_loopback_only() -> anyhow::Result<()> {
     assert!(!wide.child.wait()?.success(), "the fixture bound a non-loopback address");
     Ok(())
 }
+
+#[test]
+fn it_speaks_the_legacy_sse_transport() -> anyhow::Result<()> {
+    let p = Peer::spawn(&["--sse", "127.0.0.1:0"])?;
+    let first = p.line(Duration::from_secs(10))?;
+    let url =
+        first.strip_prefix("LISTENING ").ok_or_else(|| anyhow::anyhow!("{first}"))?.to_owned();
+    let host = url.trim_start_matches("http://").trim_end_matches("/sse").to_owned();
+    // Hold the event stream open on a thread and hand its `data:` lines over.
+    let mut stream = std::net::TcpStream::connect(&host)?;
+    write!(stream, "GET /sse HTTP/1.1\r\nhost: {host}\r\naccept: text/event-stream\r\n\r\n")?;
+    let (tx, data) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if let Some(d) = line.strip_prefix("data: ")
+                && tx.send(d.to_owned()).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let endpoint = data.recv_timeout(Duration::from_secs(10))?;
+    assert!(endpoint.starts_with("/message?sessionId="), "{endpoint}");
+    let post_url = format!("http://{host}{endpoint}");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let (head, _) = post(&post_url, None, &init)?;
+    assert!(head.starts_with("HTTP/1.1 202"), "{head}");
+    let reply: Value = serde_json::from_str(&data.recv_timeout(Duration::from_secs(10))?)?;
+    assert_eq!(reply["result"]["serverInfo"]["name"], "geminid-fixture");
+    post(&post_url, None, &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "over sse"}}});
+    post(&post_url, None, &call)?;
+    let reply: Value = serde_json::from_str(&data.recv_timeout(Duration::from_secs(10))?)?;
+    assert_eq!(text(&reply), "over sse");
+    let (head, _) = post(&format!("http://{host}/message?sessionId=nope"), None, &call)?;
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    Ok(())
+}

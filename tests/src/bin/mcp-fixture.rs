@@ -2,8 +2,9 @@
 //! misbehave on request. Tools: `echo {text}`, `pid`, `crash {code}`, `sleep {ms}`, `grow`
 //! (adds a tool and sends `notifications/tools/list_changed`) and `env {name}`.
 //!
-//! Transports: stdio (default), or `--http ADDR` for streamable HTTP on `ADDR` (127.0.0.1 only;
-//! port 0 picks one): the first stdout line is then `LISTENING http://127.0.0.1:PORT/mcp`.
+//! Transports: stdio (default), `--http ADDR` for streamable HTTP, or `--sse ADDR` for the legacy
+//! HTTP+SSE transport of the 2024-11-05 spec (`GET /sse`, then `POST /message?sessionId=…`).
+//! Network modes bind loopback only (port 0 picks one) and print `LISTENING <url>` first.
 //!
 //! Flags: `--fail-initialize` (answer initialize with an error), `--hang-initialize` (never
 //! answer it), `--exit-before-initialize CODE`, `--garbage` (write non-JSON to stdout first).
@@ -166,6 +167,10 @@ async fn main() -> anyhow::Result<()> {
         Initialize::Normal
     };
     let fixture = Fixture { initialize, tools: Arc::new(Mutex::new(base_tools())) };
+    if let Some(i) = args.iter().position(|a| a == "--sse") {
+        let addr = args.get(i + 1).map_or("127.0.0.1:0", String::as_str);
+        return sse::serve(initialize, addr).await;
+    }
     if let Some(i) = args.iter().position(|a| a == "--http") {
         let addr = args.get(i + 1).map_or("127.0.0.1:0", String::as_str);
         return serve_http(fixture, addr).await;
@@ -177,6 +182,16 @@ async fn main() -> anyhow::Result<()> {
 
 /// Streamable HTTP on a loopback address, one fixture per MCP session (tools added by `grow`
 /// are per session, like a real server's state).
+fn loopback(addr: &str) -> anyhow::Result<std::net::SocketAddr> {
+    let wanted: std::net::SocketAddr = addr.parse()?;
+    // Checked before binding: the fixture never listens beyond loopback, not even briefly.
+    anyhow::ensure!(
+        wanted.ip().is_loopback(),
+        "the fixture only binds loopback addresses, not {wanted}"
+    );
+    Ok(wanted)
+}
+
 async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use hyper_util::server::conn::auto::Builder;
@@ -186,13 +201,7 @@ async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
         StreamableHttpServerConfig, StreamableHttpService,
     };
 
-    let wanted: std::net::SocketAddr = addr.parse()?;
-    // Checked before binding: the fixture never listens beyond loopback, not even briefly.
-    anyhow::ensure!(
-        wanted.ip().is_loopback(),
-        "the fixture only binds loopback addresses, not {wanted}"
-    );
-    let listener = tokio::net::TcpListener::bind(wanted).await?;
+    let listener = tokio::net::TcpListener::bind(loopback(addr)?).await?;
     let local = listener.local_addr()?;
     println!("LISTENING http://{local}/mcp");
     let initialize = fixture.initialize;
@@ -209,5 +218,121 @@ async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
+    }
+}
+
+/// The legacy HTTP+SSE transport (2024-11-05), which rmcp no longer ships: each `GET /sse`
+/// starts a session whose first event names the endpoint to POST messages to.
+mod sse {
+    use std::collections::HashMap;
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use futures::channel::mpsc;
+    use futures::{StreamExt, stream};
+    use http_body_util::combinators::BoxBody;
+    use http_body_util::{BodyExt, Full, StreamBody};
+    use hyper::body::{Frame, Incoming};
+    use hyper::{Method, Request, Response, StatusCode};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::server::conn::auto::Builder;
+    use rmcp::ServiceExt;
+    use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+
+    use super::{Fixture, Initialize, base_tools, loopback};
+
+    type Body = BoxBody<Bytes, Infallible>;
+    type Sessions = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<ClientJsonRpcMessage>>>>;
+
+    fn reply(status: StatusCode, text: &str) -> Response<Body> {
+        let mut r = Response::new(Full::new(Bytes::from(text.to_owned())).boxed());
+        *r.status_mut() = status;
+        r
+    }
+
+    fn event(kind: &str, data: &str) -> Result<Frame<Bytes>, Infallible> {
+        Ok(Frame::data(Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))))
+    }
+
+    async fn handle(
+        req: Request<Incoming>,
+        sessions: Sessions,
+        initialize: Initialize,
+        next: Arc<AtomicU64>,
+    ) -> Result<Response<Body>, Infallible> {
+        match (req.method(), req.uri().path()) {
+            (&Method::GET, "/sse") => {
+                let id = next.fetch_add(1, Ordering::Relaxed).to_string();
+                let (in_tx, in_rx) = mpsc::unbounded::<ClientJsonRpcMessage>();
+                let (out_tx, out_rx) = mpsc::unbounded::<ServerJsonRpcMessage>();
+                if let Ok(mut s) = sessions.lock() {
+                    s.insert(id.clone(), in_tx);
+                }
+                let fixture = Fixture { initialize, tools: Arc::new(Mutex::new(base_tools())) };
+                tokio::spawn(async move {
+                    if let Ok(service) = fixture.serve((out_tx, in_rx)).await {
+                        let _ = service.waiting().await;
+                    }
+                });
+                let endpoint =
+                    stream::once(
+                        async move { event("endpoint", &format!("/message?sessionId={id}")) },
+                    );
+                let messages = out_rx
+                    .map(|m| event("message", &serde_json::to_string(&m).unwrap_or_default()));
+                let mut r =
+                    Response::new(BodyExt::boxed(StreamBody::new(endpoint.chain(messages))));
+                r.headers_mut().insert(
+                    "content-type",
+                    hyper::header::HeaderValue::from_static("text/event-stream"),
+                );
+                Ok(r)
+            }
+            (&Method::POST, "/message") => {
+                let id = req
+                    .uri()
+                    .query()
+                    .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("sessionId=")))
+                    .unwrap_or_default()
+                    .to_owned();
+                let Some(tx) = sessions.lock().ok().and_then(|s| s.get(&id).cloned()) else {
+                    return Ok(reply(StatusCode::NOT_FOUND, "unknown session"));
+                };
+                let Ok(body) = req.into_body().collect().await else {
+                    return Ok(reply(StatusCode::BAD_REQUEST, "unreadable body"));
+                };
+                match serde_json::from_slice::<ClientJsonRpcMessage>(&body.to_bytes()) {
+                    Ok(msg) => match tx.unbounded_send(msg) {
+                        Ok(()) => Ok(reply(StatusCode::ACCEPTED, "Accepted")),
+                        Err(_) => Ok(reply(StatusCode::GONE, "session ended")),
+                    },
+                    Err(e) => {
+                        Ok(reply(StatusCode::BAD_REQUEST, &format!("not a JSON-RPC message: {e}")))
+                    }
+                }
+            }
+            _ => Ok(reply(StatusCode::NOT_FOUND, "not found")),
+        }
+    }
+
+    pub(super) async fn serve(initialize: Initialize, addr: &str) -> anyhow::Result<()> {
+        let listener = tokio::net::TcpListener::bind(loopback(addr)?).await?;
+        println!("LISTENING http://{}/sse", listener.local_addr()?);
+        let sessions: Sessions = Arc::default();
+        let next = Arc::new(AtomicU64::new(1));
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let (sessions, next) = (sessions.clone(), next.clone());
+            let service = hyper::service::service_fn(move |req| {
+                handle(req, sessions.clone(), initialize, next.clone())
+            });
+            tokio::spawn(async move {
+                let _ = Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
     }
 }
