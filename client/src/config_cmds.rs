@@ -125,8 +125,12 @@ pub enum McpCommand {
     },
 }
 
+/// A parsed `KEY=value` or `Key: value` flag; `None` when the value is empty (dropped, as
+/// `gemini mcp add` does).
+pub type Pair = Option<(String, String)>;
+
 /// `KEY=value` → (key, value); the value is everything after the first `=`.
-pub fn parse_env(raw: &str) -> anyhow::Result<Option<(String, String)>> {
+pub fn parse_env(raw: &str) -> anyhow::Result<Pair> {
     match raw.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => {
             Ok((!v.is_empty()).then(|| (k.trim().to_owned(), v.to_owned())))
@@ -136,7 +140,7 @@ pub fn parse_env(raw: &str) -> anyhow::Result<Option<(String, String)>> {
 }
 
 /// `Key: value` → (key, value), split at the first `:` and trimmed.
-pub fn parse_header(raw: &str) -> anyhow::Result<Option<(String, String)>> {
+pub fn parse_header(raw: &str) -> anyhow::Result<Pair> {
     match raw.split_once(':') {
         Some((k, v)) if !k.trim().is_empty() => {
             Ok((!v.trim().is_empty()).then(|| (k.trim().to_owned(), v.trim().to_owned())))
@@ -145,20 +149,28 @@ pub fn parse_header(raw: &str) -> anyhow::Result<Option<(String, String)>> {
     }
 }
 
+/// Parse repeated `KEY=value` / `Key: value` flags into a map; entries the parser drops (an
+/// empty value) are left out, malformed ones are an error.
+fn pairs(
+    items: &[String],
+    parse: fn(&str) -> anyhow::Result<Pair>,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for item in items {
+        if let Some((k, v)) = parse(item)? {
+            out.insert(k, v);
+        }
+    }
+    Ok(out)
+}
+
 /// The `mcpServers` entry `gemini mcp add` would write.
 pub fn server_object(a: &AddArgs) -> anyhow::Result<Value> {
     let mut o = Map::new();
     if a.transport == TransportArg::Stdio {
         o.insert("command".into(), json!(a.command_or_url));
         o.insert("args".into(), json!(a.args));
-        let env: BTreeMap<_, _> = a
-            .env
-            .iter()
-            .map(|e| parse_env(e))
-            .collect::<anyhow::Result<Vec<_>>>()?
-            .into_iter()
-            .flatten()
-            .collect();
+        let env = pairs(&a.env, parse_env)?;
         if !env.is_empty() {
             o.insert("env".into(), json!(env));
         }
@@ -171,14 +183,7 @@ pub fn server_object(a: &AddArgs) -> anyhow::Result<Value> {
             "type".into(),
             json!(if a.transport == TransportArg::Sse { "sse" } else { "http" }),
         );
-        let headers: BTreeMap<_, _> = a
-            .header
-            .iter()
-            .map(|h| parse_header(h))
-            .collect::<anyhow::Result<Vec<_>>>()?
-            .into_iter()
-            .flatten()
-            .collect();
+        let headers = pairs(&a.header, parse_header)?;
         if !headers.is_empty() {
             o.insert("headers".into(), json!(headers));
         }
