@@ -167,6 +167,13 @@ fn pairs(
 /// The `mcpServers` entry `gemini mcp add` would write.
 pub fn server_object(a: &AddArgs) -> anyhow::Result<Value> {
     let mut o = Map::new();
+    // A flag that would do nothing is a mistake worth saying (Gemini CLI drops it silently).
+    if a.transport == TransportArg::Stdio && !a.header.is_empty() {
+        bail!("--header only applies to network servers (-t sse or -t http), not stdio");
+    }
+    if a.transport != TransportArg::Stdio && !a.env.is_empty() {
+        bail!("--env only applies to stdio servers; a network server gets headers (-H)");
+    }
     if a.transport == TransportArg::Stdio {
         o.insert("command".into(), json!(a.command_or_url));
         o.insert("args".into(), json!(a.args));

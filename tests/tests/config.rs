@@ -131,6 +131,11 @@ async fn malformed_flags_and_a_home_workspace_are_refused_and_nothing_is_written
             vec!["mcp", "add", "-t", "http", "s", "http://127.0.0.1:1/mcp", "extra"],
             "only apply to stdio",
         ),
+        (
+            vec!["mcp", "add", "-t", "sse", "-e", "A=b", "s", "http://127.0.0.1:1/sse"],
+            "--env only applies to stdio servers",
+        ),
+        (vec!["mcp", "add", "-H", "X: y", "s", "cmd"], "--header only applies to network servers"),
     ] {
         let out = home.gemctl(&args)?;
         assert!(!out.status.success(), "{args:?}");
