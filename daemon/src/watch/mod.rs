@@ -120,6 +120,9 @@ async fn run(
                     tracing::warn!(error = %e, "file watcher error");
                     continue;
                 }
+                // Reading the files (as every reload does) is not a change; counting opens and
+                // closes-without-write would make each reload trigger the next.
+                Some(Ok(ev)) if is_read_only(&ev.kind) => continue,
                 Some(Ok(ev)) if !targets.matters(&ev) => continue,
                 Some(Ok(ev)) => tracing::debug!(paths = ?ev.paths, kind = ?ev.kind, "input changed"),
             },
@@ -139,6 +142,15 @@ async fn run(
         if let Err(e) = core.reload_config(None, "watch").await {
             tracing::warn!(error = %e, "reload failed");
         }
+    }
+}
+
+fn is_read_only(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => false,
+        notify::EventKind::Access(_) => true,
+        _ => false,
     }
 }
 
