@@ -16,6 +16,7 @@ use crate::clock;
 use crate::config::env::Env;
 use crate::config::{Effective, Loader};
 use crate::events::EventBus;
+use crate::mcp::{McpOptions, SessionView, Supervisor};
 use crate::session::{SessionError, Sessions};
 use crate::store::Store;
 
@@ -28,6 +29,8 @@ pub struct DaemonInfo {
     pub data_dir: PathBuf,
     /// Enforced limits.
     pub limits: Limits,
+    /// MCP supervision settings.
+    pub mcp: McpOptions,
 }
 
 /// The daemon's state.
@@ -39,6 +42,8 @@ pub struct Core {
     pub events: Arc<EventBus>,
     /// Gemini CLI's configuration files.
     pub config: Loader,
+    /// The MCP servers.
+    pub mcp: Arc<Supervisor>,
     /// The daemon's own environment, for sessions whose client sent none.
     daemon_env: Arc<Env>,
     store: Store,
@@ -64,6 +69,7 @@ impl Core {
         let events = Arc::new(EventBus::new(buffer));
         Arc::new(Self {
             sessions: Sessions::new(store.clone(), events.clone()),
+            mcp: Supervisor::new(info.mcp, events.clone(), store.clone()),
             events,
             config,
             daemon_env: Arc::new(std::env::vars().collect()),
@@ -150,6 +156,12 @@ impl Core {
             {
                 tracing::info!(session = %id, reason, added = ?change.servers_added, removed = ?change.servers_removed, changed = ?change.servers_changed, "configuration changed");
                 self.events.emit(EventBody::ConfigChanged(change.clone()));
+                if self.mcp.is_active(&id) {
+                    let env = self.session_env(&id);
+                    let mut touched = change.servers_changed.clone();
+                    touched.extend(change.enablement_changed.iter().cloned());
+                    self.mcp.sync(SessionView { id: &id, config: &new, env: &env }, &touched);
+                }
                 changes.push(change);
             }
         }
@@ -174,7 +186,38 @@ impl Core {
     pub async fn close_session(&self, id: &str) -> Result<Session, SessionError> {
         let s = self.sessions.close(id).await?;
         self.baselines().remove(id);
+        self.mcp.release_session(id);
         Ok(s)
+    }
+
+    /// The session needs its MCP servers: start or share them (`mcp/start`, calls). Also
+    /// used when an active session re-attaches with a new environment.
+    pub fn start_servers(&self, session: &str) -> Result<(), SessionError> {
+        let config = self.effective(session)?;
+        let env = self.session_env(session);
+        self.mcp.sync(SessionView { id: session, config: &config, env: &env }, &[]);
+        Ok(())
+    }
+
+    /// A session's servers as `mcp/listServers` shows them; starts nothing.
+    pub fn list_servers(
+        &self,
+        session: &str,
+    ) -> Result<Vec<geminid_protocol::mcp::ServerStatus>, SessionError> {
+        let known = self.baselines().get(session).cloned();
+        let config = match known {
+            Some(c) => c,
+            None => self.compute(session)?,
+        };
+        let env = self.session_env(session);
+        Ok(self.mcp.list_session(SessionView { id: session, config: &config, env: &env }))
+    }
+
+    /// These sessions lost their last connection: their servers may go (after the linger).
+    pub fn sessions_unattached(&self, ids: &[String]) {
+        for id in ids {
+            self.mcp.release_session(id);
+        }
     }
 
     /// The database.

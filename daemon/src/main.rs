@@ -2,12 +2,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use geminid::config::{ConfigPaths, Loader};
 use geminid::core::{Core, DaemonInfo};
 use geminid::events::DEFAULT_SUBSCRIBER_BUFFER;
+use geminid::mcp::{self, McpOptions};
 use geminid::server::{self, DEFAULT_MAX_CONNECTIONS};
 use geminid::{paths, store::Store};
 use geminid_protocol::DEFAULT_MAX_MESSAGE_SIZE;
@@ -44,6 +46,27 @@ struct Args {
     /// Events buffered per subscriber before a slow one is dropped
     #[arg(long, default_value_t = DEFAULT_SUBSCRIBER_BUFFER as u32, value_name = "N")]
     subscriber_buffer: u32,
+    /// How long an MCP server keeps running after no session needs it
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    mcp_linger: Duration,
+    /// First delay before restarting a failed MCP server (doubles per failure in a row)
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    mcp_backoff: Duration,
+    /// Longest delay between restarts
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    mcp_backoff_max: Duration,
+    /// Failures in a row before a server is parked in crash-loop
+    #[arg(long, default_value_t = mcp::DEFAULT_RESTART_BUDGET, value_name = "N")]
+    mcp_restart_budget: u32,
+    /// A server connected this long starts counting failures afresh
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    mcp_stable_after: Duration,
+    /// Between SIGTERM and SIGKILL when stopping a server's process group
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    mcp_stop_grace: Duration,
+    /// Start-up limit for servers without a `timeout` setting
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    mcp_startup_timeout: Duration,
 }
 
 fn main() -> ExitCode {
@@ -89,6 +112,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // running one instead of a database lock error.
     let bound = server::bind(&socket, &server::lock_path(&socket, &data_dir))?;
     let store = Store::open(&data_dir)?;
+    let mcp = McpOptions {
+        linger: args.mcp_linger,
+        backoff_initial: args.mcp_backoff,
+        backoff_max: args.mcp_backoff_max.max(args.mcp_backoff),
+        restart_budget: args.mcp_restart_budget,
+        stable_after: args.mcp_stable_after,
+        stop_grace: args.mcp_stop_grace,
+        startup_timeout: args.mcp_startup_timeout,
+    };
+    // Children of a daemon that was killed: stop them before starting new ones.
+    mcp::orphans::cleanup(&store, mcp.stop_grace).await;
     let config = Loader::new(ConfigPaths::from_env(|k| std::env::var_os(k))?);
     let core = Core::new(
         store,
@@ -100,6 +134,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 max_message_size: args.max_message_size,
                 subscriber_buffer: args.subscriber_buffer,
             },
+            mcp,
         },
         config,
     );

@@ -12,6 +12,10 @@ use crate::config::{
     TrustGetParams, TrustGetResult, TrustSetParams, TrustSetResult,
 };
 use crate::event::Event;
+use crate::mcp::{
+    CallToolParams, ListServersParams, ListServersResult, LogLine, LogsParams, LogsResult,
+    ServerParams, ServerStatus, StartParams,
+};
 use crate::types::{
     EventsSubscribeParams, HelloParams, HelloResult, Session, SessionAttachParams,
     SessionCreateParams, SessionIdParams, SessionListParams, SessionListResult, ShutdownResult,
@@ -118,4 +122,35 @@ pub trait McpApi {
     /// Re-read every input file now, as a file change would.
     #[method(name = "reload")]
     async fn mcp_reload(&self, params: Option<McpReloadParams>) -> RpcResult<McpReloadResult>;
+
+    /// Servers and their runtime state, read from the supervisor: never starts anything.
+    #[method(name = "listServers")]
+    async fn mcp_list_servers(
+        &self,
+        params: Option<ListServersParams>,
+    ) -> RpcResult<ListServersResult>;
+
+    /// The session needs its servers: start (or share) every one it may run. It keeps them
+    /// while a connection is attached to it; after that they stop once unused for the linger
+    /// period.
+    #[method(name = "start")]
+    async fn mcp_start(&self, params: StartParams) -> RpcResult<ListServersResult>;
+
+    /// Stop and start a running server again (also the way out of `crash-loop` and
+    /// `needs-auth`).
+    #[method(name = "restart")]
+    async fn mcp_restart(&self, params: ServerParams) -> RpcResult<ServerStatus>;
+
+    /// The newest lines of a server's log (its stderr and what the supervisor did).
+    #[method(name = "logs")]
+    async fn mcp_logs(&self, params: LogsParams) -> RpcResult<LogsResult>;
+
+    /// Stream a server's log lines as they are written (notifications `mcp/logLine`).
+    #[subscription(name = "followLogs" => "logLine", unsubscribe = "unfollowLogs", item = LogLine)]
+    async fn mcp_follow_logs(&self, params: ServerParams) -> SubscriptionResult;
+
+    /// Call a tool on one of the session's servers by its MCP name; the result is the
+    /// server's `CallToolResult` as it sent it.
+    #[method(name = "callTool")]
+    async fn mcp_call_tool(&self, params: CallToolParams) -> RpcResult<serde_json::Value>;
 }

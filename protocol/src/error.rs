@@ -26,13 +26,18 @@ pub enum ErrorCode {
     ConfigWrite,
     /// No configured MCP server has that name.
     ServerNotFound,
+    /// The MCP server is not connected (starting, failed, crashed, or died during the call);
+    /// the message names it and the cause.
+    ServerUnavailable,
+    /// The MCP server answered the request with an error, or did not answer in time.
+    ServerError,
     /// Anything else that went wrong inside the daemon.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 10] = [
+    pub const ALL: [ErrorCode; 12] = [
         Self::VersionMismatch,
         Self::SessionNotFound,
         Self::InvalidWorkspace,
@@ -42,6 +47,8 @@ impl ErrorCode {
         Self::ConfigRefused,
         Self::ConfigWrite,
         Self::ServerNotFound,
+        Self::ServerUnavailable,
+        Self::ServerError,
         Self::Internal,
     ];
 
@@ -57,6 +64,8 @@ impl ErrorCode {
             Self::ConfigRefused => -32007,
             Self::ConfigWrite => -32008,
             Self::ServerNotFound => -32009,
+            Self::ServerUnavailable => -32010,
+            Self::ServerError => -32011,
             Self::Internal => -32099,
         }
     }
@@ -78,6 +87,8 @@ impl ErrorCode {
             Self::ConfigRefused => "configRefused",
             Self::ConfigWrite => "configWrite",
             Self::ServerNotFound => "serverNotFound",
+            Self::ServerUnavailable => "serverUnavailable",
+            Self::ServerError => "serverError",
             Self::Internal => "internal",
         }
     }

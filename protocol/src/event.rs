@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::Diagnostic;
+use crate::mcp::ServerStateChanged;
 use crate::types::{Session, SessionId};
 
 /// One event as delivered to subscribers.
@@ -43,6 +44,9 @@ pub enum EventBody {
     /// A session's effective configuration changed (files edited, or `mcp/reload`).
     #[serde(rename = "config/changed")]
     ConfigChanged(ConfigChanged),
+    /// An MCP server changed state (for every session using it).
+    #[serde(rename = "mcp/serverState")]
+    McpServerState(ServerStateChanged),
 }
 
 /// Payload of `config/changed`: what changed in one session's effective configuration.
@@ -90,6 +94,7 @@ impl EventBody {
             Self::SessionClosed(_) => "session/closed",
             Self::DaemonShuttingDown(_) => "daemon/shuttingDown",
             Self::ConfigChanged(_) => "config/changed",
+            Self::McpServerState(_) => "mcp/serverState",
         }
     }
 
@@ -101,7 +106,16 @@ impl EventBody {
             | Self::SessionDetached(s)
             | Self::SessionClosed(s) => Some(&s.id),
             Self::ConfigChanged(c) => Some(&c.session),
-            Self::DaemonShuttingDown(_) => None,
+            Self::DaemonShuttingDown(_) | Self::McpServerState(_) => None,
+        }
+    }
+
+    /// Whether a subscriber filtering on `session` gets this event: events about it, events
+    /// about a server it uses, and daemon-wide events.
+    pub fn concerns(&self, session: &str) -> bool {
+        match self {
+            Self::McpServerState(s) => s.server.sessions.iter().any(|id| id == session),
+            other => other.session().is_none_or(|id| id == session),
         }
     }
 }

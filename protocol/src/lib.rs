@@ -10,6 +10,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod event;
+pub mod mcp;
 pub mod socket;
 pub mod types;
 

@@ -86,6 +86,23 @@ pub struct Redaction {
     pub blocked: Vec<String>,
 }
 
+impl Redaction {
+    /// Read `security.environmentVariableRedaction` from merged settings.
+    pub fn from_settings(settings: &serde_json::Value) -> Self {
+        let r = &settings["security"]["environmentVariableRedaction"];
+        let list = |k: &str| {
+            r[k].as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+                .unwrap_or_default()
+        };
+        Self {
+            enabled: r["enabled"].as_bool().unwrap_or(false),
+            allowed: list("allowed"),
+            blocked: list("blocked"),
+        }
+    }
+}
+
 const ALWAYS_ALLOWED: &[&str] = &[
     "PATH",
     "SYSTEMROOT",

@@ -1,4 +1,658 @@
-//! MCP servers: resolving what to launch and (with issue 4) owning the processes and
-//! connections, shared across sessions.
+//! MCP servers: one owner for every server the sessions need (DESIGN "Shared servers").
+//!
+//! - [`spec`] resolves a session's entry into a launch spec and its identity;
+//! - [`Supervisor`] keeps one [`server::Server`] per identity, reference-counted by the
+//!   sessions that need it (started on `mcp/start` or a call, released when the session's last
+//!   connection goes, stopped after a linger), and answers `mcp/listServers` from memory;
+//! - [`server`] is the per-server task and state machine (backoff, crash-loop, needs-auth);
+//! - [`connect`], [`child`] and [`sse`] are the transports; [`orphans`] cleans up after a
+//!   daemon that was killed.
 
+pub mod child;
+pub mod connect;
+pub mod log;
+pub mod orphans;
+pub mod server;
 pub mod spec;
+pub mod sse;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use geminid_protocol::config::{BlockReason, Scope};
+use geminid_protocol::event::EventBody;
+use geminid_protocol::mcp::{ServerState, ServerStateChanged, ServerStatus, Transport as Wire};
+
+use self::server::{Cmd, NewServer, Server, planned_transport};
+use self::spec::{LaunchSpec, default_cwd, resolve};
+use crate::config::Effective;
+use crate::config::env::{Env, Redaction};
+use crate::events::EventBus;
+use crate::store::Store;
+
+/// How long a server keeps running after the last session that needed it let go.
+pub const DEFAULT_LINGER: Duration = Duration::from_secs(60);
+/// First delay before restarting a failed server; doubles with each failure in a row.
+pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
+/// Longest delay between restarts.
+pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Failures in a row before a server is parked in `crash-loop`.
+pub const DEFAULT_RESTART_BUDGET: u32 = 5;
+/// A server connected this long has its failure count reset when it next fails.
+pub const DEFAULT_STABLE_AFTER: Duration = Duration::from_secs(60);
+/// Between SIGTERM and SIGKILL.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(3);
+/// Start-up (spawn or connect, and the MCP handshake) for servers without `timeout`.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Each request to a server without `timeout` (Gemini CLI's default, 10 minutes).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Supervision settings (daemon flags).
+#[derive(Debug, Clone, Copy)]
+pub struct McpOptions {
+    /// See [`DEFAULT_LINGER`].
+    pub linger: Duration,
+    /// See [`DEFAULT_BACKOFF_INITIAL`].
+    pub backoff_initial: Duration,
+    /// See [`DEFAULT_BACKOFF_MAX`].
+    pub backoff_max: Duration,
+    /// See [`DEFAULT_RESTART_BUDGET`].
+    pub restart_budget: u32,
+    /// See [`DEFAULT_STABLE_AFTER`].
+    pub stable_after: Duration,
+    /// See [`DEFAULT_STOP_GRACE`].
+    pub stop_grace: Duration,
+    /// See [`DEFAULT_STARTUP_TIMEOUT`].
+    pub startup_timeout: Duration,
+}
+
+impl Default for McpOptions {
+    fn default() -> Self {
+        Self {
+            linger: DEFAULT_LINGER,
+            backoff_initial: DEFAULT_BACKOFF_INITIAL,
+            backoff_max: DEFAULT_BACKOFF_MAX,
+            restart_budget: DEFAULT_RESTART_BUDGET,
+            stable_after: DEFAULT_STABLE_AFTER,
+            stop_grace: DEFAULT_STOP_GRACE,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+        }
+    }
+}
+
+impl McpOptions {
+    /// The delay after the `failures`-th failure in a row (1-based).
+    pub fn backoff(&self, failures: u32) -> Duration {
+        let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(20));
+        self.backoff_initial.saturating_mul(factor).min(self.backoff_max)
+    }
+}
+
+/// What a session's entry amounts to.
+#[derive(Debug, Clone)]
+enum Binding {
+    /// It runs as (or shares) the server with this identity.
+    Runs(String),
+    /// It does not run: disabled, blocked, or its entry cannot be launched.
+    NotRun { state: ServerState, reason: String, transport: Wire, target: String },
+}
+
+/// An entry, and for one that runs, its launch spec and configured `timeout`.
+type Resolved = BTreeMap<String, (Entry, Option<(LaunchSpec, Option<u64>)>)>;
+
+#[derive(Debug, Clone)]
+struct Entry {
+    scope: Scope,
+    binding: Binding,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Running servers by identity.
+    servers: HashMap<String, Arc<Server>>,
+    /// Sessions that need their servers, and what each of their entries runs as.
+    sessions: HashMap<String, BTreeMap<String, Entry>>,
+    /// Set once shutdown began: nothing new starts.
+    closed: bool,
+}
+
+impl Inner {
+    fn users(&self, identity: &str) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, entries)| {
+                entries.values().any(|e| matches!(&e.binding, Binding::Runs(i) if i == identity))
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+}
+
+/// Errors of the runtime methods.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// No entry has that name.
+    #[error("{0}")]
+    NotFound(String),
+    /// It exists but is not connected.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The server answered with an error or not in time.
+    #[error("{0}")]
+    Server(String),
+}
+
+/// Owns every MCP server process and connection.
+#[derive(Debug)]
+pub struct Supervisor {
+    opts: McpOptions,
+    events: Arc<EventBus>,
+    store: Store,
+    inner: Mutex<Inner>,
+    me: Weak<Supervisor>,
+}
+
+/// `command args…` or the URL.
+fn target(spec: &LaunchSpec) -> String {
+    match spec {
+        LaunchSpec::Stdio { command, args, .. } => std::iter::once(command.as_str())
+            .chain(args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        LaunchSpec::Network { url, .. } => url.clone(),
+    }
+}
+
+fn block_text(reason: BlockReason) -> (ServerState, &'static str) {
+    match reason {
+        BlockReason::Session => (ServerState::Disabled, "disabled for this session"),
+        BlockReason::Enablement => {
+            (ServerState::Disabled, "disabled in mcp-server-enablement.json")
+        }
+        BlockReason::UntrustedFolder => {
+            (ServerState::Blocked, "the workspace folder is not trusted (gemctl trust)")
+        }
+        BlockReason::Admin => {
+            (ServerState::Blocked, "MCP servers are turned off by admin settings")
+        }
+        BlockReason::Allowlist => (ServerState::Blocked, "not in mcp.allowed"),
+        BlockReason::Excludelist => (ServerState::Blocked, "listed in mcp.excluded"),
+        BlockReason::Invalid => {
+            (ServerState::Blocked, "its configuration is invalid (gemctl config check)")
+        }
+    }
+}
+
+/// A session's view of its configuration, as the supervisor needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionView<'a> {
+    /// Its id.
+    pub id: &'a str,
+    /// Its effective configuration.
+    pub config: &'a Effective,
+    /// The environment its servers expand against and inherit.
+    pub env: &'a Env,
+}
+
+impl Supervisor {
+    /// A supervisor; nothing runs until a session needs it.
+    pub fn new(opts: McpOptions, events: Arc<EventBus>, store: Store) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self { opts, events, store, inner: Mutex::default(), me: me.clone() })
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The database (for child pid records).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The supervision settings.
+    pub fn options(&self) -> McpOptions {
+        self.opts
+    }
+
+    /// What each of a session's entries amounts to, resolving identities.
+    fn entries(view: SessionView<'_>) -> Resolved {
+        let eff = view.config;
+        let workspace = Path::new(&eff.public.workspace);
+        let trusted = eff.public.trust.trusted;
+        let redaction = Redaction::from_settings(&eff.public.settings);
+        let mut out = BTreeMap::new();
+        for (name, spec) in &eff.servers {
+            let launch = resolve(
+                name,
+                &spec.config,
+                view.env,
+                &redaction,
+                workspace,
+                trusted,
+                default_cwd(spec.scope, workspace, view.env).as_deref(),
+            );
+            let (binding, launch) = match (spec.blocked, launch) {
+                (Some(reason), launch) => {
+                    let (state, text) = block_text(reason);
+                    let (transport, tgt) = match &launch {
+                        Ok(l) => (planned_transport(l), target(l)),
+                        Err(_) => (Wire::Stdio, spec.config.command.clone().unwrap_or_default()),
+                    };
+                    (
+                        Binding::NotRun { state, reason: text.to_owned(), transport, target: tgt },
+                        None,
+                    )
+                }
+                (None, Err(e)) => {
+                    let binding = Binding::NotRun {
+                        state: ServerState::Disconnected,
+                        reason: e.to_string(),
+                        transport: Wire::Stdio,
+                        target: spec.config.command.clone().unwrap_or_default(),
+                    };
+                    (binding, None)
+                }
+                (None, Ok(l)) => (Binding::Runs(l.identity()), Some((l, spec.config.timeout))),
+            };
+            out.insert(name.clone(), (Entry { scope: spec.scope, binding }, launch));
+        }
+        out
+    }
+
+    /// The session needs its servers: start or share each one it may run, and stop what it
+    /// no longer runs (a configuration change). `changed` names entries whose configuration
+    /// changed; those parked in crash-loop or needs-auth with an unchanged identity get a
+    /// fresh start.
+    pub fn sync(&self, view: SessionView<'_>, changed: &[String]) {
+        let resolved = Self::entries(view);
+        let mut released = Vec::new();
+        let mut kick = Vec::new();
+        {
+            let mut inner = self.inner();
+            if inner.closed {
+                return;
+            }
+            let mut entries = BTreeMap::new();
+            for (name, (entry, launch)) in resolved {
+                if let (Binding::Runs(identity), Some((spec, timeout))) = (&entry.binding, launch) {
+                    match inner.servers.get(identity) {
+                        Some(existing) => {
+                            let state = existing.snapshot().state;
+                            if changed.contains(&name)
+                                && matches!(state, ServerState::CrashLoop | ServerState::NeedsAuth)
+                            {
+                                kick.push(existing.clone());
+                            }
+                        }
+                        None => {
+                            let configured = timeout.map(Duration::from_millis);
+                            let new = NewServer {
+                                identity: identity.clone(),
+                                name: name.clone(),
+                                scope: entry.scope,
+                                spec,
+                                startup_timeout: configured.unwrap_or(self.opts.startup_timeout),
+                                request_timeout: configured.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
+                            };
+                            tracing::info!(server = %name, session = view.id, identity = &identity[..12], "starting MCP server");
+                            let server = Server::start(new, self.me.clone(), self.opts);
+                            inner.servers.insert(identity.clone(), server);
+                        }
+                    }
+                }
+                entries.insert(name, entry);
+            }
+            let old = inner.sessions.insert(view.id.to_owned(), entries);
+            for entry in old.into_iter().flat_map(BTreeMap::into_values) {
+                if let Binding::Runs(identity) = entry.binding
+                    && inner.users(&identity).is_empty()
+                {
+                    released.push(identity);
+                }
+            }
+            // A changed entry's old server goes at once; nobody else uses it.
+            for identity in &released {
+                if let Some(server) = inner.servers.remove(identity) {
+                    tracing::info!(server = %server.name, "configuration changed: stopping the old server");
+                    tokio::spawn(async move { server.stop().await });
+                }
+            }
+        }
+        for server in kick {
+            server.send(Cmd::Restart);
+        }
+    }
+
+    /// Whether a session currently needs its servers.
+    pub fn is_active(&self, session: &str) -> bool {
+        self.inner().sessions.contains_key(session)
+    }
+
+    /// The session no longer needs its servers (its last connection went, or it closed).
+    /// Servers nobody else uses stop after the linger period.
+    pub fn release_session(&self, session: &str) {
+        let mut inner = self.inner();
+        let Some(entries) = inner.sessions.remove(session) else { return };
+        tracing::debug!(session, "session released its MCP servers");
+        for entry in entries.into_values() {
+            let Binding::Runs(identity) = entry.binding else { continue };
+            if inner.users(&identity).is_empty() {
+                self.linger(identity);
+            }
+        }
+    }
+
+    fn linger(&self, identity: String) {
+        let me = self.me.clone();
+        let linger = self.opts.linger;
+        tokio::spawn(async move {
+            tokio::time::sleep(linger).await;
+            let Some(sup) = me.upgrade() else { return };
+            let server = {
+                let mut inner = sup.inner();
+                if !inner.users(&identity).is_empty() {
+                    return;
+                }
+                inner.servers.remove(&identity)
+            };
+            if let Some(server) = server {
+                tracing::info!(server = %server.name, "no session needs it any more: stopping");
+                server.stop().await;
+            }
+        });
+    }
+
+    /// Announce a state change to every session using the server.
+    pub fn announce(&self, server: &Arc<Server>, previous: ServerState) {
+        let sessions = self.inner().users(&server.identity);
+        let status = self.status_of(server, &server.name, server.scope, sessions);
+        tracing::info!(server = %server.name, from = ?previous, to = ?status.state, error = status.last_error.as_deref().unwrap_or(""), "MCP server state");
+        self.events
+            .emit(EventBody::McpServerState(ServerStateChanged { server: status, previous }));
+    }
+
+    fn status_of(
+        &self,
+        server: &Server,
+        name: &str,
+        scope: Scope,
+        sessions: Vec<String>,
+    ) -> ServerStatus {
+        let s = server.snapshot();
+        let (tools, prompts, resources) = match s.counts {
+            Some((t, p, r)) => (Some(t), Some(p), Some(r)),
+            None => (None, None, None),
+        };
+        ServerStatus {
+            name: name.to_owned(),
+            scope,
+            extension: None,
+            transport: s.transport,
+            target: target(&server.spec),
+            state: s.state,
+            last_error: s.last_error,
+            identity: Some(server.identity[..12].to_owned()),
+            pid: s.pid,
+            uptime_secs: s.connected_at.map(|t| t.elapsed().as_secs()),
+            restarts: s.restarts,
+            tools,
+            prompts,
+            resources,
+            sessions,
+        }
+    }
+
+    /// Every running server (for `mcp/listServers` without a session).
+    pub fn list_all(&self) -> Vec<ServerStatus> {
+        let inner = self.inner();
+        let mut out: Vec<ServerStatus> = inner
+            .servers
+            .values()
+            .map(|s| self.status_of(s, &s.name, s.scope, inner.users(&s.identity)))
+            .collect();
+        out.sort_by(|a, b| (a.scope, &a.name).cmp(&(b.scope, &b.name)));
+        out
+    }
+
+    /// A session's entries and their state. Never starts anything: an entry of a session that
+    /// has not asked for its servers shows the state of a server another session runs for the
+    /// same identity, else `disconnected`.
+    pub fn list_session(&self, view: SessionView<'_>) -> Vec<ServerStatus> {
+        let inner = self.inner();
+        let active = inner.sessions.get(view.id);
+        let resolved = Self::entries(view);
+        let mut out = Vec::new();
+        for (name, (entry, launch)) in resolved {
+            // A session that runs its servers reports what it runs (which may lag a config
+            // edit by one reload); otherwise what the files say now.
+            let entry = active.and_then(|a| a.get(&name)).cloned().unwrap_or(entry);
+            let status = match &entry.binding {
+                Binding::Runs(identity) => match inner.servers.get(identity) {
+                    Some(server) => {
+                        self.status_of(server, &name, entry.scope, inner.users(identity))
+                    }
+                    None => {
+                        let (transport, tgt) = launch
+                            .as_ref()
+                            .map(|(l, _)| (planned_transport(l), target(l)))
+                            .unwrap_or((Wire::Stdio, String::new()));
+                        ServerStatus {
+                            name: name.clone(),
+                            scope: entry.scope,
+                            extension: None,
+                            transport,
+                            target: tgt,
+                            state: ServerState::Disconnected,
+                            last_error: None,
+                            identity: Some(identity[..12].to_owned()),
+                            pid: None,
+                            uptime_secs: None,
+                            restarts: 0,
+                            tools: None,
+                            prompts: None,
+                            resources: None,
+                            sessions: vec![],
+                        }
+                    }
+                },
+                Binding::NotRun { state, reason, transport, target } => ServerStatus {
+                    name: name.clone(),
+                    scope: entry.scope,
+                    extension: None,
+                    transport: *transport,
+                    target: target.clone(),
+                    state: *state,
+                    last_error: Some(reason.clone()),
+                    identity: None,
+                    pid: None,
+                    uptime_secs: None,
+                    restarts: 0,
+                    tools: None,
+                    prompts: None,
+                    resources: None,
+                    sessions: vec![],
+                },
+            };
+            out.push(status);
+        }
+        out.sort_by(|a, b| (a.scope, &a.name).cmp(&(b.scope, &b.name)));
+        out
+    }
+
+    /// The running server an entry name means: the session's, or (without a session) the one
+    /// running server of that name.
+    pub fn find(&self, session: Option<&str>, name: &str) -> Result<Arc<Server>, McpError> {
+        let inner = self.inner();
+        if let Some(id) = session {
+            let entries = inner.sessions.get(id).ok_or_else(|| {
+                McpError::Unavailable(format!(
+                    "session {id} has not started its MCP servers (mcp/start)"
+                ))
+            })?;
+            let key = crate::config::enablement::normalize(name);
+            let entry = entries
+                .iter()
+                .find(|(n, _)| crate::config::enablement::normalize(n) == key)
+                .map(|(_, e)| e)
+                .ok_or_else(|| {
+                    McpError::NotFound(format!("no MCP server named '{name}' in this session"))
+                })?;
+            return match &entry.binding {
+                Binding::Runs(identity) => inner.servers.get(identity).cloned().ok_or_else(|| {
+                    McpError::Unavailable(format!("MCP server '{name}' is not running"))
+                }),
+                Binding::NotRun { state, reason, .. } => Err(McpError::Unavailable(format!(
+                    "MCP server '{name}' is {}: {reason}",
+                    state.label().to_lowercase()
+                ))),
+            };
+        }
+        let matches: Vec<&Arc<Server>> =
+            inner.servers.values().filter(|s| s.name == name).collect();
+        match matches.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => Err(McpError::NotFound(format!("no running MCP server named '{name}'"))),
+            _ => Err(McpError::NotFound(format!(
+                "{} different servers named '{name}' are running; name a session",
+                matches.len()
+            ))),
+        }
+    }
+
+    /// Restart a server and wait until its first attempt settles.
+    pub async fn restart(&self, server: &Arc<Server>) -> ServerStatus {
+        let mut watch = server.watch();
+        let before = watch.borrow().attempts;
+        server.send(Cmd::Restart);
+        let wait = server.startup_timeout + self.opts.stop_grace * 2;
+        let _ = tokio::time::timeout(
+            wait,
+            watch.wait_for(|s| s.attempts > before && s.state != ServerState::Connecting),
+        )
+        .await;
+        self.status(server)
+    }
+
+    /// One server's status, named as it was started.
+    pub fn status(&self, server: &Arc<Server>) -> ServerStatus {
+        let users = self.inner().users(&server.identity);
+        self.status_of(server, &server.name, server.scope, users)
+    }
+
+    /// Wait (up to each one's start-up timeout) until the session's servers have settled.
+    pub async fn settle(&self, session: &str) {
+        let servers: Vec<Arc<Server>> = {
+            let inner = self.inner();
+            let Some(entries) = inner.sessions.get(session) else { return };
+            entries
+                .values()
+                .filter_map(|e| match &e.binding {
+                    Binding::Runs(id) => inner.servers.get(id).cloned(),
+                    Binding::NotRun { .. } => None,
+                })
+                .collect()
+        };
+        let waits = servers.into_iter().map(|s| async move {
+            let mut w = s.watch();
+            let limit = s.startup_timeout + self.opts.stop_grace;
+            let _ = tokio::time::timeout(limit, w.wait_for(server::Snapshot::settled)).await;
+        });
+        futures::future::join_all(waits).await;
+    }
+
+    /// Call a tool on a server; fails at once if the server dies meanwhile.
+    pub async fn call_tool(
+        &self,
+        server: &Arc<Server>,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<serde_json::Value, McpError> {
+        let name = &server.name;
+        let watch = server.watch();
+        let unavailable = |s: &server::Snapshot| {
+            let why = s
+                .last_error
+                .clone()
+                .unwrap_or_else(|| format!("is {}", s.state.label().to_lowercase()));
+            if why.starts_with("MCP server") { why } else { format!("MCP server '{name}' {why}") }
+        };
+        let Some(peer) = server.peer() else {
+            return Err(McpError::Unavailable(unavailable(&watch.borrow())));
+        };
+        let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        let call = tokio::time::timeout(server.request_timeout, peer.call_tool(params));
+        let mut dying = server.watch();
+        let result = tokio::select! {
+            result = call => result,
+            died = dying.wait_for(|s| s.state != ServerState::Connected) => {
+                let s = died.map(|s| s.clone()).unwrap_or_else(|_| server.snapshot());
+                return Err(McpError::Unavailable(format!("{} during the call", unavailable(&s))));
+            }
+        };
+        match result {
+            Ok(Ok(r)) => serde_json::to_value(r).map_err(|e| McpError::Server(e.to_string())),
+            Ok(Err(rmcp::ServiceError::McpError(e))) => {
+                Err(McpError::Server(format!("MCP server '{name}' answered: {}", e.message)))
+            }
+            Ok(Err(e)) => {
+                // The connection usually reports the end before the process's exit is seen:
+                // give the supervisor a moment to learn the cause.
+                let mut settle = server.watch();
+                let settled = tokio::time::timeout(Duration::from_millis(500), async {
+                    settle.wait_for(|s| s.state != ServerState::Connected).await.map(|s| s.clone())
+                })
+                .await;
+                match settled {
+                    Ok(Ok(s)) => {
+                        Err(McpError::Unavailable(format!("{} during the call", unavailable(&s))))
+                    }
+                    _ => Err(McpError::Unavailable(format!("MCP server '{name}': {e}"))),
+                }
+            }
+            Err(_) => Err(McpError::Server(format!(
+                "MCP server '{name}' did not answer within {}",
+                humantime::format_duration(server.request_timeout)
+            ))),
+        }
+    }
+
+    /// Stop every server and wait for their processes to be gone. Nothing starts afterwards.
+    pub async fn shutdown(&self) {
+        let servers: Vec<Arc<Server>> = {
+            let mut inner = self.inner();
+            inner.closed = true;
+            inner.sessions.clear();
+            inner.servers.drain().map(|(_, s)| s).collect()
+        };
+        let stops = servers.iter().map(|s| s.stop());
+        futures::future::join_all(stops).await;
+    }
+
+    /// Identities in use, for tests and status.
+    pub fn running_count(&self) -> usize {
+        self.inner().servers.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let o = McpOptions {
+            backoff_initial: Duration::from_millis(100),
+            backoff_max: Duration::from_millis(1000),
+            ..McpOptions::default()
+        };
+        let d: Vec<u128> = (1..=6).map(|n| o.backoff(n).as_millis()).collect();
+        assert_eq!(d, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(o.backoff(u32::MAX), Duration::from_millis(1000));
+    }
+}

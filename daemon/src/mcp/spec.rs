@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use geminid_protocol::config::Scope;
+
 use crate::config::env::{Env, Redaction, expand_env_vars, sanitize_environment};
 use crate::config::mcp::{McpServerConfig, TransportType};
 
@@ -90,7 +92,8 @@ pub enum ResolveError {
 
 /// Resolve `config` for a session whose environment is `env` and whose workspace is
 /// `workspace`. `redaction` is the `security.environmentVariableRedaction` setting; for stdio
-/// children redaction is forced on, as in Gemini CLI.
+/// children redaction is forced on, as in Gemini CLI. A stdio server without `cwd` runs in
+/// `default_cwd` (see [`default_cwd`]).
 pub fn resolve(
     name: &str,
     config: &McpServerConfig,
@@ -98,6 +101,7 @@ pub fn resolve(
     redaction: &Redaction,
     workspace: &Path,
     trusted: bool,
+    default_cwd: Option<&Path>,
 ) -> Result<LaunchSpec, ResolveError> {
     let forced = Redaction { enabled: true, ..redaction.clone() };
     let sanitized = sanitize_environment(env, &forced);
@@ -128,16 +132,29 @@ pub fn resolve(
     for (k, v) in config.env.iter().flatten() {
         child_env.insert(k.clone(), expand_env_vars(v, env));
     }
-    let cwd = config.cwd.as_ref().map(|c| {
-        let c = Path::new(c);
-        if c.is_absolute() { c.to_path_buf() } else { workspace.join(c) }
-    });
+    let cwd = match &config.cwd {
+        Some(c) if Path::new(c).is_absolute() => Some(PathBuf::from(c)),
+        Some(c) => Some(workspace.join(c)),
+        None => default_cwd.map(Path::to_path_buf),
+    };
     Ok(LaunchSpec::Stdio {
         command,
         args: config.args.clone().unwrap_or_default(),
         cwd,
         env: child_env,
     })
+}
+
+/// Where a stdio server without `cwd` runs. Gemini CLI starts it in the workspace (its own
+/// working directory); geminid does so for servers from the workspace's own settings, but runs
+/// user- and system-scope servers in the user's home directory, so that sessions in different
+/// workspaces can share them. Servers that need the workspace should get it from MCP roots or
+/// an explicit `cwd`.
+pub fn default_cwd(scope: Scope, workspace: &Path, env: &Env) -> Option<PathBuf> {
+    match scope {
+        Scope::Workspace => Some(workspace.to_path_buf()),
+        _ => env.get("HOME").filter(|h| Path::new(h).is_absolute()).map(PathBuf::from),
+    }
 }
 
 impl LaunchSpec {
@@ -159,7 +176,7 @@ mod tests {
     }
 
     fn stdio(config: McpServerConfig, e: &Env) -> LaunchSpec {
-        resolve("s", &config, e, &Redaction::default(), Path::new("/ws"), true)
+        resolve("s", &config, e, &Redaction::default(), Path::new("/ws"), true, None)
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
@@ -230,7 +247,7 @@ mod tests {
             ),
             ..Default::default()
         };
-        let spec = resolve("h", &http, &e, &Redaction::default(), Path::new("/ws"), false);
+        let spec = resolve("h", &http, &e, &Redaction::default(), Path::new("/ws"), false, None);
         let Ok(LaunchSpec::Network { kind, headers, .. }) = spec else { panic!("{spec:?}") };
         assert_eq!(kind, Network::HttpThenSse, "url without type tries HTTP, then SSE");
         // The reference expands headers against the redacted environment, so a secret variable
@@ -243,7 +260,7 @@ mod tests {
             ..Default::default()
         };
         assert!(matches!(
-            resolve("s", &sse, &e, &Redaction::default(), Path::new("/"), true),
+            resolve("s", &sse, &e, &Redaction::default(), Path::new("/"), true, None),
             Ok(LaunchSpec::Network { kind: Network::Sse, .. })
         ));
         let both = McpServerConfig {
@@ -252,11 +269,11 @@ mod tests {
             ..Default::default()
         };
         assert!(
-            matches!(resolve("b", &both, &e, &Redaction::default(), Path::new("/"), true), Ok(LaunchSpec::Network { kind: Network::StreamableHttp, ref url, .. }) if url == "b")
+            matches!(resolve("b", &both, &e, &Redaction::default(), Path::new("/"), true, None), Ok(LaunchSpec::Network { kind: Network::StreamableHttp, ref url, .. }) if url == "b")
         );
         let cmd = McpServerConfig { command: Some("srv".into()), ..Default::default() };
         assert_eq!(
-            resolve("local", &cmd, &e, &Redaction::default(), Path::new("/"), false).err().map(|e| e.to_string()),
+            resolve("local", &cmd, &e, &Redaction::default(), Path::new("/"), false, None).err().map(|e| e.to_string()),
             Some("MCP server 'local' uses stdio transport but current folder is not trusted. Use 'gemini trust' to enable it.".to_owned())
         );
         assert!(matches!(
@@ -266,7 +283,8 @@ mod tests {
                 &e,
                 &Redaction::default(),
                 Path::new("/"),
-                true
+                true,
+                None
             ),
             Err(ResolveError::NoTransport(_))
         ));

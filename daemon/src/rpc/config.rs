@@ -7,7 +7,12 @@ use geminid_protocol::config::{
     McpRemoveResult, TrustGetParams, TrustGetResult, TrustSetParams, TrustSetResult,
 };
 use geminid_protocol::error::ErrorCode;
-use jsonrpsee::core::{RpcResult, async_trait};
+use geminid_protocol::mcp::{
+    CallToolParams, ListServersParams, ListServersResult, LogsParams, LogsResult, ServerParams,
+    ServerStatus, StartParams,
+};
+use jsonrpsee::PendingSubscriptionSink;
+use jsonrpsee::core::{RpcResult, SubscriptionResult, async_trait};
 use jsonrpsee::types::ErrorObjectOwned;
 
 use super::Handler;
@@ -140,5 +145,33 @@ impl McpApiServer for Handler {
         let changes =
             self.core.reload_config(session.as_deref(), "mcp/reload").await.map_err(rpc_error)?;
         Ok(McpReloadResult { changes })
+    }
+
+    async fn mcp_list_servers(&self, p: Option<ListServersParams>) -> RpcResult<ListServersResult> {
+        self.list_servers(p).await
+    }
+
+    async fn mcp_start(&self, p: StartParams) -> RpcResult<ListServersResult> {
+        self.start(p).await
+    }
+
+    async fn mcp_restart(&self, p: ServerParams) -> RpcResult<ServerStatus> {
+        self.restart(p).await
+    }
+
+    async fn mcp_logs(&self, p: LogsParams) -> RpcResult<LogsResult> {
+        self.logs(p).await
+    }
+
+    async fn mcp_follow_logs(
+        &self,
+        pending: PendingSubscriptionSink,
+        p: ServerParams,
+    ) -> SubscriptionResult {
+        self.follow_logs(pending, p).await
+    }
+
+    async fn mcp_call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {
+        self.call_tool(p).await
     }
 }

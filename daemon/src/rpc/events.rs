@@ -13,10 +13,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::Handler;
 
 fn wanted(filter: &EventsSubscribeParams, event: &Event) -> bool {
-    let session_ok = match (&filter.session, event.body.session()) {
-        (Some(want), Some(got)) => want == got,
-        _ => true,
-    };
+    let session_ok = filter.session.as_ref().is_none_or(|want| event.body.concerns(want));
     let kind_ok = filter.kinds.as_ref().is_none_or(|k| k.iter().any(|k| k == event.body.kind()));
     session_ok && kind_ok
 }

@@ -4,6 +4,7 @@
 mod config;
 mod daemon;
 mod events;
+mod mcp;
 mod params;
 mod session;
 

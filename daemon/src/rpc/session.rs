@@ -50,7 +50,11 @@ impl SessionApiServer for Handler {
     }
 
     async fn detach(&self, ext: &Extensions, params: SessionIdParams) -> RpcResult<Session> {
-        self.core.sessions.detach(conn_id(ext), &params.id).await.map_err(rpc_error)
+        let s = self.core.sessions.detach(conn_id(ext), &params.id).await.map_err(rpc_error)?;
+        if s.attached_connections == 0 {
+            self.core.sessions_unattached(std::slice::from_ref(&s.id));
+        }
+        Ok(s)
     }
 
     async fn close(&self, params: SessionIdParams) -> RpcResult<Session> {

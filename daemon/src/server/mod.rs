@@ -89,7 +89,8 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
             if let Err(e) = served {
                 tracing::debug!(conn = conn.0, error = %e, "connection ended with an error");
             }
-            core.sessions.connection_closed(conn).await;
+            let unattached = core.sessions.connection_closed(conn).await;
+            core.sessions_unattached(&unattached);
             core.connection_closed();
             tracing::debug!(conn = conn.0, "connection closed");
             drop(permit);
@@ -112,6 +113,7 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
     if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait()).await.is_err() {
         tracing::warn!(grace = ?SHUTDOWN_GRACE, "connections still open after the grace period; closing them");
     }
+    core.mcp.shutdown().await;
     core.store().flush().await?;
     tracing::info!(socket = %socket.display(), "stopped");
     drop(lock);

@@ -297,19 +297,23 @@ impl Sessions {
         self.runtime().live.insert(conn);
     }
 
-    /// A connection went away: detach it from everything it was attached to.
-    pub async fn connection_closed(&self, conn: ConnId) {
+    /// A connection went away: detach it from everything it was attached to. Returns the
+    /// sessions left with no connection.
+    pub async fn connection_closed(&self, conn: ConnId) -> Vec<SessionId> {
         let ids: Vec<SessionId> = {
             let mut rt = self.runtime();
             rt.live.remove(&conn);
             rt.by_conn.get(&conn).map(|s| s.iter().cloned().collect()).unwrap_or_default()
         };
+        let mut unattached = Vec::new();
         for id in ids {
             match self.detach(conn, &id).await {
+                Ok(s) if s.attached_connections == 0 => unattached.push(id),
                 Ok(_) | Err(SessionError::NotFound(_)) => {}
                 Err(e) => tracing::warn!(session = %id, error = %e, "detach on disconnect failed"),
             }
         }
+        unattached
     }
 
     /// The environment a session's servers inherit: the client's if one was sent, else `None`

@@ -87,11 +87,32 @@ struct VersionOnly {
     v: u32,
 }
 
+/// Version of [`ChildRecord`].
+pub const CHILD_RECORD_VERSION: u32 = 1;
+
+/// A stdio server process the daemon started, so that a daemon killed before it could stop it
+/// finds it on its next start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildRecord {
+    /// Its pid, which is also its process group id.
+    pub pid: u32,
+    /// Its start time (`/proc/PID/stat`), to tell it apart from a later process with that pid.
+    pub start_time: Option<u64>,
+    /// The command, for logs.
+    pub command: String,
+    /// The server's name, for logs.
+    pub server: String,
+    /// The daemon that started it.
+    pub daemon_pid: u32,
+}
+
 /// The database handle; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Store {
     db: sled::Db,
     sessions: sled::Tree,
+    children: sled::Tree,
     path: PathBuf,
 }
 
@@ -129,7 +150,8 @@ impl Store {
             }
         }
         let sessions = db.open_tree("sessions").map_err(sled_err)?;
-        Ok(Self { db, sessions, path })
+        let children = db.open_tree("children").map_err(sled_err)?;
+        Ok(Self { db, sessions, children, path })
     }
 
     /// Where the database lives.
@@ -213,6 +235,32 @@ impl Store {
             batch.remove(default_key(&rec.workspace));
         }
         self.sessions.apply_batch(batch).map_err(|e| self.err(e))
+    }
+
+    /// Record a child process (flushed at once: it must survive a SIGKILL of the daemon).
+    pub async fn put_child(&self, rec: &ChildRecord) -> Result<(), StoreError> {
+        self.children
+            .insert(rec.pid.to_be_bytes(), encode(rec, CHILD_RECORD_VERSION))
+            .map_err(|e| self.err(e))?;
+        self.children.flush_async().await.map(drop).map_err(|e| self.err(e))
+    }
+
+    /// Forget a child process (it was stopped and reaped).
+    pub fn remove_child(&self, pid: u32) -> Result<(), StoreError> {
+        self.children.remove(pid.to_be_bytes()).map(drop).map_err(|e| self.err(e))
+    }
+
+    /// Every recorded child process; unreadable records are skipped with a warning.
+    pub fn children(&self) -> Vec<ChildRecord> {
+        self.children
+            .iter()
+            .filter_map(|item| {
+                let (k, v) = item.ok()?;
+                decode(&k, &v, CHILD_RECORD_VERSION)
+                    .inspect_err(|e| tracing::warn!(error = %e, "skipping a child record"))
+                    .ok()
+            })
+            .collect()
     }
 
     /// Make everything written so far durable.

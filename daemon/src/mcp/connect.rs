@@ -1,0 +1,327 @@
+//! Connecting to one server over its transport and doing the MCP handshake.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use geminid_protocol::DAEMON_VERSION;
+use geminid_protocol::mcp::Transport as Wire;
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{NotificationContext, Peer, RunningService, RunningServiceCancellationToken};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransportConfig, StreamableHttpError,
+};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use tokio::sync::mpsc;
+
+use super::child::{self, StdioChild};
+use super::log::ServerLog;
+use super::spec::{LaunchSpec, Network};
+use super::sse::{SseError, SseTransport, header_map};
+use crate::store::Store;
+
+/// What the supervisor hears from a connected server besides answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+    /// tools, prompts or resources changed.
+    ListChanged,
+}
+
+/// geminid's side of an MCP connection.
+#[derive(Debug, Clone)]
+pub struct Handler {
+    notices: mpsc::UnboundedSender<Notice>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("geminid", DAEMON_VERSION),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        let _ = self.notices.send(Notice::ListChanged);
+    }
+
+    async fn on_prompt_list_changed(&self, _: NotificationContext<RoleClient>) {
+        let _ = self.notices.send(Notice::ListChanged);
+    }
+
+    async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
+        let _ = self.notices.send(Notice::ListChanged);
+    }
+}
+
+/// A live connection.
+pub struct Running {
+    /// For requests.
+    pub peer: Peer<RoleClient>,
+    /// The transport that connected.
+    pub transport: Wire,
+    /// Ends when the connection closes.
+    pub closed: tokio::task::JoinHandle<()>,
+    /// Closes the connection.
+    pub cancel: RunningServiceCancellationToken,
+    /// The child process, for stdio.
+    pub child: Option<StdioChild>,
+}
+
+/// Why a connection attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnectError {
+    /// The server answered 401: retrying without new credentials is pointless.
+    NeedsAuth(String),
+    /// Anything else; worth another attempt later.
+    Failed(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NeedsAuth(m) | Self::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// One connection attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt<'a> {
+    /// The server's name.
+    pub name: &'a str,
+    /// What to start or reach.
+    pub spec: &'a LaunchSpec,
+    /// For the whole attempt, handshake included.
+    pub timeout: Duration,
+    /// Between SIGTERM and SIGKILL when a child must be stopped.
+    pub grace: Duration,
+    /// The server's log.
+    pub log: &'a Arc<ServerLog>,
+    /// Where child pids are recorded.
+    pub store: Option<&'a Store>,
+}
+
+/// Connect and complete the handshake within the attempt's timeout.
+pub async fn connect(
+    attempt: Attempt<'_>,
+    notices: mpsc::UnboundedSender<Notice>,
+) -> Result<Running, ConnectError> {
+    let Attempt { name, spec, timeout, grace, log, store } = attempt;
+    let handler = Handler { notices };
+    match spec {
+        LaunchSpec::Stdio { command, args, cwd, env } => {
+            let ctx = child::SpawnContext { server: name, log, store };
+            let (mut proc, pipes) = child::spawn(command, args, env, cwd.as_ref(), ctx)
+                .await
+                .map_err(ConnectError::Failed)?;
+            log.push("geminid", &format!("started {command} (pid {})", proc.pid));
+            match tokio::time::timeout(timeout, handler.serve(pipes)).await {
+                Ok(Ok(service)) => Ok(running(service, Wire::Stdio, Some(proc))),
+                Ok(Err(e)) => {
+                    // Give a dying child a moment so its exit status explains the failure.
+                    let exited = match proc.try_exit() {
+                        Some(how) => Some(how),
+                        None => {
+                            tokio::time::timeout(Duration::from_millis(200), proc.wait()).await.ok()
+                        }
+                    };
+                    if exited.is_some() {
+                        proc.stderr_drained(Duration::from_millis(200)).await;
+                    }
+                    let how = proc.stop(grace).await;
+                    let cause = match exited {
+                        Some(how) => format!("{how} before completing the MCP handshake"),
+                        None => format!("MCP handshake failed: {e} (process {how})"),
+                    };
+                    Err(ConnectError::Failed(with_last_stderr(cause, log)))
+                }
+                Err(_) => {
+                    let _ = proc.stop(grace).await;
+                    Err(ConnectError::Failed(with_last_stderr(
+                        format!(
+                            "no answer to the MCP handshake within {} (stopped it)",
+                            humantime::format_duration(timeout)
+                        ),
+                        log,
+                    )))
+                }
+            }
+        }
+        LaunchSpec::Network { kind, url, headers } => {
+            let scheme_ok = reqwest::Url::parse(url)
+                .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
+            if !scheme_ok {
+                return Err(ConnectError::Failed(format!(
+                    "MCP server '{name}': {url:?} is not an http:// or https:// URL"
+                )));
+            }
+            let headers = header_map(headers).map_err(ConnectError::Failed)?;
+            let attempt = async {
+                match kind {
+                    Network::StreamableHttp => http(url, &headers, handler).await,
+                    Network::Sse => sse(url, headers, handler).await,
+                    Network::HttpThenSse => match http(url, &headers, handler.clone()).await {
+                        Err(ConnectError::Failed(first)) => {
+                            log.push(
+                                "geminid",
+                                &format!("streamable HTTP failed ({first}); trying SSE"),
+                            );
+                            // As the reference does: if SSE fails too (other than with a
+                            // 401), report the original HTTP error.
+                            match sse(url, headers, handler).await {
+                                Err(ConnectError::Failed(_)) => Err(ConnectError::Failed(first)),
+                                other => other,
+                            }
+                        }
+                        other => other,
+                    },
+                }
+            };
+            match tokio::time::timeout(timeout, attempt).await {
+                Ok(result) => result,
+                Err(_) => Err(ConnectError::Failed(format!(
+                    "no answer from {url} within {}",
+                    humantime::format_duration(timeout)
+                ))),
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running")
+            .field("transport", &self.transport)
+            .field("child", &self.child)
+            .finish_non_exhaustive()
+    }
+}
+
+fn with_last_stderr(cause: String, log: &ServerLog) -> String {
+    let (lines, _) = log.tail(Some(50));
+    match lines.iter().rev().find(|l| l.stream == "stderr" && !l.text.trim().is_empty()) {
+        Some(l) => format!("{cause}; last stderr line: {}", l.text.trim()),
+        None => cause,
+    }
+}
+
+fn running(
+    service: RunningService<RoleClient, Handler>,
+    transport: Wire,
+    child: Option<StdioChild>,
+) -> Running {
+    let peer = service.peer().clone();
+    let cancel = service.cancellation_token();
+    let closed = tokio::spawn(async move {
+        let _ = service.waiting().await;
+    });
+    Running { peer, transport, closed, cancel, child }
+}
+
+async fn http(
+    url: &str,
+    headers: &reqwest::header::HeaderMap,
+    handler: Handler,
+) -> Result<Running, ConnectError> {
+    let custom = headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    match handler.serve(transport).await {
+        Ok(service) => Ok(running(service, Wire::Http, None)),
+        Err(e) => {
+            let msg = error_chain(&e);
+            if is_unauthorized(&e) {
+                Err(ConnectError::NeedsAuth(format!("the server answered 401 Unauthorized: {msg}")))
+            } else {
+                Err(ConnectError::Failed(msg))
+            }
+        }
+    }
+}
+
+async fn sse(
+    url: &str,
+    headers: reqwest::header::HeaderMap,
+    handler: Handler,
+) -> Result<Running, ConnectError> {
+    let transport = match SseTransport::connect(reqwest::Client::new(), url, headers).await {
+        Ok(t) => t,
+        Err(e) if e.is_unauthorized() => {
+            return Err(ConnectError::NeedsAuth(format!("the server answered {e}")));
+        }
+        Err(e) => return Err(ConnectError::Failed(format!("SSE: {e}"))),
+    };
+    match handler.serve(transport).await {
+        Ok(service) => Ok(running(service, Wire::Sse, None)),
+        Err(e) => Err(ConnectError::Failed(format!("SSE: {}", error_chain(&e)))),
+    }
+}
+
+/// An error and its sources, joined; a transport error inside an initialize error is followed
+/// into (rmcp does not expose it as a source).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for err in chain(e) {
+        let text = match err.downcast_ref::<rmcp::service::ClientInitializeError>() {
+            Some(rmcp::service::ClientInitializeError::TransportError { context, .. }) => {
+                format!("{context} failed")
+            }
+            _ => match err.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                Some(StreamableHttpError::Client(_)) => continue,
+                _ => err.to_string(),
+            },
+        };
+        if err.downcast_ref::<rmcp::transport::DynamicTransportError>().is_some() {
+            continue;
+        }
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}
+
+/// `e`, its sources, and the errors inside rmcp's transport wrappers.
+fn chain<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Vec<&'a (dyn std::error::Error + 'static)> {
+    let mut out = Vec::new();
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        out.push(err);
+        cur = match err.downcast_ref::<rmcp::service::ClientInitializeError>() {
+            Some(rmcp::service::ClientInitializeError::TransportError { error, .. }) => {
+                Some(error.error.as_ref())
+            }
+            _ => match err.downcast_ref::<rmcp::transport::DynamicTransportError>() {
+                Some(d) => Some(d.error.as_ref()),
+                None => match err.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                    Some(StreamableHttpError::Client(inner)) => Some(inner),
+                    _ => err.source(),
+                },
+            },
+        };
+    }
+    out
+}
+
+/// Whether a failure anywhere in the chain is an HTTP 401.
+fn is_unauthorized(e: &(dyn std::error::Error + 'static)) -> bool {
+    chain(e).into_iter().any(|err| {
+        if let Some(h) = err.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            match h {
+                StreamableHttpError::AuthRequired(_) => return true,
+                StreamableHttpError::HttpStatus(s) if s.status == 401 => return true,
+                _ => {}
+            }
+        }
+        if err
+            .downcast_ref::<rmcp::transport::streamable_http_client::HttpStatusError>()
+            .is_some_and(|s| s.status == 401)
+        {
+            return true;
+        }
+        err.downcast_ref::<SseError>().is_some_and(SseError::is_unauthorized)
+    })
+}

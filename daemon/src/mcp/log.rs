@@ -1,0 +1,102 @@
+//! A server's bounded log: its stderr, stray stdout lines and what the supervisor did.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use geminid_protocol::mcp::LogLine;
+use tokio::sync::broadcast;
+
+use crate::clock;
+
+/// Lines kept per server.
+pub const LOG_MAX_LINES: usize = 1000;
+/// Bytes kept per server (text only).
+pub const LOG_MAX_BYTES: usize = 256 * 1024;
+/// One line is cut at this many bytes.
+pub const LOG_MAX_LINE: usize = 4096;
+/// Followers that fall this far behind miss lines (and are told how many).
+const FOLLOW_BUFFER: usize = 256;
+
+#[derive(Debug, Default)]
+struct Ring {
+    lines: VecDeque<LogLine>,
+    bytes: usize,
+    dropped: u64,
+}
+
+/// A bounded log with live followers.
+#[derive(Debug)]
+pub struct ServerLog {
+    ring: Mutex<Ring>,
+    follow: broadcast::Sender<LogLine>,
+}
+
+impl Default for ServerLog {
+    fn default() -> Self {
+        Self { ring: Mutex::default(), follow: broadcast::channel(FOLLOW_BUFFER).0 }
+    }
+}
+
+impl ServerLog {
+    /// Append a line from `stream` (`stderr`, `stdout` or `geminid`).
+    pub fn push(&self, stream: &str, text: &str) {
+        let mut text = text.trim_end_matches(['\r', '\n']).to_owned();
+        if text.len() > LOG_MAX_LINE {
+            let mut cut = LOG_MAX_LINE;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push_str(" […]");
+        }
+        let line = LogLine { at: clock::rfc3339(clock::now_ms()), stream: stream.to_owned(), text };
+        {
+            let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+            ring.bytes += line.text.len();
+            ring.lines.push_back(line.clone());
+            while ring.lines.len() > LOG_MAX_LINES || ring.bytes > LOG_MAX_BYTES {
+                let Some(old) = ring.lines.pop_front() else { break };
+                ring.bytes -= old.text.len();
+                ring.dropped += 1;
+            }
+        }
+        let _ = self.follow.send(line);
+    }
+
+    /// The newest `n` lines (all if `None`), oldest first, and how many were dropped.
+    pub fn tail(&self, n: Option<usize>) -> (Vec<LogLine>, u64) {
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        let skip = n.map_or(0, |n| ring.lines.len().saturating_sub(n));
+        (ring.lines.iter().skip(skip).cloned().collect(), ring.dropped)
+    }
+
+    /// New lines as they come.
+    pub fn follow(&self) -> broadcast::Receiver<LogLine> {
+        self.follow.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_by_lines_and_bytes() {
+        let log = ServerLog::default();
+        for i in 0..(LOG_MAX_LINES + 10) {
+            log.push("stderr", &format!("line {i}\n"));
+        }
+        let (lines, dropped) = log.tail(None);
+        assert_eq!(lines.len(), LOG_MAX_LINES);
+        assert_eq!(dropped, 10);
+        assert_eq!(lines[0].text, "line 10");
+        assert_eq!(log.tail(Some(2)).0.len(), 2);
+        let big = "x".repeat(LOG_MAX_LINE * 3);
+        for _ in 0..200 {
+            log.push("stderr", &big);
+        }
+        let (lines, _) = log.tail(None);
+        assert!(lines.iter().map(|l| l.text.len()).sum::<usize>() <= LOG_MAX_BYTES);
+        assert!(lines[lines.len() - 1].text.ends_with("[…]"));
+    }
+}

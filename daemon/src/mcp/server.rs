@@ -1,0 +1,475 @@
+//! One shared server (one identity): its supervisor task and state machine.
+//!
+//! ```text
+//!            ┌──────── restart ────────┐
+//!            ▼                         │
+//! start → connecting ──ok──→ connected ──died──→ disconnected ──backoff──→ connecting
+//!            │  └──401──→ needs-auth (until restart)            │
+//!            └──failed──→ disconnected ── budget spent ──→ crash-loop (until restart
+//!                                                           or a configuration change)
+//! ```
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use geminid_protocol::config::Scope;
+use geminid_protocol::mcp::{ServerState, Transport as Wire};
+use rmcp::RoleClient;
+use rmcp::service::Peer;
+use tokio::sync::{mpsc, watch};
+
+use super::connect::{Attempt, ConnectError, Notice, Running, connect};
+use super::log::ServerLog;
+use super::spec::{LaunchSpec, Network};
+use super::{McpOptions, Supervisor};
+
+/// What the task is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmd {
+    /// Stop and start again, forgetting past failures.
+    Restart,
+    /// Stop for good.
+    Stop,
+}
+
+/// A server's runtime state.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Its state.
+    pub state: ServerState,
+    /// The child's pid.
+    pub pid: Option<u32>,
+    /// When it connected.
+    pub connected_at: Option<Instant>,
+    /// Restarts after the first start.
+    pub restarts: u32,
+    /// The last failure.
+    pub last_error: Option<String>,
+    /// The transport in use (or to be tried first).
+    pub transport: Wire,
+    /// Discovery counts.
+    pub counts: Option<(u32, u32, u32)>,
+    /// Finished connection attempts.
+    pub attempts: u64,
+}
+
+impl Snapshot {
+    /// Whether the first attempt since the last (re)start has finished.
+    pub fn settled(&self) -> bool {
+        self.attempts > 0 && self.state != ServerState::Connecting
+    }
+}
+
+/// One server process or connection, shared by every session whose spec has its identity.
+#[derive(Debug)]
+pub struct Server {
+    /// The hash of its launch spec.
+    pub identity: String,
+    /// The name of the session entry that started it.
+    pub name: String,
+    /// That entry's scope.
+    pub scope: Scope,
+    /// What it runs.
+    pub spec: LaunchSpec,
+    /// The handshake must finish within this.
+    pub startup_timeout: Duration,
+    /// Each request must be answered within this.
+    pub request_timeout: Duration,
+    /// Its log.
+    pub log: Arc<ServerLog>,
+    status: watch::Sender<Snapshot>,
+    peer: Mutex<Option<Peer<RoleClient>>>,
+    cmds: mpsc::UnboundedSender<Cmd>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// The transport listed for a spec before it connects.
+pub fn planned_transport(spec: &LaunchSpec) -> Wire {
+    match spec {
+        LaunchSpec::Stdio { .. } => Wire::Stdio,
+        LaunchSpec::Network { kind: Network::Sse, .. } => Wire::Sse,
+        LaunchSpec::Network { .. } => Wire::Http,
+    }
+}
+
+/// What it was started with.
+#[derive(Debug)]
+pub struct NewServer {
+    /// See [`Server::identity`].
+    pub identity: String,
+    /// See [`Server::name`].
+    pub name: String,
+    /// See [`Server::scope`].
+    pub scope: Scope,
+    /// See [`Server::spec`].
+    pub spec: LaunchSpec,
+    /// See [`Server::startup_timeout`].
+    pub startup_timeout: Duration,
+    /// See [`Server::request_timeout`].
+    pub request_timeout: Duration,
+}
+
+impl Server {
+    /// Create it and start its task.
+    pub fn start(new: NewServer, sup: Weak<Supervisor>, opts: McpOptions) -> Arc<Self> {
+        let (cmds, rx) = mpsc::unbounded_channel();
+        let snapshot = Snapshot {
+            state: ServerState::Connecting,
+            pid: None,
+            connected_at: None,
+            restarts: 0,
+            last_error: None,
+            transport: planned_transport(&new.spec),
+            counts: None,
+            attempts: 0,
+        };
+        let server = Arc::new(Self {
+            identity: new.identity,
+            name: new.name,
+            scope: new.scope,
+            spec: new.spec,
+            startup_timeout: new.startup_timeout,
+            request_timeout: new.request_timeout,
+            log: Arc::default(),
+            status: watch::Sender::new(snapshot),
+            peer: Mutex::default(),
+            cmds,
+            task: Mutex::default(),
+        });
+        let inner = tokio::spawn(run(server.clone(), sup, opts, rx));
+        let watched = server.clone();
+        // A bug in the task must not leave the server looking alive.
+        let task = tokio::spawn(async move {
+            if let Err(e) = inner.await
+                && e.is_panic()
+            {
+                tracing::error!(server = %watched.name, "MCP server supervisor task panicked");
+                watched.set_peer(None);
+                watched.status.send_modify(|s| {
+                    s.state = ServerState::Disconnected;
+                    s.pid = None;
+                    s.last_error = Some(format!(
+                        "MCP server '{}': geminid's supervisor failed (a bug; see its log)",
+                        watched.name
+                    ));
+                });
+            }
+        });
+        *server.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+        server
+    }
+
+    /// Its state now.
+    pub fn snapshot(&self) -> Snapshot {
+        self.status.borrow().clone()
+    }
+
+    /// Watch its state.
+    pub fn watch(&self) -> watch::Receiver<Snapshot> {
+        self.status.subscribe()
+    }
+
+    /// The connection, while connected.
+    pub fn peer(&self) -> Option<Peer<RoleClient>> {
+        self.peer.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Tell its task.
+    pub fn send(&self, cmd: Cmd) {
+        let _ = self.cmds.send(cmd);
+    }
+
+    /// Stop it and wait until its process is gone.
+    pub async fn stop(&self) {
+        self.send(Cmd::Stop);
+        let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+
+    fn set_peer(&self, peer: Option<Peer<RoleClient>>) {
+        *self.peer.lock().unwrap_or_else(|e| e.into_inner()) = peer;
+    }
+}
+
+/// Changes the snapshot and, when the state or pid changed, announces it.
+struct Reporter {
+    server: Arc<Server>,
+    sup: Weak<Supervisor>,
+}
+
+impl Reporter {
+    fn update(&self, f: impl FnOnce(&mut Snapshot)) {
+        let mut previous = None;
+        self.server.status.send_modify(|s| {
+            let before = (s.state, s.pid, s.restarts);
+            f(s);
+            if before != (s.state, s.pid, s.restarts) {
+                previous = Some(before.0);
+            }
+        });
+        if let (Some(previous), Some(sup)) = (previous, self.sup.upgrade()) {
+            sup.announce(&self.server, previous);
+        }
+    }
+
+    fn log(&self, text: &str) {
+        self.server.log.push("geminid", text);
+    }
+}
+
+enum End {
+    Died(String),
+    Restart,
+    Stop,
+}
+
+/// Wait for a command that ends a parked state; `true` means restart.
+async fn parked(cmds: &mut mpsc::UnboundedReceiver<Cmd>) -> bool {
+    matches!(cmds.recv().await, Some(Cmd::Restart))
+}
+
+async fn run(
+    server: Arc<Server>,
+    sup: Weak<Supervisor>,
+    opts: McpOptions,
+    mut cmds: mpsc::UnboundedReceiver<Cmd>,
+) {
+    let r = Reporter { server: server.clone(), sup };
+    let store = r.sup.upgrade().map(|s| s.store().clone());
+    let mut failures: u32 = 0;
+    let mut first = true;
+    'attempts: loop {
+        r.update(|s| {
+            if !first {
+                s.restarts += 1;
+            }
+            s.state = ServerState::Connecting;
+            s.pid = None;
+            s.connected_at = None;
+        });
+        first = false;
+        let (notices, mut notice_rx) = mpsc::unbounded_channel();
+        let attempt = Attempt {
+            name: &server.name,
+            spec: &server.spec,
+            timeout: server.startup_timeout,
+            grace: opts.stop_grace,
+            log: &server.log,
+            store: store.as_ref(),
+        };
+        let result = tokio::select! {
+            result = connect(attempt, notices) => result,
+            cmd = cmds.recv() => {
+                // The abandoned attempt's child (if any) is killed when it is dropped.
+                if cmd == Some(Cmd::Restart) {
+                    r.log("restart requested while starting");
+                    failures = 0;
+                    continue 'attempts;
+                }
+                break 'attempts;
+            }
+        };
+        let error = match result {
+            Ok(mut running) => {
+                let counts = discover(&running, server.request_timeout).await;
+                server.set_peer(Some(running.peer.clone()));
+                let pid = running.child.as_ref().map(|c| c.pid);
+                r.log(&format!(
+                    "connected over {}{}",
+                    running.transport.label(),
+                    pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+                ));
+                let since = Instant::now();
+                r.update(|s| {
+                    s.state = ServerState::Connected;
+                    s.pid = pid;
+                    s.connected_at = Some(since);
+                    s.last_error = None;
+                    s.transport = running.transport;
+                    s.counts = Some(counts);
+                    s.attempts += 1;
+                });
+                let mut child = running.child.take();
+                let end = loop {
+                    tokio::select! {
+                        how = child_exit(&mut child) => break End::Died(how),
+                        _ = &mut running.closed => {
+                            let how = match child.as_mut() {
+                                Some(c) => tokio::time::timeout(Duration::from_millis(300), c.wait())
+                                    .await
+                                    .unwrap_or_else(|_| "closed its connection".to_owned()),
+                                None => "closed the connection".to_owned(),
+                            };
+                            break End::Died(how);
+                        }
+                        Some(Notice::ListChanged) = notice_rx.recv() => {
+                            let counts = discover(&running, server.request_timeout).await;
+                            r.update(|s| s.counts = Some(counts));
+                        }
+                        cmd = cmds.recv() => break match cmd {
+                            Some(Cmd::Restart) => End::Restart,
+                            _ => End::Stop,
+                        },
+                    }
+                };
+                server.set_peer(None);
+                running.child = child;
+                match end {
+                    End::Stop => {
+                        let how = shutdown(running, opts.stop_grace).await;
+                        r.log(&format!("stopped ({how})"));
+                        break 'attempts;
+                    }
+                    End::Restart => {
+                        // Mark it first, so calls in flight fail at once.
+                        r.update(|s| s.state = ServerState::Connecting);
+                        let how = shutdown(running, opts.stop_grace).await;
+                        r.log(&format!("restarting ({how})"));
+                        failures = 0;
+                        continue 'attempts;
+                    }
+                    End::Died(how) => {
+                        let msg = format!("MCP server '{}' {how}", server.name);
+                        r.update(|s| {
+                            s.state = ServerState::Disconnected;
+                            s.last_error = Some(msg.clone());
+                            s.pid = None;
+                        });
+                        let _ = shutdown(running, opts.stop_grace).await;
+                        if since.elapsed() >= opts.stable_after {
+                            failures = 0;
+                        }
+                        msg
+                    }
+                }
+            }
+            Err(ConnectError::NeedsAuth(msg)) => {
+                let msg = format!("MCP server '{}': {msg}", server.name);
+                r.log(&msg);
+                r.update(|s| {
+                    s.state = ServerState::NeedsAuth;
+                    s.last_error = Some(msg);
+                    s.attempts += 1;
+                });
+                if parked(&mut cmds).await {
+                    failures = 0;
+                    continue 'attempts;
+                }
+                break 'attempts;
+            }
+            Err(ConnectError::Failed(msg)) => {
+                let msg = if msg.starts_with("MCP server '") {
+                    msg
+                } else {
+                    format!("MCP server '{}': {msg}", server.name)
+                };
+                r.update(|s| s.attempts += 1);
+                msg
+            }
+        };
+        failures += 1;
+        r.log(&error);
+        if failures > opts.restart_budget {
+            r.log(&format!(
+                "failed {failures} times in a row: parked in crash-loop until its configuration \
+                 changes or `gemctl mcp restart {}`",
+                server.name
+            ));
+            r.update(|s| {
+                s.state = ServerState::CrashLoop;
+                s.last_error = Some(error);
+                s.pid = None;
+            });
+            if parked(&mut cmds).await {
+                failures = 0;
+                continue 'attempts;
+            }
+            break 'attempts;
+        }
+        let delay = opts.backoff(failures);
+        r.log(&format!("next attempt in {}", humantime::format_duration(delay)));
+        r.update(|s| {
+            s.state = ServerState::Disconnected;
+            s.last_error = Some(error);
+            s.pid = None;
+        });
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            cmd = cmds.recv() => {
+                if cmd != Some(Cmd::Restart) {
+                    break 'attempts;
+                }
+                failures = 0;
+            }
+        }
+    }
+    server.set_peer(None);
+    r.update(|s| {
+        s.state = ServerState::Disconnected;
+        s.pid = None;
+        s.connected_at = None;
+        s.last_error = None;
+    });
+}
+
+async fn child_exit(child: &mut Option<super::child::StdioChild>) -> String {
+    match child.as_mut() {
+        Some(c) => c.wait().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Close the connection and stop the child's process group; returns how the child ended.
+async fn shutdown(running: Running, grace: Duration) -> String {
+    let Running { cancel, closed, child, .. } = running;
+    cancel.cancel();
+    // It may have finished (and been polled to completion) already.
+    if !closed.is_finished() {
+        let _ = tokio::time::timeout(grace, closed).await;
+    }
+    match child {
+        Some(c) => c.stop(grace).await,
+        None => "connection closed".to_owned(),
+    }
+}
+
+/// Count tools, prompts and resources (every page; a missing capability or a failing list
+/// counts as none).
+async fn discover(running: &Running, timeout: Duration) -> (u32, u32, u32) {
+    let peer = &running.peer;
+    let caps = peer.peer_info().map(|i| i.capabilities.clone()).unwrap_or_default();
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let tools = async {
+        if caps.tools.is_none() {
+            return 0;
+        }
+        tokio::time::timeout(timeout, peer.list_all_tools())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map_or(0, |t| count(t.len()))
+    };
+    let prompts = async {
+        if caps.prompts.is_none() {
+            return 0;
+        }
+        tokio::time::timeout(timeout, peer.list_all_prompts())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map_or(0, |t| count(t.len()))
+    };
+    let resources = async {
+        if caps.resources.is_none() {
+            return 0;
+        }
+        tokio::time::timeout(timeout, peer.list_all_resources())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map_or(0, |t| count(t.len()))
+    };
+    tokio::join!(tools, prompts, resources)
+}

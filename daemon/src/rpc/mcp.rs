@@ -1,0 +1,120 @@
+//! The runtime half of `mcp/*`: server states, start, restart, logs, raw tool calls.
+
+use std::sync::Arc;
+
+use geminid_protocol::error::ErrorCode;
+use geminid_protocol::mcp::{
+    CallToolParams, ListServersParams, ListServersResult, LogsParams, LogsResult, ServerParams,
+    ServerStatus, StartParams,
+};
+use jsonrpsee::core::{RpcResult, SubscriptionResult};
+use jsonrpsee::types::ErrorObjectOwned;
+use jsonrpsee::{PendingSubscriptionSink, SubscriptionMessage};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::Handler;
+use super::session::rpc_error;
+use crate::mcp::McpError;
+use crate::mcp::server::Server;
+
+pub(super) fn mcp_error(e: McpError) -> ErrorObjectOwned {
+    let code = match &e {
+        McpError::NotFound(_) => ErrorCode::ServerNotFound,
+        McpError::Unavailable(_) => ErrorCode::ServerUnavailable,
+        McpError::Server(_) => ErrorCode::ServerError,
+    };
+    code.error(e.to_string())
+}
+
+impl Handler {
+    fn find_server(&self, p: &ServerParams) -> RpcResult<Arc<Server>> {
+        if let Some(id) = &p.session {
+            self.core.sessions.record(id).map_err(rpc_error)?;
+        }
+        self.core.mcp.find(p.session.as_deref(), &p.name).map_err(mcp_error)
+    }
+
+    pub(super) async fn list_servers(
+        &self,
+        p: Option<ListServersParams>,
+    ) -> RpcResult<ListServersResult> {
+        let servers = match p.and_then(|p| p.session) {
+            Some(id) => self.core.list_servers(&id).map_err(rpc_error)?,
+            None => self.core.mcp.list_all(),
+        };
+        Ok(ListServersResult { servers })
+    }
+
+    pub(super) async fn start(&self, p: StartParams) -> RpcResult<ListServersResult> {
+        self.core.start_servers(&p.session).map_err(rpc_error)?;
+        if p.wait {
+            self.core.mcp.settle(&p.session).await;
+        }
+        let result = self.core.list_servers(&p.session).map_err(rpc_error)?;
+        // Servers are needed while someone is attached; a start for a session nobody is
+        // attached to only lasts the linger period.
+        if self.core.sessions.get(&p.session).map_err(rpc_error)?.attached_connections == 0 {
+            self.core.mcp.release_session(&p.session);
+        }
+        Ok(ListServersResult { servers: result })
+    }
+
+    pub(super) async fn restart(&self, p: ServerParams) -> RpcResult<ServerStatus> {
+        let server = self.find_server(&p)?;
+        tracing::info!(server = %server.name, "restart requested");
+        Ok(self.core.mcp.restart(&server).await)
+    }
+
+    pub(super) async fn logs(&self, p: LogsParams) -> RpcResult<LogsResult> {
+        let server = self.find_server(&p.server)?;
+        let (lines, dropped) =
+            server.log.tail(p.lines.map(|n| usize::try_from(n).unwrap_or(usize::MAX)));
+        Ok(LogsResult { name: server.name.clone(), lines, dropped })
+    }
+
+    pub(super) async fn follow_logs(
+        &self,
+        pending: PendingSubscriptionSink,
+        p: ServerParams,
+    ) -> SubscriptionResult {
+        let server = match self.find_server(&p) {
+            Ok(s) => s,
+            Err(e) => {
+                pending.reject(e).await;
+                return Ok(());
+            }
+        };
+        let mut rx = server.log.follow();
+        let sink = pending.accept().await?;
+        let mut state = server.watch();
+        loop {
+            tokio::select! {
+                _ = sink.closed() => return Ok(()),
+                // The server was stopped for good (removed): the stream ends.
+                changed = state.changed() => if changed.is_err() { return Ok(()) },
+                line = rx.recv() => match line {
+                    Ok(line) => {
+                        let msg = SubscriptionMessage::from(serde_json::value::to_raw_value(&line)?);
+                        if sink.send(msg).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        return Err(format!("log stream dropped: {n} lines were missed").into());
+                    }
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+
+    pub(super) async fn call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {
+        self.core.sessions.record(&p.session).map_err(rpc_error)?;
+        if !self.core.mcp.is_active(&p.session) {
+            self.core.start_servers(&p.session).map_err(rpc_error)?;
+            self.core.mcp.settle(&p.session).await;
+        }
+        let server = self.core.mcp.find(Some(&p.session), &p.server).map_err(mcp_error)?;
+        self.core.mcp.call_tool(&server, &p.tool, p.arguments).await.map_err(mcp_error)
+    }
+}

@@ -1,0 +1,218 @@
+//! MCP server runtime: states, `mcp/listServers`, `mcp/start`, `mcp/restart`, `mcp/logs`,
+//! `mcp/callTool`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Scope;
+use crate::types::SessionId;
+
+/// The state of one server, as the supervisor sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerState {
+    /// Disabled by the user (enablement file or for the session); not started.
+    Disabled,
+    /// Not allowed to run (untrusted folder, admin switch, allow/exclude list, invalid entry).
+    Blocked,
+    /// Starting: spawning or connecting, then the MCP handshake.
+    Connecting,
+    /// Handshake done; ready for calls.
+    Connected,
+    /// Not running: not started yet, stopped, or failed (`lastError` says why) and waiting
+    /// for its next attempt.
+    Disconnected,
+    /// The server answered 401: it needs credentials. Not retried until they change or the
+    /// server is restarted.
+    NeedsAuth,
+    /// Failed too often in a row; parked until its configuration changes or it is restarted.
+    CrashLoop,
+}
+
+impl ServerState {
+    /// The word Gemini CLI prints for it (`gemini mcp list`), or ours where it has none.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Disabled => "Disabled",
+            Self::Blocked => "Blocked",
+            Self::Connecting => "Connecting",
+            Self::Connected => "Connected",
+            Self::Disconnected => "Disconnected",
+            Self::NeedsAuth => "Needs authentication",
+            Self::CrashLoop => "Crash loop",
+        }
+    }
+}
+
+/// How a server is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Transport {
+    /// A child process on stdin/stdout.
+    Stdio,
+    /// Streamable HTTP.
+    Http,
+    /// Legacy HTTP+SSE (2024-11-05).
+    Sse,
+}
+
+impl Transport {
+    /// As Gemini CLI prints it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Stdio => "stdio",
+            Self::Http => "http",
+            Self::Sse => "sse",
+        }
+    }
+}
+
+/// One server as `mcp/listServers` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStatus {
+    /// Its name in the settings.
+    pub name: String,
+    /// The settings scope it came from.
+    pub scope: Scope,
+    /// The extension that contributes it, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension: Option<String>,
+    /// How it is reached (for a `url` without `type`: the transport that connected, else
+    /// `http`).
+    pub transport: Transport,
+    /// `command args…` for stdio, the URL otherwise (no secrets: env and headers are not
+    /// shown).
+    pub target: String,
+    /// Its state.
+    pub state: ServerState,
+    /// Why it is blocked or disabled, or its last error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// The first 12 hex digits of its identity (sessions showing the same one share it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// The child's process id (stdio, while running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Seconds since it connected (while connected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uptime_secs: Option<u64>,
+    /// How many times it was started again after its first start.
+    pub restarts: u32,
+    /// Tool, prompt and resource counts from its last discovery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<u32>,
+    /// See `tools`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<u32>,
+    /// See `tools`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<u32>,
+    /// The sessions using this process or connection.
+    #[serde(default)]
+    pub sessions: Vec<SessionId>,
+}
+
+/// `mcp/listServers`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListServersParams {
+    /// One session's servers (every configured one, running or not); without it, every
+    /// running server of the daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
+}
+
+/// Result of `mcp/listServers` and `mcp/start`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListServersResult {
+    /// Servers, in settings order (user, workspace, …) then by name.
+    pub servers: Vec<ServerStatus>,
+}
+
+/// `mcp/start`: the session needs its servers now.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartParams {
+    /// The session.
+    pub session: SessionId,
+    /// Wait until every server has settled (connected, or failed its first attempt).
+    #[serde(default)]
+    pub wait: bool,
+}
+
+/// `mcp/restart` and `mcp/logs`: one server by name.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerParams {
+    /// The session whose server `name` means; without it, the running server of that name
+    /// (an error if several sessions run different ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
+    /// The server's name.
+    pub name: String,
+}
+
+/// `mcp/logs`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsParams {
+    /// Which server.
+    #[serde(flatten)]
+    pub server: ServerParams,
+    /// At most this many of the newest lines [default: all that are kept].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<u32>,
+}
+
+/// One line of a server's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogLine {
+    /// When (RFC 3339).
+    pub at: String,
+    /// `stderr` (the child's), `stdout` (non-JSON-RPC output, ignored) or `geminid` (what
+    /// the supervisor did).
+    pub stream: String,
+    /// The text, without its newline.
+    pub text: String,
+}
+
+/// Result of `mcp/logs`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsResult {
+    /// The server's name.
+    pub name: String,
+    /// Oldest first.
+    pub lines: Vec<LogLine>,
+    /// Lines dropped because the log is bounded.
+    pub dropped: u64,
+}
+
+/// `mcp/callTool`: call one tool on one of the session's servers by its MCP name.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallToolParams {
+    /// The session.
+    pub session: SessionId,
+    /// The server's name.
+    pub server: String,
+    /// The tool's name as the server lists it.
+    pub tool: String,
+    /// Its arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Payload of the `mcp/serverState` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStateChanged {
+    /// The server, as it is now.
+    #[serde(flatten)]
+    pub server: ServerStatus,
+    /// The state it left.
+    pub previous: ServerState,
+}
