@@ -123,6 +123,8 @@ pub enum McpCommand {
         #[arg(long)]
         session_only: bool,
     },
+    #[command(flatten)]
+    Runtime(crate::mcp_cmds::RuntimeCommand),
 }
 
 /// A parsed `KEY=value` or `Key: value` flag; `None` when the value is empty (dropped, as
@@ -403,6 +405,7 @@ pub async fn mcp(
             let suffix = if session_only { " for this session" } else { "" };
             println!("✓ MCP server '{}' disabled{suffix}.", r.name);
         }
+        McpCommand::Runtime(cmd) => crate::mcp_cmds::run(client, Some(session), cmd, json).await?,
     }
     Ok(())
 }

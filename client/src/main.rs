@@ -3,6 +3,7 @@
 mod bridge;
 mod config_cmds;
 mod daemon;
+mod mcp_cmds;
 mod output;
 
 use std::path::{Path, PathBuf};
@@ -208,6 +209,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
             config_cmds::config(&client, session, cmd, cli.json).await
+        }
+        Command::Mcp(config_cmds::McpCommand::Runtime(cmd)) if !cmd.needs_session() => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            mcp_cmds::run(&client, cli.session, cmd, cli.json).await?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(cmd) => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;

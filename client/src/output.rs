@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use geminid_protocol::event::{Event, EventBody};
+use geminid_protocol::mcp::{LogLine, ServerState, ServerStatus};
 use geminid_protocol::types::{Session, StatusResult};
 use serde::Serialize;
 
@@ -28,7 +29,7 @@ pub fn status(s: &StatusResult) {
     println!("  connections: {} ({} subscribed to events)", s.connections, s.subscribers);
 }
 
-fn uptime(secs: u64) -> String {
+pub fn uptime(secs: u64) -> String {
     humanize(Duration::from_secs(secs))
 }
 
@@ -110,6 +111,17 @@ pub fn event(e: &Event) {
         }
         EventBody::DaemonShuttingDown(d) => d.reason.clone(),
         EventBody::ConfigChanged(c) => format!("{} {}", c.session, describe_change(c)),
+        EventBody::McpServerState(m) => {
+            let s = &m.server;
+            let mut line = format!("{}: {} → {}", s.name, m.previous.label(), s.state.label());
+            if let Some(pid) = s.pid {
+                line.push_str(&format!(" (pid {pid})"));
+            }
+            if let Some(e) = &s.last_error {
+                line.push_str(&format!(": {e}"));
+            }
+            line
+        }
         _ => String::new(),
     };
     println!("{}  {:<20} {detail}", e.timestamp, e.body.kind());
@@ -139,6 +151,63 @@ pub fn describe_change(c: &geminid_protocol::event::ConfigChanged) -> String {
         parts.push("diagnostics changed".into());
     }
     parts.join("; ")
+}
+
+/// The icon `gemini mcp list` shows for a state.
+pub fn state_icon(state: ServerState) -> &'static str {
+    match state {
+        ServerState::Connected => "✓",
+        ServerState::Connecting => "…",
+        ServerState::Blocked => "⛔",
+        ServerState::Disabled => "○",
+        ServerState::Disconnected | ServerState::NeedsAuth | ServerState::CrashLoop => "✗",
+    }
+}
+
+/// `gemctl mcp list`: Gemini CLI's line for each server, plus what geminid knows.
+pub fn servers(list: &[ServerStatus]) {
+    if list.is_empty() {
+        println!("No MCP servers configured.");
+        return;
+    }
+    println!("Configured MCP servers:\n");
+    for s in list {
+        let ext = s.extension.as_ref().map(|e| format!(" (from {e})")).unwrap_or_default();
+        let mut extra = Vec::new();
+        if let Some(pid) = s.pid {
+            extra.push(format!("pid {pid}"));
+        }
+        if let Some(up) = s.uptime_secs {
+            extra.push(format!("up {}", uptime(up)));
+        }
+        if s.restarts > 0 {
+            extra.push(format!("{} restarts", s.restarts));
+        }
+        if let Some(t) = s.tools {
+            extra.push(format!("{t} tools"));
+        }
+        if s.sessions.len() > 1 {
+            extra.push(format!("shared by {} sessions", s.sessions.len()));
+        }
+        let extra =
+            if extra.is_empty() { String::new() } else { format!(" ({})", extra.join(", ")) };
+        println!(
+            "{} {}{ext}: {} ({}) - {}{extra}",
+            state_icon(s.state),
+            s.name,
+            s.target,
+            s.transport.label(),
+            s.state.label()
+        );
+        if let Some(e) = &s.last_error {
+            println!("    {e}");
+        }
+    }
+}
+
+/// One log line.
+pub fn log_line(l: &LogLine) {
+    println!("{} [{}] {}", l.at, l.stream, l.text);
 }
 
 #[cfg(test)]

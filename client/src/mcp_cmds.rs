@@ -1,0 +1,126 @@
+//! `gemctl mcp list|start|restart|logs`: the running servers.
+
+use clap::Subcommand;
+use geminid_protocol::api::McpApiClient;
+use geminid_protocol::client::Client;
+use geminid_protocol::mcp::{ListServersParams, LogsParams, ServerParams, StartParams};
+
+use crate::{call_error, output};
+
+#[derive(Debug, Subcommand)]
+pub enum RuntimeCommand {
+    /// List the session's servers and their state (starts nothing)
+    List {
+        /// Every server the daemon runs, for all sessions
+        #[arg(long)]
+        all: bool,
+    },
+    /// Start the session's servers now and wait until each has connected or failed
+    Start,
+    /// Restart a running server (also ends crash-loop and needs-auth)
+    Restart {
+        /// Server name
+        name: String,
+    },
+    /// Show a server's log: its stderr and what geminid did
+    Logs {
+        /// Server name
+        name: String,
+        /// Keep printing new lines until Ctrl-C
+        #[arg(short, long)]
+        follow: bool,
+        /// Only the newest N lines
+        #[arg(short = 'n', long, value_name = "N")]
+        lines: Option<u32>,
+    },
+}
+
+impl RuntimeCommand {
+    /// Whether it needs a session (the current directory's default one unless `--session`).
+    /// Restart and logs find a running server by name across sessions unless one is given.
+    pub fn needs_session(&self) -> bool {
+        matches!(self, Self::List { all: false } | Self::Start)
+    }
+}
+
+pub async fn run(
+    client: &Client,
+    session: Option<String>,
+    cmd: RuntimeCommand,
+    json: bool,
+) -> anyhow::Result<()> {
+    match cmd {
+        RuntimeCommand::List { all } => {
+            let session = if all { None } else { session };
+            let r = client
+                .mcp_list_servers(Some(ListServersParams { session }))
+                .await
+                .map_err(call_error("mcp/listServers"))?;
+            if json { output::json(&r.servers)? } else { output::servers(&r.servers) }
+        }
+        RuntimeCommand::Start => {
+            let session = session.unwrap_or_default();
+            let r = client
+                .mcp_start(StartParams { session, wait: true })
+                .await
+                .map_err(call_error("mcp/start"))?;
+            if json { output::json(&r.servers)? } else { output::servers(&r.servers) }
+        }
+        RuntimeCommand::Restart { name } => {
+            let s = client
+                .mcp_restart(ServerParams { session, name })
+                .await
+                .map_err(call_error("mcp/restart"))?;
+            if json {
+                output::json(&s)?;
+            } else {
+                output::servers(std::slice::from_ref(&s));
+            }
+        }
+        RuntimeCommand::Logs { name, follow, lines } => {
+            let server = ServerParams { session, name };
+            // Subscribe first, so no line falls between the tail and the stream.
+            let sub = if follow {
+                Some(
+                    client
+                        .mcp_follow_logs(server.clone())
+                        .await
+                        .map_err(call_error("mcp/followLogs"))?,
+                )
+            } else {
+                None
+            };
+            let r = client
+                .mcp_logs(LogsParams { server, lines })
+                .await
+                .map_err(call_error("mcp/logs"))?;
+            if json && sub.is_none() {
+                return output::json(&r);
+            }
+            for l in &r.lines {
+                if json { output::json_line(l)? } else { output::log_line(l) }
+            }
+            let Some(mut sub) = sub else { return Ok(()) };
+            let mut skipping = !r.lines.is_empty();
+            loop {
+                let item = tokio::select! {
+                    _ = tokio::signal::ctrl_c() => return Ok(()),
+                    item = sub.next() => item,
+                };
+                let line = match item {
+                    Some(Ok(l)) => l,
+                    Some(Err(e)) => return Err(anyhow::Error::new(e).context("log stream")),
+                    None => return Ok(()),
+                };
+                // Lines written between subscribing and reading the tail arrive again on the
+                // stream: skip those already printed.
+                if skipping && r.lines.contains(&line) {
+                    continue;
+                }
+                skipping = false;
+                if json { output::json_line(&line)? } else { output::log_line(&line) }
+            }
+        }
+    }
+    Ok(())
+}
