@@ -113,19 +113,67 @@ impl TestHome {
     }
 }
 
+impl TestHome {
+    /// Processes whose environment mentions this home (daemons, gemctl, and the MCP servers
+    /// they started, which inherit a session environment built from it), with their command
+    /// lines. The test process itself is excluded.
+    pub fn processes(&self) -> Vec<(u32, String)> {
+        let needle = self.root().as_os_str().as_encoded_bytes().to_vec();
+        let me = std::process::id();
+        let Ok(entries) = std::fs::read_dir("/proc") else { return vec![] };
+        let mut found = Vec::new();
+        for e in entries.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            let Ok(environ) = std::fs::read(e.path().join("environ")) else { continue };
+            if environ.windows(needle.len()).any(|w| w == needle.as_slice()) {
+                let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                found.push((pid, cmdline.trim().to_owned()));
+            }
+        }
+        found
+    }
+}
+
 impl Drop for TestHome {
     fn drop(&mut self) {
         // Daemons started by gemctl (autostart) are not children of the test: find them by
-        // their lock files.
-        let Ok(entries) = std::fs::read_dir(self.root().join("run")) else { return };
-        for e in entries.flatten() {
-            if e.path().extension().is_some_and(|x| x == "lock")
-                && let Ok(text) = std::fs::read_to_string(e.path())
-                && let Ok(pid) = text.trim().parse::<i32>()
-                && lock_is_held(&e.path())
-            {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        // their lock files, and stop them gracefully so they stop their MCP servers.
+        if let Ok(entries) = std::fs::read_dir(self.root().join("run")) {
+            for e in entries.flatten() {
+                if e.path().extension().is_some_and(|x| x == "lock")
+                    && let Ok(text) = std::fs::read_to_string(e.path())
+                    && let Ok(pid) = text.trim().parse::<i32>()
+                    && lock_is_held(&e.path())
+                {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while lock_is_held(&e.path()) && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                }
             }
+        }
+        // Nothing may outlive the test: whatever is left is killed and fails the test.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut left = self.processes();
+        while !left.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            left = self.processes();
+        }
+        for (pid, _) in &left {
+            if let Ok(p) = i32::try_from(*pid) {
+                let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+            }
+        }
+        if !left.is_empty() && !std::thread::panicking() {
+            panic!("processes left behind by the test: {left:?}");
         }
     }
 }
@@ -235,8 +283,14 @@ impl Daemon {
 }
 
 impl Drop for Daemon {
+    /// SIGTERM first (the daemon stops its MCP servers), SIGKILL if it does not exit in time.
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
+            let _ = self.signal(Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let _ = self.child.kill();
             let _ = self.child.wait();
         }

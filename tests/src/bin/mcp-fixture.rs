@@ -7,7 +7,10 @@
 //! Network modes bind loopback only (port 0 picks one) and print `LISTENING <url>` first.
 //!
 //! Flags: `--fail-initialize` (answer initialize with an error), `--hang-initialize` (never
-//! answer it), `--exit-before-initialize CODE`, `--garbage` (write non-JSON to stdout first).
+//! answer it), `--exit-before-initialize CODE`, `--garbage` (write non-JSON to stdout first),
+//! `--survive-stdin-eof` (keep running after the client closes stdin), `--ignore-sigterm`,
+//! `--grandchild` (start an idle child process in the same process group, pid on stderr),
+//! `--idle` (do nothing forever). Every stdio start writes one line to stderr.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -156,6 +159,28 @@ async fn main() -> anyhow::Result<()> {
         let code = args.get(i + 1).and_then(|c| c.parse().ok()).unwrap_or(1);
         std::process::exit(code);
     }
+    if has("--idle") {
+        // A do-nothing process (used as a grandchild in process-group tests).
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+        }
+    }
+    #[cfg(unix)]
+    let _term = if has("--ignore-sigterm") {
+        // Handling SIGTERM (and doing nothing) keeps it from ending the process.
+        Some(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?)
+    } else {
+        None
+    };
+    if has("--grandchild") {
+        let child = std::process::Command::new(std::env::current_exe()?)
+            .arg("--idle")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()?;
+        eprintln!("mcp-fixture: grandchild pid {}", child.id());
+    }
+    eprintln!("mcp-fixture: starting (pid {})", std::process::id());
     if has("--garbage") {
         println!("this is not JSON-RPC");
     }
@@ -177,6 +202,12 @@ async fn main() -> anyhow::Result<()> {
     }
     let service = fixture.serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;
+    if has("--survive-stdin-eof") {
+        // Like servers that never notice their client went away.
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+        }
+    }
     Ok(())
 }
 

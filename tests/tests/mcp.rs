@@ -1,0 +1,808 @@
+//! MCP servers end to end: the real daemon supervising the fixture server over stdio,
+//! streamable HTTP and legacy SSE. Every test ends with the harness checking that no process
+//! it started is left running.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use geminid_protocol::api::{EventsApiClient, McpApiClient, SessionApiClient};
+use geminid_protocol::client::Client;
+use geminid_protocol::config::McpReloadParams;
+use geminid_protocol::event::{Event, EventBody};
+use geminid_protocol::mcp::{
+    CallToolParams, ListServersParams, LogsParams, ServerParams, ServerState, ServerStatus,
+    StartParams, Transport,
+};
+use geminid_protocol::types::{ClientEnv, EventsSubscribeParams, SessionCreateParams};
+use geminid_tests::{Daemon, TestHome, alive, bin, eventually};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+/// Fast supervision so faults play out in milliseconds.
+const FAST: &[&str] = &[
+    "--mcp-backoff",
+    "50ms",
+    "--mcp-backoff-max",
+    "200ms",
+    "--mcp-restart-budget",
+    "3",
+    "--mcp-linger",
+    "300ms",
+    "--mcp-stop-grace",
+    "500ms",
+    "--mcp-startup-timeout",
+    "10s",
+];
+
+fn fixture() -> String {
+    bin("mcp-fixture").display().to_string()
+}
+
+/// A session environment as a user's shell would send it, trusted, marked with the home so the
+/// harness finds every process that inherits it.
+fn shell_env(home: &TestHome, extra: &[(&str, &str)]) -> ClientEnv {
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    env.insert("PATH".into(), std::env::var("PATH").unwrap_or_default());
+    env.insert("HOME".into(), home.root().join("home").display().to_string());
+    env.insert("GEMINID_TEST_HOME".into(), home.root().display().to_string());
+    env.insert("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into());
+    for (k, v) in extra {
+        env.insert((*k).into(), (*v).into());
+    }
+    env.into_iter().collect()
+}
+
+fn write_user_settings(home: &TestHome, servers: Value) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(&json!({ "mcpServers": servers }))?;
+    // Write to a temporary file and rename, as editors do: the watcher sees one change.
+    let path = home.root().join("home/.gemini/settings.json");
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(tmp, path)?;
+    Ok(())
+}
+
+fn stdio(args: &[&str]) -> Value {
+    json!({ "command": fixture(), "args": args })
+}
+
+async fn session(client: &Client, workspace: &Path, env: ClientEnv) -> anyhow::Result<String> {
+    let workspace = workspace.display().to_string();
+    let s = client
+        .create(SessionCreateParams { workspace, env: Some(env), reuse_default: false })
+        .await?;
+    Ok(s.id)
+}
+
+async fn start(client: &Client, session: &str) -> anyhow::Result<Vec<ServerStatus>> {
+    Ok(client.mcp_start(StartParams { session: session.into(), wait: true }).await?.servers)
+}
+
+async fn list(client: &Client, session: &str) -> anyhow::Result<Vec<ServerStatus>> {
+    let p = ListServersParams { session: Some(session.into()) };
+    Ok(client.mcp_list_servers(Some(p)).await?.servers)
+}
+
+async fn list_all(client: &Client) -> anyhow::Result<Vec<ServerStatus>> {
+    Ok(client.mcp_list_servers(Some(ListServersParams { session: None })).await?.servers)
+}
+
+fn one<'a>(servers: &'a [ServerStatus], name: &str) -> &'a ServerStatus {
+    servers
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no server {name} in {servers:#?}"))
+}
+
+/// Call a tool; Ok(text of the first content block) or Err(error message).
+async fn call(
+    client: &Client,
+    session: &str,
+    server: &str,
+    tool: &str,
+    args: Value,
+) -> Result<String, String> {
+    let p = CallToolParams {
+        session: session.into(),
+        server: server.into(),
+        tool: tool.into(),
+        arguments: args.as_object().cloned(),
+    };
+    match client.mcp_call_tool(p).await {
+        Ok(v) => Ok(v["content"][0]["text"].as_str().unwrap_or_default().to_owned()),
+        Err(jsonrpsee::core::client::Error::Call(e)) => {
+            Err(format!("{}: {}", e.code(), e.message()))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The error of a call that must fail.
+fn failed(r: Result<String, String>) -> String {
+    match r {
+        Ok(v) => panic!("expected the call to fail, it answered {v:?}"),
+        Err(e) => e,
+    }
+}
+
+async fn pid_of(client: &Client, session: &str, server: &str) -> u32 {
+    let text = call(client, session, server, "pid", json!({})).await.unwrap_or_default();
+    text.parse().unwrap_or_else(|_| panic!("pid tool answered {text:?}"))
+}
+
+/// Poll the session's list until `server` satisfies `ok`.
+async fn wait_for(
+    client: &Client,
+    session: &str,
+    server: &str,
+    timeout: Duration,
+    ok: impl Fn(&ServerStatus) -> bool,
+) -> ServerStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let servers = list(client, session).await.unwrap_or_default();
+        if let Some(s) = servers.iter().find(|s| s.name == server) {
+            if ok(s) {
+                return s.clone();
+            }
+            if Instant::now() > deadline {
+                panic!("server {server} never reached the expected state; last: {s:#?}");
+            }
+        } else if Instant::now() > deadline {
+            panic!("server {server} not listed: {servers:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn process_gone(pid: u32) -> bool {
+    !alive(pid)
+        || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            // A zombie waiting to be reaped by someone else counts as gone.
+            s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
+}
+
+async fn gone_within(pid: u32, timeout: Duration) -> bool {
+    eventually(timeout, || async move { process_gone(pid) }).await
+}
+
+struct Setup {
+    home: TestHome,
+    daemon: Daemon,
+    client: Client,
+    session: String,
+}
+
+async fn setup(servers: Value) -> anyhow::Result<Setup> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, servers)?;
+    let daemon = Daemon::start(&home, FAST).await?;
+    let client = daemon.client().await?;
+    let session = session(&client, &home.workspace(), shell_env(&home, &[])).await?;
+    Ok(Setup { home, daemon, client, session })
+}
+
+#[tokio::test]
+async fn stdio_server_connects_and_answers() -> anyhow::Result<()> {
+    let t = setup(json!({ "fx": stdio(&[]) })).await?;
+    // Listing starts nothing.
+    let before = list(&t.client, &t.session).await?;
+    assert_eq!(one(&before, "fx").state, ServerState::Disconnected);
+    assert_eq!(one(&before, "fx").pid, None);
+    assert!(list_all(&t.client).await?.is_empty());
+
+    let servers = start(&t.client, &t.session).await?;
+    let fx = one(&servers, "fx");
+    assert_eq!(fx.state, ServerState::Connected, "{fx:#?}");
+    assert_eq!(fx.transport, Transport::Stdio);
+    assert_eq!(fx.tools, Some(6));
+    assert_eq!(fx.restarts, 0);
+    assert_eq!(fx.sessions, vec![t.session.clone()]);
+    assert_eq!(
+        call(&t.client, &t.session, "fx", "echo", json!({"text": "hi"})).await,
+        Ok("hi".into())
+    );
+    assert_eq!(Some(pid_of(&t.client, &t.session, "fx").await), fx.pid);
+
+    let logs = t
+        .client
+        .mcp_logs(LogsParams {
+            server: ServerParams { session: Some(t.session.clone()), name: "fx".into() },
+            lines: None,
+        })
+        .await?;
+    assert!(
+        logs.lines
+            .iter()
+            .any(|l| l.stream == "stderr" && l.text.starts_with("mcp-fixture: starting")),
+        "{logs:#?}"
+    );
+    assert!(
+        logs.lines
+            .iter()
+            .any(|l| l.stream == "geminid" && l.text.starts_with("connected over stdio")),
+        "{logs:#?}"
+    );
+    drop(t.daemon);
+    drop(t.home);
+    Ok(())
+}
+
+#[tokio::test]
+async fn child_environment_follows_the_reference_rules() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let server = json!({
+        "command": fixture(),
+        "env": { "EXPLICIT": "$GITHUB_TOKEN", "FIXED": "value", "MISSING": "[$NOT_SET_ANYWHERE]" }
+    });
+    write_user_settings(&home, json!({ "fx": server }))?;
+    let daemon = Daemon::start(&home, FAST).await?;
+    let client = daemon.client().await?;
+    let env = shell_env(
+        &home,
+        &[
+            ("PLAIN", "kept"),
+            ("GITHUB_TOKEN", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+            ("MY_PASSWORD", "hunter2"),
+            ("GEMINI_CLI_SECRET_TOKEN", "kept-by-prefix"),
+            ("PWD", "/somewhere/else"),
+            ("SHLVL", "4"),
+            ("COLUMNS", "80"),
+        ],
+    );
+    let s = session(&client, &home.workspace(), env).await?;
+    let servers = start(&client, &s).await?;
+    assert_eq!(one(&servers, "fx").state, ServerState::Connected);
+    let var = |name: &'static str| {
+        let client = &client;
+        let s = &s;
+        async move { call(client, s, "fx", "env", json!({ "name": name })).await.unwrap_or_default() }
+    };
+    assert_eq!(var("GEMINI_CLI").await, "1");
+    assert_eq!(var("PLAIN").await, "kept", "the session's environment is inherited");
+    assert_eq!(var("PATH").await, std::env::var("PATH").unwrap_or_default());
+    assert_eq!(var("GITHUB_TOKEN").await, "<unset>", "secret-looking variables are redacted");
+    assert_eq!(var("MY_PASSWORD").await, "<unset>");
+    assert_eq!(var("GEMINI_CLI_SECRET_TOKEN").await, "kept-by-prefix");
+    assert_eq!(
+        var("EXPLICIT").await,
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        "explicit env expands against the unredacted environment"
+    );
+    assert_eq!(var("FIXED").await, "value");
+    assert_eq!(var("MISSING").await, "[]");
+    for volatile in ["PWD", "SHLVL", "COLUMNS"] {
+        assert_eq!(var(volatile).await, "<unset>", "{volatile} is per-shell and left out");
+    }
+    // The daemon's own environment is not leaked into the child.
+    assert_eq!(var("GEMINID_SOCKET").await, "<unset>");
+    Ok(())
+}
+
+#[tokio::test]
+async fn sessions_share_one_process_per_identity() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let daemon = Daemon::start(&home, FAST).await?;
+    let client = daemon.client().await?;
+    let ws2 = home.root().join("ws2");
+    std::fs::create_dir(&ws2)?;
+    // Two shells of one user: same variables, different per-shell ones.
+    let a = session(&client, &home.workspace(), shell_env(&home, &[("PWD", "/a"), ("SHLVL", "1")]))
+        .await?;
+    let b = session(&client, &ws2, shell_env(&home, &[("PWD", "/b"), ("SHLVL", "2")])).await?;
+    // Ten sessions asking at once still get one process (single-flight start).
+    let ids: Vec<String> = (0..5).flat_map(|_| [a.clone(), b.clone()]).collect();
+    let starts = ids.iter().map(|s| start(&client, s));
+    for r in futures::future::join_all(starts).await {
+        assert_eq!(one(&r?, "fx").state, ServerState::Connected);
+    }
+    let (pa, pb) = (pid_of(&client, &a, "fx").await, pid_of(&client, &b, "fx").await);
+    assert_eq!(pa, pb, "same spec in two workspaces: one process");
+    let all = list_all(&client).await?;
+    assert_eq!(all.len(), 1, "{all:#?}");
+    let mut users = all[0].sessions.clone();
+    users.sort();
+    let mut want = vec![a.clone(), b.clone()];
+    want.sort();
+    assert_eq!(users, want);
+
+    // A different environment is a different identity: its own process.
+    let c = session(&client, &ws2, shell_env(&home, &[("API_REGION", "eu")])).await?;
+    start(&client, &c).await?;
+    let pc = pid_of(&client, &c, "fx").await;
+    assert_ne!(pc, pa, "different env: separate process");
+    assert_eq!(list_all(&client).await?.len(), 2);
+    assert_eq!(
+        call(&client, &c, "fx", "env", json!({"name": "API_REGION"})).await,
+        Ok("eu".into())
+    );
+    assert_eq!(
+        call(&client, &a, "fx", "env", json!({"name": "API_REGION"})).await,
+        Ok("<unset>".into())
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn stdio_faults_end_in_clear_states() -> anyhow::Result<()> {
+    let missing = json!({ "command": "/nonexistent/mcp-server-xyz" });
+    let t = setup(json!({
+        "missing": missing,
+        "early": stdio(&["--exit-before-initialize", "3"]),
+        "hangs": { "command": fixture(), "args": ["--hang-initialize"], "timeout": 300 },
+        "fails": stdio(&["--fail-initialize"]),
+        "noisy": stdio(&["--garbage"]),
+    }))
+    .await?;
+    let servers = start(&t.client, &t.session).await?;
+    let noisy = one(&servers, "noisy");
+    assert_eq!(noisy.state, ServerState::Connected, "a stray stdout line is not fatal: {noisy:#?}");
+    let logs = t
+        .client
+        .mcp_logs(LogsParams {
+            server: ServerParams { session: None, name: "noisy".into() },
+            lines: None,
+        })
+        .await?;
+    assert!(
+        logs.lines.iter().any(|l| l.stream == "stdout" && l.text.contains("this is not JSON-RPC")),
+        "the stray line is kept in the log: {logs:#?}"
+    );
+
+    let expect = [
+        ("missing", "cannot start '/nonexistent/mcp-server-xyz': command not found"),
+        ("early", "exited with status 3 before completing the MCP handshake"),
+        ("hangs", "no answer to the MCP handshake within 300ms"),
+        ("fails", "last stderr line: Error: initialize failed"),
+    ];
+    for (name, text) in expect {
+        // Each fails, retries with backoff, and parks in crash-loop after the budget (3).
+        let s = wait_for(&t.client, &t.session, name, Duration::from_secs(20), |s| {
+            s.state == ServerState::CrashLoop
+        })
+        .await;
+        let err = s.last_error.clone().unwrap_or_default();
+        assert!(err.starts_with(&format!("MCP server '{name}'")), "{err}");
+        assert!(err.contains(text), "{name}: {err}");
+        assert_eq!(s.restarts, 3, "{s:#?}");
+        assert_eq!(s.pid, None);
+        // Calls fail at once with the cause.
+        let t0 = Instant::now();
+        let e = failed(call(&t.client, &t.session, name, "echo", json!({"text": "x"})).await);
+        assert!(t0.elapsed() < Duration::from_secs(1));
+        assert!(e.starts_with("-32010: MCP server '"), "{e}");
+        assert!(e.contains(text), "{e}");
+    }
+    let early_logs = t
+        .client
+        .mcp_logs(LogsParams {
+            server: ServerParams { session: Some(t.session.clone()), name: "early".into() },
+            lines: None,
+        })
+        .await?;
+    assert!(early_logs.lines.iter().any(|l| l.text.contains("crash-loop")), "{early_logs:#?}");
+    // A restart gets it out of crash-loop (and it fails again, honestly).
+    let r = t
+        .client
+        .mcp_restart(ServerParams { session: Some(t.session.clone()), name: "early".into() })
+        .await?;
+    assert_ne!(r.state, ServerState::CrashLoop, "{r:#?}");
+    assert_eq!(r.restarts, 4);
+    Ok(())
+}
+
+fn kill9(pid: u32) {
+    let _ = kill(Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)), Signal::SIGKILL);
+}
+
+#[tokio::test]
+async fn a_killed_server_restarts_then_parks_in_crash_loop() -> anyhow::Result<()> {
+    let t = setup(json!({ "fx": stdio(&[]) })).await?;
+    start(&t.client, &t.session).await?;
+    let filter = EventsSubscribeParams {
+        session: Some(t.session.clone()),
+        kinds: Some(vec!["mcp/serverState".into()]),
+    };
+    let mut events = t.client.subscribe_events(Some(filter)).await?;
+
+    // A call in flight when the server dies fails at once, naming the server and the cause.
+    let first = pid_of(&t.client, &t.session, "fx").await;
+    let slow = call(&t.client, &t.session, "fx", "sleep", json!({"ms": 20000}));
+    let killer = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        kill9(first);
+        Instant::now()
+    };
+    let (result, killed_at) = tokio::join!(slow, killer);
+    assert!(killed_at.elapsed() < Duration::from_secs(2), "the call waited for the dead server");
+    let e = failed(result);
+    assert!(e.starts_with("-32010: MCP server 'fx' killed by signal 9 (SIGKILL)"), "{e}");
+    assert!(e.ends_with("during the call"), "{e}");
+
+    // The state change is an event.
+    let ev: Event = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no event"))??;
+    let EventBody::McpServerState(change) = ev.body else { anyhow::bail!("unexpected {ev:?}") };
+    assert_eq!(
+        (change.previous, change.server.state),
+        (ServerState::Connected, ServerState::Disconnected)
+    );
+    assert_eq!(change.server.sessions, vec![t.session.clone()]);
+
+    // It comes back by itself, with a new process.
+    let back = wait_for(&t.client, &t.session, "fx", Duration::from_secs(10), |s| {
+        s.state == ServerState::Connected && s.pid.is_some_and(|p| p != first)
+    })
+    .await;
+    assert_eq!(back.restarts, 1);
+    assert_eq!(
+        call(&t.client, &t.session, "fx", "echo", json!({"text": "again"})).await,
+        Ok("again".into())
+    );
+
+    // Killed again and again (never stable in between): crash-loop after the budget of 3.
+    for _ in 0..3 {
+        let s = wait_for(&t.client, &t.session, "fx", Duration::from_secs(10), |s| {
+            s.state == ServerState::Connected
+        })
+        .await;
+        kill9(s.pid.unwrap_or_default());
+        wait_for(&t.client, &t.session, "fx", Duration::from_secs(10), |x| x.pid != s.pid).await;
+    }
+    let parked = wait_for(&t.client, &t.session, "fx", Duration::from_secs(10), |s| {
+        s.state == ServerState::CrashLoop
+    })
+    .await;
+    assert!(
+        parked.last_error.as_deref().is_some_and(|e| e.contains("killed by signal 9")),
+        "{parked:#?}"
+    );
+    let t0 = Instant::now();
+    let e = failed(call(&t.client, &t.session, "fx", "echo", json!({"text": "x"})).await);
+    assert!(t0.elapsed() < Duration::from_secs(1), "calls fail fast in crash-loop");
+    assert!(e.contains("killed by signal 9"), "{e}");
+    // It stays parked: no process is started behind the user's back.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(one(&list(&t.client, &t.session).await?, "fx").state, ServerState::CrashLoop);
+
+    // `mcp/restart` brings it back.
+    let r = t.client.mcp_restart(ServerParams { session: None, name: "fx".into() }).await?;
+    assert_eq!(r.state, ServerState::Connected, "{r:#?}");
+    assert_eq!(
+        call(&t.client, &t.session, "fx", "echo", json!({"text": "ok"})).await,
+        Ok("ok".into())
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn stopping_reaches_the_whole_process_group() -> anyhow::Result<()> {
+    let t = setup(
+        json!({ "stubborn": stdio(&["--ignore-sigterm", "--survive-stdin-eof", "--grandchild"]) }),
+    )
+    .await?;
+    let servers = start(&t.client, &t.session).await?;
+    let leader = one(&servers, "stubborn").pid.unwrap_or_default();
+    let logs = t
+        .client
+        .mcp_logs(LogsParams {
+            server: ServerParams { session: None, name: "stubborn".into() },
+            lines: None,
+        })
+        .await?;
+    let grandchild: u32 = logs
+        .lines
+        .iter()
+        .find_map(|l| l.text.strip_prefix("mcp-fixture: grandchild pid "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no grandchild pid in {logs:#?}"));
+    assert!(alive(grandchild));
+    // The leader ignores SIGTERM: after the grace period (500 ms) it gets SIGKILL; the
+    // grandchild in its group goes too.
+    let r = t.client.mcp_restart(ServerParams { session: None, name: "stubborn".into() }).await?;
+    assert_eq!(r.state, ServerState::Connected);
+    assert!(gone_within(leader, Duration::from_secs(5)).await, "leader {leader} survived");
+    assert!(
+        gone_within(grandchild, Duration::from_secs(5)).await,
+        "grandchild {grandchild} survived"
+    );
+    let logs = t
+        .client
+        .mcp_logs(LogsParams {
+            server: ServerParams { session: None, name: "stubborn".into() },
+            lines: None,
+        })
+        .await?;
+    assert!(
+        logs.lines.iter().any(|l| l.text.contains("restarting (killed by signal 9 (SIGKILL))")),
+        "{logs:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn unused_servers_stop_after_the_linger() -> anyhow::Result<()> {
+    let t = setup(json!({ "fx": stdio(&[]) })).await?;
+    // A second connection attaches, starts, and goes away.
+    let other = t.daemon.client().await?;
+    other
+        .attach(geminid_protocol::types::SessionAttachParams { id: t.session.clone(), env: None })
+        .await?;
+    start(&other, &t.session).await?;
+    let pid = pid_of(&other, &t.session, "fx").await;
+    // The first connection (still attached) keeps the session alive.
+    drop(other);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(alive(pid), "the session still has a connection: its server stays");
+    // Once nobody is attached, the server stops after the linger (300 ms).
+    t.client.detach(geminid_protocol::types::SessionIdParams { id: t.session.clone() }).await?;
+    assert!(
+        gone_within(pid, Duration::from_secs(5)).await,
+        "server {pid} outlived its linger: {}",
+        t.daemon.log()
+    );
+    assert!(list_all(&t.client).await?.is_empty());
+    Ok(())
+}
+
+/// A fixture server on loopback over HTTP (`--http`) or SSE (`--sse`); killed when dropped.
+struct NetFixture {
+    child: Child,
+    url: String,
+}
+
+impl NetFixture {
+    fn start(mode: &str) -> anyhow::Result<Self> {
+        let mut child = Command::new(fixture())
+            .args([mode, "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(Duration::from_secs(10))?;
+        let url = line
+            .trim()
+            .strip_prefix("LISTENING ")
+            .ok_or_else(|| anyhow::anyhow!("fixture printed {line:?}"))?
+            .to_owned();
+        Ok(Self { child, url })
+    }
+}
+
+impl Drop for NetFixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP server on loopback that answers every request with `status` (and a
+/// `WWW-Authenticate` challenge for 401).
+fn status_server(status: &'static str) -> anyhow::Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut req = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+            let challenge = if status.starts_with("401") {
+                "www-authenticate: Bearer realm=\"test\"\r\n"
+            } else {
+                ""
+            };
+            let reply = format!(
+                "HTTP/1.1 {status}\r\n{challenge}content-length: 0\r\nconnection: close\r\n\r\n"
+            );
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    Ok(format!("http://{addr}/mcp"))
+}
+
+#[tokio::test]
+async fn network_transports_connect_and_answer() -> anyhow::Result<()> {
+    let http = NetFixture::start("--http")?;
+    let sse = NetFixture::start("--sse")?;
+    let t = setup(json!({
+        "streamable": { "httpUrl": http.url },
+        "typed-http": { "url": http.url, "type": "http" },
+        "legacy": { "url": sse.url, "type": "sse" },
+        // No type: streamable HTTP fails on the SSE-only server, then SSE works.
+        "guess": { "url": sse.url },
+    }))
+    .await?;
+    let servers = start(&t.client, &t.session).await?;
+    let want = [
+        ("streamable", Transport::Http),
+        ("typed-http", Transport::Http),
+        ("legacy", Transport::Sse),
+        ("guess", Transport::Sse),
+    ];
+    for (name, transport) in want {
+        let s = one(&servers, name);
+        assert_eq!((s.state, s.transport), (ServerState::Connected, transport), "{s:#?}");
+        assert_eq!(s.tools, Some(6));
+        assert_eq!(s.pid, None);
+        assert_eq!(
+            call(&t.client, &t.session, name, "echo", json!({"text": name})).await,
+            Ok(name.to_owned())
+        );
+    }
+    // `streamable` and `typed-http` resolve to the same spec: one shared connection.
+    assert_eq!(one(&servers, "streamable").identity, one(&servers, "typed-http").identity);
+    assert_eq!(list_all(&t.client).await?.len(), 3);
+    Ok(())
+}
+
+#[tokio::test]
+async fn network_faults_end_in_clear_states() -> anyhow::Result<()> {
+    // A port nobody listens on.
+    let down = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        format!("http://{}/mcp", l.local_addr()?)
+    };
+    let t = setup(json!({
+        "down": { "httpUrl": down },
+        "missing": { "httpUrl": status_server("404 Not Found")? },
+        "locked": { "httpUrl": status_server("401 Unauthorized")? },
+        "locked-sse": { "url": status_server("401 Unauthorized")?, "type": "sse" },
+        "ftp": { "httpUrl": "ftp://127.0.0.1/mcp" },
+        "noscheme": { "url": "localhost:9/mcp" },
+    }))
+    .await?;
+    start(&t.client, &t.session).await?;
+    for (name, text) in [
+        ("down", "Connection refused"),
+        ("missing", "404"),
+        ("ftp", "\"ftp://127.0.0.1/mcp\" is not an http:// or https:// URL"),
+        ("noscheme", "\"localhost:9/mcp\" is not an http:// or https:// URL"),
+    ] {
+        let s = wait_for(&t.client, &t.session, name, Duration::from_secs(20), |s| {
+            s.state == ServerState::CrashLoop
+        })
+        .await;
+        let err = s.last_error.clone().unwrap_or_default();
+        assert!(err.contains(text), "{name}: {err}");
+    }
+    for name in ["locked", "locked-sse"] {
+        let s = wait_for(&t.client, &t.session, name, Duration::from_secs(10), |s| {
+            s.state == ServerState::NeedsAuth
+        })
+        .await;
+        assert!(s.last_error.as_deref().is_some_and(|e| e.contains("401")), "{s:#?}");
+    }
+    // needs-auth is not a crash: no retries behind the user's back.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for name in ["locked", "locked-sse"] {
+        let s = one(&list(&t.client, &t.session).await?, name).clone();
+        assert_eq!((s.state, s.restarts), (ServerState::NeedsAuth, 0), "{s:#?}");
+    }
+    let e = failed(call(&t.client, &t.session, "locked", "echo", json!({"text": "x"})).await);
+    assert!(e.contains("401"), "{e}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn hot_reload_touches_only_what_changed() -> anyhow::Result<()> {
+    let t = setup(json!({ "keep": stdio(&[]), "edit": stdio(&[]), "drop": stdio(&[]) })).await?;
+    start(&t.client, &t.session).await?;
+    let keep = pid_of(&t.client, &t.session, "keep").await;
+    let edit = pid_of(&t.client, &t.session, "edit").await;
+    let dropped = pid_of(&t.client, &t.session, "drop").await;
+    // keep/edit/drop share one spec, hence one process, until `edit` changes.
+    assert_eq!((keep, edit), (keep, keep));
+    assert_eq!(dropped, keep);
+    write_user_settings(
+        &t.home,
+        json!({
+            "keep": stdio(&[]),
+            "edit": { "command": fixture(), "env": { "EDITED": "yes" } },
+            "new": { "command": fixture(), "env": { "NEW": "yes" } },
+        }),
+    )?;
+    let edited = wait_for(&t.client, &t.session, "edit", Duration::from_secs(10), |s| {
+        s.state == ServerState::Connected && s.pid.is_some_and(|p| p != keep)
+    })
+    .await;
+    let added = wait_for(&t.client, &t.session, "new", Duration::from_secs(10), |s| {
+        s.state == ServerState::Connected
+    })
+    .await;
+    assert_eq!(pid_of(&t.client, &t.session, "keep").await, keep, "unchanged server keeps its pid");
+    assert_eq!(
+        call(&t.client, &t.session, "edit", "env", json!({"name": "EDITED"})).await,
+        Ok("yes".into())
+    );
+    assert_ne!(added.pid, edited.pid);
+    assert!(alive(keep));
+    let servers = list(&t.client, &t.session).await?;
+    assert!(servers.iter().all(|s| s.name != "drop"), "{servers:#?}");
+    assert_eq!(list_all(&t.client).await?.len(), 3);
+    Ok(())
+}
+
+#[tokio::test]
+async fn config_edited_while_a_server_is_starting() -> anyhow::Result<()> {
+    // Starts, but never finishes its handshake (within its 5 s timeout).
+    let hanging = json!({ "command": fixture(), "args": ["--hang-initialize"], "timeout": 5000 });
+    let t = setup(json!({ "fx": hanging })).await?;
+    let client = &t.client;
+    client.mcp_start(StartParams { session: t.session.clone(), wait: false }).await?;
+    assert_eq!(one(&list(client, &t.session).await?, "fx").state, ServerState::Connecting);
+    let mut hung_pid = None;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while hung_pid.is_none() && Instant::now() < deadline {
+        let p =
+            LogsParams { server: ServerParams { session: None, name: "fx".into() }, lines: None };
+        hung_pid = client.mcp_logs(p).await?.lines.iter().find_map(|l| {
+            let rest = l.text.strip_prefix("mcp-fixture: starting (pid ")?;
+            rest.trim_end_matches(')').parse::<u32>().ok()
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let hung_pid = hung_pid.ok_or_else(|| anyhow::anyhow!("the hanging server never started"))?;
+    // The user fixes the entry while it is still starting.
+    write_user_settings(&t.home, json!({ "fx": stdio(&[]) }))?;
+    client.mcp_reload(Some(McpReloadParams { session: Some(t.session.clone()) })).await?;
+    let fixed = wait_for(client, &t.session, "fx", Duration::from_secs(4), |s| {
+        s.state == ServerState::Connected
+    })
+    .await;
+    assert_ne!(fixed.pid, Some(hung_pid));
+    assert!(
+        gone_within(hung_pid, Duration::from_secs(3)).await,
+        "the abandoned start was not stopped"
+    );
+    assert_eq!(list_all(client).await?.len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_killed_daemon_leaves_no_orphans() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    // Servers that would outlive a closed stdin, as some real ones do.
+    let servers: serde_json::Map<String, Value> = (0..5)
+        .map(|i| (format!("s{i}"), json!({ "command": fixture(), "args": ["--survive-stdin-eof"], "env": { "N": i.to_string() } })))
+        .collect();
+    write_user_settings(&home, Value::Object(servers))?;
+    let mut daemon = Daemon::start(&home, FAST).await?;
+    let client = daemon.client().await?;
+    let s = session(&client, &home.workspace(), shell_env(&home, &[])).await?;
+    let listed = start(&client, &s).await?;
+    let pids: Vec<u32> = listed.iter().filter_map(|s| s.pid).collect();
+    assert_eq!(pids.len(), 5, "{listed:#?}");
+    drop(client);
+    daemon.kill9().await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(pids.iter().all(|p| alive(*p)), "the children outlive a SIGKILLed daemon");
+    // The next daemon finds and stops them before doing anything else.
+    let next = Daemon::start(&home, FAST).await?;
+    for pid in &pids {
+        assert!(gone_within(*pid, Duration::from_secs(5)).await, "orphan {pid} survived");
+    }
+    assert!(next.log().contains("stopped an MCP server left behind"), "{}", next.log());
+    Ok(())
+}
