@@ -806,3 +806,96 @@ async fn a_killed_daemon_leaves_no_orphans() -> anyhow::Result<()> {
     assert!(next.log().contains("stopped an MCP server left behind"), "{}", next.log());
     Ok(())
 }
+
+#[tokio::test]
+async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&["--flag"]), "off": stdio(&[]) }))?;
+    let daemon = Daemon::start(&home, FAST).await?;
+    let text = |args: &[&str]| -> anyhow::Result<(bool, String, String)> {
+        let out = home.gemctl(args)?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    };
+    // gemctl's workspace is not trusted: nothing may start, and the list says why.
+    let (ok, out, _) = text(&["mcp", "list"])?;
+    assert!(ok);
+    let target = format!("{} --flag", fixture());
+    assert!(out.starts_with("Configured MCP servers:\n\n"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "⛔ fx: {target} (stdio) - Blocked\n    the workspace folder is not trusted"
+        )),
+        "{out}"
+    );
+    let (ok, _, err) = text(&["mcp", "start"])?;
+    assert!(ok, "{err}");
+    assert!(daemon.client().await.map(|_| ()).is_ok());
+    assert!(
+        home.processes().iter().all(|(_, cmd)| !cmd.contains("mcp-fixture")),
+        "a blocked server was started"
+    );
+
+    assert!(text(&["trust"])?.0);
+    assert!(text(&["mcp", "disable", "off"])?.0);
+    // Hold the default session open, as an agent would, so its servers stay up between
+    // gemctl commands.
+    let client = daemon.client().await?;
+    let workspace = home.workspace().display().to_string();
+    let held =
+        client.create(SessionCreateParams { workspace, env: None, reuse_default: true }).await?;
+    let (ok, out, err) = text(&["mcp", "start"])?;
+    assert!(ok, "{err}");
+    assert!(out.contains(&format!("✓ fx: {target} (stdio) - Connected (pid ")), "{out}");
+    assert!(out.contains("6 tools)"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "○ off: {} (stdio) - Disabled\n    disabled in mcp-server-enablement.json",
+            fixture()
+        )),
+        "{out}"
+    );
+
+    let listed = home.gemctl_json(&["mcp", "list"])?;
+    let fx = listed
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == "fx"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(fx["state"], "connected");
+    assert_eq!(fx["transport"], "stdio");
+    assert_eq!(fx["sessions"], json!([held.id]));
+    let pid = fx["pid"].as_u64().unwrap_or_default();
+    assert!(pid > 0);
+    let all = home.gemctl_json(&["mcp", "list", "--all"])?;
+    assert_eq!(all.as_array().map(Vec::len), Some(1), "{all}");
+
+    let (ok, out, err) = text(&["mcp", "restart", "fx"])?;
+    assert!(ok, "{err}");
+    assert!(out.contains("✓ fx: ") && out.contains("1 restarts"), "{out}");
+    let restarted = home.gemctl_json(&["mcp", "list"])?;
+    let new_pid = restarted
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == "fx"))
+        .map(|s| s["pid"].clone());
+    assert!(new_pid.is_some_and(|p| p.as_u64() != Some(pid)));
+
+    let (ok, out, _) = text(&["mcp", "logs", "fx", "-n", "50"])?;
+    assert!(ok);
+    assert!(out.contains("[stderr] mcp-fixture: starting (pid "), "{out}");
+    assert!(out.contains("[geminid] restarting ("), "{out}");
+    let logs = home.gemctl_json(&["mcp", "logs", "fx"])?;
+    assert_eq!(logs["name"], "fx");
+
+    let (ok, _, err) = text(&["mcp", "restart", "nope"])?;
+    assert!(!ok);
+    assert!(err.contains("no running MCP server named 'nope'"), "{err}");
+    let (ok, _, err) = text(&["mcp", "logs", "off"])?;
+    assert!(!ok);
+    assert!(err.contains("no running MCP server named 'off'"), "{err}");
+    drop(client);
+    Ok(())
+}

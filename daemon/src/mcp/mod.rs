@@ -168,6 +168,23 @@ fn target(spec: &LaunchSpec) -> String {
     }
 }
 
+/// Transport and target of an entry that is not resolved (blocked or unlaunchable).
+fn config_target(c: &crate::config::mcp::McpServerConfig) -> (Wire, String) {
+    use crate::config::mcp::TransportType;
+    match (&c.http_url, &c.url, &c.command) {
+        (Some(u), _, _) => (Wire::Http, u.clone()),
+        (None, Some(u), _) if c.transport_type == Some(TransportType::Sse) => {
+            (Wire::Sse, u.clone())
+        }
+        (None, Some(u), _) => (Wire::Http, u.clone()),
+        (None, None, Some(cmd)) => {
+            let args = c.args.iter().flatten().map(String::as_str);
+            (Wire::Stdio, std::iter::once(cmd.as_str()).chain(args).collect::<Vec<_>>().join(" "))
+        }
+        (None, None, None) => (Wire::Stdio, String::new()),
+    }
+}
+
 fn block_text(reason: BlockReason) -> (ServerState, &'static str) {
     match reason {
         BlockReason::Session => (ServerState::Disabled, "disabled for this session"),
@@ -237,25 +254,15 @@ impl Supervisor {
                 default_cwd(spec.scope, workspace, view.env).as_deref(),
             );
             let (binding, launch) = match (spec.blocked, launch) {
-                (Some(reason), launch) => {
+                (Some(reason), _) => {
                     let (state, text) = block_text(reason);
-                    let (transport, tgt) = match &launch {
-                        Ok(l) => (planned_transport(l), target(l)),
-                        Err(_) => (Wire::Stdio, spec.config.command.clone().unwrap_or_default()),
-                    };
-                    (
-                        Binding::NotRun { state, reason: text.to_owned(), transport, target: tgt },
-                        None,
-                    )
+                    let (transport, target) = config_target(&spec.config);
+                    (Binding::NotRun { state, reason: text.to_owned(), transport, target }, None)
                 }
                 (None, Err(e)) => {
-                    let binding = Binding::NotRun {
-                        state: ServerState::Disconnected,
-                        reason: e.to_string(),
-                        transport: Wire::Stdio,
-                        target: spec.config.command.clone().unwrap_or_default(),
-                    };
-                    (binding, None)
+                    let (transport, target) = config_target(&spec.config);
+                    let state = ServerState::Disconnected;
+                    (Binding::NotRun { state, reason: e.to_string(), transport, target }, None)
                 }
                 (None, Ok(l)) => (Binding::Runs(l.identity()), Some((l, spec.config.timeout))),
             };
