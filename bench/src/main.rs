@@ -2,7 +2,10 @@
 //! machines are noisy, so only ratios and differences measured together mean anything) and
 //! prints a Markdown table for BENCHMARKS.md.
 //!
-//! Run: `cargo run --release -p geminid-bench` (builds the release binaries it measures).
+//! Run: `cargo build --release --workspace && ./target/release/geminid-bench [mcp]` (`mcp`:
+//! only the MCP supervision figures).
+
+mod mcp;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,7 +24,7 @@ struct Stats {
     p99: Duration,
 }
 
-fn stats(mut samples: Vec<Duration>) -> Stats {
+pub(crate) fn stats(mut samples: Vec<Duration>) -> Stats {
     samples.sort_unstable();
     let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
     Stats { median: at(0.5), p99: at(0.99) }
@@ -31,11 +34,11 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+pub(crate) fn rss_kib(pid: u32) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
     Ok(line.split_whitespace().nth(1).context("bad VmRSS")?.parse()?)
@@ -52,6 +55,16 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
+    if std::env::args().nth(1).as_deref() == Some("mcp") {
+        // Only the MCP section (issue 4).
+        println!("| measure | median | p99 | target |");
+        println!("|---|---|---|---|");
+        for row in mcp::bench().await? {
+            println!("{row}");
+        }
+        return Ok(());
+    }
+    eprintln!("rpc round trips");
     let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -125,6 +138,7 @@ async fn main() -> anyhow::Result<()> {
         stats(samples)
     };
 
+    eprintln!("gemctl status processes");
     // 2. A whole `gemctl status` process versus spawning `true`, interleaved so that both see
     //    the same machine conditions.
     let mut gemctl = home.gemctl_cmd(&["--no-autostart", "status"]);
@@ -139,6 +153,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_after = rss_kib(daemon.pid())?;
 
+    eprintln!("configuration reloads");
     let config_rows = config_bench(&home, &daemon).await?;
 
     println!("| measure | median | p99 | target |");
@@ -187,6 +202,11 @@ async fn main() -> anyhow::Result<()> {
         rss_after as f64 / 1024.0
     );
     for row in config_rows {
+        println!("{row}");
+    }
+    drop(daemon);
+    drop(home);
+    for row in mcp::bench().await? {
         println!("{row}");
     }
     Ok(())

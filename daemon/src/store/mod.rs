@@ -242,7 +242,13 @@ impl Store {
         self.children
             .insert(rec.pid.to_be_bytes(), encode(rec, CHILD_RECORD_VERSION))
             .map_err(|e| self.err(e))?;
-        self.children.flush_async().await.map(drop).map_err(|e| self.err(e))
+        // A blocking flush on the blocking pool: sled's `flush_async` was seen to never
+        // complete when several children started at once.
+        let tree = self.children.clone();
+        match tokio::task::spawn_blocking(move || tree.flush()).await {
+            Ok(r) => r.map(drop).map_err(|e| self.err(e)),
+            Err(e) => Err(StoreError::Corrupt { key: "children".into(), reason: e.to_string() }),
+        }
     }
 
     /// Forget a child process (it was stopped and reaped).

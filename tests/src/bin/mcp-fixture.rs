@@ -10,7 +10,8 @@
 //! answer it), `--exit-before-initialize CODE`, `--garbage` (write non-JSON to stdout first),
 //! `--survive-stdin-eof` (keep running after the client closes stdin), `--ignore-sigterm`,
 //! `--grandchild` (start an idle child process in the same process group, pid on stderr),
-//! `--idle` (do nothing forever). Every stdio start writes one line to stderr.
+//! `--idle` (do nothing forever), `--startup-delay-ms MS` (wait before serving, like a real
+//! server loading). Every stdio start writes one line to stderr.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -181,6 +182,11 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("mcp-fixture: grandchild pid {}", child.id());
     }
     eprintln!("mcp-fixture: starting (pid {})", std::process::id());
+    if let Some(i) = args.iter().position(|a| a == "--startup-delay-ms") {
+        // Like a real server loading its runtime and dependencies before it answers.
+        let ms = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(0);
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     if has("--garbage") {
         println!("this is not JSON-RPC");
     }
