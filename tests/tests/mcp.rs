@@ -827,7 +827,7 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     assert!(out.starts_with("Configured MCP servers:\n\n"), "{out}");
     assert!(
         out.contains(&format!(
-            "⛔ fx: {target} (stdio) - Blocked\n    the workspace folder is not trusted"
+            "⛔ fx: {target} (stdio) - Blocked\n    MCP server 'fx' uses stdio transport but current folder is not trusted. Use 'gemini trust' to enable it."
         )),
         "{out}"
     );

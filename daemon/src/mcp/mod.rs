@@ -254,10 +254,15 @@ impl Supervisor {
                 default_cwd(spec.scope, workspace, view.env).as_deref(),
             );
             let (binding, launch) = match (spec.blocked, launch) {
-                (Some(reason), _) => {
+                (Some(reason), launch) => {
                     let (state, text) = block_text(reason);
                     let (transport, target) = config_target(&spec.config);
-                    (Binding::NotRun { state, reason: text.to_owned(), transport, target }, None)
+                    // A stdio entry in an untrusted folder says so in the reference's words.
+                    let text = match launch {
+                        Err(e @ spec::ResolveError::Untrusted(_)) => e.to_string(),
+                        _ => text.to_owned(),
+                    };
+                    (Binding::NotRun { state, reason: text, transport, target }, None)
                 }
                 (None, Err(e)) => {
                     let (transport, target) = config_target(&spec.config);
