@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::Diagnostic;
-use crate::mcp::ServerStateChanged;
+use crate::mcp::{CatalogChanged, ServerStateChanged};
 use crate::types::{Session, SessionId};
 
 /// One event as delivered to subscribers.
@@ -47,6 +47,10 @@ pub enum EventBody {
     /// An MCP server changed state (for every session using it).
     #[serde(rename = "mcp/serverState")]
     McpServerState(ServerStateChanged),
+    /// A server's tools, prompts or resources changed (one event per refresh, however many
+    /// `list_changed` notifications led to it).
+    #[serde(rename = "catalog/changed")]
+    CatalogChanged(CatalogChanged),
 }
 
 /// Payload of `config/changed`: what changed in one session's effective configuration.
@@ -95,6 +99,7 @@ impl EventBody {
             Self::DaemonShuttingDown(_) => "daemon/shuttingDown",
             Self::ConfigChanged(_) => "config/changed",
             Self::McpServerState(_) => "mcp/serverState",
+            Self::CatalogChanged(_) => "catalog/changed",
         }
     }
 
@@ -106,7 +111,7 @@ impl EventBody {
             | Self::SessionDetached(s)
             | Self::SessionClosed(s) => Some(&s.id),
             Self::ConfigChanged(c) => Some(&c.session),
-            Self::DaemonShuttingDown(_) | Self::McpServerState(_) => None,
+            Self::DaemonShuttingDown(_) | Self::McpServerState(_) | Self::CatalogChanged(_) => None,
         }
     }
 
@@ -115,6 +120,7 @@ impl EventBody {
     pub fn concerns(&self, session: &str) -> bool {
         match self {
             Self::McpServerState(s) => s.server.sessions.iter().any(|id| id == session),
+            Self::CatalogChanged(c) => c.sessions.iter().any(|id| id == session),
             other => other.session().is_none_or(|id| id == session),
         }
     }

@@ -216,3 +216,21 @@ pub struct ServerStateChanged {
     /// The state it left.
     pub previous: ServerState,
 }
+
+/// Payload of the `catalog/changed` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogChanged {
+    /// The server's name (as the session that started it calls it).
+    pub server: String,
+    /// The first 12 hex digits of its identity.
+    pub identity: String,
+    /// The sessions using it.
+    pub sessions: Vec<SessionId>,
+    /// Counts after the change.
+    pub tools: u32,
+    /// See `tools`.
+    pub prompts: u32,
+    /// See `tools`.
+    pub resources: u32,
+}

@@ -18,6 +18,7 @@ use rmcp::RoleClient;
 use rmcp::service::Peer;
 use tokio::sync::{mpsc, watch};
 
+use super::catalog::{Catalog, discover};
 use super::connect::{Attempt, ConnectError, Notice, Running, connect};
 use super::log::ServerLog;
 use super::spec::{LaunchSpec, Network};
@@ -79,6 +80,8 @@ pub struct Server {
     pub log: Arc<ServerLog>,
     status: watch::Sender<Snapshot>,
     peer: Mutex<Option<Peer<RoleClient>>>,
+    catalog: Mutex<Arc<Catalog>>,
+    validators: Mutex<std::collections::HashMap<String, Arc<Validation>>>,
     cmds: mpsc::UnboundedSender<Cmd>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -133,6 +136,8 @@ impl Server {
             log: Arc::default(),
             status: watch::Sender::new(snapshot),
             peer: Mutex::default(),
+            catalog: Mutex::default(),
+            validators: Mutex::default(),
             cmds,
             task: Mutex::default(),
         });
@@ -188,8 +193,49 @@ impl Server {
         }
     }
 
+    /// Its catalog as of its last discovery (empty before it first connected).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set_catalog(&self, catalog: Catalog) {
+        *self.catalog.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalog);
+        self.validators.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// The compiled input schema of a tool (compiled once per catalog).
+    pub fn validator(&self, tool: &str, schema: Option<&serde_json::Value>) -> Arc<Validation> {
+        let mut cache = self.validators.lock().unwrap_or_else(|e| e.into_inner());
+        cache.entry(tool.to_owned()).or_insert_with(|| Arc::new(compile(schema))).clone()
+    }
+
     fn set_peer(&self, peer: Option<Peer<RoleClient>>) {
         *self.peer.lock().unwrap_or_else(|e| e.into_inner()) = peer;
+    }
+}
+
+/// A tool's input schema, compiled; or why it could not be (calls then go unvalidated).
+pub type Validation = Result<jsonschema::Validator, String>;
+
+fn compile(schema: Option<&serde_json::Value>) -> Validation {
+    let Some(schema) = schema else { return Err("the tool has no input schema".into()) };
+    let draft = if schema["$schema"] == "https://json-schema.org/draft/2020-12/schema" {
+        jsonschema::Draft::Draft202012
+    } else {
+        jsonschema::Draft::Draft7
+    };
+    jsonschema::options().with_draft(draft).build(schema).map_err(|e| e.to_string())
+}
+
+/// Check arguments against a compiled schema: `Err` names the first failing path.
+pub fn check_args(v: &jsonschema::Validator, args: &serde_json::Value) -> Result<(), String> {
+    match v.iter_errors(args).next() {
+        None => Ok(()),
+        Some(e) => {
+            let path = e.instance_path().to_string();
+            let at = if path.is_empty() { "the arguments".to_owned() } else { path };
+            Err(format!("{at}: {e}"))
+        }
     }
 }
 
@@ -273,7 +319,9 @@ async fn run(
         };
         let error = match result {
             Ok(mut running) => {
-                let counts = discover(&running, server.request_timeout).await;
+                let catalog = discover(&server.name, &running.peer, server.request_timeout).await;
+                let counts = catalog.counts();
+                server.set_catalog(catalog);
                 server.set_peer(Some(running.peer.clone()));
                 let pid = running.child.as_ref().map(|c| c.pid);
                 r.log(&format!(
@@ -305,8 +353,7 @@ async fn run(
                             break End::Died(how);
                         }
                         Some(Notice::ListChanged) = notice_rx.recv() => {
-                            let counts = discover(&running, server.request_timeout).await;
-                            r.update(|s| s.counts = Some(counts));
+                            refresh(&r, &running, &mut notice_rx).await;
                         }
                         cmd = cmds.recv() => break match cmd {
                             Some(Cmd::Restart) => End::Restart,
@@ -435,41 +482,26 @@ async fn shutdown(running: Running, grace: Duration) -> String {
     }
 }
 
-/// Count tools, prompts and resources (every page; a missing capability or a failing list
-/// counts as none).
-async fn discover(running: &Running, timeout: Duration) -> (u32, u32, u32) {
-    let peer = &running.peer;
-    let caps = peer.peer_info().map(|i| i.capabilities.clone()).unwrap_or_default();
-    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-    let tools = async {
-        if caps.tools.is_none() {
-            return 0;
-        }
-        tokio::time::timeout(timeout, peer.list_all_tools())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .map_or(0, |t| count(t.len()))
-    };
-    let prompts = async {
-        if caps.prompts.is_none() {
-            return 0;
-        }
-        tokio::time::timeout(timeout, peer.list_all_prompts())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .map_or(0, |t| count(t.len()))
-    };
-    let resources = async {
-        if caps.resources.is_none() {
-            return 0;
-        }
-        tokio::time::timeout(timeout, peer.list_all_resources())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .map_or(0, |t| count(t.len()))
-    };
-    tokio::join!(tools, prompts, resources)
+/// A list changed: read the catalog again and swap it in. Notices that arrive meanwhile are
+/// folded into this refresh (a storm costs one or two discoveries, and one event). As Gemini
+/// CLI does, a refresh that finds the same names tries once more after 500 ms (the server may
+/// announce before its list reflects the change).
+async fn refresh(r: &Reporter, running: &Running, notices: &mut mpsc::UnboundedReceiver<Notice>) {
+    let server = &r.server;
+    let old = server.catalog();
+    let mut new = discover(&server.name, &running.peer, server.request_timeout).await;
+    if new.same_names(&old) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        new = discover(&server.name, &running.peer, server.request_timeout).await;
+    }
+    while notices.try_recv().is_ok() {}
+    if new == *old {
+        return;
+    }
+    let counts = new.counts();
+    server.set_catalog(new);
+    r.update(|s| s.counts = Some(counts));
+    if let Some(sup) = r.sup.upgrade() {
+        sup.catalog_changed(server);
+    }
 }

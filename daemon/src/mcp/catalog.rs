@@ -1,0 +1,103 @@
+//! One server's catalog: its tools, prompts, resources and resource templates as it listed
+//! them, and its instructions. An immutable snapshot, replaced whole when the server says a
+//! list changed.
+
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::service::{Peer, ServiceError};
+use serde_json::Value;
+
+/// What a server offers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Catalog {
+    /// `Tool` objects, as the server sent them.
+    pub tools: Vec<Value>,
+    /// `Prompt` objects.
+    pub prompts: Vec<Value>,
+    /// `Resource` objects.
+    pub resources: Vec<Value>,
+    /// `ResourceTemplate` objects.
+    pub templates: Vec<Value>,
+    /// The server's `instructions`.
+    pub instructions: Option<String>,
+}
+
+fn names(items: &[Value], key: &str) -> Vec<String> {
+    items.iter().map(|i| i[key].as_str().unwrap_or_default().to_owned()).collect()
+}
+
+impl Catalog {
+    /// (tools, prompts, resources).
+    pub fn counts(&self) -> (u32, u32, u32) {
+        let n = |v: &Vec<Value>| u32::try_from(v.len()).unwrap_or(u32::MAX);
+        (n(&self.tools), n(&self.prompts), n(&self.resources))
+    }
+
+    /// Whether the two list the same names and URIs (Gemini CLI's test for "nothing
+    /// changed yet" after a list_changed).
+    pub fn same_names(&self, other: &Self) -> bool {
+        names(&self.tools, "name") == names(&other.tools, "name")
+            && names(&self.prompts, "name") == names(&other.prompts, "name")
+            && names(&self.resources, "uri") == names(&other.resources, "uri")
+            && names(&self.templates, "uriTemplate") == names(&other.templates, "uriTemplate")
+    }
+
+    /// A tool by its original name.
+    pub fn tool(&self, name: &str) -> Option<&Value> {
+        self.tools.iter().find(|t| t["name"] == name)
+    }
+}
+
+/// A list result: the items, or none when the server does not implement the method.
+fn items<T: serde::Serialize>(
+    what: &str,
+    server: &str,
+    r: Result<Result<Vec<T>, ServiceError>, tokio::time::error::Elapsed>,
+) -> Vec<Value> {
+    match r {
+        Ok(Ok(list)) => list.iter().filter_map(|i| serde_json::to_value(i).ok()).collect(),
+        Ok(Err(ServiceError::McpError(e)))
+            if e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND =>
+        {
+            vec![]
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(server, error = %e, "listing {what} failed");
+            vec![]
+        }
+        Err(_) => {
+            tracing::warn!(server, "listing {what} timed out");
+            vec![]
+        }
+    }
+}
+
+/// List everything the server's capabilities announce, following every pagination cursor.
+pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) -> Catalog {
+    let info = peer.peer_info();
+    let caps = info.as_ref().map(|i| i.capabilities.clone()).unwrap_or_default();
+    let instructions = info.as_ref().and_then(|i| i.instructions.clone());
+    let tools = async {
+        if caps.tools.is_none() {
+            return vec![];
+        }
+        items("tools", server, tokio::time::timeout(timeout, peer.list_all_tools()).await)
+    };
+    let prompts = async {
+        if caps.prompts.is_none() {
+            return vec![];
+        }
+        items("prompts", server, tokio::time::timeout(timeout, peer.list_all_prompts()).await)
+    };
+    let resources = async {
+        if caps.resources.is_none() {
+            return (vec![], vec![]);
+        }
+        let r = tokio::time::timeout(timeout, peer.list_all_resources()).await;
+        let rt = tokio::time::timeout(timeout, peer.list_all_resource_templates()).await;
+        (items("resources", server, r), items("resource templates", server, rt))
+    };
+    let (tools, prompts, (resources, templates)) = tokio::join!(tools, prompts, resources);
+    Catalog { tools, prompts, resources, templates, instructions }
+}
