@@ -16,6 +16,7 @@ use crate::mcp::{
     CallToolParams, ListServersParams, ListServersResult, LogLine, LogsParams, LogsResult,
     ServerParams, ServerStatus, StartParams,
 };
+use crate::tools::{ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult};
 use crate::types::{
     EventsSubscribeParams, HelloParams, HelloResult, Session, SessionAttachParams,
     SessionCreateParams, SessionIdParams, SessionListParams, SessionListResult, ShutdownResult,
@@ -153,4 +154,17 @@ pub trait McpApi {
     /// server's `CallToolResult` as it sent it.
     #[method(name = "callTool")]
     async fn mcp_call_tool(&self, params: CallToolParams) -> RpcResult<serde_json::Value>;
+}
+
+/// `tools/*`: a session's MCP tools as Gemini sees them.
+#[rpc(server, client, namespace = "tools", namespace_separator = "/")]
+pub trait ToolsApi {
+    /// The session's tools: fully qualified names and Gemini function declarations.
+    #[method(name = "list")]
+    async fn tools_list(&self, params: ToolsListParams) -> RpcResult<ToolsListResult>;
+
+    /// Call a tool by its fully qualified name. If the caller disconnects first, the server
+    /// is sent `notifications/cancelled`.
+    #[method(name = "call")]
+    async fn tools_call(&self, params: ToolsCallParams) -> RpcResult<ToolsCallResult>;
 }

@@ -31,13 +31,17 @@ pub enum ErrorCode {
     ServerUnavailable,
     /// The MCP server answered the request with an error, or did not answer in time.
     ServerError,
+    /// No tool of the session has that name.
+    ToolNotFound,
+    /// The arguments do not match the tool's input schema; the message names the path.
+    InvalidArguments,
     /// Anything else that went wrong inside the daemon.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 14] = [
         Self::VersionMismatch,
         Self::SessionNotFound,
         Self::InvalidWorkspace,
@@ -49,6 +53,8 @@ impl ErrorCode {
         Self::ServerNotFound,
         Self::ServerUnavailable,
         Self::ServerError,
+        Self::ToolNotFound,
+        Self::InvalidArguments,
         Self::Internal,
     ];
 
@@ -66,6 +72,8 @@ impl ErrorCode {
             Self::ServerNotFound => -32009,
             Self::ServerUnavailable => -32010,
             Self::ServerError => -32011,
+            Self::ToolNotFound => -32012,
+            Self::InvalidArguments => -32013,
             Self::Internal => -32099,
         }
     }
@@ -89,6 +97,8 @@ impl ErrorCode {
             Self::ServerNotFound => "serverNotFound",
             Self::ServerUnavailable => "serverUnavailable",
             Self::ServerError => "serverError",
+            Self::ToolNotFound => "toolNotFound",
+            Self::InvalidArguments => "invalidArguments",
             Self::Internal => "internal",
         }
     }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod event;
 pub mod mcp;
 pub mod socket;
+pub mod tools;
 pub mod types;
 
 /// The protocol version. Bumped on any incompatible change to a method, type or event; a client

@@ -1,6 +1,8 @@
 //! Test harness: start the real `geminid` and `gemctl` binaries in a temporary home, talk to
 //! them over the real socket, and make sure nothing is left running afterwards.
 
+pub mod mcp;
+
 use std::fs::File;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,6 @@
 //! streamable HTTP and legacy SSE. Every test ends with the harness checking that no process
 //! it started is left running.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -17,59 +16,12 @@ use geminid_protocol::mcp::{
     StartParams, Transport,
 };
 use geminid_protocol::types::{ClientEnv, EventsSubscribeParams, SessionCreateParams};
-use geminid_tests::{Daemon, TestHome, alive, bin, eventually};
+use geminid_tests::mcp::{FAST, fixture, shell_env, stdio, write_user_settings};
+use geminid_tests::{Daemon, TestHome, alive, eventually};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-
-/// Fast supervision so faults play out in milliseconds.
-const FAST: &[&str] = &[
-    "--mcp-backoff",
-    "50ms",
-    "--mcp-backoff-max",
-    "200ms",
-    "--mcp-restart-budget",
-    "3",
-    "--mcp-linger",
-    "300ms",
-    "--mcp-stop-grace",
-    "500ms",
-    "--mcp-startup-timeout",
-    "10s",
-];
-
-fn fixture() -> String {
-    bin("mcp-fixture").display().to_string()
-}
-
-/// A session environment as a user's shell would send it, trusted, marked with the home so the
-/// harness finds every process that inherits it.
-fn shell_env(home: &TestHome, extra: &[(&str, &str)]) -> ClientEnv {
-    let mut env: BTreeMap<String, String> = BTreeMap::new();
-    env.insert("PATH".into(), std::env::var("PATH").unwrap_or_default());
-    env.insert("HOME".into(), home.root().join("home").display().to_string());
-    env.insert("GEMINID_TEST_HOME".into(), home.root().display().to_string());
-    env.insert("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into());
-    for (k, v) in extra {
-        env.insert((*k).into(), (*v).into());
-    }
-    env.into_iter().collect()
-}
-
-fn write_user_settings(home: &TestHome, servers: Value) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(&json!({ "mcpServers": servers }))?;
-    // Write to a temporary file and rename, as editors do: the watcher sees one change.
-    let path = home.root().join("home/.gemini/settings.json");
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(tmp, path)?;
-    Ok(())
-}
-
-fn stdio(args: &[&str]) -> Value {
-    json!({ "command": fixture(), "args": args })
-}
 
 async fn session(client: &Client, workspace: &Path, env: ClientEnv) -> anyhow::Result<String> {
     let workspace = workspace.display().to_string();

@@ -8,6 +8,7 @@
 //! - [`connect`], [`child`] and [`sse`] are the transports; [`orphans`] cleans up after a
 //!   daemon that was killed.
 
+pub mod catalog;
 pub mod child;
 pub mod connect;
 pub mod log;
@@ -15,6 +16,7 @@ pub mod orphans;
 pub mod server;
 pub mod spec;
 pub mod sse;
+pub mod tools;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -106,6 +108,8 @@ type Resolved = BTreeMap<String, (Entry, Option<(LaunchSpec, Option<u64>)>)>;
 struct Entry {
     scope: Scope,
     binding: Binding,
+    include: Option<Vec<String>>,
+    exclude: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default)]
@@ -145,6 +149,84 @@ pub enum McpError {
     /// The server answered with an error or not in time.
     #[error("{0}")]
     Server(String),
+}
+
+/// One tool of a session.
+#[derive(Debug, Clone)]
+pub struct SessionTool {
+    /// Its fully qualified name.
+    pub fqn: String,
+    /// Its server's name in the session's settings.
+    pub server_name: String,
+    /// The server.
+    pub server: Arc<Server>,
+    /// The catalog it is in (the tool is `catalog.tools[index]`).
+    pub catalog: Arc<catalog::Catalog>,
+    /// Its position.
+    pub index: usize,
+}
+
+impl SessionTool {
+    /// The MCP tool object.
+    pub fn tool(&self) -> &serde_json::Value {
+        &self.catalog.tools[self.index]
+    }
+}
+
+/// A session's tools and what to know about them.
+#[derive(Debug, Clone, Default)]
+pub struct SessionTools {
+    /// In order.
+    pub tools: Vec<SessionTool>,
+    /// Collisions and missing servers.
+    pub diagnostics: Vec<String>,
+}
+
+/// `tools/call` on the server, keeping the result as JSON (content types rmcp does not know,
+/// or a `content` that is not an array, reach the converter instead of failing the call).
+/// If this future is dropped before the answer (timeout, caller gone), the server is sent
+/// `notifications/cancelled`.
+async fn call_raw(
+    peer: &rmcp::service::Peer<rmcp::RoleClient>,
+    params: rmcp::model::CallToolRequestParams,
+) -> Result<serde_json::Value, rmcp::ServiceError> {
+    use rmcp::model::{ClientRequest, Request, ServerResult};
+    let request = ClientRequest::CallToolRequest(Request::new(params));
+    let handle = peer
+        .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
+        .await?;
+    let mut guard = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
+    let response = handle.await_response().await;
+    guard.peer = None;
+    match response? {
+        ServerResult::CallToolResult(r) => {
+            serde_json::to_value(r).map_err(|_| rmcp::ServiceError::UnexpectedResponse)
+        }
+        ServerResult::CustomResult(c) => Ok(c.0),
+        ServerResult::EmptyResult(_) => Ok(serde_json::json!({})),
+        _ => Err(rmcp::ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Sends `notifications/cancelled` for a request whose caller went away.
+struct CancelOnDrop {
+    peer: Option<rmcp::service::Peer<rmcp::RoleClient>>,
+    id: rmcp::model::RequestId,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else { return };
+        let id = self.id.clone();
+        tokio::spawn(async move {
+            let params = rmcp::model::CancelledNotificationParam::new(
+                Some(id),
+                Some("the caller went away".into()),
+            );
+            let n = rmcp::model::CancelledNotification::new(params);
+            let _ = peer.send_notification(n.into()).await;
+        });
+    }
 }
 
 /// Owns every MCP server process and connection.
@@ -271,7 +353,13 @@ impl Supervisor {
                 }
                 (None, Ok(l)) => (Binding::Runs(l.identity()), Some((l, spec.config.timeout))),
             };
-            out.insert(name.clone(), (Entry { scope: spec.scope, binding }, launch));
+            let entry = Entry {
+                scope: spec.scope,
+                binding,
+                include: spec.config.include_tools.clone(),
+                exclude: spec.config.exclude_tools.clone(),
+            };
+            out.insert(name.clone(), (entry, launch));
         }
         out
     }
@@ -386,6 +474,21 @@ impl Supervisor {
         tracing::info!(server = %server.name, from = ?previous, to = ?status.state, error = status.last_error.as_deref().unwrap_or(""), "MCP server state");
         self.events
             .emit(EventBody::McpServerState(ServerStateChanged { server: status, previous }));
+    }
+
+    /// Announce a new catalog to every session using the server.
+    pub fn catalog_changed(&self, server: &Arc<Server>) {
+        let sessions = self.inner().users(&server.identity);
+        let (tools, prompts, resources) = server.catalog().counts();
+        tracing::info!(server = %server.name, tools, prompts, resources, "catalog changed");
+        self.events.emit(EventBody::CatalogChanged(geminid_protocol::mcp::CatalogChanged {
+            server: server.name.clone(),
+            identity: server.identity[..12].to_owned(),
+            sessions,
+            tools,
+            prompts,
+            resources,
+        }));
     }
 
     fn status_of(
@@ -598,7 +701,7 @@ impl Supervisor {
         };
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let call = tokio::time::timeout(server.request_timeout, peer.call_tool(params));
+        let call = tokio::time::timeout(server.request_timeout, call_raw(&peer, params));
         let mut dying = server.watch();
         let result = tokio::select! {
             result = call => result,
@@ -608,7 +711,7 @@ impl Supervisor {
             }
         };
         match result {
-            Ok(Ok(r)) => serde_json::to_value(r).map_err(|e| McpError::Server(e.to_string())),
+            Ok(Ok(r)) => Ok(r),
             Ok(Err(rmcp::ServiceError::McpError(e))) => {
                 Err(McpError::Server(format!("MCP server '{name}' answered: {}", e.message)))
             }
@@ -632,6 +735,58 @@ impl Supervisor {
                 humantime::format_duration(server.request_timeout)
             ))),
         }
+    }
+
+    /// A session's tools, by fully qualified name: servers in name order, each one's tools in
+    /// its order, include/exclude applied. A name already taken gets `__2`, `__3`, ... (the
+    /// first in that order keeps it), and the rename is reported in the diagnostics.
+    pub fn session_tools(&self, session: &str) -> Result<SessionTools, McpError> {
+        let inner = self.inner();
+        let entries = inner.sessions.get(session).ok_or_else(|| {
+            McpError::Unavailable(format!("session {session} has not started its MCP servers"))
+        })?;
+        let mut out = SessionTools::default();
+        let mut taken: HashMap<String, usize> = HashMap::new();
+        for (name, entry) in entries {
+            let Binding::Runs(identity) = &entry.binding else { continue };
+            let Some(server) = inner.servers.get(identity) else { continue };
+            let state = server.snapshot().state;
+            if state != ServerState::Connected {
+                out.diagnostics.push(format!(
+                    "MCP server '{name}' is {}: its tools are not listed",
+                    state.label().to_lowercase()
+                ));
+                continue;
+            }
+            let catalog = server.catalog();
+            for (index, tool) in catalog.tools.iter().enumerate() {
+                let tool_name = tool["name"].as_str().unwrap_or_default();
+                if !tools::enabled(tool_name, entry.include.as_deref(), entry.exclude.as_deref()) {
+                    continue;
+                }
+                let base = tools::fqn(name, tool_name);
+                let seen = taken.entry(base.clone()).or_insert(0);
+                *seen += 1;
+                let fqn = if *seen == 1 {
+                    base.clone()
+                } else {
+                    let renamed = tools::disambiguate(&base, *seen);
+                    out.diagnostics.push(format!(
+                        "tool '{tool_name}' of MCP server '{name}' would be named '{base}', which \
+                         an earlier tool already has: it is named '{renamed}'"
+                    ));
+                    renamed
+                };
+                out.tools.push(SessionTool {
+                    fqn,
+                    server_name: name.clone(),
+                    server: server.clone(),
+                    catalog: catalog.clone(),
+                    index,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// Stop every server and wait for their processes to be gone. Nothing starts afterwards.

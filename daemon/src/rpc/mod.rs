@@ -7,12 +7,13 @@ mod events;
 mod mcp;
 mod params;
 mod session;
+mod tools;
 
 use std::sync::Arc;
 
 use geminid_protocol::api::{
     ConfigApiServer, DaemonApiServer, EventsApiServer, McpApiServer, SessionApiServer,
-    TrustApiServer,
+    ToolsApiServer, TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -36,7 +37,8 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(EventsApiServer::into_rpc(handler.clone()))?;
     module.merge(ConfigApiServer::into_rpc(handler.clone()))?;
     module.merge(TrustApiServer::into_rpc(handler.clone()))?;
-    module.merge(McpApiServer::into_rpc(handler))?;
+    module.merge(McpApiServer::into_rpc(handler.clone()))?;
+    module.merge(ToolsApiServer::into_rpc(handler))?;
     Ok(module.into())
 }
 

@@ -10,7 +10,8 @@
 //! answer it), `--exit-before-initialize CODE`, `--garbage` (write non-JSON to stdout first),
 //! `--survive-stdin-eof` (keep running after the client closes stdin), `--ignore-sigterm`,
 //! `--grandchild` (start an idle child process in the same process group, pid on stderr),
-//! `--idle` (do nothing forever), `--startup-delay-ms MS` (wait before serving, like a real
+//! `--idle` (do nothing forever), `--rich` (more tools: every content type, `$defs`, a tool
+//! error, an uncompilable schema, cancellation), `--startup-delay-ms MS` (wait before serving, like a real
 //! server loading). Every stdio start writes one line to stderr.
 
 use std::borrow::Cow;
@@ -69,6 +70,38 @@ fn base_tools() -> Vec<Tool> {
     ]
 }
 
+/// Extra tools with `--rich`: every content type, a `$defs`/`$ref` schema with a nullable
+/// field, a tool error, a schema that cannot be compiled, a cancellable wait.
+fn rich_tools() -> Vec<Tool> {
+    vec![
+        tool("content", "Returns one block of every content type", object(json!({}), &[])),
+        tool(
+            "typed",
+            "Echoes its arguments; a $ref'd point and a nullable label",
+            json!({
+                "type": "object",
+                "$defs": { "point": { "type": "object", "properties": { "x": {"type": "number"}, "y": {"type": "number"} }, "required": ["x", "y"] } },
+                "properties": { "at": { "$ref": "#/$defs/point" }, "label": { "type": ["string", "null"] } },
+                "required": ["at"]
+            }),
+        ),
+        tool("fail", "Reports a tool error", object(json!({}), &[])),
+        tool(
+            "badschema",
+            "Has a schema no validator can compile",
+            json!({"type": "object", "properties": {"x": {"type": 12}}}),
+        ),
+        tool(
+            "wait",
+            "Waits until cancelled (or ms pass)",
+            object(json!({"ms": {"type": "integer"}}), &[]),
+        ),
+        tool("cancelled", "How many calls were cancelled so far", object(json!({}), &[])),
+    ]
+}
+
+static CANCELLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn text(s: impl Into<String>) -> Result<CallToolResponse, McpError> {
     Ok(CallToolResponse::Complete(CallToolResult::success(vec![ContentBlock::text(s.into())])))
 }
@@ -126,6 +159,42 @@ impl ServerHandler for Fixture {
                 tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
                 text(format!("slept {ms} ms"))
             }
+            "content" => {
+                use rmcp::model::{Resource, ResourceContents};
+                let blocks = vec![
+                    ContentBlock::text("plain text"),
+                    ContentBlock::image("iVBORw0KGgo=", "image/png"),
+                    ContentBlock::audio("UklGRg==", "audio/wav"),
+                    ContentBlock::resource(ResourceContents::text(
+                        "embedded text",
+                        "file:///doc.txt",
+                    )),
+                    ContentBlock::resource(
+                        ResourceContents::blob("JVBERi0=", "file:///doc.pdf")
+                            .with_mime_type("application/pdf"),
+                    ),
+                    ContentBlock::resource_link(Resource::new("file:///linked", "linked")),
+                ];
+                Ok(CallToolResponse::Complete(CallToolResult::success(blocks)))
+            }
+            "typed" => text(Value::Object(args.clone()).to_string()),
+            "fail" => {
+                Ok(CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(
+                    "it broke",
+                )])))
+            }
+            "badschema" => text("ran without validation"),
+            "wait" => {
+                let ms = arg("ms").as_u64().unwrap_or(60_000);
+                tokio::select! {
+                    () = tokio::time::sleep(std::time::Duration::from_millis(ms)) => text("waited"),
+                    () = context.ct.cancelled() => {
+                        CANCELLED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        Err(McpError::internal_error("cancelled", None))
+                    }
+                }
+            }
+            "cancelled" => text(CANCELLED.load(std::sync::atomic::Ordering::SeqCst).to_string()),
             "env" => {
                 let name = arg("name").as_str().unwrap_or_default().to_owned();
                 text(std::env::var(&name).unwrap_or_else(|_| "<unset>".to_owned()))
@@ -197,7 +266,11 @@ async fn main() -> anyhow::Result<()> {
     } else {
         Initialize::Normal
     };
-    let fixture = Fixture { initialize, tools: Arc::new(Mutex::new(base_tools())) };
+    let mut tools = base_tools();
+    if has("--rich") {
+        tools.extend(rich_tools());
+    }
+    let fixture = Fixture { initialize, tools: Arc::new(Mutex::new(tools)) };
     if let Some(i) = args.iter().position(|a| a == "--sse") {
         let addr = args.get(i + 1).map_or("127.0.0.1:0", String::as_str);
         return sse::serve(initialize, addr).await;

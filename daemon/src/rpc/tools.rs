@@ -1,0 +1,93 @@
+//! `tools/*`.
+
+use geminid_protocol::api::ToolsApiServer;
+use geminid_protocol::error::ErrorCode;
+use geminid_protocol::tools::{
+    ToolEntry, ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult,
+};
+use jsonrpsee::core::{RpcResult, async_trait};
+use serde_json::Value;
+
+use super::Handler;
+use super::mcp::mcp_error;
+use super::session::rpc_error;
+use crate::mcp::server::check_args;
+use crate::mcp::{SessionTools, tools};
+
+impl Handler {
+    /// The session's tools, starting its servers first if it had not.
+    async fn session_tools(&self, session: &str) -> RpcResult<SessionTools> {
+        self.core.sessions.record(session).map_err(rpc_error)?;
+        if !self.core.mcp.is_active(session) {
+            self.core.start_servers(session).map_err(rpc_error)?;
+            self.core.mcp.settle(session).await;
+        }
+        self.core.mcp.session_tools(session).map_err(mcp_error)
+    }
+}
+
+#[async_trait]
+impl ToolsApiServer for Handler {
+    async fn tools_list(&self, p: ToolsListParams) -> RpcResult<ToolsListResult> {
+        let st = self.session_tools(&p.session).await?;
+        let mut diagnostics = st.diagnostics;
+        let mut out = Vec::with_capacity(st.tools.len());
+        for t in &st.tools {
+            let tool = t.tool();
+            let own = tool["name"].as_str().unwrap_or_default();
+            if let Err(e) = &*t.server.validator(own, tool.get("inputSchema")) {
+                diagnostics.push(format!(
+                    "the input schema of '{}' cannot be compiled ({e}); its calls are not validated",
+                    t.fqn
+                ));
+            }
+            out.push(ToolEntry {
+                name: t.fqn.clone(),
+                server: t.server_name.clone(),
+                tool: own.to_owned(),
+                declaration: tools::declaration(&t.fqn, tool),
+                raw: p.raw.then(|| tool.clone()),
+            });
+        }
+        Ok(ToolsListResult { tools: out, diagnostics })
+    }
+
+    async fn tools_call(&self, p: ToolsCallParams) -> RpcResult<ToolsCallResult> {
+        let st = self.session_tools(&p.session).await?;
+        let Some(t) = st.tools.iter().find(|t| t.fqn == p.name) else {
+            return Err(ErrorCode::ToolNotFound.error(format!(
+                "no tool named '{}' in this session (tools/list shows them)",
+                p.name
+            )));
+        };
+        let tool = t.tool();
+        let own = tool["name"].as_str().unwrap_or_default().to_owned();
+        let args = Value::Object(p.args.clone().unwrap_or_default());
+        if let Ok(v) = &*t.server.validator(&own, tool.get("inputSchema"))
+            && let Err(e) = check_args(v, &args)
+        {
+            return Err(ErrorCode::InvalidArguments
+                .error(format!("invalid arguments for tool '{}': {e}", p.name)));
+        }
+        let result = self.core.mcp.call_tool(&t.server, &own, p.args).await.map_err(mcp_error)?;
+        let is_error = tools::is_error(&result);
+        let (mut parts, mut display) = tools::parts(&own, &result["content"]);
+        if is_error {
+            display = format!("Error: MCP tool '{own}' reported an error.");
+            parts = vec![serde_json::json!({
+                "text": tools::error_content(&own, &p.name, &args, &parts)
+            })];
+        }
+        let function_response = tools::function_response(&p.name, &parts);
+        Ok(ToolsCallResult {
+            name: p.name,
+            server: t.server_name.clone(),
+            tool: own,
+            is_error,
+            result,
+            parts,
+            function_response,
+            display,
+        })
+    }
+}

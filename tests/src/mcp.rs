@@ -1,0 +1,59 @@
+//! Helpers for tests that run MCP servers through the daemon.
+
+use std::collections::BTreeMap;
+
+use geminid_protocol::types::ClientEnv;
+use serde_json::{Value, json};
+
+use crate::{TestHome, bin};
+
+/// Fast supervision so faults play out in milliseconds.
+pub const FAST: &[&str] = &[
+    "--mcp-backoff",
+    "50ms",
+    "--mcp-backoff-max",
+    "200ms",
+    "--mcp-restart-budget",
+    "3",
+    "--mcp-linger",
+    "300ms",
+    "--mcp-stop-grace",
+    "500ms",
+    "--mcp-startup-timeout",
+    "10s",
+];
+
+/// The fixture MCP server's path.
+pub fn fixture() -> String {
+    bin("mcp-fixture").display().to_string()
+}
+
+/// A stdio entry running the fixture with `args`.
+pub fn stdio(args: &[&str]) -> Value {
+    json!({ "command": fixture(), "args": args })
+}
+
+/// A session environment as a user's shell would send it, trusted, marked with the home so the
+/// harness finds every process that inherits it.
+pub fn shell_env(home: &TestHome, extra: &[(&str, &str)]) -> ClientEnv {
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    env.insert("PATH".into(), std::env::var("PATH").unwrap_or_default());
+    env.insert("HOME".into(), home.root().join("home").display().to_string());
+    env.insert("GEMINID_TEST_HOME".into(), home.root().display().to_string());
+    env.insert("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into());
+    for (k, v) in extra {
+        env.insert((*k).into(), (*v).into());
+    }
+    env.into_iter().collect()
+}
+
+/// Replace the user settings' `mcpServers` (write to a temporary file and rename, as editors
+/// do: the watcher sees one change).
+pub fn write_user_settings(home: &TestHome, servers: Value) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(&json!({ "mcpServers": servers }))?;
+    let path = home.root().join("home/.gemini/settings.json");
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(tmp, path)?;
+    Ok(())
+}

@@ -1,0 +1,305 @@
+//! The tool catalog and the call path through the real daemon and the fixture server.
+
+use std::time::Duration;
+
+use geminid_protocol::api::{EventsApiClient, SessionApiClient, ToolsApiClient};
+use geminid_protocol::client::Client;
+use geminid_protocol::event::{Event, EventBody};
+use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult};
+use geminid_protocol::types::{EventsSubscribeParams, SessionCreateParams};
+use geminid_tests::mcp::{FAST, fixture, shell_env, stdio, write_user_settings};
+use geminid_tests::{Daemon, TestHome};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+struct Setup {
+    _home: TestHome,
+    daemon: Daemon,
+    client: Client,
+    session: String,
+}
+
+async fn setup(servers: Value) -> anyhow::Result<Setup> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, servers)?;
+    let daemon = Daemon::start(&home, FAST).await?;
+    let client = daemon.client().await?;
+    let workspace = home.workspace().display().to_string();
+    let env = shell_env(&home, &[]);
+    let s = client
+        .create(SessionCreateParams { workspace, env: Some(env), reuse_default: false })
+        .await?;
+    Ok(Setup { _home: home, daemon, client, session: s.id })
+}
+
+async fn list(t: &Setup, raw: bool) -> anyhow::Result<ToolsListResult> {
+    Ok(t.client.tools_list(ToolsListParams { session: t.session.clone(), raw }).await?)
+}
+
+async fn call(
+    client: &Client,
+    session: &str,
+    name: &str,
+    args: Value,
+) -> Result<ToolsCallResult, String> {
+    let p = ToolsCallParams {
+        session: session.into(),
+        name: name.into(),
+        args: args.as_object().cloned(),
+    };
+    client.tools_call(p).await.map_err(|e| match e {
+        jsonrpsee::core::client::Error::Call(e) => format!("{}: {}", e.code(), e.message()),
+        e => e.to_string(),
+    })
+}
+
+fn decl<'a>(list: &'a ToolsListResult, name: &str) -> &'a Value {
+    &list
+        .tools
+        .iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("no {name} in {list:#?}"))
+        .declaration
+}
+
+#[tokio::test]
+async fn declarations_follow_gemini_cli() -> anyhow::Result<()> {
+    let t = setup(json!({
+        "rich": stdio(&["--rich"]),
+        "some": { "command": fixture(), "includeTools": ["echo", "env"], "excludeTools": ["env"] },
+    }))
+    .await?;
+    let l = list(&t, true).await?;
+    let names: Vec<&str> = l.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "mcp_rich_echo",
+            "mcp_rich_pid",
+            "mcp_rich_crash",
+            "mcp_rich_sleep",
+            "mcp_rich_grow",
+            "mcp_rich_env",
+            "mcp_rich_content",
+            "mcp_rich_typed",
+            "mcp_rich_fail",
+            "mcp_rich_badschema",
+            "mcp_rich_wait",
+            "mcp_rich_cancelled",
+            "mcp_some_echo",
+        ],
+        "servers by name, tools in server order, include/exclude applied"
+    );
+    let typed = decl(&l, "mcp_rich_typed");
+    assert_eq!(typed["name"], "mcp_rich_typed");
+    let schema = &typed["parametersJsonSchema"];
+    assert_eq!(schema["properties"]["label"], json!({"type": "string", "nullable": true}));
+    assert_eq!(schema["properties"]["at"], json!({"$ref": "#/$defs/point"}));
+    assert_eq!(schema["$defs"]["point"]["required"], json!(["x", "y"]));
+    assert_eq!(schema["properties"]["wait_for_previous"]["type"], "boolean");
+    let raw = l
+        .tools
+        .iter()
+        .find(|t| t.name == "mcp_rich_typed")
+        .and_then(|t| t.raw.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        raw["inputSchema"]["properties"]["label"]["type"],
+        json!(["string", "null"]),
+        "raw is untouched"
+    );
+    assert!(
+        l.diagnostics.iter().any(|d| d.contains("'mcp_rich_badschema' cannot be compiled")),
+        "{:#?}",
+        l.diagnostics
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn calls_validate_convert_and_report_errors() -> anyhow::Result<()> {
+    let t = setup(json!({ "rich": stdio(&["--rich"]) })).await?;
+    let (c, s) = (&t.client, t.session.as_str());
+    let r =
+        call(c, s, "mcp_rich_echo", json!({"text": "hello"})).await.map_err(anyhow::Error::msg)?;
+    assert_eq!((r.server.as_str(), r.tool.as_str(), r.is_error), ("rich", "echo", false));
+    assert_eq!(r.parts, vec![json!({"text": "<untrusted_context>\nhello\n</untrusted_context>"})]);
+    assert_eq!(
+        r.function_response["functionResponse"]["response"]["output"],
+        "<untrusted_context>\nhello\n</untrusted_context>"
+    );
+    assert_eq!(r.display, "hello");
+    assert_eq!(r.result["content"][0]["text"], "hello");
+
+    // Bad arguments never reach the server; the error names the failing path.
+    let e = call(c, s, "mcp_rich_typed", json!({"at": {"x": 1}})).await.err().unwrap_or_default();
+    assert!(e.starts_with("-32013: invalid arguments for tool 'mcp_rich_typed': /at: "), "{e}");
+    assert!(e.contains("\"y\" is a required property"), "{e}");
+    let e = call(c, s, "mcp_rich_echo", json!({"text": 5})).await.err().unwrap_or_default();
+    assert!(e.contains("/text: 5 is not of type \"string\""), "{e}");
+    let ok = call(
+        c,
+        s,
+        "mcp_rich_typed",
+        json!({"at": {"x": 1, "y": 2}, "label": null, "wait_for_previous": true}),
+    )
+    .await
+    .map_err(anyhow::Error::msg)?;
+    let echoed: Value =
+        serde_json::from_str(r#"{"at":{"x":1,"y":2},"label":null,"wait_for_previous":true}"#)?;
+    assert_eq!(
+        serde_json::from_str::<Value>(&ok.display)?,
+        echoed,
+        "wait_for_previous is forwarded"
+    );
+    // An uncompilable schema: the call goes through unvalidated.
+    let r = call(c, s, "mcp_rich_badschema", json!({"x": "anything"}))
+        .await
+        .map_err(anyhow::Error::msg)?;
+    assert_eq!(r.display, "ran without validation");
+    let e = call(c, s, "mcp_rich_nope", json!({})).await.err().unwrap_or_default();
+    assert!(e.starts_with("-32012: no tool named 'mcp_rich_nope'"), "{e}");
+
+    // Every content type.
+    let r = call(c, s, "mcp_rich_content", json!({})).await.map_err(anyhow::Error::msg)?;
+    let texts: Vec<&str> = r.parts.iter().filter_map(|p| p["text"].as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "<untrusted_context>\nplain text\n</untrusted_context>",
+            "[Tool 'content' provided the following image data with mime-type: image/png]",
+            "[Tool 'content' provided the following audio data with mime-type: audio/wav]",
+            "<untrusted_context>\nembedded text\n</untrusted_context>",
+            "[Tool 'content' provided the following embedded resource with mime-type: application/pdf]",
+            "Resource Link: linked at file:///linked",
+        ]
+    );
+    let fr = &r.function_response["functionResponse"];
+    assert_eq!(fr["name"], "mcp_rich_content");
+    assert_eq!(fr["parts"].as_array().map(Vec::len), Some(2), "image and pdf nested: {fr}");
+    assert!(fr["response"]["output"].as_str().is_some_and(|o| o.ends_with(
+        "[SYSTEM: Binary content (audio/wav) stripped from response due to protocol limitations.]"
+    )));
+    assert_eq!(
+        r.display,
+        "plain text\n[Image: image/png]\n[Audio: audio/wav]\n[Embedded Resource: text/plain]\n[Embedded Resource: application/pdf]\n[Link to linked: file:///linked]"
+    );
+
+    // A tool error.
+    let r = call(c, s, "mcp_rich_fail", json!({})).await.map_err(anyhow::Error::msg)?;
+    assert!(r.is_error);
+    assert_eq!(r.display, "Error: MCP tool 'fail' reported an error.");
+    let out =
+        r.function_response["functionResponse"]["response"]["output"].as_str().unwrap_or_default();
+    assert!(out.starts_with("MCP tool 'fail' reported tool error for function call: {\"name\":\"mcp_rich_fail\",\"args\":{}} with response: [{\"text\":\"<untrusted_context>\\nit broke"), "{out}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn colliding_names_are_renamed_and_reported() -> anyhow::Result<()> {
+    // "f x" and "f_x" sanitize to the same prefix: every tool collides.
+    let t = setup(json!({ "f x": stdio(&[]), "f_x": stdio(&[]) })).await?;
+    let l = list(&t, false).await?;
+    let echo: Vec<(&str, &str)> = l
+        .tools
+        .iter()
+        .filter(|t| t.tool == "echo")
+        .map(|t| (t.name.as_str(), t.server.as_str()))
+        .collect();
+    assert_eq!(echo, [("mcp_f_x_echo", "f x"), ("mcp_f_x_echo__2", "f_x")]);
+    assert!(
+        l.diagnostics
+            .iter()
+            .any(|d| d.contains("tool 'echo' of MCP server 'f_x' would be named 'mcp_f_x_echo'")
+                && d.contains("'mcp_f_x_echo__2'")),
+        "{:#?}",
+        l.diagnostics
+    );
+    // Each name reaches its own entry (the lookup never splits names).
+    let a = call(&t.client, &t.session, "mcp_f_x_echo", json!({"text": "a"}))
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let b = call(&t.client, &t.session, "mcp_f_x_echo__2", json!({"text": "b"}))
+        .await
+        .map_err(anyhow::Error::msg)?;
+    assert_eq!((a.server.as_str(), b.server.as_str()), ("f x", "f_x"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn list_changed_refreshes_the_catalog_once() -> anyhow::Result<()> {
+    let t = setup(json!({ "fx": stdio(&[]) })).await?;
+    assert_eq!(list(&t, false).await?.tools.len(), 6);
+    let filter = EventsSubscribeParams {
+        session: Some(t.session.clone()),
+        kinds: Some(vec!["catalog/changed".into()]),
+    };
+    let mut events = t.client.subscribe_events(Some(filter)).await?;
+    call(&t.client, &t.session, "mcp_fx_grow", json!({})).await.map_err(anyhow::Error::msg)?;
+    let ev: Event = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no event"))??;
+    let EventBody::CatalogChanged(c) = ev.body else { anyhow::bail!("unexpected {ev:?}") };
+    assert_eq!((c.server.as_str(), c.tools), ("fx", 7));
+    let l = list(&t, false).await?;
+    assert!(l.tools.iter().any(|t| t.name == "mcp_fx_grown_1"), "{l:#?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_caller_that_goes_away_cancels_the_call_on_the_server() -> anyhow::Result<()> {
+    let t = setup(json!({ "rich": stdio(&["--rich"]) })).await?;
+    list(&t, false).await?;
+    // A second connection starts a long call and disconnects.
+    let other = t.daemon.client().await?;
+    other
+        .attach(geminid_protocol::types::SessionAttachParams { id: t.session.clone(), env: None })
+        .await?;
+    let session = t.session.clone();
+    let pending = tokio::spawn(async move {
+        let _ = call(&other, &session, "mcp_rich_wait", json!({"ms": 30000})).await;
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    pending.abort();
+    let _ = pending.await;
+    let mut seen = String::new();
+    for _ in 0..100 {
+        seen = call(&t.client, &t.session, "mcp_rich_cancelled", json!({}))
+            .await
+            .map_err(anyhow::Error::msg)?
+            .display;
+        if seen == "1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, "1", "the server never saw notifications/cancelled");
+    Ok(())
+}
+
+#[tokio::test]
+async fn many_clients_on_one_shared_server_never_cross() -> anyhow::Result<()> {
+    const CLIENTS: usize = 32;
+    const CALLS: usize = 500;
+    let t = setup(json!({ "fx": stdio(&[]) })).await?;
+    list(&t, false).await?;
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let client = t.daemon.client().await?;
+        let session = t.session.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..CALLS {
+                let text = format!("client {c} call {i}");
+                let r = call(&client, &session, "mcp_fx_echo", json!({"text": text})).await?;
+                if r.display != text {
+                    return Err(format!("crossed: sent {text:?}, got {:?}", r.display));
+                }
+            }
+            Ok::<_, String>(())
+        }));
+    }
+    for task in tasks {
+        task.await?.map_err(anyhow::Error::msg)?;
+    }
+    Ok(())
+}
