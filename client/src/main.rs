@@ -5,6 +5,7 @@ mod config_cmds;
 mod daemon;
 mod mcp_cmds;
 mod output;
+mod tool_cmds;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -74,6 +75,17 @@ enum Command {
     /// Manage MCP servers in Gemini CLI's settings files
     #[command(subcommand)]
     Mcp(config_cmds::McpCommand),
+    /// Call a tool by its name as `gemctl mcp tools` lists it; prints its text (exit 1 if the
+    /// tool reports an error)
+    Call {
+        /// The tool
+        tool: String,
+        /// Its arguments as a JSON object, or `-` to read them from stdin [default: {}]
+        args: Option<String>,
+        /// Read the arguments from a file
+        #[arg(long, value_name = "FILE", conflicts_with = "args")]
+        args_file: Option<PathBuf>,
+    },
     /// Trust a folder (default: the current directory)
     Trust {
         /// The folder
@@ -220,6 +232,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let session = for_session(&client, cli.session).await?.id;
             config_cmds::mcp(&client, session, cmd, cli.json).await?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Call { tool, args, args_file } => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            let ok = tool_cmds::call(&client, session, tool, args, args_file, cli.json).await?;
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Trust { path, parent, never } => {
             use geminid_protocol::config::TrustLevel;

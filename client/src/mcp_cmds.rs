@@ -22,6 +22,16 @@ pub enum RuntimeCommand {
         /// Server name
         name: String,
     },
+    /// List the session's tools (their names as Gemini sees them)
+    Tools {
+        /// Only this server's
+        server: Option<String>,
+    },
+    /// Show a tool's declaration (schema) and its MCP object
+    Describe {
+        /// The tool (its full name, or its name on the server)
+        tool: String,
+    },
     /// Show a server's log: its stderr and what geminid did
     Logs {
         /// Server name
@@ -39,7 +49,10 @@ impl RuntimeCommand {
     /// Whether it needs a session (the current directory's default one unless `--session`).
     /// Restart and logs find a running server by name across sessions unless one is given.
     pub fn needs_session(&self) -> bool {
-        matches!(self, Self::List { all: false } | Self::Start)
+        matches!(
+            self,
+            Self::List { all: false } | Self::Start | Self::Tools { .. } | Self::Describe { .. }
+        )
     }
 }
 
@@ -57,6 +70,12 @@ pub async fn run(
                 .await
                 .map_err(call_error("mcp/listServers"))?;
             if json { output::json(&r.servers)? } else { output::servers(&r.servers) }
+        }
+        RuntimeCommand::Tools { server } => {
+            crate::tool_cmds::tools(client, session.unwrap_or_default(), server, json).await?;
+        }
+        RuntimeCommand::Describe { tool } => {
+            crate::tool_cmds::describe(client, session.unwrap_or_default(), tool).await?;
         }
         RuntimeCommand::Start => {
             let session = session.unwrap_or_default();

@@ -303,3 +303,83 @@ async fn many_clients_on_one_shared_server_never_cross() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn gemctl_tools_describe_and_call() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "rich": stdio(&["--rich"]) }))?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    let run = |args: &[&str]| -> anyhow::Result<(i32, String, String)> {
+        let out = home.gemctl(args)?;
+        Ok((
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    };
+    assert_eq!(run(&["trust"])?.0, 0);
+    let (code, out, err) = run(&["mcp", "tools"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().next().is_some_and(|l| l.starts_with("NAME")), "{out}");
+    assert!(out.contains("mcp_rich_echo") && out.contains("Returns its text"), "{out}");
+    assert!(
+        err.contains("note: the input schema of 'mcp_rich_badschema' cannot be compiled"),
+        "{err}"
+    );
+    let described = home.gemctl_json(&["mcp", "describe", "typed"])?;
+    assert_eq!(described["name"], "mcp_rich_typed");
+    assert_eq!(
+        described["declaration"]["parametersJsonSchema"]["properties"]["label"]["nullable"],
+        true
+    );
+    assert_eq!(described["raw"]["name"], "typed");
+
+    let (code, out, err) = run(&["call", "mcp_rich_echo", r#"{"text": "from gemctl"}"#])?;
+    assert_eq!((code, out.as_str()), (0, "from gemctl\n"), "{err}");
+    let args = home.root().join("args.json");
+    std::fs::write(&args, r#"{"at": {"x": 1, "y": 2}}"#)?;
+    let r =
+        home.gemctl_json(&["call", "mcp_rich_typed", "--args-file", &args.display().to_string()])?;
+    assert_eq!(r["isError"], false);
+    assert_eq!(r["tool"], "typed");
+    let (code, _, err) = run(&["call", "mcp_rich_fail"])?;
+    assert_eq!(code, 1, "a tool error exits 1");
+    assert!(
+        err.contains("Error: MCP tool 'fail' reported an error.") && err.contains("it broke"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["call", "mcp_rich_echo", "{not json"])?;
+    assert_eq!(code, 1);
+    assert!(err.contains("the arguments are not JSON"), "{err}");
+    let (code, _, err) = run(&["call", "mcp_rich_echo", "[1]"])?;
+    assert_eq!(code, 1);
+    assert!(err.contains("must be a JSON object"), "{err}");
+    let (code, _, err) = run(&["call", "mcp_rich_echo", r#"{"text": 1}"#])?;
+    assert_eq!(code, 1);
+    assert!(err.contains("invalid arguments for tool 'mcp_rich_echo': /text"), "{err}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_slow_tool_times_out_and_is_cancelled() -> anyhow::Result<()> {
+    let t = setup(json!({ "rich": { "command": fixture(), "args": ["--rich"], "timeout": 300 } }))
+        .await?;
+    let e = call(&t.client, &t.session, "mcp_rich_wait", json!({"ms": 20000}))
+        .await
+        .err()
+        .unwrap_or_default();
+    assert_eq!(e, "-32011: MCP server 'rich' did not answer within 300ms");
+    let mut seen = String::new();
+    for _ in 0..100 {
+        seen = call(&t.client, &t.session, "mcp_rich_cancelled", json!({}))
+            .await
+            .map_err(anyhow::Error::msg)?
+            .display;
+        if seen == "1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, "1", "the timed-out call was not cancelled on the server");
+    Ok(())
+}
