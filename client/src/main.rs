@@ -86,6 +86,20 @@ enum Command {
         #[arg(long, value_name = "FILE", conflicts_with = "args")]
         args_file: Option<PathBuf>,
     },
+    /// Get an MCP prompt as Gemini CLI's slash command would (`--key=value`, positionals) and
+    /// print its text
+    Prompt {
+        /// The command name, as `gemctl mcp prompts` lists it
+        name: String,
+        /// Its arguments
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Read an MCP resource: `@server:uri` (or a URI one server lists)
+    Read {
+        /// The reference
+        reference: String,
+    },
     /// Trust a folder (default: the current directory)
     Trust {
         /// The folder
@@ -238,6 +252,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let session = for_session(&client, cli.session).await?.id;
             let ok = tool_cmds::call(&client, session, tool, args, args_file, cli.json).await?;
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Prompt { name, args } => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            tool_cmds::prompt(&client, session, name, args, cli.json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Read { reference } => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            tool_cmds::read(&client, session, reference, cli.json).await?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Trust { path, parent, never } => {
             use geminid_protocol::config::TrustLevel;

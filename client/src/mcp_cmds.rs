@@ -32,6 +32,10 @@ pub enum RuntimeCommand {
         /// The tool (its full name, or its name on the server)
         tool: String,
     },
+    /// List the session's MCP prompts as slash commands
+    Prompts,
+    /// List the session's MCP resources (`@server:uri` references)
+    Resources,
     /// Show a server's log: its stderr and what geminid did
     Logs {
         /// Server name
@@ -51,7 +55,12 @@ impl RuntimeCommand {
     pub fn needs_session(&self) -> bool {
         matches!(
             self,
-            Self::List { all: false } | Self::Start | Self::Tools { .. } | Self::Describe { .. }
+            Self::List { all: false }
+                | Self::Start
+                | Self::Tools { .. }
+                | Self::Describe { .. }
+                | Self::Prompts
+                | Self::Resources
         )
     }
 }
@@ -76,6 +85,12 @@ pub async fn run(
         }
         RuntimeCommand::Describe { tool } => {
             crate::tool_cmds::describe(client, session.unwrap_or_default(), tool).await?;
+        }
+        RuntimeCommand::Prompts => {
+            crate::tool_cmds::prompts(client, session.unwrap_or_default(), json).await?;
+        }
+        RuntimeCommand::Resources => {
+            crate::tool_cmds::resources(client, session.unwrap_or_default(), json).await?;
         }
         RuntimeCommand::Start => {
             let session = session.unwrap_or_default();

@@ -103,3 +103,116 @@ pub async fn call(
     }
     Ok(!r.is_error)
 }
+
+/// `gemctl mcp prompts`.
+pub async fn prompts(client: &Client, session: String, json: bool) -> anyhow::Result<()> {
+    use geminid_protocol::api::PromptsApiClient;
+    use geminid_protocol::tools::CatalogParams;
+    let r =
+        client.prompts_list(CatalogParams { session }).await.map_err(call_error("prompts/list"))?;
+    if json {
+        return output::json(&r);
+    }
+    let rows: Vec<Vec<String>> = r
+        .prompts
+        .iter()
+        .map(|p| {
+            let args: Vec<String> = p
+                .arguments
+                .iter()
+                .map(|a| {
+                    let n = a["name"].as_str().unwrap_or_default();
+                    if a["required"] == true { format!("--{n}") } else { format!("[--{n}]") }
+                })
+                .collect();
+            vec![format!("/{}", p.name), p.server.clone(), args.join(" "), p.description.clone()]
+        })
+        .collect();
+    if rows.is_empty() {
+        println!("No prompts.");
+    } else {
+        output::table(&["COMMAND", "SERVER", "ARGUMENTS", "DESCRIPTION"], &rows);
+    }
+    Ok(())
+}
+
+/// `gemctl prompt NAME [args…]`: prints the prompt text Gemini CLI would submit.
+pub async fn prompt(
+    client: &Client,
+    session: String,
+    name: String,
+    args: Vec<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    use geminid_protocol::api::PromptsApiClient;
+    use geminid_protocol::tools::PromptsGetParams;
+    let name = name.trim_start_matches('/').to_owned();
+    // The shell has split the words; put them back as the user would have typed them.
+    let text =
+        args.iter()
+            .map(|a| {
+                if a.contains(' ') && !a.starts_with("--") { format!("\"{a}\"") } else { a.clone() }
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+    let r = client
+        .prompts_get(PromptsGetParams { session, name, args: Some(text), arguments: None })
+        .await
+        .map_err(call_error("prompts/get"))?;
+    if json {
+        return output::json(&r);
+    }
+    let text: String = serde_json::from_str(&r.submit).unwrap_or(r.submit);
+    println!("{text}");
+    Ok(())
+}
+
+/// `gemctl mcp resources`.
+pub async fn resources(client: &Client, session: String, json: bool) -> anyhow::Result<()> {
+    use geminid_protocol::api::ResourcesApiClient;
+    use geminid_protocol::tools::CatalogParams;
+    let r = client
+        .resources_list(CatalogParams { session })
+        .await
+        .map_err(call_error("resources/list"))?;
+    if json {
+        return output::json(&r);
+    }
+    let rows: Vec<Vec<String>> = r
+        .resources
+        .iter()
+        .map(|e| {
+            let mime = e.resource["mimeType"].as_str().unwrap_or_default().to_owned();
+            let name = e.resource["name"].as_str().unwrap_or_default().to_owned();
+            vec![e.reference.clone(), name, mime]
+        })
+        .collect();
+    if rows.is_empty() {
+        println!("No resources.");
+    } else {
+        output::table(&["REFERENCE", "NAME", "MIME TYPE"], &rows);
+    }
+    Ok(())
+}
+
+/// `gemctl read @server:uri`.
+pub async fn read(
+    client: &Client,
+    session: String,
+    reference: String,
+    json: bool,
+) -> anyhow::Result<()> {
+    use geminid_protocol::api::ResourcesApiClient;
+    use geminid_protocol::tools::ResourcesReadParams;
+    let p = ResourcesReadParams { session, reference: Some(reference), ..Default::default() };
+    let r = client.resources_read(p).await.map_err(call_error("resources/read"))?;
+    if json {
+        return output::json(&r);
+    }
+    for part in r.parts.iter().skip(1) {
+        if let Some(t) = part["text"].as_str() {
+            println!("{t}");
+        }
+    }
+    Ok(())
+}

@@ -16,7 +16,11 @@ use crate::mcp::{
     CallToolParams, ListServersParams, ListServersResult, LogLine, LogsParams, LogsResult,
     ServerParams, ServerStatus, StartParams,
 };
-use crate::tools::{ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult};
+use crate::tools::{
+    CatalogParams, InstructionsResult, PromptsGetParams, PromptsGetResult, PromptsListResult,
+    ResourcesListResult, ResourcesReadParams, ResourcesReadResult, ToolsCallParams,
+    ToolsCallResult, ToolsListParams, ToolsListResult,
+};
 use crate::types::{
     EventsSubscribeParams, HelloParams, HelloResult, Session, SessionAttachParams,
     SessionCreateParams, SessionIdParams, SessionListParams, SessionListResult, ShutdownResult,
@@ -167,4 +171,33 @@ pub trait ToolsApi {
     /// is sent `notifications/cancelled`.
     #[method(name = "call")]
     async fn tools_call(&self, params: ToolsCallParams) -> RpcResult<ToolsCallResult>;
+
+    /// Every connected server's instructions, and the system-prompt text Gemini CLI makes of
+    /// them.
+    #[method(name = "instructions")]
+    async fn tools_instructions(&self, params: CatalogParams) -> RpcResult<InstructionsResult>;
+}
+
+/// `prompts/*`: MCP prompts as slash commands.
+#[rpc(server, client, namespace = "prompts", namespace_separator = "/")]
+pub trait PromptsApi {
+    /// The session's prompts, named as Gemini CLI names their commands.
+    #[method(name = "list")]
+    async fn prompts_list(&self, params: CatalogParams) -> RpcResult<PromptsListResult>;
+
+    /// Get a prompt, its arguments parsed as Gemini CLI parses a command line.
+    #[method(name = "get")]
+    async fn prompts_get(&self, params: PromptsGetParams) -> RpcResult<PromptsGetResult>;
+}
+
+/// `resources/*`: MCP resources and `@server:uri` references.
+#[rpc(server, client, namespace = "resources", namespace_separator = "/")]
+pub trait ResourcesApi {
+    /// The session's resources and resource templates.
+    #[method(name = "list")]
+    async fn resources_list(&self, params: CatalogParams) -> RpcResult<ResourcesListResult>;
+
+    /// Read a resource.
+    #[method(name = "read")]
+    async fn resources_read(&self, params: ResourcesReadParams) -> RpcResult<ResourcesReadResult>;
 }

@@ -35,13 +35,17 @@ pub enum ErrorCode {
     ToolNotFound,
     /// The arguments do not match the tool's input schema; the message names the path.
     InvalidArguments,
+    /// No prompt or resource of the session has that name or URI.
+    NotInCatalog,
+    /// A prompt was called without a required argument (Gemini CLI's message).
+    MissingArguments,
     /// Anything else that went wrong inside the daemon.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 16] = [
         Self::VersionMismatch,
         Self::SessionNotFound,
         Self::InvalidWorkspace,
@@ -55,6 +59,8 @@ impl ErrorCode {
         Self::ServerError,
         Self::ToolNotFound,
         Self::InvalidArguments,
+        Self::NotInCatalog,
+        Self::MissingArguments,
         Self::Internal,
     ];
 
@@ -74,6 +80,8 @@ impl ErrorCode {
             Self::ServerError => -32011,
             Self::ToolNotFound => -32012,
             Self::InvalidArguments => -32013,
+            Self::NotInCatalog => -32014,
+            Self::MissingArguments => -32015,
             Self::Internal => -32099,
         }
     }
@@ -99,6 +107,8 @@ impl ErrorCode {
             Self::ServerError => "serverError",
             Self::ToolNotFound => "toolNotFound",
             Self::InvalidArguments => "invalidArguments",
+            Self::NotInCatalog => "notInCatalog",
+            Self::MissingArguments => "missingArguments",
             Self::Internal => "internal",
         }
     }

@@ -78,3 +78,136 @@ pub struct ToolsCallResult {
     /// What a user interface shows.
     pub display: String,
 }
+
+/// `prompts/list`, `resources/list`, `server/instructions`: one session.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogParams {
+    /// The session (its servers are started if it had not asked for them yet).
+    pub session: SessionId,
+}
+
+/// One prompt as a slash command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptEntry {
+    /// The command name (`<server>.<name>` when servers offer the same name).
+    pub name: String,
+    /// The server's name.
+    pub server: String,
+    /// The prompt's own name.
+    pub prompt: String,
+    /// Its description, or `Invoke prompt <name>`.
+    pub description: String,
+    /// Its arguments as the server declared them (`{name, description?, required?}`).
+    pub arguments: Vec<Value>,
+}
+
+/// Result of `prompts/list`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptsListResult {
+    /// Servers by name, prompts in server order.
+    pub prompts: Vec<PromptEntry>,
+    /// Servers whose prompts are missing because they are not connected.
+    pub diagnostics: Vec<String>,
+}
+
+/// `prompts/get`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptsGetParams {
+    /// The session.
+    pub session: SessionId,
+    /// The command name, as `prompts/list` gives it.
+    pub name: String,
+    /// What the user typed after the command (`--key=value`, `--key="a b"`, positionals),
+    /// parsed as Gemini CLI does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<String>,
+    /// Arguments by name instead (no parsing; merged over `args`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Map<String, Value>>,
+}
+
+/// Result of `prompts/get`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptsGetResult {
+    /// The server's name.
+    pub server: String,
+    /// The prompt's own name.
+    pub prompt: String,
+    /// The arguments sent.
+    pub arguments: Map<String, Value>,
+    /// The server's `GetPromptResult`.
+    pub result: Value,
+    /// What Gemini CLI submits: the first message's text as a JSON string literal.
+    pub submit: String,
+}
+
+/// One resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceEntry {
+    /// The server's name.
+    pub server: String,
+    /// `@server:uri`, as a user types it.
+    pub reference: String,
+    /// The MCP `Resource` object.
+    pub resource: Value,
+}
+
+/// Result of `resources/list`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcesListResult {
+    /// Servers by name, resources in server order.
+    pub resources: Vec<ResourceEntry>,
+    /// Resource templates (`{server, template}`).
+    pub templates: Vec<Value>,
+    /// Servers whose resources are missing because they are not connected.
+    pub diagnostics: Vec<String>,
+}
+
+/// `resources/read`: by `server` + `uri`, or by `reference` (`@server:uri`, or a bare URI that
+/// one server lists).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcesReadParams {
+    /// The session.
+    pub session: SessionId,
+    /// The server's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The resource's URI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// `@server:uri`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+}
+
+/// Result of `resources/read`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcesReadResult {
+    /// The server's name.
+    pub server: String,
+    /// The URI read.
+    pub uri: String,
+    /// The server's `contents`.
+    pub contents: Vec<Value>,
+    /// As Gemini parts: a `Content from @uri:` header, texts, binary contents summarized.
+    pub parts: Vec<Value>,
+}
+
+/// Result of `server/instructions`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstructionsResult {
+    /// Each connected server's instructions, by server name.
+    pub servers: Vec<(String, String)>,
+    /// All of them formatted as Gemini CLI appends them to its system prompt.
+    pub system_prompt: String,
+}

@@ -383,3 +383,145 @@ async fn a_slow_tool_times_out_and_is_cancelled() -> anyhow::Result<()> {
     assert_eq!(seen, "1", "the timed-out call was not cancelled on the server");
     Ok(())
 }
+
+#[tokio::test]
+async fn prompts_resources_and_instructions() -> anyhow::Result<()> {
+    use geminid_protocol::api::{PromptsApiClient, ResourcesApiClient};
+    use geminid_protocol::tools::{CatalogParams, PromptsGetParams, ResourcesReadParams};
+    // Two servers offer the same prompts (renamed); lists come in pages of 2.
+    let t = setup(json!({
+        "a": stdio(&["--rich", "--page-size", "2"]),
+        "b": { "command": fixture(), "args": ["--rich"], "env": { "OTHER": "1" } },
+    }))
+    .await?;
+    let (c, s) = (&t.client, t.session.clone());
+    let tools = list(&t, false).await?;
+    assert_eq!(tools.tools.iter().filter(|t| t.server == "a").count(), 12, "every page of tools");
+    let cp = || CatalogParams { session: s.clone() };
+    let prompts = c.prompts_list(cp()).await?;
+    let names: Vec<&str> = prompts.prompts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "a.greet",
+            "a.pair",
+            "a.plain",
+            "a.image-only",
+            "b.greet",
+            "b.pair",
+            "b.plain",
+            "b.image-only"
+        ]
+    );
+    assert_eq!(prompts.prompts[2].description, "Invoke prompt plain");
+    let get = |name: &str, args: &str| PromptsGetParams {
+        session: s.clone(),
+        name: name.into(),
+        args: Some(args.into()),
+        arguments: None,
+    };
+    let r = c.prompts_get(get("a.greet", "Ann Lee --style=\"warm\"")).await?;
+    assert_eq!(
+        r.arguments,
+        json!({"name": "Ann Lee", "style": "warm"}).as_object().cloned().unwrap_or_default()
+    );
+    assert_eq!(
+        r.submit, r#""greet {\"name\":\"Ann Lee\",\"style\":\"warm\"}""#,
+        "JSON string literal of the text"
+    );
+    let e = c
+        .prompts_get(get("b.pair", "only-one"))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("Missing required argument(s): --second"), "{e}");
+    let e = c
+        .prompts_get(get("a.image-only", ""))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("did not answer with text"), "{e}");
+    let e = c.prompts_get(get("nope", "")).await.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("no prompt named 'nope'"), "{e}");
+
+    let res = c.resources_list(cp()).await?;
+    assert_eq!(
+        res.resources.iter().filter(|r| r.server == "a").count(),
+        3,
+        "every page of resources"
+    );
+    assert_eq!(res.resources[0].reference, "@a:file:///notes.txt");
+    let read = |reference: &str| ResourcesReadParams {
+        session: s.clone(),
+        reference: Some(reference.into()),
+        ..Default::default()
+    };
+    let r = c.resources_read(read("@a:file:///notes.txt")).await?;
+    assert_eq!(
+        r.parts,
+        vec![
+            json!({"text": "\nContent from @file:///notes.txt:\n"}),
+            json!({"text": "remember the milk"})
+        ]
+    );
+    let r = c.resources_read(read("@b:file:///logo.png")).await?;
+    assert_eq!(r.parts[1], json!({"text": "[Binary resource content image/png, 11 bytes]"}));
+    let e = c
+        .resources_read(read("file:///notes.txt"))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("several servers list"), "{e}");
+    let e = c
+        .resources_read(read("@a:file:///missing"))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("MCP server 'a' answered"), "{e}");
+
+    let i = c.tools_instructions(cp()).await?;
+    assert_eq!(i.servers.len(), 2);
+    assert!(i.system_prompt.starts_with("The following are instructions provided by the tool server 'a':\n---[start of server instructions]---\nThe geminid test fixture.\n---[end of server instructions]---\n\nThe following"), "{}", i.system_prompt);
+    Ok(())
+}
+
+#[tokio::test]
+async fn gemctl_prompts_and_resources() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "rich": stdio(&["--rich"]) }))?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    let run = |args: &[&str]| -> anyhow::Result<(i32, String, String)> {
+        let out = home.gemctl(args)?;
+        Ok((
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    };
+    assert_eq!(run(&["trust"])?.0, 0);
+    let (code, out, err) = run(&["mcp", "prompts"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("/greet")
+            && out.contains("--name [--style]")
+            && out.contains("Greets someone"),
+        "{out}"
+    );
+    let (code, out, err) = run(&["prompt", "/greet", "Ann", "--style=warm"])?;
+    assert_eq!((code, out.as_str()), (0, "greet {\"name\":\"Ann\",\"style\":\"warm\"}\n"), "{err}");
+    let (code, _, err) = run(&["prompt", "pair", "one"])?;
+    assert_eq!(code, 1);
+    assert!(err.contains("Missing required argument(s): --second"), "{err}");
+    let (code, out, err) = run(&["mcp", "resources"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("@rich:file:///logo.png") && out.contains("image/png"), "{out}");
+    let (code, out, err) = run(&["read", "@rich:file:///notes.txt"])?;
+    assert_eq!((code, out.as_str()), (0, "remember the milk\n"), "{err}");
+    let (code, out, _) = run(&["read", "file:///logo.png"])?;
+    assert_eq!((code, out.as_str()), (0, "[Binary resource content image/png, 11 bytes]\n"));
+    Ok(())
+}

@@ -13,6 +13,7 @@ pub mod child;
 pub mod connect;
 pub mod log;
 pub mod orphans;
+pub mod prompts;
 pub mod server;
 pub mod spec;
 pub mod sse;
@@ -150,6 +151,9 @@ pub enum McpError {
     #[error("{0}")]
     Server(String),
 }
+
+/// A session's connected servers by name, and notes on the ones that are not connected.
+pub type SessionServers = (Vec<(String, Arc<Server>)>, Vec<String>);
 
 /// One tool of a session.
 #[derive(Debug, Clone)]
@@ -735,6 +739,28 @@ impl Supervisor {
                 humantime::format_duration(server.request_timeout)
             ))),
         }
+    }
+
+    /// A session's connected servers by name, and a note for each one that is not connected.
+    pub fn session_servers(&self, session: &str) -> Result<SessionServers, McpError> {
+        let inner = self.inner();
+        let entries = inner.sessions.get(session).ok_or_else(|| {
+            McpError::Unavailable(format!("session {session} has not started its MCP servers"))
+        })?;
+        let mut servers = Vec::new();
+        let mut notes = Vec::new();
+        for (name, entry) in entries {
+            let Binding::Runs(identity) = &entry.binding else { continue };
+            let Some(server) = inner.servers.get(identity) else { continue };
+            match server.snapshot().state {
+                ServerState::Connected => servers.push((name.clone(), server.clone())),
+                state => notes.push(format!(
+                    "MCP server '{name}' is {}: its catalog is not listed",
+                    state.label().to_lowercase()
+                )),
+            }
+        }
+        Ok((servers, notes))
     }
 
     /// A session's tools, by fully qualified name: servers in name order, each one's tools in

@@ -1,6 +1,7 @@
 //! The JSON-RPC surface: one file per namespace, each translating calls into [`Core`] calls.
 //! No logic lives here beyond argument plumbing and error mapping.
 
+mod catalog;
 mod config;
 mod daemon;
 mod events;
@@ -12,8 +13,8 @@ mod tools;
 use std::sync::Arc;
 
 use geminid_protocol::api::{
-    ConfigApiServer, DaemonApiServer, EventsApiServer, McpApiServer, SessionApiServer,
-    ToolsApiServer, TrustApiServer,
+    ConfigApiServer, DaemonApiServer, EventsApiServer, McpApiServer, PromptsApiServer,
+    ResourcesApiServer, SessionApiServer, ToolsApiServer, TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -38,7 +39,9 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(ConfigApiServer::into_rpc(handler.clone()))?;
     module.merge(TrustApiServer::into_rpc(handler.clone()))?;
     module.merge(McpApiServer::into_rpc(handler.clone()))?;
-    module.merge(ToolsApiServer::into_rpc(handler))?;
+    module.merge(ToolsApiServer::into_rpc(handler.clone()))?;
+    module.merge(PromptsApiServer::into_rpc(handler.clone()))?;
+    module.merge(ResourcesApiServer::into_rpc(handler))?;
     Ok(module.into())
 }
 

@@ -3,7 +3,8 @@
 use geminid_protocol::api::ToolsApiServer;
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::tools::{
-    ToolEntry, ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult,
+    CatalogParams, InstructionsResult, ToolEntry, ToolsCallParams, ToolsCallResult,
+    ToolsListParams, ToolsListResult,
 };
 use jsonrpsee::core::{RpcResult, async_trait};
 use serde_json::Value;
@@ -50,6 +51,10 @@ impl ToolsApiServer for Handler {
             });
         }
         Ok(ToolsListResult { tools: out, diagnostics })
+    }
+
+    async fn tools_instructions(&self, p: CatalogParams) -> RpcResult<InstructionsResult> {
+        self.instructions(p).await
     }
 
     async fn tools_call(&self, p: ToolsCallParams) -> RpcResult<ToolsCallResult> {

@@ -11,7 +11,8 @@
 //! `--survive-stdin-eof` (keep running after the client closes stdin), `--ignore-sigterm`,
 //! `--grandchild` (start an idle child process in the same process group, pid on stderr),
 //! `--idle` (do nothing forever), `--rich` (more tools: every content type, `$defs`, a tool
-//! error, an uncompilable schema, cancellation), `--startup-delay-ms MS` (wait before serving, like a real
+//! error, an uncompilable schema, cancellation; and prompts and resources), `--page-size N`
+//! (lists in pages of N), `--startup-delay-ms MS` (wait before serving, like a real
 //! server loading). Every stdio start writes one line to stderr.
 
 use std::borrow::Cow;
@@ -37,6 +38,53 @@ enum Initialize {
 struct Fixture {
     initialize: Initialize,
     tools: Arc<Mutex<Vec<Tool>>>,
+    /// `--rich`: also prompts and resources.
+    rich: bool,
+    /// `--page-size N`: lists come in pages of N (0: one page).
+    page: usize,
+}
+
+/// One page of `items` starting at `cursor`, and the next cursor.
+fn page<T: Clone>(items: &[T], cursor: Option<&str>, size: usize) -> (Vec<T>, Option<String>) {
+    if size == 0 {
+        return (items.to_vec(), None);
+    }
+    let start: usize = cursor.and_then(|c| c.parse().ok()).unwrap_or(0).min(items.len());
+    let end = (start + size).min(items.len());
+    (items[start..end].to_vec(), (end < items.len()).then(|| end.to_string()))
+}
+
+fn prompts() -> Vec<rmcp::model::Prompt> {
+    use rmcp::model::{Prompt, PromptArgument};
+    vec![
+        Prompt::new(
+            "greet",
+            Some("Greets someone"),
+            Some(vec![
+                PromptArgument::new("name").with_required(true),
+                PromptArgument::new("style").with_description("how"),
+            ]),
+        ),
+        Prompt::new(
+            "pair",
+            Some("Two required arguments"),
+            Some(vec![
+                PromptArgument::new("first").with_required(true),
+                PromptArgument::new("second").with_required(true),
+            ]),
+        ),
+        Prompt::new("plain", None::<String>, None),
+        Prompt::new("image only", Some("Answers with an image"), None),
+    ]
+}
+
+fn resources() -> Vec<rmcp::model::Resource> {
+    use rmcp::model::Resource;
+    vec![
+        Resource::new("file:///notes.txt", "notes").with_mime_type("text/plain"),
+        Resource::new("file:///logo.png", "logo").with_mime_type("image/png"),
+        Resource::new("file:///third.txt", "third"),
+    ]
 }
 
 fn tool(name: &str, description: &'static str, schema: Value) -> Tool {
@@ -108,11 +156,19 @@ fn text(s: impl Into<String>) -> Result<CallToolResponse, McpError> {
 
 impl ServerHandler for Fixture {
     fn get_info(&self) -> InitializeResult {
-        InitializeResult::new(
-            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build(),
-        )
-        .with_server_info(Implementation::new("geminid-fixture", env!("CARGO_PKG_VERSION")))
-        .with_instructions("The geminid test fixture.")
+        let caps = if self.rich {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_prompts()
+                .enable_resources()
+                .build()
+        } else {
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build()
+        };
+        InitializeResult::new(caps)
+            .with_server_info(Implementation::new("geminid-fixture", env!("CARGO_PKG_VERSION")))
+            .with_instructions("The geminid test fixture.")
     }
 
     async fn initialize(
@@ -134,11 +190,77 @@ impl ServerHandler for Fixture {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let tools = self.tools.lock().map(|t| t.clone()).unwrap_or_default();
-        Ok(ListToolsResult::with_all_items(tools))
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        let (items, next) = page(&tools, cursor, self.page);
+        let mut r = ListToolsResult::with_all_items(items);
+        r.next_cursor = next;
+        Ok(r)
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        let (items, next) = page(&prompts(), cursor, self.page);
+        let mut r = rmcp::model::ListPromptsResult::with_all_items(items);
+        r.next_cursor = next;
+        Ok(r)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        use rmcp::model::{GetPromptResult, PromptMessage, Role};
+        let args = request.arguments.unwrap_or_default();
+        let message = match request.name.as_str() {
+            "image only" => {
+                PromptMessage::new(Role::User, ContentBlock::image("iVBORw0KGgo=", "image/png"))
+            }
+            "plain" | "greet" | "pair" => PromptMessage::new_text(
+                Role::User,
+                format!("{} {}", request.name, Value::Object(args)),
+            ),
+            other => return Err(McpError::invalid_params(format!("no prompt {other:?}"), None)),
+        };
+        Ok(GetPromptResult::new(vec![message]).into())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        let (items, next) = page(&resources(), cursor, self.page);
+        let mut r = rmcp::model::ListResourcesResult::with_all_items(items);
+        r.next_cursor = next;
+        Ok(r)
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        use rmcp::model::{ReadResourceResult, ResourceContents};
+        let contents = match request.uri.as_str() {
+            "file:///notes.txt" => ResourceContents::text("remember the milk", "file:///notes.txt"),
+            "file:///third.txt" => ResourceContents::text("third", "file:///third.txt"),
+            "file:///logo.png" => ResourceContents::blob("iVBORw0KGgoAAAA=", "file:///logo.png")
+                .with_mime_type("image/png"),
+            other => {
+                return Err(McpError::resource_not_found(format!("no resource {other}"), None));
+            }
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
     async fn call_tool(
@@ -270,7 +392,14 @@ async fn main() -> anyhow::Result<()> {
     if has("--rich") {
         tools.extend(rich_tools());
     }
-    let fixture = Fixture { initialize, tools: Arc::new(Mutex::new(tools)) };
+    let page_size = args
+        .iter()
+        .position(|a| a == "--page-size")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let rich = has("--rich");
+    let fixture = Fixture { initialize, tools: Arc::new(Mutex::new(tools)), rich, page: page_size };
     if let Some(i) = args.iter().position(|a| a == "--sse") {
         let addr = args.get(i + 1).map_or("127.0.0.1:0", String::as_str);
         return sse::serve(initialize, addr).await;
@@ -316,7 +445,14 @@ async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
     println!("LISTENING http://{local}/mcp");
     let initialize = fixture.initialize;
     let service = StreamableHttpService::new(
-        move || Ok(Fixture { initialize, tools: Arc::new(Mutex::new(base_tools())) }),
+        move || {
+            Ok(Fixture {
+                initialize,
+                tools: Arc::new(Mutex::new(base_tools())),
+                rich: false,
+                page: 0,
+            })
+        },
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
@@ -380,7 +516,12 @@ mod sse {
                 if let Ok(mut s) = sessions.lock() {
                     s.insert(id.clone(), in_tx);
                 }
-                let fixture = Fixture { initialize, tools: Arc::new(Mutex::new(base_tools())) };
+                let fixture = Fixture {
+                    initialize,
+                    tools: Arc::new(Mutex::new(base_tools())),
+                    rich: false,
+                    page: 0,
+                };
                 tokio::spawn(async move {
                     if let Ok(service) = fixture.serve((out_tx, in_rx)).await {
                         let _ = service.waiting().await;
