@@ -86,7 +86,7 @@ pub async fn call(
         anyhow::bail!("the arguments must be a JSON object, like {{\"key\": \"value\"}}");
     };
     let r = client
-        .tools_call(ToolsCallParams { session, name, args: Some(map) })
+        .tools_call(ToolsCallParams { session, name, args: Some(map), call_id: None })
         .await
         .map_err(call_error("tools/call"))?;
     if json {

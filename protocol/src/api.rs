@@ -19,7 +19,7 @@ use crate::mcp::{
 use crate::tools::{
     CatalogParams, InstructionsResult, PromptsGetParams, PromptsGetResult, PromptsListResult,
     ResourcesListResult, ResourcesReadParams, ResourcesReadResult, ToolsCallParams,
-    ToolsCallResult, ToolsListParams, ToolsListResult,
+    ToolsCallResult, ToolsCancelParams, ToolsCancelResult, ToolsListParams, ToolsListResult,
 };
 use crate::types::{
     EventsSubscribeParams, HelloParams, HelloResult, Session, SessionAttachParams,
@@ -167,10 +167,15 @@ pub trait ToolsApi {
     #[method(name = "list")]
     async fn tools_list(&self, params: ToolsListParams) -> RpcResult<ToolsListResult>;
 
-    /// Call a tool by its fully qualified name. If the caller disconnects first, the server
-    /// is sent `notifications/cancelled`.
+    /// Call a tool by its fully qualified name. Progress the server reports arrives as
+    /// `tools/progress` events. If the caller disconnects or cancels first, the server is sent
+    /// `notifications/cancelled`.
     #[method(name = "call")]
     async fn tools_call(&self, params: ToolsCallParams) -> RpcResult<ToolsCallResult>;
+
+    /// Cancel a call made with a `callId`.
+    #[method(name = "cancel")]
+    async fn tools_cancel(&self, params: ToolsCancelParams) -> RpcResult<ToolsCancelResult>;
 
     /// Every connected server's instructions, and the system-prompt text Gemini CLI makes of
     /// them.

@@ -39,13 +39,15 @@ pub enum ErrorCode {
     NotInCatalog,
     /// A prompt was called without a required argument (Gemini CLI's message).
     MissingArguments,
+    /// The call was cancelled (`tools/cancel`).
+    Cancelled,
     /// Anything else that went wrong inside the daemon.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 17] = [
         Self::VersionMismatch,
         Self::SessionNotFound,
         Self::InvalidWorkspace,
@@ -61,6 +63,7 @@ impl ErrorCode {
         Self::InvalidArguments,
         Self::NotInCatalog,
         Self::MissingArguments,
+        Self::Cancelled,
         Self::Internal,
     ];
 
@@ -82,6 +85,7 @@ impl ErrorCode {
             Self::InvalidArguments => -32013,
             Self::NotInCatalog => -32014,
             Self::MissingArguments => -32015,
+            Self::Cancelled => -32016,
             Self::Internal => -32099,
         }
     }
@@ -109,6 +113,7 @@ impl ErrorCode {
             Self::InvalidArguments => "invalidArguments",
             Self::NotInCatalog => "notInCatalog",
             Self::MissingArguments => "missingArguments",
+            Self::Cancelled => "cancelled",
             Self::Internal => "internal",
         }
     }

@@ -8,7 +8,7 @@ use crate::mcp::{CatalogChanged, ServerStateChanged};
 use crate::types::{Session, SessionId};
 
 /// One event as delivered to subscribers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     /// Position in the daemon's event sequence (starts at 1 with each daemon start), so a
@@ -22,7 +22,7 @@ pub struct Event {
 }
 
 /// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "payload")]
 #[non_exhaustive]
 pub enum EventBody {
@@ -51,6 +51,9 @@ pub enum EventBody {
     /// `list_changed` notifications led to it).
     #[serde(rename = "catalog/changed")]
     CatalogChanged(CatalogChanged),
+    /// A server reported progress on a tool call.
+    #[serde(rename = "tools/progress")]
+    ToolProgress(crate::tools::ToolProgress),
 }
 
 /// Payload of `config/changed`: what changed in one session's effective configuration.
@@ -100,6 +103,7 @@ impl EventBody {
             Self::ConfigChanged(_) => "config/changed",
             Self::McpServerState(_) => "mcp/serverState",
             Self::CatalogChanged(_) => "catalog/changed",
+            Self::ToolProgress(_) => "tools/progress",
         }
     }
 
@@ -111,6 +115,7 @@ impl EventBody {
             | Self::SessionDetached(s)
             | Self::SessionClosed(s) => Some(&s.id),
             Self::ConfigChanged(c) => Some(&c.session),
+            Self::ToolProgress(p) => Some(&p.session),
             Self::DaemonShuttingDown(_) | Self::McpServerState(_) | Self::CatalogChanged(_) => None,
         }
     }

@@ -55,6 +55,50 @@ pub struct ToolsCallParams {
     /// Its arguments (validated against its input schema first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Map<String, Value>>,
+    /// An id the caller picks, to cancel the call (`tools/cancel`) and to match its
+    /// `tools/progress` events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
+/// `tools/cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsCancelParams {
+    /// The session.
+    pub session: SessionId,
+    /// The `callId` the call was made with.
+    pub call_id: String,
+}
+
+/// Result of `tools/cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsCancelResult {
+    /// Whether a call with that id was running (it now fails with `cancelled`, and the server
+    /// was sent `notifications/cancelled`).
+    pub cancelled: bool,
+}
+
+/// Payload of the `tools/progress` event: a server's progress notification for a call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolProgress {
+    /// The session that made the call.
+    pub session: SessionId,
+    /// The call's `callId`, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The tool's fully qualified name.
+    pub name: String,
+    /// Progress so far.
+    pub progress: f64,
+    /// The total, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    /// The server's message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// Result of `tools/call`.

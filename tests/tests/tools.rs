@@ -46,6 +46,7 @@ async fn call(
         session: session.into(),
         name: name.into(),
         args: args.as_object().cloned(),
+        call_id: None,
     };
     client.tools_call(p).await.map_err(|e| match e {
         jsonrpsee::core::client::Error::Call(e) => format!("{}: {}", e.code(), e.message()),
@@ -86,6 +87,7 @@ async fn declarations_follow_gemini_cli() -> anyhow::Result<()> {
             "mcp_rich_badschema",
             "mcp_rich_wait",
             "mcp_rich_cancelled",
+            "mcp_rich_progress",
             "mcp_some_echo",
         ],
         "servers by name, tools in server order, include/exclude applied"
@@ -396,7 +398,7 @@ async fn prompts_resources_and_instructions() -> anyhow::Result<()> {
     .await?;
     let (c, s) = (&t.client, t.session.clone());
     let tools = list(&t, false).await?;
-    assert_eq!(tools.tools.iter().filter(|t| t.server == "a").count(), 12, "every page of tools");
+    assert_eq!(tools.tools.iter().filter(|t| t.server == "a").count(), 13, "every page of tools");
     let cp = || CatalogParams { session: s.clone() };
     let prompts = c.prompts_list(cp()).await?;
     let names: Vec<&str> = prompts.prompts.iter().map(|p| p.name.as_str()).collect();
@@ -523,5 +525,122 @@ async fn gemctl_prompts_and_resources() -> anyhow::Result<()> {
     assert_eq!((code, out.as_str()), (0, "remember the milk\n"), "{err}");
     let (code, out, _) = run(&["read", "file:///logo.png"])?;
     assert_eq!((code, out.as_str()), (0, "[Binary resource content image/png, 11 bytes]\n"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn progress_arrives_as_events_and_calls_can_be_cancelled() -> anyhow::Result<()> {
+    use geminid_protocol::tools::ToolsCancelParams;
+    let t = setup(json!({ "rich": stdio(&["--rich"]) })).await?;
+    list(&t, false).await?;
+    let filter = EventsSubscribeParams {
+        session: Some(t.session.clone()),
+        kinds: Some(vec!["tools/progress".into()]),
+    };
+    let mut events = t.client.subscribe_events(Some(filter)).await?;
+    let p = ToolsCallParams {
+        session: t.session.clone(),
+        name: "mcp_rich_progress".into(),
+        args: json!({"steps": 3}).as_object().cloned(),
+        call_id: Some("c-1".into()),
+    };
+    let r = t.client.tools_call(p).await?;
+    assert_eq!(r.display, "3 steps");
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let ev: Event = tokio::time::timeout(Duration::from_secs(5), events.next())
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("no event"))??;
+        let EventBody::ToolProgress(p) = ev.body else { anyhow::bail!("unexpected {ev:?}") };
+        assert_eq!(
+            (p.call_id.as_deref(), p.name.as_str(), p.total),
+            (Some("c-1"), "mcp_rich_progress", Some(3.0))
+        );
+        seen.push((p.progress, p.message.unwrap_or_default()));
+    }
+    assert_eq!(seen, [(1.0, "step 1".into()), (2.0, "step 2".into()), (3.0, "step 3".into())]);
+
+    // tools/cancel ends a call at once; the server sees notifications/cancelled.
+    let other = t.daemon.client().await?;
+    let session = t.session.clone();
+    let long = tokio::spawn(async move {
+        let p = ToolsCallParams {
+            session,
+            name: "mcp_rich_wait".into(),
+            args: json!({"ms": 30000}).as_object().cloned(),
+            call_id: Some("long".into()),
+        };
+        other.tools_call(p).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let c = t
+        .client
+        .tools_cancel(ToolsCancelParams { session: t.session.clone(), call_id: "long".into() })
+        .await?;
+    assert!(c.cancelled);
+    let r = tokio::time::timeout(Duration::from_secs(2), long).await??;
+    let e = r.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("call 'long' to 'mcp_rich_wait' was cancelled"), "{e}");
+    let again = t
+        .client
+        .tools_cancel(ToolsCancelParams { session: t.session.clone(), call_id: "long".into() })
+        .await?;
+    assert!(!again.cancelled, "an id that is not running is not cancelled");
+    let mut count = String::new();
+    for _ in 0..100 {
+        count = call(&t.client, &t.session, "mcp_rich_cancelled", json!({}))
+            .await
+            .map_err(anyhow::Error::msg)?
+            .display;
+        if count == "1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(count, "1");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_server_dying_mid_call_fails_the_call_at_once() -> anyhow::Result<()> {
+    let t = setup(json!({ "fx": stdio(&[]) })).await?;
+    list(&t, false).await?;
+    let started = std::time::Instant::now();
+    let e = call(&t.client, &t.session, "mcp_fx_crash", json!({"code": 7}))
+        .await
+        .err()
+        .unwrap_or_default();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(e, "-32010: MCP server 'fx' exited with status 7 during the call");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_list_changed_storm_is_coalesced() -> anyhow::Result<()> {
+    let t = setup(json!({ "fx": stdio(&[]) })).await?;
+    list(&t, false).await?;
+    let filter = EventsSubscribeParams {
+        session: Some(t.session.clone()),
+        kinds: Some(vec!["catalog/changed".into()]),
+    };
+    let mut events = t.client.subscribe_events(Some(filter)).await?;
+    // Twenty grows at once: twenty tools/list_changed notifications.
+    let calls: Vec<_> =
+        (0..20).map(|_| call(&t.client, &t.session, "mcp_fx_grow", json!({}))).collect();
+    for r in futures::future::join_all(calls).await {
+        r.map_err(anyhow::Error::msg)?;
+    }
+    let mut events_seen = 0;
+    let mut last = 0;
+    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_millis(1500), events.next()).await
+    {
+        if let EventBody::CatalogChanged(c) = ev?.body {
+            events_seen += 1;
+            last = c.tools;
+        }
+    }
+    assert_eq!(last, 26, "the final catalog has every grown tool");
+    assert!(events_seen < 10, "{events_seen} events for one storm of 20 notifications");
+    assert_eq!(list(&t, false).await?.tools.len(), 26);
     Ok(())
 }

@@ -31,6 +31,7 @@ pub enum Notice {
 #[derive(Debug, Clone)]
 pub struct Handler {
     notices: mpsc::UnboundedSender<Notice>,
+    sup: std::sync::Weak<super::Supervisor>,
 }
 
 impl ClientHandler for Handler {
@@ -51,6 +52,16 @@ impl ClientHandler for Handler {
 
     async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
         let _ = self.notices.send(Notice::ListChanged);
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        if let Some(sup) = self.sup.upgrade() {
+            sup.on_progress(&params);
+        }
     }
 }
 
@@ -86,7 +97,7 @@ impl std::fmt::Display for ConnectError {
 }
 
 /// One connection attempt.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Attempt<'a> {
     /// The server's name.
     pub name: &'a str,
@@ -100,6 +111,8 @@ pub struct Attempt<'a> {
     pub log: &'a Arc<ServerLog>,
     /// Where child pids are recorded.
     pub store: Option<&'a Store>,
+    /// Where progress notifications go.
+    pub sup: std::sync::Weak<super::Supervisor>,
 }
 
 /// Connect and complete the handshake within the attempt's timeout.
@@ -107,8 +120,8 @@ pub async fn connect(
     attempt: Attempt<'_>,
     notices: mpsc::UnboundedSender<Notice>,
 ) -> Result<Running, ConnectError> {
-    let Attempt { name, spec, timeout, grace, log, store } = attempt;
-    let handler = Handler { notices };
+    let Attempt { name, spec, timeout, grace, log, store, sup } = attempt;
+    let handler = Handler { notices, sup };
     match spec {
         LaunchSpec::Stdio { command, args, cwd, env } => {
             let ctx = child::SpawnContext { server: name, log, store };

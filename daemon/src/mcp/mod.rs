@@ -191,14 +191,17 @@ pub struct SessionTools {
 /// If this future is dropped before the answer (timeout, caller gone), the server is sent
 /// `notifications/cancelled`.
 async fn call_raw(
+    sup: &Supervisor,
     peer: &rmcp::service::Peer<rmcp::RoleClient>,
     params: rmcp::model::CallToolRequestParams,
+    target: Option<ProgressTarget>,
 ) -> Result<serde_json::Value, rmcp::ServiceError> {
     use rmcp::model::{ClientRequest, Request, ServerResult};
     let request = ClientRequest::CallToolRequest(Request::new(params));
     let handle = peer
         .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
         .await?;
+    let _progress = target.map(|t| sup.track_progress(&handle.progress_token, t));
     let mut guard = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
     let response = handle.await_response().await;
     guard.peer = None;
@@ -209,6 +212,34 @@ async fn call_raw(
         ServerResult::CustomResult(c) => Ok(c.0),
         ServerResult::EmptyResult(_) => Ok(serde_json::json!({})),
         _ => Err(rmcp::ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Stops routing a call's progress when dropped.
+#[derive(Debug)]
+struct ProgressGuard<'a> {
+    sup: &'a Supervisor,
+    key: String,
+}
+
+impl Drop for ProgressGuard<'_> {
+    fn drop(&mut self) {
+        self.sup.progress.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
+    }
+}
+
+/// A call that `tools/cancel` can cancel; unregistered when dropped.
+#[derive(Debug)]
+pub struct CallGuard<'a> {
+    sup: &'a Supervisor,
+    key: (String, String),
+    /// Fires when the call is cancelled.
+    pub cancelled: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        self.sup.cancels.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
     }
 }
 
@@ -233,6 +264,17 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// Whose call a progress notification belongs to.
+#[derive(Debug, Clone)]
+pub struct ProgressTarget {
+    /// The session that called.
+    pub session: String,
+    /// The caller's call id.
+    pub call_id: Option<String>,
+    /// The tool's fully qualified name.
+    pub name: String,
+}
+
 /// Owns every MCP server process and connection.
 #[derive(Debug)]
 pub struct Supervisor {
@@ -241,6 +283,10 @@ pub struct Supervisor {
     store: Store,
     inner: Mutex<Inner>,
     me: Weak<Supervisor>,
+    /// Calls in flight that asked for progress, by progress token (as JSON).
+    progress: Mutex<HashMap<String, ProgressTarget>>,
+    /// Calls in flight with a call id, by (session, call id): firing cancels them.
+    cancels: Mutex<HashMap<(String, String), tokio::sync::oneshot::Sender<()>>>,
 }
 
 /// `command args…` or the URL.
@@ -305,7 +351,15 @@ pub struct SessionView<'a> {
 impl Supervisor {
     /// A supervisor; nothing runs until a session needs it.
     pub fn new(opts: McpOptions, events: Arc<EventBus>, store: Store) -> Arc<Self> {
-        Arc::new_cyclic(|me| Self { opts, events, store, inner: Mutex::default(), me: me.clone() })
+        Arc::new_cyclic(|me| Self {
+            opts,
+            events,
+            store,
+            inner: Mutex::default(),
+            me: me.clone(),
+            progress: Mutex::default(),
+            cancels: Mutex::default(),
+        })
     }
 
     fn inner(&self) -> MutexGuard<'_, Inner> {
@@ -690,6 +744,7 @@ impl Supervisor {
         server: &Arc<Server>,
         tool: &str,
         arguments: Option<serde_json::Map<String, serde_json::Value>>,
+        target: Option<ProgressTarget>,
     ) -> Result<serde_json::Value, McpError> {
         let name = &server.name;
         let watch = server.watch();
@@ -705,7 +760,8 @@ impl Supervisor {
         };
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let call = tokio::time::timeout(server.request_timeout, call_raw(&peer, params));
+        let call =
+            tokio::time::timeout(server.request_timeout, call_raw(self, &peer, params, target));
         let mut dying = server.watch();
         let result = tokio::select! {
             result = call => result,
@@ -739,6 +795,47 @@ impl Supervisor {
                 humantime::format_duration(server.request_timeout)
             ))),
         }
+    }
+
+    /// Route progress notifications with this token to `target` until the guard drops.
+    fn track_progress(
+        &self,
+        token: &rmcp::model::ProgressToken,
+        target: ProgressTarget,
+    ) -> ProgressGuard<'_> {
+        let key = serde_json::to_string(token).unwrap_or_default();
+        self.progress.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), target);
+        ProgressGuard { sup: self, key }
+    }
+
+    /// A server reported progress: tell the calling session.
+    pub fn on_progress(&self, p: &rmcp::model::ProgressNotificationParam) {
+        let key = serde_json::to_string(&p.progress_token).unwrap_or_default();
+        let target = self.progress.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        let Some(t) = target else { return };
+        self.events.emit(EventBody::ToolProgress(geminid_protocol::tools::ToolProgress {
+            session: t.session,
+            call_id: t.call_id,
+            name: t.name,
+            progress: p.progress,
+            total: p.total,
+            message: p.message.clone(),
+        }));
+    }
+
+    /// Make a call with an id cancellable: the receiver fires on `tools/cancel`.
+    pub fn register_call(&self, session: &str, call_id: &str) -> CallGuard<'_> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let key = (session.to_owned(), call_id.to_owned());
+        self.cancels.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), tx);
+        CallGuard { sup: self, key, cancelled: rx }
+    }
+
+    /// `tools/cancel`: whether a call with that id was running.
+    pub fn cancel_call(&self, session: &str, call_id: &str) -> bool {
+        let key = (session.to_owned(), call_id.to_owned());
+        let tx = self.cancels.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        tx.is_some_and(|tx| tx.send(()).is_ok())
     }
 
     /// A session's connected servers by name, and a note for each one that is not connected.

@@ -304,6 +304,7 @@ async fn run(
             grace: opts.stop_grace,
             log: &server.log,
             store: store.as_ref(),
+            sup: r.sup.clone(),
         };
         let result = tokio::select! {
             result = connect(attempt, notices) => result,

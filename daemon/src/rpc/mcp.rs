@@ -115,6 +115,6 @@ impl Handler {
             self.core.mcp.settle(&p.session).await;
         }
         let server = self.core.mcp.find(Some(&p.session), &p.server).map_err(mcp_error)?;
-        self.core.mcp.call_tool(&server, &p.tool, p.arguments).await.map_err(mcp_error)
+        self.core.mcp.call_tool(&server, &p.tool, p.arguments, None).await.map_err(mcp_error)
     }
 }

@@ -4,7 +4,7 @@ use geminid_protocol::api::ToolsApiServer;
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::tools::{
     CatalogParams, InstructionsResult, ToolEntry, ToolsCallParams, ToolsCallResult,
-    ToolsListParams, ToolsListResult,
+    ToolsCancelParams, ToolsCancelResult, ToolsListParams, ToolsListResult,
 };
 use jsonrpsee::core::{RpcResult, async_trait};
 use serde_json::Value;
@@ -53,6 +53,11 @@ impl ToolsApiServer for Handler {
         Ok(ToolsListResult { tools: out, diagnostics })
     }
 
+    async fn tools_cancel(&self, p: ToolsCancelParams) -> RpcResult<ToolsCancelResult> {
+        self.core.sessions.record(&p.session).map_err(rpc_error)?;
+        Ok(ToolsCancelResult { cancelled: self.core.mcp.cancel_call(&p.session, &p.call_id) })
+    }
+
     async fn tools_instructions(&self, p: CatalogParams) -> RpcResult<InstructionsResult> {
         self.instructions(p).await
     }
@@ -74,7 +79,28 @@ impl ToolsApiServer for Handler {
             return Err(ErrorCode::InvalidArguments
                 .error(format!("invalid arguments for tool '{}': {e}", p.name)));
         }
-        let result = self.core.mcp.call_tool(&t.server, &own, p.args).await.map_err(mcp_error)?;
+        let target = crate::mcp::ProgressTarget {
+            session: p.session.clone(),
+            call_id: p.call_id.clone(),
+            name: p.name.clone(),
+        };
+        let call = self.core.mcp.call_tool(&t.server, &own, p.args.clone(), Some(target));
+        let result = match &p.call_id {
+            None => call.await,
+            Some(id) => {
+                let mut guard = self.core.mcp.register_call(&p.session, id);
+                tokio::select! {
+                    r = call => r,
+                    Ok(()) = &mut guard.cancelled => {
+                        return Err(ErrorCode::Cancelled.error(format!(
+                            "call '{id}' to '{}' was cancelled",
+                            p.name
+                        )));
+                    }
+                }
+            }
+        }
+        .map_err(mcp_error)?;
         let is_error = tools::is_error(&result);
         let (mut parts, mut display) = tools::parts(&own, &result["content"]);
         if is_error {

@@ -145,6 +145,11 @@ fn rich_tools() -> Vec<Tool> {
             object(json!({"ms": {"type": "integer"}}), &[]),
         ),
         tool("cancelled", "How many calls were cancelled so far", object(json!({}), &[])),
+        tool(
+            "progress",
+            "Reports progress in steps",
+            object(json!({"steps": {"type": "integer"}}), &[]),
+        ),
     ]
 }
 
@@ -315,6 +320,20 @@ impl ServerHandler for Fixture {
                         Err(McpError::internal_error("cancelled", None))
                     }
                 }
+            }
+            "progress" => {
+                let steps = arg("steps").as_u64().unwrap_or(3);
+                if let Some(token) = context.meta.get_progress_token() {
+                    for i in 1..=steps {
+                        let p =
+                            rmcp::model::ProgressNotificationParam::new(token.clone(), i as f64)
+                                .with_total(steps as f64)
+                                .with_message(format!("step {i}"));
+                        let _ = context.peer.notify_progress(p).await;
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    }
+                }
+                text(format!("{steps} steps"))
             }
             "cancelled" => text(CANCELLED.load(std::sync::atomic::Ordering::SeqCst).to_string()),
             "env" => {
