@@ -2,10 +2,11 @@
 //! machines are noisy, so only ratios and differences measured together mean anything) and
 //! prints a Markdown table for BENCHMARKS.md.
 //!
-//! Run: `cargo build --release --workspace && ./target/release/geminid-bench [mcp]` (`mcp`:
-//! only the MCP supervision figures).
+//! Run: `cargo build --release --workspace && ./target/release/geminid-bench [mcp|tools]` (`mcp`:
+//! only the MCP supervision figures; `tools`: only the call path and catalog).
 
 mod mcp;
+mod tools;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -30,7 +31,7 @@ pub(crate) fn stats(mut samples: Vec<Duration>) -> Stats {
     Stats { median: at(0.5), p99: at(0.99) }
 }
 
-fn us(d: Duration) -> f64 {
+pub(crate) fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
@@ -55,14 +56,21 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    if std::env::args().nth(1).as_deref() == Some("mcp") {
-        // Only the MCP section (issue 4).
-        println!("| measure | median | p99 | target |");
-        println!("|---|---|---|---|");
-        for row in mcp::bench().await? {
-            println!("{row}");
+    match std::env::args().nth(1).as_deref() {
+        Some("mcp") | Some("tools") => {
+            println!("| measure | median | p99 | target |");
+            println!("|---|---|---|---|");
+            let rows = if std::env::args().nth(1).as_deref() == Some("mcp") {
+                mcp::bench().await?
+            } else {
+                tools::bench().await?
+            };
+            for row in rows {
+                println!("{row}");
+            }
+            return Ok(());
         }
-        return Ok(());
+        _ => {}
     }
     eprintln!("rpc round trips");
     let home = TestHome::new()?;
@@ -207,6 +215,9 @@ async fn main() -> anyhow::Result<()> {
     drop(daemon);
     drop(home);
     for row in mcp::bench().await? {
+        println!("{row}");
+    }
+    for row in tools::bench().await? {
         println!("{row}");
     }
     Ok(())

@@ -32,7 +32,7 @@ pub async fn tools(
         .tools
         .iter()
         .map(|t| {
-            let d = t.declaration["description"].as_str().unwrap_or_default();
+            let d = &t.declaration.description;
             let first = d.lines().next().unwrap_or_default();
             vec![t.name.clone(), t.server.clone(), first.to_owned()]
         })

@@ -1,6 +1,7 @@
 //! `tools/*`: a session's MCP tools as Gemini sees them, and calls.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::types::SessionId;
@@ -17,7 +18,7 @@ pub struct ToolsListParams {
 }
 
 /// One tool in a session's catalog.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolEntry {
     /// Its fully qualified name (`mcp_{server}_{tool}`, made valid and unique).
@@ -26,15 +27,35 @@ pub struct ToolEntry {
     pub server: String,
     /// The tool's own name on the server.
     pub tool: String,
-    /// The Gemini `FunctionDeclaration`: `{name, description, parametersJsonSchema}`.
-    pub declaration: Value,
+    /// The Gemini `FunctionDeclaration`.
+    pub declaration: FunctionDeclaration,
     /// The MCP `Tool` object (with `raw: true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub raw: Option<Value>,
+    pub raw: Option<Box<RawValue>>,
+}
+
+/// A Gemini `FunctionDeclaration` (the schema is kept as JSON text: it is passed through).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionDeclaration {
+    /// The tool's fully qualified name.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// Its input schema, transformed as Gemini CLI does.
+    pub parameters_json_schema: Box<RawValue>,
+}
+
+impl PartialEq for FunctionDeclaration {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.description == other.description
+            && self.parameters_json_schema.get() == other.parameters_json_schema.get()
+    }
 }
 
 /// Result of `tools/list`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolsListResult {
     /// Tools ordered by server name, then as the server listed them.

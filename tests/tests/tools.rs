@@ -54,13 +54,14 @@ async fn call(
     })
 }
 
-fn decl<'a>(list: &'a ToolsListResult, name: &str) -> &'a Value {
-    &list
+fn decl(list: &ToolsListResult, name: &str) -> Value {
+    let found = &list
         .tools
         .iter()
         .find(|t| t.name == name)
         .unwrap_or_else(|| panic!("no {name} in {list:#?}"))
-        .declaration
+        .declaration;
+    serde_json::to_value(found).unwrap_or_default()
 }
 
 #[tokio::test]
@@ -92,7 +93,7 @@ async fn declarations_follow_gemini_cli() -> anyhow::Result<()> {
         ],
         "servers by name, tools in server order, include/exclude applied"
     );
-    let typed = decl(&l, "mcp_rich_typed");
+    let typed = &decl(&l, "mcp_rich_typed");
     assert_eq!(typed["name"], "mcp_rich_typed");
     let schema = &typed["parametersJsonSchema"];
     assert_eq!(schema["properties"]["label"], json!({"type": "string", "nullable": true}));
@@ -103,7 +104,7 @@ async fn declarations_follow_gemini_cli() -> anyhow::Result<()> {
         .tools
         .iter()
         .find(|t| t.name == "mcp_rich_typed")
-        .and_then(|t| t.raw.clone())
+        .and_then(|t| t.raw.as_ref().and_then(|r| serde_json::from_str::<Value>(r.get()).ok()))
         .unwrap_or_default();
     assert_eq!(
         raw["inputSchema"]["properties"]["label"]["type"],

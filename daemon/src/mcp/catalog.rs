@@ -9,7 +9,7 @@ use rmcp::service::{Peer, ServiceError};
 use serde_json::Value;
 
 /// What a server offers.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Catalog {
     /// `Tool` objects, as the server sent them.
     pub tools: Vec<Value>,
@@ -21,6 +21,19 @@ pub struct Catalog {
     pub templates: Vec<Value>,
     /// The server's `instructions`.
     pub instructions: Option<String>,
+    /// Each tool's `parametersJsonSchema` (Gemini CLI's transform of its input schema),
+    /// serialized once per catalog.
+    pub schemas: Vec<Box<serde_json::value::RawValue>>,
+}
+
+impl PartialEq for Catalog {
+    fn eq(&self, other: &Self) -> bool {
+        self.tools == other.tools
+            && self.prompts == other.prompts
+            && self.resources == other.resources
+            && self.templates == other.templates
+            && self.instructions == other.instructions
+    }
 }
 
 fn names(items: &[Value], key: &str) -> Vec<String> {
@@ -99,5 +112,12 @@ pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) 
         (items("resources", server, r), items("resource templates", server, rt))
     };
     let (tools, prompts, (resources, templates)) = tokio::join!(tools, prompts, resources);
-    Catalog { tools, prompts, resources, templates, instructions }
+    let schemas = tools
+        .iter()
+        .filter_map(|t| {
+            let schema = super::tools::parameters_schema(t.get("inputSchema"));
+            serde_json::value::to_raw_value(&schema).ok()
+        })
+        .collect();
+    Catalog { tools, prompts, resources, templates, instructions, schemas }
 }

@@ -7,14 +7,14 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader, DuplexStream};
-use tokio::process::{Child, ChildStdin, Command};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::log::ServerLog;
 use crate::store::{ChildRecord, Store};
-
-/// Bytes buffered between the child's stdout and the MCP client.
-const STDOUT_PIPE: usize = 256 * 1024;
 
 /// A running stdio child. Dropping it kills its whole process group.
 #[derive(Debug)]
@@ -27,8 +27,8 @@ pub struct StdioChild {
     stderr_closed: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
-/// The MCP side of a child: what it writes (JSON-RPC lines only) and its stdin.
-pub type StdioPipes = (DuplexStream, ChildStdin);
+/// The MCP side of a child: its stdout (tapped for stray lines) and its stdin.
+pub type StdioPipes = (StdoutTap, ChildStdin);
 
 /// Where a child is started and how it is recorded.
 #[derive(Debug, Clone, Copy)]
@@ -103,9 +103,8 @@ pub async fn spawn(
         pump_stderr(stderr, pump_log).await;
         let _ = stderr_tx.send(());
     });
-    let (mcp_side, filter_side) = tokio::io::duplex(STDOUT_PIPE);
-    tokio::spawn(filter_stdout(stdout, filter_side, log.clone()));
-    Ok((child, (mcp_side, stdin)))
+    let tap = StdoutTap { inner: stdout, log: log.clone(), line: Line::Start, text: Vec::new() };
+    Ok((child, (tap, stdin)))
 }
 
 async fn pump_stderr(stderr: impl AsyncRead + Unpin, log: Arc<ServerLog>) {
@@ -120,30 +119,68 @@ async fn pump_stderr(stderr: impl AsyncRead + Unpin, log: Arc<ServerLog>) {
     }
 }
 
-/// Forward the child's stdout line by line; lines that cannot be JSON-RPC (anything not
-/// starting with `{` or `[`) go to the log instead of the MCP client, so a server that prints
-/// a banner still works and the banner is not lost.
-async fn filter_stdout(stdout: impl AsyncRead + Unpin, mut out: DuplexStream, log: Arc<ServerLog>) {
-    let mut reader = BufReader::new(stdout);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let first = buf.iter().find(|b| !b.is_ascii_whitespace());
-        match first {
-            None => {}
-            Some(b'{' | b'[') if out.write_all(&buf).await.is_err() => break,
-            Some(b'{' | b'[') => {}
-            Some(_) => log.push(
-                "stdout",
-                &format!("not JSON-RPC, ignored: {}", String::from_utf8_lossy(&buf).trim_end()),
-            ),
+/// What the current stdout line is, as far as it has been read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line {
+    /// Only whitespace so far.
+    Start,
+    /// Starts with `{` or `[`: JSON-RPC for the MCP client.
+    Json,
+    /// Anything else: not JSON-RPC; kept for the log.
+    Text,
+}
+
+/// The child's stdout as the MCP client reads it, unchanged and without an extra task or
+/// copy; lines that cannot be JSON-RPC (not starting with `{` or `[`, like a start-up banner)
+/// are also written to the server's log. rmcp skips them itself.
+#[derive(Debug)]
+pub struct StdoutTap {
+    inner: ChildStdout,
+    log: Arc<ServerLog>,
+    line: Line,
+    text: Vec<u8>,
+}
+
+impl StdoutTap {
+    fn inspect(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            match (self.line, b) {
+                (_, b'\n') => {
+                    if self.line == Line::Text {
+                        let text = String::from_utf8_lossy(&self.text);
+                        self.log
+                            .push("stdout", &format!("not JSON-RPC, ignored: {}", text.trim_end()));
+                    }
+                    self.text.clear();
+                    self.line = Line::Start;
+                }
+                (Line::Start, b'{' | b'[') => self.line = Line::Json,
+                (Line::Start, b) if b.is_ascii_whitespace() => {}
+                (Line::Start, b) => {
+                    self.line = Line::Text;
+                    self.text.push(b);
+                }
+                (Line::Text, b) if self.text.len() < super::log::LOG_MAX_LINE => self.text.push(b),
+                _ => {}
+            }
         }
     }
-    let _ = out.shutdown().await;
+}
+
+impl AsyncRead for StdoutTap {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = poll {
+            this.inspect(&buf.filled()[before..]);
+        }
+        poll
+    }
 }
 
 /// How a child ended, in words.

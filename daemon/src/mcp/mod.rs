@@ -184,6 +184,15 @@ pub struct SessionTools {
     pub tools: Vec<SessionTool>,
     /// Collisions and missing servers.
     pub diagnostics: Vec<String>,
+    /// Position in `tools` by fully qualified name.
+    pub by_name: HashMap<String, usize>,
+}
+
+impl SessionTools {
+    /// A tool by its fully qualified name.
+    pub fn get(&self, fqn: &str) -> Option<&SessionTool> {
+        self.by_name.get(fqn).map(|i| &self.tools[*i])
+    }
 }
 
 /// `tools/call` on the server, keeping the result as JSON (content types rmcp does not know,
@@ -287,6 +296,10 @@ pub struct Supervisor {
     progress: Mutex<HashMap<String, ProgressTarget>>,
     /// Calls in flight with a call id, by (session, call id): firing cancels them.
     cancels: Mutex<HashMap<(String, String), tokio::sync::oneshot::Sender<()>>>,
+    /// Each session's tools as last computed; dropped whenever a session's servers, a state
+    /// or a catalog changes (`tools_generation` tells a computation that raced a change).
+    tool_cache: Mutex<HashMap<String, Arc<SessionTools>>>,
+    tools_generation: std::sync::atomic::AtomicU64,
 }
 
 /// `command args…` or the URL.
@@ -359,6 +372,8 @@ impl Supervisor {
             me: me.clone(),
             progress: Mutex::default(),
             cancels: Mutex::default(),
+            tool_cache: Mutex::default(),
+            tools_generation: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -481,6 +496,7 @@ impl Supervisor {
                 }
             }
         }
+        self.invalidate_tools();
         for server in kick {
             server.send(Cmd::Restart);
         }
@@ -496,6 +512,7 @@ impl Supervisor {
     pub fn release_session(&self, session: &str) {
         let mut inner = self.inner();
         let Some(entries) = inner.sessions.remove(session) else { return };
+        self.invalidate_tools();
         tracing::debug!(session, "session released its MCP servers");
         for entry in entries.into_values() {
             let Binding::Runs(identity) = entry.binding else { continue };
@@ -527,6 +544,7 @@ impl Supervisor {
 
     /// Announce a state change to every session using the server.
     pub fn announce(&self, server: &Arc<Server>, previous: ServerState) {
+        self.invalidate_tools();
         let sessions = self.inner().users(&server.identity);
         let status = self.status_of(server, &server.name, server.scope, sessions);
         tracing::info!(server = %server.name, from = ?previous, to = ?status.state, error = status.last_error.as_deref().unwrap_or(""), "MCP server state");
@@ -536,6 +554,7 @@ impl Supervisor {
 
     /// Announce a new catalog to every session using the server.
     pub fn catalog_changed(&self, server: &Arc<Server>) {
+        self.invalidate_tools();
         let sessions = self.inner().users(&server.identity);
         let (tools, prompts, resources) = server.catalog().counts();
         tracing::info!(server = %server.name, tools, prompts, resources, "catalog changed");
@@ -863,7 +882,27 @@ impl Supervisor {
     /// A session's tools, by fully qualified name: servers in name order, each one's tools in
     /// its order, include/exclude applied. A name already taken gets `__2`, `__3`, ... (the
     /// first in that order keeps it), and the rename is reported in the diagnostics.
-    pub fn session_tools(&self, session: &str) -> Result<SessionTools, McpError> {
+    pub fn session_tools(&self, session: &str) -> Result<Arc<SessionTools>, McpError> {
+        use std::sync::atomic::Ordering;
+        if let Some(hit) = self.tool_cache.lock().unwrap_or_else(|e| e.into_inner()).get(session) {
+            return Ok(hit.clone());
+        }
+        let generation = self.tools_generation.load(Ordering::SeqCst);
+        let computed = Arc::new(self.compute_session_tools(session)?);
+        let mut cache = self.tool_cache.lock().unwrap_or_else(|e| e.into_inner());
+        if self.tools_generation.load(Ordering::SeqCst) == generation {
+            cache.insert(session.to_owned(), computed.clone());
+        }
+        Ok(computed)
+    }
+
+    /// Forget every session's computed tools (something they depend on changed).
+    fn invalidate_tools(&self) {
+        self.tools_generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.tool_cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    fn compute_session_tools(&self, session: &str) -> Result<SessionTools, McpError> {
         let inner = self.inner();
         let entries = inner.sessions.get(session).ok_or_else(|| {
             McpError::Unavailable(format!("session {session} has not started its MCP servers"))
@@ -900,6 +939,7 @@ impl Supervisor {
                     ));
                     renamed
                 };
+                out.by_name.insert(fqn.clone(), out.tools.len());
                 out.tools.push(SessionTool {
                     fqn,
                     server_name: name.clone(),

@@ -105,15 +105,6 @@ fn nullable_pairs(v: &mut Value) {
     }
 }
 
-/// A Gemini `FunctionDeclaration` for an MCP tool object.
-pub fn declaration(name: &str, tool: &Value) -> Value {
-    json!({
-        "name": name,
-        "description": tool["description"].as_str().unwrap_or_default(),
-        "parametersJsonSchema": parameters_schema(tool.get("inputSchema")),
-    })
-}
-
 fn untrusted(text: &str) -> Value {
     let escaped = text.replace("</untrusted_context>", "&lt;/untrusted_context&gt;");
     json!({ "text": format!("<untrusted_context>\n{escaped}\n</untrusted_context>") })

@@ -3,9 +3,11 @@
 use geminid_protocol::api::ToolsApiServer;
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::tools::{
-    CatalogParams, InstructionsResult, ToolEntry, ToolsCallParams, ToolsCallResult,
-    ToolsCancelParams, ToolsCancelResult, ToolsListParams, ToolsListResult,
+    CatalogParams, FunctionDeclaration, InstructionsResult, ToolEntry, ToolsCallParams,
+    ToolsCallResult, ToolsCancelParams, ToolsCancelResult, ToolsListParams, ToolsListResult,
 };
+use std::sync::Arc;
+
 use jsonrpsee::core::{RpcResult, async_trait};
 use serde_json::Value;
 
@@ -17,9 +19,9 @@ use crate::mcp::{SessionTools, tools};
 
 impl Handler {
     /// The session's tools, starting its servers first if it had not.
-    async fn session_tools(&self, session: &str) -> RpcResult<SessionTools> {
-        self.core.sessions.record(session).map_err(rpc_error)?;
+    async fn session_tools(&self, session: &str) -> RpcResult<Arc<SessionTools>> {
         if !self.core.mcp.is_active(session) {
+            self.core.sessions.record(session).map_err(rpc_error)?;
             self.core.start_servers(session).map_err(rpc_error)?;
             self.core.mcp.settle(session).await;
         }
@@ -31,7 +33,7 @@ impl Handler {
 impl ToolsApiServer for Handler {
     async fn tools_list(&self, p: ToolsListParams) -> RpcResult<ToolsListResult> {
         let st = self.session_tools(&p.session).await?;
-        let mut diagnostics = st.diagnostics;
+        let mut diagnostics = st.diagnostics.clone();
         let mut out = Vec::with_capacity(st.tools.len());
         for t in &st.tools {
             let tool = t.tool();
@@ -46,8 +48,12 @@ impl ToolsApiServer for Handler {
                 name: t.fqn.clone(),
                 server: t.server_name.clone(),
                 tool: own.to_owned(),
-                declaration: tools::declaration(&t.fqn, tool),
-                raw: p.raw.then(|| tool.clone()),
+                declaration: FunctionDeclaration {
+                    name: t.fqn.clone(),
+                    description: tool["description"].as_str().unwrap_or_default().to_owned(),
+                    parameters_json_schema: t.catalog.schemas[t.index].clone(),
+                },
+                raw: if p.raw { serde_json::value::to_raw_value(tool).ok() } else { None },
             });
         }
         Ok(ToolsListResult { tools: out, diagnostics })
@@ -64,7 +70,7 @@ impl ToolsApiServer for Handler {
 
     async fn tools_call(&self, p: ToolsCallParams) -> RpcResult<ToolsCallResult> {
         let st = self.session_tools(&p.session).await?;
-        let Some(t) = st.tools.iter().find(|t| t.fqn == p.name) else {
+        let Some(t) = st.get(&p.name) else {
             return Err(ErrorCode::ToolNotFound.error(format!(
                 "no tool named '{}' in this session (tools/list shows them)",
                 p.name

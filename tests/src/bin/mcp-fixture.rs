@@ -12,7 +12,7 @@
 //! `--grandchild` (start an idle child process in the same process group, pid on stderr),
 //! `--idle` (do nothing forever), `--rich` (more tools: every content type, `$defs`, a tool
 //! error, an uncompilable schema, cancellation; and prompts and resources), `--page-size N`
-//! (lists in pages of N), `--startup-delay-ms MS` (wait before serving, like a real
+//! (lists in pages of N), `--tools N` (N more generated tools), `--startup-delay-ms MS` (wait before serving, like a real
 //! server loading). Every stdio start writes one line to stderr.
 
 use std::borrow::Cow;
@@ -410,6 +410,14 @@ async fn main() -> anyhow::Result<()> {
     let mut tools = base_tools();
     if has("--rich") {
         tools.extend(rich_tools());
+    }
+    if let Some(n) = args.iter().position(|a| a == "--tools").and_then(|i| args.get(i + 1)) {
+        // Many tools, for catalog benchmarks.
+        let n: usize = n.parse().unwrap_or(0);
+        tools.extend((0..n).map(|i| {
+            let props = json!({"text": {"type": "string", "description": "what to echo"}, "count": {"type": ["integer", "null"]}});
+            tool(&format!("t{i}"), "A generated tool", object(props, &["text"]))
+        }));
     }
     let page_size = args
         .iter()

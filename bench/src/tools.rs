@@ -1,0 +1,229 @@
+//! Issue 5: the call path and the catalog, side by side with a direct rmcp client calling the
+//! same fixture server in the same run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use geminid_protocol::api::{SessionApiClient, ToolsApiClient};
+use geminid_protocol::client::Client;
+use geminid_protocol::tools::{ToolsCallParams, ToolsListParams};
+use geminid_protocol::types::SessionCreateParams;
+use geminid_tests::mcp::{fixture, shell_env, write_user_settings};
+use geminid_tests::{Daemon, TestHome};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use serde_json::json;
+
+use crate::{stats, us};
+
+const CALLS: usize = 3_000;
+const CONCURRENT: usize = 32;
+const PER_CALLER: usize = 300;
+const CATALOG_SESSIONS: usize = 50;
+
+fn echo_args(text: &str) -> serde_json::Map<String, serde_json::Value> {
+    json!({ "text": text }).as_object().cloned().unwrap_or_default()
+}
+
+async fn new_session(client: &Client, home: &TestHome, dir: &str) -> anyhow::Result<String> {
+    let ws = home.root().join(dir);
+    std::fs::create_dir_all(&ws)?;
+    let workspace = ws.display().to_string();
+    let env = shell_env(home, &[]);
+    Ok(client
+        .create(SessionCreateParams { workspace, env: Some(env), reuse_default: false })
+        .await?
+        .id)
+}
+
+async fn via_geminid(client: &Client, session: &str, text: &str) -> anyhow::Result<()> {
+    let p = ToolsCallParams {
+        session: session.to_owned(),
+        name: "mcp_fx_echo".into(),
+        args: Some(echo_args(text)),
+        call_id: None,
+    };
+    let r = client.tools_call(p).await?;
+    anyhow::ensure!(r.display == text, "crossed: {text} → {}", r.display);
+    Ok(())
+}
+
+pub async fn bench() -> anyhow::Result<Vec<String>> {
+    let mut rows = Vec::new();
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": { "command": fixture() } }))?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let client = daemon.client().await?;
+    let session = new_session(&client, &home, "ws").await?;
+    client.tools_list(ToolsListParams { session: session.clone(), raw: false }).await?;
+
+    // The same fixture, spawned here and called with rmcp's client directly.
+    let mut child = tokio::process::Command::new(fixture())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let (stdout, stdin) = (child.stdout.take(), child.stdin.take());
+    let (Some(stdout), Some(stdin)) = (stdout, stdin) else { anyhow::bail!("no pipes") };
+    let direct = ().serve((stdout, stdin)).await?;
+    let peer = direct.peer().clone();
+    let direct_call = move |text: String| {
+        let peer = peer.clone();
+        async move {
+            let mut p = CallToolRequestParams::new("echo");
+            p.arguments = Some(echo_args(&text));
+            let r = peer.call_tool(p).await?;
+            let got = serde_json::to_value(&r.content)?;
+            anyhow::ensure!(got[0]["text"] == text.as_str(), "crossed");
+            anyhow::Ok(())
+        }
+    };
+
+    // 1. Latency, sequential, interleaved in blocks so both see the same machine.
+    eprintln!("tools: latency");
+    let (mut d, mut g, mut h) =
+        (Vec::with_capacity(CALLS), Vec::with_capacity(CALLS), Vec::with_capacity(CALLS));
+    let hello = || geminid_protocol::types::HelloParams {
+        protocol_version: geminid_protocol::PROTOCOL_VERSION,
+        client: None,
+    };
+    for i in 0..CALLS {
+        let text = format!("call {i}");
+        let t = Instant::now();
+        direct_call(text.clone()).await?;
+        d.push(t.elapsed());
+        let t = Instant::now();
+        via_geminid(&client, &session, &text).await?;
+        g.push(t.elapsed());
+        let t = Instant::now();
+        geminid_protocol::api::DaemonApiClient::hello(&client, hello()).await?;
+        h.push(t.elapsed());
+    }
+    let (d, g, h) = (stats(d), stats(g), stats(h));
+    rows.push(format!(
+        "| `tools/call` echo through geminid ({CALLS} calls) | {:.1} µs | {:.1} µs | |",
+        us(g.median),
+        us(g.p99)
+    ));
+    rows.push(format!(
+        "| the same call with rmcp's client straight to the fixture, alongside | {:.1} µs | {:.1} µs | baseline |",
+        us(d.median),
+        us(d.p99)
+    ));
+    rows.push(format!(
+        "| added latency per call (difference of medians) | {:.1} µs | | ≤ 150 µs |",
+        us(g.median.saturating_sub(d.median))
+    ));
+    rows.push(format!(
+        "| of which the socket round trip: `daemon/hello`, alongside | {:.1} µs | {:.1} µs | |",
+        us(h.median),
+        us(h.p99)
+    ));
+
+    // 2. Throughput with 32 concurrent callers: each its own connection through geminid,
+    //    all sharing the one rmcp peer directly.
+    eprintln!("tools: throughput");
+    let mut clients = Vec::new();
+    for _ in 0..CONCURRENT {
+        let c = daemon.client().await?;
+        c.attach(geminid_protocol::types::SessionAttachParams { id: session.clone(), env: None })
+            .await?;
+        clients.push(Arc::new(c));
+    }
+    let mut direct_rates = Vec::new();
+    let mut geminid_rates = Vec::new();
+    for _round in 0..3 {
+        let t = Instant::now();
+        let tasks: Vec<_> = (0..CONCURRENT)
+            .map(|c| {
+                let call = direct_call.clone();
+                tokio::spawn(async move {
+                    for i in 0..PER_CALLER {
+                        call(format!("{c}/{i}")).await?;
+                    }
+                    anyhow::Ok(())
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await??;
+        }
+        direct_rates.push((CONCURRENT * PER_CALLER) as f64 / t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let tasks: Vec<_> = clients
+            .iter()
+            .enumerate()
+            .map(|(c, client)| {
+                let (client, session) = (client.clone(), session.clone());
+                tokio::spawn(async move {
+                    for i in 0..PER_CALLER {
+                        via_geminid(&client, &session, &format!("{c}/{i}")).await?;
+                    }
+                    anyhow::Ok(())
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await??;
+        }
+        geminid_rates.push((CONCURRENT * PER_CALLER) as f64 / t.elapsed().as_secs_f64());
+    }
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (dr, gr) = (med(direct_rates), med(geminid_rates));
+    rows.push(format!(
+        "| throughput, {CONCURRENT} concurrent callers × {PER_CALLER} calls, through geminid / direct ({:.0} / {:.0} calls/s, median of 3) | {:.0}% | | ≥ 70% |",
+        gr,
+        dr,
+        gr / dr * 100.0
+    ));
+    drop(clients);
+    let _ = direct.cancel().await;
+    drop(child);
+
+    // 3. The catalog of 10 servers with 100 tools each, to a new session (servers running).
+    eprintln!("tools: catalog");
+    let servers: serde_json::Map<String, serde_json::Value> = (0..10)
+        .map(|i| {
+            let entry = json!({ "command": fixture(), "args": ["--tools", "94"], "env": { "N": i.to_string() } });
+            (format!("s{i}"), entry)
+        })
+        .collect();
+    write_user_settings(&home, serde_json::Value::Object(servers))?;
+    let warm = new_session(&client, &home, "warm").await?;
+    tokio::time::sleep(Duration::from_millis(300)).await; // let the watcher see the new file
+    let first = client.tools_list(ToolsListParams { session: warm.clone(), raw: false }).await?;
+    anyhow::ensure!(first.tools.len() == 1000, "{} tools", first.tools.len());
+    let mut samples = Vec::with_capacity(CATALOG_SESSIONS);
+    for i in 0..CATALOG_SESSIONS {
+        let s = new_session(&client, &home, &format!("cat-{i}")).await?;
+        let t = Instant::now();
+        let l = client.tools_list(ToolsListParams { session: s, raw: false }).await?;
+        samples.push(t.elapsed());
+        anyhow::ensure!(l.tools.len() == 1000);
+    }
+    let c = stats(samples);
+    let mut again = Vec::with_capacity(CATALOG_SESSIONS);
+    for _ in 0..CATALOG_SESSIONS {
+        let t = Instant::now();
+        client.tools_list(ToolsListParams { session: warm.clone(), raw: false }).await?;
+        again.push(t.elapsed());
+    }
+    let again = stats(again);
+    rows.push(format!(
+        "| `tools/list` again for a session that has it (the transfer of 1,000 declarations) | {:.2} ms | {:.2} ms | |",
+        again.median.as_secs_f64() * 1e3,
+        again.p99.as_secs_f64() * 1e3
+    ));
+    rows.push(format!(
+        "| `tools/list` for a new session: 10 running servers, 1,000 tools ({CATALOG_SESSIONS} sessions) | {:.2} ms | {:.2} ms | ≤ 5 ms |",
+        c.median.as_secs_f64() * 1e3,
+        c.p99.as_secs_f64() * 1e3
+    ));
+    drop(client);
+    drop(daemon);
+    Ok(rows)
+}
