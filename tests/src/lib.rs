@@ -96,6 +96,16 @@ impl TestHome {
         self.gemctl_cmd(args).output().context("running gemctl")
     }
 
+    /// Run `gemctl`: (exit code, stdout, stderr).
+    pub fn gemctl_run(&self, args: &[&str]) -> anyhow::Result<(i32, String, String)> {
+        let out = self.gemctl(args)?;
+        Ok((
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
     /// Run `gemctl --json ...`, require success, and parse its stdout.
     pub fn gemctl_json(&self, args: &[&str]) -> anyhow::Result<serde_json::Value> {
         let mut all = vec!["--json"];

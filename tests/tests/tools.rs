@@ -32,6 +32,22 @@ async fn setup(servers: Value) -> anyhow::Result<Setup> {
     Ok(Setup { _home: home, daemon, client, session: s.id })
 }
 
+/// Wait until the fixture's `cancelled` tool reports `n` cancelled calls.
+async fn cancelled_reaches(t: &Setup, n: u32) -> anyhow::Result<String> {
+    let mut seen = String::new();
+    for _ in 0..100 {
+        seen = call(&t.client, &t.session, "mcp_rich_cancelled", json!({}))
+            .await
+            .map_err(anyhow::Error::msg)?
+            .display;
+        if seen == n.to_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(seen)
+}
+
 async fn list(t: &Setup, raw: bool) -> anyhow::Result<ToolsListResult> {
     Ok(t.client.tools_list(ToolsListParams { session: t.session.clone(), raw }).await?)
 }
@@ -265,18 +281,11 @@ async fn a_caller_that_goes_away_cancels_the_call_on_the_server() -> anyhow::Res
     tokio::time::sleep(Duration::from_millis(300)).await;
     pending.abort();
     let _ = pending.await;
-    let mut seen = String::new();
-    for _ in 0..100 {
-        seen = call(&t.client, &t.session, "mcp_rich_cancelled", json!({}))
-            .await
-            .map_err(anyhow::Error::msg)?
-            .display;
-        if seen == "1" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(seen, "1", "the server never saw notifications/cancelled");
+    assert_eq!(
+        cancelled_reaches(&t, 1).await?,
+        "1",
+        "the server never saw notifications/cancelled"
+    );
     Ok(())
 }
 
@@ -312,14 +321,7 @@ async fn gemctl_tools_describe_and_call() -> anyhow::Result<()> {
     let home = TestHome::new()?;
     write_user_settings(&home, json!({ "rich": stdio(&["--rich"]) }))?;
     let _daemon = Daemon::start(&home, FAST).await?;
-    let run = |args: &[&str]| -> anyhow::Result<(i32, String, String)> {
-        let out = home.gemctl(args)?;
-        Ok((
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        ))
-    };
+    let run = |args: &[&str]| home.gemctl_run(args);
     assert_eq!(run(&["trust"])?.0, 0);
     let (code, out, err) = run(&["mcp", "tools"])?;
     assert_eq!(code, 0, "{err}");
@@ -372,18 +374,11 @@ async fn a_slow_tool_times_out_and_is_cancelled() -> anyhow::Result<()> {
         .err()
         .unwrap_or_default();
     assert_eq!(e, "-32011: MCP server 'rich' did not answer within 300ms");
-    let mut seen = String::new();
-    for _ in 0..100 {
-        seen = call(&t.client, &t.session, "mcp_rich_cancelled", json!({}))
-            .await
-            .map_err(anyhow::Error::msg)?
-            .display;
-        if seen == "1" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(seen, "1", "the timed-out call was not cancelled on the server");
+    assert_eq!(
+        cancelled_reaches(&t, 1).await?,
+        "1",
+        "the timed-out call was not cancelled on the server"
+    );
     Ok(())
 }
 
@@ -497,14 +492,7 @@ async fn gemctl_prompts_and_resources() -> anyhow::Result<()> {
     let home = TestHome::new()?;
     write_user_settings(&home, json!({ "rich": stdio(&["--rich"]) }))?;
     let _daemon = Daemon::start(&home, FAST).await?;
-    let run = |args: &[&str]| -> anyhow::Result<(i32, String, String)> {
-        let out = home.gemctl(args)?;
-        Ok((
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        ))
-    };
+    let run = |args: &[&str]| home.gemctl_run(args);
     assert_eq!(run(&["trust"])?.0, 0);
     let (code, out, err) = run(&["mcp", "prompts"])?;
     assert_eq!(code, 0, "{err}");
@@ -587,18 +575,7 @@ async fn progress_arrives_as_events_and_calls_can_be_cancelled() -> anyhow::Resu
         .tools_cancel(ToolsCancelParams { session: t.session.clone(), call_id: "long".into() })
         .await?;
     assert!(!again.cancelled, "an id that is not running is not cancelled");
-    let mut count = String::new();
-    for _ in 0..100 {
-        count = call(&t.client, &t.session, "mcp_rich_cancelled", json!({}))
-            .await
-            .map_err(anyhow::Error::msg)?
-            .display;
-        if count == "1" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(count, "1");
+    assert_eq!(cancelled_reaches(&t, 1).await?, "1");
     Ok(())
 }
 

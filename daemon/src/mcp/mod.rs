@@ -330,6 +330,27 @@ fn config_target(c: &crate::config::mcp::McpServerConfig) -> (Wire, String) {
     }
 }
 
+/// The status of an entry nothing runs for.
+fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> ServerStatus {
+    ServerStatus {
+        name: name.to_owned(),
+        scope,
+        extension: None,
+        transport,
+        target,
+        state: ServerState::Disconnected,
+        last_error: None,
+        identity: None,
+        pid: None,
+        uptime_secs: None,
+        restarts: 0,
+        tools: None,
+        prompts: None,
+        resources: None,
+        sessions: vec![],
+    }
+}
+
 fn block_text(reason: BlockReason) -> (ServerState, &'static str) {
     match reason {
         BlockReason::Session => (ServerState::Disabled, "disabled for this session"),
@@ -633,42 +654,17 @@ impl Supervisor {
                             .as_ref()
                             .map(|(l, _)| (planned_transport(l), target(l)))
                             .unwrap_or((Wire::Stdio, String::new()));
-                        ServerStatus {
-                            name: name.clone(),
-                            scope: entry.scope,
-                            extension: None,
-                            transport,
-                            target: tgt,
-                            state: ServerState::Disconnected,
-                            last_error: None,
-                            identity: Some(identity[..12].to_owned()),
-                            pid: None,
-                            uptime_secs: None,
-                            restarts: 0,
-                            tools: None,
-                            prompts: None,
-                            resources: None,
-                            sessions: vec![],
-                        }
+                        let mut s = not_running(&name, entry.scope, transport, tgt);
+                        s.identity = Some(identity[..12].to_owned());
+                        s
                     }
                 },
-                Binding::NotRun { state, reason, transport, target } => ServerStatus {
-                    name: name.clone(),
-                    scope: entry.scope,
-                    extension: None,
-                    transport: *transport,
-                    target: target.clone(),
-                    state: *state,
-                    last_error: Some(reason.clone()),
-                    identity: None,
-                    pid: None,
-                    uptime_secs: None,
-                    restarts: 0,
-                    tools: None,
-                    prompts: None,
-                    resources: None,
-                    sessions: vec![],
-                },
+                Binding::NotRun { state, reason, transport, target } => {
+                    let mut s = not_running(&name, entry.scope, *transport, target.clone());
+                    s.state = *state;
+                    s.last_error = Some(reason.clone());
+                    s
+                }
             };
             out.push(status);
         }
