@@ -213,6 +213,24 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         again.push(t.elapsed());
     }
     let again = stats(again);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"session":"{warm}"}}}}"#
+    );
+    let mut plain = Vec::with_capacity(CATALOG_SESSIONS);
+    let mut size = 0;
+    for _ in 0..CATALOG_SESSIONS {
+        let t = Instant::now();
+        let (_, reply) = geminid_tests::http_post(daemon.socket(), &body).await?;
+        plain.push(t.elapsed());
+        size = reply.len();
+    }
+    let plain = stats(plain);
+    rows.push(format!(
+        "| the same as one plain HTTP request, reply unparsed ({:.0} KB) | {:.2} ms | {:.2} ms | |",
+        size as f64 / 1024.0,
+        plain.median.as_secs_f64() * 1e3,
+        plain.p99.as_secs_f64() * 1e3
+    ));
     rows.push(format!(
         "| `tools/list` again for a session that has it (the transfer of 1,000 declarations) | {:.2} ms | {:.2} ms | |",
         again.median.as_secs_f64() * 1e3,

@@ -935,6 +935,12 @@ impl Supervisor {
                     ));
                     renamed
                 };
+                if let Err(e) = &*server.validator(tool_name, tool.get("inputSchema")) {
+                    out.diagnostics.push(format!(
+                        "the input schema of '{fqn}' cannot be compiled ({e}); its calls are not \
+                         validated"
+                    ));
+                }
                 out.by_name.insert(fqn.clone(), out.tools.len());
                 out.tools.push(SessionTool {
                     fqn,
