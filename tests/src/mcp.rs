@@ -2,10 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use geminid_protocol::types::ClientEnv;
+use geminid_protocol::api::SessionApiClient;
+use geminid_protocol::client::Client;
+use geminid_protocol::types::{ClientEnv, SessionCreateParams};
 use serde_json::{Value, json};
 
-use crate::{TestHome, bin};
+use crate::{Daemon, TestHome, bin};
 
 /// Fast supervision so faults play out in milliseconds.
 pub const FAST: &[&str] = &[
@@ -56,4 +58,34 @@ pub fn write_user_settings(home: &TestHome, servers: Value) -> anyhow::Result<()
     std::fs::write(&tmp, text)?;
     std::fs::rename(tmp, path)?;
     Ok(())
+}
+
+/// A daemon (with [`FAST`] supervision) in a temporary home whose user settings hold
+/// `mcpServers`, a client, and a trusted session of the home's workspace.
+#[derive(Debug)]
+pub struct Setup {
+    /// The home (dropped last: it checks nothing is left running).
+    pub home: TestHome,
+    /// The daemon.
+    pub daemon: Daemon,
+    /// A client attached to `session`.
+    pub client: Client,
+    /// The session.
+    pub session: String,
+}
+
+impl Setup {
+    /// Start it.
+    pub async fn new(servers: Value) -> anyhow::Result<Self> {
+        let home = TestHome::new()?;
+        write_user_settings(&home, servers)?;
+        let daemon = Daemon::start(&home, FAST).await?;
+        let client = daemon.client().await?;
+        let workspace = home.workspace().display().to_string();
+        let env = shell_env(&home, &[]);
+        let s = client
+            .create(SessionCreateParams { workspace, env: Some(env), reuse_default: false })
+            .await?;
+        Ok(Self { home, daemon, client, session: s.id })
+    }
 }

@@ -16,7 +16,7 @@ use geminid_protocol::mcp::{
     StartParams, Transport,
 };
 use geminid_protocol::types::{ClientEnv, EventsSubscribeParams, SessionCreateParams};
-use geminid_tests::mcp::{FAST, fixture, shell_env, stdio, write_user_settings};
+use geminid_tests::mcp::{FAST, Setup, fixture, shell_env, stdio, write_user_settings};
 use geminid_tests::{Daemon, TestHome, alive, eventually};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -124,20 +124,8 @@ async fn gone_within(pid: u32, timeout: Duration) -> bool {
     eventually(timeout, || async move { process_gone(pid) }).await
 }
 
-struct Setup {
-    home: TestHome,
-    daemon: Daemon,
-    client: Client,
-    session: String,
-}
-
 async fn setup(servers: Value) -> anyhow::Result<Setup> {
-    let home = TestHome::new()?;
-    write_user_settings(&home, servers)?;
-    let daemon = Daemon::start(&home, FAST).await?;
-    let client = daemon.client().await?;
-    let session = session(&client, &home.workspace(), shell_env(&home, &[])).await?;
-    Ok(Setup { home, daemon, client, session })
+    Setup::new(servers).await
 }
 
 #[tokio::test]

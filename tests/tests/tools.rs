@@ -6,30 +6,14 @@ use geminid_protocol::api::{EventsApiClient, SessionApiClient, ToolsApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult};
-use geminid_protocol::types::{EventsSubscribeParams, SessionCreateParams};
-use geminid_tests::mcp::{FAST, fixture, shell_env, stdio, write_user_settings};
+use geminid_protocol::types::EventsSubscribeParams;
+use geminid_tests::mcp::{FAST, Setup, fixture, stdio, write_user_settings};
 use geminid_tests::{Daemon, TestHome};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-struct Setup {
-    _home: TestHome,
-    daemon: Daemon,
-    client: Client,
-    session: String,
-}
-
 async fn setup(servers: Value) -> anyhow::Result<Setup> {
-    let home = TestHome::new()?;
-    write_user_settings(&home, servers)?;
-    let daemon = Daemon::start(&home, FAST).await?;
-    let client = daemon.client().await?;
-    let workspace = home.workspace().display().to_string();
-    let env = shell_env(&home, &[]);
-    let s = client
-        .create(SessionCreateParams { workspace, env: Some(env), reuse_default: false })
-        .await?;
-    Ok(Setup { _home: home, daemon, client, session: s.id })
+    Setup::new(servers).await
 }
 
 /// Wait until the fixture's `cancelled` tool reports `n` cancelled calls.
