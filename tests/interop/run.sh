@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Interop suite: real third-party MCP servers, driven through gemctl against a real geminid.
+# Installs pinned packages into .cache/interop (re-used when present), then runs checks.py.
+# Usage: tests/interop/run.sh   (from anywhere; builds the debug binaries if needed)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cache="$root/.cache/interop"
+mkdir -p "$cache"
+
+# Pinned versions (bump deliberately).
+NPM_PACKAGES=(
+  "@modelcontextprotocol/server-everything@2026.8.31"
+  "@modelcontextprotocol/server-memory@2026.8.31"
+  "@modelcontextprotocol/server-filesystem@2026.8.31"
+)
+PIP_PACKAGES=("mcp-server-time==2026.10.19")
+
+stamp="$cache/installed-$(printf '%s\n' "${NPM_PACKAGES[@]}" "${PIP_PACKAGES[@]}" | sha256sum | cut -c1-16)"
+if [ ! -e "$stamp" ]; then
+  echo "interop: installing pinned servers into $cache" >&2
+  (cd "$cache" && npm install --silent --no-audit --no-fund --prefix "$cache" "${NPM_PACKAGES[@]}" >&2)
+  python3 -m venv "$cache/venv"
+  "$cache/venv/bin/pip" install --quiet "${PIP_PACKAGES[@]}" >&2
+  touch "$stamp"
+fi
+
+(cd "$root" && cargo build --workspace --locked --quiet)
+exec python3 "$root/tests/interop/checks.py" --root "$root" --cache "$cache"
