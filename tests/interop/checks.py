@@ -35,6 +35,8 @@ class Suite:
             os.makedirs(d, exist_ok=True)
         os.chmod(os.path.join(self.tmp, "run"), 0o700)
         self.daemon = None
+        self.network = False
+        self.children = []
         self.passed = 0
         self.failed = 0
         self.log_path = os.path.join(self.tmp, "geminid.log")
@@ -71,8 +73,33 @@ class Suite:
             },
             "time": {"command": os.path.join(self.cache, "venv", "bin", "mcp-server-time"), "timeout": 20000},
         }
+        if self.network:
+            servers["everything-sse"] = {"url": "http://127.0.0.1:3101/sse", "type": "sse", "timeout": 20000}
+            servers["everything-http"] = {"httpUrl": "http://127.0.0.1:3102/mcp", "timeout": 20000}
         with open(os.path.join(self.home, ".gemini", "settings.json"), "w") as f:
             json.dump({"mcpServers": servers}, f, indent=2)
+
+    def start_network_servers(self):
+        """The everything server over legacy SSE and streamable HTTP. It listens on every
+        interface, so this runs only inside a private network namespace (see run.sh)."""
+        node_bin = os.path.join(self.cache, "node_modules", ".bin")
+        for mode, port in (("sse", 3101), ("streamableHttp", 3102)):
+            log = open(os.path.join(self.tmp, f"everything-{mode}.log"), "w")
+            self.children.append(subprocess.Popen(
+                [os.path.join(node_bin, "mcp-server-everything"), mode],
+                env=dict(self.env(), PORT=str(port)), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log))
+        deadline = time.time() + START_TIMEOUT
+        import socket
+        for port in (3101, 3102):
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.time() > deadline:
+                        raise RuntimeError(f"everything server on port {port} did not start")
+                    time.sleep(0.1)
 
     def start_daemon(self):
         log = open(self.log_path, "a")
@@ -161,6 +188,8 @@ def text_of(result):
 
 
 def run(s):
+    if s.network:
+        s.start_network_servers()
     s.settings()
     s.start_daemon()
     servers = {}
@@ -188,6 +217,23 @@ def run(s):
         expect("hello interop" in text_of(r), f"echo answered {r}")
 
     s.check("everything", "echo round trip", echo)
+
+    if s.network:
+        def same_tools():
+            def own(server):
+                return sorted(t["tool"] for t in tools.values() if t["server"] == server)
+            stdio, sse, http = own("everything"), own("everything-sse"), own("everything-http")
+            expect(stdio and stdio == sse == http, f"stdio {stdio} / sse {sse} / http {http}")
+            for server in ("everything-sse", "everything-http"):
+                expect(servers[server]["transport"] == ("sse" if server.endswith("sse") else "http"),
+                       f"{server} transport {servers[server]['transport']}")
+                r = s.call(f"mcp_{server}_echo", {"message": f"over {server}"})
+                expect(f"over {server}" in text_of(r), f"{server} echo answered {r}")
+
+        s.check("everything", "the same tools over stdio, legacy SSE and streamable HTTP", same_tools)
+    else:
+        print("SKIPPED everything over SSE and streamable HTTP: no private network namespace "
+              "(unshare -n is not permitted here)", flush=True)
 
     def image():
         names = [n for n in tools if "image" in n.lower()]
@@ -297,9 +343,10 @@ def run(s):
         a = s.json("mcp", "list")
         s.gemctl("mcp", "start", cwd=s.ws2)
         b = s.json("mcp", "list", cwd=s.ws2)
-        pa = {x["name"]: x.get("pid") for x in a}
-        pb = {x["name"]: x.get("pid") for x in b}
-        expect(pa == pb and all(pa.values()), f"pids differ: {pa} vs {pb}")
+        # stdio servers: the same process; network ones: the same connection (identity).
+        pa = {x["name"]: x.get("pid") or x.get("identity") for x in a}
+        pb = {x["name"]: x.get("pid") or x.get("identity") for x in b}
+        expect(pa == pb and all(pa.values()), f"differ: {pa} vs {pb}")
 
     s.check("all", "one process per server across two workspaces", shared)
 
@@ -308,8 +355,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", required=True)
     ap.add_argument("--cache", required=True)
+    ap.add_argument("--network", action="store_true",
+                    help="also run network servers (only inside a private network namespace)")
     a = ap.parse_args()
     s = Suite(a.root, a.cache)
+    s.network = a.network
     started = time.time()
     try:
         run(s)
@@ -319,6 +369,12 @@ def main():
         traceback.print_exc()
     finally:
         s.stop_daemon()
+        for child in s.children:
+            child.terminate()
+            try:
+                child.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                child.kill()
         time.sleep(0.5)
         left = s.leftovers()
         for pid in left:
