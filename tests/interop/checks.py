@@ -73,11 +73,38 @@ class Suite:
             },
             "time": {"command": os.path.join(self.cache, "venv", "bin", "mcp-server-time"), "timeout": 20000},
         }
+        py = {"timeout": 20000}
+        servers["py-sse"] = dict(py, url="http://127.0.0.1:3201/sse", type="sse")
+        servers["py-http"] = dict(py, httpUrl="http://127.0.0.1:3202/mcp")
         if self.network:
             servers["everything-sse"] = {"url": "http://127.0.0.1:3101/sse", "type": "sse", "timeout": 20000}
             servers["everything-http"] = {"httpUrl": "http://127.0.0.1:3102/mcp", "timeout": 20000}
         with open(os.path.join(self.home, ".gemini", "settings.json"), "w") as f:
             json.dump({"mcpServers": servers}, f, indent=2)
+
+    def start_python_servers(self):
+        """The Python SDK server over SSE and streamable HTTP (it binds 127.0.0.1 itself)."""
+        python = os.path.join(self.cache, "venv", "bin", "python")
+        script = os.path.join(self.root, "tests", "interop", "py_server.py")
+        for mode, port in (("sse", 3201), ("streamable-http", 3202)):
+            log = open(os.path.join(self.tmp, f"py-{mode}.log"), "w")
+            self.children.append(subprocess.Popen(
+                [python, script, mode, str(port)], env=self.env(), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log))
+        self.wait_ports((3201, 3202))
+
+    def wait_ports(self, ports):
+        import socket
+        deadline = time.time() + START_TIMEOUT
+        for port in ports:
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.time() > deadline:
+                        raise RuntimeError(f"no server on port {port}")
+                    time.sleep(0.1)
 
     def start_network_servers(self):
         """The everything server over legacy SSE and streamable HTTP. It listens on every
@@ -89,17 +116,7 @@ class Suite:
                 [os.path.join(node_bin, "mcp-server-everything"), mode],
                 env=dict(self.env(), PORT=str(port)), stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log))
-        deadline = time.time() + START_TIMEOUT
-        import socket
-        for port in (3101, 3102):
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    if time.time() > deadline:
-                        raise RuntimeError(f"everything server on port {port} did not start")
-                    time.sleep(0.1)
+        self.wait_ports((3101, 3102))
 
     def start_daemon(self):
         log = open(self.log_path, "a")
@@ -188,6 +205,7 @@ def text_of(result):
 
 
 def run(s):
+    s.start_python_servers()
     if s.network:
         s.start_network_servers()
     s.settings()
@@ -338,6 +356,16 @@ def run(s):
         expect("UTC" in text_of(r), f"time: {text_of(r)}")
 
     s.check("time", "get_current_time over stdio", time_server)
+
+    for server, transport in (("py-sse", "sse"), ("py-http", "http")):
+        def python_sdk(server=server, transport=transport):
+            expect(servers[server]["transport"] == transport, f"transport {servers[server]['transport']}")
+            r = s.call(f"mcp_{server}_add", {"a": 2, "b": 40})
+            expect(text_of(r) == "42", f"add answered {text_of(r)!r}")
+            r = s.json("read", f"@{server}:interop://greeting")
+            expect(r["contents"][0].get("text") == "hello from python", f"read {r['contents']}")
+
+        s.check(server, f"Python SDK server over {transport}: a tool and a resource", python_sdk)
 
     def shared():
         a = s.json("mcp", "list")

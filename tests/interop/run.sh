@@ -13,7 +13,7 @@ NPM_PACKAGES=(
   "@modelcontextprotocol/server-memory@2026.8.31"
   "@modelcontextprotocol/server-filesystem@2026.8.31"
 )
-PIP_PACKAGES=("mcp-server-time==2026.10.19")
+PIP_PACKAGES=("mcp-server-time==2026.10.19" "mcp==2.3.0")
 
 stamp="$cache/installed-$(printf '%s\n' "${NPM_PACKAGES[@]}" "${PIP_PACKAGES[@]}" | sha256sum | cut -c1-16)"
 if [ ! -e "$stamp" ]; then
