@@ -44,6 +44,16 @@ async fn list_all(client: &Client) -> anyhow::Result<Vec<ServerStatus>> {
     Ok(client.mcp_list_servers(Some(ListServersParams { session: None })).await?.servers)
 }
 
+/// A server's whole log: the session's server of that name, or the running one.
+async fn server_log(
+    client: &Client,
+    session: Option<&String>,
+    name: &str,
+) -> anyhow::Result<geminid_protocol::mcp::LogsResult> {
+    let server = ServerParams { session: session.cloned(), name: name.into() };
+    Ok(client.mcp_logs(LogsParams { server, lines: None }).await?)
+}
+
 fn one<'a>(servers: &'a [ServerStatus], name: &str) -> &'a ServerStatus {
     servers
         .iter()
@@ -150,13 +160,7 @@ async fn stdio_server_connects_and_answers() -> anyhow::Result<()> {
     );
     assert_eq!(Some(pid_of(&t.client, &t.session, "fx").await), fx.pid);
 
-    let logs = t
-        .client
-        .mcp_logs(LogsParams {
-            server: ServerParams { session: Some(t.session.clone()), name: "fx".into() },
-            lines: None,
-        })
-        .await?;
+    let logs = server_log(&t.client, Some(&t.session), "fx").await?;
     assert!(
         logs.lines
             .iter()
@@ -284,13 +288,7 @@ async fn stdio_faults_end_in_clear_states() -> anyhow::Result<()> {
     let servers = start(&t.client, &t.session).await?;
     let noisy = one(&servers, "noisy");
     assert_eq!(noisy.state, ServerState::Connected, "a stray stdout line is not fatal: {noisy:#?}");
-    let logs = t
-        .client
-        .mcp_logs(LogsParams {
-            server: ServerParams { session: None, name: "noisy".into() },
-            lines: None,
-        })
-        .await?;
+    let logs = server_log(&t.client, None, "noisy").await?;
     assert!(
         logs.lines.iter().any(|l| l.stream == "stdout" && l.text.contains("this is not JSON-RPC")),
         "the stray line is kept in the log: {logs:#?}"
@@ -320,13 +318,7 @@ async fn stdio_faults_end_in_clear_states() -> anyhow::Result<()> {
         assert!(e.starts_with("-32010: MCP server '"), "{e}");
         assert!(e.contains(text), "{e}");
     }
-    let early_logs = t
-        .client
-        .mcp_logs(LogsParams {
-            server: ServerParams { session: Some(t.session.clone()), name: "early".into() },
-            lines: None,
-        })
-        .await?;
+    let early_logs = server_log(&t.client, Some(&t.session), "early").await?;
     assert!(early_logs.lines.iter().any(|l| l.text.contains("crash-loop")), "{early_logs:#?}");
     // A restart gets it out of crash-loop (and it fails again, honestly).
     let r = t
@@ -431,13 +423,7 @@ async fn stopping_reaches_the_whole_process_group() -> anyhow::Result<()> {
     .await?;
     let servers = start(&t.client, &t.session).await?;
     let leader = one(&servers, "stubborn").pid.unwrap_or_default();
-    let logs = t
-        .client
-        .mcp_logs(LogsParams {
-            server: ServerParams { session: None, name: "stubborn".into() },
-            lines: None,
-        })
-        .await?;
+    let logs = server_log(&t.client, None, "stubborn").await?;
     let grandchild: u32 = logs
         .lines
         .iter()
@@ -454,13 +440,7 @@ async fn stopping_reaches_the_whole_process_group() -> anyhow::Result<()> {
         gone_within(grandchild, Duration::from_secs(5)).await,
         "grandchild {grandchild} survived"
     );
-    let logs = t
-        .client
-        .mcp_logs(LogsParams {
-            server: ServerParams { session: None, name: "stubborn".into() },
-            lines: None,
-        })
-        .await?;
+    let logs = server_log(&t.client, None, "stubborn").await?;
     assert!(
         logs.lines.iter().any(|l| l.text.contains("restarting (killed by signal 9 (SIGKILL))")),
         "{logs:#?}"

@@ -55,11 +55,6 @@ impl Catalog {
             && names(&self.resources, "uri") == names(&other.resources, "uri")
             && names(&self.templates, "uriTemplate") == names(&other.templates, "uriTemplate")
     }
-
-    /// A tool by its original name.
-    pub fn tool(&self, name: &str) -> Option<&Value> {
-        self.tools.iter().find(|t| t["name"] == name)
-    }
 }
 
 /// A list result: the items, or none when the server does not implement the method.

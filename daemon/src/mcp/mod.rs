@@ -407,11 +407,6 @@ impl Supervisor {
         &self.store
     }
 
-    /// The supervision settings.
-    pub fn options(&self) -> McpOptions {
-        self.opts
-    }
-
     /// What each of a session's entries amounts to, resolving identities.
     fn entries(view: SessionView<'_>) -> Resolved {
         let eff = view.config;
@@ -597,7 +592,7 @@ impl Supervisor {
         sessions: Vec<String>,
     ) -> ServerStatus {
         let s = server.snapshot();
-        let (tools, prompts, resources) = match s.counts {
+        let (tools, prompts, resources) = match server.counts() {
             Some((t, p, r)) => (Some(t), Some(p), Some(r)),
             None => (None, None, None),
         };
@@ -964,11 +959,6 @@ impl Supervisor {
         };
         let stops = servers.iter().map(|s| s.stop());
         futures::future::join_all(stops).await;
-    }
-
-    /// Identities in use, for tests and status.
-    pub fn running_count(&self) -> usize {
-        self.inner().servers.len()
     }
 }
 

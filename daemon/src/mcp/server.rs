@@ -48,8 +48,6 @@ pub struct Snapshot {
     pub last_error: Option<String>,
     /// The transport in use (or to be tried first).
     pub transport: Wire,
-    /// Discovery counts.
-    pub counts: Option<(u32, u32, u32)>,
     /// Finished connection attempts.
     pub attempts: u64,
 }
@@ -80,7 +78,7 @@ pub struct Server {
     pub log: Arc<ServerLog>,
     status: watch::Sender<Snapshot>,
     peer: Mutex<Option<Peer<RoleClient>>>,
-    catalog: Mutex<Arc<Catalog>>,
+    catalog: Mutex<Option<Arc<Catalog>>>,
     validators: Mutex<std::collections::HashMap<String, Arc<Validation>>>,
     cmds: mpsc::UnboundedSender<Cmd>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -123,7 +121,6 @@ impl Server {
             restarts: 0,
             last_error: None,
             transport: planned_transport(&new.spec),
-            counts: None,
             attempts: 0,
         };
         let server = Arc::new(Self {
@@ -195,11 +192,16 @@ impl Server {
 
     /// Its catalog as of its last discovery (empty before it first connected).
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.catalog.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.catalog.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default()
+    }
+
+    /// (tools, prompts, resources) of its last discovery; `None` before the first.
+    pub fn counts(&self) -> Option<(u32, u32, u32)> {
+        self.catalog.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|c| c.counts())
     }
 
     fn set_catalog(&self, catalog: Catalog) {
-        *self.catalog.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalog);
+        *self.catalog.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(catalog));
         self.validators.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
@@ -321,7 +323,6 @@ async fn run(
         let error = match result {
             Ok(mut running) => {
                 let catalog = discover(&server.name, &running.peer, server.request_timeout).await;
-                let counts = catalog.counts();
                 server.set_catalog(catalog);
                 server.set_peer(Some(running.peer.clone()));
                 let pid = running.child.as_ref().map(|c| c.pid);
@@ -337,7 +338,6 @@ async fn run(
                     s.connected_at = Some(since);
                     s.last_error = None;
                     s.transport = running.transport;
-                    s.counts = Some(counts);
                     s.attempts += 1;
                 });
                 let mut child = running.child.take();
@@ -499,9 +499,7 @@ async fn refresh(r: &Reporter, running: &Running, notices: &mut mpsc::UnboundedR
     if new == *old {
         return;
     }
-    let counts = new.counts();
     server.set_catalog(new);
-    r.update(|s| s.counts = Some(counts));
     if let Some(sup) = r.sup.upgrade() {
         sup.catalog_changed(server);
     }
