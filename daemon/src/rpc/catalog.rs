@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 
 use super::Handler;
 use super::mcp::mcp_error;
-use super::session::rpc_error;
 use crate::mcp::prompts;
 use crate::mcp::server::Server;
 
@@ -42,11 +41,7 @@ impl Handler {
     }
 
     async fn servers(&self, session: &str) -> RpcResult<Servers> {
-        self.core.sessions.record(session).map_err(rpc_error)?;
-        if !self.core.mcp.is_active(session) {
-            self.core.start_servers(session).map_err(rpc_error)?;
-            self.core.mcp.settle(session).await;
-        }
+        self.ensure_servers(session).await?;
         self.core.mcp.session_servers(session).map_err(mcp_error)
     }
 

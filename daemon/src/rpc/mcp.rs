@@ -27,6 +27,16 @@ pub(super) fn mcp_error(e: McpError) -> ErrorObjectOwned {
 }
 
 impl Handler {
+    /// The session needs its servers now: start them and wait until each has settled, unless
+    /// it already has them (an unknown session fails with `sessionNotFound`).
+    pub(super) async fn ensure_servers(&self, session: &str) -> RpcResult<()> {
+        if !self.core.mcp.is_active(session) {
+            self.core.start_servers(session).map_err(rpc_error)?;
+            self.core.mcp.settle(session).await;
+        }
+        Ok(())
+    }
+
     fn find_server(&self, p: &ServerParams) -> RpcResult<Arc<Server>> {
         if let Some(id) = &p.session {
             self.core.sessions.record(id).map_err(rpc_error)?;
@@ -109,11 +119,7 @@ impl Handler {
     }
 
     pub(super) async fn call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {
-        self.core.sessions.record(&p.session).map_err(rpc_error)?;
-        if !self.core.mcp.is_active(&p.session) {
-            self.core.start_servers(&p.session).map_err(rpc_error)?;
-            self.core.mcp.settle(&p.session).await;
-        }
+        self.ensure_servers(&p.session).await?;
         let server = self.core.mcp.find(Some(&p.session), &p.server).map_err(mcp_error)?;
         self.core.mcp.call_tool(&server, &p.tool, p.arguments, None).await.map_err(mcp_error)
     }

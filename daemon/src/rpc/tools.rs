@@ -20,11 +20,7 @@ use crate::mcp::{SessionTools, tools};
 impl Handler {
     /// The session's tools, starting its servers first if it had not.
     async fn session_tools(&self, session: &str) -> RpcResult<Arc<SessionTools>> {
-        if !self.core.mcp.is_active(session) {
-            self.core.sessions.record(session).map_err(rpc_error)?;
-            self.core.start_servers(session).map_err(rpc_error)?;
-            self.core.mcp.settle(session).await;
-        }
+        self.ensure_servers(session).await?;
         self.core.mcp.session_tools(session).map_err(mcp_error)
     }
 }
