@@ -199,6 +199,36 @@ async fn calls_validate_convert_and_report_errors() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn results_that_break_the_schema_still_convert() -> anyhow::Result<()> {
+    let t = setup(json!({ "raw": stdio(&["--raw"]) })).await?;
+    let (c, s) = (&t.client, t.session.as_str());
+    // An unknown content type is dropped from the parts, kept in the MCP result.
+    let r = call(c, s, "mcp_raw_odd", json!({})).await.map_err(anyhow::Error::msg)?;
+    assert!(!r.is_error);
+    assert_eq!(
+        r.parts,
+        vec![
+            json!({"text": "<untrusted_context>\nbefore\n</untrusted_context>"}),
+            json!({"text": "<untrusted_context>\nafter\n</untrusted_context>"}),
+        ]
+    );
+    assert_eq!(r.display, "before\nafter");
+    assert_eq!(r.result["content"][1], json!({"type": "hologram", "data": "?"}));
+    // A `content` that is not an array: Gemini CLI's parse-error part, and the raw result.
+    let r = call(c, s, "mcp_raw_not_array", json!({})).await.map_err(anyhow::Error::msg)?;
+    assert_eq!(r.parts, vec![json!({"text": "[Error: Could not parse tool response]"})]);
+    assert_eq!(r.result["content"]["text"], "not in a list");
+    assert_eq!(
+        r.function_response["functionResponse"]["response"]["output"],
+        "[Error: Could not parse tool response]"
+    );
+    // Neither broke the connection.
+    let again = call(c, s, "mcp_raw_odd", json!({})).await.map_err(anyhow::Error::msg)?;
+    assert_eq!(again.display, "before\nafter");
+    Ok(())
+}
+
+#[tokio::test]
 async fn colliding_names_are_renamed_and_reported() -> anyhow::Result<()> {
     // "f x" and "f_x" sanitize to the same prefix: every tool collides.
     let t = setup(json!({ "f x": stdio(&[]), "f_x": stdio(&[]) })).await?;

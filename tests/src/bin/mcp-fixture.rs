@@ -13,7 +13,9 @@
 //! `--idle` (do nothing forever), `--rich` (more tools: every content type, `$defs`, a tool
 //! error, an uncompilable schema, cancellation; and prompts and resources), `--page-size N`
 //! (lists in pages of N), `--tools N` (N more generated tools), `--startup-delay-ms MS` (wait before serving, like a real
-//! server loading). Every stdio start writes one line to stderr.
+//! server loading), `--raw` (a hand-written stdio server whose tool results do not conform to
+//! the schema: an unknown content type, a `content` that is not an array). Every stdio start
+//! writes one line to stderr.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -397,6 +399,9 @@ async fn main() -> anyhow::Result<()> {
         let ms = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(0);
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
+    if has("--raw") {
+        return raw::serve();
+    }
     if has("--garbage") {
         println!("this is not JSON-RPC");
     }
@@ -612,5 +617,61 @@ mod sse {
                     .await;
             });
         }
+    }
+}
+
+/// `--raw`: JSON-RPC written by hand over stdio, so results can break the MCP schema in ways
+/// rmcp's typed server cannot express.
+mod raw {
+    use std::io::{BufRead, Write};
+
+    use serde_json::{Value, json};
+
+    fn result(method: &str, params: &Value) -> Result<Value, (i64, String)> {
+        match method {
+            "initialize" => Ok(json!({
+                "protocolVersion": params["protocolVersion"],
+                "capabilities": { "tools": {} },
+                "serverInfo": { "name": "geminid-fixture-raw", "version": "1" }
+            })),
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(json!({ "tools": [
+                { "name": "odd", "description": "Returns an unknown content type between two texts",
+                  "inputSchema": { "type": "object" } },
+                { "name": "not_array", "description": "Returns a content that is not an array",
+                  "inputSchema": { "type": "object" } }
+            ]})),
+            "tools/call" => match params["name"].as_str() {
+                Some("odd") => Ok(json!({ "content": [
+                    { "type": "text", "text": "before" },
+                    { "type": "hologram", "data": "?" },
+                    { "type": "text", "text": "after" }
+                ]})),
+                Some("not_array") => {
+                    Ok(json!({ "content": { "type": "text", "text": "not in a list" } }))
+                }
+                other => Err((-32602, format!("no tool named {other:?}"))),
+            },
+            other => Err((-32601, format!("method not found: {other}"))),
+        }
+    }
+
+    pub(super) fn serve() -> anyhow::Result<()> {
+        let stdout = std::io::stdout();
+        for line in std::io::stdin().lock().lines() {
+            let msg: Value = serde_json::from_str(&line?)?;
+            let Some(id) = msg.get("id") else { continue }; // a notification
+            let method = msg["method"].as_str().unwrap_or_default();
+            let reply = match result(method, &msg["params"]) {
+                Ok(r) => json!({ "jsonrpc": "2.0", "id": id, "result": r }),
+                Err((code, message)) => {
+                    json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } })
+                }
+            };
+            let mut out = stdout.lock();
+            writeln!(out, "{reply}")?;
+            out.flush()?;
+        }
+        Ok(())
     }
 }
