@@ -236,7 +236,7 @@ fn servers_json(n: usize, tag: usize) -> String {
 /// Issue 3: settings write → `config/changed` latency, and the cost of a reload with 50
 /// servers beside one with none, in the same run.
 async fn config_bench(home: &TestHome, daemon: &Daemon) -> anyhow::Result<Vec<String>> {
-    use geminid_protocol::api::{EventsApiClient, McpApiClient, SessionApiClient};
+    use geminid_protocol::api::{McpApiClient, SessionApiClient};
     use geminid_protocol::config::McpReloadParams;
     use geminid_protocol::event::Event;
     use geminid_protocol::types::{EventsSubscribeParams, SessionCreateParams};

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use geminid_protocol::api::{EventsApiClient, McpApiClient, SessionApiClient};
+use geminid_protocol::api::{McpApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::mcp::{ListServersParams, ServerState, StartParams};

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use geminid_protocol::DEFAULT_MAX_MESSAGE_SIZE;
-use geminid_protocol::api::{DaemonApiClient, EventsApiClient, SessionApiClient};
+use geminid_protocol::api::{DaemonApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::client::ConnectError;
 use geminid_protocol::error::ErrorCode;

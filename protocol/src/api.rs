@@ -150,14 +150,19 @@ pub trait McpApi {
     #[method(name = "logs")]
     async fn mcp_logs(&self, params: LogsParams) -> RpcResult<LogsResult>;
 
-    /// Stream a server's log lines as they are written (notifications `mcp/logLine`).
-    #[subscription(name = "followLogs" => "logLine", unsubscribe = "unfollowLogs", item = LogLine)]
-    async fn mcp_follow_logs(&self, params: ServerParams) -> SubscriptionResult;
-
     /// Call a tool on one of the session's servers by its MCP name; the result is the
     /// server's `CallToolResult` as it sent it.
     #[method(name = "callTool")]
     async fn mcp_call_tool(&self, params: CallToolParams) -> RpcResult<serde_json::Value>;
+}
+
+/// `mcp/followLogs`: the one subscription under `mcp/`, in a trait of its own so that
+/// [`McpApiClient`] needs only request/response (see [`crate::client::Client`]).
+#[rpc(server, client, namespace = "mcp", namespace_separator = "/")]
+pub trait McpLogsApi {
+    /// Stream a server's log lines as they are written (notifications `mcp/logLine`).
+    #[subscription(name = "followLogs" => "logLine", unsubscribe = "unfollowLogs", item = LogLine)]
+    async fn mcp_follow_logs(&self, params: ServerParams) -> SubscriptionResult;
 }
 
 /// `tools/*`: a session's MCP tools as Gemini sees them.

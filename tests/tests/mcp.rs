@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use geminid_protocol::api::{EventsApiClient, McpApiClient, SessionApiClient};
+use geminid_protocol::api::{McpApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::config::McpReloadParams;
 use geminid_protocol::event::{Event, EventBody};

@@ -4,13 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use geminid_protocol::api::{EventsApiClient, McpApiClient, SessionApiClient};
+use geminid_protocol::api::{McpApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
+use geminid_protocol::client::Subscription;
 use geminid_protocol::config::McpReloadParams;
 use geminid_protocol::event::{ConfigChanged, Event, EventBody};
 use geminid_protocol::types::{EventsSubscribeParams, SessionCreateParams};
 use geminid_tests::{Daemon, TestHome};
-use jsonrpsee::core::client::Subscription;
 use pretty_assertions::assert_eq;
 
 struct Watch {

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use geminid_protocol::PROTOCOL_VERSION;
-use geminid_protocol::api::{DaemonApiClient, EventsApiClient, SessionApiClient};
+use geminid_protocol::api::{DaemonApiClient, SessionApiClient};
 use geminid_protocol::client::ConnectError;
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::event::{Event, EventBody};
@@ -29,7 +29,7 @@ fn code(e: RpcError) -> i32 {
 }
 
 async fn next_event(
-    sub: &mut jsonrpsee::core::client::Subscription<Event>,
+    sub: &mut geminid_protocol::client::Subscription<Event>,
 ) -> anyhow::Result<Event> {
     let item = tokio::time::timeout(Duration::from_secs(10), sub.next()).await?;
     Ok(item.ok_or_else(|| anyhow::anyhow!("subscription ended"))??)

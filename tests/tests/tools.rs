@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use geminid_protocol::api::{EventsApiClient, SessionApiClient, ToolsApiClient};
+use geminid_protocol::api::{SessionApiClient, ToolsApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult};

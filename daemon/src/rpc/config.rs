@@ -11,8 +11,7 @@ use geminid_protocol::mcp::{
     CallToolParams, ListServersParams, ListServersResult, LogsParams, LogsResult, ServerParams,
     ServerStatus, StartParams,
 };
-use jsonrpsee::PendingSubscriptionSink;
-use jsonrpsee::core::{RpcResult, SubscriptionResult, async_trait};
+use jsonrpsee::core::{RpcResult, async_trait};
 use jsonrpsee::types::ErrorObjectOwned;
 
 use super::Handler;
@@ -161,14 +160,6 @@ impl McpApiServer for Handler {
 
     async fn mcp_logs(&self, p: LogsParams) -> RpcResult<LogsResult> {
         self.logs(p).await
-    }
-
-    async fn mcp_follow_logs(
-        &self,
-        pending: PendingSubscriptionSink,
-        p: ServerParams,
-    ) -> SubscriptionResult {
-        self.follow_logs(pending, p).await
     }
 
     async fn mcp_call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {

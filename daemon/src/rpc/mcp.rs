@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
+use geminid_protocol::api::McpLogsApiServer;
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::mcp::{
     CallToolParams, ListServersParams, ListServersResult, LogsParams, LogsResult, ServerParams,
     ServerStatus, StartParams,
 };
-use jsonrpsee::core::{RpcResult, SubscriptionResult};
+use jsonrpsee::core::{RpcResult, SubscriptionResult, async_trait};
 use jsonrpsee::types::ErrorObjectOwned;
 use jsonrpsee::{PendingSubscriptionSink, SubscriptionMessage};
 use tokio::sync::broadcast::error::RecvError;
@@ -122,5 +123,16 @@ impl Handler {
         self.ensure_servers(&p.session).await?;
         let server = self.core.mcp.find(Some(&p.session), &p.server).map_err(mcp_error)?;
         self.core.mcp.call_tool(&server, &p.tool, p.arguments, None).await.map_err(mcp_error)
+    }
+}
+
+#[async_trait]
+impl McpLogsApiServer for Handler {
+    async fn mcp_follow_logs(
+        &self,
+        pending: PendingSubscriptionSink,
+        p: ServerParams,
+    ) -> SubscriptionResult {
+        self.follow_logs(pending, p).await
     }
 }

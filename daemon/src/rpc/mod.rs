@@ -13,8 +13,8 @@ mod tools;
 use std::sync::Arc;
 
 use geminid_protocol::api::{
-    ConfigApiServer, DaemonApiServer, EventsApiServer, McpApiServer, PromptsApiServer,
-    ResourcesApiServer, SessionApiServer, ToolsApiServer, TrustApiServer,
+    ConfigApiServer, DaemonApiServer, EventsApiServer, McpApiServer, McpLogsApiServer,
+    PromptsApiServer, ResourcesApiServer, SessionApiServer, ToolsApiServer, TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -39,6 +39,7 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(ConfigApiServer::into_rpc(handler.clone()))?;
     module.merge(TrustApiServer::into_rpc(handler.clone()))?;
     module.merge(McpApiServer::into_rpc(handler.clone()))?;
+    module.merge(McpLogsApiServer::into_rpc(handler.clone()))?;
     module.merge(ToolsApiServer::into_rpc(handler.clone()))?;
     module.merge(PromptsApiServer::into_rpc(handler.clone()))?;
     module.merge(ResourcesApiServer::into_rpc(handler))?;

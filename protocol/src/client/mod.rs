@@ -1,5 +1,7 @@
-//! Connecting to the daemon: the local socket, the WebSocket upgrade over it, and the
-//! `daemon/hello` handshake. This is the only I/O in the protocol crate.
+//! Connecting to the daemon: the local socket, the WebSocket upgrade over it, the typed
+//! [`Client`] and the `daemon/hello` handshake. This is the only I/O in the protocol crate.
+
+mod rpc;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -8,12 +10,10 @@ use std::time::Duration;
 use interprocess::local_socket::tokio::Stream;
 use interprocess::local_socket::tokio::prelude::*;
 use interprocess::local_socket::{GenericFilePath, ToFsName};
-use jsonrpsee::async_client::{Client as AsyncClient, ClientBuilder, RpcService};
 use jsonrpsee::client_transport::ws::{
     Receiver, Sender, Url, WsHandshakeError, WsTransportClientBuilder,
 };
 use jsonrpsee::core::client::Error as RpcError;
-use jsonrpsee::core::middleware::RpcServiceBuilder;
 use tokio_util::compat::Compat;
 
 use crate::api::DaemonApiClient;
@@ -21,14 +21,12 @@ use crate::error::ErrorCode;
 use crate::types::{ClientInfo, HelloParams, HelloResult};
 use crate::{DEFAULT_MAX_MESSAGE_SIZE, PROTOCOL_VERSION};
 
-/// The typed client of the daemon. Built without jsonrpsee's default logging layer, which
-/// serializes every request and response once more just to offer them to `trace` logging.
-pub type Client = AsyncClient<RpcService>;
+pub use rpc::{Client, Subscription};
 
 /// Default per-request timeout of the client.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
-/// Default limit of concurrent requests on one client connection.
-pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 1024;
+/// Default number of notifications a subscription buffers before it is dropped as too slow.
+pub const DEFAULT_SUBSCRIPTION_BUFFER: usize = 1024;
 /// Default time allowed for the WebSocket upgrade.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -46,8 +44,9 @@ pub struct ConnectOptions {
     pub max_message_size: u32,
     /// Per-request timeout.
     pub request_timeout: Duration,
-    /// Concurrent requests allowed on this connection.
-    pub max_concurrent_requests: usize,
+    /// Notifications a subscription may buffer; a subscriber that falls further behind is
+    /// dropped (its stream ends with an error) rather than stalling the connection.
+    pub subscription_buffer: usize,
 }
 
 impl ConnectOptions {
@@ -57,7 +56,7 @@ impl ConnectOptions {
             client: ClientInfo { name: name.to_owned(), version: version.to_owned() },
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
+            subscription_buffer: DEFAULT_SUBSCRIPTION_BUFFER,
         }
     }
 }
@@ -131,11 +130,7 @@ pub async fn connect_raw(
 /// result; sending it together with the first call saves a round trip.
 pub async fn open(socket: &Path, opts: &ConnectOptions) -> Result<Client, ConnectError> {
     let (tx, rx) = connect_raw(socket, opts.max_message_size).await?;
-    Ok(ClientBuilder::default()
-        .set_rpc_middleware(RpcServiceBuilder::new())
-        .request_timeout(opts.request_timeout)
-        .max_concurrent_requests(opts.max_concurrent_requests)
-        .build_with_tokio(tx, rx))
+    Ok(Client::new(tx, rx, opts.request_timeout, opts.subscription_buffer))
 }
 
 /// The `daemon/hello` handshake: a version mismatch becomes [`ConnectError::VersionMismatch`].
