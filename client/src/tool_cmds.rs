@@ -23,7 +23,7 @@ pub async fn tools(
         .await
         .map_err(call_error("tools/list"))?;
     if let Some(s) = &server {
-        r.tools.retain(|t| &t.server == s);
+        r.tools = r.tools.iter().filter(|t| &t.server == s).cloned().collect();
     }
     if json {
         return output::json(&r);
@@ -54,7 +54,7 @@ pub async fn describe(client: &Client, session: String, name: String) -> anyhow:
         .tools_list(ToolsListParams { session, raw: true })
         .await
         .map_err(call_error("tools/list"))?;
-    let Some(t) = r.tools.into_iter().find(|t| t.name == name || t.tool == name) else {
+    let Some(t) = r.tools.iter().find(|t| t.name == name || t.tool == name) else {
         anyhow::bail!("no tool named '{name}' (gemctl mcp tools lists them)");
     };
     output::json(&t)

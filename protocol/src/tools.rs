@@ -1,5 +1,7 @@
 //! `tools/*`: a session's MCP tools as Gemini sees them, and calls.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -58,8 +60,9 @@ impl PartialEq for FunctionDeclaration {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolsListResult {
-    /// Tools ordered by server name, then as the server listed them.
-    pub tools: Vec<ToolEntry>,
+    /// Tools ordered by server name, then as the server listed them. (Shared: the daemon
+    /// builds a table once for every session configured alike.)
+    pub tools: Arc<[ToolEntry]>,
     /// What a user should know: name collisions and how they were resolved, servers whose
     /// tools are missing because they are not connected, schemas that cannot be compiled.
     pub diagnostics: Vec<String>,

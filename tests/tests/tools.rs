@@ -280,6 +280,48 @@ async fn list_changed_refreshes_the_catalog_once() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn sessions_configured_alike_share_a_table_but_not_their_differences() -> anyhow::Result<()> {
+    use geminid_protocol::api::McpApiClient;
+    use geminid_protocol::config::McpEnableParams;
+    let t = setup(json!({ "fx": stdio(&[]), "gx": stdio(&[]) })).await?;
+    let ws = t.home.root().join("other");
+    std::fs::create_dir_all(&ws)?;
+    let env = geminid_tests::mcp::shell_env(&t.home, &[]);
+    let create = geminid_protocol::types::SessionCreateParams {
+        workspace: ws.display().to_string(),
+        env: Some(env),
+        reuse_default: false,
+    };
+    let other = t.client.create(create).await?.id;
+    let names = |l: &ToolsListResult| l.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    let mine = names(&list(&t, false).await?);
+    let list_other = || t.client.tools_list(ToolsListParams { session: other.clone(), raw: false });
+    assert_eq!(names(&list_other().await?), mine, "the same servers, the same table");
+    assert_eq!(mine.len(), 12);
+
+    // A session-only disable changes that session's table only.
+    let disable = McpEnableParams { session: other.clone(), name: "gx".into(), session_only: true };
+    t.client.mcp_disable(disable).await?;
+    let theirs = names(&list_other().await?);
+    assert!(theirs.iter().all(|n| n.starts_with("mcp_fx_")) && theirs.len() == 6, "{theirs:?}");
+    assert_eq!(names(&list(&t, false).await?), mine);
+
+    // A catalog change reaches every session using the server.
+    call(&t.client, &t.session, "mcp_fx_grow", json!({})).await.map_err(anyhow::Error::msg)?;
+    let grown = |l: Vec<String>| l.iter().any(|n| n == "mcp_fx_grown_1");
+    let mut both = false;
+    for _ in 0..100 {
+        if grown(names(&list(&t, false).await?)) && grown(names(&list_other().await?)) {
+            both = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(both, "both sessions see the grown tool");
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_caller_that_goes_away_cancels_the_call_on_the_server() -> anyhow::Result<()> {
     let t = setup(json!({ "rich": stdio(&["--rich"]) })).await?;
     list(&t, false).await?;

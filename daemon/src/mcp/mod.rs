@@ -27,6 +27,7 @@ use std::time::Duration;
 use geminid_protocol::config::{BlockReason, Scope};
 use geminid_protocol::event::EventBody;
 use geminid_protocol::mcp::{ServerState, ServerStateChanged, ServerStatus, Transport as Wire};
+use geminid_protocol::tools::{FunctionDeclaration, ToolEntry};
 
 use self::server::{Cmd, NewServer, Server, planned_transport};
 use self::spec::{LaunchSpec, default_cwd, resolve};
@@ -177,7 +178,8 @@ impl SessionTool {
     }
 }
 
-/// A session's tools and what to know about them.
+/// A session's tools and what to know about them. Shared by every session whose servers,
+/// names and filters are the same.
 #[derive(Debug, Clone, Default)]
 pub struct SessionTools {
     /// In order.
@@ -186,6 +188,8 @@ pub struct SessionTools {
     pub diagnostics: Vec<String>,
     /// Position in `tools` by fully qualified name.
     pub by_name: HashMap<String, usize>,
+    /// The `tools/list` entries, built on first use.
+    entries: std::sync::OnceLock<Arc<[ToolEntry]>>,
 }
 
 impl SessionTools {
@@ -193,6 +197,51 @@ impl SessionTools {
     pub fn get(&self, fqn: &str) -> Option<&SessionTool> {
         self.by_name.get(fqn).map(|i| &self.tools[*i])
     }
+
+    /// The `tools/list` entries; with `raw`, each carries its MCP tool object too (built
+    /// afresh: only the plain list is kept).
+    pub fn entries(&self, raw: bool) -> Arc<[ToolEntry]> {
+        if !raw && let Some(built) = self.entries.get() {
+            return built.clone();
+        }
+        let built: Arc<[ToolEntry]> = self
+            .tools
+            .iter()
+            .map(|t| {
+                let tool = t.tool();
+                let own = tool["name"].as_str().unwrap_or_default();
+                ToolEntry {
+                    name: t.fqn.clone(),
+                    server: t.server_name.clone(),
+                    tool: own.to_owned(),
+                    declaration: FunctionDeclaration {
+                        name: t.fqn.clone(),
+                        description: tool["description"].as_str().unwrap_or_default().to_owned(),
+                        parameters_json_schema: t.catalog.schemas[t.index].clone(),
+                    },
+                    raw: if raw { serde_json::value::to_raw_value(tool).ok() } else { None },
+                }
+            })
+            .collect();
+        if raw { built } else { self.entries.get_or_init(|| built).clone() }
+    }
+}
+
+/// What a session's tool table depends on, besides the servers' states and catalogs (a change
+/// to those clears every table): for each entry that runs, its name, the server it runs as,
+/// and its include/exclude lists.
+type TableKey = Vec<(String, String, Option<Vec<String>>, Option<Vec<String>>)>;
+
+fn table_key(entries: &BTreeMap<String, Entry>) -> TableKey {
+    entries
+        .iter()
+        .filter_map(|(name, e)| match &e.binding {
+            Binding::Runs(identity) => {
+                Some((name.clone(), identity.clone(), e.include.clone(), e.exclude.clone()))
+            }
+            Binding::NotRun { .. } => None,
+        })
+        .collect()
 }
 
 /// `tools/call` on the server, keeping the result as JSON (content types rmcp does not know,
@@ -299,6 +348,9 @@ pub struct Supervisor {
     /// Each session's tools as last computed; dropped whenever a session's servers, a state
     /// or a catalog changes (`tools_generation` tells a computation that raced a change).
     tool_cache: Mutex<HashMap<String, Arc<SessionTools>>>,
+    /// The same tables by what they were computed from, so a new session configured like
+    /// another gets the table already built. Cleared with `tool_cache`.
+    tool_tables: Mutex<HashMap<TableKey, Arc<SessionTools>>>,
     tools_generation: std::sync::atomic::AtomicU64,
 }
 
@@ -394,6 +446,7 @@ impl Supervisor {
             progress: Mutex::default(),
             cancels: Mutex::default(),
             tool_cache: Mutex::default(),
+            tool_tables: Mutex::default(),
             tools_generation: std::sync::atomic::AtomicU64::new(0),
         })
     }
@@ -879,10 +932,26 @@ impl Supervisor {
             return Ok(hit.clone());
         }
         let generation = self.tools_generation.load(Ordering::SeqCst);
-        let computed = Arc::new(self.compute_session_tools(session)?);
+        let (key, computed) = {
+            let inner = self.inner();
+            let entries = inner.sessions.get(session).ok_or_else(|| {
+                McpError::Unavailable(format!("session {session} has not started its MCP servers"))
+            })?;
+            let key = table_key(entries);
+            let shared =
+                self.tool_tables.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+            match shared {
+                Some(table) => (None, table),
+                None => (Some(key), Arc::new(compute_session_tools(&inner, entries))),
+            }
+        };
         let mut cache = self.tool_cache.lock().unwrap_or_else(|e| e.into_inner());
         if self.tools_generation.load(Ordering::SeqCst) == generation {
             cache.insert(session.to_owned(), computed.clone());
+            if let Some(key) = key {
+                let mut tables = self.tool_tables.lock().unwrap_or_else(|e| e.into_inner());
+                tables.insert(key, computed.clone());
+            }
         }
         Ok(computed)
     }
@@ -891,62 +960,7 @@ impl Supervisor {
     fn invalidate_tools(&self) {
         self.tools_generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.tool_cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    }
-
-    fn compute_session_tools(&self, session: &str) -> Result<SessionTools, McpError> {
-        let inner = self.inner();
-        let entries = inner.sessions.get(session).ok_or_else(|| {
-            McpError::Unavailable(format!("session {session} has not started its MCP servers"))
-        })?;
-        let mut out = SessionTools::default();
-        let mut taken: HashMap<String, usize> = HashMap::new();
-        for (name, entry) in entries {
-            let Binding::Runs(identity) = &entry.binding else { continue };
-            let Some(server) = inner.servers.get(identity) else { continue };
-            let state = server.snapshot().state;
-            if state != ServerState::Connected {
-                out.diagnostics.push(format!(
-                    "MCP server '{name}' is {}: its tools are not listed",
-                    state.label().to_lowercase()
-                ));
-                continue;
-            }
-            let catalog = server.catalog();
-            for (index, tool) in catalog.tools.iter().enumerate() {
-                let tool_name = tool["name"].as_str().unwrap_or_default();
-                if !tools::enabled(tool_name, entry.include.as_deref(), entry.exclude.as_deref()) {
-                    continue;
-                }
-                let base = tools::fqn(name, tool_name);
-                let seen = taken.entry(base.clone()).or_insert(0);
-                *seen += 1;
-                let fqn = if *seen == 1 {
-                    base.clone()
-                } else {
-                    let renamed = tools::disambiguate(&base, *seen);
-                    out.diagnostics.push(format!(
-                        "tool '{tool_name}' of MCP server '{name}' would be named '{base}', which \
-                         an earlier tool already has: it is named '{renamed}'"
-                    ));
-                    renamed
-                };
-                if let Err(e) = &*server.validator(tool_name, tool.get("inputSchema")) {
-                    out.diagnostics.push(format!(
-                        "the input schema of '{fqn}' cannot be compiled ({e}); its calls are not \
-                         validated"
-                    ));
-                }
-                out.by_name.insert(fqn.clone(), out.tools.len());
-                out.tools.push(SessionTool {
-                    fqn,
-                    server_name: name.clone(),
-                    server: server.clone(),
-                    catalog: catalog.clone(),
-                    index,
-                });
-            }
-        }
-        Ok(out)
+        self.tool_tables.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// Stop every server and wait for their processes to be gone. Nothing starts afterwards.
@@ -960,6 +974,59 @@ impl Supervisor {
         let stops = servers.iter().map(|s| s.stop());
         futures::future::join_all(stops).await;
     }
+}
+
+/// Compute a session's tool table from its entries (see [`Supervisor::session_tools`]).
+fn compute_session_tools(inner: &Inner, entries: &BTreeMap<String, Entry>) -> SessionTools {
+    let mut out = SessionTools::default();
+    let mut taken: HashMap<String, usize> = HashMap::new();
+    for (name, entry) in entries {
+        let Binding::Runs(identity) = &entry.binding else { continue };
+        let Some(server) = inner.servers.get(identity) else { continue };
+        let state = server.snapshot().state;
+        if state != ServerState::Connected {
+            out.diagnostics.push(format!(
+                "MCP server '{name}' is {}: its tools are not listed",
+                state.label().to_lowercase()
+            ));
+            continue;
+        }
+        let catalog = server.catalog();
+        for (index, tool) in catalog.tools.iter().enumerate() {
+            let tool_name = tool["name"].as_str().unwrap_or_default();
+            if !tools::enabled(tool_name, entry.include.as_deref(), entry.exclude.as_deref()) {
+                continue;
+            }
+            let base = tools::fqn(name, tool_name);
+            let seen = taken.entry(base.clone()).or_insert(0);
+            *seen += 1;
+            let fqn = if *seen == 1 {
+                base.clone()
+            } else {
+                let renamed = tools::disambiguate(&base, *seen);
+                out.diagnostics.push(format!(
+                    "tool '{tool_name}' of MCP server '{name}' would be named '{base}', which \
+                         an earlier tool already has: it is named '{renamed}'"
+                ));
+                renamed
+            };
+            if let Err(e) = &*server.validator(tool_name, tool.get("inputSchema")) {
+                out.diagnostics.push(format!(
+                    "the input schema of '{fqn}' cannot be compiled ({e}); its calls are not \
+                         validated"
+                ));
+            }
+            out.by_name.insert(fqn.clone(), out.tools.len());
+            out.tools.push(SessionTool {
+                fqn,
+                server_name: name.clone(),
+                server: server.clone(),
+                catalog: catalog.clone(),
+                index,
+            });
+        }
+    }
+    out
 }
 
 #[cfg(test)]

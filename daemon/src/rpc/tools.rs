@@ -3,8 +3,8 @@
 use geminid_protocol::api::ToolsApiServer;
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::tools::{
-    CatalogParams, FunctionDeclaration, InstructionsResult, ToolEntry, ToolsCallParams,
-    ToolsCallResult, ToolsCancelParams, ToolsCancelResult, ToolsListParams, ToolsListResult,
+    CatalogParams, InstructionsResult, ToolsCallParams, ToolsCallResult, ToolsCancelParams,
+    ToolsCancelResult, ToolsListParams, ToolsListResult,
 };
 use std::sync::Arc;
 
@@ -29,24 +29,7 @@ impl Handler {
 impl ToolsApiServer for Handler {
     async fn tools_list(&self, p: ToolsListParams) -> RpcResult<ToolsListResult> {
         let st = self.session_tools(&p.session).await?;
-        let diagnostics = st.diagnostics.clone();
-        let mut out = Vec::with_capacity(st.tools.len());
-        for t in &st.tools {
-            let tool = t.tool();
-            let own = tool["name"].as_str().unwrap_or_default();
-            out.push(ToolEntry {
-                name: t.fqn.clone(),
-                server: t.server_name.clone(),
-                tool: own.to_owned(),
-                declaration: FunctionDeclaration {
-                    name: t.fqn.clone(),
-                    description: tool["description"].as_str().unwrap_or_default().to_owned(),
-                    parameters_json_schema: t.catalog.schemas[t.index].clone(),
-                },
-                raw: if p.raw { serde_json::value::to_raw_value(tool).ok() } else { None },
-            });
-        }
-        Ok(ToolsListResult { tools: out, diagnostics })
+        Ok(ToolsListResult { tools: st.entries(p.raw), diagnostics: st.diagnostics.clone() })
     }
 
     async fn tools_cancel(&self, p: ToolsCancelParams) -> RpcResult<ToolsCancelResult> {
