@@ -565,7 +565,7 @@ impl Supervisor {
                 }
             }
         }
-        self.invalidate_tools();
+        self.invalidate_session_tools(view.id);
         for server in kick {
             server.send(Cmd::Restart);
         }
@@ -581,7 +581,7 @@ impl Supervisor {
     pub fn release_session(&self, session: &str) {
         let mut inner = self.inner();
         let Some(entries) = inner.sessions.remove(session) else { return };
-        self.invalidate_tools();
+        self.invalidate_session_tools(session);
         tracing::debug!(session, "session released its MCP servers");
         for entry in entries.into_values() {
             let Binding::Runs(identity) = entry.binding else { continue };
@@ -956,7 +956,14 @@ impl Supervisor {
         Ok(computed)
     }
 
-    /// Forget every session's computed tools (something they depend on changed).
+    /// Forget one session's table: its entries changed. Tables kept by what they were
+    /// computed from stay valid (another session configured alike still uses its table).
+    fn invalidate_session_tools(&self, session: &str) {
+        self.tools_generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.tool_cache.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
+    }
+
+    /// Forget every session's computed tools (a server's state or catalog changed).
     fn invalidate_tools(&self) {
         self.tools_generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.tool_cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
