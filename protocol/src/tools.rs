@@ -60,12 +60,67 @@ impl PartialEq for FunctionDeclaration {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolsListResult {
-    /// Tools ordered by server name, then as the server listed them. (Shared: the daemon
-    /// builds a table once for every session configured alike.)
-    pub tools: Arc<[ToolEntry]>,
+    /// Tools ordered by server name, then as the server listed them.
+    pub tools: ToolList,
     /// What a user should know: name collisions and how they were resolved, servers whose
     /// tools are missing because they are not connected, schemas that cannot be compiled.
     pub diagnostics: Vec<String>,
+}
+
+/// The tools of a `tools/list` result: reads as a slice of [`ToolEntry`]. The daemon builds a
+/// list once for every session configured alike and keeps it serialized too, so listing it
+/// again does not serialize it again; on the wire it is a plain array either way.
+#[derive(Clone, Default)]
+pub struct ToolList {
+    entries: Arc<[ToolEntry]>,
+    json: Option<Arc<RawValue>>,
+}
+
+impl ToolList {
+    /// A list of `entries`, serialized on demand.
+    pub fn new(entries: Arc<[ToolEntry]>) -> Self {
+        Self { entries, json: None }
+    }
+
+    /// A list with its serialized form: exactly `entries` as a JSON array.
+    pub fn serialized(entries: Arc<[ToolEntry]>) -> Result<Self, serde_json::Error> {
+        let json = serde_json::value::to_raw_value(&*entries)?;
+        Ok(Self { entries, json: Some(Arc::from(json)) })
+    }
+}
+
+impl std::ops::Deref for ToolList {
+    type Target = [ToolEntry];
+    fn deref(&self) -> &[ToolEntry] {
+        &self.entries
+    }
+}
+
+impl std::fmt::Debug for ToolList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.entries.fmt(f)
+    }
+}
+
+impl FromIterator<ToolEntry> for ToolList {
+    fn from_iter<I: IntoIterator<Item = ToolEntry>>(iter: I) -> Self {
+        Self::new(iter.into_iter().collect())
+    }
+}
+
+impl Serialize for ToolList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.json {
+            Some(json) => json.serialize(s),
+            None => self.entries.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Arc::<[ToolEntry]>::deserialize(d).map(Self::new)
+    }
 }
 
 /// `tools/call`.
@@ -278,4 +333,37 @@ pub struct InstructionsResult {
     pub servers: Vec<(String, String)>,
     /// All of them formatted as Gemini CLI appends them to its system prompt.
     pub system_prompt: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str) -> ToolEntry {
+        ToolEntry {
+            name: format!("mcp_s_{name}"),
+            server: "s".into(),
+            tool: name.into(),
+            declaration: FunctionDeclaration {
+                name: format!("mcp_s_{name}"),
+                description: "say \"hi\"\n".into(),
+                parameters_json_schema: RawValue::from_string(r#"{"type":"object"}"#.into())
+                    .unwrap_or_else(|e| panic!("{e}")),
+            },
+            raw: None,
+        }
+    }
+
+    #[test]
+    fn a_serialized_tool_list_is_the_same_json() -> Result<(), serde_json::Error> {
+        let entries: Arc<[ToolEntry]> = vec![entry("a"), entry("b")].into();
+        let plain = ToolsListResult { tools: ToolList::new(entries.clone()), diagnostics: vec![] };
+        let kept = ToolsListResult { tools: ToolList::serialized(entries)?, diagnostics: vec![] };
+        let text = serde_json::to_string(&kept)?;
+        assert_eq!(text, serde_json::to_string(&plain)?);
+        let back: ToolsListResult = serde_json::from_str(&text)?;
+        assert_eq!(back.tools.len(), 2);
+        assert_eq!(back.tools[1].declaration, kept.tools[1].declaration);
+        Ok(())
+    }
 }

@@ -27,7 +27,7 @@ use std::time::Duration;
 use geminid_protocol::config::{BlockReason, Scope};
 use geminid_protocol::event::EventBody;
 use geminid_protocol::mcp::{ServerState, ServerStateChanged, ServerStatus, Transport as Wire};
-use geminid_protocol::tools::{FunctionDeclaration, ToolEntry};
+use geminid_protocol::tools::{FunctionDeclaration, ToolEntry, ToolList};
 
 use self::server::{Cmd, NewServer, Server, planned_transport};
 use self::spec::{LaunchSpec, default_cwd, resolve};
@@ -188,8 +188,8 @@ pub struct SessionTools {
     pub diagnostics: Vec<String>,
     /// Position in `tools` by fully qualified name.
     pub by_name: HashMap<String, usize>,
-    /// The `tools/list` entries, built on first use.
-    entries: std::sync::OnceLock<Arc<[ToolEntry]>>,
+    /// The `tools/list` entries, built (and serialized) on first use.
+    entries: std::sync::OnceLock<ToolList>,
 }
 
 impl SessionTools {
@@ -200,7 +200,7 @@ impl SessionTools {
 
     /// The `tools/list` entries; with `raw`, each carries its MCP tool object too (built
     /// afresh: only the plain list is kept).
-    pub fn entries(&self, raw: bool) -> Arc<[ToolEntry]> {
+    pub fn entries(&self, raw: bool) -> ToolList {
         if !raw && let Some(built) = self.entries.get() {
             return built.clone();
         }
@@ -223,7 +223,14 @@ impl SessionTools {
                 }
             })
             .collect();
-        if raw { built } else { self.entries.get_or_init(|| built).clone() }
+        if raw {
+            return ToolList::new(built);
+        }
+        let list = ToolList::serialized(built.clone()).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot serialize a tool list ahead; it will be serialized per call");
+            ToolList::new(built)
+        });
+        self.entries.get_or_init(|| list).clone()
     }
 }
 
