@@ -20,6 +20,7 @@ const CALLS: usize = 3_000;
 const CONCURRENT: usize = 32;
 const PER_CALLER: usize = 300;
 const CATALOG_SESSIONS: usize = 50;
+const REBUILDS: usize = 20;
 
 fn echo_args(text: &str) -> serde_json::Map<String, serde_json::Value> {
     json!({ "text": text }).as_object().cloned().unwrap_or_default()
@@ -225,6 +226,32 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         size = reply.len();
     }
     let plain = stats(plain);
+    // The same when no session has the table yet: a catalog change (a server's `grow` tool
+    // adds one and sends list_changed) clears every table first.
+    let filter = geminid_protocol::types::EventsSubscribeParams {
+        session: Some(warm.clone()),
+        kinds: Some(vec!["catalog/changed".into()]),
+    };
+    let mut changes = client.subscribe_events(Some(filter)).await?;
+    let mut rebuilt = Vec::with_capacity(REBUILDS);
+    for i in 0..REBUILDS {
+        let grow = ToolsCallParams {
+            session: warm.clone(),
+            name: "mcp_s0_grow".into(),
+            args: None,
+            call_id: None,
+        };
+        client.tools_call(grow).await?;
+        tokio::time::timeout(Duration::from_secs(10), changes.next())
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("the event stream ended"))??;
+        let s = new_session(&client, &home, &format!("rebuilt-{i}")).await?;
+        let t = Instant::now();
+        let l = client.tools_list(ToolsListParams { session: s, raw: false }).await?;
+        rebuilt.push(t.elapsed());
+        anyhow::ensure!(l.tools.len() == 1001 + i, "{} tools", l.tools.len());
+    }
+    let rebuilt = stats(rebuilt);
     rows.push(format!(
         "| the same as one plain HTTP request, reply unparsed ({:.0} KB) | {:.2} ms | {:.2} ms | |",
         size as f64 / 1024.0,
@@ -241,6 +268,12 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         c.median.as_secs_f64() * 1e3,
         c.p99.as_secs_f64() * 1e3
     ));
+    rows.push(format!(
+        "| the same when its table must be built first (after a catalog change; {REBUILDS} sessions) | {:.2} ms | {:.2} ms | |",
+        rebuilt.median.as_secs_f64() * 1e3,
+        rebuilt.p99.as_secs_f64() * 1e3
+    ));
+    drop(changes);
     drop(client);
     drop(daemon);
     Ok(rows)

@@ -2,11 +2,14 @@
 //! them, and its instructions. An immutable snapshot, replaced whole when the server says a
 //! list changed.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::service::{Peer, ServiceError};
 use serde_json::Value;
+
+use super::server::{Validation, compile};
 
 /// What a server offers.
 #[derive(Debug, Clone, Default)]
@@ -24,6 +27,10 @@ pub struct Catalog {
     /// Each tool's `parametersJsonSchema` (Gemini CLI's transform of its input schema),
     /// serialized once per catalog.
     pub schemas: Vec<Box<serde_json::value::RawValue>>,
+    /// Each tool's compiled input schema, or why it cannot be compiled (its calls then go
+    /// unvalidated). Compiled when the catalog arrives, off the async workers, so neither a
+    /// list nor a call waits for it.
+    pub validators: Vec<Arc<Validation>>,
 }
 
 impl PartialEq for Catalog {
@@ -114,5 +121,14 @@ pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) 
             serde_json::value::to_raw_value(&schema).ok()
         })
         .collect();
-    Catalog { tools, prompts, resources, templates, instructions, schemas }
+    let inputs: Vec<Option<Value>> = tools.iter().map(|t| t.get("inputSchema").cloned()).collect();
+    let validators = tokio::task::spawn_blocking(move || {
+        inputs.iter().map(|s| Arc::new(compile(s.as_ref()))).collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_else(|e| {
+        let why = format!("compiling the schemas failed: {e}");
+        (0..tools.len()).map(|_| Arc::new(Err(why.clone()))).collect()
+    });
+    Catalog { tools, prompts, resources, templates, instructions, schemas, validators }
 }

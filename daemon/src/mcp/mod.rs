@@ -1024,7 +1024,7 @@ fn compute_session_tools(inner: &Inner, entries: &BTreeMap<String, Entry>) -> Se
                 ));
                 renamed
             };
-            if let Err(e) = &*server.validator(tool_name, tool.get("inputSchema")) {
+            if let Some(Err(e)) = catalog.validators.get(index).map(|v| &**v) {
                 out.diagnostics.push(format!(
                     "the input schema of '{fqn}' cannot be compiled ({e}); its calls are not \
                          validated"

@@ -79,7 +79,6 @@ pub struct Server {
     status: watch::Sender<Snapshot>,
     peer: Mutex<Option<Peer<RoleClient>>>,
     catalog: Mutex<Option<Arc<Catalog>>>,
-    validators: Mutex<std::collections::HashMap<String, Arc<Validation>>>,
     cmds: mpsc::UnboundedSender<Cmd>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -134,7 +133,6 @@ impl Server {
             status: watch::Sender::new(snapshot),
             peer: Mutex::default(),
             catalog: Mutex::default(),
-            validators: Mutex::default(),
             cmds,
             task: Mutex::default(),
         });
@@ -202,13 +200,6 @@ impl Server {
 
     fn set_catalog(&self, catalog: Catalog) {
         *self.catalog.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(catalog));
-        self.validators.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    }
-
-    /// The compiled input schema of a tool (compiled once per catalog).
-    pub fn validator(&self, tool: &str, schema: Option<&serde_json::Value>) -> Arc<Validation> {
-        let mut cache = self.validators.lock().unwrap_or_else(|e| e.into_inner());
-        cache.entry(tool.to_owned()).or_insert_with(|| Arc::new(compile(schema))).clone()
     }
 
     fn set_peer(&self, peer: Option<Peer<RoleClient>>) {
@@ -219,7 +210,8 @@ impl Server {
 /// A tool's input schema, compiled; or why it could not be (calls then go unvalidated).
 pub type Validation = Result<jsonschema::Validator, String>;
 
-fn compile(schema: Option<&serde_json::Value>) -> Validation {
+/// Compile a tool's input schema (once per catalog: see [`super::catalog::discover`]).
+pub fn compile(schema: Option<&serde_json::Value>) -> Validation {
     let Some(schema) = schema else { return Err("the tool has no input schema".into()) };
     let draft = if schema["$schema"] == "https://json-schema.org/draft/2020-12/schema" {
         jsonschema::Draft::Draft202012

@@ -52,7 +52,7 @@ impl ToolsApiServer for Handler {
         let tool = t.tool();
         let own = tool["name"].as_str().unwrap_or_default().to_owned();
         let args = Value::Object(p.args.clone().unwrap_or_default());
-        if let Ok(v) = &*t.server.validator(&own, tool.get("inputSchema"))
+        if let Some(Ok(v)) = t.catalog.validators.get(t.index).map(|v| &**v)
             && let Err(e) = check_args(v, &args)
         {
             return Err(ErrorCode::InvalidArguments
