@@ -21,12 +21,25 @@ pub fn json_line<T: Serialize>(value: &T) -> anyhow::Result<()> {
 
 /// `gemctl status`.
 pub fn status(s: &StatusResult) {
-    println!("geminid {} (protocol {}), pid {}", s.version, s.protocol_version, s.pid);
-    println!("  up:          {} (since {})", uptime(s.uptime_secs), s.started_at);
-    println!("  socket:      {}", s.socket);
-    println!("  data dir:    {}", s.data_dir);
-    println!("  sessions:    {} ({} attached)", s.sessions.total, s.sessions.attached);
-    println!("  connections: {} ({} subscribed to events)", s.connections, s.subscribers);
+    // One write: stdout is line-buffered and flushes at every newline it is given, so the
+    // text is formatted first and handed over whole.
+    let text = format!(
+        "geminid {} (protocol {}), pid {}\n  up:          {} (since {})\n  socket:      {}\n  \
+         data dir:    {}\n  sessions:    {} ({} attached)\n  connections: {} ({} subscribed to \
+         events)\n",
+        s.version,
+        s.protocol_version,
+        s.pid,
+        uptime(s.uptime_secs),
+        s.started_at,
+        s.socket,
+        s.data_dir,
+        s.sessions.total,
+        s.sessions.attached,
+        s.connections,
+        s.subscribers
+    );
+    print!("{text}");
 }
 
 pub fn uptime(secs: u64) -> String {
