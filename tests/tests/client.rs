@@ -99,6 +99,8 @@ async fn a_subscriber_that_falls_behind_ends_with_an_error() -> anyhow::Result<(
     for i in 0..10 {
         new_session(&client, &home, &format!("ws{i}")).await?;
     }
+    // Let the daemon's subscription task forward them all before anything is read.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let mut delivered = 0;
     let end = loop {
         match tokio::time::timeout(Duration::from_secs(5), events.next()).await? {
