@@ -816,8 +816,24 @@ impl Supervisor {
         arguments: Option<serde_json::Map<String, serde_json::Value>>,
         target: Option<ProgressTarget>,
     ) -> Result<serde_json::Value, McpError> {
+        let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        self.request(server, |peer| async move { call_raw(self, &peer, params, target).await })
+            .await
+    }
+
+    /// One request to a server, as `send` makes it: fails at once if the server is not
+    /// connected or dies meanwhile (naming the cause), and after the server's request timeout.
+    pub async fn request<T, Fut>(
+        &self,
+        server: &Arc<Server>,
+        send: impl FnOnce(rmcp::service::Peer<rmcp::RoleClient>) -> Fut,
+    ) -> Result<T, McpError>
+    where
+        Fut: Future<Output = Result<T, rmcp::ServiceError>>,
+    {
         let name = &server.name;
-        let watch = server.watch();
+        let mut watch = server.watch();
         let unavailable = |s: &server::Snapshot| {
             let why = s
                 .last_error
@@ -828,14 +844,10 @@ impl Supervisor {
         let Some(peer) = server.peer() else {
             return Err(McpError::Unavailable(unavailable(&watch.borrow())));
         };
-        let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
-        params.arguments = arguments;
-        let call =
-            tokio::time::timeout(server.request_timeout, call_raw(self, &peer, params, target));
-        let mut dying = server.watch();
+        let call = tokio::time::timeout(server.request_timeout, send(peer));
         let result = tokio::select! {
             result = call => result,
-            died = dying.wait_for(|s| s.state != ServerState::Connected) => {
+            died = watch.wait_for(|s| s.state != ServerState::Connected) => {
                 let s = died.map(|s| s.clone()).unwrap_or_else(|_| server.snapshot());
                 return Err(McpError::Unavailable(format!("{} during the call", unavailable(&s))));
             }
@@ -848,9 +860,8 @@ impl Supervisor {
             Ok(Err(e)) => {
                 // The connection usually reports the end before the process's exit is seen:
                 // give the supervisor a moment to learn the cause.
-                let mut settle = server.watch();
                 let settled = tokio::time::timeout(Duration::from_millis(500), async {
-                    settle.wait_for(|s| s.state != ServerState::Connected).await.map(|s| s.clone())
+                    watch.wait_for(|s| s.state != ServerState::Connected).await.map(|s| s.clone())
                 })
                 .await;
                 match settled {

@@ -10,7 +10,6 @@ use geminid_protocol::tools::{
     ResourcesReadResult,
 };
 use jsonrpsee::core::{RpcResult, async_trait};
-use jsonrpsee::types::ErrorObjectOwned;
 use serde_json::{Value, json};
 
 use super::Handler;
@@ -19,11 +18,6 @@ use crate::mcp::prompts;
 use crate::mcp::server::Server;
 
 use crate::mcp::SessionServers as Servers;
-
-/// A request to a server failed.
-fn server_error(server: &str, e: impl std::fmt::Display) -> ErrorObjectOwned {
-    ErrorCode::ServerError.error(format!("MCP server '{server}' answered: {e}"))
-}
 
 impl Handler {
     pub(super) async fn instructions(&self, p: CatalogParams) -> RpcResult<InstructionsResult> {
@@ -118,16 +112,12 @@ impl PromptsApiServer for Handler {
                 other => (k, Value::String(other.to_string())),
             })
             .collect();
-        let Some(peer) = server.peer() else {
-            return Err(ErrorCode::ServerUnavailable
-                .error(format!("MCP server '{}' is not connected", entry.server)));
-        };
         let mut params = rmcp::model::GetPromptRequestParams::new(entry.prompt.clone());
         params.arguments = Some(arguments.clone());
-        let result = tokio::time::timeout(server.request_timeout, peer.get_prompt(params))
+        let result = (self.core.mcp)
+            .request(&server, |peer| async move { peer.get_prompt(params).await })
             .await
-            .map_err(|_| server_error(&entry.server, "no answer in time"))?
-            .map_err(|e| server_error(&entry.server, e))?;
+            .map_err(mcp_error)?;
         let result = serde_json::to_value(result).unwrap_or_default();
         let first = &result["messages"][0]["content"];
         let Some(text) = first["text"].as_str().filter(|_| first["type"] == "text") else {
@@ -207,15 +197,11 @@ impl ResourcesApiServer for Handler {
             return Err(ErrorCode::ServerNotFound
                 .error(format!("no connected MCP server named '{server_name}' in this session")));
         };
-        let Some(peer) = server.peer() else {
-            return Err(ErrorCode::ServerUnavailable
-                .error(format!("MCP server '{server_name}' is not connected")));
-        };
         let params = rmcp::model::ReadResourceRequestParams::new(uri.clone());
-        let result = tokio::time::timeout(server.request_timeout, peer.read_resource(params))
+        let result = (self.core.mcp)
+            .request(server, |peer| async move { peer.read_resource(params).await })
             .await
-            .map_err(|_| server_error(&server_name, "no answer in time"))?
-            .map_err(|e| server_error(&server_name, e))?;
+            .map_err(mcp_error)?;
         let result = serde_json::to_value(result).unwrap_or_default();
         let contents = result["contents"].as_array().cloned().unwrap_or_default();
         let parts = prompts::resource_parts(&uri, &contents);
