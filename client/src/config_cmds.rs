@@ -272,11 +272,11 @@ pub async fn config(
                     ]
                 })
                 .collect();
-            if rows.is_empty() {
-                println!("No MCP servers configured.");
-            } else {
-                output::table(&["SERVER", "TRANSPORT", "SCOPE", "STATE"], &rows);
-            }
+            output::table_or(
+                "No MCP servers configured.",
+                &["SERVER", "TRANSPORT", "SCOPE", "STATE"],
+                &rows,
+            );
             if !c.diagnostics.is_empty() {
                 println!("{} problem(s); `gemctl config check` lists them", c.diagnostics.len());
             }

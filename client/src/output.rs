@@ -56,6 +56,15 @@ fn humanize(d: Duration) -> String {
     }
 }
 
+/// A table, or `none` when there are no rows.
+pub fn table_or(none: &str, header: &[&str], rows: &[Vec<String>]) {
+    if rows.is_empty() {
+        println!("{none}");
+    } else {
+        table(header, rows);
+    }
+}
+
 /// A table with left-aligned columns.
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();

@@ -37,11 +37,7 @@ pub async fn tools(
             vec![t.name.clone(), t.server.clone(), first.to_owned()]
         })
         .collect();
-    if rows.is_empty() {
-        println!("No tools.");
-    } else {
-        output::table(&["NAME", "SERVER", "DESCRIPTION"], &rows);
-    }
+    output::table_or("No tools.", &["NAME", "SERVER", "DESCRIPTION"], &rows);
     for d in &r.diagnostics {
         eprintln!("note: {d}");
     }
@@ -128,11 +124,7 @@ pub async fn prompts(client: &Client, session: String, json: bool) -> anyhow::Re
             vec![format!("/{}", p.name), p.server.clone(), args.join(" "), p.description.clone()]
         })
         .collect();
-    if rows.is_empty() {
-        println!("No prompts.");
-    } else {
-        output::table(&["COMMAND", "SERVER", "ARGUMENTS", "DESCRIPTION"], &rows);
-    }
+    output::table_or("No prompts.", &["COMMAND", "SERVER", "ARGUMENTS", "DESCRIPTION"], &rows);
     Ok(())
 }
 
@@ -187,11 +179,7 @@ pub async fn resources(client: &Client, session: String, json: bool) -> anyhow::
             vec![e.reference.clone(), name, mime]
         })
         .collect();
-    if rows.is_empty() {
-        println!("No resources.");
-    } else {
-        output::table(&["REFERENCE", "NAME", "MIME TYPE"], &rows);
-    }
+    output::table_or("No resources.", &["REFERENCE", "NAME", "MIME TYPE"], &rows);
     Ok(())
 }
 
