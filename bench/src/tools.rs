@@ -14,7 +14,7 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
-use crate::{stats, us};
+use crate::{ms, stats, us};
 
 const CALLS: usize = 3_000;
 const CONCURRENT: usize = 32;
@@ -255,23 +255,23 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     rows.push(format!(
         "| the same as one plain HTTP request, reply unparsed ({:.0} KB) | {:.2} ms | {:.2} ms | |",
         size as f64 / 1024.0,
-        plain.median.as_secs_f64() * 1e3,
-        plain.p99.as_secs_f64() * 1e3
+        ms(plain.median),
+        ms(plain.p99)
     ));
     rows.push(format!(
         "| `tools/list` again for a session that has it (the transfer of 1,000 declarations) | {:.2} ms | {:.2} ms | |",
-        again.median.as_secs_f64() * 1e3,
-        again.p99.as_secs_f64() * 1e3
+        ms(again.median),
+        ms(again.p99)
     ));
     rows.push(format!(
         "| `tools/list` for a new session: 10 running servers, 1,000 tools ({CATALOG_SESSIONS} sessions) | {:.2} ms | {:.2} ms | ≤ 5 ms |",
-        c.median.as_secs_f64() * 1e3,
-        c.p99.as_secs_f64() * 1e3
+        ms(c.median),
+        ms(c.p99)
     ));
     rows.push(format!(
         "| the same when its table must be built first (after a catalog change; {REBUILDS} sessions) | {:.2} ms | {:.2} ms | |",
-        rebuilt.median.as_secs_f64() * 1e3,
-        rebuilt.p99.as_secs_f64() * 1e3
+        ms(rebuilt.median),
+        ms(rebuilt.p99)
     ));
     drop(changes);
     drop(client);
