@@ -123,10 +123,21 @@ impl Shared {
     /// Call `method` and return its raw result.
     async fn call(&self, method: &str, params: Option<Box<RawValue>>) -> Answer {
         let (tx, rx) = oneshot::channel();
-        let id = self.register(Waiter::Call(tx))?;
+        self.exchange(method, params.as_deref(), Waiter::Call(tx), rx).await
+    }
+
+    /// Send a request whose answer `waiter` takes, and wait for what it hands to `rx`, within
+    /// the request timeout.
+    async fn exchange<T>(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        waiter: Waiter,
+        rx: oneshot::Receiver<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let id = self.register(waiter)?;
         let _route = Registration { shared: self, id };
-        let text =
-            serde_json::to_string(&Request::borrowed(method, params.as_deref(), Id::Number(id)))?;
+        let text = serde_json::to_string(&Request::borrowed(method, params, Id::Number(id)))?;
         let exchange = async {
             self.send(text).await?;
             rx.await.map_err(|_| self.ended())?
@@ -223,17 +234,8 @@ impl Client {
     ) -> Result<Subscription<T>, Error> {
         let params = params.to_rpc_params()?;
         let (tx, rx) = oneshot::channel();
-        let id = self.shared.register(Waiter::Subscribe { unsubscribe, tx })?;
-        let _route = Registration { shared: &self.shared, id };
-        let text =
-            serde_json::to_string(&Request::borrowed(method, params.as_deref(), Id::Number(id)))?;
-        let exchange = async {
-            self.shared.send(text).await?;
-            rx.await.map_err(|_| self.shared.ended())?
-        };
-        let registered = tokio::time::timeout(self.shared.request_timeout, exchange)
-            .await
-            .unwrap_or(Err(Error::RequestTimeout))?;
+        let waiter = Waiter::Subscribe { unsubscribe, tx };
+        let registered = self.shared.exchange(method, params.as_deref(), waiter, rx).await?;
         Ok(Subscription {
             shared: Arc::downgrade(&self.shared),
             key: registered.key,
