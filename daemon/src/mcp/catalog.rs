@@ -9,8 +9,6 @@ use rmcp::RoleClient;
 use rmcp::service::{Peer, ServiceError};
 use serde_json::Value;
 
-use super::server::{Validation, compile};
-
 /// What a server offers.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
@@ -131,4 +129,30 @@ pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) 
         (0..tools.len()).map(|_| Arc::new(Err(why.clone()))).collect()
     });
     Catalog { tools, prompts, resources, templates, instructions, schemas, validators }
+}
+
+/// A tool's input schema, compiled; or why it could not be (calls then go unvalidated).
+pub type Validation = Result<jsonschema::Validator, String>;
+
+/// Compile a tool's input schema (once per catalog: see [`discover`]).
+pub fn compile(schema: Option<&serde_json::Value>) -> Validation {
+    let Some(schema) = schema else { return Err("the tool has no input schema".into()) };
+    let draft = if schema["$schema"] == "https://json-schema.org/draft/2020-12/schema" {
+        jsonschema::Draft::Draft202012
+    } else {
+        jsonschema::Draft::Draft7
+    };
+    jsonschema::options().with_draft(draft).build(schema).map_err(|e| e.to_string())
+}
+
+/// Check arguments against a compiled schema: `Err` names the first failing path.
+pub fn check_args(v: &jsonschema::Validator, args: &serde_json::Value) -> Result<(), String> {
+    match v.iter_errors(args).next() {
+        None => Ok(()),
+        Some(e) => {
+            let path = e.instance_path().to_string();
+            let at = if path.is_empty() { "the arguments".to_owned() } else { path };
+            Err(format!("{at}: {e}"))
+        }
+    }
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::Handler;
 use super::mcp::mcp_error;
 use super::session::rpc_error;
-use crate::mcp::server::check_args;
+use crate::mcp::catalog::check_args;
 use crate::mcp::{SessionTools, tools};
 
 impl Handler {
