@@ -26,8 +26,8 @@ pub struct Catalog {
     /// serialized once per catalog.
     pub schemas: Vec<Box<serde_json::value::RawValue>>,
     /// Each tool's compiled input schema, or why it cannot be compiled (its calls then go
-    /// unvalidated). Compiled when the catalog arrives, off the async workers, so neither a
-    /// list nor a call waits for it.
+    /// unvalidated). Filled by [`Catalog::compiled`] before the catalog is installed, off the
+    /// async workers, so neither a list nor a call waits for it.
     pub validators: Vec<Arc<Validation>>,
 }
 
@@ -46,6 +46,23 @@ fn names(items: &[Value], key: &str) -> Vec<String> {
 }
 
 impl Catalog {
+    /// The catalog with its tools' schemas compiled (on the blocking pool): done once, for a
+    /// catalog about to be installed.
+    pub async fn compiled(mut self) -> Self {
+        let inputs: Vec<Option<Value>> =
+            self.tools.iter().map(|t| t.get("inputSchema").cloned()).collect();
+        let count = inputs.len();
+        self.validators = tokio::task::spawn_blocking(move || {
+            inputs.iter().map(|s| Arc::new(compile(s.as_ref()))).collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_else(|e| {
+            let why = format!("compiling the schemas failed: {e}");
+            (0..count).map(|_| Arc::new(Err(why.clone()))).collect()
+        });
+        self
+    }
+
     /// (tools, prompts, resources).
     pub fn counts(&self) -> (u32, u32, u32) {
         let n = |v: &Vec<Value>| u32::try_from(v.len()).unwrap_or(u32::MAX);
@@ -119,16 +136,7 @@ pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) 
             serde_json::value::to_raw_value(&schema).ok()
         })
         .collect();
-    let inputs: Vec<Option<Value>> = tools.iter().map(|t| t.get("inputSchema").cloned()).collect();
-    let validators = tokio::task::spawn_blocking(move || {
-        inputs.iter().map(|s| Arc::new(compile(s.as_ref()))).collect::<Vec<_>>()
-    })
-    .await
-    .unwrap_or_else(|e| {
-        let why = format!("compiling the schemas failed: {e}");
-        (0..tools.len()).map(|_| Arc::new(Err(why.clone()))).collect()
-    });
-    Catalog { tools, prompts, resources, templates, instructions, schemas, validators }
+    Catalog { tools, prompts, resources, templates, instructions, schemas, validators: vec![] }
 }
 
 /// A tool's input schema, compiled; or why it could not be (calls then go unvalidated).

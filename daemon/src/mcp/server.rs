@@ -289,7 +289,7 @@ async fn run(
         let error = match result {
             Ok(mut running) => {
                 let catalog = discover(&server.name, &running.peer, server.request_timeout).await;
-                server.set_catalog(catalog);
+                server.set_catalog(catalog.compiled().await);
                 server.set_peer(Some(running.peer.clone()));
                 let pid = running.child.as_ref().map(|c| c.pid);
                 r.log(&format!(
@@ -465,7 +465,7 @@ async fn refresh(r: &Reporter, running: &Running, notices: &mut mpsc::UnboundedR
     if new == *old {
         return;
     }
-    server.set_catalog(new);
+    server.set_catalog(new.compiled().await);
     if let Some(sup) = r.sup.upgrade() {
         sup.catalog_changed(server);
     }
