@@ -103,7 +103,7 @@ pub async fn spawn(
         pump_stderr(stderr, pump_log).await;
         let _ = stderr_tx.send(());
     });
-    let tap = StdoutTap { inner: stdout, log: log.clone(), line: Line::Start, text: Vec::new() };
+    let tap = StdoutTap { inner: stdout, log: log.clone(), lines: LineFilter::new() };
     Ok((child, (tap, stdin)))
 }
 
@@ -137,19 +137,41 @@ enum Line {
 pub struct StdoutTap {
     inner: ChildStdout,
     log: Arc<ServerLog>,
+    lines: LineFilter,
+}
+
+/// Follows stdout line by line to find the lines that are not JSON-RPC.
+#[derive(Debug)]
+struct LineFilter {
     line: Line,
     text: Vec<u8>,
 }
 
-impl StdoutTap {
-    fn inspect(&mut self, bytes: &[u8]) {
-        for &b in bytes {
+impl LineFilter {
+    fn new() -> Self {
+        Self { line: Line::Start, text: Vec::new() }
+    }
+
+    /// Look at the next bytes; a JSON-RPC line is skipped to its end at once (tool results
+    /// can be megabytes), other lines are kept (up to the log's line limit) and logged.
+    fn inspect(&mut self, mut bytes: &[u8], log: &ServerLog) {
+        while let Some((&b, rest)) = bytes.split_first() {
+            if self.line == Line::Json {
+                match bytes.iter().position(|&b| b == b'\n') {
+                    Some(end) => {
+                        bytes = &bytes[end + 1..];
+                        self.line = Line::Start;
+                        continue;
+                    }
+                    None => return,
+                }
+            }
+            bytes = rest;
             match (self.line, b) {
                 (_, b'\n') => {
                     if self.line == Line::Text {
                         let text = String::from_utf8_lossy(&self.text);
-                        self.log
-                            .push("stdout", &format!("not JSON-RPC, ignored: {}", text.trim_end()));
+                        log.push("stdout", &format!("not JSON-RPC, ignored: {}", text.trim_end()));
                     }
                     self.text.clear();
                     self.line = Line::Start;
@@ -177,7 +199,7 @@ impl AsyncRead for StdoutTap {
         let before = buf.filled().len();
         let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = poll {
-            this.inspect(&buf.filled()[before..]);
+            this.lines.inspect(&buf.filled()[before..], &this.log);
         }
         poll
     }
@@ -323,6 +345,27 @@ pub fn start_time(pid: u32) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stray_stdout_lines_are_logged_and_json_lines_skipped() {
+        let log = ServerLog::default();
+        let mut f = LineFilter::new();
+        // Split mid-line, as reads are.
+        for chunk in [
+            "Server v1 sta",
+            "rting\n{\"jsonrpc\":\"2.0\",\"x\":\"a\\nb\"",
+            "}\n  \n",
+            "  [1]\nbye\n",
+        ] {
+            f.inspect(chunk.as_bytes(), &log);
+        }
+        let (lines, _) = log.tail(None);
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            ["not JSON-RPC, ignored: Server v1 starting", "not JSON-RPC, ignored: bye"]
+        );
+    }
+
     use super::*;
 
     #[test]
