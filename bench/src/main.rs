@@ -15,6 +15,9 @@ use anyhow::Context;
 use geminid_protocol::api::DaemonApiClient;
 use geminid_tests::{Daemon, TestHome, bin};
 
+/// The daemon's own default log filter: benchmarks measure it as users run it.
+pub(crate) const BENCH_LOG: &str = "info";
+
 const RPC_WARMUP: usize = 1_000;
 const RPC_CALLS: usize = 20_000;
 const PROCESS_RUNS: usize = 300;
@@ -74,7 +77,7 @@ async fn main() -> anyhow::Result<()> {
     }
     eprintln!("rpc round trips");
     let home = TestHome::new()?;
-    let daemon = Daemon::start(&home, &[]).await?;
+    let daemon = Daemon::start_logging(&home, &[], BENCH_LOG).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_idle = rss_kib(daemon.pid())?;
 
@@ -306,4 +309,37 @@ async fn config_bench(home: &TestHome, daemon: &Daemon) -> anyhow::Result<Vec<St
             ms(with_fifty.median.saturating_sub(with_none.median))
         ),
     ])
+}
+
+/// CPU time used so far by every thread of a process, and how many times its threads were
+/// put on a CPU (`/proc/PID/task/*/schedstat`: run time in ns, wait time, timeslices).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Cpu {
+    ns: u64,
+    runs: u64,
+}
+
+impl Cpu {
+    /// `"CPU µs, runs"` per call over `n` calls since `before`.
+    pub(crate) fn since(self, before: Cpu, n: usize) -> String {
+        let runs = self.runs.saturating_sub(before.runs) as f64 / n as f64;
+        format!("{} µs, {runs:.1} runs", self.us_since(before, n))
+    }
+
+    /// CPU µs per call over `n` calls since `before`.
+    pub(crate) fn us_since(self, before: Cpu, n: usize) -> String {
+        format!("{:.1}", self.ns.saturating_sub(before.ns) as f64 / n as f64 / 1e3)
+    }
+}
+
+pub(crate) fn cpu(pid: u32) -> Cpu {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Cpu::default() };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| {
+            let mut f = s.split_whitespace();
+            Some(Cpu { ns: f.next()?.parse().ok()?, runs: f.nth(1)?.parse().ok()? })
+        })
+        .fold(Cpu::default(), |a, b| Cpu { ns: a.ns + b.ns, runs: a.runs + b.runs })
 }

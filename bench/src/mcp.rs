@@ -164,7 +164,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         "--mcp-restart-budget",
         "1000",
     ];
-    let daemon = Daemon::start(&home, &flags).await?;
+    let daemon = Daemon::start_logging(&home, &flags, crate::BENCH_LOG).await?;
     let client = daemon.client().await?;
     let mut rows = Vec::new();
 

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use geminid_protocol::api::{SessionApiClient, ToolsApiClient};
+use geminid_protocol::api::{McpApiClient, SessionApiClient, ToolsApiClient};
 use geminid_protocol::client::Client;
+use geminid_protocol::mcp::ListServersParams;
 use geminid_protocol::tools::{ToolsCallParams, ToolsListParams};
 use geminid_protocol::types::SessionCreateParams;
 use geminid_tests::mcp::{fixture, shell_env, write_user_settings};
@@ -14,7 +15,7 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
-use crate::{ms, stats, us};
+use crate::{Cpu, cpu, ms, stats, us};
 
 const CALLS: usize = 3_000;
 const CONCURRENT: usize = 32;
@@ -37,10 +38,10 @@ async fn new_session(client: &Client, home: &TestHome, dir: &str) -> anyhow::Res
         .id)
 }
 
-async fn via_geminid(client: &Client, session: &str, text: &str) -> anyhow::Result<()> {
+async fn via_geminid(client: &Client, session: &str, tool: &str, text: &str) -> anyhow::Result<()> {
     let p = ToolsCallParams {
         session: session.to_owned(),
-        name: "mcp_fx_echo".into(),
+        name: tool.to_owned(),
         args: Some(echo_args(text)),
         call_id: None,
     };
@@ -49,17 +50,73 @@ async fn via_geminid(client: &Client, session: &str, text: &str) -> anyhow::Resu
     Ok(())
 }
 
+/// How the fixture server reads and writes its stdio in a run of the call-path figures.
+#[derive(Clone, Copy)]
+enum FixtureIo {
+    /// Through its event loop (pipes registered with epoll), as Node's MCP servers do.
+    EventLoop,
+    /// Through rmcp's `stdio()`: tokio's stdin and stdout, a blocking thread per read and write
+    /// (as rmcp servers do; Python's SDK reads stdin on a worker thread too).
+    TokioStdio,
+}
+
+impl FixtureIo {
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Self::EventLoop => &[],
+            Self::TokioStdio => &["--tokio-stdio"],
+        }
+    }
+
+    fn server(self) -> &'static str {
+        match self {
+            Self::EventLoop => "fx",
+            Self::TokioStdio => "fxt",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::EventLoop => "fixture on its event loop",
+            Self::TokioStdio => "fixture on rmcp's `stdio()`",
+        }
+    }
+}
+
 pub async fn bench() -> anyhow::Result<Vec<String>> {
     let mut rows = Vec::new();
     let home = TestHome::new()?;
-    write_user_settings(&home, json!({ "fx": { "command": fixture() } }))?;
-    let daemon = Daemon::start(&home, &[]).await?;
+    let servers = json!({
+        "fx": { "command": fixture(), "args": FixtureIo::EventLoop.args() },
+        "fxt": { "command": fixture(), "args": FixtureIo::TokioStdio.args() },
+    });
+    write_user_settings(&home, servers)?;
+    let daemon = Daemon::start_logging(&home, &[], crate::BENCH_LOG).await?;
     let client = daemon.client().await?;
     let session = new_session(&client, &home, "ws").await?;
     client.tools_list(ToolsListParams { session: session.clone(), raw: false }).await?;
+    for io in [FixtureIo::EventLoop, FixtureIo::TokioStdio] {
+        rows.extend(call_path(&daemon, &client, &session, io).await?);
+    }
+    rows.extend(catalog(&home, &daemon, &client).await?);
+    drop(client);
+    drop(daemon);
+    Ok(rows)
+}
 
-    // The same fixture, spawned here and called with rmcp's client directly.
+/// Added latency and throughput of `tools/call`, side by side with rmcp's client calling a
+/// second copy of the same fixture directly.
+async fn call_path(
+    daemon: &Daemon,
+    client: &Client,
+    session: &str,
+    io: FixtureIo,
+) -> anyhow::Result<Vec<String>> {
+    let mut rows = Vec::new();
+    let label = io.label();
+    let tool = format!("mcp_{}_echo", io.server());
     let mut child = tokio::process::Command::new(fixture())
+        .args(io.args())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -80,9 +137,17 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
             anyhow::Ok(())
         }
     };
+    // Warm both paths (and start the server through geminid).
+    for i in 0..100 {
+        direct_call(format!("warm {i}")).await?;
+        via_geminid(client, session, &tool, &format!("warm {i}")).await?;
+    }
+    let me = std::process::id();
+    let via_fixture = server_pid(client, session, io.server()).await?;
+    let direct_fixture = child.id().unwrap_or(0);
 
-    // 1. Latency, sequential, interleaved in blocks so both see the same machine.
-    eprintln!("tools: latency");
+    // 1. Latency, sequential, interleaved call by call so both see the same machine.
+    eprintln!("tools: latency, {label}");
     let (mut d, mut g, mut h) =
         (Vec::with_capacity(CALLS), Vec::with_capacity(CALLS), Vec::with_capacity(CALLS));
     let hello = || geminid_protocol::types::HelloParams {
@@ -95,15 +160,15 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         direct_call(text.clone()).await?;
         d.push(t.elapsed());
         let t = Instant::now();
-        via_geminid(&client, &session, &text).await?;
+        via_geminid(client, session, &tool, &text).await?;
         g.push(t.elapsed());
         let t = Instant::now();
-        geminid_protocol::api::DaemonApiClient::hello(&client, hello()).await?;
+        geminid_protocol::api::DaemonApiClient::hello(client, hello()).await?;
         h.push(t.elapsed());
     }
     let (d, g, h) = (stats(d), stats(g), stats(h));
     rows.push(format!(
-        "| `tools/call` echo through geminid ({CALLS} calls) | {:.1} µs | {:.1} µs | |",
+        "| `tools/call` echo through geminid, {label} ({CALLS} calls) | {:.1} µs | {:.1} µs | |",
         us(g.median),
         us(g.p99)
     ));
@@ -113,7 +178,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         us(d.p99)
     ));
     rows.push(format!(
-        "| added latency per call (difference of medians) | {:.1} µs | | ≤ 150 µs |",
+        "| added latency per call, {label} (difference of medians) | {:.1} µs | | ≤ 150 µs |",
         us(g.median.saturating_sub(d.median))
     ));
     rows.push(format!(
@@ -122,20 +187,52 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         us(h.p99)
     ));
 
+    // CPU time of each process per call, sequential: where the time goes (work, or threads
+    // being put to sleep and woken).
+    let n = 1000;
+    let per = |a: Cpu, b: Cpu| b.since(a, n);
+    let (b0, d0, f0, t) = (cpu(me), cpu(daemon.pid()), cpu(via_fixture), Instant::now());
+    for i in 0..n {
+        via_geminid(client, session, &tool, &format!("cpu {i}")).await?;
+    }
+    let wall = us(t.elapsed()) / n as f64;
+    let (b1, d1, f1) = (cpu(me), cpu(daemon.pid()), cpu(via_fixture));
+    rows.push(format!(
+        "| CPU per call through geminid, sequential: caller / daemon / server (wall {wall:.0} µs) | {} / {} / {} | | |",
+        per(b0, b1),
+        per(d0, d1),
+        per(f0, f1),
+    ));
+    let (b0, f0, t) = (cpu(me), cpu(direct_fixture), Instant::now());
+    for i in 0..n {
+        direct_call(format!("cpu {i}")).await?;
+    }
+    let wall = us(t.elapsed()) / n as f64;
+    let (b1, f1) = (cpu(me), cpu(direct_fixture));
+    rows.push(format!(
+        "| CPU per call direct, sequential: caller / server (wall {wall:.0} µs) | {} / {} | | |",
+        per(b0, b1),
+        per(f0, f1),
+    ));
+
     // 2. Throughput with 32 concurrent callers: each its own connection through geminid,
     //    all sharing the one rmcp peer directly.
-    eprintln!("tools: throughput");
+    eprintln!("tools: throughput, {label}");
     let mut clients = Vec::new();
     for _ in 0..CONCURRENT {
         let c = daemon.client().await?;
-        c.attach(geminid_protocol::types::SessionAttachParams { id: session.clone(), env: None })
-            .await?;
+        c.attach(geminid_protocol::types::SessionAttachParams {
+            id: session.to_owned(),
+            env: None,
+        })
+        .await?;
         clients.push(Arc::new(c));
     }
-    let mut direct_rates = Vec::new();
-    let mut geminid_rates = Vec::new();
+    let calls = CONCURRENT * PER_CALLER;
+    let (mut direct_rates, mut geminid_rates) = (Vec::new(), Vec::new());
+    let (mut direct_cpu, mut geminid_cpu) = (Vec::new(), Vec::new());
     for _round in 0..3 {
-        let t = Instant::now();
+        let (b0, f0, t) = (cpu(me), cpu(direct_fixture), Instant::now());
         let tasks: Vec<_> = (0..CONCURRENT)
             .map(|c| {
                 let call = direct_call.clone();
@@ -150,16 +247,18 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         for task in tasks {
             task.await??;
         }
-        direct_rates.push((CONCURRENT * PER_CALLER) as f64 / t.elapsed().as_secs_f64());
-        let t = Instant::now();
+        direct_rates.push(calls as f64 / t.elapsed().as_secs_f64());
+        let (b1, f1) = (cpu(me), cpu(direct_fixture));
+        direct_cpu.push(format!("{} / {}", b1.us_since(b0, calls), f1.us_since(f0, calls)));
+        let (b0, d0, f0, t) = (cpu(me), cpu(daemon.pid()), cpu(via_fixture), Instant::now());
         let tasks: Vec<_> = clients
             .iter()
             .enumerate()
             .map(|(c, client)| {
-                let (client, session) = (client.clone(), session.clone());
+                let (client, session, tool) = (client.clone(), session.to_owned(), tool.clone());
                 tokio::spawn(async move {
                     for i in 0..PER_CALLER {
-                        via_geminid(&client, &session, &format!("{c}/{i}")).await?;
+                        via_geminid(&client, &session, &tool, &format!("{c}/{i}")).await?;
                     }
                     anyhow::Ok(())
                 })
@@ -168,24 +267,51 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         for task in tasks {
             task.await??;
         }
-        geminid_rates.push((CONCURRENT * PER_CALLER) as f64 / t.elapsed().as_secs_f64());
+        geminid_rates.push(calls as f64 / t.elapsed().as_secs_f64());
+        let (b1, d1, f1) = (cpu(me), cpu(daemon.pid()), cpu(via_fixture));
+        geminid_cpu.push(format!(
+            "{} / {} / {}",
+            b1.us_since(b0, calls),
+            d1.us_since(d0, calls),
+            f1.us_since(f0, calls)
+        ));
     }
-    let med = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (dr, gr) = (med(direct_rates), med(geminid_rates));
+    let (dr, gr) = (median(&direct_rates), median(&geminid_rates));
     rows.push(format!(
-        "| throughput, {CONCURRENT} concurrent callers × {PER_CALLER} calls, through geminid / direct ({:.0} / {:.0} calls/s, median of 3) | {:.0}% | | ≥ 70% |",
-        gr,
-        dr,
+        "| throughput, {label}, {CONCURRENT} concurrent callers × {PER_CALLER} calls, through geminid / direct ({gr:.0} / {dr:.0} calls/s, median of 3) | {:.0}% | | ≥ 70% |",
         gr / dr * 100.0
+    ));
+    rows.push(format!(
+        "| CPU µs per call under that load, 3 rounds: through geminid caller / daemon / server; direct caller / server | {}; {} | | |",
+        geminid_cpu.join(", "),
+        direct_cpu.join(", ")
     ));
     drop(clients);
     let _ = direct.cancel().await;
     drop(child);
+    Ok(rows)
+}
 
-    // 3. The catalog of 10 servers with 100 tools each, to a new session (servers running).
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The pid of a running server, as `mcp/list` reports it.
+async fn server_pid(client: &Client, session: &str, server: &str) -> anyhow::Result<u32> {
+    let p = ListServersParams { session: Some(session.to_owned()) };
+    let list = client.mcp_list_servers(Some(p)).await?;
+    list.servers
+        .iter()
+        .find(|s| s.name == server)
+        .and_then(|s| s.pid)
+        .ok_or_else(|| anyhow::anyhow!("server {server} is not running"))
+}
+
+/// The catalog of 10 servers with 100 tools each, to a new session (servers running).
+async fn catalog(home: &TestHome, daemon: &Daemon, client: &Client) -> anyhow::Result<Vec<String>> {
+    let mut rows = Vec::new();
     eprintln!("tools: catalog");
     let servers: serde_json::Map<String, serde_json::Value> = (0..10)
         .map(|i| {
@@ -193,14 +319,14 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
             (format!("s{i}"), entry)
         })
         .collect();
-    write_user_settings(&home, serde_json::Value::Object(servers))?;
-    let warm = new_session(&client, &home, "warm").await?;
+    write_user_settings(home, serde_json::Value::Object(servers))?;
+    let warm = new_session(client, home, "warm").await?;
     tokio::time::sleep(Duration::from_millis(300)).await; // let the watcher see the new file
     let first = client.tools_list(ToolsListParams { session: warm.clone(), raw: false }).await?;
     anyhow::ensure!(first.tools.len() == 1000, "{} tools", first.tools.len());
     let mut samples = Vec::with_capacity(CATALOG_SESSIONS);
     for i in 0..CATALOG_SESSIONS {
-        let s = new_session(&client, &home, &format!("cat-{i}")).await?;
+        let s = new_session(client, home, &format!("cat-{i}")).await?;
         let t = Instant::now();
         let l = client.tools_list(ToolsListParams { session: s, raw: false }).await?;
         samples.push(t.elapsed());
@@ -245,7 +371,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         tokio::time::timeout(Duration::from_secs(10), changes.next())
             .await?
             .ok_or_else(|| anyhow::anyhow!("the event stream ended"))??;
-        let s = new_session(&client, &home, &format!("rebuilt-{i}")).await?;
+        let s = new_session(client, home, &format!("rebuilt-{i}")).await?;
         let t = Instant::now();
         let l = client.tools_list(ToolsListParams { session: s, raw: false }).await?;
         rebuilt.push(t.elapsed());
@@ -274,7 +400,5 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         ms(rebuilt.p99)
     ));
     drop(changes);
-    drop(client);
-    drop(daemon);
     Ok(rows)
 }

@@ -203,16 +203,33 @@ pub struct Daemon {
     log: PathBuf,
 }
 
+/// What the daemons of tests log.
+const TEST_LOG_FILTER: &str = "info,geminid=debug";
+
 impl Daemon {
     /// Start `geminid` in `home` with extra arguments and wait until it answers.
     pub async fn start(home: &TestHome, extra: &[&str]) -> anyhow::Result<Self> {
-        let d = Self::spawn(home, extra)?;
+        Self::start_logging(home, extra, TEST_LOG_FILTER).await
+    }
+
+    /// [`Daemon::start`] with another `RUST_LOG` filter (benchmarks use the daemon's default,
+    /// `info`: tests log more).
+    pub async fn start_logging(
+        home: &TestHome,
+        extra: &[&str],
+        filter: &str,
+    ) -> anyhow::Result<Self> {
+        let d = Self::spawn_logging(home, extra, filter)?;
         d.wait_ready().await?;
         Ok(d)
     }
 
     /// Start `geminid` without waiting.
     pub fn spawn(home: &TestHome, extra: &[&str]) -> anyhow::Result<Self> {
+        Self::spawn_logging(home, extra, TEST_LOG_FILTER)
+    }
+
+    fn spawn_logging(home: &TestHome, extra: &[&str], filter: &str) -> anyhow::Result<Self> {
         let socket = extra
             .iter()
             .position(|a| *a == "--socket")
@@ -223,7 +240,7 @@ impl Daemon {
         let mut cmd = Command::new(bin("geminid"));
         home.apply_env(&mut cmd);
         cmd.args(extra)
-            .env("RUST_LOG", "info,geminid=debug")
+            .env("RUST_LOG", filter)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
