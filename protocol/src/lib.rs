@@ -12,7 +12,6 @@ pub mod error;
 pub mod event;
 pub mod mcp;
 pub mod socket;
-pub mod stream;
 pub mod tools;
 pub mod types;
 

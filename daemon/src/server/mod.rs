@@ -14,8 +14,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-use geminid_protocol::stream::local_stream;
-
 use crate::core::Core;
 use crate::rpc::{self, NamedParams};
 use crate::session::ConnId;
@@ -72,14 +70,6 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
             tracing::warn!(limit = limits.max_connections, "connection limit reached; refusing");
             tracker.spawn(refuse_busy(stream, limits.max_connections));
             continue;
-        };
-        // Watched for reading only (see geminid_protocol::stream).
-        let stream = match local_stream(stream) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot serve an accepted connection");
-                continue;
-            }
         };
         next_id = next_id.wrapping_add(1).max(1);
         let conn = ConnId(next_id);

@@ -18,7 +18,6 @@ use tokio_util::compat::Compat;
 
 use crate::api::DaemonApiClient;
 use crate::error::ErrorCode;
-use crate::stream::{LocalStream, local_stream};
 use crate::types::{ClientInfo, HelloParams, HelloResult};
 use crate::{DEFAULT_MAX_MESSAGE_SIZE, PROTOCOL_VERSION};
 
@@ -32,9 +31,9 @@ pub const DEFAULT_SUBSCRIPTION_BUFFER: usize = 1024;
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The raw WebSocket halves over the local socket, for relays such as `gemctl rpc`.
-pub type RawSender = Sender<Compat<LocalStream>>;
+pub type RawSender = Sender<Compat<Stream>>;
 /// See [`RawSender`].
-pub type RawReceiver = Receiver<Compat<LocalStream>>;
+pub type RawReceiver = Receiver<Compat<Stream>>;
 
 /// How to connect.
 #[derive(Debug, Clone)]
@@ -113,8 +112,6 @@ pub async fn connect_raw(
         }
         _ => ConnectError::Io { socket: socket.to_path_buf(), source },
     })?;
-    let stream = local_stream(stream)
-        .map_err(|source| ConnectError::Io { socket: socket.to_path_buf(), source })?;
     // The host is never resolved: the stream is already connected.
     let url = Url::parse("ws://localhost/").map_err(|e| ConnectError::Handshake {
         socket: socket.to_path_buf(),
