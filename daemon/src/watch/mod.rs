@@ -68,6 +68,13 @@ impl Targets {
 pub fn spawn(core: Arc<Core>) -> notify::Result<()> {
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
     let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        // Reading a file is not a change. Dropped here, on the watcher's thread, rather than
+        // in the task: a watched directory such as /etc (the nearest existing ancestor of a
+        // missing system settings file) sees an open for every process started on the
+        // machine, and each would otherwise wake the runtime.
+        if matches!(&res, Ok(ev) if is_read_only(&ev.kind)) {
+            return;
+        }
         let _ = tx.try_send(res);
     })?;
     tokio::spawn(run(core, watcher, rx));
@@ -120,9 +127,8 @@ async fn run(
                     tracing::warn!(error = %e, "file watcher error");
                     continue;
                 }
-                // Reading the files (as every reload does) is not a change; counting opens and
-                // closes-without-write would make each reload trigger the next.
-                Some(Ok(ev)) if is_read_only(&ev.kind) => continue,
+                // Read-only events (opens, closes without a write) never arrive: counting the
+                // reload's own reads would make each reload trigger the next.
                 Some(Ok(ev)) if !targets.matters(&ev) => continue,
                 Some(Ok(ev)) => tracing::debug!(paths = ?ev.paths, kind = ?ev.kind, "input changed"),
             },
