@@ -67,12 +67,21 @@ struct Args {
     /// Start-up limit for servers without a `timeout` setting
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_startup_timeout: Duration,
+    /// Threads running the event loop. One serves a user's sessions with the fewest thread
+    /// wake-ups per call (see BENCHMARKS.md); raise it if many sessions do CPU-heavy work at
+    /// once. Blocking work (the database, schema compiling) has its own threads either way.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256), value_name = "N")]
+    worker_threads: u16,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     init_logging(args.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(usize::from(args.worker_threads))
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("geminid: cannot start the async runtime: {e}");
