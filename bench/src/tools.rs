@@ -88,16 +88,17 @@ impl FixtureIo {
 pub async fn bench() -> anyhow::Result<Vec<String>> {
     let mut rows = Vec::new();
     let home = TestHome::new()?;
-    let servers = json!({
-        "fx": { "command": fixture(), "args": FixtureIo::EventLoop.args() },
-        "fxt": { "command": fixture(), "args": FixtureIo::TokioStdio.args() },
-    });
-    write_user_settings(&home, servers)?;
+    let modes = [FixtureIo::EventLoop, FixtureIo::TokioStdio];
+    let servers: serde_json::Map<String, serde_json::Value> = modes
+        .iter()
+        .map(|io| (io.server().to_owned(), json!({ "command": fixture(), "args": io.args() })))
+        .collect();
+    write_user_settings(&home, serde_json::Value::Object(servers))?;
     let daemon = Daemon::start_logging(&home, &[], crate::BENCH_LOG).await?;
     let client = daemon.client().await?;
     let session = new_session(&client, &home, "ws").await?;
     client.tools_list(ToolsListParams { session: session.clone(), raw: false }).await?;
-    for io in [FixtureIo::EventLoop, FixtureIo::TokioStdio] {
+    for io in modes {
         rows.extend(call_path(&daemon, &client, &session, io).await?);
     }
     rows.extend(catalog(&home, &daemon, &client).await?);
@@ -158,15 +159,13 @@ async fn call_path(
     };
     for i in 0..CALLS {
         let text = format!("call {i}");
-        let t = Instant::now();
-        direct_call(text.clone()).await?;
-        d.push(t.elapsed());
-        let t = Instant::now();
-        via_geminid(client, session, &tool, &text).await?;
-        g.push(t.elapsed());
-        let t = Instant::now();
-        geminid_protocol::api::DaemonApiClient::hello(client, hello()).await?;
-        h.push(t.elapsed());
+        timed(&mut d, direct_call(text.clone())).await?;
+        timed(&mut g, via_geminid(client, session, &tool, &text)).await?;
+        let hello = async {
+            geminid_protocol::api::DaemonApiClient::hello(client, hello()).await?;
+            anyhow::Ok(())
+        };
+        timed(&mut h, hello).await?;
     }
     let (d, g, h) = (stats(d), stats(g), stats(h));
     // The same in alternating blocks: a direct call right after a call through geminid can
@@ -174,14 +173,11 @@ async fn call_path(
     let (mut bd, mut bg) = (Vec::with_capacity(CALLS), Vec::with_capacity(CALLS));
     for block in 0..CALLS / BLOCK {
         for i in 0..BLOCK {
-            let t = Instant::now();
-            direct_call(format!("block {block}/{i}")).await?;
-            bd.push(t.elapsed());
+            timed(&mut bd, direct_call(format!("block {block}/{i}"))).await?;
         }
         for i in 0..BLOCK {
-            let t = Instant::now();
-            via_geminid(client, session, &tool, &format!("block {block}/{i}")).await?;
-            bg.push(t.elapsed());
+            timed(&mut bg, via_geminid(client, session, &tool, &format!("block {block}/{i}")))
+                .await?;
         }
     }
     let (bd, bg) = (stats(bd), stats(bg));
@@ -316,13 +312,24 @@ async fn call_path(
     Ok(rows)
 }
 
+/// Run one call and record how long it took.
+async fn timed(
+    samples: &mut Vec<Duration>,
+    call: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let t = Instant::now();
+    call.await?;
+    samples.push(t.elapsed());
+    Ok(())
+}
+
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
-/// The pid of a running server, as `mcp/list` reports it.
+/// The pid of a running server, as `mcp/listServers` reports it.
 async fn server_pid(client: &Client, session: &str, server: &str) -> anyhow::Result<u32> {
     let p = ListServersParams { session: Some(session.to_owned()) };
     let list = client.mcp_list_servers(Some(p)).await?;
