@@ -18,6 +18,7 @@ use super::child::{self, StdioChild};
 use super::log::ServerLog;
 use super::spec::{LaunchSpec, Network};
 use super::sse::{SseError, SseTransport, header_map};
+use super::stdio::StdioTransport;
 use crate::store::Store;
 
 /// What the supervisor hears from a connected server besides answers.
@@ -129,7 +130,9 @@ pub async fn connect(
                 .await
                 .map_err(ConnectError::Failed)?;
             log.push("geminid", &format!("started {command} (pid {})", proc.pid));
-            match tokio::time::timeout(timeout, handler.serve(pipes)).await {
+            let (stdout, stdin) = pipes;
+            let transport = StdioTransport::new(stdout, stdin);
+            match tokio::time::timeout(timeout, handler.serve(transport)).await {
                 Ok(Ok(service)) => Ok(running(service, Wire::Stdio, Some(proc))),
                 Ok(Err(e)) => {
                     // Give a dying child a moment so its exit status explains the failure.

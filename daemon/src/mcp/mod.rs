@@ -17,6 +17,7 @@ pub mod prompts;
 pub mod server;
 pub mod spec;
 pub mod sse;
+pub mod stdio;
 pub mod tools;
 
 use std::collections::{BTreeMap, HashMap};

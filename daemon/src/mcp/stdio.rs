@@ -1,0 +1,399 @@
+//! The client side of a stdio connection: rmcp's line framing and parsing rules, except that
+//! an answer to a `tools/call` is parsed as the JSON object it is.
+//!
+//! rmcp parses every answer as an untagged union of ~20 result types, trying each in turn
+//! (and building an error for each miss) before it reaches `CallToolResult`. That was the
+//! largest single cost of a call through the daemon (`BENCHMARKS.md`). This transport knows
+//! which requests it sent were `tools/call`, so their answers skip the union; the daemon
+//! wants a call's result as JSON anyway. Every other line goes through rmcp's own codec,
+//! with its compatibility rules, and is handled as rmcp's `AsyncRwTransport` handles it.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::BytesMut;
+use futures::SinkExt;
+use rmcp::RoleClient;
+use rmcp::model::{
+    ClientNotification, ClientRequest, CustomResult, ErrorData, JsonRpcMessage, JsonRpcResponse,
+    JsonRpcVersion2_0, RequestId, ServerResult,
+};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::{
+    DEFAULT_MAX_LINE_LENGTH, JsonRpcMessageCodec, JsonRpcMessageCodecError,
+};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
+use tokio_util::codec::{Decoder, FramedWrite};
+
+type Writer<W> = FramedWrite<W, JsonRpcMessageCodec<TxJsonRpcMessage<RoleClient>>>;
+
+/// An MCP client transport over a child's stdout (`R`) and stdin (`W`).
+#[derive(Debug)]
+pub struct StdioTransport<R, W> {
+    read: BufReader<R>,
+    line: Vec<u8>,
+    max_line: usize,
+    /// In the middle of a line that was too long.
+    discarding: bool,
+    write: Arc<tokio::sync::Mutex<Option<Writer<W>>>>,
+    /// Ids of the `tools/call` requests sent and not yet answered or cancelled.
+    calls: Arc<Mutex<HashSet<RequestId>>>,
+    /// An "Invalid request" answer is owed to the server (it sent JSON of no known shape).
+    owed: Option<Owed>,
+}
+
+/// Where sending an owed error answer is, so a cancelled `receive` neither loses nor
+/// repeats it.
+#[derive(Debug, Clone, Copy)]
+enum Owed {
+    Queue,
+    Flush,
+}
+
+enum Line {
+    Full,
+    TooLong,
+    Eof,
+}
+
+/// What one line is.
+enum Parsed {
+    Message(Box<RxJsonRpcMessage<RoleClient>>),
+    Skip,
+    Invalid,
+}
+
+/// The parts of a message the fast path needs. A message with `method` or `error` is not a
+/// plain answer and takes the general path.
+#[derive(Deserialize)]
+struct Answer<'a> {
+    #[allow(dead_code, reason = "only checked to be \"2.0\"")]
+    jsonrpc: JsonRpcVersion2_0,
+    id: RequestId,
+    #[serde(borrow)]
+    result: &'a RawValue,
+    method: Option<IgnoredAny>,
+    error: Option<IgnoredAny>,
+}
+
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioTransport<R, W> {
+    /// A transport reading lines of up to rmcp's default limit.
+    pub fn new(read: R, write: W) -> Self {
+        Self::with_max_line(read, write, DEFAULT_MAX_LINE_LENGTH)
+    }
+
+    /// A transport that skips (and logs) lines longer than `max_line` bytes.
+    pub fn with_max_line(read: R, write: W, max_line: usize) -> Self {
+        Self {
+            read: BufReader::new(read),
+            line: Vec::new(),
+            max_line,
+            discarding: false,
+            write: Arc::new(tokio::sync::Mutex::new(Some(FramedWrite::new(
+                write,
+                JsonRpcMessageCodec::default(),
+            )))),
+            calls: Arc::default(),
+            owed: None,
+        }
+    }
+
+    /// Read up to the next newline into `self.line`. Cancel-safe: a partial line stays in
+    /// `self.line` and the next call goes on with it.
+    async fn read_line(&mut self) -> std::io::Result<Line> {
+        loop {
+            let available = self.read.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(Line::Eof);
+            }
+            let newline = available.iter().position(|&b| b == b'\n');
+            let take = newline.map_or(available.len(), |i| i + 1);
+            let too_long = !self.discarding && self.line.len().saturating_add(take) > self.max_line;
+            if !self.discarding && !too_long {
+                self.line.extend_from_slice(&available[..take]);
+            }
+            self.read.consume(take);
+            if too_long {
+                self.line.clear();
+                self.discarding = newline.is_none();
+                return Ok(Line::TooLong);
+            }
+            if newline.is_some() {
+                if self.discarding {
+                    self.discarding = false;
+                } else {
+                    return Ok(Line::Full);
+                }
+            }
+        }
+    }
+
+    /// Parse one line (without its newline).
+    fn parse(&self, line: &[u8]) -> Parsed {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            return Parsed::Skip;
+        }
+        if let Some(answer) = self.call_answer(line) {
+            return Parsed::Message(Box::new(answer));
+        }
+        let mut buf = BytesMut::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line);
+        buf.extend_from_slice(b"\n");
+        match JsonRpcMessageCodec::<RxJsonRpcMessage<RoleClient>>::new().decode(&mut buf) {
+            Ok(Some(message)) => Parsed::Message(Box::new(message)),
+            // rmcp's compatibility rules: a notification outside MCP is ignored.
+            Ok(None) => Parsed::Skip,
+            Err(JsonRpcMessageCodecError::Serde(e)) => {
+                if matches!(
+                    e.classify(),
+                    serde_json::error::Category::Syntax | serde_json::error::Category::Eof
+                ) {
+                    // Not JSON: nothing to answer (answering could start an error storm).
+                    tracing::debug!("ignoring an unparsable line from the server: {e}");
+                    Parsed::Skip
+                } else {
+                    tracing::debug!("protocol error in a message from the server: {e}");
+                    Parsed::Invalid
+                }
+            }
+            Err(e) => {
+                tracing::debug!("ignoring a line from the server: {e}");
+                Parsed::Skip
+            }
+        }
+    }
+
+    /// The line as the answer to a `tools/call` this transport sent, its result kept as JSON.
+    fn call_answer(&self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
+        if self.calls.lock().unwrap_or_else(PoisonError::into_inner).is_empty() {
+            return None;
+        }
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        let answer: Answer<'_> = serde_json::from_slice(line).ok()?;
+        if answer.method.is_some() || answer.error.is_some() {
+            return None;
+        }
+        let result = serde_json::from_str(answer.result.get()).ok()?;
+        if !self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&answer.id) {
+            return None;
+        }
+        Some(JsonRpcMessage::Response(JsonRpcResponse {
+            jsonrpc: JsonRpcVersion2_0,
+            id: answer.id,
+            result: ServerResult::CustomResult(CustomResult(result)),
+        }))
+    }
+
+    /// Send the owed "Invalid request" answer; false if the server cannot be written to.
+    async fn pay(&mut self) -> bool {
+        let Some(state) = self.owed else { return true };
+        let mut write = self.write.lock().await;
+        let Some(writer) = write.as_mut() else { return false };
+        if matches!(state, Owed::Queue) {
+            let error = ErrorData::invalid_request("Invalid request", None);
+            if writer.feed(TxJsonRpcMessage::<RoleClient>::error(error, None)).await.is_err() {
+                return false;
+            }
+            self.owed = Some(Owed::Flush);
+        }
+        if writer.flush().await.is_err() {
+            return false;
+        }
+        self.owed = None;
+        true
+    }
+}
+
+impl<R, W> Transport<RoleClient> for StdioTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        match &item {
+            JsonRpcMessage::Request(r)
+                if matches!(r.request, ClientRequest::CallToolRequest(_)) =>
+            {
+                self.calls.lock().unwrap_or_else(PoisonError::into_inner).insert(r.id.clone());
+            }
+            JsonRpcMessage::Notification(n) => {
+                if let ClientNotification::CancelledNotification(c) = &n.notification
+                    && let Some(id) = &c.params.request_id
+                {
+                    self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
+                }
+            }
+            _ => {}
+        }
+        let write = self.write.clone();
+        async move {
+            match write.lock().await.as_mut() {
+                Some(writer) => writer.send(item).await.map_err(Into::into),
+                None => Err(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "the transport is closed",
+                )),
+            }
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            if !self.pay().await {
+                return None;
+            }
+            match self.read_line().await {
+                Ok(Line::Full) => {}
+                Ok(Line::TooLong) => {
+                    tracing::error!(
+                        max = self.max_line,
+                        "a message from the server is longer than the line limit; discarded"
+                    );
+                    continue;
+                }
+                Ok(Line::Eof) => return None,
+                Err(e) => {
+                    tracing::error!("reading from the server failed: {e}");
+                    return None;
+                }
+            }
+            let line = std::mem::take(&mut self.line);
+            let parsed = self.parse(line.strip_suffix(b"\n").unwrap_or(&line));
+            self.line = line;
+            self.line.clear();
+            match parsed {
+                Parsed::Message(message) => return Some(*message),
+                Parsed::Skip => {}
+                Parsed::Invalid => self.owed = Some(Owed::Queue),
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        drop(self.write.lock().await.take());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{CallToolRequestParams, Request};
+    use serde_json::json;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    /// A transport whose server side is two in-memory pipes.
+    fn pair(
+        max_line: usize,
+    ) -> (StdioTransport<DuplexStream, DuplexStream>, DuplexStream, DuplexStream) {
+        let (read, server_out) = tokio::io::duplex(1 << 16);
+        let (write, server_in) = tokio::io::duplex(1 << 16);
+        (StdioTransport::with_max_line(read, write, max_line), server_out, server_in)
+    }
+
+    fn call(id: i64) -> TxJsonRpcMessage<RoleClient> {
+        let request =
+            ClientRequest::CallToolRequest(Request::new(CallToolRequestParams::new("echo")));
+        JsonRpcMessage::request(request, RequestId::Number(id))
+    }
+
+    async fn next(
+        t: &mut StdioTransport<DuplexStream, DuplexStream>,
+    ) -> anyhow::Result<serde_json::Value> {
+        let message = t.receive().await.ok_or_else(|| anyhow::anyhow!("no message"))?;
+        Ok(serde_json::to_value(&message)?)
+    }
+
+    #[tokio::test]
+    async fn a_call_answer_is_kept_as_json_and_other_answers_parse_as_rmcp_does()
+    -> anyhow::Result<()> {
+        let (mut t, mut out, _in) = pair(DEFAULT_MAX_LINE_LENGTH);
+        t.send(call(7)).await?;
+        // Not a valid CallToolResult (content is not an array): kept as it is.
+        let odd = json!({"jsonrpc": "2.0", "id": 7, "result": {"content": "x", "extra": 1}});
+        let list = json!({"jsonrpc": "2.0", "id": 8, "result": {"tools": []}});
+        out.write_all(format!("{odd}\n{list}\n").as_bytes()).await?;
+        let got = t.receive().await.ok_or_else(|| anyhow::anyhow!("no message"))?;
+        match got {
+            JsonRpcMessage::Response(r) => {
+                assert_eq!(r.id, RequestId::Number(7));
+                match r.result {
+                    ServerResult::CustomResult(c) => assert_eq!(c.0, odd["result"]),
+                    other => anyhow::bail!("not kept as JSON: {other:?}"),
+                }
+            }
+            other => anyhow::bail!("not an answer: {other:?}"),
+        }
+        // An answer to anything else is rmcp's: here a ListToolsResult.
+        match t.receive().await.ok_or_else(|| anyhow::anyhow!("no message"))? {
+            JsonRpcMessage::Response(r) => {
+                assert!(matches!(r.result, ServerResult::ListToolsResult(_)), "{:?}", r.result);
+            }
+            other => anyhow::bail!("not an answer: {other:?}"),
+        }
+        // The call was answered: a second answer with its id is no longer a call's.
+        out.write_all(format!("{list}\n").replace("\"id\":8", "\"id\":7").as_bytes()).await?;
+        let again = next(&mut t).await?;
+        assert_eq!(again["id"], 7);
+        assert!(t.calls.lock().unwrap_or_else(PoisonError::into_inner).is_empty());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_call_is_forgotten() -> anyhow::Result<()> {
+        let (mut t, _out, _in) = pair(DEFAULT_MAX_LINE_LENGTH);
+        t.send(call(3)).await?;
+        assert_eq!(t.calls.lock().unwrap_or_else(PoisonError::into_inner).len(), 1);
+        let cancel = ClientNotification::CancelledNotification(rmcp::model::Notification::new(
+            rmcp::model::CancelledNotificationParam::new(Some(RequestId::Number(3)), None),
+        ));
+        t.send(JsonRpcMessage::notification(cancel)).await?;
+        assert!(t.calls.lock().unwrap_or_else(PoisonError::into_inner).is_empty());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn junk_and_lines_over_the_limit_are_skipped() -> anyhow::Result<()> {
+        let (mut t, mut out, _in) = pair(64);
+        let long = format!("{{\"pad\":\"{}\"}}", "x".repeat(200));
+        let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+        let lines =
+            ["not json at all".to_owned(), String::new(), "\r".to_owned(), long, ping.to_string()];
+        // Split mid-line, as pipes do.
+        let text = lines.join("\n") + "\n";
+        let (a, b) = text.split_at(text.len() - 10);
+        out.write_all(a.as_bytes()).await?;
+        let writer = async {
+            tokio::task::yield_now().await;
+            out.write_all(b.as_bytes()).await
+        };
+        let (got, written) = tokio::join!(next(&mut t), writer);
+        written?;
+        assert_eq!(got?, ping);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn json_of_no_known_shape_is_answered_invalid_request() -> anyhow::Result<()> {
+        let (mut t, mut out, mut server_in) = pair(DEFAULT_MAX_LINE_LENGTH);
+        let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+        out.write_all(format!("{{\"jsonrpc\":\"2.0\",\"id\":1}}\n{ping}\n").as_bytes()).await?;
+        assert_eq!(next(&mut t).await?, ping);
+        let mut buf = vec![0; 4096];
+        let n = server_in.read(&mut buf).await?;
+        let answer: serde_json::Value = serde_json::from_slice(&buf[..n])?;
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+        Ok(())
+    }
+}
