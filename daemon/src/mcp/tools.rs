@@ -107,14 +107,38 @@ fn nullable_pairs(v: &mut Value) {
 
 fn untrusted(text: &str) -> Value {
     let escaped = text.replace("</untrusted_context>", "&lt;/untrusted_context&gt;");
-    json!({ "text": format!("<untrusted_context>\n{escaped}\n</untrusted_context>") })
+    text_part(format!("<untrusted_context>\n{escaped}\n</untrusted_context>"))
+}
+
+/// `{"text": text}`. Parts are built directly, on every call: `json!` serializes each value
+/// it interpolates, and grows each map from empty.
+fn text_part(text: String) -> Value {
+    object([("text", Value::String(text))])
+}
+
+/// `{"inlineData": {"mimeType": mime, "data": data}}`.
+fn inline_data(mime: &str, data: &Value) -> Value {
+    let inner = object([("mimeType", Value::String(mime.to_owned())), ("data", data.clone())]);
+    object([("inlineData", inner)])
+}
+
+/// A JSON object of these entries, in this order.
+fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    let mut map = serde_json::Map::with_capacity(N);
+    for (k, v) in entries {
+        map.insert(k.to_owned(), v);
+    }
+    Value::Object(map)
 }
 
 /// MCP content blocks → Gemini parts, and the display string (COMPAT §2.6). `tool` is the
 /// server's own tool name.
 pub fn parts(tool: &str, content: &Value) -> (Vec<Value>, String) {
     let Some(blocks) = content.as_array() else {
-        return (vec![json!({ "text": "[Error: Could not parse tool response]" })], String::new());
+        return (
+            vec![text_part("[Error: Could not parse tool response]".to_owned())],
+            String::new(),
+        );
     };
     let mut parts = Vec::new();
     let mut display = Vec::new();
@@ -127,8 +151,10 @@ pub fn parts(tool: &str, content: &Value) -> (Vec<Value>, String) {
             }
             Some(kind @ ("image" | "audio")) => {
                 let mime = b["mimeType"].as_str().unwrap_or_default();
-                parts.push(json!({ "text": format!("[Tool '{tool}' provided the following {kind} data with mime-type: {mime}]") }));
-                parts.push(json!({ "inlineData": { "mimeType": mime, "data": b["data"] } }));
+                parts.push(text_part(format!(
+                    "[Tool '{tool}' provided the following {kind} data with mime-type: {mime}]"
+                )));
+                parts.push(inline_data(mime, &b["data"]));
                 let label = if kind == "image" { "Image" } else { "Audio" };
                 display.push(format!("[{label}: {mime}]"));
             }
@@ -138,8 +164,8 @@ pub fn parts(tool: &str, content: &Value) -> (Vec<Value>, String) {
                 if let Some(text) = r["text"].as_str() {
                     parts.push(untrusted(text));
                 } else if r.get("blob").is_some() {
-                    parts.push(json!({ "text": format!("[Tool '{tool}' provided the following embedded resource with mime-type: {mime}]") }));
-                    parts.push(json!({ "inlineData": { "mimeType": mime, "data": r["blob"] } }));
+                    parts.push(text_part(format!("[Tool '{tool}' provided the following embedded resource with mime-type: {mime}]")));
+                    parts.push(inline_data(mime, &r["blob"]));
                 } else {
                     continue;
                 }
@@ -148,7 +174,7 @@ pub fn parts(tool: &str, content: &Value) -> (Vec<Value>, String) {
             Some("resource_link") => {
                 let title = b["title"].as_str().or(b["name"].as_str()).unwrap_or_default();
                 let uri = b["uri"].as_str().unwrap_or_default();
-                parts.push(json!({ "text": format!("Resource Link: {title} at {uri}") }));
+                parts.push(text_part(format!("Resource Link: {title} at {uri}")));
                 display.push(format!("[Link to {title}: {uri}]"));
             }
             _ => {}
@@ -190,11 +216,17 @@ pub fn function_response(name: &str, parts: &[Value]) -> Value {
             stripped.join(", ")
         ));
     }
-    let mut response = json!({ "name": name, "response": { "output": output } });
-    if !nested.is_empty() {
-        response["parts"] = Value::Array(nested);
-    }
-    json!({ "functionResponse": response })
+    let response = object([("output", Value::String(output))]);
+    let response = if nested.is_empty() {
+        object([("name", Value::String(name.to_owned())), ("response", response)])
+    } else {
+        object([
+            ("name", Value::String(name.to_owned())),
+            ("response", response),
+            ("parts", Value::Array(nested)),
+        ])
+    };
+    object([("functionResponse", response)])
 }
 
 /// What the model is told when a tool reports an error.
