@@ -2,9 +2,12 @@
 //! machines are noisy, so only ratios and differences measured together mean anything) and
 //! prints a Markdown table for BENCHMARKS.md.
 //!
-//! Run: `cargo build --release --workspace && ./target/release/geminid-bench [mcp|tools]` (`mcp`:
-//! only the MCP supervision figures; `tools`: only the call path and catalog).
+//! Run: `cargo build --release --workspace && ./target/release/geminid-bench
+//! [mcp|tools|instructions]` (`mcp`: only the MCP supervision figures; `tools`: only the call
+//! path and catalog; `instructions`: only the daemon's instructions per request, which needs
+//! valgrind).
 
+mod instructions;
 mod mcp;
 mod tools;
 
@@ -59,21 +62,18 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    match std::env::args().nth(1).as_deref() {
-        Some("mcp") | Some("tools") => {
-            println!("| measure | median | p99 | target |");
-            println!("|---|---|---|---|");
-            let rows = if std::env::args().nth(1).as_deref() == Some("mcp") {
-                mcp::bench().await?
-            } else {
-                tools::bench().await?
-            };
-            for row in rows {
-                println!("{row}");
-            }
-            return Ok(());
+    if let Some(section @ ("mcp" | "tools" | "instructions")) = std::env::args().nth(1).as_deref() {
+        println!("| measure | median | p99 | target |");
+        println!("|---|---|---|---|");
+        let rows = match section {
+            "mcp" => mcp::bench().await?,
+            "tools" => tools::bench().await?,
+            _ => instructions::bench().await?,
+        };
+        for row in rows {
+            println!("{row}");
         }
-        _ => {}
+        return Ok(());
     }
     eprintln!("rpc round trips");
     let home = TestHome::new()?;
@@ -221,6 +221,9 @@ async fn main() -> anyhow::Result<()> {
         println!("{row}");
     }
     for row in tools::bench().await? {
+        println!("{row}");
+    }
+    for row in instructions::bench().await? {
         println!("{row}");
     }
     Ok(())

@@ -25,11 +25,15 @@ const PER_CALLER: usize = 300;
 const CATALOG_SESSIONS: usize = 50;
 const REBUILDS: usize = 20;
 
-fn echo_args(text: &str) -> serde_json::Map<String, serde_json::Value> {
+pub(crate) fn echo_args(text: &str) -> serde_json::Map<String, serde_json::Value> {
     json!({ "text": text }).as_object().cloned().unwrap_or_default()
 }
 
-async fn new_session(client: &Client, home: &TestHome, dir: &str) -> anyhow::Result<String> {
+pub(crate) async fn new_session(
+    client: &Client,
+    home: &TestHome,
+    dir: &str,
+) -> anyhow::Result<String> {
     let ws = home.root().join(dir);
     std::fs::create_dir_all(&ws)?;
     let workspace = ws.display().to_string();

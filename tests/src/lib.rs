@@ -229,7 +229,29 @@ impl Daemon {
         Self::spawn_logging(home, extra, TEST_LOG_FILTER)
     }
 
+    /// Start `geminid` under a wrapper command (`valgrind --tool=callgrind`, say), which
+    /// must run it in its own process: [`Daemon::pid`] is the wrapper's.
+    pub async fn start_under(
+        home: &TestHome,
+        wrapper: &[&str],
+        extra: &[&str],
+        filter: &str,
+    ) -> anyhow::Result<Self> {
+        let d = Self::spawn_command(home, wrapper, extra, filter)?;
+        d.wait_ready().await?;
+        Ok(d)
+    }
+
     fn spawn_logging(home: &TestHome, extra: &[&str], filter: &str) -> anyhow::Result<Self> {
+        Self::spawn_command(home, &[], extra, filter)
+    }
+
+    fn spawn_command(
+        home: &TestHome,
+        wrapper: &[&str],
+        extra: &[&str],
+        filter: &str,
+    ) -> anyhow::Result<Self> {
         let socket = extra
             .iter()
             .position(|a| *a == "--socket")
@@ -237,7 +259,14 @@ impl Daemon {
             .map_or_else(|| home.socket(), PathBuf::from);
         let n = std::fs::read_dir(home.root())?.count();
         let log = home.root().join(format!("geminid-{n}.log"));
-        let mut cmd = Command::new(bin("geminid"));
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(bin("geminid"));
+                cmd
+            }
+            None => Command::new(bin("geminid")),
+        };
         home.apply_env(&mut cmd);
         cmd.args(extra)
             .env("RUST_LOG", filter)

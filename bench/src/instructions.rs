@@ -1,0 +1,108 @@
+//! The daemon's work per request in instructions, counted by callgrind. Unlike the timed
+//! figures these do not depend on what else the machine is doing (the same binaries give the
+//! same counts), so a change's effect on the daemon's own CPU shows even in a noisy phase.
+//! User space only: the kernel's part of a request (system calls, wake-ups) is not counted.
+
+use std::path::Path;
+use std::process::Command;
+
+use geminid_protocol::api::{DaemonApiClient, ToolsApiClient};
+use geminid_protocol::tools::{ToolsCallParams, ToolsListParams};
+use geminid_tests::mcp::{fixture, write_user_settings};
+use geminid_tests::{Daemon, TestHome};
+use serde_json::json;
+
+use crate::tools::{echo_args, new_session};
+
+const CALLS: u64 = 500;
+const WARMUP: u64 = 100;
+
+/// Instructions executed and first-level instruction-cache misses (of callgrind's simulated
+/// cache), per request.
+struct Counts {
+    instructions: f64,
+    i1_misses: f64,
+}
+
+pub async fn bench() -> anyhow::Result<Vec<String>> {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        return Ok(vec!["| instructions per request (skipped: no valgrind) | | | |".into()]);
+    }
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": { "command": fixture() } }))?;
+    let out = home.root().join("callgrind.out");
+    let out_arg = format!("--callgrind-out-file={}", out.display());
+    let wrapper =
+        ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no", &out_arg];
+    let daemon = Daemon::start_under(&home, &wrapper, &[], crate::BENCH_LOG).await?;
+    let client = daemon.client().await?;
+    let session = new_session(&client, &home, "ws").await?;
+    client.tools_list(ToolsListParams { session: session.clone(), raw: false }).await?;
+    let pid = daemon.pid();
+
+    eprintln!("instructions: daemon/status");
+    for _ in 0..WARMUP {
+        client.status().await?;
+    }
+    control(pid, &["-i", "on"])?;
+    for _ in 0..CALLS {
+        client.status().await?;
+    }
+    let status = counts(pid, &out, 1)?;
+
+    eprintln!("instructions: tools/call");
+    let call = |i: u64| ToolsCallParams {
+        session: session.clone(),
+        name: "mcp_fx_echo".into(),
+        args: Some(echo_args(&format!("call {i}"))),
+        call_id: None,
+    };
+    for i in 0..WARMUP {
+        client.tools_call(call(i)).await?;
+    }
+    control(pid, &["-i", "on"])?;
+    for i in 0..CALLS {
+        client.tools_call(call(i)).await?;
+    }
+    let tools_call = counts(pid, &out, 2)?;
+    drop(client);
+    drop(daemon);
+
+    let row = |what: &str, c: &Counts| {
+        format!(
+            "| {what}: instructions in the daemon per request (callgrind, user space, {CALLS} requests) | {:.1}k | | I1 misses {:.2}k |",
+            c.instructions / 1000.0,
+            c.i1_misses / 1000.0
+        )
+    };
+    Ok(vec![row("`daemon/status`", &status), row("`tools/call` echo", &tools_call)])
+}
+
+/// Run `callgrind_control` on the daemon.
+fn control(pid: u32, args: &[&str]) -> anyhow::Result<()> {
+    let status = Command::new("callgrind_control").args(args).arg(pid.to_string()).output()?;
+    anyhow::ensure!(status.status.success(), "callgrind_control {args:?}: {status:?}");
+    Ok(())
+}
+
+/// Stop counting, write the counts out (callgrind's `n`th dump, which also zeroes them) and
+/// read them back per request.
+fn counts(pid: u32, out: &Path, n: u32) -> anyhow::Result<Counts> {
+    control(pid, &["-i", "off"])?;
+    control(pid, &["-d"])?;
+    let dump = out.with_extension(format!("out.{n}"));
+    let text = std::fs::read_to_string(&dump)?;
+    let field = |prefix: &str| text.lines().find_map(|l| l.strip_prefix(prefix));
+    let (Some(events), Some(totals)) = (field("events: "), field("totals: ")) else {
+        anyhow::bail!("no totals in {}", dump.display());
+    };
+    let total = |event: &str| -> anyhow::Result<f64> {
+        let i = events
+            .split_whitespace()
+            .position(|e| e == event)
+            .ok_or_else(|| anyhow::anyhow!("no {event} in {}", dump.display()))?;
+        let v: u64 = totals.split_whitespace().nth(i).unwrap_or("0").parse()?;
+        Ok(v as f64 / CALLS as f64)
+    };
+    Ok(Counts { instructions: total("Ir")?, i1_misses: total("I1mr")? })
+}
