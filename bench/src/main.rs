@@ -3,10 +3,12 @@
 //! prints a Markdown table for BENCHMARKS.md.
 //!
 //! Run: `cargo build --release --workspace && ./target/release/geminid-bench
-//! [mcp|tools|instructions]` (`mcp`: only the MCP supervision figures; `tools`: only the call
-//! path and catalog; `instructions`: only the daemon's instructions per request, which needs
-//! valgrind).
+//! [mcp|tools|instructions|ab OTHER]` (`mcp`: only the MCP supervision figures; `tools`: only
+//! the call path and catalog; `instructions`: only the daemon's instructions per request, which
+//! needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary OTHER, calls
+//! interleaved).
 
+mod ab;
 mod instructions;
 mod mcp;
 mod tools;
@@ -62,13 +64,23 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    if let Some(section @ ("mcp" | "tools" | "instructions")) = std::env::args().nth(1).as_deref() {
-        println!("| measure | median | p99 | target |");
+    if let Some(section @ ("mcp" | "tools" | "instructions" | "ab")) =
+        std::env::args().nth(1).as_deref()
+    {
+        if section == "ab" {
+            println!("| measure | median, this / other | p99, this / other | difference |");
+        } else {
+            println!("| measure | median | p99 | target |");
+        }
         println!("|---|---|---|---|");
         let rows = match section {
             "mcp" => mcp::bench().await?,
             "tools" => tools::bench().await?,
-            _ => instructions::bench().await?,
+            "instructions" => instructions::bench().await?,
+            _ => {
+                let other = std::env::args().nth(2).context("usage: geminid-bench ab OTHER")?;
+                ab::bench(std::path::Path::new(&other)).await?
+            }
         };
         for row in rows {
             println!("{row}");

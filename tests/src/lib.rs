@@ -237,18 +237,31 @@ impl Daemon {
         extra: &[&str],
         filter: &str,
     ) -> anyhow::Result<Self> {
-        let d = Self::spawn_command(home, wrapper, extra, filter)?;
+        let d = Self::spawn_command(home, wrapper, &bin("geminid"), extra, filter)?;
+        d.wait_ready().await?;
+        Ok(d)
+    }
+
+    /// Start another `geminid` binary (an older build, to compare with).
+    pub async fn start_binary(
+        home: &TestHome,
+        binary: &Path,
+        extra: &[&str],
+        filter: &str,
+    ) -> anyhow::Result<Self> {
+        let d = Self::spawn_command(home, &[], binary, extra, filter)?;
         d.wait_ready().await?;
         Ok(d)
     }
 
     fn spawn_logging(home: &TestHome, extra: &[&str], filter: &str) -> anyhow::Result<Self> {
-        Self::spawn_command(home, &[], extra, filter)
+        Self::spawn_command(home, &[], &bin("geminid"), extra, filter)
     }
 
     fn spawn_command(
         home: &TestHome,
         wrapper: &[&str],
+        binary: &Path,
         extra: &[&str],
         filter: &str,
     ) -> anyhow::Result<Self> {
@@ -262,10 +275,10 @@ impl Daemon {
         let mut cmd = match wrapper.split_first() {
             Some((program, args)) => {
                 let mut cmd = Command::new(program);
-                cmd.args(args).arg(bin("geminid"));
+                cmd.args(args).arg(binary);
                 cmd
             }
-            None => Command::new(bin("geminid")),
+            None => Command::new(binary),
         };
         home.apply_env(&mut cmd);
         cmd.args(extra)
