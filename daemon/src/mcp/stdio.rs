@@ -68,15 +68,14 @@ enum Parsed {
     Invalid,
 }
 
-/// The parts of a message the fast path needs. A message with `method` or `error` is not a
-/// plain answer and takes the general path.
+/// The parts of a message the fast path needs.
 #[derive(Deserialize)]
 struct Answer<'a> {
     #[allow(dead_code, reason = "only checked to be \"2.0\"")]
     jsonrpc: JsonRpcVersion2_0,
-    id: RequestId,
+    id: Option<RequestId>,
     #[serde(borrow)]
-    result: &'a RawValue,
+    result: Option<&'a RawValue>,
     method: Option<IgnoredAny>,
     error: Option<IgnoredAny>,
 }
@@ -170,22 +169,22 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioTransport<R, W> {
     }
 
     /// The line as the answer to a `tools/call` this transport sent, its result kept as JSON.
+    /// An error answer to one goes on to rmcp, but the call is no longer pending either way.
     fn call_answer(&self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
         if self.calls.lock().unwrap_or_else(PoisonError::into_inner).is_empty() {
             return None;
         }
         let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         let answer: Answer<'_> = serde_json::from_slice(line).ok()?;
-        if answer.method.is_some() || answer.error.is_some() {
+        let id = answer.id.filter(|_| answer.method.is_none())?;
+        if !self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id) {
             return None;
         }
-        let result = serde_json::from_str(answer.result.get()).ok()?;
-        if !self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&answer.id) {
-            return None;
-        }
+        let result = answer.result.filter(|_| answer.error.is_none())?;
+        let result = serde_json::from_str(result.get()).ok()?;
         Some(JsonRpcMessage::Response(JsonRpcResponse {
             jsonrpc: JsonRpcVersion2_0,
-            id: answer.id,
+            id,
             result: ServerResult::CustomResult(CustomResult(result)),
         }))
     }
@@ -359,6 +358,21 @@ mod tests {
             rmcp::model::CancelledNotificationParam::new(Some(RequestId::Number(3)), None),
         ));
         t.send(JsonRpcMessage::notification(cancel)).await?;
+        assert!(t.calls.lock().unwrap_or_else(PoisonError::into_inner).is_empty());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_error_answer_to_a_call_goes_to_rmcp_and_the_call_is_forgotten() -> anyhow::Result<()>
+    {
+        let (mut t, mut out, _in) = pair(DEFAULT_MAX_LINE_LENGTH);
+        t.send(call(5)).await?;
+        let error = json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32602, "message": "bad"}});
+        out.write_all(format!("{error}\n").as_bytes()).await?;
+        match t.receive().await.ok_or_else(|| anyhow::anyhow!("no message"))? {
+            JsonRpcMessage::Error(e) => assert_eq!(e.error.message, "bad"),
+            other => anyhow::bail!("not an error: {other:?}"),
+        }
         assert!(t.calls.lock().unwrap_or_else(PoisonError::into_inner).is_empty());
         Ok(())
     }
