@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use bytes::BytesMut;
 use futures::SinkExt;
@@ -41,8 +41,9 @@ pub struct StdioTransport<R, W> {
     /// In the middle of a line that was too long.
     discarding: bool,
     write: Arc<tokio::sync::Mutex<Option<Writer<W>>>>,
-    /// Ids of the `tools/call` requests sent and not yet answered or cancelled.
-    calls: Arc<Mutex<HashSet<RequestId>>>,
+    /// Ids of the `tools/call` requests sent and not yet answered or cancelled. (rmcp's
+    /// service loop owns the transport and calls `send` and `receive` from its one task.)
+    calls: HashSet<RequestId>,
     /// An "Invalid request" answer is owed to the server (it sent JSON of no known shape).
     owed: Option<Owed>,
 }
@@ -97,7 +98,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioTransport<R, W> {
                 write,
                 JsonRpcMessageCodec::default(),
             )))),
-            calls: Arc::default(),
+            calls: HashSet::new(),
             owed: None,
         }
     }
@@ -133,7 +134,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioTransport<R, W> {
     }
 
     /// Parse one line (without its newline).
-    fn parse(&self, line: &[u8]) -> Parsed {
+    fn parse(&mut self, line: &[u8]) -> Parsed {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() {
             return Parsed::Skip;
@@ -170,14 +171,14 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioTransport<R, W> {
 
     /// The line as the answer to a `tools/call` this transport sent, its result kept as JSON.
     /// An error answer to one goes on to rmcp, but the call is no longer pending either way.
-    fn call_answer(&self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
-        if self.calls.lock().unwrap_or_else(PoisonError::into_inner).is_empty() {
+    fn call_answer(&mut self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
+        if self.calls.is_empty() {
             return None;
         }
         let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         let answer: Answer<'_> = serde_json::from_slice(line).ok()?;
         let id = answer.id.filter(|_| answer.method.is_none())?;
-        if !self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id) {
+        if !self.calls.remove(&id) {
             return None;
         }
         let result = answer.result.filter(|_| answer.error.is_none())?;
@@ -224,13 +225,13 @@ where
             JsonRpcMessage::Request(r)
                 if matches!(r.request, ClientRequest::CallToolRequest(_)) =>
             {
-                self.calls.lock().unwrap_or_else(PoisonError::into_inner).insert(r.id.clone());
+                self.calls.insert(r.id.clone());
             }
             JsonRpcMessage::Notification(n) => {
                 if let ClientNotification::CancelledNotification(c) = &n.notification
                     && let Some(id) = &c.params.request_id
                 {
-                    self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
+                    self.calls.remove(id);
                 }
             }
             _ => {}
@@ -345,7 +346,7 @@ mod tests {
         out.write_all(format!("{list}\n").replace("\"id\":8", "\"id\":7").as_bytes()).await?;
         let again = next(&mut t).await?;
         assert_eq!(again["id"], 7);
-        assert!(t.calls.lock().unwrap_or_else(PoisonError::into_inner).is_empty());
+        assert!(t.calls.is_empty());
         Ok(())
     }
 
@@ -353,12 +354,12 @@ mod tests {
     async fn a_cancelled_call_is_forgotten() -> anyhow::Result<()> {
         let (mut t, _out, _in) = pair(DEFAULT_MAX_LINE_LENGTH);
         t.send(call(3)).await?;
-        assert_eq!(t.calls.lock().unwrap_or_else(PoisonError::into_inner).len(), 1);
+        assert_eq!(t.calls.len(), 1);
         let cancel = ClientNotification::CancelledNotification(rmcp::model::Notification::new(
             rmcp::model::CancelledNotificationParam::new(Some(RequestId::Number(3)), None),
         ));
         t.send(JsonRpcMessage::notification(cancel)).await?;
-        assert!(t.calls.lock().unwrap_or_else(PoisonError::into_inner).is_empty());
+        assert!(t.calls.is_empty());
         Ok(())
     }
 
@@ -373,7 +374,7 @@ mod tests {
             JsonRpcMessage::Error(e) => assert_eq!(e.error.message, "bad"),
             other => anyhow::bail!("not an error: {other:?}"),
         }
-        assert!(t.calls.lock().unwrap_or_else(PoisonError::into_inner).is_empty());
+        assert!(t.calls.is_empty());
         Ok(())
     }
 
