@@ -63,7 +63,9 @@ impl ToolsApiServer for Handler {
             call_id: p.call_id.clone(),
             name: p.name.clone(),
         };
-        let call = self.core.mcp.call_tool(&t.server, &own, p.args.clone(), Some(target));
+        // The server gets the arguments as sent (absent stays absent); `args` is the copy for
+        // validation and for the error text.
+        let call = self.core.mcp.call_tool(&t.server, &own, p.args, Some(target));
         let result = match &p.call_id {
             None => call.await,
             Some(id) => {
