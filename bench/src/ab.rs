@@ -7,15 +7,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use geminid_protocol::api::{DaemonApiClient, ToolsApiClient};
+use geminid_protocol::api::DaemonApiClient;
 use geminid_protocol::client::Client;
-use geminid_protocol::tools::{ToolsCallParams, ToolsListParams};
 use geminid_protocol::types::HelloParams;
-use geminid_tests::mcp::{fixture, write_user_settings};
 use geminid_tests::{Daemon, TestHome, bin};
-use serde_json::json;
 
-use crate::tools::{echo_args, new_session};
+use crate::tools::{FixtureIo, fixture_home, session, via_geminid};
 use crate::{stats, us};
 
 const CALLS: usize = 3_000;
@@ -30,16 +27,9 @@ struct Side {
 }
 
 async fn side(binary: &Path) -> anyhow::Result<Side> {
-    let home = TestHome::new()?;
-    let servers = json!({
-        "fx": { "command": fixture() },
-        "fxt": { "command": fixture(), "args": ["--tokio-stdio"] },
-    });
-    write_user_settings(&home, servers)?;
+    let home = fixture_home(&FixtureIo::ALL)?;
     let daemon = Daemon::start_binary(&home, binary, &[], crate::BENCH_LOG).await?;
-    let client = daemon.client().await?;
-    let session = new_session(&client, &home, "ws").await?;
-    client.tools_list(ToolsListParams { session: session.clone(), raw: false }).await?;
+    let (client, session) = session(&daemon, &home).await?;
     Ok(Side { _home: home, _daemon: daemon, client, session })
 }
 
@@ -47,15 +37,14 @@ async fn side(binary: &Path) -> anyhow::Result<Side> {
 #[derive(Clone, Copy)]
 enum Call {
     Hello,
-    Echo(&'static str),
+    Echo(FixtureIo),
 }
 
 impl Call {
-    fn label(self) -> &'static str {
+    fn label(self) -> String {
         match self {
-            Self::Hello => "`daemon/hello` round trip",
-            Self::Echo("mcp_fx_echo") => "`tools/call` echo, fixture on its event loop",
-            Self::Echo(_) => "`tools/call` echo, fixture on rmcp's `stdio()`",
+            Self::Hello => "`daemon/hello` round trip".to_owned(),
+            Self::Echo(io) => format!("`tools/call` echo, {}", io.label()),
         }
     }
 
@@ -69,14 +58,8 @@ impl Call {
                 };
                 s.client.hello(p).await?;
             }
-            Self::Echo(tool) => {
-                let p = ToolsCallParams {
-                    session: s.session.clone(),
-                    name: tool.to_owned(),
-                    args: Some(echo_args(&format!("ab {i}"))),
-                    call_id: None,
-                };
-                s.client.tools_call(p).await?;
+            Self::Echo(io) => {
+                via_geminid(&s.client, &s.session, &io.tool(), &format!("ab {i}")).await?
             }
         }
         Ok(t.elapsed())
@@ -88,7 +71,8 @@ pub async fn bench(other: &Path) -> anyhow::Result<Vec<String>> {
     let this = side(&bin("geminid")).await?;
     let that = side(other).await?;
     let mut rows = Vec::new();
-    for call in [Call::Hello, Call::Echo("mcp_fx_echo"), Call::Echo("mcp_fxt_echo")] {
+    let calls = [Call::Hello, Call::Echo(FixtureIo::EventLoop), Call::Echo(FixtureIo::TokioStdio)];
+    for call in calls {
         eprintln!("ab: {}", call.label());
         for i in 0..WARMUP {
             call.run(&this, i).await?;

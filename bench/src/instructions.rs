@@ -6,13 +6,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use geminid_protocol::api::{DaemonApiClient, ToolsApiClient};
-use geminid_protocol::tools::{ToolsCallParams, ToolsListParams};
-use geminid_tests::mcp::{fixture, write_user_settings};
-use geminid_tests::{Daemon, TestHome};
-use serde_json::json;
+use geminid_protocol::api::DaemonApiClient;
+use geminid_tests::Daemon;
 
-use crate::tools::{echo_args, new_session};
+use crate::tools::{FixtureIo, fixture_home, session, via_geminid};
 
 const CALLS: u64 = 500;
 const WARMUP: u64 = 100;
@@ -28,16 +25,14 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     if Command::new("valgrind").arg("--version").output().is_err() {
         return Ok(vec!["| instructions per request (skipped: no valgrind) | | | |".into()]);
     }
-    let home = TestHome::new()?;
-    write_user_settings(&home, json!({ "fx": { "command": fixture() } }))?;
+    let io = FixtureIo::EventLoop;
+    let home = fixture_home(&[io])?;
     let out = home.root().join("callgrind.out");
     let out_arg = format!("--callgrind-out-file={}", out.display());
     let wrapper =
         ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no", &out_arg];
     let daemon = Daemon::start_under(&home, &wrapper, &[], crate::BENCH_LOG).await?;
-    let client = daemon.client().await?;
-    let session = new_session(&client, &home, "ws").await?;
-    client.tools_list(ToolsListParams { session: session.clone(), raw: false }).await?;
+    let (client, session) = session(&daemon, &home).await?;
     let pid = daemon.pid();
 
     eprintln!("instructions: daemon/status");
@@ -51,18 +46,13 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     let status = counts(pid, &out, 1)?;
 
     eprintln!("instructions: tools/call");
-    let call = |i: u64| ToolsCallParams {
-        session: session.clone(),
-        name: "mcp_fx_echo".into(),
-        args: Some(echo_args(&format!("call {i}"))),
-        call_id: None,
-    };
+    let tool = io.tool();
     for i in 0..WARMUP {
-        client.tools_call(call(i)).await?;
+        via_geminid(&client, &session, &tool, &format!("warm {i}")).await?;
     }
     control(pid, &["-i", "on"])?;
     for i in 0..CALLS {
-        client.tools_call(call(i)).await?;
+        via_geminid(&client, &session, &tool, &format!("call {i}")).await?;
     }
     let tools_call = counts(pid, &out, 2)?;
     drop(client);

@@ -25,15 +25,11 @@ const PER_CALLER: usize = 300;
 const CATALOG_SESSIONS: usize = 50;
 const REBUILDS: usize = 20;
 
-pub(crate) fn echo_args(text: &str) -> serde_json::Map<String, serde_json::Value> {
+fn echo_args(text: &str) -> serde_json::Map<String, serde_json::Value> {
     json!({ "text": text }).as_object().cloned().unwrap_or_default()
 }
 
-pub(crate) async fn new_session(
-    client: &Client,
-    home: &TestHome,
-    dir: &str,
-) -> anyhow::Result<String> {
+async fn new_session(client: &Client, home: &TestHome, dir: &str) -> anyhow::Result<String> {
     let ws = home.root().join(dir);
     std::fs::create_dir_all(&ws)?;
     let workspace = ws.display().to_string();
@@ -44,7 +40,12 @@ pub(crate) async fn new_session(
         .id)
 }
 
-async fn via_geminid(client: &Client, session: &str, tool: &str, text: &str) -> anyhow::Result<()> {
+pub(crate) async fn via_geminid(
+    client: &Client,
+    session: &str,
+    tool: &str,
+    text: &str,
+) -> anyhow::Result<()> {
     let p = ToolsCallParams {
         session: session.to_owned(),
         name: tool.to_owned(),
@@ -58,7 +59,7 @@ async fn via_geminid(client: &Client, session: &str, tool: &str, text: &str) -> 
 
 /// How the fixture server reads and writes its stdio in a run of the call-path figures.
 #[derive(Clone, Copy)]
-enum FixtureIo {
+pub(crate) enum FixtureIo {
     /// Through its event loop (pipes registered with epoll), as Node's MCP servers do.
     EventLoop,
     /// Through rmcp's `stdio()`: tokio's stdin and stdout, a blocking thread per read and write
@@ -67,6 +68,9 @@ enum FixtureIo {
 }
 
 impl FixtureIo {
+    /// Both, in the order the tables show them.
+    pub(crate) const ALL: [Self; 2] = [Self::EventLoop, Self::TokioStdio];
+
     fn args(self) -> &'static [&'static str] {
         match self {
             Self::EventLoop => &[],
@@ -81,7 +85,12 @@ impl FixtureIo {
         }
     }
 
-    fn label(self) -> &'static str {
+    /// Its echo tool's name in a session.
+    pub(crate) fn tool(self) -> String {
+        format!("mcp_{}_echo", self.server())
+    }
+
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Self::EventLoop => "fixture on its event loop",
             Self::TokioStdio => "fixture on rmcp's `stdio()`",
@@ -89,20 +98,31 @@ impl FixtureIo {
     }
 }
 
-pub async fn bench() -> anyhow::Result<Vec<String>> {
-    let mut rows = Vec::new();
+/// A home whose user settings run the fixture in each of `modes`.
+pub(crate) fn fixture_home(modes: &[FixtureIo]) -> anyhow::Result<TestHome> {
     let home = TestHome::new()?;
-    let modes = [FixtureIo::EventLoop, FixtureIo::TokioStdio];
     let servers: serde_json::Map<String, serde_json::Value> = modes
         .iter()
         .map(|io| (io.server().to_owned(), json!({ "command": fixture(), "args": io.args() })))
         .collect();
     write_user_settings(&home, serde_json::Value::Object(servers))?;
-    let daemon = Daemon::start_logging(&home, &[], crate::BENCH_LOG).await?;
+    Ok(home)
+}
+
+/// A client, and a session of `home`'s workspace with its servers started.
+pub(crate) async fn session(daemon: &Daemon, home: &TestHome) -> anyhow::Result<(Client, String)> {
     let client = daemon.client().await?;
-    let session = new_session(&client, &home, "ws").await?;
+    let session = new_session(&client, home, "ws").await?;
     client.tools_list(ToolsListParams { session: session.clone(), raw: false }).await?;
-    for io in modes {
+    Ok((client, session))
+}
+
+pub async fn bench() -> anyhow::Result<Vec<String>> {
+    let mut rows = Vec::new();
+    let home = fixture_home(&FixtureIo::ALL)?;
+    let daemon = Daemon::start_logging(&home, &[], crate::BENCH_LOG).await?;
+    let (client, session) = session(&daemon, &home).await?;
+    for io in FixtureIo::ALL {
         rows.extend(call_path(&daemon, &client, &session, io).await?);
     }
     rows.extend(catalog(&home, &daemon, &client).await?);
@@ -121,7 +141,7 @@ async fn call_path(
 ) -> anyhow::Result<Vec<String>> {
     let mut rows = Vec::new();
     let label = io.label();
-    let tool = format!("mcp_{}_echo", io.server());
+    let tool = io.tool();
     let mut child = tokio::process::Command::new(fixture())
         .args(io.args())
         .stdin(std::process::Stdio::piped())

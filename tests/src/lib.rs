@@ -219,9 +219,7 @@ impl Daemon {
         extra: &[&str],
         filter: &str,
     ) -> anyhow::Result<Self> {
-        let d = Self::spawn_logging(home, extra, filter)?;
-        d.wait_ready().await?;
-        Ok(d)
+        Self::spawn_logging(home, extra, filter)?.ready().await
     }
 
     /// Start `geminid` without waiting.
@@ -237,9 +235,7 @@ impl Daemon {
         extra: &[&str],
         filter: &str,
     ) -> anyhow::Result<Self> {
-        let d = Self::spawn_command(home, wrapper, &bin("geminid"), extra, filter)?;
-        d.wait_ready().await?;
-        Ok(d)
+        Self::spawn_command(home, wrapper, &bin("geminid"), extra, filter)?.ready().await
     }
 
     /// Start another `geminid` binary (an older build, to compare with).
@@ -249,9 +245,7 @@ impl Daemon {
         extra: &[&str],
         filter: &str,
     ) -> anyhow::Result<Self> {
-        let d = Self::spawn_command(home, &[], binary, extra, filter)?;
-        d.wait_ready().await?;
-        Ok(d)
+        Self::spawn_command(home, &[], binary, extra, filter)?.ready().await
     }
 
     fn spawn_logging(home: &TestHome, extra: &[&str], filter: &str) -> anyhow::Result<Self> {
@@ -289,6 +283,12 @@ impl Daemon {
             .stderr(File::create(&log)?);
         let child = cmd.spawn().context("spawning geminid")?;
         Ok(Self { child, socket, log })
+    }
+
+    /// This daemon, once it answers.
+    async fn ready(self) -> anyhow::Result<Self> {
+        self.wait_ready().await?;
+        Ok(self)
     }
 
     /// Wait until the daemon answers `daemon/hello`.
