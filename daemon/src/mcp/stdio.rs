@@ -400,6 +400,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_receive_cancelled_mid_line_loses_nothing() -> anyhow::Result<()> {
+        let (mut t, mut out, _in) = pair(DEFAULT_MAX_LINE_LENGTH);
+        let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}).to_string();
+        let (a, b) = ping.split_at(ping.len() / 2);
+        out.write_all(a.as_bytes()).await?;
+        // rmcp polls `receive` in a select!: here the other branch wins while half a line is in.
+        let cancelled =
+            tokio::time::timeout(std::time::Duration::from_millis(50), t.receive()).await;
+        assert!(cancelled.is_err(), "a half line was delivered");
+        out.write_all(format!("{b}\n").as_bytes()).await?;
+        let got = tokio::time::timeout(std::time::Duration::from_secs(5), next(&mut t)).await??;
+        assert_eq!(got.to_string(), ping);
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn json_of_no_known_shape_is_answered_invalid_request() -> anyhow::Result<()> {
         let (mut t, mut out, mut server_in) = pair(DEFAULT_MAX_LINE_LENGTH);
         let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
