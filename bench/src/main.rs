@@ -3,12 +3,14 @@
 //! prints a Markdown table for BENCHMARKS.md.
 //!
 //! Run: `cargo build --release --workspace && ./target/release/geminid-bench
-//! [mcp|tools|instructions|ab OTHER]` (`mcp`: only the MCP supervision figures; `tools`: only
-//! the call path and catalog; `instructions`: only the daemon's instructions per request, which
-//! needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary OTHER, calls
-//! interleaved).
+//! [--poll-idle] [mcp|tools|instructions|ab OTHER]` (`mcp`: only the MCP supervision figures;
+//! `tools`: only the call path and catalog; `instructions`: only the daemon's instructions per
+//! request, which needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary
+//! OTHER, calls interleaved; `--poll-idle`: idle CPUs poll instead of halting for the run,
+//! see `idle.rs`).
 
 mod ab;
+mod idle;
 mod instructions;
 mod mcp;
 mod tools;
@@ -64,24 +66,33 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    if let Some(section @ ("mcp" | "tools" | "instructions" | "ab")) =
-        std::env::args().nth(1).as_deref()
-    {
+    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|ab OTHER]";
+    let (flags, args): (Vec<String>, Vec<String>) =
+        std::env::args().skip(1).partition(|a| a.starts_with("--"));
+    let mut poll_idle = None;
+    for flag in &flags {
+        anyhow::ensure!(flag == "--poll-idle", "unknown option {flag}\n{USAGE}");
+        poll_idle = Some(idle::hold()?);
+    }
+    let idle_row = idle::row(poll_idle.is_some());
+    if let Some(section) = args.first() {
+        let rows = match section.as_str() {
+            "mcp" => mcp::bench().await?,
+            "tools" => tools::bench().await?,
+            "instructions" => instructions::bench().await?,
+            "ab" => {
+                let other = args.get(1).context(USAGE)?;
+                ab::bench(std::path::Path::new(other)).await?
+            }
+            other => anyhow::bail!("unknown section {other}\n{USAGE}"),
+        };
         if section == "ab" {
             println!("| measure | median, this / other | p99, this / other | difference |");
         } else {
             println!("| measure | median | p99 | target |");
         }
         println!("|---|---|---|---|");
-        let rows = match section {
-            "mcp" => mcp::bench().await?,
-            "tools" => tools::bench().await?,
-            "instructions" => instructions::bench().await?,
-            _ => {
-                let other = std::env::args().nth(2).context("usage: geminid-bench ab OTHER")?;
-                ab::bench(std::path::Path::new(&other)).await?
-            }
-        };
+        println!("{idle_row}");
         for row in rows {
             println!("{row}");
         }
@@ -181,6 +192,7 @@ async fn main() -> anyhow::Result<()> {
 
     println!("| measure | median | p99 | target |");
     println!("|---|---|---|---|");
+    println!("{idle_row}");
     println!(
         "| `daemon/status` round trip over the socket ({RPC_CALLS} calls) | {:.1} µs | {:.1} µs | median ≤ 100 µs |",
         us(rpc.median),
