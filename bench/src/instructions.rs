@@ -2,6 +2,9 @@
 //! figures these do not depend on what else the machine is doing (the same binaries give the
 //! same counts), so a change's effect on the daemon's own CPU shows even in a noisy phase.
 //! User space only: the kernel's part of a request (system calls, wake-ups) is not counted.
+//!
+//! With `GEMINID_BENCH_CALLGRIND_DIR=DIR` set, the two dumps are copied there
+//! (`status.callgrind`, `tools-call.callgrind`) for `callgrind_annotate --inclusive=yes`.
 
 use std::path::Path;
 use std::process::Command;
@@ -82,6 +85,11 @@ fn counts(pid: u32, out: &Path, n: u32) -> anyhow::Result<Counts> {
     control(pid, &["-d"])?;
     let dump = out.with_extension(format!("out.{n}"));
     let text = std::fs::read_to_string(&dump)?;
+    if let Some(dir) = std::env::var_os("GEMINID_BENCH_CALLGRIND_DIR") {
+        let name = if n == 1 { "status.callgrind" } else { "tools-call.callgrind" };
+        std::fs::create_dir_all(&dir)?;
+        std::fs::copy(&dump, Path::new(&dir).join(name))?;
+    }
     let field = |prefix: &str| text.lines().find_map(|l| l.strip_prefix(prefix));
     let (Some(events), Some(totals)) = (field("events: "), field("totals: ")) else {
         anyhow::bail!("no totals in {}", dump.display());
