@@ -297,8 +297,16 @@ mod tests {
     fn pair(
         max_line: usize,
     ) -> (StdioTransport<DuplexStream, DuplexStream>, DuplexStream, DuplexStream) {
+        pair_with(max_line, 1 << 16)
+    }
+
+    /// The same, with a pipe to the server that holds only `stdin` bytes.
+    fn pair_with(
+        max_line: usize,
+        stdin: usize,
+    ) -> (StdioTransport<DuplexStream, DuplexStream>, DuplexStream, DuplexStream) {
         let (read, server_out) = tokio::io::duplex(1 << 16);
-        let (write, server_in) = tokio::io::duplex(1 << 16);
+        let (write, server_in) = tokio::io::duplex(stdin);
         (StdioTransport::with_max_line(read, write, max_line), server_out, server_in)
     }
 
@@ -424,6 +432,43 @@ mod tests {
         let mut buf = vec![0; 4096];
         let n = server_in.read(&mut buf).await?;
         let answer: serde_json::Value = serde_json::from_slice(&buf[..n])?;
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_owed_answer_is_sent_once_when_a_receive_is_cancelled_while_sending_it()
+    -> anyhow::Result<()> {
+        use std::time::Duration;
+        // The server's stdin holds 16 bytes and nobody reads it yet: the answer stalls.
+        let (mut t, mut out, mut server_in) = pair_with(DEFAULT_MAX_LINE_LENGTH, 16);
+        out.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1}\n").await?;
+        let stalled = tokio::time::timeout(Duration::from_millis(50), t.receive()).await;
+        assert!(stalled.is_err(), "a message was delivered: {stalled:?}");
+        // The next receive finishes the answer while the server reads, then goes on.
+        let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+        out.write_all(format!("{ping}\n").as_bytes()).await?;
+        let mut sent = Vec::new();
+        let drain = async {
+            let mut buf = [0u8; 64];
+            // Everything the transport writes until it has been quiet for 200 ms.
+            while let Ok(n) =
+                tokio::time::timeout(Duration::from_millis(200), server_in.read(&mut buf)).await
+            {
+                match n? {
+                    0 => break,
+                    n => sent.extend_from_slice(&buf[..n]),
+                }
+            }
+            anyhow::Ok(())
+        };
+        let (got, drained) = tokio::join!(next(&mut t), drain);
+        drained?;
+        assert_eq!(got?, ping);
+        let text = String::from_utf8(sent)?;
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "sent: {text:?}");
+        let answer: serde_json::Value = serde_json::from_str(lines[0])?;
         assert_eq!(answer["error"]["code"], -32600, "{answer}");
         Ok(())
     }
