@@ -62,7 +62,8 @@ pub enum EventBody {
 pub struct ConfigChanged {
     /// The session.
     pub session: SessionId,
-    /// `watch` (a file changed) or `mcp/reload`.
+    /// What applied the change: `watch` (a file changed), or the request that made it:
+    /// `mcp/reload`, `mcp/enable`, `mcp/disable`, `mcp/add`, `mcp/remove`, `trust/set`.
     pub reason: String,
     /// Servers that appeared.
     pub servers_added: Vec<String>,

@@ -162,6 +162,40 @@ async fn malformed_flags_and_a_home_workspace_are_refused_and_nothing_is_written
     Ok(())
 }
 
+/// The servers `gemctl mcp list` shows for the workspace's session, by name.
+fn listed(home: &TestHome) -> anyhow::Result<Vec<String>> {
+    let list = home.gemctl_json(&["mcp", "list"])?;
+    Ok(list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["name"].as_str().map(str::to_owned))
+        .collect())
+}
+
+#[tokio::test]
+async fn the_next_command_sees_what_add_remove_and_trust_wrote() -> anyhow::Result<()> {
+    // Each answers once the daemon has applied the file it wrote, not when the watcher next
+    // notices the file (50 ms later at best), so a script's next command sees the change.
+    let home = TestHome::new()?;
+    let _d = Daemon::start(&home, &[]).await?;
+    assert_eq!(listed(&home)?, Vec::<String>::new());
+    home.gemctl_json(&["mcp", "add", "b", "cmd-b"])?;
+    // The project's settings do not count while its folder is untrusted.
+    assert_eq!(listed(&home)?, Vec::<String>::new());
+    home.gemctl_json(&["trust"])?;
+    assert_eq!(listed(&home)?, ["b"]);
+    home.gemctl_json(&["mcp", "add", "--scope", "user", "a", "cmd-a"])?;
+    assert_eq!(listed(&home)?, ["a", "b"]);
+    home.gemctl_json(&["mcp", "remove", "b"])?;
+    assert_eq!(listed(&home)?, ["a"]);
+    home.gemctl_json(&["mcp", "add", "c", "cmd-c"])?;
+    assert_eq!(listed(&home)?, ["a", "c"]);
+    home.gemctl_json(&["trust", "--never"])?;
+    assert_eq!(listed(&home)?, ["a"]);
+    Ok(())
+}
+
 #[tokio::test]
 async fn trust_decides_what_the_workspace_contributes() -> anyhow::Result<()> {
     let home = TestHome::new()?;

@@ -34,6 +34,16 @@ impl Handler {
         Ok(self.core.sessions.record(session).map_err(rpc_error)?.workspace.into())
     }
 
+    /// A settings or trust file was just written: apply it before answering, so that the
+    /// caller's next request sees it (the watcher would only a moment later, and its reload
+    /// then finds nothing new). A failure is logged, not returned: the write succeeded, and
+    /// the watcher's reload comes anyway.
+    async fn written(&self, session: Option<&str>, reason: &str) {
+        if let Err(e) = self.core.reload_config(session, reason).await {
+            tracing::warn!(reason, error = %e, "could not apply the written file at once");
+        }
+    }
+
     fn folder_trust_enabled(&self) -> bool {
         // Trust as the rules say, for `trust/get`: the daemon's settings decide whether the
         // feature is on (a session's environment can still override per session).
@@ -115,7 +125,9 @@ impl TrustApiServer for Handler {
     }
 
     async fn trust_set(&self, p: TrustSetParams) -> RpcResult<TrustSetResult> {
-        ops::trust_set(self.core.config.paths(), &p.path, p.level).map_err(op_error)
+        let r = ops::trust_set(self.core.config.paths(), &p.path, p.level).map_err(op_error)?;
+        self.written(None, "trust/set").await;
+        Ok(r)
     }
 }
 
@@ -123,12 +135,18 @@ impl TrustApiServer for Handler {
 impl McpApiServer for Handler {
     async fn mcp_add(&self, p: McpAddParams) -> RpcResult<McpAddResult> {
         let ws = self.workspace(&p.session)?;
-        ops::mcp_add(self.core.config.paths(), &ws, p.scope, &p.name, &p.config).map_err(op_error)
+        let r = ops::mcp_add(self.core.config.paths(), &ws, p.scope, &p.name, &p.config)
+            .map_err(op_error)?;
+        self.written(Some(&p.session), "mcp/add").await;
+        Ok(r)
     }
 
     async fn mcp_remove(&self, p: McpRemoveParams) -> RpcResult<McpRemoveResult> {
         let ws = self.workspace(&p.session)?;
-        ops::mcp_remove(self.core.config.paths(), &ws, p.scope, &p.name).map_err(op_error)
+        let r =
+            ops::mcp_remove(self.core.config.paths(), &ws, p.scope, &p.name).map_err(op_error)?;
+        self.written(Some(&p.session), "mcp/remove").await;
+        Ok(r)
     }
 
     async fn mcp_enable(&self, p: McpEnableParams) -> RpcResult<McpEnableResult> {
