@@ -9,7 +9,9 @@ use serde::Serialize;
 
 /// Print `value` as pretty JSON.
 pub fn json<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    // Through a `Value`: parts of some answers arrive pre-serialized (a tool's declaration
+    // is sent as the daemon cached it), which the pretty printer would copy as one line.
+    println!("{}", serde_json::to_string_pretty(&serde_json::to_value(value)?)?);
     Ok(())
 }
 

@@ -394,6 +394,11 @@ async fn gemctl_tools_describe_and_call() -> anyhow::Result<()> {
         true
     );
     assert_eq!(described["raw"]["name"], "typed");
+    // As text, indented all the way down (the declaration is cached pre-serialized).
+    let (code, text, err) = run(&["mcp", "describe", "mcp_rich_typed"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("\n      \"$defs\": {\n"), "{text}");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&text)?, described);
 
     let (code, out, err) = run(&["call", "mcp_rich_echo", r#"{"text": "from gemctl"}"#])?;
     assert_eq!((code, out.as_str()), (0, "from gemctl\n"), "{err}");
