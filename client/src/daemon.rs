@@ -67,6 +67,15 @@ pub fn log_path(socket: &Path) -> PathBuf {
 
 /// Start `geminid` detached on `socket` and wait until it answers.
 pub async fn start(socket: &Path) -> anyhow::Result<HelloResult> {
+    // A daemon that no longer answers may still be shutting down (it gives up its socket
+    // first, its lock last); one started before it exits would find the lock taken.
+    if !wait_until(DAEMON_STOP_TIMEOUT, || !lock_held(socket)).await {
+        bail!(
+            "the previous geminid on {} is still shutting down after {:?}",
+            socket.display(),
+            DAEMON_STOP_TIMEOUT
+        );
+    }
     let bin = geminid_binary();
     let log = log_path(socket);
     if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
@@ -112,20 +121,42 @@ pub async fn start(socket: &Path) -> anyhow::Result<HelloResult> {
     }
 }
 
-/// Wait until nothing answers on `socket` any more.
+/// Whether a daemon's process, running or still shutting down, holds the lock of `socket`.
+/// Always false on Windows, where the lock is in the daemon's data directory.
+pub fn lock_held(socket: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        let Ok(file) = std::fs::File::open(geminid_protocol::socket::lock_path(socket)) else {
+            return false;
+        };
+        matches!(file.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock))
+    }
+    #[cfg(windows)]
+    {
+        let _ = socket;
+        false
+    }
+}
+
+/// Wait until the daemon on `socket` has gone: nothing answers there any more and its process
+/// has exited (it releases the socket first, its database and lock last).
 pub async fn wait_stopped(socket: &Path) -> anyhow::Result<()> {
-    let deadline = Instant::now() + DAEMON_STOP_TIMEOUT;
-    while socket.exists() {
+    if !wait_until(DAEMON_STOP_TIMEOUT, || !socket.exists() && !lock_held(socket)).await {
+        bail!("geminid is still running on {} after {:?}", socket.display(), DAEMON_STOP_TIMEOUT);
+    }
+    Ok(())
+}
+
+/// Poll `done` until it holds (true) or `limit` has passed (false).
+async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !done() {
         if Instant::now() >= deadline {
-            bail!(
-                "geminid is still running on {} after {:?}",
-                socket.display(),
-                DAEMON_STOP_TIMEOUT
-            );
+            return false;
         }
         tokio::time::sleep(POLL_INTERVAL).await;
     }
-    Ok(())
+    true
 }
 
 fn log_tail(log: &Path) -> String {

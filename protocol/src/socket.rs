@@ -40,6 +40,15 @@ pub fn socket_path_from(
     platform_default(&non_empty)
 }
 
+/// On Unix, the lock file a daemon on `socket` holds for as long as its process lives: the
+/// socket's path with `.lock` appended. (On Windows it is in the daemon's data directory.)
+#[cfg(unix)]
+pub fn lock_path(socket: &Path) -> PathBuf {
+    let mut p = socket.as_os_str().to_owned();
+    p.push(".lock");
+    PathBuf::from(p)
+}
+
 #[cfg(unix)]
 fn platform_default(env: &impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, NoSocketPath> {
     if let Some(dir) = env("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute()) {

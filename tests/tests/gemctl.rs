@@ -44,6 +44,37 @@ async fn status_start_stop_and_autostart() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The process is gone, or has exited and waits to be reaped by whoever adopted it.
+fn exited(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name, which is in parentheses.
+    !alive(pid) || stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+}
+
+#[tokio::test]
+async fn the_command_after_daemon_stop_starts_a_fresh_daemon() -> anyhow::Result<()> {
+    // A daemon gives up its socket first and its database and lock last (after stopping its
+    // MCP servers). `daemon stop` returns only once the process has exited, so the next
+    // command's autostart finds everything free instead of a locked database.
+    let home = TestHome::new()?;
+    geminid_tests::mcp::write_user_settings(
+        &home,
+        serde_json::json!({ "fx": geminid_tests::mcp::stdio(&[]) }),
+    )?;
+    home.gemctl_json(&["trust"])?;
+    for round in 0..3 {
+        let started = home.gemctl_json(&["mcp", "start"])?;
+        assert_eq!(started[0]["state"], "connected", "round {round}: {started}");
+        let pid = u32::try_from(home.gemctl_json(&["status"])?["pid"].as_u64().unwrap_or(0))?;
+        assert_eq!(home.gemctl_json(&["daemon", "stop"])?["stopped"], true);
+        assert!(exited(pid), "round {round}: daemon stop returned before pid {pid} exited");
+    }
+    let (code, _, err) = home.gemctl_run(&["mcp", "list"])?;
+    assert_eq!(code, 0, "{err}");
+    home.gemctl_json(&["daemon", "stop"])?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn session_commands_and_the_default_session() -> anyhow::Result<()> {
     let home = TestHome::new()?;

@@ -63,14 +63,17 @@ pub struct Bound {
     pub(super) lock: File,
 }
 
-/// The lock file that guards `socket`.
+/// The lock file that guards `socket` (held until the daemon's process exits).
 pub fn lock_path(socket: &Path, data_dir: &Path) -> PathBuf {
-    if cfg!(windows) {
+    #[cfg(unix)]
+    {
+        let _ = data_dir;
+        geminid_protocol::socket::lock_path(socket)
+    }
+    #[cfg(windows)]
+    {
+        let _ = socket;
         data_dir.join("geminid.lock")
-    } else {
-        let mut p = socket.as_os_str().to_owned();
-        p.push(".lock");
-        PathBuf::from(p)
     }
 }
 

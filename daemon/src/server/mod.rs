@@ -116,7 +116,10 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
     core.mcp.shutdown().await;
     core.store().flush().await?;
     tracing::info!(socket = %socket.display(), "stopped");
-    drop(lock);
+    // The lock is held until the process exits: the database and the last tasks are released
+    // after this (with the runtime), and until then a daemon started on this socket must find
+    // this one still running (and `gemctl daemon stop` keeps waiting), not a locked database.
+    std::mem::forget(lock);
     Ok(())
 }
 
