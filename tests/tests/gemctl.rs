@@ -72,6 +72,12 @@ async fn the_command_after_daemon_stop_starts_a_fresh_daemon() -> anyhow::Result
     let (code, _, err) = home.gemctl_run(&["mcp", "list"])?;
     assert_eq!(code, 0, "{err}");
     home.gemctl_json(&["daemon", "stop"])?;
+    // The daemons gemctl started logged to a file: plain text, no terminal colours.
+    let mut log = home.socket().into_os_string();
+    log.push(".log");
+    let log = std::fs::read_to_string(&log)?;
+    assert!(log.contains("listening"), "{log}");
+    assert!(!log.contains('\x1b'), "escape codes in the log file:\n{log}");
     Ok(())
 }
 
