@@ -11,6 +11,11 @@ use serde_json::Value;
 
 use crate::{call_error, output};
 
+/// What to print when a session has none of `what`: the servers may not be running.
+fn none(what: &str) -> String {
+    format!("No {what}. `gemctl mcp list` shows the session's servers and why any is not running.")
+}
+
 /// List the session's tools, optionally one server's.
 pub async fn tools(
     client: &Client,
@@ -37,7 +42,7 @@ pub async fn tools(
             vec![t.name.clone(), t.server.clone(), first.to_owned()]
         })
         .collect();
-    output::table_or("No tools.", &["NAME", "SERVER", "DESCRIPTION"], &rows);
+    output::table_or(&none("tools"), &["NAME", "SERVER", "DESCRIPTION"], &rows);
     for d in &r.diagnostics {
         eprintln!("note: {d}");
     }
@@ -124,7 +129,7 @@ pub async fn prompts(client: &Client, session: String, json: bool) -> anyhow::Re
             vec![format!("/{}", p.name), p.server.clone(), args.join(" "), p.description.clone()]
         })
         .collect();
-    output::table_or("No prompts.", &["COMMAND", "SERVER", "ARGUMENTS", "DESCRIPTION"], &rows);
+    output::table_or(&none("prompts"), &["COMMAND", "SERVER", "ARGUMENTS", "DESCRIPTION"], &rows);
     Ok(())
 }
 
@@ -179,7 +184,7 @@ pub async fn resources(client: &Client, session: String, json: bool) -> anyhow::
             vec![e.reference.clone(), name, mime]
         })
         .collect();
-    output::table_or("No resources.", &["REFERENCE", "NAME", "MIME TYPE"], &rows);
+    output::table_or(&none("resources"), &["REFERENCE", "NAME", "MIME TYPE"], &rows);
     Ok(())
 }
 

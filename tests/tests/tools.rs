@@ -378,6 +378,12 @@ async fn gemctl_tools_describe_and_call() -> anyhow::Result<()> {
     write_user_settings(&home, json!({ "rich": stdio(&["--rich"]) }))?;
     let _daemon = Daemon::start(&home, FAST).await?;
     let run = |args: &[&str]| home.gemctl_run(args);
+    // Untrusted, the folder's stdio servers are blocked: say where to look.
+    for what in ["tools", "prompts", "resources"] {
+        let (code, out, err) = run(&["mcp", what])?;
+        assert_eq!(code, 0, "{err}");
+        assert!(out.starts_with(&format!("No {what}. `gemctl mcp list` shows")), "{out}");
+    }
     assert_eq!(run(&["trust"])?.0, 0);
     let (code, out, err) = run(&["mcp", "tools"])?;
     assert_eq!(code, 0, "{err}");
