@@ -450,6 +450,32 @@ async fn a_slow_tool_times_out_and_is_cancelled() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn a_changed_timeout_applies_to_the_running_server() -> anyhow::Result<()> {
+    // `timeout` is not part of what a server is (changing it restarts nothing): each
+    // session's requests wait as long as its own configuration says, now.
+    use geminid_protocol::api::McpApiClient;
+    use geminid_protocol::config::McpReloadParams;
+    let entry =
+        |timeout: u64| json!({ "command": fixture(), "args": ["--rich"], "timeout": timeout });
+    let t = setup(json!({ "rich": entry(20_000) })).await?;
+    let pid =
+        call(&t.client, &t.session, "mcp_rich_pid", json!({})).await.map_err(anyhow::Error::msg)?;
+    let slept = call(&t.client, &t.session, "mcp_rich_sleep", json!({"ms": 700})).await;
+    assert_eq!(slept.map_err(anyhow::Error::msg)?.display, "slept 700 ms");
+
+    geminid_tests::mcp::write_user_settings(&t.home, json!({ "rich": entry(300) }))?;
+    let reload = McpReloadParams { session: Some(t.session.clone()) };
+    let changes = t.client.mcp_reload(Some(reload)).await?;
+    assert!(changes.changes.iter().all(|c| c.servers_changed == ["rich"]), "{changes:?}");
+    let e = call(&t.client, &t.session, "mcp_rich_sleep", json!({"ms": 700})).await.err();
+    assert_eq!(e.as_deref(), Some("-32011: MCP server 'rich' did not answer within 300ms"));
+    let same =
+        call(&t.client, &t.session, "mcp_rich_pid", json!({})).await.map_err(anyhow::Error::msg)?;
+    assert_eq!(same.display, pid.display, "the server was restarted");
+    Ok(())
+}
+
+#[tokio::test]
 async fn prompts_resources_and_instructions() -> anyhow::Result<()> {
     use geminid_protocol::api::{PromptsApiClient, ResourcesApiClient};
     use geminid_protocol::tools::{CatalogParams, PromptsGetParams, ResourcesReadParams};

@@ -113,6 +113,8 @@ struct Entry {
     binding: Binding,
     include: Option<Vec<String>>,
     exclude: Option<Vec<String>>,
+    /// This session's `timeout` for requests to the server (its calls, prompts, reads).
+    timeout: Duration,
 }
 
 #[derive(Debug, Default)]
@@ -170,6 +172,8 @@ pub struct SessionTool {
     pub catalog: Arc<catalog::Catalog>,
     /// Its position.
     pub index: usize,
+    /// The session's request timeout for its server.
+    pub timeout: Duration,
 }
 
 impl SessionTool {
@@ -238,15 +242,19 @@ impl SessionTools {
 /// What a session's tool table depends on, besides the servers' states and catalogs (a change
 /// to those clears every table): for each entry that runs, its name, the server it runs as,
 /// and its include/exclude lists.
-type TableKey = Vec<(String, String, Option<Vec<String>>, Option<Vec<String>>)>;
+type TableKey = Vec<(String, String, Option<Vec<String>>, Option<Vec<String>>, Duration)>;
 
 fn table_key(entries: &BTreeMap<String, Entry>) -> TableKey {
     entries
         .iter()
         .filter_map(|(name, e)| match &e.binding {
-            Binding::Runs(identity) => {
-                Some((name.clone(), identity.clone(), e.include.clone(), e.exclude.clone()))
-            }
+            Binding::Runs(identity) => Some((
+                name.clone(),
+                identity.clone(),
+                e.include.clone(),
+                e.exclude.clone(),
+                e.timeout,
+            )),
             Binding::NotRun { .. } => None,
         })
         .collect()
@@ -508,6 +516,7 @@ impl Supervisor {
                 binding,
                 include: spec.config.include_tools.clone(),
                 exclude: spec.config.exclude_tools.clone(),
+                timeout: spec.config.timeout.map_or(DEFAULT_REQUEST_TIMEOUT, Duration::from_millis),
             };
             out.insert(name.clone(), (entry, launch));
         }
@@ -730,6 +739,22 @@ impl Supervisor {
 
     /// The running server an entry name means: the session's, or (without a session) the one
     /// running server of that name.
+    /// How long `session` waits for an answer from `server`: the `timeout` of its entry that
+    /// runs as that server (sessions sharing a server may set different ones), else the
+    /// server's own.
+    pub fn timeout_for(&self, session: &str, server: &Server) -> Duration {
+        let inner = self.inner();
+        inner
+            .sessions
+            .get(session)
+            .and_then(|entries| {
+                entries
+                    .values()
+                    .find(|e| matches!(&e.binding, Binding::Runs(id) if *id == server.identity))
+            })
+            .map_or(server.request_timeout, |e| e.timeout)
+    }
+
     pub fn find(&self, session: Option<&str>, name: &str) -> Result<Arc<Server>, McpError> {
         let inner = self.inner();
         if let Some(id) = session {
@@ -813,21 +838,24 @@ impl Supervisor {
     pub async fn call_tool(
         &self,
         server: &Arc<Server>,
+        timeout: Duration,
         tool: &str,
         arguments: Option<serde_json::Map<String, serde_json::Value>>,
         target: Option<ProgressTarget>,
     ) -> Result<serde_json::Value, McpError> {
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        self.request(server, |peer| async move { call_raw(self, &peer, params, target).await })
-            .await
+        let call = |peer| async move { call_raw(self, &peer, params, target).await };
+        self.request(server, timeout, call).await
     }
 
     /// One request to a server, as `send` makes it: fails at once if the server is not
-    /// connected or dies meanwhile (naming the cause), and after the server's request timeout.
+    /// connected or dies meanwhile (naming the cause), and after `timeout` (the calling
+    /// session's, see [`Supervisor::timeout_for`]).
     pub async fn request<T, Fut>(
         &self,
         server: &Arc<Server>,
+        timeout: Duration,
         send: impl FnOnce(rmcp::service::Peer<rmcp::RoleClient>) -> Fut,
     ) -> Result<T, McpError>
     where
@@ -845,7 +873,7 @@ impl Supervisor {
         let Some(peer) = server.peer() else {
             return Err(McpError::Unavailable(unavailable(&watch.borrow())));
         };
-        let call = tokio::time::timeout(server.request_timeout, send(peer));
+        let call = tokio::time::timeout(timeout, send(peer));
         let result = tokio::select! {
             result = call => result,
             died = watch.wait_for(|s| s.state != ServerState::Connected) => {
@@ -874,7 +902,7 @@ impl Supervisor {
             }
             Err(_) => Err(McpError::Server(format!(
                 "MCP server '{name}' did not answer within {}",
-                humantime::format_duration(server.request_timeout)
+                humantime::format_duration(timeout)
             ))),
         }
     }
@@ -1049,6 +1077,7 @@ fn compute_session_tools(inner: &Inner, entries: &BTreeMap<String, Entry>) -> Se
                 server: server.clone(),
                 catalog: catalog.clone(),
                 index,
+                timeout: entry.timeout,
             });
         }
     }

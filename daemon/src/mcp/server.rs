@@ -72,7 +72,9 @@ pub struct Server {
     pub spec: LaunchSpec,
     /// The handshake must finish within this.
     pub startup_timeout: Duration,
-    /// Each request must be answered within this.
+    /// Its own requests (discovering its catalog) must be answered within this: the
+    /// `timeout` of the entry that started it. Sessions' requests use their own
+    /// (`Supervisor::timeout_for`).
     pub request_timeout: Duration,
     /// Its log.
     pub log: Arc<ServerLog>,

@@ -114,8 +114,9 @@ impl PromptsApiServer for Handler {
             .collect();
         let mut params = rmcp::model::GetPromptRequestParams::new(entry.prompt.clone());
         params.arguments = Some(arguments.clone());
+        let timeout = self.core.mcp.timeout_for(&p.session, &server);
         let result = (self.core.mcp)
-            .request(&server, |peer| async move { peer.get_prompt(params).await })
+            .request(&server, timeout, |peer| async move { peer.get_prompt(params).await })
             .await
             .map_err(mcp_error)?;
         let result = serde_json::to_value(result).unwrap_or_default();
@@ -198,8 +199,9 @@ impl ResourcesApiServer for Handler {
                 .error(format!("no connected MCP server named '{server_name}' in this session")));
         };
         let params = rmcp::model::ReadResourceRequestParams::new(uri.clone());
+        let timeout = self.core.mcp.timeout_for(&p.session, server);
         let result = (self.core.mcp)
-            .request(server, |peer| async move { peer.read_resource(params).await })
+            .request(server, timeout, |peer| async move { peer.read_resource(params).await })
             .await
             .map_err(mcp_error)?;
         let result = serde_json::to_value(result).unwrap_or_default();

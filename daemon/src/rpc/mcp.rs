@@ -122,7 +122,9 @@ impl Handler {
     pub(super) async fn call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {
         self.ensure_servers(&p.session).await?;
         let server = self.core.mcp.find(Some(&p.session), &p.server).map_err(mcp_error)?;
-        self.core.mcp.call_tool(&server, &p.tool, p.arguments, None).await.map_err(mcp_error)
+        let timeout = self.core.mcp.timeout_for(&p.session, &server);
+        let call = self.core.mcp.call_tool(&server, timeout, &p.tool, p.arguments, None);
+        call.await.map_err(mcp_error)
     }
 }
 

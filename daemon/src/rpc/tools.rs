@@ -65,7 +65,7 @@ impl ToolsApiServer for Handler {
         };
         // The server gets the arguments as sent (absent stays absent); `args` is the copy for
         // validation and for the error text.
-        let call = self.core.mcp.call_tool(&t.server, &own, p.args, Some(target));
+        let call = self.core.mcp.call_tool(&t.server, t.timeout, &own, p.args, Some(target));
         let result = match &p.call_id {
             None => call.await,
             Some(id) => {
