@@ -177,6 +177,11 @@ pub fn describe_change(c: &geminid_protocol::event::ConfigChanged) -> String {
     parts.join("; ")
 }
 
+/// `1 tool`, `2 tools`.
+fn count(n: u64, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
+
 /// The icon `gemini mcp list` shows for a state.
 pub fn state_icon(state: ServerState) -> &'static str {
     match state {
@@ -205,10 +210,10 @@ pub fn servers(list: &[ServerStatus]) {
             extra.push(format!("up {}", uptime(up)));
         }
         if s.restarts > 0 {
-            extra.push(format!("{} restarts", s.restarts));
+            extra.push(count(u64::from(s.restarts), "restart"));
         }
         if let Some(t) = s.tools {
-            extra.push(format!("{t} tools"));
+            extra.push(count(u64::from(t), "tool"));
         }
         if s.sessions.len() > 1 {
             extra.push(format!("shared by {} sessions", s.sessions.len()));

@@ -795,7 +795,7 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
 
     let (ok, out, err) = text(&["mcp", "restart", "fx"])?;
     assert!(ok, "{err}");
-    assert!(out.contains("✓ fx: ") && out.contains("1 restarts"), "{out}");
+    assert!(out.contains("✓ fx: ") && out.contains("1 restart,"), "{out}");
     let restarted = home.gemctl_json(&["mcp", "list"])?;
     let new_pid = restarted
         .as_array()
