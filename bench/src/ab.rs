@@ -28,7 +28,7 @@ struct Side {
 
 async fn side(binary: &Path) -> anyhow::Result<Side> {
     let home = fixture_home(&FixtureIo::ALL)?;
-    let daemon = Daemon::start_binary(&home, binary, &[], crate::BENCH_LOG).await?;
+    let daemon = Daemon::launch(&home).binary(binary).log(crate::BENCH_LOG).start().await?;
     let (client, session) = session(&daemon, &home).await?;
     Ok(Side { _home: home, _daemon: daemon, client, session })
 }

@@ -34,7 +34,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     let out_arg = format!("--callgrind-out-file={}", out.display());
     let wrapper =
         ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no", &out_arg];
-    let daemon = Daemon::start_under(&home, &wrapper, &[], crate::BENCH_LOG).await?;
+    let daemon = Daemon::launch(&home).under(&wrapper).log(crate::BENCH_LOG).start().await?;
     let (client, session) = session(&daemon, &home).await?;
     let pid = daemon.pid();
 

@@ -100,7 +100,7 @@ async fn main() -> anyhow::Result<()> {
     }
     eprintln!("rpc round trips");
     let home = TestHome::new()?;
-    let daemon = Daemon::start_logging(&home, &[], BENCH_LOG).await?;
+    let daemon = Daemon::launch(&home).log(BENCH_LOG).start().await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_idle = rss_kib(daemon.pid())?;
 

@@ -164,7 +164,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         "--mcp-restart-budget",
         "1000",
     ];
-    let daemon = Daemon::start_logging(&home, &flags, crate::BENCH_LOG).await?;
+    let daemon = Daemon::launch(&home).args(&flags).log(crate::BENCH_LOG).start().await?;
     let client = daemon.client().await?;
     let mut rows = Vec::new();
 

@@ -120,7 +120,7 @@ pub(crate) async fn session(daemon: &Daemon, home: &TestHome) -> anyhow::Result<
 pub async fn bench() -> anyhow::Result<Vec<String>> {
     let mut rows = Vec::new();
     let home = fixture_home(&FixtureIo::ALL)?;
-    let daemon = Daemon::start_logging(&home, &[], crate::BENCH_LOG).await?;
+    let daemon = Daemon::launch(&home).log(crate::BENCH_LOG).start().await?;
     let (client, session) = session(&daemon, &home).await?;
     for io in FixtureIo::ALL {
         rows.extend(call_path(&daemon, &client, &session, io).await?);

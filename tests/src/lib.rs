@@ -206,89 +206,91 @@ pub struct Daemon {
 /// What the daemons of tests log.
 const TEST_LOG_FILTER: &str = "info,geminid=debug";
 
-impl Daemon {
-    /// Start `geminid` in `home` with extra arguments and wait until it answers.
-    pub async fn start(home: &TestHome, extra: &[&str]) -> anyhow::Result<Self> {
-        Self::start_logging(home, extra, TEST_LOG_FILTER).await
+/// How to start a `geminid`, for what [`Daemon::start`] and [`Daemon::spawn`] do not cover
+/// (benchmarks): its log filter, another binary, a wrapper command.
+#[derive(Debug, Clone, Copy)]
+pub struct Launch<'a> {
+    home: &'a TestHome,
+    args: &'a [&'a str],
+    filter: &'a str,
+    binary: Option<&'a Path>,
+    wrapper: &'a [&'a str],
+}
+
+impl<'a> Launch<'a> {
+    /// Extra command-line arguments.
+    pub fn args(self, args: &'a [&'a str]) -> Self {
+        Self { args, ..self }
     }
 
-    /// [`Daemon::start`] with another `RUST_LOG` filter (benchmarks use the daemon's default,
-    /// `info`: tests log more).
-    pub async fn start_logging(
-        home: &TestHome,
-        extra: &[&str],
-        filter: &str,
-    ) -> anyhow::Result<Self> {
-        Self::spawn_logging(home, extra, filter)?.ready().await
+    /// Its `RUST_LOG` filter (tests log more than the daemon's default, `info`).
+    pub fn log(self, filter: &'a str) -> Self {
+        Self { filter, ..self }
     }
 
-    /// Start `geminid` without waiting.
-    pub fn spawn(home: &TestHome, extra: &[&str]) -> anyhow::Result<Self> {
-        Self::spawn_logging(home, extra, TEST_LOG_FILTER)
+    /// Another `geminid` binary (an older build, to compare with).
+    pub fn binary(self, binary: &'a Path) -> Self {
+        Self { binary: Some(binary), ..self }
     }
 
-    /// Start `geminid` under a wrapper command (`valgrind --tool=callgrind`, say), which
-    /// must run it in its own process: [`Daemon::pid`] is the wrapper's.
-    pub async fn start_under(
-        home: &TestHome,
-        wrapper: &[&str],
-        extra: &[&str],
-        filter: &str,
-    ) -> anyhow::Result<Self> {
-        Self::spawn_command(home, wrapper, &bin("geminid"), extra, filter)?.ready().await
+    /// Run it under a wrapper command (`valgrind --tool=callgrind`, say), which must run it
+    /// in its own process: [`Daemon::pid`] is then the wrapper's.
+    pub fn under(self, wrapper: &'a [&'a str]) -> Self {
+        Self { wrapper, ..self }
     }
 
-    /// Start another `geminid` binary (an older build, to compare with).
-    pub async fn start_binary(
-        home: &TestHome,
-        binary: &Path,
-        extra: &[&str],
-        filter: &str,
-    ) -> anyhow::Result<Self> {
-        Self::spawn_command(home, &[], binary, extra, filter)?.ready().await
+    /// Start it and wait until it answers.
+    pub async fn start(self) -> anyhow::Result<Daemon> {
+        let daemon = self.spawn()?;
+        daemon.wait_ready().await?;
+        Ok(daemon)
     }
 
-    fn spawn_logging(home: &TestHome, extra: &[&str], filter: &str) -> anyhow::Result<Self> {
-        Self::spawn_command(home, &[], &bin("geminid"), extra, filter)
-    }
-
-    fn spawn_command(
-        home: &TestHome,
-        wrapper: &[&str],
-        binary: &Path,
-        extra: &[&str],
-        filter: &str,
-    ) -> anyhow::Result<Self> {
-        let socket = extra
+    /// Start it without waiting.
+    pub fn spawn(self) -> anyhow::Result<Daemon> {
+        let Self { home, args, filter, binary, wrapper } = self;
+        let socket = args
             .iter()
             .position(|a| *a == "--socket")
-            .and_then(|i| extra.get(i + 1))
+            .and_then(|i| args.get(i + 1))
             .map_or_else(|| home.socket(), PathBuf::from);
         let n = std::fs::read_dir(home.root())?.count();
         let log = home.root().join(format!("geminid-{n}.log"));
+        let binary = binary.map_or_else(|| bin("geminid"), Path::to_path_buf);
         let mut cmd = match wrapper.split_first() {
-            Some((program, args)) => {
+            Some((program, wrapper_args)) => {
                 let mut cmd = Command::new(program);
-                cmd.args(args).arg(binary);
+                cmd.args(wrapper_args).arg(&binary);
                 cmd
             }
-            None => Command::new(binary),
+            None => Command::new(&binary),
         };
         home.apply_env(&mut cmd);
-        cmd.args(extra)
+        cmd.args(args)
             .env("RUST_LOG", filter)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(File::create(&log)?);
         let child = cmd.spawn().context("spawning geminid")?;
-        Ok(Self { child, socket, log })
+        Ok(Daemon { child, socket, log })
+    }
+}
+
+impl Daemon {
+    /// Start `geminid` in `home` with extra arguments and wait until it answers.
+    pub async fn start(home: &TestHome, extra: &[&str]) -> anyhow::Result<Self> {
+        Self::launch(home).args(extra).start().await
     }
 
-    /// This daemon, once it answers.
-    async fn ready(self) -> anyhow::Result<Self> {
-        self.wait_ready().await?;
-        Ok(self)
+    /// Start `geminid` without waiting.
+    pub fn spawn(home: &TestHome, extra: &[&str]) -> anyhow::Result<Self> {
+        Self::launch(home).args(extra).spawn()
+    }
+
+    /// A `geminid` in `home` to configure, then start: see [`Launch`].
+    pub fn launch(home: &TestHome) -> Launch<'_> {
+        Launch { home, args: &[], filter: TEST_LOG_FILTER, binary: None, wrapper: &[] }
     }
 
     /// Wait until the daemon answers `daemon/hello`.
