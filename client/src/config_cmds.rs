@@ -15,6 +15,7 @@ use geminid_protocol::config::{
 };
 use serde_json::{Map, Value, json};
 
+use crate::output::outln;
 use crate::{call_error, output};
 
 #[derive(Debug, Subcommand)]
@@ -229,13 +230,13 @@ pub async fn config(
                 output::json(&c)?;
                 return Ok(ExitCode::SUCCESS);
             }
-            println!("workspace: {}", c.workspace);
-            println!(
+            outln!("workspace: {}", c.workspace);
+            outln!(
                 "trusted:   {} ({})",
                 if c.trust.trusted { "yes" } else { "no" },
                 c.trust.reason
             );
-            println!("files:");
+            outln!("files:");
             for f in &c.files {
                 let state = if f.applied {
                     "applied"
@@ -244,10 +245,10 @@ pub async fn config(
                 } else {
                     "missing"
                 };
-                println!("  {:<15} {} ({state})", format!("{:?}", f.scope).to_lowercase(), f.path);
+                outln!("  {:<15} {} ({state})", format!("{:?}", f.scope).to_lowercase(), f.path);
             }
             if !c.trust.trusted && c.files.iter().any(|f| f.exists && !f.applied) {
-                println!(
+                outln!(
                     "The workspace settings are ignored and no MCP server starts because this folder is not trusted; `gemctl trust` trusts it."
                 );
             }
@@ -278,7 +279,7 @@ pub async fn config(
                 &rows,
             );
             if !c.diagnostics.is_empty() {
-                println!("{} problem(s); `gemctl config check` lists them", c.diagnostics.len());
+                outln!("{} problem(s); `gemctl config check` lists them", c.diagnostics.len());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -291,7 +292,7 @@ pub async fn config(
             if json {
                 output::json(&d)?;
             } else if d.diagnostics.is_empty() {
-                println!("No problems found.");
+                outln!("No problems found.");
             } else {
                 for x in &d.diagnostics {
                     let pos = match (x.line, x.column) {
@@ -300,7 +301,7 @@ pub async fn config(
                         _ => String::new(),
                     };
                     let sev = if x.severity == Severity::Error { "error" } else { "warning" };
-                    println!("{}{pos}: {sev}: {}", x.file, x.message);
+                    outln!("{}{pos}: {sev}: {}", x.file, x.message);
                 }
             }
             Ok(if errors > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
@@ -321,13 +322,13 @@ pub async fn trust(
         return output::json(&r);
     }
     match r.level {
-        Some(TrustLevel::TrustFolder) => println!("Trusted {}", r.path),
+        Some(TrustLevel::TrustFolder) => outln!("Trusted {}", r.path),
         Some(TrustLevel::TrustParent) => {
-            println!("Trusted the parent of {} and everything below it", r.path)
+            outln!("Trusted the parent of {} and everything below it", r.path)
         }
-        Some(TrustLevel::DoNotTrust) => println!("Marked {} as never trusted", r.path),
-        None if r.previous.is_some() => println!("Removed the trust rule for {}", r.path),
-        None => println!("There was no trust rule for {}", r.path),
+        Some(TrustLevel::DoNotTrust) => outln!("Marked {} as never trusted", r.path),
+        None if r.previous.is_some() => outln!("Removed the trust rule for {}", r.path),
+        None => outln!("There was no trust rule for {}", r.path),
     }
     Ok(())
 }
@@ -348,10 +349,10 @@ pub async fn mcp(
             }
             let (n, s) = (&a.name, a.scope.word());
             if r.updated {
-                println!("MCP server \"{n}\" is already configured within {s} settings.");
-                println!("MCP server \"{n}\" updated in {s} settings.");
+                outln!("MCP server \"{n}\" is already configured within {s} settings.");
+                outln!("MCP server \"{n}\" updated in {s} settings.");
             } else {
-                println!("MCP server \"{n}\" added to {s} settings. ({})", r.transport);
+                outln!("MCP server \"{n}\" added to {s} settings. ({})", r.transport);
             }
         }
         McpCommand::Remove { scope, name } => {
@@ -362,9 +363,9 @@ pub async fn mcp(
             }
             let s = scope.word();
             if r.removed {
-                println!("Server \"{name}\" removed from {s} settings.");
+                outln!("Server \"{name}\" removed from {s} settings.");
             } else {
-                println!("Server \"{name}\" not found in {s} settings.");
+                outln!("Server \"{name}\" not found in {s} settings.");
             }
         }
         McpCommand::Enable { name, session_only } => {
@@ -376,9 +377,9 @@ pub async fn mcp(
                 return output::json(&r);
             }
             if session_only {
-                println!("Session disable cleared for '{}'.", r.name);
+                outln!("Session disable cleared for '{}'.", r.name);
             } else {
-                println!("✓ MCP server '{}' enabled.", r.name);
+                outln!("✓ MCP server '{}' enabled.", r.name);
             }
         }
         McpCommand::Reload => {
@@ -388,10 +389,10 @@ pub async fn mcp(
                 return output::json(&r);
             }
             if r.changes.is_empty() {
-                println!("Reloaded; nothing changed.");
+                outln!("Reloaded; nothing changed.");
             }
             for c in &r.changes {
-                println!("Reloaded session {}: {}", c.session, output::describe_change(c));
+                outln!("Reloaded session {}: {}", c.session, output::describe_change(c));
             }
         }
         McpCommand::Disable { name, session_only } => {
@@ -403,7 +404,7 @@ pub async fn mcp(
                 return output::json(&r);
             }
             let suffix = if session_only { " for this session" } else { "" };
-            println!("✓ MCP server '{}' disabled{suffix}.", r.name);
+            outln!("✓ MCP server '{}' disabled{suffix}.", r.name);
         }
         McpCommand::Runtime(cmd) => crate::mcp_cmds::run(client, Some(session), cmd, json).await?,
     }

@@ -24,6 +24,8 @@ use geminid_protocol::types::{
     SessionIdParams, SessionListParams,
 };
 
+use crate::output::outln;
+
 /// Exit code of `gemctl status` when no daemon is running.
 const EXIT_NOT_RUNNING: u8 = 3;
 
@@ -85,6 +87,12 @@ enum Command {
         /// Read the arguments from a file
         #[arg(long, value_name = "FILE", conflicts_with = "args")]
         args_file: Option<PathBuf>,
+        /// Print the tool's progress on stderr [default: when stderr is a terminal]
+        #[arg(long, conflicts_with = "no_progress")]
+        progress: bool,
+        /// Do not print the tool's progress
+        #[arg(long)]
+        no_progress: bool,
     },
     /// Get an MCP prompt as Gemini CLI's slash command would (`--key=value`, positionals) and
     /// print its text
@@ -200,7 +208,7 @@ fn report(e: &anyhow::Error, json: bool) {
         let code = e.chain().find_map(|c| c.downcast_ref::<CallError>().map(|c| c.code));
         let name = code.and_then(ErrorCode::from_code).map(ErrorCode::name);
         let body = serde_json::json!({ "error": { "message": format!("{e:#}"), "code": code, "name": name } });
-        println!("{body}");
+        outln!("{body}");
     }
 }
 
@@ -247,10 +255,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             config_cmds::mcp(&client, session, cmd, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Call { tool, args, args_file } => {
+        Command::Call { tool, args, args_file, progress, no_progress } => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            let ok = tool_cmds::call(&client, session, tool, args, args_file, cli.json).await?;
+            let progress =
+                progress || (!no_progress && std::io::IsTerminal::is_terminal(&std::io::stderr()));
+            let ok = tool_cmds::call(&client, session, tool, args, args_file, progress, cli.json)
+                .await?;
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Prompt { name, args } => {
@@ -330,7 +341,7 @@ async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
             if json {
                 output::json(&serde_json::json!({ "running": false, "socket": socket }))?;
             } else {
-                println!("{e}");
+                outln!("{e}");
             }
             return Ok(ExitCode::from(EXIT_NOT_RUNNING));
         }
@@ -363,9 +374,9 @@ async fn daemon_start(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
             "running": true, "started": started, "pid": hello.pid, "socket": socket,
         }))?;
     } else if started {
-        println!("geminid started (pid {}) on {}", hello.pid, socket.display());
+        outln!("geminid started (pid {}) on {}", hello.pid, socket.display());
     } else {
-        println!("geminid is already running (pid {}) on {}", hello.pid, socket.display());
+        outln!("geminid is already running (pid {}) on {}", hello.pid, socket.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -377,7 +388,7 @@ async fn daemon_stop(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
             if json {
                 output::json(&serde_json::json!({ "running": false, "stopped": false }))?;
             } else {
-                println!("geminid is not running");
+                outln!("geminid is not running");
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -388,7 +399,7 @@ async fn daemon_stop(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         output::json(&serde_json::json!({ "running": false, "stopped": true, "pid": result.pid }))?;
     } else {
-        println!("geminid (pid {}) stopped", result.pid);
+        outln!("geminid (pid {}) stopped", result.pid);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -414,7 +425,7 @@ async fn session(
                 reuse_default: false,
             };
             let s = client.create(params).await.map_err(call_error("session/create"))?;
-            if json { output::json(&s)? } else { println!("{}", s.id) }
+            if json { output::json(&s)? } else { outln!("{}", s.id) }
         }
         SessionCommand::List { workspace } => {
             let workspace = workspace.map(|w| absolute(Some(w))).transpose()?;
@@ -444,7 +455,7 @@ async fn session(
         SessionCommand::Close { id } => {
             let s =
                 client.close(SessionIdParams { id }).await.map_err(call_error("session/close"))?;
-            if json { output::json(&s)? } else { println!("closed session {}", s.id) }
+            if json { output::json(&s)? } else { outln!("closed session {}", s.id) }
         }
     }
     Ok(())

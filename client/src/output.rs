@@ -7,17 +7,50 @@ use geminid_protocol::mcp::{LogLine, ServerState, ServerStatus};
 use geminid_protocol::types::{Session, StatusResult};
 use serde::Serialize;
 
+/// `println!` for the command's output: when stdout is gone (`gemctl … | head`), the
+/// process ends quietly, as command-line tools do, instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
+            $crate::output::stdout_failed(&e);
+        }
+    }};
+}
+pub(crate) use outln;
+
+/// `print!` likewise.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        if let Err(e) = write!(stdout, $($arg)*).and_then(|()| stdout.flush()) {
+            $crate::output::stdout_failed(&e);
+        }
+    }};
+}
+
+/// Writing the output failed: a reader that went away ends the process with success (it has
+/// what it wanted); anything else is an error.
+pub fn stdout_failed(e: &std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("gemctl: cannot write the output: {e}");
+    std::process::exit(1);
+}
+
 /// Print `value` as pretty JSON.
 pub fn json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     // Through a `Value`: parts of some answers arrive pre-serialized (a tool's declaration
     // is sent as the daemon cached it), which the pretty printer would copy as one line.
-    println!("{}", serde_json::to_string_pretty(&serde_json::to_value(value)?)?);
+    outln!("{}", serde_json::to_string_pretty(&serde_json::to_value(value)?)?);
     Ok(())
 }
 
 /// Print `value` as compact JSON on one line (for streams).
 pub fn json_line<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string(value)?);
+    outln!("{}", serde_json::to_string(value)?);
     Ok(())
 }
 
@@ -41,7 +74,7 @@ pub fn status(s: &StatusResult) {
         s.connections,
         s.subscribers
     );
-    print!("{text}");
+    out!("{text}");
 }
 
 pub fn uptime(secs: u64) -> String {
@@ -61,7 +94,7 @@ fn humanize(d: Duration) -> String {
 /// A table, or `none` when there are no rows.
 pub fn table_or(none: &str, header: &[&str], rows: &[Vec<String>]) {
     if rows.is_empty() {
-        println!("{none}");
+        outln!("{none}");
     } else {
         table(header, rows);
     }
@@ -78,7 +111,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
     let line = |cells: Vec<String>| {
         let padded: Vec<String> =
             cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        println!("{}", padded.join("  ").trim_end());
+        outln!("{}", padded.join("  ").trim_end());
     };
     line(header.iter().map(|h| (*h).to_owned()).collect());
     for row in rows {
@@ -89,7 +122,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
 /// `gemctl session list`.
 pub fn sessions(list: &[Session]) {
     if list.is_empty() {
-        println!("No sessions. `gemctl session new` creates one.");
+        outln!("No sessions. `gemctl session new` creates one.");
         return;
     }
     let rows: Vec<Vec<String>> = list
@@ -109,19 +142,19 @@ pub fn sessions(list: &[Session]) {
 
 /// `gemctl session show` / `new`.
 pub fn session(s: &Session) {
-    println!("session {}{}", s.id, if s.is_default { " (default for its workspace)" } else { "" });
-    println!("  workspace:  {}", s.workspace);
-    println!("  created:    {}", s.created_at);
-    println!("  last seen:  {}", s.last_seen_at);
-    println!("  attached:   {} connection(s)", s.attached_connections);
+    outln!("session {}{}", s.id, if s.is_default { " (default for its workspace)" } else { "" });
+    outln!("  workspace:  {}", s.workspace);
+    outln!("  created:    {}", s.created_at);
+    outln!("  last seen:  {}", s.last_seen_at);
+    outln!("  attached:   {} connection(s)", s.attached_connections);
     let env = match s.env_source {
         geminid_protocol::types::EnvSource::Client => "from the attached client",
         geminid_protocol::types::EnvSource::Daemon => "the daemon's own",
     };
-    println!("  env:        {env}");
+    outln!("  env:        {env}");
     let list = |v: &[String]| if v.is_empty() { "none".to_owned() } else { v.join(", ") };
-    println!("  disabled servers: {}", list(&s.state.disabled_servers));
-    println!("  activated skills: {}", list(&s.state.activated_skills));
+    outln!("  disabled servers: {}", list(&s.state.disabled_servers));
+    outln!("  activated skills: {}", list(&s.state.activated_skills));
 }
 
 /// One event, human form.
@@ -148,7 +181,7 @@ pub fn event(e: &Event) {
         }
         _ => String::new(),
     };
-    println!("{}  {:<20} {detail}", e.timestamp, e.body.kind());
+    outln!("{}  {:<20} {detail}", e.timestamp, e.body.kind());
 }
 
 /// One line saying what a `config/changed` contains.
@@ -196,10 +229,10 @@ pub fn state_icon(state: ServerState) -> &'static str {
 /// `gemctl mcp list`: Gemini CLI's line for each server, plus what geminid knows.
 pub fn servers(list: &[ServerStatus]) {
     if list.is_empty() {
-        println!("No MCP servers configured.");
+        outln!("No MCP servers configured.");
         return;
     }
-    println!("Configured MCP servers:\n");
+    outln!("Configured MCP servers:\n");
     for s in list {
         let ext = s.extension.as_ref().map(|e| format!(" (from {e})")).unwrap_or_default();
         let mut extra = Vec::new();
@@ -220,7 +253,7 @@ pub fn servers(list: &[ServerStatus]) {
         }
         let extra =
             if extra.is_empty() { String::new() } else { format!(" ({})", extra.join(", ")) };
-        println!(
+        outln!(
             "{} {}{ext}: {} ({}) - {}{extra}",
             state_icon(s.state),
             s.name,
@@ -229,14 +262,14 @@ pub fn servers(list: &[ServerStatus]) {
             s.state.label()
         );
         if let Some(e) = &s.last_error {
-            println!("    {e}");
+            outln!("    {e}");
         }
     }
 }
 
 /// One log line.
 pub fn log_line(l: &LogLine) {
-    println!("{} [{}] {}", l.at, l.stream, l.text);
+    outln!("{} [{}] {}", l.at, l.stream, l.text);
 }
 
 #[cfg(test)]

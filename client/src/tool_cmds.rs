@@ -2,13 +2,17 @@
 
 use std::io::Read;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use geminid_protocol::api::ToolsApiClient;
 use geminid_protocol::client::Client;
+use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::tools::{ToolsCallParams, ToolsListParams};
+use geminid_protocol::types::EventsSubscribeParams;
 use serde_json::Value;
 
+use crate::output::outln;
 use crate::{call_error, output};
 
 /// What to print when a session has none of `what`: the servers may not be running.
@@ -68,6 +72,7 @@ pub async fn call(
     name: String,
     args: Option<String>,
     args_file: Option<PathBuf>,
+    progress: bool,
     json: bool,
 ) -> anyhow::Result<bool> {
     let text = match (args.as_deref(), args_file) {
@@ -86,10 +91,36 @@ pub async fn call(
     let Value::Object(map) = value else {
         anyhow::bail!("the arguments must be a JSON object, like {{\"key\": \"value\"}}");
     };
-    let r = client
-        .tools_call(ToolsCallParams { session, name, args: Some(map), call_id: None })
-        .await
-        .map_err(call_error("tools/call"))?;
+    // The call's progress, on stderr: this process's calls are told apart by a call id.
+    let call_id = format!("gemctl-{}", std::process::id());
+    let mut progress = if progress {
+        let kinds = Some(vec!["tools/progress".to_owned()]);
+        let params = EventsSubscribeParams { session: Some(session.clone()), kinds };
+        Some(client.subscribe_events(Some(params)).await.map_err(call_error("events/subscribe"))?)
+    } else {
+        None
+    };
+    let params = ToolsCallParams { session, name, args: Some(map), call_id: Some(call_id.clone()) };
+    let call = client.tools_call(params);
+    tokio::pin!(call);
+    let r = loop {
+        let Some(sub) = progress.as_mut() else { break call.await };
+        tokio::select! {
+            r = &mut call => {
+                // Progress that arrived with the answer is still shown.
+                while let Ok(Some(Ok(event))) = tokio::time::timeout(Duration::ZERO, sub.next()).await {
+                    show_progress(&event, &call_id);
+                }
+                break r;
+            }
+            event = sub.next() => match event {
+                Some(Ok(event)) => show_progress(&event, &call_id),
+                // The stream ended or lagged: the call goes on without progress.
+                _ => progress = None,
+            },
+        }
+    }
+    .map_err(call_error("tools/call"))?;
     if json {
         output::json(&r)?;
     } else if r.is_error {
@@ -100,9 +131,25 @@ pub async fn call(
             }
         }
     } else {
-        println!("{}", r.display);
+        outln!("{}", r.display);
     }
     Ok(!r.is_error)
+}
+
+/// One progress line on stderr, if `event` is progress of the call `call_id`.
+fn show_progress(event: &Event, call_id: &str) {
+    let EventBody::ToolProgress(p) = &event.body else { return };
+    if p.call_id.as_deref() != Some(call_id) {
+        return;
+    }
+    let amount = match p.total {
+        Some(total) => format!("{}/{total}", p.progress),
+        None => p.progress.to_string(),
+    };
+    match &p.message {
+        Some(m) => eprintln!("progress: {amount} {m}"),
+        None => eprintln!("progress: {amount}"),
+    }
 }
 
 /// `gemctl mcp prompts`.
@@ -160,7 +207,7 @@ pub async fn prompt(
         return output::json(&r);
     }
     let text: String = serde_json::from_str(&r.submit).unwrap_or(r.submit);
-    println!("{text}");
+    outln!("{text}");
     Ok(())
 }
 
@@ -204,7 +251,7 @@ pub async fn read(
     }
     for part in r.parts.iter().skip(1) {
         if let Some(t) = part["text"].as_str() {
-            println!("{t}");
+            outln!("{t}");
         }
     }
     Ok(())

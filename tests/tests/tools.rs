@@ -408,6 +408,26 @@ async fn gemctl_tools_describe_and_call() -> anyhow::Result<()> {
 
     let (code, out, err) = run(&["call", "mcp_rich_echo", r#"{"text": "from gemctl"}"#])?;
     assert_eq!((code, out.as_str()), (0, "from gemctl\n"), "{err}");
+    // Progress on stderr when asked (by default only on a terminal).
+    let steps = r#"{"steps": 3}"#;
+    let (code, out, err) = run(&["call", "--progress", "mcp_rich_progress", steps])?;
+    assert_eq!((code, out.as_str()), (0, "3 steps\n"), "{err}");
+    let shown: Vec<&str> = err.lines().filter(|l| l.starts_with("progress: ")).collect();
+    assert_eq!(shown, ["progress: 1/3 step 1", "progress: 2/3 step 2", "progress: 3/3 step 3"]);
+    let (code, _, err) = run(&["call", "mcp_rich_progress", steps])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("progress:"), "{err}");
+    // A reader that goes away (`gemctl … | head`) ends gemctl quietly.
+    let mut child = home
+        .gemctl_cmd(&["--json", "mcp", "tools"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    drop(child.stdout.take());
+    let out = child.wait_with_output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
     let args = home.root().join("args.json");
     std::fs::write(&args, r#"{"at": {"x": 1, "y": 2}}"#)?;
     let r =
