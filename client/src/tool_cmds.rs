@@ -142,14 +142,7 @@ fn show_progress(event: &Event, call_id: &str) {
     if p.call_id.as_deref() != Some(call_id) {
         return;
     }
-    let amount = match p.total {
-        Some(total) => format!("{}/{total}", p.progress),
-        None => p.progress.to_string(),
-    };
-    match &p.message {
-        Some(m) => eprintln!("progress: {amount} {m}"),
-        None => eprintln!("progress: {amount}"),
-    }
+    eprintln!("progress: {}", output::progress(p));
 }
 
 /// `gemctl mcp prompts`.
