@@ -185,13 +185,7 @@ pub async fn prompt(
     use geminid_protocol::tools::PromptsGetParams;
     let name = name.trim_start_matches('/').to_owned();
     // The shell has split the words; put them back as the user would have typed them.
-    let text =
-        args.iter()
-            .map(|a| {
-                if a.contains(' ') && !a.starts_with("--") { format!("\"{a}\"") } else { a.clone() }
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
+    let text = args.iter().map(|a| retype(a)).collect::<Vec<_>>().join(" ");
     let r = client
         .prompts_get(PromptsGetParams { session, name, args: Some(text), arguments: None })
         .await
@@ -202,6 +196,24 @@ pub async fn prompt(
     let text: String = serde_json::from_str(&r.submit).unwrap_or(r.submit);
     outln!("{text}");
     Ok(())
+}
+
+/// One shell word as it would be typed on Gemini CLI's prompt line, where words are split at
+/// spaces: a value (of `--key=value`, or a positional) that has a space, is empty or starts
+/// with a quote goes in quotes, with `"` and `\` escaped.
+fn retype(word: &str) -> String {
+    let needs_quotes = |v: &str| v.is_empty() || v.contains(' ') || v.starts_with('"');
+    let quoted = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+    if let Some((key, value)) = word.strip_prefix("--").and_then(|r| r.split_once('='))
+        && !key.is_empty()
+    {
+        return if needs_quotes(value) {
+            format!("--{key}={}", quoted(value))
+        } else {
+            word.to_owned()
+        };
+    }
+    if needs_quotes(word) { quoted(word) } else { word.to_owned() }
 }
 
 /// `gemctl mcp resources`.
@@ -248,4 +260,22 @@ pub async fn read(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retype;
+
+    #[test]
+    fn words_are_retyped_for_the_prompt_line() {
+        assert_eq!(retype("Ann"), "Ann");
+        assert_eq!(retype("Ada Lovelace"), r#""Ada Lovelace""#);
+        assert_eq!(retype("--name=Ada Lovelace"), r#"--name="Ada Lovelace""#);
+        assert_eq!(retype("--style=warm"), "--style=warm");
+        assert_eq!(retype("--name="), r#"--name="""#);
+        assert_eq!(retype(""), r#""""#);
+        assert_eq!(retype(r#""quoted""#), r#""\"quoted\"""#);
+        assert_eq!(retype(r#"--say=a "b" \c"#), r#"--say="a \"b\" \\c""#);
+        assert_eq!(retype(r#"x"y"#), r#"x"y"#);
+    }
 }

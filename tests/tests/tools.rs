@@ -617,6 +617,13 @@ async fn gemctl_prompts_and_resources() -> anyhow::Result<()> {
     );
     let (code, out, err) = run(&["prompt", "/greet", "Ann", "--style=warm"])?;
     assert_eq!((code, out.as_str()), (0, "greet {\"name\":\"Ann\",\"style\":\"warm\"}\n"), "{err}");
+    // The shell has already split (and unquoted) the words: values keep their spaces and quotes.
+    let (code, out, err) = run(&["prompt", "greet", "--name=Ada Lovelace", r#"--style=a "b" \c"#])?;
+    let expected = json!({"name": "Ada Lovelace", "style": r#"a "b" \c"#});
+    assert_eq!((code, out.as_str()), (0, format!("greet {expected}\n").as_str()), "{err}");
+    let (code, out, err) = run(&["prompt", "pair", "one two", "--first=", "three"])?;
+    let expected = json!({"first": "", "second": "one two three"});
+    assert_eq!((code, out.as_str()), (0, format!("pair {expected}\n").as_str()), "{err}");
     let (code, _, err) = run(&["prompt", "pair", "one"])?;
     assert_eq!(code, 1);
     assert!(err.contains("Missing required argument(s): --second"), "{err}");
