@@ -59,8 +59,17 @@ pub async fn describe(client: &Client, session: String, name: String) -> anyhow:
         .tools_list(ToolsListParams { session, raw: true })
         .await
         .map_err(call_error("tools/list"))?;
-    let Some(t) = r.tools.iter().find(|t| t.name == name || t.tool == name) else {
-        anyhow::bail!("no tool named '{name}' (gemctl mcp tools lists them)");
+    // Its full name, or the server's own name for it when only one server has that tool.
+    let t = match r.tools.iter().find(|t| t.name == name) {
+        Some(t) => t,
+        None => match r.tools.iter().filter(|t| t.tool == name).collect::<Vec<_>>()[..] {
+            [t] => t,
+            [] => anyhow::bail!("no tool named '{name}' (gemctl mcp tools lists them)"),
+            ref several => anyhow::bail!(
+                "several servers have a tool '{name}': {}; give its full name",
+                several.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        },
     };
     output::json(&t)
 }

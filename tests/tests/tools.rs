@@ -400,6 +400,9 @@ async fn gemctl_tools_describe_and_call() -> anyhow::Result<()> {
         true
     );
     assert_eq!(described["raw"]["name"], "typed");
+    let (code, _, err) = run(&["mcp", "describe", "nosuch"])?;
+    assert_eq!(code, 1);
+    assert!(err.contains("no tool named 'nosuch'"), "{err}");
     // As text, indented all the way down (the declaration is cached pre-serialized).
     let (code, text, err) = run(&["mcp", "describe", "mcp_rich_typed"])?;
     assert_eq!(code, 0, "{err}");
@@ -449,6 +452,25 @@ async fn gemctl_tools_describe_and_call() -> anyhow::Result<()> {
     let (code, _, err) = run(&["call", "mcp_rich_echo", r#"{"text": 1}"#])?;
     assert_eq!(code, 1);
     assert!(err.contains("invalid arguments for tool 'mcp_rich_echo': /text"), "{err}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn describe_by_a_short_name_that_two_servers_have_asks_for_the_full_one() -> anyhow::Result<()>
+{
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "a": stdio(&[]), "b": stdio(&[]) }))?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    assert_eq!(home.gemctl_run(&["trust"])?.0, 0);
+    let (code, _, err) = home.gemctl_run(&["mcp", "describe", "echo"])?;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "several servers have a tool 'echo': mcp_a_echo, mcp_b_echo; give its full name"
+        ),
+        "{err}"
+    );
+    assert_eq!(home.gemctl_json(&["mcp", "describe", "mcp_b_echo"])?["server"], "b");
     Ok(())
 }
 
