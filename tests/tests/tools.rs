@@ -704,6 +704,20 @@ async fn progress_arrives_as_events_and_calls_can_be_cancelled() -> anyhow::Resu
         other.tools_call(p).await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // An id names one call at a time: a second call with it is refused, and sends nothing.
+    let twin = ToolsCallParams {
+        session: t.session.clone(),
+        name: "mcp_rich_echo".into(),
+        args: json!({"text": "twin"}).as_object().cloned(),
+        call_id: Some("long".into()),
+    };
+    match t.client.tools_call(twin).await {
+        Err(jsonrpsee::core::client::Error::Call(e)) => assert_eq!(
+            (e.code(), e.message()),
+            (-32602, "callId 'long' is already used by a call in progress in this session")
+        ),
+        other => anyhow::bail!("a second call with a running call's id: {other:?}"),
+    }
     let c = t
         .client
         .tools_cancel(ToolsCancelParams { session: t.session.clone(), call_id: "long".into() })
@@ -718,6 +732,14 @@ async fn progress_arrives_as_events_and_calls_can_be_cancelled() -> anyhow::Resu
         .await?;
     assert!(!again.cancelled, "an id that is not running is not cancelled");
     assert_eq!(cancelled_reaches(&t, 1).await?, "1");
+    // Once that call has ended, its id can be used again.
+    let reuse = ToolsCallParams {
+        session: t.session.clone(),
+        name: "mcp_rich_echo".into(),
+        args: json!({"text": "again"}).as_object().cloned(),
+        call_id: Some("long".into()),
+    };
+    assert_eq!(t.client.tools_call(reuse).await?.display, "again");
     Ok(())
 }
 

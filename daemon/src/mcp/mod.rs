@@ -934,11 +934,18 @@ impl Supervisor {
     }
 
     /// Make a call with an id cancellable: the receiver fires on `tools/cancel`.
-    pub fn register_call(&self, session: &str, call_id: &str) -> CallGuard<'_> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
+    /// `None` when a call with that id is already in progress in the session: ids name one
+    /// call at a time (a second would take the first one's `tools/cancel`, and the first
+    /// one's end would unregister the second).
+    pub fn register_call(&self, session: &str, call_id: &str) -> Option<CallGuard<'_>> {
         let key = (session.to_owned(), call_id.to_owned());
-        self.cancels.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), tx);
-        CallGuard { sup: self, key, cancelled: rx }
+        let mut cancels = self.cancels.lock().unwrap_or_else(|e| e.into_inner());
+        if cancels.contains_key(&key) {
+            return None;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        cancels.insert(key.clone(), tx);
+        Some(CallGuard { sup: self, key, cancelled: rx })
     }
 
     /// `tools/cancel`: whether a call with that id was running.

@@ -9,6 +9,8 @@ use geminid_protocol::tools::{
 use std::sync::Arc;
 
 use jsonrpsee::core::{RpcResult, async_trait};
+use jsonrpsee::types::ErrorObject;
+use jsonrpsee::types::error::INVALID_PARAMS_CODE;
 use serde_json::Value;
 
 use super::Handler;
@@ -69,7 +71,15 @@ impl ToolsApiServer for Handler {
         let result = match &p.call_id {
             None => call.await,
             Some(id) => {
-                let mut guard = self.core.mcp.register_call(&p.session, id);
+                let Some(mut guard) = self.core.mcp.register_call(&p.session, id) else {
+                    return Err(ErrorObject::owned(
+                        INVALID_PARAMS_CODE,
+                        format!(
+                            "callId '{id}' is already used by a call in progress in this session"
+                        ),
+                        None::<()>,
+                    ));
+                };
                 tokio::select! {
                     r = call => r,
                     Ok(()) = &mut guard.cancelled => {
