@@ -131,13 +131,13 @@ pub fn sessions(list: &[Session]) {
             vec![
                 s.id.clone(),
                 s.workspace.clone(),
-                if s.is_default { "default" } else { "" }.to_owned(),
+                if s.is_default { "yes" } else { "" }.to_owned(),
                 s.attached_connections.to_string(),
                 s.last_seen_at.clone(),
             ]
         })
         .collect();
-    table(&["ID", "WORKSPACE", "", "ATTACHED", "LAST SEEN"], &rows);
+    table(&["ID", "WORKSPACE", "DEFAULT", "ATTACHED", "LAST SEEN"], &rows);
 }
 
 /// `gemctl session show` / `new`.

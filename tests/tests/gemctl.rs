@@ -118,7 +118,9 @@ async fn session_commands_and_the_default_session() -> anyhow::Result<()> {
     // Human output.
     let out = home.gemctl(&["session", "list"])?;
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.starts_with("ID") && text.contains("default"), "{text}");
+    let header: Vec<&str> = text.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["ID", "WORKSPACE", "DEFAULT", "ATTACHED", "LAST", "SEEN"], "{text}");
+    assert!(text.contains(" yes "), "{text}");
     Ok(())
 }
 
