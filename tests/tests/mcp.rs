@@ -578,6 +578,27 @@ async fn network_transports_connect_and_answer() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn a_network_server_that_goes_away_fails_calls_in_plain_words() -> anyhow::Result<()> {
+    let http = NetFixture::start("--http")?;
+    let t = setup(json!({ "web": { "httpUrl": http.url } })).await?;
+    start(&t.client, &t.session).await?;
+    assert_eq!(
+        call(&t.client, &t.session, "web", "echo", json!({"text": "up"})).await,
+        Ok("up".into())
+    );
+    drop(http);
+    let e = failed(call(&t.client, &t.session, "web", "echo", json!({"text": "x"})).await);
+    // What failed and why, not rmcp's transport type names.
+    assert!(
+        e.contains("MCP server 'web': sending the request failed: error sending request for url")
+            && e.contains("Connection refused"),
+        "{e}"
+    );
+    assert!(!e.contains("rmcp::"), "{e}");
+    Ok(())
+}
+
+#[tokio::test]
 async fn network_faults_end_in_clear_states() -> anyhow::Result<()> {
     // A port nobody listens on.
     let down = {

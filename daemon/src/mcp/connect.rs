@@ -275,19 +275,27 @@ async fn sse(
 }
 
 /// An error and its sources, joined; a transport error inside an initialize error is followed
-/// into (rmcp does not expose it as a source).
+/// into (rmcp does not expose it as a source). rmcp's wrappers, whose text names generic
+/// transport types, are replaced by what failed.
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     for err in chain(e) {
-        let text = match err.downcast_ref::<rmcp::service::ClientInitializeError>() {
-            Some(rmcp::service::ClientInitializeError::TransportError { context, .. }) => {
+        let text =
+            if let Some(rmcp::service::ClientInitializeError::TransportError { context, .. }) =
+                err.downcast_ref::<rmcp::service::ClientInitializeError>()
+            {
                 format!("{context} failed")
-            }
-            _ => match err.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
-                Some(StreamableHttpError::Client(_)) => continue,
-                _ => err.to_string(),
-            },
-        };
+            } else if let Some(rmcp::ServiceError::TransportSend(_)) =
+                err.downcast_ref::<rmcp::ServiceError>()
+            {
+                "sending the request failed".to_owned()
+            } else if let Some(StreamableHttpError::Client(_)) =
+                err.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+            {
+                continue;
+            } else {
+                err.to_string()
+            };
         if err.downcast_ref::<rmcp::transport::DynamicTransportError>().is_some() {
             continue;
         }

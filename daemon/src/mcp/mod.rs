@@ -897,7 +897,10 @@ impl Supervisor {
                     Ok(Ok(s)) => {
                         Err(McpError::Unavailable(format!("{} during the call", unavailable(&s))))
                     }
-                    _ => Err(McpError::Unavailable(format!("MCP server '{name}': {e}"))),
+                    _ => Err(McpError::Unavailable(format!(
+                        "MCP server '{name}': {}",
+                        connect::error_chain(&e)
+                    ))),
                 }
             }
             Err(_) => Err(McpError::Server(format!(
