@@ -7,28 +7,20 @@ use geminid_protocol::mcp::{LogLine, ServerState, ServerStatus};
 use geminid_protocol::types::{Session, StatusResult};
 use serde::Serialize;
 
-/// `println!` for the command's output: when stdout is gone (`gemctl … | head`), the
-/// process ends quietly, as command-line tools do, instead of panicking.
+/// `println!` for the command's output, handed to stdout in one write: when stdout is gone
+/// (`gemctl … | head`), the process ends quietly, as command-line tools do, instead of
+/// panicking.
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        if let Err(e) = std::io::stdout().lock().write_all(line.as_bytes()) {
             $crate::output::stdout_failed(&e);
         }
     }};
 }
 pub(crate) use outln;
-
-/// `print!` likewise.
-macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let mut stdout = std::io::stdout().lock();
-        if let Err(e) = write!(stdout, $($arg)*).and_then(|()| stdout.flush()) {
-            $crate::output::stdout_failed(&e);
-        }
-    }};
-}
 
 /// Writing the output failed: a reader that went away ends the process with success (it has
 /// what it wanted); anything else is an error.
@@ -61,7 +53,7 @@ pub fn status(s: &StatusResult) {
     let text = format!(
         "geminid {} (protocol {}), pid {}\n  up:          {} (since {})\n  socket:      {}\n  \
          data dir:    {}\n  sessions:    {} ({} attached)\n  connections: {} ({} subscribed to \
-         events)\n",
+         events)",
         s.version,
         s.protocol_version,
         s.pid,
@@ -74,7 +66,7 @@ pub fn status(s: &StatusResult) {
         s.connections,
         s.subscribers
     );
-    out!("{text}");
+    outln!("{text}");
 }
 
 pub fn uptime(secs: u64) -> String {
@@ -342,6 +334,10 @@ mod tests {
             serde_json::json!({"server": "x", "identity": "abc", "sessions": [], "tools": 1, "prompts": 0, "resources": 2}),
         )?;
         assert!(matches!(c.body, EventBody::CatalogChanged(_)));
+        assert_eq!(
+            super::event_line(&c),
+            "T  catalog/changed      x: 1 tool, 0 prompts, 2 resources"
+        );
         let state = |previous: &str, state: &str, pid: Option<u32>| {
             let mut payload = serde_json::json!({"name": "fx", "scope": "user", "transport": "stdio", "target": "fx", "state": state, "identity": "abc", "restarts": 3, "sessions": [], "previous": previous});
             if let Some(pid) = pid {
@@ -357,10 +353,6 @@ mod tests {
         // Only the pid or the count changed: no arrow between two equal states.
         let same = state("connecting", "connecting", None)?;
         assert_eq!(super::event_line(&same), "T  mcp/serverState      fx: Connecting (3 restarts)");
-        assert_eq!(
-            super::event_line(&c),
-            "T  catalog/changed      x: 1 tool, 0 prompts, 2 resources"
-        );
         Ok(())
     }
 

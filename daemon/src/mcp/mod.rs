@@ -549,14 +549,14 @@ impl Supervisor {
                             }
                         }
                         None => {
-                            let configured = timeout.map(Duration::from_millis);
                             let new = NewServer {
                                 identity: identity.clone(),
                                 name: name.clone(),
                                 scope: entry.scope,
                                 spec,
-                                startup_timeout: configured.unwrap_or(self.opts.startup_timeout),
-                                request_timeout: configured.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
+                                startup_timeout: timeout
+                                    .map_or(self.opts.startup_timeout, Duration::from_millis),
+                                request_timeout: entry.timeout,
                             };
                             tracing::info!(server = %name, session = view.id, identity = &identity[..12], "starting MCP server");
                             let server = Server::start(new, self.me.clone(), self.opts);
@@ -737,8 +737,6 @@ impl Supervisor {
         out
     }
 
-    /// The running server an entry name means: the session's, or (without a session) the one
-    /// running server of that name.
     /// How long `session` waits for an answer from `server`: the `timeout` of its entry that
     /// runs as that server (sessions sharing a server may set different ones), else the
     /// server's own.
@@ -755,6 +753,8 @@ impl Supervisor {
             .map_or(server.request_timeout, |e| e.timeout)
     }
 
+    /// The running server an entry name means: the session's, or (without a session) the one
+    /// running server of that name.
     pub fn find(&self, session: Option<&str>, name: &str) -> Result<Arc<Server>, McpError> {
         let inner = self.inner();
         if let Some(id) = session {
