@@ -126,10 +126,8 @@ pub async fn start(socket: &Path) -> anyhow::Result<HelloResult> {
 pub fn lock_held(socket: &Path) -> bool {
     #[cfg(unix)]
     {
-        let Ok(file) = std::fs::File::open(geminid_protocol::socket::lock_path(socket)) else {
-            return false;
-        };
-        matches!(file.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock))
+        use geminid_protocol::socket::{lock_held, lock_path};
+        lock_held(&lock_path(socket))
     }
     #[cfg(windows)]
     {

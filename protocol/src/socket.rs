@@ -49,6 +49,13 @@ pub fn lock_path(socket: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// Whether some process holds the daemon lock file at `lock` (a daemon running, or still
+/// shutting down: it holds the lock until its process exits).
+pub fn lock_held(lock: &Path) -> bool {
+    std::fs::File::open(lock)
+        .is_ok_and(|f| matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock)))
+}
+
 #[cfg(unix)]
 fn platform_default(env: &impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, NoSocketPath> {
     if let Some(dir) = env("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute()) {

@@ -161,11 +161,13 @@ impl Drop for TestHome {
                 if e.path().extension().is_some_and(|x| x == "lock")
                     && let Ok(text) = std::fs::read_to_string(e.path())
                     && let Ok(pid) = text.trim().parse::<i32>()
-                    && lock_is_held(&e.path())
+                    && geminid_protocol::socket::lock_held(&e.path())
                 {
                     let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
                     let deadline = Instant::now() + Duration::from_secs(10);
-                    while lock_is_held(&e.path()) && Instant::now() < deadline {
+                    while geminid_protocol::socket::lock_held(&e.path())
+                        && Instant::now() < deadline
+                    {
                         std::thread::sleep(Duration::from_millis(20));
                     }
                     let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
@@ -188,11 +190,6 @@ impl Drop for TestHome {
             panic!("processes left behind by the test: {left:?}");
         }
     }
-}
-
-/// Whether some process holds the lock file.
-fn lock_is_held(path: &Path) -> bool {
-    File::open(path).is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
 }
 
 /// A running `geminid` child. Dropping it kills it.
