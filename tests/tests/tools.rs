@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use geminid_protocol::api::{SessionApiClient, ToolsApiClient};
+use geminid_protocol::api::{McpApiClient, SessionApiClient, ToolsApiClient};
+use geminid_protocol::mcp::StartParams;
 use geminid_protocol::client::Client;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult};
@@ -784,5 +785,36 @@ async fn a_list_changed_storm_is_coalesced() -> anyhow::Result<()> {
     assert_eq!(last, 26, "the final catalog has every grown tool");
     assert!(events_seen < 10, "{events_seen} events for one storm of 20 notifications");
     assert_eq!(list(&t, false).await?.tools.len(), 26);
+    Ok(())
+}
+
+#[tokio::test]
+async fn parallel_first_calls_all_wait_for_the_same_start() -> anyhow::Result<()> {
+    // A fresh session's first turn: several calls at once, none preceded by mcp/start, to a
+    // server that takes a moment to load. Every one must find its tool (Gemini sends parallel
+    // function calls), and the slow server's start must not make the others fail.
+    let t = setup(json!({
+        "slow": stdio(&["--startup-delay-ms", "400"]),
+        "quick": stdio(&[]),
+    }))
+    .await?;
+    // A front-end that starts the servers without waiting (`mcp/start` with `wait: false`),
+    // then sends its first turn's calls, staggered as separate processes arrive.
+    let start = StartParams { session: t.session.clone(), wait: false };
+    t.client.mcp_start(start).await?;
+    let calls = (0..4u64).map(|i| {
+        let name = if i % 2 == 0 { "mcp_slow_echo" } else { "mcp_quick_echo" };
+        let (client, session) = (&t.client, &t.session);
+        async move {
+            tokio::time::sleep(Duration::from_millis(i * 60)).await;
+            call(client, session, name, json!({"text": format!("n{i}")})).await
+        }
+    });
+    let answers: Vec<String> = futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|r| r.map(|ok| ok.display).unwrap_or_else(|e| format!("failed: {e}")))
+        .collect();
+    assert_eq!(answers, ["n0", "n1", "n2", "n3"]);
     Ok(())
 }

@@ -193,6 +193,9 @@ pub struct SessionTools {
     pub diagnostics: Vec<String>,
     /// Position in `tools` by fully qualified name.
     pub by_name: HashMap<String, usize>,
+    /// Some server had not finished its first start when this was computed: the table is
+    /// provisional, and a caller that must see every tool waits for [`Supervisor::settle`].
+    pub pending: bool,
     /// The `tools/list` entries, built (and serialized) on first use.
     entries: std::sync::OnceLock<ToolList>,
 }
@@ -1047,7 +1050,9 @@ fn compute_session_tools(inner: &Inner, entries: &BTreeMap<String, Entry>) -> Se
     for (name, entry) in entries {
         let Binding::Runs(identity) = &entry.binding else { continue };
         let Some(server) = inner.servers.get(identity) else { continue };
-        let state = server.snapshot().state;
+        let snapshot = server.snapshot();
+        let state = snapshot.state;
+        out.pending |= !snapshot.settled();
         if state != ServerState::Connected {
             out.diagnostics.push(format!(
                 "MCP server '{name}' is {}: its tools are not listed",

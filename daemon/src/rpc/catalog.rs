@@ -34,8 +34,10 @@ impl Handler {
         Ok(InstructionsResult { servers: list, system_prompt })
     }
 
+    /// The session's servers, once each has finished its first start (see `session_tools`).
     async fn servers(&self, session: &str) -> RpcResult<Servers> {
         self.ensure_servers(session).await?;
+        self.core.mcp.settle(session).await;
         self.core.mcp.session_servers(session).map_err(mcp_error)
     }
 

@@ -20,9 +20,16 @@ use crate::mcp::catalog::check_args;
 use crate::mcp::{SessionTools, tools};
 
 impl Handler {
-    /// The session's tools, starting its servers first if it had not.
+    /// The session's tools, starting its servers first if it had not. A server still in its
+    /// first start is waited for (up to its start-up timeout), so parallel first calls all see
+    /// the same catalog as the one that started the servers.
     async fn session_tools(&self, session: &str) -> RpcResult<Arc<SessionTools>> {
         self.ensure_servers(session).await?;
+        let tools = self.core.mcp.session_tools(session).map_err(mcp_error)?;
+        if !tools.pending {
+            return Ok(tools);
+        }
+        self.core.mcp.settle(session).await;
         self.core.mcp.session_tools(session).map_err(mcp_error)
     }
 }
