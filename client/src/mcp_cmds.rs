@@ -78,7 +78,13 @@ pub async fn run(
                 .mcp_list_servers(Some(ListServersParams { session }))
                 .await
                 .map_err(call_error("mcp/listServers"))?;
-            if json { output::json(&r.servers)? } else { output::servers(&r.servers) }
+            if json {
+                output::json(&r.servers)?
+            } else if all {
+                output::running_servers(&r.servers)
+            } else {
+                output::servers(&r.servers)
+            }
         }
         RuntimeCommand::Tools { server } => {
             crate::tool_cmds::tools(client, session.unwrap_or_default(), server, json).await?;

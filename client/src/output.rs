@@ -259,8 +259,22 @@ pub fn state_icon(state: ServerState) -> &'static str {
     }
 }
 
+/// `gemctl mcp list --all`: every running copy, with the identity that tells copies of one
+/// name apart and the sessions that use it.
+pub fn running_servers(list: &[ServerStatus]) {
+    if list.is_empty() {
+        outln!("No MCP servers running.");
+        return;
+    }
+    servers_with(list, true);
+}
+
 /// `gemctl mcp list`: Gemini CLI's line for each server, plus what geminid knows.
 pub fn servers(list: &[ServerStatus]) {
+    servers_with(list, false);
+}
+
+fn servers_with(list: &[ServerStatus], copies: bool) {
     if list.is_empty() {
         outln!("No MCP servers configured.");
         return;
@@ -296,6 +310,12 @@ pub fn servers(list: &[ServerStatus]) {
         );
         if let Some(e) = &s.last_error {
             outln!("    {e}");
+        }
+        if copies {
+            let id = s.identity.as_deref().unwrap_or("-");
+            let users =
+                if s.sessions.is_empty() { "none (lingering)".to_owned() } else { s.sessions.join(", ") };
+            outln!("    identity {id}; sessions: {users}");
         }
     }
 }

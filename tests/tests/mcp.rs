@@ -257,20 +257,43 @@ async fn sessions_share_one_process_per_identity() -> anyhow::Result<()> {
     want.sort();
     assert_eq!(users, want);
 
-    // A different environment is a different identity: its own process.
-    let c = session(&client, &ws2, shell_env(&home, &[("API_REGION", "eu")])).await?;
+    // Another terminal, tmux or an activated virtualenv: variables the entry does not name
+    // do not make another server; the child keeps the environment it started with.
+    let other_shell = [("TERM", "screen"), ("VIRTUAL_ENV", "/venv"), ("API_REGION", "eu")];
+    let c = session(&client, &ws2, shell_env(&home, &other_shell)).await?;
     start(&client, &c).await?;
-    let pc = pid_of(&client, &c, "fx").await;
-    assert_ne!(pc, pa, "different env: separate process");
-    assert_eq!(list_all(&client).await?.len(), 2);
+    assert_eq!(pid_of(&client, &c, "fx").await, pa, "another shell of the user: shared");
     assert_eq!(
         call(&client, &c, "fx", "env", json!({"name": "API_REGION"})).await,
-        Ok("eu".into())
-    );
-    assert_eq!(
-        call(&client, &a, "fx", "env", json!({"name": "API_REGION"})).await,
         Ok("<unset>".into())
     );
+
+    // An entry that references a variable: sessions where it resolves differently get their
+    // own process, each with its value.
+    let mut region = stdio(&[]);
+    region["env"] = json!({ "API_REGION": "$API_REGION" });
+    write_user_settings(&home, json!({ "fx": stdio(&[]), "regional": region }))?;
+    client.mcp_reload(Some(McpReloadParams { session: None })).await?;
+    let d = session(&client, &ws2, shell_env(&home, &[("API_REGION", "us")])).await?;
+    start(&client, &d).await?;
+    start(&client, &c).await?;
+    let region_of = |s: &str| {
+        let s = s.to_owned();
+        let client = &client;
+        async move { call(client, &s, "regional", "env", json!({"name": "API_REGION"})).await }
+    };
+    assert_eq!((region_of(&c).await, region_of(&d).await), (Ok("eu".into()), Ok("us".into())));
+    assert_ne!(pid_of(&client, &c, "regional").await, pid_of(&client, &d, "regional").await);
+    let all = list_all(&client).await?;
+    // a and b (no API_REGION: the same empty value) share one; c and d have one each.
+    let mut regional: Vec<(usize, Option<String>)> = all
+        .iter()
+        .filter(|s| s.name == "regional")
+        .map(|s| (s.sessions.len(), s.identity.clone()))
+        .collect();
+    regional.sort();
+    regional.dedup_by(|x, y| x.1 == y.1);
+    assert_eq!(regional.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 1, 2], "{all:#?}");
     Ok(())
 }
 
@@ -813,6 +836,9 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     assert!(pid > 0);
     let all = home.gemctl_json(&["mcp", "list", "--all"])?;
     assert_eq!(all.as_array().map(Vec::len), Some(1), "{all}");
+    let (ok, out, _) = text(&["mcp", "list", "--all"])?;
+    let identity = fx["identity"].as_str().unwrap_or("?");
+    assert!(ok && out.contains(&format!("    identity {identity}; sessions: {}\n", held.id)), "{out}");
 
     let (ok, out, err) = text(&["mcp", "restart", "fx"])?;
     assert!(ok, "{err}");

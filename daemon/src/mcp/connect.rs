@@ -124,7 +124,7 @@ pub async fn connect(
     let Attempt { name, spec, timeout, grace, log, store, sup } = attempt;
     let handler = Handler { notices, sup };
     match spec {
-        LaunchSpec::Stdio { command, args, cwd, env } => {
+        LaunchSpec::Stdio { command, args, cwd, env, .. } => {
             let ctx = child::SpawnContext { server: name, log, store };
             let (mut proc, pipes) = child::spawn(command, args, env, cwd.as_ref(), ctx)
                 .await

@@ -1,10 +1,12 @@
 //! A server's resolved launch spec and its identity (COMPAT §1.4, DESIGN "Shared servers").
 //!
-//! The identity is the hash of exactly what would be launched: transport, command, args, cwd and
-//! the final child environment (or URL and headers). Sessions whose specs resolve to the same
-//! identity share one process or connection. Per-shell volatile variables are left out of the
-//! child's environment, so two shells of one user still share.
-
+//! The identity is the hash of what the entry itself decides: transport; the command, the
+//! program it resolves to on the session's `PATH`, args and cwd, and the variables the entry
+//! sets in `env` (or URL and headers). Every `$VAR` reference in those is expanded before
+//! hashing, so entries whose references resolve differently are different servers. What a
+//! stdio child merely inherits (TERM, the order of PATH, an activated virtualenv's variables,
+//! anything the entry does not name) is not part of it: two shells of one user share one
+//! process, and the child gets the environment of the session that started it.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -63,7 +65,15 @@ pub enum LaunchSpec {
         args: Vec<String>,
         /// Its working directory; `None` inherits the daemon's.
         cwd: Option<PathBuf>,
-        /// Its complete environment.
+        /// The program `command` resolves to in `env`'s `PATH` (its directory made canonical,
+        /// the file name kept, so a virtualenv's `python` link stays itself); `None` where it
+        /// resolves to nothing (the start will say so).
+        program: Option<PathBuf>,
+        /// The variables the entry sets itself (`env`), expanded.
+        explicit: BTreeMap<String, String>,
+        /// Its complete environment: the starting session's (sanitized, volatile variables
+        /// removed) with `explicit` on top. Not part of the identity.
+        #[serde(skip)]
         env: BTreeMap<String, String>,
     },
     /// A remote server.
@@ -129,20 +139,73 @@ pub fn resolve(
         BTreeMap::from([("GEMINI_CLI".to_owned(), "1".to_owned())]);
     child_env.extend(sanitized.into_iter().filter(|(k, _)| !VOLATILE_ENV.contains(&k.as_str())));
     // Explicit env is not redacted and expands against the unredacted environment.
-    for (k, v) in config.env.iter().flatten() {
-        child_env.insert(k.clone(), expand_env_vars(v, env));
-    }
+    let explicit: BTreeMap<String, String> =
+        config.env.iter().flatten().map(|(k, v)| (k.clone(), expand_env_vars(v, env))).collect();
+    child_env.extend(explicit.iter().map(|(k, v)| (k.clone(), v.clone())));
     let cwd = match &config.cwd {
         Some(c) if Path::new(c).is_absolute() => Some(PathBuf::from(c)),
         Some(c) => Some(workspace.join(c)),
         None => default_cwd.map(Path::to_path_buf),
     };
+    let program = find_program(&command, child_env.get("PATH"), cwd.as_deref());
     Ok(LaunchSpec::Stdio {
         command,
         args: config.args.clone().unwrap_or_default(),
         cwd,
+        program,
+        explicit,
         env: child_env,
     })
+}
+
+/// The file `command` names, as a process started with `path` as its `PATH` in `cwd` would
+/// find it. The directory is made canonical (`/bin` and `/usr/bin` on a merged-/usr system are
+/// one place) but the file name is kept: a virtualenv's `bin/python` is a link to the system
+/// interpreter and still a different program.
+fn find_program(command: &str, path: Option<&String>, cwd: Option<&Path>) -> Option<PathBuf> {
+    let named = Path::new(command);
+    let candidates: Vec<PathBuf> = if named.components().count() > 1 || named.is_absolute() {
+        vec![match cwd {
+            Some(dir) if named.is_relative() => dir.join(named),
+            _ => named.to_path_buf(),
+        }]
+    } else {
+        let dirs = path.map(|p| std::env::split_paths(p).collect::<Vec<_>>()).unwrap_or_default();
+        dirs.into_iter()
+            .filter(|d| d.is_absolute())
+            .flat_map(|d| executable_names(command).into_iter().map(move |n| d.join(n)))
+            .collect()
+    };
+    let found = candidates.into_iter().find(|c| is_executable(c))?;
+    let dir = found.parent().and_then(|d| d.canonicalize().ok());
+    match (dir, found.file_name()) {
+        (Some(dir), Some(name)) => Some(dir.join(name)),
+        _ => Some(found),
+    }
+}
+
+#[cfg(unix)]
+fn executable_names(command: &str) -> Vec<String> {
+    vec![command.to_owned()]
+}
+
+#[cfg(not(unix))]
+fn executable_names(command: &str) -> Vec<String> {
+    let exts = std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".into());
+    std::iter::once(command.to_owned())
+        .chain(exts.split(';').filter(|e| !e.is_empty()).map(|e| format!("{command}{e}")))
+        .collect()
+}
+
+#[cfg(unix)]
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(path: &Path) -> bool {
+    path.is_file()
 }
 
 /// Where a stdio server without `cwd` runs. Gemini CLI starts it in the workspace (its own
@@ -158,7 +221,8 @@ pub fn default_cwd(scope: Scope, workspace: &Path, env: &Env) -> Option<PathBuf>
 }
 
 impl LaunchSpec {
-    /// The identity: a SHA-256 of the spec's canonical JSON, hex.
+    /// The identity: a SHA-256 of the spec's canonical JSON (without the inherited
+    /// environment), hex.
     pub fn identity(&self) -> String {
         // Maps are BTreeMaps, so the JSON is canonical.
         let json = serde_json::to_vec(self).unwrap_or_default();
@@ -203,7 +267,8 @@ mod tests {
             cwd: Some("sub".into()),
             ..Default::default()
         };
-        let LaunchSpec::Stdio { command, args, cwd, env: child } = stdio(config, &e) else {
+        let LaunchSpec::Stdio { command, args, cwd, env: child, explicit, .. } = stdio(config, &e)
+        else {
             panic!("not stdio")
         };
         assert_eq!((command.as_str(), args), ("srv", vec!["--x".to_owned()]));
@@ -219,18 +284,69 @@ mod tests {
                 ("TOKEN", "ghp_secret")
             ])
         );
+        assert_eq!(explicit, env(&[("MISSING", "[]"), ("TOKEN", "ghp_secret")]));
+    }
+
+    /// A directory holding executables with these names.
+    fn bin_dir(names: &[&str]) -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for n in names {
+            let p = dir.path().join(n);
+            std::fs::write(&p, "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        dir
     }
 
     #[test]
-    fn identity_ignores_volatile_variables_but_not_real_ones() {
-        let config = McpServerConfig { command: Some("srv".into()), ..Default::default() };
-        let shell_a = env(&[("PATH", "/bin"), ("PWD", "/a"), ("SHLVL", "1"), ("COLUMNS", "80")]);
-        let shell_b = env(&[("PATH", "/bin"), ("PWD", "/b"), ("SHLVL", "3"), ("COLUMNS", "200")]);
-        let other = env(&[("PATH", "/other/bin")]);
-        let id = |e: &Env| stdio(config.clone(), e).identity();
-        assert_eq!(id(&shell_a), id(&shell_b));
-        assert_ne!(id(&shell_a), id(&other));
-        assert_eq!(id(&shell_a).len(), 64);
+    fn identity_is_what_the_entry_decides_not_what_the_shell_has() {
+        let (system, venv, empty) = (bin_dir(&["srv", "py"]), bin_dir(&["py"]), bin_dir(&[]));
+        let (sys, ven, emp) = (
+            system.path().display().to_string(),
+            venv.path().display().to_string(),
+            empty.path().display().to_string(),
+        );
+        let entry = |command: &str, env: &[(&str, &str)]| McpServerConfig {
+            command: Some(command.into()),
+            env: Some(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()),
+            ..Default::default()
+        };
+        let id = |config: &McpServerConfig, e: &[(&str, &str)]| stdio(config.clone(), &env(e)).identity();
+        let srv = entry("srv", &[]);
+        let shell = [("PATH", sys.as_str()), ("TERM", "xterm-256color"), ("PWD", "/a")];
+        let base = id(&srv, &shell);
+        assert_eq!(base.len(), 64);
+        // Another terminal, tmux, a virtualenv, direnv: variables the entry does not name.
+        let other_path = format!("{emp}:{sys}");
+        let other = [
+            ("PATH", other_path.as_str()),
+            ("TERM", "screen"),
+            ("VIRTUAL_ENV", "/venv"),
+            ("DIRENV_DIR", "-/p"),
+            ("PWD", "/b"),
+        ];
+        assert_eq!(id(&srv, &other), base, "same program, other shell: one server");
+        // A variable the entry sets, or references, resolving differently: two servers.
+        let region = entry("srv", &[("REGION", "$REGION")]);
+        assert_ne!(
+            id(&region, &[("PATH", sys.as_str()), ("REGION", "eu")]),
+            id(&region, &[("PATH", sys.as_str()), ("REGION", "us")])
+        );
+        assert_ne!(id(&region, &shell), base, "an explicit env is part of it");
+        // The program the command finds: a virtualenv's own interpreter is another server.
+        let py = entry("py", &[]);
+        let in_venv = format!("{ven}:{sys}");
+        assert_ne!(id(&py, &[("PATH", in_venv.as_str())]), id(&py, &[("PATH", sys.as_str())]));
+        let LaunchSpec::Stdio { program, env: child, .. } = stdio(py, &env(&[("PATH", &in_venv)]))
+        else {
+            panic!("not stdio")
+        };
+        assert_eq!(program, venv.path().canonicalize().ok().map(|d| d.join("py")));
+        assert_eq!(child.get("PATH"), Some(&in_venv), "the child still inherits the session's PATH");
+        // A command found nowhere still has an identity (its start fails and says so).
+        assert_eq!(id(&entry("nope", &[]), &shell), id(&entry("nope", &[]), &other));
     }
 
     #[test]
