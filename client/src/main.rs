@@ -233,11 +233,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     session.id, session.workspace
                 );
             }
-            stream_events(&client, Some(session.id), cli.json).await
+            stream_events(&client, Some(session.id), true, cli.json).await
         }
         Command::Events => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
-            stream_events(&client, None, cli.json).await
+            stream_events(&client, None, false, cli.json).await
         }
         Command::Config(cmd) => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
@@ -461,14 +461,23 @@ async fn session(
     Ok(())
 }
 
+/// Print events (of `session`, or all) until Ctrl-C or the daemon's shutdown. With `hold`, the
+/// session's MCP servers are started once the stream is open, so their state changes show,
+/// and kept running for as long as this connection stays attached.
 async fn stream_events(
     client: &Client,
     session: Option<String>,
+    hold: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let params = EventsSubscribeParams { session, kinds: None };
+    let params = EventsSubscribeParams { session: session.clone(), kinds: None };
     let mut sub =
         client.subscribe_events(Some(params)).await.map_err(call_error("events/subscribe"))?;
+    if let (true, Some(session)) = (hold, session) {
+        use geminid_protocol::api::McpApiClient;
+        let start = geminid_protocol::mcp::StartParams { session, wait: false };
+        client.mcp_start(start).await.map_err(call_error("mcp/start"))?;
+    }
     loop {
         let item = tokio::select! {
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),

@@ -313,8 +313,11 @@ fn servers_with(list: &[ServerStatus], copies: bool) {
         }
         if copies {
             let id = s.identity.as_deref().unwrap_or("-");
-            let users =
-                if s.sessions.is_empty() { "none (lingering)".to_owned() } else { s.sessions.join(", ") };
+            let users = if s.sessions.is_empty() {
+                "none (lingering)".to_owned()
+            } else {
+                s.sessions.join(", ")
+            };
             outln!("    identity {id}; sessions: {users}");
         }
     }

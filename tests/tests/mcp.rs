@@ -838,7 +838,10 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     assert_eq!(all.as_array().map(Vec::len), Some(1), "{all}");
     let (ok, out, _) = text(&["mcp", "list", "--all"])?;
     let identity = fx["identity"].as_str().unwrap_or("?");
-    assert!(ok && out.contains(&format!("    identity {identity}; sessions: {}\n", held.id)), "{out}");
+    assert!(
+        ok && out.contains(&format!("    identity {identity}; sessions: {}\n", held.id)),
+        "{out}"
+    );
 
     let (ok, out, err) = text(&["mcp", "restart", "fx"])?;
     assert!(ok, "{err}");
@@ -864,5 +867,47 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     assert!(!ok);
     assert!(err.contains("no running MCP server named 'off'"), "{err}");
     drop(client);
+    Ok(())
+}
+
+#[tokio::test]
+async fn gemctl_attach_holds_the_servers_and_shows_their_states() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let daemon = Daemon::start(&home, FAST).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let mut attach = home.gemctl_cmd(&["--json", "attach"]).stdout(Stdio::piped()).spawn()?;
+    let stdout = attach.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut states = Vec::new();
+    while let Ok(line) = lines.recv_timeout(Duration::from_secs(10)) {
+        let v: Value = serde_json::from_str(&line)?;
+        if v["kind"] == "mcp/serverState" {
+            states.push(v["payload"]["state"].as_str().unwrap_or_default().to_owned());
+            if states.last().is_some_and(|s| s == "connected") {
+                break;
+            }
+        }
+    }
+    assert_eq!(states.last().map(String::as_str), Some("connected"), "{states:?}");
+    // Held: it outlives the linger (300 ms) many times over while attach runs.
+    let client = daemon.client().await?;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let all = list_all(&client).await?;
+    assert_eq!((all.len(), all[0].state), (1, ServerState::Connected), "{all:#?}");
+    // Detached: it goes after the linger.
+    kill(Pid::from_raw(attach.id() as i32), Signal::SIGINT)?;
+    attach.wait()?;
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            list_all(&client).await.is_ok_and(|a| a.is_empty())
+        })
+        .await
+    );
     Ok(())
 }

@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use geminid_protocol::api::{McpApiClient, SessionApiClient, ToolsApiClient};
-use geminid_protocol::mcp::StartParams;
 use geminid_protocol::client::Client;
 use geminid_protocol::event::{Event, EventBody};
+use geminid_protocol::mcp::StartParams;
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult};
 use geminid_protocol::types::EventsSubscribeParams;
 use geminid_tests::mcp::{FAST, Setup, fixture, stdio, write_user_settings};

@@ -313,7 +313,9 @@ mod tests {
             env: Some(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()),
             ..Default::default()
         };
-        let id = |config: &McpServerConfig, e: &[(&str, &str)]| stdio(config.clone(), &env(e)).identity();
+        let id = |config: &McpServerConfig, e: &[(&str, &str)]| {
+            stdio(config.clone(), &env(e)).identity()
+        };
         let srv = entry("srv", &[]);
         let shell = [("PATH", sys.as_str()), ("TERM", "xterm-256color"), ("PWD", "/a")];
         let base = id(&srv, &shell);
@@ -344,7 +346,11 @@ mod tests {
             panic!("not stdio")
         };
         assert_eq!(program, venv.path().canonicalize().ok().map(|d| d.join("py")));
-        assert_eq!(child.get("PATH"), Some(&in_venv), "the child still inherits the session's PATH");
+        assert_eq!(
+            child.get("PATH"),
+            Some(&in_venv),
+            "the child still inherits the session's PATH"
+        );
         // A command found nowhere still has an identity (its start fails and says so).
         assert_eq!(id(&entry("nope", &[]), &shell), id(&entry("nope", &[]), &other));
     }
