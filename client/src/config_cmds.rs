@@ -179,7 +179,13 @@ pub fn server_object(a: &AddArgs) -> anyhow::Result<Value> {
     }
     if a.transport == TransportArg::Stdio {
         o.insert("command".into(), json!(a.command_or_url));
-        o.insert("args".into(), json!(a.args));
+        // `name cmd arg -- --flag value`: the `--` is a separator, as in Gemini CLI (yargs'
+        // `populate--`), not an argument. Only the first one: a second `--` is the server's.
+        let mut args = a.args.clone();
+        if let Some(i) = args.iter().position(|x| x == "--") {
+            args.remove(i);
+        }
+        o.insert("args".into(), json!(args));
         let env = pairs(&a.env, parse_env)?;
         if !env.is_empty() {
             o.insert("env".into(), json!(env));

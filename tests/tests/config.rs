@@ -83,6 +83,14 @@ async fn mcp_add_writes_what_gemini_cli_writes_with_its_messages() -> anyhow::Re
         .unwrap_or_default();
     assert_eq!(order[..2], ["command", "args"]);
 
+    // Gemini CLI's docs' own form: a `--` after the first argument separates, and is dropped.
+    let out =
+        home.gemctl(&["mcp", "add", "sep", "node", "server.js", "--", "--port", "3000", "--"])?;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(project_settings(&home))?;
+    let written: Value = serde_json::from_str(&text.replace("  // keep me\n", ""))?;
+    assert_eq!(written["mcpServers"]["sep"]["args"], json!(["server.js", "--port", "3000", "--"]));
+
     let out = home.gemctl(&["mcp", "add", "everything", "npx"])?;
     assert_eq!(
         stdout(&out),
