@@ -911,3 +911,58 @@ async fn gemctl_attach_holds_the_servers_and_shows_their_states() -> anyhow::Res
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn broken_trust_and_enablement_files_keep_their_last_good_contents() -> anyhow::Result<()> {
+    use geminid_protocol::api::ConfigApiClient;
+    use geminid_protocol::config::ConfigParams;
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]), "off": stdio(&[]) }))?;
+    let gemini = home.root().join("home/.gemini");
+    let (rules, enablement) =
+        (gemini.join("trustedFolders.json"), gemini.join("mcp-server-enablement.json"));
+    let workspace = home.workspace().display().to_string();
+    std::fs::write(&rules, json!({ &workspace: "TRUST_FOLDER" }).to_string())?;
+    std::fs::write(&enablement, json!({ "off": { "enabled": false } }).to_string())?;
+    let daemon = Daemon::start(&home, FAST).await?;
+    let client = daemon.client().await?;
+    // Trusted by the file, not by the environment.
+    let mut env = shell_env(&home, &[]);
+    env.retain(|k, _| k != "GEMINI_CLI_TRUST_WORKSPACE");
+    let s = session(&client, &home.workspace(), env).await?;
+    let started = start(&client, &s).await?;
+    assert_eq!(
+        (one(&started, "fx").state, one(&started, "off").state),
+        (ServerState::Connected, ServerState::Disabled)
+    );
+    let pid = pid_of(&client, &s, "fx").await;
+
+    // An editor mid-save, or a typo: neither file parses any more.
+    std::fs::write(&rules, format!("{{\"{workspace}\": \"TRUST_"))?;
+    std::fs::write(&enablement, "{\"off\": {\"enabled\": fal")?;
+    client.mcp_reload(Some(McpReloadParams { session: None })).await?;
+    let now = list(&client, &s).await?;
+    assert_eq!(
+        (one(&now, "fx").state, one(&now, "off").state),
+        (ServerState::Connected, ServerState::Disabled),
+        "{now:#?}"
+    );
+    assert_eq!(pid_of(&client, &s, "fx").await, pid, "the running server was left alone");
+    let diags = client.config_diagnostics(ConfigParams { session: s.clone() }).await?.diagnostics;
+    for file in ["trustedFolders.json", "mcp-server-enablement.json"] {
+        assert!(
+            diags.iter().any(|d| d.file.ends_with(file)
+                && d.message.ends_with("its last good contents stay in effect")),
+            "{file}: {diags:#?}"
+        );
+    }
+    // Valid again, with other contents: those apply.
+    std::fs::write(&enablement, "{}")?;
+    client.mcp_reload(Some(McpReloadParams { session: None })).await?;
+    let off = wait_for(&client, &s, "off", Duration::from_secs(10), |x| {
+        x.state == ServerState::Connected
+    })
+    .await;
+    assert_eq!(off.state, ServerState::Connected);
+    Ok(())
+}

@@ -18,19 +18,19 @@ pub fn load_disabled(path: &Path) -> (BTreeSet<String>, Option<Diagnostic>) {
     match read_object(path) {
         FileRead::Missing => (BTreeSet::new(), None),
         FileRead::Failed(d) => (BTreeSet::new(), Some(d)),
-        FileRead::Parsed { value, .. } => {
-            let disabled = value
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter(|(_, v)| {
-                    v.get("enabled").and_then(serde_json::Value::as_bool) == Some(false)
-                })
-                .map(|(k, _)| normalize(k))
-                .collect();
-            (disabled, None)
-        }
+        FileRead::Parsed { value, .. } => (disabled_in(&value), None),
     }
+}
+
+/// Names an enablement file's contents disable (normalized).
+pub fn disabled_in(value: &serde_json::Value) -> BTreeSet<String> {
+    value
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, v)| v.get("enabled").and_then(serde_json::Value::as_bool) == Some(false))
+        .map(|(k, _)| normalize(k))
+        .collect()
 }
 
 /// The inputs that decide enablement.

@@ -147,26 +147,53 @@ impl Loader {
 
     /// Read `path`: (exists, contents in effect, problem).
     fn read(&self, path: &Path) -> (bool, Option<(Value, String)>, Option<Diagnostic>) {
+        self.read_checked(path, |_| Ok(()), "the file is ignored until it is fixed")
+    }
+
+    /// Read `path`, whose contents must also pass `check`: (exists, contents in effect,
+    /// problem). Every input file goes through here, so a file that stops parsing (an editor
+    /// mid-save, a typo) keeps its last good contents in effect for as long as the daemon has
+    /// seen some; `unknown` says what holds before it has.
+    fn read_checked(
+        &self,
+        path: &Path,
+        check: impl Fn(&Value) -> Result<(), String>,
+        unknown: &str,
+    ) -> (bool, Option<(Value, String)>, Option<Diagnostic>) {
         let mut cache = self.last_good.lock().unwrap_or_else(|e| e.into_inner());
-        match read_object(path) {
+        let failed = match read_object(path) {
             FileRead::Missing => {
                 cache.remove(path);
-                (false, None, None)
+                return (false, None, None);
             }
-            FileRead::Parsed { value, text } => {
-                cache.insert(path.to_path_buf(), (value.clone(), text.clone()));
-                (true, Some((value, text)), None)
-            }
-            FileRead::Failed(mut d) => {
-                let kept = cache.get(path).cloned();
-                if kept.is_some() {
-                    d.message.push_str("; its last good contents stay in effect");
-                } else {
-                    d.message.push_str("; the file is ignored until it is fixed");
+            FileRead::Parsed { value, text } => match check(&value) {
+                Ok(()) => {
+                    cache.insert(path.to_path_buf(), (value.clone(), text.clone()));
+                    return (true, Some((value, text)), None);
                 }
-                (true, kept, Some(d))
-            }
+                Err(message) => files::diagnostic(Severity::Error, path, None, message),
+            },
+            FileRead::Failed(d) => d,
+        };
+        let mut d = failed;
+        let kept = cache.get(path).cloned();
+        if kept.is_some() {
+            d.message.push_str("; its last good contents stay in effect");
+        } else {
+            d.message.push_str("; ");
+            d.message.push_str(unknown);
         }
+        (true, kept, Some(d))
+    }
+
+    /// The trust rules in effect, and a problem with their file.
+    fn trust_rules(&self) -> (trust::TrustRules, Option<Diagnostic>) {
+        let path = &self.paths.trusted_folders;
+        let check = |v: &Value| trust::rules_from(v.clone()).map(|_| ());
+        let (_, content, problem) =
+            self.read_checked(path, check, "until it is fixed, no folder is trusted");
+        let rules = content.and_then(|(v, _)| trust::rules_from(v).ok()).unwrap_or_default();
+        (rules, problem)
     }
 
     fn layer(&self, scope: Scope, path: PathBuf, env: &Env, diags: &mut Vec<Diagnostic>) -> Layer {
@@ -201,7 +228,7 @@ impl Loader {
         let base =
             merge::merge_all([&defaults, &user, &system].iter().filter_map(|l| l.value.as_ref()));
         let folder_trust = pointer_bool(&base, "/security/folderTrust/enabled").unwrap_or(true);
-        let (rules, trust_problem) = trust::load(&p.trusted_folders);
+        let (rules, trust_problem) = self.trust_rules();
         diags.extend(trust_problem);
         let trust = trust::decide(
             &rules,
@@ -334,8 +361,13 @@ impl Loader {
                 excluded.extend(names(list));
             }
         }
-        let (file, problem) = enablement::load_disabled(&self.paths.enablement);
+        let (_, content, problem) = self.read_checked(
+            &self.paths.enablement,
+            |_| Ok(()),
+            "until it is fixed, it disables no server",
+        );
         diags.extend(problem);
+        let file = content.map(|(v, _)| enablement::disabled_in(&v)).unwrap_or_default();
         enablement::Gate {
             admin_enabled: pointer_bool(merged, "/admin/mcp/enabled").unwrap_or(true),
             allowed,

@@ -18,21 +18,26 @@ pub struct TrustRules {
 }
 
 /// Load the rules; a missing file is no rules, a broken one is no rules plus a diagnostic.
+/// (The daemon's reads go through the loader, which keeps a broken file's last good rules.)
 pub fn load(path: &Path) -> (TrustRules, Option<Diagnostic>) {
     match read_object(path) {
         FileRead::Missing => (TrustRules::default(), None),
         FileRead::Failed(d) => (TrustRules::default(), Some(untrusting(d))),
-        FileRead::Parsed { value, .. } => match serde_json::from_value(value) {
-            Ok(rules) => (TrustRules { rules }, None),
-            Err(e) => {
-                let message = format!(
-                    "{e}; values must be \"TRUST_FOLDER\", \"TRUST_PARENT\" or \"DO_NOT_TRUST\""
-                );
+        FileRead::Parsed { value, .. } => match rules_from(value) {
+            Ok(rules) => (rules, None),
+            Err(message) => {
                 let d = diagnostic(geminid_protocol::config::Severity::Error, path, None, message);
                 (TrustRules::default(), Some(untrusting(d)))
             }
         },
     }
+}
+
+/// The rules a parsed `trustedFolders.json` holds, or why it holds none.
+pub fn rules_from(value: serde_json::Value) -> Result<TrustRules, String> {
+    serde_json::from_value(value).map(|rules| TrustRules { rules }).map_err(|e| {
+        format!("{e}; values must be \"TRUST_FOLDER\", \"TRUST_PARENT\" or \"DO_NOT_TRUST\"")
+    })
 }
 
 fn untrusting(mut d: Diagnostic) -> Diagnostic {
