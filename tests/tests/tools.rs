@@ -181,21 +181,28 @@ async fn calls_validate_convert_and_report_errors() -> anyhow::Result<()> {
     let fr = &r.function_response["functionResponse"];
     assert_eq!(fr["name"], "mcp_rich_content");
     assert_eq!(fr["parts"].as_array().map(Vec::len), Some(2), "image and pdf nested: {fr}");
-    assert!(fr["response"]["output"].as_str().is_some_and(|o| o.ends_with(
-        "[SYSTEM: Binary content (audio/wav) stripped from response due to protocol limitations.]"
+    assert!(fr["response"]["output"].as_str().is_some_and(|o| o.starts_with(
+        "[SYSTEM: Binary content (audio/wav) stripped from response due to protocol limitations.]\n"
     )));
     assert_eq!(
         r.display,
-        "plain text\n[Image: image/png]\n[Audio: audio/wav]\n[Embedded Resource: text/plain]\n[Embedded Resource: application/pdf]\n[Link to linked: file:///linked]"
+        "plain text\n[Image: image/png]\n[Audio: audio/wav]\nembedded text\n[Embedded Resource: application/pdf]\n[Link to linked: file:///linked]"
     );
 
     // A tool error.
     let r = call(c, s, "mcp_rich_fail", json!({})).await.map_err(anyhow::Error::msg)?;
     assert!(r.is_error);
     assert_eq!(r.display, "Error: MCP tool 'fail' reported an error.");
-    let out =
-        r.function_response["functionResponse"]["response"]["output"].as_str().unwrap_or_default();
-    assert!(out.starts_with("MCP tool 'fail' reported tool error for function call: {\"name\":\"mcp_rich_fail\",\"args\":{}} with response: [{\"text\":\"<untrusted_context>\\nit broke"), "{out}");
+    // Gemini CLI's words: the server's tool name, the call as sent, the raw result.
+    let message = format!(
+        "MCP tool 'fail' reported tool error for function call: {{\"name\":\"fail\",\"args\":{{}}}} with response: [{{\"functionResponse\":{{\"name\":\"fail\",\"response\":{}}}}}]",
+        r.result
+    );
+    assert_eq!(r.parts, vec![json!({ "text": message })]);
+    assert_eq!(
+        r.function_response,
+        json!({"functionResponse": {"name": "mcp_rich_fail", "response": {"error": message}}})
+    );
     Ok(())
 }
 
@@ -213,7 +220,7 @@ async fn results_that_break_the_schema_still_convert() -> anyhow::Result<()> {
             json!({"text": "<untrusted_context>\nafter\n</untrusted_context>"}),
         ]
     );
-    assert_eq!(r.display, "before\nafter");
+    assert_eq!(r.display, "before\n[Unknown content type: hologram]\nafter");
     assert_eq!(r.result["content"][1], json!({"type": "hologram", "data": "?"}));
     // A `content` that is not an array: Gemini CLI's parse-error part, and the raw result.
     let r = call(c, s, "mcp_raw_not_array", json!({})).await.map_err(anyhow::Error::msg)?;
@@ -223,9 +230,24 @@ async fn results_that_break_the_schema_still_convert() -> anyhow::Result<()> {
         r.function_response["functionResponse"]["response"]["output"],
         "[Error: Could not parse tool response]"
     );
+    assert!(r.display.starts_with("```json\n[\n  {\n    \"functionResponse\": {"), "{}", r.display);
+    // The legacy `{"error": {"isError": "true"}}` form is an error, as in Gemini CLI.
+    let r = call(c, s, "mcp_raw_legacy_error", json!({})).await.map_err(anyhow::Error::msg)?;
+    assert!(r.is_error);
+    assert_eq!(r.display, "Error: MCP tool 'legacy_error' reported an error.");
+    // With a call id, the functionResponse carries it (Gemini matches responses to calls by it).
+    let p = ToolsCallParams {
+        session: s.into(),
+        name: "mcp_raw_odd".into(),
+        args: None,
+        call_id: Some("call-7".into()),
+    };
+    let r = c.tools_call(p).await?;
+    assert_eq!(r.function_response["functionResponse"]["id"], "call-7");
+    assert_eq!(r.function_response["functionResponse"]["name"], "mcp_raw_odd");
     // Neither broke the connection.
     let again = call(c, s, "mcp_raw_odd", json!({})).await.map_err(anyhow::Error::msg)?;
-    assert_eq!(again.display, "before\nafter");
+    assert_eq!(again.parts.len(), 2);
     Ok(())
 }
 

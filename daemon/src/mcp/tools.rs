@@ -131,17 +131,25 @@ fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
     Value::Object(map)
 }
 
-/// MCP content blocks → Gemini parts, and the display string (COMPAT §2.6). `tool` is the
+/// An MCP `tools/call` result → Gemini parts, and the display string (COMPAT §2.6; Gemini
+/// CLI's `transformMcpContentToParts` and `getStringifiedResultForDisplay`). `tool` is the
 /// server's own tool name.
-pub fn parts(tool: &str, content: &Value) -> (Vec<Value>, String) {
-    let Some(blocks) = content.as_array() else {
+pub fn parts(tool: &str, result: &Value) -> (Vec<Value>, String) {
+    let Some(blocks) = result["content"].as_array() else {
+        // The reference shows the whole raw response, as the GenAI SDK wraps it.
+        let inner =
+            object([("name", Value::String(tool.to_owned())), ("response", result.clone())]);
+        let raw = Value::Array(vec![object([("functionResponse", inner)])]);
+        let pretty = serde_json::to_string_pretty(&raw).unwrap_or_default();
         return (
             vec![text_part("[Error: Could not parse tool response]".to_owned())],
-            String::new(),
+            format!("```json\n{pretty}\n```"),
         );
     };
     let mut parts = Vec::new();
     let mut display = Vec::new();
+    // JavaScript truthiness: an empty string counts as absent.
+    let nonempty = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
     for b in blocks {
         match b["type"].as_str() {
             Some("text") => {
@@ -160,24 +168,34 @@ pub fn parts(tool: &str, content: &Value) -> (Vec<Value>, String) {
             }
             Some("resource") => {
                 let r = &b["resource"];
-                let mime = r["mimeType"].as_str().unwrap_or("application/octet-stream");
-                if let Some(text) = r["text"].as_str() {
-                    parts.push(untrusted(text));
-                } else if r.get("blob").is_some() {
-                    parts.push(text_part(format!("[Tool '{tool}' provided the following embedded resource with mime-type: {mime}]")));
-                    parts.push(inline_data(mime, &r["blob"]));
-                } else {
+                if let Some(text) = nonempty(&r["text"]) {
+                    parts.push(untrusted(&text));
+                    display.push(text);
                     continue;
                 }
-                display.push(format!("[Embedded Resource: {mime}]"));
+                if r.get("blob").is_some_and(|v| !v.is_null() && v != "") {
+                    let mime = nonempty(&r["mimeType"])
+                        .unwrap_or_else(|| "application/octet-stream".to_owned());
+                    parts.push(text_part(format!("[Tool '{tool}' provided the following embedded resource with mime-type: {mime}]")));
+                    parts.push(inline_data(&mime, &r["blob"]));
+                }
+                let shown = nonempty(&r["mimeType"]).unwrap_or_else(|| "unknown type".to_owned());
+                display.push(format!("[Embedded Resource: {shown}]"));
             }
             Some("resource_link") => {
-                let title = b["title"].as_str().or(b["name"].as_str()).unwrap_or_default();
+                let title =
+                    nonempty(&b["title"]).or_else(|| nonempty(&b["name"])).unwrap_or_default();
                 let uri = b["uri"].as_str().unwrap_or_default();
                 parts.push(text_part(format!("Resource Link: {title} at {uri}")));
                 display.push(format!("[Link to {title}: {uri}]"));
             }
-            _ => {}
+            other => {
+                let kind = match other {
+                    Some(k) => k.to_owned(),
+                    None => "undefined".to_owned(),
+                };
+                display.push(format!("[Unknown content type: {kind}]"));
+            }
         }
     }
     (parts, display.join("\n"))
@@ -186,56 +204,83 @@ pub fn parts(tool: &str, content: &Value) -> (Vec<Value>, String) {
 /// Whether an MCP result reports a tool error (`isError: true` or `"true"`, or the legacy
 /// `error.isError`).
 pub fn is_error(result: &Value) -> bool {
-    matches!(&result["isError"], Value::Bool(true))
-        || result["isError"] == "true"
-        || result["error"]["isError"] == true
+    let flag = |v: &Value| v == &Value::Bool(true) || v == "true";
+    flag(&result["isError"]) || (result["error"].is_object() && flag(&result["error"]["isError"]))
 }
 
-/// The `functionResponse` part Gemini gets: text parts joined into `response.output`; audio and
-/// video data stripped with a note; other inline data nested as `parts`.
-pub fn function_response(name: &str, parts: &[Value]) -> Value {
-    let texts: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
-    let mut stripped = Vec::new();
+/// The `functionResponse` part Gemini gets for a result (Gemini CLI's
+/// `convertToFunctionResponse`, for a model that takes multimodal function responses): text
+/// parts joined into `response.output`, with a note first naming each stripped audio or video
+/// MIME type once; other inline data nested as `parts`; `response` empty when there is nothing
+/// to say. `id` is the call's id, when the caller gave one.
+pub fn function_response(name: &str, id: Option<&str>, parts: &[Value]) -> Value {
+    let mut texts: Vec<String> =
+        parts.iter().filter_map(|p| p["text"].as_str()).map(str::to_owned).collect();
+    let mut stripped: Vec<&str> = Vec::new();
     let mut nested = Vec::new();
-    for p in parts.iter().filter(|p| p.get("inlineData").is_some()) {
+    for p in parts.iter().filter(|p| p.get("text").is_none() && p.get("inlineData").is_some()) {
         let mime = p["inlineData"]["mimeType"].as_str().unwrap_or_default();
         if mime.starts_with("audio/") || mime.starts_with("video/") {
-            stripped.push(mime.to_owned());
+            if !stripped.contains(&mime) {
+                stripped.push(mime);
+            }
         } else {
             nested.push(p.clone());
         }
     }
-    let mut output = if texts.is_empty() {
-        format!("Binary content provided ({} item(s)).", nested.len() + stripped.len())
-    } else {
-        texts.join("\n")
-    };
     if !stripped.is_empty() {
-        output.push_str(&format!(
-            "\n[SYSTEM: Binary content ({}) stripped from response due to protocol limitations.]",
-            stripped.join(", ")
-        ));
+        texts.insert(
+            0,
+            format!(
+                "[SYSTEM: Binary content ({}) stripped from response due to protocol limitations.]",
+                stripped.join(", ")
+            ),
+        );
     }
-    let response = object([("output", Value::String(output))]);
-    let response = if nested.is_empty() {
-        object([("name", Value::String(name.to_owned())), ("response", response)])
+    let output = if !texts.is_empty() {
+        Some(texts.join("\n"))
+    } else if !nested.is_empty() {
+        Some(format!("Binary content provided ({} item(s)).", nested.len()))
     } else {
-        object([
-            ("name", Value::String(name.to_owned())),
-            ("response", response),
-            ("parts", Value::Array(nested)),
-        ])
+        None
     };
-    object([("functionResponse", response)])
+    let response = match output {
+        Some(o) => object([("output", Value::String(o))]),
+        None => Value::Object(Map::new()),
+    };
+    let mut fr = Map::with_capacity(4);
+    if let Some(id) = id {
+        fr.insert("id".into(), Value::String(id.to_owned()));
+    }
+    fr.insert("name".into(), Value::String(name.to_owned()));
+    fr.insert("response".into(), response);
+    if !nested.is_empty() {
+        fr.insert("parts".into(), Value::Array(nested));
+    }
+    object([("functionResponse", Value::Object(fr))])
 }
 
-/// What the model is told when a tool reports an error.
-pub fn error_content(tool: &str, name: &str, args: &Value, parts: &[Value]) -> String {
-    let call = json!({ "name": name, "args": args });
+/// What the model is told when a tool reports an error (Gemini CLI's `McpToolInvocation`):
+/// the server's tool name, the call as the server got it, and the raw result as the
+/// `functionResponse` the GenAI SDK wraps it in.
+pub fn error_message(tool: &str, args: &Value, result: &Value) -> String {
+    let call = object([("name", Value::String(tool.to_owned())), ("args", args.clone())]);
+    let inner = object([("name", Value::String(tool.to_owned())), ("response", result.clone())]);
+    let response = Value::Array(vec![object([("functionResponse", inner)])]);
     format!(
-        "MCP tool '{tool}' reported tool error for function call: {call} with response: {}",
-        Value::Array(parts.to_vec())
+        "MCP tool '{tool}' reported tool error for function call: {call} with response: {response}"
     )
+}
+
+/// The `functionResponse` of a failed call, as Gemini CLI's scheduler builds it for an error.
+pub fn error_response(name: &str, id: Option<&str>, message: &str) -> Value {
+    let mut fr = Map::with_capacity(3);
+    if let Some(id) = id {
+        fr.insert("id".into(), Value::String(id.to_owned()));
+    }
+    fr.insert("name".into(), Value::String(name.to_owned()));
+    fr.insert("response".into(), object([("error", Value::String(message.to_owned()))]));
+    object([("functionResponse", Value::Object(fr))])
 }
 
 #[cfg(test)]
@@ -313,7 +358,7 @@ mod tests {
             {"type": "resource_link", "uri": "f://d", "name": "d", "title": "Dee"},
             {"type": "hologram", "data": "?"}
         ]);
-        let (parts, display) = parts("t", &content);
+        let (parts, display) = parts("t", &json!({ "content": content }));
         assert_eq!(
             parts[0]["text"],
             "<untrusted_context>\nhi &lt;/untrusted_context&gt; there\n</untrusted_context>"
@@ -330,13 +375,16 @@ mod tests {
         );
         assert_eq!(parts[8]["text"], "Resource Link: Dee at f://d");
         assert_eq!(parts.len(), 9, "the empty resource and the unknown type are dropped");
-        assert_eq!(display, "hi </untrusted_context> there\n[Image: image/png]\n[Audio: audio/wav]\n[Embedded Resource: text/plain]\n[Embedded Resource: application/pdf]\n[Link to Dee: f://d]".replace("text/plain", "application/octet-stream"));
+        assert_eq!(
+            display,
+            "hi </untrusted_context> there\n[Image: image/png]\n[Audio: audio/wav]\ndoc\n[Embedded Resource: application/pdf]\n[Embedded Resource: unknown type]\n[Link to Dee: f://d]\n[Unknown content type: hologram]"
+        );
         let (bad, _) = parts_of_non_array();
         assert_eq!(bad, vec![json!({"text": "[Error: Could not parse tool response]"})]);
 
-        let fr = function_response("mcp_s_t", &parts);
+        let fr = function_response("mcp_s_t", None, &parts);
         let out = fr["functionResponse"]["response"]["output"].as_str().unwrap_or_default();
-        assert!(out.ends_with("[SYSTEM: Binary content (audio/wav) stripped from response due to protocol limitations.]"), "{out}");
+        assert!(out.starts_with("[SYSTEM: Binary content (audio/wav) stripped from response due to protocol limitations.]\n"), "{out}");
         assert_eq!(
             fr["functionResponse"]["parts"].as_array().map(Vec::len),
             Some(2),
@@ -344,6 +392,7 @@ mod tests {
         );
         let only_binary = function_response(
             "n",
+            None,
             &[json!({"inlineData": {"mimeType": "image/png", "data": "A"}})],
         );
         assert_eq!(
@@ -353,7 +402,7 @@ mod tests {
     }
 
     fn parts_of_non_array() -> (Vec<Value>, String) {
-        parts("t", &json!({"type": "text"}))
+        parts("t", &json!({"content": {"type": "text"}}))
     }
 
     #[test]
@@ -362,5 +411,180 @@ mod tests {
         assert!(is_error(&json!({"isError": "true"})));
         assert!(is_error(&json!({"error": {"isError": true}})));
         assert!(!is_error(&json!({"isError": false, "content": []})));
+    }
+
+    /// Gemini CLI's `mcp-tool.test.ts` execute cases, as data: the MCP result, the parts the
+    /// model gets, and the display string (server tool name `actual-server-tool-name`).
+    #[test]
+    fn results_convert_as_in_gemini_clis_own_cases() {
+        let t = "actual-server-tool-name";
+        let wrap =
+            |s: &str| json!({"text": format!("<untrusted_context>\n{s}\n</untrusted_context>")});
+        let cases: Vec<(Value, Vec<Value>, &str)> = vec![
+            (
+                json!({"content": [{"type": "text", "text": "This is a success message."}]}),
+                vec![wrap("This is a success message.")],
+                "This is a success message.",
+            ),
+            (
+                json!({"content": [{"type": "audio", "data": "BASE64_AUDIO_DATA", "mimeType": "audio/mp3"}]}),
+                vec![
+                    json!({"text": format!("[Tool '{t}' provided the following audio data with mime-type: audio/mp3]")}),
+                    json!({"inlineData": {"mimeType": "audio/mp3", "data": "BASE64_AUDIO_DATA"}}),
+                ],
+                "[Audio: audio/mp3]",
+            ),
+            (
+                json!({"content": [{"type": "resource_link", "uri": "file:///path/to/thing", "name": "resource-name", "title": "My Resource"}]}),
+                vec![json!({"text": "Resource Link: My Resource at file:///path/to/thing"})],
+                "[Link to My Resource: file:///path/to/thing]",
+            ),
+            (
+                json!({"content": [{"type": "resource", "resource": {"uri": "file:///path/to/text.txt", "text": "This is the text content.", "mimeType": "text/plain"}}]}),
+                vec![wrap("This is the text content.")],
+                "This is the text content.",
+            ),
+            (
+                json!({"content": [{"type": "resource", "resource": {"uri": "file:///path/to/data.bin", "blob": "BASE64_BINARY_DATA", "mimeType": "application/octet-stream"}}]}),
+                vec![
+                    json!({"text": format!("[Tool '{t}' provided the following embedded resource with mime-type: application/octet-stream]")}),
+                    json!({"inlineData": {"mimeType": "application/octet-stream", "data": "BASE64_BINARY_DATA"}}),
+                ],
+                "[Embedded Resource: application/octet-stream]",
+            ),
+            (
+                json!({"content": [
+                    {"type": "text", "text": "First part."},
+                    {"type": "image", "data": "BASE64_IMAGE_DATA", "mimeType": "image/jpeg"},
+                    {"type": "text", "text": "Second part."}
+                ]}),
+                vec![
+                    wrap("First part."),
+                    json!({"text": format!("[Tool '{t}' provided the following image data with mime-type: image/jpeg]")}),
+                    json!({"inlineData": {"mimeType": "image/jpeg", "data": "BASE64_IMAGE_DATA"}}),
+                    wrap("Second part."),
+                ],
+                "First part.\n[Image: image/jpeg]\nSecond part.",
+            ),
+            (
+                json!({"content": [{"type": "text", "text": "Valid part."}, {"type": "future_block", "data": "some-data"}]}),
+                vec![wrap("Valid part.")],
+                "Valid part.\n[Unknown content type: future_block]",
+            ),
+            (
+                json!({"content": [
+                    {"type": "text", "text": "Here is a resource."},
+                    {"type": "resource_link", "uri": "file:///path/to/resource", "name": "resource-name", "title": "My Resource"},
+                    {"type": "resource", "resource": {"uri": "file:///path/to/text.txt", "text": "Embedded text content.", "mimeType": "text/plain"}},
+                    {"type": "image", "data": "BASE64_IMAGE_DATA", "mimeType": "image/jpeg"}
+                ]}),
+                vec![
+                    wrap("Here is a resource."),
+                    json!({"text": "Resource Link: My Resource at file:///path/to/resource"}),
+                    wrap("Embedded text content."),
+                    json!({"text": format!("[Tool '{t}' provided the following image data with mime-type: image/jpeg]")}),
+                    json!({"inlineData": {"mimeType": "image/jpeg", "data": "BASE64_IMAGE_DATA"}}),
+                ],
+                "Here is a resource.\n[Link to My Resource: file:///path/to/resource]\nEmbedded text content.\n[Image: image/jpeg]",
+            ),
+            // isError false (or "false") next to content: a success.
+            (
+                json!({"error": {"isError": "false"}, "content": [{"type": "text", "text": "{\"success\":true}"}]}),
+                vec![wrap("{\"success\":true}")],
+                "{\"success\":true}",
+            ),
+            // An empty result: nothing to show but the raw response, and the parse-error part.
+            (
+                json!({}),
+                vec![json!({"text": "[Error: Could not parse tool response]"})],
+                "```json\n[\n  {\n    \"functionResponse\": {\n      \"name\": \"actual-server-tool-name\",\n      \"response\": {}\n    }\n  }\n]\n```",
+            ),
+        ];
+        for (result, want_parts, want_display) in cases {
+            let (got, display) = parts(t, &result);
+            assert_eq!((got, display.as_str()), (want_parts, want_display), "{result}");
+            assert!(!is_error(&result), "{result}");
+        }
+    }
+
+    /// `generateContentResponseUtilities.test.ts`'s `convertToFunctionResponse` cases (a model
+    /// with multimodal function responses), as data.
+    #[test]
+    fn function_responses_as_in_gemini_clis_own_cases() {
+        let id = Some("call1");
+        let cases: Vec<(Vec<Value>, Value)> = vec![
+            (vec![json!({"text": "Text from array"})], json!({"output": "Text from array"})),
+            (
+                vec![json!({"text": "part1"}), json!({"text": "part2"})],
+                json!({"output": "part1\npart2"}),
+            ),
+            (vec![], json!({})),
+            (
+                vec![
+                    json!({"text": "Some text"}),
+                    json!({"inlineData": {"mimeType": "audio/mpeg", "data": "a"}}),
+                    json!({"inlineData": {"mimeType": "audio/mpeg", "data": "b"}}),
+                    json!({"inlineData": {"mimeType": "video/mp4", "data": "c"}}),
+                ],
+                json!({"output": "[SYSTEM: Binary content (audio/mpeg, video/mp4) stripped from response due to protocol limitations.]\nSome text"}),
+            ),
+            (
+                vec![json!({"inlineData": {"mimeType": "audio/mpeg", "data": "a"}})],
+                json!({"output": "[SYSTEM: Binary content (audio/mpeg) stripped from response due to protocol limitations.]"}),
+            ),
+        ];
+        for (parts, response) in cases {
+            let fr = function_response("testTool", id, &parts);
+            let want = json!({"functionResponse": {"id": "call1", "name": "testTool", "response": response}});
+            assert_eq!(fr, want, "{parts:?}");
+        }
+        let image = json!({"inlineData": {"mimeType": "image/jpeg", "data": "base64data..."}});
+        let mixed = [
+            json!({"text": "Some textual description"}),
+            image.clone(),
+            json!({"text": "Another text part"}),
+        ];
+        assert_eq!(
+            function_response("testTool", id, &mixed),
+            json!({"functionResponse": {"id": "call1", "name": "testTool", "response": {"output": "Some textual description\nAnother text part"}, "parts": [image]}})
+        );
+        let gif = json!({"inlineData": {"mimeType": "image/gif", "data": "gifdata..."}});
+        assert_eq!(
+            function_response("testTool", None, std::slice::from_ref(&gif)),
+            json!({"functionResponse": {"name": "testTool", "response": {"output": "Binary content provided (1 item(s))."}, "parts": [gif]}})
+        );
+    }
+
+    /// Gemini CLI's error text and response for `isError` results, top-level and legacy.
+    #[test]
+    fn tool_errors_as_in_gemini_clis_own_cases() {
+        let args = json!({"param": "isErrorTrueCase"});
+        for result in [
+            json!({"isError": true}),
+            json!({"isError": "true"}),
+            json!({"error": {"isError": true}}),
+            json!({"error": {"isError": "true"}}),
+        ] {
+            assert!(is_error(&result), "{result}");
+            let message = error_message("actual-server-tool-name", &args, &result);
+            assert_eq!(
+                message,
+                format!(
+                    "MCP tool 'actual-server-tool-name' reported tool error for function call: {{\"name\":\"actual-server-tool-name\",\"args\":{{\"param\":\"isErrorTrueCase\"}}}} with response: [{{\"functionResponse\":{{\"name\":\"actual-server-tool-name\",\"response\":{result}}}}}]"
+                )
+            );
+            assert_eq!(
+                error_response("mcp_s_t", Some("c1"), &message),
+                json!({"functionResponse": {"id": "c1", "name": "mcp_s_t", "response": {"error": message}}})
+            );
+        }
+        for result in [
+            json!({"isError": false}),
+            json!({"isError": "false"}),
+            json!({"error": "x"}),
+            json!({"error": {"isError": "false"}}),
+        ] {
+            assert!(!is_error(&result), "{result}");
+        }
     }
 }

@@ -100,14 +100,17 @@ impl ToolsApiServer for Handler {
         }
         .map_err(mcp_error)?;
         let is_error = tools::is_error(&result);
-        let (mut parts, mut display) = tools::parts(&own, &result["content"]);
-        if is_error {
-            display = format!("Error: MCP tool '{own}' reported an error.");
-            parts = vec![serde_json::json!({
-                "text": tools::error_content(&own, &p.name, &args, &parts)
-            })];
-        }
-        let function_response = tools::function_response(&p.name, &parts);
+        let id = p.call_id.as_deref();
+        let (parts, display, function_response) = if is_error {
+            let message = tools::error_message(&own, &args, &result);
+            let response = tools::error_response(&p.name, id, &message);
+            let display = format!("Error: MCP tool '{own}' reported an error.");
+            (vec![serde_json::json!({ "text": message })], display, response)
+        } else {
+            let (parts, display) = tools::parts(&own, &result);
+            let response = tools::function_response(&p.name, id, &parts);
+            (parts, display, response)
+        };
         Ok(ToolsCallResult {
             name: p.name,
             server: t.server_name.clone(),

@@ -14,7 +14,8 @@
 //! error, an uncompilable schema, cancellation; and prompts and resources), `--page-size N`
 //! (lists in pages of N), `--tools N` (N more generated tools), `--startup-delay-ms MS` (wait before serving, like a real
 //! server loading), `--raw` (a hand-written stdio server whose tool results do not conform to
-//! the schema: an unknown content type, a `content` that is not an array), `--tokio-stdio`
+//! the schema: an unknown content type, a `content` that is not an array, a legacy
+//! `error.isError`; and `strict`, whose schema forbids other properties), `--tokio-stdio`
 //! (read and write stdio through rmcp's `stdio()`, i.e. tokio's blocking-thread stdin and
 //! stdout, instead of the event loop; for benchmarks). Every stdio start writes one line to
 //! stderr.
@@ -673,7 +674,12 @@ mod raw {
                 { "name": "odd", "description": "Returns an unknown content type between two texts",
                   "inputSchema": { "type": "object" } },
                 { "name": "not_array", "description": "Returns a content that is not an array",
-                  "inputSchema": { "type": "object" } }
+                  "inputSchema": { "type": "object" } },
+                { "name": "legacy_error", "description": "Reports an error the pre-spec way",
+                  "inputSchema": { "type": "object" } },
+                { "name": "strict", "description": "Returns the arguments it got; takes only q",
+                  "inputSchema": { "type": "object", "properties": { "q": { "type": "string" } },
+                                   "additionalProperties": false } }
             ]})),
             "tools/call" => match params["name"].as_str() {
                 Some("odd") => Ok(json!({ "content": [
@@ -684,6 +690,13 @@ mod raw {
                 Some("not_array") => {
                     Ok(json!({ "content": { "type": "text", "text": "not in a list" } }))
                 }
+                Some("legacy_error") => Ok(json!({
+                    "content": [{ "type": "text", "text": "old style" }],
+                    "error": { "isError": "true" }
+                })),
+                Some("strict") => Ok(json!({ "content": [
+                    { "type": "text", "text": params["arguments"].to_string() }
+                ]})),
                 other => Err((-32602, format!("no tool named {other:?}"))),
             },
             other => Err((-32601, format!("method not found: {other}"))),
