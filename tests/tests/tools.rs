@@ -840,3 +840,31 @@ async fn parallel_first_calls_all_wait_for_the_same_start() -> anyhow::Result<()
     assert_eq!(answers, ["n0", "n1", "n2", "n3"]);
     Ok(())
 }
+
+#[tokio::test]
+async fn wait_for_previous_is_taken_by_the_daemon_not_the_server() -> anyhow::Result<()> {
+    // A zod-style schema (`additionalProperties: false`): the declaration offers Gemini CLI's
+    // `wait_for_previous`, so a call with it must pass, and the server must not get it.
+    let t = setup(json!({ "raw": stdio(&["--raw"]) })).await?;
+    let (c, s) = (&t.client, t.session.as_str());
+    let listed = list(&t, false).await?;
+    let d = decl(&listed, "mcp_raw_strict");
+    assert_eq!(d["parametersJsonSchema"]["properties"]["wait_for_previous"]["type"], "boolean");
+    assert_eq!(d["parametersJsonSchema"]["additionalProperties"], false);
+    for wait in [true, false] {
+        let r = call(c, s, "mcp_raw_strict", json!({"q": "x", "wait_for_previous": wait}))
+            .await
+            .map_err(anyhow::Error::msg)?;
+        assert_eq!(r.display, r#"{"q":"x"}"#, "the server got only its own parameter");
+    }
+    let e = call(c, s, "mcp_raw_strict", json!({"q": "x", "wait_for_previous": "yes"}))
+        .await
+        .err()
+        .unwrap_or_default();
+    assert!(e.contains("wait_for_previous: must be a boolean"), "{e}");
+    // Anything else the schema forbids is still refused.
+    let e =
+        call(c, s, "mcp_raw_strict", json!({"q": "x", "other": 1})).await.err().unwrap_or_default();
+    assert!(e.contains("invalid arguments for tool 'mcp_raw_strict'"), "{e}");
+    Ok(())
+}

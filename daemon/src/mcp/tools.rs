@@ -6,6 +6,9 @@ use serde_json::{Map, Value, json};
 /// Longest function name Gemini accepts.
 pub const MAX_NAME: usize = 63;
 
+/// The parameter Gemini CLI adds to every tool whose schema is an object.
+pub const WAIT_FOR_PREVIOUS_PARAM: &str = "wait_for_previous";
+
 /// The description of the `wait_for_previous` parameter Gemini CLI adds to every tool.
 pub const WAIT_FOR_PREVIOUS: &str = "Set to true to wait for all previously requested tools in this turn to complete before starting. Set to false (or omit) to run in parallel. Use true when this tool depends on the output of previous tools.";
 
@@ -83,6 +86,23 @@ pub fn parameters_schema(input: Option<&Value>) -> Value {
         }
     }
     schema
+}
+
+/// Whether the declaration built from `input` offers `wait_for_previous` although the server
+/// did not declare it (so the daemon, not the server, is the one to take it).
+pub fn offers_wait_for_previous(input: Option<&Value>) -> bool {
+    match input {
+        Some(Value::Object(schema)) => {
+            schema.get("type").is_some_and(|t| t == "object")
+                && match schema.get("properties") {
+                    None => true,
+                    Some(Value::Object(props)) => !props.contains_key(WAIT_FOR_PREVIOUS_PARAM),
+                    Some(_) => false,
+                }
+        }
+        // No schema (or not an object): the declaration is the empty object schema.
+        _ => true,
+    }
 }
 
 fn nullable_pairs(v: &mut Value) {
@@ -344,6 +364,22 @@ mod tests {
         // `properties` that is not an object: left alone.
         let odd = json!({"type": "object", "properties": true});
         assert_eq!(parameters_schema(Some(&odd)), odd);
+        // Whether the daemon (not the server) is the one to take `wait_for_previous`: exactly
+        // where the declaration offers it and the server did not declare it.
+        let own =
+            json!({"type": "object", "properties": {"wait_for_previous": {"type": "string"}}});
+        for (schema, offered) in [
+            (Some(&input), true),
+            (None, true),
+            (Some(&json!(null)), true),
+            (Some(&json!({"type": "string"})), false),
+            (Some(&odd), false),
+            (Some(&own), false),
+        ] {
+            let declared = parameters_schema(schema);
+            let has = declared["properties"]["wait_for_previous"]["type"] == "boolean";
+            assert_eq!(offers_wait_for_previous(schema), offered && has, "{schema:?}");
+        }
     }
 
     #[test]

@@ -50,7 +50,7 @@ impl ToolsApiServer for Handler {
         self.instructions(p).await
     }
 
-    async fn tools_call(&self, p: ToolsCallParams) -> RpcResult<ToolsCallResult> {
+    async fn tools_call(&self, mut p: ToolsCallParams) -> RpcResult<ToolsCallResult> {
         let st = self.session_tools(&p.session).await?;
         let Some(t) = st.get(&p.name) else {
             return Err(ErrorCode::ToolNotFound.error(format!(
@@ -60,12 +60,33 @@ impl ToolsApiServer for Handler {
         };
         let tool = t.tool();
         let own = tool["name"].as_str().unwrap_or_default().to_owned();
-        let args = Value::Object(p.args.clone().unwrap_or_default());
+        // `wait_for_previous` is Gemini CLI's parameter, added to the declaration the model
+        // sees: it is checked here against that declaration and not sent on, because the
+        // server never declared it (and a schema with `additionalProperties: false`, as
+        // zod-based servers emit, forbids it). A server that declares it itself gets it.
+        let wait = match p.args.as_mut() {
+            Some(map) if tools::offers_wait_for_previous(tool.get("inputSchema")) => {
+                map.remove(tools::WAIT_FOR_PREVIOUS_PARAM)
+            }
+            _ => None,
+        };
+        if wait.as_ref().is_some_and(|w| !w.is_boolean()) {
+            return Err(ErrorCode::InvalidArguments.error(format!(
+                "invalid arguments for tool '{}': /{}: must be a boolean",
+                p.name,
+                tools::WAIT_FOR_PREVIOUS_PARAM
+            )));
+        }
+        let mut args = Value::Object(p.args.clone().unwrap_or_default());
         if let Some(Ok(v)) = t.catalog.validators.get(t.index).map(|v| &**v)
             && let Err(e) = check_args(v, &args)
         {
             return Err(ErrorCode::InvalidArguments
                 .error(format!("invalid arguments for tool '{}': {e}", p.name)));
+        }
+        // What the model sent, for the error text (Gemini CLI quotes its call).
+        if let (Some(w), Some(map)) = (wait, args.as_object_mut()) {
+            map.insert(tools::WAIT_FOR_PREVIOUS_PARAM.to_owned(), w);
         }
         let target = crate::mcp::ProgressTarget {
             session: p.session.clone(),
