@@ -1,6 +1,10 @@
 //! One `mcpServers` entry (COMPAT §1.1), typed and validated. Unknown fields are warnings
-//! (the entry still applies); a wrong type or a missing transport is an error (the entry is
-//! not started). Messages name the server and the field; the caller adds file and position.
+//! (the entry still applies). A string where a number or boolean belongs is coerced, as
+//! Gemini CLI's schema does after `$VAR` expansion (`"timeout": "${MCP_TIMEOUT:-30000}"`); an
+//! optional scalar (`timeout`, `trust`, `description`) of the wrong type is a warning and is
+//! left out, keeping the entry. A wrong type anywhere else (what to launch, its environment,
+//! which tools) or a missing transport is an error: the entry is not started. Messages name the
+//! server and the field; the caller adds file and position.
 
 use std::collections::BTreeMap;
 
@@ -128,6 +132,31 @@ impl McpServerConfig {
     }
 }
 
+/// Optional scalar fields: one of the wrong type is left out with a warning.
+const OPTIONAL_SCALARS: &[&str] = &["timeout", "trust", "description"];
+
+/// A string in a number or boolean field becomes that type when it reads as one (what
+/// Gemini CLI's schema coercion does to an expanded `"${MCP_TIMEOUT:-30000}"`); an integral
+/// float in `timeout` becomes an integer.
+fn coerce_scalars(value: &mut Value) {
+    let Some(map) = value.as_object_mut() else { return };
+    if let Some(t) = map.get_mut("timeout") {
+        let n = match &*t {
+            Value::String(s) => s.trim().parse::<f64>().ok(),
+            Value::Number(n) if !n.is_u64() => n.as_f64(),
+            _ => None,
+        };
+        if let Some(n) = n.filter(|n| n.fract() == 0.0 && *n >= 0.0 && *n <= u64::MAX as f64) {
+            *t = Value::from(n as u64);
+        }
+    }
+    if let Some(b) = map.get_mut("trust")
+        && let Some(v) = b.as_str().and_then(|s| s.trim().parse::<bool>().ok())
+    {
+        *b = Value::Bool(v);
+    }
+}
+
 /// Parse and validate one entry.
 pub fn parse_server(name: &str, value: &Value) -> (Option<McpServerConfig>, Vec<Problem>) {
     let mut problems = Vec::new();
@@ -142,14 +171,28 @@ pub fn parse_server(name: &str, value: &Value) -> (Option<McpServerConfig>, Vec<
             message: format!("MCP server \"{name}\": unknown field \"{key}\" (ignored)"),
         });
     }
-    let config: McpServerConfig = match serde_path_to_error::deserialize(value) {
-        Ok(c) => c,
-        Err(e) => {
-            let field = e.path().to_string();
-            let message = format!("MCP server \"{name}\": field \"{field}\": {}", e.inner());
-            let field = field.split(['.', '[']).next().map(str::to_owned);
-            problems.push(Problem { severity: Severity::Error, field, message });
-            return (None, problems);
+    let mut value = value.clone();
+    coerce_scalars(&mut value);
+    let config: McpServerConfig = loop {
+        match serde_path_to_error::deserialize::<_, McpServerConfig>(&value) {
+            Ok(c) => break c,
+            Err(e) => {
+                let path = e.path().to_string();
+                let field = path.split(['.', '[']).next().unwrap_or_default().to_owned();
+                let droppable = OPTIONAL_SCALARS.contains(&field.as_str());
+                let message = format!(
+                    "MCP server \"{name}\": field \"{path}\": {}{}",
+                    e.inner(),
+                    if droppable { " (ignored)" } else { "" }
+                );
+                let severity = if droppable { Severity::Warning } else { Severity::Error };
+                problems.push(Problem { severity, field: Some(field.clone()), message });
+                let dropped =
+                    droppable && value.as_object_mut().and_then(|m| m.remove(&field)).is_some();
+                if !dropped {
+                    return (None, problems);
+                }
+            }
         }
     };
     if config.command.is_none() && config.url.is_none() && config.http_url.is_none() {
@@ -211,8 +254,18 @@ mod tests {
             p[0].message
         );
 
-        let (c, p) = parse_server("s", &json!({"timeout": "soon", "command": "x"}));
-        assert!(c.is_none() && p[0].message.contains("\"timeout\""), "{p:?}");
+        // A wrong type in an optional scalar: a warning, and the entry stays.
+        let (c, p) = parse_server("s", &json!({"timeout": "soon", "trust": 3, "command": "x"}));
+        assert_eq!(
+            c.map(|c| (c.timeout, c.trust, c.command)),
+            Some((None, None, Some("x".into())))
+        );
+        assert_eq!(
+            p.iter().map(|p| (p.severity, p.field.as_deref())).collect::<Vec<_>>(),
+            [(Severity::Warning, Some("timeout")), (Severity::Warning, Some("trust"))],
+            "{p:?}"
+        );
+        assert!(p[0].message.ends_with("(ignored)"), "{p:?}");
 
         let (c, p) = parse_server("lonely", &json!({"description": "no way to start"}));
         assert!(
@@ -225,5 +278,30 @@ mod tests {
 
         let (c, _) = parse_server("s", &json!("npx"));
         assert!(c.is_none());
+    }
+
+    /// Gemini CLI coerces expanded strings to the field's type (settings.test.ts: `"$TEST_MAX_
+    /// TURNS"` → 15, `"${TEST_AUTO_THEME:-true}"` → true); the same for a server's fields.
+    #[test]
+    fn expanded_strings_take_the_fields_type() {
+        for (timeout, want) in [
+            (json!("30000"), Some(30000)),
+            (json!(" 5000 "), Some(5000)),
+            (json!(2500.0), Some(2500)),
+            (json!(1500), Some(1500)),
+        ] {
+            let (c, p) = parse_server("s", &json!({"command": "x", "timeout": timeout}));
+            assert_eq!(c.and_then(|c| c.timeout), want, "{timeout}");
+            assert!(p.is_empty(), "{p:?}");
+        }
+        for (trust, want) in [(json!("true"), true), (json!("false"), false), (json!(true), true)] {
+            let (c, _) = parse_server("s", &json!({"command": "x", "trust": trust}));
+            assert_eq!(c.and_then(|c| c.trust), Some(want), "{trust}");
+        }
+        for bad in [json!("-1"), json!("1.5"), json!("30s"), json!(-3)] {
+            let (c, p) = parse_server("s", &json!({"command": "x", "timeout": bad}));
+            assert_eq!(c.map(|c| c.timeout), Some(None), "{bad}");
+            assert_eq!(p[0].severity, Severity::Warning, "{bad}");
+        }
     }
 }

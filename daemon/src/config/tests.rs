@@ -267,3 +267,34 @@ fn the_shipped_example_settings_load_cleanly() -> anyhow::Result<()> {
     assert!(e.servers.values().all(|s| s.blocked.is_none()));
     Ok(())
 }
+
+#[test]
+fn an_expanded_timeout_is_a_number_and_a_bad_one_keeps_the_entry() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    h.trust_workspace()?;
+    let loader = Loader::new(h.paths.clone());
+    h.write(
+        &h.paths.user,
+        r#"{"mcpServers": {"s": {"command": "srv", "timeout": "${MCP_TIMEOUT:-30000}", "trust": "$TRUST_IT"}}}"#,
+    )?;
+    let env = |pairs: &[(&str, &str)]| -> Env {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    };
+    let e = loader.effective(&h.ws, &env(&[("TRUST_IT", "true")]), &BTreeSet::new());
+    assert_eq!(
+        (e.servers["s"].config.timeout, e.servers["s"].config.trust),
+        (Some(30000), Some(true))
+    );
+    assert!(e.public.diagnostics.is_empty(), "{:?}", e.public.diagnostics);
+    let e = loader.effective(&h.ws, &env(&[("MCP_TIMEOUT", "5000")]), &BTreeSet::new());
+    assert_eq!(e.servers["s"].config.timeout, Some(5000));
+    // Not a number: the entry still runs (with the default timeout), and the file says why.
+    let e = loader.effective(&h.ws, &env(&[("MCP_TIMEOUT", "soon")]), &BTreeSet::new());
+    assert_eq!(e.servers["s"].config.timeout, None);
+    assert_eq!(e.servers["s"].blocked, None);
+    let d = e.public.diagnostics.iter().find(|d| d.message.contains("timeout"));
+    let Some(d) = d else { panic!("{:?}", e.public.diagnostics) };
+    assert_eq!((d.severity, d.line), (Severity::Warning, Some(1)));
+    assert!(d.message.contains("field \"timeout\"") && d.message.ends_with("(ignored)"), "{d:?}");
+    Ok(())
+}
