@@ -246,7 +246,8 @@ async fn trust_decides_what_the_workspace_contributes() -> anyhow::Result<()> {
     assert_eq!(u["previous"], "DO_NOT_TRUST");
     assert_eq!(read_json(&rules)?, json!({}));
 
-    // A trustedFolders.json that does not parse: untrusted, reported, never a crash.
+    // A trustedFolders.json that stops parsing: its last good rules (none, after the untrust)
+    // stay in effect, reported, never a crash.
     std::fs::write(&rules, "{ not json")?;
     let c = home.gemctl_json(&["config", "show"])?;
     assert_eq!(c["trust"]["trusted"], false);
@@ -254,7 +255,7 @@ async fn trust_decides_what_the_workspace_contributes() -> anyhow::Result<()> {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stdout(&out).contains("trustedFolders.json:1:3: error:")
-            && stdout(&out).contains("no folder is trusted"),
+            && stdout(&out).contains("its last good contents stay in effect"),
         "{}",
         stdout(&out)
     );

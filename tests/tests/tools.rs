@@ -149,12 +149,11 @@ async fn calls_validate_convert_and_report_errors() -> anyhow::Result<()> {
     )
     .await
     .map_err(anyhow::Error::msg)?;
-    let echoed: Value =
-        serde_json::from_str(r#"{"at":{"x":1,"y":2},"label":null,"wait_for_previous":true}"#)?;
+    let echoed: Value = serde_json::from_str(r#"{"at":{"x":1,"y":2},"label":null}"#)?;
     assert_eq!(
         serde_json::from_str::<Value>(&ok.display)?,
         echoed,
-        "wait_for_previous is forwarded"
+        "wait_for_previous is the daemon's, not the server's"
     );
     // An uncompilable schema: the call goes through unvalidated.
     let r = call(c, s, "mcp_rich_badschema", json!({"x": "anything"}))
@@ -162,7 +161,16 @@ async fn calls_validate_convert_and_report_errors() -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     assert_eq!(r.display, "ran without validation");
     let e = call(c, s, "mcp_rich_nope", json!({})).await.err().unwrap_or_default();
-    assert!(e.starts_with("-32012: no tool named 'mcp_rich_nope'"), "{e}");
+    assert_eq!(
+        e,
+        "-32012: MCP server 'rich' is connected but has no tool that is named 'mcp_rich_nope' in \
+         this session; `gemctl mcp tools rich` lists its tools"
+    );
+    let e = call(c, s, "mcp_other_thing", json!({})).await.err().unwrap_or_default();
+    assert_eq!(
+        e,
+        "-32012: no tool named 'mcp_other_thing' in this session (`gemctl mcp tools` lists them)"
+    );
 
     // Every content type.
     let r = call(c, s, "mcp_rich_content", json!({})).await.map_err(anyhow::Error::msg)?;
@@ -866,5 +874,38 @@ async fn wait_for_previous_is_taken_by_the_daemon_not_the_server() -> anyhow::Re
     let e =
         call(c, s, "mcp_raw_strict", json!({"q": "x", "other": 1})).await.err().unwrap_or_default();
     assert!(e.contains("invalid arguments for tool 'mcp_raw_strict'"), "{e}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_tool_of_a_server_that_is_not_running_says_why_and_what_helps() -> anyhow::Result<()> {
+    let t = setup(json!({
+        "off": stdio(&[]),
+        "dead": { "command": "/nonexistent/mcp-server-xyz" },
+        "ok": stdio(&[]),
+    }))
+    .await?;
+    let enablement = t.home.root().join("home/.gemini/mcp-server-enablement.json");
+    std::fs::write(&enablement, json!({ "off": { "enabled": false } }).to_string())?;
+    let reload = geminid_protocol::config::McpReloadParams { session: None };
+    t.client.mcp_reload(Some(reload)).await?;
+    let (c, s) = (&t.client, t.session.as_str());
+    assert_eq!(
+        call(c, s, "mcp_ok_echo", json!({"text": "hi"})).await.map(|r| r.display),
+        Ok("hi".into())
+    );
+    let e = call(c, s, "mcp_off_echo", json!({})).await.err().unwrap_or_default();
+    assert_eq!(
+        e,
+        "-32010: MCP server 'off' is disabled (disabled in mcp-server-enablement.json); `gemctl \
+         mcp enable off` enables it"
+    );
+    let e = call(c, s, "mcp_dead_echo", json!({})).await.err().unwrap_or_default();
+    assert!(e.starts_with("-32010: MCP server 'dead' is "), "{e}");
+    assert!(e.contains("/nonexistent/mcp-server-xyz"), "the cause is named: {e}");
+    assert!(
+        e.ends_with("`gemctl mcp logs dead` shows why, `gemctl mcp restart dead` starts it again"),
+        "{e}"
+    );
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 use geminid_protocol::api::ToolsApiServer;
 use geminid_protocol::error::ErrorCode;
+use geminid_protocol::mcp::ServerState;
 use geminid_protocol::tools::{
     CatalogParams, InstructionsResult, ToolsCallParams, ToolsCallResult, ToolsCancelParams,
     ToolsCancelResult, ToolsListParams, ToolsListResult,
@@ -53,10 +54,14 @@ impl ToolsApiServer for Handler {
     async fn tools_call(&self, mut p: ToolsCallParams) -> RpcResult<ToolsCallResult> {
         let st = self.session_tools(&p.session).await?;
         let Some(t) = st.get(&p.name) else {
-            return Err(ErrorCode::ToolNotFound.error(format!(
-                "no tool named '{}' in this session (tools/list shows them)",
-                p.name
-            )));
+            return Err(match self.core.mcp.explain_missing_tool(&p.session, &p.name) {
+                Some((ServerState::Connected, why)) => ErrorCode::ToolNotFound.error(why),
+                Some((_, why)) => ErrorCode::ServerUnavailable.error(why),
+                None => ErrorCode::ToolNotFound.error(format!(
+                    "no tool named '{}' in this session (`gemctl mcp tools` lists them)",
+                    p.name
+                )),
+            });
         };
         let tool = t.tool();
         let own = tool["name"].as_str().unwrap_or_default().to_owned();
