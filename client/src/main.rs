@@ -166,12 +166,27 @@ async fn main() -> ExitCode {
     let json = cli.json;
     match run(cli).await {
         Ok(code) => code,
+        // What failed has been printed with the result.
+        Err(e) if e.is::<Failed>() => ExitCode::FAILURE,
         Err(e) => {
             report(&e, json);
             ExitCode::FAILURE
         }
     }
 }
+
+/// The command printed its result, and that result is a failure (a server that did not
+/// start, say): exit 1 without another message.
+#[derive(Debug)]
+pub struct Failed;
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the command's result is a failure")
+    }
+}
+
+impl std::error::Error for Failed {}
 
 /// An error the daemon returned for a call: its message is meant for people as it is.
 #[derive(Debug)]

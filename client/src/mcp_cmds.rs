@@ -3,7 +3,9 @@
 use clap::Subcommand;
 use geminid_protocol::api::McpApiClient;
 use geminid_protocol::client::Client;
-use geminid_protocol::mcp::{ListServersParams, LogsParams, ServerParams, StartParams};
+use geminid_protocol::mcp::{
+    ListServersParams, LogsParams, ServerParams, ServerState, ServerStatus, StartParams,
+};
 
 use crate::{call_error, output};
 
@@ -47,6 +49,11 @@ pub enum RuntimeCommand {
         #[arg(short = 'n', long, value_name = "N")]
         lines: Option<u32>,
     },
+}
+
+/// A server that was meant to run and did not (a disabled or blocked one is not a failure).
+fn failed(s: &ServerStatus) -> bool {
+    matches!(s.state, ServerState::Disconnected | ServerState::CrashLoop | ServerState::NeedsAuth)
 }
 
 impl RuntimeCommand {
@@ -104,7 +111,14 @@ pub async fn run(
                 .mcp_start(StartParams { session, wait: true })
                 .await
                 .map_err(call_error("mcp/start"))?;
-            if json { output::json(&r.servers)? } else { output::servers(&r.servers) }
+            if json {
+                output::json(&r.servers)?
+            } else {
+                output::servers(&r.servers)
+            }
+            if r.servers.iter().any(failed) {
+                return Err(crate::Failed.into());
+            }
         }
         RuntimeCommand::Restart { name } => {
             let s = client
@@ -115,6 +129,9 @@ pub async fn run(
                 output::json(&s)?;
             } else {
                 output::servers(std::slice::from_ref(&s));
+            }
+            if s.state != ServerState::Connected {
+                return Err(crate::Failed.into());
             }
         }
         RuntimeCommand::Logs { name, follow, lines } => {

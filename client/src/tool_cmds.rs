@@ -28,11 +28,24 @@ pub async fn tools(
     json: bool,
 ) -> anyhow::Result<()> {
     let mut r = client
-        .tools_list(ToolsListParams { session, raw: false })
+        .tools_list(ToolsListParams { session: session.clone(), raw: false })
         .await
         .map_err(call_error("tools/list"))?;
-    if let Some(s) = &server {
-        r.tools = r.tools.iter().filter(|t| &t.server == s).cloned().collect();
+    if let Some(name) = &server {
+        r.tools = r.tools.iter().filter(|t| &t.server == name).cloned().collect();
+        if r.tools.is_empty() {
+            use geminid_protocol::api::McpApiClient;
+            let params = geminid_protocol::mcp::ListServersParams { session: Some(session) };
+            let listed = client
+                .mcp_list_servers(Some(params))
+                .await
+                .map_err(call_error("mcp/listServers"))?;
+            if !listed.servers.iter().any(|s| &s.name == name) {
+                anyhow::bail!(
+                    "no MCP server named '{name}' in this session (`gemctl mcp list` shows them)"
+                );
+            }
+        }
     }
     if json {
         return output::json(&r);

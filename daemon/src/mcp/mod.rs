@@ -20,7 +20,7 @@ pub mod sse;
 pub mod stdio;
 pub mod tools;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -125,9 +125,34 @@ struct Inner {
     sessions: HashMap<String, BTreeMap<String, Entry>>,
     /// Set once shutdown began: nothing new starts.
     closed: bool,
+    /// Servers stopped lately, newest first (at most [`RETIRED_KEPT`], one per identity): their
+    /// last run's log stays readable and `mcp/restart` starts them again.
+    retired: VecDeque<Retired>,
+}
+
+/// How many stopped servers are remembered.
+const RETIRED_KEPT: usize = 32;
+
+/// A server that was stopped, why, and when.
+#[derive(Debug)]
+struct Retired {
+    server: Arc<Server>,
+    why: &'static str,
+    at: std::time::Instant,
 }
 
 impl Inner {
+    /// Remember a server that is being stopped.
+    fn retire(&mut self, server: Arc<Server>, why: &'static str) {
+        self.retired.retain(|r| r.server.identity != server.identity);
+        self.retired.push_front(Retired { server, why, at: std::time::Instant::now() });
+        self.retired.truncate(RETIRED_KEPT);
+    }
+
+    fn retired(&self, identity: &str) -> Option<&Retired> {
+        self.retired.iter().find(|r| r.server.identity == identity)
+    }
+
     fn users(&self, identity: &str) -> Vec<String> {
         let mut ids: Vec<String> = self
             .sessions
@@ -564,6 +589,7 @@ impl Supervisor {
                             tracing::info!(server = %name, session = view.id, identity = &identity[..12], "starting MCP server");
                             let server = Server::start(new, self.me.clone(), self.opts);
                             inner.servers.insert(identity.clone(), server);
+                            inner.retired.retain(|r| r.server.identity != *identity);
                         }
                     }
                 }
@@ -580,6 +606,7 @@ impl Supervisor {
             // A changed entry's old server goes at once; nobody else uses it.
             for identity in &released {
                 if let Some(server) = inner.servers.remove(identity) {
+                    inner.retire(server.clone(), "its configuration changed");
                     tracing::info!(server = %server.name, "configuration changed: stopping the old server");
                     tokio::spawn(async move { server.stop().await });
                 }
@@ -622,7 +649,11 @@ impl Supervisor {
                 if !inner.users(&identity).is_empty() {
                     return;
                 }
-                inner.servers.remove(&identity)
+                let server = inner.servers.remove(&identity);
+                if let Some(server) = &server {
+                    inner.retire(server.clone(), "no session needed it");
+                }
+                server
             };
             if let Some(server) = server {
                 tracing::info!(server = %server.name, "no session needs it any more: stopping");
@@ -724,6 +755,18 @@ impl Supervisor {
                             .unwrap_or((Wire::Stdio, String::new()));
                         let mut s = not_running(&name, entry.scope, transport, tgt);
                         s.identity = Some(identity[..12].to_owned());
+                        s.last_error = Some(match inner.retired(identity) {
+                            Some(r) => format!(
+                                "stopped {} ago: {}",
+                                humantime::format_duration(Duration::from_secs(
+                                    r.at.elapsed().as_secs()
+                                )),
+                                r.why
+                            ),
+                            None => "not started yet: it starts with the session's first call \
+                                     or `gemctl mcp start`"
+                                .to_owned(),
+                        });
                         s
                     }
                 },
@@ -763,7 +806,7 @@ impl Supervisor {
         if let Some(id) = session {
             let entries = inner.sessions.get(id).ok_or_else(|| {
                 McpError::Unavailable(format!(
-                    "session {id} has not started its MCP servers (mcp/start)"
+                    "session {id} has not started its MCP servers (`gemctl mcp start --session {id}`)"
                 ))
             })?;
             let key = crate::config::enablement::normalize(name);
@@ -775,9 +818,17 @@ impl Supervisor {
                     McpError::NotFound(format!("no MCP server named '{name}' in this session"))
                 })?;
             return match &entry.binding {
-                Binding::Runs(identity) => inner.servers.get(identity).cloned().ok_or_else(|| {
-                    McpError::Unavailable(format!("MCP server '{name}' is not running"))
-                }),
+                Binding::Runs(identity) => inner
+                    .servers
+                    .get(identity)
+                    .or_else(|| inner.retired(identity).map(|r| &r.server))
+                    .cloned()
+                    .ok_or_else(|| {
+                        McpError::Unavailable(format!(
+                            "MCP server '{name}' has not been started (`gemctl mcp start` starts \
+                             this directory's servers)"
+                        ))
+                    }),
                 Binding::NotRun { state, reason, .. } => Err(McpError::Unavailable(format!(
                     "MCP server '{name}' is {}: {reason}",
                     state.label().to_lowercase()
@@ -788,7 +839,14 @@ impl Supervisor {
             inner.servers.values().filter(|s| s.name == name).collect();
         match matches.as_slice() {
             [one] => Ok((*one).clone()),
-            [] => Err(McpError::NotFound(format!("no running MCP server named '{name}'"))),
+            // Stopped lately: its last run (for its log, or to start it again).
+            [] if let Some(r) = inner.retired.iter().find(|r| r.server.name == name) => {
+                Ok(r.server.clone())
+            }
+            [] => Err(McpError::NotFound(format!(
+                "no MCP server named '{name}' is running or ran lately (`gemctl mcp list` shows \
+                 this directory's servers)"
+            ))),
             _ => Err(McpError::NotFound(format!(
                 "{} different servers named '{name}' are running; name a session",
                 matches.len()
@@ -796,11 +854,47 @@ impl Supervisor {
         }
     }
 
-    /// Restart a server and wait until its first attempt settles.
+    /// Restart a server and wait until its first attempt settles. A server that was stopped
+    /// (see [`Supervisor::find`]) starts again, for as long as a session needs it or the
+    /// linger period.
     pub async fn restart(&self, server: &Arc<Server>) -> ServerStatus {
+        let revived = {
+            let mut inner = self.inner();
+            let running = inner.servers.get(&server.identity).cloned();
+            match running {
+                Some(running) => {
+                    running.send(Cmd::Restart);
+                    None
+                }
+                None if inner.closed => None,
+                None => {
+                    let new = NewServer {
+                        identity: server.identity.clone(),
+                        name: server.name.clone(),
+                        scope: server.scope,
+                        spec: server.spec.clone(),
+                        startup_timeout: server.startup_timeout,
+                        request_timeout: server.request_timeout,
+                    };
+                    tracing::info!(server = %server.name, "starting a stopped MCP server again");
+                    let fresh = Server::start(new, self.me.clone(), self.opts);
+                    inner.servers.insert(fresh.identity.clone(), fresh.clone());
+                    inner.retired.retain(|r| r.server.identity != fresh.identity);
+                    Some(fresh)
+                }
+            }
+        };
+        if let Some(fresh) = &revived {
+            if self.inner().users(&fresh.identity).is_empty() {
+                self.linger(fresh.identity.clone());
+            }
+            let mut watch = fresh.watch();
+            let wait = fresh.startup_timeout + self.opts.stop_grace;
+            let _ = tokio::time::timeout(wait, watch.wait_for(server::Snapshot::settled)).await;
+            return self.status(fresh);
+        }
         let mut watch = server.watch();
         let before = watch.borrow().attempts;
-        server.send(Cmd::Restart);
         let wait = server.startup_timeout + self.opts.stop_grace * 2;
         let _ = tokio::time::timeout(
             wait,

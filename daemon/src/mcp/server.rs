@@ -255,17 +255,19 @@ async fn run(
     let r = Reporter { server: server.clone(), sup };
     let store = r.sup.upgrade().map(|s| s.store().clone());
     let mut failures: u32 = 0;
-    let mut first = true;
+    // `restarts` counts the restarts after a failure; a start someone asked for (the first
+    // one, `gemctl mcp restart`, a configuration change) is not one.
+    let mut requested = true;
     'attempts: loop {
         r.update(|s| {
-            if !first {
+            if !requested {
                 s.restarts += 1;
             }
             s.state = ServerState::Connecting;
             s.pid = None;
             s.connected_at = None;
         });
-        first = false;
+        requested = false;
         let (notices, mut notice_rx) = mpsc::unbounded_channel();
         let attempt = Attempt {
             name: &server.name,
@@ -283,6 +285,7 @@ async fn run(
                 if cmd == Some(Cmd::Restart) {
                     r.log("restart requested while starting");
                     failures = 0;
+                    requested = true;
                     continue 'attempts;
                 }
                 break 'attempts;
@@ -342,8 +345,9 @@ async fn run(
                         // Mark it first, so calls in flight fail at once.
                         r.update(|s| s.state = ServerState::Connecting);
                         let how = shutdown(running, opts.stop_grace).await;
-                        r.log(&format!("restarting ({how})"));
+                        r.log(&format!("restart requested: stopped ({how}), starting again"));
                         failures = 0;
+                        requested = true;
                         continue 'attempts;
                     }
                     End::Died(how) => {
@@ -352,6 +356,7 @@ async fn run(
                             s.state = ServerState::Disconnected;
                             s.last_error = Some(msg.clone());
                             s.pid = None;
+                            s.connected_at = None;
                         });
                         let _ = shutdown(running, opts.stop_grace).await;
                         if since.elapsed() >= opts.stable_after {
@@ -371,6 +376,7 @@ async fn run(
                 });
                 if parked(&mut cmds).await {
                     failures = 0;
+                    requested = true;
                     continue 'attempts;
                 }
                 break 'attempts;
@@ -400,6 +406,7 @@ async fn run(
             });
             if parked(&mut cmds).await {
                 failures = 0;
+                requested = true;
                 continue 'attempts;
             }
             break 'attempts;
@@ -418,6 +425,7 @@ async fn run(
                     break 'attempts;
                 }
                 failures = 0;
+                requested = true;
             }
         }
     }
