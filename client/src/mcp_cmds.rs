@@ -90,6 +90,7 @@ pub async fn run(
             } else if all {
                 output::running_servers(&r.servers)
             } else {
+                output::warnings(&r.warnings);
                 output::servers(&r.servers)
             }
         }
@@ -114,6 +115,7 @@ pub async fn run(
             if json {
                 output::json(&r.servers)?
             } else {
+                output::warnings(&r.warnings);
                 output::servers(&r.servers)
             }
             if r.servers.iter().any(failed) {

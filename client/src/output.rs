@@ -259,6 +259,16 @@ pub fn state_icon(state: ServerState) -> &'static str {
     }
 }
 
+/// What to read before a server list (an untrusted folder, settings errors), then a blank line.
+pub fn warnings(lines: &[String]) {
+    for l in lines {
+        outln!("{l}");
+    }
+    if !lines.is_empty() {
+        outln!("");
+    }
+}
+
 /// `gemctl mcp list --all`: every running copy, with the identity that tells copies of one
 /// name apart and the sessions that use it.
 pub fn running_servers(list: &[ServerStatus]) {

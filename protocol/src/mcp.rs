@@ -129,6 +129,10 @@ pub struct ListServersParams {
 pub struct ListServersResult {
     /// Servers, in settings order (user, workspace, …) then by name.
     pub servers: Vec<ServerStatus>,
+    /// What to read before the list, for a session's list: the folder is untrusted (and how
+    /// to trust it), or a settings file has errors (each with its position).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// `mcp/start`: the session needs its servers now.

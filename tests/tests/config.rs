@@ -170,14 +170,21 @@ async fn malformed_flags_and_a_home_workspace_are_refused_and_nothing_is_written
     Ok(())
 }
 
-/// The servers `gemctl mcp list` shows for the workspace's session, by name.
+/// The servers `gemctl mcp list` shows for the workspace's session, by name (marked when disabled).
 fn listed(home: &TestHome) -> anyhow::Result<Vec<String>> {
     let list = home.gemctl_json(&["mcp", "list"])?;
     Ok(list
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|s| s["name"].as_str().map(str::to_owned))
+        .filter_map(|s| {
+            let name = s["name"].as_str()?;
+            Some(if s["state"] == "disabled" {
+                format!("{name} (disabled)")
+            } else {
+                name.to_owned()
+            })
+        })
         .collect())
 }
 
@@ -189,8 +196,8 @@ async fn the_next_command_sees_what_add_remove_and_trust_wrote() -> anyhow::Resu
     let _d = Daemon::start(&home, &[]).await?;
     assert_eq!(listed(&home)?, Vec::<String>::new());
     home.gemctl_json(&["mcp", "add", "b", "cmd-b"])?;
-    // The project's settings do not count while its folder is untrusted.
-    assert_eq!(listed(&home)?, Vec::<String>::new());
+    // Listed, but nothing may run while its folder is untrusted.
+    assert_eq!(listed(&home)?, ["b (disabled)"]);
     home.gemctl_json(&["trust"])?;
     assert_eq!(listed(&home)?, ["b"]);
     home.gemctl_json(&["mcp", "add", "--scope", "user", "a", "cmd-a"])?;
@@ -200,7 +207,7 @@ async fn the_next_command_sees_what_add_remove_and_trust_wrote() -> anyhow::Resu
     home.gemctl_json(&["mcp", "add", "c", "cmd-c"])?;
     assert_eq!(listed(&home)?, ["a", "c"]);
     home.gemctl_json(&["trust", "--never"])?;
-    assert_eq!(listed(&home)?, ["a"]);
+    assert_eq!(listed(&home)?, ["a (disabled)", "c (disabled)"]);
     Ok(())
 }
 
@@ -218,7 +225,10 @@ async fn trust_decides_what_the_workspace_contributes() -> anyhow::Result<()> {
     assert_eq!(c["trust"]["trusted"], false);
     assert_eq!(
         c["mcpServers"],
-        json!([{"name": "u", "scope": "user", "file": user_settings(&home).display().to_string(), "transport": "stdio", "config": {"command": "u"}, "blocked": "untrustedFolder"}])
+        json!([
+            {"name": "u", "scope": "user", "file": user_settings(&home).display().to_string(), "transport": "stdio", "config": {"command": "u"}, "blocked": "untrustedFolder"},
+            {"name": "w", "scope": "workspace", "file": project_settings(&home).display().to_string(), "transport": "stdio", "config": {"command": "w"}, "blocked": "untrustedFolder"}
+        ])
     );
     let out = home.gemctl(&["config", "show"])?;
     assert!(stdout(&out).contains("not trusted; `gemctl trust` trusts it"), "{}", stdout(&out));

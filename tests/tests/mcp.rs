@@ -790,10 +790,17 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     let (ok, out, _) = text(&["mcp", "list"])?;
     assert!(ok);
     let target = format!("{} --flag", fixture());
-    assert!(out.starts_with("Configured MCP servers:\n\n"), "{out}");
+    assert!(
+        out.starts_with(
+            "Warning: MCP servers are configured but disabled because this folder is untrusted. \
+             `gemctl trust` trusts it.\n"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("\n\nConfigured MCP servers:\n\n"), "{out}");
     assert!(
         out.contains(&format!(
-            "⛔ fx: {target} (stdio) - Blocked\n    MCP server 'fx' uses stdio transport but current folder is not trusted. Use 'gemini trust' to enable it."
+            "○ fx: {target} (stdio) - Disabled\n    MCP server 'fx' uses stdio transport but current folder is not trusted. Use `gemctl trust` to enable it."
         )),
         "{out}"
     );
@@ -819,7 +826,7 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     assert!(out.contains("6 tools)"), "{out}");
     assert!(
         out.contains(&format!(
-            "○ off: {} (stdio) - Disabled\n    disabled in mcp-server-enablement.json",
+            "○ off: {}  (stdio) - Disabled\n    disabled in mcp-server-enablement.json",
             fixture()
         )),
         "{out}"
@@ -1006,5 +1013,61 @@ async fn broken_trust_and_enablement_files_keep_their_last_good_contents() -> an
     })
     .await;
     assert_eq!(off.state, ServerState::Connected);
+    Ok(())
+}
+
+/// Gemini CLI's `list.test.ts` cases, run against gemctl: an untrusted folder lists user and
+/// workspace servers as Disabled under the reference's warning; a server without arguments
+/// has two spaces before `(stdio)`; a settings file that does not parse is pointed at.
+#[tokio::test]
+async fn mcp_list_reads_as_gemini_clis_list_does() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(
+        &home,
+        json!({
+            "user-server": { "url": "http://127.0.0.1:9/user", "type": "http" },
+            "test-server": { "command": "/test/server" },
+        }),
+    )?;
+    let project = home.workspace().join(".gemini");
+    std::fs::create_dir_all(&project)?;
+    let settings =
+        json!({ "mcpServers": { "project-server": { "command": "/path/to/project/server" } } });
+    std::fs::write(project.join("settings.json"), settings.to_string())?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    let (code, out, _) = home.gemctl_run(&["mcp", "list"])?;
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..2],
+        [
+            "Warning: MCP servers are configured but disabled because this folder is untrusted. `gemctl trust` trusts it.",
+            "User-level servers are also suppressed in untrusted folders to prevent accidental side-effects.",
+        ]
+    );
+    for want in [
+        "○ test-server: /test/server  (stdio) - Disabled",
+        "○ user-server: http://127.0.0.1:9/user (http) - Disabled",
+        "○ project-server: /path/to/project/server  (stdio) - Disabled",
+    ] {
+        assert!(lines.contains(&want), "{want:?} in\n{out}");
+    }
+    // Nothing was started to find that out.
+    assert!(home.processes().iter().all(|(_, cmd)| !cmd.contains("/test/server")));
+
+    // A user settings file that does not parse when the daemon starts.
+    drop(_daemon);
+    std::fs::write(home.root().join("home/.gemini/settings.json"), "{\n  \"mcpServers\": {\n")?;
+    std::fs::remove_file(project.join("settings.json"))?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, out, _) = home.gemctl_run(&["mcp", "list"])?;
+    assert_eq!(code, 0);
+    assert!(out.contains("home/.gemini/settings.json:2:17: error: invalid JSON"), "{out}");
+    assert!(out.contains("the file is ignored until it is fixed"), "{out}");
+    assert!(
+        out.contains("`gemctl config check` lists every problem.\n\nNo MCP servers configured."),
+        "{out}"
+    );
     Ok(())
 }

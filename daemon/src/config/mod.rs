@@ -248,7 +248,23 @@ impl Loader {
         let mut merged = merge::merge_all(applied.iter().filter_map(|l| l.value.as_ref()));
 
         let gate = self.gate(&merged, &applied, session_disabled, &mut diags);
-        let raw_servers = match merged.as_object_mut().and_then(|m| m.remove("mcpServers")) {
+        // In an untrusted folder nothing runs, but every configured server is listed, the
+        // workspace's too (as Gemini CLI lists them: all disabled), so the user sees what
+        // trusting the folder would start.
+        let listed: Vec<&Layer> = if trust.trusted {
+            applied.clone()
+        } else {
+            layers.iter().filter(|l| l.value.is_some()).collect()
+        };
+        let applied_servers = merged.as_object_mut().and_then(|m| m.remove("mcpServers"));
+        let servers_from = if trust.trusted {
+            applied_servers
+        } else {
+            let mut as_if_trusted =
+                merge::merge_all(listed.iter().filter_map(|l| l.value.as_ref()));
+            as_if_trusted.as_object_mut().and_then(|m| m.remove("mcpServers"))
+        };
+        let raw_servers = match servers_from {
             Some(Value::Object(m)) => m,
             Some(_) => {
                 diags.push(diagnostic(
@@ -265,7 +281,7 @@ impl Loader {
         let mut entries = Vec::new();
         for (name, value) in &raw_servers {
             // With the shallow merge, a server comes whole from the last scope defining it.
-            let Some(origin) = applied.iter().rev().find(|l| {
+            let Some(origin) = listed.iter().rev().find(|l| {
                 l.value
                     .as_ref()
                     .and_then(|v| v.pointer(&format!("/mcpServers/{}", escape(name))))

@@ -104,7 +104,15 @@ fn an_untrusted_workspace_loses_its_settings_and_every_server() -> anyhow::Resul
     let loader = Loader::new(h.paths.clone());
     let e = loader.effective(&h.ws, &Env::new(), &BTreeSet::new());
     assert!(!e.public.trust.trusted);
-    assert_eq!(servers(&e), [("u".into(), Scope::User, Some(BlockReason::UntrustedFolder))]);
+    // Every server is listed (the workspace's too, as Gemini CLI lists them) and none may run.
+    assert_eq!(
+        servers(&e),
+        [
+            ("u".into(), Scope::User, Some(BlockReason::UntrustedFolder)),
+            ("w".into(), Scope::Workspace, Some(BlockReason::UntrustedFolder))
+        ]
+    );
+    assert!(e.servers.values().all(|s| s.blocked == Some(BlockReason::UntrustedFolder)));
     assert_eq!(e.public.settings.get("ui"), None);
     let ws_file = e.public.files.iter().find(|f| f.scope == Scope::Workspace).cloned();
     assert_eq!(ws_file.map(|f| (f.exists, f.applied)), Some((true, false)));

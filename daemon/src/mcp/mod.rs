@@ -398,15 +398,17 @@ pub struct Supervisor {
     tools_generation: std::sync::atomic::AtomicU64,
 }
 
-/// `command args…` or the URL.
+/// `command args…` or the URL. As Gemini CLI prints it: a space after the command even with
+/// no arguments (`gemini mcp list` shows `srv  (stdio)`).
 fn target(spec: &LaunchSpec) -> String {
     match spec {
-        LaunchSpec::Stdio { command, args, .. } => std::iter::once(command.as_str())
-            .chain(args.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join(" "),
+        LaunchSpec::Stdio { command, args, .. } => stdio_target(command, args),
         LaunchSpec::Network { url, .. } => url.clone(),
     }
+}
+
+fn stdio_target(command: &str, args: &[String]) -> String {
+    format!("{command} {}", args.join(" "))
 }
 
 /// Transport and target of an entry that is not resolved (blocked or unlaunchable).
@@ -419,8 +421,7 @@ fn config_target(c: &crate::config::mcp::McpServerConfig) -> (Wire, String) {
         }
         (None, Some(u), _) => (Wire::Http, u.clone()),
         (None, None, Some(cmd)) => {
-            let args = c.args.iter().flatten().map(String::as_str);
-            (Wire::Stdio, std::iter::once(cmd.as_str()).chain(args).collect::<Vec<_>>().join(" "))
+            (Wire::Stdio, stdio_target(cmd, c.args.as_deref().unwrap_or_default()))
         }
         (None, None, None) => (Wire::Stdio, String::new()),
     }
@@ -454,7 +455,7 @@ fn block_text(reason: BlockReason) -> (ServerState, &'static str) {
             (ServerState::Disabled, "disabled in mcp-server-enablement.json")
         }
         BlockReason::UntrustedFolder => {
-            (ServerState::Blocked, "the workspace folder is not trusted (gemctl trust)")
+            (ServerState::Disabled, "this folder is not trusted: `gemctl trust` trusts it")
         }
         BlockReason::Admin => {
             (ServerState::Blocked, "MCP servers are turned off by admin settings")

@@ -92,7 +92,7 @@ pub enum LaunchSpec {
 pub enum ResolveError {
     /// stdio servers need a trusted folder (the reference's message).
     #[error(
-        "MCP server '{0}' uses stdio transport but current folder is not trusted. Use 'gemini trust' to enable it."
+        "MCP server '{0}' uses stdio transport but current folder is not trusted. Use `gemctl trust` to enable it."
     )]
     Untrusted(String),
     /// The entry has nothing to launch.
@@ -396,7 +396,7 @@ mod tests {
         let cmd = McpServerConfig { command: Some("srv".into()), ..Default::default() };
         assert_eq!(
             resolve("local", &cmd, &e, &Redaction::default(), Path::new("/"), false, None).err().map(|e| e.to_string()),
-            Some("MCP server 'local' uses stdio transport but current folder is not trusted. Use 'gemini trust' to enable it.".to_owned())
+            Some("MCP server 'local' uses stdio transport but current folder is not trusted. Use `gemctl trust` to enable it.".to_owned())
         );
         assert!(matches!(
             resolve(

@@ -49,11 +49,10 @@ impl Handler {
         &self,
         p: Option<ListServersParams>,
     ) -> RpcResult<ListServersResult> {
-        let servers = match p.and_then(|p| p.session) {
-            Some(id) => self.core.list_servers(&id).map_err(rpc_error)?,
-            None => self.core.mcp.list_all(),
-        };
-        Ok(ListServersResult { servers })
+        match p.and_then(|p| p.session) {
+            Some(id) => self.core.list_servers(&id).map_err(rpc_error),
+            None => Ok(ListServersResult { servers: self.core.mcp.list_all(), warnings: vec![] }),
+        }
     }
 
     pub(super) async fn start(&self, p: StartParams) -> RpcResult<ListServersResult> {
@@ -67,7 +66,7 @@ impl Handler {
         if self.core.sessions.get(&p.session).map_err(rpc_error)?.attached_connections == 0 {
             self.core.mcp.release_session(&p.session);
         }
-        Ok(ListServersResult { servers: result })
+        Ok(result)
     }
 
     pub(super) async fn restart(&self, p: ServerParams) -> RpcResult<ServerStatus> {
