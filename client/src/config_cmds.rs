@@ -79,11 +79,11 @@ pub struct AddArgs {
     /// Description
     #[arg(long)]
     description: Option<String>,
-    /// Only this tool (repeat the flag for more)
-    #[arg(long = "include-tools", value_name = "TOOL")]
+    /// Only these tools (comma-separated, or repeat the flag)
+    #[arg(long = "include-tools", value_name = "TOOL[,TOOL]")]
     include_tools: Vec<String>,
-    /// Not this tool (repeat the flag for more)
-    #[arg(long = "exclude-tools", value_name = "TOOL")]
+    /// Not these tools (comma-separated, or repeat the flag)
+    #[arg(long = "exclude-tools", value_name = "TOOL[,TOOL]")]
     exclude_tools: Vec<String>,
     /// Server name
     name: String,
@@ -213,11 +213,22 @@ pub fn server_object(a: &AddArgs) -> anyhow::Result<Value> {
     if let Some(d) = &a.description {
         o.insert("description".into(), json!(d));
     }
-    if !a.include_tools.is_empty() {
-        o.insert("includeTools".into(), json!(a.include_tools));
+    // Gemini CLI's docs give these comma-separated (`--include-tools a,b`); repeating the
+    // flag works too.
+    let split = |v: &[String]| -> Vec<String> {
+        v.iter()
+            .flat_map(|x| x.split(','))
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let (include, exclude) = (split(&a.include_tools), split(&a.exclude_tools));
+    if !include.is_empty() {
+        o.insert("includeTools".into(), json!(include));
     }
-    if !a.exclude_tools.is_empty() {
-        o.insert("excludeTools".into(), json!(a.exclude_tools));
+    if !exclude.is_empty() {
+        o.insert("excludeTools".into(), json!(exclude));
     }
     Ok(Value::Object(o))
 }

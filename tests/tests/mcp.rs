@@ -1071,3 +1071,22 @@ async fn mcp_list_reads_as_gemini_clis_list_does() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn include_tools_takes_the_comma_form_and_list_counts_what_is_exposed() -> anyhow::Result<()>
+{
+    let home = TestHome::new()?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    let fx = fixture();
+    let add = ["mcp", "add", "-s", "user", "--include-tools", "echo,pid", "fx", fx.as_str()];
+    assert!(home.gemctl(&add)?.status.success());
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(
+        home.root().join("home/.gemini/settings.json"),
+    )?)?;
+    assert_eq!(written["mcpServers"]["fx"]["includeTools"], json!(["echo", "pid"]));
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, out, _) = home.gemctl_run(&["mcp", "start"])?;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(", 2 tools)"), "the count is after the filter: {out}");
+    Ok(())
+}

@@ -206,6 +206,21 @@ pub fn parse_server(name: &str, value: &Value) -> (Option<McpServerConfig>, Vec<
         });
         return (None, problems);
     }
+    for (field, list) in
+        [("includeTools", &config.include_tools), ("excludeTools", &config.exclude_tools)]
+    {
+        for tool in list.iter().flatten().filter(|t| t.contains(',')) {
+            let parts: Vec<&str> = tool.split(',').map(str::trim).collect();
+            problems.push(Problem {
+                severity: Severity::Warning,
+                field: Some(field.into()),
+                message: format!(
+                    "MCP server \"{name}\": \"{field}\" entry \"{tool}\" names no tool (tool \
+                     names have no commas); for several tools give one entry each: {parts:?}"
+                ),
+            });
+        }
+    }
     if config.url.is_some() && config.http_url.is_some() {
         problems.push(Problem {
             severity: Severity::Warning,
@@ -278,6 +293,12 @@ mod tests {
 
         let (c, _) = parse_server("s", &json!("npx"));
         assert!(c.is_none());
+
+        // `gemini mcp add --include-tools a,b` as written by hand: a warning, not silence.
+        let (c, p) = parse_server("s", &json!({"command": "x", "includeTools": ["a,b", "c"]}));
+        assert!(c.is_some());
+        assert_eq!((p.len(), p[0].field.as_deref()), (1, Some("includeTools")));
+        assert!(p[0].message.contains(r#"["a", "b"]"#), "{}", p[0].message);
     }
 
     /// Gemini CLI coerces expanded strings to the field's type (settings.test.ts: `"$TEST_MAX_

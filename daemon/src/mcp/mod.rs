@@ -747,7 +747,27 @@ impl Supervisor {
             let status = match &entry.binding {
                 Binding::Runs(identity) => match inner.servers.get(identity) {
                     Some(server) => {
-                        self.status_of(server, &name, entry.scope, inner.users(identity))
+                        let mut s =
+                            self.status_of(server, &name, entry.scope, inner.users(identity));
+                        // The tools this entry exposes, after its include/exclude lists.
+                        if s.tools.is_some() && (entry.include.is_some() || entry.exclude.is_some())
+                        {
+                            let n = server
+                                .catalog()
+                                .tools
+                                .iter()
+                                .filter(|t| {
+                                    let own = t["name"].as_str().unwrap_or_default();
+                                    tools::enabled(
+                                        own,
+                                        entry.include.as_deref(),
+                                        entry.exclude.as_deref(),
+                                    )
+                                })
+                                .count();
+                            s.tools = Some(u32::try_from(n).unwrap_or(u32::MAX));
+                        }
+                        s
                     }
                     None => {
                         let (transport, tgt) = launch
