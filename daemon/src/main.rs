@@ -126,6 +126,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // Claim the socket before opening the database, so that a second daemon reports the
     // running one instead of a database lock error.
     let bound = server::bind(&socket, &server::lock_path(&socket, &data_dir))?;
+    // A daemon on another socket may use the same data directory: say who, not sled's error.
+    let _data_lock = geminid::store::lock_dir(&data_dir, &socket)?;
     let store = Store::open(&data_dir)?;
     let mcp = McpOptions {
         linger: args.mcp_linger,

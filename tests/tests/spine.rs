@@ -303,6 +303,23 @@ async fn a_second_daemon_names_the_first_and_a_stale_socket_is_replaced() -> any
     assert!(log.contains(&format!("already running (pid {})", first.pid())), "{log}");
     // The first one is unharmed.
     assert!(first.client().await?.status().await.is_ok());
+    // Another socket, the same database: the first daemon is named, and the way out.
+    let dir = tempfile::tempdir()?;
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    let other = dir.path().join("other.sock").display().to_string();
+    let mut second = Daemon::spawn(&home, &["--socket", &other])?;
+    assert!(!second.wait_exit(Duration::from_secs(10)).await?.success());
+    let log = second.log();
+    assert!(
+        log.contains(&format!(
+            "is in use by another geminid (pid {}, socket {}); give this one a database of its \
+             own with --data-dir DIR",
+            first.pid(),
+            home.socket().display()
+        )),
+        "{log}"
+    );
+    assert!(first.client().await?.status().await.is_ok());
 
     first.kill9().await?;
     assert!(home.socket().exists());

@@ -54,6 +54,69 @@ pub enum StoreError {
         /// The version found.
         found: u32,
     },
+    /// Another daemon has the database open.
+    #[error(
+        "the database in {} is in use by another geminid ({holder}); give this one a database \
+         of its own with --data-dir DIR (or GEMINID_DATA_DIR)",
+        path.display()
+    )]
+    InUse {
+        /// The database directory.
+        path: PathBuf,
+        /// Who holds it, as its lock file says (`pid N, socket S`).
+        holder: String,
+    },
+    /// The database's lock file could not be used.
+    #[error("cannot lock the database in {}: {source}", path.display())]
+    Lock {
+        /// The database directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The lock a daemon holds on its database directory for as long as its process lives
+/// (`geminid.db.lock` in it, naming the holder): sled's own lock error names no one.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: std::fs::File,
+}
+
+/// Take the database directory's lock, or say which daemon holds it.
+pub fn lock_dir(dir: &Path, socket: &Path) -> Result<DirLock, StoreError> {
+    use std::io::{Read, Seek, Write};
+    let path = dir.join("geminid.db.lock");
+    let lock_err = |source| StoreError::Lock { path: dir.to_path_buf(), source };
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut file = opts.open(&path).map_err(lock_err)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let holder = if holder.is_empty() { "its pid unknown" } else { holder };
+            return Err(StoreError::InUse { path: dir.to_path_buf(), holder: holder.to_owned() });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(lock_err(e)),
+    }
+    let who = format!("pid {}, socket {}", std::process::id(), socket.display());
+    let write = |f: &mut std::fs::File| -> std::io::Result<()> {
+        f.set_len(0)?;
+        f.rewind()?;
+        writeln!(f, "{who}")?;
+        f.flush()
+    };
+    write(&mut file).map_err(lock_err)?;
+    Ok(DirLock { _file: file })
 }
 
 /// A session as persisted.
