@@ -162,6 +162,11 @@ enum SessionCommand {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if let Some(hint) = gemini_flag_hint(&argv) {
+        eprintln!("error: {hint}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let json = cli.json;
     match run(cli).await {
@@ -173,6 +178,21 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Gemini CLI's `gemini mcp enable|disable NAME --session` typed as it is: here `--session`
+/// takes a session id, and the flag meant is `--session-only`.
+fn gemini_flag_hint(argv: &[String]) -> Option<String> {
+    let verb = argv.iter().position(|a| a == "enable" || a == "disable")?;
+    let is_mcp = verb > 0 && argv[verb - 1] == "mcp";
+    let trailing = argv.last().is_some_and(|a| a == "--session");
+    (is_mcp && trailing).then(|| {
+        format!(
+            "`--session` selects a session here (it takes an id); for Gemini CLI's `mcp {} NAME \
+             --session` (only for this session) write `--session-only`",
+            argv[verb]
+        )
+    })
 }
 
 /// The command printed its result, and that result is a failure (a server that did not

@@ -39,3 +39,16 @@ fn an_unknown_command_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unrecognized subcommand"));
 }
+
+#[test]
+fn gemini_clis_session_flag_points_at_session_only() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for verb in ["disable", "enable"] {
+        let out = gemctl(&["mcp", verb, "memory", "--session"], &dir.path().join("s"));
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("for Gemini CLI's `mcp {verb} NAME --session`")), "{err}");
+        assert!(err.contains("write `--session-only`"), "{err}");
+    }
+    assert!(!dir.path().join("s").exists(), "nothing was started");
+}
