@@ -13,5 +13,6 @@ pub mod paths;
 pub mod rpc;
 pub mod server;
 pub mod session;
+pub mod settings_file;
 pub mod store;
 pub mod watch;

@@ -11,7 +11,7 @@ use geminid::core::{Core, DaemonInfo};
 use geminid::events::DEFAULT_SUBSCRIBER_BUFFER;
 use geminid::mcp::{self, McpOptions};
 use geminid::server::{self, DEFAULT_MAX_CONNECTIONS};
-use geminid::{paths, store::Store};
+use geminid::{paths, settings_file, store::Store};
 use geminid_protocol::DEFAULT_MAX_MESSAGE_SIZE;
 use geminid_protocol::socket::{SOCKET_ENV, socket_path};
 use geminid_protocol::types::Limits;
@@ -28,6 +28,10 @@ enum LogFormat {
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
+    /// Settings file: each `flag-name = value` in it is that flag's default [default:
+    /// $XDG_CONFIG_HOME/geminid/config.toml, else ~/.config/geminid/config.toml]
+    #[arg(long, env = settings_file::CONFIG_ENV, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Control socket [default: $XDG_RUNTIME_DIR/geminid/geminid.sock, else ~/.gemini/run/geminid.sock]
     #[arg(long, env = SOCKET_ENV, value_name = "PATH")]
     socket: Option<PathBuf>,
@@ -35,47 +39,53 @@ struct Args {
     #[arg(long, env = "GEMINID_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Log format on stderr (filter with RUST_LOG, default `info`)
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, env = "GEMINID_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Most client connections served at once
-    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    #[arg(long, env = "GEMINID_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N")]
     max_connections: u32,
     /// Largest JSON-RPC message accepted or sent, in bytes
-    #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_SIZE, value_name = "BYTES")]
+    #[arg(long, env = "GEMINID_MAX_MESSAGE_SIZE", default_value_t = DEFAULT_MAX_MESSAGE_SIZE, value_name = "BYTES")]
     max_message_size: u32,
     /// Events buffered per subscriber before a slow one is dropped
-    #[arg(long, default_value_t = DEFAULT_SUBSCRIBER_BUFFER as u32, value_name = "N")]
+    #[arg(long, env = "GEMINID_SUBSCRIBER_BUFFER", default_value_t = DEFAULT_SUBSCRIBER_BUFFER as u32, value_name = "N")]
     subscriber_buffer: u32,
     /// How long an MCP server keeps running after no session needs it
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "GEMINID_MCP_LINGER", default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_linger: Duration,
     /// First delay before restarting a failed MCP server (doubles per failure in a row)
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "GEMINID_MCP_BACKOFF", default_value = "1s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_backoff: Duration,
     /// Longest delay between restarts
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "GEMINID_MCP_BACKOFF_MAX", default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_backoff_max: Duration,
     /// Failures in a row before a server is parked in crash-loop
-    #[arg(long, default_value_t = mcp::DEFAULT_RESTART_BUDGET, value_name = "N")]
+    #[arg(long, env = "GEMINID_MCP_RESTART_BUDGET", default_value_t = mcp::DEFAULT_RESTART_BUDGET, value_name = "N")]
     mcp_restart_budget: u32,
     /// A server connected this long starts counting failures afresh
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "GEMINID_MCP_STABLE_AFTER", default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_stable_after: Duration,
     /// Between SIGTERM and SIGKILL when stopping a server's process group
-    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "GEMINID_MCP_STOP_GRACE", default_value = "3s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_stop_grace: Duration,
     /// Start-up limit for servers without a `timeout` setting
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "GEMINID_MCP_STARTUP_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_startup_timeout: Duration,
     /// Threads running the event loop. One serves a user's sessions with the fewest thread
     /// wake-ups per call (see BENCHMARKS.md); raise it if many sessions do CPU-heavy work at
     /// once. Blocking work (the database, schema compiling) has its own threads either way.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256), value_name = "N")]
+    #[arg(long, env = "GEMINID_WORKER_THREADS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256), value_name = "N")]
     worker_threads: u16,
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("geminid: {e}");
+            return ExitCode::from(2);
+        }
+    };
     init_logging(args.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(usize::from(args.worker_threads))
@@ -95,6 +105,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The flags, with the settings file's values as their defaults (a flag given, or its
+/// `GEMINID_*` variable, wins over the file).
+fn parse_args() -> Result<Args, settings_file::FileError> {
+    use clap::{CommandFactory, FromArgMatches};
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut cmd = Args::command();
+    if let Some((path, named)) = settings_file::locate(&argv, |k| std::env::var_os(k)) {
+        let pairs = settings_file::read(&path, named)?;
+        cmd = settings_file::apply(cmd, &path, &pairs)?;
+    }
+    let matches = cmd.get_matches_from(argv);
+    Ok(Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()))
 }
 
 fn init_logging(format: LogFormat) {

@@ -72,6 +72,8 @@ impl TestHome {
         cmd.env("HOME", self.root().join("home"))
             .env("XDG_STATE_HOME", self.root().join("state"))
             .env("XDG_RUNTIME_DIR", self.root().join("run-unused"))
+            .env("XDG_CONFIG_HOME", self.root().join("config"))
+            .env_remove("GEMINID_CONFIG")
             .env("GEMINID_SOCKET", self.socket())
             .env_remove("GEMINID_DATA_DIR")
             .env_remove("GEMINI_CLI_HOME")

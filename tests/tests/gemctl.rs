@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use geminid_tests::{Daemon, TestHome, alive};
 use pretty_assertions::assert_eq;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn status_start_stop_and_autostart() -> anyhow::Result<()> {
@@ -250,5 +250,50 @@ async fn rpc_bridge_speaks_content_length_framing() -> anyhow::Result<()> {
     let status = replies.iter().find(|r| r["id"] == 1).cloned().unwrap_or_default();
     assert_eq!(status["result"]["pid"], daemon.pid());
     assert!(replies.iter().any(|r| r["id"] == 2 && r["result"]["sessions"].is_array()));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_daemon_gemctl_starts_reads_the_settings_file() -> anyhow::Result<()> {
+    use geminid_tests::mcp::{stdio, write_user_settings};
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let dir = home.root().join("config/geminid");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join("config.toml"),
+        "# geminid\nmcp-linger = \"200ms\"\nmcp_stop_grace = \"1s\"\n",
+    )?;
+    // Autostarted by gemctl, not started by hand: the file is what carries the knobs.
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, out, err) = home.gemctl_run(&["mcp", "start"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let lingered = geminid_tests::eventually(Duration::from_secs(5), || async {
+        home.gemctl_json(&["mcp", "list", "--all"])
+            .is_ok_and(|v| v.as_array().is_some_and(Vec::is_empty))
+    })
+    .await;
+    assert!(lingered, "the 200ms linger from the file did not apply");
+    home.gemctl_json(&["daemon", "stop"])?;
+
+    // A setting that is no flag, or a bad value: the daemon says where, and does not start.
+    for (text, want) in [
+        (
+            "mcp-lingr = \"1s\"\n",
+            "unknown setting `mcp-lingr`; the settings are: data-dir, log-format",
+        ),
+        ("mcp-linger = \"soon\"\n", "invalid value 'soon' for '--mcp-linger <DURATION>'"),
+        ("[mcp]\nlinger = 1\n", "is a table"),
+    ] {
+        std::fs::write(dir.join("config.toml"), text)?;
+        let mut d = geminid_tests::Daemon::spawn(&home, &[])?;
+        let status = d.wait_exit(Duration::from_secs(10)).await?;
+        assert_eq!(status.code(), Some(2), "{text}");
+        assert!(d.log().contains(want), "{text}: {}", d.log());
+    }
+    // A flag wins over the file.
+    std::fs::write(dir.join("config.toml"), "max-connections = 0\n")?;
+    let d = geminid_tests::Daemon::start(&home, &["--max-connections", "8"]).await?;
+    drop(d);
     Ok(())
 }
