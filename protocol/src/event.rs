@@ -21,6 +21,19 @@ pub struct Event {
     pub body: EventBody,
 }
 
+/// Every event kind (what `events/subscribe`'s `kinds` may name).
+pub const KINDS: &[&str] = &[
+    "session/created",
+    "session/attached",
+    "session/detached",
+    "session/closed",
+    "daemon/shuttingDown",
+    "config/changed",
+    "mcp/serverState",
+    "catalog/changed",
+    "tools/progress",
+];
+
 /// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "payload")]
@@ -109,6 +122,8 @@ impl EventBody {
     }
 
     /// The session this event is about; `None` for daemon-wide events.
+    ///
+    /// (Also where a new kind must be added to [`KINDS`]: `kind()` above names each.)
     pub fn session(&self) -> Option<&SessionId> {
         match self {
             Self::SessionCreated(s)

@@ -215,6 +215,40 @@ async fn rpc_bridge_relays_lines_and_subscriptions() -> anyhow::Result<()> {
     let (reply, notification) = (reply.unwrap_or_default(), notification.unwrap_or_default());
     assert_eq!(notification["method"], "events/event");
     assert_eq!(notification["params"]["result"]["payload"]["id"], reply["result"]["id"]);
+    // As docs/PROTOCOL.md has it: the subscription ends by its id, named or positional.
+    let id = sub["result"].clone();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 10, "method": "events/unsubscribe", "params": {"subscription": id}})
+    )?;
+    assert_eq!(next()?["result"], true);
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 11, "method": "events/unsubscribe", "params": [id]})
+    )?;
+    assert_eq!(next()?["result"], false, "already ended");
+    // An event kind that does not exist, and a page too large, are refused, not ignored.
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":12,"method":"events/subscribe","params":{{"kinds":["session/created","tool/progress"]}}}}"#
+    )?;
+    let e = next()?;
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    assert!(
+        e["error"]["message"].as_str().is_some_and(
+            |m| m.contains("no event kind 'tool/progress'; the kinds are session/created")
+        ),
+        "{e}"
+    );
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":13,"method":"session/list","params":{{"limit":501}}}}"#
+    )?;
+    let e = next()?;
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    assert!(e["error"]["message"].as_str().is_some_and(|m| m.contains("1 to 500")), "{e}");
     writeln!(stdin, "{{broken")?;
     assert_eq!(next()?["error"]["code"], -32700);
     // End of input: the bridge delivers what is owed and exits.

@@ -639,13 +639,31 @@ async fn prompts_resources_and_instructions() -> anyhow::Result<()> {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(e.contains("several servers list"), "{e}");
+    // Only what a server offers is read: a URI it lists, or one its template matches.
     let e = c
-        .resources_read(read("@a:file:///missing"))
+        .resources_read(read("@a:file:///secret.txt"))
         .await
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-    assert!(e.contains("MCP server 'a' answered"), "{e}");
+    assert!(e.contains("MCP server 'a' lists no resource file:///secret.txt"), "{e}");
+    let r = c.resources_read(read("@a:file:///logs/monday.log")).await?;
+    assert_eq!(r.parts[1], json!({"text": "read file:///logs/monday.log"}));
+    // A bare URI by `uri` alone, as documented, when one server lists it.
+    let bare = ResourcesReadParams {
+        session: s.clone(),
+        uri: Some("file:///third.txt".into()),
+        server: Some("b".into()),
+        ..Default::default()
+    };
+    assert_eq!(c.resources_read(bare).await?.server, "b");
+    let bare = ResourcesReadParams {
+        session: s.clone(),
+        uri: Some("file:///notes.txt".into()),
+        ..Default::default()
+    };
+    let e = c.resources_read(bare).await.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("several servers list file:///notes.txt"), "{e}");
 
     let i = c.tools_instructions(cp()).await?;
     assert_eq!(i.servers.len(), 2);

@@ -147,9 +147,44 @@ pub fn resource_parts(uri: &str, contents: &[Value]) -> Vec<Value> {
     parts
 }
 
+/// Whether `uri` is one a URI template (RFC 6570) can expand to: literal parts must match, and
+/// each expression stands for at least one character (`{var}` not crossing a `/`; `{+var}`,
+/// `{#var}` and `{/var}` and the like any text).
+pub fn template_matches(template: &str, uri: &str) -> bool {
+    let mut pattern = String::from("^");
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        pattern.push_str(&regex::escape(&rest[..open]));
+        let Some(close) = rest[open..].find('}') else { return false };
+        let expr = &rest[open + 1..open + close];
+        let simple = expr.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        pattern.push_str(if simple { "[^/?#]+" } else { ".+" });
+        rest = &rest[open + close + 1..];
+    }
+    pattern.push_str(&regex::escape(rest));
+    pattern.push('$');
+    regex::Regex::new(&pattern).is_ok_and(|re| re.is_match(uri))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uri_templates_match_what_they_expand_to() {
+        for (t, uri, ok) in [
+            ("file:///{name}.txt", "file:///notes.txt", true),
+            ("file:///{name}.txt", "file:///a/b.txt", false),
+            ("file:///{+path}", "file:///a/b.txt", true),
+            ("db://{table}/{id}", "db://users/7", true),
+            ("db://{table}/{id}", "db://users/", false),
+            ("plain://x", "plain://x", true),
+            ("plain://x", "plain://y", false),
+            ("bad://{oops", "bad://{oops", false),
+        ] {
+            assert_eq!(template_matches(t, uri), ok, "{t} ~ {uri}");
+        }
+    }
     use pretty_assertions::assert_eq;
 
     fn args(spec: &[(&str, bool)]) -> Vec<Arg> {

@@ -74,6 +74,16 @@ impl Handler {
     }
 }
 
+/// Whether a server's catalog offers `uri`: listed, or matched by a resource template.
+fn offers(catalog: &crate::mcp::catalog::Catalog, uri: &str) -> bool {
+    catalog.resources.iter().any(|r| r["uri"] == uri)
+        || catalog
+            .templates
+            .iter()
+            .filter_map(|t| t["uriTemplate"].as_str())
+            .any(|t| prompts::template_matches(t, uri))
+}
+
 #[async_trait]
 impl PromptsApiServer for Handler {
     async fn prompts_list(&self, p: CatalogParams) -> RpcResult<PromptsListResult> {
@@ -164,31 +174,29 @@ impl ResourcesApiServer for Handler {
 
     async fn resources_read(&self, p: ResourcesReadParams) -> RpcResult<ResourcesReadResult> {
         let (servers, _) = self.servers(&p.session).await?;
+        // A bare URI: the one server that lists it (or whose template matches it).
+        let owner_of = |bare: &str| -> RpcResult<(String, String)> {
+            let owners: Vec<&String> = servers
+                .iter()
+                .filter(|(_, s)| offers(&s.catalog(), bare))
+                .map(|(n, _)| n)
+                .collect();
+            match owners.as_slice() {
+                [one] => Ok(((*one).clone(), bare.to_owned())),
+                [] => Err(ErrorCode::NotInCatalog.error(format!(
+                    "no server lists a resource {bare} (`gemctl mcp resources` shows them)"
+                ))),
+                _ => Err(ErrorCode::NotInCatalog
+                    .error(format!("several servers list {bare}: use @server:uri"))),
+            }
+        };
         let (server_name, uri) = match (&p.server, &p.uri, &p.reference) {
             (Some(s), Some(u), _) => (s.clone(), u.clone()),
+            (None, Some(u), None) => owner_of(u)?,
             (_, _, Some(r)) => {
                 match prompts::parse_reference(r, servers.iter().map(|(n, _)| n.as_str())) {
                     Some(found) => found,
-                    None => {
-                        // A bare URI: the one server that lists it.
-                        let bare = r.strip_prefix('@').unwrap_or(r);
-                        let owners: Vec<&String> = servers
-                            .iter()
-                            .filter(|(_, s)| s.catalog().resources.iter().any(|x| x["uri"] == bare))
-                            .map(|(n, _)| n)
-                            .collect();
-                        match owners.as_slice() {
-                            [one] => ((*one).clone(), bare.to_owned()),
-                            [] => {
-                                return Err(ErrorCode::NotInCatalog
-                                    .error(format!("no server lists a resource {r}")));
-                            }
-                            _ => {
-                                return Err(ErrorCode::NotInCatalog
-                                    .error(format!("several servers list {r}: use @server:uri")));
-                            }
-                        }
-                    }
+                    None => owner_of(r.strip_prefix('@').unwrap_or(r))?,
                 }
             }
             _ => {
@@ -200,6 +208,13 @@ impl ResourcesApiServer for Handler {
             return Err(ErrorCode::ServerNotFound
                 .error(format!("no connected MCP server named '{server_name}' in this session")));
         };
+        // Only what the server offers: a URI it listed, or one of its templates matches.
+        if !offers(&server.catalog(), &uri) {
+            return Err(ErrorCode::NotInCatalog.error(format!(
+                "MCP server '{server_name}' lists no resource {uri} and no template of it \
+                 matches (`gemctl mcp resources` shows them)"
+            )));
+        }
         let params = rmcp::model::ReadResourceRequestParams::new(uri.clone());
         let timeout = self.core.mcp.timeout_for(&p.session, server);
         let result = (self.core.mcp)

@@ -26,6 +26,26 @@ impl EventsApiServer for Handler {
         params: Option<EventsSubscribeParams>,
     ) -> SubscriptionResult {
         let filter = params.unwrap_or_default();
+        let unknown: Vec<&String> = filter
+            .kinds
+            .iter()
+            .flatten()
+            .filter(|k| !geminid_protocol::event::KINDS.contains(&k.as_str()))
+            .collect();
+        if !unknown.is_empty() {
+            let message = format!(
+                "no event kind {}; the kinds are {}",
+                unknown.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", "),
+                geminid_protocol::event::KINDS.join(", ")
+            );
+            let e = jsonrpsee::types::ErrorObject::owned(
+                jsonrpsee::types::error::INVALID_PARAMS_CODE,
+                message,
+                None::<()>,
+            );
+            pending.reject(e).await;
+            return Ok(());
+        }
         if let Some(id) = &filter.session
             && let Err(e) = self.core.sessions.get(id)
         {

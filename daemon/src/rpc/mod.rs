@@ -51,3 +51,95 @@ fn conn_id(ext: &Extensions) -> ConnId {
     let id = ext.get::<jsonrpsee::ConnectionId>().map_or(0, |c| c.0);
     ConnId(u32::try_from(id).unwrap_or(u32::MAX))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    const DOC: &str = include_str!("../../../docs/PROTOCOL.md");
+
+    /// The lines of the section under `## {title}`.
+    fn section(title: &str) -> Vec<&'static str> {
+        let start = format!("## {title}");
+        DOC.lines()
+            .skip_while(|l| *l != start)
+            .skip(1)
+            .take_while(|l| !l.starts_with("## "))
+            .collect()
+    }
+
+    /// Every `backticked` word in the first cell of a table's rows; the rows must be one
+    /// table (a blank line inside would make the rest render as text).
+    fn first_cells(lines: &[&str], header: &str) -> BTreeSet<String> {
+        let rows: Vec<&str> = lines
+            .iter()
+            .skip_while(|l| !l.starts_with(header))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .copied()
+            .collect();
+        let after: Vec<&&str> =
+            lines.iter().skip_while(|l| !l.starts_with(header)).skip(2 + rows.len()).collect();
+        assert!(
+            !after
+                .iter()
+                .take_while(|l| !l.starts_with('`') && !l.starts_with('#'))
+                .any(|l| l.starts_with("| `")),
+            "a blank line cuts the table under {header:?}"
+        );
+        rows.iter()
+            .filter_map(|r| r.split('|').nth(1))
+            .flat_map(|cell| {
+                cell.split('`').skip(1).step_by(2).map(str::to_owned).collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_protocol_page_matches_what_the_daemon_serves() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let home = dir.path().to_path_buf();
+        let paths =
+            crate::config::ConfigPaths::from_env(|k| (k == "HOME").then(|| home.clone().into()))?;
+        let info = crate::core::DaemonInfo {
+            socket: dir.path().join("s"),
+            data_dir: dir.path().to_path_buf(),
+            limits: geminid_protocol::types::Limits {
+                max_connections: 1,
+                max_message_size: 1024,
+                subscriber_buffer: 1,
+            },
+            mcp: crate::mcp::McpOptions::default(),
+        };
+        let core =
+            Core::new(crate::store::Store::temporary()?, info, crate::config::Loader::new(paths));
+        let served: BTreeSet<String> = methods(core)?.method_names().map(str::to_owned).collect();
+        let documented = first_cells(&section("Methods"), "| method |");
+        assert_eq!(documented, served, "docs/PROTOCOL.md's methods table and the daemon differ");
+
+        let codes: BTreeSet<String> = first_cells(&section("Errors"), "| code |")
+            .into_iter()
+            .chain(
+                section("Errors")
+                    .iter()
+                    .filter_map(|l| l.split('|').nth(1))
+                    .map(|c| c.trim().to_owned()),
+            )
+            .collect();
+        for c in geminid_protocol::error::ErrorCode::ALL {
+            assert!(
+                codes.contains(&c.code().to_string()),
+                "error {} ({}) is not documented",
+                c.code(),
+                c.name()
+            );
+        }
+        let kinds = first_cells(&section("Events"), "| kind |");
+        let want: BTreeSet<String> =
+            geminid_protocol::event::KINDS.iter().map(|k| (*k).to_owned()).collect();
+        assert_eq!(kinds, want, "docs/PROTOCOL.md's events table and the event kinds differ");
+        Ok(())
+    }
+}

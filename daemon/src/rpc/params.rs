@@ -21,6 +21,23 @@ fn wrap(params: &mut Option<Cow<'_, RawValue>>) {
     }
 }
 
+/// The methods that end a subscription take its id, positionally; named, it is
+/// `{"subscription": id}`.
+const UNSUBSCRIBE: &[&str] = &["events/unsubscribe", "mcp/unfollowLogs"];
+
+fn normalize(method: &str, params: &mut Option<Cow<'_, RawValue>>) {
+    if UNSUBSCRIBE.contains(&method)
+        && let Some(p) = params
+        && let Ok(serde_json::Value::Object(map)) = serde_json::from_str(p.get())
+        && let Some(id) = map.get("subscription")
+        && let Ok(raw) = RawValue::from_string(format!("[{id}]"))
+    {
+        *params = Some(Cow::Owned(raw));
+        return;
+    }
+    wrap(params);
+}
+
 impl<S> RpcServiceT for NamedParams<S>
 where
     S: RpcServiceT + Send + Sync + Clone + 'static,
@@ -33,7 +50,7 @@ where
         &self,
         mut req: Request<'a>,
     ) -> impl Future<Output = Self::MethodResponse> + Send + 'a {
-        wrap(&mut req.params);
+        normalize(&req.method, &mut req.params);
         self.0.call(req)
     }
 
@@ -43,8 +60,8 @@ where
     ) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
         for entry in batch.iter_mut().flatten() {
             match entry {
-                BatchEntry::Call(req) => wrap(&mut req.params),
-                BatchEntry::Notification(n) => wrap(&mut n.params),
+                BatchEntry::Call(req) => normalize(&req.method, &mut req.params),
+                BatchEntry::Notification(n) => normalize(&n.method, &mut n.params),
             }
         }
         self.0.batch(batch)
@@ -54,7 +71,7 @@ where
         &self,
         mut n: Notification<'a>,
     ) -> impl Future<Output = Self::NotificationResponse> + Send + 'a {
-        wrap(&mut n.params);
+        normalize(&n.method, &mut n.params);
         self.0.notification(n)
     }
 }
@@ -74,5 +91,24 @@ mod tests {
         assert_eq!(wrapped(r#"{"id":"x"}"#).as_deref(), Some(r#"[{"id":"x"}]"#));
         assert_eq!(wrapped(r#"[{"id":"x"}]"#).as_deref(), Some(r#"[{"id":"x"}]"#));
         assert_eq!(wrapped("3").as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn a_named_subscription_id_becomes_positional() {
+        let norm = |method: &str, json: &str| {
+            let mut p = Some(Cow::Owned(RawValue::from_string(json.to_owned()).ok()?));
+            normalize(method, &mut p);
+            p.map(|p| p.get().to_owned())
+        };
+        assert_eq!(
+            norm("events/unsubscribe", r#"{"subscription":"abc"}"#).as_deref(),
+            Some(r#"["abc"]"#)
+        );
+        assert_eq!(norm("mcp/unfollowLogs", r#"{"subscription":7}"#).as_deref(), Some("[7]"));
+        assert_eq!(norm("events/unsubscribe", r#"["abc"]"#).as_deref(), Some(r#"["abc"]"#));
+        assert_eq!(
+            norm("session/get", r#"{"subscription":"x"}"#).as_deref(),
+            Some(r#"[{"subscription":"x"}]"#)
+        );
     }
 }

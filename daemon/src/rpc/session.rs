@@ -39,7 +39,16 @@ impl SessionApiServer for Handler {
     }
 
     async fn list(&self, params: Option<SessionListParams>) -> RpcResult<SessionListResult> {
-        self.core.sessions.list(params.unwrap_or_default()).map_err(rpc_error)
+        let params = params.unwrap_or_default();
+        let max = geminid_protocol::types::SESSION_LIST_MAX_PAGE;
+        if let Some(limit) = params.limit.filter(|l| *l == 0 || *l > max) {
+            return Err(jsonrpsee::types::ErrorObject::owned(
+                jsonrpsee::types::error::INVALID_PARAMS_CODE,
+                format!("limit {limit} is out of range: a page holds 1 to {max} sessions"),
+                None::<()>,
+            ));
+        }
+        self.core.sessions.list(params).map_err(rpc_error)
     }
 
     async fn attach(&self, ext: &Extensions, params: SessionAttachParams) -> RpcResult<Session> {

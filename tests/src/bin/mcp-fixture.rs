@@ -255,6 +255,15 @@ impl ServerHandler for Fixture {
         Ok(r)
     }
 
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        let logs = rmcp::model::ResourceTemplate::new("file:///logs/{day}.log", "daily log");
+        Ok(rmcp::model::ListResourceTemplatesResult::with_all_items(vec![logs]))
+    }
+
     async fn read_resource(
         &self,
         request: rmcp::model::ReadResourceRequestParams,
@@ -266,6 +275,10 @@ impl ServerHandler for Fixture {
             "file:///third.txt" => ResourceContents::text("third", "file:///third.txt"),
             "file:///logo.png" => ResourceContents::blob("iVBORw0KGgoAAAA=", "file:///logo.png")
                 .with_mime_type("image/png"),
+            // Answers for anything, so that the daemon is what refuses unlisted URIs.
+            other if other.starts_with("file:///logs/") || other == "file:///secret.txt" => {
+                ResourceContents::text(format!("read {other}"), other)
+            }
             other => {
                 return Err(McpError::resource_not_found(format!("no resource {other}"), None));
             }
