@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use geminid_protocol::api::{McpApiClient, SessionApiClient, ToolsApiClient};
+use geminid_protocol::api::{McpApiClient, PromptsApiClient, SessionApiClient, ToolsApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::mcp::StartParams;
@@ -253,6 +253,10 @@ async fn results_that_break_the_schema_still_convert() -> anyhow::Result<()> {
     let r = c.tools_call(p).await?;
     assert_eq!(r.function_response["functionResponse"]["id"], "call-7");
     assert_eq!(r.function_response["functionResponse"]["name"], "mcp_raw_odd");
+    // An empty prompt description is none (Gemini CLI: `description || "Invoke prompt …"`).
+    let prompts =
+        c.prompts_list(geminid_protocol::tools::CatalogParams { session: s.into() }).await?;
+    assert_eq!(prompts.prompts[0].description, "Invoke prompt blank");
     // Neither broke the connection.
     let again = call(c, s, "mcp_raw_odd", json!({})).await.map_err(anyhow::Error::msg)?;
     assert_eq!(again.parts.len(), 2);
@@ -692,8 +696,9 @@ async fn gemctl_prompts_and_resources() -> anyhow::Result<()> {
     let (code, out, err) = run(&["prompt", "greet", "--name=Ada Lovelace", r#"--style=a "b" \c"#])?;
     let expected = json!({"name": "Ada Lovelace", "style": r#"a "b" \c"#});
     assert_eq!((code, out.as_str()), (0, format!("greet {expected}\n").as_str()), "{err}");
+    // `--first=` is unset (Gemini CLI: an empty value is no value): positionals fill both.
     let (code, out, err) = run(&["prompt", "pair", "one two", "--first=", "three"])?;
-    let expected = json!({"first": "", "second": "one two three"});
+    let expected = json!({"first": "one two", "second": "three"});
     assert_eq!((code, out.as_str()), (0, format!("pair {expected}\n").as_str()), "{err}");
     let (code, _, err) = run(&["prompt", "pair", "one"])?;
     assert_eq!(code, 1);

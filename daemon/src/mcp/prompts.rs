@@ -59,24 +59,27 @@ pub fn declared(prompt: &Value) -> Vec<Arg> {
 
 fn unescape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
+    let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
-        if c == '\\' {
-            if let Some(n) = chars.next() {
+        match (c, chars.peek()) {
+            // JavaScript's `/\\(.)/g`: `.` is any character but a line break.
+            ('\\', Some(&n)) if n != '\n' && n != '\r' => {
                 out.push(n);
+                chars.next();
             }
-        } else {
-            out.push(c);
+            _ => out.push(c),
         }
     }
     out
 }
 
-/// Gemini CLI's argument parsing for prompt commands: `--key="value"` / `--key=value` set
-/// arguments by name; the rest are positionals (quoted or space-separated) that fill the
-/// required arguments still unset, in order; when exactly one is unset it takes all
-/// positionals joined by a space. Optional arguments are only set by name. Errors with the
-/// reference's message when a required argument is missing.
+/// Gemini CLI's argument parsing for prompt commands (`McpPromptLoader.parseArgs`):
+/// `--key="value"` / `--key=value` set the prompt's declared arguments by name (an undeclared
+/// key is dropped; an empty value counts as unset); the rest are positionals (quoted or
+/// space-separated, `\x` unescaped either way) that fill the required arguments still unset,
+/// in order. When exactly one is unset it takes all positionals joined by a space, even none
+/// (an empty string, as the reference sends). Optional arguments are only set by name. Errors
+/// with the reference's message when required arguments are missing.
 pub fn parse_args(text: &str, args: &[Arg]) -> Result<Map<String, Value>, String> {
     static NAMED: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r#"--([^=]+)=(?:"((?:\\.|[^"\\])*)"|([^ ]+))"#).unwrap_or_else(|e| panic!("{e}"))
@@ -84,23 +87,26 @@ pub fn parse_args(text: &str, args: &[Arg]) -> Result<Map<String, Value>, String
     static TOKEN: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r#""((?:\\.|[^"\\])*)"|([^ ]+)"#).unwrap_or_else(|e| panic!("{e}"))
     });
-    let mut values: BTreeMap<String, String> = BTreeMap::new();
+    let quoted_or_bare = |c: &regex::Captures<'_>, q: usize, b: usize| {
+        c.get(q).or_else(|| c.get(b)).map(|m| unescape(m.as_str())).unwrap_or_default()
+    };
+    let mut named: BTreeMap<String, String> = BTreeMap::new();
     for c in NAMED.captures_iter(text) {
-        let value = c
-            .get(2)
-            .map(|m| unescape(m.as_str()))
-            .or_else(|| c.get(3).map(|m| m.as_str().to_owned()));
-        values.insert(c[1].to_owned(), value.unwrap_or_default());
+        named.insert(c[1].to_owned(), quoted_or_bare(&c, 2, 3));
     }
     let rest = NAMED.replace_all(text, "");
-    let positionals: Vec<String> = TOKEN
-        .captures_iter(rest.trim())
-        .map(|c| c.get(1).map(|m| unescape(m.as_str())).unwrap_or_else(|| c[2].to_owned()))
+    let positionals: Vec<String> =
+        TOKEN.captures_iter(rest.trim()).map(|c| quoted_or_bare(&c, 1, 2)).collect();
+    let mut values: BTreeMap<String, String> = args
+        .iter()
+        .filter_map(|a| {
+            named.get(&a.name).filter(|v| !v.is_empty()).map(|v| (a.name.clone(), v.clone()))
+        })
         .collect();
     let unfilled: Vec<&Arg> =
         args.iter().filter(|a| a.required && !values.contains_key(&a.name)).collect();
-    if unfilled.len() == 1 && !positionals.is_empty() {
-        values.insert(unfilled[0].name.clone(), positionals.join(" "));
+    if let [only] = unfilled.as_slice() {
+        values.insert(only.name.clone(), positionals.join(" "));
     } else {
         for (a, v) in unfilled.iter().zip(positionals) {
             values.insert(a.name.clone(), v);
@@ -209,7 +215,11 @@ mod tests {
             Ok(vec![("name".into(), "Ann Lee".into())]),
             "one required unfilled takes all positionals"
         );
-        assert_eq!(parsed("--style=x", &greet), Err("Missing required argument(s): --name".into()));
+        assert_eq!(
+            parsed("--style=x", &greet),
+            Ok(vec![("name".into(), "".into()), ("style".into(), "x".into())]),
+            "a single unfilled required argument takes the (no) positionals, as the reference does"
+        );
         let pair = [("first", true), ("second", true)];
         assert_eq!(
             parsed("a \"b c\"", &pair),
@@ -228,6 +238,73 @@ mod tests {
             Ok(vec![]),
             "optional arguments are only set by name"
         );
+    }
+
+    /// `McpPromptLoader.test.ts`'s `parseArgs` cases, as data, and the reference's behaviour
+    /// where its code decides (undeclared names, empty values).
+    #[test]
+    fn parse_args_as_in_gemini_clis_own_cases() {
+        let req = |names: &[&'static str]| -> Vec<(&'static str, bool)> {
+            names.iter().map(|n| (*n, true)).collect()
+        };
+        let cases: Vec<(&str, Vec<(&str, bool)>, Result<Vec<(&str, &str)>, &str>)> = vec![
+            ("hello world", req(&["arg1", "arg2"]), Ok(vec![("arg1", "hello"), ("arg2", "world")])),
+            (
+                "\"hello world\" foo",
+                req(&["arg1", "arg2"]),
+                Ok(vec![("arg1", "hello world"), ("arg2", "foo")]),
+            ),
+            ("hello world", req(&["arg1"]), Ok(vec![("arg1", "hello world")])),
+            (r#""hello \"world\"""#, req(&["arg1"]), Ok(vec![("arg1", "hello \"world\"")])),
+            (r#""hello\\world""#, req(&["arg1"]), Ok(vec![("arg1", "hello\\world")])),
+            (
+                "--named=\"value\" positional",
+                req(&["named", "pos"]),
+                Ok(vec![("named", "value"), ("pos", "positional")]),
+            ),
+            (
+                "positional --named=\"value\"",
+                req(&["pos", "named"]),
+                Ok(vec![("named", "value"), ("pos", "positional")]),
+            ),
+            (
+                "p1 --named=\"value\" p2",
+                req(&["pos1", "named", "pos2"]),
+                Ok(vec![("named", "value"), ("pos1", "p1"), ("pos2", "p2")]),
+            ),
+            // An escaped quote outside quotes is a literal quote.
+            (
+                r#"\"hello world"#,
+                req(&["arg1", "arg2"]),
+                Ok(vec![("arg1", "\"hello"), ("arg2", "world")]),
+            ),
+            (
+                r#"p1 --named1="value 1" "p2 has spaces" --named2=value2 "p3 \"with quotes\"""#,
+                req(&["pos1", "named1", "pos2", "named2", "pos3"]),
+                Ok(vec![
+                    ("named1", "value 1"),
+                    ("named2", "value2"),
+                    ("pos1", "p1"),
+                    ("pos2", "p2 has spaces"),
+                    ("pos3", "p3 \"with quotes\""),
+                ]),
+            ),
+            // What the reference's code does beyond its tests: an undeclared `--key=value` is
+            // not forwarded; `--a=""` is unset; a single required argument may end up empty.
+            ("--other=1 --a=x", vec![("a", false)], Ok(vec![("a", "x")])),
+            ("--a=\"\" --b=2", req(&["a", "b"]), Ok(vec![("a", ""), ("b", "2")])),
+            ("--a=\"\"", req(&["a", "b"]), Err("Missing required argument(s): --a, --b")),
+            ("", req(&["only"]), Ok(vec![("only", "")])),
+            ("--x=a\\b trailing\\", req(&["x", "y"]), Ok(vec![("x", "ab"), ("y", "trailing\\")])),
+        ];
+        for (text, spec, want) in cases {
+            let want = want
+                .map(|v| {
+                    v.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect::<Vec<_>>()
+                })
+                .map_err(str::to_owned);
+            assert_eq!(parsed(text, &spec), want, "{text:?}");
+        }
     }
 
     #[test]

@@ -63,8 +63,10 @@ impl Handler {
             .zip(names)
             .map(|((server, p, srv), name)| {
                 let own = p["name"].as_str().unwrap_or_default().to_owned();
+                // An empty description is none, as in Gemini CLI (`description || ...`).
                 let description = p["description"]
                     .as_str()
+                    .filter(|d| !d.is_empty())
                     .map_or_else(|| format!("Invoke prompt {own}"), str::to_owned);
                 let arguments = p["arguments"].as_array().cloned().unwrap_or_default();
                 (PromptEntry { name, server, prompt: own, description, arguments }, srv)

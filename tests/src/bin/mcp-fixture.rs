@@ -679,10 +679,13 @@ mod raw {
         match method {
             "initialize" => Ok(json!({
                 "protocolVersion": params["protocolVersion"],
-                "capabilities": { "tools": {} },
+                "capabilities": { "tools": {}, "prompts": {} },
                 "serverInfo": { "name": "geminid-fixture-raw", "version": "1" }
             })),
             "ping" => Ok(json!({})),
+            "prompts/list" => Ok(json!({ "prompts": [
+                { "name": "blank", "description": "" }
+            ]})),
             "tools/list" => Ok(json!({ "tools": [
                 { "name": "odd", "description": "Returns an unknown content type between two texts",
                   "inputSchema": { "type": "object" } },
