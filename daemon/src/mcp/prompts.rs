@@ -247,7 +247,12 @@ mod tests {
         let req = |names: &[&'static str]| -> Vec<(&'static str, bool)> {
             names.iter().map(|n| (*n, true)).collect()
         };
-        let cases: Vec<(&str, Vec<(&str, bool)>, Result<Vec<(&str, &str)>, &str>)> = vec![
+        type Case = (
+            &'static str,
+            Vec<(&'static str, bool)>,
+            Result<Vec<(&'static str, &'static str)>, &'static str>,
+        );
+        let cases: Vec<Case> = vec![
             ("hello world", req(&["arg1", "arg2"]), Ok(vec![("arg1", "hello"), ("arg2", "world")])),
             (
                 "\"hello world\" foo",
