@@ -16,10 +16,13 @@ static SETTINGS_VAR: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static SPAWN_VAR: LazyLock<Regex> = LazyLock::new(|| {
-    // dotenv-expand: `${VAR:-default}` (unset or empty), `${VAR-default}` (unset), `${VAR}`, `$VAR`.
-    Regex::new(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:-|-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-        .unwrap_or_else(|e| panic!("{e}"))
+    // dotenv-expand 12: `${expression}` (anything but braces inside) or `$NAME`.
+    Regex::new(r"\$\{([^{}]+)\}|\$([A-Za-z_][A-Za-z0-9_]*)").unwrap_or_else(|e| panic!("{e}"))
 });
+
+/// Replacements one spawn-time expansion makes at most (dotenv-expand re-reads its result
+/// after each one, so a value that expands to itself must end).
+const MAX_EXPANSIONS: usize = 10_000;
 
 /// Settings-load expansion of one string: defined variables are replaced, undefined ones are
 /// left as written (`$UNDEFINED` stays), `${VAR:-default}` falls back to the default.
@@ -53,26 +56,69 @@ pub fn expand_settings_value(value: &mut serde_json::Value, env: &Env) {
     }
 }
 
-/// Spawn-time expansion (a server's `env` and `headers` values): missing variables become
-/// empty strings; `%VAR%` is expanded only on Windows.
+/// Spawn-time expansion (a server's `env` and `headers` values), with dotenv-expand 12's
+/// semantics as Gemini CLI's `expandEnvVars` uses them: `$VAR` and `${VAR}`; `${VAR:-d}` and
+/// `${VAR-d}` give `d` when VAR is unset *or empty*; `${VAR:+x}` and `${VAR+x}` give `x` when
+/// VAR is set and not empty, else nothing; a missing variable is empty; the name inside braces
+/// may be anything (`${A.B}`). Replaced text is expanded again (chained values), a value that
+/// would expand to a text already seen falls back to its default (self-reference), and `\$`
+/// is a literal `$`. On Windows `%VAR%` is expanded first.
 pub fn expand_env_vars(s: &str, env: &Env) -> String {
-    let out = SPAWN_VAR.replace_all(s, |c: &Captures<'_>| {
-        let name = c.get(1).or_else(|| c.get(4)).map_or("", |m| m.as_str());
-        let value = env.get(name);
-        match (c.get(2).map(|m| m.as_str()), c.get(3)) {
-            (Some(":-"), Some(d)) if value.is_none_or(String::is_empty) => d.as_str().to_owned(),
-            (Some("-"), Some(d)) if value.is_none() => d.as_str().to_owned(),
-            _ => value.cloned().unwrap_or_default(),
-        }
-    });
-    if cfg!(windows) {
+    let mut result = if cfg!(windows) {
         static PERCENT: LazyLock<Regex> =
-            LazyLock::new(|| Regex::new(r"%([^%]+)%").unwrap_or_else(|e| panic!("{e}")));
-        return PERCENT
-            .replace_all(&out, |c: &Captures<'_>| env.get(&c[1]).cloned().unwrap_or_default())
-            .into_owned();
+            LazyLock::new(|| Regex::new(r"%(\w+)%").unwrap_or_else(|e| panic!("{e}")));
+        PERCENT
+            .replace_all(s, |c: &Captures<'_>| env.get(&c[1]).cloned().unwrap_or_default())
+            .into_owned()
+    } else {
+        s.to_owned()
+    };
+    if !result.contains('$') {
+        return result;
     }
-    out.into_owned()
+    // JavaScript truthiness: an empty value is no value.
+    let value = |k: &str| env.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for _ in 0..MAX_EXPANSIONS {
+        // The first reference not escaped by a backslash.
+        let found = SPAWN_VAR.captures_iter(&result).find(|c| {
+            let start = c.get(0).map_or(0, |m| m.start());
+            start == 0 || result.as_bytes()[start - 1] != b'\\'
+        });
+        let Some(c) = found else { break };
+        let (Some(whole), Some(expr)) = (c.get(0), c.get(1).or_else(|| c.get(2))) else { break };
+        let (range, expr) = (whole.range(), expr.as_str().to_owned());
+        seen.insert(result.clone());
+        let (key, op, rest) = split_operator(&expr);
+        let replacement = match op {
+            Some(":+" | "+") => {
+                if value(key).is_some() {
+                    rest.to_owned()
+                } else {
+                    String::new()
+                }
+            }
+            _ => match value(key) {
+                Some(v) if !seen.contains(v) => v.to_owned(),
+                _ => rest.to_owned(),
+            },
+        };
+        result.replace_range(range, &replacement);
+    }
+    result.replace("\\$", "$")
+}
+
+/// `key`, the first operator (`:+`, `+`, `:-` or `-`, the leftmost), and the text after it.
+fn split_operator(expr: &str) -> (&str, Option<&'static str>, &str) {
+    for (i, _) in expr.char_indices() {
+        let at = &expr[i..];
+        for op in [":+", "+", ":-", "-"] {
+            if at.starts_with(op) {
+                return (&expr[..i], Some(op), &expr[i + op.len()..]);
+            }
+        }
+    }
+    (expr, None, "")
 }
 
 /// `security.environmentVariableRedaction` settings.

@@ -28,7 +28,62 @@ fn spawn_expansion_empties_missing_variables() {
     assert_eq!(expand_env_vars("Bearer $T", &e), "Bearer tok");
     assert_eq!(expand_env_vars("Bearer ${T}", &e), "Bearer tok");
     assert_eq!(expand_env_vars("[$MISSING]", &e), "[]");
-    assert_eq!(expand_env_vars("${MISSING:-d}|${EMPTY:-d}|${EMPTY-d}|${MISSING-d}", &e), "d|d||d");
+    // dotenv-expand: an empty value takes the default with `-` too (not POSIX).
+    assert_eq!(expand_env_vars("${MISSING:-d}|${EMPTY:-d}|${EMPTY-d}|${MISSING-d}", &e), "d|d|d|d");
+}
+
+/// Gemini CLI's `envExpansion.test.ts` (POSIX) cases, and dotenv-expand 12's rules where its
+/// code decides: `+` forms, names with dots, chained and self-referencing values, escapes.
+#[test]
+fn spawn_expansion_as_in_gemini_clis_own_cases_and_dotenv_expand() {
+    let base = [("USER", "morty"), ("HOME", "/home/morty"), ("TEMP", "C:\\Temp"), ("EMPTY", "")];
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut e = env(&base);
+        e.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        e
+    };
+    let posix = !cfg!(windows);
+    let cases: Vec<(&str, Env, &str)> = vec![
+        ("Hello $USER", with(&[]), "Hello morty"),
+        ("Welcome to ${HOME}", with(&[]), "Welcome to /home/morty"),
+        ("Value is \"$EMPTY\"", with(&[]), "Value is \"\""),
+        ("No vars here", with(&[]), "No vars here"),
+        ("1234", with(&[]), "1234"),
+        ("", with(&[]), ""),
+        ("${HOME}/bin:$PATH", with(&[("PATH", "/usr/bin")]), "/home/morty/bin:/usr/bin"),
+        (
+            "${USER:+set}|${EMPTY:+set}|${NOPE:+set}|${USER+set}|${EMPTY+set}",
+            with(&[]),
+            "set|||set|",
+        ),
+        ("${A.B}|${A.C}", with(&[("A.B", "dot")]), "dot|"),
+        ("$W", with(&[("W", "${V}!"), ("V", "x")]), "x!"),
+        ("$SELF", with(&[("SELF", "$SELF")]), ""),
+        ("${LOOP:-stop}", with(&[("LOOP", "$LOOP")]), ""),
+        ("\\$USER", with(&[]), "$USER"),
+        // dotenv-expand replaces the first occurrence of the reference's text, which here is
+        // the escaped one (`\morty and morty`); geminid replaces the reference it found.
+        ("\\$USER and $USER", with(&[]), "$USER and morty"),
+        ("${a-b-c}", with(&[]), "b-c"),
+        ("${A:-x:+y}", with(&[]), "x:+y"),
+    ];
+    for (input, e, want) in cases {
+        assert_eq!(expand_env_vars(input, &e), want, "{input:?}");
+    }
+    if posix {
+        assert_eq!(expand_env_vars("Data in %TEMP%", &with(&[])), "Data in %TEMP%");
+        assert_eq!(
+            expand_env_vars("Missing $UNDEFINED and ${NONE} and %MISSING%", &with(&[])),
+            "Missing  and  and %MISSING%"
+        );
+        assert_eq!(
+            expand_env_vars("$USER lives in ${HOME} on %TEMP%", &with(&[])),
+            "morty lives in /home/morty on %TEMP%"
+        );
+    }
+    // A value that grows with every expansion still ends.
+    let grows = with(&[("G", "x$G$G")]);
+    assert!(expand_env_vars("$G", &grows).len() < 1 << 20);
 }
 
 #[test]
