@@ -932,3 +932,55 @@ async fn a_tool_of_a_server_that_is_not_running_says_why_and_what_helps() -> any
     );
     Ok(())
 }
+
+/// `mcp-client.test.ts`'s discovery cases where geminid is deliberately more lenient: a
+/// failing `prompts/list` keeps the server's tools (Gemini CLI drops the server), and a server
+/// that offers nothing stays connected (Gemini CLI fails it); both are said in the
+/// diagnostics and the server's log. Empty instructions are none, as in Gemini CLI.
+#[tokio::test]
+async fn discovery_keeps_what_works_and_says_what_did_not() -> anyhow::Result<()> {
+    use geminid_protocol::tools::CatalogParams;
+    let t = setup(json!({
+        "broken": stdio(&["--raw", "--fail-prompts"]),
+        "empty": stdio(&["--raw", "--empty"]),
+    }))
+    .await?;
+    let listed = list(&t, false).await?;
+    assert!(listed.tools.iter().any(|x| x.name == "mcp_broken_odd"), "{listed:#?}");
+    assert!(
+        listed
+            .diagnostics
+            .iter()
+            .any(|d| d.starts_with("MCP server 'broken': listing its prompts failed (")
+                && d.contains("prompts are broken")
+                && d.ends_with("it is used without them")),
+        "{:#?}",
+        listed.diagnostics
+    );
+    assert!(
+        listed
+            .diagnostics
+            .iter()
+            .any(|d| d.starts_with("MCP server 'empty': it offers no tools, prompts or resources")),
+        "{:#?}",
+        listed.diagnostics
+    );
+    let logs = t
+        .client
+        .mcp_logs(geminid_protocol::mcp::LogsParams {
+            server: geminid_protocol::mcp::ServerParams {
+                session: Some(t.session.clone()),
+                name: "broken".into(),
+            },
+            lines: None,
+        })
+        .await?;
+    assert!(logs.lines.iter().any(|l| l.text.contains("listing its prompts failed")), "{logs:#?}");
+    let i = t.client.tools_instructions(CatalogParams { session: t.session.clone() }).await?;
+    assert_eq!(
+        i.servers,
+        vec![("broken".to_owned(), "Raw fixture.".to_owned())],
+        "empty instructions are none"
+    );
+    Ok(())
+}

@@ -233,10 +233,128 @@ pub fn parse_server(name: &str, value: &Value) -> (Option<McpServerConfig>, Vec<
     (Some(config), problems)
 }
 
+/// `mcp.serverCommand` split into words as shell-quote's `parse(cmd, process.env)` does for
+/// Gemini CLI: blanks separate words; `'...'` is literal; `"..."` and bare text expand `$VAR`
+/// and `${VAR}` (missing: empty) and take `\x` as `x`. What shell-quote returns as something
+/// other than a word (an operator such as `&&`, `|`, `;`, `>`, a glob, a `#` comment) is an
+/// error, as it is in the reference.
+pub fn server_command(line: &str, env: &super::env::Env) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars().peekable();
+    let var = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| -> String {
+        let name: String = if chars.peek() == Some(&'{') {
+            chars.next();
+            let n: String = chars.by_ref().take_while(|c| *c != '}').collect();
+            n
+        } else {
+            let mut n = String::new();
+            while let Some(c) =
+                chars.peek().copied().filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+            {
+                n.push(c);
+                chars.next();
+            }
+            if n.is_empty() {
+                return "$".into();
+            }
+            n
+        };
+        env.get(&name).cloned().unwrap_or_default()
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\n' => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => word.push(c),
+                        None => return Err("an unterminated ' quote".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c) => word.push(c),
+                            None => return Err("an unterminated \" quote".into()),
+                        },
+                        Some('$') => word.push_str(&var(&mut chars)),
+                        Some(c) => word.push(c),
+                        None => return Err("an unterminated \" quote".into()),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                if let Some(c) = chars.next() {
+                    word.push(c);
+                }
+            }
+            '$' => {
+                in_word = true;
+                word.push_str(&var(&mut chars));
+            }
+            '#' => return Err("a # comment; quote a # that belongs to an argument".into()),
+            '&' | '|' | ';' | '<' | '>' | '(' | ')' => {
+                return Err(format!(
+                    "the shell operator {c:?}; give one command and its arguments"
+                ));
+            }
+            '*' | '?' => return Err(format!("the glob {c:?}; quote it")),
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `mcp-client.test.ts`'s `populateMcpServerCommand` cases, and shell-quote's rules.
+    #[test]
+    fn server_command_words() {
+        let env: super::super::env::Env = [("HOME".to_owned(), "/h".to_owned())].into();
+        let ok = |line: &str| server_command(line, &env);
+        assert_eq!(
+            ok("command --arg1 value1"),
+            Ok(vec!["command".into(), "--arg1".into(), "value1".into()])
+        );
+        assert!(ok("derp && herp").is_err_and(|e| e.contains("shell operator")));
+        assert_eq!(
+            ok("srv '$HOME' \"$HOME/x\" ${HOME} a\\ b"),
+            Ok(vec!["srv".into(), "$HOME".into(), "/h/x".into(), "/h".into(), "a b".into()])
+        );
+        assert_eq!(
+            ok("srv \"\" $NOPE x"),
+            Ok(vec!["srv".into(), "".into(), "".into(), "x".into()])
+        );
+        assert!(ok("srv *.js").is_err());
+        assert!(ok("srv 'open").is_err());
+        assert!(ok("srv | tee").is_err());
+        assert!(ok("# nothing").is_err());
+        assert!(ok("srv a#b").is_err(), "shell-quote reads a comment there");
+        assert_eq!(ok("srv 'a#b'"), Ok(vec!["srv".into(), "a#b".into()]));
+    }
 
     #[test]
     fn valid_entries_and_transports() {

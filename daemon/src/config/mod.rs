@@ -277,16 +277,57 @@ impl Loader {
             }
             None => serde_json::Map::new(),
         };
+        let mut raw_servers = raw_servers;
+        // `mcp.serverCommand`: one more server, named `mcp`, from a command line (Gemini CLI's
+        // `populateMcpServerCommand`); not with an admin allowlist (`admin.mcp.config`).
+        let command_origin = listed
+            .iter()
+            .rev()
+            .find(|l| l.value.as_ref().and_then(|v| v.pointer("/mcp/serverCommand")).is_some());
+        let allowlisted = merged
+            .pointer("/admin/mcp/config")
+            .and_then(Value::as_object)
+            .is_some_and(|m| !m.is_empty());
+        if let (Some(origin), false) = (command_origin, allowlisted)
+            && let Some(line) =
+                origin.value.as_ref().and_then(|v| v["mcp"]["serverCommand"].as_str())
+            && !line.trim().is_empty()
+        {
+            match mcp::server_command(line, env) {
+                Ok(words) => {
+                    let (command, args) = words
+                        .split_first()
+                        .map_or_else(Default::default, |(c, a)| (c.clone(), a.to_vec()));
+                    raw_servers.insert(
+                        "mcp".into(),
+                        serde_json::json!({ "command": command, "args": args }),
+                    );
+                }
+                Err(why) => diags.push(diagnostic(
+                    Severity::Error,
+                    &origin.path,
+                    position(&origin.text, &["mcp", "serverCommand"]),
+                    format!("failed to parse mcpServerCommand: {line} ({why})"),
+                )),
+            }
+        }
         let mut servers = BTreeMap::new();
         let mut entries = Vec::new();
         for (name, value) in &raw_servers {
             // With the shallow merge, a server comes whole from the last scope defining it.
-            let Some(origin) = listed.iter().rev().find(|l| {
-                l.value
-                    .as_ref()
-                    .and_then(|v| v.pointer(&format!("/mcpServers/{}", escape(name))))
-                    .is_some()
-            }) else {
+            let from_command = name == "mcp" && command_origin.is_some() && !allowlisted;
+            let Some(origin) = listed
+                .iter()
+                .rev()
+                .find(|l| {
+                    l.value
+                        .as_ref()
+                        .and_then(|v| v.pointer(&format!("/mcpServers/{}", escape(name))))
+                        .is_some()
+                })
+                .filter(|_| !from_command)
+                .or(if from_command { command_origin } else { None })
+            else {
                 continue;
             };
             let (config, problems) = mcp::parse_server(name, value);

@@ -306,3 +306,35 @@ fn an_expanded_timeout_is_a_number_and_a_bad_one_keeps_the_entry() -> anyhow::Re
     assert!(d.message.contains("field \"timeout\"") && d.message.ends_with("(ignored)"), "{d:?}");
     Ok(())
 }
+
+#[test]
+fn mcp_server_command_adds_a_server_named_mcp() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    h.trust_workspace()?;
+    let loader = Loader::new(h.paths.clone());
+    let env: Env = [("HOME".to_owned(), "/h".to_owned())].into();
+    h.write(
+        &h.paths.user,
+        r#"{"mcp": {"serverCommand": "srv --root \"$HOME/x\""}, "mcpServers": {"mcp": {"command": "other"}}}"#,
+    )?;
+    let e = loader.effective(&h.ws, &env, &BTreeSet::new());
+    let s = &e.servers["mcp"];
+    assert_eq!(
+        (s.config.command.as_deref(), s.config.args.clone()),
+        (Some("srv"), Some(vec!["--root".to_owned(), "/h/x".to_owned()]))
+    );
+    assert_eq!(s.scope, Scope::User);
+    // A command line with a shell operator is refused, in the reference's words, with where.
+    h.write(&h.paths.user, r#"{"mcp": {"serverCommand": "derp && herp"}}"#)?;
+    let e = loader.effective(&h.ws, &env, &BTreeSet::new());
+    assert!(!e.servers.contains_key("mcp"));
+    let d = &e.public.diagnostics[0];
+    assert!(d.message.starts_with("failed to parse mcpServerCommand: derp && herp"), "{d:?}");
+    assert_eq!(d.line, Some(1));
+    // Not with an admin allowlist.
+    h.write(&h.paths.user, r#"{"mcp": {"serverCommand": "srv"}}"#)?;
+    h.write(&h.paths.system, r#"{"admin": {"mcp": {"config": {"x": {}}}}}"#)?;
+    let e = loader.effective(&h.ws, &env, &BTreeSet::new());
+    assert!(!e.servers.contains_key("mcp"));
+    Ok(())
+}

@@ -22,6 +22,10 @@ pub struct Catalog {
     pub templates: Vec<Value>,
     /// The server's `instructions`.
     pub instructions: Option<String>,
+    /// What went wrong listing it (a list that failed or timed out), in words for its log and
+    /// the session's diagnostics. The rest of the catalog is kept: a failing `prompts/list`
+    /// does not cost the server its tools (Gemini CLI drops the whole server).
+    pub problems: Vec<String>,
     /// Each tool's `parametersJsonSchema` (Gemini CLI's transform of its input schema),
     /// serialized once per catalog.
     pub schemas: Vec<Box<serde_json::value::RawValue>>,
@@ -79,11 +83,13 @@ impl Catalog {
     }
 }
 
-/// A list result: the items, or none when the server does not implement the method.
+/// A list result: the items, or none when the server does not implement the method; a
+/// failure is noted in `problems`.
 fn items<T: serde::Serialize>(
     what: &str,
     server: &str,
     r: Result<Result<Vec<T>, ServiceError>, tokio::time::error::Elapsed>,
+    problems: &mut Vec<String>,
 ) -> Vec<Value> {
     match r {
         Ok(Ok(list)) => list.iter().filter_map(|i| serde_json::to_value(i).ok()).collect(),
@@ -94,10 +100,15 @@ fn items<T: serde::Serialize>(
         }
         Ok(Err(e)) => {
             tracing::warn!(server, error = %e, "listing {what} failed");
+            problems.push(format!(
+                "listing its {what} failed ({}); it is used without them",
+                super::connect::error_chain(&e)
+            ));
             vec![]
         }
         Err(_) => {
             tracing::warn!(server, "listing {what} timed out");
+            problems.push(format!("listing its {what} timed out; it is used without them"));
             vec![]
         }
     }
@@ -108,17 +119,20 @@ pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) 
     let info = peer.peer_info();
     let caps = info.as_ref().map(|i| i.capabilities.clone()).unwrap_or_default();
     let instructions = info.as_ref().and_then(|i| i.instructions.clone());
+    let (mut p_tools, mut p_prompts, mut p_resources) = (Vec::new(), Vec::new(), Vec::new());
     let tools = async {
         if caps.tools.is_none() {
             return vec![];
         }
-        items("tools", server, tokio::time::timeout(timeout, peer.list_all_tools()).await)
+        let r = tokio::time::timeout(timeout, peer.list_all_tools()).await;
+        items("tools", server, r, &mut p_tools)
     };
     let prompts = async {
         if caps.prompts.is_none() {
             return vec![];
         }
-        items("prompts", server, tokio::time::timeout(timeout, peer.list_all_prompts()).await)
+        let r = tokio::time::timeout(timeout, peer.list_all_prompts()).await;
+        items("prompts", server, r, &mut p_prompts)
     };
     let resources = async {
         if caps.resources.is_none() {
@@ -126,9 +140,22 @@ pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) 
         }
         let r = tokio::time::timeout(timeout, peer.list_all_resources()).await;
         let rt = tokio::time::timeout(timeout, peer.list_all_resource_templates()).await;
-        (items("resources", server, r), items("resource templates", server, rt))
+        let listed = items("resources", server, r, &mut p_resources);
+        (listed, items("resource templates", server, rt, &mut p_resources))
     };
     let (tools, prompts, (resources, templates)) = tokio::join!(tools, prompts, resources);
+    let mut problems: Vec<String> =
+        p_tools.into_iter().chain(p_prompts).chain(p_resources).collect();
+    if tools.is_empty()
+        && prompts.is_empty()
+        && resources.is_empty()
+        && templates.is_empty()
+        && problems.is_empty()
+    {
+        // Gemini CLI counts such a server as failed; it stays connected here, as a later
+        // `list_changed` may bring its tools.
+        problems.push("it offers no tools, prompts or resources (Gemini CLI would treat it as failed: \"No prompts, tools, or resources found on the server.\")".to_owned());
+    }
     let schemas = tools
         .iter()
         .filter_map(|t| {
@@ -136,7 +163,16 @@ pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) 
             serde_json::value::to_raw_value(&schema).ok()
         })
         .collect();
-    Catalog { tools, prompts, resources, templates, instructions, schemas, validators: vec![] }
+    Catalog {
+        tools,
+        prompts,
+        resources,
+        templates,
+        instructions,
+        problems,
+        schemas,
+        validators: vec![],
+    }
 }
 
 /// A tool's input schema, compiled; or why it could not be (calls then go unvalidated).

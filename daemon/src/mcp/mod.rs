@@ -1226,6 +1226,8 @@ fn compute_session_tools(inner: &Inner, entries: &BTreeMap<String, Entry>) -> Se
             continue;
         }
         let catalog = server.catalog();
+        out.diagnostics
+            .extend(catalog.problems.iter().map(|p| format!("MCP server '{name}': {p}")));
         for (index, tool) in catalog.tools.iter().enumerate() {
             let tool_name = tool["name"].as_str().unwrap_or_default();
             if !tools::enabled(tool_name, entry.include.as_deref(), entry.exclude.as_deref()) {

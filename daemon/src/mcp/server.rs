@@ -294,6 +294,9 @@ async fn run(
         let error = match result {
             Ok(mut running) => {
                 let catalog = discover(&server.name, &running.peer, server.request_timeout).await;
+                for problem in &catalog.problems {
+                    r.log(problem);
+                }
                 server.set_catalog(catalog.compiled().await);
                 server.set_peer(Some(running.peer.clone()));
                 let pid = running.child.as_ref().map(|c| c.pid);
@@ -474,6 +477,9 @@ async fn refresh(r: &Reporter, running: &Running, notices: &mut mpsc::UnboundedR
     while notices.try_recv().is_ok() {}
     if new == *old {
         return;
+    }
+    for problem in new.problems.iter().filter(|p| !old.problems.contains(p)) {
+        r.log(problem);
     }
     server.set_catalog(new.compiled().await);
     if let Some(sup) = r.sup.upgrade() {

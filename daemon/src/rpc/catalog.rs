@@ -24,7 +24,10 @@ impl Handler {
         let (servers, _) = self.servers(&p.session).await?;
         let list: Vec<(String, String)> = servers
             .iter()
-            .filter_map(|(n, s)| s.catalog().instructions.clone().map(|i| (n.clone(), i)))
+            // Empty instructions are none, as in Gemini CLI.
+            .filter_map(|(n, s)| {
+                s.catalog().instructions.clone().filter(|i| !i.is_empty()).map(|i| (n.clone(), i))
+            })
             .collect();
         let system_prompt = list
             .iter()

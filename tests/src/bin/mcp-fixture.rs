@@ -15,7 +15,8 @@
 //! (lists in pages of N), `--tools N` (N more generated tools), `--startup-delay-ms MS` (wait before serving, like a real
 //! server loading), `--raw` (a hand-written stdio server whose tool results do not conform to
 //! the schema: an unknown content type, a `content` that is not an array, a legacy
-//! `error.isError`; and `strict`, whose schema forbids other properties), `--tokio-stdio`
+//! `error.isError`; and `strict`, whose schema forbids other properties; with `--fail-prompts`
+//! its `prompts/list` fails, with `--empty` it offers nothing and empty instructions), `--tokio-stdio`
 //! (read and write stdio through rmcp's `stdio()`, i.e. tokio's blocking-thread stdin and
 //! stdout, instead of the event loop; for benchmarks). Every stdio start writes one line to
 //! stderr.
@@ -416,7 +417,10 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
     if has("--raw") {
-        return raw::serve();
+        return raw::serve(raw::Flags {
+            fail_prompts: has("--fail-prompts"),
+            empty: has("--empty"),
+        });
     }
     if has("--garbage") {
         println!("this is not JSON-RPC");
@@ -675,17 +679,29 @@ mod raw {
 
     use serde_json::{Value, json};
 
-    fn result(method: &str, params: &Value) -> Result<Value, (i64, String)> {
+    /// `--fail-prompts`: `prompts/list` fails. `--empty`: no tools or prompts, and empty
+    /// instructions.
+    #[derive(Debug, Clone, Copy)]
+    pub(super) struct Flags {
+        pub(super) fail_prompts: bool,
+        pub(super) empty: bool,
+    }
+
+    fn result(method: &str, params: &Value, flags: Flags) -> Result<Value, (i64, String)> {
         match method {
             "initialize" => Ok(json!({
                 "protocolVersion": params["protocolVersion"],
                 "capabilities": { "tools": {}, "prompts": {} },
-                "serverInfo": { "name": "geminid-fixture-raw", "version": "1" }
+                "serverInfo": { "name": "geminid-fixture-raw", "version": "1" },
+                "instructions": if flags.empty { "" } else { "Raw fixture." }
             })),
             "ping" => Ok(json!({})),
+            "prompts/list" if flags.fail_prompts => Err((-32603, "prompts are broken".into())),
+            "prompts/list" if flags.empty => Ok(json!({ "prompts": [] })),
             "prompts/list" => Ok(json!({ "prompts": [
                 { "name": "blank", "description": "" }
             ]})),
+            "tools/list" if flags.empty => Ok(json!({ "tools": [] })),
             "tools/list" => Ok(json!({ "tools": [
                 { "name": "odd", "description": "Returns an unknown content type between two texts",
                   "inputSchema": { "type": "object" } },
@@ -719,13 +735,13 @@ mod raw {
         }
     }
 
-    pub(super) fn serve() -> anyhow::Result<()> {
+    pub(super) fn serve(flags: Flags) -> anyhow::Result<()> {
         let stdout = std::io::stdout();
         for line in std::io::stdin().lock().lines() {
             let msg: Value = serde_json::from_str(&line?)?;
             let Some(id) = msg.get("id") else { continue }; // a notification
             let method = msg["method"].as_str().unwrap_or_default();
-            let reply = match result(method, &msg["params"]) {
+            let reply = match result(method, &msg["params"], flags) {
                 Ok(r) => json!({ "jsonrpc": "2.0", "id": id, "result": r }),
                 Err((code, message)) => {
                     json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } })
