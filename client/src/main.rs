@@ -43,7 +43,8 @@ struct Cli {
     /// Fail instead of starting geminid when it is not running
     #[arg(long, global = true)]
     no_autostart: bool,
-    /// The session to act for [default: the current directory's default session, created on
+    /// The session to act for: its id, or the start or end of it (4 characters or more, if
+    /// only one session fits) [default: the current directory's default session, created on
     /// first use]
     #[arg(long, global = true, env = "GEMINID_SESSION", value_name = "ID")]
     session: Option<String>,
@@ -357,6 +358,7 @@ fn absolute(dir: Option<PathBuf>) -> anyhow::Result<String> {
 /// that acts for a session follows this convention.
 async fn for_session(client: &Client, id: Option<String>) -> anyhow::Result<Session> {
     if let Some(id) = id {
+        let id = resolve_id(client, id).await?;
         let params = SessionAttachParams { id, env: Some(client_env()) };
         return client.attach(params).await.map_err(call_error("session/attach"));
     }
@@ -366,6 +368,47 @@ async fn for_session(client: &Client, id: Option<String>) -> anyhow::Result<Sess
         reuse_default: true,
     };
     client.create(params).await.map_err(call_error("session/create"))
+}
+
+/// Every session (of `workspace`, if given), oldest first, page by page.
+async fn all_sessions(client: &Client, workspace: Option<String>) -> anyhow::Result<Vec<Session>> {
+    let mut all = Vec::new();
+    let mut cursor = None;
+    loop {
+        let params = SessionListParams { workspace: workspace.clone(), cursor, limit: None };
+        let page = client.list(Some(params)).await.map_err(call_error("session/list"))?;
+        all.extend(page.sessions);
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return Ok(all),
+        }
+    }
+}
+
+/// A session id as given: a whole id, or enough of one to tell it from the others (its start,
+/// or its end: ids begin with their creation time, so sessions created close together share
+/// their first characters but not their last).
+async fn resolve_id(client: &Client, given: String) -> anyhow::Result<String> {
+    if given.len() >= 36 || given.len() < 4 {
+        return Ok(given);
+    }
+    let all = all_sessions(client, None).await?;
+    let by = |f: &dyn Fn(&str) -> bool| -> Vec<String> {
+        all.iter().map(|s| s.id.clone()).filter(|id| f(id)).collect()
+    };
+    let mut found = by(&|id| id.starts_with(given.as_str()));
+    if found.is_empty() {
+        found = by(&|id| id.ends_with(given.as_str()));
+    }
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Ok(given), // the daemon says it does not exist, and what to do
+        several => anyhow::bail!(
+            "'{given}' fits {} sessions: {}; give more of the id",
+            several.len(),
+            several.join(", ")
+        ),
+    }
 }
 
 async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
@@ -464,23 +507,13 @@ async fn session(
         }
         SessionCommand::List { workspace } => {
             let workspace = workspace.map(|w| absolute(Some(w))).transpose()?;
-            let mut all = Vec::new();
-            let mut cursor = None;
-            loop {
-                let params =
-                    SessionListParams { workspace: workspace.clone(), cursor, limit: None };
-                let page = client.list(Some(params)).await.map_err(call_error("session/list"))?;
-                all.extend(page.sessions);
-                match page.next_cursor {
-                    Some(c) => cursor = Some(c),
-                    None => break,
-                }
-            }
+            let all = all_sessions(client, workspace).await?;
             if json { output::json(&all)? } else { output::sessions(&all) }
         }
         SessionCommand::Show { id } => {
             let s = match id {
                 Some(id) => {
+                    let id = resolve_id(client, id).await?;
                     client.get(SessionIdParams { id }).await.map_err(call_error("session/get"))?
                 }
                 None => for_session(client, selected).await?,
@@ -488,6 +521,7 @@ async fn session(
             one(&s)?;
         }
         SessionCommand::Close { id } => {
+            let id = resolve_id(client, id).await?;
             let s =
                 client.close(SessionIdParams { id }).await.map_err(call_error("session/close"))?;
             if json { output::json(&s)? } else { outln!("closed session {}", s.id) }

@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use geminid_protocol::event::{ConfigChanged, EventBody, ShuttingDown};
 use geminid_protocol::types::Session;
@@ -180,6 +180,22 @@ impl Core {
             files.extend(p.workspace_settings(Path::new(&e.public.workspace)));
         }
         files
+    }
+
+    /// Close the default sessions idle for `max_idle` that hold nothing of their own (see
+    /// [`Sessions::idle_defaults`]); returns how many.
+    pub async fn prune_sessions(&self, max_idle: Duration) -> Result<usize, SessionError> {
+        let ids = self.sessions.idle_defaults(max_idle)?;
+        for id in &ids {
+            match self.close_session(id).await {
+                Ok(_) | Err(SessionError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if !ids.is_empty() {
+            tracing::info!(count = ids.len(), idle = %humantime::format_duration(max_idle), "closed idle default sessions");
+        }
+        Ok(ids.len())
     }
 
     /// Close a session and stop tracking its configuration.

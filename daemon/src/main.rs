@@ -17,6 +17,9 @@ use geminid_protocol::socket::{SOCKET_ENV, socket_path};
 use geminid_protocol::types::Limits;
 use tracing_subscriber::EnvFilter;
 
+/// How often idle default sessions are looked for (besides at start).
+const SESSION_PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum LogFormat {
     Text,
@@ -71,6 +74,10 @@ struct Args {
     /// Start-up limit for servers without a `timeout` setting
     #[arg(long, env = "GEMINID_MCP_STARTUP_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_startup_timeout: Duration,
+    /// Default sessions (one per directory gemctl ever ran in) unused this long, and holding
+    /// nothing of their own, are closed; checked at start and hourly. `0s` keeps them all
+    #[arg(long, env = "GEMINID_SESSION_PRUNE_AFTER", default_value = "30d", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    session_prune_after: Duration,
     /// Threads running the event loop. One serves a user's sessions with the fewest thread
     /// wake-ups per call (see BENCHMARKS.md); raise it if many sessions do CPU-heavy work at
     /// once. Blocking work (the database, schema compiling) has its own threads either way.
@@ -187,6 +194,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
     );
     spawn_signal_handler(core.clone())?;
     geminid::watch::spawn(core.clone()).context("cannot start the file watcher")?;
+    if !args.session_prune_after.is_zero() {
+        let (core, age) = (core.clone(), args.session_prune_after);
+        if let Err(e) = core.prune_sessions(age).await {
+            tracing::warn!(error = %e, "could not close idle default sessions");
+        }
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(SESSION_PRUNE_EVERY).await;
+                if let Err(e) = core.prune_sessions(age).await {
+                    tracing::warn!(error = %e, "could not close idle default sessions");
+                }
+            }
+        });
+    }
     server::run(core, bound).await
 }
 

@@ -103,6 +103,14 @@ async fn session_commands_and_the_default_session() -> anyhow::Result<()> {
     assert_eq!(home.gemctl_json(&["--session", new_id, "session", "show"])?["id"], new["id"]);
     let out = home.gemctl(&["--json", "--session", "bogus", "session", "show"])?;
     assert_eq!(serde_json::from_slice::<Value>(&out.stdout)?["error"]["name"], "sessionNotFound");
+    // Enough of an id to tell it from the others: its end (ids created together share their
+    // start), or its start when that is unique; an ambiguous part is refused with the choices.
+    let tail = &new_id[new_id.len() - 6..];
+    assert_eq!(home.gemctl_json(&["--session", tail, "session", "show"])?["id"], new["id"]);
+    assert_eq!(home.gemctl_json(&["session", "show", tail])?["id"], new["id"]);
+    let (code, _, err) = home.gemctl_run(&["session", "show", &new_id[..4]])?;
+    assert_eq!(code, 1, "three sessions made in one second share their first characters");
+    assert!(err.contains(&format!("'{}' fits 3 sessions: ", &new_id[..4])), "{err}");
     let id = elsewhere["id"].as_str().unwrap_or_default();
     assert_eq!(home.gemctl_json(&["session", "show", id])?["workspace"], elsewhere["workspace"]);
     assert_eq!(home.gemctl_json(&["session", "close", id])?["id"], id);
@@ -329,5 +337,37 @@ async fn a_daemon_gemctl_starts_reads_the_settings_file() -> anyhow::Result<()> 
     std::fs::write(dir.join("config.toml"), "max-connections = 0\n")?;
     let d = geminid_tests::Daemon::start(&home, &["--max-connections", "8"]).await?;
     drop(d);
+    Ok(())
+}
+
+#[tokio::test]
+async fn idle_default_sessions_are_closed_and_nothing_else() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    geminid_tests::mcp::write_user_settings(&home, json!({ "x": geminid_tests::mcp::stdio(&[]) }))?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let idle = home.gemctl_json(&["session", "show"])?;
+    let explicit = home.gemctl_json(&["session", "new"])?;
+    let other = home.root().join("home");
+    // A default session with state of its own (a session-only disable) is kept too.
+    let with_state = home
+        .gemctl_cmd(&["--json", "mcp", "disable", "x", "--session-only"])
+        .current_dir(&other)
+        .output()?;
+    assert!(with_state.status.success(), "{}", String::from_utf8_lossy(&with_state.stderr));
+    drop(daemon);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let daemon = Daemon::start(&home, &["--session-prune-after", "1s"]).await?;
+    let ids: Vec<Value> = home
+        .gemctl_json(&["session", "list"])?
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|s| s["id"].clone())
+        .collect();
+    assert!(!ids.contains(&idle["id"]), "the idle default session was not closed: {ids:?}");
+    assert!(ids.contains(&explicit["id"]), "a session made with `session new` is never closed");
+    assert_eq!(ids.len(), 2, "the explicit one and the default one with state: {ids:?}");
+    assert!(daemon.log().contains("closed idle default sessions"), "{}", daemon.log());
     Ok(())
 }

@@ -249,6 +249,27 @@ impl Sessions {
         Ok(session)
     }
 
+    /// Default sessions nobody has used for `max_idle` and that hold nothing of their own
+    /// (no session-only disables, approvals or skills): `gemctl` makes one per directory it is
+    /// ever run in, and `session/create` with `reuseDefault` makes it again on next use.
+    pub fn idle_defaults(
+        &self,
+        max_idle: std::time::Duration,
+    ) -> Result<Vec<SessionId>, SessionError> {
+        let now = clock::now_ms();
+        let max = u64::try_from(max_idle.as_millis()).unwrap_or(u64::MAX);
+        let mut out = Vec::new();
+        for rec in self.store.sessions_after(None) {
+            let rec = rec?;
+            let idle = now.saturating_sub(rec.last_seen_ms) >= max;
+            let attached = self.runtime().attached.get(&rec.id).is_some_and(|c| !c.is_empty());
+            if rec.is_default && idle && !attached && rec.state == SessionState::default() {
+                out.push(rec.id);
+            }
+        }
+        Ok(out)
+    }
+
     /// Close a session: detach every connection and delete it.
     pub async fn close(&self, id: &str) -> Result<Session, SessionError> {
         let _w = self.write.lock().await;
