@@ -127,6 +127,30 @@ enum Command {
     },
 }
 
+impl Command {
+    /// Whether the command acts for a session (and so reads `--session`).
+    fn uses_session(&self) -> bool {
+        use config_cmds::McpCommand;
+        use mcp_cmds::RuntimeCommand;
+        match self {
+            Self::Status
+            | Self::Daemon(_)
+            | Self::Events
+            | Self::Rpc
+            | Self::Trust { .. }
+            | Self::Untrust { .. } => false,
+            Self::Session(SessionCommand::Show { id }) | Self::Attach { id } => id.is_none(),
+            Self::Session(_) => false,
+            Self::Mcp(McpCommand::Runtime(RuntimeCommand::List { all })) => !*all,
+            Self::Mcp(_)
+            | Self::Config(_)
+            | Self::Call { .. }
+            | Self::Prompt { .. }
+            | Self::Read { .. } => true,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum DaemonCommand {
     /// Start geminid in the background if it is not running
@@ -168,7 +192,21 @@ async fn main() -> ExitCode {
         eprintln!("error: {hint}");
         return ExitCode::from(2);
     }
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // `--session` is global (it may stand before or after the command), so every command's
+    // help shows it; given on the command line to a command that acts for no session, it is
+    // refused rather than ignored. (From GEMINID_SESSION it is simply not used there.)
+    let typed = matches.value_source("session") == Some(clap::parser::ValueSource::CommandLine);
+    if typed && !cli.command.uses_session() {
+        eprintln!(
+            "error: `--session` means nothing for this command (it acts for no session); drop it"
+        );
+        return ExitCode::from(2);
+    }
     let json = cli.json;
     match run(cli).await {
         Ok(code) => code,

@@ -52,3 +52,20 @@ fn gemini_clis_session_flag_points_at_session_only() {
     }
     assert!(!dir.path().join("s").exists(), "nothing was started");
 }
+
+#[test]
+fn session_on_a_command_that_acts_for_none_is_refused() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for args in [
+        &["--session", "abcd", "status"][..],
+        &["daemon", "stop", "--session", "abcd"],
+        &["--session", "abcd", "mcp", "list", "--all"],
+        &["session", "list", "--session", "abcd"],
+    ] {
+        let out = gemctl(args, &dir.path().join("s"));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("`--session` means nothing for this command"), "{args:?}: {err}");
+    }
+    assert!(!dir.path().join("s").exists(), "nothing was started");
+}
