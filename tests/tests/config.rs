@@ -2,6 +2,7 @@
 //! writes `gemctl mcp` makes, and the bad input issue 3 names.
 
 use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
 
 use geminid_tests::{Daemon, TestHome};
 use pretty_assertions::assert_eq;
@@ -328,7 +329,8 @@ async fn bad_files_are_diagnosed_with_positions_and_the_daemon_keeps_serving() -
     let out = home.gemctl(&["config", "check"])?;
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stdout(&out).contains(&format!("{}: error: cannot read", user.display())),
+        stdout(&out)
+            .contains(&format!("{}: error: not a regular file (a directory)", user.display())),
         "{}",
         stdout(&out)
     );
@@ -405,5 +407,110 @@ async fn enable_and_disable_persistently_and_per_session() -> anyhow::Result<()>
         "{}",
         stderr(&out)
     );
+    Ok(())
+}
+
+/// Run `cmd` to completion, failing (and killing it) if it takes longer than `limit`: the
+/// regressions these tests guard against are hangs.
+fn within(limit: Duration, mut cmd: std::process::Command) -> anyhow::Result<std::process::Output> {
+    use std::process::Stdio;
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait()?.is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            anyhow::bail!("{cmd:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(child.wait_with_output()?)
+}
+
+/// A FIFO, a device or a huge file where a settings file should be: never read, never waited
+/// on, said with what it is; other clients keep being answered, and a write refuses it.
+#[tokio::test]
+async fn a_fifo_a_device_or_a_huge_file_as_settings_is_refused_not_read() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _d = Daemon::start(&home, &[]).await?;
+    let user = user_settings(&home);
+    type Make<'a> = &'a dyn Fn(&std::path::Path) -> anyhow::Result<()>;
+    let cases: [(&str, Make<'_>); 3] = [
+        ("not a regular file (a FIFO)", &|p| {
+            nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
+            Ok(())
+        }),
+        ("not a regular file (a device)", &|p| {
+            std::os::unix::fs::symlink("/dev/zero", p)?;
+            Ok(())
+        }),
+        ("more than the 4 MiB a settings file may have", &|p| {
+            std::fs::write(p, format!("{{\"x\": \"{}\"}}", "a".repeat(5 << 20)))?;
+            Ok(())
+        }),
+    ];
+    for (want, make) in cases {
+        let _ = std::fs::remove_file(&user);
+        make(&user)?;
+        let out = within(Duration::from_secs(10), home.gemctl_cmd(&["config", "check"]))?;
+        assert_eq!(out.status.code(), Some(1), "{want}");
+        assert!(stdout(&out).contains(want), "{want}: {}", stdout(&out));
+        let add = home.gemctl_cmd(&["--json", "mcp", "add", "-s", "user", "s", "cmd"]);
+        let out = within(Duration::from_secs(10), add)?;
+        assert!(!out.status.success(), "{want}: a write went into it");
+        let err: Value = serde_json::from_slice(&out.stdout)?;
+        assert_eq!(err["error"]["name"], "configRefused", "{want}: {err}");
+    }
+    Ok(())
+}
+
+/// A password in a server URL and a secret a `$VAR` expands to never come back: not in
+/// `config show`, `mcp list`, `mcp start`, the server's log or its state events.
+#[tokio::test]
+async fn url_passwords_and_expanded_secrets_are_never_shown() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _d = Daemon::start(&home, &["--mcp-startup-timeout", "2s"]).await?;
+    std::fs::write(
+        user_settings(&home),
+        json!({
+            "ui": { "title": "$MY_TOKEN" },
+            "mcpServers": {
+                "remote": { "url": "http://robot:pa55word@127.0.0.1:9/mcp", "type": "http" },
+                "local": { "command": "/nonexistent/srv", "env": { "X": "$MY_TOKEN" } }
+            }
+        })
+        .to_string(),
+    )?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let run = |args: &[&str]| -> anyhow::Result<String> {
+        let out = home.gemctl_cmd(args).env("MY_TOKEN", "plain-tok-81726354").output()?;
+        Ok(format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr)))
+    };
+    let mut events =
+        home.gemctl_cmd(&["--json", "events"]).stdout(std::process::Stdio::piped()).spawn()?;
+    let mut seen = String::new();
+    for args in [
+        &["--json", "config", "show"][..],
+        &["config", "show"],
+        &["mcp", "start"],
+        &["--json", "mcp", "list"],
+        &["mcp", "list"],
+        &["mcp", "logs", "remote"],
+        &["--json", "mcp", "list", "--all"],
+    ] {
+        seen.push_str(&run(args)?);
+    }
+    assert!(seen.contains("http://[redacted]@127.0.0.1:9/mcp"), "{seen}");
+    assert!(seen.contains("$MY_TOKEN"), "shown as written: {seen}");
+    home.gemctl_json(&["daemon", "stop"])?;
+    let mut streamed = String::new();
+    if let Some(mut out) = events.stdout.take() {
+        std::io::Read::read_to_string(&mut out, &mut streamed)?;
+    }
+    events.wait()?;
+    assert!(streamed.contains("mcp/serverState"), "{streamed}");
+    for secret in ["pa55word", "robot", "plain-tok-81726354"] {
+        assert!(!seen.contains(secret), "{secret} shown:\n{seen}");
+        assert!(!streamed.contains(secret), "{secret} in an event:\n{streamed}");
+    }
     Ok(())
 }

@@ -984,3 +984,53 @@ async fn discovery_keeps_what_works_and_says_what_did_not() -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// One server's slow start never holds calls to another, and a server whose `tools/list`
+/// never answers finishes its start within the start-up timeout, saying so.
+#[tokio::test]
+async fn a_server_that_never_lists_holds_up_nobody() -> anyhow::Result<()> {
+    let mut hang = stdio(&["--hang-list"]);
+    hang["timeout"] = json!(1500);
+    let t = setup(json!({ "hang": hang, "quick": stdio(&[]) })).await?;
+    let (c, s) = (&t.client, t.session.as_str());
+    // The session's first call: quick answers while hang is still starting.
+    let t0 = std::time::Instant::now();
+    let r =
+        call(c, s, "mcp_quick_echo", json!({"text": "now"})).await.map_err(anyhow::Error::msg)?;
+    assert_eq!(r.display, "now");
+    assert!(
+        t0.elapsed() < Duration::from_millis(1200),
+        "waited {:?} for another server",
+        t0.elapsed()
+    );
+    // hang's start ends at its start-up timeout (1.5 s), connected without tools and saying why,
+    // not `connecting` for the 10-minute request timeout.
+    let listed = list(&t, false).await?;
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert!(
+        listed.diagnostics.iter().any(|d| d == "MCP server 'hang': listing its tools timed out; it is used without them"),
+        "{:#?}",
+        listed.diagnostics
+    );
+    let e = call(c, s, "mcp_hang_echo", json!({})).await.err().unwrap_or_default();
+    assert!(e.contains("MCP server 'hang' is connected but has no tool"), "{e}");
+    Ok(())
+}
+
+/// A server that lingered out is still stopping (it ignores SIGTERM) when its session comes
+/// back: the call goes to a new copy, never to the one on its way out.
+#[tokio::test]
+async fn a_call_after_the_linger_never_reaches_the_stopping_server() -> anyhow::Result<()> {
+    use geminid_protocol::types::SessionIdParams;
+    let t =
+        setup(json!({ "slowstop": stdio(&["--ignore-sigterm", "--survive-stdin-eof"]) })).await?;
+    let (c, s) = (&t.client, t.session.as_str());
+    let first = call(c, s, "mcp_slowstop_pid", json!({})).await.map_err(anyhow::Error::msg)?;
+    c.detach(SessionIdParams { id: s.into() }).await?;
+    // Linger 300 ms, then a stop that waits the 500 ms grace before SIGKILL.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    c.attach(geminid_protocol::types::SessionAttachParams { id: s.into(), env: None }).await?;
+    let second = call(c, s, "mcp_slowstop_pid", json!({})).await.map_err(anyhow::Error::msg)?;
+    assert_ne!(first.display, second.display, "a new process answers");
+    Ok(())
+}

@@ -74,6 +74,7 @@ mod tests {
                 diagnostics: vec![],
             },
             servers,
+            shown_settings: serde_json::json!({}),
         }
     }
 

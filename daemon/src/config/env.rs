@@ -303,5 +303,18 @@ pub fn display_value(name: &str, value: &str) -> String {
 /// The placeholder shown instead of a secret.
 pub const REDACTED: &str = "[redacted]";
 
+/// `text` with the user information of every URL in it (`http://user:password@host/`)
+/// replaced by [`REDACTED`]: a URL in a server's settings, status, events or error messages
+/// never shows a password.
+pub fn redact_urls(text: &str) -> std::borrow::Cow<'_, str> {
+    static USERINFO: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s@]+@").unwrap_or_else(|e| panic!("{e}"))
+    });
+    if !text.contains('@') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    USERINFO.replace_all(text, |c: &Captures<'_>| format!("{}{REDACTED}@", &c[1]))
+}
+
 #[cfg(test)]
 mod tests;

@@ -54,24 +54,93 @@ pub fn diagnostic(
     }
 }
 
-/// Read and parse `path`, which must hold a JSON object.
-pub fn read_object(path: &Path) -> FileRead {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return FileRead::Missing,
-        Err(e) => {
-            return FileRead::Failed(diagnostic(
-                Severity::Error,
-                path,
-                None,
-                format!("cannot read: {e}"),
-            ));
+/// The largest input file read (settings files are a few KiB; this bounds what a mistake,
+/// such as a log file or a link to `/dev/zero` where a settings file should be, can cost).
+pub const MAX_INPUT_FILE: u64 = 4 << 20;
+
+/// Why an input file was not read.
+#[derive(Debug)]
+pub enum InputError {
+    /// Not something to read: not a regular file, or too large (the message says which).
+    Refused(String),
+    /// Reading it failed.
+    Io(std::io::Error),
+}
+
+/// The text of an input file, `None` if it does not exist. Only a regular file of at most
+/// [`MAX_INPUT_FILE`] bytes is read: a FIFO would block the reader until someone writes it,
+/// and a device or a huge file would take time and memory from every client. The read itself
+/// leaves the daemon's event loop (`block_in_place`) when it runs on one.
+pub fn read_input(path: &Path) -> Result<Option<String>, InputError> {
+    let too_big = || {
+        InputError::Refused(format!(
+            "more than the {} MiB a settings file may have; it is not read",
+            MAX_INPUT_FILE >> 20
+        ))
+    };
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(InputError::Io(e)),
+        Ok(m) if !m.is_file() => {
+            return Err(InputError::Refused(format!(
+                "not a regular file ({}); it is not read, so that nothing blocks on it",
+                kind_of(&m)
+            )));
         }
+        Ok(m) if m.len() > MAX_INPUT_FILE => return Err(too_big()),
+        Ok(_) => {}
+    }
+    let read = || -> std::io::Result<String> {
+        use std::io::Read;
+        let mut text = String::new();
+        // The size may have changed since the check: read no more than the cap, plus one byte
+        // to notice.
+        std::fs::File::open(path)?.take(MAX_INPUT_FILE + 1).read_to_string(&mut text)?;
+        Ok(text)
+    };
+    let on_event_loop = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    match if on_event_loop { tokio::task::block_in_place(read) } else { read() } {
+        Ok(t) if t.len() as u64 > MAX_INPUT_FILE => Err(too_big()),
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(InputError::Io(e)),
+    }
+}
+
+/// Read and parse `path`, which must hold a JSON object (see [`read_input`] for what is read).
+pub fn read_object(path: &Path) -> FileRead {
+    let failed =
+        |message: String| FileRead::Failed(diagnostic(Severity::Error, path, None, message));
+    let text = match read_input(path) {
+        Ok(Some(t)) => t,
+        Ok(None) => return FileRead::Missing,
+        Err(InputError::Refused(why)) => return failed(why),
+        Err(InputError::Io(e)) => return failed(format!("cannot read: {e}")),
     };
     match parse_object(&text) {
         Ok(value) => FileRead::Parsed { value, text },
         Err((pos, message)) => FileRead::Failed(diagnostic(Severity::Error, path, pos, message)),
     }
+}
+
+/// What a file system entry is, for a message.
+fn kind_of(m: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = m.file_type();
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if m.is_dir() { "a directory" } else { "not a file" }
 }
 
 /// Parse text that must hold one JSON object.

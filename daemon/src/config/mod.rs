@@ -116,6 +116,9 @@ pub struct Effective {
     pub public: EffectiveConfig,
     /// Valid servers by name (blocked ones included, with their reason).
     pub servers: BTreeMap<String, ServerSpec>,
+    /// The merged settings as written, `$VAR` references unexpanded: what `config/get` shows
+    /// (`public.settings` is what applies, and may hold an expanded secret).
+    pub shown_settings: Value,
 }
 
 struct Layer {
@@ -123,7 +126,10 @@ struct Layer {
     path: PathBuf,
     exists: bool,
     applied: bool,
+    /// Its contents with `$VAR` references expanded (what applies).
     value: Option<Value>,
+    /// Its contents as written (what is shown: an expanded secret must not be).
+    raw: Option<Value>,
     text: String,
 }
 
@@ -199,14 +205,15 @@ impl Loader {
     fn layer(&self, scope: Scope, path: PathBuf, env: &Env, diags: &mut Vec<Diagnostic>) -> Layer {
         let (exists, content, problem) = self.read(&path);
         diags.extend(problem);
-        let (value, text) = match content {
-            Some((mut v, t)) => {
+        let (value, raw, text) = match content {
+            Some((raw, t)) => {
+                let mut v = raw.clone();
                 env::expand_settings_value(&mut v, env);
-                (Some(v), t)
+                (Some(v), Some(raw), t)
             }
-            None => (None, String::new()),
+            None => (None, None, String::new()),
         };
-        Layer { scope, applied: value.is_some(), path, exists, value, text }
+        Layer { scope, applied: value.is_some(), path, exists, value, raw, text }
     }
 
     /// The effective configuration for a session in `workspace` whose environment is `env`,
@@ -246,6 +253,10 @@ impl Loader {
         layers.push(system);
         let applied: Vec<&Layer> = layers.iter().filter(|l| l.applied).collect();
         let mut merged = merge::merge_all(applied.iter().filter_map(|l| l.value.as_ref()));
+        let mut shown_settings = merge::merge_all(applied.iter().filter_map(|l| l.raw.as_ref()));
+        if let Some(m) = shown_settings.as_object_mut() {
+            m.remove("mcpServers");
+        }
 
         let gate = self.gate(&merged, &applied, session_disabled, &mut diags);
         // In an untrusted folder nothing runs, but every configured server is listed, the
@@ -355,7 +366,15 @@ impl Loader {
                 scope: origin.scope,
                 file: origin.path.display().to_string(),
                 transport: config.as_ref().map_or("none", McpServerConfig::transport).to_owned(),
-                config: redacted(value),
+                // As written, not expanded: `"X": "$GITHUB_TOKEN"` shows as that, never as the
+                // token (and what looks secret in it is redacted as well).
+                config: redacted(
+                    origin
+                        .raw
+                        .as_ref()
+                        .and_then(|v| v.pointer(&format!("/mcpServers/{}", escape(name))))
+                        .unwrap_or(value),
+                ),
                 blocked,
             });
             if let Some(config) = config {
@@ -385,6 +404,7 @@ impl Loader {
                 diagnostics: diags,
             },
             servers,
+            shown_settings,
         }
     }
 
@@ -444,9 +464,15 @@ fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// A server entry as shown: `env` and `headers` values that look secret are redacted.
+/// A server entry as shown: `env` and `headers` values that look secret are redacted, and so
+/// is the user information of its URLs.
 fn redacted(value: &Value) -> Value {
     let mut v = value.clone();
+    for field in ["url", "httpUrl"] {
+        if let Some(Value::String(u)) = v.get_mut(field) {
+            *u = env::redact_urls(u).into_owned();
+        }
+    }
     for field in ["env", "headers"] {
         if let Some(Value::Object(map)) = v.get_mut(field) {
             for (k, val) in map.iter_mut() {

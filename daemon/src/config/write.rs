@@ -106,12 +106,18 @@ pub fn edit_settings(
     Ok((out, existed))
 }
 
-/// Read a file's text; a missing file is empty.
+/// Read a file's text before changing it; a missing file is empty. What the reader refuses (a
+/// FIFO, a device, a file over the size limit) is refused here too, and nothing is written.
 pub fn read_text(path: &Path) -> Result<String, WriteError> {
-    match std::fs::read_to_string(path) {
-        Ok(t) => Ok(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(source) => Err(WriteError::Io { path: path.to_path_buf(), source }),
+    match super::files::read_input(path) {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Ok(String::new()),
+        Err(super::files::InputError::Io(source)) => {
+            Err(WriteError::Io { path: path.to_path_buf(), source })
+        }
+        Err(super::files::InputError::Refused(message)) => {
+            Err(WriteError::Unparsable { path: path.to_path_buf(), message })
+        }
     }
 }
 

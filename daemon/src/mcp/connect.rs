@@ -33,6 +33,8 @@ pub enum Notice {
 pub struct Handler {
     notices: mpsc::UnboundedSender<Notice>,
     sup: std::sync::Weak<super::Supervisor>,
+    /// The server's identity: progress tokens are only unique per connection.
+    identity: String,
 }
 
 impl ClientHandler for Handler {
@@ -61,7 +63,7 @@ impl ClientHandler for Handler {
         _: NotificationContext<RoleClient>,
     ) {
         if let Some(sup) = self.sup.upgrade() {
-            sup.on_progress(&params);
+            sup.on_progress(&self.identity, &params);
         }
     }
 }
@@ -102,6 +104,8 @@ impl std::fmt::Display for ConnectError {
 pub struct Attempt<'a> {
     /// The server's name.
     pub name: &'a str,
+    /// Its identity.
+    pub identity: &'a str,
     /// What to start or reach.
     pub spec: &'a LaunchSpec,
     /// For the whole attempt, handshake included.
@@ -121,8 +125,8 @@ pub async fn connect(
     attempt: Attempt<'_>,
     notices: mpsc::UnboundedSender<Notice>,
 ) -> Result<Running, ConnectError> {
-    let Attempt { name, spec, timeout, grace, log, store, sup } = attempt;
-    let handler = Handler { notices, sup };
+    let Attempt { name, identity, spec, timeout, grace, log, store, sup } = attempt;
+    let handler = Handler { notices, sup, identity: identity.to_owned() };
     match spec {
         LaunchSpec::Stdio { command, args, cwd, env, .. } => {
             let ctx = child::SpawnContext { server: name, log, store };
@@ -303,7 +307,7 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
             parts.push(text);
         }
     }
-    parts.join(": ")
+    crate::config::env::redact_urls(&parts.join(": ")).into_owned()
 }
 
 /// `e`, its sources, and the errors inside rmcp's transport wrappers.

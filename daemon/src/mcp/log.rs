@@ -40,6 +40,7 @@ impl Default for ServerLog {
 impl ServerLog {
     /// Append a line from `stream` (`stderr`, `stdout` or `geminid`).
     pub fn push(&self, stream: &str, text: &str) {
+        let text = crate::config::env::redact_urls(text);
         let mut text = text.trim_end_matches(['\r', '\n']).to_owned();
         if text.len() > LOG_MAX_LINE {
             let mut cut = LOG_MAX_LINE;

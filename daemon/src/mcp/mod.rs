@@ -33,7 +33,7 @@ use geminid_protocol::tools::{FunctionDeclaration, ToolEntry, ToolList};
 use self::server::{Cmd, NewServer, Server, planned_transport};
 use self::spec::{LaunchSpec, default_cwd, resolve};
 use crate::config::Effective;
-use crate::config::env::{Env, Redaction};
+use crate::config::env::{Env, Redaction, redact_urls};
 use crate::events::EventBus;
 use crate::store::Store;
 
@@ -294,6 +294,7 @@ fn table_key(entries: &BTreeMap<String, Entry>) -> TableKey {
 /// `notifications/cancelled`.
 async fn call_raw(
     sup: &Supervisor,
+    identity: &str,
     peer: &rmcp::service::Peer<rmcp::RoleClient>,
     params: rmcp::model::CallToolRequestParams,
     target: Option<ProgressTarget>,
@@ -303,7 +304,7 @@ async fn call_raw(
     let handle = peer
         .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
         .await?;
-    let _progress = target.map(|t| sup.track_progress(&handle.progress_token, t));
+    let _progress = target.map(|t| sup.track_progress(identity, &handle.progress_token, t));
     let mut guard = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
     let response = handle.await_response().await;
     guard.peer = None;
@@ -317,6 +318,23 @@ async fn call_raw(
     }
 }
 
+/// Where progress notifications go, by server identity and progress token.
+#[derive(Debug, Default)]
+struct Progress {
+    targets: HashMap<String, ProgressTarget>,
+    /// Notifications that came before their call was registered: the request is on its way
+    /// before rmcp tells the caller its token, and a fast server answers in that gap. Claimed
+    /// when the call registers; the oldest go first past [`EARLY_PROGRESS_KEPT`].
+    early: VecDeque<(String, rmcp::model::ProgressNotificationParam)>,
+}
+
+/// Early progress notifications kept for calls still registering.
+const EARLY_PROGRESS_KEPT: usize = 64;
+
+fn progress_key(identity: &str, token: &rmcp::model::ProgressToken) -> String {
+    format!("{identity}/{}", serde_json::to_string(token).unwrap_or_default())
+}
+
 /// Stops routing a call's progress when dropped.
 #[derive(Debug)]
 struct ProgressGuard<'a> {
@@ -326,7 +344,7 @@ struct ProgressGuard<'a> {
 
 impl Drop for ProgressGuard<'_> {
     fn drop(&mut self) {
-        self.sup.progress.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
+        self.sup.progress.lock().unwrap_or_else(|e| e.into_inner()).targets.remove(&self.key);
     }
 }
 
@@ -386,7 +404,7 @@ pub struct Supervisor {
     inner: Mutex<Inner>,
     me: Weak<Supervisor>,
     /// Calls in flight that asked for progress, by progress token (as JSON).
-    progress: Mutex<HashMap<String, ProgressTarget>>,
+    progress: Mutex<Progress>,
     /// Calls in flight with a call id, by (session, call id): firing cancels them.
     cancels: Mutex<HashMap<(String, String), tokio::sync::oneshot::Sender<()>>>,
     /// Each session's tools as last computed; dropped whenever a session's servers, a state
@@ -403,7 +421,7 @@ pub struct Supervisor {
 fn target(spec: &LaunchSpec) -> String {
     match spec {
         LaunchSpec::Stdio { command, args, .. } => stdio_target(command, args),
-        LaunchSpec::Network { url, .. } => url.clone(),
+        LaunchSpec::Network { url, .. } => redact_urls(url).into_owned(),
     }
 }
 
@@ -415,11 +433,11 @@ fn stdio_target(command: &str, args: &[String]) -> String {
 fn config_target(c: &crate::config::mcp::McpServerConfig) -> (Wire, String) {
     use crate::config::mcp::TransportType;
     match (&c.http_url, &c.url, &c.command) {
-        (Some(u), _, _) => (Wire::Http, u.clone()),
+        (Some(u), _, _) => (Wire::Http, redact_urls(u).into_owned()),
         (None, Some(u), _) if c.transport_type == Some(TransportType::Sse) => {
-            (Wire::Sse, u.clone())
+            (Wire::Sse, redact_urls(u).into_owned())
         }
-        (None, Some(u), _) => (Wire::Http, u.clone()),
+        (None, Some(u), _) => (Wire::Http, redact_urls(u).into_owned()),
         (None, None, Some(cmd)) => {
             (Wire::Stdio, stdio_target(cmd, c.args.as_deref().unwrap_or_default()))
         }
@@ -560,6 +578,7 @@ impl Supervisor {
         let resolved = Self::entries(view);
         let mut released = Vec::new();
         let mut kick = Vec::new();
+        let mut started = false;
         {
             let mut inner = self.inner();
             if inner.closed {
@@ -591,6 +610,7 @@ impl Supervisor {
                             let server = Server::start(new, self.me.clone(), self.opts);
                             inner.servers.insert(identity.clone(), server);
                             inner.retired.retain(|r| r.server.identity != *identity);
+                            started = true;
                         }
                     }
                 }
@@ -613,7 +633,13 @@ impl Supervisor {
                 }
             }
         }
-        self.invalidate_session_tools(view.id);
+        // A table built on a server that is gone (it may be the same identity as the new one)
+        // must not be served again.
+        if started || !released.is_empty() {
+            self.invalidate_tools();
+        } else {
+            self.invalidate_session_tools(view.id);
+        }
         for server in kick {
             server.send(Cmd::Restart);
         }
@@ -656,6 +682,7 @@ impl Supervisor {
                 }
                 server
             };
+            sup.invalidate_tools();
             if let Some(server) = server {
                 tracing::info!(server = %server.name, "no session needs it any more: stopping");
                 server.stop().await;
@@ -708,7 +735,7 @@ impl Supervisor {
             transport: s.transport,
             target: target(&server.spec),
             state: s.state,
-            last_error: s.last_error,
+            last_error: s.last_error.map(|e| redact_urls(&e).into_owned()),
             identity: Some(server.identity[..12].to_owned()),
             pid: s.pid,
             uptime_secs: s.connected_at.map(|t| t.elapsed().as_secs()),
@@ -794,7 +821,7 @@ impl Supervisor {
                 Binding::NotRun { state, reason, transport, target } => {
                     let mut s = not_running(&name, entry.scope, *transport, target.clone());
                     s.state = *state;
-                    s.last_error = Some(reason.clone());
+                    s.last_error = Some(redact_urls(reason).into_owned());
                     s
                 }
             };
@@ -906,6 +933,7 @@ impl Supervisor {
             }
         };
         if let Some(fresh) = &revived {
+            self.invalidate_tools();
             if self.inner().users(&fresh.identity).is_empty() {
                 self.linger(fresh.identity.clone());
             }
@@ -933,12 +961,31 @@ impl Supervisor {
 
     /// Wait (up to each one's start-up timeout) until the session's servers have settled.
     pub async fn settle(&self, session: &str) {
+        self.settle_where(session, |_| true).await;
+    }
+
+    /// Wait until the servers that could have the tool `fqn` have settled (those whose names
+    /// fit it; every one if none does), not the others.
+    pub async fn settle_for_tool(&self, session: &str, fqn: &str) {
+        let fits = |name: &str| fqn.starts_with(&tools::fqn(name, ""));
+        let any = self.inner().sessions.get(session).is_some_and(|e| e.keys().any(|n| fits(n)));
+        self.settle_where(session, |name| !any || fits(name)).await;
+    }
+
+    /// Wait until the session's server of entry `name` has settled.
+    pub async fn settle_server(&self, session: &str, name: &str) {
+        let key = crate::config::enablement::normalize(name);
+        self.settle_where(session, |n| crate::config::enablement::normalize(n) == key).await;
+    }
+
+    async fn settle_where(&self, session: &str, wanted: impl Fn(&str) -> bool) {
         let servers: Vec<Arc<Server>> = {
             let inner = self.inner();
             let Some(entries) = inner.sessions.get(session) else { return };
             entries
-                .values()
-                .filter_map(|e| match &e.binding {
+                .iter()
+                .filter(|(name, _)| wanted(name))
+                .filter_map(|(_, e)| match &e.binding {
                     Binding::Runs(id) => inner.servers.get(id).cloned(),
                     Binding::NotRun { .. } => None,
                 })
@@ -963,7 +1010,8 @@ impl Supervisor {
     ) -> Result<serde_json::Value, McpError> {
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let call = |peer| async move { call_raw(self, &peer, params, target).await };
+        let identity = server.identity.as_str();
+        let call = |peer| async move { call_raw(self, identity, &peer, params, target).await };
         self.request(server, timeout, call).await
     }
 
@@ -982,10 +1030,12 @@ impl Supervisor {
         let name = &server.name;
         let mut watch = server.watch();
         let unavailable = |s: &server::Snapshot| {
-            let why = s
-                .last_error
-                .clone()
-                .unwrap_or_else(|| format!("is {}", s.state.label().to_lowercase()));
+            let state = match s.state {
+                // Connected but no connection: it is being stopped or restarted.
+                ServerState::Connected => "stopping".to_owned(),
+                other => other.label().to_lowercase(),
+            };
+            let why = s.last_error.clone().unwrap_or_else(|| format!("is {state}"));
             if why.starts_with("MCP server") { why } else { format!("MCP server '{name}' {why}") }
         };
         let Some(peer) = server.peer() else {
@@ -1028,29 +1078,55 @@ impl Supervisor {
         }
     }
 
-    /// Route progress notifications with this token to `target` until the guard drops.
+    /// Route progress notifications of `identity`'s connection with this token to `target`
+    /// until the guard drops (and those that came already).
     fn track_progress(
         &self,
+        identity: &str,
         token: &rmcp::model::ProgressToken,
         target: ProgressTarget,
     ) -> ProgressGuard<'_> {
-        let key = serde_json::to_string(token).unwrap_or_default();
-        self.progress.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), target);
+        let key = progress_key(identity, token);
+        let early: Vec<rmcp::model::ProgressNotificationParam> = {
+            let mut p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+            p.targets.insert(key.clone(), target.clone());
+            let (mine, rest): (Vec<_>, Vec<_>) = p.early.drain(..).partition(|(k, _)| *k == key);
+            p.early = rest.into();
+            mine.into_iter().map(|(_, n)| n).collect()
+        };
+        for n in &early {
+            self.emit_progress(&target, n);
+        }
         ProgressGuard { sup: self, key }
     }
 
     /// A server reported progress: tell the calling session.
-    pub fn on_progress(&self, p: &rmcp::model::ProgressNotificationParam) {
-        let key = serde_json::to_string(&p.progress_token).unwrap_or_default();
-        let target = self.progress.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
-        let Some(t) = target else { return };
+    pub fn on_progress(&self, identity: &str, n: &rmcp::model::ProgressNotificationParam) {
+        let key = progress_key(identity, &n.progress_token);
+        let target = {
+            let mut p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+            let target = p.targets.get(&key).cloned();
+            if target.is_none() {
+                if p.early.len() >= EARLY_PROGRESS_KEPT {
+                    p.early.pop_front();
+                }
+                p.early.push_back((key, n.clone()));
+            }
+            target
+        };
+        if let Some(t) = target {
+            self.emit_progress(&t, n);
+        }
+    }
+
+    fn emit_progress(&self, t: &ProgressTarget, n: &rmcp::model::ProgressNotificationParam) {
         self.events.emit(EventBody::ToolProgress(geminid_protocol::tools::ToolProgress {
-            session: t.session,
-            call_id: t.call_id,
-            name: t.name,
-            progress: p.progress,
-            total: p.total,
-            message: p.message.clone(),
+            session: t.session.clone(),
+            call_id: t.call_id.clone(),
+            name: t.name.clone(),
+            progress: n.progress,
+            total: n.total,
+            message: n.message.clone(),
         }));
     }
 
@@ -1269,6 +1345,40 @@ fn compute_session_tools(inner: &Inner, entries: &BTreeMap<String, Entry>) -> Se
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Progress that arrives before its call registered is delivered once it does, and a
+    /// token is only matched on the connection it came from (every connection counts its
+    /// tokens from the same start).
+    #[tokio::test]
+    async fn progress_is_routed_by_connection_and_kept_for_a_late_registration()
+    -> anyhow::Result<()> {
+        let events = Arc::new(EventBus::new(16));
+        let sup = Supervisor::new(McpOptions::default(), events.clone(), Store::temporary()?);
+        let mut rx = events.subscribe();
+        let token = rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(1));
+        let note = |p: f64| {
+            let mut n = rmcp::model::ProgressNotificationParam::new(token.clone(), p);
+            n.total = Some(3.0);
+            n
+        };
+        let target = ProgressTarget {
+            session: "s".into(),
+            call_id: Some("c".into()),
+            name: "mcp_a_t".into(),
+        };
+        sup.on_progress("server-a", &note(1.0));
+        let _guard = sup.track_progress("server-a", &token, target);
+        sup.on_progress("server-b", &note(9.0));
+        sup.on_progress("server-a", &note(2.0));
+        let mut seen = Vec::new();
+        while let Ok(p) = rx.try_recv() {
+            if let EventBody::ToolProgress(t) = &p.event.body {
+                seen.push(t.progress);
+            }
+        }
+        assert_eq!(seen, [1.0, 2.0], "the early one delivered, the other connection's not");
+        Ok(())
+    }
 
     #[test]
     fn backoff_doubles_and_caps() {

@@ -271,6 +271,7 @@ async fn run(
         let (notices, mut notice_rx) = mpsc::unbounded_channel();
         let attempt = Attempt {
             name: &server.name,
+            identity: &server.identity,
             spec: &server.spec,
             timeout: server.startup_timeout,
             grace: opts.stop_grace,
@@ -293,7 +294,10 @@ async fn run(
         };
         let error = match result {
             Ok(mut running) => {
-                let catalog = discover(&server.name, &running.peer, server.request_timeout).await;
+                // Part of the start: each list is bounded by the start-up timeout, so a server
+                // whose lists never answer is not `connecting` for the request timeout (10 min).
+                let limit = server.startup_timeout.min(server.request_timeout);
+                let catalog = discover(&server.name, &running.peer, limit).await;
                 for problem in &catalog.problems {
                     r.log(problem);
                 }

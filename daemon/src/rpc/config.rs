@@ -108,7 +108,9 @@ impl Handler {
 #[async_trait]
 impl ConfigApiServer for Handler {
     async fn config_get(&self, p: ConfigParams) -> RpcResult<EffectiveConfig> {
-        Ok(self.core.effective(&p.session).map_err(rpc_error)?.public)
+        let e = self.core.effective(&p.session).map_err(rpc_error)?;
+        // Shown as written: an expanded `$TOKEN` never comes back to a client.
+        Ok(EffectiveConfig { settings: e.shown_settings, ..e.public })
     }
 
     async fn config_diagnostics(&self, p: ConfigParams) -> RpcResult<DiagnosticsResult> {

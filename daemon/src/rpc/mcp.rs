@@ -28,12 +28,13 @@ pub(super) fn mcp_error(e: McpError) -> ErrorObjectOwned {
 }
 
 impl Handler {
-    /// The session needs its servers now: start them and wait until each has settled, unless
-    /// it already has them (an unknown session fails with `sessionNotFound`).
+    /// The session needs its servers now: start them unless it already has them (an unknown
+    /// session fails with `sessionNotFound`). Nothing waits here: each request waits for the
+    /// servers it needs (a list for all of them, a call for its own), so a slow server's start
+    /// never holds a call to another.
     pub(super) async fn ensure_servers(&self, session: &str) -> RpcResult<()> {
         if !self.core.mcp.is_active(session) {
             self.core.start_servers(session).map_err(rpc_error)?;
-            self.core.mcp.settle(session).await;
         }
         Ok(())
     }
@@ -120,6 +121,7 @@ impl Handler {
 
     pub(super) async fn call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {
         self.ensure_servers(&p.session).await?;
+        self.core.mcp.settle_server(&p.session, &p.server).await;
         let server = self.core.mcp.find(Some(&p.session), &p.server).map_err(mcp_error)?;
         let timeout = self.core.mcp.timeout_for(&p.session, &server);
         let call = self.core.mcp.call_tool(&server, timeout, &p.tool, p.arguments, None);

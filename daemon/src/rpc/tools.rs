@@ -21,13 +21,15 @@ use crate::mcp::catalog::check_args;
 use crate::mcp::{SessionTools, tools};
 
 impl Handler {
-    /// The session's tools, starting its servers first if it had not. A server still in its
-    /// first start is waited for (up to its start-up timeout), so parallel first calls all see
-    /// the same catalog as the one that started the servers.
-    async fn session_tools(&self, session: &str) -> RpcResult<Arc<SessionTools>> {
+    /// The session's tools, starting its servers first if it had not. With `complete`, a
+    /// server still in its first start is waited for (up to its start-up timeout), so a list,
+    /// or a call whose tool is not there yet, sees the same catalog as the request that
+    /// started the servers; without, the table as it is now (a call to a server that is up
+    /// never waits for one that is still starting).
+    async fn session_tools(&self, session: &str, complete: bool) -> RpcResult<Arc<SessionTools>> {
         self.ensure_servers(session).await?;
         let tools = self.core.mcp.session_tools(session).map_err(mcp_error)?;
-        if !tools.pending {
+        if !complete || !tools.pending {
             return Ok(tools);
         }
         self.core.mcp.settle(session).await;
@@ -38,7 +40,7 @@ impl Handler {
 #[async_trait]
 impl ToolsApiServer for Handler {
     async fn tools_list(&self, p: ToolsListParams) -> RpcResult<ToolsListResult> {
-        let st = self.session_tools(&p.session).await?;
+        let st = self.session_tools(&p.session, true).await?;
         Ok(ToolsListResult { tools: st.entries(p.raw), diagnostics: st.diagnostics.clone() })
     }
 
@@ -52,7 +54,12 @@ impl ToolsApiServer for Handler {
     }
 
     async fn tools_call(&self, mut p: ToolsCallParams) -> RpcResult<ToolsCallResult> {
-        let st = self.session_tools(&p.session).await?;
+        let mut st = self.session_tools(&p.session, false).await?;
+        if st.pending && st.get(&p.name).is_none() {
+            // Not there yet: wait for the server that would have it, then look again.
+            self.core.mcp.settle_for_tool(&p.session, &p.name).await;
+            st = self.core.mcp.session_tools(&p.session).map_err(mcp_error)?;
+        }
         let Some(t) = st.get(&p.name) else {
             return Err(match self.core.mcp.explain_missing_tool(&p.session, &p.name) {
                 Some((ServerState::Connected, why)) => ErrorCode::ToolNotFound.error(why),

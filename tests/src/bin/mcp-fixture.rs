@@ -7,7 +7,7 @@
 //! Network modes bind loopback only (port 0 picks one) and print `LISTENING <url>` first.
 //!
 //! Flags: `--fail-initialize` (answer initialize with an error), `--hang-initialize` (never
-//! answer it), `--exit-before-initialize CODE`, `--garbage` (write non-JSON to stdout first),
+//! answer it), `--hang-list` (never answer `tools/list`), `--exit-before-initialize CODE`, `--garbage` (write non-JSON to stdout first),
 //! `--survive-stdin-eof` (keep running after the client closes stdin), `--ignore-sigterm`,
 //! `--grandchild` (start an idle child process in the same process group, pid on stderr),
 //! `--idle` (do nothing forever), `--rich` (more tools: every content type, `$defs`, a tool
@@ -48,6 +48,8 @@ struct Fixture {
     rich: bool,
     /// `--page-size N`: lists come in pages of N (0: one page).
     page: usize,
+    /// `--hang-list`: `tools/list` is never answered.
+    hang_list: bool,
 }
 
 /// One page of `items` starting at `cursor`, and the next cursor.
@@ -204,6 +206,9 @@ impl ServerHandler for Fixture {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        if self.hang_list {
+            return std::future::pending().await;
+        }
         let tools = self.tools.lock().map(|t| t.clone()).unwrap_or_default();
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let (items, next) = page(&tools, cursor, self.page);
@@ -451,7 +456,14 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let rich = has("--rich");
-    let fixture = Fixture { initialize, tools: Arc::new(Mutex::new(tools)), rich, page: page_size };
+    let hang_list = has("--hang-list");
+    let fixture = Fixture {
+        initialize,
+        tools: Arc::new(Mutex::new(tools)),
+        rich,
+        page: page_size,
+        hang_list,
+    };
     if let Some(i) = args.iter().position(|a| a == "--sse") {
         let addr = args.get(i + 1).map_or("127.0.0.1:0", String::as_str);
         return sse::serve(initialize, addr).await;
@@ -535,6 +547,7 @@ async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
                 tools: Arc::new(Mutex::new(base_tools())),
                 rich: false,
                 page: 0,
+                hang_list: false,
             })
         },
         Arc::new(LocalSessionManager::default()),
@@ -605,6 +618,7 @@ mod sse {
                     tools: Arc::new(Mutex::new(base_tools())),
                     rich: false,
                     page: 0,
+                    hang_list: false,
                 };
                 tokio::spawn(async move {
                     if let Ok(service) = fixture.serve((out_tx, in_rx)).await {

@@ -136,3 +136,18 @@ fn display_hides_secret_names_values_and_auth_headers() {
     assert_eq!(display_value("Authorization", "Bearer abc"), REDACTED);
     assert_eq!(display_value("X-Upstream", "https://u:p@h"), REDACTED);
 }
+
+#[test]
+fn url_passwords_never_show() {
+    for (text, want) in [
+        ("http://user:s3cret@host:8080/mcp", "http://[redacted]@host:8080/mcp"),
+        (
+            "error sending request for url (https://tok@api.example/sse?x=1): refused",
+            "error sending request for url (https://[redacted]@api.example/sse?x=1): refused",
+        ),
+        ("mail me at a@b.c, see http://host/p@q", "mail me at a@b.c, see http://host/p@q"),
+        ("no url", "no url"),
+    ] {
+        assert_eq!(redact_urls(text), want, "{text}");
+    }
+}
