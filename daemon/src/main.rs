@@ -169,8 +169,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         stop_grace: args.mcp_stop_grace,
         startup_timeout: args.mcp_startup_timeout,
     };
-    // Children of a daemon that was killed: stop them before starting new ones.
-    mcp::orphans::cleanup(&store, mcp.stop_grace).await;
+    let orphan_store = store.clone();
     let config = Loader::new(ConfigPaths::from_env(|k| std::env::var_os(k))?);
     let core = Core::new(
         store,
@@ -186,6 +185,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         },
         config,
     );
+    // Children of a daemon that was killed: stopped in the background, all at once; no server
+    // starts before they are gone, but clients are answered meanwhile.
+    let grace = mcp.stop_grace;
+    core.mcp.start_after(async move {
+        mcp::orphans::cleanup(&orphan_store, grace).await;
+    });
     tracing::info!(
         pid = std::process::id(),
         version = geminid_protocol::DAEMON_VERSION,

@@ -764,12 +764,16 @@ async fn a_killed_daemon_leaves_no_orphans() -> anyhow::Result<()> {
     daemon.kill9().await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(pids.iter().all(|p| alive(*p)), "the children outlive a SIGKILLed daemon");
-    // The next daemon finds and stops them before doing anything else.
+    // The next daemon finds and stops them (in the background, before any server starts).
     let next = Daemon::start(&home, FAST).await?;
     for pid in &pids {
         assert!(gone_within(*pid, Duration::from_secs(5)).await, "orphan {pid} survived");
     }
-    assert!(next.log().contains("stopped an MCP server left behind"), "{}", next.log());
+    let logged = eventually(Duration::from_secs(5), || async {
+        next.log().contains("stopped an MCP server left behind")
+    })
+    .await;
+    assert!(logged, "{}", next.log());
     Ok(())
 }
 
@@ -1088,5 +1092,42 @@ async fn include_tools_takes_the_comma_form_and_list_counts_what_is_exposed() ->
     let (code, out, _) = home.gemctl_run(&["mcp", "start"])?;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains(", 2 tools)"), "the count is after the filter: {out}");
+    Ok(())
+}
+
+/// Orphans that ignore SIGTERM take the whole stop grace each: the next daemon answers at once
+/// while it stops them (all together), and starts no server before they are gone.
+#[tokio::test]
+async fn orphan_cleanup_holds_up_server_starts_not_clients() -> anyhow::Result<()> {
+    use geminid_protocol::api::DaemonApiClient;
+    let home = TestHome::new()?;
+    let servers: serde_json::Map<String, Value> = (0..3)
+        .map(|i| (format!("s{i}"), json!({ "command": fixture(), "args": ["--survive-stdin-eof", "--ignore-sigterm"], "env": { "N": i.to_string() } })))
+        .collect();
+    write_user_settings(&home, Value::Object(servers))?;
+    // A 1.5 s grace: three orphans one after another would take 4.5 s.
+    let slow = ["--mcp-stop-grace", "1500ms", "--mcp-linger", "300ms", "--mcp-backoff", "50ms"];
+    let mut daemon = Daemon::start(&home, &slow).await?;
+    let client = daemon.client().await?;
+    let s = session(&client, &home.workspace(), shell_env(&home, &[])).await?;
+    let pids: Vec<u32> = start(&client, &s).await?.iter().filter_map(|s| s.pid).collect();
+    assert_eq!(pids.len(), 3);
+    drop(client);
+    daemon.kill9().await?;
+    let t0 = Instant::now();
+    let next = Daemon::start(&home, &slow).await?;
+    let client = next.client().await?;
+    client.status().await?;
+    assert!(t0.elapsed() < Duration::from_millis(1200), "answered after {:?}", t0.elapsed());
+    // A session's servers start once the orphans are gone: by SIGKILL after one grace period.
+    let s = session(&client, &home.workspace(), shell_env(&home, &[])).await?;
+    let started = start(&client, &s).await?;
+    assert!(pids.iter().all(|p| process_gone(*p)), "a server started before the orphans were gone");
+    assert!(started.iter().all(|x| x.state == ServerState::Connected), "{started:#?}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "the orphans were stopped one by one: {:?}",
+        t0.elapsed()
+    );
     Ok(())
 }

@@ -405,6 +405,9 @@ pub struct Supervisor {
     me: Weak<Supervisor>,
     /// Calls in flight that asked for progress, by progress token (as JSON).
     progress: Mutex<Progress>,
+    /// Closed while children of a killed daemon are being stopped: no server starts before
+    /// they are gone (they may hold its files or ports), but everything else answers.
+    start_gate: tokio::sync::watch::Sender<bool>,
     /// Calls in flight with a call id, by (session, call id): firing cancels them.
     cancels: Mutex<HashMap<(String, String), tokio::sync::oneshot::Sender<()>>>,
     /// Each session's tools as last computed; dropped whenever a session's servers, a state
@@ -507,6 +510,7 @@ impl Supervisor {
             inner: Mutex::default(),
             me: me.clone(),
             progress: Mutex::default(),
+            start_gate: tokio::sync::watch::Sender::new(true),
             cancels: Mutex::default(),
             tool_cache: Mutex::default(),
             tool_tables: Mutex::default(),
@@ -521,6 +525,22 @@ impl Supervisor {
     /// The database (for child pid records).
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Hold every server start until `cleanup` (stopping a killed daemon's children) is done;
+    /// it runs in the background meanwhile.
+    pub fn start_after(&self, cleanup: impl Future<Output = ()> + Send + 'static) {
+        self.start_gate.send_replace(false);
+        let gate = self.start_gate.clone();
+        tokio::spawn(async move {
+            cleanup.await;
+            gate.send_replace(true);
+        });
+    }
+
+    /// Waits until servers may start (see [`Supervisor::start_after`]).
+    pub fn start_gate(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.start_gate.subscribe()
     }
 
     /// What each of a session's entries amounts to, resolving identities.

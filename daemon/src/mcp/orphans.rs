@@ -20,50 +20,53 @@ pub enum Outcome {
     Reused,
 }
 
-/// Stop every recorded child left by an earlier daemon and forget the records. Returns
-/// (pid, outcome) for each record.
+/// Stop every recorded child left by an earlier daemon and forget the records, all at once
+/// (one grace period in all, not one per child). Returns (pid, outcome) for each record.
 pub async fn cleanup(store: &Store, grace: Duration) -> Vec<(u32, Outcome)> {
-    let mut out = Vec::new();
-    for rec in store.children() {
-        if rec.daemon_pid == std::process::id() {
-            continue;
-        }
-        let now = start_time(rec.pid);
-        let outcome = match (now, rec.start_time) {
-            (Some(now), Some(then)) if now == then => {
-                stop_group(rec.pid, grace).await;
-                Outcome::Stopped
-            }
-            (Some(_), _) => Outcome::Reused,
-            // The leader is gone. A process group with its id can only be the old one (a new
-            // process with that pid would exist and lead its own group).
-            (None, _) if group_alive(rec.pid) => {
-                stop_group(rec.pid, grace).await;
-                Outcome::GroupStopped
-            }
-            (None, _) => Outcome::Gone,
-        };
-        match outcome {
-            Outcome::Stopped | Outcome::GroupStopped => tracing::warn!(
-                pid = rec.pid,
-                server = %rec.server,
-                command = %rec.command,
-                old_daemon = rec.daemon_pid,
-                "stopped an MCP server left behind by a daemon that did not shut down"
-            ),
-            Outcome::Reused => tracing::info!(
-                pid = rec.pid,
-                server = %rec.server,
-                "a recorded child's pid now belongs to another process; left alone"
-            ),
-            Outcome::Gone => {}
-        }
+    let records: Vec<_> =
+        store.children().into_iter().filter(|r| r.daemon_pid != std::process::id()).collect();
+    let each = records.into_iter().map(|rec| async move {
+        let outcome = clean_one(&rec, grace).await;
         if let Err(e) = store.remove_child(rec.pid) {
             tracing::warn!(pid = rec.pid, error = %e, "could not forget a child record");
         }
-        out.push((rec.pid, outcome));
+        (rec.pid, outcome)
+    });
+    futures::future::join_all(each).await
+}
+
+async fn clean_one(rec: &crate::store::ChildRecord, grace: Duration) -> Outcome {
+    let now = start_time(rec.pid);
+    let outcome = match (now, rec.start_time) {
+        (Some(now), Some(then)) if now == then => {
+            stop_group(rec.pid, grace).await;
+            Outcome::Stopped
+        }
+        (Some(_), _) => Outcome::Reused,
+        // The leader is gone. A process group with its id can only be the old one (a new
+        // process with that pid would exist and lead its own group).
+        (None, _) if group_alive(rec.pid) => {
+            stop_group(rec.pid, grace).await;
+            Outcome::GroupStopped
+        }
+        (None, _) => Outcome::Gone,
+    };
+    match outcome {
+        Outcome::Stopped | Outcome::GroupStopped => tracing::warn!(
+            pid = rec.pid,
+            server = %rec.server,
+            command = %rec.command,
+            old_daemon = rec.daemon_pid,
+            "stopped an MCP server left behind by a daemon that did not shut down"
+        ),
+        Outcome::Reused => tracing::info!(
+            pid = rec.pid,
+            server = %rec.server,
+            "a recorded child's pid now belongs to another process; left alone"
+        ),
+        Outcome::Gone => {}
     }
-    out
+    outcome
 }
 
 async fn stop_group(pgid: u32, grace: Duration) {

@@ -254,6 +254,20 @@ async fn run(
 ) {
     let r = Reporter { server: server.clone(), sup };
     let store = r.sup.upgrade().map(|s| s.store().clone());
+    // Not before a killed daemon's children are gone (or a stop comes first).
+    let gate = r.sup.upgrade().map(|s| s.start_gate());
+    if let Some(mut gate) = gate
+        && !*gate.borrow()
+    {
+        r.log("waiting for the children of the previous daemon to be stopped");
+        tokio::select! {
+            _ = gate.wait_for(|open| *open) => {}
+            cmd = cmds.recv() => if cmd != Some(Cmd::Restart) {
+                r.update(|s| s.state = ServerState::Disconnected);
+                return;
+            },
+        }
+    }
     let mut failures: u32 = 0;
     // `restarts` counts the restarts after a failure; a start someone asked for (the first
     // one, `gemctl mcp restart`, a configuration change) is not one.
