@@ -85,11 +85,18 @@ pub async fn start(socket: &Path) -> anyhow::Result<HelloResult> {
         std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
         b.create(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let log_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .with_context(|| format!("cannot open the daemon log {}", log.display()))?;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).append(true);
+    // The log can hold what servers print on stderr: the owner's only.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let log_file =
+        opts.open(&log).with_context(|| format!("cannot open the daemon log {}", log.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = log_file.set_permissions(std::fs::Permissions::from_mode(0o600));
+    }
     let mut cmd = std::process::Command::new(&bin);
     cmd.arg("--socket").arg(socket).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log_file);
     // Its own process group, so a Ctrl-C in this terminal does not reach it.

@@ -32,6 +32,18 @@ async fn status_start_stop_and_autostart() -> anyhow::Result<()> {
     let status = home.gemctl_json(&["status"])?;
     assert_eq!(status["pid"], pid);
     assert_eq!(status["running"], true);
+    // The log an autostarted daemon writes and the database's files are the owner's only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o777);
+    let log = std::path::PathBuf::from(format!("{}.log", home.socket().display()));
+    assert_eq!(mode(&log)?, 0o600, "{}", log.display());
+    let db_files: Vec<_> =
+        std::fs::read_dir(home.data_dir())?.flatten().map(|e| e.path()).collect();
+    assert!(!db_files.is_empty());
+    for f in db_files {
+        let want = if f.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode(&f)?, want, "{}", f.display());
+    }
 
     let stopped = home.gemctl_json(&["daemon", "stop"])?;
     assert_eq!(stopped["stopped"], true);

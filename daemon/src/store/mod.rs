@@ -77,6 +77,33 @@ pub enum StoreError {
     },
 }
 
+/// Make the files sled wrote owner-only (it creates them with the process's umask, usually
+/// 0644; the directory is 0700 already, this is the second fence). Best effort.
+fn owner_only(dir: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let Ok(meta) = entry.metadata() else { continue };
+                let mode = if meta.is_dir() { 0o700 } else { 0o600 };
+                if meta.is_dir() {
+                    stack.push(entry.path());
+                }
+                if meta.permissions().mode() & 0o777 != mode {
+                    let _ = std::fs::set_permissions(
+                        entry.path(),
+                        std::fs::Permissions::from_mode(mode),
+                    );
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+}
+
 /// The lock a daemon holds on its database directory for as long as its process lives
 /// (`geminid.db.lock` in it, naming the holder): sled's own lock error names no one.
 #[derive(Debug)]
@@ -186,7 +213,9 @@ impl Store {
             .path(dir)
             .cache_capacity(CACHE_CAPACITY_BYTES)
             .flush_every_ms(Some(FLUSH_EVERY_MS));
-        Self::from_config(config, dir.to_path_buf())
+        let store = Self::from_config(config, dir.to_path_buf())?;
+        owner_only(dir);
+        Ok(store)
     }
 
     /// A throwaway in-memory database, for tests.
