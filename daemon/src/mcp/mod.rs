@@ -1110,9 +1110,14 @@ impl Supervisor {
         let early: Vec<rmcp::model::ProgressNotificationParam> = {
             let mut p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
             p.targets.insert(key.clone(), target.clone());
-            let (mine, rest): (Vec<_>, Vec<_>) = p.early.drain(..).partition(|(k, _)| *k == key);
-            p.early = rest.into();
-            mine.into_iter().map(|(_, n)| n).collect()
+            if p.early.iter().any(|(k, _)| *k == key) {
+                let (mine, rest): (Vec<_>, Vec<_>) =
+                    p.early.drain(..).partition(|(k, _)| *k == key);
+                p.early = rest.into();
+                mine.into_iter().map(|(_, n)| n).collect()
+            } else {
+                Vec::new()
+            }
         };
         for n in &early {
             self.emit_progress(&target, n);
