@@ -299,6 +299,7 @@ impl Loader {
             .pointer("/admin/mcp/config")
             .and_then(Value::as_object)
             .is_some_and(|m| !m.is_empty());
+        let mut from_command = false;
         if let (Some(origin), false) = (command_origin, allowlisted)
             && let Some(line) =
                 origin.value.as_ref().and_then(|v| v["mcp"]["serverCommand"].as_str())
@@ -306,6 +307,7 @@ impl Loader {
         {
             match mcp::server_command(line, env) {
                 Ok(words) => {
+                    from_command = true;
                     let (command, args) = words
                         .split_first()
                         .map_or_else(Default::default, |(c, a)| (c.clone(), a.to_vec()));
@@ -326,21 +328,17 @@ impl Loader {
         let mut entries = Vec::new();
         for (name, value) in &raw_servers {
             // With the shallow merge, a server comes whole from the last scope defining it.
-            let from_command = name == "mcp" && command_origin.is_some() && !allowlisted;
-            let Some(origin) = listed
-                .iter()
-                .rev()
-                .find(|l| {
+            let origin = if name == "mcp" && from_command {
+                command_origin
+            } else {
+                listed.iter().rev().find(|l| {
                     l.value
                         .as_ref()
                         .and_then(|v| v.pointer(&format!("/mcpServers/{}", escape(name))))
                         .is_some()
                 })
-                .filter(|_| !from_command)
-                .or(if from_command { command_origin } else { None })
-            else {
-                continue;
             };
+            let Some(origin) = origin else { continue };
             let (config, problems) = mcp::parse_server(name, value);
             for pr in problems {
                 let mut path = vec!["mcpServers", name.as_str()];

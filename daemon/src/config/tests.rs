@@ -331,6 +331,18 @@ fn mcp_server_command_adds_a_server_named_mcp() -> anyhow::Result<()> {
     let d = &e.public.diagnostics[0];
     assert!(d.message.starts_with("failed to parse mcpServerCommand: derp && herp"), "{d:?}");
     assert_eq!(d.line, Some(1));
+    // A command line that does not parse leaves a configured `mcp` server as it is, from its
+    // own file.
+    h.write(&h.paths.system, r#"{"mcp": {"serverCommand": "a | b"}}"#)?;
+    h.write(&h.paths.user, r#"{"mcpServers": {"mcp": {"command": "kept"}}}"#)?;
+    let e = loader.effective(&h.ws, &env, &BTreeSet::new());
+    assert_eq!(e.servers["mcp"].config.command.as_deref(), Some("kept"));
+    let entry = e.public.mcp_servers.iter().find(|s| s.name == "mcp").cloned();
+    assert_eq!(
+        entry.map(|s| (s.scope, s.file)),
+        Some((Scope::User, h.paths.user.display().to_string()))
+    );
+    h.write(&h.paths.system, "{}")?;
     // Not with an admin allowlist.
     h.write(&h.paths.user, r#"{"mcp": {"serverCommand": "srv"}}"#)?;
     h.write(&h.paths.system, r#"{"admin": {"mcp": {"config": {"x": {}}}}}"#)?;

@@ -987,7 +987,7 @@ impl Supervisor {
     /// Wait until the servers that could have the tool `fqn` have settled (those whose names
     /// fit it; every one if none does), not the others.
     pub async fn settle_for_tool(&self, session: &str, fqn: &str) {
-        let fits = |name: &str| fqn.starts_with(&tools::fqn(name, ""));
+        let fits = |name: &str| tools::is_of_server(fqn, name);
         let any = self.inner().sessions.get(session).is_some_and(|e| e.keys().any(|n| fits(n)));
         self.settle_where(session, |name| !any || fits(name)).await;
     }
@@ -1186,7 +1186,7 @@ impl Supervisor {
         // The longest fitting prefix wins: `mcp_a_b_x` is server `a_b`'s before server `a`'s.
         let (name, entry) = entries
             .iter()
-            .filter(|(name, _)| fqn.starts_with(&tools::fqn(name, "")))
+            .filter(|(name, _)| tools::is_of_server(fqn, name))
             .max_by_key(|(name, _)| name.len())?;
         let (state, why) = match &entry.binding {
             Binding::NotRun { state, reason, .. } => (*state, Some(reason.clone())),

@@ -32,6 +32,13 @@ pub fn fqn(server: &str, tool: &str) -> String {
     shorten(&name)
 }
 
+/// Whether `fqn` could be a tool of the server named `server` (its name starts as that
+/// server's tools' names do). Only for explaining and waiting: tools are found by name in the
+/// session's table, never by splitting names.
+pub fn is_of_server(fqn: &str, server: &str) -> bool {
+    fqn.starts_with(&self::fqn(server, ""))
+}
+
 /// More than 63 characters: the first 30, `...`, the last 30.
 fn shorten(name: &str) -> String {
     let chars: Vec<char> = name.chars().collect();
