@@ -1131,3 +1131,27 @@ async fn orphan_cleanup_holds_up_server_starts_not_clients() -> anyhow::Result<(
     );
     Ok(())
 }
+
+/// An editor that saves by deleting the file and writing it anew: the server in use keeps
+/// running. A file that stays deleted takes its servers with it once the grace is over.
+#[tokio::test]
+async fn a_settings_file_deleted_and_recreated_keeps_its_servers() -> anyhow::Result<()> {
+    let t = setup(json!({ "fx": stdio(&[]) })).await?;
+    let (c, s) = (&t.client, t.session.as_str());
+    let pid = pid_of(c, s, "fx").await;
+    let user = t.home.root().join("home/.gemini/settings.json");
+    let text = std::fs::read_to_string(&user)?;
+    std::fs::remove_file(&user)?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(&user, &text)?;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(pid_of(c, s, "fx").await, pid, "the server was restarted by a save");
+    std::fs::remove_file(&user)?;
+    let gone = eventually(Duration::from_secs(5), || async {
+        list(c, s).await.is_ok_and(|l| l.iter().all(|x| x.name != "fx"))
+    })
+    .await;
+    assert!(gone, "a deleted file's server stayed");
+    assert!(gone_within(pid, Duration::from_secs(5)).await);
+    Ok(())
+}

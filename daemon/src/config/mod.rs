@@ -138,12 +138,18 @@ struct Layer {
 pub struct Loader {
     paths: ConfigPaths,
     last_good: Mutex<HashMap<PathBuf, (Value, String)>>,
+    /// Files seen missing that had contents, and since when: some editors save by deleting
+    /// the file and writing it anew, and that gap must not stop its servers.
+    vanished: Mutex<HashMap<PathBuf, std::time::Instant>>,
 }
+
+/// How long a file that disappeared keeps its last contents before it counts as deleted.
+pub const VANISH_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Loader {
     /// A loader for these paths.
     pub fn new(paths: ConfigPaths) -> Self {
-        Self { paths, last_good: Mutex::default() }
+        Self { paths, last_good: Mutex::default(), vanished: Mutex::default() }
     }
 
     /// The paths it reads.
@@ -167,13 +173,23 @@ impl Loader {
         unknown: &str,
     ) -> (bool, Option<(Value, String)>, Option<Diagnostic>) {
         let mut cache = self.last_good.lock().unwrap_or_else(|e| e.into_inner());
+        let mut vanished = self.vanished.lock().unwrap_or_else(|e| e.into_inner());
         let failed = match read_object(path) {
             FileRead::Missing => {
+                if let Some(kept) = cache.get(path) {
+                    let since =
+                        *vanished.entry(path.to_path_buf()).or_insert_with(std::time::Instant::now);
+                    if since.elapsed() < VANISH_GRACE {
+                        return (true, Some(kept.clone()), None);
+                    }
+                }
+                vanished.remove(path);
                 cache.remove(path);
                 return (false, None, None);
             }
             FileRead::Parsed { value, text } => match check(&value) {
                 Ok(()) => {
+                    vanished.remove(path);
                     cache.insert(path.to_path_buf(), (value.clone(), text.clone()));
                     return (true, Some((value, text)), None);
                 }
@@ -190,6 +206,13 @@ impl Loader {
             d.message.push_str(unknown);
         }
         (true, kept, Some(d))
+    }
+
+    /// When a file that disappeared should be read again to count as deleted (the earliest
+    /// end of a [`VANISH_GRACE`]), if one is pending.
+    pub fn next_recheck(&self) -> Option<std::time::Instant> {
+        let vanished = self.vanished.lock().unwrap_or_else(|e| e.into_inner());
+        vanished.values().min().map(|since| *since + VANISH_GRACE)
     }
 
     /// The trust rules in effect, and a problem with their file.

@@ -205,10 +205,15 @@ fn a_broken_file_keeps_its_last_good_contents() -> anyhow::Result<()> {
     assert_eq!(e.servers["s"].config.command.as_deref(), Some("good"));
     assert!(e.public.diagnostics[0].message.contains("last good contents stay in effect"));
     std::fs::remove_file(&h.paths.user)?;
+    // Deleted: kept for a grace period (an editor that saves by delete and rewrite), then gone.
+    assert_eq!(loader.effective(&h.ws, &Env::new(), &BTreeSet::new()).servers.len(), 1);
+    assert!(loader.next_recheck().is_some());
+    std::thread::sleep(VANISH_GRACE + std::time::Duration::from_millis(50));
     assert!(
         loader.effective(&h.ws, &Env::new(), &BTreeSet::new()).servers.is_empty(),
         "deleted means gone"
     );
+    assert!(loader.next_recheck().is_none());
     Ok(())
 }
 

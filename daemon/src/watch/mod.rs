@@ -109,8 +109,18 @@ async fn run(
     let mut targets = Targets::of(core.watched_files());
     sync(&mut watcher, &mut watched, &targets);
     loop {
+        // A file that vanished is read again once its grace is over (then it counts as deleted,
+        // unless it came back meanwhile, which its own events announce first).
+        let recheck = core.config.next_recheck();
+        let grace_over = async move {
+            match recheck {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = core.shutdown_token().cancelled() => return,
+            () = grace_over => tracing::debug!("a vanished input file's grace is over"),
             () = core.watch_changed.notified() => {
                 let now = Targets::of(core.watched_files());
                 if now == targets {
