@@ -1034,3 +1034,43 @@ async fn a_call_after_the_linger_never_reaches_the_stopping_server() -> anyhow::
     assert_ne!(first.display, second.display, "a new process answers");
     Ok(())
 }
+
+/// One malformed tool (no `inputSchema`, no name) costs the server only that tool: the good
+/// one beside it is listed and callable, and each bad one is said in the diagnostics and the
+/// server's log.
+#[tokio::test]
+async fn a_malformed_tool_costs_only_itself() -> anyhow::Result<()> {
+    let t = setup(json!({ "mixed": stdio(&["--raw", "--bad-tool"]) })).await?;
+    let listed = list(&t, false).await?;
+    let names: Vec<&str> = listed.tools.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(names, ["mcp_mixed_odd"], "{:#?}", listed.diagnostics);
+    for want in [
+        "MCP server 'mixed': its tool 'broken' is left out: it has no inputSchema",
+        "MCP server 'mixed': its tool number 3 is left out: it has no name",
+    ] {
+        assert!(
+            listed.diagnostics.iter().any(|d| d == want),
+            "{want:?} in {:#?}",
+            listed.diagnostics
+        );
+    }
+    let r = call(&t.client, &t.session, "mcp_mixed_odd", json!({}))
+        .await
+        .map_err(anyhow::Error::msg)?;
+    assert!(r.display.starts_with("before"), "{}", r.display);
+    let logs = t
+        .client
+        .mcp_logs(geminid_protocol::mcp::LogsParams {
+            server: geminid_protocol::mcp::ServerParams {
+                session: Some(t.session.clone()),
+                name: "mixed".into(),
+            },
+            lines: None,
+        })
+        .await?;
+    assert!(
+        logs.lines.iter().any(|l| l.text.contains("its tool 'broken' is left out")),
+        "{logs:#?}"
+    );
+    Ok(())
+}

@@ -114,6 +114,72 @@ fn items<T: serde::Serialize>(
     }
 }
 
+/// Every page of `tools/list`, keeping each valid tool: a tool without a name or an
+/// `inputSchema` object is left out and said (one bad tool must not cost the server its good
+/// ones, as a strict parse of the whole answer would). The request goes out as a custom one so
+/// that an answer rmcp's types refuse still arrives, as JSON.
+async fn list_tools_leniently(
+    peer: &Peer<RoleClient>,
+) -> Result<(Vec<Value>, Vec<String>), ServiceError> {
+    use rmcp::model::{ClientRequest, CustomRequest, ServerResult};
+    let (mut tools, mut bad) = (Vec::new(), Vec::new());
+    let mut cursor: Option<String> = None;
+    let mut position = 0;
+    // A server that repeats a cursor would be listed forever.
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let params = cursor.as_ref().map(|c| serde_json::json!({ "cursor": c }));
+        let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
+        let (page, next) = match peer.send_request(request).await? {
+            ServerResult::ListToolsResult(r) => (
+                r.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect(),
+                r.next_cursor,
+            ),
+            ServerResult::CustomResult(c) => {
+                let Some(list) = c.0.get("tools").and_then(Value::as_array) else {
+                    bad.push(
+                        "its tools/list answer has no \"tools\" list; no tools are listed"
+                            .to_owned(),
+                    );
+                    return Ok((tools, bad));
+                };
+                let next = c.0.get("nextCursor").and_then(Value::as_str).map(str::to_owned);
+                (list.clone(), next)
+            }
+            _ => return Err(ServiceError::UnexpectedResponse),
+        };
+        for t in page {
+            position += 1;
+            match tool_problem(&t) {
+                None => tools.push(t),
+                Some(why) => {
+                    let name = t
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| format!("number {position}"), |n| format!("'{n}'"));
+                    bad.push(format!("its tool {name} is left out: {why}"));
+                }
+            }
+        }
+        match next {
+            Some(c) if seen.insert(c.clone()) => cursor = Some(c),
+            _ => return Ok((tools, bad)),
+        }
+    }
+}
+
+/// Why an MCP tool object cannot be offered, if it cannot.
+fn tool_problem(t: &Value) -> Option<&'static str> {
+    match (t.get("name"), t.get("inputSchema")) {
+        (_, _) if !t.is_object() => Some("it is not an object"),
+        (Some(Value::String(n)), _) if n.is_empty() => Some("its name is empty"),
+        (Some(Value::String(_)), Some(Value::Object(_))) => None,
+        (Some(Value::String(_)), None) => Some("it has no inputSchema"),
+        (Some(Value::String(_)), Some(_)) => Some("its inputSchema is not an object"),
+        _ => Some("it has no name"),
+    }
+}
+
 /// List everything the server's capabilities announce, following every pagination cursor.
 pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) -> Catalog {
     let info = peer.peer_info();
@@ -124,8 +190,18 @@ pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) 
         if caps.tools.is_none() {
             return vec![];
         }
-        let r = tokio::time::timeout(timeout, peer.list_all_tools()).await;
-        items("tools", server, r, &mut p_tools)
+        match tokio::time::timeout(timeout, list_tools_leniently(peer)).await {
+            Ok(Ok((tools, bad))) => {
+                for why in &bad {
+                    tracing::warn!(server, "{why}");
+                }
+                p_tools.extend(bad);
+                tools
+            }
+            other => {
+                items::<Value>("tools", server, other.map(|r| r.map(|(t, _)| t)), &mut p_tools)
+            }
+        }
     };
     let prompts = async {
         if caps.prompts.is_none() {

@@ -16,7 +16,8 @@
 //! server loading), `--raw` (a hand-written stdio server whose tool results do not conform to
 //! the schema: an unknown content type, a `content` that is not an array, a legacy
 //! `error.isError`; and `strict`, whose schema forbids other properties; with `--fail-prompts`
-//! its `prompts/list` fails, with `--empty` it offers nothing and empty instructions), `--tokio-stdio`
+//! its `prompts/list` fails, with `--empty` it offers nothing and empty instructions, with
+//! `--bad-tool` it lists a tool without `inputSchema` and one without a name beside a good one), `--tokio-stdio`
 //! (read and write stdio through rmcp's `stdio()`, i.e. tokio's blocking-thread stdin and
 //! stdout, instead of the event loop; for benchmarks). Every stdio start writes one line to
 //! stderr.
@@ -425,6 +426,7 @@ async fn main() -> anyhow::Result<()> {
         return raw::serve(raw::Flags {
             fail_prompts: has("--fail-prompts"),
             empty: has("--empty"),
+            bad_tool: has("--bad-tool"),
         });
     }
     if has("--garbage") {
@@ -699,6 +701,8 @@ mod raw {
     pub(super) struct Flags {
         pub(super) fail_prompts: bool,
         pub(super) empty: bool,
+        /// `--bad-tool`: one more tool, without an `inputSchema`.
+        pub(super) bad_tool: bool,
     }
 
     fn result(method: &str, params: &Value, flags: Flags) -> Result<Value, (i64, String)> {
@@ -716,6 +720,12 @@ mod raw {
                 { "name": "blank", "description": "" }
             ]})),
             "tools/list" if flags.empty => Ok(json!({ "tools": [] })),
+            "tools/list" if flags.bad_tool => Ok(json!({ "tools": [
+                { "name": "broken", "description": "No input schema" },
+                { "name": "odd", "description": "Returns an unknown content type between two texts",
+                  "inputSchema": { "type": "object" } },
+                { "description": "no name", "inputSchema": { "type": "object" } }
+            ]})),
             "tools/list" => Ok(json!({ "tools": [
                 { "name": "odd", "description": "Returns an unknown content type between two texts",
                   "inputSchema": { "type": "object" } },
