@@ -55,6 +55,13 @@ async fn call(
     })
 }
 
+/// The session's server `name`'s whole log.
+async fn server_log(t: &Setup, name: &str) -> anyhow::Result<geminid_protocol::mcp::LogsResult> {
+    let server =
+        geminid_protocol::mcp::ServerParams { session: Some(t.session.clone()), name: name.into() };
+    Ok(t.client.mcp_logs(geminid_protocol::mcp::LogsParams { server, lines: None }).await?)
+}
+
 fn decl(list: &ToolsListResult, name: &str) -> Value {
     let found = &list
         .tools
@@ -965,16 +972,7 @@ async fn discovery_keeps_what_works_and_says_what_did_not() -> anyhow::Result<()
         "{:#?}",
         listed.diagnostics
     );
-    let logs = t
-        .client
-        .mcp_logs(geminid_protocol::mcp::LogsParams {
-            server: geminid_protocol::mcp::ServerParams {
-                session: Some(t.session.clone()),
-                name: "broken".into(),
-            },
-            lines: None,
-        })
-        .await?;
+    let logs = server_log(&t, "broken").await?;
     assert!(logs.lines.iter().any(|l| l.text.contains("listing its prompts failed")), "{logs:#?}");
     let i = t.client.tools_instructions(CatalogParams { session: t.session.clone() }).await?;
     assert_eq!(
@@ -1058,16 +1056,7 @@ async fn a_malformed_tool_costs_only_itself() -> anyhow::Result<()> {
         .await
         .map_err(anyhow::Error::msg)?;
     assert!(r.display.starts_with("before"), "{}", r.display);
-    let logs = t
-        .client
-        .mcp_logs(geminid_protocol::mcp::LogsParams {
-            server: geminid_protocol::mcp::ServerParams {
-                session: Some(t.session.clone()),
-                name: "mixed".into(),
-            },
-            lines: None,
-        })
-        .await?;
+    let logs = server_log(&t, "mixed").await?;
     assert!(
         logs.lines.iter().any(|l| l.text.contains("its tool 'broken' is left out")),
         "{logs:#?}"

@@ -2,27 +2,16 @@
 //! session disable, then `mcp-server-enablement.json`. Names compare lower-cased and trimmed.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
-use geminid_protocol::config::{BlockReason, Diagnostic};
-
-use super::files::{FileRead, read_object};
+use geminid_protocol::config::BlockReason;
 
 /// Normalize a server name for enablement lookups.
 pub fn normalize(name: &str) -> String {
     name.trim().to_lowercase()
 }
 
-/// Names disabled in `mcp-server-enablement.json` (normalized).
-pub fn load_disabled(path: &Path) -> (BTreeSet<String>, Option<Diagnostic>) {
-    match read_object(path) {
-        FileRead::Missing => (BTreeSet::new(), None),
-        FileRead::Failed(d) => (BTreeSet::new(), Some(d)),
-        FileRead::Parsed { value, .. } => (disabled_in(&value), None),
-    }
-}
-
-/// Names an enablement file's contents disable (normalized).
+/// Names the contents of `mcp-server-enablement.json` disable (normalized). The file is read
+/// by the loader, which keeps its last good contents.
 pub fn disabled_in(value: &serde_json::Value) -> BTreeSet<String> {
     value
         .as_object()
@@ -70,6 +59,9 @@ impl Gate {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
+    use super::super::files::{FileRead, read_object};
     use super::*;
 
     fn set(items: &[&str]) -> BTreeSet<String> {
@@ -99,8 +91,12 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let p = dir.path().join("mcp-server-enablement.json");
         std::fs::write(&p, r#"{ "Foo": { "enabled": false }, "bar": { "enabled": true } }"#)?;
-        assert_eq!(load_disabled(&p).0, set(&["foo"]));
-        assert!(load_disabled(&dir.path().join("missing.json")).0.is_empty());
+        let disabled = |p: &Path| match read_object(p) {
+            FileRead::Parsed { value, .. } => disabled_in(&value),
+            _ => BTreeSet::new(),
+        };
+        assert_eq!(disabled(&p), set(&["foo"]));
+        assert!(disabled(&dir.path().join("missing.json")).is_empty());
         Ok(())
     }
 }
