@@ -16,7 +16,7 @@ use geminid_protocol::DEFAULT_MAX_MESSAGE_SIZE;
 use geminid_protocol::api::{DaemonApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::client::ConnectError;
-use geminid_protocol::error::ErrorCode;
+use geminid_protocol::error::code_name;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::socket::{SOCKET_ENV, socket_path};
 use geminid_protocol::types::{
@@ -280,7 +280,7 @@ fn report(e: &anyhow::Error, json: bool) {
     eprintln!("gemctl: {e:#}");
     if json {
         let code = e.chain().find_map(|c| c.downcast_ref::<CallError>().map(|c| c.code));
-        let name = code.and_then(ErrorCode::from_code).map(ErrorCode::name);
+        let name = code.and_then(code_name);
         let body = serde_json::json!({ "error": { "message": format!("{e:#}"), "code": code, "name": name } });
         outln!("{body}");
     }
@@ -498,8 +498,10 @@ async fn daemon_start(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 async fn daemon_stop(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let client = match daemon::connect_running(socket).await {
-        Ok((c, _)) => c,
+    // No hello: `daemon/shutdown` is the same in every protocol version, so a gemctl of a
+    // newer release stops the older daemon it is replacing.
+    let client = match geminid_protocol::client::open(socket, &daemon::options()).await {
+        Ok(c) => c,
         Err(ConnectError::NotRunning { .. }) => {
             if json {
                 output::json(&serde_json::json!({ "running": false, "stopped": false }))?;

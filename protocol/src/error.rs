@@ -1,5 +1,8 @@
-//! The error-code table. JSON-RPC reserves -32768..=-32000 for the protocol itself; geminid's
-//! application errors use -32000..=-32099 ("server error" range) and are stable across releases.
+//! The error-code tables. JSON-RPC reserves -32768..=-32000 for the protocol and its
+//! implementations, and jsonrpsee (the transport) uses -32000..=-32011 of it for its own errors
+//! (an oversized request, a busy server, ...). geminid's application errors therefore live in a
+//! range of their own, -31099..=-31000, and are stable across releases; [`transport_name`]
+//! names every code the transport itself can send.
 
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::Serialize;
@@ -70,23 +73,23 @@ impl ErrorCode {
     /// The numeric JSON-RPC error code.
     pub const fn code(self) -> i32 {
         match self {
-            Self::VersionMismatch => -32001,
-            Self::SessionNotFound => -32002,
-            Self::InvalidWorkspace => -32003,
-            Self::ShuttingDown => -32004,
-            Self::Overloaded => -32005,
-            Self::Storage => -32006,
-            Self::ConfigRefused => -32007,
-            Self::ConfigWrite => -32008,
-            Self::ServerNotFound => -32009,
-            Self::ServerUnavailable => -32010,
-            Self::ServerError => -32011,
-            Self::ToolNotFound => -32012,
-            Self::InvalidArguments => -32013,
-            Self::NotInCatalog => -32014,
-            Self::MissingArguments => -32015,
-            Self::Cancelled => -32016,
-            Self::Internal => -32099,
+            Self::VersionMismatch => -31001,
+            Self::SessionNotFound => -31002,
+            Self::InvalidWorkspace => -31003,
+            Self::ShuttingDown => -31004,
+            Self::Overloaded => -31005,
+            Self::Storage => -31006,
+            Self::ConfigRefused => -31007,
+            Self::ConfigWrite => -31008,
+            Self::ServerNotFound => -31009,
+            Self::ServerUnavailable => -31010,
+            Self::ServerError => -31011,
+            Self::ToolNotFound => -31012,
+            Self::InvalidArguments => -31013,
+            Self::NotInCatalog => -31014,
+            Self::MissingArguments => -31015,
+            Self::Cancelled => -31016,
+            Self::Internal => -31099,
         }
     }
 
@@ -129,15 +132,55 @@ impl ErrorCode {
     }
 }
 
+/// The JSON-RPC codes the transport (JSON-RPC itself, and jsonrpsee) can answer with, by the
+/// stable name `gemctl --json` prints for them. None of them is one of [`ErrorCode`]'s.
+pub const TRANSPORT_CODES: [(i32, &str); 14] = [
+    (-32700, "parseError"),
+    (-32600, "invalidRequest"),
+    (-32601, "methodNotFound"),
+    (-32602, "invalidParams"),
+    (-32603, "internalError"),
+    (-32000, "callFailed"),
+    (-32001, "unknownError"),
+    (-32005, "batchesNotSupported"),
+    (-32006, "tooManySubscriptions"),
+    (-32007, "requestTooLarge"),
+    (-32008, "responseTooLarge"),
+    (-32009, "serverBusy"),
+    (-32010, "batchTooLarge"),
+    (-32011, "batchResponseTooLarge"),
+];
+
+/// The name of a transport error code (see [`TRANSPORT_CODES`]).
+pub fn transport_name(code: i32) -> Option<&'static str> {
+    TRANSPORT_CODES.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
+}
+
+/// The stable name of any code a geminid connection can answer with: one of geminid's own,
+/// or the transport's.
+pub fn code_name(code: i32) -> Option<&'static str> {
+    ErrorCode::from_code(code).map(ErrorCode::name).or_else(|| transport_name(code))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn every_code_a_connection_can_answer_has_a_name() {
+        assert_eq!(code_name(-32007), Some("requestTooLarge"));
+        assert_eq!(code_name(-32008), Some("responseTooLarge"));
+        assert_eq!(code_name(-31008), Some("configWrite"));
+        assert_eq!(code_name(-31010), Some("serverUnavailable"));
+        assert_eq!(code_name(-1), None);
+    }
+
+    #[test]
     fn codes_are_unique_and_round_trip() {
         for c in ErrorCode::ALL {
             assert_eq!(ErrorCode::from_code(c.code()), Some(c));
-            assert!((-32099..=-32000).contains(&c.code()), "{c:?} outside the server range");
+            assert!((-31099..=-31000).contains(&c.code()), "{c:?} outside geminid's range");
+            assert_eq!(transport_name(c.code()), None, "{c:?} collides with a transport code");
         }
         let mut codes: Vec<_> = ErrorCode::ALL.iter().map(|c| c.code()).collect();
         codes.sort_unstable();

@@ -17,7 +17,8 @@ pub mod types;
 
 /// The protocol version. Bumped on any incompatible change to a method, type or event; a client
 /// whose version differs is refused by `daemon/hello` with an error naming both versions.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Version 2 moved geminid's error codes out of jsonrpsee's range (see [`error`]).
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The version of this crate, which the daemon reports in `daemon/status`.
 pub const DAEMON_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -42,6 +42,10 @@ pub struct HelloResult {
     pub daemon_version: String,
     /// The daemon's process id.
     pub pid: u32,
+    /// The largest message the daemon reads or sends, in bytes (its `--max-message-size`);
+    /// a client refuses to send a larger request rather than have it answered with id null.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_size: Option<u32>,
 }
 
 /// Result of `daemon/status`.

@@ -114,6 +114,83 @@ async fn oversized_messages_are_refused() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn a_request_whose_id_cannot_be_one_is_an_invalid_request_not_silence() -> anyhow::Result<()>
+{
+    let home = TestHome::new()?;
+    let (daemon, id) = with_session(&home, &[]).await?;
+    for odd in ["1e400", "1.5", r#"{"a":1}"#, "true", "[1]"] {
+        let msg = format!(r#"{{"jsonrpc":"2.0","id":{odd},"method":"daemon/status"}}"#);
+        let reply = ws_roundtrip(&daemon, &msg).await?;
+        assert_eq!(reply["error"]["code"], -32600, "{msg} -> {reply}");
+        assert_eq!(reply["id"], serde_json::Value::Null, "{reply}");
+        let (status, body) = http_post(daemon.socket(), &msg).await?;
+        let reply: serde_json::Value = serde_json::from_str(&body)?;
+        assert_eq!(reply["error"]["code"], -32600, "HTTP {status} {msg} -> {body}");
+    }
+    // In a batch, the odd entry gets its error and the good one its answer.
+    let batch = r#"[{"jsonrpc":"2.0","id":1.5,"method":"daemon/status"},
+                    {"jsonrpc":"2.0","id":2,"method":"daemon/status"}]"#;
+    let reply = ws_roundtrip(&daemon, batch).await?;
+    let answers = reply.as_array().cloned().unwrap_or_default();
+    assert_eq!(answers.len(), 2, "{reply}");
+    assert!(answers.iter().any(|a| a["error"]["code"] == -32600), "{reply}");
+    assert!(answers.iter().any(|a| a["id"] == 2 && a["result"].is_object()), "{reply}");
+    still_serving(&daemon, &id).await
+}
+
+#[tokio::test]
+async fn a_request_over_the_daemons_limit_fails_at_once_never_hangs() -> anyhow::Result<()> {
+    use geminid_protocol::client::{handshake, open};
+    let home = TestHome::new()?;
+    let (daemon, id) = with_session(&home, &["--max-message-size", "4096"]).await?;
+    let big = SessionIdParams { id: "x".repeat(8192) };
+    let code = |r: Result<geminid_protocol::types::Session, jsonrpsee::core::client::Error>| match r
+    {
+        Err(jsonrpsee::core::client::Error::Call(obj)) => (obj.code(), obj.message().to_owned()),
+        Err(other) => (0, other.to_string()),
+        Ok(s) => (0, format!("answered {s:?}")),
+    };
+    // This client's own limit is 64 MiB: after the hello it knows the daemon's, and refuses
+    // to send at all.
+    let client = daemon.client().await?;
+    let started = std::time::Instant::now();
+    let (c, message) = code(client.get(big.clone()).await);
+    assert_eq!(c, -32007, "{message}");
+    assert!(message.contains("over the daemon's limit of 4096 bytes"), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    client.status().await?;
+
+    // Without the hello the request is sent; the daemon answers with id null, and the one
+    // call waiting is the one it answers.
+    let opts = geminid_tests::options();
+    let unhandshaken = open(daemon.socket(), &opts).await?;
+    let (c, message) = code(unhandshaken.get(big.clone()).await);
+    assert_eq!(c, -32007, "{message}");
+    assert!(message.contains("--max-message-size"), "{message}");
+    unhandshaken.status().await?;
+
+    // With several calls waiting nobody can tell whose it was: the connection ends, and
+    // every one of them fails rather than waiting for ever.
+    let slow = SessionCreateParams {
+        workspace: home.workspace().display().to_string(),
+        ..Default::default()
+    };
+    let several = open(daemon.socket(), &opts).await?;
+    let (a, b) = tokio::time::timeout(
+        Duration::from_secs(10),
+        futures::future::join(several.get(big.clone()), several.create(slow)),
+    )
+    .await?;
+    assert!(a.is_err(), "{a:?}");
+    // The other call either finished first or ended with the connection.
+    if b.is_err() {
+        assert!(!several.is_connected());
+    }
+    drop(handshake(&unhandshaken, &opts).await?);
+    still_serving(&daemon, &id).await
+}
+
+#[tokio::test]
 async fn a_silent_client_does_not_block_others() -> anyhow::Result<()> {
     let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &[]).await?;

@@ -338,7 +338,7 @@ async fn stdio_faults_end_in_clear_states() -> anyhow::Result<()> {
         let t0 = Instant::now();
         let e = failed(call(&t.client, &t.session, name, "echo", json!({"text": "x"})).await);
         assert!(t0.elapsed() < Duration::from_secs(1));
-        assert!(e.starts_with("-32010: MCP server '"), "{e}");
+        assert!(e.starts_with("-31010: MCP server '"), "{e}");
         assert!(e.contains(text), "{e}");
     }
     let early_logs = server_log(&t.client, Some(&t.session), "early").await?;
@@ -378,7 +378,7 @@ async fn a_killed_server_restarts_then_parks_in_crash_loop() -> anyhow::Result<(
     let (result, killed_at) = tokio::join!(slow, killer);
     assert!(killed_at.elapsed() < Duration::from_secs(2), "the call waited for the dead server");
     let e = failed(result);
-    assert!(e.starts_with("-32010: MCP server 'fx' killed by signal 9 (SIGKILL)"), "{e}");
+    assert!(e.starts_with("-31010: MCP server 'fx' killed by signal 9 (SIGKILL)"), "{e}");
     assert!(e.ends_with("during the call"), "{e}");
 
     // The state change is an event.

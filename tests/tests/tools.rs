@@ -144,7 +144,7 @@ async fn calls_validate_convert_and_report_errors() -> anyhow::Result<()> {
 
     // Bad arguments never reach the server; the error names the failing path.
     let e = call(c, s, "mcp_rich_typed", json!({"at": {"x": 1}})).await.err().unwrap_or_default();
-    assert!(e.starts_with("-32013: invalid arguments for tool 'mcp_rich_typed': /at: "), "{e}");
+    assert!(e.starts_with("-31013: invalid arguments for tool 'mcp_rich_typed': /at: "), "{e}");
     assert!(e.contains("\"y\" is a required property"), "{e}");
     let e = call(c, s, "mcp_rich_echo", json!({"text": 5})).await.err().unwrap_or_default();
     assert!(e.contains("/text: 5 is not of type \"string\""), "{e}");
@@ -170,13 +170,13 @@ async fn calls_validate_convert_and_report_errors() -> anyhow::Result<()> {
     let e = call(c, s, "mcp_rich_nope", json!({})).await.err().unwrap_or_default();
     assert_eq!(
         e,
-        "-32012: MCP server 'rich' is connected but has no tool that is named 'mcp_rich_nope' in \
+        "-31012: MCP server 'rich' is connected but has no tool that is named 'mcp_rich_nope' in \
          this session; `gemctl mcp tools rich` lists its tools"
     );
     let e = call(c, s, "mcp_other_thing", json!({})).await.err().unwrap_or_default();
     assert_eq!(
         e,
-        "-32012: no tool named 'mcp_other_thing' in this session (`gemctl mcp tools` lists them)"
+        "-31012: no tool named 'mcp_other_thing' in this session (`gemctl mcp tools` lists them)"
     );
 
     // Every content type.
@@ -524,7 +524,7 @@ async fn a_slow_tool_times_out_and_is_cancelled() -> anyhow::Result<()> {
         .await
         .err()
         .unwrap_or_default();
-    assert_eq!(e, "-32011: MCP server 'rich' did not answer within 300ms");
+    assert_eq!(e, "-31011: MCP server 'rich' did not answer within 300ms");
     assert_eq!(
         cancelled_reaches(&t, 1).await?,
         "1",
@@ -552,7 +552,7 @@ async fn a_changed_timeout_applies_to_the_running_server() -> anyhow::Result<()>
     let changes = t.client.mcp_reload(Some(reload)).await?;
     assert!(changes.changes.iter().all(|c| c.servers_changed == ["rich"]), "{changes:?}");
     let e = call(&t.client, &t.session, "mcp_rich_sleep", json!({"ms": 700})).await.err();
-    assert_eq!(e.as_deref(), Some("-32011: MCP server 'rich' did not answer within 300ms"));
+    assert_eq!(e.as_deref(), Some("-31011: MCP server 'rich' did not answer within 300ms"));
     let same =
         call(&t.client, &t.session, "mcp_rich_pid", json!({})).await.map_err(anyhow::Error::msg)?;
     assert_eq!(same.display, pid.display, "the server was restarted");
@@ -814,7 +814,7 @@ async fn a_server_dying_mid_call_fails_the_call_at_once() -> anyhow::Result<()> 
         .err()
         .unwrap_or_default();
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert_eq!(e, "-32010: MCP server 'fx' exited with status 7 during the call");
+    assert_eq!(e, "-31010: MCP server 'fx' exited with status 7 during the call");
     Ok(())
 }
 
@@ -927,11 +927,11 @@ async fn a_tool_of_a_server_that_is_not_running_says_why_and_what_helps() -> any
     let e = call(c, s, "mcp_off_echo", json!({})).await.err().unwrap_or_default();
     assert_eq!(
         e,
-        "-32010: MCP server 'off' is disabled (disabled in mcp-server-enablement.json); `gemctl \
+        "-31010: MCP server 'off' is disabled (disabled in mcp-server-enablement.json); `gemctl \
          mcp enable off` enables it"
     );
     let e = call(c, s, "mcp_dead_echo", json!({})).await.err().unwrap_or_default();
-    assert!(e.starts_with("-32010: MCP server 'dead' is "), "{e}");
+    assert!(e.starts_with("-31010: MCP server 'dead' is "), "{e}");
     assert!(e.contains("/nonexistent/mcp-server-xyz"), "the cause is named: {e}");
     assert!(
         e.ends_with("`gemctl mcp logs dead` shows why, `gemctl mcp restart dead` starts it again"),

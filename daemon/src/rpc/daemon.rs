@@ -33,6 +33,7 @@ impl DaemonApiServer for Handler {
             protocol_version: PROTOCOL_VERSION,
             daemon_version: DAEMON_VERSION.to_owned(),
             pid: std::process::id(),
+            max_message_size: Some(self.core.limits().max_message_size),
         })
     }
 

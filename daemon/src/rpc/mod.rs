@@ -136,6 +136,12 @@ mod tests {
                 c.name()
             );
         }
+        for (code, name) in geminid_protocol::error::TRANSPORT_CODES {
+            assert!(
+                codes.contains(&code.to_string()),
+                "transport error {code} ({name}) is not documented"
+            );
+        }
         let kinds = first_cells(&section("Events"), "| kind |");
         let want: BTreeSet<String> =
             geminid_protocol::event::KINDS.iter().map(|k| (*k).to_owned()).collect();

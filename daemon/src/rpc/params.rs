@@ -1,16 +1,54 @@
 //! Accept `params` as a JSON object (what editors send) as well as `[object]` (what jsonrpsee's
 //! typed clients send). The generated method handlers read positional params, so an object is
 //! wrapped into a one-element array before dispatch.
+//!
+//! Also: jsonrpsee reads a request whose `id` is not a string, an integer or null (`1.5`,
+//! `1e400`, `true`, an object) as a notification, and a notification gets no answer, so its
+//! sender would wait for ever. geminid takes no notifications at all; one that names one of
+//! its methods is such a request, and is answered with JSON-RPC's invalid-request error (id
+//! null: there is no id to answer with).
 
 use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::Arc;
 
-use jsonrpsee::core::middleware::{Batch, BatchEntry, Notification, RpcServiceT};
-use jsonrpsee::types::Request;
+use jsonrpsee::MethodResponse;
+use jsonrpsee::core::middleware::{Batch, BatchEntry, BatchEntryErr, Notification, RpcServiceT};
+use jsonrpsee::types::{ErrorObject, Id, Request};
 use serde_json::value::RawValue;
 
-/// RPC middleware that normalizes named params to positional.
+/// RPC middleware that normalizes named params to positional, and answers requests with an
+/// unusable id.
 #[derive(Debug, Clone)]
-pub struct NamedParams<S>(pub S);
+pub struct NamedParams<S> {
+    inner: S,
+    methods: Arc<HashSet<String>>,
+}
+
+impl<S> NamedParams<S> {
+    /// Wrap `inner`; `methods` are the daemon's method names.
+    pub fn new(inner: S, methods: Arc<HashSet<String>>) -> Self {
+        Self { inner, methods }
+    }
+}
+
+/// The error for a request whose id cannot be one.
+fn unusable_id_error(method: &str) -> ErrorObject<'static> {
+    ErrorObject::owned::<()>(
+        jsonrpsee::types::error::INVALID_REQUEST_CODE,
+        format!(
+            "invalid request ({method}): an id must be a string, an integer or null; a \
+             request without a usable id is not answered otherwise, and geminid takes no \
+             notifications"
+        ),
+        None,
+    )
+}
+
+/// The answer to a request whose id cannot be one.
+fn unusable_id(method: &str) -> MethodResponse {
+    MethodResponse::error(Id::Null, unusable_id_error(method))
+}
 
 fn wrap(params: &mut Option<Cow<'_, RawValue>>) {
     let Some(p) = params else { return };
@@ -40,7 +78,7 @@ fn normalize(method: &str, params: &mut Option<Cow<'_, RawValue>>) {
 
 impl<S> RpcServiceT for NamedParams<S>
 where
-    S: RpcServiceT + Send + Sync + Clone + 'static,
+    S: RpcServiceT<NotificationResponse = MethodResponse> + Send + Sync + Clone + 'static,
 {
     type MethodResponse = S::MethodResponse;
     type NotificationResponse = S::NotificationResponse;
@@ -51,28 +89,39 @@ where
         mut req: Request<'a>,
     ) -> impl Future<Output = Self::MethodResponse> + Send + 'a {
         normalize(&req.method, &mut req.params);
-        self.0.call(req)
+        self.inner.call(req)
     }
 
     fn batch<'a>(
         &self,
         mut batch: Batch<'a>,
     ) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
-        for entry in batch.iter_mut().flatten() {
+        for entry in batch.iter_mut() {
             match entry {
-                BatchEntry::Call(req) => normalize(&req.method, &mut req.params),
-                BatchEntry::Notification(n) => normalize(&n.method, &mut n.params),
+                Ok(BatchEntry::Call(req)) => normalize(&req.method, &mut req.params),
+                Ok(BatchEntry::Notification(n)) if self.methods.contains(n.method_name()) => {
+                    *entry = Err(BatchEntryErr::new(Id::Null, unusable_id_error(&n.method)));
+                }
+                Ok(BatchEntry::Notification(n)) => normalize(&n.method, &mut n.params),
+                Err(_) => {}
             }
         }
-        self.0.batch(batch)
+        self.inner.batch(batch)
     }
 
     fn notification<'a>(
         &self,
         mut n: Notification<'a>,
     ) -> impl Future<Output = Self::NotificationResponse> + Send + 'a {
+        let refused = self.methods.contains(n.method_name()).then(|| unusable_id(&n.method));
         normalize(&n.method, &mut n.params);
-        self.0.notification(n)
+        let inner = self.inner.clone();
+        async move {
+            match refused {
+                Some(answer) => answer,
+                None => inner.notification(n).await,
+            }
+        }
     }
 }
 

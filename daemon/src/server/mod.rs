@@ -3,6 +3,7 @@
 
 pub mod listen;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,11 +40,14 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
         .max_connections(limits.max_connections)
         .set_message_buffer_capacity(limits.subscriber_buffer)
         .build();
+    let methods = rpc::methods(core.clone())?;
+    let names: Arc<HashSet<String>> = Arc::new(methods.method_names().map(str::to_owned).collect());
     let svc_builder = Server::builder()
         .set_config(config)
-        .set_rpc_middleware(RpcServiceBuilder::new().layer_fn(NamedParams))
+        .set_rpc_middleware(
+            RpcServiceBuilder::new().layer_fn(move |s| NamedParams::new(s, names.clone())),
+        )
         .to_service_builder();
-    let methods = rpc::methods(core.clone())?;
     let (stop_handle, server_handle) = stop_channel();
     let slots = Arc::new(Semaphore::new(usize::try_from(limits.max_connections)?));
     let tracker = TaskTracker::new();

@@ -141,8 +141,16 @@ pub async fn handshake(
     let params =
         HelloParams { protocol_version: PROTOCOL_VERSION, client: Some(opts.client.clone()) };
     match client.hello(params).await {
-        Ok(hello) => Ok(hello),
-        Err(RpcError::Call(e)) if e.code() == ErrorCode::VersionMismatch.code() => {
+        Ok(hello) => {
+            if let Some(limit) = hello.max_message_size {
+                client.set_peer_limit(limit);
+            }
+            Ok(hello)
+        }
+        // A daemon of protocol version 1 said a mismatch with -32001.
+        Err(RpcError::Call(e))
+            if e.code() == ErrorCode::VersionMismatch.code() || e.code() == -32001 =>
+        {
             Err(ConnectError::VersionMismatch(e.message().to_owned()))
         }
         Err(e) => Err(ConnectError::Rpc(e)),

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Poll;
 use std::time::Duration;
@@ -79,6 +79,8 @@ struct Shared {
     next_id: AtomicU64,
     request_timeout: Duration,
     subscription_buffer: usize,
+    /// The daemon's largest message (from `daemon/hello`); 0 until known.
+    peer_limit: AtomicU32,
 }
 
 impl Shared {
@@ -99,6 +101,23 @@ impl Shared {
         }
         routes.calls.insert(id, waiter);
         Ok(id)
+    }
+
+    /// Refuse a request the daemon could not read: it would be answered with id null.
+    fn check_size(&self, text: &str) -> Result<(), Error> {
+        let limit = self.peer_limit.load(Ordering::Relaxed);
+        if limit == 0 || text.len() <= limit as usize {
+            return Ok(());
+        }
+        Err(Error::Call(ErrorObject::owned::<()>(
+            REQUEST_TOO_LARGE,
+            format!(
+                "the request is {} bytes, over the daemon's limit of {limit} bytes (its \
+                 --max-message-size); it was not sent",
+                text.len()
+            ),
+            None,
+        )))
     }
 
     /// Write one message. The caller writes it itself; if the socket cannot take it at once,
@@ -138,6 +157,7 @@ impl Shared {
         let id = self.register(waiter)?;
         let _route = Registration { shared: self, id };
         let text = serde_json::to_string(&Request::borrowed(method, params, Id::Number(id)))?;
+        self.check_size(&text)?;
         let exchange = async {
             self.send(text).await?;
             rx.await.map_err(|_| self.ended())?
@@ -216,9 +236,16 @@ impl Client {
             next_id: AtomicU64::new(1),
             request_timeout,
             subscription_buffer: subscription_buffer.max(1),
+            peer_limit: AtomicU32::new(0),
         });
         let reader = tokio::spawn(read(receiver, Arc::downgrade(&shared)));
         Self { shared, reader }
+    }
+
+    /// Tell the client the daemon's message limit (from `daemon/hello`): larger requests then
+    /// fail at once, unsent.
+    pub fn set_peer_limit(&self, max_message_size: u32) {
+        self.shared.peer_limit.store(max_message_size, Ordering::Relaxed);
     }
 
     /// Whether the connection is still up.
@@ -310,6 +337,7 @@ impl ClientT for Client {
             requests.push(Request::borrowed(method, params.as_deref(), Id::Number(id)));
         }
         let text = serde_json::to_string(&requests)?;
+        self.shared.check_size(&text)?;
         let exchange = async {
             self.shared.send(text).await?;
             Ok::<_, Error>(join_all(waiting).await)
@@ -457,13 +485,16 @@ async fn read(mut receiver: RawReceiver, shared: Weak<Shared>) {
             Err(e) => break format!("the connection to geminid ended: {e}"),
         };
         let Some(shared) = shared.upgrade() else { return };
-        if text.trim_start().starts_with('[') {
+        let ended = if text.trim_start().starts_with('[') {
             // Anything that is not JSON-RPC has nothing to route (the daemon never sends it).
-            if let Ok(batch) = serde_json::from_str::<Vec<&RawValue>>(&text) {
-                batch.iter().for_each(|m| route(&shared, m.get()));
-            }
+            serde_json::from_str::<Vec<&RawValue>>(&text)
+                .map(|batch| batch.iter().find_map(|m| route(&shared, m.get())))
+                .unwrap_or_default()
         } else {
-            route(&shared, &text);
+            route(&shared, &text)
+        };
+        if let Some(reason) = ended {
+            break reason;
         }
     };
     if let Some(shared) = shared.upgrade() {
@@ -476,11 +507,47 @@ async fn read(mut receiver: RawReceiver, shared: Weak<Shared>) {
     }
 }
 
-fn route(shared: &Arc<Shared>, text: &str) {
-    let Ok(msg) = serde_json::from_str::<Incoming<'_>>(text) else { return };
+/// The code jsonrpsee answers an unreadably large request with.
+const REQUEST_TOO_LARGE: i32 = -32007;
+
+/// An error the daemon answered with id null: it could not read the request it answers (too
+/// large, or not JSON). With one call waiting, that call is the one; with several, nobody can
+/// know whose it was, and the connection ends so that none of them waits for ever.
+fn unattributed(shared: &Arc<Shared>, error: &ErrorObject<'_>) -> Option<String> {
+    let message = if error.code() == REQUEST_TOO_LARGE {
+        let limit = error.data().map(|d| format!(" ({})", d.get().trim_matches('"')));
+        format!(
+            "geminid could not read a request: it is over the daemon's --max-message-size{}",
+            limit.unwrap_or_default()
+        )
+    } else {
+        format!("geminid could not read a request: {}", error.message())
+    };
+    let mut routes = shared.routes();
+    if routes.calls.len() == 1
+        && let Some(id) = routes.calls.keys().next().copied()
+        && let Some(Waiter::Call(tx)) = routes.calls.remove(&id)
+    {
+        let _ = tx.send(Err(Error::Call(ErrorObject::owned::<()>(error.code(), message, None))));
+        return None;
+    }
+    Some(message)
+}
+
+/// Route one message; `Some(reason)` when the connection must end.
+fn route(shared: &Arc<Shared>, text: &str) -> Option<String> {
+    let Ok(msg) = serde_json::from_str::<Incoming<'_>>(text) else { return None };
+    // `"id": null` reads as no id; an error without an id is the daemon's answer to a
+    // request it could not read.
+    if msg.id.is_none()
+        && msg.params.is_none()
+        && let Some(e) = &msg.error
+    {
+        return unattributed(shared, e);
+    }
     if let Some(id) = msg.id {
-        let Ok(id) = serde_json::from_str::<u64>(id.get()) else { return };
-        let Some(waiter) = shared.routes().calls.remove(&id) else { return };
+        let Ok(id) = serde_json::from_str::<u64>(id.get()) else { return None };
+        let waiter = shared.routes().calls.remove(&id)?;
         let answer: Answer = match (msg.result, msg.error) {
             (_, Some(e)) => Err(Error::Call(e.into_owned())),
             (Some(r), None) => Ok(r.to_owned()),
@@ -506,16 +573,16 @@ fn route(shared: &Arc<Shared>, text: &str) {
                 }
             }
         }
-        return;
+        return None;
     }
-    let Some(p) = msg.params else { return };
+    let p = msg.params?;
     let key = p.subscription.get();
     let mut routes = shared.routes();
-    let Some(slot) = routes.subscriptions.get(key) else { return };
+    let slot = routes.subscriptions.get(key)?;
     let item = match (p.result, p.error) {
         (_, Some(e)) => Err(Error::Call(e.into_owned())),
         (Some(r), None) => Ok(r.to_owned()),
-        (None, None) => return,
+        (None, None) => return None,
     };
     let ended = item.is_err();
     match slot.tx.try_send(item) {
@@ -535,4 +602,5 @@ fn route(shared: &Arc<Shared>, text: &str) {
             shared.clone().unsubscribe_later(unsubscribe, key.to_owned());
         }
     }
+    None
 }
