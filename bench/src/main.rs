@@ -135,7 +135,7 @@ async fn main() -> anyhow::Result<()> {
         let (mut tx, mut rx) =
             geminid_protocol::client::connect_raw(daemon.socket(), 1 << 20).await?;
         let msg =
-            r#"{"jsonrpc":"2.0","id":1,"method":"daemon/hello","params":{"protocolVersion":1}}"#;
+            r#"{"jsonrpc":"2.0","id":1,"method":"daemon/hello","params":{"protocolVersion":2}}"#;
         let mut samples = Vec::with_capacity(RPC_CALLS);
         for _ in 0..RPC_CALLS {
             let t = Instant::now();

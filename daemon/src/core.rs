@@ -60,6 +60,9 @@ pub struct Core {
     pub watch_changed: tokio::sync::Notify,
     shutdown: CancellationToken,
     shutdown_reason: OnceLock<String>,
+    /// Cancelled when the shutdown grace is over: calls still running are answered
+    /// `shuttingDown` and stopped.
+    calls_cut: CancellationToken,
 }
 
 impl Core {
@@ -83,6 +86,7 @@ impl Core {
             watch_changed: tokio::sync::Notify::new(),
             shutdown: CancellationToken::new(),
             shutdown_reason: OnceLock::new(),
+            calls_cut: CancellationToken::new(),
         })
     }
 
@@ -233,6 +237,12 @@ impl Core {
 
     /// These sessions lost their last connection: their servers may go (after the linger).
     pub fn sessions_unattached(&self, ids: &[String]) {
+        // Connections close on their own during a shutdown; a session's servers must keep
+        // serving the calls still running (of other connections) until the end of the grace,
+        // when every server is stopped anyway.
+        if self.shutdown.is_cancelled() {
+            return;
+        }
         for id in ids {
             self.mcp.release_session(id);
         }
@@ -275,6 +285,21 @@ impl Core {
     /// Cancelled when shutdown begins.
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.shutdown
+    }
+
+    /// Why the daemon is shutting down, once it is.
+    pub fn shutdown_reason(&self) -> Option<&str> {
+        self.shutdown_reason.get().map(String::as_str)
+    }
+
+    /// Cancelled once the shutdown grace is over (see [`Core::cut_calls`]).
+    pub fn calls_cut(&self) -> &CancellationToken {
+        &self.calls_cut
+    }
+
+    /// End the shutdown grace: every call still running is answered `shuttingDown`.
+    pub fn cut_calls(&self) {
+        self.calls_cut.cancel();
     }
 
     /// Count a new connection.

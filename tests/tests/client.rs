@@ -209,3 +209,61 @@ async fn calls_and_streams_end_cleanly_when_the_daemon_dies() -> anyhow::Result<
     drop((client, daemon, home));
     Ok(())
 }
+
+/// Twenty calls that outlast the shutdown grace, over five connections: each gets an answer
+/// (`shuttingDown`), none a bare closed connection; new work sent after the SIGTERM is refused
+/// with that code or meets a closed connection, and never waits.
+#[tokio::test]
+async fn every_call_in_flight_at_sigterm_is_answered() -> anyhow::Result<()> {
+    use geminid_protocol::error::ErrorCode;
+    use nix::sys::signal::Signal;
+    let t = Setup::new(json!({ "fx": stdio(&[]) })).await?;
+    let Setup { home: _home, mut daemon, client, session } = t;
+    let _keep = &client;
+    let start = json!({"session": session, "wait": true});
+    client.request::<Value, _>("mcp/start", rpc_params![start]).await?;
+    let mut clients = Vec::new();
+    for _ in 0..5 {
+        clients.push(daemon.client().await?);
+    }
+    let calls = (0..20).map(|i| {
+        let c = &clients[i % clients.len()];
+        let p = json!({ "session": session, "name": "mcp_fx_sleep", "args": { "ms": 30_000 } });
+        c.request::<Value, _>("tools/call", rpc_params![p])
+    });
+    let all = futures::future::join_all(calls);
+    let stopper = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        daemon.signal(Signal::SIGTERM)?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // New work on a connection that is still open (it has calls running).
+        let p = json!({ "session": session, "name": "mcp_fx_echo", "args": { "text": "late" } });
+        let late = clients[0].request::<Value, _>("tools/call", rpc_params![p]).await;
+        anyhow::Ok(late)
+    };
+    let started = std::time::Instant::now();
+    let (answers, late) =
+        tokio::time::timeout(Duration::from_secs(20), async { tokio::join!(all, stopper) }).await?;
+    let shutting_down = ErrorCode::ShuttingDown.code();
+    match late? {
+        Err(RpcError::Call(e)) => {
+            assert_eq!(e.code(), shutting_down, "{e:?}");
+            assert!(e.message().contains("takes no new work"), "{}", e.message());
+        }
+        Err(RpcError::RestartNeeded(_)) => {}
+        other => panic!("a call after SIGTERM: {other:?}"),
+    }
+    for (i, answer) in answers.into_iter().enumerate() {
+        match answer {
+            Err(RpcError::Call(e)) => {
+                assert_eq!(e.code(), shutting_down, "call {i}: {e:?}\n{}", daemon.log());
+                assert!(e.message().contains("grace"), "call {i}: {}", e.message());
+            }
+            other => panic!("call {i} got {other:?}"),
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(12), "took {:?}", started.elapsed());
+    let status = daemon.wait_exit(Duration::from_secs(10)).await?;
+    assert!(status.success(), "exit {status}\n{}", daemon.log());
+    Ok(())
+}

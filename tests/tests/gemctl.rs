@@ -213,7 +213,7 @@ async fn rpc_bridge_relays_lines_and_subscriptions() -> anyhow::Result<()> {
     };
     writeln!(
         stdin,
-        r#"{{"jsonrpc":"2.0","id":1,"method":"daemon/hello","params":{{"protocolVersion":1}}}}"#
+        r#"{{"jsonrpc":"2.0","id":1,"method":"daemon/hello","params":{{"protocolVersion":2}}}}"#
     )?;
     assert_eq!(next()?["result"]["pid"], daemon.pid());
     writeln!(

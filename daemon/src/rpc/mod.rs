@@ -18,7 +18,7 @@ use geminid_protocol::api::{
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
-pub use params::NamedParams;
+pub use params::Intake;
 
 use crate::core::Core;
 use crate::session::ConnId;

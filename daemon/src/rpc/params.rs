@@ -7,28 +7,77 @@
 //! sender would wait for ever. geminid takes no notifications at all; one that names one of
 //! its methods is such a request, and is answered with JSON-RPC's invalid-request error (id
 //! null: there is no id to answer with).
+//!
+//! And shutdown: once it has begun, new work is answered `shuttingDown`; once its grace is
+//! over, every call still running is answered `shuttingDown` and stopped, so no caller is
+//! left with a closed connection and no answer.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use geminid_protocol::error::ErrorCode;
 use jsonrpsee::MethodResponse;
 use jsonrpsee::core::middleware::{Batch, BatchEntry, BatchEntryErr, Notification, RpcServiceT};
 use jsonrpsee::types::{ErrorObject, Id, Request};
 use serde_json::value::RawValue;
 
-/// RPC middleware that normalizes named params to positional, and answers requests with an
-/// unusable id.
-#[derive(Debug, Clone)]
-pub struct NamedParams<S> {
+use crate::core::Core;
+
+/// The RPC middleware every call passes through: named params made positional, requests
+/// with an unusable id answered, and calls during shutdown answered.
+#[derive(Clone)]
+pub struct Intake<S> {
     inner: S,
     methods: Arc<HashSet<String>>,
+    core: Arc<Core>,
 }
 
-impl<S> NamedParams<S> {
+impl<S> std::fmt::Debug for Intake<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Intake").field("methods", &self.methods.len()).finish_non_exhaustive()
+    }
+}
+
+impl<S> Intake<S> {
     /// Wrap `inner`; `methods` are the daemon's method names.
-    pub fn new(inner: S, methods: Arc<HashSet<String>>) -> Self {
-        Self { inner, methods }
+    pub fn new(inner: S, methods: Arc<HashSet<String>>, core: Arc<Core>) -> Self {
+        Self { inner, methods, core }
+    }
+}
+
+/// Methods still served once shutdown has begun: they start no work.
+fn served_while_stopping(method: &str) -> bool {
+    method.starts_with("daemon/") || UNSUBSCRIBE.contains(&method)
+}
+
+/// Answer `call`, or `shuttingDown` if the shutdown grace ends first.
+async fn within_grace<F>(core: Arc<Core>, id: Id<'static>, call: F) -> MethodResponse
+where
+    F: Future<Output = MethodResponse>,
+{
+    let reason = |core: &Core| core.shutdown_reason().unwrap_or("shutdown").to_owned();
+    if core.shutdown_token().is_cancelled() {
+        return MethodResponse::error(
+            id,
+            ErrorCode::ShuttingDown.error(format!(
+                "geminid is shutting down ({}) and takes no new work; retry once it is back",
+                reason(&core)
+            )),
+        );
+    }
+    tokio::select! {
+        biased;
+        answer = call => answer,
+        () = core.calls_cut().cancelled() => MethodResponse::error(
+            id,
+            ErrorCode::ShuttingDown.error(format!(
+                "geminid is shutting down ({}): the call was still running after the {}s grace \
+                 and was stopped",
+                reason(&core),
+                crate::server::SHUTDOWN_GRACE.as_secs()
+            )),
+        ),
     }
 }
 
@@ -76,9 +125,13 @@ fn normalize(method: &str, params: &mut Option<Cow<'_, RawValue>>) {
     wrap(params);
 }
 
-impl<S> RpcServiceT for NamedParams<S>
+impl<S> RpcServiceT for Intake<S>
 where
-    S: RpcServiceT<NotificationResponse = MethodResponse> + Send + Sync + Clone + 'static,
+    S: RpcServiceT<MethodResponse = MethodResponse, NotificationResponse = MethodResponse>
+        + Send
+        + Sync
+        + Clone
+        + 'static,
 {
     type MethodResponse = S::MethodResponse;
     type NotificationResponse = S::NotificationResponse;
@@ -89,7 +142,16 @@ where
         mut req: Request<'a>,
     ) -> impl Future<Output = Self::MethodResponse> + Send + 'a {
         normalize(&req.method, &mut req.params);
-        self.inner.call(req)
+        let id = req.id.clone().into_owned();
+        let exempt = served_while_stopping(&req.method);
+        let call = self.inner.call(req);
+        let core = self.core.clone();
+        async move {
+            if exempt {
+                return call.await;
+            }
+            within_grace(core, id, call).await
+        }
     }
 
     fn batch<'a>(

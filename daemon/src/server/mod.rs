@@ -16,7 +16,7 @@ use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
 use crate::core::Core;
-use crate::rpc::{self, NamedParams};
+use crate::rpc::{self, Intake};
 use crate::session::ConnId;
 pub use listen::{Bound, ListenError, bind, lock_path};
 
@@ -24,6 +24,8 @@ pub use listen::{Bound, ListenError, bind, lock_path};
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
 /// How long in-flight calls get to finish once shutdown begins.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long the answers to calls cut at the end of the grace get to go out.
+const ANSWER_GRACE: Duration = Duration::from_secs(2);
 /// How long subscribers get to receive the shutting-down event before connections close.
 const SUBSCRIBER_DRAIN: Duration = Duration::from_secs(1);
 /// Pause after a failed accept (e.g. out of file descriptors) before trying again.
@@ -41,11 +43,13 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
         .set_message_buffer_capacity(limits.subscriber_buffer)
         .build();
     let methods = rpc::methods(core.clone())?;
+    let rpc_core = core.clone();
     let names: Arc<HashSet<String>> = Arc::new(methods.method_names().map(str::to_owned).collect());
     let svc_builder = Server::builder()
         .set_config(config)
         .set_rpc_middleware(
-            RpcServiceBuilder::new().layer_fn(move |s| NamedParams::new(s, names.clone())),
+            RpcServiceBuilder::new()
+                .layer_fn(move |s| Intake::new(s, names.clone(), rpc_core.clone())),
         )
         .to_service_builder();
     let (stop_handle, server_handle) = stop_channel();
@@ -115,7 +119,13 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
     let _ = server_handle.stop();
     tracker.close();
     if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait()).await.is_err() {
-        tracing::warn!(grace = ?SHUTDOWN_GRACE, "connections still open after the grace period; closing them");
+        // Every call still running is answered `shuttingDown` now; the connections close
+        // once those answers are out.
+        tracing::warn!(grace = ?SHUTDOWN_GRACE, "calls still running after the grace period; answering them shuttingDown");
+        core.cut_calls();
+        if tokio::time::timeout(ANSWER_GRACE, tracker.wait()).await.is_err() {
+            tracing::warn!("connections still open after the last answers; closing them");
+        }
     }
     core.mcp.shutdown().await;
     core.store().flush().await?;
