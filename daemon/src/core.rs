@@ -269,6 +269,7 @@ impl Core {
             connections: self.connections.load(Ordering::Relaxed),
             subscribers: to_u32(self.events.subscriber_count()),
             limits: self.info.limits,
+            warnings: self.store.warnings(),
         }
     }
 

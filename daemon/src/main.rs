@@ -160,6 +160,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // A daemon on another socket may use the same data directory: say who, not sled's error.
     let _data_lock = geminid::store::lock_dir(&data_dir, &socket)?;
     let store = Store::open(&data_dir)?;
+    if let Some(damage) = store.damage() {
+        tracing::error!(kept = %damage.kept.display(), "{}", damage.message());
+    }
     let mcp = McpOptions {
         linger: args.mcp_linger,
         backoff_initial: args.mcp_backoff,

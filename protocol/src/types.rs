@@ -74,6 +74,10 @@ pub struct StatusResult {
     pub subscribers: u32,
     /// The limits it enforces.
     pub limits: Limits,
+    /// What went wrong that the user should know about (a damaged database found at start,
+    /// writes failing now); empty when all is well.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Session counts in `daemon/status`.

@@ -5,7 +5,11 @@
 //! client is told about are flushed before the reply, so a SIGKILL right after loses nothing
 //! acknowledged. The environment a client sends is never stored here (it holds secrets).
 
+mod recover;
+
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use geminid_protocol::types::{SessionId, SessionState};
 use serde::de::DeserializeOwned;
@@ -27,7 +31,7 @@ const DEFAULT_PREFIX: &[u8] = b"d/";
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// sled failed.
-    #[error("database error at {path}: {source}")]
+    #[error("{}", sled_message(path, source))]
     Sled {
         /// The database directory.
         path: PathBuf,
@@ -66,6 +70,30 @@ pub enum StoreError {
         /// Who holds it, as its lock file says (`pid N, socket S`).
         holder: String,
     },
+    /// The manifest (how many sessions the database holds) could not be written.
+    #[error("cannot write the database manifest in {}: {source}", path.display())]
+    Manifest {
+        /// The database directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The damaged database could not be moved aside.
+    #[error(
+        "the database in {} is damaged ({what}) and could not be moved aside: {source}; move \
+         it away by hand, or use another --data-dir",
+        path.display()
+    )]
+    Damaged {
+        /// The database directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        what: String,
+        /// Why it could not be moved.
+        #[source]
+        source: std::io::Error,
+    },
     /// The database's lock file could not be used.
     #[error("cannot lock the database in {}: {source}", path.display())]
     Lock {
@@ -75,6 +103,17 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+}
+
+fn sled_message(path: &Path, source: &sled::Error) -> String {
+    match source {
+        sled::Error::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => format!(
+            "the disk holding the database ({}) is full, so this was not saved; free some space \
+             and try again (no restart needed)",
+            path.display()
+        ),
+        other => format!("database error at {}: {other}", path.display()),
+    }
 }
 
 /// Make the files sled wrote owner-only (it creates them with the process's umask, usually
@@ -197,34 +236,17 @@ pub struct ChildRecord {
     pub daemon_pid: u32,
 }
 
-/// The database handle; cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Store {
+/// The open sled handles.
+#[derive(Debug)]
+struct Open {
     db: sled::Db,
     sessions: sled::Tree,
     children: sled::Tree,
-    path: PathBuf,
 }
 
-impl Store {
-    /// Open (or create) the database in `dir`.
-    pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        let config = sled::Config::new()
-            .path(dir)
-            .cache_capacity(CACHE_CAPACITY_BYTES)
-            .flush_every_ms(Some(FLUSH_EVERY_MS));
-        let store = Self::from_config(config, dir.to_path_buf())?;
-        owner_only(dir);
-        Ok(store)
-    }
-
-    /// A throwaway in-memory database, for tests.
-    pub fn temporary() -> Result<Self, StoreError> {
-        Self::from_config(sled::Config::new().temporary(true), PathBuf::from("<temporary>"))
-    }
-
-    fn from_config(config: sled::Config, path: PathBuf) -> Result<Self, StoreError> {
-        let sled_err = |source| StoreError::Sled { path: path.clone(), source };
+impl Open {
+    fn new(config: &sled::Config, path: &Path) -> Result<Self, StoreError> {
+        let sled_err = |source| StoreError::Sled { path: path.to_path_buf(), source };
         let db = config.open().map_err(sled_err)?;
         let meta = db.open_tree("meta").map_err(sled_err)?;
         match meta.get("schema").map_err(sled_err)? {
@@ -234,7 +256,7 @@ impl Store {
                     reason: "not a 4-byte version".into(),
                 })?;
                 if found > SCHEMA_VERSION {
-                    return Err(StoreError::NewerSchema { path, found });
+                    return Err(StoreError::NewerSchema { path: path.to_path_buf(), found });
                 }
             }
             None => {
@@ -243,22 +265,180 @@ impl Store {
         }
         let sessions = db.open_tree("sessions").map_err(sled_err)?;
         let children = db.open_tree("children").map_err(sled_err)?;
-        Ok(Self { db, sessions, children, path })
+        Ok(Self { db, sessions, children })
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    path: PathBuf,
+    config: sled::Config,
+    /// Whether `path` is a directory on disk (not a temporary database).
+    on_disk: bool,
+    /// `None` only while a reopen failed; the next use tries again.
+    open: std::sync::RwLock<Option<Arc<Open>>>,
+    /// Set when sled failed on I/O (a full disk): sled keeps failing after that until it is
+    /// opened again, so the next use reopens it.
+    broken: AtomicBool,
+    /// Session records: what the manifest says after a flush.
+    session_count: AtomicUsize,
+    /// A session was added since the manifest was last written.
+    manifest_behind: AtomicBool,
+    /// What was found damaged when the database was opened.
+    damage: Option<recover::Damage>,
+}
+
+/// The database handle; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    shared: Arc<Shared>,
+}
+
+impl Store {
+    /// Open (or create) the database in `dir`. A database found damaged (its file gone, sled
+    /// unable to open it, or fewer sessions than it last held) is moved aside into
+    /// `damaged-<time>/`, what could still be read is carried over into a fresh one, and the
+    /// loss is kept for [`Store::damage`].
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let config = sled::Config::new()
+            .path(dir)
+            .cache_capacity(CACHE_CAPACITY_BYTES)
+            .flush_every_ms(Some(FLUSH_EVERY_MS));
+        let (open, damage) = recover::open_checked(&config, dir)?;
+        let store = Self::from_open(open, config, dir.to_path_buf(), true, damage);
+        store.write_manifest()?;
+        owner_only(dir);
+        Ok(store)
+    }
+
+    /// A throwaway in-memory database, for tests.
+    pub fn temporary() -> Result<Self, StoreError> {
+        let config = sled::Config::new().temporary(true);
+        let path = PathBuf::from("<temporary>");
+        let open = Open::new(&config, &path)?;
+        Ok(Self::from_open(open, config, path, false, None))
+    }
+
+    fn from_open(
+        open: Open,
+        config: sled::Config,
+        path: PathBuf,
+        on_disk: bool,
+        damage: Option<recover::Damage>,
+    ) -> Self {
+        let count = open.sessions.scan_prefix(SESSION_PREFIX).count();
+        Self {
+            shared: Arc::new(Shared {
+                path,
+                config,
+                on_disk,
+                open: std::sync::RwLock::new(Some(Arc::new(open))),
+                broken: AtomicBool::new(false),
+                session_count: AtomicUsize::new(count),
+                manifest_behind: AtomicBool::new(false),
+                damage,
+            }),
+        }
     }
 
     /// Where the database lives.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.shared.path
+    }
+
+    /// What was found damaged when it was opened, if anything.
+    pub fn damage(&self) -> Option<&recover::Damage> {
+        self.shared.damage.as_ref()
+    }
+
+    /// What `daemon/status` should say about the database.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out: Vec<String> =
+            self.damage().map(recover::Damage::message).into_iter().collect();
+        if self.shared.broken.load(Ordering::Acquire) {
+            out.push(format!(
+                "the last write to the database in {} failed (is its disk full?); the next \
+                 write tries again",
+                self.shared.path.display()
+            ));
+        }
+        out
+    }
+
+    /// The open handles, for reading: a database whose writes failed still serves reads.
+    fn handles(&self) -> Result<Arc<Open>, StoreError> {
+        if let Some(open) = self.shared.open.read().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Ok(open);
+        }
+        self.reopen()
+    }
+
+    /// The open handles, for writing: after an I/O failure (sled keeps failing once one
+    /// happened) sled is opened afresh first, so writes work again once the disk has room.
+    fn handles_for_write(&self) -> Result<Arc<Open>, StoreError> {
+        if self.shared.broken.load(Ordering::Acquire) && self.shared.on_disk {
+            return self.reopen();
+        }
+        self.handles()
+    }
+
+    /// Close sled and open it again. Everything acknowledged was flushed, so nothing
+    /// acknowledged is lost; what failed to be written is gone, as its caller was told.
+    fn reopen(&self) -> Result<Arc<Open>, StoreError> {
+        let mut slot = self.shared.open.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(open) = slot.as_ref()
+            && !self.shared.broken.load(Ordering::Acquire)
+        {
+            return Ok(open.clone()); // another caller reopened it meanwhile
+        }
+        // Opening writes; with no room it would fail, and the handles that still serve
+        // reads would be gone for nothing.
+        if !recover::has_room(&self.shared.path) {
+            return Err(StoreError::Sled {
+                path: self.shared.path.clone(),
+                source: sled::Error::Io(std::io::ErrorKind::StorageFull.into()),
+            });
+        }
+        // sled holds a lock on its file until every handle is gone.
+        drop(slot.take());
+        match Open::new(&self.shared.config, &self.shared.path) {
+            Ok(open) => {
+                let count = open.sessions.scan_prefix(SESSION_PREFIX).count();
+                self.shared.session_count.store(count, Ordering::Release);
+                let open = Arc::new(open);
+                *slot = Some(open.clone());
+                self.shared.broken.store(false, Ordering::Release);
+                tracing::info!(path = %self.shared.path.display(), "database reopened after a write failure");
+                Ok(open)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the database could not be reopened yet");
+                Err(e)
+            }
+        }
     }
 
     fn err(&self, source: sled::Error) -> StoreError {
-        StoreError::Sled { path: self.path.clone(), source }
+        if matches!(source, sled::Error::Io(_)) {
+            self.shared.broken.store(true, Ordering::Release);
+        }
+        StoreError::Sled { path: self.shared.path.clone(), source }
+    }
+
+    /// Write the manifest: the number of sessions the database holds at least.
+    fn write_manifest(&self) -> Result<(), StoreError> {
+        if !self.shared.on_disk {
+            return Ok(());
+        }
+        let count = self.shared.session_count.load(Ordering::Acquire);
+        recover::write_manifest(&self.shared.path, count)
+            .map_err(|source| StoreError::Manifest { path: self.shared.path.clone(), source })
     }
 
     /// One session.
     pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         let key = session_key(id);
-        match self.sessions.get(&key).map_err(|e| self.err(e))? {
+        match self.handles()?.sessions.get(&key).map_err(|e| self.err(e))? {
             Some(bytes) => decode(&key, &bytes, SESSION_RECORD_VERSION).map(Some),
             None => Ok(None),
         }
@@ -283,7 +463,11 @@ impl Store {
         if let Some(last) = end.last_mut() {
             *last += 1;
         }
-        self.sessions.range(start..end).filter_map(move |item| {
+        let (range, failed) = match self.handles() {
+            Ok(open) => (Some(open.sessions.range(start..end)), None),
+            Err(e) => (None, Some(Err(e))),
+        };
+        failed.into_iter().chain(range.into_iter().flatten().filter_map(move |item| {
             let (key, bytes) = match item {
                 Ok(kv) => kv,
                 Err(e) => return Some(Err(self.err(e))),
@@ -295,48 +479,70 @@ impl Store {
                     None
                 }
             }
-        })
+        }))
     }
 
     /// The number of session records.
     pub fn session_count(&self) -> usize {
-        self.sessions.scan_prefix(SESSION_PREFIX).count()
+        self.handles().map_or(0, |o| o.sessions.scan_prefix(SESSION_PREFIX).count())
     }
 
     /// The default session id of a workspace.
     pub fn default_session(&self, workspace: &str) -> Result<Option<SessionId>, StoreError> {
-        let v = self.sessions.get(default_key(workspace)).map_err(|e| self.err(e))?;
+        let v = self.handles()?.sessions.get(default_key(workspace)).map_err(|e| self.err(e))?;
         Ok(v.map(|b| String::from_utf8_lossy(&b).into_owned()))
     }
 
     /// Write a session (and, for a default session, its workspace's pointer) atomically.
     pub fn put_session(&self, rec: &SessionRecord) -> Result<(), StoreError> {
+        let open = self.handles_for_write()?;
+        let key = session_key(&rec.id);
+        let new = !open.sessions.contains_key(&key).map_err(|e| self.err(e))?;
         let mut batch = sled::Batch::default();
-        batch.insert(session_key(&rec.id), encode(rec, SESSION_RECORD_VERSION));
+        batch.insert(key, encode(rec, SESSION_RECORD_VERSION));
         if rec.is_default {
             batch.insert(default_key(&rec.workspace), rec.id.as_bytes());
         }
-        self.sessions.apply_batch(batch).map_err(|e| self.err(e))
+        open.sessions.apply_batch(batch).map_err(|e| self.err(e))?;
+        if new {
+            // The manifest follows at the next flush: it never counts a session that is
+            // not on disk yet.
+            self.shared.session_count.fetch_add(1, Ordering::AcqRel);
+            self.shared.manifest_behind.store(true, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// Delete a session and, if it is its workspace's default, the pointer to it.
     pub fn delete_session(&self, rec: &SessionRecord) -> Result<(), StoreError> {
+        let open = self.handles_for_write()?;
+        let key = session_key(&rec.id);
+        if open.sessions.contains_key(&key).map_err(|e| self.err(e))? {
+            // The manifest goes first: it never counts more sessions than the disk holds.
+            let before = self.shared.session_count.fetch_sub(1, Ordering::AcqRel);
+            if before == 0 {
+                self.shared.session_count.store(0, Ordering::Release);
+            }
+            self.write_manifest()?;
+        }
         let mut batch = sled::Batch::default();
-        batch.remove(session_key(&rec.id));
+        batch.remove(key);
         if self.default_session(&rec.workspace)?.as_deref() == Some(rec.id.as_str()) {
             batch.remove(default_key(&rec.workspace));
         }
-        self.sessions.apply_batch(batch).map_err(|e| self.err(e))
+        open.sessions.apply_batch(batch).map_err(|e| self.err(e))
     }
 
     /// Record a child process (flushed at once: it must survive a SIGKILL of the daemon).
     pub async fn put_child(&self, rec: &ChildRecord) -> Result<(), StoreError> {
-        self.children
+        let open = self.handles_for_write()?;
+        open.children
             .insert(rec.pid.to_be_bytes(), encode(rec, CHILD_RECORD_VERSION))
             .map_err(|e| self.err(e))?;
         // A blocking flush on the blocking pool: sled's `flush_async` was seen to never
         // complete when several children started at once.
-        let tree = self.children.clone();
+        let tree = open.children.clone();
+        drop(open);
         match tokio::task::spawn_blocking(move || tree.flush()).await {
             Ok(r) => r.map(drop).map_err(|e| self.err(e)),
             Err(e) => Err(StoreError::Corrupt { key: "children".into(), reason: e.to_string() }),
@@ -345,12 +551,17 @@ impl Store {
 
     /// Forget a child process (it was stopped and reaped).
     pub fn remove_child(&self, pid: u32) -> Result<(), StoreError> {
-        self.children.remove(pid.to_be_bytes()).map(drop).map_err(|e| self.err(e))
+        self.handles_for_write()?
+            .children
+            .remove(pid.to_be_bytes())
+            .map(drop)
+            .map_err(|e| self.err(e))
     }
 
     /// Every recorded child process; unreadable records are skipped with a warning.
     pub fn children(&self) -> Vec<ChildRecord> {
-        self.children
+        let Ok(open) = self.handles() else { return Vec::new() };
+        open.children
             .iter()
             .filter_map(|item| {
                 let (k, v) = item.ok()?;
@@ -361,9 +572,26 @@ impl Store {
             .collect()
     }
 
-    /// Make everything written so far durable.
+    /// Make everything written so far durable (and the manifest with it).
     pub async fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush_async().await.map(drop).map_err(|e| self.err(e))
+        let open = self.handles_for_write()?;
+        let db = open.db.clone();
+        drop(open);
+        db.flush_async().await.map(drop).map_err(|e| self.err(e))?;
+        if self.shared.manifest_behind.swap(false, Ordering::AcqRel)
+            && let Err(e) = self.write_manifest()
+        {
+            // What was flushed is safe; a manifest left behind only counts fewer sessions
+            // than there are, and the next flush tries again.
+            tracing::warn!(error = %e, "the database manifest was not updated");
+            self.shared.manifest_behind.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    #[cfg(test)]
+    fn sessions_tree(&self) -> sled::Tree {
+        self.handles().map(|o| o.sessions.clone()).unwrap_or_else(|_| unreachable!())
     }
 }
 
@@ -432,8 +660,8 @@ mod tests {
     #[test]
     fn newer_record_versions_are_reported_not_misread() -> anyhow::Result<()> {
         let store = Store::temporary()?;
-        store.sessions.insert(session_key("x"), br#"{"v":99,"id":"x"}"#.to_vec())?;
-        store.sessions.insert(session_key("y"), b"not json".to_vec())?;
+        store.sessions_tree().insert(session_key("x"), br#"{"v":99,"id":"x"}"#.to_vec())?;
+        store.sessions_tree().insert(session_key("y"), b"not json".to_vec())?;
         let err = store.session("x").err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("record version 99 is newer"), "{err}");
         assert!(store.session("y").is_err());

@@ -1,0 +1,261 @@
+//! Opening a database that may be damaged.
+//!
+//! sled recovers what it can and says nothing: a database truncated, overwritten at its start
+//! or whose `db` file is gone opens as an empty (or shorter) one, and the daemon would then
+//! write over what was left. Beside the database, `geminid.db.manifest` says how many
+//! sessions it held at least (raised after a flush, lowered before a delete, so it never
+//! counts one the disk does not hold). A database that holds fewer, that sled cannot open,
+//! or whose file is gone is damaged: it is moved aside into `damaged-<time>/`, what could
+//! still be read is carried over into a fresh one, and the loss is reported.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Open, SESSION_PREFIX, StoreError};
+use crate::clock;
+
+/// The manifest's file name, in the database directory.
+pub const MANIFEST: &str = "geminid.db.manifest";
+
+/// The files and directories sled keeps in its directory.
+fn is_sled_file(name: &str) -> bool {
+    matches!(name, "conf" | "db" | "blobs" | MANIFEST) || name.starts_with("snap.")
+}
+
+#[derive(Serialize, Deserialize)]
+struct Manifest {
+    v: u32,
+    sessions: usize,
+}
+
+/// What was found wrong with the database when it was opened.
+#[derive(Debug, Clone)]
+pub struct Damage {
+    /// What was wrong.
+    pub what: String,
+    /// Where the damaged copy was moved.
+    pub kept: PathBuf,
+    /// The sessions it held, as the manifest said (unknown without one).
+    pub expected: Option<usize>,
+    /// The sessions read from it and carried over.
+    pub recovered: usize,
+}
+
+impl Damage {
+    /// One sentence for the log and `daemon/status`.
+    pub fn message(&self) -> String {
+        let lost = match self.expected {
+            Some(n) => format!(
+                "{} of its {n} sessions were lost, {} recovered",
+                n.saturating_sub(self.recovered),
+                self.recovered
+            ),
+            None => format!("{} sessions were recovered", self.recovered),
+        };
+        format!(
+            "the database was damaged ({}): {lost}; the damaged copy is kept in {}",
+            self.what,
+            self.kept.display()
+        )
+    }
+}
+
+/// Room sled needs to open: it may write a segment (512 KiB) at once.
+const ROOM_TO_OPEN: u64 = 2 * 512 * 1024;
+
+/// Whether the disk holding `dir` has room for sled to open.
+pub fn has_room(dir: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        match nix::sys::statvfs::statvfs(dir) {
+            Ok(st) => {
+                // The widths of these types differ between platforms.
+                #[allow(clippy::useless_conversion)]
+                let free =
+                    u64::from(st.blocks_available()).saturating_mul(u64::from(st.fragment_size()));
+                free >= ROOM_TO_OPEN
+            }
+            Err(_) => true,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        true
+    }
+}
+
+/// Write the manifest atomically (a new file renamed over the old one), owner-only.
+pub fn write_manifest(dir: &Path, sessions: usize) -> std::io::Result<()> {
+    let path = dir.join(MANIFEST);
+    let tmp = dir.join(format!("{MANIFEST}.tmp"));
+    let body = serde_json::to_vec(&Manifest { v: 1, sessions }).map_err(std::io::Error::other)?;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(&tmp)?;
+    f.write_all(&body)?;
+    drop(f);
+    std::fs::rename(&tmp, &path)
+}
+
+fn read_manifest(dir: &Path) -> Option<usize> {
+    let bytes = std::fs::read(dir.join(MANIFEST)).ok()?;
+    match serde_json::from_slice::<Manifest>(&bytes) {
+        Ok(m) => Some(m.sessions),
+        Err(e) => {
+            tracing::warn!(error = %e, "the database manifest is unreadable; ignoring it");
+            None
+        }
+    }
+}
+
+/// Every key and value sled can still read, tree by tree.
+type Salvage = Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>;
+
+fn salvage(open: &Open) -> Salvage {
+    let mut out = Vec::new();
+    for name in open.db.tree_names() {
+        let Ok(tree) = open.db.open_tree(&name) else { continue };
+        let entries = tree.iter().filter_map(Result::ok).map(|(k, v)| (k.to_vec(), v.to_vec()));
+        out.push((name.to_vec(), entries.collect()));
+    }
+    out
+}
+
+/// Whether an error opening the database means it is damaged (rather than locked, newer,
+/// or unreachable).
+fn is_damage(e: &StoreError) -> bool {
+    match e {
+        StoreError::Sled { source: sled::Error::Corruption { .. }, .. } => true,
+        StoreError::Sled { source: sled::Error::Io(io), .. } => {
+            matches!(io.kind(), std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof)
+        }
+        StoreError::Corrupt { .. } => true,
+        _ => false,
+    }
+}
+
+/// Largest database copied before sled opens it (see [`open_checked`]).
+const PRISTINE_COPY_MAX: u64 = 256 * 1024 * 1024;
+
+/// sled writes to its files as it opens them, damaged or not. So that a damaged database is
+/// kept as it was found, its files are copied into `.opening/` first (up to
+/// [`PRISTINE_COPY_MAX`]; a larger one is kept as sled left it), and the copy removed once
+/// the database proves sound.
+fn pristine_copy(dir: &Path) -> Option<PathBuf> {
+    let files: Vec<_> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| is_sled_file(&e.file_name().to_string_lossy()))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .collect();
+    let total: u64 = files.iter().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum();
+    if files.is_empty() || total > PRISTINE_COPY_MAX {
+        return None;
+    }
+    let copy = dir.join(".opening");
+    let _ = std::fs::remove_dir_all(&copy);
+    let made = (|| {
+        std::fs::create_dir(&copy)?;
+        for e in &files {
+            std::fs::copy(e.path(), copy.join(e.file_name()))?;
+        }
+        std::io::Result::Ok(())
+    })();
+    match made {
+        Ok(()) => Some(copy),
+        Err(e) => {
+            tracing::debug!(error = %e, "no copy of the database before opening it");
+            let _ = std::fs::remove_dir_all(&copy);
+            None
+        }
+    }
+}
+
+/// Open the database in `dir`, moving it aside and starting afresh (with what could be
+/// read) if it is damaged.
+pub(super) fn open_checked(
+    config: &sled::Config,
+    dir: &Path,
+) -> Result<(Open, Option<Damage>), StoreError> {
+    let expected = read_manifest(dir);
+    let was_here = expected.is_some() || dir.join("conf").exists();
+    let mut copy = None;
+    let (what, salvaged) = if was_here && !dir.join("db").exists() {
+        ("its file `db` is missing".to_owned(), Salvage::new())
+    } else {
+        copy = was_here.then(|| pristine_copy(dir)).flatten();
+        match Open::new(config, dir) {
+            Ok(open) => {
+                let found = open.sessions.scan_prefix(SESSION_PREFIX).count();
+                match expected {
+                    Some(n) if found < n => {
+                        ("sessions are missing from it".to_owned(), salvage(&open))
+                    }
+                    _ => {
+                        if let Some(copy) = copy {
+                            let _ = std::fs::remove_dir_all(copy);
+                        }
+                        return Ok((open, None));
+                    }
+                }
+            }
+            Err(e) if is_damage(&e) => (format!("it cannot be opened: {e}"), Salvage::new()),
+            Err(e) => {
+                if let Some(copy) = copy {
+                    let _ = std::fs::remove_dir_all(copy);
+                }
+                return Err(e);
+            }
+        }
+    };
+    // The handles to the damaged database are closed by now (sled locks its file).
+    let kept = dir.join(format!("damaged-{}", clock::rfc3339(clock::now_ms()).replace(':', "")));
+    let moved = (|| {
+        let sled_files = std::fs::read_dir(dir)?
+            .filter_map(Result::ok)
+            .filter(|e| is_sled_file(&e.file_name().to_string_lossy()));
+        match &copy {
+            // The copy is the database as it was found; sled's files after opening it go.
+            Some(copy) => {
+                for entry in sled_files {
+                    let path = entry.path();
+                    if entry.file_type()?.is_dir() {
+                        std::fs::remove_dir_all(&path)?;
+                    } else {
+                        std::fs::remove_file(&path)?;
+                    }
+                }
+                std::fs::rename(copy, &kept)?;
+            }
+            None => {
+                std::fs::create_dir_all(&kept)?;
+                for entry in sled_files {
+                    std::fs::rename(entry.path(), kept.join(entry.file_name()))?;
+                }
+            }
+        }
+        std::io::Result::Ok(())
+    })();
+    if let Err(source) = moved {
+        return Err(StoreError::Damaged { path: dir.to_path_buf(), what, source });
+    }
+    let open = Open::new(config, dir)?;
+    let sled_err = |source| StoreError::Sled { path: dir.to_path_buf(), source };
+    for (name, entries) in salvaged {
+        let tree = open.db.open_tree(&name).map_err(sled_err)?;
+        for (k, v) in entries {
+            tree.insert(k, v).map_err(sled_err)?;
+        }
+    }
+    open.db.flush().map_err(sled_err)?;
+    let recovered = open.sessions.scan_prefix(SESSION_PREFIX).count();
+    Ok((open, Some(Damage { what, kept, expected, recovered })))
+}

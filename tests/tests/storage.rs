@@ -1,0 +1,190 @@
+//! The database under damage and a full disk: what is lost is said, the damaged copy is kept,
+//! and writes work again once there is room, without a restart.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use geminid_protocol::api::{DaemonApiClient, SessionApiClient};
+use geminid_protocol::client::Client;
+use geminid_protocol::types::{SessionCreateParams, SessionListParams};
+use geminid_tests::{Daemon, TestHome};
+use jsonrpsee::core::client::Error as RpcError;
+use nix::sys::signal::Signal;
+
+async fn new_sessions(
+    client: &Client,
+    home: &TestHome,
+    from: usize,
+    n: usize,
+) -> anyhow::Result<()> {
+    for i in from..from + n {
+        let ws = home.root().join("ws").join(format!("w{i}"));
+        std::fs::create_dir_all(&ws)?;
+        let p = SessionCreateParams { workspace: ws.display().to_string(), ..Default::default() };
+        client.create(p).await?;
+    }
+    Ok(())
+}
+
+async fn session_count(client: &Client) -> anyhow::Result<usize> {
+    let list = client.list(Some(SessionListParams::default())).await?;
+    Ok(list.sessions.len())
+}
+
+/// The `damaged-*` directories in the data directory.
+fn kept_copies(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_name().to_string_lossy().starts_with("damaged-") {
+            out.push(e.path());
+        }
+    }
+    Ok(out)
+}
+
+async fn stop(mut daemon: Daemon) -> anyhow::Result<()> {
+    daemon.signal(Signal::SIGTERM)?;
+    let status = daemon.wait_exit(Duration::from_secs(15)).await?;
+    anyhow::ensure!(status.success(), "exit {status}\n{}", daemon.log());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_damaged_database_is_reported_kept_aside_and_replaced() -> anyhow::Result<()> {
+    for damage in ["truncated", "junk at its start", "deleted"] {
+        let home = TestHome::new()?;
+        let daemon = Daemon::start(&home, &[]).await?;
+        let client = daemon.client().await?;
+        new_sessions(&client, &home, 0, 30).await?;
+        drop(client);
+        stop(daemon).await?;
+
+        let db = home.data_dir().join("db");
+        let original = std::fs::read(&db)?;
+        match damage {
+            "truncated" => std::fs::write(&db, &original[..original.len() / 3])?,
+            "junk at its start" => {
+                let mut bytes = original.clone();
+                bytes[..4096].iter_mut().enumerate().for_each(|(i, b)| *b = b"JUNK"[i % 4]);
+                std::fs::write(&db, bytes)?;
+            }
+            _ => std::fs::remove_file(&db)?,
+        }
+
+        let daemon = Daemon::start(&home, &[]).await?;
+        let client = daemon.client().await?;
+        let status = client.status().await?;
+        let warning = status.warnings.join("\n");
+        assert!(warning.contains("the database was damaged"), "{damage}: {warning}");
+        let left = session_count(&client).await?;
+        assert!(left < 30, "{damage}: {left} sessions");
+        let lost = 30 - left;
+        assert!(warning.contains(&format!("{lost} of its 30 sessions were lost")), "{warning}");
+        assert!(daemon.log().contains("the database was damaged"), "{damage}: not logged");
+        // The damaged copy is kept, whole, and not written over.
+        let kept = kept_copies(&home.data_dir())?;
+        assert_eq!(kept.len(), 1, "{damage}: {kept:?}");
+        let kept_db = std::fs::metadata(kept[0].join("db")).map(|m| m.len() as usize).ok();
+        let want = match damage {
+            "truncated" => Some(original.len() / 3),
+            "junk at its start" => Some(original.len()),
+            _ => None,
+        };
+        assert_eq!(kept_db, want, "{damage}: the kept copy is not the damaged file");
+        // The fresh database works, and keeps what it is given.
+        new_sessions(&client, &home, 100, 3).await?;
+        drop(client);
+        stop(daemon).await?;
+        let daemon = Daemon::start(&home, &[]).await?;
+        let client = daemon.client().await?;
+        assert_eq!(session_count(&client).await?, left + 3, "{damage}");
+        assert!(client.status().await?.warnings.is_empty(), "{damage}: reported twice");
+        drop(client);
+        stop(daemon).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_clean_restart_and_a_kill_are_not_damage() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let mut daemon = Daemon::start(&home, &[]).await?;
+    let client = daemon.client().await?;
+    new_sessions(&client, &home, 0, 10).await?;
+    daemon.kill9().await?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let client = daemon.client().await?;
+    assert_eq!(session_count(&client).await?, 10);
+    assert!(client.status().await?.warnings.is_empty());
+    assert!(kept_copies(&home.data_dir())?.is_empty());
+    Ok(())
+}
+
+/// A small tmpfs mounted over the home's state directory, unmounted when dropped.
+struct SmallDisk {
+    at: PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(at: &Path, size: &str) -> Option<Self> {
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Self { at: at.to_path_buf() })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.at).status();
+    }
+}
+
+#[tokio::test]
+async fn writes_work_again_once_a_full_disk_has_room() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let state = home.root().join("state");
+    let Some(_disk) = SmallDisk::mount(&state, "3m") else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return Ok(());
+    };
+    let daemon = Daemon::start(&home, &[]).await?;
+    let client = daemon.client().await?;
+    new_sessions(&client, &home, 0, 2).await.context("before the disk filled")?;
+    // Fill the disk.
+    let filler = state.join("filler");
+    let _ = std::fs::write(&filler, vec![0u8; 4 * 1024 * 1024]);
+    let (mut refused, mut saved) = (None, 2);
+    for i in 2..400 {
+        if let Err(e) = new_sessions(&client, &home, i, 1).await {
+            refused = Some(e);
+            break;
+        }
+        saved += 1;
+    }
+    let refused = refused.map(|e| e.to_string()).unwrap_or_default();
+    assert!(refused.contains("is full, so this was not saved"), "{refused}");
+    // Reads still work while writes fail.
+    assert!(session_count(&client).await? >= saved);
+    let warned = client.status().await?.warnings.join("\n");
+    assert!(warned.contains("failed (is its disk full?)"), "{warned}");
+
+    std::fs::remove_file(&filler)?;
+    new_sessions(&client, &home, 1000, 1).await.map_err(|e| match e.downcast::<RpcError>() {
+        Ok(e) => anyhow::anyhow!("still failing after space was freed: {e}"),
+        Err(e) => e,
+    })?;
+    assert!(client.status().await?.warnings.is_empty());
+    drop(client);
+    stop(daemon).await?;
+    let daemon = Daemon::start(&home, &[]).await.context("restarting")?;
+    let client = daemon.client().await?;
+    assert_eq!(session_count(&client).await?, saved + 1);
+    drop(client);
+    stop(daemon).await
+}
