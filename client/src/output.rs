@@ -66,7 +66,8 @@ pub fn status(s: &StatusResult) {
         s.connections,
         s.subscribers
     );
-    outln!("{text}");
+    let warnings: String = s.warnings.iter().map(|w| format!("\n  warning:     {w}")).collect();
+    outln!("{text}{warnings}");
 }
 
 pub fn uptime(secs: u64) -> String {
@@ -320,6 +321,9 @@ fn servers_with(list: &[ServerStatus], copies: bool) {
         );
         if let Some(e) = &s.last_error {
             outln!("    {e}");
+        }
+        for p in &s.problems {
+            outln!("    warning: {p}");
         }
         if copies {
             let id = s.identity.as_deref().unwrap_or("-");

@@ -108,6 +108,10 @@ pub struct ServerStatus {
     /// See `tools`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<u32>,
+    /// What its last discovery found wrong (a malformed tool left out, a list that failed
+    /// or timed out), one sentence each; empty when all is well.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
     /// The sessions using this process or connection.
     #[serde(default)]
     pub sessions: Vec<SessionId>,

@@ -1061,5 +1061,15 @@ async fn a_malformed_tool_costs_only_itself() -> anyhow::Result<()> {
         logs.lines.iter().any(|l| l.text.contains("its tool 'broken' is left out")),
         "{logs:#?}"
     );
+    // `mcp list` says it too, under the server.
+    let params = geminid_protocol::mcp::ListServersParams { session: Some(t.session.clone()) };
+    let servers = t.client.mcp_list_servers(Some(params)).await?.servers;
+    let problems = servers.first().map(|s| s.problems.clone()).unwrap_or_default();
+    assert!(problems.iter().any(|p| p.contains("its tool 'broken' is left out")), "{servers:#?}");
+    let (_, text, _) = t.home.gemctl_run(&["--session", &t.session, "mcp", "list"])?;
+    assert!(
+        text.contains("    warning: its tool number 3 is left out: it has no name"),
+        "{text}"
+    );
     Ok(())
 }

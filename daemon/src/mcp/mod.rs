@@ -465,6 +465,7 @@ fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> Ser
         tools: None,
         prompts: None,
         resources: None,
+        problems: vec![],
         sessions: vec![],
     }
 }
@@ -763,6 +764,11 @@ impl Supervisor {
             tools,
             prompts,
             resources,
+            problems: if s.state == ServerState::Connected {
+                server.catalog().problems.clone()
+            } else {
+                Vec::new()
+            },
             sessions,
         }
     }

@@ -40,6 +40,8 @@ pub struct StdioTransport<R, W> {
     max_line: usize,
     /// In the middle of a line that was too long.
     discarding: bool,
+    /// The start of the last line that was too long, to find whose answer it was.
+    too_long_head: Vec<u8>,
     write: Arc<tokio::sync::Mutex<Option<Writer<W>>>>,
     /// Ids of the `tools/call` requests sent and not yet answered or cancelled. (rmcp's
     /// service loop owns the transport and calls `send` and `receive` from its one task.)
@@ -54,6 +56,41 @@ pub struct StdioTransport<R, W> {
 enum Owed {
     Queue,
     Flush,
+}
+
+/// How much of a line that is too long is kept to find its id.
+const TOO_LONG_HEAD: usize = 4096;
+
+/// The `id` of the JSON-RPC object a line starts, if the line's first `head` bytes show it:
+/// the value of an `"id"` key at the top level (servers write it before a large `result`).
+fn top_level_id(head: &[u8]) -> Option<RequestId> {
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < head.len() {
+        match head[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            b'"' => {
+                let start = i + 1;
+                let mut j = start;
+                while j < head.len() && head[j] != b'"' {
+                    j += if head[j] == b'\\' { 2 } else { 1 };
+                }
+                let key = head.get(start..j)?;
+                i = j + 1;
+                let rest = head.get(i..)?;
+                let colon = rest.iter().position(|b| !b.is_ascii_whitespace());
+                if depth == 1 && key == b"id" && colon.is_some_and(|c| rest[c] == b':') {
+                    let value = &rest[colon? + 1..];
+                    let mut values = serde_json::Deserializer::from_slice(value).into_iter();
+                    return values.next()?.ok();
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 enum Line {
@@ -94,6 +131,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioTransport<R, W> {
             line: Vec::new(),
             max_line,
             discarding: false,
+            too_long_head: Vec::new(),
             write: Arc::new(tokio::sync::Mutex::new(Some(FramedWrite::new(
                 write,
                 JsonRpcMessageCodec::default(),
@@ -117,9 +155,14 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioTransport<R, W> {
             if !self.discarding && !too_long {
                 self.line.extend_from_slice(&available[..take]);
             }
+            if too_long {
+                self.too_long_head = std::mem::take(&mut self.line);
+                let room = TOO_LONG_HEAD.saturating_sub(self.too_long_head.len());
+                self.too_long_head.extend_from_slice(&available[..take.min(room)]);
+                self.too_long_head.truncate(TOO_LONG_HEAD);
+            }
             self.read.consume(take);
             if too_long {
-                self.line.clear();
                 self.discarding = newline.is_none();
                 return Ok(Line::TooLong);
             }
@@ -256,10 +299,30 @@ where
             match self.read_line().await {
                 Ok(Line::Full) => {}
                 Ok(Line::TooLong) => {
+                    let head = std::mem::take(&mut self.too_long_head);
+                    let id = top_level_id(&head);
                     tracing::error!(
                         max = self.max_line,
+                        id = ?id,
                         "a message from the server is longer than the line limit; discarded"
                     );
+                    // The answer's request fails at once rather than at its timeout.
+                    if let Some(id) = id {
+                        self.calls.remove(&id);
+                        let error = ErrorData::internal_error(
+                            format!(
+                                "its answer is longer than the {} bytes a message may have, and \
+                                 was dropped",
+                                self.max_line
+                            ),
+                            None,
+                        );
+                        return Some(JsonRpcMessage::Error(rmcp::model::JsonRpcError {
+                            jsonrpc: JsonRpcVersion2_0,
+                            id: Some(id),
+                            error,
+                        }));
+                    }
                     continue;
                 }
                 Ok(Line::Eof) => return None,
@@ -355,6 +418,37 @@ mod tests {
         let again = next(&mut t).await?;
         assert_eq!(again["id"], 7);
         assert!(t.calls.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn the_id_of_a_line_is_found_at_its_top_level_only() {
+        let id = |s: &str| top_level_id(s.as_bytes());
+        assert_eq!(id(r#"{"jsonrpc":"2.0","id":7,"result":{"#), Some(RequestId::Number(7)));
+        assert_eq!(id(r#"{ "id" : "a\"b", "result""#), Some(RequestId::String("a\"b".into())));
+        assert_eq!(id(r#"{"result":{"id":3,"content":["#), None);
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","result":{"text":"\"id\":4"},"id":5}"#),
+            Some(RequestId::Number(5))
+        );
+        assert_eq!(id(r#"{"method":"x","params":[{"id":1}]"#), None);
+        assert_eq!(id("not json at all"), None);
+    }
+
+    #[tokio::test]
+    async fn an_answer_over_the_line_limit_fails_its_request_at_once() -> anyhow::Result<()> {
+        let (mut t, mut out, _in) = pair(256);
+        t.send(call(9)).await?;
+        let big = json!({"jsonrpc": "2.0", "id": 9, "result": {"content": [{"type": "text", "text": "x".repeat(1000)}]}});
+        let small = json!({"jsonrpc": "2.0", "id": 10, "result": {"tools": []}});
+        out.write_all(format!("{big}\n{small}\n").as_bytes()).await?;
+        let failed = next(&mut t).await?;
+        assert_eq!(failed["id"], 9, "{failed}");
+        let message = failed["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("longer than the 256 bytes a message may have"), "{message}");
+        assert!(t.calls.is_empty());
+        // The rest of the stream is read as before.
+        assert_eq!(next(&mut t).await?["id"], 10);
         Ok(())
     }
 
