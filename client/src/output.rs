@@ -311,13 +311,16 @@ fn servers_with(list: &[ServerStatus], copies: bool) {
         }
         let extra =
             if extra.is_empty() { String::new() } else { format!(" ({})", extra.join(", ")) };
+        let state = match s.unresponsive_secs {
+            Some(secs) => format!("Unresponsive (no answer to pings for {})", uptime(secs)),
+            None => s.state.label().to_owned(),
+        };
         outln!(
-            "{} {}{ext}: {} ({}) - {}{extra}",
-            state_icon(s.state),
+            "{} {}{ext}: {} ({}) - {state}{extra}",
+            if s.unresponsive_secs.is_some() { "⚠" } else { state_icon(s.state) },
             s.name,
             s.target,
-            s.transport.label(),
-            s.state.label()
+            s.transport.label()
         );
         if let Some(e) = &s.last_error {
             outln!("    {e}");

@@ -74,6 +74,10 @@ struct Args {
     /// Start-up limit for servers without a `timeout` setting
     #[arg(long, env = "GEMINID_MCP_STARTUP_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_startup_timeout: Duration,
+    /// How often a connected server is pinged; one that does not answer within this (or its
+    /// start-up timeout, if shorter) is shown as unresponsive. `0s` turns pings off
+    #[arg(long, env = "GEMINID_MCP_PING_EVERY", default_value = "30s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    mcp_ping_every: Duration,
     /// Default sessions (one per directory gemctl ever ran in) unused this long, and holding
     /// nothing of their own, are closed; checked at start and hourly. `0s` keeps them all
     #[arg(long, env = "GEMINID_SESSION_PRUNE_AFTER", default_value = "30d", value_parser = humantime::parse_duration, value_name = "DURATION")]
@@ -171,6 +175,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         stable_after: args.mcp_stable_after,
         stop_grace: args.mcp_stop_grace,
         startup_timeout: args.mcp_startup_timeout,
+        ping_every: args.mcp_ping_every,
     };
     let orphan_store = store.clone();
     let config = Loader::new(ConfigPaths::from_env(|k| std::env::var_os(k))?);

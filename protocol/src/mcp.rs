@@ -97,6 +97,10 @@ pub struct ServerStatus {
     /// Seconds since it connected (while connected).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uptime_secs: Option<u64>,
+    /// Seconds since it last failed to answer a ping in time, while it is connected but not
+    /// answering (a stopped or wedged process); absent while it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unresponsive_secs: Option<u64>,
     /// How many times it was started again after its first start.
     pub restarts: u32,
     /// Tool, prompt and resource counts from its last discovery.

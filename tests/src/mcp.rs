@@ -77,9 +77,15 @@ pub struct Setup {
 impl Setup {
     /// Start it.
     pub async fn new(servers: Value) -> anyhow::Result<Self> {
+        Self::with_args(servers, &[]).await
+    }
+
+    /// Start it with `extra` daemon flags after [`FAST`].
+    pub async fn with_args(servers: Value, extra: &[&str]) -> anyhow::Result<Self> {
         let home = TestHome::new()?;
         write_user_settings(&home, servers)?;
-        let daemon = Daemon::start(&home, FAST).await?;
+        let args = [FAST, extra].concat();
+        let daemon = Daemon::start(&home, &args).await?;
         let client = daemon.client().await?;
         let workspace = home.workspace().display().to_string();
         let env = shell_env(&home, &[]);

@@ -475,7 +475,12 @@ async fn url_passwords_and_expanded_secrets_are_never_shown() -> anyhow::Result<
             "ui": { "title": "$MY_TOKEN" },
             "mcpServers": {
                 "remote": { "url": "http://robot:pa55word@127.0.0.1:9/mcp", "type": "http" },
-                "local": { "command": "/nonexistent/srv", "env": { "X": "$MY_TOKEN" } }
+                "local": {
+                    "command": "/nonexistent/srv",
+                    "args": ["--token", "$MY_TOKEN"],
+                    "env": { "X": "$MY_TOKEN" }
+                },
+                "keyed": { "url": "http://127.0.0.1:9/mcp?key=${MY_TOKEN}", "type": "http" }
             }
         })
         .to_string(),
@@ -501,6 +506,9 @@ async fn url_passwords_and_expanded_secrets_are_never_shown() -> anyhow::Result<
     }
     assert!(seen.contains("http://[redacted]@127.0.0.1:9/mcp"), "{seen}");
     assert!(seen.contains("$MY_TOKEN"), "shown as written: {seen}");
+    // Targets too: `command args` and URLs as written, never with what a variable holds.
+    assert!(seen.contains("/nonexistent/srv --token $MY_TOKEN"), "{seen}");
+    assert!(seen.contains("http://127.0.0.1:9/mcp?key=${MY_TOKEN}"), "{seen}");
     home.gemctl_json(&["daemon", "stop"])?;
     let mut streamed = String::new();
     if let Some(mut out) = events.stdout.take() {

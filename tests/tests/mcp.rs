@@ -1155,3 +1155,41 @@ async fn a_settings_file_deleted_and_recreated_keeps_its_servers() -> anyhow::Re
     assert!(gone_within(pid, Duration::from_secs(5)).await);
     Ok(())
 }
+
+/// A stopped process (SIGSTOP) stays connected, but it answers no ping: it is shown as
+/// unresponsive, in its log too, and as itself again once it answers.
+#[tokio::test]
+async fn a_server_that_answers_no_ping_is_shown_unresponsive() -> anyhow::Result<()> {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let t = Setup::with_args(json!({ "fx": stdio(&[]) }), &["--mcp-ping-every", "200ms"]).await?;
+    let pid = pid_of(&t.client, &t.session, "fx").await;
+    let healthy = wait_for(&t.client, &t.session, "fx", Duration::from_secs(5), |s| {
+        s.state == ServerState::Connected
+    })
+    .await;
+    assert_eq!(healthy.unresponsive_secs, None);
+    kill(Pid::from_raw(i32::try_from(pid)?), Signal::SIGSTOP)?;
+    let stopped = wait_for(&t.client, &t.session, "fx", Duration::from_secs(10), |s| {
+        s.unresponsive_secs.is_some()
+    })
+    .await;
+    assert_eq!(stopped.state, ServerState::Connected, "{stopped:#?}");
+    let (_, text, _) = t.home.gemctl_run(&["--session", &t.session, "mcp", "list"])?;
+    assert!(
+        text.contains("fx: ") && text.contains("Unresponsive (no answer to pings for"),
+        "{text}"
+    );
+    kill(Pid::from_raw(i32::try_from(pid)?), Signal::SIGCONT)?;
+    wait_for(&t.client, &t.session, "fx", Duration::from_secs(10), |s| {
+        s.unresponsive_secs.is_none()
+    })
+    .await;
+    let log = server_log(&t.client, Some(&t.session), "fx").await?;
+    let said = |what: &str| log.lines.iter().any(|l| l.text.contains(what));
+    assert!(said("unresponsive: a ping got no answer within 200ms"), "{log:#?}");
+    assert!(said("answers pings again"), "{log:#?}");
+    // Still the same process, still serving.
+    assert_eq!(pid_of(&t.client, &t.session, "fx").await, pid);
+    Ok(())
+}

@@ -1067,9 +1067,6 @@ async fn a_malformed_tool_costs_only_itself() -> anyhow::Result<()> {
     let problems = servers.first().map(|s| s.problems.clone()).unwrap_or_default();
     assert!(problems.iter().any(|p| p.contains("its tool 'broken' is left out")), "{servers:#?}");
     let (_, text, _) = t.home.gemctl_run(&["--session", &t.session, "mcp", "list"])?;
-    assert!(
-        text.contains("    warning: its tool number 3 is left out: it has no name"),
-        "{text}"
-    );
+    assert!(text.contains("    warning: its tool number 3 is left out: it has no name"), "{text}");
     Ok(())
 }

@@ -61,7 +61,15 @@ mod tests {
             .map(|(n, cmd, blocked)| {
                 let config =
                     McpServerConfig { command: Some((*cmd).to_owned()), ..Default::default() };
-                ((*n).to_owned(), ServerSpec { config, scope: Scope::User, blocked: *blocked })
+                (
+                    (*n).to_owned(),
+                    ServerSpec {
+                        shown: config.clone(),
+                        config,
+                        scope: Scope::User,
+                        blocked: *blocked,
+                    },
+                )
             })
             .collect();
         Effective {

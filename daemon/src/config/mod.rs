@@ -103,6 +103,9 @@ impl ConfigPaths {
 pub struct ServerSpec {
     /// Its configuration (settings-expanded; spawn-time expansion happens at spawn).
     pub config: McpServerConfig,
+    /// Its configuration as written (`$VAR` not expanded): what is shown of it (a target
+    /// must never show the secret a variable holds).
+    pub shown: McpServerConfig,
     /// The scope it came from.
     pub scope: Scope,
     /// Why it may not start.
@@ -399,7 +402,16 @@ impl Loader {
                 blocked,
             });
             if let Some(config) = config {
-                servers.insert(name.clone(), ServerSpec { config, scope: origin.scope, blocked });
+                let shown = origin
+                    .raw
+                    .as_ref()
+                    .and_then(|v| v.pointer(&format!("/mcpServers/{}", escape(name))))
+                    .and_then(|raw| mcp::parse_server(name, raw).0)
+                    .unwrap_or_else(|| config.clone());
+                servers.insert(
+                    name.clone(),
+                    ServerSpec { config, shown, scope: origin.scope, blocked },
+                );
             }
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));

@@ -108,6 +108,8 @@ pub struct Attempt<'a> {
     pub identity: &'a str,
     /// What to start or reach.
     pub spec: &'a LaunchSpec,
+    /// What is shown of it (see [`super::spec::scrub`]).
+    pub shown: &'a str,
     /// For the whole attempt, handshake included.
     pub timeout: Duration,
     /// Between SIGTERM and SIGKILL when a child must be stopped.
@@ -125,7 +127,7 @@ pub async fn connect(
     attempt: Attempt<'_>,
     notices: mpsc::UnboundedSender<Notice>,
 ) -> Result<Running, ConnectError> {
-    let Attempt { name, identity, spec, timeout, grace, log, store, sup } = attempt;
+    let Attempt { name, identity, spec, shown, timeout, grace, log, store, sup } = attempt;
     let handler = Handler { notices, sup, identity: identity.to_owned() };
     match spec {
         LaunchSpec::Stdio { command, args, cwd, env, .. } => {
@@ -135,7 +137,7 @@ pub async fn connect(
                 .map_err(ConnectError::Failed)?;
             log.push("geminid", &format!("started {command} (pid {})", proc.pid));
             let (stdout, stdin) = pipes;
-            let transport = StdioTransport::new(stdout, stdin);
+            let transport = StdioTransport::new(stdout, stdin).with_log(log.clone());
             match tokio::time::timeout(timeout, handler.serve(transport)).await {
                 Ok(Ok(service)) => Ok(running(service, Wire::Stdio, Some(proc))),
                 Ok(Err(e)) => {
@@ -183,6 +185,7 @@ pub async fn connect(
                     Network::Sse => sse(url, headers, handler).await,
                     Network::HttpThenSse => match http(url, &headers, handler.clone()).await {
                         Err(ConnectError::Failed(first)) => {
+                            let first = super::spec::scrub(&first, spec, shown);
                             log.push(
                                 "geminid",
                                 &format!("streamable HTTP failed ({first}); trying SSE"),
@@ -198,10 +201,13 @@ pub async fn connect(
                     },
                 }
             };
+            let scrub = |m: String| super::spec::scrub(&m, spec, shown);
             match tokio::time::timeout(timeout, attempt).await {
+                Ok(Err(ConnectError::Failed(m))) => Err(ConnectError::Failed(scrub(m))),
+                Ok(Err(ConnectError::NeedsAuth(m))) => Err(ConnectError::NeedsAuth(scrub(m))),
                 Ok(result) => result,
                 Err(_) => Err(ConnectError::Failed(format!(
-                    "no answer from {url} within {}",
+                    "no answer from {shown} within {}",
                     humantime::format_duration(timeout)
                 ))),
             }

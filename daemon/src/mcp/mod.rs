@@ -51,6 +51,8 @@ pub const DEFAULT_STABLE_AFTER: Duration = Duration::from_secs(60);
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(3);
 /// Start-up (spawn or connect, and the MCP handshake) for servers without `timeout`.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a connected server is pinged (see `server::pinger`).
+pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(30);
 /// Each request to a server without `timeout` (Gemini CLI's default, 10 minutes).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -71,6 +73,8 @@ pub struct McpOptions {
     pub stop_grace: Duration,
     /// See [`DEFAULT_STARTUP_TIMEOUT`].
     pub startup_timeout: Duration,
+    /// See [`DEFAULT_PING_EVERY`]; zero turns pings off.
+    pub ping_every: Duration,
 }
 
 impl Default for McpOptions {
@@ -83,6 +87,7 @@ impl Default for McpOptions {
             stable_after: DEFAULT_STABLE_AFTER,
             stop_grace: DEFAULT_STOP_GRACE,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            ping_every: DEFAULT_PING_EVERY,
         }
     }
 }
@@ -105,7 +110,7 @@ enum Binding {
 }
 
 /// An entry, and for one that runs, its launch spec and configured `timeout`.
-type Resolved = BTreeMap<String, (Entry, Option<(LaunchSpec, Option<u64>)>)>;
+type Resolved = BTreeMap<String, (Entry, Option<(LaunchSpec, Option<u64>, String)>)>;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -421,18 +426,12 @@ pub struct Supervisor {
 
 /// `command args…` or the URL. As Gemini CLI prints it: a space after the command even with
 /// no arguments (`gemini mcp list` shows `srv  (stdio)`).
-fn target(spec: &LaunchSpec) -> String {
-    match spec {
-        LaunchSpec::Stdio { command, args, .. } => stdio_target(command, args),
-        LaunchSpec::Network { url, .. } => redact_urls(url).into_owned(),
-    }
-}
-
 fn stdio_target(command: &str, args: &[String]) -> String {
     format!("{command} {}", args.join(" "))
 }
 
-/// Transport and target of an entry that is not resolved (blocked or unlaunchable).
+/// Transport and target of an entry as shown: pass the entry as written (`spec.shown`), so
+/// a `$VAR` in its args or URL never shows the value it holds.
 fn config_target(c: &crate::config::mcp::McpServerConfig) -> (Wire, String) {
     use crate::config::mcp::TransportType;
     match (&c.http_url, &c.url, &c.command) {
@@ -461,6 +460,7 @@ fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> Ser
         identity: None,
         pid: None,
         uptime_secs: None,
+        unresponsive_secs: None,
         restarts: 0,
         tools: None,
         prompts: None,
@@ -564,7 +564,7 @@ impl Supervisor {
             let (binding, launch) = match (spec.blocked, launch) {
                 (Some(reason), launch) => {
                     let (state, text) = block_text(reason);
-                    let (transport, target) = config_target(&spec.config);
+                    let (transport, target) = config_target(&spec.shown);
                     // A stdio entry in an untrusted folder says so in the reference's words.
                     let text = match launch {
                         Err(e @ spec::ResolveError::Untrusted(_)) => e.to_string(),
@@ -573,11 +573,14 @@ impl Supervisor {
                     (Binding::NotRun { state, reason: text, transport, target }, None)
                 }
                 (None, Err(e)) => {
-                    let (transport, target) = config_target(&spec.config);
+                    let (transport, target) = config_target(&spec.shown);
                     let state = ServerState::Disconnected;
                     (Binding::NotRun { state, reason: e.to_string(), transport, target }, None)
                 }
-                (None, Ok(l)) => (Binding::Runs(l.identity()), Some((l, spec.config.timeout))),
+                (None, Ok(l)) => {
+                    let target = config_target(&spec.shown).1;
+                    (Binding::Runs(l.identity()), Some((l, spec.config.timeout, target)))
+                }
             };
             let entry = Entry {
                 scope: spec.scope,
@@ -607,7 +610,9 @@ impl Supervisor {
             }
             let mut entries = BTreeMap::new();
             for (name, (entry, launch)) in resolved {
-                if let (Binding::Runs(identity), Some((spec, timeout))) = (&entry.binding, launch) {
+                if let (Binding::Runs(identity), Some((spec, timeout, target))) =
+                    (&entry.binding, launch)
+                {
                     match inner.servers.get(identity) {
                         Some(existing) => {
                             let state = existing.snapshot().state;
@@ -623,6 +628,7 @@ impl Supervisor {
                                 name: name.clone(),
                                 scope: entry.scope,
                                 spec,
+                                target,
                                 startup_timeout: timeout
                                     .map_or(self.opts.startup_timeout, Duration::from_millis),
                                 request_timeout: entry.timeout,
@@ -754,12 +760,13 @@ impl Supervisor {
             scope,
             extension: None,
             transport: s.transport,
-            target: target(&server.spec),
+            target: server.target.clone(),
             state: s.state,
             last_error: s.last_error.map(|e| redact_urls(&e).into_owned()),
             identity: Some(server.identity[..12].to_owned()),
             pid: s.pid,
             uptime_secs: s.connected_at.map(|t| t.elapsed().as_secs()),
+            unresponsive_secs: s.unresponsive_since.map(|t| t.elapsed().as_secs()),
             restarts: s.restarts,
             tools,
             prompts,
@@ -825,7 +832,7 @@ impl Supervisor {
                     None => {
                         let (transport, tgt) = launch
                             .as_ref()
-                            .map(|(l, _)| (planned_transport(l), target(l)))
+                            .map(|(l, _, shown)| (planned_transport(l), shown.clone()))
                             .unwrap_or((Wire::Stdio, String::new()));
                         let mut s = not_running(&name, entry.scope, transport, tgt);
                         s.identity = Some(identity[..12].to_owned());
@@ -947,6 +954,7 @@ impl Supervisor {
                         name: server.name.clone(),
                         scope: server.scope,
                         spec: server.spec.clone(),
+                        target: server.target.clone(),
                         startup_timeout: server.startup_timeout,
                         request_timeout: server.request_timeout,
                     };
@@ -1093,7 +1101,7 @@ impl Supervisor {
                     }
                     _ => Err(McpError::Unavailable(format!(
                         "MCP server '{name}': {}",
-                        connect::error_chain(&e)
+                        spec::scrub(&connect::error_chain(&e), &server.spec, &server.target)
                     ))),
                 }
             }

@@ -50,6 +50,8 @@ pub struct Snapshot {
     pub transport: Wire,
     /// Finished connection attempts.
     pub attempts: u64,
+    /// Since when it has not answered a ping (while connected; see [`pinger`]).
+    pub unresponsive_since: Option<Instant>,
 }
 
 impl Snapshot {
@@ -70,6 +72,8 @@ pub struct Server {
     pub scope: Scope,
     /// What it runs.
     pub spec: LaunchSpec,
+    /// What is shown of it: `command args` or the URL as written, user information redacted.
+    pub target: String,
     /// The handshake must finish within this.
     pub startup_timeout: Duration,
     /// Its own requests (discovering its catalog) must be answered within this: the
@@ -105,6 +109,8 @@ pub struct NewServer {
     pub scope: Scope,
     /// See [`Server::spec`].
     pub spec: LaunchSpec,
+    /// See [`Server::target`].
+    pub target: String,
     /// See [`Server::startup_timeout`].
     pub startup_timeout: Duration,
     /// See [`Server::request_timeout`].
@@ -123,12 +129,14 @@ impl Server {
             last_error: None,
             transport: planned_transport(&new.spec),
             attempts: 0,
+            unresponsive_since: None,
         };
         let server = Arc::new(Self {
             identity: new.identity,
             name: new.name,
             scope: new.scope,
             spec: new.spec,
+            target: new.target,
             startup_timeout: new.startup_timeout,
             request_timeout: new.request_timeout,
             log: Arc::default(),
@@ -287,6 +295,7 @@ async fn run(
             name: &server.name,
             identity: &server.identity,
             spec: &server.spec,
+            shown: &server.target,
             timeout: server.startup_timeout,
             grace: opts.stop_grace,
             log: &server.log,
@@ -311,7 +320,10 @@ async fn run(
                 // Part of the start: each list is bounded by the start-up timeout, so a server
                 // whose lists never answer is not `connecting` for the request timeout (10 min).
                 let limit = server.startup_timeout.min(server.request_timeout);
-                let catalog = discover(&server.name, &running.peer, limit).await;
+                let mut catalog = discover(&server.name, &running.peer, limit).await;
+                for problem in &mut catalog.problems {
+                    *problem = super::spec::scrub(problem, &server.spec, &server.target);
+                }
                 for problem in &catalog.problems {
                     r.log(problem);
                 }
@@ -333,6 +345,11 @@ async fn run(
                     s.attempts += 1;
                 });
                 let mut child = running.child.take();
+                let pinging = (!opts.ping_every.is_zero()).then(|| {
+                    let timeout = opts.ping_every.min(server.startup_timeout);
+                    let r = Reporter { server: server.clone(), sup: r.sup.clone() };
+                    tokio::spawn(pinger(r, running.peer.clone(), opts.ping_every, timeout))
+                });
                 let end = loop {
                     tokio::select! {
                         how = child_exit(&mut child) => break End::Died(how),
@@ -354,6 +371,10 @@ async fn run(
                         },
                     }
                 };
+                if let Some(pinging) = pinging {
+                    pinging.abort();
+                }
+                r.update(|s| s.unresponsive_since = None);
                 server.set_peer(None);
                 running.child = child;
                 match end {
@@ -457,6 +478,44 @@ async fn run(
         s.connected_at = None;
         s.last_error = None;
     });
+}
+
+/// Ping a connected server every `every`; one that does not answer within `timeout` is
+/// marked unresponsive (shown in `mcp list`, said in its log) until it answers again. A
+/// stopped process (SIGSTOP) or a wedged event loop stays connected otherwise.
+async fn pinger(r: Reporter, peer: Peer<RoleClient>, every: Duration, timeout: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await; // the first tick is at once; the handshake just answered
+    loop {
+        tick.tick().await;
+        let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        let answered = match tokio::time::timeout(timeout, peer.send_request(ping)).await {
+            Ok(Ok(_)) => Ok(()),
+            // An error answer is an answer: the server is alive, it just does not ping.
+            Ok(Err(rmcp::ServiceError::McpError(_))) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {}", humantime::format_duration(timeout))),
+        };
+        let was = r.server.snapshot().unresponsive_since;
+        match (answered, was) {
+            (Ok(()), Some(since)) => {
+                r.log(&format!(
+                    "answers pings again (after {})",
+                    humantime::format_duration(Duration::from_secs(since.elapsed().as_secs()))
+                ));
+                r.update(|s| s.unresponsive_since = None);
+            }
+            (Err(why), None) => {
+                r.log(&format!("unresponsive: a ping got {why}"));
+                r.update(|s| s.unresponsive_since = Some(Instant::now()));
+            }
+            _ => {}
+        }
+    }
 }
 
 async fn child_exit(child: &mut Option<super::child::StdioChild>) -> String {

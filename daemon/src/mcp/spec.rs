@@ -230,9 +230,50 @@ impl LaunchSpec {
     }
 }
 
+/// `text` with the URL `spec` reaches written as `shown` (the URL as written in the
+/// settings): the expanded URL may carry a secret a variable holds (`?key=${TOKEN}`), and
+/// HTTP errors quote it.
+pub fn scrub(text: &str, spec: &LaunchSpec, shown: &str) -> String {
+    let LaunchSpec::Network { url, .. } = spec else { return text.to_owned() };
+    if url == shown {
+        return text.to_owned();
+    }
+    let mut out = text.replace(url.as_str(), shown);
+    if let Ok(parsed) = reqwest::Url::parse(url) {
+        let normal = parsed.to_string();
+        if normal != *url {
+            out = out.replace(&normal, shown);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_expanded_url_in_an_error_is_written_as_shown() {
+        let spec = LaunchSpec::Network {
+            kind: Network::StreamableHttp,
+            url: "http://h:9/mcp?key=s3cret".into(),
+            headers: Default::default(),
+        };
+        let shown = "http://h:9/mcp?key=${KEY}";
+        let text = "error sending request for url (http://h:9/mcp?key=s3cret): refused";
+        assert_eq!(
+            scrub(text, &spec, shown),
+            format!("error sending request for url ({shown}): refused")
+        );
+        // reqwest writes a URL normalized (here with the path it adds).
+        let bare = LaunchSpec::Network {
+            kind: Network::Sse,
+            url: "http://h:9?key=s3cret".into(),
+            headers: Default::default(),
+        };
+        let text = "for url (http://h:9/?key=s3cret)";
+        assert_eq!(scrub(text, &bare, "http://h:9?key=$K"), "for url (http://h:9?key=$K)");
+    }
     use pretty_assertions::assert_eq;
 
     fn env(pairs: &[(&str, &str)]) -> Env {

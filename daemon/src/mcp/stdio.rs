@@ -30,6 +30,8 @@ use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 use tokio_util::codec::{Decoder, FramedWrite};
 
+use super::log::ServerLog;
+
 type Writer<W> = FramedWrite<W, JsonRpcMessageCodec<TxJsonRpcMessage<RoleClient>>>;
 
 /// An MCP client transport over a child's stdout (`R`) and stdin (`W`).
@@ -46,6 +48,12 @@ pub struct StdioTransport<R, W> {
     /// Ids of the `tools/call` requests sent and not yet answered or cancelled. (rmcp's
     /// service loop owns the transport and calls `send` and `receive` from its one task.)
     calls: HashSet<RequestId>,
+    /// Ids of every request sent and not yet answered or cancelled: an answer to none of
+    /// them is said in the server's log (rmcp drops it). Only for that: bounded by
+    /// [`REQUESTS_REMEMBERED`], past which it starts afresh.
+    requests: HashSet<RequestId>,
+    /// The server's log, for what the server does wrong.
+    log: Option<Arc<ServerLog>>,
     /// An "Invalid request" answer is owed to the server (it sent JSON of no known shape).
     owed: Option<Owed>,
 }
@@ -57,6 +65,9 @@ enum Owed {
     Queue,
     Flush,
 }
+
+/// Request ids remembered to tell an unexpected answer (see `StdioTransport::requests`).
+const REQUESTS_REMEMBERED: usize = 10_000;
 
 /// How much of a line that is too long is kept to find its id.
 const TOO_LONG_HEAD: usize = 4096;
@@ -137,7 +148,38 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioTransport<R, W> {
                 JsonRpcMessageCodec::default(),
             )))),
             calls: HashSet::new(),
+            requests: HashSet::new(),
+            log: None,
             owed: None,
+        }
+    }
+
+    /// Say what the server does wrong in `log` too (not only in the daemon's log).
+    pub fn with_log(mut self, log: Arc<ServerLog>) -> Self {
+        self.log = Some(log);
+        self
+    }
+
+    /// Forget the request `message` answers; an answer to none is said in the server's log.
+    fn answered(&mut self, message: &RxJsonRpcMessage<RoleClient>) {
+        let id = match message {
+            JsonRpcMessage::Response(r) => &r.id,
+            JsonRpcMessage::Error(e) => match &e.id {
+                Some(id) => id,
+                None => return,
+            },
+            _ => return,
+        };
+        if self.requests.remove(id) {
+            return;
+        }
+        let text = format!(
+            "an answer with id {id} answers no request that is waiting (it was cancelled or \
+             timed out, or the id is wrong); it is ignored"
+        );
+        tracing::warn!("{text}");
+        if let Some(log) = &self.log {
+            log.push("geminid", &text);
         }
     }
 
@@ -265,16 +307,21 @@ where
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         match &item {
-            JsonRpcMessage::Request(r)
-                if matches!(r.request, ClientRequest::CallToolRequest(_)) =>
-            {
-                self.calls.insert(r.id.clone());
+            JsonRpcMessage::Request(r) => {
+                if matches!(r.request, ClientRequest::CallToolRequest(_)) {
+                    self.calls.insert(r.id.clone());
+                }
+                if self.requests.len() >= REQUESTS_REMEMBERED {
+                    self.requests.clear();
+                }
+                self.requests.insert(r.id.clone());
             }
             JsonRpcMessage::Notification(n) => {
                 if let ClientNotification::CancelledNotification(c) = &n.notification
                     && let Some(id) = &c.params.request_id
                 {
                     self.calls.remove(id);
+                    self.requests.remove(id);
                 }
             }
             _ => {}
@@ -309,6 +356,7 @@ where
                     // The answer's request fails at once rather than at its timeout.
                     if let Some(id) = id {
                         self.calls.remove(&id);
+                        self.requests.remove(&id);
                         let error = ErrorData::internal_error(
                             format!(
                                 "its answer is longer than the {} bytes a message may have, and \
@@ -336,7 +384,10 @@ where
             self.line = line;
             self.line.clear();
             match parsed {
-                Parsed::Message(message) => return Some(*message),
+                Parsed::Message(message) => {
+                    self.answered(&message);
+                    return Some(*message);
+                }
                 Parsed::Skip => {}
                 Parsed::Invalid => self.owed = Some(Owed::Queue),
             }
@@ -373,6 +424,14 @@ mod tests {
         (StdioTransport::with_max_line(read, write, max_line), server_out, server_in)
     }
 
+    /// A `tools/list` request with `id`.
+    fn list_request(id: i64) -> TxJsonRpcMessage<RoleClient> {
+        JsonRpcMessage::request(
+            ClientRequest::ListToolsRequest(Default::default()),
+            RequestId::Number(id),
+        )
+    }
+
     fn call(id: i64) -> TxJsonRpcMessage<RoleClient> {
         let request =
             ClientRequest::CallToolRequest(Request::new(CallToolRequestParams::new("echo")));
@@ -391,6 +450,7 @@ mod tests {
     -> anyhow::Result<()> {
         let (mut t, mut out, _in) = pair(DEFAULT_MAX_LINE_LENGTH);
         t.send(call(7)).await?;
+        t.send(list_request(8)).await?;
         // Not a valid CallToolResult (content is not an array): kept as it is.
         let odd = json!({"jsonrpc": "2.0", "id": 7, "result": {"content": "x", "extra": 1}});
         let list = json!({"jsonrpc": "2.0", "id": 8, "result": {"tools": []}});
@@ -413,11 +473,21 @@ mod tests {
             }
             other => anyhow::bail!("not an answer: {other:?}"),
         }
-        // The call was answered: a second answer with its id is no longer a call's.
+        // The call was answered: a second answer with its id answers nothing, and is said
+        // in the server's log; the stream goes on.
+        let log = Arc::new(ServerLog::default());
+        t.log = Some(log.clone());
+        t.send(list_request(9)).await?;
         out.write_all(format!("{list}\n").replace("\"id\":8", "\"id\":7").as_bytes()).await?;
-        let again = next(&mut t).await?;
-        assert_eq!(again["id"], 7);
-        assert!(t.calls.is_empty());
+        out.write_all(format!("{list}\n").replace("\"id\":8", "\"id\":9").as_bytes()).await?;
+        assert_eq!(next(&mut t).await?["id"], 7); // passed on: rmcp drops it
+        assert_eq!(next(&mut t).await?["id"], 9);
+        assert!(t.calls.is_empty() && t.requests.is_empty());
+        let (lines, _) = log.tail(None);
+        assert!(
+            lines.iter().any(|l| l.text.contains("an answer with id 7 answers no request")),
+            "{lines:?}"
+        );
         Ok(())
     }
 
@@ -439,6 +509,7 @@ mod tests {
     async fn an_answer_over_the_line_limit_fails_its_request_at_once() -> anyhow::Result<()> {
         let (mut t, mut out, _in) = pair(256);
         t.send(call(9)).await?;
+        t.send(list_request(10)).await?;
         let big = json!({"jsonrpc": "2.0", "id": 9, "result": {"content": [{"type": "text", "text": "x".repeat(1000)}]}});
         let small = json!({"jsonrpc": "2.0", "id": 10, "result": {"tools": []}});
         out.write_all(format!("{big}\n{small}\n").as_bytes()).await?;
