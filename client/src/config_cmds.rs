@@ -20,8 +20,14 @@ use crate::{call_error, output};
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// Show the session's effective configuration (secrets redacted)
-    Show,
+    /// Show the session's effective configuration (as written: `$VAR`s not expanded, secrets
+    /// redacted)
+    Show {
+        /// Show settings and servers as the daemon uses them: `$VAR`s expanded, nothing
+        /// redacted. Only to a terminal
+        #[arg(long)]
+        show_secrets: bool,
+    },
     /// Check every input file; exit code 1 if there are errors
     Check,
 }
@@ -239,9 +245,16 @@ pub async fn config(
     cmd: ConfigCommand,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let params = ConfigParams { session };
+    let params = ConfigParams { session, show_secrets: false };
     match cmd {
-        ConfigCommand::Show => {
+        ConfigCommand::Show { show_secrets } => {
+            if show_secrets && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                anyhow::bail!(
+                    "--show-secrets prints secrets, so only to a terminal; stdout is not one \
+                     (run it at your own terminal, without a pipe or redirection)"
+                );
+            }
+            let params = ConfigParams { show_secrets, ..params };
             let c = client.config_get(params).await.map_err(call_error("config/get"))?;
             if json {
                 output::json(&c)?;
@@ -295,6 +308,11 @@ pub async fn config(
                 &["SERVER", "TRANSPORT", "SCOPE", "STATE"],
                 &rows,
             );
+            if show_secrets {
+                for s in &c.mcp_servers {
+                    outln!("{}: {}", s.name, s.config);
+                }
+            }
             if !c.diagnostics.is_empty() {
                 outln!("{} problem(s); `gemctl config check` lists them", c.diagnostics.len());
             }

@@ -52,6 +52,11 @@ pub enum Scope {
 pub struct ConfigParams {
     /// The session whose view is wanted (its workspace, trust and environment).
     pub session: SessionId,
+    /// `config/get` only: show `settings` and each server's `config` as the daemon uses
+    /// them, `$VAR`s expanded and nothing redacted. For a user at their own terminal
+    /// (`gemctl config show --show-secrets` refuses to print them anywhere else).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub show_secrets: bool,
 }
 
 /// Whether a workspace is trusted, and why.
@@ -112,7 +117,8 @@ pub struct McpServerEntry {
     pub file: String,
     /// `stdio`, `sse`, `http` (streamable HTTP, with SSE fallback when `url` has no `type`).
     pub transport: String,
-    /// Its configuration as written (env-expanded), secrets in `env`/`headers` redacted.
+    /// Its configuration as written (`$VAR`s not expanded), what looks secret in `env` and
+    /// `headers` and the user information of URLs redacted; as used, with `showSecrets`.
     pub config: serde_json::Value,
     /// Why it will not start; absent when it will.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -522,3 +522,56 @@ async fn url_passwords_and_expanded_secrets_are_never_shown() -> anyhow::Result<
     }
     Ok(())
 }
+
+/// `--show-secrets` shows values as the daemon uses them, and only to a terminal.
+#[tokio::test]
+async fn show_secrets_prints_them_only_to_a_terminal() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _d = Daemon::start(&home, &["--mcp-startup-timeout", "2s"]).await?;
+    let settings = json!({ "mcpServers": { "local": {
+        "command": "/nonexistent/srv", "args": ["$MY_TOKEN"], "env": { "API_KEY": "$MY_TOKEN" }
+    }}});
+    std::fs::write(user_settings(&home), settings.to_string())?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let piped = home
+        .gemctl_cmd(&["config", "show", "--show-secrets"])
+        .env("MY_TOKEN", "tok-5150")
+        .output()?;
+    let err = String::from_utf8_lossy(&piped.stderr);
+    assert!(!piped.status.success() && err.contains("only to a terminal"), "{err}");
+    assert!(!stdout(&piped).contains("tok-5150"));
+    // At a terminal (`script` gives gemctl one), they are shown.
+    let Ok(script) = which("script") else {
+        eprintln!("skipped the terminal half: no `script` here");
+        return Ok(());
+    };
+    let gemctl = geminid_tests::bin("gemctl");
+    let line = format!("{} --json config show --show-secrets", gemctl.display());
+    let mut cmd = std::process::Command::new(script);
+    cmd.args(["-qec", &line, "/dev/null"])
+        .current_dir(home.workspace())
+        .env("MY_TOKEN", "tok-5150");
+    for (k, v) in home.gemctl_cmd(&[]).get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let shown = cmd.output()?;
+    let text = stdout(&shown);
+    assert!(shown.status.success(), "{text}{}", String::from_utf8_lossy(&shown.stderr));
+    assert!(
+        text.contains(r#""API_KEY":"tok-5150""#) || text.contains(r#""API_KEY": "tok-5150""#),
+        "{text}"
+    );
+    Ok(())
+}
+
+fn which(name: &str) -> anyhow::Result<std::path::PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or_else(|| anyhow::anyhow!("{name} not found"))
+}

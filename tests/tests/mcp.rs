@@ -1001,7 +1001,10 @@ async fn broken_trust_and_enablement_files_keep_their_last_good_contents() -> an
         "{now:#?}"
     );
     assert_eq!(pid_of(&client, &s, "fx").await, pid, "the running server was left alone");
-    let diags = client.config_diagnostics(ConfigParams { session: s.clone() }).await?.diagnostics;
+    let diags = client
+        .config_diagnostics(ConfigParams { session: s.clone(), ..Default::default() })
+        .await?
+        .diagnostics;
     for file in ["trustedFolders.json", "mcp-server-enablement.json"] {
         assert!(
             diags.iter().any(|d| d.file.ends_with(file)

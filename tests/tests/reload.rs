@@ -169,7 +169,7 @@ async fn a_hundred_writes_in_a_second_give_few_reloads_and_the_final_state() -> 
     );
     let config = geminid_protocol::api::ConfigApiClient::config_get(
         &w.client,
-        geminid_protocol::config::ConfigParams { session: w.session.clone() },
+        geminid_protocol::config::ConfigParams { session: w.session.clone(), ..Default::default() },
     )
     .await?;
     let names: Vec<_> = config.mcp_servers.iter().map(|s| s.name.clone()).collect();

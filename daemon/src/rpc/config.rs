@@ -109,6 +109,19 @@ impl Handler {
 impl ConfigApiServer for Handler {
     async fn config_get(&self, p: ConfigParams) -> RpcResult<EffectiveConfig> {
         let e = self.core.effective(&p.session).map_err(rpc_error)?;
+        if p.show_secrets {
+            // Asked for by the user at their terminal: as used, nothing redacted.
+            tracing::info!(session = %p.session, "config/get: secrets shown, as the client asked");
+            let mut public = e.public;
+            for entry in &mut public.mcp_servers {
+                if let Some(used) = e.servers.get(&entry.name)
+                    && let Ok(config) = serde_json::to_value(&used.config)
+                {
+                    entry.config = config;
+                }
+            }
+            return Ok(public);
+        }
         // Shown as written: an expanded `$TOKEN` never comes back to a client.
         Ok(EffectiveConfig { settings: e.shown_settings, ..e.public })
     }
