@@ -177,7 +177,6 @@ async fn run(args: Args) -> anyhow::Result<()> {
         startup_timeout: args.mcp_startup_timeout,
         ping_every: args.mcp_ping_every,
     };
-    let orphan_store = store.clone();
     let config = Loader::new(ConfigPaths::from_env(|k| std::env::var_os(k))?);
     let core = Core::new(
         store,
@@ -193,12 +192,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         },
         config,
     );
-    // Children of a daemon that was killed: stopped in the background, all at once; no server
-    // starts before they are gone, but clients are answered meanwhile.
-    let grace = mcp.stop_grace;
-    core.mcp.start_after(async move {
-        mcp::orphans::cleanup(&orphan_store, grace).await;
-    });
+    // Children of a daemon that was killed: stopped in the background, all at once; a server
+    // starts once its own left-behind copy is gone, and clients are answered meanwhile.
+    core.mcp.clean_orphans(mcp.stop_grace);
     tracing::info!(
         pid = std::process::id(),
         version = geminid_protocol::DAEMON_VERSION,

@@ -1135,6 +1135,46 @@ async fn orphan_cleanup_holds_up_server_starts_not_clients() -> anyhow::Result<(
     Ok(())
 }
 
+/// Only the server whose own copy was left behind waits for it to be stopped; a server of
+/// another identity starts at once.
+#[tokio::test]
+async fn only_a_servers_own_orphan_holds_up_its_start() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let stubborn =
+        json!({ "command": fixture(), "args": ["--survive-stdin-eof", "--ignore-sigterm"] });
+    write_user_settings(&home, json!({ "old": stubborn }))?;
+    let slow = ["--mcp-stop-grace", "3s", "--mcp-linger", "300ms", "--mcp-backoff", "50ms"];
+    let mut daemon = Daemon::start(&home, &slow).await?;
+    let client = daemon.client().await?;
+    let s = session(&client, &home.workspace(), shell_env(&home, &[])).await?;
+    let orphan = start(&client, &s).await?.iter().find_map(|x| x.pid);
+    let orphan = orphan.ok_or_else(|| anyhow::anyhow!("no pid"))?;
+    drop(client);
+    daemon.kill9().await?;
+    write_user_settings(&home, json!({ "old": stubborn, "fresh": stdio(&[]) }))?;
+    let next = Daemon::start(&home, &slow).await?;
+    let client = next.client().await?;
+    let s = session(&client, &home.workspace(), shell_env(&home, &[])).await?;
+    let t0 = Instant::now();
+    client.mcp_start(StartParams { session: s.clone(), wait: false }).await?;
+    let fresh = wait_for(&client, &s, "fresh", Duration::from_secs(10), |x| {
+        x.state == ServerState::Connected
+    })
+    .await;
+    assert!(fresh.pid.is_some());
+    assert!(!process_gone(orphan), "the orphan was gone already; nothing was tested");
+    assert!(t0.elapsed() < Duration::from_secs(2), "fresh waited {:?}", t0.elapsed());
+    let old = list(&client, &s).await?;
+    assert_ne!(one(&old, "old").state, ServerState::Connected, "started beside its orphan");
+    let old = wait_for(&client, &s, "old", Duration::from_secs(10), |x| {
+        x.state == ServerState::Connected
+    })
+    .await;
+    assert!(process_gone(orphan));
+    assert_ne!(old.pid, Some(orphan));
+    Ok(())
+}
+
 /// An editor that saves by deleting the file and writing it anew: the server in use keeps
 /// running. A file that stays deleted takes its servers with it once the grace is over.
 #[tokio::test]

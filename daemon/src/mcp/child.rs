@@ -35,6 +35,8 @@ pub type StdioPipes = (StdoutTap, ChildStdin);
 pub struct SpawnContext<'a> {
     /// The server's name (for records and messages).
     pub server: &'a str,
+    /// Its identity (recorded, see `ChildRecord::identity`).
+    pub identity: &'a str,
     /// Its log.
     pub log: &'a Arc<ServerLog>,
     /// Where its pid is recorded until it is reaped.
@@ -80,6 +82,7 @@ pub async fn spawn(
             command: command.to_owned(),
             server: ctx.server.to_owned(),
             daemon_pid: std::process::id(),
+            identity: Some(ctx.identity.to_owned()),
         };
         if let Err(e) = store.put_child(&rec).await {
             tracing::warn!(server = ctx.server, pid, error = %e, "could not record a child's pid");

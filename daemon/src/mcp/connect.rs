@@ -131,7 +131,7 @@ pub async fn connect(
     let handler = Handler { notices, sup, identity: identity.to_owned() };
     match spec {
         LaunchSpec::Stdio { command, args, cwd, env, .. } => {
-            let ctx = child::SpawnContext { server: name, log, store };
+            let ctx = child::SpawnContext { server: name, identity, log, store };
             let (mut proc, pipes) = child::spawn(command, args, env, cwd.as_ref(), ctx)
                 .await
                 .map_err(ConnectError::Failed)?;

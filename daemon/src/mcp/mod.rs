@@ -412,7 +412,7 @@ pub struct Supervisor {
     progress: Mutex<Progress>,
     /// Closed while children of a killed daemon are being stopped: no server starts before
     /// they are gone (they may hold its files or ports), but everything else answers.
-    start_gate: tokio::sync::watch::Sender<bool>,
+    start_gate: tokio::sync::watch::Sender<orphans::Held>,
     /// Calls in flight with a call id, by (session, call id): firing cancels them.
     cancels: Mutex<HashMap<(String, String), tokio::sync::oneshot::Sender<()>>>,
     /// Each session's tools as last computed; dropped whenever a session's servers, a state
@@ -511,7 +511,7 @@ impl Supervisor {
             inner: Mutex::default(),
             me: me.clone(),
             progress: Mutex::default(),
-            start_gate: tokio::sync::watch::Sender::new(true),
+            start_gate: tokio::sync::watch::Sender::new(orphans::Held::default()),
             cancels: Mutex::default(),
             tool_cache: Mutex::default(),
             tool_tables: Mutex::default(),
@@ -528,19 +528,30 @@ impl Supervisor {
         &self.store
     }
 
-    /// Hold every server start until `cleanup` (stopping a killed daemon's children) is done;
-    /// it runs in the background meanwhile.
-    pub fn start_after(&self, cleanup: impl Future<Output = ()> + Send + 'static) {
-        self.start_gate.send_replace(false);
-        let gate = self.start_gate.clone();
+    /// Stop the children a killed daemon left behind, in the background and all at once; a
+    /// server starts only once the orphan of its own identity is gone (every server waits
+    /// for an orphan recorded without one).
+    pub fn clean_orphans(&self, grace: Duration) {
+        let left = orphans::left_behind(&self.store);
+        if left.is_empty() {
+            return;
+        }
+        self.start_gate.send_replace(orphans::Held::of(&left));
+        let (gate, store) = (self.start_gate.clone(), self.store.clone());
         tokio::spawn(async move {
-            cleanup.await;
-            gate.send_replace(true);
+            let each = left.iter().map(|rec| {
+                let (gate, store) = (&gate, &store);
+                async move {
+                    orphans::clean(store, rec, grace).await;
+                    gate.send_modify(|held| held.release(rec));
+                }
+            });
+            futures::future::join_all(each).await;
         });
     }
 
-    /// Waits until servers may start (see [`Supervisor::start_after`]).
-    pub fn start_gate(&self) -> tokio::sync::watch::Receiver<bool> {
+    /// What may not start yet (see [`Supervisor::clean_orphans`]).
+    pub fn start_gate(&self) -> tokio::sync::watch::Receiver<orphans::Held> {
         self.start_gate.subscribe()
     }
 

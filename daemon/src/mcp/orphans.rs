@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
+use std::collections::HashMap;
+
 use super::child::{Signal, group_alive, signal_group, start_time};
-use crate::store::Store;
+use crate::store::{ChildRecord, Store};
 
 /// What happened to one recorded child.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,22 +22,64 @@ pub enum Outcome {
     Reused,
 }
 
-/// Stop every recorded child left by an earlier daemon and forget the records, all at once
-/// (one grace period in all, not one per child). Returns (pid, outcome) for each record.
-pub async fn cleanup(store: &Store, grace: Duration) -> Vec<(u32, Outcome)> {
-    let records: Vec<_> =
-        store.children().into_iter().filter(|r| r.daemon_pid != std::process::id()).collect();
-    let each = records.into_iter().map(|rec| async move {
-        let outcome = clean_one(&rec, grace).await;
-        if let Err(e) = store.remove_child(rec.pid) {
-            tracing::warn!(pid = rec.pid, error = %e, "could not forget a child record");
-        }
-        (rec.pid, outcome)
-    });
-    futures::future::join_all(each).await
+/// What may not start yet: the identities whose orphan is still being stopped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Identity → orphans of it still being stopped.
+    identities: HashMap<String, usize>,
+    /// Orphans recorded without an identity (by an older daemon): every start waits.
+    unknown: usize,
 }
 
-async fn clean_one(rec: &crate::store::ChildRecord, grace: Duration) -> Outcome {
+impl Held {
+    /// What the records of `orphans` hold.
+    pub fn of(orphans: &[ChildRecord]) -> Self {
+        let mut held = Self::default();
+        for rec in orphans {
+            match &rec.identity {
+                Some(id) => *held.identities.entry(id.clone()).or_default() += 1,
+                None => held.unknown += 1,
+            }
+        }
+        held
+    }
+
+    /// Whether a server of `identity` must wait.
+    pub fn holds(&self, identity: &str) -> bool {
+        self.unknown > 0 || self.identities.contains_key(identity)
+    }
+
+    /// `rec`'s orphan is gone.
+    pub fn release(&mut self, rec: &ChildRecord) {
+        match &rec.identity {
+            Some(id) => {
+                if let Some(n) = self.identities.get_mut(id) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.identities.remove(id);
+                    }
+                }
+            }
+            None => self.unknown = self.unknown.saturating_sub(1),
+        }
+    }
+}
+
+/// The recorded children left by an earlier daemon.
+pub fn left_behind(store: &Store) -> Vec<ChildRecord> {
+    store.children().into_iter().filter(|r| r.daemon_pid != std::process::id()).collect()
+}
+
+/// Stop `rec`'s child if it is still the one recorded, and forget the record.
+pub async fn clean(store: &Store, rec: &ChildRecord, grace: Duration) -> Outcome {
+    let outcome = clean_one(rec, grace).await;
+    if let Err(e) = store.remove_child(rec.pid) {
+        tracing::warn!(pid = rec.pid, error = %e, "could not forget a child record");
+    }
+    outcome
+}
+
+async fn clean_one(rec: &ChildRecord, grace: Duration) -> Outcome {
     let now = start_time(rec.pid);
     let outcome = match (now, rec.start_time) {
         (Some(now), Some(then)) if now == then => {

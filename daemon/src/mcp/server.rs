@@ -262,14 +262,14 @@ async fn run(
 ) {
     let r = Reporter { server: server.clone(), sup };
     let store = r.sup.upgrade().map(|s| s.store().clone());
-    // Not before a killed daemon's children are gone (or a stop comes first).
+    // Not before a killed daemon's child of this identity is gone (or a stop comes first).
     let gate = r.sup.upgrade().map(|s| s.start_gate());
     if let Some(mut gate) = gate
-        && !*gate.borrow()
+        && gate.borrow().holds(&server.identity)
     {
-        r.log("waiting for the children of the previous daemon to be stopped");
+        r.log("waiting for its copy left by the previous daemon to be stopped");
         tokio::select! {
-            _ = gate.wait_for(|open| *open) => {}
+            _ = gate.wait_for(|held| !held.holds(&server.identity)) => {}
             cmd = cmds.recv() => if cmd != Some(Cmd::Restart) {
                 r.update(|s| s.state = ServerState::Disconnected);
                 return;

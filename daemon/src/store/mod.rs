@@ -234,6 +234,10 @@ pub struct ChildRecord {
     pub server: String,
     /// The daemon that started it.
     pub daemon_pid: u32,
+    /// The identity of the server it runs: a server of that identity starts only once this
+    /// one is gone. Absent in records of older daemons (then every start waits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
 }
 
 /// The open sled handles.
