@@ -13,7 +13,7 @@ fn gemctl(args: &[&str], socket: &std::path::Path) -> std::process::Output {
 
 #[test]
 fn help_lists_every_command() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let out = gemctl(&["--help"], &dir.path().join("s"));
     let help = String::from_utf8_lossy(&out.stdout);
     for cmd in ["status", "daemon", "session", "attach", "events", "rpc", "--json", "--session"] {
@@ -23,7 +23,7 @@ fn help_lists_every_command() {
 
 #[test]
 fn status_without_a_daemon_exits_3_and_starts_nothing() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("none.sock");
     let out = gemctl(&["--json", "status"], &socket);
     assert_eq!(out.status.code(), Some(3));
@@ -34,7 +34,7 @@ fn status_without_a_daemon_exits_3_and_starts_nothing() {
 
 #[test]
 fn an_unknown_command_is_a_usage_error() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let out = gemctl(&["frobnicate"], &dir.path().join("s"));
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unrecognized subcommand"));
@@ -42,7 +42,7 @@ fn an_unknown_command_is_a_usage_error() {
 
 #[test]
 fn gemini_clis_session_flag_points_at_session_only() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     for verb in ["disable", "enable"] {
         let out = gemctl(&["mcp", verb, "memory", "--session"], &dir.path().join("s"));
         assert_eq!(out.status.code(), Some(2));
@@ -55,7 +55,7 @@ fn gemini_clis_session_flag_points_at_session_only() {
 
 #[test]
 fn session_on_a_command_that_acts_for_none_is_refused() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     for args in [
         &["--session", "abcd", "status"][..],
         &["daemon", "stop", "--session", "abcd"],

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod config;
 pub mod core;
 pub mod events;
+mod literal;
 pub mod mcp;
 pub mod paths;
 pub mod rpc;

@@ -17,7 +17,7 @@ fn help_names_the_flags() {
 
 #[test]
 fn nonsense_limits_are_refused_before_anything_is_created() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run").join("g.sock");
     let out = Command::new(env!("CARGO_BIN_EXE_geminid"))
         .arg("--socket")

@@ -158,7 +158,7 @@ mod tests {
         let json = serde_json::to_value(&ev).unwrap_or_default();
         assert_eq!(json["kind"], ev.body.kind());
         assert_eq!(json["payload"]["reason"], "test");
-        let back: Event = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
+        let back: Event = serde_json::from_value(json).unwrap();
         assert_eq!(back, ev);
     }
 }

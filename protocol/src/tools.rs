@@ -348,7 +348,7 @@ mod tests {
                 name: format!("mcp_s_{name}"),
                 description: "say \"hi\"\n".into(),
                 parameters_json_schema: RawValue::from_string(r#"{"type":"object"}"#.into())
-                    .unwrap_or_else(|e| panic!("{e}")),
+                    .unwrap(),
             },
             raw: None,
         }

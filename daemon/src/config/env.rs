@@ -5,19 +5,19 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use regex::{Captures, Regex, RegexBuilder};
+use regex::{Captures, Regex};
 
 /// An environment: name → value.
 pub type Env = BTreeMap<String, String>;
 
 static SETTINGS_VAR: LazyLock<Regex> = LazyLock::new(|| {
     // `$VAR`, `${VAR}`, `${VAR:-default}`; `${FOO.BAR}` allowed.
-    Regex::new(r"\$(?:(\w+)|\{([^}]+?)(?::-([^}]*))?\})").unwrap_or_else(|e| panic!("{e}"))
+    crate::literal::regex(r"\$(?:(\w+)|\{([^}]+?)(?::-([^}]*))?\})")
 });
 
 static SPAWN_VAR: LazyLock<Regex> = LazyLock::new(|| {
     // dotenv-expand 12: `${expression}` (anything but braces inside) or `$NAME`.
-    Regex::new(r"\$\{([^{}]+)\}|\$([A-Za-z_][A-Za-z0-9_]*)").unwrap_or_else(|e| panic!("{e}"))
+    crate::literal::regex(r"\$\{([^{}]+)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 });
 
 /// Replacements one spawn-time expansion makes at most (dotenv-expand re-reads its result
@@ -65,8 +65,7 @@ pub fn expand_settings_value(value: &mut serde_json::Value, env: &Env) {
 /// is a literal `$`. On Windows `%VAR%` is expanded first.
 pub fn expand_env_vars(s: &str, env: &Env) -> String {
     let mut result = if cfg!(windows) {
-        static PERCENT: LazyLock<Regex> =
-            LazyLock::new(|| Regex::new(r"%(\w+)%").unwrap_or_else(|e| panic!("{e}")));
+        static PERCENT: LazyLock<Regex> = LazyLock::new(|| crate::literal::regex(r"%(\w+)%"));
         PERCENT
             .replace_all(s, |c: &Captures<'_>| env.get(&c[1]).cloned().unwrap_or_default())
             .into_owned()
@@ -225,7 +224,7 @@ static SECRET_VALUES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         r"xox[abpr]-[A-Za-z0-9-]+",
     ]
     .iter()
-    .map(|p| RegexBuilder::new(p).case_insensitive(true).build().unwrap_or_else(|e| panic!("{e}")))
+    .map(|p| crate::literal::regex_ignoring_case(p))
     .collect()
 });
 
@@ -307,9 +306,8 @@ pub const REDACTED: &str = "[redacted]";
 /// replaced by [`REDACTED`]: a URL in a server's settings, status, events or error messages
 /// never shows a password.
 pub fn redact_urls(text: &str) -> std::borrow::Cow<'_, str> {
-    static USERINFO: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s@]+@").unwrap_or_else(|e| panic!("{e}"))
-    });
+    static USERINFO: LazyLock<Regex> =
+        LazyLock::new(|| crate::literal::regex(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s@]+@"));
     if !text.contains('@') {
         return std::borrow::Cow::Borrowed(text);
     }

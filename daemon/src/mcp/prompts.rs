@@ -8,8 +8,7 @@ use serde_json::{Map, Value, json};
 
 /// A prompt's command name: trimmed, whitespace runs turned into `-`.
 pub fn command_name(prompt: &str) -> String {
-    static WS: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"\s+").unwrap_or_else(|e| panic!("{e}")));
+    static WS: LazyLock<Regex> = LazyLock::new(|| crate::literal::regex(r"\s+"));
     WS.replace_all(prompt.trim(), "-").into_owned()
 }
 
@@ -81,12 +80,10 @@ fn unescape(s: &str) -> String {
 /// (an empty string, as the reference sends). Optional arguments are only set by name. Errors
 /// with the reference's message when required arguments are missing.
 pub fn parse_args(text: &str, args: &[Arg]) -> Result<Map<String, Value>, String> {
-    static NAMED: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r#"--([^=]+)=(?:"((?:\\.|[^"\\])*)"|([^ ]+))"#).unwrap_or_else(|e| panic!("{e}"))
-    });
-    static TOKEN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r#""((?:\\.|[^"\\])*)"|([^ ]+)"#).unwrap_or_else(|e| panic!("{e}"))
-    });
+    static NAMED: LazyLock<Regex> =
+        LazyLock::new(|| crate::literal::regex(r#"--([^=]+)=(?:"((?:\\.|[^"\\])*)"|([^ ]+))"#));
+    static TOKEN: LazyLock<Regex> =
+        LazyLock::new(|| crate::literal::regex(r#""((?:\\.|[^"\\])*)"|([^ ]+)"#));
     let quoted_or_bare = |c: &regex::Captures<'_>, q: usize, b: usize| {
         c.get(q).or_else(|| c.get(b)).map(|m| unescape(m.as_str())).unwrap_or_default()
     };

@@ -281,8 +281,7 @@ mod tests {
     }
 
     fn stdio(config: McpServerConfig, e: &Env) -> LaunchSpec {
-        resolve("s", &config, e, &Redaction::default(), Path::new("/ws"), true, None)
-            .unwrap_or_else(|e| panic!("{e}"))
+        resolve("s", &config, e, &Redaction::default(), Path::new("/ws"), true, None).unwrap()
     }
 
     #[test]
@@ -331,12 +330,11 @@ mod tests {
     /// A directory holding executables with these names.
     fn bin_dir(names: &[&str]) -> tempfile::TempDir {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap();
         for n in names {
             let p = dir.path().join(n);
-            std::fs::write(&p, "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
-                .unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(&p, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         dir
     }
