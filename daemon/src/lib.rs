@@ -12,6 +12,7 @@ mod literal;
 pub mod mcp;
 pub mod paths;
 pub mod rpc;
+pub mod secrets;
 pub mod server;
 pub mod session;
 pub mod settings_file;

@@ -132,7 +132,7 @@ pub async fn connect(
     match spec {
         LaunchSpec::Stdio { command, args, cwd, env, .. } => {
             let ctx = child::SpawnContext { server: name, identity, log, store };
-            let (mut proc, pipes) = child::spawn(command, args, env, cwd.as_ref(), ctx)
+            let (mut proc, pipes) = child::spawn(command, args, env.expose(), cwd.as_ref(), ctx)
                 .await
                 .map_err(ConnectError::Failed)?;
             log.push("geminid", &format!("started {command} (pid {})", proc.pid));
@@ -178,7 +178,7 @@ pub async fn connect(
                     "MCP server '{name}': {url:?} is not an http:// or https:// URL"
                 )));
             }
-            let headers = header_map(headers).map_err(ConnectError::Failed)?;
+            let headers = header_map(headers.expose()).map_err(ConnectError::Failed)?;
             let attempt = async {
                 match kind {
                     Network::StreamableHttp => http(url, &headers, handler).await,

@@ -7,6 +7,7 @@
 //! stdio child merely inherits (TERM, the order of PATH, an activated virtualenv's variables,
 //! anything the entry does not name) is not part of it: two shells of one user share one
 //! process, and the child gets the environment of the session that started it.
+use crate::secrets::Secret;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -70,11 +71,12 @@ pub enum LaunchSpec {
         /// resolves to nothing (the start will say so).
         program: Option<PathBuf>,
         /// The variables the entry sets itself (`env`), expanded.
-        explicit: BTreeMap<String, String>,
+        #[serde(serialize_with = "crate::secrets::expose")]
+        explicit: Secret<BTreeMap<String, String>>,
         /// Its complete environment: the starting session's (sanitized, volatile variables
         /// removed) with `explicit` on top. Not part of the identity.
         #[serde(skip)]
-        env: BTreeMap<String, String>,
+        env: Secret<BTreeMap<String, String>>,
     },
     /// A remote server.
     Network {
@@ -83,7 +85,8 @@ pub enum LaunchSpec {
         /// Where.
         url: String,
         /// Request headers, expanded.
-        headers: BTreeMap<String, String>,
+        #[serde(serialize_with = "crate::secrets::expose")]
+        headers: Secret<BTreeMap<String, String>>,
     },
 }
 
@@ -127,7 +130,7 @@ pub fn resolve(
             .flatten()
             .map(|(k, v)| (k.clone(), expand_env_vars(v, &sanitized)))
             .collect();
-        return Ok(LaunchSpec::Network { kind, url: url.clone(), headers });
+        return Ok(LaunchSpec::Network { kind, url: url.clone(), headers: Secret::new(headers) });
     }
     let Some(command) = config.command.clone() else {
         return Err(ResolveError::NoTransport(name.to_owned()));
@@ -153,8 +156,8 @@ pub fn resolve(
         args: config.args.clone().unwrap_or_default(),
         cwd,
         program,
-        explicit,
-        env: child_env,
+        explicit: Secret::new(explicit),
+        env: Secret::new(child_env),
     })
 }
 
@@ -253,6 +256,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_launch_spec_never_prints_its_environment_or_headers() {
+        let e = env(&[("PATH", "/bin"), ("TOKEN", "ghp_printme")]);
+        let config = McpServerConfig {
+            command: Some("srv".into()),
+            env: Some(BTreeMap::from([("KEY".to_owned(), "$TOKEN".to_owned())])),
+            ..Default::default()
+        };
+        let printed = format!("{:?}", stdio(config, &e));
+        assert!(!printed.contains("ghp_printme"), "{printed}");
+        let remote = McpServerConfig {
+            http_url: Some("http://h/mcp".into()),
+            headers: Some(BTreeMap::from([(
+                "Authorization".to_owned(),
+                "Bearer abc123".to_owned(),
+            )])),
+            ..Default::default()
+        };
+        let spec =
+            resolve("s", &remote, &e, &Redaction::default(), Path::new("/ws"), true, None).unwrap();
+        let printed = format!("{spec:?}");
+        assert!(!printed.contains("abc123"), "{printed}");
+        // The identity still hashes them (exposed on purpose).
+        let other = McpServerConfig {
+            headers: Some(BTreeMap::from([(
+                "Authorization".to_owned(),
+                "Bearer other".to_owned(),
+            )])),
+            ..remote.clone()
+        };
+        let other =
+            resolve("s", &other, &e, &Redaction::default(), Path::new("/ws"), true, None).unwrap();
+        assert_ne!(spec.identity(), other.identity());
+    }
+
+    #[test]
     fn an_expanded_url_in_an_error_is_written_as_shown() {
         let spec = LaunchSpec::Network {
             kind: Network::StreamableHttp,
@@ -314,8 +352,8 @@ mod tests {
         assert_eq!((command.as_str(), args), ("srv", vec!["--x".to_owned()]));
         assert_eq!(cwd, Some(PathBuf::from("/ws/sub")));
         assert_eq!(
-            child,
-            env(&[
+            child.expose(),
+            &env(&[
                 ("GEMINI_CLI", "1"),
                 ("HOME", "/home/u"),
                 ("MISSING", "[]"),
@@ -324,7 +362,7 @@ mod tests {
                 ("TOKEN", "ghp_secret")
             ])
         );
-        assert_eq!(explicit, env(&[("MISSING", "[]"), ("TOKEN", "ghp_secret")]));
+        assert_eq!(explicit.expose(), &env(&[("MISSING", "[]"), ("TOKEN", "ghp_secret")]));
     }
 
     /// A directory holding executables with these names.
@@ -386,7 +424,7 @@ mod tests {
         };
         assert_eq!(program, venv.path().canonicalize().ok().map(|d| d.join("py")));
         assert_eq!(
-            child.get("PATH"),
+            child.expose().get("PATH"),
             Some(&in_venv),
             "the child still inherits the session's PATH"
         );
@@ -414,7 +452,7 @@ mod tests {
         // The reference expands headers against the redacted environment, so a secret variable
         // is empty here. (Settings-load expansion has already replaced defined variables
         // before this point, so `Bearer $TOKEN` in settings does reach the server.)
-        assert_eq!(headers, env(&[("X-Key", ""), ("X-Tenant", "acme")]));
+        assert_eq!(headers.expose(), &env(&[("X-Key", ""), ("X-Tenant", "acme")]));
         let sse = McpServerConfig {
             url: Some("u".into()),
             transport_type: Some(TransportType::Sse),

@@ -1,0 +1,75 @@
+//! Values that must never be printed: a child's environment, request headers (tokens and
+//! keys come later). A [`Secret`] prints `[redacted]` in `Debug` and `Display`, and has no
+//! `Serialize`: what must read it (spawning a child, sending a request, hashing an identity)
+//! says so with [`Secret::expose`] or [`expose`].
+
+use std::fmt;
+
+/// A value that prints as `[redacted]`.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Secret<T>(T);
+
+impl<T> Secret<T> {
+    /// Wrap `value`.
+    pub fn new(value: T) -> Self {
+        Self(value)
+    }
+
+    /// The value, for the one place that needs it.
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+
+    /// The value, by move.
+    pub fn into_exposed(self) -> T {
+        self.0
+    }
+}
+
+impl<T> From<T> for Secret<T> {
+    fn from(value: T) -> Self {
+        Self(value)
+    }
+}
+
+impl<T> fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl<T> fmt::Display for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// Serialize a secret's value, for `#[serde(serialize_with = "expose")]` where a structure
+/// is hashed (a server's identity) and never shown.
+pub fn expose<T: serde::Serialize, S: serde::Serializer>(
+    secret: &Secret<T>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    secret.0.serialize(serializer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_prints_as_redacted_and_serializes_only_when_exposed() {
+        let s = Secret::new(String::from("ghp_0123456789"));
+        assert_eq!(format!("{s:?}"), "[redacted]");
+        assert_eq!(format!("{s}"), "[redacted]");
+        assert_eq!(format!("{:?}", Some(&s)), "Some([redacted])");
+        assert_eq!(s.expose(), "ghp_0123456789");
+        #[derive(serde::Serialize)]
+        struct Hashed {
+            #[serde(serialize_with = "expose")]
+            token: Secret<String>,
+        }
+        let json = serde_json::to_string(&Hashed { token: s }).unwrap();
+        assert_eq!(json, r#"{"token":"ghp_0123456789"}"#);
+    }
+}
