@@ -17,6 +17,7 @@ use crate::config::env::Env;
 use crate::config::{Effective, Loader};
 use crate::events::EventBus;
 use crate::mcp::{McpOptions, SessionView, Supervisor};
+use crate::secrets::Secret;
 use crate::session::{SessionError, Sessions};
 use crate::store::Store;
 
@@ -45,7 +46,8 @@ pub struct Core {
     /// The MCP servers.
     pub mcp: Arc<Supervisor>,
     /// The daemon's own environment, for sessions whose client sent none.
-    daemon_env: Arc<Env>,
+    /// The daemon's own environment (it may hold the user's tokens).
+    daemon_env: Secret<Arc<Env>>,
     store: Store,
     info: DaemonInfo,
     started_ms: u64,
@@ -75,7 +77,7 @@ impl Core {
             mcp: Supervisor::new(info.mcp, events.clone(), store.clone()),
             events,
             config,
-            daemon_env: Arc::new(std::env::vars().collect()),
+            daemon_env: Secret::new(Arc::new(std::env::vars().collect())),
             store,
             info,
             started_ms: clock::now_ms(),
@@ -98,7 +100,7 @@ impl Core {
     /// The environment a session's configuration expands against: its client's, else the
     /// daemon's.
     pub fn session_env(&self, session: &str) -> Arc<Env> {
-        self.sessions.client_env(session).unwrap_or_else(|| self.daemon_env.clone())
+        self.sessions.client_env(session).unwrap_or_else(|| self.daemon_env.expose().clone())
     }
 
     fn compute(&self, session: &str) -> Result<Effective, SessionError> {

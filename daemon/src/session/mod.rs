@@ -17,6 +17,7 @@ use geminid_protocol::types::{
 
 use crate::clock;
 use crate::events::EventBus;
+use crate::secrets::Secret;
 use crate::store::{SessionRecord, Store, StoreError};
 
 /// Identifies one client connection (assigned by the accept loop).
@@ -51,7 +52,8 @@ struct Runtime {
     total: usize,
     attached: HashMap<SessionId, HashSet<ConnId>>,
     by_conn: HashMap<ConnId, HashSet<SessionId>>,
-    envs: HashMap<SessionId, Arc<ClientEnv>>,
+    /// Each session's client environment (it holds the user's tokens).
+    envs: HashMap<SessionId, Secret<Arc<ClientEnv>>>,
 }
 
 impl Runtime {
@@ -169,7 +171,7 @@ impl Sessions {
             rt.total += usize::from(created);
             rt.attach(&rec.id, conn);
             if let Some(env) = params.env {
-                rt.envs.insert(rec.id.clone(), Arc::new(env));
+                rt.envs.insert(rec.id.clone(), Secret::new(Arc::new(env)));
             }
         }
         let session = self.view(rec);
@@ -222,7 +224,7 @@ impl Sessions {
             let mut rt = self.runtime();
             rt.attach(id, conn);
             if let Some(env) = env {
-                rt.envs.insert(id.to_owned(), Arc::new(env));
+                rt.envs.insert(id.to_owned(), Secret::new(Arc::new(env)));
             }
         }
         let session = self.view(rec);
@@ -340,7 +342,7 @@ impl Sessions {
     /// The environment a session's servers inherit: the client's if one was sent, else `None`
     /// (meaning the daemon's own).
     pub fn client_env(&self, id: &str) -> Option<Arc<ClientEnv>> {
-        self.runtime().envs.get(id).cloned()
+        self.runtime().envs.get(id).map(|e| e.expose().clone())
     }
 
     /// (total sessions, sessions with at least one connection attached).
