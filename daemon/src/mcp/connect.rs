@@ -31,10 +31,17 @@ pub enum Notice {
 /// geminid's side of an MCP connection.
 #[derive(Debug, Clone)]
 pub struct Handler {
-    notices: mpsc::UnboundedSender<Notice>,
+    notices: mpsc::Sender<Notice>,
     sup: std::sync::Weak<super::Supervisor>,
     /// The server's identity: progress tokens are only unique per connection.
     identity: String,
+}
+
+impl Handler {
+    /// A list changed; a full channel means a refresh is due already.
+    fn list_changed(&self) {
+        let _ = self.notices.try_send(Notice::ListChanged);
+    }
 }
 
 impl ClientHandler for Handler {
@@ -46,15 +53,15 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
-        let _ = self.notices.send(Notice::ListChanged);
+        self.list_changed();
     }
 
     async fn on_prompt_list_changed(&self, _: NotificationContext<RoleClient>) {
-        let _ = self.notices.send(Notice::ListChanged);
+        self.list_changed();
     }
 
     async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
-        let _ = self.notices.send(Notice::ListChanged);
+        self.list_changed();
     }
 
     async fn on_progress(
@@ -125,7 +132,7 @@ pub struct Attempt<'a> {
 /// Connect and complete the handshake within the attempt's timeout.
 pub async fn connect(
     attempt: Attempt<'_>,
-    notices: mpsc::UnboundedSender<Notice>,
+    notices: mpsc::Sender<Notice>,
 ) -> Result<Running, ConnectError> {
     let Attempt { name, identity, spec, shown, timeout, grace, log, store, sup } = attempt;
     let handler = Handler { notices, sup, identity: identity.to_owned() };

@@ -290,7 +290,8 @@ async fn run(
             s.connected_at = None;
         });
         requested = false;
-        let (notices, mut notice_rx) = mpsc::unbounded_channel();
+        // One pending notice says all there is to say: a refresh is due.
+        let (notices, mut notice_rx) = mpsc::channel(1);
         let attempt = Attempt {
             name: &server.name,
             identity: &server.identity,
@@ -539,11 +540,13 @@ async fn shutdown(running: Running, grace: Duration) -> String {
     }
 }
 
-/// A list changed: read the catalog again and swap it in. Notices that arrive meanwhile are
-/// folded into this refresh (a storm costs one or two discoveries, and one event). As Gemini
-/// CLI does, a refresh that finds the same names tries once more after 500 ms (the server may
-/// announce before its list reflects the change).
-async fn refresh(r: &Reporter, running: &Running, notices: &mut mpsc::UnboundedReceiver<Notice>) {
+/// A list changed: read the catalog again and swap it in. Notices that arrived before it
+/// began are folded into it; one that arrives while it lists waits (the channel holds one:
+/// a storm costs a refresh or two, and one event) and brings another, so no change is lost.
+/// As Gemini CLI does, a refresh that finds the same names tries once more after 500 ms
+/// (the server may announce before its list reflects the change).
+async fn refresh(r: &Reporter, running: &Running, notices: &mut mpsc::Receiver<Notice>) {
+    while notices.try_recv().is_ok() {}
     let server = &r.server;
     let old = server.catalog();
     let mut new = discover(&server.name, &running.peer, server.request_timeout).await;
@@ -551,7 +554,6 @@ async fn refresh(r: &Reporter, running: &Running, notices: &mut mpsc::UnboundedR
         tokio::time::sleep(Duration::from_millis(500)).await;
         new = discover(&server.name, &running.peer, server.request_timeout).await;
     }
-    while notices.try_recv().is_ok() {}
     if new == *old {
         return;
     }
