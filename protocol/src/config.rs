@@ -312,5 +312,33 @@ pub struct McpReloadParams {
 #[serde(rename_all = "camelCase")]
 pub struct McpReloadResult {
     /// One entry per session whose configuration changed.
-    pub changes: Vec<crate::event::ConfigChanged>,
+    pub changes: Vec<ConfigChanged>,
+}
+
+/// Payload of `config/changed`: what changed in one session's effective configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigChanged {
+    /// The session.
+    pub session: SessionId,
+    /// What applied the change: `watch` (a file changed), or the request that made it:
+    /// `mcp/reload`, `mcp/enable`, `mcp/disable`, `mcp/add`, `mcp/remove`, `trust/set`.
+    pub reason: String,
+    /// Servers that appeared.
+    pub servers_added: Vec<String>,
+    /// Servers that disappeared.
+    pub servers_removed: Vec<String>,
+    /// Servers whose configuration changed (they need a restart).
+    pub servers_changed: Vec<String>,
+    /// Servers whose configuration is the same but which became blocked or unblocked.
+    pub enablement_changed: Vec<String>,
+    /// The folder's trust changed.
+    pub trust_changed: bool,
+    /// Other settings changed.
+    pub settings_changed: bool,
+    /// The diagnostics changed; these are the errors now (warnings via `config/diagnostics`).
+    pub diagnostics_changed: bool,
+    /// Current errors (a file that fails to parse shows up here while its last good contents
+    /// stay in effect).
+    pub errors: Vec<Diagnostic>,
 }

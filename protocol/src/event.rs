@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Diagnostic;
+// `config/changed`'s payload lives with the rest of the configuration types (so `config`
+// does not import `event`); it is re-exported here with the other payloads.
+pub use crate::config::ConfigChanged;
 use crate::mcp::{CatalogChanged, ServerStateChanged};
 use crate::types::{Session, SessionId};
 
@@ -67,34 +69,6 @@ pub enum EventBody {
     /// A server reported progress on a tool call.
     #[serde(rename = "tools/progress")]
     ToolProgress(crate::tools::ToolProgress),
-}
-
-/// Payload of `config/changed`: what changed in one session's effective configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigChanged {
-    /// The session.
-    pub session: SessionId,
-    /// What applied the change: `watch` (a file changed), or the request that made it:
-    /// `mcp/reload`, `mcp/enable`, `mcp/disable`, `mcp/add`, `mcp/remove`, `trust/set`.
-    pub reason: String,
-    /// Servers that appeared.
-    pub servers_added: Vec<String>,
-    /// Servers that disappeared.
-    pub servers_removed: Vec<String>,
-    /// Servers whose configuration changed (they need a restart).
-    pub servers_changed: Vec<String>,
-    /// Servers whose configuration is the same but which became blocked or unblocked.
-    pub enablement_changed: Vec<String>,
-    /// The folder's trust changed.
-    pub trust_changed: bool,
-    /// Other settings changed.
-    pub settings_changed: bool,
-    /// The diagnostics changed; these are the errors now (warnings via `config/diagnostics`).
-    pub diagnostics_changed: bool,
-    /// Current errors (a file that fails to parse shows up here while its last good contents
-    /// stay in effect).
-    pub errors: Vec<Diagnostic>,
 }
 
 /// Payload of `daemon/shuttingDown`.
