@@ -44,13 +44,25 @@ pub enum ErrorCode {
     MissingArguments,
     /// The call was cancelled (`tools/cancel`).
     Cancelled,
+    /// A policy rule denied the tool call (reserved: the policy engine is not built yet).
+    PolicyDenied,
+    /// A hook blocked the tool call (reserved: hooks are not built yet).
+    HookBlocked,
+    /// A hook stopped the agent's turn (reserved: hooks are not built yet).
+    Stopped,
+    /// Nobody answered a confirmation in time (reserved: asks are not built yet).
+    ConfirmationTimedOut,
+    /// The MCP server needs an OAuth login first (reserved: OAuth is not built yet).
+    NeedsAuth,
+    /// An extension's files do not match their integrity record (reserved: extensions are not built yet).
+    IntegrityFailed,
     /// Anything else that went wrong inside the daemon.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 23] = [
         Self::VersionMismatch,
         Self::SessionNotFound,
         Self::InvalidWorkspace,
@@ -67,6 +79,12 @@ impl ErrorCode {
         Self::NotInCatalog,
         Self::MissingArguments,
         Self::Cancelled,
+        Self::PolicyDenied,
+        Self::HookBlocked,
+        Self::Stopped,
+        Self::ConfirmationTimedOut,
+        Self::NeedsAuth,
+        Self::IntegrityFailed,
         Self::Internal,
     ];
 
@@ -89,6 +107,12 @@ impl ErrorCode {
             Self::NotInCatalog => -31014,
             Self::MissingArguments => -31015,
             Self::Cancelled => -31016,
+            Self::PolicyDenied => -31017,
+            Self::HookBlocked => -31018,
+            Self::Stopped => -31019,
+            Self::ConfirmationTimedOut => -31020,
+            Self::NeedsAuth => -31021,
+            Self::IntegrityFailed => -31022,
             Self::Internal => -31099,
         }
     }
@@ -117,6 +141,12 @@ impl ErrorCode {
             Self::NotInCatalog => "notInCatalog",
             Self::MissingArguments => "missingArguments",
             Self::Cancelled => "cancelled",
+            Self::PolicyDenied => "policyDenied",
+            Self::HookBlocked => "hookBlocked",
+            Self::Stopped => "stopped",
+            Self::ConfirmationTimedOut => "confirmationTimedOut",
+            Self::NeedsAuth => "needsAuth",
+            Self::IntegrityFailed => "integrityFailed",
             Self::Internal => "internal",
         }
     }
