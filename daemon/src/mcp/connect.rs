@@ -32,7 +32,7 @@ pub enum Notice {
 #[derive(Debug, Clone)]
 pub struct Handler {
     notices: mpsc::Sender<Notice>,
-    sup: std::sync::Weak<super::Supervisor>,
+    sup: std::sync::Weak<dyn super::server::Observer>,
     /// The server's identity: progress tokens are only unique per connection.
     identity: String,
 }
@@ -70,7 +70,7 @@ impl ClientHandler for Handler {
         _: NotificationContext<RoleClient>,
     ) {
         if let Some(sup) = self.sup.upgrade() {
-            sup.on_progress(&self.identity, &params);
+            sup.progress(&self.identity, &params);
         }
     }
 }
@@ -126,7 +126,7 @@ pub struct Attempt<'a> {
     /// Where child pids are recorded.
     pub store: Option<&'a Store>,
     /// Where progress notifications go.
-    pub sup: std::sync::Weak<super::Supervisor>,
+    pub sup: std::sync::Weak<dyn super::server::Observer>,
 }
 
 /// Connect and complete the handshake within the attempt's timeout.

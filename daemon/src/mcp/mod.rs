@@ -523,6 +523,11 @@ impl Supervisor {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// What its server tasks report to: itself, through [`server::Observer`].
+    fn observer(&self) -> Weak<dyn server::Observer> {
+        self.me.clone()
+    }
+
     /// The database (for child pid records).
     pub fn store(&self) -> &Store {
         &self.store
@@ -645,7 +650,7 @@ impl Supervisor {
                                 request_timeout: entry.timeout,
                             };
                             tracing::info!(server = %name, session = view.id, identity = &identity[..12], "starting MCP server");
-                            let server = Server::start(new, self.me.clone(), self.opts);
+                            let server = Server::start(new, self.observer(), self.opts);
                             inner.servers.insert(identity.clone(), server);
                             inner.retired.retain(|r| r.server.identity != *identity);
                             started = true;
@@ -729,7 +734,7 @@ impl Supervisor {
     }
 
     /// Announce a state change to every session using the server.
-    pub fn announce(&self, server: &Arc<Server>, previous: ServerState) {
+    fn announce(&self, server: &Arc<Server>, previous: ServerState) {
         self.invalidate_tools();
         let sessions = self.inner().users(&server.identity);
         let status = self.status_of(server, &server.name, server.scope, sessions);
@@ -739,7 +744,7 @@ impl Supervisor {
     }
 
     /// Announce a new catalog to every session using the server.
-    pub fn catalog_changed(&self, server: &Arc<Server>) {
+    fn catalog_changed(&self, server: &Arc<Server>) {
         self.invalidate_tools();
         let sessions = self.inner().users(&server.identity);
         let (tools, prompts, resources) = server.catalog().counts();
@@ -970,7 +975,7 @@ impl Supervisor {
                         request_timeout: server.request_timeout,
                     };
                     tracing::info!(server = %server.name, "starting a stopped MCP server again");
-                    let fresh = Server::start(new, self.me.clone(), self.opts);
+                    let fresh = Server::start(new, self.observer(), self.opts);
                     inner.servers.insert(fresh.identity.clone(), fresh.clone());
                     inner.retired.retain(|r| r.server.identity != fresh.identity);
                     Some(fresh)
@@ -1151,7 +1156,7 @@ impl Supervisor {
     }
 
     /// A server reported progress: tell the calling session.
-    pub fn on_progress(&self, identity: &str, n: &rmcp::model::ProgressNotificationParam) {
+    fn on_progress(&self, identity: &str, n: &rmcp::model::ProgressNotificationParam) {
         let key = progress_key(identity, &n.progress_token);
         let target = {
             let mut p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
@@ -1390,6 +1395,28 @@ fn compute_session_tools(inner: &Inner, entries: &BTreeMap<String, Entry>) -> Se
         }
     }
     out
+}
+
+impl server::Observer for Supervisor {
+    fn state_changed(&self, server: &Arc<Server>, previous: ServerState) {
+        self.announce(server, previous);
+    }
+
+    fn catalog_changed(&self, server: &Arc<Server>) {
+        Supervisor::catalog_changed(self, server);
+    }
+
+    fn progress(&self, identity: &str, params: &rmcp::model::ProgressNotificationParam) {
+        self.on_progress(identity, params);
+    }
+
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn start_gate(&self) -> tokio::sync::watch::Receiver<orphans::Held> {
+        Supervisor::start_gate(self)
+    }
 }
 
 #[cfg(test)]

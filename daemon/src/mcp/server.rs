@@ -18,11 +18,13 @@ use rmcp::RoleClient;
 use rmcp::service::Peer;
 use tokio::sync::{mpsc, watch};
 
+use super::McpOptions;
 use super::catalog::{Catalog, discover};
 use super::connect::{Attempt, ConnectError, Notice, Running, connect};
 use super::log::ServerLog;
+use super::orphans::Held;
 use super::spec::{LaunchSpec, Network};
-use super::{McpOptions, Supervisor};
+use crate::store::Store;
 
 /// What the task is told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +33,21 @@ pub enum Cmd {
     Restart,
     /// Stop for good.
     Stop,
+}
+
+/// What a server task tells, and asks of, whoever supervises it (the `Supervisor`): the
+/// task knows this trait, not the supervisor.
+pub trait Observer: Send + Sync {
+    /// Its state, pid or restart count changed; it was `previous`.
+    fn state_changed(&self, server: &Arc<Server>, previous: ServerState);
+    /// Its catalog changed (a `list_changed` refresh).
+    fn catalog_changed(&self, server: &Arc<Server>);
+    /// A progress notification arrived from the server of `identity`.
+    fn progress(&self, identity: &str, params: &rmcp::model::ProgressNotificationParam);
+    /// Where child pids are recorded.
+    fn store(&self) -> &Store;
+    /// What may not start yet (orphans of a killed daemon being stopped).
+    fn start_gate(&self) -> watch::Receiver<Held>;
 }
 
 /// A server's runtime state.
@@ -119,7 +136,7 @@ pub struct NewServer {
 
 impl Server {
     /// Create it and start its task.
-    pub fn start(new: NewServer, sup: Weak<Supervisor>, opts: McpOptions) -> Arc<Self> {
+    pub fn start(new: NewServer, sup: Weak<dyn Observer>, opts: McpOptions) -> Arc<Self> {
         let (cmds, rx) = mpsc::unbounded_channel();
         let snapshot = Snapshot {
             state: ServerState::Connecting,
@@ -220,7 +237,7 @@ impl Server {
 /// Changes the snapshot and, when the state or pid changed, announces it.
 struct Reporter {
     server: Arc<Server>,
-    sup: Weak<Supervisor>,
+    sup: Weak<dyn Observer>,
 }
 
 impl Reporter {
@@ -234,7 +251,7 @@ impl Reporter {
             }
         });
         if let (Some(previous), Some(sup)) = (previous, self.sup.upgrade()) {
-            sup.announce(&self.server, previous);
+            sup.state_changed(&self.server, previous);
         }
     }
 
@@ -256,7 +273,7 @@ async fn parked(cmds: &mut mpsc::UnboundedReceiver<Cmd>) -> bool {
 
 async fn run(
     server: Arc<Server>,
-    sup: Weak<Supervisor>,
+    sup: Weak<dyn Observer>,
     opts: McpOptions,
     mut cmds: mpsc::UnboundedReceiver<Cmd>,
 ) {
