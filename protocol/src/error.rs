@@ -162,6 +162,10 @@ impl ErrorCode {
     }
 }
 
+/// The code protocol version 1 said `versionMismatch` with (before geminid's codes moved out
+/// of jsonrpsee's range); a client still reads it as that in a hello answer.
+pub const VERSION_MISMATCH_V1: i32 = -32001;
+
 /// The JSON-RPC codes the transport (JSON-RPC itself, and jsonrpsee) can answer with, by the
 /// stable name `gemctl --json` prints for them. None of them is one of [`ErrorCode`]'s.
 pub const TRANSPORT_CODES: [(i32, &str); 14] = [

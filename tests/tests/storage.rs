@@ -108,7 +108,7 @@ async fn a_damaged_database_is_reported_kept_aside_and_replaced() -> anyhow::Res
 }
 
 #[tokio::test]
-async fn a_clean_restart_and_a_kill_are_not_damage() -> anyhow::Result<()> {
+async fn a_killed_daemon_is_not_damage() -> anyhow::Result<()> {
     let home = TestHome::new()?;
     let mut daemon = Daemon::start(&home, &[]).await?;
     let client = daemon.client().await?;

@@ -13,13 +13,12 @@
 //! left with a closed connection and no answer.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use geminid_protocol::error::ErrorCode;
-use jsonrpsee::MethodResponse;
 use jsonrpsee::core::middleware::{Batch, BatchEntry, BatchEntryErr, Notification, RpcServiceT};
 use jsonrpsee::types::{ErrorObject, Id, Request};
+use jsonrpsee::{MethodResponse, Methods};
 use serde_json::value::RawValue;
 
 use crate::core::Core;
@@ -29,20 +28,26 @@ use crate::core::Core;
 #[derive(Clone)]
 pub struct Intake<S> {
     inner: S,
-    methods: Arc<HashSet<String>>,
+    methods: Methods,
     core: Arc<Core>,
 }
 
 impl<S> std::fmt::Debug for Intake<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Intake").field("methods", &self.methods.len()).finish_non_exhaustive()
+        f.debug_struct("Intake").finish_non_exhaustive()
     }
 }
 
 impl<S> Intake<S> {
-    /// Wrap `inner`; `methods` are the daemon's method names.
-    pub fn new(inner: S, methods: Arc<HashSet<String>>, core: Arc<Core>) -> Self {
+    /// Wrap `inner`; `methods` are the daemon's methods (the ones it serves).
+    pub fn new(inner: S, methods: Methods, core: Arc<Core>) -> Self {
         Self { inner, methods, core }
+    }
+
+    /// Whether `method` is one of the daemon's: a notification of one is a request whose
+    /// id could not be read.
+    fn serves(&self, method: &str) -> bool {
+        self.methods.method(method).is_some()
     }
 }
 
@@ -161,7 +166,7 @@ where
         for entry in batch.iter_mut() {
             match entry {
                 Ok(BatchEntry::Call(req)) => normalize(&req.method, &mut req.params),
-                Ok(BatchEntry::Notification(n)) if self.methods.contains(n.method_name()) => {
+                Ok(BatchEntry::Notification(n)) if self.serves(n.method_name()) => {
                     *entry = Err(BatchEntryErr::new(Id::Null, unusable_id_error(&n.method)));
                 }
                 Ok(BatchEntry::Notification(n)) => normalize(&n.method, &mut n.params),
@@ -175,7 +180,7 @@ where
         &self,
         mut n: Notification<'a>,
     ) -> impl Future<Output = Self::NotificationResponse> + Send + 'a {
-        let refused = self.methods.contains(n.method_name()).then(|| unusable_id(&n.method));
+        let refused = self.serves(n.method_name()).then(|| unusable_id(&n.method));
         normalize(&n.method, &mut n.params);
         let inner = self.inner.clone();
         async move {

@@ -3,7 +3,6 @@
 
 pub mod listen;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,13 +42,12 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
         .set_message_buffer_capacity(limits.subscriber_buffer)
         .build();
     let methods = rpc::methods(core.clone())?;
-    let rpc_core = core.clone();
-    let names: Arc<HashSet<String>> = Arc::new(methods.method_names().map(str::to_owned).collect());
+    let (rpc_core, served) = (core.clone(), methods.clone());
     let svc_builder = Server::builder()
         .set_config(config)
         .set_rpc_middleware(
             RpcServiceBuilder::new()
-                .layer_fn(move |s| Intake::new(s, names.clone(), rpc_core.clone())),
+                .layer_fn(move |s| Intake::new(s, served.clone(), rpc_core.clone())),
         )
         .to_service_builder();
     let (stop_handle, server_handle) = stop_channel();

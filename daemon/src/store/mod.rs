@@ -523,10 +523,10 @@ impl Store {
         let key = session_key(&rec.id);
         if open.sessions.contains_key(&key).map_err(|e| self.err(e))? {
             // The manifest goes first: it never counts more sessions than the disk holds.
-            let before = self.shared.session_count.fetch_sub(1, Ordering::AcqRel);
-            if before == 0 {
-                self.shared.session_count.store(0, Ordering::Release);
-            }
+            let _ =
+                self.shared.session_count.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    Some(n.saturating_sub(1))
+                });
             self.write_manifest()?;
         }
         let mut batch = sled::Batch::default();
@@ -595,7 +595,7 @@ impl Store {
 
     #[cfg(test)]
     fn sessions_tree(&self) -> sled::Tree {
-        self.handles().map(|o| o.sessions.clone()).unwrap_or_else(|_| unreachable!())
+        self.handles().map(|o| o.sessions.clone()).expect("a temporary store stays open")
     }
 }
 

@@ -179,6 +179,13 @@ fn pristine_copy(dir: &Path) -> Option<PathBuf> {
     }
 }
 
+/// Remove a copy made by [`pristine_copy`] that is not needed.
+fn discard(copy: Option<PathBuf>) {
+    if let Some(copy) = copy {
+        let _ = std::fs::remove_dir_all(copy);
+    }
+}
+
 /// Open the database in `dir`, moving it aside and starting afresh (with what could be
 /// read) if it is damaged.
 pub(super) fn open_checked(
@@ -200,18 +207,14 @@ pub(super) fn open_checked(
                         ("sessions are missing from it".to_owned(), salvage(&open))
                     }
                     _ => {
-                        if let Some(copy) = copy {
-                            let _ = std::fs::remove_dir_all(copy);
-                        }
+                        discard(copy);
                         return Ok((open, None));
                     }
                 }
             }
             Err(e) if is_damage(&e) => (format!("it cannot be opened: {e}"), Salvage::new()),
             Err(e) => {
-                if let Some(copy) = copy {
-                    let _ = std::fs::remove_dir_all(copy);
-                }
+                discard(copy);
                 return Err(e);
             }
         }
@@ -223,17 +226,17 @@ pub(super) fn open_checked(
             .filter_map(Result::ok)
             .filter(|e| is_sled_file(&e.file_name().to_string_lossy()));
         match &copy {
-            // The copy is the database as it was found; sled's files after opening it go.
+            // The copy holds the files as they were found: sled's files after opening them
+            // go. Its directories (`blobs/`) were not copied, so they move.
             Some(copy) => {
+                std::fs::rename(copy, &kept)?;
                 for entry in sled_files {
-                    let path = entry.path();
                     if entry.file_type()?.is_dir() {
-                        std::fs::remove_dir_all(&path)?;
+                        std::fs::rename(entry.path(), kept.join(entry.file_name()))?;
                     } else {
-                        std::fs::remove_file(&path)?;
+                        std::fs::remove_file(entry.path())?;
                     }
                 }
-                std::fs::rename(copy, &kept)?;
             }
             None => {
                 std::fs::create_dir_all(&kept)?;

@@ -17,7 +17,7 @@ use jsonrpsee::core::client::Error as RpcError;
 use tokio_util::compat::Compat;
 
 use crate::api::DaemonApiClient;
-use crate::error::ErrorCode;
+use crate::error::{ErrorCode, VERSION_MISMATCH_V1};
 use crate::types::{ClientInfo, HelloParams, HelloResult};
 use crate::{DEFAULT_MAX_MESSAGE_SIZE, PROTOCOL_VERSION};
 
@@ -147,9 +147,8 @@ pub async fn handshake(
             }
             Ok(hello)
         }
-        // A daemon of protocol version 1 said a mismatch with -32001.
         Err(RpcError::Call(e))
-            if e.code() == ErrorCode::VersionMismatch.code() || e.code() == -32001 =>
+            if e.code() == ErrorCode::VersionMismatch.code() || e.code() == VERSION_MISMATCH_V1 =>
         {
             Err(ConnectError::VersionMismatch(e.message().to_owned()))
         }

@@ -25,6 +25,7 @@ use jsonrpsee::core::client::{
 };
 use jsonrpsee::core::params::BatchRequestBuilder;
 use jsonrpsee::core::traits::ToRpcParams;
+use jsonrpsee::types::error::OVERSIZED_REQUEST_CODE as REQUEST_TOO_LARGE;
 use jsonrpsee::types::{ErrorObject, Id, Notification, Request};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -506,9 +507,6 @@ async fn read(mut receiver: RawReceiver, shared: Weak<Shared>) {
         routes.subscriptions.clear();
     }
 }
-
-/// The code jsonrpsee answers an unreadably large request with.
-const REQUEST_TOO_LARGE: i32 = -32007;
 
 /// An error the daemon answered with id null: it could not read the request it answers (too
 /// large, or not JSON). With one call waiting, that call is the one; with several, nobody can
