@@ -12,6 +12,9 @@ use geminid_protocol::types::{Limits, SessionCounts, StatusResult};
 use geminid_protocol::{DAEMON_VERSION, PROTOCOL_VERSION};
 use tokio_util::sync::CancellationToken;
 
+use crate::asks::Asks;
+use crate::calls::{Pipeline, Router, Seats, Starter};
+use crate::catalog::Tables;
 use crate::clock;
 use crate::config::env::Env;
 use crate::config::{Effective, Loader};
@@ -45,6 +48,12 @@ pub struct Core {
     pub config: Loader,
     /// The MCP servers.
     pub mcp: Arc<Supervisor>,
+    /// Each session's tool table.
+    pub catalog: Arc<Tables>,
+    /// Questions pending for a person.
+    pub asks: Arc<Asks>,
+    /// The pipeline every tool call goes through.
+    pub calls: Pipeline,
     /// The daemon's own environment, for sessions whose client sent none.
     /// The daemon's own environment (it may hold the user's tokens).
     daemon_env: Secret<Arc<Env>>,
@@ -68,13 +77,32 @@ pub struct Core {
 }
 
 impl Core {
-    /// A core over an opened store.
+    /// A core over an opened store, with every seat of the call pipeline open.
     pub fn new(store: Store, info: DaemonInfo, config: Loader) -> Arc<Self> {
+        Self::with_seats(store, info, config, Seats::default())
+    }
+
+    /// A core whose call pipeline has these seats (policy, hooks, audit).
+    pub fn with_seats(store: Store, info: DaemonInfo, config: Loader, seats: Seats) -> Arc<Self> {
         let buffer = usize::try_from(info.limits.subscriber_buffer).unwrap_or(usize::MAX);
         let events = Arc::new(EventBus::new(buffer));
-        Arc::new(Self {
+        let progress = Arc::new(Router::new(events.clone()));
+        let mcp = Supervisor::new(info.mcp, events.clone(), store.clone(), progress.clone());
+        let catalog = Arc::new(Tables::default());
+        let asks = Arc::new(Asks::default());
+        Arc::new_cyclic(|me: &std::sync::Weak<Core>| Self {
             sessions: Sessions::new(store.clone(), events.clone()),
-            mcp: Supervisor::new(info.mcp, events.clone(), store.clone()),
+            calls: Pipeline::new(
+                mcp.clone(),
+                catalog.clone(),
+                asks.clone(),
+                progress,
+                seats,
+                me.clone(),
+            ),
+            mcp,
+            catalog,
+            asks,
             events,
             config,
             daemon_env: Secret::new(Arc::new(std::env::vars().collect())),
@@ -353,4 +381,10 @@ fn list_warnings(config: &Effective) -> Vec<String> {
         out.push("`gemctl config check` lists every problem.".to_owned());
     }
     out
+}
+
+impl Starter for Core {
+    fn ensure_servers(&self, session: &str) -> Result<(), SessionError> {
+        self.start_servers(session)
+    }
 }

@@ -4,6 +4,9 @@
 //! nothing of sockets or JSON-RPC, so unit tests construct it directly. [`server`] owns the
 //! control socket and the accept loop, and [`rpc`] translates JSON-RPC calls into core calls.
 
+pub mod asks;
+pub mod calls;
+pub mod catalog;
 pub mod clock;
 pub mod config;
 pub mod core;

@@ -6,6 +6,10 @@
 use jsonrpsee::core::{RpcResult, SubscriptionResult};
 use jsonrpsee::proc_macros::rpc;
 
+use crate::asks::{
+    AskNotice, AsksListenParams, AsksPendingParams, AsksPendingResult, AsksRespondParams,
+    AsksRespondResult,
+};
 use crate::config::{
     ConfigParams, DiagnosticsResult, EffectiveConfig, McpAddParams, McpAddResult, McpEnableParams,
     McpEnableResult, McpReloadParams, McpReloadResult, McpRemoveParams, McpRemoveResult,
@@ -210,4 +214,22 @@ pub trait ResourcesApi {
     /// Read a resource.
     #[method(name = "read")]
     async fn resources_read(&self, params: ResourcesReadParams) -> RpcResult<ResourcesReadResult>;
+}
+
+/// `asks/*`: questions to a person through the session's clients (see [`crate::asks`]).
+#[rpc(server, client, namespace = "asks", namespace_separator = "/")]
+pub trait AsksApi {
+    /// Listen for asks of some kinds on a session this connection is attached to
+    /// (notifications `asks/notice`): the pending ones first, then each new one and each one
+    /// settled. Listening is how a client says it can answer those kinds.
+    #[subscription(name = "listen" => "notice", unsubscribe = "unlisten", item = AskNotice)]
+    async fn asks_listen(&self, params: AsksListenParams) -> SubscriptionResult;
+
+    /// Answer an ask; the first answer wins.
+    #[method(name = "respond")]
+    async fn asks_respond(&self, params: AsksRespondParams) -> RpcResult<AsksRespondResult>;
+
+    /// The session's pending asks.
+    #[method(name = "pending")]
+    async fn asks_pending(&self, params: AsksPendingParams) -> RpcResult<AsksPendingResult>;
 }

@@ -6,6 +6,7 @@
 //! connect to it ([`client`]). Methods are named `<namespace>/<method>`, fields are camelCase.
 
 pub mod api;
+pub mod asks;
 pub mod client;
 pub mod config;
 pub mod error;

@@ -9,11 +9,41 @@ use rmcp::RoleClient;
 use rmcp::service::{Peer, ServiceError};
 use serde_json::Value;
 
+/// One tool a server offers.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    /// Its name, as the server gave it.
+    pub name: String,
+    /// The `Tool` object, as the server sent it.
+    pub raw: Value,
+    /// Its compiled input schema, or why it cannot be compiled (its calls then go
+    /// unvalidated). Filled by [`Catalog::compiled`] before the catalog is installed, off the
+    /// async workers, so neither a list nor a call waits for it.
+    pub validator: Arc<Validation>,
+}
+
+impl Tool {
+    fn new(raw: Value) -> Self {
+        let name = raw["name"].as_str().unwrap_or_default().to_owned();
+        Self { name, raw, validator: Arc::new(Err("not compiled yet".to_owned())) }
+    }
+
+    /// Its `description`, or nothing.
+    pub fn description(&self) -> &str {
+        self.raw["description"].as_str().unwrap_or_default()
+    }
+
+    /// Its `inputSchema`.
+    pub fn input_schema(&self) -> Option<&Value> {
+        self.raw.get("inputSchema")
+    }
+}
+
 /// What a server offers.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
-    /// `Tool` objects, as the server sent them.
-    pub tools: Vec<Value>,
+    /// Its tools, in its order.
+    pub tools: Vec<Tool>,
     /// `Prompt` objects.
     pub prompts: Vec<Value>,
     /// `Resource` objects.
@@ -26,18 +56,11 @@ pub struct Catalog {
     /// the session's diagnostics. The rest of the catalog is kept: a failing `prompts/list`
     /// does not cost the server its tools (Gemini CLI drops the whole server).
     pub problems: Vec<String>,
-    /// Each tool's `parametersJsonSchema` (Gemini CLI's transform of its input schema),
-    /// serialized once per catalog.
-    pub schemas: Vec<Box<serde_json::value::RawValue>>,
-    /// Each tool's compiled input schema, or why it cannot be compiled (its calls then go
-    /// unvalidated). Filled by [`Catalog::compiled`] before the catalog is installed, off the
-    /// async workers, so neither a list nor a call waits for it.
-    pub validators: Vec<Arc<Validation>>,
 }
 
 impl PartialEq for Catalog {
     fn eq(&self, other: &Self) -> bool {
-        self.tools == other.tools
+        self.tools.iter().map(|t| &t.raw).eq(other.tools.iter().map(|t| &t.raw))
             && self.prompts == other.prompts
             && self.resources == other.resources
             && self.templates == other.templates
@@ -54,9 +77,9 @@ impl Catalog {
     /// catalog about to be installed.
     pub async fn compiled(mut self) -> Self {
         let inputs: Vec<Option<Value>> =
-            self.tools.iter().map(|t| t.get("inputSchema").cloned()).collect();
+            self.tools.iter().map(|t| t.input_schema().cloned()).collect();
         let count = inputs.len();
-        self.validators = tokio::task::spawn_blocking(move || {
+        let compiled = tokio::task::spawn_blocking(move || {
             inputs.iter().map(|s| Arc::new(compile(s.as_ref()))).collect::<Vec<_>>()
         })
         .await
@@ -64,19 +87,27 @@ impl Catalog {
             let why = format!("compiling the schemas failed: {e}");
             (0..count).map(|_| Arc::new(Err(why.clone()))).collect()
         });
+        for (tool, v) in self.tools.iter_mut().zip(compiled) {
+            tool.validator = v;
+        }
         self
     }
 
     /// (tools, prompts, resources).
     pub fn counts(&self) -> (u32, u32, u32) {
-        let n = |v: &Vec<Value>| u32::try_from(v.len()).unwrap_or(u32::MAX);
-        (n(&self.tools), n(&self.prompts), n(&self.resources))
+        let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        (n(self.tools.len()), n(self.prompts.len()), n(self.resources.len()))
+    }
+
+    /// The tool named `name`.
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.name == name)
     }
 
     /// Whether the two list the same names and URIs (Gemini CLI's test for "nothing
     /// changed yet" after a list_changed).
     pub fn same_names(&self, other: &Self) -> bool {
-        names(&self.tools, "name") == names(&other.tools, "name")
+        self.tools.iter().map(|t| &t.name).eq(other.tools.iter().map(|t| &t.name))
             && names(&self.prompts, "name") == names(&other.prompts, "name")
             && names(&self.resources, "uri") == names(&other.resources, "uri")
             && names(&self.templates, "uriTemplate") == names(&other.templates, "uriTemplate")
@@ -232,23 +263,8 @@ pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) 
         // `list_changed` may bring its tools.
         problems.push("it offers no tools, prompts or resources (Gemini CLI would treat it as failed: \"No prompts, tools, or resources found on the server.\")".to_owned());
     }
-    let schemas = tools
-        .iter()
-        .filter_map(|t| {
-            let schema = super::tools::parameters_schema(t.get("inputSchema"));
-            serde_json::value::to_raw_value(&schema).ok()
-        })
-        .collect();
-    Catalog {
-        tools,
-        prompts,
-        resources,
-        templates,
-        instructions,
-        problems,
-        schemas,
-        validators: vec![],
-    }
+    let tools = tools.into_iter().map(Tool::new).collect();
+    Catalog { tools, prompts, resources, templates, instructions, problems }
 }
 
 /// A tool's input schema, compiled; or why it could not be (calls then go unvalidated).

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::Handler;
 use super::mcp::mcp_error;
-use crate::mcp::prompts;
+use crate::catalog::prompts;
 use crate::mcp::server::Server;
 
 use crate::mcp::SessionServers as Servers;

@@ -15,6 +15,8 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::Handler;
 use super::session::rpc_error;
+use super::tools::call_error;
+use crate::calls::{CallRequest, Origin, Target};
 use crate::mcp::McpError;
 use crate::mcp::server::Server;
 
@@ -120,12 +122,15 @@ impl Handler {
     }
 
     pub(super) async fn call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {
-        self.ensure_servers(&p.session).await?;
-        self.core.mcp.settle_server(&p.session, &p.server).await;
-        let server = self.core.mcp.find(Some(&p.session), &p.server).map_err(mcp_error)?;
-        let timeout = self.core.mcp.timeout_for(&p.session, &server);
-        let call = self.core.mcp.call_tool(&server, timeout, &p.tool, p.arguments, None);
-        call.await.map_err(mcp_error)
+        let request = CallRequest {
+            session: p.session,
+            target: Target::Mcp { server: p.server, tool: p.tool },
+            args: p.arguments,
+            call_id: None,
+            origin: Origin::McpCallTool,
+        };
+        let (_, outcome) = self.core.calls.call(request).await.map_err(call_error)?;
+        Ok(outcome.result)
     }
 }
 

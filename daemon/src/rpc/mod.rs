@@ -1,6 +1,7 @@
 //! The JSON-RPC surface: one file per namespace, each translating calls into [`Core`] calls.
 //! No logic lives here beyond argument plumbing and error mapping.
 
+mod asks;
 mod catalog;
 mod config;
 mod daemon;
@@ -13,8 +14,9 @@ mod tools;
 use std::sync::Arc;
 
 use geminid_protocol::api::{
-    ConfigApiServer, DaemonApiServer, EventsApiServer, McpApiServer, McpLogsApiServer,
-    PromptsApiServer, ResourcesApiServer, SessionApiServer, ToolsApiServer, TrustApiServer,
+    AsksApiServer, ConfigApiServer, DaemonApiServer, EventsApiServer, McpApiServer,
+    McpLogsApiServer, PromptsApiServer, ResourcesApiServer, SessionApiServer, ToolsApiServer,
+    TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -42,7 +44,8 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(McpLogsApiServer::into_rpc(handler.clone()))?;
     module.merge(ToolsApiServer::into_rpc(handler.clone()))?;
     module.merge(PromptsApiServer::into_rpc(handler.clone()))?;
-    module.merge(ResourcesApiServer::into_rpc(handler))?;
+    module.merge(ResourcesApiServer::into_rpc(handler.clone()))?;
+    module.merge(AsksApiServer::into_rpc(handler))?;
     Ok(module.into())
 }
 

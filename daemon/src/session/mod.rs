@@ -339,6 +339,11 @@ impl Sessions {
         unattached
     }
 
+    /// Whether the connection is attached to the session.
+    pub fn is_attached(&self, conn: ConnId, id: &str) -> bool {
+        self.runtime().attached.get(id).is_some_and(|c| c.contains(&conn))
+    }
+
     /// The environment a session's servers inherit: the client's if one was sent, else `None`
     /// (meaning the daemon's own).
     pub fn client_env(&self, id: &str) -> Option<Arc<ClientEnv>> {

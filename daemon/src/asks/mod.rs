@@ -1,0 +1,300 @@
+//! Questions to a person, through the clients attached to a session: confirm a tool call,
+//! fill in an elicitation form, approve a sampling request, open a login URL.
+//!
+//! [`Asks::ask`] waits for the first answer from a connection that listens for that kind on
+//! that session (`asks/listen`, which only a connection attached to the session may do). An
+//! ask is pending until it is answered, its deadline passes, or its caller stops waiting (the
+//! call is cancelled or its client went away): dropping the future cancels it, and listeners
+//! are told. A client that listens again (after a reconnect) is sent every pending ask first.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use geminid_protocol::asks::{Ask, AskNotice, Settled};
+use serde_json::Value;
+use tokio::sync::{broadcast, oneshot};
+
+pub use geminid_protocol::asks::AskKind;
+
+use crate::clock;
+use crate::session::ConnId;
+
+/// Notices buffered for a listener that falls behind (asks are rare).
+const NOTICE_BUFFER: usize = 256;
+
+/// Why an ask got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AskError {
+    /// No client attached to the session listens for this kind.
+    #[error("no client attached to this session answers {0} asks (`asks/listen`)")]
+    NoAnswerer(&'static str),
+    /// The deadline passed.
+    #[error("nobody answered within {}", humantime::format_duration(*.0))]
+    TimedOut(Duration),
+    /// The answer does not have the shape its kind needs.
+    #[error("{0}")]
+    BadAnswer(String),
+}
+
+/// A confirmation's answer: how long the person allowed the call for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmed {
+    /// This call only.
+    Once,
+    /// Calls like it, for the rest of the session.
+    Session,
+    /// Calls like it, from now on.
+    Always,
+    /// Refused.
+    Deny,
+}
+
+impl Confirmed {
+    /// `{"outcome": "once" | "session" | "always" | "deny"}`.
+    pub fn parse(answer: &Value) -> Result<Self, AskError> {
+        match answer.get("outcome").and_then(Value::as_str) {
+            Some("once") => Ok(Self::Once),
+            Some("session") => Ok(Self::Session),
+            Some("always") => Ok(Self::Always),
+            Some("deny") => Ok(Self::Deny),
+            _ => Err(AskError::BadAnswer(format!(
+                "a confirmation answer is {{\"outcome\": \"once\" | \"session\" | \"always\" | \
+                 \"deny\"}}, not {answer}"
+            ))),
+        }
+    }
+}
+
+/// The kind's name on the wire.
+pub fn kind_name(kind: AskKind) -> &'static str {
+    match kind {
+        AskKind::Confirmation => "confirmation",
+        AskKind::Elicitation => "elicitation",
+        AskKind::Sampling => "sampling",
+        AskKind::OpenUrl => "openUrl",
+    }
+}
+
+/// Check an answer's shape before it settles its ask (a bad one leaves the ask pending).
+fn check(kind: AskKind, answer: &Value) -> Result<(), AskError> {
+    let bad = |what: &str| {
+        Err(AskError::BadAnswer(format!("{} answer is {what}, not {answer}", kind_name(kind))))
+    };
+    match kind {
+        AskKind::Confirmation => Confirmed::parse(answer).map(|_| ()),
+        AskKind::Elicitation => match answer.get("action").and_then(Value::as_str) {
+            Some("accept" | "decline" | "cancel") => Ok(()),
+            _ => bad(
+                "an ElicitResult ({\"action\": \"accept\" | \"decline\" | \"cancel\", \"content\"?})",
+            ),
+        },
+        AskKind::Sampling => match answer.get("role").zip(answer.get("content")) {
+            Some(_) => Ok(()),
+            None => bad("a CreateMessageResult ({role, content, model, stopReason?})"),
+        },
+        AskKind::OpenUrl => match answer.get("opened") {
+            Some(Value::Bool(_)) => Ok(()),
+            _ => bad("{\"opened\": true | false}"),
+        },
+    }
+}
+
+#[derive(Debug)]
+struct Pending {
+    ask: Ask,
+    answer: oneshot::Sender<Value>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// By number; numbers grow, so this is oldest first.
+    pending: BTreeMap<u64, Pending>,
+    /// Who listens: (session, connection) → the kinds, once per listening stream.
+    listeners: HashMap<(String, ConnId), Vec<AskKind>>,
+}
+
+/// Every pending ask, and who can answer.
+#[derive(Debug)]
+pub struct Asks {
+    inner: Mutex<Inner>,
+    next: AtomicU64,
+    notices: broadcast::Sender<Arc<AskNotice>>,
+}
+
+impl Default for Asks {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::default(),
+            next: AtomicU64::new(1),
+            notices: broadcast::channel(NOTICE_BUFFER).0,
+        }
+    }
+}
+
+/// A listening stream; it stops counting as an answerer when dropped.
+#[derive(Debug)]
+pub struct Listening<'a> {
+    asks: &'a Asks,
+    key: (String, ConnId),
+    kinds: Vec<AskKind>,
+    /// The pending asks of its kinds when it started, oldest first.
+    pub pending: Vec<Ask>,
+    /// New asks and settlements of every session: filter with [`Listening::wants`].
+    pub notices: broadcast::Receiver<Arc<AskNotice>>,
+}
+
+impl Listening<'_> {
+    /// Whether this listener is sent a notice: asks of its session and kinds, and the
+    /// settlement of any ask it was sent.
+    pub fn wants(&self, notice: &AskNotice, sent: &std::collections::HashSet<String>) -> bool {
+        match notice {
+            AskNotice::Asked { ask } => ask.session == self.key.0 && self.kinds.contains(&ask.kind),
+            AskNotice::Settled { id, .. } => sent.contains(id),
+        }
+    }
+}
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.asks.inner();
+        if let Some(kinds) = inner.listeners.get_mut(&self.key) {
+            for k in &self.kinds {
+                if let Some(i) = kinds.iter().position(|x| x == k) {
+                    kinds.remove(i);
+                }
+            }
+            if kinds.is_empty() {
+                inner.listeners.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// Settles an ask as cancelled (or timed out) if it is still pending when its asker stops
+/// waiting.
+struct Asking<'a> {
+    asks: &'a Asks,
+    n: u64,
+    how: Settled,
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        let removed = self.asks.inner().pending.remove(&self.n);
+        if let Some(p) = removed {
+            tracing::info!(id = %p.ask.id, how = ?self.how, "ask settled without an answer");
+            self.asks.notify(AskNotice::Settled { id: p.ask.id, how: self.how });
+        }
+    }
+}
+
+impl Asks {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn notify(&self, notice: AskNotice) {
+        // Nobody listening is fine.
+        let _ = self.notices.send(Arc::new(notice));
+    }
+
+    /// Ask the session's clients, and wait for the first answer (its shape checked for the
+    /// kind) until `deadline`.
+    pub async fn ask(
+        &self,
+        session: &str,
+        call_id: Option<&str>,
+        kind: AskKind,
+        title: String,
+        detail: Value,
+        deadline: Duration,
+    ) -> Result<Value, AskError> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let millis = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
+        let ask = Ask {
+            id: format!("ask-{n}"),
+            session: session.to_owned(),
+            call_id: call_id.map(str::to_owned),
+            kind,
+            title,
+            detail,
+            deadline_ms: clock::now_ms().saturating_add(millis),
+        };
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut inner = self.inner();
+            let answerer =
+                inner.listeners.iter().any(|((s, _), kinds)| s == session && kinds.contains(&kind));
+            if !answerer {
+                return Err(AskError::NoAnswerer(kind_name(kind)));
+            }
+            inner.pending.insert(n, Pending { ask: ask.clone(), answer: tx });
+        }
+        tracing::info!(session, id = %ask.id, kind = kind_name(kind), "asking");
+        let mut asking = Asking { asks: self, n, how: Settled::Cancelled };
+        self.notify(AskNotice::Asked { ask });
+        match tokio::time::timeout(deadline, rx).await {
+            Ok(Ok(answer)) => Ok(answer),
+            // Unreachable in practice: the sender leaves the table only to send.
+            Ok(Err(_)) => Err(AskError::TimedOut(deadline)),
+            Err(_) => {
+                asking.how = Settled::TimedOut;
+                Err(AskError::TimedOut(deadline))
+            }
+        }
+    }
+
+    /// Start listening on a session for some kinds (the caller checked that the connection
+    /// is attached to it).
+    pub fn listen(&self, session: &str, conn: ConnId, kinds: &[AskKind]) -> Listening<'_> {
+        let mut kinds = kinds.to_vec();
+        kinds.sort_by_key(|k| kind_name(*k));
+        kinds.dedup();
+        // Subscribed before the pending ones are read, under the lock `ask` inserts under:
+        // an ask is either pending here or arrives as a notice, never neither.
+        let mut inner = self.inner();
+        let notices = self.notices.subscribe();
+        let key = (session.to_owned(), conn);
+        inner.listeners.entry(key.clone()).or_default().extend(kinds.iter().copied());
+        let pending = inner
+            .pending
+            .values()
+            .filter(|p| p.ask.session == session && kinds.contains(&p.ask.kind))
+            .map(|p| p.ask.clone())
+            .collect();
+        drop(inner);
+        Listening { asks: self, key, kinds, pending, notices }
+    }
+
+    /// Answer an ask: `Ok(false)` when it is no longer pending (or never was); an answer of
+    /// the wrong shape is refused and the ask stays pending.
+    pub fn respond(&self, session: &str, id: &str, answer: Value) -> Result<bool, AskError> {
+        let taken = {
+            let mut inner = self.inner();
+            let found = inner
+                .pending
+                .iter()
+                .find(|(_, p)| p.ask.id == id && p.ask.session == session)
+                .map(|(n, p)| (*n, p.ask.kind));
+            let Some((n, kind)) = found else { return Ok(false) };
+            check(kind, &answer)?;
+            inner.pending.remove(&n)
+        };
+        let Some(p) = taken else { return Ok(false) };
+        let accepted = p.answer.send(answer).is_ok();
+        tracing::info!(session, id, "ask answered");
+        self.notify(AskNotice::Settled { id: p.ask.id, how: Settled::Answered });
+        Ok(accepted)
+    }
+
+    /// A session's pending asks, oldest first.
+    pub fn pending(&self, session: &str) -> Vec<Ask> {
+        let inner = self.inner();
+        inner.pending.values().filter(|p| p.ask.session == session).map(|p| p.ask.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

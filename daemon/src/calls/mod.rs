@@ -1,0 +1,447 @@
+//! The call pipeline: every tool call goes through [`Pipeline::call`], whoever makes it
+//! (`tools/call`, `mcp/callTool`; later the gateway, custom tools, tail calls and derived
+//! sessions), so that a rule added to a step sees every call.
+//!
+//! ```text
+//! 1 resolve    the tool, its source, its schema, the session's timeout
+//! 2 BeforeTool hooks (seat)          → proceed | rewritten arguments | block | stop | ask
+//! 3 validate   against the input schema (again after a rewrite)
+//! 4 policy (seat)                    → allow | deny | ask
+//! 5 ask        a confirmation to the session's clients (asks/)
+//! 6 dispatch   to the tool's source (an MCP server), cancellable by call id, with progress
+//! 7 convert    to Gemini parts and functionResponse (the raw MCP result is kept)
+//! 8 AfterTool hooks (seat)           → keep | block | additional context
+//! 9 audit (seat) one record per resolved call, however it ended
+//! ```
+//!
+//! Each step is one method below, in that order. The seats ([`seats`]) let everything through
+//! until policy and hooks land.
+
+pub mod convert;
+pub mod error;
+pub mod progress;
+pub mod registry;
+pub mod seats;
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use tracing::Instrument;
+
+pub use self::error::CallError;
+pub use self::progress::{ProgressTarget, Router};
+pub use self::seats::{After, Before, Decision, Ended, Seats};
+use crate::asks::{AskError, AskKind, Asks, Confirmed};
+use crate::catalog::{Tables, naming};
+use crate::mcp::Supervisor;
+use crate::mcp::catalog::Validation;
+use crate::mcp::server::Server;
+use crate::session::SessionError;
+
+/// How long a confirmation waits for an answer.
+pub const CONFIRM_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Who made a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// `tools/call`: a tool of the session's table, by its Gemini name.
+    ToolsCall,
+    /// `mcp/callTool`: a tool of one of the session's servers, by its MCP name.
+    McpCallTool,
+}
+
+/// Which tool.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// By its fully qualified name in the session's tool table.
+    Tool(String),
+    /// By the server's entry name and the tool's own name.
+    Mcp {
+        /// The entry name.
+        server: String,
+        /// The server's name for the tool.
+        tool: String,
+    },
+}
+
+/// A call as an entry point hands it over.
+#[derive(Debug, Clone)]
+pub struct CallRequest {
+    /// The session calling.
+    pub session: String,
+    /// The tool.
+    pub target: Target,
+    /// The arguments; absent stays absent on the way to the server.
+    pub args: Option<Map<String, Value>>,
+    /// The caller's id for it (`tools/cancel`, `functionResponse.id`).
+    pub call_id: Option<String>,
+    /// Who calls.
+    pub origin: Origin,
+}
+
+/// A call as the seats see it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The session calling.
+    pub session: String,
+    /// Who calls.
+    pub origin: Origin,
+    /// The caller's id for it.
+    pub call_id: Option<String>,
+    /// Its fully qualified name (`mcp_{server}_{tool}`).
+    pub name: String,
+    /// The server's entry name.
+    pub server: String,
+    /// The server's name for the tool.
+    pub tool: String,
+    /// The arguments the server will get.
+    pub args: Option<Map<String, Value>>,
+}
+
+/// What a call produced.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The server's `CallToolResult`, as it sent it.
+    pub result: Value,
+    /// Whether the tool reported an error.
+    pub is_error: bool,
+    /// What Gemini gets.
+    pub parts: Vec<Value>,
+    /// The `functionResponse` part.
+    pub function_response: Value,
+    /// The display string.
+    pub display: String,
+}
+
+/// A resolved tool (step 1).
+#[derive(Debug)]
+struct Resolved {
+    server: Arc<Server>,
+    server_name: String,
+    tool: String,
+    name: String,
+    timeout: Duration,
+    validator: Option<Arc<Validation>>,
+    /// Gemini CLI added `wait_for_previous` to its declaration.
+    offers_wait: bool,
+}
+
+/// What the pipeline needs of the daemon that owns it: starting a session's servers (which
+/// reads the session's configuration).
+pub trait Starter: Send + Sync {
+    /// Start the session's servers unless it has them.
+    fn ensure_servers(&self, session: &str) -> Result<(), SessionError>;
+}
+
+/// The pipeline and what it owns: the call-id registry and progress routing.
+#[derive(Debug)]
+pub struct Pipeline {
+    mcp: Arc<Supervisor>,
+    tables: Arc<Tables>,
+    asks: Arc<Asks>,
+    registry: registry::Registry,
+    progress: Arc<Router>,
+    seats: Seats,
+    starter: Weak<dyn Starter>,
+}
+
+impl std::fmt::Debug for dyn Starter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Starter")
+    }
+}
+
+impl Pipeline {
+    /// A pipeline over these parts.
+    pub fn new(
+        mcp: Arc<Supervisor>,
+        tables: Arc<Tables>,
+        asks: Arc<Asks>,
+        progress: Arc<Router>,
+        seats: Seats,
+        starter: Weak<dyn Starter>,
+    ) -> Self {
+        Self {
+            mcp,
+            tables,
+            asks,
+            registry: registry::Registry::default(),
+            progress,
+            seats,
+            starter,
+        }
+    }
+
+    /// `tools/cancel`: whether a call with that id was running.
+    pub fn cancel(&self, session: &str, call_id: &str) -> bool {
+        self.registry.cancel(session, call_id)
+    }
+
+    /// The session's servers, started if it had not.
+    pub fn ensure_servers(&self, session: &str) -> Result<(), SessionError> {
+        if self.mcp.is_active(session) {
+            return Ok(());
+        }
+        match self.starter.upgrade() {
+            Some(s) => s.ensure_servers(session),
+            None => Ok(()),
+        }
+    }
+
+    /// The session's tools, starting its servers first if it had not. With `complete`, a
+    /// server still in its first start is waited for (up to its start-up timeout), so a list,
+    /// or a call whose tool is not there yet, sees the same catalog as the request that
+    /// started the servers; without, the table as it is now (a call to a server that is up
+    /// never waits for one that is still starting).
+    pub async fn session_tools(
+        &self,
+        session: &str,
+        complete: bool,
+    ) -> Result<Arc<crate::catalog::SessionTools>, CallError> {
+        self.ensure_servers(session)?;
+        let tools = self.tables.session(&self.mcp, session)?;
+        if !complete || !tools.pending {
+            return Ok(tools);
+        }
+        self.mcp.settle(session).await;
+        Ok(self.tables.session(&self.mcp, session)?)
+    }
+
+    /// Make a call, through every step: the call as the seats saw it last, and what it
+    /// produced.
+    pub async fn call(&self, req: CallRequest) -> Result<(Call, Outcome), CallError> {
+        let resolved = self.resolve(&req).await?;
+        let mut call = Call {
+            session: req.session,
+            origin: req.origin,
+            call_id: req.call_id,
+            name: resolved.name.clone(),
+            server: resolved.server_name.clone(),
+            tool: resolved.tool.clone(),
+            args: req.args,
+        };
+        let span = tracing::info_span!(
+            "call",
+            session = %call.session,
+            server = %call.server,
+            tool = %call.tool,
+            call_id = call.call_id.as_deref().unwrap_or(""),
+        );
+        let started = Instant::now();
+        let result = self.run(&resolved, &mut call).instrument(span).await;
+        let ended = match &result {
+            Ok(o) => Ended::Answered { is_error: o.is_error },
+            Err(e) => Ended::Failed(e.to_string()),
+        };
+        self.seats.audit.record(&call, &ended, started.elapsed());
+        result.map(|o| (call, o))
+    }
+
+    /// Steps 2 to 8, cancellable as a whole by the call's id.
+    async fn run(&self, r: &Resolved, call: &mut Call) -> Result<Outcome, CallError> {
+        let Some(id) = call.call_id.clone() else { return self.steps(r, call).await };
+        let Some(mut registered) = self.registry.register(&call.session, &id) else {
+            return Err(CallError::DuplicateCallId(id));
+        };
+        let tool = call.name.clone();
+        tokio::select! {
+            outcome = self.steps(r, call) => outcome,
+            Ok(()) = &mut registered.cancelled => Err(CallError::Cancelled { id, tool }),
+        }
+    }
+
+    async fn steps(&self, r: &Resolved, call: &mut Call) -> Result<Outcome, CallError> {
+        let rewritten = self.before_tool(call).await?;
+        let shown_args = self.validate(r, call, rewritten)?;
+        self.policy(call).await?;
+        let result = self.dispatch(r, call).await?;
+        let mut outcome = Self::convert(call, &shown_args, result);
+        self.after_tool(call, &mut outcome).await?;
+        Ok(outcome)
+    }
+
+    /// Step 1: the tool, its server and what to check its arguments against.
+    async fn resolve(&self, req: &CallRequest) -> Result<Resolved, CallError> {
+        match &req.target {
+            Target::Tool(name) => {
+                let mut st = self.session_tools(&req.session, false).await?;
+                if st.pending && st.get(name).is_none() {
+                    // Not there yet: wait for the server that would have it, then look again.
+                    self.mcp.settle_for_tool(&req.session, name).await;
+                    st = self.tables.session(&self.mcp, &req.session)?;
+                }
+                let Some(t) = st.get(name) else {
+                    let why = self.mcp.explain_missing_tool(&req.session, name);
+                    return Err(CallError::missing(why, name));
+                };
+                let tool = t.tool();
+                Ok(Resolved {
+                    server: t.server().clone(),
+                    server_name: t.server_name.clone(),
+                    tool: tool.name.clone(),
+                    name: name.clone(),
+                    timeout: t.timeout,
+                    validator: Some(tool.validator.clone()),
+                    offers_wait: naming::offers_wait_for_previous(tool.input_schema()),
+                })
+            }
+            Target::Mcp { server, tool } => {
+                self.ensure_servers(&req.session)?;
+                self.mcp.settle_server(&req.session, server).await;
+                let found = self.mcp.find(Some(&req.session), server)?;
+                let timeout = self.mcp.timeout_for(&req.session, &found);
+                // A tool the server did not list is still sent: the server has the last word.
+                let validator = found.catalog().tool(tool).map(|t| t.validator.clone());
+                Ok(Resolved {
+                    name: naming::fqn(server, tool),
+                    server: found,
+                    server_name: server.clone(),
+                    tool: tool.clone(),
+                    timeout,
+                    validator,
+                    offers_wait: false,
+                })
+            }
+        }
+    }
+
+    /// Step 2: BeforeTool hooks: the arguments they rewrote, if they did.
+    async fn before_tool(&self, call: &mut Call) -> Result<bool, CallError> {
+        match self.seats.before_tool.before_tool(call).await {
+            Before::Proceed => Ok(false),
+            Before::Rewrite(args) => {
+                call.args = Some(args);
+                Ok(true)
+            }
+            Before::Block(why) => Err(CallError::HookBlocked(why)),
+            Before::Stop(why) => Err(CallError::Stopped(why)),
+            Before::Ask(question) => self.confirm(call, question).await.map(|()| false),
+        }
+    }
+
+    /// Step 3: the arguments against the tool's input schema. `wait_for_previous` is Gemini CLI's
+    /// parameter, added to the declaration the model sees: it is checked here against that
+    /// declaration and not sent on, because the server never declared it (and a schema with
+    /// `additionalProperties: false`, as zod-based servers emit, forbids it). A server that
+    /// declares it itself gets it. Returns the arguments as the model sent them, for the
+    /// error text (Gemini CLI quotes its call).
+    fn validate(&self, r: &Resolved, call: &mut Call, rewritten: bool) -> Result<Value, CallError> {
+        let invalid = |why: String| CallError::InvalidArguments { tool: call.name.clone(), why };
+        let wait = match call.args.as_mut() {
+            Some(map) if r.offers_wait => map.remove(naming::WAIT_FOR_PREVIOUS_PARAM),
+            _ => None,
+        };
+        if wait.as_ref().is_some_and(|w| !w.is_boolean()) {
+            return Err(invalid(format!(
+                "/{}: must be a boolean",
+                naming::WAIT_FOR_PREVIOUS_PARAM
+            )));
+        }
+        let mut args = Value::Object(call.args.clone().unwrap_or_default());
+        if let Some(v) = &r.validator
+            && let Ok(v) = &**v
+            && let Err(e) = crate::mcp::catalog::check_args(v, &args)
+        {
+            let why =
+                if rewritten { format!("{e} (after a BeforeTool hook rewrote them)") } else { e };
+            return Err(invalid(why));
+        }
+        if let (Some(w), Some(map)) = (wait, args.as_object_mut()) {
+            map.insert(naming::WAIT_FOR_PREVIOUS_PARAM.to_owned(), w);
+        }
+        Ok(args)
+    }
+
+    /// Step 4: policy, and step 5 for the confirmation it asks for.
+    async fn policy(&self, call: &Call) -> Result<(), CallError> {
+        match self.seats.policy.decide(call) {
+            Decision::Allow => Ok(()),
+            Decision::Deny(why) => Err(CallError::PolicyDenied(why)),
+            Decision::Ask(question) => self.confirm(call, question).await,
+        }
+    }
+
+    /// Step 5: ask the session's clients to confirm the call.
+    async fn confirm(&self, call: &Call, question: String) -> Result<(), CallError> {
+        let detail = serde_json::json!({
+            "name": call.name,
+            "server": call.server,
+            "tool": call.tool,
+            "args": call.args,
+        });
+        let asked = self
+            .asks
+            .ask(
+                &call.session,
+                call.call_id.as_deref(),
+                AskKind::Confirmation,
+                question,
+                detail,
+                CONFIRM_DEADLINE,
+            )
+            .await;
+        let tool = &call.name;
+        match asked.and_then(|answer| Confirmed::parse(&answer)) {
+            Ok(Confirmed::Deny) => {
+                Err(CallError::Declined(format!("the call to '{tool}' was declined")))
+            }
+            Ok(confirmed) => {
+                self.seats.policy.remember(call, confirmed);
+                Ok(())
+            }
+            Err(AskError::TimedOut(after)) => Err(CallError::ConfirmationTimedOut(format!(
+                "nobody confirmed the call to '{tool}' within {}",
+                humantime::format_duration(after)
+            ))),
+            Err(e) => {
+                Err(CallError::Declined(format!("the call to '{tool}' needs a confirmation: {e}")))
+            }
+        }
+    }
+
+    /// Step 6: the call on its source, its progress routed to the session.
+    async fn dispatch(&self, r: &Resolved, call: &Call) -> Result<Value, CallError> {
+        let target = ProgressTarget {
+            session: call.session.clone(),
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+        };
+        let identity = r.server.identity.as_str();
+        let track =
+            |token: &rmcp::model::ProgressToken| self.progress.track(identity, token, target);
+        let result =
+            self.mcp.call_tool(&r.server, r.timeout, &call.tool, call.args.clone(), track).await?;
+        Ok(result)
+    }
+
+    /// Step 7: the result as Gemini gets it.
+    fn convert(call: &Call, shown_args: &Value, result: Value) -> Outcome {
+        let is_error = convert::is_error(&result);
+        let id = call.call_id.as_deref();
+        let own = &call.tool;
+        let (parts, display, function_response) = if is_error {
+            let message = convert::error_message(own, shown_args, &result);
+            let response = convert::error_response(&call.name, id, &message);
+            let display = format!("Error: MCP tool '{own}' reported an error.");
+            (vec![serde_json::json!({ "text": message })], display, response)
+        } else {
+            let (parts, display) = convert::parts(own, &result);
+            let response = convert::function_response(&call.name, id, &parts);
+            (parts, display, response)
+        };
+        Outcome { result, is_error, parts, function_response, display }
+    }
+
+    /// Step 8: AfterTool hooks.
+    async fn after_tool(&self, call: &Call, outcome: &mut Outcome) -> Result<(), CallError> {
+        match self.seats.after_tool.after_tool(call, outcome).await {
+            After::Keep => Ok(()),
+            After::Block(why) => Err(CallError::HookBlocked(why)),
+            After::AddContext(text) => {
+                outcome.parts.push(serde_json::json!({ "text": text }));
+                Ok(())
+            }
+        }
+    }
+}

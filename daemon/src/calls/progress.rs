@@ -1,0 +1,172 @@
+//! Progress routing: a server's `notifications/progress` reaches the session and call that
+//! asked for it as a `tools/progress` event.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use geminid_protocol::event::EventBody;
+use geminid_protocol::tools::ToolProgress;
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+
+use crate::events::EventBus;
+
+/// Whose call a progress notification belongs to.
+#[derive(Debug, Clone)]
+pub struct ProgressTarget {
+    /// The session that called.
+    pub session: String,
+    /// The caller's call id.
+    pub call_id: Option<String>,
+    /// The tool's fully qualified name.
+    pub name: String,
+}
+
+/// Early progress notifications kept for calls still registering.
+const EARLY_PROGRESS_KEPT: usize = 64;
+
+#[derive(Debug, Default)]
+struct Table {
+    targets: HashMap<String, ProgressTarget>,
+    /// Notifications that came before their call was registered: the request is on its way
+    /// before rmcp tells the caller its token, and a fast server answers in that gap. Claimed
+    /// when the call registers; the oldest go first past [`EARLY_PROGRESS_KEPT`].
+    early: VecDeque<(String, ProgressNotificationParam)>,
+}
+
+/// Where progress notifications go, by server identity and progress token (tokens are only
+/// unique per connection).
+#[derive(Debug)]
+pub struct Router {
+    events: Arc<EventBus>,
+    table: Mutex<Table>,
+}
+
+fn key(identity: &str, token: &ProgressToken) -> String {
+    format!("{identity}/{}", serde_json::to_string(token).unwrap_or_default())
+}
+
+/// Stops routing a call's progress when dropped.
+#[derive(Debug)]
+pub struct Tracked<'a> {
+    router: &'a Router,
+    key: String,
+}
+
+impl Drop for Tracked<'_> {
+    fn drop(&mut self) {
+        self.router.table().targets.remove(&self.key);
+    }
+}
+
+impl Router {
+    /// A router emitting on `events`.
+    pub fn new(events: Arc<EventBus>) -> Self {
+        Self { events, table: Mutex::default() }
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Route the notifications of `identity`'s connection with this token to `target` until
+    /// the guard drops (and deliver those that came already).
+    pub fn track(
+        &self,
+        identity: &str,
+        token: &ProgressToken,
+        target: ProgressTarget,
+    ) -> Tracked<'_> {
+        let key = key(identity, token);
+        let early: Vec<ProgressNotificationParam> = {
+            let mut t = self.table();
+            t.targets.insert(key.clone(), target.clone());
+            if t.early.iter().any(|(k, _)| *k == key) {
+                let (mine, rest): (Vec<_>, Vec<_>) =
+                    t.early.drain(..).partition(|(k, _)| *k == key);
+                t.early = rest.into();
+                mine.into_iter().map(|(_, n)| n).collect()
+            } else {
+                Vec::new()
+            }
+        };
+        for n in &early {
+            self.emit(&target, n);
+        }
+        Tracked { router: self, key }
+    }
+
+    fn emit(&self, t: &ProgressTarget, n: &ProgressNotificationParam) {
+        self.events.emit(EventBody::ToolProgress(ToolProgress {
+            session: t.session.clone(),
+            call_id: t.call_id.clone(),
+            name: t.name.clone(),
+            progress: n.progress,
+            total: n.total,
+            message: n.message.clone(),
+        }));
+    }
+}
+
+impl crate::mcp::ProgressSink for Router {
+    fn progress(&self, identity: &str, n: &ProgressNotificationParam) {
+        let key = key(identity, &n.progress_token);
+        let target = {
+            let mut t = self.table();
+            let target = t.targets.get(&key).cloned();
+            if target.is_none() {
+                if t.early.len() >= EARLY_PROGRESS_KEPT {
+                    t.early.pop_front();
+                }
+                t.early.push_back((key, n.clone()));
+            }
+            target
+        };
+        if let Some(t) = target {
+            self.emit(&t, n);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::ProgressSink;
+
+    /// Progress that arrives before its call registered is delivered once it does, and a
+    /// token is only matched on the connection it came from (every connection counts its
+    /// tokens from the same start).
+    #[test]
+    fn progress_is_routed_by_connection_and_kept_for_a_late_registration() {
+        let events = Arc::new(EventBus::new(16));
+        let router = Router::new(events.clone());
+        let mut rx = events.subscribe();
+        let token = ProgressToken(rmcp::model::NumberOrString::Number(1));
+        let note = |p: f64| {
+            let mut n = ProgressNotificationParam::new(token.clone(), p);
+            n.total = Some(3.0);
+            n
+        };
+        let target = ProgressTarget {
+            session: "s".into(),
+            call_id: Some("c".into()),
+            name: "mcp_a_t".into(),
+        };
+        router.progress("server-a", &note(1.0));
+        let guard = router.track("server-a", &token, target);
+        router.progress("server-b", &note(9.0));
+        router.progress("server-a", &note(2.0));
+        drop(guard);
+        router.progress("server-a", &note(3.0));
+        let mut seen = Vec::new();
+        while let Ok(p) = rx.try_recv() {
+            if let EventBody::ToolProgress(t) = &p.event.body {
+                seen.push(t.progress);
+            }
+        }
+        assert_eq!(
+            seen,
+            [1.0, 2.0],
+            "the early one delivered, the other connection's and the late one not"
+        );
+    }
+}

@@ -1,0 +1,139 @@
+//! The seats where policy, hooks and the audit log plug into the pipeline. Each is a trait
+//! with an implementation that lets everything through ([`Open`]), so the pipeline is whole
+//! before those features land; a feature replaces its seat in [`Seats`].
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use super::{Call, Outcome};
+use crate::asks::Confirmed;
+
+/// What a BeforeTool hook decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Before {
+    /// Go on with the call as it is.
+    Proceed,
+    /// Go on with these arguments instead (they are validated again).
+    Rewrite(Map<String, Value>),
+    /// Do not call the tool; the message says why.
+    Block(String),
+    /// Stop the agent's turn.
+    Stop(String),
+    /// Ask the person first, with this question.
+    Ask(String),
+}
+
+/// What policy decided for a call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Call it.
+    Allow,
+    /// Refuse it; the message says which rule.
+    Deny(String),
+    /// Ask the person first, with this question.
+    Ask(String),
+}
+
+/// What an AfterTool hook decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum After {
+    /// Keep the result as it is.
+    Keep,
+    /// Hide the result from the model; the message says why.
+    Block(String),
+    /// Keep it, and add this text for the model.
+    AddContext(String),
+}
+
+/// BeforeTool hooks (`hooks/`), run before policy as in Gemini CLI.
+pub trait BeforeTool: Send + Sync + Debug {
+    /// Decide on a call about to be made.
+    fn before_tool<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Before>;
+}
+
+/// Tool-call policy (`policy/`).
+pub trait Policy: Send + Sync + Debug {
+    /// Decide on a call whose arguments are valid.
+    fn decide(&self, call: &Call) -> Decision;
+
+    /// The person confirmed a call it asked about, for this long (`Once`, `Session`, `Always`).
+    fn remember(&self, _call: &Call, _confirmed: Confirmed) {}
+}
+
+/// AfterTool hooks (`hooks/`).
+pub trait AfterTool: Send + Sync + Debug {
+    /// Decide on a call's result.
+    fn after_tool<'a>(&'a self, call: &'a Call, outcome: &'a Outcome) -> BoxFuture<'a, After>;
+}
+
+/// How a call ended, for the audit log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ended {
+    /// The tool answered (`is_error` when it reported a tool error).
+    Answered {
+        /// Whether the tool reported an error.
+        is_error: bool,
+    },
+    /// The pipeline or the server failed it; the protocol error's name and its message.
+    Failed(String),
+}
+
+/// The audit log (`policy/` keeps it): one record per call that was resolved.
+pub trait Audit: Send + Sync + Debug {
+    /// A call ended.
+    fn record(&self, call: &Call, ended: &Ended, took: Duration);
+}
+
+/// The seat holder that lets everything through and records nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Open;
+
+impl BeforeTool for Open {
+    fn before_tool<'a>(&'a self, _: &'a Call) -> BoxFuture<'a, Before> {
+        Box::pin(std::future::ready(Before::Proceed))
+    }
+}
+
+impl Policy for Open {
+    fn decide(&self, _: &Call) -> Decision {
+        Decision::Allow
+    }
+}
+
+impl AfterTool for Open {
+    fn after_tool<'a>(&'a self, _: &'a Call, _: &'a Outcome) -> BoxFuture<'a, After> {
+        Box::pin(std::future::ready(After::Keep))
+    }
+}
+
+impl Audit for Open {
+    fn record(&self, _: &Call, _: &Ended, _: Duration) {}
+}
+
+/// Who sits in each seat.
+#[derive(Debug, Clone)]
+pub struct Seats {
+    /// Step 2.
+    pub before_tool: std::sync::Arc<dyn BeforeTool>,
+    /// Step 4.
+    pub policy: std::sync::Arc<dyn Policy>,
+    /// Step 8.
+    pub after_tool: std::sync::Arc<dyn AfterTool>,
+    /// Step 9.
+    pub audit: std::sync::Arc<dyn Audit>,
+}
+
+impl Default for Seats {
+    fn default() -> Self {
+        let open = std::sync::Arc::new(Open);
+        Self {
+            before_tool: open.clone(),
+            policy: open.clone(),
+            after_tool: open.clone(),
+            audit: open,
+        }
+    }
+}

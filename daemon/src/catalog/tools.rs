@@ -1,0 +1,242 @@
+//! A session's tool table: every tool it may call, by fully qualified name.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use geminid_protocol::mcp::ServerState;
+use geminid_protocol::tools::{FunctionDeclaration, ToolEntry, ToolList};
+use serde_json::value::RawValue;
+
+use super::naming;
+use crate::mcp::catalog::{Catalog, Tool};
+use crate::mcp::server::Server;
+use crate::mcp::{Generation, McpError, RunningEntry, Supervisor};
+
+/// Where a tool comes from, and so where its calls go.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// An MCP server: the catalog it listed, and the tool's position in it.
+    Mcp {
+        /// The server.
+        server: Arc<Server>,
+        /// The catalog the tool is in.
+        catalog: Arc<Catalog>,
+        /// The tool is `catalog.tools[index]`.
+        index: usize,
+    },
+}
+
+/// One tool of a session.
+#[derive(Debug, Clone)]
+pub struct SessionTool {
+    /// Its fully qualified name.
+    pub fqn: String,
+    /// Its server's name in the session's settings.
+    pub server_name: String,
+    /// Where it comes from.
+    pub source: Source,
+    /// The session's request timeout for its server.
+    pub timeout: Duration,
+    /// Its `parametersJsonSchema` (Gemini CLI's transform of its input schema), serialized.
+    pub parameters: Box<RawValue>,
+}
+
+impl SessionTool {
+    /// The MCP tool.
+    pub fn tool(&self) -> &Tool {
+        match &self.source {
+            Source::Mcp { catalog, index, .. } => &catalog.tools[*index],
+        }
+    }
+
+    /// The server it belongs to.
+    pub fn server(&self) -> &Arc<Server> {
+        match &self.source {
+            Source::Mcp { server, .. } => server,
+        }
+    }
+}
+
+/// A session's tools and what to know about them. Shared by every session whose servers,
+/// names and filters are the same.
+#[derive(Debug, Default)]
+pub struct SessionTools {
+    /// In order.
+    pub tools: Vec<SessionTool>,
+    /// Collisions and missing servers.
+    pub diagnostics: Vec<String>,
+    /// Position in `tools` by fully qualified name.
+    pub by_name: HashMap<String, usize>,
+    /// Some server had not finished its first start when this was computed: the table is
+    /// provisional, and a caller that must see every tool waits for [`Supervisor::settle`].
+    pub pending: bool,
+    /// The `tools/list` entries, built (and serialized) on first use.
+    entries: OnceLock<ToolList>,
+}
+
+impl SessionTools {
+    /// A tool by its fully qualified name.
+    pub fn get(&self, fqn: &str) -> Option<&SessionTool> {
+        self.by_name.get(fqn).map(|i| &self.tools[*i])
+    }
+
+    /// The `tools/list` entries; with `raw`, each carries its MCP tool object too (built
+    /// afresh: only the plain list is kept).
+    pub fn entries(&self, raw: bool) -> ToolList {
+        if !raw && let Some(built) = self.entries.get() {
+            return built.clone();
+        }
+        let built: Arc<[ToolEntry]> = self
+            .tools
+            .iter()
+            .map(|t| {
+                let tool = t.tool();
+                ToolEntry {
+                    name: t.fqn.clone(),
+                    server: t.server_name.clone(),
+                    tool: tool.name.clone(),
+                    declaration: FunctionDeclaration {
+                        name: t.fqn.clone(),
+                        description: tool.description().to_owned(),
+                        parameters_json_schema: t.parameters.clone(),
+                    },
+                    raw: if raw { serde_json::value::to_raw_value(&tool.raw).ok() } else { None },
+                }
+            })
+            .collect();
+        if raw {
+            return ToolList::new(built);
+        }
+        let list = ToolList::serialized(built.clone()).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot serialize a tool list ahead; it will be serialized per call");
+            ToolList::new(built)
+        });
+        self.entries.get_or_init(|| list).clone()
+    }
+}
+
+/// What a table is built from besides the servers' states and catalogs: for each entry that
+/// runs, its name, the server it runs as, its include/exclude lists and its timeout.
+type TableKey = Vec<(String, String, Option<Vec<String>>, Option<Vec<String>>, Duration)>;
+
+fn table_key(entries: &[RunningEntry]) -> TableKey {
+    entries
+        .iter()
+        .map(|e| {
+            (e.name.clone(), e.identity.clone(), e.include.clone(), e.exclude.clone(), e.timeout)
+        })
+        .collect()
+}
+
+/// Every session's tool table, computed on first use and kept until the supervisor's
+/// generation moves (a server's state or catalog changed, or a session's entries did).
+#[derive(Debug, Default)]
+pub struct Tables {
+    by_session: Mutex<HashMap<String, (Generation, Arc<SessionTools>)>>,
+    /// The same tables by what they were built from, so a new session configured like
+    /// another gets the table already built. Valid for one servers generation.
+    by_key: Mutex<(u64, HashMap<TableKey, Arc<SessionTools>>)>,
+}
+
+impl Tables {
+    /// A session's tools: servers in name order, each one's tools in its order,
+    /// include/exclude applied. A name already taken gets `__2`, `__3`, ... (the first in that
+    /// order keeps it), and the rename is reported in the diagnostics.
+    pub fn session(&self, mcp: &Supervisor, session: &str) -> Result<Arc<SessionTools>, McpError> {
+        let now = mcp.generation();
+        if let Some((at, hit)) =
+            self.by_session.lock().unwrap_or_else(|e| e.into_inner()).get(session)
+            && *at == now
+        {
+            return Ok(hit.clone());
+        }
+        let entries = mcp.running_entries(session)?;
+        let key = table_key(&entries);
+        let shared = {
+            let by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+            if by_key.0 == now.servers { by_key.1.get(&key).cloned() } else { None }
+        };
+        let table = match shared {
+            Some(t) => t,
+            None => {
+                let t = Arc::new(build(&entries));
+                let mut by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+                if by_key.0 != now.servers {
+                    *by_key = (now.servers, HashMap::new());
+                }
+                by_key.1.insert(key, t.clone());
+                t
+            }
+        };
+        // Stored under the generation read before the entries: a change meanwhile makes the
+        // next lookup build again.
+        let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
+        by_session.insert(session.to_owned(), (now, table.clone()));
+        Ok(table)
+    }
+
+    /// Forget a session's table (it closed).
+    pub fn forget(&self, session: &str) {
+        self.by_session.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
+    }
+}
+
+/// Build a session's table from its entries (see [`Tables::session`]).
+fn build(entries: &[RunningEntry]) -> SessionTools {
+    let mut out = SessionTools::default();
+    let mut taken: HashMap<String, usize> = HashMap::new();
+    for entry in entries {
+        let Some(server) = &entry.server else { continue };
+        let name = &entry.name;
+        let snapshot = server.snapshot();
+        out.pending |= !snapshot.settled();
+        if snapshot.state != ServerState::Connected {
+            out.diagnostics.push(format!(
+                "MCP server '{name}' is {}: its tools are not listed",
+                snapshot.state.label().to_lowercase()
+            ));
+            continue;
+        }
+        let catalog = server.catalog();
+        out.diagnostics
+            .extend(catalog.problems.iter().map(|p| format!("MCP server '{name}': {p}")));
+        for (index, tool) in catalog.tools.iter().enumerate() {
+            let tool_name = tool.name.as_str();
+            if !naming::enabled(tool_name, entry.include.as_deref(), entry.exclude.as_deref()) {
+                continue;
+            }
+            let base = naming::fqn(name, tool_name);
+            let seen = taken.entry(base.clone()).or_insert(0);
+            *seen += 1;
+            let fqn = if *seen == 1 {
+                base.clone()
+            } else {
+                let renamed = naming::disambiguate(&base, *seen);
+                out.diagnostics.push(format!(
+                    "tool '{tool_name}' of MCP server '{name}' would be named '{base}', which \
+                         an earlier tool already has: it is named '{renamed}'"
+                ));
+                renamed
+            };
+            if let Err(e) = &*tool.validator {
+                out.diagnostics.push(format!(
+                    "the input schema of '{fqn}' cannot be compiled ({e}); its calls are not \
+                         validated"
+                ));
+            }
+            let schema = naming::parameters_schema(tool.input_schema());
+            let parameters = serde_json::value::to_raw_value(&schema)
+                .unwrap_or_else(|_| RawValue::NULL.to_owned());
+            out.by_name.insert(fqn.clone(), out.tools.len());
+            out.tools.push(SessionTool {
+                fqn,
+                server_name: name.clone(),
+                source: Source::Mcp { server: server.clone(), catalog: catalog.clone(), index },
+                timeout: entry.timeout,
+                parameters,
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,206 @@
+//! `mcp/listServers` from memory: each entry's state, as Gemini CLI shows it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use geminid_protocol::config::{BlockReason, Scope};
+use geminid_protocol::mcp::{ServerState, ServerStatus, Transport as Wire};
+
+use super::server::{Server, planned_transport};
+use super::{Binding, SessionView, Supervisor};
+use crate::catalog::naming;
+use crate::config::env::redact_urls;
+
+/// `command args…` or the URL. As Gemini CLI prints it: a space after the command even with
+/// no arguments (`gemini mcp list` shows `srv  (stdio)`).
+fn stdio_target(command: &str, args: &[String]) -> String {
+    format!("{command} {}", args.join(" "))
+}
+
+/// Transport and target of an entry as shown: pass the entry as written (`spec.shown`), so
+/// a `$VAR` in its args or URL never shows the value it holds.
+pub(super) fn config_target(c: &crate::config::mcp::McpServerConfig) -> (Wire, String) {
+    use crate::config::mcp::TransportType;
+    match (&c.http_url, &c.url, &c.command) {
+        (Some(u), _, _) => (Wire::Http, redact_urls(u).into_owned()),
+        (None, Some(u), _) if c.transport_type == Some(TransportType::Sse) => {
+            (Wire::Sse, redact_urls(u).into_owned())
+        }
+        (None, Some(u), _) => (Wire::Http, redact_urls(u).into_owned()),
+        (None, None, Some(cmd)) => {
+            (Wire::Stdio, stdio_target(cmd, c.args.as_deref().unwrap_or_default()))
+        }
+        (None, None, None) => (Wire::Stdio, String::new()),
+    }
+}
+
+/// The status of an entry nothing runs for.
+fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> ServerStatus {
+    ServerStatus {
+        name: name.to_owned(),
+        scope,
+        extension: None,
+        transport,
+        target,
+        state: ServerState::Disconnected,
+        last_error: None,
+        identity: None,
+        pid: None,
+        uptime_secs: None,
+        unresponsive_secs: None,
+        restarts: 0,
+        tools: None,
+        prompts: None,
+        resources: None,
+        problems: vec![],
+        sessions: vec![],
+    }
+}
+
+pub(super) fn block_text(reason: BlockReason) -> (ServerState, &'static str) {
+    match reason {
+        BlockReason::Session => (ServerState::Disabled, "disabled for this session"),
+        BlockReason::Enablement => {
+            (ServerState::Disabled, "disabled in mcp-server-enablement.json")
+        }
+        BlockReason::UntrustedFolder => {
+            (ServerState::Disabled, "this folder is not trusted: `gemctl trust` trusts it")
+        }
+        BlockReason::Admin => {
+            (ServerState::Blocked, "MCP servers are turned off by admin settings")
+        }
+        BlockReason::Allowlist => (ServerState::Blocked, "not in mcp.allowed"),
+        BlockReason::Excludelist => (ServerState::Blocked, "listed in mcp.excluded"),
+        BlockReason::Invalid => {
+            (ServerState::Blocked, "its configuration is invalid (gemctl config check)")
+        }
+    }
+}
+
+impl Supervisor {
+    pub(super) fn status_of(
+        &self,
+        server: &Server,
+        name: &str,
+        scope: Scope,
+        sessions: Vec<String>,
+    ) -> ServerStatus {
+        let s = server.snapshot();
+        let (tools, prompts, resources) = match server.counts() {
+            Some((t, p, r)) => (Some(t), Some(p), Some(r)),
+            None => (None, None, None),
+        };
+        ServerStatus {
+            name: name.to_owned(),
+            scope,
+            extension: None,
+            transport: s.transport,
+            target: server.target.clone(),
+            state: s.state,
+            last_error: s.last_error.map(|e| redact_urls(&e).into_owned()),
+            identity: Some(server.identity[..12].to_owned()),
+            pid: s.pid,
+            uptime_secs: s.connected_at.map(|t| t.elapsed().as_secs()),
+            unresponsive_secs: s.unresponsive_since.map(|t| t.elapsed().as_secs()),
+            restarts: s.restarts,
+            tools,
+            prompts,
+            resources,
+            problems: if s.state == ServerState::Connected {
+                server.catalog().problems.clone()
+            } else {
+                Vec::new()
+            },
+            sessions,
+        }
+    }
+
+    /// Every running server (for `mcp/listServers` without a session).
+    pub fn list_all(&self) -> Vec<ServerStatus> {
+        let inner = self.inner();
+        let mut out: Vec<ServerStatus> = inner
+            .servers
+            .values()
+            .map(|s| self.status_of(s, &s.name, s.scope, inner.users(&s.identity)))
+            .collect();
+        out.sort_by(|a, b| (a.scope, &a.name).cmp(&(b.scope, &b.name)));
+        out
+    }
+
+    /// A session's entries and their state. Never starts anything: an entry of a session that
+    /// has not asked for its servers shows the state of a server another session runs for the
+    /// same identity, else `disconnected`.
+    pub fn list_session(&self, view: SessionView<'_>) -> Vec<ServerStatus> {
+        let inner = self.inner();
+        let active = inner.sessions.get(view.id);
+        let resolved = Self::entries(view);
+        let mut out = Vec::new();
+        for (name, (entry, launch)) in resolved {
+            // A session that runs its servers reports what it runs (which may lag a config
+            // edit by one reload); otherwise what the files say now.
+            let entry = active.and_then(|a| a.get(&name)).cloned().unwrap_or(entry);
+            let status = match &entry.binding {
+                Binding::Runs(identity) => match inner.servers.get(identity) {
+                    Some(server) => {
+                        let mut s =
+                            self.status_of(server, &name, entry.scope, inner.users(identity));
+                        // The tools this entry exposes, after its include/exclude lists.
+                        if s.tools.is_some() && (entry.include.is_some() || entry.exclude.is_some())
+                        {
+                            let n = server
+                                .catalog()
+                                .tools
+                                .iter()
+                                .filter(|t| {
+                                    naming::enabled(
+                                        &t.name,
+                                        entry.include.as_deref(),
+                                        entry.exclude.as_deref(),
+                                    )
+                                })
+                                .count();
+                            s.tools = Some(u32::try_from(n).unwrap_or(u32::MAX));
+                        }
+                        s
+                    }
+                    None => {
+                        let (transport, tgt) = launch
+                            .as_ref()
+                            .map(|(l, _, shown)| (planned_transport(l), shown.clone()))
+                            .unwrap_or((Wire::Stdio, String::new()));
+                        let mut s = not_running(&name, entry.scope, transport, tgt);
+                        s.identity = Some(identity[..12].to_owned());
+                        s.last_error = Some(match inner.retired(identity) {
+                            Some(r) => format!(
+                                "stopped {} ago: {}",
+                                humantime::format_duration(Duration::from_secs(
+                                    r.at.elapsed().as_secs()
+                                )),
+                                r.why
+                            ),
+                            None => "not started yet: it starts with the session's first call \
+                                     or `gemctl mcp start`"
+                                .to_owned(),
+                        });
+                        s
+                    }
+                },
+                Binding::NotRun { state, reason, transport, target } => {
+                    let mut s = not_running(&name, entry.scope, *transport, target.clone());
+                    s.state = *state;
+                    s.last_error = Some(redact_urls(reason).into_owned());
+                    s
+                }
+            };
+            out.push(status);
+        }
+        out.sort_by(|a, b| (a.scope, &a.name).cmp(&(b.scope, &b.name)));
+        out
+    }
+
+    /// One server's status, named as it was started.
+    pub fn status(&self, server: &Arc<Server>) -> ServerStatus {
+        let users = self.inner().users(&server.identity);
+        self.status_of(server, &server.name, server.scope, users)
+    }
+}

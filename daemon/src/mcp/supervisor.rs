@@ -1,0 +1,613 @@
+//! The supervisor: one [`Server`] per identity, shared by the sessions that need it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use geminid_protocol::event::EventBody;
+use geminid_protocol::mcp::{ServerState, ServerStateChanged, ServerStatus};
+
+use super::server::{self, Cmd, NewServer, Server};
+use super::spec::{self, default_cwd, resolve};
+use super::status::{block_text, config_target};
+use super::{
+    Binding, DEFAULT_REQUEST_TIMEOUT, Entry, Generation, Inner, McpError, McpOptions, ProgressSink,
+    Resolved, RunningEntry, SessionServers, SessionView, orphans,
+};
+use crate::catalog::naming;
+use crate::config::env::Redaction;
+use crate::events::EventBus;
+use crate::store::Store;
+
+/// Owns every MCP server process and connection.
+#[derive(Debug)]
+pub struct Supervisor {
+    pub(super) opts: McpOptions,
+    events: Arc<EventBus>,
+    store: Store,
+    inner: Mutex<Inner>,
+    me: Weak<Supervisor>,
+    /// Where servers' progress notifications go.
+    progress: Arc<dyn ProgressSink>,
+    /// Closed while children of a killed daemon are being stopped: no server starts before
+    /// they are gone (they may hold its files or ports), but everything else answers.
+    start_gate: tokio::sync::watch::Sender<orphans::Held>,
+    /// See [`Generation`].
+    servers_generation: AtomicU64,
+    sessions_generation: AtomicU64,
+}
+
+impl Supervisor {
+    /// A supervisor; nothing runs until a session needs it.
+    pub fn new(
+        opts: McpOptions,
+        events: Arc<EventBus>,
+        store: Store,
+        progress: Arc<dyn ProgressSink>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            opts,
+            events,
+            store,
+            inner: Mutex::default(),
+            me: me.clone(),
+            progress,
+            start_gate: tokio::sync::watch::Sender::new(orphans::Held::default()),
+            servers_generation: AtomicU64::new(0),
+            sessions_generation: AtomicU64::new(0),
+        })
+    }
+
+    pub(super) fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What its server tasks report to: itself, through [`server::Observer`].
+    fn observer(&self) -> Weak<dyn server::Observer> {
+        self.me.clone()
+    }
+
+    /// The database (for child pid records).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Stop the children a killed daemon left behind, in the background and all at once; a
+    /// server starts only once the orphan of its own identity is gone (every server waits
+    /// for an orphan recorded without one).
+    pub fn clean_orphans(&self, grace: Duration) {
+        let left = orphans::left_behind(&self.store);
+        if left.is_empty() {
+            return;
+        }
+        self.start_gate.send_replace(orphans::Held::of(&left));
+        let (gate, store) = (self.start_gate.clone(), self.store.clone());
+        tokio::spawn(async move {
+            let each = left.iter().map(|rec| {
+                let (gate, store) = (&gate, &store);
+                async move {
+                    orphans::clean(store, rec, grace).await;
+                    gate.send_modify(|held| held.release(rec));
+                }
+            });
+            futures::future::join_all(each).await;
+        });
+    }
+
+    /// What may not start yet (see [`Supervisor::clean_orphans`]).
+    pub fn start_gate(&self) -> tokio::sync::watch::Receiver<orphans::Held> {
+        self.start_gate.subscribe()
+    }
+
+    /// What each of a session's entries amounts to, resolving identities.
+    pub(super) fn entries(view: SessionView<'_>) -> Resolved {
+        let eff = view.config;
+        let workspace = Path::new(&eff.public.workspace);
+        let trusted = eff.public.trust.trusted;
+        let redaction = Redaction::from_settings(&eff.public.settings);
+        let mut out = BTreeMap::new();
+        for (name, spec) in &eff.servers {
+            let launch = resolve(
+                name,
+                &spec.config,
+                view.env,
+                &redaction,
+                workspace,
+                trusted,
+                default_cwd(spec.scope, workspace, view.env).as_deref(),
+            );
+            let (binding, launch) = match (spec.blocked, launch) {
+                (Some(reason), launch) => {
+                    let (state, text) = block_text(reason);
+                    let (transport, target) = config_target(&spec.shown);
+                    // A stdio entry in an untrusted folder says so in the reference's words.
+                    let text = match launch {
+                        Err(e @ spec::ResolveError::Untrusted(_)) => e.to_string(),
+                        _ => text.to_owned(),
+                    };
+                    (Binding::NotRun { state, reason: text, transport, target }, None)
+                }
+                (None, Err(e)) => {
+                    let (transport, target) = config_target(&spec.shown);
+                    let state = ServerState::Disconnected;
+                    (Binding::NotRun { state, reason: e.to_string(), transport, target }, None)
+                }
+                (None, Ok(l)) => {
+                    let target = config_target(&spec.shown).1;
+                    (Binding::Runs(l.identity()), Some((l, spec.config.timeout, target)))
+                }
+            };
+            let entry = Entry {
+                scope: spec.scope,
+                binding,
+                include: spec.config.include_tools.clone(),
+                exclude: spec.config.exclude_tools.clone(),
+                timeout: spec.config.timeout.map_or(DEFAULT_REQUEST_TIMEOUT, Duration::from_millis),
+            };
+            out.insert(name.clone(), (entry, launch));
+        }
+        out
+    }
+
+    /// The session needs its servers: start or share each one it may run, and stop what it
+    /// no longer runs (a configuration change). `changed` names entries whose configuration
+    /// changed; those parked in crash-loop or needs-auth with an unchanged identity get a
+    /// fresh start.
+    pub fn sync(&self, view: SessionView<'_>, changed: &[String]) {
+        let resolved = Self::entries(view);
+        let mut released = Vec::new();
+        let mut kick = Vec::new();
+        let mut started = false;
+        {
+            let mut inner = self.inner();
+            if inner.closed {
+                return;
+            }
+            let mut entries = BTreeMap::new();
+            for (name, (entry, launch)) in resolved {
+                if let (Binding::Runs(identity), Some((spec, timeout, target))) =
+                    (&entry.binding, launch)
+                {
+                    match inner.servers.get(identity) {
+                        Some(existing) => {
+                            let state = existing.snapshot().state;
+                            if changed.contains(&name)
+                                && matches!(state, ServerState::CrashLoop | ServerState::NeedsAuth)
+                            {
+                                kick.push(existing.clone());
+                            }
+                        }
+                        None => {
+                            let new = NewServer {
+                                identity: identity.clone(),
+                                name: name.clone(),
+                                scope: entry.scope,
+                                spec,
+                                target,
+                                startup_timeout: timeout
+                                    .map_or(self.opts.startup_timeout, Duration::from_millis),
+                                request_timeout: entry.timeout,
+                            };
+                            tracing::info!(server = %name, session = view.id, identity = &identity[..12], "starting MCP server");
+                            let server = Server::start(new, self.observer(), self.opts);
+                            inner.servers.insert(identity.clone(), server);
+                            inner.retired.retain(|r| r.server.identity != *identity);
+                            started = true;
+                        }
+                    }
+                }
+                entries.insert(name, entry);
+            }
+            let old = inner.sessions.insert(view.id.to_owned(), entries);
+            for entry in old.into_iter().flat_map(BTreeMap::into_values) {
+                if let Binding::Runs(identity) = entry.binding
+                    && inner.users(&identity).is_empty()
+                {
+                    released.push(identity);
+                }
+            }
+            // A changed entry's old server goes at once; nobody else uses it.
+            for identity in &released {
+                if let Some(server) = inner.servers.remove(identity) {
+                    inner.retire(server.clone(), "its configuration changed");
+                    tracing::info!(server = %server.name, "configuration changed: stopping the old server");
+                    tokio::spawn(async move { server.stop().await });
+                }
+            }
+        }
+        // A table built on a server that is gone (it may be the same identity as the new one)
+        // must not be served again.
+        if started || !released.is_empty() {
+            self.servers_changed();
+        } else {
+            self.sessions_changed();
+        }
+        for server in kick {
+            server.send(Cmd::Restart);
+        }
+    }
+
+    /// Whether a session currently needs its servers.
+    pub fn is_active(&self, session: &str) -> bool {
+        self.inner().sessions.contains_key(session)
+    }
+
+    /// The session no longer needs its servers (its last connection went, or it closed).
+    /// Servers nobody else uses stop after the linger period.
+    pub fn release_session(&self, session: &str) {
+        let mut inner = self.inner();
+        let Some(entries) = inner.sessions.remove(session) else { return };
+        self.sessions_changed();
+        tracing::debug!(session, "session released its MCP servers");
+        for entry in entries.into_values() {
+            let Binding::Runs(identity) = entry.binding else { continue };
+            if inner.users(&identity).is_empty() {
+                self.linger(identity);
+            }
+        }
+    }
+
+    fn linger(&self, identity: String) {
+        let me = self.me.clone();
+        let linger = self.opts.linger;
+        tokio::spawn(async move {
+            tokio::time::sleep(linger).await;
+            let Some(sup) = me.upgrade() else { return };
+            let server = {
+                let mut inner = sup.inner();
+                if !inner.users(&identity).is_empty() {
+                    return;
+                }
+                let server = inner.servers.remove(&identity);
+                if let Some(server) = &server {
+                    inner.retire(server.clone(), "no session needed it");
+                }
+                server
+            };
+            sup.servers_changed();
+            if let Some(server) = server {
+                tracing::info!(server = %server.name, "no session needs it any more: stopping");
+                server.stop().await;
+            }
+        });
+    }
+
+    /// Announce a state change to every session using the server.
+    fn announce(&self, server: &Arc<Server>, previous: ServerState) {
+        self.servers_changed();
+        let sessions = self.inner().users(&server.identity);
+        let status = self.status_of(server, &server.name, server.scope, sessions);
+        tracing::info!(server = %server.name, from = ?previous, to = ?status.state, error = status.last_error.as_deref().unwrap_or(""), "MCP server state");
+        self.events
+            .emit(EventBody::McpServerState(ServerStateChanged { server: status, previous }));
+    }
+
+    /// Announce a new catalog to every session using the server.
+    fn catalog_changed(&self, server: &Arc<Server>) {
+        self.servers_changed();
+        let sessions = self.inner().users(&server.identity);
+        let (tools, prompts, resources) = server.catalog().counts();
+        tracing::info!(server = %server.name, tools, prompts, resources, "catalog changed");
+        self.events.emit(EventBody::CatalogChanged(geminid_protocol::mcp::CatalogChanged {
+            server: server.name.clone(),
+            identity: server.identity[..12].to_owned(),
+            sessions,
+            tools,
+            prompts,
+            resources,
+        }));
+    }
+
+    /// How long `session` waits for an answer from `server`: the `timeout` of its entry that
+    /// runs as that server (sessions sharing a server may set different ones), else the
+    /// server's own.
+    pub fn timeout_for(&self, session: &str, server: &Server) -> Duration {
+        let inner = self.inner();
+        inner
+            .sessions
+            .get(session)
+            .and_then(|entries| {
+                entries
+                    .values()
+                    .find(|e| matches!(&e.binding, Binding::Runs(id) if *id == server.identity))
+            })
+            .map_or(server.request_timeout, |e| e.timeout)
+    }
+
+    /// The running server an entry name means: the session's, or (without a session) the one
+    /// running server of that name.
+    pub fn find(&self, session: Option<&str>, name: &str) -> Result<Arc<Server>, McpError> {
+        let inner = self.inner();
+        if let Some(id) = session {
+            let entries = inner.sessions.get(id).ok_or_else(|| {
+                McpError::Unavailable(format!(
+                    "session {id} has not started its MCP servers (`gemctl mcp start --session {id}`)"
+                ))
+            })?;
+            let key = crate::config::enablement::normalize(name);
+            let entry = entries
+                .iter()
+                .find(|(n, _)| crate::config::enablement::normalize(n) == key)
+                .map(|(_, e)| e)
+                .ok_or_else(|| {
+                    McpError::NotFound(format!("no MCP server named '{name}' in this session"))
+                })?;
+            return match &entry.binding {
+                Binding::Runs(identity) => inner
+                    .servers
+                    .get(identity)
+                    .or_else(|| inner.retired(identity).map(|r| &r.server))
+                    .cloned()
+                    .ok_or_else(|| {
+                        McpError::Unavailable(format!(
+                            "MCP server '{name}' has not been started (`gemctl mcp start` starts \
+                             this directory's servers)"
+                        ))
+                    }),
+                Binding::NotRun { state, reason, .. } => Err(McpError::Unavailable(format!(
+                    "MCP server '{name}' is {}: {reason}",
+                    state.label().to_lowercase()
+                ))),
+            };
+        }
+        let matches: Vec<&Arc<Server>> =
+            inner.servers.values().filter(|s| s.name == name).collect();
+        match matches.as_slice() {
+            [one] => Ok((*one).clone()),
+            // Stopped lately: its last run (for its log, or to start it again).
+            [] if let Some(r) = inner.retired.iter().find(|r| r.server.name == name) => {
+                Ok(r.server.clone())
+            }
+            [] => Err(McpError::NotFound(format!(
+                "no MCP server named '{name}' is running or ran lately (`gemctl mcp list` shows \
+                 this directory's servers)"
+            ))),
+            _ => Err(McpError::NotFound(format!(
+                "{} different servers named '{name}' are running; name a session",
+                matches.len()
+            ))),
+        }
+    }
+
+    /// Restart a server and wait until its first attempt settles. A server that was stopped
+    /// (see [`Supervisor::find`]) starts again, for as long as a session needs it or the
+    /// linger period.
+    pub async fn restart(&self, server: &Arc<Server>) -> ServerStatus {
+        let revived = {
+            let mut inner = self.inner();
+            let running = inner.servers.get(&server.identity).cloned();
+            match running {
+                Some(running) => {
+                    running.send(Cmd::Restart);
+                    None
+                }
+                None if inner.closed => None,
+                None => {
+                    let new = NewServer {
+                        identity: server.identity.clone(),
+                        name: server.name.clone(),
+                        scope: server.scope,
+                        spec: server.spec.clone(),
+                        target: server.target.clone(),
+                        startup_timeout: server.startup_timeout,
+                        request_timeout: server.request_timeout,
+                    };
+                    tracing::info!(server = %server.name, "starting a stopped MCP server again");
+                    let fresh = Server::start(new, self.observer(), self.opts);
+                    inner.servers.insert(fresh.identity.clone(), fresh.clone());
+                    inner.retired.retain(|r| r.server.identity != fresh.identity);
+                    Some(fresh)
+                }
+            }
+        };
+        if let Some(fresh) = &revived {
+            self.servers_changed();
+            if self.inner().users(&fresh.identity).is_empty() {
+                self.linger(fresh.identity.clone());
+            }
+            let mut watch = fresh.watch();
+            let wait = fresh.startup_timeout + self.opts.stop_grace;
+            let _ = tokio::time::timeout(wait, watch.wait_for(server::Snapshot::settled)).await;
+            return self.status(fresh);
+        }
+        let mut watch = server.watch();
+        let before = watch.borrow().attempts;
+        let wait = server.startup_timeout + self.opts.stop_grace * 2;
+        let _ = tokio::time::timeout(
+            wait,
+            watch.wait_for(|s| s.attempts > before && s.state != ServerState::Connecting),
+        )
+        .await;
+        self.status(server)
+    }
+
+    /// Wait (up to each one's start-up timeout) until the session's servers have settled.
+    pub async fn settle(&self, session: &str) {
+        self.settle_where(session, |_| true).await;
+    }
+
+    /// Wait until the servers that could have the tool `fqn` have settled (those whose names
+    /// fit it; every one if none does), not the others.
+    pub async fn settle_for_tool(&self, session: &str, fqn: &str) {
+        let fits = |name: &str| naming::is_of_server(fqn, name);
+        let any = self.inner().sessions.get(session).is_some_and(|e| e.keys().any(|n| fits(n)));
+        self.settle_where(session, |name| !any || fits(name)).await;
+    }
+
+    /// Wait until the session's server of entry `name` has settled.
+    pub async fn settle_server(&self, session: &str, name: &str) {
+        let key = crate::config::enablement::normalize(name);
+        self.settle_where(session, |n| crate::config::enablement::normalize(n) == key).await;
+    }
+
+    async fn settle_where(&self, session: &str, wanted: impl Fn(&str) -> bool) {
+        let servers: Vec<Arc<Server>> = {
+            let inner = self.inner();
+            let Some(entries) = inner.sessions.get(session) else { return };
+            entries
+                .iter()
+                .filter(|(name, _)| wanted(name))
+                .filter_map(|(_, e)| match &e.binding {
+                    Binding::Runs(id) => inner.servers.get(id).cloned(),
+                    Binding::NotRun { .. } => None,
+                })
+                .collect()
+        };
+        let waits = servers.into_iter().map(|s| async move {
+            let mut w = s.watch();
+            let limit = s.startup_timeout + self.opts.stop_grace;
+            let _ = tokio::time::timeout(limit, w.wait_for(server::Snapshot::settled)).await;
+        });
+        futures::future::join_all(waits).await;
+    }
+
+    /// Why a session has no tool named `fqn`, when one of its servers would be the one to
+    /// have it: the server's state and the `gemctl` command that helps. `None` when no entry's
+    /// name fits the tool's.
+    pub fn explain_missing_tool(&self, session: &str, fqn: &str) -> Option<(ServerState, String)> {
+        let inner = self.inner();
+        let entries = inner.sessions.get(session)?;
+        // The longest fitting prefix wins: `mcp_a_b_x` is server `a_b`'s before server `a`'s.
+        let (name, entry) = entries
+            .iter()
+            .filter(|(name, _)| naming::is_of_server(fqn, name))
+            .max_by_key(|(name, _)| name.len())?;
+        let (state, why) = match &entry.binding {
+            Binding::NotRun { state, reason, .. } => (*state, Some(reason.clone())),
+            Binding::Runs(identity) => match inner.servers.get(identity) {
+                Some(server) => {
+                    let snap = server.snapshot();
+                    (snap.state, snap.last_error)
+                }
+                None => (ServerState::Disconnected, None),
+            },
+        };
+        let what = state.label().to_lowercase();
+        let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+        let text = match state {
+            ServerState::Connected => format!(
+                "MCP server '{name}' is connected but has no tool that is named '{fqn}' in this \
+                 session; `gemctl mcp tools {name}` lists its tools"
+            ),
+            ServerState::Disabled => {
+                format!(
+                    "MCP server '{name}' is disabled{why}; `gemctl mcp enable {name}` enables it"
+                )
+            }
+            ServerState::Blocked => format!("MCP server '{name}' is blocked{why}"),
+            ServerState::Connecting => format!(
+                "MCP server '{name}' is still starting; try again in a moment (`gemctl mcp list` \
+                 shows when it is connected)"
+            ),
+            ServerState::NeedsAuth => format!(
+                "MCP server '{name}' needs authentication{why}; `gemctl mcp logs {name}` shows \
+                 its answer, `gemctl mcp restart {name}` tries again"
+            ),
+            ServerState::Disconnected | ServerState::CrashLoop => format!(
+                "MCP server '{name}' is {what}{why}; `gemctl mcp logs {name}` shows why, \
+                 `gemctl mcp restart {name}` starts it again"
+            ),
+        };
+        Some((state, text))
+    }
+
+    /// A session's connected servers by name, and a note for each one that is not connected.
+    pub fn session_servers(&self, session: &str) -> Result<SessionServers, McpError> {
+        let inner = self.inner();
+        let entries = inner.sessions.get(session).ok_or_else(|| {
+            McpError::Unavailable(format!("session {session} has not started its MCP servers"))
+        })?;
+        let mut servers = Vec::new();
+        let mut notes = Vec::new();
+        for (name, entry) in entries {
+            let Binding::Runs(identity) = &entry.binding else { continue };
+            let Some(server) = inner.servers.get(identity) else { continue };
+            match server.snapshot().state {
+                ServerState::Connected => servers.push((name.clone(), server.clone())),
+                state => notes.push(format!(
+                    "MCP server '{name}' is {}: its catalog is not listed",
+                    state.label().to_lowercase()
+                )),
+            }
+        }
+        Ok((servers, notes))
+    }
+
+    /// A session's entries changed: its tool table must be built again.
+    fn sessions_changed(&self) {
+        self.sessions_generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A server started, stopped, or changed its state or catalog: every tool table built
+    /// on it must be built again.
+    fn servers_changed(&self) {
+        self.servers_generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// See [`Generation`]: read before what a table is built from.
+    pub fn generation(&self) -> Generation {
+        Generation {
+            servers: self.servers_generation.load(Ordering::SeqCst),
+            sessions: self.sessions_generation.load(Ordering::SeqCst),
+        }
+    }
+
+    /// A session's entries that run as a server, in name order (what its tool table is built
+    /// from).
+    pub fn running_entries(&self, session: &str) -> Result<Vec<RunningEntry>, McpError> {
+        let inner = self.inner();
+        let entries = inner.sessions.get(session).ok_or_else(|| {
+            McpError::Unavailable(format!("session {session} has not started its MCP servers"))
+        })?;
+        Ok(entries
+            .iter()
+            .filter_map(|(name, e)| match &e.binding {
+                Binding::Runs(identity) => Some(RunningEntry {
+                    name: name.clone(),
+                    identity: identity.clone(),
+                    server: inner.servers.get(identity).cloned(),
+                    include: e.include.clone(),
+                    exclude: e.exclude.clone(),
+                    timeout: e.timeout,
+                }),
+                Binding::NotRun { .. } => None,
+            })
+            .collect())
+    }
+
+    /// Stop every server and wait for their processes to be gone. Nothing starts afterwards.
+    pub async fn shutdown(&self) {
+        let servers: Vec<Arc<Server>> = {
+            let mut inner = self.inner();
+            inner.closed = true;
+            inner.sessions.clear();
+            inner.servers.drain().map(|(_, s)| s).collect()
+        };
+        let stops = servers.iter().map(|s| s.stop());
+        futures::future::join_all(stops).await;
+    }
+}
+
+impl server::Observer for Supervisor {
+    fn state_changed(&self, server: &Arc<Server>, previous: ServerState) {
+        self.announce(server, previous);
+    }
+
+    fn catalog_changed(&self, server: &Arc<Server>) {
+        Supervisor::catalog_changed(self, server);
+    }
+
+    fn progress(&self, identity: &str, params: &rmcp::model::ProgressNotificationParam) {
+        self.progress.progress(identity, params);
+    }
+
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn start_gate(&self) -> tokio::sync::watch::Receiver<orphans::Held> {
+        Supervisor::start_gate(self)
+    }
+}
