@@ -1,6 +1,7 @@
 //! Test harness: start the real `geminid` and `gemctl` binaries in a temporary home, talk to
 //! them over the real socket, and make sure nothing is left running afterwards.
 
+pub mod inproc;
 pub mod mcp;
 
 use std::fs::File;

@@ -1,0 +1,142 @@
+//! The in-process harness: a real [`Core`] over a temporary home and store, with the daemon's
+//! RPC methods driven without a socket. For matrices (policy rules, hook outcomes, asks) that
+//! must run in milliseconds; the MCP servers behind it are real (the fixture, over stdio).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use geminid::config::{ConfigPaths, Loader};
+use geminid::core::{Core, DaemonInfo};
+use geminid::mcp::McpOptions;
+use geminid::session::ConnId;
+use geminid::store::Store;
+use geminid_protocol::types::{Limits, SessionCreateParams};
+use jsonrpsee::Methods;
+use jsonrpsee::types::ErrorObjectOwned;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+pub use geminid::calls::Seats;
+
+use crate::TestHome;
+use crate::mcp::{shell_env, write_user_settings};
+
+/// The connection every in-process request arrives on (jsonrpsee's direct calls use 0).
+pub const CONN: ConnId = ConnId(0);
+
+/// A core in a temporary home whose user settings hold `mcpServers`, and a trusted session of
+/// the home's workspace, attached on [`CONN`].
+#[derive(Debug)]
+pub struct InProcess {
+    /// The core.
+    pub core: Arc<Core>,
+    /// The session.
+    pub session: String,
+    methods: Methods,
+    /// Dropped last: it checks nothing is left running.
+    pub home: TestHome,
+}
+
+/// A failed request: its code and message.
+pub type CallFailure = (i32, String);
+
+impl InProcess {
+    /// Build one with these seats.
+    pub async fn new(servers: Value, seats: Seats) -> anyhow::Result<Self> {
+        let home = TestHome::new()?;
+        write_user_settings(&home, servers)?;
+        let root = home.root().to_owned();
+        let paths = ConfigPaths::from_env(|k| match k {
+            "HOME" => Some(root.join("home").into()),
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH" => Some(root.join("etc/settings.json").into()),
+            _ => None,
+        })?;
+        let data_dir = home.data_dir();
+        std::fs::create_dir_all(&data_dir)?;
+        let info = DaemonInfo {
+            socket: home.socket(),
+            data_dir: data_dir.clone(),
+            limits: Limits {
+                max_connections: 8,
+                max_message_size: 1 << 24,
+                subscriber_buffer: 256,
+            },
+            mcp: McpOptions {
+                linger: Duration::from_millis(300),
+                stop_grace: Duration::from_millis(500),
+                startup_timeout: Duration::from_secs(10),
+                ..McpOptions::default()
+            },
+        };
+        let core = Core::with_seats(Store::open(&data_dir)?, info, Loader::new(paths), seats);
+        core.sessions.connection_opened(CONN);
+        let methods = geminid::rpc::methods(core.clone()).context("registering the methods")?;
+        let mut me = Self { core, session: String::new(), methods, home };
+        let params = SessionCreateParams {
+            workspace: me.home.workspace().display().to_string(),
+            env: Some(shell_env(&me.home, &[])),
+            reuse_default: false,
+        };
+        let s: Value =
+            me.call("session/create", params).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        me.session = s["id"].as_str().unwrap_or_default().to_owned();
+        Ok(me)
+    }
+
+    /// Call a method as a client on [`CONN`] would (the params positional, as the daemon's
+    /// intake middleware, which a direct call skips, would make them).
+    pub async fn call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: impl Serialize,
+    ) -> Result<T, CallFailure> {
+        let request = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": [params] });
+        let (raw, _) = self
+            .methods
+            .raw_json_request(&request.to_string(), 16)
+            .await
+            .map_err(|e| (0, format!("not a request: {e}")))?;
+        let answer: Value = serde_json::from_str(raw.get()).map_err(|e| (0, e.to_string()))?;
+        if let Some(e) = answer.get("error") {
+            let e: ErrorObjectOwned =
+                serde_json::from_value(e.clone()).map_err(|e| (0, e.to_string()))?;
+            return Err((e.code(), e.message().to_owned()));
+        }
+        serde_json::from_value(answer["result"].clone()).map_err(|e| (0, e.to_string()))
+    }
+
+    /// Subscribe as a client on [`CONN`] would: the notifications' `result`s, in order.
+    pub async fn subscribe(
+        &self,
+        method: &str,
+        params: impl Serialize,
+    ) -> Result<tokio::sync::mpsc::Receiver<Value>, CallFailure> {
+        let request = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": [params] });
+        let (raw, mut rx) = self
+            .methods
+            .raw_json_request(&request.to_string(), 64)
+            .await
+            .map_err(|e| (0, format!("not a request: {e}")))?;
+        let answer: Value = serde_json::from_str(raw.get()).map_err(|e| (0, e.to_string()))?;
+        if let Some(e) = answer.get("error") {
+            return Err((e["code"].as_i64().unwrap_or(0) as i32, e["message"].to_string()));
+        }
+        let (tx, out) = tokio::sync::mpsc::channel(64);
+        tokio::spawn(async move {
+            while let Some(n) = rx.recv().await {
+                let Ok(v) = serde_json::from_str::<Value>(n.get()) else { continue };
+                if tx.send(v["params"]["result"].clone()).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(out)
+    }
+
+    /// Stop every server (and wait for their processes to be gone).
+    pub async fn shutdown(&self) {
+        self.core.mcp.shutdown().await;
+    }
+}
