@@ -20,7 +20,7 @@ use crate::config::env::Env;
 use crate::config::{Effective, Loader};
 use crate::events::EventBus;
 use crate::mcp::{McpOptions, SessionView, Supervisor};
-use crate::secrets::Secret;
+use crate::secrets::{Secret, SecretStore};
 use crate::session::{SessionError, Sessions};
 use crate::store::Store;
 
@@ -54,6 +54,8 @@ pub struct Core {
     pub asks: Arc<Asks>,
     /// The pipeline every tool call goes through.
     pub calls: Pipeline,
+    /// Long-lived secrets (OAuth tokens, the integrity key): the OS keyring or a 0600 file.
+    pub secrets: SecretStore,
     /// The daemon's own environment, for sessions whose client sent none.
     /// The daemon's own environment (it may hold the user's tokens).
     daemon_env: Secret<Arc<Env>>,
@@ -103,6 +105,7 @@ impl Core {
             mcp,
             catalog,
             asks,
+            secrets: SecretStore::new(&info.data_dir),
             events,
             config,
             daemon_env: Secret::new(Arc::new(std::env::vars().collect())),

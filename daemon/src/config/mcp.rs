@@ -36,8 +36,10 @@ pub enum AuthProviderType {
     ServiceAccountImpersonation,
 }
 
-/// An MCP server's configuration as Gemini CLI defines it.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+/// An MCP server's configuration as Gemini CLI defines it. Its `Debug` shows the names of
+/// `env`, `headers` and `oauth` entries but not their values, and URLs without user
+/// information: an entry may hold a token as written.
+#[derive(Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)]
 pub struct McpServerConfig {
@@ -79,6 +81,41 @@ pub struct McpServerConfig {
     pub target_audience: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_service_account: Option<String>,
+}
+
+impl std::fmt::Debug for McpServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        fn names<'a, V>(
+            map: Option<impl IntoIterator<Item = (&'a String, V)>>,
+        ) -> Option<BTreeMap<&'a str, crate::secrets::Secret<()>>> {
+            map.map(|m| {
+                m.into_iter().map(|(k, _)| (k.as_str(), crate::secrets::Secret::new(()))).collect()
+            })
+        }
+        let url =
+            |u: &Option<String>| u.as_deref().map(|u| super::env::redact_urls(u).into_owned());
+        f.debug_struct("McpServerConfig")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &names(self.env.as_ref()))
+            .field("cwd", &self.cwd)
+            .field("url", &url(&self.url))
+            .field("http_url", &url(&self.http_url))
+            .field("headers", &names(self.headers.as_ref()))
+            .field("tcp", &self.tcp)
+            .field("transport_type", &self.transport_type)
+            .field("timeout", &self.timeout)
+            .field("trust", &self.trust)
+            .field("description", &self.description)
+            .field("include_tools", &self.include_tools)
+            .field("exclude_tools", &self.exclude_tools)
+            .field("extension", &self.extension)
+            .field("oauth", &names(self.oauth.as_ref()))
+            .field("auth_provider_type", &self.auth_provider_type)
+            .field("target_audience", &self.target_audience)
+            .field("target_service_account", &self.target_service_account)
+            .finish()
+    }
 }
 
 const KNOWN_FIELDS: &[&str] = &[
@@ -441,6 +478,23 @@ mod tests {
             let (c, p) = parse_server("s", &json!({"command": "x", "timeout": bad}));
             assert_eq!(c.map(|c| c.timeout), Some(None), "{bad}");
             assert_eq!(p[0].severity, Severity::Warning, "{bad}");
+        }
+    }
+
+    #[test]
+    fn debug_names_env_headers_and_oauth_entries_without_their_values() {
+        let c: McpServerConfig = serde_json::from_value(serde_json::json!({
+            "command": "srv",
+            "env": {"GITHUB_TOKEN": "ghp_secret1"},
+            "headers": {"Authorization": "Bearer secret2"},
+            "httpUrl": "https://user:secret3@example.com/mcp",
+            "oauth": {"clientSecret": "secret4"}
+        }))
+        .unwrap();
+        let shown = format!("{c:?} {c:#?}");
+        assert!(!shown.contains("secret"), "{shown}");
+        for name in ["GITHUB_TOKEN", "Authorization", "clientSecret", "example.com"] {
+            assert!(shown.contains(name), "{name} in {shown}");
         }
     }
 }

@@ -5,6 +5,10 @@
 
 use std::fmt;
 
+pub mod store;
+
+pub use store::{Backend, SecretStore, SecretsError};
+
 /// A value that prints as `[redacted]`.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Secret<T>(T);
