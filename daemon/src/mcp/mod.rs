@@ -27,6 +27,7 @@ pub mod sse;
 pub mod status;
 pub mod stdio;
 pub mod supervisor;
+pub mod task;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
