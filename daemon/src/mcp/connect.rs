@@ -94,7 +94,8 @@ pub struct Running {
 pub enum ConnectError {
     /// The server answered 401: retrying without new credentials is pointless.
     NeedsAuth(String),
-    /// Anything else; worth another attempt later.
+    /// Anything else; worth another attempt later. The message does not name the server (the
+    /// task does, once).
     Failed(String),
 }
 
@@ -182,7 +183,7 @@ pub async fn connect(
                 .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
             if !scheme_ok {
                 return Err(ConnectError::Failed(format!(
-                    "MCP server '{name}': {url:?} is not an http:// or https:// URL"
+                    "{url:?} is not an http:// or https:// URL"
                 )));
             }
             let headers = header_map(headers.expose()).map_err(ConnectError::Failed)?;

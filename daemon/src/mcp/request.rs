@@ -92,14 +92,17 @@ impl Supervisor {
     {
         let name = &server.name;
         let mut watch = server.watch();
-        let unavailable = |s: &server::Snapshot| {
-            let state = match s.state {
-                // Connected but no connection: it is being stopped or restarted.
-                ServerState::Connected => "stopping".to_owned(),
-                other => other.label().to_lowercase(),
-            };
-            let why = s.last_error.clone().unwrap_or_else(|| format!("is {state}"));
-            if why.starts_with("MCP server") { why } else { format!("MCP server '{name}' {why}") }
+        // A server's last error always names it; without one, its state is the reason.
+        let unavailable = |s: &server::Snapshot| match &s.last_error {
+            Some(why) => why.clone(),
+            None => {
+                let state = match s.state {
+                    // Connected but no connection: it is being stopped or restarted.
+                    ServerState::Connected => "stopping".to_owned(),
+                    other => other.label().to_lowercase(),
+                };
+                format!("MCP server '{name}' is {state}")
+            }
         };
         let Some(peer) = server.peer() else {
             return Err(McpError::Unavailable(unavailable(&watch.borrow())));

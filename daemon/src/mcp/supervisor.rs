@@ -463,56 +463,6 @@ impl Supervisor {
         futures::future::join_all(waits).await;
     }
 
-    /// Why a session has no tool named `fqn`, when one of its servers would be the one to
-    /// have it: the server's state and the `gemctl` command that helps. `None` when no entry's
-    /// name fits the tool's.
-    pub fn explain_missing_tool(&self, session: &str, fqn: &str) -> Option<(ServerState, String)> {
-        let inner = self.inner();
-        let entries = inner.sessions.get(session)?;
-        // The longest fitting prefix wins: `mcp_a_b_x` is server `a_b`'s before server `a`'s.
-        let (name, entry) = entries
-            .iter()
-            .filter(|(name, _)| naming::is_of_server(fqn, name))
-            .max_by_key(|(name, _)| name.len())?;
-        let (state, why) = match &entry.binding {
-            Binding::NotRun { state, reason, .. } => (*state, Some(reason.clone())),
-            Binding::Runs(identity) => match inner.servers.get(identity) {
-                Some(server) => {
-                    let snap = server.snapshot();
-                    (snap.state, snap.last_error)
-                }
-                None => (ServerState::Disconnected, None),
-            },
-        };
-        let what = state.label().to_lowercase();
-        let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
-        let text = match state {
-            ServerState::Connected => format!(
-                "MCP server '{name}' is connected but has no tool that is named '{fqn}' in this \
-                 session; `gemctl mcp tools {name}` lists its tools"
-            ),
-            ServerState::Disabled => {
-                format!(
-                    "MCP server '{name}' is disabled{why}; `gemctl mcp enable {name}` enables it"
-                )
-            }
-            ServerState::Blocked => format!("MCP server '{name}' is blocked{why}"),
-            ServerState::Connecting => format!(
-                "MCP server '{name}' is still starting; try again in a moment (`gemctl mcp list` \
-                 shows when it is connected)"
-            ),
-            ServerState::NeedsAuth => format!(
-                "MCP server '{name}' needs authentication{why}; `gemctl mcp logs {name}` shows \
-                 its answer, `gemctl mcp restart {name}` tries again"
-            ),
-            ServerState::Disconnected | ServerState::CrashLoop => format!(
-                "MCP server '{name}' is {what}{why}; `gemctl mcp logs {name}` shows why, \
-                 `gemctl mcp restart {name}` starts it again"
-            ),
-        };
-        Some((state, text))
-    }
-
     /// A session's connected servers by name, and a note for each one that is not connected.
     pub fn session_servers(&self, session: &str) -> Result<SessionServers, McpError> {
         let inner = self.inner();

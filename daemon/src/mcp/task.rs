@@ -276,11 +276,7 @@ pub(super) async fn run(
                 break 'attempts;
             }
             Err(ConnectError::Failed(msg)) => {
-                let msg = if msg.starts_with("MCP server '") {
-                    msg
-                } else {
-                    format!("MCP server '{}': {msg}", server.name)
-                };
+                let msg = format!("MCP server '{}': {msg}", server.name);
                 r.update(|s| s.attempts += 1);
                 msg
             }

@@ -5,7 +5,11 @@
 //! client is told about are flushed before the reply, so a SIGKILL right after loses nothing
 //! acknowledged. The environment a client sends is never stored here (it holds secrets).
 
+mod lock;
 mod recover;
+
+use lock::owner_only;
+pub use lock::{DirLock, lock_dir};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -114,75 +118,6 @@ fn sled_message(path: &Path, source: &sled::Error) -> String {
         ),
         other => format!("database error at {}: {other}", path.display()),
     }
-}
-
-/// Make the files sled wrote owner-only (it creates them with the process's umask, usually
-/// 0644; the directory is 0700 already, this is the second fence). Best effort.
-fn owner_only(dir: &Path) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                let Ok(meta) = entry.metadata() else { continue };
-                let mode = if meta.is_dir() { 0o700 } else { 0o600 };
-                if meta.is_dir() {
-                    stack.push(entry.path());
-                }
-                if meta.permissions().mode() & 0o777 != mode {
-                    let _ = std::fs::set_permissions(
-                        entry.path(),
-                        std::fs::Permissions::from_mode(mode),
-                    );
-                }
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = dir;
-}
-
-/// The lock a daemon holds on its database directory for as long as its process lives
-/// (`geminid.db.lock` in it, naming the holder): sled's own lock error names no one.
-#[derive(Debug)]
-pub struct DirLock {
-    _file: std::fs::File,
-}
-
-/// Take the database directory's lock, or say which daemon holds it.
-pub fn lock_dir(dir: &Path, socket: &Path) -> Result<DirLock, StoreError> {
-    use std::io::{Read, Seek, Write};
-    let path = dir.join("geminid.db.lock");
-    let lock_err = |source| StoreError::Lock { path: dir.to_path_buf(), source };
-    let mut opts = std::fs::OpenOptions::new();
-    opts.read(true).write(true).create(true).truncate(false);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut file = opts.open(&path).map_err(lock_err)?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
-            let holder = if holder.is_empty() { "its pid unknown" } else { holder };
-            return Err(StoreError::InUse { path: dir.to_path_buf(), holder: holder.to_owned() });
-        }
-        Err(std::fs::TryLockError::Error(e)) => return Err(lock_err(e)),
-    }
-    let who = format!("pid {}, socket {}", std::process::id(), socket.display());
-    let write = |f: &mut std::fs::File| -> std::io::Result<()> {
-        f.set_len(0)?;
-        f.rewind()?;
-        writeln!(f, "{who}")?;
-        f.flush()
-    };
-    write(&mut file).map_err(lock_err)?;
-    Ok(DirLock { _file: file })
 }
 
 /// A session as persisted.
@@ -630,62 +565,4 @@ fn decode<T: DeserializeOwned>(key: &[u8], bytes: &[u8], current: u32) -> Result
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use pretty_assertions::assert_eq;
-
-    fn rec(id: &str, workspace: &str, is_default: bool) -> SessionRecord {
-        SessionRecord {
-            id: id.into(),
-            workspace: workspace.into(),
-            is_default,
-            created_ms: 1,
-            last_seen_ms: 2,
-            state: SessionState::default(),
-        }
-    }
-
-    #[test]
-    fn sessions_round_trip_and_paginate() -> anyhow::Result<()> {
-        let store = Store::temporary()?;
-        for id in ["a", "b", "c"] {
-            store.put_session(&rec(id, "/w", id == "b"))?;
-        }
-        assert_eq!(store.session("b")?, Some(rec("b", "/w", true)));
-        assert_eq!(store.default_session("/w")?.as_deref(), Some("b"));
-        let after_a: Vec<_> = store.sessions_after(Some("a")).map(|r| r.map(|r| r.id)).collect();
-        assert_eq!(after_a.into_iter().collect::<Result<Vec<_>, _>>()?, vec!["b", "c"]);
-        store.delete_session(&rec("b", "/w", true))?;
-        assert_eq!(store.default_session("/w")?, None);
-        assert_eq!(store.session_count(), 2);
-        Ok(())
-    }
-
-    #[test]
-    fn newer_record_versions_are_reported_not_misread() -> anyhow::Result<()> {
-        let store = Store::temporary()?;
-        store.sessions_tree().insert(session_key("x"), br#"{"v":99,"id":"x"}"#.to_vec())?;
-        store.sessions_tree().insert(session_key("y"), b"not json".to_vec())?;
-        let err = store.session("x").err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("record version 99 is newer"), "{err}");
-        assert!(store.session("y").is_err());
-        // Listing skips what it cannot read instead of failing.
-        store.put_session(&rec("z", "/w", false))?;
-        let ids: Vec<_> = store.sessions_after(None).filter_map(Result::ok).map(|r| r.id).collect();
-        assert_eq!(ids, vec!["z"]);
-        Ok(())
-    }
-
-    #[test]
-    fn newer_schema_is_refused() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        {
-            let db = sled::open(dir.path())?;
-            db.open_tree("meta")?.insert("schema", &7u32.to_be_bytes())?;
-            db.flush()?;
-        }
-        let err = Store::open(dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("schema version 7"), "{err}");
-        Ok(())
-    }
-}
+mod tests;

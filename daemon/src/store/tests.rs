@@ -1,0 +1,57 @@
+use super::*;
+use pretty_assertions::assert_eq;
+
+fn rec(id: &str, workspace: &str, is_default: bool) -> SessionRecord {
+    SessionRecord {
+        id: id.into(),
+        workspace: workspace.into(),
+        is_default,
+        created_ms: 1,
+        last_seen_ms: 2,
+        state: SessionState::default(),
+    }
+}
+
+#[test]
+fn sessions_round_trip_and_paginate() -> anyhow::Result<()> {
+    let store = Store::temporary()?;
+    for id in ["a", "b", "c"] {
+        store.put_session(&rec(id, "/w", id == "b"))?;
+    }
+    assert_eq!(store.session("b")?, Some(rec("b", "/w", true)));
+    assert_eq!(store.default_session("/w")?.as_deref(), Some("b"));
+    let after_a: Vec<_> = store.sessions_after(Some("a")).map(|r| r.map(|r| r.id)).collect();
+    assert_eq!(after_a.into_iter().collect::<Result<Vec<_>, _>>()?, vec!["b", "c"]);
+    store.delete_session(&rec("b", "/w", true))?;
+    assert_eq!(store.default_session("/w")?, None);
+    assert_eq!(store.session_count(), 2);
+    Ok(())
+}
+
+#[test]
+fn newer_record_versions_are_reported_not_misread() -> anyhow::Result<()> {
+    let store = Store::temporary()?;
+    store.sessions_tree().insert(session_key("x"), br#"{"v":99,"id":"x"}"#.to_vec())?;
+    store.sessions_tree().insert(session_key("y"), b"not json".to_vec())?;
+    let err = store.session("x").err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("record version 99 is newer"), "{err}");
+    assert!(store.session("y").is_err());
+    // Listing skips what it cannot read instead of failing.
+    store.put_session(&rec("z", "/w", false))?;
+    let ids: Vec<_> = store.sessions_after(None).filter_map(Result::ok).map(|r| r.id).collect();
+    assert_eq!(ids, vec!["z"]);
+    Ok(())
+}
+
+#[test]
+fn newer_schema_is_refused() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    {
+        let db = sled::open(dir.path())?;
+        db.open_tree("meta")?.insert("schema", &7u32.to_be_bytes())?;
+        db.flush()?;
+    }
+    let err = Store::open(dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("schema version 7"), "{err}");
+    Ok(())
+}
