@@ -13,8 +13,8 @@ use geminid_protocol::{DAEMON_VERSION, PROTOCOL_VERSION};
 use tokio_util::sync::CancellationToken;
 
 use crate::asks::Asks;
-use crate::calls::{Pipeline, Router, Seats, Starter};
-use crate::catalog::Tables;
+use crate::calls::{Pipeline, Router, Seats};
+use crate::catalog::{Catalog, Starter};
 use crate::clock;
 use crate::config::env::Env;
 use crate::config::{Effective, Loader};
@@ -48,8 +48,8 @@ pub struct Core {
     pub config: Loader,
     /// The MCP servers.
     pub mcp: Arc<Supervisor>,
-    /// Each session's tool table.
-    pub catalog: Arc<Tables>,
+    /// Each session's tools, prompts and resources.
+    pub catalog: Arc<Catalog>,
     /// Questions pending for a person.
     pub asks: Arc<Asks>,
     /// The pipeline every tool call goes through.
@@ -90,36 +90,31 @@ impl Core {
         let events = Arc::new(EventBus::new(buffer));
         let progress = Arc::new(Router::new(events.clone()));
         let mcp = Supervisor::new(info.mcp, events.clone(), store.clone(), progress.clone());
-        let catalog = Arc::new(Tables::default());
         let asks = Arc::new(Asks::default());
-        Arc::new_cyclic(|me: &std::sync::Weak<Core>| Self {
-            sessions: Sessions::new(store.clone(), events.clone()),
-            calls: Pipeline::new(
-                mcp.clone(),
-                catalog.clone(),
-                asks.clone(),
-                progress,
-                seats,
-                me.clone(),
-            ),
-            mcp,
-            catalog,
-            asks,
-            secrets: SecretStore::new(&info.data_dir),
-            events,
-            config,
-            daemon_env: Secret::new(Arc::new(std::env::vars().collect())),
-            store,
-            info,
-            started_ms: clock::now_ms(),
-            started: Instant::now(),
-            connections: AtomicU32::new(0),
-            baselines: std::sync::Mutex::default(),
-            reload_lock: tokio::sync::Mutex::new(()),
-            watch_changed: tokio::sync::Notify::new(),
-            shutdown: CancellationToken::new(),
-            shutdown_reason: OnceLock::new(),
-            calls_cut: CancellationToken::new(),
+        Arc::new_cyclic(|me: &std::sync::Weak<Core>| {
+            let catalog = Arc::new(Catalog::new(mcp.clone(), me.clone()));
+            Self {
+                sessions: Sessions::new(store.clone(), events.clone()),
+                calls: Pipeline::new(mcp.clone(), catalog.clone(), asks.clone(), progress, seats),
+                mcp,
+                catalog,
+                asks,
+                secrets: SecretStore::new(&info.data_dir),
+                events,
+                config,
+                daemon_env: Secret::new(Arc::new(std::env::vars().collect())),
+                store,
+                info,
+                started_ms: clock::now_ms(),
+                started: Instant::now(),
+                connections: AtomicU32::new(0),
+                baselines: std::sync::Mutex::default(),
+                reload_lock: tokio::sync::Mutex::new(()),
+                watch_changed: tokio::sync::Notify::new(),
+                shutdown: CancellationToken::new(),
+                shutdown_reason: OnceLock::new(),
+                calls_cut: CancellationToken::new(),
+            }
         })
     }
 

@@ -3,6 +3,7 @@
 
 use geminid_protocol::mcp::ServerState;
 
+use crate::catalog::CatalogError;
 use crate::mcp::McpError;
 use crate::session::SessionError;
 
@@ -56,6 +57,9 @@ pub enum CallError {
     /// The server failed the request (answered an error, did not answer in time, died).
     #[error(transparent)]
     Mcp(#[from] McpError),
+    /// The session's catalog could not be had.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
 }
 
 impl CallError {

@@ -23,7 +23,7 @@ pub mod progress;
 pub mod registry;
 pub mod seats;
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -33,11 +33,10 @@ pub use self::error::CallError;
 pub use self::progress::{ProgressTarget, Router};
 pub use self::seats::{After, Before, Decision, Ended, Seats};
 use crate::asks::{AskError, AskKind, Asks, Confirmed};
-use crate::catalog::{Tables, naming};
+use crate::catalog::{Catalog, naming};
 use crate::mcp::Supervisor;
 use crate::mcp::catalog::Validation;
 use crate::mcp::server::Server;
-use crate::session::SessionError;
 
 /// How long a confirmation waits for an answer.
 pub const CONFIRM_DEADLINE: Duration = Duration::from_secs(300);
@@ -127,85 +126,32 @@ struct Resolved {
     offers_wait: bool,
 }
 
-/// What the pipeline needs of the daemon that owns it: starting a session's servers (which
-/// reads the session's configuration).
-pub trait Starter: Send + Sync {
-    /// Start the session's servers unless it has them.
-    fn ensure_servers(&self, session: &str) -> Result<(), SessionError>;
-}
-
 /// The pipeline and what it owns: the call-id registry and progress routing.
 #[derive(Debug)]
 pub struct Pipeline {
     mcp: Arc<Supervisor>,
-    tables: Arc<Tables>,
+    catalog: Arc<Catalog>,
     asks: Arc<Asks>,
     registry: registry::Registry,
     progress: Arc<Router>,
     seats: Seats,
-    starter: Weak<dyn Starter>,
-}
-
-impl std::fmt::Debug for dyn Starter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Starter")
-    }
 }
 
 impl Pipeline {
     /// A pipeline over these parts.
     pub fn new(
         mcp: Arc<Supervisor>,
-        tables: Arc<Tables>,
+        catalog: Arc<Catalog>,
         asks: Arc<Asks>,
         progress: Arc<Router>,
         seats: Seats,
-        starter: Weak<dyn Starter>,
     ) -> Self {
-        Self {
-            mcp,
-            tables,
-            asks,
-            registry: registry::Registry::default(),
-            progress,
-            seats,
-            starter,
-        }
+        Self { mcp, catalog, asks, registry: registry::Registry::default(), progress, seats }
     }
 
     /// `tools/cancel`: whether a call with that id was running.
     pub fn cancel(&self, session: &str, call_id: &str) -> bool {
         self.registry.cancel(session, call_id)
-    }
-
-    /// The session's servers, started if it had not.
-    pub fn ensure_servers(&self, session: &str) -> Result<(), SessionError> {
-        if self.mcp.is_active(session) {
-            return Ok(());
-        }
-        match self.starter.upgrade() {
-            Some(s) => s.ensure_servers(session),
-            None => Ok(()),
-        }
-    }
-
-    /// The session's tools, starting its servers first if it had not. With `complete`, a
-    /// server still in its first start is waited for (up to its start-up timeout), so a list,
-    /// or a call whose tool is not there yet, sees the same catalog as the request that
-    /// started the servers; without, the table as it is now (a call to a server that is up
-    /// never waits for one that is still starting).
-    pub async fn session_tools(
-        &self,
-        session: &str,
-        complete: bool,
-    ) -> Result<Arc<crate::catalog::SessionTools>, CallError> {
-        self.ensure_servers(session)?;
-        let tools = self.tables.session(&self.mcp, session)?;
-        if !complete || !tools.pending {
-            return Ok(tools);
-        }
-        self.mcp.settle(session).await;
-        Ok(self.tables.session(&self.mcp, session)?)
     }
 
     /// Make a call, through every step: the call as the seats saw it last, and what it
@@ -265,11 +211,11 @@ impl Pipeline {
     async fn resolve(&self, req: &CallRequest) -> Result<Resolved, CallError> {
         match &req.target {
             Target::Tool(name) => {
-                let mut st = self.session_tools(&req.session, false).await?;
+                let mut st = self.catalog.session_tools(&req.session, false).await?;
                 if st.pending && st.get(name).is_none() {
                     // Not there yet: wait for the server that would have it, then look again.
                     self.mcp.settle_for_tool(&req.session, name).await;
-                    st = self.tables.session(&self.mcp, &req.session)?;
+                    st = self.catalog.tools_now(&req.session)?;
                 }
                 let Some(t) = st.get(name) else {
                     let why = self.mcp.explain_missing_tool(&req.session, name);
@@ -287,7 +233,7 @@ impl Pipeline {
                 })
             }
             Target::Mcp { server, tool } => {
-                self.ensure_servers(&req.session)?;
+                self.catalog.ensure_servers(&req.session)?;
                 self.mcp.settle_server(&req.session, server).await;
                 let found = self.mcp.find(Some(&req.session), server)?;
                 let timeout = self.mcp.timeout_for(&req.session, &found);

@@ -1,16 +1,91 @@
 //! The session's view of what it can use, above the sources that offer it: tools, prompts
 //! and resources by the names Gemini CLI gives them.
 //!
+//! - [`Catalog`]: the service (a session's tool table, its prompts and resources; its servers
+//!   are started on first use through [`Starter`]);
 //! - [`naming`]: fully qualified tool names, include/exclude, the schema transforms;
 //! - [`tools`]: a session's tool table, built from its sources (MCP servers today; custom
 //!   tools and subagents later) and shared by every session configured alike;
-//! - [`prompts`]: prompt command names, command-line arguments, resource references.
+//! - [`prompts`]: prompt command names, command-line arguments, resource references;
+//! - [`view`]: prompts, resources and instructions as `prompts/*`, `resources/*` and
+//!   `tools/instructions` answer them.
 //!
 //! Policy's static filter (tools a rule denies outright are not listed) sits in
 //! [`tools::Tables::session`], where every table is built.
 
+pub mod error;
 pub mod naming;
 pub mod prompts;
 pub mod tools;
+pub mod view;
 
+use std::sync::{Arc, Weak};
+
+pub use error::CatalogError;
 pub use tools::{SessionTool, SessionTools, Source, Tables};
+pub use view::ResourceRef;
+
+use crate::mcp::Supervisor;
+use crate::session::SessionError;
+
+/// What the catalog needs of the daemon that owns it: starting a session's servers (which
+/// reads the session's configuration).
+pub trait Starter: Send + Sync {
+    /// Start the session's servers unless it has them.
+    fn ensure_servers(&self, session: &str) -> Result<(), SessionError>;
+}
+
+/// A session's tools, prompts and resources.
+pub struct Catalog {
+    mcp: Arc<Supervisor>,
+    tables: Tables,
+    starter: Weak<dyn Starter>,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog").field("tables", &self.tables).finish_non_exhaustive()
+    }
+}
+
+impl Catalog {
+    /// A catalog over the supervisor's servers; `starter` starts a session's servers.
+    pub fn new(mcp: Arc<Supervisor>, starter: Weak<dyn Starter>) -> Self {
+        Self { mcp, tables: Tables::default(), starter }
+    }
+
+    /// The session's servers, started if it had not.
+    pub fn ensure_servers(&self, session: &str) -> Result<(), SessionError> {
+        if self.mcp.is_active(session) {
+            return Ok(());
+        }
+        match self.starter.upgrade() {
+            Some(s) => s.ensure_servers(session),
+            None => Ok(()),
+        }
+    }
+
+    /// The session's tool table as it is now (its servers must have been started).
+    pub fn tools_now(&self, session: &str) -> Result<Arc<SessionTools>, CatalogError> {
+        Ok(self.tables.session(&self.mcp, session)?)
+    }
+
+    /// The session's tools, starting its servers first if it had not. With `complete`, a
+    /// server still in its first start is waited for (up to its start-up timeout), so a list,
+    /// or a call whose tool is not there yet, sees the same catalog as the request that
+    /// started the servers; without, the table as it is now (a call to a server that is up
+    /// never waits for one that is still starting).
+    pub async fn session_tools(
+        &self,
+        session: &str,
+        complete: bool,
+    ) -> Result<Arc<SessionTools>, CatalogError> {
+        self.ensure_servers(session)?;
+        let tools = self.tools_now(session)?;
+        if !complete || !tools.pending {
+            return Ok(tools);
+        }
+        self.mcp.settle(session).await;
+        self.tools_now(session)
+    }
+}

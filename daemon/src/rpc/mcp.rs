@@ -30,17 +30,6 @@ pub(super) fn mcp_error(e: McpError) -> ErrorObjectOwned {
 }
 
 impl Handler {
-    /// The session needs its servers now: start them unless it already has them (an unknown
-    /// session fails with `sessionNotFound`). Nothing waits here: each request waits for the
-    /// servers it needs (a list for all of them, a call for its own), so a slow server's start
-    /// never holds a call to another.
-    pub(super) async fn ensure_servers(&self, session: &str) -> RpcResult<()> {
-        if !self.core.mcp.is_active(session) {
-            self.core.start_servers(session).map_err(rpc_error)?;
-        }
-        Ok(())
-    }
-
     fn find_server(&self, p: &ServerParams) -> RpcResult<Arc<Server>> {
         if let Some(id) = &p.session {
             self.core.sessions.record(id).map_err(rpc_error)?;

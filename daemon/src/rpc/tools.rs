@@ -20,6 +20,7 @@ pub(super) fn call_error(e: CallError) -> ErrorObjectOwned {
     let code = match e {
         CallError::Session(e) => return rpc_error(e),
         CallError::Mcp(e) => return mcp_error(e),
+        CallError::Catalog(e) => return super::catalog::catalog_error(e),
         // A malformed request, as JSON-RPC names it.
         CallError::DuplicateCallId(_) => {
             return ErrorObjectOwned::owned(INVALID_PARAMS_CODE, e.to_string(), None::<()>);
@@ -39,7 +40,8 @@ pub(super) fn call_error(e: CallError) -> ErrorObjectOwned {
 #[async_trait]
 impl ToolsApiServer for Handler {
     async fn tools_list(&self, p: ToolsListParams) -> RpcResult<ToolsListResult> {
-        let st = self.core.calls.session_tools(&p.session, true).await.map_err(call_error)?;
+        let st = self.core.catalog.session_tools(&p.session, true).await;
+        let st = st.map_err(super::catalog::catalog_error)?;
         Ok(ToolsListResult { tools: st.entries(p.raw), diagnostics: st.diagnostics.clone() })
     }
 
