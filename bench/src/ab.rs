@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use geminid_protocol::api::DaemonApiClient;
 use geminid_protocol::client::Client;
-use geminid_protocol::types::HelloParams;
+use geminid_protocol::daemon::HelloParams;
 use geminid_tests::{Daemon, TestHome, bin};
 
 use crate::tools::{FixtureIo, fixture_home, session, via_geminid};

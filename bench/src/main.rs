@@ -117,7 +117,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let rpc = stats(samples);
     // The same for `daemon/hello`, which touches no storage: the transport's share.
-    let hello_params = || geminid_protocol::types::HelloParams {
+    let hello_params = || geminid_protocol::daemon::HelloParams {
         protocol_version: geminid_protocol::PROTOCOL_VERSION,
         client: None,
     };
@@ -269,7 +269,8 @@ async fn config_bench(home: &TestHome, daemon: &Daemon) -> anyhow::Result<Vec<St
     use geminid_protocol::api::{McpApiClient, SessionApiClient};
     use geminid_protocol::config::McpReloadParams;
     use geminid_protocol::event::Event;
-    use geminid_protocol::types::{EventsSubscribeParams, SessionCreateParams};
+    use geminid_protocol::event::EventsSubscribeParams;
+    use geminid_protocol::session::SessionCreateParams;
 
     let client = daemon.client().await?;
     let env = [("GEMINI_CLI_TRUST_WORKSPACE".to_owned(), "true".to_owned())].into();

@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use geminid_protocol::api::{McpApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
+use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::mcp::{ListServersParams, ServerState, StartParams};
-use geminid_protocol::types::{EventsSubscribeParams, SessionCreateParams, SessionIdParams};
+use geminid_protocol::session::{SessionCreateParams, SessionIdParams};
 use geminid_tests::{Daemon, TestHome, bin};
 use serde_json::{Value, json};
 
@@ -41,7 +42,7 @@ fn fixtures(n: usize, round: usize, extra_args: &[&str]) -> Value {
     Value::Object(map)
 }
 
-fn env(home: &TestHome) -> geminid_protocol::types::ClientEnv {
+fn env(home: &TestHome) -> geminid_protocol::common::ClientEnv {
     [
         ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
         ("HOME".to_owned(), home.root().join("home").display().to_string()),

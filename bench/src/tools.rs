@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use geminid_protocol::api::{McpApiClient, SessionApiClient, ToolsApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::mcp::ListServersParams;
+use geminid_protocol::session::SessionCreateParams;
 use geminid_protocol::tools::{ToolsCallParams, ToolsListParams};
-use geminid_protocol::types::SessionCreateParams;
 use geminid_tests::mcp::{fixture, shell_env, write_user_settings};
 use geminid_tests::{Daemon, TestHome};
 use rmcp::ServiceExt;
@@ -177,7 +177,7 @@ async fn call_path(
     eprintln!("tools: latency, {label}");
     let (mut d, mut g, mut h) =
         (Vec::with_capacity(CALLS), Vec::with_capacity(CALLS), Vec::with_capacity(CALLS));
-    let hello = || geminid_protocol::types::HelloParams {
+    let hello = || geminid_protocol::daemon::HelloParams {
         protocol_version: geminid_protocol::PROTOCOL_VERSION,
         client: None,
     };
@@ -265,7 +265,7 @@ async fn call_path(
     let mut clients = Vec::new();
     for _ in 0..CONCURRENT {
         let c = daemon.client().await?;
-        c.attach(geminid_protocol::types::SessionAttachParams {
+        c.attach(geminid_protocol::session::SessionAttachParams {
             id: session.to_owned(),
             env: None,
         })
@@ -409,7 +409,7 @@ async fn catalog(home: &TestHome, daemon: &Daemon, client: &Client) -> anyhow::R
     let plain = stats(plain);
     // The same when no session has the table yet: a catalog change (a server's `grow` tool
     // adds one and sends list_changed) clears every table first.
-    let filter = geminid_protocol::types::EventsSubscribeParams {
+    let filter = geminid_protocol::event::EventsSubscribeParams {
         session: Some(warm.clone()),
         kinds: Some(vec!["catalog/changed".into()]),
     };

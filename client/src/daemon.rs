@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use geminid_protocol::client::Client;
 use geminid_protocol::client::{ConnectError, ConnectOptions, connect};
-use geminid_protocol::types::HelloResult;
+use geminid_protocol::daemon::HelloResult;
 
 /// How long `gemctl` waits for a daemon it started to answer.
 pub const DAEMON_START_TIMEOUT: Duration = Duration::from_secs(10);

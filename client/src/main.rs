@@ -16,13 +16,14 @@ use geminid_protocol::DEFAULT_MAX_MESSAGE_SIZE;
 use geminid_protocol::api::{DaemonApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::client::ConnectError;
+use geminid_protocol::common::ClientEnv;
 use geminid_protocol::error::code_name;
+use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{Event, EventBody};
-use geminid_protocol::socket::{SOCKET_ENV, socket_path};
-use geminid_protocol::types::{
-    ClientEnv, EventsSubscribeParams, Session, SessionAttachParams, SessionCreateParams,
-    SessionIdParams, SessionListParams,
+use geminid_protocol::session::{
+    Session, SessionAttachParams, SessionCreateParams, SessionIdParams, SessionListParams,
 };
+use geminid_protocol::socket::{SOCKET_ENV, socket_path};
 
 use crate::output::outln;
 

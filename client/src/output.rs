@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
+use geminid_protocol::daemon::StatusResult;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::mcp::{LogLine, ServerState, ServerStatus};
-use geminid_protocol::types::{Session, StatusResult};
+use geminid_protocol::session::Session;
 use serde::Serialize;
 
 /// `println!` for the command's output, handed to stdout in one write: when stdout is gone
@@ -141,8 +142,8 @@ pub fn session(s: &Session) {
     outln!("  last seen:  {}", s.last_seen_at);
     outln!("  attached:   {} connection(s)", s.attached_connections);
     let env = match s.env_source {
-        geminid_protocol::types::EnvSource::Client => "from the attached client",
-        geminid_protocol::types::EnvSource::Daemon => "the daemon's own",
+        geminid_protocol::session::EnvSource::Client => "from the attached client",
+        geminid_protocol::session::EnvSource::Daemon => "the daemon's own",
     };
     outln!("  env:        {env}");
     let list = |v: &[String]| if v.is_empty() { "none".to_owned() } else { v.join(", ") };

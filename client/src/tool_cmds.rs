@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::Context;
 use geminid_protocol::api::ToolsApiClient;
 use geminid_protocol::client::Client;
+use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::tools::{ToolsCallParams, ToolsListParams};
-use geminid_protocol::types::EventsSubscribeParams;
 use serde_json::Value;
 
 use crate::output::outln;

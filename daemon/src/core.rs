@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use geminid_protocol::daemon::{Limits, SessionCounts, StatusResult};
 use geminid_protocol::event::{ConfigChanged, EventBody, ShuttingDown};
-use geminid_protocol::types::Session;
-use geminid_protocol::types::{Limits, SessionCounts, StatusResult};
+use geminid_protocol::session::Session;
 use geminid_protocol::{DAEMON_VERSION, PROTOCOL_VERSION};
 use tokio_util::sync::CancellationToken;
 

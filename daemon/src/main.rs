@@ -13,8 +13,8 @@ use geminid::mcp::{self, McpOptions};
 use geminid::server::{self, DEFAULT_MAX_CONNECTIONS};
 use geminid::{paths, settings_file, store::Store};
 use geminid_protocol::DEFAULT_MAX_MESSAGE_SIZE;
+use geminid_protocol::daemon::Limits;
 use geminid_protocol::socket::{SOCKET_ENV, socket_path};
-use geminid_protocol::types::Limits;
 use tracing_subscriber::EnvFilter;
 
 /// How often idle default sessions are looked for (besides at start).

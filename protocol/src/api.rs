@@ -15,20 +15,21 @@ use crate::config::{
     McpEnableResult, McpReloadParams, McpReloadResult, McpRemoveParams, McpRemoveResult,
     TrustGetParams, TrustGetResult, TrustSetParams, TrustSetResult,
 };
+use crate::daemon::{HelloParams, HelloResult, ShutdownResult, StatusResult};
 use crate::event::Event;
+use crate::event::EventsSubscribeParams;
 use crate::mcp::{
     CallToolParams, ListServersParams, ListServersResult, LogLine, LogsParams, LogsResult,
     ServerParams, ServerStatus, StartParams,
+};
+use crate::session::{
+    Session, SessionAttachParams, SessionCreateParams, SessionIdParams, SessionListParams,
+    SessionListResult,
 };
 use crate::tools::{
     CatalogParams, InstructionsResult, PromptsGetParams, PromptsGetResult, PromptsListResult,
     ResourcesListResult, ResourcesReadParams, ResourcesReadResult, ToolsCallParams,
     ToolsCallResult, ToolsCancelParams, ToolsCancelResult, ToolsListParams, ToolsListResult,
-};
-use crate::types::{
-    EventsSubscribeParams, HelloParams, HelloResult, Session, SessionAttachParams,
-    SessionCreateParams, SessionIdParams, SessionListParams, SessionListResult, ShutdownResult,
-    StatusResult,
 };
 
 /// `daemon/*`: handshake, status and lifecycle.

@@ -2,49 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::SessionId;
-
-/// How bad a diagnostic is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Severity {
-    /// Applied anyway (e.g. an unknown field).
-    Warning,
-    /// Not applied (the file, or the part named, is ignored).
-    Error,
-}
-
-/// One problem found in an input file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Diagnostic {
-    /// Warning or error.
-    pub severity: Severity,
-    /// The file.
-    pub file: String,
-    /// 1-based line, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<u32>,
-    /// 1-based column, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub column: Option<u32>,
-    /// What is wrong and, where possible, how to fix it.
-    pub message: String,
-}
-
-/// A settings scope, in merge order (later wins).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Scope {
-    /// `system-defaults.json`.
-    SystemDefaults,
-    /// `~/.gemini/settings.json`.
-    User,
-    /// `<workspace>/.gemini/settings.json` (trusted folders only).
-    Workspace,
-    /// The system `settings.json` (overrides everything).
-    System,
-}
+use crate::common::SessionId;
+pub use crate::common::{Diagnostic, Scope, Severity};
 
 /// `config/get` and `config/diagnostics`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

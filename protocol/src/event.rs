@@ -5,9 +5,10 @@ use serde::{Deserialize, Serialize};
 
 // `config/changed`'s payload lives with the rest of the configuration types (so `config`
 // does not import `event`); it is re-exported here with the other payloads.
+use crate::common::SessionId;
 pub use crate::config::ConfigChanged;
 use crate::mcp::{CatalogChanged, ServerStateChanged};
-use crate::types::{Session, SessionId};
+use crate::session::Session;
 
 /// One event as delivered to subscribers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -135,4 +136,16 @@ mod tests {
         let back: Event = serde_json::from_value(json).unwrap();
         assert_eq!(back, ev);
     }
+}
+
+/// `events/subscribe`: every field optional.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventsSubscribeParams {
+    /// Only events about this session (daemon-wide events are always delivered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
+    /// Only these kinds (e.g. `["session/closed"]`); absent means all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<Vec<String>>,
 }

@@ -1,20 +1,24 @@
 //! The wire contract between `geminid` and its clients (`gemctl`, editors, agent front-ends).
 //!
 //! Everything a client needs to speak to the daemon lives here and nothing else: the JSON-RPC
-//! method traits ([`api`]), their parameter and result types ([`types`]), the event stream
-//! ([`event`]), the error-code table ([`error`]), where the socket is ([`socket`]) and how to
-//! connect to it ([`client`]). Methods are named `<namespace>/<method>`, fields are camelCase.
+//! method traits ([`api`]); their parameter and result types, one module per namespace
+//! ([`daemon`], [`session`], [`config`], [`mcp`], [`tools`], [`asks`]), with [`common`] for
+//! ids, scopes and diagnostics; the event stream ([`event`]); the error-code table
+//! ([`error`]); where the socket is ([`socket`]) and how to connect to it ([`client`]).
+//! Methods are named `<namespace>/<method>`, fields are camelCase.
 
 pub mod api;
 pub mod asks;
 pub mod client;
+pub mod common;
 pub mod config;
+pub mod daemon;
 pub mod error;
 pub mod event;
 pub mod mcp;
+pub mod session;
 pub mod socket;
 pub mod tools;
-pub mod types;
 
 /// The protocol version. Bumped on any incompatible change to a method, type or event; a client
 /// whose version differs is refused by `daemon/hello` with an error naming both versions.

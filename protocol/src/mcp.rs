@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::common::SessionId;
 use crate::config::Scope;
-use crate::types::SessionId;
 
 /// The state of one server, as the supervisor sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::types::SessionId;
+use crate::common::SessionId;
 
 /// `tools/list`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use geminid_protocol::api::SessionApiClient;
 use geminid_protocol::client::Client;
-use geminid_protocol::types::{ClientEnv, SessionCreateParams};
+use geminid_protocol::common::ClientEnv;
+use geminid_protocol::session::SessionCreateParams;
 use serde_json::{Value, json};
 
 use crate::{Daemon, TestHome, bin};

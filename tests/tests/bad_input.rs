@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use geminid_protocol::api::{DaemonApiClient, SessionApiClient};
 use geminid_protocol::client::{ConnectError, connect_raw};
-use geminid_protocol::types::{SessionCreateParams, SessionIdParams};
+use geminid_protocol::session::{SessionCreateParams, SessionIdParams};
 use geminid_tests::{Daemon, TestHome, eventually, http_post, raw_exchange};
 use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
 
@@ -144,12 +144,14 @@ async fn a_request_over_the_daemons_limit_fails_at_once_never_hangs() -> anyhow:
     let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &["--max-message-size", "4096"]).await?;
     let big = SessionIdParams { id: "x".repeat(8192) };
-    let code = |r: Result<geminid_protocol::types::Session, jsonrpsee::core::client::Error>| match r
-    {
-        Err(jsonrpsee::core::client::Error::Call(obj)) => (obj.code(), obj.message().to_owned()),
-        Err(other) => (0, other.to_string()),
-        Ok(s) => (0, format!("answered {s:?}")),
-    };
+    let code =
+        |r: Result<geminid_protocol::session::Session, jsonrpsee::core::client::Error>| match r {
+            Err(jsonrpsee::core::client::Error::Call(obj)) => {
+                (obj.code(), obj.message().to_owned())
+            }
+            Err(other) => (0, other.to_string()),
+            Ok(s) => (0, format!("answered {s:?}")),
+        };
     // This client's own limit is 64 MiB: after the hello it knows the daemon's, and refuses
     // to send at all.
     let client = daemon.client().await?;

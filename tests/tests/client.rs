@@ -8,7 +8,7 @@ use geminid_protocol::api::{DaemonApiClient, SessionApiClient};
 use geminid_protocol::client::{Client, connect};
 use geminid_protocol::event::EventBody;
 use geminid_protocol::mcp::ServerParams;
-use geminid_protocol::types::{SessionCreateParams, SessionIdParams};
+use geminid_protocol::session::{SessionCreateParams, SessionIdParams};
 use geminid_tests::mcp::{Setup, stdio};
 use geminid_tests::{Daemon, TestHome, eventually, options};
 use jsonrpsee::core::client::{ClientT, Error as RpcError};

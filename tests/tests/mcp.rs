@@ -9,13 +9,15 @@ use std::time::{Duration, Instant};
 
 use geminid_protocol::api::{McpApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
+use geminid_protocol::common::ClientEnv;
 use geminid_protocol::config::McpReloadParams;
+use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::mcp::{
     CallToolParams, ListServersParams, LogsParams, ServerParams, ServerState, ServerStatus,
     StartParams, Transport,
 };
-use geminid_protocol::types::{ClientEnv, EventsSubscribeParams, SessionCreateParams};
+use geminid_protocol::session::SessionCreateParams;
 use geminid_tests::mcp::{FAST, Setup, fixture, shell_env, stdio, write_user_settings};
 use geminid_tests::{Daemon, TestHome, alive, eventually};
 use nix::sys::signal::{Signal, kill};
@@ -479,7 +481,7 @@ async fn unused_servers_stop_after_the_linger() -> anyhow::Result<()> {
     // A second connection attaches, starts, and goes away.
     let other = t.daemon.client().await?;
     other
-        .attach(geminid_protocol::types::SessionAttachParams { id: t.session.clone(), env: None })
+        .attach(geminid_protocol::session::SessionAttachParams { id: t.session.clone(), env: None })
         .await?;
     start(&other, &t.session).await?;
     let pid = pid_of(&other, &t.session, "fx").await;
@@ -488,7 +490,7 @@ async fn unused_servers_stop_after_the_linger() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(alive(pid), "the session still has a connection: its server stays");
     // Once nobody is attached, the server stops after the linger (300 ms).
-    t.client.detach(geminid_protocol::types::SessionIdParams { id: t.session.clone() }).await?;
+    t.client.detach(geminid_protocol::session::SessionIdParams { id: t.session.clone() }).await?;
     assert!(
         gone_within(pid, Duration::from_secs(5)).await,
         "server {pid} outlived its linger: {}",

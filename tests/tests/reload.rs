@@ -8,8 +8,9 @@ use geminid_protocol::api::{McpApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::client::Subscription;
 use geminid_protocol::config::McpReloadParams;
+use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{ConfigChanged, Event, EventBody};
-use geminid_protocol::types::{EventsSubscribeParams, SessionCreateParams};
+use geminid_protocol::session::SessionCreateParams;
 use geminid_tests::{Daemon, TestHome};
 use pretty_assertions::assert_eq;
 

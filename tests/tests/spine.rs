@@ -6,11 +6,12 @@ use std::time::Duration;
 use geminid_protocol::PROTOCOL_VERSION;
 use geminid_protocol::api::{DaemonApiClient, SessionApiClient};
 use geminid_protocol::client::ConnectError;
+use geminid_protocol::daemon::HelloParams;
 use geminid_protocol::error::ErrorCode;
+use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{Event, EventBody};
-use geminid_protocol::types::{
-    EnvSource, EventsSubscribeParams, HelloParams, SessionAttachParams, SessionCreateParams,
-    SessionIdParams, SessionListParams,
+use geminid_protocol::session::{
+    EnvSource, SessionAttachParams, SessionCreateParams, SessionIdParams, SessionListParams,
 };
 use geminid_tests::{Daemon, TestHome, alive, eventually, http_post};
 use jsonrpsee::core::client::Error as RpcError;
@@ -169,7 +170,7 @@ async fn sessions_survive_a_graceful_restart() -> anyhow::Result<()> {
 
     let daemon = Daemon::start(&home, &[]).await?;
     let after = daemon.client().await?.list(None).await?.sessions;
-    let key = |s: &geminid_protocol::types::Session| {
+    let key = |s: &geminid_protocol::session::Session| {
         (s.id.clone(), s.workspace.clone(), s.created_at.clone())
     };
     assert_eq!(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use geminid_protocol::api::{DaemonApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
-use geminid_protocol::types::{SessionCreateParams, SessionListParams};
+use geminid_protocol::session::{SessionCreateParams, SessionListParams};
 use geminid_tests::{Daemon, TestHome};
 use jsonrpsee::core::client::Error as RpcError;
 use nix::sys::signal::Signal;

@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use geminid_protocol::api::{McpApiClient, PromptsApiClient, SessionApiClient, ToolsApiClient};
 use geminid_protocol::client::Client;
+use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::mcp::StartParams;
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult};
-use geminid_protocol::types::EventsSubscribeParams;
 use geminid_tests::mcp::{FAST, Setup, fixture, stdio, write_user_settings};
 use geminid_tests::{Daemon, TestHome};
 use pretty_assertions::assert_eq;
@@ -329,7 +329,7 @@ async fn sessions_configured_alike_share_a_table_but_not_their_differences() -> 
     let ws = t.home.root().join("other");
     std::fs::create_dir_all(&ws)?;
     let env = geminid_tests::mcp::shell_env(&t.home, &[]);
-    let create = geminid_protocol::types::SessionCreateParams {
+    let create = geminid_protocol::session::SessionCreateParams {
         workspace: ws.display().to_string(),
         env: Some(env),
         reuse_default: false,
@@ -370,7 +370,7 @@ async fn a_caller_that_goes_away_cancels_the_call_on_the_server() -> anyhow::Res
     // A second connection starts a long call and disconnects.
     let other = t.daemon.client().await?;
     other
-        .attach(geminid_protocol::types::SessionAttachParams { id: t.session.clone(), env: None })
+        .attach(geminid_protocol::session::SessionAttachParams { id: t.session.clone(), env: None })
         .await?;
     let session = t.session.clone();
     let pending = tokio::spawn(async move {
@@ -1019,7 +1019,7 @@ async fn a_server_that_never_lists_holds_up_nobody() -> anyhow::Result<()> {
 /// back: the call goes to a new copy, never to the one on its way out.
 #[tokio::test]
 async fn a_call_after_the_linger_never_reaches_the_stopping_server() -> anyhow::Result<()> {
-    use geminid_protocol::types::SessionIdParams;
+    use geminid_protocol::session::SessionIdParams;
     let t =
         setup(json!({ "slowstop": stdio(&["--ignore-sigterm", "--survive-stdin-eof"]) })).await?;
     let (c, s) = (&t.client, t.session.as_str());
@@ -1027,7 +1027,7 @@ async fn a_call_after_the_linger_never_reaches_the_stopping_server() -> anyhow::
     c.detach(SessionIdParams { id: s.into() }).await?;
     // Linger 300 ms, then a stop that waits the 500 ms grace before SIGKILL.
     tokio::time::sleep(Duration::from_millis(450)).await;
-    c.attach(geminid_protocol::types::SessionAttachParams { id: s.into(), env: None }).await?;
+    c.attach(geminid_protocol::session::SessionAttachParams { id: s.into(), env: None }).await?;
     let second = call(c, s, "mcp_slowstop_pid", json!({})).await.map_err(anyhow::Error::msg)?;
     assert_ne!(first.display, second.display, "a new process answers");
     Ok(())

@@ -1,8 +1,8 @@
 //! `daemon/*`.
 
 use geminid_protocol::api::DaemonApiServer;
+use geminid_protocol::daemon::{HelloParams, HelloResult, ShutdownResult, StatusResult};
 use geminid_protocol::error::ErrorCode;
-use geminid_protocol::types::{HelloParams, HelloResult, ShutdownResult, StatusResult};
 use geminid_protocol::{DAEMON_VERSION, PROTOCOL_VERSION};
 use jsonrpsee::core::{RpcResult, async_trait};
 

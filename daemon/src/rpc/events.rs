@@ -3,8 +3,8 @@
 
 use geminid_protocol::api::EventsApiServer;
 use geminid_protocol::error::ErrorCode;
+use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{Event, EventBody};
-use geminid_protocol::types::EventsSubscribeParams;
 use jsonrpsee::PendingSubscriptionSink;
 use jsonrpsee::core::{SubscriptionResult, async_trait};
 use jsonrpsee::server::TrySendError;

@@ -109,7 +109,7 @@ mod tests {
         let info = crate::core::DaemonInfo {
             socket: dir.path().join("s"),
             data_dir: dir.path().to_path_buf(),
-            limits: geminid_protocol::types::Limits {
+            limits: geminid_protocol::daemon::Limits {
                 max_connections: 1,
                 max_message_size: 1024,
                 subscriber_buffer: 1,

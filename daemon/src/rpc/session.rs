@@ -2,7 +2,7 @@
 
 use geminid_protocol::api::SessionApiServer;
 use geminid_protocol::error::ErrorCode;
-use geminid_protocol::types::{
+use geminid_protocol::session::{
     Session, SessionAttachParams, SessionCreateParams, SessionIdParams, SessionListParams,
     SessionListResult,
 };
@@ -40,7 +40,7 @@ impl SessionApiServer for Handler {
 
     async fn list(&self, params: Option<SessionListParams>) -> RpcResult<SessionListResult> {
         let params = params.unwrap_or_default();
-        let max = geminid_protocol::types::SESSION_LIST_MAX_PAGE;
+        let max = geminid_protocol::session::SESSION_LIST_MAX_PAGE;
         if let Some(limit) = params.limit.filter(|l| *l == 0 || *l > max) {
             return Err(jsonrpsee::types::ErrorObject::owned(
                 jsonrpsee::types::error::INVALID_PARAMS_CODE,

@@ -9,10 +9,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use geminid_protocol::common::{ClientEnv, SessionId};
 use geminid_protocol::event::EventBody;
-use geminid_protocol::types::{
-    ClientEnv, EnvSource, SESSION_LIST_MAX_PAGE, Session, SessionCreateParams, SessionId,
-    SessionListParams, SessionListResult, SessionState,
+use geminid_protocol::session::{
+    EnvSource, SESSION_LIST_MAX_PAGE, Session, SessionCreateParams, SessionListParams,
+    SessionListResult, SessionState,
 };
 
 use crate::clock;

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use geminid_protocol::types::{SessionId, SessionState};
+use geminid_protocol::common::SessionId;
+use geminid_protocol::session::SessionState;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 

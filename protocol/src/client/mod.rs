@@ -17,8 +17,8 @@ use jsonrpsee::core::client::Error as RpcError;
 use tokio_util::compat::Compat;
 
 use crate::api::DaemonApiClient;
+use crate::daemon::{ClientInfo, HelloParams, HelloResult};
 use crate::error::{ErrorCode, VERSION_MISMATCH_V1};
-use crate::types::{ClientInfo, HelloParams, HelloResult};
 use crate::{DEFAULT_MAX_MESSAGE_SIZE, PROTOCOL_VERSION};
 
 pub use rpc::{Client, Subscription};

@@ -34,8 +34,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{RawReceiver, RawSender};
 use crate::event::Event;
+use crate::event::EventsSubscribeParams;
 use crate::mcp::{LogLine, ServerParams};
-use crate::types::EventsSubscribeParams;
 
 /// What the reader hands a waiting call: the raw `result`, or the error.
 type Answer = Result<Box<RawValue>, Error>;

@@ -1,0 +1,113 @@
+//! `session/*`: sessions, their attachments and their state.
+
+use serde::{Deserialize, Serialize};
+
+use crate::common::{ClientEnv, SessionId};
+
+/// `session/create`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCreateParams {
+    /// Absolute path of the workspace directory; it must exist.
+    pub workspace: String,
+    /// The client's environment, used for `${VAR}` expansion and as the inherited environment
+    /// of the session's stdio servers. Memory only. Absent: the daemon's own environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<ClientEnv>,
+    /// Return the workspace's default session (creating it if there is none) instead of a new
+    /// one. This is what `gemctl` does when no `--session` is given.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reuse_default: bool,
+}
+
+/// `session/attach`: attach an existing session to this connection.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionAttachParams {
+    /// The session.
+    pub id: SessionId,
+    /// The client's environment, as in `session/create`; it replaces the one held before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<ClientEnv>,
+}
+
+/// Methods that name one session: `session/get`, `session/detach`, `session/close`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionIdParams {
+    /// The session.
+    pub id: SessionId,
+}
+
+/// `session/list`: every field optional.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionListParams {
+    /// Only sessions of this workspace (absolute path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    /// Continue after this cursor (a `nextCursor` from the previous page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Page size; default and maximum [`SESSION_LIST_MAX_PAGE`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// Result of `session/list`, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionListResult {
+    /// This page.
+    pub sessions: Vec<Session>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// Where a session's environment comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum EnvSource {
+    /// A client sent its environment (held in memory).
+    Client,
+    /// No client sent one since the daemon started: the daemon's own is used.
+    Daemon,
+}
+
+/// A session: one agent front-end's view of the daemon.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    /// Its id.
+    pub id: SessionId,
+    /// Canonical absolute path of its workspace.
+    pub workspace: String,
+    /// Whether it is its workspace's default session.
+    pub is_default: bool,
+    /// When it was created (RFC 3339, UTC).
+    pub created_at: String,
+    /// When a client last created, attached or detached it (RFC 3339, UTC).
+    pub last_seen_at: String,
+    /// Connections attached to it now.
+    pub attached_connections: u32,
+    /// Where its environment comes from (the values are never returned).
+    pub env_source: EnvSource,
+    /// Session-scoped overrides.
+    pub state: SessionState,
+}
+
+/// Session-scoped state that survives restarts. Later subsystems add their parts here.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SessionState {
+    /// MCP servers disabled for this session only.
+    pub disabled_servers: Vec<String>,
+    /// Tool calls approved for the rest of this session ("always allow").
+    pub approvals: Vec<String>,
+    /// Skills activated in this session.
+    pub activated_skills: Vec<String>,
+}
+
+/// Largest `session/list` page.
+pub const SESSION_LIST_MAX_PAGE: u32 = 500;
