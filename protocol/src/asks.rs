@@ -12,6 +12,7 @@ use crate::common::SessionId;
 
 /// What is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum AskKind {
     /// Confirm a tool call. Answer `{"outcome": "once" | "session" | "always" | "deny"}`.
@@ -33,6 +34,7 @@ impl AskKind {
 
 /// One question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Ask {
     /// Its id, for `asks/respond`.
@@ -54,6 +56,7 @@ pub struct Ask {
 
 /// How an ask was settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum Settled {
     /// A client answered it.
@@ -66,6 +69,7 @@ pub enum Settled {
 
 /// What a listener is sent (notifications `asks/notice`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum AskNotice {
     /// A new (or, on listening, a pending) ask.
@@ -84,6 +88,7 @@ pub enum AskNotice {
 
 /// `asks/listen`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AsksListenParams {
     /// A session this connection is attached to.
@@ -94,6 +99,7 @@ pub struct AsksListenParams {
 
 /// `asks/respond`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AsksRespondParams {
     /// The session.
@@ -106,6 +112,7 @@ pub struct AsksRespondParams {
 
 /// `asks/respond`'s result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AsksRespondResult {
     /// `false` when the ask was already settled (another client answered first, its call
@@ -115,6 +122,7 @@ pub struct AsksRespondResult {
 
 /// `asks/pending`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AsksPendingParams {
     /// The session.
@@ -123,6 +131,7 @@ pub struct AsksPendingParams {
 
 /// `asks/pending`'s result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AsksPendingResult {
     /// The session's pending asks, oldest first.

@@ -12,6 +12,7 @@ pub type ClientEnv = BTreeMap<String, String>;
 
 /// How bad a diagnostic is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum Severity {
     /// Applied anyway (e.g. an unknown field).
@@ -22,6 +23,7 @@ pub enum Severity {
 
 /// One problem found in an input file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Diagnostic {
     /// Warning or error.
@@ -40,6 +42,7 @@ pub struct Diagnostic {
 
 /// A settings scope, in merge order (later wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum Scope {
     /// `system-defaults.json`.

@@ -7,6 +7,7 @@ pub use crate::common::{Diagnostic, Scope, Severity};
 
 /// `config/get` and `config/diagnostics`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigParams {
     /// The session whose view is wanted (its workspace, trust and environment).
@@ -20,6 +21,7 @@ pub struct ConfigParams {
 
 /// Whether a workspace is trusted, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TrustInfo {
     /// Trusted or not.
@@ -31,6 +33,7 @@ pub struct TrustInfo {
 
 /// One settings file that was read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SettingsFile {
     /// Its scope.
@@ -46,6 +49,7 @@ pub struct SettingsFile {
 
 /// Why a configured server will not be started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum BlockReason {
     /// The folder is not trusted: no MCP servers at all.
@@ -66,6 +70,7 @@ pub enum BlockReason {
 
 /// A server in the effective configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct McpServerEntry {
     /// Its name.
@@ -86,6 +91,7 @@ pub struct McpServerEntry {
 
 /// Result of `config/get`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EffectiveConfig {
     /// The session's workspace.
@@ -104,6 +110,7 @@ pub struct EffectiveConfig {
 
 /// Result of `config/diagnostics`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DiagnosticsResult {
     /// Every warning and error, errors first.
@@ -112,6 +119,7 @@ pub struct DiagnosticsResult {
 
 /// A trust rule's level, as written in `trustedFolders.json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TrustLevel {
     /// The folder and everything below it.
@@ -124,6 +132,7 @@ pub enum TrustLevel {
 
 /// `trust/get`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TrustGetParams {
     /// An absolute path.
@@ -132,6 +141,7 @@ pub struct TrustGetParams {
 
 /// Result of `trust/get`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TrustGetResult {
     /// The path asked about (canonical).
@@ -145,6 +155,7 @@ pub struct TrustGetResult {
 
 /// `trust/set`: write (or, with `level` null, remove) the rule for `path`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TrustSetParams {
     /// An absolute path to an existing directory.
@@ -156,6 +167,7 @@ pub struct TrustSetParams {
 
 /// Result of `trust/set`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TrustSetResult {
     /// The path (canonical).
@@ -172,6 +184,7 @@ pub struct TrustSetResult {
 
 /// Which settings file `mcp/add` and `mcp/remove` edit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum WriteScope {
     /// `~/.gemini/settings.json`.
@@ -183,6 +196,7 @@ pub enum WriteScope {
 
 /// `mcp/add`: add or replace one server in a settings file.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct McpAddParams {
     /// The session (its workspace is the project).
@@ -198,6 +212,7 @@ pub struct McpAddParams {
 
 /// Result of `mcp/add`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct McpAddResult {
     /// The file edited.
@@ -210,6 +225,7 @@ pub struct McpAddResult {
 
 /// `mcp/remove`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct McpRemoveParams {
     /// The session (its workspace is the project).
@@ -223,6 +239,7 @@ pub struct McpRemoveParams {
 
 /// Result of `mcp/remove`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct McpRemoveResult {
     /// The file.
@@ -233,6 +250,7 @@ pub struct McpRemoveResult {
 
 /// `mcp/enable` and `mcp/disable`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct McpEnableParams {
     /// The session.
@@ -247,6 +265,7 @@ pub struct McpEnableParams {
 
 /// Result of `mcp/enable` and `mcp/disable`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct McpEnableResult {
     /// The server's name.
@@ -259,6 +278,7 @@ pub struct McpEnableResult {
 
 /// `mcp/reload`: re-read every input file now.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct McpReloadParams {
     /// Make sure this session is included (others known to the daemon always are).
@@ -268,6 +288,7 @@ pub struct McpReloadParams {
 
 /// Result of `mcp/reload`: the changes found (each also sent as a `config/changed` event).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct McpReloadResult {
     /// One entry per session whose configuration changed.
@@ -276,6 +297,7 @@ pub struct McpReloadResult {
 
 /// Payload of `config/changed`: what changed in one session's effective configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigChanged {
     /// The session.

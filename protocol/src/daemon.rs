@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// Who is calling, for logs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ClientInfo {
     /// Program name, e.g. `gemctl`.
@@ -14,6 +15,7 @@ pub struct ClientInfo {
 
 /// `daemon/hello`: the first call of every client.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HelloParams {
     /// The protocol version the client speaks.
@@ -25,6 +27,7 @@ pub struct HelloParams {
 
 /// Result of `daemon/hello`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HelloResult {
     /// The protocol version the daemon speaks.
@@ -41,6 +44,7 @@ pub struct HelloResult {
 
 /// Result of `daemon/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StatusResult {
     /// The daemon's release version.
@@ -73,6 +77,7 @@ pub struct StatusResult {
 
 /// Session counts in `daemon/status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionCounts {
     /// Every session in the database.
@@ -83,6 +88,7 @@ pub struct SessionCounts {
 
 /// Limits reported in `daemon/status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Limits {
     /// Most client connections served at once.
@@ -95,6 +101,7 @@ pub struct Limits {
 
 /// Result of `daemon/shutdown`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ShutdownResult {
     /// The pid that is shutting down, so a client can wait for it to exit.

@@ -12,6 +12,7 @@ use crate::session::Session;
 
 /// One event as delivered to subscribers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     /// Position in the daemon's event sequence (starts at 1 with each daemon start), so a
@@ -39,6 +40,7 @@ pub const KINDS: &[&str] = &[
 
 /// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", content = "payload")]
 #[non_exhaustive]
 pub enum EventBody {
@@ -74,6 +76,7 @@ pub enum EventBody {
 
 /// Payload of `daemon/shuttingDown`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ShuttingDown {
     /// Why: `signal SIGTERM`, `signal SIGINT` or `daemon/shutdown`.
@@ -140,6 +143,7 @@ mod tests {
 
 /// `events/subscribe`: every field optional.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EventsSubscribeParams {
     /// Only events about this session (daemon-wide events are always delivered).

@@ -8,6 +8,7 @@ use crate::config::Scope;
 
 /// The state of one server, as the supervisor sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ServerState {
     /// Disabled by the user (enablement file or for the session); not started.
@@ -45,6 +46,7 @@ impl ServerState {
 
 /// How a server is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum Transport {
     /// A child process on stdin/stdout.
@@ -68,6 +70,7 @@ impl Transport {
 
 /// One server as `mcp/listServers` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ServerStatus {
     /// Its name in the settings.
@@ -123,6 +126,7 @@ pub struct ServerStatus {
 
 /// `mcp/listServers`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ListServersParams {
     /// One session's servers (every configured one, running or not); without it, every
@@ -133,6 +137,7 @@ pub struct ListServersParams {
 
 /// Result of `mcp/listServers` and `mcp/start`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ListServersResult {
     /// Servers, in settings order (user, workspace, …) then by name.
@@ -145,6 +150,7 @@ pub struct ListServersResult {
 
 /// `mcp/start`: the session needs its servers now.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StartParams {
     /// The session.
@@ -156,6 +162,7 @@ pub struct StartParams {
 
 /// `mcp/restart` and `mcp/logs`: one server by name.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ServerParams {
     /// The session whose server `name` means; without it, the running server of that name
@@ -168,6 +175,7 @@ pub struct ServerParams {
 
 /// `mcp/logs`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LogsParams {
     /// Which server.
@@ -180,6 +188,7 @@ pub struct LogsParams {
 
 /// One line of a server's log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LogLine {
     /// When (RFC 3339).
@@ -193,6 +202,7 @@ pub struct LogLine {
 
 /// Result of `mcp/logs`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LogsResult {
     /// The server's name.
@@ -205,6 +215,7 @@ pub struct LogsResult {
 
 /// `mcp/callTool`: call one tool on one of the session's servers by its MCP name.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CallToolParams {
     /// The session.
@@ -220,6 +231,7 @@ pub struct CallToolParams {
 
 /// Payload of the `mcp/serverState` event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ServerStateChanged {
     /// The server, as it is now.
@@ -231,6 +243,7 @@ pub struct ServerStateChanged {
 
 /// Payload of the `catalog/changed` event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogChanged {
     /// The server's name (as the session that started it calls it).

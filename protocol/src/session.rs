@@ -6,6 +6,7 @@ use crate::common::{ClientEnv, SessionId};
 
 /// `session/create`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionCreateParams {
     /// Absolute path of the workspace directory; it must exist.
@@ -22,6 +23,7 @@ pub struct SessionCreateParams {
 
 /// `session/attach`: attach an existing session to this connection.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionAttachParams {
     /// The session.
@@ -33,6 +35,7 @@ pub struct SessionAttachParams {
 
 /// Methods that name one session: `session/get`, `session/detach`, `session/close`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionIdParams {
     /// The session.
@@ -41,6 +44,7 @@ pub struct SessionIdParams {
 
 /// `session/list`: every field optional.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionListParams {
     /// Only sessions of this workspace (absolute path).
@@ -56,6 +60,7 @@ pub struct SessionListParams {
 
 /// Result of `session/list`, oldest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionListResult {
     /// This page.
@@ -67,6 +72,7 @@ pub struct SessionListResult {
 
 /// Where a session's environment comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum EnvSource {
     /// A client sent its environment (held in memory).
@@ -77,6 +83,7 @@ pub enum EnvSource {
 
 /// A session: one agent front-end's view of the daemon.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
     /// Its id.
@@ -99,6 +106,7 @@ pub struct Session {
 
 /// Session-scoped state that survives restarts. Later subsystems add their parts here.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct SessionState {
     /// MCP servers disabled for this session only.

@@ -10,6 +10,7 @@ use crate::common::SessionId;
 
 /// `tools/list`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolsListParams {
     /// The session (its servers are started if it had not asked for them yet).
@@ -21,6 +22,7 @@ pub struct ToolsListParams {
 
 /// One tool in a session's catalog.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolEntry {
     /// Its fully qualified name (`mcp_{server}_{tool}`, made valid and unique).
@@ -33,11 +35,13 @@ pub struct ToolEntry {
     pub declaration: FunctionDeclaration,
     /// The MCP `Tool` object (with `raw: true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<serde_json::Value>"))]
     pub raw: Option<Box<RawValue>>,
 }
 
 /// A Gemini `FunctionDeclaration` (the schema is kept as JSON text: it is passed through).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FunctionDeclaration {
     /// The tool's fully qualified name.
@@ -45,6 +49,7 @@ pub struct FunctionDeclaration {
     /// Its description.
     pub description: String,
     /// Its input schema, transformed as Gemini CLI does.
+    #[cfg_attr(feature = "schema", schemars(with = "serde_json::Value"))]
     pub parameters_json_schema: Box<RawValue>,
 }
 
@@ -58,9 +63,11 @@ impl PartialEq for FunctionDeclaration {
 
 /// Result of `tools/list`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolsListResult {
     /// Tools ordered by server name, then as the server listed them.
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<ToolEntry>"))]
     pub tools: ToolList,
     /// What a user should know: name collisions and how they were resolved, servers whose
     /// tools are missing because they are not connected, schemas that cannot be compiled.
@@ -125,6 +132,7 @@ impl<'de> Deserialize<'de> for ToolList {
 
 /// `tools/call`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolsCallParams {
     /// The session.
@@ -142,6 +150,7 @@ pub struct ToolsCallParams {
 
 /// `tools/cancel`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolsCancelParams {
     /// The session.
@@ -152,6 +161,7 @@ pub struct ToolsCancelParams {
 
 /// Result of `tools/cancel`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolsCancelResult {
     /// Whether a call with that id was running (it now fails with `cancelled`, and the server
@@ -161,6 +171,7 @@ pub struct ToolsCancelResult {
 
 /// Payload of the `tools/progress` event: a server's progress notification for a call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolProgress {
     /// The session that made the call.
@@ -182,6 +193,7 @@ pub struct ToolProgress {
 
 /// Result of `tools/call`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolsCallResult {
     /// The fully qualified name called.
@@ -204,6 +216,7 @@ pub struct ToolsCallResult {
 
 /// `prompts/list`, `resources/list`, `server/instructions`: one session.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogParams {
     /// The session (its servers are started if it had not asked for them yet).
@@ -212,6 +225,7 @@ pub struct CatalogParams {
 
 /// One prompt as a slash command.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PromptEntry {
     /// The command name (`<server>.<name>` when servers offer the same name).
@@ -228,6 +242,7 @@ pub struct PromptEntry {
 
 /// Result of `prompts/list`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PromptsListResult {
     /// Servers by name, prompts in server order.
@@ -238,6 +253,7 @@ pub struct PromptsListResult {
 
 /// `prompts/get`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PromptsGetParams {
     /// The session.
@@ -255,6 +271,7 @@ pub struct PromptsGetParams {
 
 /// Result of `prompts/get`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PromptsGetResult {
     /// The server's name.
@@ -271,6 +288,7 @@ pub struct PromptsGetResult {
 
 /// One resource.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceEntry {
     /// The server's name.
@@ -283,6 +301,7 @@ pub struct ResourceEntry {
 
 /// Result of `resources/list`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourcesListResult {
     /// Servers by name, resources in server order.
@@ -296,6 +315,7 @@ pub struct ResourcesListResult {
 /// `resources/read`: by `server` + `uri`, or by `reference` (`@server:uri`, or a bare URI that
 /// one server lists).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourcesReadParams {
     /// The session.
@@ -313,6 +333,7 @@ pub struct ResourcesReadParams {
 
 /// Result of `resources/read`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ResourcesReadResult {
     /// The server's name.
@@ -327,6 +348,7 @@ pub struct ResourcesReadResult {
 
 /// Result of `server/instructions`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct InstructionsResult {
     /// Each connected server's instructions, by server name.
