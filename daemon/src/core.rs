@@ -235,6 +235,7 @@ impl Core {
         let s = self.sessions.close(id).await?;
         self.baselines().remove(id);
         self.mcp.release_session(id);
+        self.catalog.forget(id);
         Ok(s)
     }
 
@@ -273,6 +274,7 @@ impl Core {
         }
         for id in ids {
             self.mcp.release_session(id);
+            self.catalog.forget(id);
         }
     }
 

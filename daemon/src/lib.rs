@@ -4,10 +4,12 @@
 //! nothing of sockets or JSON-RPC, so unit tests construct it directly. [`server`] owns the
 //! control socket and the accept loop, and [`rpc`] translates JSON-RPC calls into core calls.
 
-pub mod asks;
+#![warn(unreachable_pub)]
+
+pub(crate) mod asks;
 pub mod calls;
-pub mod catalog;
-pub mod clock;
+pub(crate) mod catalog;
+pub(crate) mod clock;
 pub mod config;
 pub mod core;
 pub mod events;
@@ -15,7 +17,7 @@ mod literal;
 pub mod mcp;
 pub mod paths;
 pub mod rpc;
-pub mod secrets;
+pub(crate) mod secrets;
 pub mod server;
 pub mod session;
 pub mod settings_file;

@@ -16,7 +16,7 @@ use geminid_protocol::asks::{Ask, AskNotice, Settled};
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
-pub use geminid_protocol::asks::AskKind;
+pub(crate) use geminid_protocol::asks::AskKind;
 
 use crate::clock;
 use crate::session::ConnId;
@@ -68,7 +68,7 @@ impl Confirmed {
 }
 
 /// The kind's name on the wire.
-pub fn kind_name(kind: AskKind) -> &'static str {
+pub(crate) fn kind_name(kind: AskKind) -> &'static str {
     match kind {
         AskKind::Confirmation => "confirmation",
         AskKind::Elicitation => "elicitation",

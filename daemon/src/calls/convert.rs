@@ -32,7 +32,7 @@ fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
 /// An MCP `tools/call` result → Gemini parts, and the display string (COMPAT §2.6; Gemini
 /// CLI's `transformMcpContentToParts` and `getStringifiedResultForDisplay`). `tool` is the
 /// server's own tool name.
-pub fn parts(tool: &str, result: &Value) -> (Vec<Value>, String) {
+pub(crate) fn parts(tool: &str, result: &Value) -> (Vec<Value>, String) {
     let Some(blocks) = result["content"].as_array() else {
         // The reference shows the whole raw response, as the GenAI SDK wraps it.
         let inner =
@@ -101,7 +101,7 @@ pub fn parts(tool: &str, result: &Value) -> (Vec<Value>, String) {
 
 /// Whether an MCP result reports a tool error (`isError: true` or `"true"`, or the legacy
 /// `error.isError`).
-pub fn is_error(result: &Value) -> bool {
+pub(crate) fn is_error(result: &Value) -> bool {
     let flag = |v: &Value| v == &Value::Bool(true) || v == "true";
     flag(&result["isError"]) || (result["error"].is_object() && flag(&result["error"]["isError"]))
 }
@@ -111,7 +111,7 @@ pub fn is_error(result: &Value) -> bool {
 /// parts joined into `response.output`, with a note first naming each stripped audio or video
 /// MIME type once; other inline data nested as `parts`; `response` empty when there is nothing
 /// to say. `id` is the call's id, when the caller gave one.
-pub fn function_response(name: &str, id: Option<&str>, parts: &[Value]) -> Value {
+pub(crate) fn function_response(name: &str, id: Option<&str>, parts: &[Value]) -> Value {
     let mut texts: Vec<String> =
         parts.iter().filter_map(|p| p["text"].as_str()).map(str::to_owned).collect();
     let mut stripped: Vec<&str> = Vec::new();
@@ -161,7 +161,7 @@ pub fn function_response(name: &str, id: Option<&str>, parts: &[Value]) -> Value
 /// What the model is told when a tool reports an error (Gemini CLI's `McpToolInvocation`):
 /// the server's tool name, the call as the server got it, and the raw result as the
 /// `functionResponse` the GenAI SDK wraps it in.
-pub fn error_message(tool: &str, args: &Value, result: &Value) -> String {
+pub(crate) fn error_message(tool: &str, args: &Value, result: &Value) -> String {
     let call = object([("name", Value::String(tool.to_owned())), ("args", args.clone())]);
     let inner = object([("name", Value::String(tool.to_owned())), ("response", result.clone())]);
     let response = Value::Array(vec![object([("functionResponse", inner)])]);
@@ -171,7 +171,7 @@ pub fn error_message(tool: &str, args: &Value, result: &Value) -> String {
 }
 
 /// The `functionResponse` of a failed call, as Gemini CLI's scheduler builds it for an error.
-pub fn error_response(name: &str, id: Option<&str>, message: &str) -> Value {
+pub(crate) fn error_response(name: &str, id: Option<&str>, message: &str) -> Value {
     let mut fr = Map::with_capacity(3);
     if let Some(id) = id {
         fr.insert("id".into(), Value::String(id.to_owned()));

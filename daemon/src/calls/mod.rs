@@ -17,10 +17,10 @@
 //! Each step is one method below, in that order. The seats ([`seats`]) let everything through
 //! until policy and hooks land.
 
-pub mod convert;
-pub mod error;
-pub mod progress;
-pub mod registry;
+pub(crate) mod convert;
+pub(crate) mod error;
+pub(crate) mod progress;
+pub(crate) mod registry;
 pub mod seats;
 
 use std::sync::Arc;

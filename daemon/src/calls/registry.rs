@@ -7,13 +7,13 @@ use tokio::sync::oneshot;
 
 /// Calls in flight with a call id, by (session, call id).
 #[derive(Debug, Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     cancels: Mutex<HashMap<(String, String), oneshot::Sender<()>>>,
 }
 
 /// A registered call; unregistered when dropped.
 #[derive(Debug)]
-pub struct Registered<'a> {
+pub(crate) struct Registered<'a> {
     registry: &'a Registry,
     key: (String, String),
     /// Fires when the call is cancelled.
@@ -34,7 +34,7 @@ impl Registry {
     /// Make a call with an id cancellable. `None` when a call with that id is already in
     /// progress in the session: ids name one call at a time (a second would take the first
     /// one's `tools/cancel`, and the first one's end would unregister the second).
-    pub fn register(&self, session: &str, call_id: &str) -> Option<Registered<'_>> {
+    pub(crate) fn register(&self, session: &str, call_id: &str) -> Option<Registered<'_>> {
         let key = (session.to_owned(), call_id.to_owned());
         let mut cancels = self.cancels();
         if cancels.contains_key(&key) {
@@ -46,7 +46,7 @@ impl Registry {
     }
 
     /// `tools/cancel`: whether a call with that id was running.
-    pub fn cancel(&self, session: &str, call_id: &str) -> bool {
+    pub(crate) fn cancel(&self, session: &str, call_id: &str) -> bool {
         let key = (session.to_owned(), call_id.to_owned());
         let tx = self.cancels().remove(&key);
         tx.is_some_and(|tx| tx.send(()).is_ok())

@@ -13,17 +13,17 @@
 //! Policy's static filter (tools a rule denies outright are not listed) sits in
 //! [`tools::Tables::session`], where every table is built.
 
-pub mod error;
-pub mod naming;
-pub mod prompts;
-pub mod tools;
-pub mod view;
+pub(crate) mod error;
+pub(crate) mod naming;
+pub(crate) mod prompts;
+pub(crate) mod tools;
+pub(crate) mod view;
 
 use std::sync::{Arc, Weak};
 
-pub use error::CatalogError;
-pub use tools::{SessionTool, SessionTools, Source, Tables};
-pub use view::ResourceRef;
+pub(crate) use error::CatalogError;
+pub(crate) use tools::{SessionTools, Tables};
+pub(crate) use view::ResourceRef;
 
 use crate::mcp::Supervisor;
 use crate::session::SessionError;
@@ -87,5 +87,11 @@ impl Catalog {
         }
         self.mcp.settle(session).await;
         self.tools_now(session)
+    }
+
+    /// The session let its servers go (it closed, or its last client detached): its table is
+    /// not kept.
+    pub(crate) fn forget(&self, session: &str) {
+        self.tables.forget(session);
     }
 }

@@ -4,16 +4,16 @@
 use serde_json::{Map, Value, json};
 
 /// Longest function name Gemini accepts.
-pub const MAX_NAME: usize = 63;
+pub(crate) const MAX_NAME: usize = 63;
 
 /// The parameter Gemini CLI adds to every tool whose schema is an object.
-pub const WAIT_FOR_PREVIOUS_PARAM: &str = "wait_for_previous";
+pub(crate) const WAIT_FOR_PREVIOUS_PARAM: &str = "wait_for_previous";
 
 /// The description of the `wait_for_previous` parameter Gemini CLI adds to every tool.
-pub const WAIT_FOR_PREVIOUS: &str = "Set to true to wait for all previously requested tools in this turn to complete before starting. Set to false (or omit) to run in parallel. Use true when this tool depends on the output of previous tools.";
+pub(crate) const WAIT_FOR_PREVIOUS: &str = "Set to true to wait for all previously requested tools in this turn to complete before starting. Set to false (or omit) to run in parallel. Use true when this tool depends on the output of previous tools.";
 
 /// `mcp_{server}_{tool}`, sanitized and shortened as Gemini CLI's `generateValidName` does.
-pub fn fqn(server: &str, tool: &str) -> String {
+pub(crate) fn fqn(server: &str, tool: &str) -> String {
     let raw = format!("{server}_{tool}");
     let mut name = if raw.starts_with("mcp_") { raw } else { format!("mcp_{raw}") };
     name =
@@ -35,7 +35,7 @@ pub fn fqn(server: &str, tool: &str) -> String {
 /// Whether `fqn` could be a tool of the server named `server` (its name starts as that
 /// server's tools' names do). Only for explaining and waiting: tools are found by name in the
 /// session's table, never by splitting names.
-pub fn is_of_server(fqn: &str, server: &str) -> bool {
+pub(crate) fn is_of_server(fqn: &str, server: &str) -> bool {
     fqn.starts_with(&self::fqn(server, ""))
 }
 
@@ -52,7 +52,7 @@ fn shorten(name: &str) -> String {
 
 /// A name that collided, made unique deterministically: `__2`, `__3`, … appended (the name
 /// shortened first so the result still fits 63 characters).
-pub fn disambiguate(name: &str, n: usize) -> String {
+pub(crate) fn disambiguate(name: &str, n: usize) -> String {
     let suffix = format!("__{n}");
     let room = MAX_NAME - suffix.len();
     let chars: Vec<char> = name.chars().collect();
@@ -62,7 +62,7 @@ pub fn disambiguate(name: &str, n: usize) -> String {
 }
 
 /// `includeTools` / `excludeTools` (COMPAT §2.5).
-pub fn enabled(tool: &str, include: Option<&[String]>, exclude: Option<&[String]>) -> bool {
+pub(crate) fn enabled(tool: &str, include: Option<&[String]>, exclude: Option<&[String]>) -> bool {
     if tool.is_empty() || exclude.is_some_and(|e| e.iter().any(|x| x == tool)) {
         return false;
     }
@@ -73,7 +73,7 @@ pub fn enabled(tool: &str, include: Option<&[String]>, exclude: Option<&[String]
 /// becomes an empty object schema, `type: [T, "null"]` pairs become `type: T, nullable: true`
 /// everywhere, and an object schema gains the `wait_for_previous` parameter. Everything else
 /// (`$defs`, `$ref`, `anyOf`, `default`, `format`, `enum`, ...) passes through.
-pub fn parameters_schema(input: Option<&Value>) -> Value {
+pub(crate) fn parameters_schema(input: Option<&Value>) -> Value {
     let mut schema = match input {
         Some(v @ Value::Object(_)) => v.clone(),
         _ => json!({ "type": "object", "properties": {} }),
@@ -97,7 +97,7 @@ pub fn parameters_schema(input: Option<&Value>) -> Value {
 
 /// Whether the declaration built from `input` offers `wait_for_previous` although the server
 /// did not declare it (so the daemon, not the server, is the one to take it).
-pub fn offers_wait_for_previous(input: Option<&Value>) -> bool {
+pub(crate) fn offers_wait_for_previous(input: Option<&Value>) -> bool {
     match input {
         Some(Value::Object(schema)) => {
             schema.get("type").is_some_and(|t| t == "object")

@@ -7,14 +7,14 @@ use regex::Regex;
 use serde_json::{Map, Value, json};
 
 /// A prompt's command name: trimmed, whitespace runs turned into `-`.
-pub fn command_name(prompt: &str) -> String {
+pub(crate) fn command_name(prompt: &str) -> String {
     static WS: LazyLock<Regex> = LazyLock::new(|| crate::literal::regex(r"\s+"));
     WS.replace_all(prompt.trim(), "-").into_owned()
 }
 
 /// Command names for `(server, prompt)` pairs in order: a name more than one server offers is
 /// renamed `<server>.<name>` for every one of them; a name still taken gets `2`, `3`, ...
-pub fn command_names(prompts: &[(String, String)]) -> Vec<String> {
+pub(crate) fn command_names(prompts: &[(String, String)]) -> Vec<String> {
     let mut count: HashMap<String, usize> = HashMap::new();
     for (_, p) in prompts {
         *count.entry(command_name(p)).or_default() += 1;
@@ -34,7 +34,7 @@ pub fn command_names(prompts: &[(String, String)]) -> Vec<String> {
 
 /// A prompt argument as the server declared it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Arg {
+pub(crate) struct Arg {
     /// Its name.
     pub name: String,
     /// Whether it must be given.
@@ -42,7 +42,7 @@ pub struct Arg {
 }
 
 /// The prompt's declared arguments.
-pub fn declared(prompt: &Value) -> Vec<Arg> {
+pub(crate) fn declared(prompt: &Value) -> Vec<Arg> {
     prompt["arguments"]
         .as_array()
         .map(|a| {
@@ -79,7 +79,7 @@ fn unescape(s: &str) -> String {
 /// in order. When exactly one is unset it takes all positionals joined by a space, even none
 /// (an empty string, as the reference sends). Optional arguments are only set by name. Errors
 /// with the reference's message when required arguments are missing.
-pub fn parse_args(text: &str, args: &[Arg]) -> Result<Map<String, Value>, String> {
+pub(crate) fn parse_args(text: &str, args: &[Arg]) -> Result<Map<String, Value>, String> {
     static NAMED: LazyLock<Regex> =
         LazyLock::new(|| crate::literal::regex(r#"--([^=]+)=(?:"((?:\\.|[^"\\])*)"|([^ ]+))"#));
     static TOKEN: LazyLock<Regex> =
@@ -121,7 +121,7 @@ pub fn parse_args(text: &str, args: &[Arg]) -> Result<Map<String, Value>, String
 }
 
 /// `@server:uri` → (server, uri), for the server names the session has (longest match).
-pub fn parse_reference<'a>(
+pub(crate) fn parse_reference<'a>(
     reference: &str,
     servers: impl Iterator<Item = &'a str>,
 ) -> Option<(String, String)> {
@@ -133,7 +133,7 @@ pub fn parse_reference<'a>(
 }
 
 /// Resource contents → parts, as Gemini CLI's `@` references include them.
-pub fn resource_parts(uri: &str, contents: &[Value]) -> Vec<Value> {
+pub(crate) fn resource_parts(uri: &str, contents: &[Value]) -> Vec<Value> {
     let mut parts = vec![json!({ "text": format!("\nContent from @{uri}:\n") })];
     for c in contents {
         if let Some(text) = c["text"].as_str() {
@@ -153,7 +153,7 @@ pub fn resource_parts(uri: &str, contents: &[Value]) -> Vec<Value> {
 /// Whether `uri` is one a URI template (RFC 6570) can expand to: literal parts must match, and
 /// each expression stands for at least one character (`{var}` not crossing a `/`; `{+var}`,
 /// `{#var}` and `{/var}` and the like any text).
-pub fn template_matches(template: &str, uri: &str) -> bool {
+pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
     let mut pattern = String::from("^");
     let mut rest = template;
     while let Some(open) = rest.find('{') {

@@ -132,7 +132,7 @@ fn table_key(entries: &[RunningEntry]) -> TableKey {
 /// Every session's tool table, computed on first use and kept until the supervisor's
 /// generation moves (a server's state or catalog changed, or a session's entries did).
 #[derive(Debug, Default)]
-pub struct Tables {
+pub(crate) struct Tables {
     by_session: Mutex<HashMap<String, (Generation, Arc<SessionTools>)>>,
     /// The same tables by what they were built from, so a new session configured like
     /// another gets the table already built. Valid for one servers generation.
@@ -143,7 +143,11 @@ impl Tables {
     /// A session's tools: servers in name order, each one's tools in its order,
     /// include/exclude applied. A name already taken gets `__2`, `__3`, ... (the first in that
     /// order keeps it), and the rename is reported in the diagnostics.
-    pub fn session(&self, mcp: &Supervisor, session: &str) -> Result<Arc<SessionTools>, McpError> {
+    pub(crate) fn session(
+        &self,
+        mcp: &Supervisor,
+        session: &str,
+    ) -> Result<Arc<SessionTools>, McpError> {
         let now = mcp.generation();
         if let Some((at, hit)) =
             self.by_session.lock().unwrap_or_else(|e| e.into_inner()).get(session)
@@ -177,7 +181,7 @@ impl Tables {
     }
 
     /// Forget a session's table (it closed).
-    pub fn forget(&self, session: &str) {
+    pub(crate) fn forget(&self, session: &str) {
         self.by_session.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
     }
 }

@@ -7,7 +7,7 @@ use geminid_protocol::event::ConfigChanged;
 use super::Effective;
 
 /// The change from `old` to `new`, or `None` if nothing a client can observe changed.
-pub fn diff(
+pub(crate) fn diff(
     session: &str,
     reason: &str,
     old: &Effective,

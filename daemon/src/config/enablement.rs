@@ -6,13 +6,13 @@ use std::collections::BTreeSet;
 use geminid_protocol::config::BlockReason;
 
 /// Normalize a server name for enablement lookups.
-pub fn normalize(name: &str) -> String {
+pub(crate) fn normalize(name: &str) -> String {
     name.trim().to_lowercase()
 }
 
 /// Names the contents of `mcp-server-enablement.json` disable (normalized). The file is read
 /// by the loader, which keeps its last good contents.
-pub fn disabled_in(value: &serde_json::Value) -> BTreeSet<String> {
+pub(crate) fn disabled_in(value: &serde_json::Value) -> BTreeSet<String> {
     value
         .as_object()
         .into_iter()
@@ -24,7 +24,7 @@ pub fn disabled_in(value: &serde_json::Value) -> BTreeSet<String> {
 
 /// The inputs that decide enablement.
 #[derive(Debug, Clone, Default)]
-pub struct Gate {
+pub(crate) struct Gate {
     /// `admin.mcp.enabled` (default true).
     pub admin_enabled: bool,
     /// Consolidated `mcp.allowed` (intersection over scopes that set it), normalized.
@@ -39,7 +39,7 @@ pub struct Gate {
 
 impl Gate {
     /// Why `name` may not start, in the reference's order; `None` if it may.
-    pub fn blocked(&self, name: &str) -> Option<BlockReason> {
+    pub(crate) fn blocked(&self, name: &str) -> Option<BlockReason> {
         let n = normalize(name);
         if !self.admin_enabled {
             Some(BlockReason::Admin)

@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use regex::{Captures, Regex};
 
 /// An environment: name → value.
-pub type Env = BTreeMap<String, String>;
+pub(crate) type Env = BTreeMap<String, String>;
 
 static SETTINGS_VAR: LazyLock<Regex> = LazyLock::new(|| {
     // `$VAR`, `${VAR}`, `${VAR:-default}`; `${FOO.BAR}` allowed.
@@ -26,7 +26,7 @@ const MAX_EXPANSIONS: usize = 10_000;
 
 /// Settings-load expansion of one string: defined variables are replaced, undefined ones are
 /// left as written (`$UNDEFINED` stays), `${VAR:-default}` falls back to the default.
-pub fn expand_settings_str(s: &str, env: &Env) -> String {
+pub(crate) fn expand_settings_str(s: &str, env: &Env) -> String {
     if !s.contains('$') {
         return s.to_owned();
     }
@@ -43,7 +43,7 @@ pub fn expand_settings_str(s: &str, env: &Env) -> String {
 }
 
 /// Settings-load expansion of every string in a JSON value (object keys are not expanded).
-pub fn expand_settings_value(value: &mut serde_json::Value, env: &Env) {
+pub(crate) fn expand_settings_value(value: &mut serde_json::Value, env: &Env) {
     match value {
         serde_json::Value::String(s) => *s = expand_settings_str(s, env),
         serde_json::Value::Array(items) => {
@@ -63,7 +63,7 @@ pub fn expand_settings_value(value: &mut serde_json::Value, env: &Env) {
 /// may be anything (`${A.B}`). Replaced text is expanded again (chained values), a value that
 /// would expand to a text already seen falls back to its default (self-reference), and `\$`
 /// is a literal `$`. On Windows `%VAR%` is expanded first.
-pub fn expand_env_vars(s: &str, env: &Env) -> String {
+pub(crate) fn expand_env_vars(s: &str, env: &Env) -> String {
     let mut result = if cfg!(windows) {
         static PERCENT: LazyLock<Regex> = LazyLock::new(|| crate::literal::regex(r"%(\w+)%"));
         PERCENT
@@ -122,7 +122,7 @@ fn split_operator(expr: &str) -> (&str, Option<&'static str>, &str) {
 
 /// `security.environmentVariableRedaction` settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Redaction {
+pub(crate) struct Redaction {
     /// Redact at all (MCP stdio forces this on).
     pub enabled: bool,
     /// Names always kept (case-insensitive).
@@ -133,7 +133,7 @@ pub struct Redaction {
 
 impl Redaction {
     /// Read `security.environmentVariableRedaction` from merged settings.
-    pub fn from_settings(settings: &serde_json::Value) -> Self {
+    pub(crate) fn from_settings(settings: &serde_json::Value) -> Self {
         let r = &settings["security"]["environmentVariableRedaction"];
         let list = |k: &str| {
             r[k].as_array()
@@ -229,12 +229,12 @@ static SECRET_VALUES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
 });
 
 /// Whether a value has the shape of a credential (key material, tokens, credentials in URLs).
-pub fn value_looks_secret(value: &str) -> bool {
+pub(crate) fn value_looks_secret(value: &str) -> bool {
     SECRET_VALUES.iter().any(|r| r.is_match(value))
 }
 
 /// Whether a variable name suggests a secret (`TOKEN`, `KEY`, `AUTH`, ... anywhere in it).
-pub fn name_looks_secret(name: &str) -> bool {
+pub(crate) fn name_looks_secret(name: &str) -> bool {
     let upper = name.to_uppercase();
     SECRET_NAME_PARTS.iter().any(|p| upper.contains(p))
 }
@@ -270,7 +270,7 @@ fn should_redact(name: &str, value: &str, cfg: &Redaction, strict: bool) -> bool
 
 /// Gemini CLI's `sanitizeEnvironment`: the variables that may be passed on. With redaction
 /// disabled (and not in strict mode) everything is kept.
-pub fn sanitize_environment(env: &Env, cfg: &Redaction) -> Env {
+pub(crate) fn sanitize_environment(env: &Env, cfg: &Redaction) -> Env {
     let strict = strict(env);
     if !cfg.enabled && !strict {
         return env.clone();
@@ -283,7 +283,7 @@ pub fn sanitize_environment(env: &Env, cfg: &Redaction) -> Env {
 
 /// What `config/get` shows for an `env` or `headers` value: the value, unless the name or the
 /// value looks secret.
-pub fn display_value(name: &str, value: &str) -> String {
+pub(crate) fn display_value(name: &str, value: &str) -> String {
     let header_secret = matches!(
         name.to_ascii_lowercase().as_str(),
         "authorization" | "cookie" | "proxy-authorization"
@@ -300,12 +300,12 @@ pub fn display_value(name: &str, value: &str) -> String {
 }
 
 /// The placeholder shown instead of a secret.
-pub const REDACTED: &str = "[redacted]";
+pub(crate) const REDACTED: &str = "[redacted]";
 
 /// `text` with the user information of every URL in it (`http://user:password@host/`)
 /// replaced by [`REDACTED`]: a URL in a server's settings, status, events or error messages
 /// never shows a password.
-pub fn redact_urls(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn redact_urls(text: &str) -> std::borrow::Cow<'_, str> {
     static USERINFO: LazyLock<Regex> =
         LazyLock::new(|| crate::literal::regex(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s@]+@"));
     if !text.contains('@') {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// What reading a file gave.
 #[derive(Debug, Clone, PartialEq)]
-pub enum FileRead {
+pub(crate) enum FileRead {
     /// It does not exist.
     Missing,
     /// It parsed; the text is kept to locate later diagnostics.
@@ -39,7 +39,7 @@ fn options() -> ParseOptions {
 }
 
 /// A diagnostic about `file`.
-pub fn diagnostic(
+pub(crate) fn diagnostic(
     severity: Severity,
     file: &Path,
     pos: Option<(u32, u32)>,
@@ -56,11 +56,11 @@ pub fn diagnostic(
 
 /// The largest input file read (settings files are a few KiB; this bounds what a mistake,
 /// such as a log file or a link to `/dev/zero` where a settings file should be, can cost).
-pub const MAX_INPUT_FILE: u64 = 4 << 20;
+pub(crate) const MAX_INPUT_FILE: u64 = 4 << 20;
 
 /// Why an input file was not read.
 #[derive(Debug)]
-pub enum InputError {
+pub(crate) enum InputError {
     /// Not something to read: not a regular file, or too large (the message says which).
     Refused(String),
     /// Reading it failed.
@@ -71,7 +71,7 @@ pub enum InputError {
 /// [`MAX_INPUT_FILE`] bytes is read: a FIFO would block the reader until someone writes it,
 /// and a device or a huge file would take time and memory from every client. The read itself
 /// leaves the daemon's event loop (`block_in_place`) when it runs on one.
-pub fn read_input(path: &Path) -> Result<Option<String>, InputError> {
+pub(crate) fn read_input(path: &Path) -> Result<Option<String>, InputError> {
     let too_big = || {
         InputError::Refused(format!(
             "more than the {} MiB a settings file may have; it is not read",
@@ -109,7 +109,7 @@ pub fn read_input(path: &Path) -> Result<Option<String>, InputError> {
 }
 
 /// Read and parse `path`, which must hold a JSON object (see [`read_input`] for what is read).
-pub fn read_object(path: &Path) -> FileRead {
+pub(crate) fn read_object(path: &Path) -> FileRead {
     let failed =
         |message: String| FileRead::Failed(diagnostic(Severity::Error, path, None, message));
     let text = match read_input(path) {
@@ -144,7 +144,7 @@ fn kind_of(m: &std::fs::Metadata) -> &'static str {
 }
 
 /// Parse text that must hold one JSON object.
-pub fn parse_object(text: &str) -> Result<Value, (Option<(u32, u32)>, String)> {
+pub(crate) fn parse_object(text: &str) -> Result<Value, (Option<(u32, u32)>, String)> {
     let ast = parse_to_ast(text, &CollectOptions::default(), &options()).map_err(|e| {
         let pos = (to_u32(e.line_display()), to_u32(e.column_display()));
         (Some(pos), format!("invalid JSON: {}", e.kind()))
@@ -162,7 +162,7 @@ fn to_u32(n: usize) -> u32 {
 
 /// Line and column (1-based) of the property at `path` in `text`, or of the deepest part of
 /// the path that exists.
-pub fn position(text: &str, path: &[&str]) -> Option<(u32, u32)> {
+pub(crate) fn position(text: &str, path: &[&str]) -> Option<(u32, u32)> {
     let ast = parse_to_ast(text, &CollectOptions::default(), &options()).ok()?;
     let mut value = ast.value.as_ref()?;
     let mut offset = None;

@@ -142,7 +142,7 @@ const KNOWN_FIELDS: &[&str] = &[
 
 /// A problem with one entry: severity, the field it is about (if one), the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// Warning or error.
     pub severity: Severity,
     /// The field, when the problem is about one.
@@ -195,7 +195,7 @@ fn coerce_scalars(value: &mut Value) {
 }
 
 /// Parse and validate one entry.
-pub fn parse_server(name: &str, value: &Value) -> (Option<McpServerConfig>, Vec<Problem>) {
+pub(crate) fn parse_server(name: &str, value: &Value) -> (Option<McpServerConfig>, Vec<Problem>) {
     let mut problems = Vec::new();
     let Value::Object(map) = value else {
         let message = format!("MCP server \"{name}\" must be an object");
@@ -275,7 +275,7 @@ pub fn parse_server(name: &str, value: &Value) -> (Option<McpServerConfig>, Vec<
 /// and `${VAR}` (missing: empty) and take `\x` as `x`. What shell-quote returns as something
 /// other than a word (an operator such as `&&`, `|`, `;`, `>`, a glob, a `#` comment) is an
 /// error, as it is in the reference.
-pub fn server_command(line: &str, env: &super::env::Env) -> Result<Vec<String>, String> {
+pub(crate) fn server_command(line: &str, env: &super::env::Env) -> Result<Vec<String>, String> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut in_word = false;

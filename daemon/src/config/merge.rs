@@ -46,7 +46,7 @@ fn strategy(path: &str) -> Strategy {
 }
 
 /// Merge `layers` in order; later layers win.
-pub fn merge_all<'a>(layers: impl IntoIterator<Item = &'a Value>) -> Value {
+pub(crate) fn merge_all<'a>(layers: impl IntoIterator<Item = &'a Value>) -> Value {
     merge_with(layers, &strategy)
 }
 

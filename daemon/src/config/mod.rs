@@ -5,15 +5,15 @@
 //! The loader remembers each file's last good contents, so a file that stops parsing (an editor
 //! mid-save, a typo) keeps its previous contents in effect while the error is reported.
 
-pub mod diff;
-pub mod enablement;
-pub mod env;
-pub mod files;
-pub mod mcp;
-pub mod merge;
-pub mod ops;
-pub mod trust;
-pub mod write;
+pub(crate) mod diff;
+pub(crate) mod enablement;
+pub(crate) mod env;
+pub(crate) mod files;
+pub(crate) mod mcp;
+pub(crate) mod merge;
+pub(crate) mod ops;
+pub(crate) mod trust;
+pub(crate) mod write;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;

@@ -13,7 +13,7 @@ use super::{ConfigPaths, enablement, mcp, trust};
 
 /// Why a configuration operation was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum OpError {
+pub(crate) enum OpError {
     /// The request breaks a rule (the message says which, in the reference's words).
     #[error("{0}")]
     Refused(String),
@@ -35,7 +35,7 @@ fn canonical_dir(raw: &str) -> Result<PathBuf, OpError> {
 }
 
 /// `trust/get`.
-pub fn trust_get(
+pub(crate) fn trust_get(
     paths: &ConfigPaths,
     raw: &str,
     folder_trust: bool,
@@ -54,7 +54,7 @@ pub fn trust_get(
 }
 
 /// `trust/set`: write or remove the rule for a directory (0600, atomic).
-pub fn trust_set(
+pub(crate) fn trust_set(
     paths: &ConfigPaths,
     raw: &str,
     level: Option<TrustLevel>,
@@ -76,7 +76,7 @@ pub fn trust_set(
 }
 
 /// The settings file a write scope means for `workspace`.
-pub fn scope_file(
+pub(crate) fn scope_file(
     paths: &ConfigPaths,
     workspace: &Path,
     scope: WriteScope,
@@ -92,7 +92,7 @@ pub fn scope_file(
 }
 
 /// `mcp/add`: validate the entry and write it into the scope's settings file.
-pub fn mcp_add(
+pub(crate) fn mcp_add(
     paths: &ConfigPaths,
     workspace: &Path,
     scope: WriteScope,
@@ -123,7 +123,7 @@ pub fn mcp_add(
 }
 
 /// `mcp/remove`.
-pub fn mcp_remove(
+pub(crate) fn mcp_remove(
     paths: &ConfigPaths,
     workspace: &Path,
     scope: WriteScope,
@@ -140,7 +140,7 @@ pub fn mcp_remove(
 
 /// Persistent enable/disable in `mcp-server-enablement.json`: disable writes
 /// `{"<name>": {"enabled": false}}`, enable deletes the key.
-pub fn set_enabled(paths: &ConfigPaths, name: &str, enabled: bool) -> Result<(), OpError> {
+pub(crate) fn set_enabled(paths: &ConfigPaths, name: &str, enabled: bool) -> Result<(), OpError> {
     let file = &paths.enablement;
     let text = read_text(file)?;
     let key = enablement::normalize(name);

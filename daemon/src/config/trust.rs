@@ -5,21 +5,21 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use geminid_protocol::config::TrustLevel;
+pub(crate) use geminid_protocol::config::TrustLevel;
 use geminid_protocol::config::{Diagnostic, TrustInfo};
 
 use super::files::{FileRead, diagnostic, read_object};
 
 /// The rules of `trustedFolders.json`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TrustRules {
+pub(crate) struct TrustRules {
     /// Path as written → level.
     pub rules: BTreeMap<String, TrustLevel>,
 }
 
 /// Load the rules; a missing file is no rules, a broken one is no rules plus a diagnostic.
 /// (The daemon's reads go through the loader, which keeps a broken file's last good rules.)
-pub fn load(path: &Path) -> (TrustRules, Option<Diagnostic>) {
+pub(crate) fn load(path: &Path) -> (TrustRules, Option<Diagnostic>) {
     match read_object(path) {
         FileRead::Missing => (TrustRules::default(), None),
         FileRead::Failed(d) => (TrustRules::default(), Some(untrusting(d))),
@@ -34,7 +34,7 @@ pub fn load(path: &Path) -> (TrustRules, Option<Diagnostic>) {
 }
 
 /// The rules a parsed `trustedFolders.json` holds, or why it holds none.
-pub fn rules_from(value: serde_json::Value) -> Result<TrustRules, String> {
+pub(crate) fn rules_from(value: serde_json::Value) -> Result<TrustRules, String> {
     serde_json::from_value(value).map(|rules| TrustRules { rules }).map_err(|e| {
         format!("{e}; values must be \"TRUST_FOLDER\", \"TRUST_PARENT\" or \"DO_NOT_TRUST\"")
     })
@@ -56,7 +56,7 @@ fn normalize(p: &Path) -> PathBuf {
 
 /// Whether `location` is trusted. `folder_trust_enabled` is `security.folderTrust.enabled`;
 /// `env_override` is `GEMINI_CLI_TRUST_WORKSPACE` from the session's environment.
-pub fn decide(
+pub(crate) fn decide(
     rules: &TrustRules,
     location: &Path,
     folder_trust_enabled: bool,

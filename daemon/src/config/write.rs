@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// Why a file could not be written.
 #[derive(Debug, thiserror::Error)]
-pub enum WriteError {
+pub(crate) enum WriteError {
     /// The file exists but does not parse: refuse rather than lose what is in it.
     #[error("{}: {message}; fix the file first (nothing was written)", path.display())]
     Unparsable {
@@ -30,7 +30,7 @@ pub enum WriteError {
 }
 
 /// Write `text` to `path` atomically. A symlink is followed, so the link stays a link.
-pub fn atomic_write(path: &Path, text: &str, mode: Option<u32>) -> Result<(), WriteError> {
+pub(crate) fn atomic_write(path: &Path, text: &str, mode: Option<u32>) -> Result<(), WriteError> {
     let io = |source| WriteError::Io { path: path.to_path_buf(), source };
     let target = match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).map_err(io)?,
@@ -74,7 +74,7 @@ fn to_input(v: &Value) -> CstInputValue {
 
 /// Set (or with `None`, remove) `key` inside the object at `parent` in a settings text,
 /// keeping everything else as written. Returns the new text and whether the key was there.
-pub fn edit_settings(
+pub(crate) fn edit_settings(
     path: &Path,
     text: &str,
     parent: &str,
@@ -108,7 +108,7 @@ pub fn edit_settings(
 
 /// Read a file's text before changing it; a missing file is empty. What the reader refuses (a
 /// FIFO, a device, a file over the size limit) is refused here too, and nothing is written.
-pub fn read_text(path: &Path) -> Result<String, WriteError> {
+pub(crate) fn read_text(path: &Path) -> Result<String, WriteError> {
     match super::files::read_input(path) {
         Ok(Some(t)) => Ok(t),
         Ok(None) => Ok(String::new()),

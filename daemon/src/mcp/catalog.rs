@@ -212,7 +212,7 @@ fn tool_problem(t: &Value) -> Option<&'static str> {
 }
 
 /// List everything the server's capabilities announce, following every pagination cursor.
-pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) -> Catalog {
+pub(crate) async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) -> Catalog {
     let info = peer.peer_info();
     let caps = info.as_ref().map(|i| i.capabilities.clone()).unwrap_or_default();
     let instructions = info.as_ref().and_then(|i| i.instructions.clone());
@@ -268,10 +268,10 @@ pub async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Duration) 
 }
 
 /// A tool's input schema, compiled; or why it could not be (calls then go unvalidated).
-pub type Validation = Result<jsonschema::Validator, String>;
+pub(crate) type Validation = Result<jsonschema::Validator, String>;
 
 /// Compile a tool's input schema (once per catalog: see [`discover`]).
-pub fn compile(schema: Option<&serde_json::Value>) -> Validation {
+pub(crate) fn compile(schema: Option<&serde_json::Value>) -> Validation {
     let Some(schema) = schema else { return Err("the tool has no input schema".into()) };
     let draft = if schema["$schema"] == "https://json-schema.org/draft/2020-12/schema" {
         jsonschema::Draft::Draft202012
@@ -282,7 +282,10 @@ pub fn compile(schema: Option<&serde_json::Value>) -> Validation {
 }
 
 /// Check arguments against a compiled schema: `Err` names the first failing path.
-pub fn check_args(v: &jsonschema::Validator, args: &serde_json::Value) -> Result<(), String> {
+pub(crate) fn check_args(
+    v: &jsonschema::Validator,
+    args: &serde_json::Value,
+) -> Result<(), String> {
     match v.iter_errors(args).next() {
         None => Ok(()),
         Some(e) => {

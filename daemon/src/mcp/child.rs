@@ -18,7 +18,7 @@ use crate::store::{ChildRecord, Store};
 
 /// A running stdio child. Dropping it kills its whole process group.
 #[derive(Debug)]
-pub struct StdioChild {
+pub(crate) struct StdioChild {
     child: Child,
     /// Its pid (and process group id: it leads its own group).
     pub pid: u32,
@@ -28,11 +28,11 @@ pub struct StdioChild {
 }
 
 /// The MCP side of a child: its stdout (tapped for stray lines) and its stdin.
-pub type StdioPipes = (StdoutTap, ChildStdin);
+pub(crate) type StdioPipes = (StdoutTap, ChildStdin);
 
 /// Where a child is started and how it is recorded.
 #[derive(Debug, Clone, Copy)]
-pub struct SpawnContext<'a> {
+pub(crate) struct SpawnContext<'a> {
     /// The server's name (for records and messages).
     pub server: &'a str,
     /// Its identity (recorded, see `ChildRecord::identity`).
@@ -44,7 +44,7 @@ pub struct SpawnContext<'a> {
 }
 
 /// Spawn `command` with exactly `env`, in its own process group, and record its pid.
-pub async fn spawn(
+pub(crate) async fn spawn(
     command: &str,
     args: &[String],
     env: &BTreeMap<String, String>,
@@ -137,7 +137,7 @@ enum Line {
 /// copy; lines that cannot be JSON-RPC (not starting with `{` or `[`, like a start-up banner)
 /// are also written to the server's log. rmcp skips them itself.
 #[derive(Debug)]
-pub struct StdoutTap {
+pub(crate) struct StdoutTap {
     inner: ChildStdout,
     log: Arc<ServerLog>,
     lines: LineFilter,
@@ -209,7 +209,7 @@ impl AsyncRead for StdoutTap {
 }
 
 /// How a child ended, in words.
-pub fn describe_exit(status: ExitStatus) -> String {
+pub(crate) fn describe_exit(status: ExitStatus) -> String {
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
@@ -226,7 +226,7 @@ pub fn describe_exit(status: ExitStatus) -> String {
 
 impl StdioChild {
     /// Wait for the child to exit.
-    pub async fn wait(&mut self) -> String {
+    pub(crate) async fn wait(&mut self) -> String {
         match self.child.wait().await {
             Ok(status) => describe_exit(status),
             Err(e) => format!("could not be waited for: {e}"),
@@ -234,20 +234,20 @@ impl StdioChild {
     }
 
     /// Wait (up to `limit`) until everything the child wrote to stderr is in the log.
-    pub async fn stderr_drained(&mut self, limit: Duration) {
+    pub(crate) async fn stderr_drained(&mut self, limit: Duration) {
         if let Some(rx) = self.stderr_closed.take() {
             let _ = tokio::time::timeout(limit, rx).await;
         }
     }
 
     /// Whether it has exited (without waiting), and how.
-    pub fn try_exit(&mut self) -> Option<String> {
+    pub(crate) fn try_exit(&mut self) -> Option<String> {
         self.child.try_wait().ok().flatten().map(describe_exit)
     }
 
     /// Stop the whole process group: SIGTERM, `grace`, SIGKILL; always reaped. Also run after
     /// the leader died by itself, for anything it left in its group.
-    pub async fn stop(mut self, grace: Duration) -> String {
+    pub(crate) async fn stop(mut self, grace: Duration) -> String {
         let how = if let Some(done) = self.try_exit() {
             done
         } else {
@@ -298,7 +298,7 @@ impl Drop for StdioChild {
 
 /// The signals geminid sends.
 #[derive(Debug, Clone, Copy)]
-pub enum Signal {
+pub(crate) enum Signal {
     /// Ask to stop.
     Term,
     /// Force.
@@ -307,7 +307,7 @@ pub enum Signal {
 
 /// Signal process group `pgid`.
 #[cfg(unix)]
-pub fn signal_group(pgid: u32, sig: Signal) {
+pub(crate) fn signal_group(pgid: u32, sig: Signal) {
     use nix::sys::signal::{Signal as S, killpg};
     let Ok(raw) = i32::try_from(pgid) else { return };
     if raw <= 1 {
@@ -322,7 +322,7 @@ pub fn signal_group(pgid: u32, sig: Signal) {
 
 /// Whether any process is left in group `pgid`.
 #[cfg(unix)]
-pub fn group_alive(pgid: u32) -> bool {
+pub(crate) fn group_alive(pgid: u32) -> bool {
     let Ok(raw) = i32::try_from(pgid) else { return false };
     raw > 1 && nix::sys::signal::killpg(nix::unistd::Pid::from_raw(raw), None).is_ok()
 }
@@ -339,7 +339,7 @@ pub fn group_alive(_pgid: u32) -> bool {
 
 /// A process's start time (clock ticks since boot, `/proc/PID/stat` field 22): with the pid,
 /// it tells a process apart from a later one that reused the pid.
-pub fn start_time(pid: u32) -> Option<u64> {
+pub(crate) fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may contain spaces and parentheses: skip past the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];

@@ -23,14 +23,14 @@ use crate::store::Store;
 
 /// What the supervisor hears from a connected server besides answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Notice {
+pub(crate) enum Notice {
     /// tools, prompts or resources changed.
     ListChanged,
 }
 
 /// geminid's side of an MCP connection.
 #[derive(Debug, Clone)]
-pub struct Handler {
+pub(crate) struct Handler {
     notices: mpsc::Sender<Notice>,
     sup: std::sync::Weak<dyn super::server::Observer>,
     /// The server's identity: progress tokens are only unique per connection.
@@ -76,7 +76,7 @@ impl ClientHandler for Handler {
 }
 
 /// A live connection.
-pub struct Running {
+pub(crate) struct Running {
     /// For requests.
     pub peer: Peer<RoleClient>,
     /// The transport that connected.
@@ -91,7 +91,7 @@ pub struct Running {
 
 /// Why a connection attempt failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConnectError {
+pub(crate) enum ConnectError {
     /// The server answered 401: retrying without new credentials is pointless.
     NeedsAuth(String),
     /// Anything else; worth another attempt later. The message does not name the server (the
@@ -109,7 +109,7 @@ impl std::fmt::Display for ConnectError {
 
 /// One connection attempt.
 #[derive(Debug, Clone)]
-pub struct Attempt<'a> {
+pub(crate) struct Attempt<'a> {
     /// The server's name.
     pub name: &'a str,
     /// Its identity.
@@ -131,7 +131,7 @@ pub struct Attempt<'a> {
 }
 
 /// Connect and complete the handshake within the attempt's timeout.
-pub async fn connect(
+pub(crate) async fn connect(
     attempt: Attempt<'_>,
     notices: mpsc::Sender<Notice>,
 ) -> Result<Running, ConnectError> {
@@ -295,7 +295,7 @@ async fn sse(
 /// An error and its sources, joined; a transport error inside an initialize error is followed
 /// into (rmcp does not expose it as a source). rmcp's wrappers, whose text names generic
 /// transport types, are replaced by what failed.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     for err in chain(e) {
         let text =

@@ -9,11 +9,11 @@ use tokio::sync::broadcast;
 use crate::clock;
 
 /// Lines kept per server.
-pub const LOG_MAX_LINES: usize = 1000;
+pub(crate) const LOG_MAX_LINES: usize = 1000;
 /// Bytes kept per server (text only).
-pub const LOG_MAX_BYTES: usize = 256 * 1024;
+pub(crate) const LOG_MAX_BYTES: usize = 256 * 1024;
 /// One line is cut at this many bytes.
-pub const LOG_MAX_LINE: usize = 4096;
+pub(crate) const LOG_MAX_LINE: usize = 4096;
 /// Followers that fall this far behind miss lines (and are told how many).
 const FOLLOW_BUFFER: usize = 256;
 

@@ -15,19 +15,19 @@
 //! What a session sees of the servers (names, filters, the tool table) is [`crate::catalog`]'s;
 //! how a call goes through policy and hooks is [`crate::calls`]'s.
 
-pub mod catalog;
-pub mod child;
-pub mod connect;
-pub mod log;
-pub mod orphans;
-pub mod request;
-pub mod server;
-pub mod spec;
-pub mod sse;
-pub mod status;
-pub mod stdio;
-pub mod supervisor;
-pub mod task;
+pub(crate) mod catalog;
+pub(crate) mod child;
+pub(crate) mod connect;
+pub(crate) mod log;
+pub(crate) mod orphans;
+pub(crate) mod request;
+pub(crate) mod server;
+pub(crate) mod spec;
+pub(crate) mod sse;
+pub(crate) mod status;
+pub(crate) mod stdio;
+pub(crate) mod supervisor;
+pub(crate) mod task;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;

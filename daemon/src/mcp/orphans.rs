@@ -11,7 +11,7 @@ use crate::store::{ChildRecord, Store};
 
 /// What happened to one recorded child.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// It was still running and was stopped.
     Stopped,
     /// Its leader was gone but members of its process group were left; they were stopped.
@@ -66,12 +66,12 @@ impl Held {
 }
 
 /// The recorded children left by an earlier daemon.
-pub fn left_behind(store: &Store) -> Vec<ChildRecord> {
+pub(crate) fn left_behind(store: &Store) -> Vec<ChildRecord> {
     store.children().into_iter().filter(|r| r.daemon_pid != std::process::id()).collect()
 }
 
 /// Stop `rec`'s child if it is still the one recorded, and forget the record.
-pub async fn clean(store: &Store, rec: &ChildRecord, grace: Duration) -> Outcome {
+pub(crate) async fn clean(store: &Store, rec: &ChildRecord, grace: Duration) -> Outcome {
     let outcome = clean_one(rec, grace).await;
     if let Err(e) = store.remove_child(rec.pid) {
         tracing::warn!(pid = rec.pid, error = %e, "could not forget a child record");

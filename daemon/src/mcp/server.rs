@@ -107,7 +107,7 @@ pub struct Server {
 }
 
 /// The transport listed for a spec before it connects.
-pub fn planned_transport(spec: &LaunchSpec) -> Wire {
+pub(crate) fn planned_transport(spec: &LaunchSpec) -> Wire {
     match spec {
         LaunchSpec::Stdio { .. } => Wire::Stdio,
         LaunchSpec::Network { kind: Network::Sse, .. } => Wire::Sse,

@@ -22,7 +22,7 @@ use crate::config::mcp::{McpServerConfig, TransportType};
 /// Variables that differ between two shells of the same user and mean nothing to a server
 /// (working directory, shell depth, terminal size and ids, per-connection SSH and TTY names).
 /// They are removed from a stdio child's inherited environment.
-pub const VOLATILE_ENV: &[&str] = &[
+pub(crate) const VOLATILE_ENV: &[&str] = &[
     "PWD",
     "OLDPWD",
     "SHLVL",
@@ -92,7 +92,7 @@ pub enum LaunchSpec {
 
 /// Why a server cannot be launched for a session.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ResolveError {
+pub(crate) enum ResolveError {
     /// stdio servers need a trusted folder (the reference's message).
     #[error(
         "MCP server '{0}' uses stdio transport but current folder is not trusted. Use `gemctl trust` to enable it."
@@ -107,7 +107,7 @@ pub enum ResolveError {
 /// `workspace`. `redaction` is the `security.environmentVariableRedaction` setting; for stdio
 /// children redaction is forced on, as in Gemini CLI. A stdio server without `cwd` runs in
 /// `default_cwd` (see [`default_cwd`]).
-pub fn resolve(
+pub(crate) fn resolve(
     name: &str,
     config: &McpServerConfig,
     env: &Env,
@@ -216,7 +216,7 @@ fn is_executable(path: &Path) -> bool {
 /// user- and system-scope servers in the user's home directory, so that sessions in different
 /// workspaces can share them. Servers that need the workspace should get it from MCP roots or
 /// an explicit `cwd`.
-pub fn default_cwd(scope: Scope, workspace: &Path, env: &Env) -> Option<PathBuf> {
+pub(crate) fn default_cwd(scope: Scope, workspace: &Path, env: &Env) -> Option<PathBuf> {
     match scope {
         Scope::Workspace => Some(workspace.to_path_buf()),
         _ => env.get("HOME").filter(|h| Path::new(h).is_absolute()).map(PathBuf::from),
@@ -236,7 +236,7 @@ impl LaunchSpec {
 /// `text` with the URL `spec` reaches written as `shown` (the URL as written in the
 /// settings): the expanded URL may carry a secret a variable holds (`?key=${TOKEN}`), and
 /// HTTP errors quote it.
-pub fn scrub(text: &str, spec: &LaunchSpec, shown: &str) -> String {
+pub(crate) fn scrub(text: &str, spec: &LaunchSpec, shown: &str) -> String {
     let LaunchSpec::Network { url, .. } = spec else { return text.to_owned() };
     if url == shown {
         return text.to_owned();

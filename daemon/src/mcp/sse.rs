@@ -20,7 +20,7 @@ const INBOX: usize = 64;
 
 /// What can go wrong with an SSE server.
 #[derive(Debug, thiserror::Error)]
-pub enum SseError {
+pub(crate) enum SseError {
     /// The URL or a header cannot be used.
     #[error("{0}")]
     Invalid(String),
@@ -42,14 +42,14 @@ pub enum SseError {
 
 impl SseError {
     /// Whether the server asked for credentials.
-    pub fn is_unauthorized(&self) -> bool {
+    pub(crate) fn is_unauthorized(&self) -> bool {
         matches!(self, Self::Status { status: 401, .. })
     }
 }
 
 /// A connected legacy SSE session.
 #[derive(Debug)]
-pub struct SseTransport {
+pub(crate) struct SseTransport {
     http: reqwest::Client,
     endpoint: Url,
     headers: HeaderMap,
@@ -58,7 +58,7 @@ pub struct SseTransport {
 }
 
 /// Turn configured headers into a header map.
-pub fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, String> {
+pub(crate) fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, String> {
     let mut map = HeaderMap::new();
     for (k, v) in headers {
         let name = HeaderName::try_from(k.as_str())
@@ -72,7 +72,7 @@ pub fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, Strin
 
 impl SseTransport {
     /// Open the event stream at `url` and wait for the `endpoint` event.
-    pub async fn connect(
+    pub(crate) async fn connect(
         http: reqwest::Client,
         url: &str,
         headers: HeaderMap,

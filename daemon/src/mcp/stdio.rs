@@ -36,7 +36,7 @@ type Writer<W> = FramedWrite<W, JsonRpcMessageCodec<TxJsonRpcMessage<RoleClient>
 
 /// An MCP client transport over a child's stdout (`R`) and stdin (`W`).
 #[derive(Debug)]
-pub struct StdioTransport<R, W> {
+pub(crate) struct StdioTransport<R, W> {
     read: BufReader<R>,
     line: Vec<u8>,
     max_line: usize,
@@ -131,12 +131,12 @@ struct Answer<'a> {
 
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioTransport<R, W> {
     /// A transport reading lines of up to rmcp's default limit.
-    pub fn new(read: R, write: W) -> Self {
+    pub(crate) fn new(read: R, write: W) -> Self {
         Self::with_max_line(read, write, DEFAULT_MAX_LINE_LENGTH)
     }
 
     /// A transport that skips (and logs) lines longer than `max_line` bytes.
-    pub fn with_max_line(read: R, write: W, max_line: usize) -> Self {
+    pub(crate) fn with_max_line(read: R, write: W, max_line: usize) -> Self {
         Self {
             read: BufReader::new(read),
             line: Vec::new(),
@@ -155,7 +155,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioTransport<R, W> {
     }
 
     /// Say what the server does wrong in `log` too (not only in the daemon's log).
-    pub fn with_log(mut self, log: Arc<ServerLog>) -> Self {
+    pub(crate) fn with_log(mut self, log: Arc<ServerLog>) -> Self {
         self.log = Some(log);
         self
     }

@@ -5,9 +5,9 @@
 
 use std::fmt;
 
-pub mod store;
+pub(crate) mod store;
 
-pub use store::{Backend, SecretStore, SecretsError};
+pub(crate) use store::SecretStore;
 
 /// A value that prints as `[redacted]`.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
@@ -50,7 +50,7 @@ impl<T> fmt::Display for Secret<T> {
 
 /// Serialize a secret's value, for `#[serde(serialize_with = "expose")]` where a structure
 /// is hashed (a server's identity) and never shown.
-pub fn expose<T: serde::Serialize, S: serde::Serializer>(
+pub(crate) fn expose<T: serde::Serialize, S: serde::Serializer>(
     secret: &Secret<T>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {

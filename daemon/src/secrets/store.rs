@@ -18,10 +18,10 @@ use std::sync::{Mutex, OnceLock};
 use super::Secret;
 
 /// The keyring service every entry is stored under.
-pub const SERVICE: &str = "geminid";
+pub(crate) const SERVICE: &str = "geminid";
 
 /// The fallback file's name in the data directory.
-pub const FILE_NAME: &str = "secrets.json";
+pub(crate) const FILE_NAME: &str = "secrets.json";
 
 /// Why a secret could not be read or written.
 #[derive(Debug, thiserror::Error)]

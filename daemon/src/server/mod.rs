@@ -1,7 +1,7 @@
 //! The accept loop: one jsonrpsee service per accepted local-socket connection (HTTP/1.1 with
 //! WebSocket upgrade), a connection limit, a peer check, and graceful shutdown.
 
-pub mod listen;
+pub(crate) mod listen;
 
 use std::sync::Arc;
 use std::time::Duration;

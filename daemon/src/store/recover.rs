@@ -17,7 +17,7 @@ use super::{Open, SESSION_PREFIX, StoreError};
 use crate::clock;
 
 /// The manifest's file name, in the database directory.
-pub const MANIFEST: &str = "geminid.db.manifest";
+pub(super) const MANIFEST: &str = "geminid.db.manifest";
 
 /// The files and directories sled keeps in its directory.
 fn is_sled_file(name: &str) -> bool {
@@ -66,7 +66,7 @@ impl Damage {
 const ROOM_TO_OPEN: u64 = 2 * 512 * 1024;
 
 /// Whether the disk holding `dir` has room for sled to open.
-pub fn has_room(dir: &Path) -> bool {
+pub(super) fn has_room(dir: &Path) -> bool {
     #[cfg(unix)]
     {
         match nix::sys::statvfs::statvfs(dir) {
@@ -88,7 +88,7 @@ pub fn has_room(dir: &Path) -> bool {
 }
 
 /// Write the manifest atomically (a new file renamed over the old one), owner-only.
-pub fn write_manifest(dir: &Path, sessions: usize) -> std::io::Result<()> {
+pub(super) fn write_manifest(dir: &Path, sessions: usize) -> std::io::Result<()> {
     let path = dir.join(MANIFEST);
     let tmp = dir.join(format!("{MANIFEST}.tmp"));
     let body = serde_json::to_vec(&Manifest { v: 1, sessions }).map_err(std::io::Error::other)?;
