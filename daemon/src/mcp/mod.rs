@@ -1,18 +1,19 @@
 //! The MCP client: one owner for every server the sessions need (DESIGN "Shared servers").
 //!
-//! - [`spec`] resolves a session's entry into a launch spec and its identity;
-//! - [`Supervisor`] ([`supervisor`]) keeps one [`server::Server`] per identity,
+//! - `spec` resolves a session's entry into a launch spec and its identity;
+//! - [`Supervisor`] (`supervisor`) keeps one `server::Server` per identity,
 //!   reference-counted by the sessions that need it (started on `mcp/start` or a call,
 //!   released when the session's last connection goes, stopped after a linger);
-//! - [`status`] answers `mcp/listServers` from memory;
-//! - [`request`] makes one request to a server (a tool call, a prompt, a read), failing at once
+//! - `status` answers `mcp/listServers` from memory;
+//! - `request` makes one request to a server (a tool call, a prompt, a read), failing at once
 //!   when the server dies meanwhile;
-//! - [`server`] is the per-server task and state machine (backoff, crash-loop, needs-auth),
-//!   reporting up through [`server::Observer`]; [`catalog`] is what a server listed;
-//! - [`connect`], [`child`], [`stdio`] and [`sse`] are the transports; [`orphans`] cleans up
-//!   after a daemon that was killed; [`log`] keeps each server's stderr and events.
+//! - `server` is a server's shared state, and `task` the state machine behind it (backoff,
+//!   crash-loop, needs-auth), reporting up through `server::Observer`; `catalog` is what a
+//!   server listed;
+//! - `connect`, `child`, `stdio` and `sse` are the transports; `orphans` cleans up after a
+//!   daemon that was killed; `log` keeps each server's stderr and events.
 //!
-//! What a session sees of the servers (names, filters, the tool table) is [`crate::catalog`]'s;
+//! What a session sees of the servers (names, filters, the tool table) is `crate::catalog`'s;
 //! how a call goes through policy and hooks is [`crate::calls`]'s.
 
 pub(crate) mod catalog;
