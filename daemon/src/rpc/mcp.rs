@@ -48,17 +48,7 @@ impl Handler {
     }
 
     pub(super) async fn start(&self, p: StartParams) -> RpcResult<ListServersResult> {
-        self.core.start_servers(&p.session).map_err(rpc_error)?;
-        if p.wait {
-            self.core.mcp.settle(&p.session).await;
-        }
-        let result = self.core.list_servers(&p.session).map_err(rpc_error)?;
-        // Servers are needed while someone is attached; a start for a session nobody is
-        // attached to only lasts the linger period.
-        if self.core.sessions.get(&p.session).map_err(rpc_error)?.attached_connections == 0 {
-            self.core.mcp.release_session(&p.session);
-        }
-        Ok(result)
+        self.core.start(&p.session, p.wait).await.map_err(rpc_error)
     }
 
     pub(super) async fn restart(&self, p: ServerParams) -> RpcResult<ServerStatus> {

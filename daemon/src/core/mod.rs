@@ -1,5 +1,7 @@
 //! The daemon's core: everything it owns, constructible without a socket.
 
+pub(crate) mod settings;
+
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -246,6 +248,26 @@ impl Core {
         let env = self.session_env(session);
         self.mcp.sync(SessionView { id: session, config: &config, env: &env }, &[]);
         Ok(())
+    }
+
+    /// `mcp/start`: the session needs its servers; with `wait`, until each has connected or
+    /// failed its first attempt. Servers are needed while someone is attached: a start for a
+    /// session nobody is attached to only lasts the linger period.
+    pub async fn start(
+        &self,
+        session: &str,
+        wait: bool,
+    ) -> Result<geminid_protocol::mcp::ListServersResult, SessionError> {
+        self.start_servers(session)?;
+        if wait {
+            self.mcp.settle(session).await;
+        }
+        let result = self.list_servers(session)?;
+        if self.sessions.get(session)?.attached_connections == 0 {
+            self.mcp.release_session(session);
+            self.catalog.forget(session);
+        }
+        Ok(result)
     }
 
     /// A session's servers as `mcp/listServers` shows them; starts nothing.

@@ -1,0 +1,166 @@
+//! Changes to Gemini CLI's files through the daemon (`config/*`, `trust/*`, `mcp/add`,
+//! `mcp/remove`, `mcp/enable`, `mcp/disable`): each applied before it is answered, so the
+//! caller's next request sees it.
+
+use geminid_protocol::config::{
+    BlockReason, EffectiveConfig, McpAddResult, McpEnableResult, McpRemoveResult, TrustGetResult,
+    TrustLevel, TrustSetResult, WriteScope,
+};
+use serde_json::Value;
+
+use super::Core;
+use crate::config::enablement;
+use crate::config::ops::{self, OpError};
+use crate::session::SessionError;
+
+/// Why a change to the configuration was not made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ChangeError {
+    /// The session is unknown (or its record could not be read).
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The change breaks a rule, or its file could not be written.
+    #[error(transparent)]
+    Op(#[from] OpError),
+    /// No configured server has that name.
+    #[error("{0}")]
+    NoSuchServer(String),
+}
+
+impl Core {
+    fn workspace(&self, session: &str) -> Result<std::path::PathBuf, SessionError> {
+        Ok(self.sessions.record(session)?.workspace.into())
+    }
+
+    /// A settings or trust file was just written: apply it before answering (the watcher's
+    /// reload would come only a moment later, and comes anyway).
+    async fn written(&self, session: Option<&str>, reason: &str) {
+        if let Err(e) = self.reload_config(session, reason).await {
+            tracing::warn!(reason, error = %e, "could not apply the written file at once");
+        }
+    }
+
+    /// `config/get`: as written (an expanded `$TOKEN` never comes back to a client), or with
+    /// `show_secrets`, as used, nothing redacted (asked for by the user at a terminal).
+    pub(crate) fn config_view(
+        &self,
+        session: &str,
+        show_secrets: bool,
+    ) -> Result<EffectiveConfig, SessionError> {
+        let e = self.effective(session)?;
+        if !show_secrets {
+            return Ok(EffectiveConfig { settings: e.shown_settings, ..e.public });
+        }
+        tracing::info!(session, "config/get: secrets shown, as the client asked");
+        let mut public = e.public;
+        for entry in &mut public.mcp_servers {
+            if let Some(used) = e.servers.get(&entry.name)
+                && let Ok(config) = serde_json::to_value(&used.config)
+            {
+                entry.config = config;
+            }
+        }
+        Ok(public)
+    }
+
+    /// Whether folder trust is on, as the daemon's own settings say (a session's environment
+    /// can still override it per session).
+    fn folder_trust_enabled(&self) -> bool {
+        let home = self.config.paths().home.clone();
+        let e = self.config.effective(&home, &Default::default(), &Default::default());
+        e.public
+            .settings
+            .pointer("/security/folderTrust/enabled")
+            .and_then(Value::as_bool)
+            .unwrap_or(true)
+    }
+
+    /// `trust/get`.
+    pub(crate) fn trust_get(&self, path: &str) -> Result<TrustGetResult, ChangeError> {
+        Ok(ops::trust_get(self.config.paths(), path, self.folder_trust_enabled())?)
+    }
+
+    /// `trust/set`.
+    pub(crate) async fn trust_set(
+        &self,
+        path: &str,
+        level: Option<TrustLevel>,
+    ) -> Result<TrustSetResult, ChangeError> {
+        let r = ops::trust_set(self.config.paths(), path, level)?;
+        self.written(None, "trust/set").await;
+        Ok(r)
+    }
+
+    /// `mcp/add`.
+    pub(crate) async fn mcp_add(
+        &self,
+        session: &str,
+        scope: WriteScope,
+        name: &str,
+        config: &Value,
+    ) -> Result<McpAddResult, ChangeError> {
+        let ws = self.workspace(session)?;
+        let r = ops::mcp_add(self.config.paths(), &ws, scope, name, config)?;
+        self.written(Some(session), "mcp/add").await;
+        Ok(r)
+    }
+
+    /// `mcp/remove`.
+    pub(crate) async fn mcp_remove(
+        &self,
+        session: &str,
+        scope: WriteScope,
+        name: &str,
+    ) -> Result<McpRemoveResult, ChangeError> {
+        let ws = self.workspace(session)?;
+        let r = ops::mcp_remove(self.config.paths(), &ws, scope, name)?;
+        self.written(Some(session), "mcp/remove").await;
+        Ok(r)
+    }
+
+    /// `mcp/enable` and `mcp/disable`: in `mcp-server-enablement.json`, or for the session
+    /// only (stored with it). Enabling also clears a session-only disable, as `/mcp enable`
+    /// does; a server the allowlist or excludelist blocks cannot be enabled.
+    pub(crate) async fn set_enabled(
+        &self,
+        session: &str,
+        name: &str,
+        enabled: bool,
+        session_only: bool,
+    ) -> Result<McpEnableResult, ChangeError> {
+        let effective = self.effective(session)?;
+        let key = enablement::normalize(name);
+        let Some(entry) =
+            effective.public.mcp_servers.iter().find(|s| enablement::normalize(&s.name) == key)
+        else {
+            return Err(ChangeError::NoSuchServer(format!(
+                "Server '{name}' not found. `gemctl mcp list` shows the configured servers."
+            )));
+        };
+        if enabled
+            && let Some(list @ (BlockReason::Allowlist | BlockReason::Excludelist)) = entry.blocked
+        {
+            let (what, key) = if list == BlockReason::Allowlist {
+                ("allowlist", "allowed")
+            } else {
+                ("excludelist", "excluded")
+            };
+            return Err(ChangeError::Op(OpError::Refused(format!(
+                "Cannot enable '{}': it is blocked by the {what} (mcp.{key} in settings).",
+                entry.name
+            ))));
+        }
+        if session_only {
+            self.sessions.set_server_disabled(session, &entry.name, !enabled).await?;
+        } else {
+            ops::set_enabled(self.config.paths(), &entry.name, enabled)?;
+            if enabled {
+                self.sessions.set_server_disabled(session, &entry.name, false).await?;
+            }
+        }
+        // Announce it now (a session-only change touches no file the watcher could see).
+        let reason = if enabled { "mcp/enable" } else { "mcp/disable" };
+        self.reload_config(Some(session), reason).await?;
+        Ok(McpEnableResult { name: entry.name.clone(), enabled, session_only })
+    }
+}
