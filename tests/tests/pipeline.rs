@@ -39,10 +39,10 @@ impl Recorder {
 
     fn seats(self: &Arc<Self>) -> Seats {
         Seats {
-            before_tool: self.clone(),
-            policy: self.clone(),
-            after_tool: self.clone(),
-            audit: self.clone(),
+            before_tool: Some(self.clone()),
+            policy: Some(self.clone()),
+            after_tool: Some(self.clone()),
+            audit: Some(self.clone()),
         }
     }
 

@@ -1,8 +1,9 @@
-//! The seats where policy, hooks and the audit log plug into the pipeline. Each is a trait
-//! with an implementation that lets everything through ([`Open`]), so the pipeline is whole
-//! before those features land; a feature replaces its seat in [`Seats`].
+//! The seats where policy, hooks and the audit log plug into the pipeline. Each is a trait; a
+//! seat left empty lets everything through, so the pipeline is whole before those features
+//! land, and a feature fills its seat in [`Seats`].
 
 use std::fmt::Debug;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -87,53 +88,16 @@ pub trait Audit: Send + Sync + Debug {
     fn record(&self, call: &Call, ended: &Ended, took: Duration);
 }
 
-/// The seat holder that lets everything through and records nothing.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Open;
-
-impl BeforeTool for Open {
-    fn before_tool<'a>(&'a self, _: &'a Call) -> BoxFuture<'a, Before> {
-        Box::pin(std::future::ready(Before::Proceed))
-    }
-}
-
-impl Policy for Open {
-    fn decide(&self, _: &Call) -> Decision {
-        Decision::Allow
-    }
-}
-
-impl AfterTool for Open {
-    fn after_tool<'a>(&'a self, _: &'a Call, _: &'a Outcome) -> BoxFuture<'a, After> {
-        Box::pin(std::future::ready(After::Keep))
-    }
-}
-
-impl Audit for Open {
-    fn record(&self, _: &Call, _: &Ended, _: Duration) {}
-}
-
-/// Who sits in each seat.
-#[derive(Debug, Clone)]
+/// Who sits in each seat; an empty seat lets everything through (and costs nothing: no
+/// future is boxed, no clock read). Policy and hooks fill theirs as they land.
+#[derive(Debug, Clone, Default)]
 pub struct Seats {
     /// Step 2.
-    pub before_tool: std::sync::Arc<dyn BeforeTool>,
+    pub before_tool: Option<Arc<dyn BeforeTool>>,
     /// Step 4.
-    pub policy: std::sync::Arc<dyn Policy>,
+    pub policy: Option<Arc<dyn Policy>>,
     /// Step 8.
-    pub after_tool: std::sync::Arc<dyn AfterTool>,
+    pub after_tool: Option<Arc<dyn AfterTool>>,
     /// Step 9.
-    pub audit: std::sync::Arc<dyn Audit>,
-}
-
-impl Default for Seats {
-    fn default() -> Self {
-        let open = std::sync::Arc::new(Open);
-        Self {
-            before_tool: open.clone(),
-            policy: open.clone(),
-            after_tool: open.clone(),
-            audit: open,
-        }
-    }
+    pub audit: Option<Arc<dyn Audit>>,
 }
