@@ -44,13 +44,14 @@ pub enum ErrorCode {
     MissingArguments,
     /// The call was cancelled (`tools/cancel`).
     Cancelled,
-    /// A policy rule denied the tool call (reserved: the policy engine is not built yet).
+    /// The tool call was refused: by a policy rule, by the person asked to confirm it, or
+    /// because no client of the session listens for confirmations.
     PolicyDenied,
-    /// A hook blocked the tool call (reserved: hooks are not built yet).
+    /// A BeforeTool or AfterTool hook blocked the tool call.
     HookBlocked,
-    /// A hook stopped the agent's turn (reserved: hooks are not built yet).
+    /// A BeforeTool hook stopped the agent's turn.
     Stopped,
-    /// Nobody answered a confirmation in time (reserved: asks are not built yet).
+    /// Nobody answered a confirmation in time.
     ConfirmationTimedOut,
     /// The MCP server needs an OAuth login first (reserved: OAuth is not built yet).
     NeedsAuth,

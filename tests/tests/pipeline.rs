@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use geminid::calls::seats::{AfterTool, Audit, BeforeTool, Policy};
+use geminid::calls::seats::{AfterTool, Audit, BeforeTool, Policy, ToolFilter};
 use geminid::calls::{After, Before, Call, Decision, Ended, Origin, Outcome, Seats};
 use geminid_protocol::error::ErrorCode;
 use geminid_tests::inproc::InProcess;
@@ -23,6 +23,8 @@ struct Recorder {
     before: Mutex<Option<Before>>,
     decision: Mutex<Option<Decision>>,
     after: Mutex<Option<After>>,
+    /// Tools the static filter hides, and why.
+    hidden: Mutex<Vec<(&'static str, &'static str)>>,
     ended: Mutex<Vec<Ended>>,
 }
 
@@ -43,6 +45,7 @@ impl Recorder {
             policy: Some(self.clone()),
             after_tool: Some(self.clone()),
             audit: Some(self.clone()),
+            tool_filter: Some(self.clone()),
         }
     }
 
@@ -85,6 +88,16 @@ impl AfterTool for Recorder {
             .clone()
             .unwrap_or(After::Keep);
         Box::pin(async move { a })
+    }
+}
+
+impl ToolFilter for Recorder {
+    fn hides(&self, _session: &str, server: &str, tool: &str) -> Option<String> {
+        let hidden = self.hidden.lock().unwrap_or_else(PoisonError::into_inner);
+        hidden
+            .iter()
+            .find(|(s, t)| *s == server && *t == tool)
+            .map(|_| format!("rule 7 hides {tool}"))
     }
 }
 
@@ -292,6 +305,29 @@ async fn only_a_connection_attached_to_the_session_may_listen() -> anyhow::Resul
     assert!(message.contains("session/attach"), "{message}");
     let e = p.subscribe("asks/listen", json!({ "session": p.session, "kinds": [] })).await;
     assert!(e.unwrap_err().1.contains("confirmation, elicitation, sampling, openUrl"));
+    p.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_static_filter_hides_a_tool_from_the_list_and_refuses_its_calls() -> anyhow::Result<()>
+{
+    let rec = Arc::new(Recorder::default());
+    rec.hidden.lock().unwrap().push(("fx", "echo"));
+    let p = InProcess::new(json!({ "fx": stdio(&[]) }), rec.seats()).await?;
+    let list: Value = p.call("tools/list", json!({ "session": p.session })).await.unwrap();
+    let names: Vec<&str> =
+        list["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(!names.contains(&"mcp_fx_echo") && names.contains(&"mcp_fx_pid"), "{names:?}");
+    let notes = list["diagnostics"].to_string();
+    assert!(notes.contains("mcp_fx_echo") && notes.contains("rule 7 hides echo"), "{notes}");
+    let expected = (ErrorCode::PolicyDenied.code(), "rule 7 hides echo".to_owned());
+    assert_eq!(tools_call(&p, json!({"text": "x"})).await.unwrap_err(), expected);
+    assert_eq!(mcp_call(&p, json!({"text": "x"})).await.unwrap_err(), expected);
+    assert_eq!(rec.seen(), [], "a hidden tool's call ends at step 1: no seat sees it");
+    // Another tool of the same server is untouched.
+    let params = json!({ "session": p.session, "name": "mcp_fx_pid" });
+    assert!(p.call::<Value>("tools/call", params).await.is_ok());
     p.shutdown().await;
     Ok(())
 }

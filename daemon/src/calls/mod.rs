@@ -223,6 +223,9 @@ impl Pipeline {
                     st = self.catalog.tools_now(&req.session)?;
                 }
                 let Some(t) = st.get(name) else {
+                    if let Some(why) = st.hidden.get(name) {
+                        return Err(CallError::PolicyDenied(why.clone()));
+                    }
                     let why = self.mcp.explain_missing_tool(&req.session, name);
                     return Err(CallError::missing(why, name));
                 };
@@ -241,6 +244,9 @@ impl Pipeline {
                 self.catalog.ensure_servers(&req.session)?;
                 self.mcp.settle_server(&req.session, server).await;
                 let found = self.mcp.find(Some(&req.session), server)?;
+                if let Some(why) = self.catalog.hides(&req.session, server, tool) {
+                    return Err(CallError::PolicyDenied(why));
+                }
                 let timeout = self.mcp.timeout_for(&req.session, &found);
                 // A tool the server did not list is still sent: the server has the last word.
                 let validator = found.catalog().tool(tool).map(|t| t.validator.clone());

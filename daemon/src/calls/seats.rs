@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::{Call, Outcome};
 use crate::asks::Confirmed;
+pub use crate::catalog::ToolFilter;
 
 /// What a BeforeTool hook decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,4 +101,7 @@ pub struct Seats {
     pub after_tool: Option<Arc<dyn AfterTool>>,
     /// Step 9.
     pub audit: Option<Arc<dyn Audit>>,
+    /// Policy's static filter, applied where the catalog builds a session's tool table (and
+    /// at step 1 for a call by MCP name).
+    pub tool_filter: Option<Arc<dyn ToolFilter>>,
 }

@@ -10,8 +10,8 @@
 //! - [`view`]: prompts, resources and instructions as `prompts/*`, `resources/*` and
 //!   `tools/instructions` answer them.
 //!
-//! Policy's static filter (tools a rule denies outright are not listed) sits in
-//! [`tools::Tables::session`], where every table is built.
+//! Policy's static filter ([`ToolFilter`]: tools a rule denies outright are not listed, and
+//! a call to one is refused with the rule's reason) applies where every table is built.
 
 pub(crate) mod error;
 pub(crate) mod naming;
@@ -22,6 +22,7 @@ pub(crate) mod view;
 use std::sync::{Arc, Weak};
 
 pub(crate) use error::CatalogError;
+pub use tools::ToolFilter;
 pub(crate) use tools::{SessionTools, Tables};
 pub(crate) use view::ResourceRef;
 
@@ -40,6 +41,7 @@ pub struct Catalog {
     mcp: Arc<Supervisor>,
     tables: Tables,
     starter: Weak<dyn Starter>,
+    filter: Option<Arc<dyn ToolFilter>>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -49,9 +51,24 @@ impl std::fmt::Debug for Catalog {
 }
 
 impl Catalog {
-    /// A catalog over the supervisor's servers; `starter` starts a session's servers.
-    pub fn new(mcp: Arc<Supervisor>, starter: Weak<dyn Starter>) -> Self {
-        Self { mcp, tables: Tables::default(), starter }
+    /// A catalog over the supervisor's servers; `starter` starts a session's servers,
+    /// `filter` is policy's static filter.
+    pub fn new(
+        mcp: Arc<Supervisor>,
+        starter: Weak<dyn Starter>,
+        filter: Option<Arc<dyn ToolFilter>>,
+    ) -> Self {
+        Self { mcp, tables: Tables::default(), starter, filter }
+    }
+
+    /// Why policy's static filter hides a server's tool from the session, if it does.
+    pub fn hides(&self, session: &str, server: &str, tool: &str) -> Option<String> {
+        self.filter.as_ref().and_then(|f| f.hides(session, server, tool))
+    }
+
+    /// The static filter's rules changed: every session's table is filtered again.
+    pub fn filter_changed(&self) {
+        self.tables.refilter();
     }
 
     /// The session's servers, started if it had not.
@@ -67,7 +84,7 @@ impl Catalog {
 
     /// The session's tool table as it is now (its servers must have been started).
     pub fn tools_now(&self, session: &str) -> Result<Arc<SessionTools>, CatalogError> {
-        Ok(self.tables.session(&self.mcp, session)?)
+        Ok(self.tables.session(&self.mcp, session, self.filter.as_deref())?)
     }
 
     /// The session's tools, starting its servers first if it had not. With `complete`, a

@@ -71,8 +71,48 @@ pub struct SessionTools {
     /// Some server had not finished its first start when this was computed: the table is
     /// provisional, and a caller that must see every tool waits for [`Supervisor::settle`].
     pub pending: bool,
+    /// Tools policy's static filter hides from this session, by fully qualified name, and
+    /// why (a call to one is refused with that reason).
+    pub hidden: HashMap<String, String>,
     /// The `tools/list` entries, built (and serialized) on first use.
     entries: OnceLock<ToolList>,
+}
+
+/// Policy's static filter: tools a session must not see at all (a rule that denies a tool
+/// whatever its arguments). Asked once per tool whenever a session's table is built.
+pub trait ToolFilter: Send + Sync + std::fmt::Debug {
+    /// Why `tool` of the server entry `server` is hidden from `session`, if it is.
+    fn hides(&self, session: &str, server: &str, tool: &str) -> Option<String>;
+}
+
+impl SessionTools {
+    /// `table` without what `filter` hides from `session` (`None` when it hides nothing).
+    fn filtered(table: &SessionTools, session: &str, filter: &dyn ToolFilter) -> Option<Self> {
+        let mut hidden = HashMap::new();
+        let mut diagnostics = table.diagnostics.clone();
+        let mut tools = Vec::with_capacity(table.tools.len());
+        for t in &table.tools {
+            match filter.hides(session, &t.server_name, &t.tool().name) {
+                Some(why) => {
+                    diagnostics.push(format!("tool '{}' is hidden by policy: {why}", t.fqn));
+                    hidden.insert(t.fqn.clone(), why);
+                }
+                None => tools.push(t.clone()),
+            }
+        }
+        if hidden.is_empty() {
+            return None;
+        }
+        let by_name = tools.iter().enumerate().map(|(i, t)| (t.fqn.clone(), i)).collect();
+        Some(Self {
+            tools,
+            diagnostics,
+            by_name,
+            pending: table.pending,
+            hidden,
+            entries: OnceLock::new(),
+        })
+    }
 }
 
 impl SessionTools {
@@ -143,10 +183,14 @@ impl Tables {
     /// A session's tools: servers in name order, each one's tools in its order,
     /// include/exclude applied. A name already taken gets `__2`, `__3`, ... (the first in that
     /// order keeps it), and the rename is reported in the diagnostics.
+    ///
+    /// Policy's static filter, when there is one, applies last, per session: the table shared
+    /// by sessions configured alike is the unfiltered one.
     pub(crate) fn session(
         &self,
         mcp: &Supervisor,
         session: &str,
+        filter: Option<&dyn ToolFilter>,
     ) -> Result<Arc<SessionTools>, McpError> {
         let now = mcp.generation();
         if let Some((at, hit)) =
@@ -173,11 +217,20 @@ impl Tables {
                 t
             }
         };
+        let table = match filter.and_then(|f| SessionTools::filtered(&table, session, f)) {
+            Some(filtered) => Arc::new(filtered),
+            None => table,
+        };
         // Stored under the generation read before the entries: a change meanwhile makes the
         // next lookup build again.
         let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
         by_session.insert(session.to_owned(), (now, table.clone()));
         Ok(table)
+    }
+
+    /// Forget every session's filtered table (the filter's rules changed).
+    pub(crate) fn refilter(&self) {
+        self.by_session.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// Forget a session's table (it closed).

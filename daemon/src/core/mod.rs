@@ -94,7 +94,8 @@ impl Core {
         let mcp = Supervisor::new(info.mcp, events.clone(), store.clone(), progress.clone());
         let asks = Arc::new(Asks::default());
         Arc::new_cyclic(|me: &std::sync::Weak<Core>| {
-            let catalog = Arc::new(Catalog::new(mcp.clone(), me.clone()));
+            let catalog =
+                Arc::new(Catalog::new(mcp.clone(), me.clone(), seats.tool_filter.clone()));
             Self {
                 sessions: Sessions::new(store.clone(), events.clone()),
                 calls: Pipeline::new(mcp.clone(), catalog.clone(), asks.clone(), progress, seats),
