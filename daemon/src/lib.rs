@@ -16,6 +16,7 @@ pub mod events;
 mod literal;
 pub mod mcp;
 pub mod paths;
+pub mod policy;
 pub mod rpc;
 pub(crate) mod secrets;
 pub mod server;

@@ -1,0 +1,285 @@
+//! A set of rules and the decision for a call: the first matching rule by effective priority
+//! (highest first; equal priorities in the order they were read), else the default — allow in
+//! YOLO mode, ask the person when the session is interactive, deny when it is not.
+
+use super::rule::Rule;
+use super::stringify::stable_stringify;
+use super::{ApprovalMode, Decision, ToolCall};
+
+/// Rules, highest effective priority first.
+#[derive(Debug, Clone, Default)]
+pub struct PolicySet {
+    rules: Vec<Rule>,
+}
+
+/// A decision and the rule that made it (`None`: the default).
+#[derive(Debug, Clone, Copy)]
+pub struct Verdict<'a> {
+    /// What was decided.
+    pub decision: Decision,
+    /// The rule, if one matched.
+    pub rule: Option<&'a Rule>,
+}
+
+impl PolicySet {
+    /// A set of these rules.
+    pub fn new(mut rules: Vec<Rule>) -> Self {
+        // A stable sort: equal priorities keep the order they were read in, as in Gemini CLI.
+        rules.sort_by(|a, b| b.effective_priority().total_cmp(&a.effective_priority()));
+        Self { rules }
+    }
+
+    /// Every rule, in the order they are tried.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The decision for a call.
+    pub fn decide(
+        &self,
+        call: &ToolCall<'_>,
+        mode: ApprovalMode,
+        interactive: bool,
+    ) -> Verdict<'_> {
+        // The arguments' stable form, only if some rule looks at arguments.
+        let stable = match call.args {
+            Some(args) if self.rules.iter().any(|r| r.args.is_some()) => {
+                Some(stable_stringify(args))
+            }
+            _ => None,
+        };
+        if let Some(rule) =
+            self.rules.iter().find(|r| r.matches(call, stable.as_deref(), mode, interactive))
+        {
+            return Verdict { decision: rule.decision, rule: Some(rule) };
+        }
+        let decision = match (mode, interactive) {
+            (ApprovalMode::Yolo, _) => Decision::Allow,
+            (_, true) => Decision::AskUser,
+            (_, false) => Decision::Deny,
+        };
+        Verdict { decision, rule: None }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::policy::Tier;
+    use crate::policy::rule::Origin;
+
+    /// A rule as Gemini CLI's engine tests write them: a name, a decision, a priority, maybe
+    /// `mcpName`, an `argsPattern`, modes.
+    fn rule(name: &str, decision: Decision, priority: u32) -> Rule {
+        Rule {
+            tool_name: name.to_owned(),
+            subagent: None,
+            mcp_name: None,
+            args: None,
+            decision,
+            modes: vec![],
+            interactive: None,
+            annotations: None,
+            allow_redirection: None,
+            deny_message: None,
+            origin: Origin { file: "test.toml".into(), line: None, tier: Tier::User, priority },
+        }
+    }
+
+    fn with_mcp(mut r: Rule, server: &str) -> Rule {
+        r.mcp_name = Some(server.to_owned());
+        r
+    }
+
+    fn with_args(mut r: Rule, pattern: &str) -> Rule {
+        r.args = Some(crate::policy::pattern::compile(pattern).unwrap());
+        r
+    }
+
+    fn check(set: &PolicySet, name: &str, server: Option<&str>, args: Option<Value>) -> Decision {
+        let call =
+            ToolCall { name, server, args: args.as_ref(), annotations: None, subagent: None };
+        set.decide(&call, ApprovalMode::Default, true).decision
+    }
+
+    use Decision::{Allow, AskUser, Deny};
+
+    /// From `policy-engine.test.ts`: "should match tool by name", "should apply rules by
+    /// priority", "should match by args pattern", "should handle multiple matching rules with
+    /// different priorities".
+    #[test]
+    fn names_priorities_and_argument_patterns() {
+        let set = PolicySet::new(vec![rule("shell", Allow, 0), rule("edit", Deny, 0)]);
+        assert_eq!(check(&set, "shell", None, None), Allow);
+        assert_eq!(check(&set, "edit", None, None), Deny);
+        assert_eq!(check(&set, "other", None, None), AskUser);
+
+        let set = PolicySet::new(vec![rule("shell", Deny, 1), rule("shell", Allow, 10)]);
+        assert_eq!(check(&set, "shell", None, None), Allow, "the higher priority wins");
+
+        let set = PolicySet::new(vec![
+            with_args(rule("shell", Deny, 0), "rm -rf"),
+            rule("shell", Allow, 0),
+        ]);
+        assert_eq!(check(&set, "shell", None, Some(json!({"command": "rm -rf /"}))), Deny);
+        assert_eq!(check(&set, "shell", None, Some(json!({"command": "ls -la"}))), Allow);
+
+        let set = PolicySet::new(vec![
+            rule("*", Deny, 0),
+            rule("shell", AskUser, 5),
+            with_args(rule("shell", Allow, 10), "\"command\":\"ls"),
+        ]);
+        assert_eq!(check(&set, "shell", None, Some(json!({"command": "ls -la"}))), Allow);
+        assert_eq!(check(&set, "shell", None, Some(json!({"command": "rm x"}))), AskUser);
+        assert_eq!(check(&set, "edit", None, None), Deny);
+        assert_eq!(check(&set, "shell", None, None), AskUser, "a pattern needs arguments");
+    }
+
+    /// "should match any MCP tool when toolName is mcp_*", "should match MCP server wildcard
+    /// patterns", "should prioritize specific tool rules over server wildcards", and the
+    /// spoofed-server cases.
+    #[test]
+    fn mcp_wildcards_and_the_spoofed_server_cases() {
+        let set = PolicySet::new(vec![rule("mcp_*", Allow, 10)]);
+        let deny_default = |name, server| {
+            let call = ToolCall { name, server, args: None, annotations: None, subagent: None };
+            set.decide(&call, ApprovalMode::Default, false).decision
+        };
+        assert_eq!(deny_default("mcp_mcp_tool", Some("mcp")), Allow);
+        assert_eq!(deny_default("mcp_other_tool", Some("other")), Allow);
+        assert_eq!(deny_default("read_file", None), Deny);
+
+        let set = PolicySet::new(vec![
+            with_mcp(rule("mcp_my-server_*", Allow, 10), "my-server"),
+            with_mcp(rule("mcp_blocked-server_*", Deny, 20), "blocked-server"),
+        ]);
+        assert_eq!(check(&set, "mcp_my-server_tool1", Some("my-server"), None), Allow);
+        assert_eq!(check(&set, "mcp_my-server_another_tool", Some("my-server"), None), Allow);
+        assert_eq!(check(&set, "mcp_blocked-server_tool1", Some("blocked-server"), None), Deny);
+        assert_eq!(check(&set, "mcp_other-server_tool", Some("other-server"), None), AskUser);
+        assert_eq!(check(&set, "my-server-tool", None, None), AskUser);
+        assert_eq!(check(&set, "my-server", None, None), AskUser);
+
+        let set = PolicySet::new(vec![
+            with_mcp(rule("mcp_my-server_*", Allow, 10), "my-server"),
+            with_mcp(rule("mcp_my-server_dangerous-tool", Deny, 20), "my-server"),
+        ]);
+        assert_eq!(check(&set, "mcp_my-server_dangerous-tool", Some("my-server"), None), Deny);
+        assert_eq!(check(&set, "mcp_my-server_safe-tool", Some("my-server"), None), Allow);
+
+        let set =
+            PolicySet::new(vec![with_mcp(rule("mcp_safe_server_*", Allow, 0), "safe_server")]);
+        let spoofed = "mcp_mcp_safe_server_malicious_tool";
+        assert_eq!(check(&set, spoofed, Some("mcp_safe_server_malicious"), None), AskUser);
+        assert_eq!(check(&set, "mcp_other_server_tool", Some("safe_server"), None), AskUser);
+        assert_eq!(check(&set, "mcp_safe_server_tool", Some("safe_server"), None), Allow);
+        // And the case geminid's own names meet: server `safe_server_malicious`'s tool is
+        // `mcp_safe_server_malicious_tool`, which the prefix alone would match.
+        let ours = "mcp_safe_server_malicious_tool";
+        assert_eq!(check(&set, ours, Some("safe_server_malicious"), None), AskUser);
+    }
+
+    /// "should match unqualified tool names with qualified rules when serverName is provided".
+    #[test]
+    fn short_and_qualified_mcp_names_match_each_other() {
+        let set = PolicySet::new(vec![with_mcp(rule("mcp_my-server_tool", Allow, 0), "my-server")]);
+        assert_eq!(check(&set, "tool", Some("my-server"), None), Allow);
+        assert_eq!(check(&set, "mcp_my-server_tool", Some("my-server"), None), Allow);
+        assert_eq!(check(&set, "tool", Some("elsewhere"), None), AskUser);
+        // A short name with mcpName (as written in TOML before the loader qualifies it).
+        let set = PolicySet::new(vec![with_mcp(rule("tool", Deny, 0), "srv")]);
+        assert_eq!(check(&set, "mcp_srv_tool", Some("srv"), None), Deny);
+    }
+
+    /// "should handle non-interactive mode", the YOLO cases, and rules limited to modes or to
+    /// interactive sessions.
+    #[test]
+    fn modes_and_interactivity() {
+        let mut yolo_only = rule("write_file", Allow, 50);
+        yolo_only.modes = vec![ApprovalMode::Yolo];
+        let mut headless_deny = rule("shell", Deny, 40);
+        headless_deny.interactive = Some(false);
+        let set = PolicySet::new(vec![yolo_only, headless_deny, rule("rm", Deny, 10)]);
+        let at = |name, mode, interactive| {
+            let call =
+                ToolCall { name, server: None, args: None, annotations: None, subagent: None };
+            set.decide(&call, mode, interactive).decision
+        };
+        assert_eq!(at("write_file", ApprovalMode::Yolo, true), Allow);
+        assert_eq!(at("write_file", ApprovalMode::Default, true), AskUser);
+        assert_eq!(
+            at("write_file", ApprovalMode::Default, false),
+            Deny,
+            "headless: no match denies"
+        );
+        assert_eq!(
+            at("other", ApprovalMode::Yolo, false),
+            Allow,
+            "YOLO allows what nothing matches"
+        );
+        assert_eq!(at("rm", ApprovalMode::Yolo, true), Deny, "YOLO does not override a deny");
+        assert_eq!(at("shell", ApprovalMode::Default, false), Deny);
+        assert_eq!(
+            at("shell", ApprovalMode::Default, true),
+            AskUser,
+            "that rule is for headless sessions"
+        );
+    }
+
+    /// "should match args pattern regardless of property order", "should handle nested
+    /// objects in args with stable stringification", annotations and subagents.
+    #[test]
+    fn stable_arguments_annotations_and_subagents() {
+        let set = PolicySet::new(vec![with_args(rule("t", Deny, 0), "\"a\":1.*\"b\":2")]);
+        assert_eq!(check(&set, "t", None, Some(json!({"b": 2, "a": 1}))), Deny);
+        let set =
+            PolicySet::new(vec![with_args(rule("t", Deny, 0), "\"x\":\\{\"y\":1,\"z\":2\\}")]);
+        assert_eq!(check(&set, "t", None, Some(json!({"x": {"z": 2, "y": 1}}))), Deny);
+
+        let mut read_only = rule("*", Allow, 5);
+        read_only.annotations = json!({"readOnlyHint": true}).as_object().cloned();
+        let set = PolicySet::new(vec![read_only]);
+        let hints = json!({"readOnlyHint": true}).as_object().cloned().unwrap();
+        let call = ToolCall {
+            name: "x",
+            server: None,
+            args: None,
+            annotations: Some(&hints),
+            subagent: None,
+        };
+        assert_eq!(set.decide(&call, ApprovalMode::Default, true).decision, Allow);
+        let call = ToolCall { annotations: None, ..call };
+        assert_eq!(set.decide(&call, ApprovalMode::Default, true).decision, AskUser);
+
+        let mut for_reviewer = rule("shell", Deny, 5);
+        for_reviewer.subagent = Some("reviewer".into());
+        let set = PolicySet::new(vec![for_reviewer]);
+        let call = ToolCall {
+            name: "shell",
+            server: None,
+            args: None,
+            annotations: None,
+            subagent: Some("reviewer"),
+        };
+        assert_eq!(set.decide(&call, ApprovalMode::Default, true).decision, Deny);
+        let call = ToolCall { subagent: None, ..call };
+        assert_eq!(set.decide(&call, ApprovalMode::Default, true).decision, AskUser);
+    }
+
+    #[test]
+    fn tiers_order_before_priorities_and_the_verdict_names_its_rule() {
+        let mut admin = rule("shell", Deny, 0);
+        admin.origin.tier = Tier::Admin;
+        let mut user = rule("shell", Allow, 999);
+        user.origin.tier = Tier::User;
+        let set = PolicySet::new(vec![user, admin]);
+        let call =
+            ToolCall { name: "shell", server: None, args: None, annotations: None, subagent: None };
+        let v = set.decide(&call, ApprovalMode::Default, true);
+        assert_eq!((v.decision, v.rule.map(|r| r.origin.tier)), (Deny, Some(Tier::Admin)));
+        assert_eq!(set.rules()[0].effective_priority(), 5.0);
+        assert_eq!(set.rules()[1].effective_priority(), 4.999);
+    }
+}

@@ -1,0 +1,115 @@
+//! Tool-call policy, as Gemini CLI's policy engine decides it (COMPAT §8): TOML rules in tiers,
+//! matched against a call, the highest effective priority deciding.
+//!
+//! - [`stringify`]: the arguments' stable form that `argsPattern` is matched against;
+//! - [`pattern`]: `argsPattern`, `commandPrefix`, `commandRegex` as regular expressions, and
+//!   the patterns refused;
+//! - [`rule`]: one rule and whether it matches a call;
+//! - [`load`]: a policy file read into rules, with each problem said by file, line and column;
+//! - [`engine`]: a set of rules and the decision for a call.
+
+pub mod engine;
+pub mod load;
+pub mod pattern;
+pub mod rule;
+pub mod stringify;
+
+/// What a rule (or the default) decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decision {
+    /// Run it.
+    Allow,
+    /// Refuse it.
+    Deny,
+    /// Ask the person first.
+    AskUser,
+}
+
+impl Decision {
+    /// The name in policy files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Deny => "deny",
+            Self::AskUser => "ask_user",
+        }
+    }
+}
+
+/// A session's approval mode (Gemini CLI's `ApprovalMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ApprovalMode {
+    /// Ask for what the rules do not allow.
+    #[default]
+    Default,
+    /// Edits are allowed without asking.
+    AutoEdit,
+    /// Everything is allowed unless a rule denies it.
+    Yolo,
+    /// Read-only planning.
+    Plan,
+}
+
+impl ApprovalMode {
+    /// The name in policy files (`modes = [...]`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::AutoEdit => "autoEdit",
+            Self::Yolo => "yolo",
+            Self::Plan => "plan",
+        }
+    }
+
+    /// The mode a policy file names.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Default, Self::AutoEdit, Self::Yolo, Self::Plan]
+            .into_iter()
+            .find(|m| m.name() == name)
+    }
+}
+
+/// Where a rule comes from: its tier (Gemini CLI's: default 1, extension 2, workspace 3, user 4,
+/// admin 5); its effective priority is `tier + priority / 1000`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tier {
+    /// geminid's own rules, giving Gemini CLI's default decisions.
+    Default = 1,
+    /// An extension's `policies/`.
+    Extension = 2,
+    /// The workspace's `.gemini/policies/`.
+    Workspace = 3,
+    /// `~/.gemini/policies/` (or `policyPaths`), and the rules settings imply.
+    User = 4,
+    /// The system policies directory.
+    Admin = 5,
+}
+
+impl Tier {
+    /// Its name, as Gemini CLI prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::Extension => "extension",
+            Self::Workspace => "workspace",
+            Self::User => "user",
+            Self::Admin => "admin",
+        }
+    }
+}
+
+/// A call as policy sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolCall<'a> {
+    /// The tool's name as the model called it (`mcp_{server}_{tool}` for an MCP tool, or a
+    /// built-in's name such as `run_shell_command`).
+    pub name: &'a str,
+    /// The MCP server's name, for an MCP tool.
+    pub server: Option<&'a str>,
+    /// The arguments.
+    pub args: Option<&'a serde_json::Value>,
+    /// The tool's annotations (`readOnlyHint`, ...).
+    pub annotations: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// The subagent calling, if one is.
+    pub subagent: Option<&'a str>,
+}
