@@ -227,7 +227,11 @@ fn rule(
     // priority
     let priority = match field("priority") {
         None => {
-            return bad(r, at.clone(), "priority is required (an integer from 0 to 999)".to_owned());
+            return bad(
+                r,
+                at.clone(),
+                "priority is required (an integer from 0 to 999)".to_owned(),
+            );
         }
         Some(i) => match i.as_integer() {
             Some(p) if p < 0 => {

@@ -6,12 +6,14 @@
 //!   the patterns refused;
 //! - [`rule`]: one rule and whether it matches a call;
 //! - [`load`]: a policy file read into rules, with each problem said by file, line and column;
+//! - [`settings`]: the rules settings imply (`mcp.excluded`, `tools.allowed`, a server's `trust`, ...);
 //! - [`engine`]: a set of rules and the decision for a call.
 
 pub mod engine;
 pub mod load;
 pub mod pattern;
 pub mod rule;
+pub mod settings;
 pub mod stringify;
 
 /// What a rule (or the default) decides.

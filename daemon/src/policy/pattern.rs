@@ -134,7 +134,8 @@ mod tests {
             assert!(unsafe_reason(bad).is_some(), "{bad}");
             assert!(compile(bad).unwrap_err().contains("nested quantifier"), "{bad}");
         }
-        let safe = ["abc", "^abc$", "a|b", "a+", "a*", "a?", "a{1,3}", "(abc)*", "(a|b)+", "(a|b)*"];
+        let safe =
+            ["abc", "^abc$", "a|b", "a+", "a*", "a?", "a{1,3}", "(abc)*", "(a|b)+", "(a|b)*"];
         for good in safe {
             assert_eq!(unsafe_reason(good), None, "{good}");
             assert!(compile(good).is_ok(), "{good}");
