@@ -6,10 +6,12 @@
 //!   the patterns refused;
 //! - [`rule`]: one rule and whether it matches a call;
 //! - [`load`]: a policy file read into rules, with each problem said by file, line and column;
+//! - [`files`]: where a session's policy files are (by tier), read with each file's last good rules kept;
 //! - [`settings`]: the rules settings imply (`mcp.excluded`, `tools.allowed`, a server's `trust`, ...);
 //! - [`engine`]: a set of rules and the decision for a call.
 
 pub mod engine;
+pub mod files;
 pub mod load;
 pub mod pattern;
 pub mod rule;

@@ -1,0 +1,271 @@
+//! Where a session's policy files are, and reading them with each file's last good rules kept.
+//!
+//! Tiers and places (Gemini CLI's, COMPAT §8): workspace `<workspace>/.gemini/policies` (only
+//! in a trusted folder), user `~/.gemini/policies` — or the settings' `policyPaths`, which
+//! replace it — and admin, the `policies` directory beside the system settings file, which is
+//! refused when others than its owner may write it (or its owner is neither root nor this
+//! user). A place is a directory, whose `*.toml` files are read in name order (not recursively),
+//! or one `.toml` file. A file that stops parsing (an editor mid-save) keeps its last good
+//! rules, and says why.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use geminid_protocol::common::{Diagnostic, Severity};
+use serde_json::Value;
+
+use super::Tier;
+use super::load::load;
+use super::rule::Rule;
+use crate::config::ConfigPaths;
+use crate::config::files::{InputError, read_input};
+
+/// A place policy files are read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// A directory or a `.toml` file.
+    pub path: PathBuf,
+    /// The tier its rules are in.
+    pub tier: Tier,
+}
+
+/// A session's policy places, lowest tier first.
+pub fn places(
+    paths: &ConfigPaths,
+    workspace: &Path,
+    trusted: bool,
+    settings: &Value,
+) -> Vec<Place> {
+    let mut out = Vec::new();
+    if trusted {
+        out.push(Place { path: workspace.join(".gemini").join("policies"), tier: Tier::Workspace });
+    }
+    let configured: Vec<PathBuf> = settings
+        .get("policyPaths")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(PathBuf::from).collect())
+        .unwrap_or_default();
+    if configured.is_empty() {
+        out.push(Place { path: paths.home.join(".gemini").join("policies"), tier: Tier::User });
+    } else {
+        out.extend(configured.into_iter().map(|path| Place { path, tier: Tier::User }));
+    }
+    if let Some(dir) = paths.system.parent() {
+        out.push(Place { path: dir.join("policies"), tier: Tier::Admin });
+    }
+    out
+}
+
+/// Why an admin directory cannot be trusted, if it cannot.
+fn insecure(dir: &Path) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(dir).ok()?;
+        let me = nix::unistd::getuid().as_raw();
+        if m.uid() != 0 && m.uid() != me {
+            return Some(format!("it is owned by uid {}, neither root nor this user", m.uid()));
+        }
+        if m.mode() & 0o022 != 0 {
+            return Some(format!(
+                "others than its owner may write it (mode {:o}); `chmod go-w {}` fixes that",
+                m.mode() & 0o777,
+                dir.display()
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+    None
+}
+
+/// Reads policy places, keeping each file's last good rules.
+#[derive(Debug, Default)]
+pub struct Reader {
+    last_good: Mutex<HashMap<PathBuf, Vec<Rule>>>,
+}
+
+impl Reader {
+    /// The rules of every place, and what is wrong in them (a missing place is no problem).
+    pub fn read(&self, places: &[Place]) -> (Vec<Rule>, Vec<Diagnostic>) {
+        let mut rules = Vec::new();
+        let mut problems = Vec::new();
+        for place in places {
+            let files = match std::fs::metadata(&place.path) {
+                Err(_) => continue,
+                Ok(m) if m.is_dir() => {
+                    if place.tier == Tier::Admin
+                        && let Some(why) = insecure(&place.path)
+                    {
+                        problems.push(problem(
+                            &place.path,
+                            format!("admin policies are not read: {why}"),
+                        ));
+                        continue;
+                    }
+                    let mut files: Vec<PathBuf> = std::fs::read_dir(&place.path)
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                        .collect();
+                    files.sort();
+                    files
+                }
+                Ok(_) if place.path.extension().is_some_and(|x| x == "toml") => {
+                    vec![place.path.clone()]
+                }
+                Ok(_) => {
+                    problems.push(problem(&place.path, "a policy path is a directory or a .toml file; this is neither, so it is not read".to_owned()));
+                    continue;
+                }
+            };
+            for file in files {
+                self.file(&file, place.tier, &mut rules, &mut problems);
+            }
+        }
+        problems.sort_by_key(|d| std::cmp::Reverse(d.severity));
+        (rules, problems)
+    }
+
+    fn file(&self, file: &Path, tier: Tier, rules: &mut Vec<Rule>, problems: &mut Vec<Diagnostic>) {
+        let shown = file.display().to_string();
+        let mut kept = |why: String, problems: &mut Vec<Diagnostic>| {
+            let last = self.last_good.lock().unwrap_or_else(|e| e.into_inner()).get(file).cloned();
+            let note = match &last {
+                Some(r) => format!("{why}; its last good rules ({}) stay in force", r.len()),
+                None => why,
+            };
+            problems.push(problem(file, note));
+            rules.extend(last.unwrap_or_default());
+        };
+        let text = match read_input(file) {
+            Ok(Some(t)) => t,
+            Ok(None) => return,
+            Err(InputError::Refused(why)) => return kept(why, problems),
+            Err(InputError::Io(e)) => return kept(format!("it cannot be read: {e}"), problems),
+        };
+        let loaded = load(&shown, &text, tier);
+        if loaded.unreadable {
+            problems.extend(loaded.problems.iter().skip(1).cloned());
+            let first = loaded.problems.into_iter().next();
+            let mut last =
+                self.last_good.lock().unwrap_or_else(|e| e.into_inner()).get(file).cloned();
+            if let Some(mut d) = first {
+                if let Some(r) = &last {
+                    d.message =
+                        format!("{}; its last good rules ({}) stay in force", d.message, r.len());
+                }
+                problems.push(d);
+            }
+            rules.extend(last.take().unwrap_or_default());
+            return;
+        }
+        problems.extend(loaded.problems);
+        self.last_good
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(file.to_owned(), loaded.rules.clone());
+        rules.extend(loaded.rules);
+    }
+}
+
+fn problem(path: &Path, message: String) -> Diagnostic {
+    Diagnostic {
+        severity: Severity::Error,
+        file: path.display().to_string(),
+        line: None,
+        column: None,
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    const RULE: &str = "[[rule]]\ntoolName = \"a\"\ndecision = \"allow\"\npriority = 1\n";
+
+    fn paths(root: &Path) -> ConfigPaths {
+        ConfigPaths::from_env(|k| match k {
+            "HOME" => Some(root.join("home").into()),
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH" => Some(root.join("etc/settings.json").into()),
+            _ => None,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn places_follow_the_tiers_and_policy_paths_replace_the_user_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let p = paths(root.path());
+        let ws = root.path().join("ws");
+        let got = places(&p, &ws, true, &serde_json::json!({}));
+        let want = [
+            (ws.join(".gemini/policies"), Tier::Workspace),
+            (root.path().join("home/.gemini/policies"), Tier::User),
+            (root.path().join("etc/policies"), Tier::Admin),
+        ];
+        assert_eq!(got.iter().map(|p| (p.path.clone(), p.tier)).collect::<Vec<_>>(), want);
+        let got = places(&p, &ws, false, &serde_json::json!({"policyPaths": ["/x/mine.toml"]}));
+        assert_eq!(got[0], Place { path: "/x/mine.toml".into(), tier: Tier::User });
+        assert_eq!(got.len(), 2, "no workspace tier in an untrusted folder");
+    }
+
+    #[test]
+    fn a_broken_file_keeps_its_last_good_rules_and_what_is_not_a_file_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("policies");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("a.toml"), RULE).unwrap();
+        std::fs::write(dir.join("notes.txt"), "not policy").unwrap();
+        std::fs::create_dir(dir.join("dir.toml")).unwrap();
+        nix::unistd::mkfifo(
+            &dir.join("fifo.toml"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let place = [Place { path: dir.clone(), tier: Tier::User }];
+        let reader = Reader::default();
+        let (rules, problems) = reader.read(&place);
+        assert_eq!(rules.len(), 1);
+        let text = format!("{problems:#?}");
+        assert!(text.contains("dir.toml") && text.contains("fifo.toml"), "{text}");
+        assert!(text.contains("not a regular file"), "{text}");
+        // An editor mid-save: the file does not parse; its rules stay.
+        std::fs::write(dir.join("a.toml"), "[[rule]\ntoolName = ").unwrap();
+        let (rules, problems) = reader.read(&place);
+        assert_eq!(rules.len(), 1, "{problems:#?}");
+        let broken = problems.iter().find(|d| d.file.ends_with("a.toml")).unwrap();
+        assert!(broken.message.contains("last good rules (1) stay in force"), "{}", broken.message);
+        assert_eq!(broken.line, Some(1));
+        // A fresh reader has no last good rules to keep.
+        let (rules, _) = Reader::default().read(&place);
+        assert!(rules.is_empty());
+    }
+
+    #[test]
+    fn an_admin_directory_others_may_write_is_not_read() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("admin");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("a.toml"), RULE).unwrap();
+        let place = [Place { path: dir.clone(), tier: Tier::Admin }];
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(Reader::default().read(&place).0.len(), 1);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let (rules, problems) = Reader::default().read(&place);
+        assert!(rules.is_empty());
+        assert!(problems[0].message.contains("chmod go-w"), "{problems:#?}");
+        // A single file as a place, and a place that is neither.
+        let single = [Place { path: dir.join("a.toml"), tier: Tier::User }];
+        assert_eq!(Reader::default().read(&single).0.len(), 1);
+        let odd = [Place { path: dir.join("x.txt"), tier: Tier::User }];
+        std::fs::write(dir.join("x.txt"), "").unwrap();
+        assert!(Reader::default().read(&odd).1[0].message.contains("neither"));
+    }
+}
