@@ -3,7 +3,8 @@
 //! prints a Markdown table for BENCHMARKS.md.
 //!
 //! Run: `cargo build --release --workspace && ./target/release/geminid-bench
-//! [--poll-idle] [mcp|tools|instructions|ab OTHER]` (`mcp`: only the MCP supervision figures;
+//! [--poll-idle] [mcp|tools|instructions|policy|ab OTHER]` (`mcp`: only the MCP supervision figures;
+//! `policy`: a policy decision against 1,000 rules;
 //! `tools`: only the call path and catalog; `instructions`: only the daemon's instructions per
 //! request, which needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary
 //! OTHER, calls interleaved; `--poll-idle`: idle CPUs poll instead of halting for the run,
@@ -13,6 +14,7 @@ mod ab;
 mod idle;
 mod instructions;
 mod mcp;
+mod policy;
 mod tools;
 
 use std::process::{Command, Stdio};
@@ -66,7 +68,8 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|ab OTHER]";
+    const USAGE: &str =
+        "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|ab OTHER]";
     let (flags, args): (Vec<String>, Vec<String>) =
         std::env::args().skip(1).partition(|a| a.starts_with("--"));
     let mut poll_idle = None;
@@ -80,6 +83,7 @@ async fn main() -> anyhow::Result<()> {
             "mcp" => mcp::bench().await?,
             "tools" => tools::bench().await?,
             "instructions" => instructions::bench().await?,
+            "policy" => policy::bench().await?,
             "ab" => {
                 let other = args.get(1).context(USAGE)?;
                 ab::bench(std::path::Path::new(other)).await?
