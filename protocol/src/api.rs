@@ -22,6 +22,7 @@ use crate::mcp::{
     CallToolParams, ListServersParams, ListServersResult, LogLine, LogsParams, LogsResult,
     ServerParams, ServerStatus, StartParams,
 };
+use crate::policy::{PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult};
 use crate::session::{
     Session, SessionAttachParams, SessionCreateParams, SessionIdParams, SessionListParams,
     SessionListResult,
@@ -233,4 +234,18 @@ pub trait AsksApi {
     /// The session's pending asks.
     #[method(name = "pending")]
     async fn asks_pending(&self, params: AsksPendingParams) -> RpcResult<AsksPendingResult>;
+}
+
+/// `policy/*`: the policy engine's decisions, asked without making a call.
+#[rpc(server, client, namespace = "policy", namespace_separator = "/")]
+pub trait PolicyApi {
+    /// What the session's rules decide for a call (front-ends ask about their own built-in
+    /// tools with the same engine).
+    #[method(name = "check")]
+    async fn policy_check(&self, params: PolicyCheckParams) -> RpcResult<PolicyCheckResult>;
+
+    /// Every rule that applies to the session, in the order they are tried, and the
+    /// problems in its policy files.
+    #[method(name = "list")]
+    async fn policy_list(&self, params: PolicyListParams) -> RpcResult<PolicyListResult>;
 }

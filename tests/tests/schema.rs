@@ -9,6 +9,7 @@ use geminid_protocol::config::*;
 use geminid_protocol::daemon::*;
 use geminid_protocol::event::{Event, EventsSubscribeParams};
 use geminid_protocol::mcp::*;
+use geminid_protocol::policy::*;
 use geminid_protocol::session::*;
 use geminid_protocol::tools::*;
 use geminid_tests::inproc::{InProcess, Seats};
@@ -75,6 +76,8 @@ fn document() -> Value {
         "asks/unlisten" => Unsubscribe, bool;
         "asks/respond" => AsksRespondParams, AsksRespondResult;
         "asks/pending" => AsksPendingParams, AsksPendingResult;
+        "policy/check" => PolicyCheckParams, PolicyCheckResult;
+        "policy/list" => PolicyListParams, PolicyListResult;
     };
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

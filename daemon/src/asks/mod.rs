@@ -289,6 +289,11 @@ impl Asks {
         Ok(accepted)
     }
 
+    /// Whether a client attached to the session listens for asks of this kind.
+    pub fn answers(&self, session: &str, kind: AskKind) -> bool {
+        self.inner().listeners.iter().any(|((s, _), kinds)| s == session && kinds.contains(&kind))
+    }
+
     /// A session's pending asks, oldest first.
     pub fn pending(&self, session: &str) -> Vec<Ask> {
         let inner = self.inner();

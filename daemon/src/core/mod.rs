@@ -1,5 +1,6 @@
 //! The daemon's core: everything it owns, constructible without a socket.
 
+pub(crate) mod policy;
 pub(crate) mod settings;
 
 use std::collections::{BTreeSet, HashMap};
@@ -58,6 +59,8 @@ pub struct Core {
     pub calls: Pipeline,
     /// Long-lived secrets (OAuth tokens, the integrity key): the OS keyring or a 0600 file.
     pub secrets: SecretStore,
+    /// Sessions' tool-call policies (their files' last good rules).
+    pub policies: crate::policy::service::Policies,
     /// The daemon's own environment, for sessions whose client sent none.
     /// The daemon's own environment (it may hold the user's tokens).
     daemon_env: Secret<Arc<Env>>,
@@ -103,6 +106,7 @@ impl Core {
                 catalog,
                 asks,
                 secrets: SecretStore::new(&info.data_dir),
+                policies: crate::policy::service::Policies::default(),
                 events,
                 config,
                 daemon_env: Secret::new(Arc::new(std::env::vars().collect())),

@@ -8,13 +8,15 @@
 //! - [`load`]: a policy file read into rules, with each problem said by file, line and column;
 //! - [`files`]: where a session's policy files are (by tier), read with each file's last good rules kept;
 //! - [`settings`]: the rules settings imply (`mcp.excluded`, `tools.allowed`, a server's `trust`, ...);
-//! - [`engine`]: a set of rules and the decision for a call.
+//! - [`engine`]: a set of rules and the decision for a call;
+//! - [`service`]: a session's policy (its places' rules and its settings' rules), and its wire forms.
 
 pub mod engine;
 pub mod files;
 pub mod load;
 pub mod pattern;
 pub mod rule;
+pub mod service;
 pub mod settings;
 pub mod stringify;
 

@@ -8,6 +8,7 @@ mod daemon;
 mod events;
 mod mcp;
 mod params;
+mod policy;
 mod session;
 mod tools;
 
@@ -15,8 +16,8 @@ use std::sync::Arc;
 
 use geminid_protocol::api::{
     AsksApiServer, ConfigApiServer, DaemonApiServer, EventsApiServer, McpApiServer,
-    McpLogsApiServer, PromptsApiServer, ResourcesApiServer, SessionApiServer, ToolsApiServer,
-    TrustApiServer,
+    McpLogsApiServer, PolicyApiServer, PromptsApiServer, ResourcesApiServer, SessionApiServer,
+    ToolsApiServer, TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -45,7 +46,8 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(ToolsApiServer::into_rpc(handler.clone()))?;
     module.merge(PromptsApiServer::into_rpc(handler.clone()))?;
     module.merge(ResourcesApiServer::into_rpc(handler.clone()))?;
-    module.merge(AsksApiServer::into_rpc(handler))?;
+    module.merge(AsksApiServer::into_rpc(handler.clone()))?;
+    module.merge(PolicyApiServer::into_rpc(handler))?;
     Ok(module.into())
 }
 

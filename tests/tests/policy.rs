@@ -1,0 +1,164 @@
+//! `policy/check` and `policy/list` over a real core in a temporary home: the session's policy
+//! files by tier and the rules its settings imply, decided as Gemini CLI decides.
+
+use std::os::unix::fs::PermissionsExt;
+
+use geminid_protocol::error::ErrorCode;
+use geminid_tests::inproc::{InProcess, Seats};
+use geminid_tests::mcp::fixture;
+use serde_json::{Value, json};
+
+async fn setup() -> anyhow::Result<InProcess> {
+    let servers = json!({
+        "fx": { "command": fixture(), "trust": true },
+        "other": { "command": fixture() }
+    });
+    InProcess::new(servers, Seats::default()).await
+}
+
+fn write(p: &InProcess, rel: &str, text: &str) -> anyhow::Result<std::path::PathBuf> {
+    let path = p.home.root().join(rel);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// `policy/check` with `extra` params; the test fails on an error answer.
+async fn check(p: &InProcess, extra: Value) -> Value {
+    let mut params = extra;
+    params["session"] = json!(p.session);
+    match p.call("policy/check", params).await {
+        Ok(v) => v,
+        Err(e) => Value::String(format!("policy/check failed: {e:?}")),
+    }
+}
+
+#[tokio::test]
+async fn a_user_rule_settings_trust_and_the_defaults_decide_as_in_gemini_cli() -> anyhow::Result<()>
+{
+    let p = setup().await?;
+    write(
+        &p,
+        "home/.gemini/policies/mine.toml",
+        "# mine\n[[rule]]\nmcpName = \"fx\"\ntoolName = \"crash\"\ndecision = \"deny\"\npriority = 500\ndenyMessage = \"never crash it\"\n\n[[rule]]\nmcpName = \"fx\"\ntoolName = \"echo\"\ndecision = \"deny\"\npriority = 5\n",
+    )?;
+    let denied = check(&p, json!({"tool": "mcp_fx_crash", "serverName": "fx"})).await;
+    assert_eq!(denied["decision"], "deny", "{denied}");
+    let rule = &denied["rule"];
+    assert!(rule["file"].as_str().unwrap().ends_with("mine.toml"), "{rule}");
+    assert_eq!(
+        (rule["line"].as_u64(), rule["tier"].as_str(), rule["priority"].as_u64()),
+        (Some(2), Some("user"), Some(500))
+    );
+    assert_eq!(rule["effectivePriority"], 4.5);
+    assert!(denied["reason"].as_str().unwrap().ends_with("never crash it"), "{denied}");
+
+    // The server's `trust` (4.2) allows its other tools, in every mode but plan, over a user
+    // rule of a lower priority (4.005), as in Gemini CLI.
+    let trusted = check(&p, json!({"tool": "mcp_fx_echo", "serverName": "fx"})).await;
+    assert_eq!(
+        (trusted["decision"].as_str(), trusted["rule"]["file"].as_str()),
+        (Some("allow"), Some("settings: mcpServers.fx.trust"))
+    );
+    let plan = check(
+        &p,
+        json!({"tool": "mcp_fx_echo", "serverName": "fx", "mode": "plan", "interactive": true}),
+    )
+    .await;
+    // In plan mode the trust rule does not hold, and the lower user rule decides.
+    assert_eq!(
+        (plan["decision"].as_str(), plan["rule"]["line"].as_u64()),
+        (Some("deny"), Some(9)),
+        "{plan}"
+    );
+
+    // No rule: ask when interactive, deny when not (no client listens here), allow in YOLO.
+    let untrusted = json!({"tool": "mcp_other_echo", "serverName": "other"});
+    let headless = check(&p, untrusted.clone()).await;
+    assert_eq!(headless["decision"], "deny");
+    assert!(headless["reason"].as_str().unwrap().contains("not interactive"), "{headless}");
+    assert!(headless.get("rule").is_none());
+    let mut asked = untrusted.clone();
+    asked["interactive"] = json!(true);
+    assert_eq!(check(&p, asked).await["decision"], "ask_user");
+    let mut yolo = untrusted;
+    yolo["mode"] = json!("yolo");
+    assert_eq!(check(&p, yolo).await["decision"], "allow");
+
+    // A listening client makes the session interactive.
+    let _listening = p
+        .subscribe("asks/listen", json!({ "session": p.session, "kinds": ["confirmation"] }))
+        .await
+        .unwrap();
+    assert_eq!(
+        check(&p, json!({"tool": "mcp_other_echo", "serverName": "other"})).await["decision"],
+        "ask_user"
+    );
+
+    // A shell prefix, as front-ends ask about their own tools.
+    write(
+        &p,
+        "home/.gemini/policies/shell.toml",
+        "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"git status\"\ndecision = \"allow\"\npriority = 10\n",
+    )?;
+    let git =
+        check(&p, json!({"tool": "run_shell_command", "args": {"command": "git status -s"}})).await;
+    assert_eq!(git["decision"], "allow");
+    let rm = check(&p, json!({"tool": "run_shell_command", "args": {"command": "git statusx"}, "interactive": false})).await;
+    assert_eq!(rm["decision"], "deny");
+    p.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn policy_list_shows_every_rule_in_order_and_each_problem_with_its_line() -> anyhow::Result<()>
+{
+    let p = setup().await?;
+    let user = write(
+        &p,
+        "home/.gemini/policies/a.toml",
+        "[[rule]]\ntoolName = \"x\"\ndecision = \"allow\"\npriority = 7\n",
+    )?;
+    let list: Value = p.call("policy/list", json!({ "session": p.session })).await.unwrap();
+    let rules = list["rules"].as_array().unwrap();
+    let order: Vec<f64> =
+        rules.iter().map(|r| r["source"]["effectivePriority"].as_f64().unwrap()).collect();
+    assert!(order.windows(2).all(|w| w[0] >= w[1]), "{order:?}");
+    assert!(rules.iter().any(|r| r["toolName"] == "x" && r["source"]["tier"] == "user"));
+    assert!(rules.iter().any(|r| r["toolName"] == "mcp_fx_*" && r["mcpName"] == "fx"));
+
+    // An editor mid-save: the file's last good rule stays, and the error names the line.
+    std::fs::write(&user, "[[rule]]\ntoolName = \"x\"\ndecision = allow\n")?;
+    let list: Value =
+        p.call("policy/list", json!({ "session": p.session, "tier": "user" })).await.unwrap();
+    assert!(list["rules"].as_array().unwrap().iter().any(|r| r["toolName"] == "x"), "{list}");
+    let d = &list["diagnostics"][0];
+    assert!(d["file"].as_str().unwrap().ends_with("a.toml") && d["line"] == 3, "{d}");
+    assert!(d["message"].as_str().unwrap().contains("last good rules (1) stay in force"), "{d}");
+
+    // An admin directory others may write is not read, and is said.
+    let admin = write(
+        &p,
+        "etc/policies/admin.toml",
+        "[[rule]]\ntoolName = \"*\"\ndecision = \"deny\"\npriority = 1\n",
+    )?;
+    std::fs::set_permissions(admin.parent().unwrap(), std::fs::Permissions::from_mode(0o777))?;
+    let list: Value =
+        p.call("policy/list", json!({ "session": p.session, "tier": "admin" })).await.unwrap();
+    assert_eq!(list["rules"], json!([]));
+    assert!(list["diagnostics"].to_string().contains("chmod go-w"), "{list}");
+    std::fs::set_permissions(admin.parent().unwrap(), std::fs::Permissions::from_mode(0o755))?;
+    let list: Value =
+        p.call("policy/list", json!({ "session": p.session, "tier": "admin" })).await.unwrap();
+    assert_eq!(list["rules"][0]["source"]["effectivePriority"], 5.001);
+
+    let (code, _) = p
+        .call::<Value>("policy/check", json!({ "session": "nope", "tool": "x" }))
+        .await
+        .unwrap_err();
+    assert_eq!(code, ErrorCode::SessionNotFound.code());
+    p.shutdown().await;
+    Ok(())
+}
