@@ -5,6 +5,7 @@ mod config_cmds;
 mod daemon;
 mod mcp_cmds;
 mod output;
+mod policy_cmds;
 mod tool_cmds;
 
 use std::path::{Path, PathBuf};
@@ -110,6 +111,9 @@ enum Command {
         /// The reference
         reference: String,
     },
+    /// What the session's tool-call policy decides: `check` a call, `list` the rules
+    #[command(subcommand)]
+    Policy(policy_cmds::PolicyCommand),
     /// Trust a folder (default: the current directory)
     Trust {
         /// The folder
@@ -146,6 +150,7 @@ impl Command {
             Self::Mcp(_)
             | Self::Config(_)
             | Self::Call { .. }
+            | Self::Policy(_)
             | Self::Prompt { .. }
             | Self::Read { .. } => true,
         }
@@ -349,6 +354,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
             tool_cmds::read(&client, session, reference, cli.json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy(cmd) => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            policy_cmds::run(&client, session, cmd, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Trust { path, parent, never } => {

@@ -162,3 +162,45 @@ async fn policy_list_shows_every_rule_in_order_and_each_problem_with_its_line() 
     p.shutdown().await;
     Ok(())
 }
+
+/// `gemctl policy check` and `gemctl policy list` against a real daemon.
+#[tokio::test]
+async fn gemctl_policy_check_and_list() -> anyhow::Result<()> {
+    use geminid_tests::mcp::Setup;
+    let s = Setup::new(json!({ "fx": { "command": fixture(), "trust": true } })).await?;
+    let file = s.home.root().join("home/.gemini/policies/mine.toml");
+    std::fs::create_dir_all(file.parent().unwrap_or(&file))?;
+    std::fs::write(
+        &file,
+        "[[rule]]\nmcpName = \"fx\"\ntoolName = \"crash\"\ndecision = \"deny\"\npriority = 900\ndenyMessage = \"not here\"\n",
+    )?;
+    let session = ["--session", s.session.as_str()];
+    let checked = s.home.gemctl_json(
+        &[&session[..], &["policy", "check", "mcp_fx_crash", "--server", "fx"]].concat(),
+    )?;
+    assert_eq!(
+        (checked["decision"].as_str(), checked["rule"]["line"].as_u64()),
+        (Some("deny"), Some(1))
+    );
+    let (code, out, _) = s.home.gemctl_run(
+        &[&session[..], &["policy", "check", "mcp_fx_echo", "--server", "fx"]].concat(),
+    )?;
+    assert_eq!(code, 0);
+    assert!(out.starts_with("allow\n") && out.contains("settings: mcpServers.fx.trust"), "{out}");
+    let (code, out, _) = s.home.gemctl_run(&[&session[..], &["policy", "list"]].concat())?;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("PRIORITY") && out.contains("mcp_fx_crash") && out.contains("mine.toml:1"),
+        "{out}"
+    );
+    let (code, _, err) =
+        s.home.gemctl_run(&[&session[..], &["policy", "check", "x", "{not json"]].concat())?;
+    assert_ne!(code, 0);
+    assert!(err.contains("must be a JSON object"), "{err}");
+    let (code, _, err) = s
+        .home
+        .gemctl_run(&[&session[..], &["policy", "check", "x", "--mode", "turbo"]].concat())?;
+    assert_ne!(code, 0);
+    assert!(err.contains("not a mode"), "{err}");
+    Ok(())
+}

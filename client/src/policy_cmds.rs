@@ -1,0 +1,151 @@
+//! `gemctl policy check|list`: what the session's tool-call policy decides.
+
+use clap::Subcommand;
+use geminid_protocol::api::PolicyApiClient;
+use geminid_protocol::client::Client;
+use geminid_protocol::common::Severity;
+use geminid_protocol::policy::{ApprovalMode, PolicyCheckParams, PolicyDecision, PolicyListParams};
+
+use crate::output::outln;
+use crate::{call_error, output};
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// What the session's rules decide for a call (without making it)
+    Check {
+        /// The tool's name as the model calls it (`mcp_server_tool`, `run_shell_command`, ...)
+        tool: String,
+        /// Its arguments, as a JSON object
+        args: Option<String>,
+        /// The MCP server the tool belongs to
+        #[arg(long, value_name = "NAME")]
+        server: Option<String>,
+        /// Decide in this approval mode (default, autoEdit, yolo, plan)
+        #[arg(long, value_parser = parse_mode)]
+        mode: Option<ApprovalMode>,
+        /// Decide as for an interactive session (someone can confirm)
+        #[arg(long, conflicts_with = "headless")]
+        interactive: bool,
+        /// Decide as for a headless session (nobody can confirm)
+        #[arg(long)]
+        headless: bool,
+    },
+    /// Every rule that applies to the session, in the order they are tried
+    List {
+        /// Only this tier's (default, extension, workspace, user, admin)
+        #[arg(long)]
+        tier: Option<String>,
+    },
+}
+
+fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_owned()))
+        .map_err(|_| format!("{s:?} is not a mode: default, autoEdit, yolo or plan"))
+}
+
+fn decision(d: PolicyDecision) -> &'static str {
+    match d {
+        PolicyDecision::Allow => "allow",
+        PolicyDecision::Deny => "deny",
+        PolicyDecision::AskUser => "ask_user",
+    }
+}
+
+/// Run a policy command for `session`.
+pub async fn run(
+    client: &Client,
+    session: String,
+    cmd: PolicyCommand,
+    json: bool,
+) -> anyhow::Result<()> {
+    match cmd {
+        PolicyCommand::Check { tool, args, server, mode, interactive, headless } => {
+            let args = match args {
+                Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+                    anyhow::anyhow!(
+                        "the arguments must be a JSON object ({e}), as in '{{\"command\": \"ls\"}}'"
+                    )
+                })?),
+                None => None,
+            };
+            let interactive = match (interactive, headless) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            };
+            let params = PolicyCheckParams {
+                session,
+                tool,
+                args,
+                server_name: server,
+                mode,
+                interactive,
+                subagent: None,
+            };
+            let r = client.policy_check(params).await.map_err(call_error("policy/check"))?;
+            if json {
+                return output::json(&r);
+            }
+            outln!("{}", decision(r.decision));
+            outln!("  {}", r.reason);
+            Ok(())
+        }
+        PolicyCommand::List { tier } => {
+            let r = client
+                .policy_list(PolicyListParams { session, tier })
+                .await
+                .map_err(call_error("policy/list"))?;
+            if json {
+                return output::json(&r);
+            }
+            let rows: Vec<Vec<String>> = r
+                .rules
+                .iter()
+                .map(|rule| {
+                    let at = match rule.source.line {
+                        Some(l) => format!("{}:{l}", rule.source.file),
+                        None => rule.source.file.clone(),
+                    };
+                    let mut when = Vec::new();
+                    if !rule.modes.is_empty() {
+                        let modes: Vec<String> = rule
+                            .modes
+                            .iter()
+                            .filter_map(|m| serde_json::to_value(m).ok())
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect();
+                        when.push(format!("modes {}", modes.join(",")));
+                    }
+                    if let Some(i) = rule.interactive {
+                        when.push(if i { "interactive".to_owned() } else { "headless".to_owned() });
+                    }
+                    if rule.matches_args {
+                        when.push("arguments".to_owned());
+                    }
+                    vec![
+                        format!("{:.3}", rule.source.effective_priority),
+                        decision(rule.decision).to_owned(),
+                        rule.tool_name.clone(),
+                        when.join(" "),
+                        at,
+                    ]
+                })
+                .collect();
+            output::table_or(
+                "No rules.",
+                &["PRIORITY", "DECISION", "TOOL", "WHEN", "WHERE"],
+                &rows,
+            );
+            for d in &r.diagnostics {
+                let pos = match (d.line, d.column) {
+                    (Some(l), Some(c)) => format!(":{l}:{c}"),
+                    (Some(l), None) => format!(":{l}"),
+                    _ => String::new(),
+                };
+                let sev = if d.severity == Severity::Error { "error" } else { "warning" };
+                outln!("{}{pos}: {sev}: {}", d.file, d.message);
+            }
+            Ok(())
+        }
+    }
+}
