@@ -115,6 +115,13 @@ struct Inner {
     listeners: HashMap<(String, ConnId), Vec<AskKind>>,
 }
 
+impl Inner {
+    /// Whether a connection listens for `kind` on `session`.
+    fn answers(&self, session: &str, kind: AskKind) -> bool {
+        self.listeners.iter().any(|((s, _), kinds)| s == session && kinds.contains(&kind))
+    }
+}
+
 /// Every pending ask, and who can answer.
 #[derive(Debug)]
 pub struct Asks {
@@ -225,9 +232,7 @@ impl Asks {
         let (tx, rx) = oneshot::channel();
         {
             let mut inner = self.inner();
-            let answerer =
-                inner.listeners.iter().any(|((s, _), kinds)| s == session && kinds.contains(&kind));
-            if !answerer {
+            if !inner.answers(session, kind) {
                 return Err(AskError::NoAnswerer(kind_name(kind)));
             }
             inner.pending.insert(n, Pending { ask: ask.clone(), answer: tx });
@@ -291,7 +296,7 @@ impl Asks {
 
     /// Whether a client attached to the session listens for asks of this kind.
     pub fn answers(&self, session: &str, kind: AskKind) -> bool {
-        self.inner().listeners.iter().any(|((s, _), kinds)| s == session && kinds.contains(&kind))
+        self.inner().answers(session, kind)
     }
 
     /// A session's pending asks, oldest first.

@@ -102,6 +102,9 @@ async fn an_ask_whose_asker_stops_waiting_is_cancelled_and_a_late_one_times_out(
     let _asked = l.notices.recv().await.unwrap();
     let n = l.notices.recv().await.unwrap();
     assert!(matches!(&*n, AskNotice::Settled { how: Settled::TimedOut, .. }), "{n:?}");
+    // An answer after the deadline is too late, and said so.
+    let AskNotice::Settled { id, .. } = &*n else { unreachable!() };
+    assert!(!asks.respond("s", id, json!({"outcome": "once"})).unwrap());
 }
 
 #[tokio::test]

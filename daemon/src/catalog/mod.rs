@@ -66,11 +66,6 @@ impl Catalog {
         self.filter.as_ref().and_then(|f| f.hides(session, server, tool))
     }
 
-    /// The static filter's rules changed: every session's table is filtered again.
-    pub fn filter_changed(&self) {
-        self.tables.refilter();
-    }
-
     /// The session's servers, started if it had not.
     pub fn ensure_servers(&self, session: &str) -> Result<(), SessionError> {
         if self.mcp.is_active(session) {

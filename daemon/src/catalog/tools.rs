@@ -228,11 +228,6 @@ impl Tables {
         Ok(table)
     }
 
-    /// Forget every session's filtered table (the filter's rules changed).
-    pub(crate) fn refilter(&self) {
-        self.by_session.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    }
-
     /// Forget a session's table (it closed).
     pub(crate) fn forget(&self, session: &str) {
         self.by_session.lock().unwrap_or_else(|e| e.into_inner()).remove(session);

@@ -6,8 +6,8 @@ use geminid_protocol::policy::{
 
 use super::Core;
 use crate::asks::AskKind;
+use crate::policy::ToolCall;
 use crate::policy::service::{entry, reason, source};
-use crate::policy::{ApprovalMode, ToolCall};
 use crate::session::SessionError;
 
 impl Core {
@@ -21,19 +21,18 @@ impl Core {
     pub fn policy_check(&self, p: PolicyCheckParams) -> Result<PolicyCheckResult, SessionError> {
         let effective = self.effective(&p.session)?;
         let interactive = p.interactive.unwrap_or_else(|| self.interactive(&p.session));
-        let mode: ApprovalMode = p.mode.unwrap_or_default().into();
+        let mode = p.mode.unwrap_or_default();
         let policy = self.policies.for_session(self.config.paths(), &effective, interactive);
-        let annotations = None;
         let call = ToolCall {
             name: &p.tool,
             server: p.server_name.as_deref(),
             args: p.args.as_ref(),
-            annotations,
+            annotations: None,
             subagent: p.subagent.as_deref(),
         };
         let v = policy.set.decide(&call, mode, interactive);
         Ok(PolicyCheckResult {
-            decision: v.decision.into(),
+            decision: v.decision,
             rule: v.rule.map(source),
             reason: reason(v.decision, v.rule, mode, interactive),
         })

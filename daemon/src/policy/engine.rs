@@ -73,19 +73,8 @@ mod tests {
     /// A rule as Gemini CLI's engine tests write them: a name, a decision, a priority, maybe
     /// `mcpName`, an `argsPattern`, modes.
     fn rule(name: &str, decision: Decision, priority: u32) -> Rule {
-        Rule {
-            tool_name: name.to_owned(),
-            subagent: None,
-            mcp_name: None,
-            args: None,
-            decision,
-            modes: vec![],
-            interactive: None,
-            annotations: None,
-            allow_redirection: None,
-            deny_message: None,
-            origin: Origin { file: "test.toml".into(), line: None, tier: Tier::User, priority },
-        }
+        let origin = Origin { file: "test.toml".into(), line: None, tier: Tier::User, priority };
+        Rule::new(name.to_owned(), decision, origin)
     }
 
     fn with_mcp(mut r: Rule, server: &str) -> Rule {

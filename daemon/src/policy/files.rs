@@ -131,44 +131,33 @@ impl Reader {
     }
 
     fn file(&self, file: &Path, tier: Tier, rules: &mut Vec<Rule>, problems: &mut Vec<Diagnostic>) {
-        let shown = file.display().to_string();
-        let mut kept = |why: String, problems: &mut Vec<Diagnostic>| {
-            let last = self.last_good.lock().unwrap_or_else(|e| e.into_inner()).get(file).cloned();
-            let note = match &last {
-                Some(r) => format!("{why}; its last good rules ({}) stay in force", r.len()),
-                None => why,
-            };
-            problems.push(problem(file, note));
-            rules.extend(last.unwrap_or_default());
-        };
-        let text = match read_input(file) {
-            Ok(Some(t)) => t,
+        let why = match read_input(file) {
             Ok(None) => return,
-            Err(InputError::Refused(why)) => return kept(why, problems),
-            Err(InputError::Io(e)) => return kept(format!("it cannot be read: {e}"), problems),
-        };
-        let loaded = load(&shown, &text, tier);
-        if loaded.unreadable {
-            problems.extend(loaded.problems.iter().skip(1).cloned());
-            let first = loaded.problems.into_iter().next();
-            let mut last =
-                self.last_good.lock().unwrap_or_else(|e| e.into_inner()).get(file).cloned();
-            if let Some(mut d) = first {
-                if let Some(r) = &last {
-                    d.message =
-                        format!("{}; its last good rules ({}) stay in force", d.message, r.len());
+            Ok(Some(text)) => {
+                let loaded = load(&file.display().to_string(), &text, tier);
+                if !loaded.unreadable {
+                    problems.extend(loaded.problems);
+                    let mut last = self.last_good.lock().unwrap_or_else(|e| e.into_inner());
+                    last.insert(file.to_owned(), loaded.rules.clone());
+                    rules.extend(loaded.rules);
+                    return;
                 }
-                problems.push(d);
+                // An unreadable file has exactly one problem: where it stops parsing.
+                loaded.problems.into_iter().next()
             }
-            rules.extend(last.take().unwrap_or_default());
-            return;
+            Err(InputError::Refused(why)) => Some(problem(file, why)),
+            Err(InputError::Io(e)) => Some(problem(file, format!("it cannot be read: {e}"))),
+        };
+        // The file gives nothing now: its last good rules stay, and the problem says so.
+        let last = self.last_good.lock().unwrap_or_else(|e| e.into_inner()).get(file).cloned();
+        if let Some(mut d) = why {
+            if let Some(r) = &last {
+                d.message =
+                    format!("{}; its last good rules ({}) stay in force", d.message, r.len());
+            }
+            problems.push(d);
         }
-        problems.extend(loaded.problems);
-        self.last_good
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(file.to_owned(), loaded.rules.clone());
-        rules.extend(loaded.rules);
+        rules.extend(last.unwrap_or_default());
     }
 }
 

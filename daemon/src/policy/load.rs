@@ -303,7 +303,7 @@ fn rule(
         Some(i) => {
             let names: Option<Vec<ApprovalMode>> = i
                 .as_array()
-                .and_then(|a| a.iter().map(|v| v.as_str().and_then(ApprovalMode::parse)).collect());
+                .and_then(|a| a.iter().map(|v| v.as_str().and_then(super::mode_named)).collect());
             match names {
                 Some(m) => m,
                 None => {

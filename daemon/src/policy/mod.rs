@@ -20,59 +20,11 @@ pub mod service;
 pub mod settings;
 pub mod stringify;
 
-/// What a rule (or the default) decides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Decision {
-    /// Run it.
-    Allow,
-    /// Refuse it.
-    Deny,
-    /// Ask the person first.
-    AskUser,
-}
+pub use geminid_protocol::policy::{ApprovalMode, PolicyDecision as Decision};
 
-impl Decision {
-    /// The name in policy files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Allow => "allow",
-            Self::Deny => "deny",
-            Self::AskUser => "ask_user",
-        }
-    }
-}
-
-/// A session's approval mode (Gemini CLI's `ApprovalMode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum ApprovalMode {
-    /// Ask for what the rules do not allow.
-    #[default]
-    Default,
-    /// Edits are allowed without asking.
-    AutoEdit,
-    /// Everything is allowed unless a rule denies it.
-    Yolo,
-    /// Read-only planning.
-    Plan,
-}
-
-impl ApprovalMode {
-    /// The name in policy files (`modes = [...]`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Default => "default",
-            Self::AutoEdit => "autoEdit",
-            Self::Yolo => "yolo",
-            Self::Plan => "plan",
-        }
-    }
-
-    /// The mode a policy file names.
-    pub fn parse(name: &str) -> Option<Self> {
-        [Self::Default, Self::AutoEdit, Self::Yolo, Self::Plan]
-            .into_iter()
-            .find(|m| m.name() == name)
-    }
+/// The approval mode a policy file names (`modes = [...]`): the wire names.
+pub fn mode_named(name: &str) -> Option<ApprovalMode> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
 }
 
 /// Where a rule comes from: its tier (Gemini CLI's: default 1, extension 2, workspace 3, user 4,

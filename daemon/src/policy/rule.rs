@@ -60,6 +60,23 @@ pub fn mcp_name(server: &str, tool: &str) -> String {
 }
 
 impl Rule {
+    /// A rule for `tool_name` deciding `decision`, with no other condition.
+    pub fn new(tool_name: String, decision: Decision, origin: Origin) -> Self {
+        Self {
+            tool_name,
+            subagent: None,
+            mcp_name: None,
+            args: None,
+            decision,
+            modes: vec![],
+            interactive: None,
+            annotations: None,
+            allow_redirection: None,
+            deny_message: None,
+            origin,
+        }
+    }
+
     /// `tier + priority / 1000`.
     pub fn effective_priority(&self) -> f64 {
         f64::from(self.origin.tier as u8) + f64::from(self.origin.priority) / 1000.0

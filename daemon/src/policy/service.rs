@@ -57,38 +57,6 @@ impl Policies {
     }
 }
 
-impl From<Decision> for wire::PolicyDecision {
-    fn from(d: Decision) -> Self {
-        match d {
-            Decision::Allow => Self::Allow,
-            Decision::Deny => Self::Deny,
-            Decision::AskUser => Self::AskUser,
-        }
-    }
-}
-
-impl From<wire::ApprovalMode> for ApprovalMode {
-    fn from(m: wire::ApprovalMode) -> Self {
-        match m {
-            wire::ApprovalMode::Default => Self::Default,
-            wire::ApprovalMode::AutoEdit => Self::AutoEdit,
-            wire::ApprovalMode::Yolo => Self::Yolo,
-            wire::ApprovalMode::Plan => Self::Plan,
-        }
-    }
-}
-
-impl From<ApprovalMode> for wire::ApprovalMode {
-    fn from(m: ApprovalMode) -> Self {
-        match m {
-            ApprovalMode::Default => Self::Default,
-            ApprovalMode::AutoEdit => Self::AutoEdit,
-            ApprovalMode::Yolo => Self::Yolo,
-            ApprovalMode::Plan => Self::Plan,
-        }
-    }
-}
-
 /// Where a rule is written, on the wire.
 pub fn source(r: &Rule) -> wire::PolicyRuleSource {
     wire::PolicyRuleSource {
@@ -105,8 +73,8 @@ pub fn entry(r: &Rule) -> wire::PolicyRuleEntry {
     wire::PolicyRuleEntry {
         tool_name: r.tool_name.clone(),
         mcp_name: r.mcp_name.clone(),
-        decision: r.decision.into(),
-        modes: r.modes.iter().map(|m| (*m).into()).collect(),
+        decision: r.decision,
+        modes: r.modes.clone(),
         interactive: r.interactive,
         matches_args: r.args.is_some(),
         subagent: r.subagent.clone(),

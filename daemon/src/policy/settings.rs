@@ -40,24 +40,9 @@ impl Out {
         decision: Decision,
         priority: u32,
     ) -> &mut Rule {
-        self.0.push(Rule {
-            tool_name: name,
-            subagent: None,
-            mcp_name: None,
-            args: None,
-            decision,
-            modes: vec![],
-            interactive: None,
-            annotations: None,
-            allow_redirection: None,
-            deny_message: None,
-            origin: Origin {
-                file: format!("settings: {setting}"),
-                line: None,
-                tier: Tier::User,
-                priority,
-            },
-        });
+        let origin =
+            Origin { file: format!("settings: {setting}"), line: None, tier: Tier::User, priority };
+        self.0.push(Rule::new(name, decision, origin));
         let n = self.0.len() - 1;
         &mut self.0[n]
     }
