@@ -280,7 +280,12 @@ async fn config_bench(home: &TestHome, daemon: &Daemon) -> anyhow::Result<Vec<St
     let env = [("GEMINI_CLI_TRUST_WORKSPACE".to_owned(), "true".to_owned())].into();
     let workspace = home.workspace().display().to_string();
     let session = client
-        .create(SessionCreateParams { workspace, env: Some(env), reuse_default: false })
+        .create(SessionCreateParams {
+            workspace,
+            env: Some(env),
+            reuse_default: false,
+            ..Default::default()
+        })
         .await?
         .id;
     let filter = EventsSubscribeParams {

@@ -55,7 +55,12 @@ async fn new_session(client: &Client, home: &TestHome, dir: &str) -> anyhow::Res
     let ws = home.root().join(dir);
     std::fs::create_dir_all(&ws)?;
     let workspace = ws.display().to_string();
-    let params = SessionCreateParams { workspace, env: Some(env(home)), reuse_default: false };
+    let params = SessionCreateParams {
+        workspace,
+        env: Some(env(home)),
+        reuse_default: false,
+        ..Default::default()
+    };
     Ok(client.create(params).await?.id)
 }
 

@@ -45,7 +45,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     let call = ToolCall {
         name: "mcp_fs_write",
         server: Some("fs"),
-        args: Some(&args),
+        args: args.as_object(),
         annotations: None,
         subagent: None,
     };

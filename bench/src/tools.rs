@@ -35,7 +35,12 @@ async fn new_session(client: &Client, home: &TestHome, dir: &str) -> anyhow::Res
     let workspace = ws.display().to_string();
     let env = shell_env(home, &[]);
     Ok(client
-        .create(SessionCreateParams { workspace, env: Some(env), reuse_default: false })
+        .create(SessionCreateParams {
+            workspace,
+            env: Some(env),
+            reuse_default: false,
+            ..Default::default()
+        })
         .await?
         .id)
 }
@@ -51,6 +56,7 @@ pub(crate) async fn via_geminid(
         name: tool.to_owned(),
         args: Some(echo_args(text)),
         call_id: None,
+        confirmed: false,
     };
     let r = client.tools_call(p).await?;
     anyhow::ensure!(r.display == text, "crossed: {text} → {}", r.display);
@@ -113,7 +119,7 @@ pub(crate) fn fixture_home(modes: &[FixtureIo]) -> anyhow::Result<TestHome> {
 pub(crate) async fn session(daemon: &Daemon, home: &TestHome) -> anyhow::Result<(Client, String)> {
     let client = daemon.client().await?;
     let session = new_session(&client, home, "ws").await?;
-    client.tools_list(ToolsListParams { session: session.clone(), raw: false }).await?;
+    client.tools_list(ToolsListParams { session: session.clone(), raw: false, all: false }).await?;
     Ok((client, session))
 }
 
@@ -377,13 +383,15 @@ async fn catalog(home: &TestHome, daemon: &Daemon, client: &Client) -> anyhow::R
     write_user_settings(home, serde_json::Value::Object(servers))?;
     let warm = new_session(client, home, "warm").await?;
     tokio::time::sleep(Duration::from_millis(300)).await; // let the watcher see the new file
-    let first = client.tools_list(ToolsListParams { session: warm.clone(), raw: false }).await?;
+    let first = client
+        .tools_list(ToolsListParams { session: warm.clone(), raw: false, all: false })
+        .await?;
     anyhow::ensure!(first.tools.len() == 1000, "{} tools", first.tools.len());
     let mut samples = Vec::with_capacity(CATALOG_SESSIONS);
     for i in 0..CATALOG_SESSIONS {
         let s = new_session(client, home, &format!("cat-{i}")).await?;
         let t = Instant::now();
-        let l = client.tools_list(ToolsListParams { session: s, raw: false }).await?;
+        let l = client.tools_list(ToolsListParams { session: s, raw: false, all: false }).await?;
         samples.push(t.elapsed());
         anyhow::ensure!(l.tools.len() == 1000);
     }
@@ -391,7 +399,9 @@ async fn catalog(home: &TestHome, daemon: &Daemon, client: &Client) -> anyhow::R
     let mut again = Vec::with_capacity(CATALOG_SESSIONS);
     for _ in 0..CATALOG_SESSIONS {
         let t = Instant::now();
-        client.tools_list(ToolsListParams { session: warm.clone(), raw: false }).await?;
+        client
+            .tools_list(ToolsListParams { session: warm.clone(), raw: false, all: false })
+            .await?;
         again.push(t.elapsed());
     }
     let again = stats(again);
@@ -421,6 +431,7 @@ async fn catalog(home: &TestHome, daemon: &Daemon, client: &Client) -> anyhow::R
             name: "mcp_s0_grow".into(),
             args: None,
             call_id: None,
+            confirmed: false,
         };
         client.tools_call(grow).await?;
         tokio::time::timeout(Duration::from_secs(10), changes.next())
@@ -428,7 +439,7 @@ async fn catalog(home: &TestHome, daemon: &Daemon, client: &Client) -> anyhow::R
             .ok_or_else(|| anyhow::anyhow!("the event stream ended"))??;
         let s = new_session(client, home, &format!("rebuilt-{i}")).await?;
         let t = Instant::now();
-        let l = client.tools_list(ToolsListParams { session: s, raw: false }).await?;
+        let l = client.tools_list(ToolsListParams { session: s, raw: false, all: false }).await?;
         rebuilt.push(t.elapsed());
         anyhow::ensure!(l.tools.len() == 1001 + i, "{} tools", l.tools.len());
     }

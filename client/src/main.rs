@@ -416,6 +416,7 @@ async fn for_session(client: &Client, id: Option<String>) -> anyhow::Result<Sess
         workspace: absolute(None)?,
         env: Some(client_env()),
         reuse_default: true,
+        ..SessionCreateParams::default()
     };
     client.create(params).await.map_err(call_error("session/create"))
 }
@@ -553,6 +554,7 @@ async fn session(
                 workspace: absolute(workspace)?,
                 env: Some(client_env()),
                 reuse_default: false,
+                ..SessionCreateParams::default()
             };
             let s = client.create(params).await.map_err(call_error("session/create"))?;
             if json { output::json(&s)? } else { outln!("{}", s.id) }

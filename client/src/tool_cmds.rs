@@ -28,7 +28,7 @@ pub async fn tools(
     json: bool,
 ) -> anyhow::Result<()> {
     let mut r = client
-        .tools_list(ToolsListParams { session: session.clone(), raw: false })
+        .tools_list(ToolsListParams { session: session.clone(), raw: false, all: true })
         .await
         .map_err(call_error("tools/list"))?;
     if let Some(name) = &server {
@@ -56,7 +56,11 @@ pub async fn tools(
         .map(|t| {
             let d = &t.declaration.description;
             let first = d.lines().next().unwrap_or_default();
-            vec![t.name.clone(), t.server.clone(), first.to_owned()]
+            let shown = match &t.hidden {
+                Some(_) => format!("[hidden by policy] {first}"),
+                None => first.to_owned(),
+            };
+            vec![t.name.clone(), t.server.clone(), shown]
         })
         .collect();
     output::table_or(&none("tools"), &["NAME", "SERVER", "DESCRIPTION"], &rows);
@@ -69,7 +73,7 @@ pub async fn tools(
 /// Show one tool's declaration and raw MCP object.
 pub async fn describe(client: &Client, session: String, name: String) -> anyhow::Result<()> {
     let r = client
-        .tools_list(ToolsListParams { session, raw: true })
+        .tools_list(ToolsListParams { session, raw: true, all: true })
         .await
         .map_err(call_error("tools/list"))?;
     // Its full name, or the server's own name for it when only one server has that tool.
@@ -122,7 +126,13 @@ pub async fn call(
     } else {
         None
     };
-    let params = ToolsCallParams { session, name, args: Some(map), call_id: Some(call_id.clone()) };
+    let params = ToolsCallParams {
+        session,
+        name,
+        args: Some(map),
+        call_id: Some(call_id.clone()),
+        confirmed: true,
+    };
     let call = client.tools_call(params);
     tokio::pin!(call);
     let r = loop {

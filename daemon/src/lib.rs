@@ -7,6 +7,7 @@
 #![warn(unreachable_pub)]
 
 pub(crate) mod asks;
+pub mod audit;
 pub mod calls;
 pub(crate) mod catalog;
 pub(crate) mod clock;

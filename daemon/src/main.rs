@@ -82,6 +82,10 @@ struct Args {
     /// nothing of their own, are closed; checked at start and hourly. `0s` keeps them all
     #[arg(long, env = "GEMINID_SESSION_PRUNE_AFTER", default_value = "30d", value_parser = humantime::parse_duration, value_name = "DURATION")]
     session_prune_after: Duration,
+    /// How long a tool call policy asks about waits for a person to confirm it before it is
+    /// denied
+    #[arg(long, env = "GEMINID_CONFIRM_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    confirm_timeout: Duration,
     /// Threads running the event loop. One serves a user's sessions with the fewest thread
     /// wake-ups per call (see BENCHMARKS.md); raise it if many sessions do CPU-heavy work at
     /// once. Blocking work (the database, schema compiling) has its own threads either way.
@@ -189,6 +193,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 subscriber_buffer: args.subscriber_buffer,
             },
             mcp,
+            confirm_timeout: args.confirm_timeout,
         },
         config,
     );

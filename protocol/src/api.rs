@@ -22,10 +22,13 @@ use crate::mcp::{
     CallToolParams, ListServersParams, ListServersResult, LogLine, LogsParams, LogsResult,
     ServerParams, ServerStatus, StartParams,
 };
-use crate::policy::{PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult};
+use crate::policy::{
+    AuditListParams, AuditListResult, ConfirmationRespondParams, ConfirmationRespondResult,
+    PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult,
+};
 use crate::session::{
-    Session, SessionAttachParams, SessionCreateParams, SessionIdParams, SessionListParams,
-    SessionListResult,
+    Session, SessionAttachParams, SessionCreateParams, SessionDeriveParams, SessionIdParams,
+    SessionListParams, SessionListResult, SessionUpdateParams,
 };
 use crate::tools::{
     CatalogParams, InstructionsResult, PromptsGetParams, PromptsGetResult, PromptsListResult,
@@ -73,9 +76,17 @@ pub trait SessionApi {
     #[method(name = "detach", with_extensions)]
     async fn detach(&self, params: SessionIdParams) -> RpcResult<Session>;
 
-    /// Close a session: detach everyone and delete it.
+    /// Close a session: detach everyone and delete it (and the sessions derived from it).
     #[method(name = "close")]
     async fn close(&self, params: SessionIdParams) -> RpcResult<Session>;
+
+    /// Change a session's approval mode or interactivity.
+    #[method(name = "update")]
+    async fn update(&self, params: SessionUpdateParams) -> RpcResult<Session>;
+
+    /// Create a subagent's session under a parent.
+    #[method(name = "derive")]
+    async fn derive(&self, params: SessionDeriveParams) -> RpcResult<Session>;
 }
 
 /// `events/*`: the event stream.
@@ -248,4 +259,24 @@ pub trait PolicyApi {
     /// problems in its policy files.
     #[method(name = "list")]
     async fn policy_list(&self, params: PolicyListParams) -> RpcResult<PolicyListResult>;
+}
+
+/// `confirmation/*`: answering the policy's questions.
+#[rpc(server, client, namespace = "confirmation", namespace_separator = "/")]
+pub trait ConfirmationApi {
+    /// Answer a confirmation (`confirmation/requested`): the first answer wins; a later one,
+    /// or one for an ask that is no longer pending, is an error that says why.
+    #[method(name = "respond")]
+    async fn confirmation_respond(
+        &self,
+        params: ConfirmationRespondParams,
+    ) -> RpcResult<ConfirmationRespondResult>;
+}
+
+/// `audit/*`: the record of every call.
+#[rpc(server, client, namespace = "audit", namespace_separator = "/")]
+pub trait AuditApi {
+    /// The latest audit records, newest first.
+    #[method(name = "list")]
+    async fn audit_list(&self, params: Option<AuditListParams>) -> RpcResult<AuditListResult>;
 }

@@ -36,6 +36,7 @@ pub const KINDS: &[&str] = &[
     "mcp/serverState",
     "catalog/changed",
     "tools/progress",
+    "confirmation/requested",
 ];
 
 /// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
@@ -72,6 +73,10 @@ pub enum EventBody {
     /// A server reported progress on a tool call.
     #[serde(rename = "tools/progress")]
     ToolProgress(crate::tools::ToolProgress),
+    /// A call waits for a person to confirm it (`confirmation/respond`); delivered to the
+    /// calling session's subscribers and, for a derived session, its root's.
+    #[serde(rename = "confirmation/requested")]
+    ConfirmationRequested(crate::policy::ConfirmationRequested),
 }
 
 /// Payload of `daemon/shuttingDown`.
@@ -96,6 +101,7 @@ impl EventBody {
             Self::McpServerState(_) => "mcp/serverState",
             Self::CatalogChanged(_) => "catalog/changed",
             Self::ToolProgress(_) => "tools/progress",
+            Self::ConfirmationRequested(_) => "confirmation/requested",
         }
     }
 
@@ -110,6 +116,7 @@ impl EventBody {
             | Self::SessionClosed(s) => Some(&s.id),
             Self::ConfigChanged(c) => Some(&c.session),
             Self::ToolProgress(p) => Some(&p.session),
+            Self::ConfirmationRequested(c) => Some(&c.session),
             Self::DaemonShuttingDown(_) | Self::McpServerState(_) | Self::CatalogChanged(_) => None,
         }
     }
@@ -120,6 +127,7 @@ impl EventBody {
         match self {
             Self::McpServerState(s) => s.server.sessions.iter().any(|id| id == session),
             Self::CatalogChanged(c) => c.sessions.iter().any(|id| id == session),
+            Self::ConfirmationRequested(c) => c.session == session || c.to == session,
             other => other.session().is_none_or(|id| id == session),
         }
     }

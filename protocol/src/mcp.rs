@@ -227,6 +227,9 @@ pub struct CallToolParams {
     /// Its arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The caller is the person (as `gemctl call`): see `tools/call`'s `confirmed`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confirmed: bool,
 }
 
 /// Payload of the `mcp/serverState` event.

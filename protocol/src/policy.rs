@@ -144,3 +144,152 @@ pub struct PolicyListResult {
     /// Problems in the policy files, errors first, with file, line and column.
     pub diagnostics: Vec<Diagnostic>,
 }
+
+/// How long a person allowed a call for (`confirmation/respond`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum ConfirmOutcome {
+    /// This call only.
+    Once,
+    /// Calls to this tool, for the rest of the session (kept with the session).
+    Session,
+    /// Calls to this tool from now on: a rule in `~/.gemini/policies/auto-saved.toml`.
+    Always,
+    /// Refused.
+    Deny,
+}
+
+/// Payload of `confirmation/requested`: a call waits for a person.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ConfirmationRequested {
+    /// Its id, for `confirmation/respond` (the same as its ask's).
+    pub id: String,
+    /// The session calling (a derived session's own id).
+    pub session: SessionId,
+    /// The session whose clients answer: the calling session, or the root of a derived one.
+    pub to: SessionId,
+    /// The calling session's path label (`s-1/researcher`); the session id when not derived.
+    pub path: String,
+    /// The tool's fully qualified name.
+    pub tool: String,
+    /// Its server.
+    pub server: String,
+    /// The arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The question, and why it is asked.
+    pub details: String,
+    /// When it is denied unanswered (milliseconds since the Unix epoch).
+    pub deadline_ms: u64,
+}
+
+/// `confirmation/respond`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ConfirmationRespondParams {
+    /// The confirmation's id.
+    pub id: String,
+    /// The answer.
+    pub outcome: ConfirmOutcome,
+    /// Why (kept in the audit record; a denial's reason is told to the caller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The session the answer is meant for: refused when the confirmation is another's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
+}
+
+/// `confirmation/respond`'s result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ConfirmationRespondResult {
+    /// The session it was answered for.
+    pub session: SessionId,
+}
+
+/// How the person answered a call's confirmation, in its audit record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum AuditConfirmation {
+    /// Asked, and answered.
+    Answered(ConfirmOutcome),
+    /// Allowed by an earlier "session" or "always" answer.
+    Remembered,
+    /// The caller is the person (`gemctl call`): the call counts as confirmed.
+    ByCaller,
+    /// Nobody answered before the deadline.
+    TimedOut,
+    /// Nobody could be asked (no interactive client).
+    NoAnswerer,
+}
+
+/// One call as the audit log keeps it. Argument values are not kept: their keys and a hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AuditRecord {
+    /// Its number (grows with time).
+    pub seq: u64,
+    /// When the call started (RFC 3339, UTC).
+    pub time: String,
+    /// The session.
+    pub session: SessionId,
+    /// The tool's fully qualified name.
+    pub tool: String,
+    /// Its server.
+    pub server: String,
+    /// `tools/call` or `mcp/callTool`.
+    pub origin: String,
+    /// The argument names, sorted.
+    pub arg_keys: Vec<String>,
+    /// SHA-256 of the arguments' stable form (hex, first 16 bytes), to tell calls apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args_hash: Option<String>,
+    /// What policy decided (absent: the call ended before policy, e.g. a hook blocked it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<PolicyDecision>,
+    /// The rule that decided (absent: the default, or no decision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<PolicyRuleSource>,
+    /// How a confirmation went, when one was needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<AuditConfirmation>,
+    /// How long the call took, in milliseconds.
+    pub duration_ms: u64,
+    /// Whether the tool answered without error.
+    pub ok: bool,
+    /// The error, when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `audit/list`: every field optional.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AuditListParams {
+    /// Only this session's calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
+    /// At most this many (default 50, at most 1,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Only records after this `seq`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+}
+
+/// `audit/list`'s result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AuditListResult {
+    /// Newest first.
+    pub records: Vec<AuditRecord>,
+}

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::common::{ClientEnv, SessionId};
+use crate::policy::ApprovalMode;
 
 /// `session/create`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -19,6 +20,48 @@ pub struct SessionCreateParams {
     /// one. This is what `gemctl` does when no `--session` is given.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reuse_default: bool,
+    /// The session's approval mode (default `default`). With `reuseDefault`, it is set on the
+    /// default session only when the session is created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_mode: Option<ApprovalMode>,
+    /// Whether the session is interactive (a person answers its confirmations) whatever its
+    /// clients say. Absent: interactive while a client attached to it listens for
+    /// confirmations (`asks/listen`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interactive: Option<bool>,
+}
+
+/// `session/update`: change a session's approval mode or interactivity; absent fields stay.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionUpdateParams {
+    /// The session.
+    pub id: SessionId,
+    /// The new approval mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_mode: Option<ApprovalMode>,
+    /// Interactive (or headless) whatever its clients say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interactive: Option<bool>,
+    /// Interactive again while a client listens for confirmations (drops `interactive`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interactive_auto: bool,
+}
+
+/// `session/derive`: a subagent's session under a parent session.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionDeriveParams {
+    /// The parent session (itself derived or not).
+    pub parent: SessionId,
+    /// The subagent's name: rules with `subagent = "name"` apply to its calls, and its
+    /// confirmations are labelled `parent/name`.
+    pub name: String,
+    /// The only tools it sees, by their names in the parent's table (absent: all of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
 }
 
 /// `session/attach`: attach an existing session to this connection.
@@ -115,6 +158,33 @@ pub struct SessionState {
     pub approvals: Vec<String>,
     /// Skills activated in this session.
     pub activated_skills: Vec<String>,
+    /// Its approval mode.
+    pub approval_mode: ApprovalMode,
+    /// Interactive (or headless) whatever its clients say; absent: interactive while a client
+    /// attached to it listens for confirmations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interactive: Option<bool>,
+    /// For a derived (subagent) session: where it sits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub derived: Option<Derived>,
+}
+
+/// A derived session's place under its parent.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Derived {
+    /// The parent session.
+    pub parent: SessionId,
+    /// The session at the top of the chain, whose clients answer its confirmations.
+    pub root: SessionId,
+    /// The subagent's name.
+    pub name: String,
+    /// Its path label: the root's id, then each subagent's name (`s-1/researcher/reader`).
+    pub path: String,
+    /// The only tools it sees (absent: all of its parent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
 }
 
 /// Largest `session/list` page.

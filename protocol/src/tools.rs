@@ -18,6 +18,10 @@ pub struct ToolsListParams {
     /// Also return each tool's MCP object as the server listed it.
     #[serde(default)]
     pub raw: bool,
+    /// Also the tools policy hides from the session (each with `hidden`, why): the view of a
+    /// person managing servers, not of the model.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
 }
 
 /// One tool in a session's catalog.
@@ -37,6 +41,9 @@ pub struct ToolEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(with = "Option<serde_json::Value>"))]
     pub raw: Option<Box<RawValue>>,
+    /// Why policy hides it from the session (only with `all: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<String>,
 }
 
 /// A Gemini `FunctionDeclaration` (the schema is kept as JSON text: it is passed through).
@@ -146,6 +153,10 @@ pub struct ToolsCallParams {
     /// `tools/progress` events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
+    /// The caller is the person (as `gemctl call`): a call policy would ask about counts as
+    /// confirmed (the audit record says so); deny rules still apply.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confirmed: bool,
 }
 
 /// `tools/cancel`.
@@ -373,6 +384,7 @@ mod tests {
                     .unwrap(),
             },
             raw: None,
+            hidden: None,
         }
     }
 

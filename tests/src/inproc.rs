@@ -24,6 +24,9 @@ pub use geminid::calls::Seats;
 use crate::TestHome;
 use crate::mcp::{shell_env, write_user_settings};
 
+/// How long a confirmation waits in [`InProcess::new`].
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// The connection every in-process request arrives on (jsonrpsee's direct calls use 0).
 pub const CONN: ConnId = ConnId(0);
 
@@ -44,9 +47,23 @@ pub struct InProcess {
 pub type CallFailure = (i32, String);
 
 impl InProcess {
-    /// Build one with these seats.
+    /// Build one with these seats (and no others).
     pub async fn new(servers: Value, seats: Seats) -> anyhow::Result<Self> {
-        let home = TestHome::new()?;
+        Self::build(servers, Some(seats), CONFIRM_TIMEOUT).await
+    }
+
+    /// Build one as the daemon is built: its own policy and audit log in the seats, and
+    /// confirmations waiting `confirm_timeout`.
+    pub async fn daemon(servers: Value, confirm_timeout: Duration) -> anyhow::Result<Self> {
+        Self::build(servers, None, confirm_timeout).await
+    }
+
+    async fn build(
+        servers: Value,
+        seats: Option<Seats>,
+        confirm_timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        let home = TestHome::strict()?;
         write_user_settings(&home, servers)?;
         let root = home.root().to_owned();
         let paths = ConfigPaths::from_env(|k| match k {
@@ -70,8 +87,13 @@ impl InProcess {
                 startup_timeout: Duration::from_secs(10),
                 ..McpOptions::default()
             },
+            confirm_timeout,
         };
-        let core = Core::with_seats(Store::open(&data_dir)?, info, Loader::new(paths), seats);
+        let store = Store::open(&data_dir)?;
+        let core = match seats {
+            Some(seats) => Core::with_seats(store, info, Loader::new(paths), seats),
+            None => Core::new(store, info, Loader::new(paths)),
+        };
         core.sessions.connection_opened(CONN);
         let methods = geminid::rpc::methods(core.clone()).context("registering the methods")?;
         let mut me = Self { core, session: String::new(), methods, home };
@@ -79,6 +101,7 @@ impl InProcess {
             workspace: me.home.workspace().display().to_string(),
             env: Some(shell_env(&me.home, &[])),
             reuse_default: false,
+            ..SessionCreateParams::default()
         };
         let s: Value =
             me.call("session/create", params).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;

@@ -30,6 +30,10 @@ pub fn bin(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// The user policy [`TestHome::new`] writes: every MCP tool allowed, below any rule a test
+/// writes itself (priority 1).
+pub const ALLOW_MCP: &str = "# Written by the tests: their sessions are headless.\n[[rule]]\ntoolName = \"*\"\nmcpName = \"*\"\ndecision = \"allow\"\npriority = 1\n";
+
 /// A temporary home: `home/` (HOME), `run/` (0700, the socket), `state/` (XDG_STATE_HOME) and
 /// `ws/` (a workspace). Dropping it kills any daemon still holding a lock file in `run/`.
 #[derive(Debug)]
@@ -38,8 +42,20 @@ pub struct TestHome {
 }
 
 impl TestHome {
-    /// Create one.
+    /// Create one whose user policy allows every MCP tool ([`ALLOW_MCP`]): the tests of the
+    /// MCP half run headless sessions, where the policy default would hide their servers'
+    /// tools. The policy tests use [`TestHome::strict`].
     pub fn new() -> anyhow::Result<Self> {
+        let home = Self::strict()?;
+        let dir = home.root().join("home/.gemini/policies");
+        std::fs::create_dir(&dir)?;
+        std::fs::write(dir.join("tests-allow-mcp.toml"), ALLOW_MCP)?;
+        Ok(home)
+    }
+
+    /// Create one with no policy of its own: the built-in rules and the engine's defaults
+    /// decide.
+    pub fn strict() -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("geminid-test-").tempdir()?;
         for sub in ["home", "home/.gemini", "etc", "run", "state", "ws"] {
             std::fs::create_dir(dir.path().join(sub))?;

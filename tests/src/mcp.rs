@@ -91,7 +91,12 @@ impl Setup {
         let workspace = home.workspace().display().to_string();
         let env = shell_env(&home, &[]);
         let s = client
-            .create(SessionCreateParams { workspace, env: Some(env), reuse_default: false })
+            .create(SessionCreateParams {
+                workspace,
+                env: Some(env),
+                reuse_default: false,
+                ..Default::default()
+            })
             .await?;
         Ok(Self { home, daemon, client, session: s.id })
     }

@@ -28,7 +28,12 @@ use serde_json::{Value, json};
 async fn session(client: &Client, workspace: &Path, env: ClientEnv) -> anyhow::Result<String> {
     let workspace = workspace.display().to_string();
     let s = client
-        .create(SessionCreateParams { workspace, env: Some(env), reuse_default: false })
+        .create(SessionCreateParams {
+            workspace,
+            env: Some(env),
+            reuse_default: false,
+            ..Default::default()
+        })
         .await?;
     Ok(s.id)
 }
@@ -76,6 +81,7 @@ async fn call(
         server: server.into(),
         tool: tool.into(),
         arguments: args.as_object().cloned(),
+        confirmed: false,
     };
     match client.mcp_call_tool(p).await {
         Ok(v) => Ok(v["content"][0]["text"].as_str().unwrap_or_default().to_owned()),
@@ -824,8 +830,14 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     // gemctl commands.
     let client = daemon.client().await?;
     let workspace = home.workspace().display().to_string();
-    let held =
-        client.create(SessionCreateParams { workspace, env: None, reuse_default: true }).await?;
+    let held = client
+        .create(SessionCreateParams {
+            workspace,
+            env: None,
+            reuse_default: true,
+            ..Default::default()
+        })
+        .await?;
     let (ok, out, err) = text(&["mcp", "start"])?;
     assert!(ok, "{err}");
     assert!(out.contains(&format!("✓ fx: {target} (stdio) - Connected (pid ")), "{out}");

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use geminid::calls::seats::{AfterTool, Audit, BeforeTool, Policy, ToolFilter};
-use geminid::calls::{After, Before, Call, Decision, Ended, Origin, Outcome, Seats};
+use geminid::calls::seats::{AfterTool, Audit, BeforeTool, Hidden, Policy, ToolFilter};
+use geminid::calls::{After, Before, Call, Decision, Ended, Origin, Outcome, PolicyNote, Seats};
 use geminid_protocol::error::ErrorCode;
 use geminid_tests::inproc::InProcess;
 use geminid_tests::mcp::stdio;
@@ -68,13 +68,15 @@ impl BeforeTool for Recorder {
 }
 
 impl Policy for Recorder {
-    fn decide(&self, call: &Call) -> Decision {
+    fn decide(&self, call: &Call) -> (Decision, Option<PolicyNote>) {
         self.saw("policy", call);
-        self.decision
+        let d = self
+            .decision
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-            .unwrap_or(Decision::Allow)
+            .unwrap_or(Decision::Allow);
+        (d, None)
     }
 }
 
@@ -92,12 +94,18 @@ impl AfterTool for Recorder {
 }
 
 impl ToolFilter for Recorder {
-    fn hides(&self, _session: &str, server: &str, tool: &str) -> Option<String> {
+    fn hides(
+        &self,
+        _session: &str,
+        server: &str,
+        tool: &str,
+        _: Option<&serde_json::Map<String, Value>>,
+    ) -> Option<Hidden> {
         let hidden = self.hidden.lock().unwrap_or_else(PoisonError::into_inner);
         hidden
             .iter()
             .find(|(s, t)| *s == server && *t == tool)
-            .map(|_| format!("rule 7 hides {tool}"))
+            .map(|_| Hidden { why: format!("rule 7 hides {tool}"), by_default: false })
     }
 }
 

@@ -29,7 +29,12 @@ async fn setup(home: &TestHome) -> anyhow::Result<Watch> {
     let client = daemon.client().await?;
     let workspace = home.workspace().display().to_string();
     let s = client
-        .create(SessionCreateParams { workspace, env: Some(env), reuse_default: false })
+        .create(SessionCreateParams {
+            workspace,
+            env: Some(env),
+            reuse_default: false,
+            ..Default::default()
+        })
         .await?;
     let filter = EventsSubscribeParams {
         session: Some(s.id.clone()),

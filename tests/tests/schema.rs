@@ -46,6 +46,8 @@ fn document() -> Value {
         "session/attach" => SessionAttachParams, Session;
         "session/detach" => SessionIdParams, Session;
         "session/close" => SessionIdParams, Session;
+        "session/update" => SessionUpdateParams, Session;
+        "session/derive" => SessionDeriveParams, Session;
         "events/subscribe" => Option<EventsSubscribeParams>, Event;
         "events/unsubscribe" => Unsubscribe, bool;
         "config/get" => ConfigParams, EffectiveConfig;
@@ -78,6 +80,8 @@ fn document() -> Value {
         "asks/pending" => AsksPendingParams, AsksPendingResult;
         "policy/check" => PolicyCheckParams, PolicyCheckResult;
         "policy/list" => PolicyListParams, PolicyListResult;
+        "confirmation/respond" => ConfirmationRespondParams, ConfirmationRespondResult;
+        "audit/list" => AuditListParams, AuditListResult;
     };
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -122,6 +126,8 @@ async fn the_schema_covers_every_method_the_daemon_serves() -> anyhow::Result<()
         ("config/get", json!({ "session": p.session }), "EffectiveConfig"),
         ("mcp/listServers", json!({ "session": p.session }), "ListServersResult"),
         ("tools/list", json!({ "session": p.session }), "ToolsListResult"),
+        ("audit/list", json!({}), "AuditListResult"),
+        ("policy/list", json!({ "session": p.session }), "PolicyListResult"),
     ];
     for (method, params, def) in answers {
         let answer: Value = p.call(method, params).await.unwrap();

@@ -34,7 +34,7 @@ async fn cancelled_reaches(t: &Setup, n: u32) -> anyhow::Result<String> {
 }
 
 async fn list(t: &Setup, raw: bool) -> anyhow::Result<ToolsListResult> {
-    Ok(t.client.tools_list(ToolsListParams { session: t.session.clone(), raw }).await?)
+    Ok(t.client.tools_list(ToolsListParams { session: t.session.clone(), raw, all: false }).await?)
 }
 
 async fn call(
@@ -48,6 +48,7 @@ async fn call(
         name: name.into(),
         args: args.as_object().cloned(),
         call_id: None,
+        confirmed: false,
     };
     client.tools_call(p).await.map_err(|e| match e {
         jsonrpsee::core::client::Error::Call(e) => format!("{}: {}", e.code(), e.message()),
@@ -256,6 +257,7 @@ async fn results_that_break_the_schema_still_convert() -> anyhow::Result<()> {
         name: "mcp_raw_odd".into(),
         args: None,
         call_id: Some("call-7".into()),
+        confirmed: false,
     };
     let r = c.tools_call(p).await?;
     assert_eq!(r.function_response["functionResponse"]["id"], "call-7");
@@ -333,11 +335,13 @@ async fn sessions_configured_alike_share_a_table_but_not_their_differences() -> 
         workspace: ws.display().to_string(),
         env: Some(env),
         reuse_default: false,
+        ..Default::default()
     };
     let other = t.client.create(create).await?.id;
     let names = |l: &ToolsListResult| l.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
     let mine = names(&list(&t, false).await?);
-    let list_other = || t.client.tools_list(ToolsListParams { session: other.clone(), raw: false });
+    let list_other =
+        || t.client.tools_list(ToolsListParams { session: other.clone(), raw: false, all: false });
     assert_eq!(names(&list_other().await?), mine, "the same servers, the same table");
     assert_eq!(mine.len(), 12);
 
@@ -735,6 +739,7 @@ async fn progress_arrives_as_events_and_calls_can_be_cancelled() -> anyhow::Resu
         name: "mcp_rich_progress".into(),
         args: json!({"steps": 3}).as_object().cloned(),
         call_id: Some("c-1".into()),
+        confirmed: false,
     };
     let r = t.client.tools_call(p).await?;
     assert_eq!(r.display, "3 steps");
@@ -761,6 +766,7 @@ async fn progress_arrives_as_events_and_calls_can_be_cancelled() -> anyhow::Resu
             name: "mcp_rich_wait".into(),
             args: json!({"ms": 30000}).as_object().cloned(),
             call_id: Some("long".into()),
+            confirmed: false,
         };
         other.tools_call(p).await
     });
@@ -771,6 +777,7 @@ async fn progress_arrives_as_events_and_calls_can_be_cancelled() -> anyhow::Resu
         name: "mcp_rich_echo".into(),
         args: json!({"text": "twin"}).as_object().cloned(),
         call_id: Some("long".into()),
+        confirmed: false,
     };
     match t.client.tools_call(twin).await {
         Err(jsonrpsee::core::client::Error::Call(e)) => assert_eq!(
@@ -799,6 +806,7 @@ async fn progress_arrives_as_events_and_calls_can_be_cancelled() -> anyhow::Resu
         name: "mcp_rich_echo".into(),
         args: json!({"text": "again"}).as_object().cloned(),
         call_id: Some("long".into()),
+        confirmed: false,
     };
     assert_eq!(t.client.tools_call(reuse).await?.display, "again");
     Ok(())

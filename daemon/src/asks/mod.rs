@@ -7,7 +7,7 @@
 //! call is cancelled or its client went away): dropping the future cancels it, and listeners
 //! are told. A client that listens again (after a reconnect) is sent every pending ask first.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,6 +23,8 @@ use crate::session::ConnId;
 
 /// Notices buffered for a listener that falls behind (asks are rare).
 const NOTICE_BUFFER: usize = 256;
+/// Settled asks remembered, so a late answer is told what happened to its ask.
+const RECENT: usize = 1024;
 
 /// Why an ask got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +38,39 @@ pub enum AskError {
     /// The answer does not have the shape its kind needs.
     #[error("{0}")]
     BadAnswer(String),
+}
+
+/// Why an answer was refused (`confirmation/respond`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RespondError {
+    /// No such ask, pending or recently settled.
+    #[error("no confirmation {0} is pending (`asks/pending` lists a session's)")]
+    NotFound(String),
+    /// The ask is another session's.
+    #[error("confirmation {id} belongs to session {belongs}, not {named}")]
+    OtherSession {
+        /// The ask.
+        id: String,
+        /// Its session.
+        belongs: String,
+        /// The session the answer named.
+        named: String,
+    },
+    /// It was settled already.
+    #[error("confirmation {id} was already {}", match .how {
+        Settled::Answered => "answered (the first answer wins)",
+        Settled::Cancelled => "cancelled: its call ended",
+        Settled::TimedOut => "denied: nobody answered before its deadline",
+    })]
+    Settled {
+        /// The ask.
+        id: String,
+        /// How.
+        how: Settled,
+    },
+    /// The answer's shape is wrong; the ask stays pending.
+    #[error(transparent)]
+    Bad(AskError),
 }
 
 /// A confirmation's answer: how long the person allowed the call for.
@@ -52,6 +87,17 @@ pub enum Confirmed {
 }
 
 impl Confirmed {
+    /// Its name on the wire.
+    pub fn outcome(self) -> geminid_protocol::policy::ConfirmOutcome {
+        use geminid_protocol::policy::ConfirmOutcome as O;
+        match self {
+            Self::Once => O::Once,
+            Self::Session => O::Session,
+            Self::Always => O::Always,
+            Self::Deny => O::Deny,
+        }
+    }
+
     /// `{"outcome": "once" | "session" | "always" | "deny"}`.
     pub fn parse(answer: &Value) -> Result<Self, AskError> {
         match answer.get("outcome").and_then(Value::as_str) {
@@ -113,12 +159,21 @@ struct Inner {
     pending: BTreeMap<u64, Pending>,
     /// Who listens: (session, connection) → the kinds, once per listening stream.
     listeners: HashMap<(String, ConnId), Vec<AskKind>>,
+    /// The latest settled asks: (id, session, how), oldest first.
+    recent: VecDeque<(String, String, Settled)>,
 }
 
 impl Inner {
     /// Whether a connection listens for `kind` on `session`.
     fn answers(&self, session: &str, kind: AskKind) -> bool {
         self.listeners.iter().any(|((s, _), kinds)| s == session && kinds.contains(&kind))
+    }
+
+    fn settled(&mut self, ask: &Ask, how: Settled) {
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((ask.id.clone(), ask.session.clone(), how));
     }
 }
 
@@ -189,7 +244,14 @@ struct Asking<'a> {
 
 impl Drop for Asking<'_> {
     fn drop(&mut self) {
-        let removed = self.asks.inner().pending.remove(&self.n);
+        let removed = {
+            let mut inner = self.asks.inner();
+            let removed = inner.pending.remove(&self.n);
+            if let Some(p) = &removed {
+                inner.settled(&p.ask, self.how);
+            }
+            removed
+        };
         if let Some(p) = removed {
             tracing::info!(id = %p.ask.id, how = ?self.how, "ask settled without an answer");
             self.asks.notify(AskNotice::Settled { id: p.ask.id, how: self.how });
@@ -218,6 +280,22 @@ impl Asks {
         detail: Value,
         deadline: Duration,
     ) -> Result<Value, AskError> {
+        self.ask_then(session, call_id, kind, title, detail, deadline, |_| {}).await
+    }
+
+    /// [`Asks::ask`], calling `asked` with the ask once it is pending (before listeners are
+    /// told).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn ask_then(
+        &self,
+        session: &str,
+        call_id: Option<&str>,
+        kind: AskKind,
+        title: String,
+        detail: Value,
+        deadline: Duration,
+        asked: impl FnOnce(&Ask),
+    ) -> Result<Value, AskError> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let millis = u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX);
         let ask = Ask {
@@ -239,6 +317,7 @@ impl Asks {
         }
         tracing::info!(session, id = %ask.id, kind = kind_name(kind), "asking");
         let mut asking = Asking { asks: self, n, how: Settled::Cancelled };
+        asked(&ask);
         self.notify(AskNotice::Asked { ask });
         match tokio::time::timeout(deadline, rx).await {
             Ok(Ok(answer)) => Ok(answer),
@@ -285,13 +364,71 @@ impl Asks {
                 .map(|(n, p)| (*n, p.ask.kind));
             let Some((n, kind)) = found else { return Ok(false) };
             check(kind, &answer)?;
-            inner.pending.remove(&n)
+            let p = inner.pending.remove(&n);
+            if let Some(p) = &p {
+                inner.settled(&p.ask, Settled::Answered);
+            }
+            p
         };
         let Some(p) = taken else { return Ok(false) };
         let accepted = p.answer.send(answer).is_ok();
         tracing::info!(session, id, "ask answered");
         self.notify(AskNotice::Settled { id: p.ask.id, how: Settled::Answered });
         Ok(accepted)
+    }
+
+    /// Answer an ask by its id alone, refusing (with why) one that is another session's than
+    /// `session` (when given), no longer pending, or unknown. Returns its session.
+    pub fn respond_by_id(
+        &self,
+        session: Option<&str>,
+        id: &str,
+        answer: Value,
+    ) -> Result<String, RespondError> {
+        let owner = {
+            let inner = self.inner();
+            let pending =
+                inner.pending.values().find(|p| p.ask.id == id).map(|p| p.ask.session.clone());
+            match pending {
+                Some(owner) => owner,
+                None => {
+                    let recent = inner.recent.iter().rev().find(|(i, _, _)| i == id);
+                    return Err(match recent {
+                        Some((_, owner, _)) if session.is_some_and(|s| s != owner) => {
+                            RespondError::OtherSession {
+                                id: id.to_owned(),
+                                belongs: owner.clone(),
+                                named: session.unwrap_or_default().to_owned(),
+                            }
+                        }
+                        Some((_, _, how)) => RespondError::Settled { id: id.to_owned(), how: *how },
+                        None => RespondError::NotFound(id.to_owned()),
+                    });
+                }
+            }
+        };
+        if let Some(named) = session
+            && named != owner
+        {
+            return Err(RespondError::OtherSession {
+                id: id.to_owned(),
+                belongs: owner,
+                named: named.to_owned(),
+            });
+        }
+        match self.respond(&owner, id, answer) {
+            Ok(true) => Ok(owner),
+            // Settled between the look and the answer: say how.
+            Ok(false) => {
+                let inner = self.inner();
+                let how = inner.recent.iter().rev().find(|(i, _, _)| i == id).map(|r| r.2);
+                Err(RespondError::Settled {
+                    id: id.to_owned(),
+                    how: how.unwrap_or(Settled::Answered),
+                })
+            }
+            Err(e) => Err(RespondError::Bad(e)),
+        }
     }
 
     /// Whether a client attached to the session listens for asks of this kind.

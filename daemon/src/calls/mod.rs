@@ -31,14 +31,17 @@ use tracing::Instrument;
 
 pub use self::error::CallError;
 pub use self::progress::{ProgressTarget, Router};
-pub use self::seats::{After, Before, Decision, Ended, Seats};
+pub use self::seats::{After, Before, Decision, Ended, PolicyNote, Route, Seats};
+use geminid_protocol::event::EventBody;
+use geminid_protocol::policy::{AuditConfirmation, ConfirmOutcome, ConfirmationRequested};
+
 use crate::asks::{AskError, AskKind, Asks, Confirmed};
 use crate::catalog::{Catalog, naming};
 use crate::mcp::Supervisor;
 use crate::mcp::catalog::Validation;
 use crate::mcp::server::Server;
 
-/// How long a confirmation waits for an answer.
+/// How long a confirmation waits for an answer, unless the daemon is told otherwise.
 pub const CONFIRM_DEADLINE: Duration = Duration::from_secs(300);
 
 /// Who made a call.
@@ -77,6 +80,8 @@ pub struct CallRequest {
     pub call_id: Option<String>,
     /// Who calls.
     pub origin: Origin,
+    /// The caller is the person: an ask counts as confirmed.
+    pub confirmed: bool,
 }
 
 /// A call as the seats see it.
@@ -97,6 +102,12 @@ pub struct Call {
     /// The arguments the server will get (moved to it, and so empty afterwards, when no
     /// AfterTool or audit seat is filled).
     pub args: Option<Map<String, Value>>,
+    /// The tool's annotations as its server lists them (`readOnlyHint`, ...).
+    pub annotations: Option<Map<String, Value>>,
+    /// The caller is the person (`gemctl call`).
+    pub confirmed: bool,
+    /// What policy decided, once it has.
+    pub policy: Option<PolicyNote>,
 }
 
 /// What a call produced.
@@ -125,6 +136,8 @@ struct Resolved {
     validator: Option<Arc<Validation>>,
     /// Gemini CLI added `wait_for_previous` to its declaration.
     offers_wait: bool,
+    /// Its annotations, when it has any.
+    annotations: Option<Map<String, Value>>,
 }
 
 /// The pipeline and what it owns: the call-id registry and progress routing.
@@ -133,21 +146,44 @@ pub struct Pipeline {
     mcp: Arc<Supervisor>,
     catalog: Arc<Catalog>,
     asks: Arc<Asks>,
+    events: Arc<crate::events::EventBus>,
     registry: registry::Registry,
     progress: Arc<Router>,
     seats: Seats,
+    confirm_deadline: Duration,
+}
+
+/// What a pipeline is built from besides its seats.
+#[derive(Debug)]
+pub struct Parts {
+    /// The servers.
+    pub mcp: Arc<Supervisor>,
+    /// The sessions' tables.
+    pub catalog: Arc<Catalog>,
+    /// Questions to a person.
+    pub asks: Arc<Asks>,
+    /// Where `confirmation/requested` goes.
+    pub events: Arc<crate::events::EventBus>,
+    /// Progress routing.
+    pub progress: Arc<Router>,
+    /// How long a confirmation waits.
+    pub confirm_deadline: Duration,
 }
 
 impl Pipeline {
     /// A pipeline over these parts.
-    pub fn new(
-        mcp: Arc<Supervisor>,
-        catalog: Arc<Catalog>,
-        asks: Arc<Asks>,
-        progress: Arc<Router>,
-        seats: Seats,
-    ) -> Self {
-        Self { mcp, catalog, asks, registry: registry::Registry::default(), progress, seats }
+    pub fn new(parts: Parts, seats: Seats) -> Self {
+        let Parts { mcp, catalog, asks, events, progress, confirm_deadline } = parts;
+        Self {
+            mcp,
+            catalog,
+            asks,
+            events,
+            registry: registry::Registry::default(),
+            progress,
+            seats,
+            confirm_deadline,
+        }
     }
 
     /// `tools/cancel`: whether a call with that id was running.
@@ -167,6 +203,9 @@ impl Pipeline {
             server: resolved.server_name.clone(),
             tool: resolved.tool.clone(),
             args: req.args,
+            annotations: resolved.annotations.clone(),
+            confirmed: req.confirmed,
+            policy: None,
         };
         // At debug: an enabled span formats its fields for every call (about 8k instructions,
         // 7% of a call, at the default `info`); `RUST_LOG=geminid=debug` shows it.
@@ -222,12 +261,15 @@ impl Pipeline {
                     self.mcp.settle_for_tool(&req.session, name).await;
                     st = self.catalog.tools_now(&req.session)?;
                 }
-                let Some(t) = st.get(name) else {
-                    if let Some(why) = st.hidden.get(name) {
-                        return Err(CallError::PolicyDenied(why.clone()));
+                let t = match (st.get(name), st.hidden.get(name)) {
+                    (Some(t), _) => t,
+                    // The person calling is there to confirm it: policy decides again.
+                    (None, Some((h, t))) if h.by_default && req.confirmed => t,
+                    (None, Some((h, _))) => return Err(CallError::PolicyDenied(h.why.clone())),
+                    (None, None) => {
+                        let why = self.mcp.explain_missing_tool(&req.session, name);
+                        return Err(CallError::missing(why, name));
                     }
-                    let why = self.mcp.explain_missing_tool(&req.session, name);
-                    return Err(CallError::missing(why, name));
                 };
                 let tool = t.tool();
                 Ok(Resolved {
@@ -238,18 +280,29 @@ impl Pipeline {
                     timeout: t.timeout,
                     validator: Some(tool.validator.clone()),
                     offers_wait: naming::offers_wait_for_previous(tool.input_schema()),
+                    annotations: annotations_of(&tool.raw),
                 })
             }
             Target::Mcp { server, tool } => {
                 self.catalog.ensure_servers(&req.session)?;
                 self.mcp.settle_server(&req.session, server).await;
                 let found = self.mcp.find(Some(&req.session), server)?;
-                if let Some(why) = self.catalog.hides(&req.session, server, tool) {
-                    return Err(CallError::PolicyDenied(why));
+                // A tool the server did not list is still sent: the server has the last word.
+                let listed = found
+                    .catalog()
+                    .tool(tool)
+                    .map(|t| (t.validator.clone(), annotations_of(&t.raw)));
+                let (validator, annotations) = match listed {
+                    Some((v, a)) => (Some(v), a),
+                    None => (None, None),
+                };
+                if let Some(h) =
+                    self.catalog.hides(&req.session, server, tool, annotations.as_ref())
+                    && !(h.by_default && req.confirmed)
+                {
+                    return Err(CallError::PolicyDenied(h.why));
                 }
                 let timeout = self.mcp.timeout_for(&req.session, &found);
-                // A tool the server did not list is still sent: the server has the last word.
-                let validator = found.catalog().tool(tool).map(|t| t.validator.clone());
                 Ok(Resolved {
                     name: naming::fqn(server, tool),
                     server: found,
@@ -258,6 +311,7 @@ impl Pipeline {
                     timeout,
                     validator,
                     offers_wait: false,
+                    annotations,
                 })
             }
         }
@@ -274,7 +328,7 @@ impl Pipeline {
             }
             Before::Block(why) => Err(CallError::HookBlocked(why)),
             Before::Stop(why) => Err(CallError::Stopped(why)),
-            Before::Ask(question) => self.confirm(call, question).await.map(|()| false),
+            Before::Ask(question) => self.confirm(call, question).await.map(|_| false),
         }
     }
 
@@ -312,51 +366,105 @@ impl Pipeline {
     }
 
     /// Step 4: policy, and step 5 for the confirmation it asks for.
-    async fn policy(&self, call: &Call) -> Result<(), CallError> {
+    async fn policy(&self, call: &mut Call) -> Result<(), CallError> {
         let Some(policy) = &self.seats.policy else { return Ok(()) };
-        match policy.decide(call) {
+        let (decision, note) = policy.decide(call);
+        call.policy = note;
+        match decision {
             Decision::Allow => Ok(()),
             Decision::Deny(why) => Err(CallError::PolicyDenied(why)),
-            Decision::Ask(question) => self.confirm(call, question).await,
+            Decision::Ask(question) => {
+                let answered = self.confirm(call, question).await;
+                let how = match &answered {
+                    Ok(c) => AuditConfirmation::Answered(c.outcome()),
+                    Err(CallError::ConfirmationTimedOut(_)) => AuditConfirmation::TimedOut,
+                    Err(CallError::Declined(_))
+                        if !self
+                            .asks
+                            .answers(&policy.route(&call.session).to, AskKind::Confirmation) =>
+                    {
+                        AuditConfirmation::NoAnswerer
+                    }
+                    Err(_) => AuditConfirmation::Answered(ConfirmOutcome::Deny),
+                };
+                if let Some(n) = call.policy.as_mut() {
+                    n.confirmation = Some(how);
+                }
+                let confirmed = answered?;
+                if let Err(why) = policy.remember(call, confirmed).await {
+                    tracing::warn!(tool = %call.name, error = %why, "the approval is not remembered");
+                }
+                Ok(())
+            }
         }
     }
 
-    /// Step 5: ask the session's clients to confirm the call.
-    async fn confirm(&self, call: &Call, question: String) -> Result<(), CallError> {
+    /// Step 5: ask the session's clients (a derived session's root's) to confirm the call:
+    /// how long they allowed it for.
+    async fn confirm(&self, call: &Call, question: String) -> Result<Confirmed, CallError> {
+        let route = match &self.seats.policy {
+            Some(p) => p.route(&call.session),
+            None => Route { to: call.session.clone(), path: call.session.clone() },
+        };
         let detail = serde_json::json!({
             "name": call.name,
             "server": call.server,
             "tool": call.tool,
             "args": call.args,
+            "session": call.session,
+            "path": route.path,
         });
+        let announce = |ask: &geminid_protocol::asks::Ask| {
+            self.events.emit(EventBody::ConfirmationRequested(ConfirmationRequested {
+                id: ask.id.clone(),
+                session: call.session.clone(),
+                to: route.to.clone(),
+                path: route.path.clone(),
+                tool: call.name.clone(),
+                server: call.server.clone(),
+                args: call.args.clone(),
+                details: ask.title.clone(),
+                deadline_ms: ask.deadline_ms,
+            }));
+        };
         let asked = self
             .asks
-            .ask(
-                &call.session,
+            .ask_then(
+                &route.to,
                 call.call_id.as_deref(),
                 AskKind::Confirmation,
                 question,
                 detail,
-                CONFIRM_DEADLINE,
+                self.confirm_deadline,
+                announce,
             )
             .await;
         let tool = &call.name;
-        match asked.and_then(|answer| Confirmed::parse(&answer)) {
-            Ok(Confirmed::Deny) => {
-                Err(CallError::Declined(format!("the call to '{tool}' was declined")))
+        let answer = match asked {
+            Ok(answer) => answer,
+            Err(AskError::TimedOut(after)) => {
+                return Err(CallError::ConfirmationTimedOut(format!(
+                    "nobody confirmed the call to '{tool}' within {}, so it is denied",
+                    humantime::format_duration(after)
+                )));
             }
-            Ok(confirmed) => {
-                if let Some(policy) = &self.seats.policy {
-                    policy.remember(call, confirmed);
-                }
-                Ok(())
-            }
-            Err(AskError::TimedOut(after)) => Err(CallError::ConfirmationTimedOut(format!(
-                "nobody confirmed the call to '{tool}' within {}",
-                humantime::format_duration(after)
-            ))),
             Err(e) => {
-                Err(CallError::Declined(format!("the call to '{tool}' needs a confirmation: {e}")))
+                return Err(CallError::Declined(format!(
+                    "the call to '{tool}' needs a confirmation, and it is denied: {e}"
+                )));
+            }
+        };
+        match Confirmed::parse(&answer) {
+            Ok(Confirmed::Deny) => {
+                let why = answer.get("reason").and_then(Value::as_str);
+                Err(CallError::Declined(match why {
+                    Some(why) => format!("the call to '{tool}' was declined: {why}"),
+                    None => format!("the call to '{tool}' was declined"),
+                }))
+            }
+            Ok(confirmed) => Ok(confirmed),
+            Err(e) => {
+                Err(CallError::Declined(format!("the call to '{tool}' was not confirmed: {e}")))
             }
         }
     }
@@ -412,4 +520,9 @@ impl Pipeline {
             }
         }
     }
+}
+
+/// A tool's annotations in its listing, when it has any.
+fn annotations_of(raw: &Value) -> Option<Map<String, Value>> {
+    raw.get("annotations").and_then(Value::as_object).filter(|m| !m.is_empty()).cloned()
 }

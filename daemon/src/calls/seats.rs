@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use geminid_protocol::policy::{AuditConfirmation, PolicyDecision, PolicyRuleSource};
 use serde_json::{Map, Value};
 
 use super::{Call, Outcome};
 use crate::asks::Confirmed;
-pub use crate::catalog::ToolFilter;
+pub use crate::catalog::{Hidden, ToolFilter};
 
 /// What a BeforeTool hook decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,13 +57,46 @@ pub trait BeforeTool: Send + Sync + Debug {
     fn before_tool<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Before>;
 }
 
+/// What policy decided and why, kept on the call for the audit log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyNote {
+    /// The engine's decision (before a remembered approval or the caller's confirmation
+    /// turned an ask into an allow).
+    pub decision: PolicyDecision,
+    /// The rule that decided it (absent: the default).
+    pub rule: Option<PolicyRuleSource>,
+    /// How its confirmation went, when one was needed.
+    pub confirmation: Option<AuditConfirmation>,
+}
+
+/// Where a session's confirmations go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The session whose clients answer (a derived session's root).
+    pub to: String,
+    /// The calling session's path label.
+    pub path: String,
+}
+
 /// Tool-call policy (`policy/`).
 pub trait Policy: Send + Sync + Debug {
     /// Decide on a call whose arguments are valid.
-    fn decide(&self, call: &Call) -> Decision;
+    fn decide(&self, call: &Call) -> (Decision, Option<PolicyNote>);
 
-    /// The person confirmed a call it asked about, for this long (`Once`, `Session`, `Always`).
-    fn remember(&self, _call: &Call, _confirmed: Confirmed) {}
+    /// The person confirmed a call it asked about, for this long (`Once`, `Session`,
+    /// `Always`); an error says why it could not be remembered (the call still goes on).
+    fn remember<'a>(
+        &'a self,
+        _call: &'a Call,
+        _confirmed: Confirmed,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Where the session's confirmations are asked.
+    fn route(&self, session: &str) -> Route {
+        Route { to: session.to_owned(), path: session.to_owned() }
+    }
 }
 
 /// AfterTool hooks (`hooks/`).

@@ -22,7 +22,7 @@ pub(crate) mod view;
 use std::sync::{Arc, Weak};
 
 pub(crate) use error::CatalogError;
-pub use tools::ToolFilter;
+pub use tools::{Hidden, ToolFilter};
 pub(crate) use tools::{SessionTools, Tables};
 pub(crate) use view::ResourceRef;
 
@@ -62,8 +62,14 @@ impl Catalog {
     }
 
     /// Why policy's static filter hides a server's tool from the session, if it does.
-    pub fn hides(&self, session: &str, server: &str, tool: &str) -> Option<String> {
-        self.filter.as_ref().and_then(|f| f.hides(session, server, tool))
+    pub fn hides(
+        &self,
+        session: &str,
+        server: &str,
+        tool: &str,
+        annotations: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Option<Hidden> {
+        self.filter.as_ref().and_then(|f| f.hides(session, server, tool, annotations))
     }
 
     /// The session's servers, started if it had not.

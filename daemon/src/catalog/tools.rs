@@ -73,16 +73,39 @@ pub struct SessionTools {
     pub pending: bool,
     /// Tools policy's static filter hides from this session, by fully qualified name, and
     /// why (a call to one is refused with that reason).
-    pub hidden: HashMap<String, String>,
+    pub hidden: HashMap<String, (Hidden, SessionTool)>,
     /// The `tools/list` entries, built (and serialized) on first use.
     entries: OnceLock<ToolList>,
+}
+
+/// Why policy's static filter hides a tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hidden {
+    /// In words.
+    pub why: String,
+    /// Only because nobody is there to confirm a call (the default of a headless session): a
+    /// person calling it directly (`gemctl call`) may.
+    pub by_default: bool,
 }
 
 /// Policy's static filter: tools a session must not see at all (a rule that denies a tool
 /// whatever its arguments). Asked once per tool whenever a session's table is built.
 pub trait ToolFilter: Send + Sync + std::fmt::Debug {
-    /// Why `tool` of the server entry `server` is hidden from `session`, if it is.
-    fn hides(&self, session: &str, server: &str, tool: &str) -> Option<String>;
+    /// Why `tool` of the server entry `server` (with these annotations) is hidden from
+    /// `session`, if it is.
+    fn hides(
+        &self,
+        session: &str,
+        server: &str,
+        tool: &str,
+        annotations: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Option<Hidden>;
+
+    /// Changes whenever what it hides from `session` may have changed (a session's table is
+    /// filtered again then).
+    fn stamp(&self, _session: &str) -> u64 {
+        0
+    }
 }
 
 impl SessionTools {
@@ -92,10 +115,12 @@ impl SessionTools {
         let mut diagnostics = table.diagnostics.clone();
         let mut tools = Vec::with_capacity(table.tools.len());
         for t in &table.tools {
-            match filter.hides(session, &t.server_name, &t.tool().name) {
-                Some(why) => {
-                    diagnostics.push(format!("tool '{}' is hidden by policy: {why}", t.fqn));
-                    hidden.insert(t.fqn.clone(), why);
+            let annotations =
+                t.tool().raw.get("annotations").and_then(serde_json::Value::as_object);
+            match filter.hides(session, &t.server_name, &t.tool().name, annotations) {
+                Some(h) => {
+                    diagnostics.push(format!("tool '{}' is hidden by policy: {}", t.fqn, h.why));
+                    hidden.insert(t.fqn.clone(), (h, t.clone()));
                 }
                 None => tools.push(t.clone()),
             }
@@ -121,30 +146,27 @@ impl SessionTools {
         self.by_name.get(fqn).map(|i| &self.tools[*i])
     }
 
+    /// The `tools/list` entries and, after them, the tools policy hides (by name, each with
+    /// why).
+    pub fn entries_all(&self, raw: bool) -> ToolList {
+        let mut hidden: Vec<_> = self.hidden.iter().collect();
+        hidden.sort_by(|a, b| a.0.cmp(b.0));
+        let all: Arc<[ToolEntry]> = self
+            .tools
+            .iter()
+            .map(|t| entry(t, raw, None))
+            .chain(hidden.into_iter().map(|(_, (h, t))| entry(t, raw, Some(h.why.clone()))))
+            .collect();
+        ToolList::new(all)
+    }
+
     /// The `tools/list` entries; with `raw`, each carries its MCP tool object too (built
     /// afresh: only the plain list is kept).
     pub fn entries(&self, raw: bool) -> ToolList {
         if !raw && let Some(built) = self.entries.get() {
             return built.clone();
         }
-        let built: Arc<[ToolEntry]> = self
-            .tools
-            .iter()
-            .map(|t| {
-                let tool = t.tool();
-                ToolEntry {
-                    name: t.fqn.clone(),
-                    server: t.server_name.clone(),
-                    tool: tool.name.clone(),
-                    declaration: FunctionDeclaration {
-                        name: t.fqn.clone(),
-                        description: tool.description().to_owned(),
-                        parameters_json_schema: t.parameters.clone(),
-                    },
-                    raw: if raw { serde_json::value::to_raw_value(&tool.raw).ok() } else { None },
-                }
-            })
-            .collect();
+        let built: Arc<[ToolEntry]> = self.tools.iter().map(|t| entry(t, raw, None)).collect();
         if raw {
             return ToolList::new(built);
         }
@@ -169,11 +191,15 @@ fn table_key(entries: &[RunningEntry]) -> TableKey {
         .collect()
 }
 
+/// A session's table, the servers' generation and the filter's stamp it was built at.
+type Stamped = (Generation, u64, Arc<SessionTools>);
+
 /// Every session's tool table, computed on first use and kept until the supervisor's
 /// generation moves (a server's state or catalog changed, or a session's entries did).
 #[derive(Debug, Default)]
 pub(crate) struct Tables {
-    by_session: Mutex<HashMap<String, (Generation, Arc<SessionTools>)>>,
+    /// With the generation and the filter's stamp they were built at.
+    by_session: Mutex<HashMap<String, Stamped>>,
     /// The same tables by what they were built from, so a new session configured like
     /// another gets the table already built. Valid for one servers generation.
     by_key: Mutex<(u64, HashMap<TableKey, Arc<SessionTools>>)>,
@@ -193,9 +219,11 @@ impl Tables {
         filter: Option<&dyn ToolFilter>,
     ) -> Result<Arc<SessionTools>, McpError> {
         let now = mcp.generation();
-        if let Some((at, hit)) =
+        let stamp = filter.map_or(0, |f| f.stamp(session));
+        if let Some((at, stamped, hit)) =
             self.by_session.lock().unwrap_or_else(|e| e.into_inner()).get(session)
             && *at == now
+            && *stamped == stamp
         {
             return Ok(hit.clone());
         }
@@ -224,13 +252,30 @@ impl Tables {
         // Stored under the generation read before the entries: a change meanwhile makes the
         // next lookup build again.
         let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
-        by_session.insert(session.to_owned(), (now, table.clone()));
+        by_session.insert(session.to_owned(), (now, stamp, table.clone()));
         Ok(table)
     }
 
     /// Forget a session's table (it closed).
     pub(crate) fn forget(&self, session: &str) {
         self.by_session.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
+    }
+}
+
+/// A tool as `tools/list` shows it.
+fn entry(t: &SessionTool, raw: bool, hidden: Option<String>) -> ToolEntry {
+    let tool = t.tool();
+    ToolEntry {
+        name: t.fqn.clone(),
+        server: t.server_name.clone(),
+        tool: tool.name.clone(),
+        declaration: FunctionDeclaration {
+            name: t.fqn.clone(),
+            description: tool.description().to_owned(),
+            parameters_json_schema: t.parameters.clone(),
+        },
+        raw: if raw { serde_json::value::to_raw_value(&tool.raw).ok() } else { None },
+        hidden,
     }
 }
 

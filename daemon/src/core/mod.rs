@@ -1,6 +1,7 @@
 //! The daemon's core: everything it owns, constructible without a socket.
 
 pub(crate) mod policy;
+pub mod seat;
 pub(crate) mod settings;
 
 use std::collections::{BTreeSet, HashMap};
@@ -16,7 +17,7 @@ use geminid_protocol::{DAEMON_VERSION, PROTOCOL_VERSION};
 use tokio_util::sync::CancellationToken;
 
 use crate::asks::Asks;
-use crate::calls::{Pipeline, Router, Seats};
+use crate::calls::{Parts, Pipeline, Router, Seats};
 use crate::catalog::{Catalog, Starter};
 use crate::clock;
 use crate::config::env::Env;
@@ -38,6 +39,8 @@ pub struct DaemonInfo {
     pub limits: Limits,
     /// MCP supervision settings.
     pub mcp: McpOptions,
+    /// How long a confirmation waits for a person.
+    pub confirm_timeout: Duration,
 }
 
 /// The daemon's state.
@@ -61,6 +64,10 @@ pub struct Core {
     pub secrets: SecretStore,
     /// Sessions' tool-call policies (their files' last good rules).
     pub policies: crate::policy::service::Policies,
+    /// Policy in the call pipeline, with each session's rules prepared.
+    pub guard: Arc<seat::Guard>,
+    /// The record of every call.
+    pub audit: Arc<crate::audit::AuditLog>,
     /// The daemon's own environment, for sessions whose client sent none.
     /// The daemon's own environment (it may hold the user's tokens).
     daemon_env: Secret<Arc<Env>>,
@@ -84,29 +91,52 @@ pub struct Core {
 }
 
 impl Core {
-    /// A core over an opened store, with every seat of the call pipeline open.
+    /// A core over an opened store, its call pipeline's seats filled by its own policy and
+    /// audit log.
     pub fn new(store: Store, info: DaemonInfo, config: Loader) -> Arc<Self> {
-        Self::with_seats(store, info, config, Seats::default())
+        Self::build(store, info, config, None)
     }
 
-    /// A core whose call pipeline has these seats (policy, hooks, audit).
+    /// A core whose call pipeline has these seats (and no others).
     pub fn with_seats(store: Store, info: DaemonInfo, config: Loader, seats: Seats) -> Arc<Self> {
+        Self::build(store, info, config, Some(seats))
+    }
+
+    fn build(store: Store, info: DaemonInfo, config: Loader, seats: Option<Seats>) -> Arc<Self> {
         let buffer = usize::try_from(info.limits.subscriber_buffer).unwrap_or(usize::MAX);
         let events = Arc::new(EventBus::new(buffer));
         let progress = Arc::new(Router::new(events.clone()));
         let mcp = Supervisor::new(info.mcp, events.clone(), store.clone(), progress.clone());
         let asks = Arc::new(Asks::default());
+        let audit = Arc::new(crate::audit::AuditLog::new(store.clone()));
         Arc::new_cyclic(|me: &std::sync::Weak<Core>| {
+            let guard = Arc::new(seat::Guard::new(me.clone()));
+            let seats = seats.unwrap_or_else(|| Seats {
+                policy: Some(guard.clone()),
+                tool_filter: Some(guard.clone()),
+                audit: Some(audit.clone()),
+                ..Seats::default()
+            });
             let catalog =
                 Arc::new(Catalog::new(mcp.clone(), me.clone(), seats.tool_filter.clone()));
+            let parts = Parts {
+                mcp: mcp.clone(),
+                catalog: catalog.clone(),
+                asks: asks.clone(),
+                events: events.clone(),
+                progress,
+                confirm_deadline: info.confirm_timeout,
+            };
             Self {
                 sessions: Sessions::new(store.clone(), events.clone()),
-                calls: Pipeline::new(mcp.clone(), catalog.clone(), asks.clone(), progress, seats),
+                calls: Pipeline::new(parts, seats),
                 mcp,
                 catalog,
                 asks,
                 secrets: SecretStore::new(&info.data_dir),
                 policies: crate::policy::service::Policies::default(),
+                guard,
+                audit,
                 events,
                 config,
                 daemon_env: Secret::new(Arc::new(std::env::vars().collect())),
@@ -174,6 +204,8 @@ impl Core {
         reason: &str,
     ) -> Result<Vec<ConfigChanged>, SessionError> {
         let _serial = self.reload_lock.lock().await;
+        // Policy files are read when a session's rules are prepared: any reload may change them.
+        self.guard.changed();
         if let Some(id) = ensure {
             self.sessions.record(id)?;
         }
@@ -237,13 +269,31 @@ impl Core {
         Ok(ids.len())
     }
 
-    /// Close a session and stop tracking its configuration.
+    /// Close a session and stop tracking its configuration; the sessions derived from it
+    /// are closed first.
     pub async fn close_session(&self, id: &str) -> Result<Session, SessionError> {
-        let s = self.sessions.close(id).await?;
-        self.baselines().remove(id);
-        self.mcp.release_session(id);
-        self.catalog.forget(id);
-        Ok(s)
+        let mut stack = vec![id.to_owned()];
+        let mut order = Vec::new();
+        while let Some(next) = stack.pop() {
+            stack.extend(self.sessions.children(&next)?);
+            order.push(next);
+        }
+        let mut closed = None;
+        for sid in order.iter().rev() {
+            let s = match self.sessions.close(sid).await {
+                Ok(s) => s,
+                Err(SessionError::NotFound(_)) if sid != id => continue,
+                Err(e) => return Err(e),
+            };
+            self.baselines().remove(sid);
+            self.mcp.release_session(sid);
+            self.catalog.forget(sid);
+            self.guard.forget(sid);
+            if sid == id {
+                closed = Some(s);
+            }
+        }
+        closed.ok_or_else(|| SessionError::NotFound(id.to_owned()))
     }
 
     /// The session needs its MCP servers: start or share them (`mcp/start`, calls). Also

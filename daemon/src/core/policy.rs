@@ -4,17 +4,79 @@ use geminid_protocol::policy::{
     PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult,
 };
 
+use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
+use geminid_protocol::session::{SessionDeriveParams, SessionUpdateParams};
+
 use super::Core;
-use crate::asks::AskKind;
+use crate::asks::{AskKind, RespondError};
 use crate::policy::ToolCall;
 use crate::policy::service::{entry, reason, source};
 use crate::session::SessionError;
 
 impl Core {
-    /// Whether the session is interactive: a client attached to it listens for
+    /// Whether the session is interactive: as it was set (`session/create`, `session/update`),
+    /// else whether a client attached to it (to its root, for a derived session) listens for
     /// confirmations.
     pub fn interactive(&self, session: &str) -> bool {
-        self.asks.answers(session, AskKind::Confirmation)
+        self.guard
+            .interactive_now(session)
+            .unwrap_or_else(|_| self.asks.answers(session, AskKind::Confirmation))
+    }
+
+    /// `session/update`.
+    pub async fn update_session(
+        &self,
+        p: SessionUpdateParams,
+    ) -> Result<geminid_protocol::session::Session, SessionError> {
+        let changed = self
+            .sessions
+            .update_state(&p.id, |s| {
+                if let Some(mode) = p.approval_mode {
+                    s.approval_mode = mode;
+                }
+                if p.interactive_auto {
+                    s.interactive = None;
+                }
+                if let Some(i) = p.interactive {
+                    s.interactive = Some(i);
+                }
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .await?;
+        self.guard.changed();
+        let Ok(session) = changed;
+        tracing::info!(session = %p.id, mode = ?session.state.approval_mode, interactive = ?session.state.interactive, "session updated");
+        Ok(session)
+    }
+
+    /// `session/derive`.
+    pub async fn derive_session(
+        &self,
+        p: SessionDeriveParams,
+    ) -> Result<geminid_protocol::session::Session, SessionError> {
+        let s = self.sessions.derive(&p.parent, &p.name, p.tools).await?;
+        self.track_config(&s.id);
+        Ok(s)
+    }
+
+    /// `confirmation/respond`: the session it was answered for. An "always" is refused (the
+    /// confirmation stays pending) while the file it would be saved in cannot take it.
+    pub fn confirm(&self, p: ConfirmationRespondParams) -> Result<String, ConfirmError> {
+        if p.outcome == ConfirmOutcome::Always {
+            crate::policy::saved::check(&crate::policy::saved::path(self.config.paths()))
+                .map_err(ConfirmError::CannotSave)?;
+        }
+        let outcome = match p.outcome {
+            ConfirmOutcome::Once => "once",
+            ConfirmOutcome::Session => "session",
+            ConfirmOutcome::Always => "always",
+            ConfirmOutcome::Deny => "deny",
+        };
+        let mut answer = serde_json::json!({ "outcome": outcome });
+        if let Some(reason) = p.reason {
+            answer["reason"] = serde_json::Value::String(reason);
+        }
+        Ok(self.asks.respond_by_id(p.session.as_deref(), &p.id, answer)?)
     }
 
     /// `policy/check`.
@@ -26,7 +88,7 @@ impl Core {
         let call = ToolCall {
             name: &p.tool,
             server: p.server_name.as_deref(),
-            args: p.args.as_ref(),
+            args: p.args.as_ref().and_then(serde_json::Value::as_object),
             annotations: None,
             subagent: p.subagent.as_deref(),
         };
@@ -52,4 +114,15 @@ impl Core {
             .collect();
         Ok(PolicyListResult { rules, diagnostics: policy.problems })
     }
+}
+
+/// Why `confirmation/respond` refused an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfirmError {
+    /// Not pending, another session's, or a bad answer.
+    #[error(transparent)]
+    Respond(#[from] RespondError),
+    /// "Always" cannot be saved.
+    #[error("{0}; answer once, session or deny instead")]
+    CannotSave(String),
 }

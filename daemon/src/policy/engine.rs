@@ -3,7 +3,7 @@
 //! YOLO mode, ask the person when the session is interactive, deny when it is not.
 
 use super::rule::Rule;
-use super::stringify::stable_stringify;
+use super::stringify::stable_stringify_map;
 use super::{ApprovalMode, Decision, ToolCall};
 
 /// Rules, highest effective priority first.
@@ -44,7 +44,7 @@ impl PolicySet {
         // The arguments' stable form, only if some rule looks at arguments.
         let stable = match call.args {
             Some(args) if self.rules.iter().any(|r| r.args.is_some()) => {
-                Some(stable_stringify(args))
+                Some(stable_stringify_map(args))
             }
             _ => None,
         };
@@ -59,6 +59,37 @@ impl PolicySet {
             (_, false) => Decision::Deny,
         };
         Verdict { decision, rule: None }
+    }
+}
+
+impl PolicySet {
+    /// Whether a tool is denied whatever its arguments (Gemini CLI's `getExcludedTools`): the
+    /// first rule that applies to it without looking at arguments decides, skipping deny
+    /// rules that look at arguments (they deny only some calls) and stopping at any other
+    /// that does (it allows or asks about some); with none, the default does. `Some` holds
+    /// the deciding rule (`None` inside: the default denied it).
+    pub fn excludes(
+        &self,
+        call: &ToolCall<'_>,
+        mode: ApprovalMode,
+        interactive: bool,
+    ) -> Option<Option<&Rule>> {
+        let bare = ToolCall { args: None, ..*call };
+        for rule in &self.rules {
+            if !rule.matches_ignoring_args(&bare, mode, interactive) {
+                continue;
+            }
+            return match (rule.args.is_some(), rule.decision) {
+                (true, Decision::Deny) => continue,
+                (true, _) => None,
+                (false, Decision::Deny) => Some(Some(rule)),
+                (false, _) => None,
+            };
+        }
+        match (mode, interactive) {
+            (ApprovalMode::Yolo, _) | (_, true) => None,
+            (_, false) => Some(None),
+        }
     }
 }
 
@@ -88,8 +119,13 @@ mod tests {
     }
 
     fn check(set: &PolicySet, name: &str, server: Option<&str>, args: Option<Value>) -> Decision {
-        let call =
-            ToolCall { name, server, args: args.as_ref(), annotations: None, subagent: None };
+        let call = ToolCall {
+            name,
+            server,
+            args: args.as_ref().and_then(Value::as_object),
+            annotations: None,
+            subagent: None,
+        };
         set.decide(&call, ApprovalMode::Default, true).decision
     }
 

@@ -16,6 +16,7 @@ pub mod files;
 pub mod load;
 pub mod pattern;
 pub mod rule;
+pub mod saved;
 pub mod service;
 pub mod settings;
 pub mod stringify;
@@ -65,7 +66,7 @@ pub struct ToolCall<'a> {
     /// The MCP server's name, for an MCP tool.
     pub server: Option<&'a str>,
     /// The arguments.
-    pub args: Option<&'a serde_json::Value>,
+    pub args: Option<&'a serde_json::Map<String, serde_json::Value>>,
     /// The tool's annotations (`readOnlyHint`, ...).
     pub annotations: Option<&'a serde_json::Map<String, serde_json::Value>>,
     /// The subagent calling, if one is.

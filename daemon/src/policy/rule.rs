@@ -91,6 +91,20 @@ impl Rule {
         mode: ApprovalMode,
         interactive: bool,
     ) -> bool {
+        self.matches_ignoring_args(call, mode, interactive)
+            && self.args.as_ref().is_none_or(|pattern| match (call.args, stable_args) {
+                (Some(_), Some(text)) => pattern.is_match(text),
+                _ => false,
+            })
+    }
+
+    /// Whether the rule applies to `call` in `mode`, whatever its arguments.
+    pub fn matches_ignoring_args(
+        &self,
+        call: &ToolCall<'_>,
+        mode: ApprovalMode,
+        interactive: bool,
+    ) -> bool {
         if !self.modes.is_empty() && !self.modes.contains(&mode) {
             return false;
         }
@@ -110,12 +124,6 @@ impl Rule {
             let Some(have) = call.annotations else { return false };
             if wanted.iter().any(|(k, v)| have.get(k) != Some(v)) {
                 return false;
-            }
-        }
-        if let Some(pattern) = &self.args {
-            match (call.args, stable_args) {
-                (Some(_), Some(text)) if pattern.is_match(text) => {}
-                _ => return false,
             }
         }
         match self.interactive {

@@ -39,7 +39,9 @@ impl Policies {
         let public = &effective.public;
         let at =
             places(paths, Path::new(&public.workspace), public.trust.trusted, &public.settings);
-        let (mut rules, problems) = self.reader.read(&at);
+        let (read, problems) = self.reader.read(&at);
+        let mut rules = defaults().to_vec();
+        rules.extend(read);
         // The servers as the session resolved them (every scope's, merged), for `trust`.
         let mut settings = public.settings.clone();
         if let Some(map) = settings.as_object_mut() {
@@ -55,6 +57,24 @@ impl Policies {
         rules.extend(settings_rules(&settings, interactive));
         SessionPolicy { set: PolicySet::new(rules), problems }
     }
+}
+
+/// The name the built-in rule file is shown by.
+pub const DEFAULTS_FILE: &str = "(built in) defaults.toml";
+
+/// geminid's default tier: rules giving Gemini CLI's default decisions
+/// (`daemon/policies/defaults.toml`, compiled in).
+pub fn defaults() -> &'static [Rule] {
+    static RULES: std::sync::OnceLock<Vec<Rule>> = std::sync::OnceLock::new();
+    RULES.get_or_init(|| {
+        let text = include_str!("../../policies/defaults.toml");
+        let loaded = super::load::load(DEFAULTS_FILE, text, super::Tier::Default);
+        for p in &loaded.problems {
+            // A test keeps this from happening; said loudly if it ever does.
+            tracing::error!(line = ?p.line, message = %p.message, "the built-in policy rules have a problem");
+        }
+        loaded.rules
+    })
 }
 
 /// Where a rule is written, on the wire.
@@ -117,5 +137,115 @@ pub fn reason(
             "no rule matches; the person is asked (the session is interactive)".to_owned()
         }
         None => "no rule matches, and the session is not interactive: denied".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::policy::ToolCall;
+
+    fn decide(
+        tool: &str,
+        server: Option<&str>,
+        args: Value,
+        annotations: Option<Value>,
+        mode: ApprovalMode,
+        interactive: bool,
+    ) -> Decision {
+        let set = PolicySet::new(defaults().to_vec());
+        let annotations = annotations.and_then(|a| a.as_object().cloned());
+        let call = ToolCall {
+            name: tool,
+            server,
+            args: args.as_object(),
+            annotations: annotations.as_ref(),
+            subagent: None,
+        };
+        set.decide(&call, mode, interactive).decision
+    }
+
+    #[test]
+    fn the_built_in_rules_load_without_a_problem() {
+        let text = include_str!("../../policies/defaults.toml");
+        let loaded = super::super::load::load(DEFAULTS_FILE, text, super::super::Tier::Default);
+        assert!(loaded.problems.is_empty(), "{:#?}", loaded.problems);
+        assert_eq!(defaults().len(), loaded.rules.len());
+        assert!(defaults().iter().all(|r| r.effective_priority() < 2.0));
+    }
+
+    /// Gemini CLI's default decisions (its `policies/*.toml`), case by case.
+    #[test]
+    fn the_built_in_rules_give_gemini_clis_default_decisions() {
+        use ApprovalMode::{AutoEdit, Default as Normal, Plan, Yolo};
+        use Decision::{Allow, AskUser, Deny};
+        let none = json!({});
+        let plan_file = json!({"file_path": "/home/u/.gemini/tmp/proj/s1/plans/p.md"});
+        type Case<'a> =
+            (&'a str, Option<&'a str>, &'a Value, Option<Value>, ApprovalMode, bool, Decision);
+        let cases: &[Case<'_>] = &[
+            ("read_file", None, &none, None, Normal, true, Allow),
+            ("read_file", None, &none, None, Normal, false, Allow),
+            ("grep_search", None, &none, None, Plan, true, Allow),
+            ("write_file", None, &none, None, Normal, true, AskUser),
+            ("write_file", None, &none, None, Normal, false, Deny),
+            ("write_file", None, &none, None, AutoEdit, true, Allow),
+            ("replace", None, &none, None, AutoEdit, false, Allow),
+            ("run_shell_command", None, &json!({"command": "ls"}), None, AutoEdit, true, AskUser),
+            ("run_shell_command", None, &json!({"command": "ls"}), None, Normal, false, Deny),
+            ("run_shell_command", None, &json!({"command": "ls"}), None, Yolo, false, Allow),
+            ("web_fetch", None, &none, None, AutoEdit, true, Allow),
+            ("discovered_tool_x", None, &none, None, Normal, true, AskUser),
+            ("discovered_tool_x", None, &none, None, Normal, false, Deny),
+            ("ask_user", None, &none, None, Normal, false, Deny),
+            ("ask_user", None, &none, None, Yolo, true, AskUser),
+            ("enter_plan_mode", None, &none, None, Yolo, true, Deny),
+            ("enter_plan_mode", None, &none, None, Normal, true, AskUser),
+            ("enter_plan_mode", None, &none, None, Normal, false, Allow),
+            ("enter_plan_mode", None, &none, None, Plan, true, Deny),
+            ("exit_plan_mode", None, &none, None, Normal, true, Deny),
+            ("exit_plan_mode", None, &none, None, Plan, true, AskUser),
+            ("exit_plan_mode", None, &none, None, Plan, false, Allow),
+            ("invoke_agent", None, &json!({"agent_name": "x"}), None, Normal, false, Allow),
+            ("invoke_agent", None, &json!({"agent_name": "x"}), None, Plan, true, Deny),
+            ("invoke_agent", None, &json!({"agent_name": "cli_help"}), None, Plan, true, Allow),
+            ("write_file", None, &plan_file, None, Plan, true, Allow),
+            ("replace", None, &json!({"file_path": "plans/p.md"}), None, Plan, true, Allow),
+            ("write_file", None, &json!({"file_path": "p.md"}), None, Plan, true, Allow),
+            ("write_file", None, &json!({"file_path": "src/main.rs"}), None, Plan, true, Deny),
+            ("write_file", None, &json!({"file_path": "/x/plans/p.md"}), None, Plan, true, Deny),
+            ("mcp_docs_search", Some("docs"), &none, None, Normal, true, AskUser),
+            ("mcp_docs_search", Some("docs"), &none, None, Normal, false, Deny),
+            ("mcp_docs_search", Some("docs"), &none, None, Yolo, false, Allow),
+            ("mcp_docs_search", Some("docs"), &none, None, Plan, true, Deny),
+            (
+                "mcp_docs_search",
+                Some("docs"),
+                &none,
+                Some(json!({"readOnlyHint": true})),
+                Plan,
+                true,
+                AskUser,
+            ),
+            (
+                "mcp_docs_search",
+                Some("docs"),
+                &none,
+                Some(json!({"readOnlyHint": true})),
+                Plan,
+                false,
+                Deny,
+            ),
+        ];
+        for (tool, server, args, annotations, mode, interactive, want) in cases {
+            let got =
+                decide(tool, *server, (*args).clone(), annotations.clone(), *mode, *interactive);
+            assert_eq!(
+                got, *want,
+                "{tool} {args} annotations {annotations:?} in {mode:?}, interactive {interactive}"
+            );
+        }
     }
 }

@@ -233,7 +233,7 @@ mod tests {
             let call = ToolCall {
                 name,
                 server: None,
-                args: Some(&args),
+                args: args.as_object(),
                 annotations: None,
                 subagent: None,
             };

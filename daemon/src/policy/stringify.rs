@@ -3,7 +3,7 @@
 //! on a whole top-level argument (a NUL in the data itself is escaped as `\u0000` by JSON and
 //! never collides).
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The stable form of `args`.
 pub fn stable_stringify(args: &Value) -> String {
@@ -12,9 +12,16 @@ pub fn stable_stringify(args: &Value) -> String {
     out
 }
 
-fn write(out: &mut String, v: &Value, top: bool) {
-    match v {
-        Value::Object(map) => {
+/// The stable form of an arguments object.
+pub fn stable_stringify_map(args: &Map<String, Value>) -> String {
+    let mut out = String::new();
+    write_map(&mut out, args, true);
+    out
+}
+
+fn write_map(out: &mut String, map: &Map<String, Value>, top: bool) {
+    {
+        {
             let mut keys: Vec<&String> = map.keys().collect();
             // JavaScript's default sort compares UTF-16 code units; for the keys tools use
             // (ASCII, or BMP text) that is the order of their chars.
@@ -36,6 +43,12 @@ fn write(out: &mut String, v: &Value, top: bool) {
             }
             out.push('}');
         }
+    }
+}
+
+fn write(out: &mut String, v: &Value, top: bool) {
+    match v {
+        Value::Object(map) => write_map(out, map, top),
         Value::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {

@@ -107,6 +107,7 @@ impl Handler {
             args: p.arguments,
             call_id: None,
             origin: Origin::McpCallTool,
+            confirmed: p.confirmed,
         };
         let (_, outcome) = self.core.calls.call(request).await.map_err(call_error)?;
         Ok(outcome.result)

@@ -15,9 +15,9 @@ mod tools;
 use std::sync::Arc;
 
 use geminid_protocol::api::{
-    AsksApiServer, ConfigApiServer, DaemonApiServer, EventsApiServer, McpApiServer,
-    McpLogsApiServer, PolicyApiServer, PromptsApiServer, ResourcesApiServer, SessionApiServer,
-    ToolsApiServer, TrustApiServer,
+    AsksApiServer, AuditApiServer, ConfigApiServer, ConfirmationApiServer, DaemonApiServer,
+    EventsApiServer, McpApiServer, McpLogsApiServer, PolicyApiServer, PromptsApiServer,
+    ResourcesApiServer, SessionApiServer, ToolsApiServer, TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -47,7 +47,9 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(PromptsApiServer::into_rpc(handler.clone()))?;
     module.merge(ResourcesApiServer::into_rpc(handler.clone()))?;
     module.merge(AsksApiServer::into_rpc(handler.clone()))?;
-    module.merge(PolicyApiServer::into_rpc(handler))?;
+    module.merge(PolicyApiServer::into_rpc(handler.clone()))?;
+    module.merge(ConfirmationApiServer::into_rpc(handler.clone()))?;
+    module.merge(AuditApiServer::into_rpc(handler))?;
     Ok(module.into())
 }
 
@@ -117,6 +119,7 @@ mod tests {
                 subscriber_buffer: 1,
             },
             mcp: crate::mcp::McpOptions::default(),
+            confirm_timeout: crate::calls::CONFIRM_DEADLINE,
         };
         let core =
             Core::new(crate::store::Store::temporary()?, info, crate::config::Loader::new(paths));

@@ -1,7 +1,9 @@
-//! `policy/*`: translation to the core's policy queries.
+//! `policy/*`, `confirmation/*` and `audit/*`: translation to the core's policy.
 
-use geminid_protocol::api::PolicyApiServer;
+use geminid_protocol::api::{AuditApiServer, ConfirmationApiServer, PolicyApiServer};
+use geminid_protocol::error::ErrorCode;
 use geminid_protocol::policy::{
+    AuditListParams, AuditListResult, ConfirmationRespondParams, ConfirmationRespondResult,
     PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult,
 };
 use jsonrpsee::core::{RpcResult, async_trait};
@@ -12,10 +14,43 @@ use super::session::rpc_error;
 #[async_trait]
 impl PolicyApiServer for Handler {
     async fn policy_check(&self, p: PolicyCheckParams) -> RpcResult<PolicyCheckResult> {
+        if let Some(args) = &p.args
+            && !args.is_object()
+        {
+            return Err(ErrorCode::InvalidArguments
+                .error(format!("a call's arguments are a JSON object, not {args}")));
+        }
         self.core.policy_check(p).map_err(rpc_error)
     }
 
     async fn policy_list(&self, p: PolicyListParams) -> RpcResult<PolicyListResult> {
         self.core.policy_list(p).map_err(rpc_error)
+    }
+}
+
+#[async_trait]
+impl ConfirmationApiServer for Handler {
+    async fn confirmation_respond(
+        &self,
+        p: ConfirmationRespondParams,
+    ) -> RpcResult<ConfirmationRespondResult> {
+        if let Some(s) = &p.session {
+            self.core.sessions.record(s).map_err(rpc_error)?;
+        }
+        match self.core.confirm(p) {
+            Ok(session) => Ok(ConfirmationRespondResult { session }),
+            Err(e) => Err(ErrorCode::InvalidArguments.error(e.to_string())),
+        }
+    }
+}
+
+#[async_trait]
+impl AuditApiServer for Handler {
+    async fn audit_list(&self, p: Option<AuditListParams>) -> RpcResult<AuditListResult> {
+        let p = p.unwrap_or_default();
+        if let Some(s) = &p.session {
+            self.core.sessions.record(s).map_err(rpc_error)?;
+        }
+        Ok(self.core.audit.list(&p))
     }
 }

@@ -3,8 +3,8 @@
 use geminid_protocol::api::SessionApiServer;
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::session::{
-    Session, SessionAttachParams, SessionCreateParams, SessionIdParams, SessionListParams,
-    SessionListResult,
+    Session, SessionAttachParams, SessionCreateParams, SessionDeriveParams, SessionIdParams,
+    SessionListParams, SessionListResult, SessionUpdateParams,
 };
 use jsonrpsee::Extensions;
 use jsonrpsee::core::{RpcResult, async_trait};
@@ -18,6 +18,7 @@ pub(super) fn rpc_error(e: SessionError) -> ErrorObjectOwned {
     let code = match &e {
         SessionError::NotFound(_) => ErrorCode::SessionNotFound,
         SessionError::InvalidWorkspace { .. } => ErrorCode::InvalidWorkspace,
+        SessionError::InvalidDerive(_) => ErrorCode::InvalidArguments,
         SessionError::Store(_) => {
             tracing::error!(error = %e, "session storage failed");
             ErrorCode::Storage
@@ -28,6 +29,14 @@ pub(super) fn rpc_error(e: SessionError) -> ErrorObjectOwned {
 
 #[async_trait]
 impl SessionApiServer for Handler {
+    async fn update(&self, params: SessionUpdateParams) -> RpcResult<Session> {
+        self.core.update_session(params).await.map_err(rpc_error)
+    }
+
+    async fn derive(&self, params: SessionDeriveParams) -> RpcResult<Session> {
+        self.core.derive_session(params).await.map_err(rpc_error)
+    }
+
     async fn create(&self, ext: &Extensions, params: SessionCreateParams) -> RpcResult<Session> {
         let s = self.core.sessions.create(conn_id(ext), params).await.map_err(rpc_error)?;
         self.core.track_config(&s.id);

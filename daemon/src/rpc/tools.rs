@@ -42,7 +42,8 @@ impl ToolsApiServer for Handler {
     async fn tools_list(&self, p: ToolsListParams) -> RpcResult<ToolsListResult> {
         let st = self.core.catalog.session_tools(&p.session, true).await;
         let st = st.map_err(super::catalog::catalog_error)?;
-        Ok(ToolsListResult { tools: st.entries(p.raw), diagnostics: st.diagnostics.clone() })
+        let tools = if p.all { st.entries_all(p.raw) } else { st.entries(p.raw) };
+        Ok(ToolsListResult { tools, diagnostics: st.diagnostics.clone() })
     }
 
     async fn tools_cancel(&self, p: ToolsCancelParams) -> RpcResult<ToolsCancelResult> {
@@ -61,6 +62,7 @@ impl ToolsApiServer for Handler {
             args: p.args,
             call_id: p.call_id,
             origin: Origin::ToolsCall,
+            confirmed: p.confirmed,
         };
         let (call, o) = self.core.calls.call(request).await.map_err(call_error)?;
         Ok(ToolsCallResult {

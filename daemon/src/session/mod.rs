@@ -39,6 +39,9 @@ pub enum SessionError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A derived session cannot be made so.
+    #[error("{0}")]
+    InvalidDerive(String),
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -154,13 +157,18 @@ impl Sessions {
         let (mut rec, created) = match existing {
             Some(rec) => (rec, false),
             None => {
+                let state = SessionState {
+                    approval_mode: params.approval_mode.unwrap_or_default(),
+                    interactive: params.interactive,
+                    ..SessionState::default()
+                };
                 let rec = SessionRecord {
                     id: uuid::Uuid::now_v7().to_string(),
                     workspace,
                     is_default: params.reuse_default,
                     created_ms: now,
                     last_seen_ms: now,
-                    state: SessionState::default(),
+                    state,
                 };
                 (rec, true)
             }
@@ -294,6 +302,93 @@ impl Sessions {
         tracing::info!(session = %id, "session closed");
         self.events.emit(EventBody::SessionClosed(session.clone()));
         Ok(session)
+    }
+
+    /// Change a session's stored state; `change` may refuse. Returns the session as it is
+    /// now.
+    pub async fn update_state<E>(
+        &self,
+        id: &str,
+        change: impl FnOnce(&mut SessionState) -> Result<(), E>,
+    ) -> Result<Result<Session, E>, SessionError> {
+        let _w = self.write.lock().await;
+        let mut rec = self.record(id)?;
+        if let Err(e) = change(&mut rec.state) {
+            return Ok(Err(e));
+        }
+        self.persist(&rec).await?;
+        Ok(Ok(self.view(rec)))
+    }
+
+    /// A subagent's session under `parent`: the same workspace and client environment, the
+    /// parent's approval mode and interactivity, its place in `state.derived`. Not attached
+    /// to any connection: its confirmations go to the root's clients.
+    pub async fn derive(
+        &self,
+        parent: &str,
+        name: &str,
+        tools: Option<Vec<String>>,
+    ) -> Result<Session, SessionError> {
+        let bad = |reason: String| SessionError::InvalidDerive(reason);
+        if name.is_empty()
+            || name.len() > 64
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        {
+            return Err(bad(format!(
+                "a subagent's name is 1 to 64 letters, digits, '_', '-' or '.', not {name:?}"
+            )));
+        }
+        let _w = self.write.lock().await;
+        let up = self.record(parent)?;
+        let (root, path) = match &up.state.derived {
+            Some(d) => (d.root.clone(), format!("{}/{name}", d.path)),
+            None => (up.id.clone(), format!("{}/{name}", up.id)),
+        };
+        let now = clock::now_ms();
+        let state = SessionState {
+            approval_mode: up.state.approval_mode,
+            interactive: up.state.interactive,
+            derived: Some(geminid_protocol::session::Derived {
+                parent: parent.to_owned(),
+                root,
+                name: name.to_owned(),
+                path,
+                tools,
+            }),
+            ..SessionState::default()
+        };
+        let rec = SessionRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            workspace: up.workspace.clone(),
+            is_default: false,
+            created_ms: now,
+            last_seen_ms: now,
+            state,
+        };
+        self.persist(&rec).await?;
+        {
+            let mut rt = self.runtime();
+            rt.total += 1;
+            if let Some(env) = rt.envs.get(parent).cloned() {
+                rt.envs.insert(rec.id.clone(), env);
+            }
+        }
+        let session = self.view(rec);
+        tracing::info!(session = %session.id, parent, name, "session derived");
+        self.events.emit(EventBody::SessionCreated(session.clone()));
+        Ok(session)
+    }
+
+    /// The sessions derived directly from `parent`.
+    pub fn children(&self, parent: &str) -> Result<Vec<SessionId>, SessionError> {
+        let mut out = Vec::new();
+        for rec in self.store.sessions_after(None) {
+            let rec = rec?;
+            if rec.state.derived.as_ref().is_some_and(|d| d.parent == parent) {
+                out.push(rec.id);
+            }
+        }
+        Ok(out)
     }
 
     /// Disable (or re-enable) a server for one session only; stored with the session, so it

@@ -30,6 +30,7 @@ fn params(workspace: &Path, reuse_default: bool) -> SessionCreateParams {
         workspace: workspace.to_string_lossy().into_owned(),
         env: None,
         reuse_default,
+        ..SessionCreateParams::default()
     }
 }
 

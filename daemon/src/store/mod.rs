@@ -5,6 +5,7 @@
 //! client is told about are flushed before the reply, so a SIGKILL right after loses nothing
 //! acknowledged. The environment a client sends is never stored here (it holds secrets).
 
+mod audit;
 mod lock;
 mod recover;
 
@@ -182,6 +183,7 @@ struct Open {
     db: sled::Db,
     sessions: sled::Tree,
     children: sled::Tree,
+    audit: sled::Tree,
 }
 
 impl Open {
@@ -205,7 +207,8 @@ impl Open {
         }
         let sessions = db.open_tree("sessions").map_err(sled_err)?;
         let children = db.open_tree("children").map_err(sled_err)?;
-        Ok(Self { db, sessions, children })
+        let audit = db.open_tree("audit").map_err(sled_err)?;
+        Ok(Self { db, sessions, children, audit })
     }
 }
 

@@ -1,0 +1,106 @@
+//! The audit log: one bounded record in sled per call through the pipeline (time, session,
+//! tool, server, policy's decision and its rule, the confirmation, duration, ok or error).
+//! Argument values are never kept: their names, and a hash of their stable form.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use geminid_protocol::policy::{AuditListParams, AuditListResult, AuditRecord};
+use sha2::{Digest, Sha256};
+
+use crate::calls::seats::{Audit, Ended};
+use crate::calls::{Call, Origin};
+use crate::clock;
+use crate::store::Store;
+
+/// Records kept; the oldest go first.
+pub const KEEP: u64 = 10_000;
+/// `audit/list`'s default page.
+pub const DEFAULT_LIMIT: u32 = 50;
+/// `audit/list`'s largest page.
+pub const MAX_LIMIT: u32 = 1_000;
+
+/// The audit log over the daemon's store.
+#[derive(Debug)]
+pub struct AuditLog {
+    store: Store,
+    next: AtomicU64,
+}
+
+impl AuditLog {
+    /// The log in `store`, numbering on from its last record.
+    pub fn new(store: Store) -> Self {
+        let next = store.last_audit_seq() + 1;
+        Self { store, next: AtomicU64::new(next) }
+    }
+
+    /// `audit/list`: newest first.
+    pub fn list(&self, p: &AuditListParams) -> AuditListResult {
+        let limit = p.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let mut records = Vec::new();
+        self.store.audit_newest_first(|r: AuditRecord| {
+            if p.since.is_some_and(|s| r.seq <= s) {
+                return false;
+            }
+            if p.session.as_ref().is_none_or(|s| *s == r.session) {
+                records.push(r);
+            }
+            records.len() < limit
+        });
+        AuditListResult { records }
+    }
+
+    fn record_of(seq: u64, call: &Call, ended: &Ended, took: Duration) -> AuditRecord {
+        let took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        let (arg_keys, args_hash) = match &call.args {
+            Some(args) => {
+                let mut keys: Vec<String> = args.keys().cloned().collect();
+                keys.sort();
+                let stable = crate::policy::stringify::stable_stringify_map(args);
+                let digest = Sha256::digest(stable.as_bytes());
+                let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+                (keys, Some(hex))
+            }
+            None => (Vec::new(), None),
+        };
+        let (ok, error) = match ended {
+            Ended::Answered { is_error: false } => (true, None),
+            Ended::Answered { is_error: true } => {
+                (false, Some("the tool reported an error".to_owned()))
+            }
+            Ended::Failed(why) => (false, Some(why.clone())),
+        };
+        let note = call.policy.as_ref();
+        AuditRecord {
+            seq,
+            time: clock::rfc3339(clock::now_ms().saturating_sub(took_ms)),
+            session: call.session.clone(),
+            tool: call.name.clone(),
+            server: call.server.clone(),
+            origin: match call.origin {
+                Origin::ToolsCall => "tools/call",
+                Origin::McpCallTool => "mcp/callTool",
+            }
+            .to_owned(),
+            arg_keys,
+            args_hash,
+            decision: note.map(|n| n.decision),
+            rule: note.and_then(|n| n.rule.clone()),
+            confirmation: note.and_then(|n| n.confirmation),
+            duration_ms: took_ms,
+            ok,
+            error,
+        }
+    }
+}
+
+impl Audit for AuditLog {
+    fn record(&self, call: &Call, ended: &Ended, took: Duration) {
+        let seq = self.next.fetch_add(1, Ordering::Relaxed);
+        let rec = Self::record_of(seq, call, ended, took);
+        if let Err(e) = self.store.put_audit(seq, &rec, KEEP) {
+            tracing::warn!(error = %e, tool = %call.name, "the call's audit record was not written");
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Policy in the call pipeline: the policy seat (decide, remember an approval, route a
+//! confirmation), its static filter, and each session's rules prepared once and kept until
+//! something they are made of changes (a reload, a policy file, the session's mode or
+//! approvals, or whether a person is there to answer).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use super::Core;
+use crate::asks::{AskKind, Confirmed};
+use crate::calls::seats::{Hidden, Policy, PolicyNote, Route, ToolFilter};
+use crate::calls::{Call, Decision};
+use crate::policy::service::{SessionPolicy, reason, source};
+use crate::policy::{ApprovalMode, Decision as Rule, ToolCall, saved};
+use crate::session::SessionError;
+use geminid_protocol::policy::AuditConfirmation;
+
+/// A session's policy as the seat uses it.
+#[derive(Debug)]
+struct Prepared {
+    epoch: u64,
+    interactive: bool,
+    /// The session's own setting (absent: whether its root has a listening client).
+    forced: Option<bool>,
+    route: Route,
+    mode: ApprovalMode,
+    subagent: Option<String>,
+    /// A derived session's tools (absent: all).
+    tools: Option<HashSet<String>>,
+    /// Tools approved for the rest of the session.
+    approvals: HashSet<String>,
+    policy: SessionPolicy,
+}
+
+/// The policy seat and static filter of a [`Core`].
+#[derive(Debug)]
+pub struct Guard {
+    core: Weak<Core>,
+    epoch: AtomicU64,
+    prepared: Mutex<HashMap<String, Arc<Prepared>>>,
+}
+
+impl Guard {
+    pub(super) fn new(core: Weak<Core>) -> Self {
+        Self { core, epoch: AtomicU64::new(1), prepared: Mutex::default() }
+    }
+
+    /// Something sessions' rules are made of changed: prepare them again on next use.
+    pub fn changed(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Forget a session (it closed).
+    pub fn forget(&self, session: &str) {
+        self.prepared.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
+    }
+
+    fn interactive(core: &Core, forced: Option<bool>, root: &str) -> bool {
+        forced.unwrap_or_else(|| core.asks.answers(root, AskKind::Confirmation))
+    }
+
+    fn prepare(&self, session: &str) -> Result<Arc<Prepared>, SessionError> {
+        let Some(core) = self.core.upgrade() else {
+            return Err(SessionError::NotFound(session.to_owned()));
+        };
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let cached = self.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(session).cloned();
+        if let Some(p) = cached
+            && p.epoch == epoch
+            && Self::interactive(&core, p.forced, &p.route.to) == p.interactive
+        {
+            return Ok(p);
+        }
+        let rec = core.sessions.record(session)?;
+        let state = &rec.state;
+        let (route, subagent, tools) = match &state.derived {
+            Some(d) => (
+                Route { to: d.root.clone(), path: d.path.clone() },
+                Some(d.name.clone()),
+                d.tools.as_ref().map(|t| t.iter().cloned().collect()),
+            ),
+            None => (Route { to: session.to_owned(), path: session.to_owned() }, None, None),
+        };
+        let interactive = Self::interactive(&core, state.interactive, &route.to);
+        let effective = core.effective(session)?;
+        let policy = core.policies.for_session(core.config.paths(), &effective, interactive);
+        let p = Arc::new(Prepared {
+            epoch,
+            interactive,
+            forced: state.interactive,
+            route,
+            mode: state.approval_mode,
+            subagent,
+            tools,
+            approvals: state.approvals.iter().cloned().collect(),
+            policy,
+        });
+        self.prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session.to_owned(), p.clone());
+        Ok(p)
+    }
+
+    /// Whether the session is interactive now, and its route.
+    pub fn interactive_now(&self, session: &str) -> Result<bool, SessionError> {
+        self.prepare(session).map(|p| p.interactive)
+    }
+}
+
+impl Policy for Guard {
+    fn decide(&self, call: &Call) -> (Decision, Option<PolicyNote>) {
+        let p = match self.prepare(&call.session) {
+            Ok(p) => p,
+            Err(e) => {
+                return (Decision::Deny(format!("the session's policy cannot be read: {e}")), None);
+            }
+        };
+        let tc = ToolCall {
+            name: &call.name,
+            server: Some(&call.server),
+            args: call.args.as_ref(),
+            annotations: call.annotations.as_ref(),
+            subagent: p.subagent.as_deref(),
+        };
+        // A person calling directly is there to confirm: decide as for an interactive session.
+        let interactive = p.interactive || call.confirmed;
+        let v = p.policy.set.decide(&tc, p.mode, interactive);
+        let mut note =
+            PolicyNote { decision: v.decision, rule: v.rule.map(source), confirmation: None };
+        let why = || reason(v.decision, v.rule, p.mode, interactive);
+        let decision = match v.decision {
+            Rule::Allow => Decision::Allow,
+            Rule::Deny => Decision::Deny(format!("the call to '{}' is {}", call.name, why())),
+            Rule::AskUser if p.approvals.contains(&call.name) => {
+                note.confirmation = Some(AuditConfirmation::Remembered);
+                Decision::Allow
+            }
+            Rule::AskUser if call.confirmed => {
+                note.confirmation = Some(AuditConfirmation::ByCaller);
+                Decision::Allow
+            }
+            Rule::AskUser => Decision::Ask(format!(
+                "Allow the call to '{}' (server '{}')? It is {}.",
+                call.name,
+                call.server,
+                why()
+            )),
+        };
+        (decision, Some(note))
+    }
+
+    fn remember<'a>(
+        &'a self,
+        call: &'a Call,
+        confirmed: Confirmed,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let Some(core) = self.core.upgrade() else { return Ok(()) };
+            let saved = match confirmed {
+                Confirmed::Once | Confirmed::Deny => return Ok(()),
+                Confirmed::Session => Ok(()),
+                Confirmed::Always => {
+                    let file = saved::path(core.config.paths());
+                    saved::save(&file, &call.tool, Some(&call.server)).map(drop)
+                }
+            };
+            // Kept with the session either way: an "always" that could not be saved still
+            // holds for the session.
+            let name = call.name.clone();
+            let kept = core
+                .sessions
+                .update_state(&call.session, |s| {
+                    if !s.approvals.contains(&name) {
+                        s.approvals.push(name.clone());
+                        s.approvals.sort();
+                    }
+                    Ok::<(), std::convert::Infallible>(())
+                })
+                .await;
+            self.changed();
+            let _session = kept.map_err(|e| e.to_string())?;
+            saved
+        })
+    }
+
+    fn route(&self, session: &str) -> Route {
+        match self.prepare(session) {
+            Ok(p) => p.route.clone(),
+            Err(_) => Route { to: session.to_owned(), path: session.to_owned() },
+        }
+    }
+}
+
+impl ToolFilter for Guard {
+    fn hides(
+        &self,
+        session: &str,
+        server: &str,
+        tool: &str,
+        annotations: Option<&Map<String, Value>>,
+    ) -> Option<Hidden> {
+        let p = self.prepare(session).ok()?;
+        let name = crate::catalog::naming::fqn(server, tool);
+        if let (Some(tools), Some(agent)) = (&p.tools, &p.subagent)
+            && !tools.contains(&name)
+        {
+            let why = format!("the subagent '{agent}' is not given this tool");
+            return Some(Hidden { why, by_default: false });
+        }
+        let tc = ToolCall {
+            name: &name,
+            server: Some(server),
+            args: None,
+            annotations,
+            subagent: p.subagent.as_deref(),
+        };
+        let rule = p.policy.set.excludes(&tc, p.mode, p.interactive)?;
+        let mut why = reason(Rule::Deny, rule, p.mode, p.interactive);
+        if rule.is_none() {
+            why.push_str(
+                " (a client listening for confirmations, such as `gemctl attach`, makes it \
+                 interactive; `trust: true` on the server or a policy rule allows its tools)",
+            );
+        }
+        Some(Hidden { why, by_default: rule.is_none() })
+    }
+
+    fn stamp(&self, session: &str) -> u64 {
+        match self.prepare(session) {
+            Ok(p) => p.epoch * 2 + u64::from(p.interactive),
+            Err(_) => 0,
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! The audit log's tree: records by number, the oldest forgotten past a bound.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{Store, StoreError, decode, encode};
+
+/// Version of the audit records.
+const AUDIT_RECORD_VERSION: u32 = 1;
+
+impl Store {
+    /// Keep an audit record under `seq`, forgetting the one `keep` records older (so the log
+    /// holds at most `keep`). Not flushed: sled writes it out within half a second.
+    pub fn put_audit<T: Serialize>(&self, seq: u64, rec: &T, keep: u64) -> Result<(), StoreError> {
+        let open = self.handles_for_write()?;
+        let mut batch = sled::Batch::default();
+        batch.insert(&seq.to_be_bytes(), encode(rec, AUDIT_RECORD_VERSION));
+        if let Some(old) = seq.checked_sub(keep) {
+            batch.remove(&old.to_be_bytes());
+        }
+        open.audit.apply_batch(batch).map_err(|e| self.err(e))
+    }
+
+    /// The last audit record's `seq` (0 when there is none).
+    pub fn last_audit_seq(&self) -> u64 {
+        let Ok(open) = self.handles() else { return 0 };
+        let last = open.audit.last().ok().flatten();
+        last.and_then(|(k, _)| Some(u64::from_be_bytes(k.as_ref().try_into().ok()?))).unwrap_or(0)
+    }
+
+    /// Audit records newest first, until `take` returns false; unreadable ones are skipped.
+    pub fn audit_newest_first<T: DeserializeOwned>(&self, mut take: impl FnMut(T) -> bool) {
+        let Ok(open) = self.handles() else { return };
+        for item in open.audit.iter().rev() {
+            let Ok((k, v)) = item else { continue };
+            match decode(&k, &v, AUDIT_RECORD_VERSION) {
+                Ok(rec) => {
+                    if !take(rec) {
+                        return;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "skipping an audit record"),
+            }
+        }
+    }
+}
