@@ -332,7 +332,12 @@ async fn the_static_filter_hides_a_tool_from_the_list_and_refuses_its_calls() ->
     let expected = (ErrorCode::PolicyDenied.code(), "rule 7 hides echo".to_owned());
     assert_eq!(tools_call(&p, json!({"text": "x"})).await.unwrap_err(), expected);
     assert_eq!(mcp_call(&p, json!({"text": "x"})).await.unwrap_err(), expected);
-    assert_eq!(rec.seen(), [], "a hidden tool's call ends at step 1: no seat sees it");
+    let seats: Vec<_> = rec.seen().iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(
+        seats,
+        [("audit", Origin::ToolsCall), ("audit", Origin::McpCallTool)],
+        "a hidden tool's call ends at step 1: only the audit log sees it"
+    );
     // Another tool of the same server is untouched.
     let params = json!({ "session": p.session, "name": "mcp_fx_pid" });
     assert!(p.call::<Value>("tools/call", params).await.is_ok());

@@ -194,7 +194,13 @@ impl Pipeline {
     /// Make a call, through every step: the call as the seats saw it last, and what it
     /// produced.
     pub async fn call(&self, req: CallRequest) -> Result<(Call, Outcome), CallError> {
-        let resolved = self.resolve(&req).await?;
+        let resolved = match self.resolve(&req).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.refused(&req, &e);
+                return Err(e);
+            }
+        };
         let mut call = Call {
             session: req.session,
             origin: req.origin,
@@ -226,6 +232,34 @@ impl Pipeline {
             audit.record(&call, &ended, started.elapsed());
         }
         result.map(|o| (call, o))
+    }
+
+    /// A call policy refused before it resolved (a tool it hides) is audited too.
+    fn refused(&self, req: &CallRequest, e: &CallError) {
+        let (Some(audit), CallError::PolicyDenied(why)) = (&self.seats.audit, e) else { return };
+        let (name, server, tool) = match &req.target {
+            Target::Tool(name) => (name.clone(), String::new(), String::new()),
+            Target::Mcp { server, tool } => {
+                (naming::fqn(server, tool), server.clone(), tool.clone())
+            }
+        };
+        let call = Call {
+            session: req.session.clone(),
+            origin: req.origin,
+            call_id: req.call_id.clone(),
+            name,
+            server,
+            tool,
+            args: req.args.clone(),
+            annotations: None,
+            confirmed: req.confirmed,
+            policy: Some(PolicyNote {
+                decision: geminid_protocol::policy::PolicyDecision::Deny,
+                rule: None,
+                confirmation: None,
+            }),
+        };
+        audit.record(&call, &Ended::Failed(why.clone()), Duration::ZERO);
     }
 
     /// Steps 2 to 8, cancellable as a whole by the call's id.

@@ -248,9 +248,50 @@ impl Core {
                 .cloned()
                 .collect();
         for e in self.baselines().values() {
-            files.extend(p.workspace_settings(Path::new(&e.public.workspace)));
+            let c = &e.public;
+            files.extend(p.workspace_settings(Path::new(&c.workspace)));
+            // A policy place that is one file (`policyPaths`).
+            let places = crate::policy::files::places(
+                p,
+                Path::new(&c.workspace),
+                c.trust.trusted,
+                &c.settings,
+            );
+            files.extend(
+                places
+                    .into_iter()
+                    .map(|pl| pl.path)
+                    .filter(|f| f.extension().is_some_and(|x| x == "toml")),
+            );
         }
         files
+    }
+
+    /// Every directory whose entries can change a known session's policy (its policy
+    /// places that are directories; a place that is a file is in [`Core::watched_files`]).
+    pub fn watched_dirs(&self) -> BTreeSet<PathBuf> {
+        let p = self.config.paths();
+        let mut dirs = BTreeSet::new();
+        dirs.insert(p.home.join(".gemini").join("policies"));
+        if let Some(system) = p.system.parent() {
+            dirs.insert(system.join("policies"));
+        }
+        for e in self.baselines().values() {
+            let c = &e.public;
+            let places = crate::policy::files::places(
+                p,
+                Path::new(&c.workspace),
+                c.trust.trusted,
+                &c.settings,
+            );
+            for place in places {
+                if place.path.extension().is_some_and(|x| x == "toml") {
+                    continue;
+                }
+                dirs.insert(place.path);
+            }
+        }
+        dirs
     }
 
     /// Close the default sessions idle for `max_idle` that hold nothing of their own (see

@@ -28,12 +28,19 @@ const EVENT_BUFFER: usize = 1024;
 struct Targets {
     /// Input files (and the targets of symlinked ones).
     files: BTreeSet<PathBuf>,
-    /// Their directories.
+    /// Directories whose every entry is an input (policy directories).
+    trees: BTreeSet<PathBuf>,
+    /// The directories holding the files, and the trees themselves.
     dirs: BTreeSet<PathBuf>,
 }
 
 impl Targets {
+    #[cfg(test)]
     fn of(files: BTreeSet<PathBuf>) -> Self {
+        Self::with_trees(files, BTreeSet::new())
+    }
+
+    fn with_trees(files: BTreeSet<PathBuf>, trees: BTreeSet<PathBuf>) -> Self {
         let mut all = files.clone();
         for f in &files {
             if std::fs::symlink_metadata(f).is_ok_and(|m| m.file_type().is_symlink())
@@ -42,17 +49,20 @@ impl Targets {
                 all.insert(target);
             }
         }
-        let dirs = all.iter().filter_map(|f| f.parent().map(Path::to_path_buf)).collect();
-        Self { files: all, dirs }
+        let mut dirs: BTreeSet<PathBuf> =
+            all.iter().filter_map(|f| f.parent().map(Path::to_path_buf)).collect();
+        dirs.extend(trees.iter().cloned());
+        Self { files: all, trees, dirs }
     }
 
-    /// An event matters if it touches an input file, or creates (or removes) one of the
-    /// directories they live in or an ancestor of one.
+    /// An event matters if it touches an input file or an entry of a tree, or creates (or
+    /// removes) one of the directories they live in or an ancestor of one.
     fn matters(&self, event: &notify::Event) -> bool {
-        event
-            .paths
-            .iter()
-            .any(|p| self.files.contains(p) || self.dirs.iter().any(|d| d.starts_with(p)))
+        event.paths.iter().any(|p| {
+            self.files.contains(p)
+                || p.parent().is_some_and(|d| self.trees.contains(d))
+                || self.dirs.iter().any(|d| d.starts_with(p))
+        })
     }
 
     /// The directories to watch: each wanted directory, or its nearest existing ancestor.
@@ -106,7 +116,7 @@ async fn run(
     mut rx: mpsc::Receiver<notify::Result<notify::Event>>,
 ) {
     let mut watched = BTreeSet::new();
-    let mut targets = Targets::of(core.watched_files());
+    let mut targets = Targets::with_trees(core.watched_files(), core.watched_dirs());
     sync(&mut watcher, &mut watched, &targets);
     loop {
         // A file that vanished is read again once its grace is over (then it counts as deleted,
@@ -122,7 +132,7 @@ async fn run(
             () = core.shutdown_token().cancelled() => return,
             () = grace_over => tracing::debug!("a vanished input file's grace is over"),
             () = core.watch_changed.notified() => {
-                let now = Targets::of(core.watched_files());
+                let now = Targets::with_trees(core.watched_files(), core.watched_dirs());
                 if now == targets {
                     continue;
                 }
@@ -153,7 +163,7 @@ async fn run(
             }
         }
         // Watch new directories first, so a write right after this reload is not missed.
-        targets = Targets::of(core.watched_files());
+        targets = Targets::with_trees(core.watched_files(), core.watched_dirs());
         sync(&mut watcher, &mut watched, &targets);
         if let Err(e) = core.reload_config(None, "watch").await {
             tracing::warn!(error = %e, "reload failed");
@@ -185,6 +195,22 @@ mod tests {
         assert!(t.matters(&event(file.clone())));
         assert!(!t.matters(&event(dir.path().join("ws/.gemini/other.json"))));
         assert!(!t.matters(&event(dir.path().join("unrelated"))));
+        Ok(())
+    }
+
+    #[test]
+    fn every_entry_of_a_tree_matters() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let tree = dir.path().join("home/.gemini/policies");
+        let t = Targets::with_trees(BTreeSet::new(), [tree.clone()].into());
+        assert_eq!(t.watch_dirs(), [dir.path().to_path_buf()].into(), "not there yet");
+        let event = |p: PathBuf| notify::Event::new(notify::EventKind::Any).add_path(p);
+        assert!(t.matters(&event(tree.join("new.toml"))));
+        assert!(t.matters(&event(tree.clone())));
+        assert!(t.matters(&event(dir.path().join("home"))));
+        assert!(!t.matters(&event(tree.join("sub/deep.toml"))), "not recursive");
+        std::fs::create_dir_all(&tree)?;
+        assert_eq!(t.watch_dirs(), [tree].into());
         Ok(())
     }
 

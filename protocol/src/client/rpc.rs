@@ -33,6 +33,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{RawReceiver, RawSender};
+use crate::asks::{AskNotice, AsksListenParams};
 use crate::event::Event;
 use crate::event::EventsSubscribeParams;
 use crate::mcp::{LogLine, ServerParams};
@@ -203,8 +204,8 @@ impl Drop for Registration<'_> {
 }
 
 /// A connection to the daemon with typed calls: the generated `*ApiClient` traits
-/// (`client.status()`, `client.tools_call(..)`, ...) and [`Client::subscribe_events`] /
-/// [`Client::mcp_follow_logs`]. Calls may run concurrently. Dropping it closes the
+/// (`client.status()`, `client.tools_call(..)`, ...) and [`Client::subscribe_events`],
+/// [`Client::mcp_follow_logs`] and [`Client::asks_listen`]. Calls may run concurrently. Dropping it closes the
 /// connection.
 pub struct Client {
     shared: Arc<Shared>,
@@ -293,6 +294,17 @@ impl Client {
         let mut p = jsonrpsee::core::params::ArrayParams::new();
         p.insert(params)?;
         self.subscribe("mcp/followLogs", p, "mcp/unfollowLogs").await
+    }
+
+    /// `asks/listen`: answer a session's asks of some kinds (see
+    /// [`crate::api::AsksApiServer`]).
+    pub async fn asks_listen(
+        &self,
+        params: AsksListenParams,
+    ) -> Result<Subscription<AskNotice>, Error> {
+        let mut p = jsonrpsee::core::params::ArrayParams::new();
+        p.insert(params)?;
+        self.subscribe("asks/listen", p, "asks/unlisten").await
     }
 }
 
