@@ -1,5 +1,6 @@
 //! `gemctl`: the command-line client of geminid.
 
+mod attach;
 mod bridge;
 mod config_cmds;
 mod daemon;
@@ -19,8 +20,6 @@ use geminid_protocol::client::Client;
 use geminid_protocol::client::ConnectError;
 use geminid_protocol::common::ClientEnv;
 use geminid_protocol::error::code_name;
-use geminid_protocol::event::EventsSubscribeParams;
-use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::session::{
     Session, SessionAttachParams, SessionCreateParams, SessionIdParams, SessionListParams,
 };
@@ -64,10 +63,38 @@ enum Command {
     /// Create, list, show and close sessions
     #[command(subcommand)]
     Session(SessionCommand),
-    /// Attach to a session and stream its events until Ctrl-C
+    /// Attach to a session and stream its events until Ctrl-C; answer the confirmations its
+    /// calls wait for (y once, s for the session, a always, n deny)
     Attach {
         /// The session [default: the current directory's default session]
         id: Option<String>,
+        /// Answer confirmations from stdin, one answer per line [default: when stdin is a
+        /// terminal]
+        #[arg(long, conflicts_with = "no_answer")]
+        answer: bool,
+        /// Do not answer confirmations (the session stays headless for this client)
+        #[arg(long)]
+        no_answer: bool,
+    },
+    /// Answer a confirmation a call waits for (from `gemctl attach` or a
+    /// `confirmation/requested` event)
+    Confirm {
+        /// The confirmation's id (`ask-N`)
+        id: String,
+        /// once, session, always or deny (or y, s, a, n)
+        outcome: String,
+        /// Why (a denial's reason is told to the caller)
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// The audit log: the latest calls, newest first (every session's, or `--session`'s)
+    Audit {
+        /// How many
+        #[arg(short = 'n', long, default_value_t = 20)]
+        limit: u32,
+        /// Only records after this number
+        #[arg(long, value_name = "SEQ")]
+        since: Option<u64>,
     },
     /// Stream every event until Ctrl-C
     Events,
@@ -144,7 +171,8 @@ impl Command {
             | Self::Rpc
             | Self::Trust { .. }
             | Self::Untrust { .. } => false,
-            Self::Session(SessionCommand::Show { id }) | Self::Attach { id } => id.is_none(),
+            Self::Confirm { .. } | Self::Audit { .. } => false,
+            Self::Session(SessionCommand::Show { id }) | Self::Attach { id, .. } => id.is_none(),
             Self::Session(_) => false,
             Self::Mcp(McpCommand::Runtime(RuntimeCommand::List { all })) => !*all,
             Self::Mcp(_)
@@ -184,10 +212,38 @@ enum SessionCommand {
         /// The session
         id: Option<String>,
     },
-    /// Close a session (detach everyone and delete it)
+    /// Close a session (detach everyone and delete it, and the sessions derived from it)
     Close {
         /// The session
         id: String,
+    },
+    /// Create a subagent's session under a parent: its confirmations go to the parent's
+    /// clients, labelled with its path
+    Derive {
+        /// The parent session
+        parent: String,
+        /// The subagent's name (rules with `subagent = "NAME"` apply to it)
+        name: String,
+        /// The only tools it sees, comma-separated [default: all of the parent's]
+        #[arg(long, value_delimiter = ',', value_name = "TOOLS")]
+        tools: Option<Vec<String>>,
+    },
+    /// Change a session's approval mode or interactivity
+    Update {
+        /// The session [default: the current directory's default session]
+        id: Option<String>,
+        /// default, autoEdit, yolo or plan
+        #[arg(long, value_parser = policy_cmds::parse_mode)]
+        mode: Option<geminid_protocol::policy::ApprovalMode>,
+        /// Interactive whatever its clients do (a person answers its confirmations)
+        #[arg(long, conflicts_with_all = ["headless", "auto"])]
+        interactive: bool,
+        /// Headless whatever its clients do
+        #[arg(long, conflicts_with = "auto")]
+        headless: bool,
+        /// Interactive while a client listens for confirmations (the default)
+        #[arg(long)]
+        auto: bool,
     },
 }
 
@@ -304,20 +360,37 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             session(&client, cmd, cli.session, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Attach { id } => {
+        Command::Attach { id, answer, no_answer } => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, id.or(cli.session)).await?;
+            use std::io::IsTerminal;
+            let answering = answer || (!no_answer && std::io::stdin().is_terminal());
             if !cli.json {
+                let how = if answering { "; confirmations are answered here" } else { "" };
                 eprintln!(
-                    "attached to session {} ({}); Ctrl-C to detach",
+                    "attached to session {} ({}){how}; Ctrl-C to detach",
                     session.id, session.workspace
                 );
             }
-            stream_events(&client, Some(session.id), true, cli.json).await
+            attach::stream_events(&client, Some(session.id), true, answering, cli.json).await
         }
         Command::Events => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
-            stream_events(&client, None, false, cli.json).await
+            attach::stream_events(&client, None, false, false, cli.json).await
+        }
+        Command::Confirm { id, outcome, reason } => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            attach::confirm(&client, id, outcome, reason, cli.json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit { limit, since } => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = match cli.session {
+                Some(id) => Some(resolve_id(&client, id).await?),
+                None => None,
+            };
+            policy_cmds::audit(&client, session, limit, since, cli.json).await?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Config(cmd) => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
@@ -580,44 +653,41 @@ async fn session(
                 client.close(SessionIdParams { id }).await.map_err(call_error("session/close"))?;
             if json { output::json(&s)? } else { outln!("closed session {}", s.id) }
         }
+        SessionCommand::Derive { parent, name, tools } => {
+            let parent = resolve_id(client, parent).await?;
+            let p = geminid_protocol::session::SessionDeriveParams { parent, name, tools };
+            let s = client.derive(p).await.map_err(call_error("session/derive"))?;
+            if json {
+                output::json(&s)?
+            } else {
+                let path = s.state.derived.as_ref().map_or("", |d| d.path.as_str());
+                outln!("{} {path}", s.id)
+            }
+        }
+        SessionCommand::Update { id, mode, interactive, headless, auto } => {
+            let id = match id.or(selected) {
+                Some(id) => resolve_id(client, id).await?,
+                None => for_session(client, None).await?.id,
+            };
+            let p = geminid_protocol::session::SessionUpdateParams {
+                id,
+                approval_mode: mode,
+                interactive: (interactive || headless).then_some(interactive),
+                interactive_auto: auto,
+            };
+            let s = client.update(p).await.map_err(call_error("session/update"))?;
+            if json {
+                output::json(&s)?
+            } else {
+                let how = match s.state.interactive {
+                    Some(true) => "interactive",
+                    Some(false) => "headless",
+                    None => "interactive while a client answers confirmations",
+                };
+                let mode = serde_json::to_value(s.state.approval_mode).unwrap_or_default();
+                outln!("session {}: mode {}, {how}", s.id, mode.as_str().unwrap_or("?"))
+            }
+        }
     }
     Ok(())
-}
-
-/// Print events (of `session`, or all) until Ctrl-C or the daemon's shutdown. With `hold`, the
-/// session's MCP servers are started once the stream is open, so their state changes show,
-/// and kept running for as long as this connection stays attached.
-async fn stream_events(
-    client: &Client,
-    session: Option<String>,
-    hold: bool,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let params = EventsSubscribeParams { session: session.clone(), kinds: None };
-    let mut sub =
-        client.subscribe_events(Some(params)).await.map_err(call_error("events/subscribe"))?;
-    if let (true, Some(session)) = (hold, session) {
-        use geminid_protocol::api::McpApiClient;
-        let start = geminid_protocol::mcp::StartParams { session, wait: false };
-        client.mcp_start(start).await.map_err(call_error("mcp/start"))?;
-    }
-    loop {
-        let item = tokio::select! {
-            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
-            item = sub.next() => item,
-        };
-        let event: Event = match item {
-            Some(Ok(e)) => e,
-            Some(Err(e)) => return Err(anyhow::Error::new(e).context("event stream")),
-            None => anyhow::bail!("the daemon ended the event stream"),
-        };
-        if json {
-            output::json_line(&event)?
-        } else {
-            output::event(&event)
-        }
-        if matches!(event.body, EventBody::DaemonShuttingDown(_)) {
-            return Ok(ExitCode::SUCCESS);
-        }
-    }
 }

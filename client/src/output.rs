@@ -201,6 +201,9 @@ fn event_line(e: &Event) -> String {
             Some(id) => format!("{} {} (call {id})", p.name, progress(p)),
             None => format!("{} {}", p.name, progress(p)),
         },
+        EventBody::ConfirmationRequested(c) => {
+            format!("{} {} ({}) for {}: {}", c.id, c.tool, c.server, c.path, c.details)
+        }
         // A kind this gemctl does not know yet: `--json` shows it whole.
         _ => String::new(),
     };

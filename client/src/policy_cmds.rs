@@ -1,7 +1,7 @@
 //! `gemctl policy check|list`: what the session's tool-call policy decides.
 
 use clap::Subcommand;
-use geminid_protocol::api::PolicyApiClient;
+use geminid_protocol::api::{AuditApiClient, PolicyApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::common::Severity;
 use geminid_protocol::policy::{ApprovalMode, PolicyCheckParams, PolicyDecision, PolicyListParams};
@@ -38,7 +38,7 @@ pub enum PolicyCommand {
     },
 }
 
-fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
+pub fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
     serde_json::from_value(serde_json::Value::String(s.to_owned()))
         .map_err(|_| format!("{s:?} is not a mode: default, autoEdit, yolo or plan"))
 }
@@ -148,4 +148,58 @@ pub async fn run(
             Ok(())
         }
     }
+}
+
+/// `gemctl audit`: the latest calls, newest first.
+pub async fn audit(
+    client: &Client,
+    session: Option<String>,
+    limit: u32,
+    since: Option<u64>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let p = geminid_protocol::policy::AuditListParams { session, limit: Some(limit), since };
+    let r = client.audit_list(Some(p)).await.map_err(call_error("audit/list"))?;
+    if json {
+        return output::json(&r);
+    }
+    use geminid_protocol::policy::AuditConfirmation as C;
+    let rows: Vec<Vec<String>> = r
+        .records
+        .iter()
+        .map(|a| {
+            let confirmation = match a.confirmation {
+                None => String::new(),
+                Some(C::Answered(o)) => {
+                    let o = serde_json::to_value(o).unwrap_or_default();
+                    format!("answered {}", o.as_str().unwrap_or("?"))
+                }
+                Some(C::Remembered) => "remembered".to_owned(),
+                Some(C::ByCaller) => "by the caller".to_owned(),
+                Some(C::TimedOut) => "timed out".to_owned(),
+                Some(C::NoAnswerer) => "nobody to ask".to_owned(),
+            };
+            let result = match (&a.error, a.ok) {
+                (_, true) => "ok".to_owned(),
+                (Some(e), false) => format!("error: {}", e.lines().next().unwrap_or_default()),
+                (None, false) => "error".to_owned(),
+            };
+            vec![
+                a.seq.to_string(),
+                a.time.clone(),
+                a.session.chars().rev().take(8).collect::<String>().chars().rev().collect(),
+                a.tool.clone(),
+                a.decision.map(decision).unwrap_or("-").to_owned(),
+                confirmation,
+                format!("{} ms", a.duration_ms),
+                result,
+            ]
+        })
+        .collect();
+    output::table_or(
+        "No calls recorded.",
+        &["SEQ", "TIME", "SESSION", "TOOL", "POLICY", "CONFIRMATION", "TOOK", "RESULT"],
+        &rows,
+    );
+    Ok(())
 }

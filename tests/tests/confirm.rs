@@ -472,3 +472,120 @@ async fn policy_files_are_reloaded_as_they_change_and_a_broken_one_keeps_its_rul
     assert!(l.diagnostics.iter().any(|d| d.file.ends_with("dir.toml")), "{:?}", l.diagnostics);
     Ok(())
 }
+
+/// Lines a child writes to stderr, as they come.
+fn stderr_lines(child: &mut std::process::Child) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    if let Some(err) = child.stderr.take() {
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    rx
+}
+
+/// The first line containing `needle`.
+async fn line_with(
+    lines: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    needle: &str,
+) -> anyhow::Result<String> {
+    loop {
+        match tokio::time::timeout(WAIT, lines.recv()).await? {
+            Some(line) if line.contains(needle) => return Ok(line),
+            Some(_) => continue,
+            None => anyhow::bail!("stderr ended before a line with {needle:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn gemctl_attach_answers_from_the_terminal_and_gemctl_confirm_from_scripts()
+-> anyhow::Result<()> {
+    use std::io::Write;
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    policy_file(&home, "ask.toml", ASK_ECHO)?;
+    // A confirmation left unanswered by a mistake fails the test in seconds, not minutes.
+    let _daemon = Daemon::start(&home, &[FAST, &["--confirm-timeout", "5s"]].concat()).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let session =
+        home.gemctl_json(&["session", "show"])?["id"].as_str().unwrap_or_default().to_owned();
+    let mut attach = home
+        .gemctl_cmd(&["attach", "--answer"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    let mut err = stderr_lines(&mut attach);
+    line_with(&mut err, "confirmations are answered here").await?;
+    let caller = Arc::new(_daemon.client().await?);
+    let call = |text: &'static str| {
+        let (client, p) = (caller.clone(), echo(&session, text));
+        tokio::spawn(async move { client.tools_call(p).await })
+    };
+    // Typed at the terminal: y.
+    let first = call("typed");
+    let asked = line_with(&mut err, "confirm ask-").await?;
+    assert!(asked.contains("Allow the call to 'mcp_fx_echo'"), "{asked}");
+    line_with(&mut err, "arguments: {\"text\":\"typed\"}").await?;
+    let mut stdin = attach.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
+    writeln!(stdin, "y")?;
+    assert_eq!(first.await??.result["content"][0]["text"], "typed");
+
+    // From a script: gemctl confirm ID deny --reason.
+    let second = call("scripted");
+    let asked = line_with(&mut err, "confirm ask-").await?;
+    let id = asked.split_whitespace().nth(1).unwrap_or_default().to_owned();
+    let (code, out, e) = home.gemctl_run(&["confirm", &id, "deny", "--reason", "not now"])?;
+    assert_eq!(code, 0, "{out}{e}");
+    assert!(out.contains(&format!("answered {id} (deny) for session {session}")), "{out}");
+    let (code, message) = failure(second.await?);
+    assert_eq!(code, ErrorCode::PolicyDenied.code());
+    assert!(message.contains("declined: not now"), "{message}");
+    line_with(&mut err, &format!("{id}: settled (answered)")).await?;
+    let (code, _, e) = home.gemctl_run(&["confirm", &id, "once"])?;
+    assert_ne!(code, 0);
+    assert!(e.contains("already answered"), "{e}");
+    let (code, _, e) = home.gemctl_run(&["confirm", &id, "maybe"])?;
+    assert_ne!(code, 0);
+    assert!(e.contains("not an answer"), "{e}");
+
+    // The end of stdin: this attach stops answering, and the session is headless again.
+    drop(stdin);
+    line_with(&mut err, "no longer answers confirmations").await?;
+    let (code, message) = failure(call("late").await?);
+    assert_eq!(code, ErrorCode::PolicyDenied.code());
+    assert!(message.contains("asks/listen"), "{message}");
+    attach.kill()?;
+    attach.wait()?;
+
+    // gemctl audit: newest first, the confirmations as they went.
+    let audit = home.gemctl_json(&["audit", "-n", "3"])?;
+    let how: Vec<_> = audit["records"]
+        .as_array()
+        .map(|r| r.iter().map(|r| r["confirmation"].clone()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        how,
+        [json!("noAnswerer"), json!({"answered": "deny"}), json!({"answered": "once"})]
+    );
+    let (code, out, _) = home.gemctl_run(&["audit"])?;
+    assert_eq!(code, 0);
+    assert!(out.contains("answered once") && out.contains("nobody to ask"), "{out}");
+
+    // gemctl session derive and update.
+    let child =
+        home.gemctl_json(&["session", "derive", &session, "helper", "--tools", "mcp_fx_echo"])?;
+    assert_eq!(child["state"]["derived"]["path"], json!(format!("{session}/helper")));
+    let updated = home.gemctl_json(&["session", "update", "--mode", "yolo", "--headless"])?;
+    assert_eq!(
+        (updated["state"]["approvalMode"].as_str(), updated["state"]["interactive"].as_bool()),
+        (Some("yolo"), Some(false))
+    );
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! `gemctl attach`, `gemctl events` and `gemctl confirm`: a session's events, and the
+//! confirmations its calls wait for, answered from the terminal or from a script.
+
+use std::collections::VecDeque;
+use std::process::ExitCode;
+
+use geminid_protocol::api::{ConfirmationApiClient, McpApiClient};
+use geminid_protocol::asks::{Ask, AskKind, AskNotice, AsksListenParams};
+use geminid_protocol::client::{Client, Subscription};
+use geminid_protocol::event::{Event, EventBody, EventsSubscribeParams};
+use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
+use tokio::io::AsyncBufReadExt;
+
+use crate::output::outln;
+use crate::{call_error, output};
+
+/// What an answer typed at `gemctl attach` means: `y` once, `s` this session, `a` always, `n`
+/// deny (or the words).
+pub fn outcome_typed(text: &str) -> Option<ConfirmOutcome> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" | "once" => Some(ConfirmOutcome::Once),
+        "s" | "session" => Some(ConfirmOutcome::Session),
+        "a" | "always" => Some(ConfirmOutcome::Always),
+        "n" | "no" | "deny" => Some(ConfirmOutcome::Deny),
+        _ => None,
+    }
+}
+
+fn outcome_name(o: ConfirmOutcome) -> &'static str {
+    match o {
+        ConfirmOutcome::Once => "once",
+        ConfirmOutcome::Session => "session",
+        ConfirmOutcome::Always => "always",
+        ConfirmOutcome::Deny => "deny",
+    }
+}
+
+fn show_ask(ask: &Ask) {
+    let args = ask.detail.get("args").filter(|a| !a.is_null()).map(ToString::to_string);
+    let path = ask.detail.get("path").and_then(|p| p.as_str()).unwrap_or(&ask.session);
+    eprintln!("confirm {} (session {path}): {}", ask.id, ask.title);
+    if let Some(args) = args {
+        eprintln!("  arguments: {args}");
+    }
+    eprintln!(
+        "  [y] once  [s] for this session  [a] always  [n] deny  (`{} y` for another)",
+        ask.id
+    );
+}
+
+/// Answer one confirmation.
+async fn answer(
+    client: &Client,
+    id: &str,
+    outcome: ConfirmOutcome,
+    reason: Option<String>,
+) -> anyhow::Result<String> {
+    let p = ConfirmationRespondParams { id: id.to_owned(), outcome, reason, session: None };
+    let r = client.confirmation_respond(p).await.map_err(call_error("confirmation/respond"))?;
+    Ok(r.session)
+}
+
+/// `gemctl confirm ID OUTCOME [--reason R]`.
+pub async fn confirm(
+    client: &Client,
+    id: String,
+    outcome: String,
+    reason: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let Some(o) = outcome_typed(&outcome) else {
+        anyhow::bail!("{outcome:?} is not an answer: once, session, always or deny (y, s, a, n)");
+    };
+    let session = answer(client, &id, o, reason).await?;
+    if json {
+        return output::json(
+            &serde_json::json!({ "id": id, "session": session, "outcome": outcome_name(o) }),
+        );
+    }
+    outln!("answered {id} ({}) for session {session}", outcome_name(o));
+    Ok(())
+}
+
+/// Print events (of `session`, or all) until Ctrl-C or the daemon's shutdown. With `hold`, the
+/// session's MCP servers are started once the stream is open, so their state changes show,
+/// and kept running for as long as this connection stays attached. With `answer`, the
+/// session's confirmations are shown and answered from stdin (the session is interactive
+/// while this runs; it stops answering at the end of stdin).
+pub async fn stream_events(
+    client: &Client,
+    session: Option<String>,
+    hold: bool,
+    answer_from_stdin: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let params = EventsSubscribeParams { session: session.clone(), kinds: None };
+    let mut sub =
+        client.subscribe_events(Some(params)).await.map_err(call_error("events/subscribe"))?;
+    let mut asks: Option<Subscription<AskNotice>> = None;
+    if let (true, Some(session)) = (hold, &session) {
+        let start = geminid_protocol::mcp::StartParams { session: session.clone(), wait: false };
+        client.mcp_start(start).await.map_err(call_error("mcp/start"))?;
+        if answer_from_stdin {
+            let p =
+                AsksListenParams { session: session.clone(), kinds: vec![AskKind::Confirmation] };
+            asks = Some(client.asks_listen(p).await.map_err(call_error("asks/listen"))?);
+        }
+    }
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut waiting: VecDeque<Ask> = VecDeque::new();
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            item = sub.next() => {
+                let event: Event = match item {
+                    Some(Ok(e)) => e,
+                    Some(Err(e)) => return Err(anyhow::Error::new(e).context("event stream")),
+                    None => anyhow::bail!("the daemon ended the event stream"),
+                };
+                // A confirmation this gemctl answers is shown as a question, not twice.
+                let asked_here = asks.is_some() && matches!(event.body, EventBody::ConfirmationRequested(_));
+                if json {
+                    output::json_line(&event)?
+                } else if !asked_here {
+                    output::event(&event)
+                }
+                if matches!(event.body, EventBody::DaemonShuttingDown(_)) {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            notice = async { asks.as_mut()?.next().await }, if asks.is_some() => match notice {
+                Some(Ok(AskNotice::Asked { ask })) => {
+                    show_ask(&ask);
+                    waiting.push_back(ask);
+                }
+                Some(Ok(AskNotice::Settled { id, how })) => {
+                    if let Some(i) = waiting.iter().position(|a| a.id == id) {
+                        waiting.remove(i);
+                        eprintln!("{id}: settled ({})", serde_json::to_value(how).unwrap_or_default().as_str().unwrap_or("?"));
+                    }
+                }
+                Some(Err(e)) => return Err(anyhow::Error::new(e).context("confirmations")),
+                None => asks = None,
+            },
+            line = stdin.next_line(), if asks.is_some() => match line {
+                Ok(Some(line)) if line.trim().is_empty() => {}
+                Ok(Some(line)) => {
+                    let (id, typed) = match line.trim().split_once(char::is_whitespace) {
+                        Some((id, rest)) => (Some(id.to_owned()), rest.to_owned()),
+                        None => (waiting.front().map(|a| a.id.clone()), line.clone()),
+                    };
+                    let (Some(id), Some(o)) = (id, outcome_typed(&typed)) else {
+                        eprintln!("answer y (once), s (session), a (always) or n (deny), optionally after the ask's id");
+                        continue;
+                    };
+                    match answer(client, &id, o, None).await {
+                        Ok(_) => eprintln!("{id}: {}", outcome_name(o)),
+                        Err(e) => eprintln!("{id}: {e:#}"),
+                    }
+                }
+                // The end of stdin: nobody is left to answer, so stop saying we can (and wait
+                // until the daemon knows, so a call right after is not asked here).
+                Ok(None) | Err(_) => {
+                    if let Some(sub) = asks.take() {
+                        sub.unsubscribe().await.map_err(call_error("asks/unlisten"))?;
+                    }
+                    if !json {
+                        eprintln!("stdin closed: this attach no longer answers confirmations");
+                    }
+                }
+            },
+        }
+    }
+}
