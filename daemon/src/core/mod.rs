@@ -313,12 +313,8 @@ impl Core {
     /// Close a session and stop tracking its configuration; the sessions derived from it
     /// are closed first.
     pub async fn close_session(&self, id: &str) -> Result<Session, SessionError> {
-        let mut stack = vec![id.to_owned()];
-        let mut order = Vec::new();
-        while let Some(next) = stack.pop() {
-            stack.extend(self.sessions.children(&next)?);
-            order.push(next);
-        }
+        self.sessions.record(id)?;
+        let order = self.with_descendants(id);
         let mut closed = None;
         for sid in order.iter().rev() {
             let s = match self.sessions.close(sid).await {
@@ -391,9 +387,24 @@ impl Core {
             return;
         }
         for id in ids {
-            self.mcp.release_session(id);
-            self.catalog.forget(id);
+            // A derived session has no connection of its own: it lets its servers go with
+            // its root's last client.
+            for sid in self.with_descendants(id) {
+                self.mcp.release_session(&sid);
+                self.catalog.forget(&sid);
+            }
         }
+    }
+
+    /// A session and every session derived from it, parents first.
+    fn with_descendants(&self, id: &str) -> Vec<String> {
+        let mut out = vec![id.to_owned()];
+        let mut i = 0;
+        while let Some(next) = out.get(i).cloned() {
+            out.extend(self.sessions.children(&next).unwrap_or_default());
+            i += 1;
+        }
+        out
     }
 
     /// The database.

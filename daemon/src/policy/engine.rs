@@ -2,14 +2,26 @@
 //! (highest first; equal priorities in the order they were read), else the default — allow in
 //! YOLO mode, ask the person when the session is interactive, deny when it is not.
 
-use super::rule::Rule;
+use std::collections::HashMap;
+
+use super::rule::{Rule, mcp_name};
 use super::stringify::stable_stringify_map;
 use super::{ApprovalMode, Decision, ToolCall};
 
-/// Rules, highest effective priority first.
+/// Below this many rules a call tries them all: the index costs more than it saves.
+const INDEX_FROM: usize = 32;
+
+/// Rules, highest effective priority first, indexed by the names they match.
 #[derive(Debug, Clone, Default)]
 pub struct PolicySet {
     rules: Vec<Rule>,
+    /// Positions in `rules` by the tool name a rule is written for, when it has no `*`.
+    by_name: HashMap<String, Vec<usize>>,
+    /// Positions of the rules for every tool of one server (`mcp_{server}_*`), by server.
+    by_server: HashMap<String, Vec<usize>>,
+    /// Positions of the other rules whose name has a `*` (`*`, `mcp_*`): tried for every
+    /// call.
+    wild: Vec<usize>,
 }
 
 /// A decision and the rule that made it (`None`: the default).
@@ -26,7 +38,58 @@ impl PolicySet {
     pub fn new(mut rules: Vec<Rule>) -> Self {
         // A stable sort: equal priorities keep the order they were read in, as in Gemini CLI.
         rules.sort_by(|a, b| b.effective_priority().total_cmp(&a.effective_priority()));
-        Self { rules }
+        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_server: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut wild = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            let server = r.tool_name.strip_prefix("mcp_").and_then(|t| t.strip_suffix("_*"));
+            match server {
+                Some(s) if !s.contains('*') => {
+                    by_server.entry(s.to_owned()).or_default().push(i);
+                    continue;
+                }
+                _ if r.tool_name.contains('*') => {
+                    wild.push(i);
+                    continue;
+                }
+                _ => {}
+            }
+            by_name.entry(r.tool_name.clone()).or_default().push(i);
+            // A short name with `mcpName` also matches the call by its qualified name.
+            if let Some(server) = &r.mcp_name
+                && !r.tool_name.starts_with("mcp_")
+            {
+                by_name.entry(mcp_name(server, &r.tool_name)).or_default().push(i);
+            }
+        }
+        Self { rules, by_name, by_server, wild }
+    }
+
+    /// The rules that may match a call's name, in the order they are tried: every rule of a
+    /// small set; else the wildcards, the rules for every tool of the call's server, and the
+    /// rules indexed under the call's name or, for a short call with its server, its
+    /// qualified name (a short rule with `mcpName` is indexed under its qualified name too). Whether each matches is still decided by
+    /// [`Rule::matches`].
+    fn candidates<'a>(&'a self, call: &ToolCall<'_>) -> Box<dyn Iterator<Item = &'a Rule> + 'a> {
+        if self.rules.len() < INDEX_FROM {
+            return Box::new(self.rules.iter());
+        }
+        let mut at: Vec<usize> = self.wild.clone();
+        let mut add = |name: &str| {
+            if let Some(found) = self.by_name.get(name) {
+                at.extend_from_slice(found);
+            }
+        };
+        add(call.name);
+        if let Some(server) = call.server {
+            add(&mcp_name(server, call.name));
+            if let Some(found) = self.by_server.get(server) {
+                at.extend_from_slice(found);
+            }
+        }
+        at.sort_unstable();
+        at.dedup();
+        Box::new(at.into_iter().map(|i| &self.rules[i]))
     }
 
     /// Every rule, in the order they are tried.
@@ -41,17 +104,19 @@ impl PolicySet {
         mode: ApprovalMode,
         interactive: bool,
     ) -> Verdict<'_> {
-        // The arguments' stable form, only if some rule looks at arguments.
-        let stable = match call.args {
-            Some(args) if self.rules.iter().any(|r| r.args.is_some()) => {
-                Some(stable_stringify_map(args))
+        // The arguments' stable form, made once the first rule that looks at arguments is
+        // reached.
+        let mut stable: Option<String> = None;
+        for rule in self.candidates(call) {
+            let text = match (&rule.args, call.args) {
+                (Some(_), Some(args)) => {
+                    Some(stable.get_or_insert_with(|| stable_stringify_map(args)).as_str())
+                }
+                _ => None,
+            };
+            if rule.matches(call, text, mode, interactive) {
+                return Verdict { decision: rule.decision, rule: Some(rule) };
             }
-            _ => None,
-        };
-        if let Some(rule) =
-            self.rules.iter().find(|r| r.matches(call, stable.as_deref(), mode, interactive))
-        {
-            return Verdict { decision: rule.decision, rule: Some(rule) };
         }
         let decision = match (mode, interactive) {
             (ApprovalMode::Yolo, _) => Decision::Allow,
@@ -75,7 +140,7 @@ impl PolicySet {
         interactive: bool,
     ) -> Option<Option<&Rule>> {
         let bare = ToolCall { args: None, ..*call };
-        for rule in &self.rules {
+        for rule in self.candidates(&bare) {
             if !rule.matches_ignoring_args(&bare, mode, interactive) {
                 continue;
             }
@@ -306,5 +371,95 @@ mod tests {
         assert_eq!((v.decision, v.rule.map(|r| r.origin.tier)), (Deny, Some(Tier::Admin)));
         assert_eq!(set.rules()[0].effective_priority(), 5.0);
         assert_eq!(set.rules()[1].effective_priority(), 4.999);
+    }
+
+    /// The name index only skips rules that cannot match: a large set decides every call as
+    /// trying each rule in order would.
+    #[test]
+    fn the_name_index_decides_as_trying_every_rule() {
+        let names = [
+            "*",
+            "mcp_*",
+            "mcp_fx_*",
+            "mcp_safe_*",
+            "mcp_fx_echo",
+            "echo",
+            "mcp_other_echo",
+            "run_shell_command",
+            "read_file",
+            "mcp_*_echo",
+            "write_file",
+            "mcp_safe_server_x",
+        ];
+        let mut rules = Vec::new();
+        for (i, name) in names.iter().cycle().take(120).enumerate() {
+            let decision = [Allow, Deny, AskUser][i % 3];
+            let mut r = rule(name, decision, u32::try_from(i * 7 % 999).unwrap());
+            if i % 5 == 0 {
+                r.mcp_name = Some(["fx", "safe", "*"][i % 3].to_owned());
+            }
+            if i % 4 == 0 {
+                r = with_args(r, "\"text\":\"x");
+            }
+            if i % 6 == 0 {
+                r.modes = vec![ApprovalMode::Plan];
+            }
+            rules.push(r);
+        }
+        let set = PolicySet::new(rules);
+        assert!(set.rules().len() >= INDEX_FROM);
+        let calls: &[(&str, Option<&str>)] = &[
+            ("mcp_fx_echo", Some("fx")),
+            ("echo", Some("fx")),
+            ("mcp_safe_server_x", Some("safe_server")),
+            ("mcp_safe_server_x", Some("safe")),
+            ("mcp_other_echo", Some("other")),
+            ("run_shell_command", None),
+            ("read_file", None),
+            ("unknown", None),
+            ("mcp_*_echo", Some("x")),
+        ];
+        for (name, server) in calls {
+            for args in [None, Some(json!({"text": "x"})), Some(json!({"text": "y"}))] {
+                for mode in [ApprovalMode::Default, ApprovalMode::Plan] {
+                    for interactive in [true, false] {
+                        let args = args.as_ref().and_then(Value::as_object);
+                        let call = ToolCall {
+                            name,
+                            server: *server,
+                            args,
+                            annotations: None,
+                            subagent: None,
+                        };
+                        let stable = args.map(stable_stringify_map);
+                        let linear = set
+                            .rules()
+                            .iter()
+                            .position(|r| r.matches(&call, stable.as_deref(), mode, interactive));
+                        // Every rule that matches is among the candidates.
+                        let tried: Vec<*const Rule> =
+                            set.candidates(&call).map(|r| r as *const Rule).collect();
+                        for r in set.rules() {
+                            if r.matches(&call, stable.as_deref(), mode, interactive) {
+                                assert!(
+                                    tried.contains(&(r as *const Rule)),
+                                    "{} (mcpName {:?}) skipped for {name} {server:?}",
+                                    r.tool_name,
+                                    r.mcp_name
+                                );
+                            }
+                        }
+                        let got = set.decide(&call, mode, interactive);
+                        let at =
+                            got.rule.map(|r| set.rules().iter().position(|x| std::ptr::eq(x, r)));
+                        assert_eq!(
+                            at.flatten(),
+                            linear,
+                            "{name} {server:?} {args:?} {mode:?} {interactive}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
