@@ -85,7 +85,20 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         ));
         without.push(t.elapsed());
     }
-    let (w, e) = (stats(with), stats(without));
+    // The worst case for the name index: every rule is written for the called tool.
+    let same: String = (0..1000)
+        .map(|i| format!("[[rule]]\ntoolName = \"mcp_fs_write\"\nargsPattern = \"\\\"path\\\":\\\"/secret/{i}/\"\ndecision = \"deny\"\npriority = {}\n\n", i % 999))
+        .collect();
+    let loaded = load("same.toml", &same, Tier::User);
+    anyhow::ensure!(loaded.rules.len() == 1000, "{:?}", loaded.problems.first());
+    let same = PolicySet::new(loaded.rules);
+    let mut worst = Vec::with_capacity(ROUNDS / 4);
+    for _ in 0..ROUNDS / 4 {
+        let t = Instant::now();
+        std::hint::black_box(same.decide(std::hint::black_box(&call), ApprovalMode::Default, true));
+        worst.push(t.elapsed());
+    }
+    let (w, e, x) = (stats(with), stats(without), stats(worst));
     let mut rows = vec![
         format!(
             "| a decision against 1,000 rules, none matching ({ROUNDS} rounds, interleaved with an empty set) | {:.2} µs | {:.2} µs | ≤ 20 µs more per call |",
@@ -96,6 +109,11 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
             "| the same call against no rules | {:.2} µs | {:.2} µs | |",
             us(e.median),
             us(e.p99)
+        ),
+        format!(
+            "| the same call against 1,000 rules all written for its tool, none matching its arguments (the index cannot skip any) | {:.2} µs | {:.2} µs | |",
+            us(x.median),
+            us(x.p99)
         ),
     ];
     rows.extend(whole_calls().await?);

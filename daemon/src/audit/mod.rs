@@ -59,7 +59,12 @@ impl AuditLog {
                 keys.sort();
                 let stable = crate::policy::stringify::stable_stringify_map(args);
                 let digest = Sha256::digest(stable.as_bytes());
-                let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let mut hex = String::with_capacity(32);
+                for b in digest.iter().take(16) {
+                    hex.push(char::from(HEX[usize::from(b >> 4)]));
+                    hex.push(char::from(HEX[usize::from(b & 15)]));
+                }
                 (keys, Some(hex))
             }
             None => (Vec::new(), None),
@@ -102,5 +107,81 @@ impl Audit for AuditLog {
         if let Err(e) = self.store.put_audit(seq, &rec, KEEP) {
             tracing::warn!(error = %e, tool = %call.name, "the call's audit record was not written");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(args: serde_json::Value) -> Call {
+        Call {
+            session: "s1".into(),
+            origin: Origin::ToolsCall,
+            call_id: None,
+            name: "mcp_fx_echo".into(),
+            server: "fx".into(),
+            tool: "echo".into(),
+            args: args.as_object().cloned(),
+            annotations: None,
+            confirmed: false,
+            policy: None,
+        }
+    }
+
+    #[test]
+    fn a_record_keeps_argument_names_and_a_hash_never_values() {
+        let a = call(json!({"text": "hunter2", "a": 1}));
+        let r = AuditLog::record_of(
+            7,
+            &a,
+            &Ended::Answered { is_error: false },
+            Duration::from_millis(3),
+        );
+        assert_eq!((r.seq, r.ok, r.duration_ms), (7, true, 3));
+        assert_eq!(r.arg_keys, ["a", "text"]);
+        let stable = crate::policy::stringify::stable_stringify_map(a.args.as_ref().unwrap());
+        let digest = Sha256::digest(stable.as_bytes());
+        let want: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        assert_eq!(r.args_hash.as_deref(), Some(want.as_str()));
+        assert!(!serde_json::to_string(&r).unwrap().contains("hunter2"));
+        let other = AuditLog::record_of(
+            8,
+            &call(json!({"text": "other", "a": 1})),
+            &Ended::Failed("x".into()),
+            Duration::ZERO,
+        );
+        assert_ne!(other.args_hash, r.args_hash, "different values, different hashes");
+        assert_eq!((other.ok, other.error.as_deref()), (false, Some("x")));
+    }
+
+    #[test]
+    fn the_log_keeps_the_latest_records_and_numbers_on_after_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let log = AuditLog::new(store.clone());
+        for _ in 0..5 {
+            let seq = log.next.fetch_add(1, Ordering::Relaxed);
+            let rec = AuditLog::record_of(
+                seq,
+                &call(json!({})),
+                &Ended::Answered { is_error: true },
+                Duration::ZERO,
+            );
+            store.put_audit(seq, &rec, 3).unwrap();
+        }
+        let all = log.list(&AuditListParams { limit: Some(100), ..Default::default() });
+        let seqs: Vec<u64> = all.records.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [5, 4, 3], "newest first, the oldest forgotten");
+        let since = log.list(&AuditListParams { since: Some(3), ..Default::default() });
+        assert_eq!(since.records.len(), 2);
+        let other = log.list(&AuditListParams { session: Some("s2".into()), ..Default::default() });
+        assert!(other.records.is_empty());
+        drop(log);
+        drop(store);
+        let log = AuditLog::new(Store::open(dir.path()).unwrap());
+        assert_eq!(log.next.load(Ordering::Relaxed), 6);
     }
 }
