@@ -91,7 +91,7 @@ pub fn compile(pattern: &str) -> Result<Regex, String> {
 
 /// JavaScript-only escapes rewritten for the `regex` crate: `\0` (NUL) → `\x00`, and `\/`
 /// (an escaped slash, common in patterns copied from `/.../` literals) → `/`.
-fn translate(pattern: &str) -> String {
+pub(crate) fn translate(pattern: &str) -> String {
     let mut out = String::with_capacity(pattern.len());
     let mut chars = pattern.chars().peekable();
     while let Some(c) = chars.next() {

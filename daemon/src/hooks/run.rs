@@ -1,0 +1,356 @@
+//! One hook's process, as Gemini CLI's `HookRunner` runs it: `bash -c` with the command's
+//! `$GEMINI_*` references substituted (shell-escaped), the session's environment plus the
+//! `GEMINI_*` variables and the hook's `env`, the event's input as JSON on stdin, the session's
+//! directory as cwd. Past its `timeout` the hook's whole process group gets SIGTERM, then
+//! SIGKILL after [`KILL_GRACE`]. Each output stream is kept up to [`MAX_OUTPUT`] (the rest is
+//! read and dropped, and the cut is said).
+//!
+//! What the output means (the source's rules, which its docs get wrong): the trimmed stdout,
+//! else the trimmed stderr, parsed as JSON (a JSON string is parsed once more); an object is the
+//! output whatever the exit code. Text that is no JSON: exit 0 allows with it as
+//! `systemMessage`, exit 1 allows with `Warning: ` before it, any other exit denies with it as
+//! `reason`. No output decides nothing (so exit 2 with nothing printed does not block).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use super::{HookCommand, HookEvent, HookSource};
+
+/// Output kept per stream.
+pub const MAX_OUTPUT: usize = 1 << 20;
+/// Between SIGTERM and SIGKILL.
+pub const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// Where and for whom a hook runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// The session's directory (cwd, `$GEMINI_PROJECT_DIR`, `$GEMINI_CWD`).
+    pub cwd: &'a Path,
+    /// `$GEMINI_SESSION_ID`.
+    pub session_id: &'a str,
+    /// `$GEMINI_PLANS_DIR`.
+    pub plans_dir: &'a Path,
+    /// The session's environment (the client's), which hooks inherit.
+    pub env: &'a BTreeMap<String, String>,
+    /// Whether the folder is trusted (settings hooks do not run in one that is not).
+    pub trusted: bool,
+}
+
+/// How the output was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Format {
+    /// A JSON object.
+    Json,
+    /// Plain text, turned into an output by the exit code.
+    Text,
+}
+
+/// One hook's run.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// The hook.
+    pub hook: HookCommand,
+    /// How long it took.
+    pub took: Duration,
+    /// Its exit code as Gemini CLI reports it (a signal reads as 0); `None` when it did not
+    /// run or timed out.
+    pub exit_code: Option<i32>,
+    /// Exit code 0 (and it ran, and did not time out).
+    pub success: bool,
+    /// What it decided, if it said anything.
+    pub output: Option<Map<String, Value>>,
+    /// How `output` was read.
+    pub format: Option<Format>,
+    /// Its stdout (up to [`MAX_OUTPUT`]).
+    pub stdout: String,
+    /// Its stderr (up to [`MAX_OUTPUT`]).
+    pub stderr: String,
+    /// Why it failed: timed out, could not start, refused.
+    pub error: Option<String>,
+}
+
+/// `s` as one single-quoted shell word.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The command with Gemini CLI's substitutions.
+pub fn expand(command: &str, ctx: &Context<'_>) -> String {
+    let cwd = shell_quote(&ctx.cwd.display().to_string());
+    let plans = shell_quote(&ctx.plans_dir.display().to_string());
+    let session = shell_quote(ctx.session_id);
+    command
+        .replace("$GEMINI_PROJECT_DIR", &cwd)
+        .replace("$GEMINI_CWD", &cwd)
+        .replace("$GEMINI_PLANS_DIR", &plans)
+        .replace("$GEMINI_SESSION_ID", &session)
+        .replace("$CLAUDE_PROJECT_DIR", &cwd)
+}
+
+/// What a hook's output says (see the module's rules).
+pub fn interpret(stdout: &str, stderr: &str, exit: i32) -> Option<(Map<String, Value>, Format)> {
+    let text = match stdout.trim() {
+        "" => stderr.trim(),
+        t => t,
+    };
+    if text.is_empty() {
+        return None;
+    }
+    let parsed = serde_json::from_str::<Value>(text).and_then(|v| match v {
+        Value::String(s) => serde_json::from_str::<Value>(&s),
+        other => Ok(other),
+    });
+    match parsed {
+        Ok(Value::Object(o)) => Some((o, Format::Json)),
+        // JSON that is no object (a number, null, an array) decides nothing.
+        Ok(_) => None,
+        Err(_) => {
+            let mut o = Map::new();
+            match exit {
+                0 => {
+                    o.insert("decision".into(), "allow".into());
+                    o.insert("systemMessage".into(), text.into());
+                }
+                1 => {
+                    o.insert("decision".into(), "allow".into());
+                    o.insert("systemMessage".into(), format!("Warning: {text}").into());
+                }
+                _ => {
+                    o.insert("decision".into(), "deny".into());
+                    o.insert("reason".into(), text.into());
+                }
+            }
+            Some((o, Format::Text))
+        }
+    }
+}
+
+/// Read a stream to its end, keeping the first [`MAX_OUTPUT`] bytes: the text, and whether
+/// it was cut.
+async fn bounded(mut r: impl AsyncRead + Unpin) -> (String, bool) {
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut cut = false;
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = MAX_OUTPUT.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                cut |= n > room;
+            }
+        }
+    }
+    (String::from_utf8_lossy(&kept).into_owned(), cut)
+}
+
+#[cfg(unix)]
+fn signal_group(pgid: u32, sig: nix::sys::signal::Signal) -> bool {
+    let Ok(pid) = i32::try_from(pgid) else { return false };
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), sig).is_ok()
+}
+
+#[cfg(unix)]
+fn group_alive(pgid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pgid) else { return false };
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}
+
+/// Stop a hook's process group: SIGTERM, then SIGKILL to whatever is left after the grace.
+#[cfg(unix)]
+async fn stop_group(pgid: u32) {
+    use nix::sys::signal::Signal;
+    signal_group(pgid, Signal::SIGTERM);
+    let until = Instant::now() + KILL_GRACE;
+    while group_alive(pgid) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    signal_group(pgid, Signal::SIGKILL);
+}
+
+/// Run one hook for `event` with `input` (its stdin).
+pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Context<'_>) -> Ran {
+    let started = Instant::now();
+    let failed = |error: String, took: Duration| Ran {
+        hook: hook.clone(),
+        took,
+        exit_code: None,
+        success: false,
+        output: None,
+        format: None,
+        stdout: String::new(),
+        stderr: String::new(),
+        error: Some(error),
+    };
+    if hook.source == HookSource::Project && !ctx.trusted {
+        return failed(
+            "blocked: a settings hook does not run in an untrusted folder".into(),
+            Duration::ZERO,
+        );
+    }
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(expand(&hook.command, ctx))
+        .current_dir(ctx.cwd)
+        .env_clear()
+        .envs(ctx.env)
+        .env("GEMINI_PROJECT_DIR", ctx.cwd)
+        .env("GEMINI_PLANS_DIR", ctx.plans_dir)
+        .env("GEMINI_CWD", ctx.cwd)
+        .env("GEMINI_SESSION_ID", ctx.session_id)
+        .env("CLAUDE_PROJECT_DIR", ctx.cwd)
+        .envs(&hook.env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    cmd.process_group(0);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let why = format!(
+                "hook execution failed for event '{}': cannot start bash: {e}",
+                event.name()
+            );
+            return failed(why, started.elapsed());
+        }
+    };
+    let pgid = child.id().unwrap_or(0);
+    let stdin = child.stdin.take();
+    let body = serde_json::to_vec(input).unwrap_or_default();
+    // A hook that never reads its stdin gets EPIPE or a full pipe: neither holds it up.
+    let feed = tokio::spawn(async move {
+        if let Some(mut s) = stdin {
+            let _ = s.write_all(&body).await;
+            let _ = s.shutdown().await;
+        }
+    });
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return failed("bash started without its output pipes".into(), started.elapsed());
+    };
+    let out = tokio::spawn(bounded(stdout));
+    let err = tokio::spawn(bounded(stderr));
+    let deadline = Duration::from_millis(hook.timeout_ms);
+    // Gemini CLI waits for the streams to close as well as for the process: a hook that leaves
+    // a child holding its output open runs until its timeout.
+    let waited = tokio::time::timeout(deadline, async {
+        let status = child.wait().await;
+        let out = out.await;
+        let err = err.await;
+        (status, out, err)
+    })
+    .await;
+    feed.abort();
+    let (status, (stdout, out_cut), (stderr, err_cut)) = match waited {
+        Ok((status, Ok(out), Ok(err))) => (status, out, err),
+        Ok((status, out, err)) => (status, out.unwrap_or_default(), err.unwrap_or_default()),
+        Err(_) => {
+            #[cfg(unix)]
+            stop_group(pgid).await;
+            let _ = child.kill().await;
+            return failed(
+                format!("Hook timed out after {}ms", hook.timeout_ms),
+                started.elapsed(),
+            );
+        }
+    };
+    let took = started.elapsed();
+    let code = status.as_ref().ok().and_then(std::process::ExitStatus::code);
+    // Killed by a signal: Gemini CLI reads the missing code as 0.
+    let exit = code.unwrap_or(0);
+    let interpreted = interpret(&stdout, &stderr, exit);
+    let mut error = None;
+    if out_cut || err_cut {
+        error = Some(format!(
+            "{} was cut at {} MiB",
+            match (out_cut, err_cut) {
+                (true, true) => "stdout and stderr",
+                (true, false) => "stdout",
+                _ => "stderr",
+            },
+            MAX_OUTPUT >> 20
+        ));
+    }
+    Ran {
+        hook: hook.clone(),
+        took,
+        exit_code: Some(exit),
+        success: code == Some(0),
+        format: interpreted.as_ref().map(|(_, f)| *f),
+        output: interpreted.map(|(o, _)| o),
+        stdout,
+        stderr,
+        error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn output_rules_by_exit_code() {
+        let obj = |v: Value| v.as_object().cloned();
+        assert_eq!(
+            interpret("{\"decision\":\"block\"}", "", 2).map(|o| o.0),
+            obj(json!({"decision": "block"})),
+            "JSON with exit 2 is not forced to deny"
+        );
+        assert_eq!(
+            interpret("\"{\\\"decision\\\":\\\"ask\\\"}\"", "", 0).map(|o| o.0),
+            obj(json!({"decision": "ask"})),
+            "double-encoded"
+        );
+        assert_eq!(
+            interpret(" hello \n", "", 0).map(|o| o.0),
+            obj(json!({"decision": "allow", "systemMessage": "hello"}))
+        );
+        assert_eq!(
+            interpret("", "careful", 1).map(|o| o.0),
+            obj(json!({"decision": "allow", "systemMessage": "Warning: careful"})),
+            "stderr when stdout is empty"
+        );
+        assert_eq!(
+            interpret("no", "", 2).map(|o| o.0),
+            obj(json!({"decision": "deny", "reason": "no"}))
+        );
+        assert_eq!(
+            interpret("no", "", 3).map(|o| o.0),
+            obj(json!({"decision": "deny", "reason": "no"}))
+        );
+        assert_eq!(interpret("", "", 2), None, "exit 2 with nothing printed decides nothing");
+        assert_eq!(interpret("42", "", 0), None, "JSON that is no object");
+        assert_eq!(
+            interpret("\"just text\"", "", 2).map(|o| o.0),
+            obj(json!({"decision": "deny", "reason": "\"just text\""}))
+        );
+    }
+
+    #[test]
+    fn substitutions_are_shell_quoted() {
+        let env = BTreeMap::new();
+        let ctx = Context {
+            cwd: Path::new("/w/it's"),
+            session_id: "s1",
+            plans_dir: Path::new("/p"),
+            env: &env,
+            trusted: true,
+        };
+        assert_eq!(
+            expand(
+                "cd $GEMINI_PROJECT_DIR && echo $GEMINI_SESSION_ID $GEMINI_PLANS_DIR $CLAUDE_PROJECT_DIR",
+                &ctx
+            ),
+            "cd '/w/it'\\''s' && echo 's1' '/p' '/w/it'\\''s'"
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! Hooks as real processes: scripts in bash and Python, each exit-code rule, timeouts with a
+//! child that ignores SIGTERM, huge output, a hook that never reads its stdin, a command that
+//! does not exist, and the untrusted folder.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use geminid::hooks::run::{Context, Format, MAX_OUTPUT, run};
+use geminid::hooks::{HookCommand, HookEvent, HookSource};
+use geminid_tests::TestHome;
+use serde_json::{Value, json};
+
+fn hook(command: &str) -> HookCommand {
+    HookCommand {
+        name: None,
+        command: command.to_owned(),
+        description: None,
+        timeout_ms: 10_000,
+        env: BTreeMap::new(),
+        source: HookSource::Project,
+    }
+}
+
+fn env() -> BTreeMap<String, String> {
+    std::env::vars().filter(|(k, _)| k == "PATH" || k == "HOME").collect()
+}
+
+fn ctx<'a>(home: &'a TestHome, env: &'a BTreeMap<String, String>) -> Context<'a> {
+    Context {
+        cwd: home.root(),
+        session_id: "s-1",
+        plans_dir: Path::new("/tmp/plans"),
+        env,
+        trusted: true,
+    }
+}
+
+fn input() -> Value {
+    json!({"session_id": "s-1", "hook_event_name": "BeforeTool", "tool_name": "mcp_fx_echo", "tool_input": {"text": "hi"}})
+}
+
+fn script(home: &TestHome, name: &str, body: &str) -> String {
+    let path = home.root().join(name);
+    std::fs::write(&path, body).unwrap_or_default();
+    path.display().to_string()
+}
+
+#[tokio::test]
+async fn every_exit_code_rule_with_real_scripts() -> anyhow::Result<()> {
+    let home = TestHome::strict()?;
+    let env = env();
+    let c = ctx(&home, &env);
+    let cases: Vec<(String, Option<Value>, Option<i32>, bool)> = vec![
+        (
+            "echo hello".into(),
+            Some(json!({"decision": "allow", "systemMessage": "hello"})),
+            Some(0),
+            true,
+        ),
+        (
+            "echo careful >&2; exit 1".into(),
+            Some(json!({"decision": "allow", "systemMessage": "Warning: careful"})),
+            Some(1),
+            false,
+        ),
+        (
+            "echo nope; exit 2".into(),
+            Some(json!({"decision": "deny", "reason": "nope"})),
+            Some(2),
+            false,
+        ),
+        (
+            "echo nope; exit 3".into(),
+            Some(json!({"decision": "deny", "reason": "nope"})),
+            Some(3),
+            false,
+        ),
+        ("exit 2".into(), None, Some(2), false),
+        (
+            "echo '{\"decision\": \"block\", \"reason\": \"r\"}'; exit 2".into(),
+            Some(json!({"decision": "block", "reason": "r"})),
+            Some(2),
+            false,
+        ),
+        ("echo '{\"decision\": 7}'".into(), Some(json!({"decision": 7})), Some(0), true),
+        (
+            "echo '{not json'".into(),
+            Some(json!({"decision": "allow", "systemMessage": "{not json"})),
+            Some(0),
+            true,
+        ),
+        (
+            format!(
+                "python3 {}",
+                script(
+                    &home,
+                    "ask.py",
+                    "import json, sys\nd = json.load(sys.stdin)\nprint(json.dumps(json.dumps({'decision': 'ask', 'systemMessage': d['tool_input']['text']})))\n"
+                )
+            ),
+            Some(json!({"decision": "ask", "systemMessage": "hi"})),
+            Some(0),
+            true,
+        ),
+    ];
+    for (command, want, code, success) in cases {
+        let ran = run(&hook(&command), HookEvent::BeforeTool, &input(), &c).await;
+        assert_eq!(ran.output.map(Value::Object), want, "{command}: {:?}", ran.stderr);
+        assert_eq!((ran.exit_code, ran.success), (code, success), "{command}");
+    }
+    // The format is said.
+    let ran = run(&hook("echo '{}'"), HookEvent::BeforeTool, &input(), &c).await;
+    assert_eq!(ran.format, Some(Format::Json));
+    Ok(())
+}
+
+#[tokio::test]
+async fn stdin_environment_and_substitutions_reach_the_hook() -> anyhow::Result<()> {
+    let home = TestHome::strict()?;
+    let env = env();
+    let c = ctx(&home, &env);
+    // The references in the command text become shell-quoted values (so they belong outside
+    // double quotes, as in Gemini CLI); the variables hold the plain values.
+    let mut h = hook(
+        "printf '%s|%s|%s|%s|%s|' $GEMINI_SESSION_ID \"$MINE\" $GEMINI_CWD \"$PWD\" \"$(printenv GEMINI_SESSION_ID)\"; cat",
+    );
+    h.env.insert("MINE".into(), "from-env".into());
+    let ran = run(&h, HookEvent::BeforeTool, &input(), &c).await;
+    let root = home.root().display().to_string();
+    let (head, body) = ran.stdout.rsplit_once('|').unwrap_or_default();
+    assert_eq!(head, format!("s-1|from-env|{root}|{root}|s-1"));
+    assert_eq!(serde_json::from_str::<Value>(body)?, input());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_hook_past_its_timeout_is_stopped_with_everything_it_started() -> anyhow::Result<()> {
+    let home = TestHome::strict()?;
+    let env = env();
+    let c = ctx(&home, &env);
+    let marker = home.root().join("stubborn.pid");
+    let mut h = hook(&format!(
+        "bash -c 'trap \"\" TERM; echo $$ > {}; sleep 60' & sleep 60",
+        marker.display()
+    ));
+    h.timeout_ms = 300;
+    let started = Instant::now();
+    let ran = run(&h, HookEvent::BeforeTool, &input(), &c).await;
+    assert_eq!(ran.error.as_deref(), Some("Hook timed out after 300ms"));
+    assert!(!ran.success && ran.output.is_none());
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    let pid: i32 = std::fs::read_to_string(&marker)?.trim().parse()?;
+    let gone = geminid_tests::eventually(Duration::from_secs(2), || async {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err()
+    })
+    .await;
+    assert!(gone, "the child that ignored SIGTERM was killed");
+    Ok(())
+}
+
+#[tokio::test]
+async fn huge_output_unread_stdin_and_a_missing_command() -> anyhow::Result<()> {
+    let home = TestHome::strict()?;
+    let env = env();
+    let c = ctx(&home, &env);
+    // 50 MB on stdout: kept to the bound, said, and the hook is not held up.
+    let ran =
+        run(&hook("head -c 50000000 /dev/zero | tr '\\0' x"), HookEvent::BeforeTool, &input(), &c)
+            .await;
+    assert_eq!(ran.stdout.len(), MAX_OUTPUT);
+    assert_eq!(ran.error.as_deref(), Some("stdout was cut at 1 MiB"));
+    assert_eq!(ran.exit_code, Some(0));
+    // A hook that never reads a large stdin.
+    let big = json!({"tool_input": {"text": "y".repeat(4 << 20)}});
+    let ran = run(&hook("echo fine"), HookEvent::BeforeTool, &big, &c).await;
+    assert_eq!(
+        ran.output.map(Value::Object),
+        Some(json!({"decision": "allow", "systemMessage": "fine"}))
+    );
+    // bash reports it and exits 127: plain text with an exit ≥ 2 denies, as Gemini CLI does.
+    let ran = run(&hook("no-such-command-here"), HookEvent::BeforeTool, &input(), &c).await;
+    assert_eq!(ran.exit_code, Some(127));
+    let out = ran.output.unwrap_or_default();
+    assert_eq!(out["decision"], "deny");
+    assert!(out["reason"].as_str().unwrap_or_default().contains("command not found"), "{out:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_settings_hook_does_not_run_in_an_untrusted_folder() -> anyhow::Result<()> {
+    let home = TestHome::strict()?;
+    let env = env();
+    let c = Context { trusted: false, ..ctx(&home, &env) };
+    let marker = home.root().join("ran");
+    let ran =
+        run(&hook(&format!("touch {}", marker.display())), HookEvent::BeforeTool, &input(), &c)
+            .await;
+    assert!(
+        ran.error.as_deref().is_some_and(|e| e.contains("untrusted folder")),
+        "{:?}",
+        ran.error
+    );
+    assert!(!marker.exists());
+    let mut ext = hook(&format!("touch {}", marker.display()));
+    ext.source = HookSource::Extensions;
+    let ran = run(&ext, HookEvent::BeforeTool, &input(), &c).await;
+    assert!(ran.success && marker.exists(), "an extension's hook is not gated by folder trust");
+    Ok(())
+}
