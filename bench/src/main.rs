@@ -3,7 +3,7 @@
 //! prints a Markdown table for BENCHMARKS.md.
 //!
 //! Run: `cargo build --release --workspace && ./target/release/geminid-bench
-//! [--poll-idle] [mcp|tools|instructions|policy|ab OTHER]` (`mcp`: only the MCP supervision figures;
+//! [--poll-idle] [mcp|tools|instructions|policy|hooks|ab OTHER]` (`mcp`: only the MCP supervision figures;
 //! `policy`: a policy decision against 1,000 rules;
 //! `tools`: only the call path and catalog; `instructions`: only the daemon's instructions per
 //! request, which needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary
@@ -11,6 +11,7 @@
 //! see `idle.rs`).
 
 mod ab;
+mod hooks;
 mod idle;
 mod instructions;
 mod mcp;
@@ -69,7 +70,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
     const USAGE: &str =
-        "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|ab OTHER]";
+        "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|ab OTHER]";
     let (flags, args): (Vec<String>, Vec<String>) =
         std::env::args().skip(1).partition(|a| a.starts_with("--"));
     let mut poll_idle = None;
@@ -84,6 +85,7 @@ async fn main() -> anyhow::Result<()> {
             "tools" => tools::bench().await?,
             "instructions" => instructions::bench().await?,
             "policy" => policy::bench().await?,
+            "hooks" => hooks::bench().await?,
             "ab" => {
                 let other = args.get(1).context(USAGE)?;
                 ab::bench(std::path::Path::new(other)).await?

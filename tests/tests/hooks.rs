@@ -169,7 +169,8 @@ async fn huge_output_unread_stdin_and_a_missing_command() -> anyhow::Result<()> 
         run(&hook("head -c 50000000 /dev/zero | tr '\\0' x"), HookEvent::BeforeTool, &input(), &c)
             .await;
     assert_eq!(ran.stdout.len(), MAX_OUTPUT);
-    assert_eq!(ran.error.as_deref(), Some("stdout was cut at 1 MiB"));
+    assert_eq!(ran.note.as_deref(), Some("stdout was cut at 1 MiB"));
+    assert!(ran.error.is_none());
     assert_eq!(ran.exit_code, Some(0));
     // A hook that never reads a large stdin.
     let big = json!({"tool_input": {"text": "y".repeat(4 << 20)}});
@@ -206,5 +207,45 @@ async fn a_settings_hook_does_not_run_in_an_untrusted_folder() -> anyhow::Result
     ext.source = HookSource::Extensions;
     let ran = run(&ext, HookEvent::BeforeTool, &input(), &c).await;
     assert!(ran.success && marker.exists(), "an extension's hook is not gated by folder trust");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_sequential_plan_passes_changes_on_and_the_outputs_are_aggregated() -> anyhow::Result<()>
+{
+    use geminid::hooks::exec::fire;
+    use geminid::hooks::plan::plan;
+    use geminid::hooks::registry::Registry;
+    let home = TestHome::strict()?;
+    let env = env();
+    let c = ctx(&home, &env);
+    let rewrite = r#"echo '{"hookSpecificOutput": {"tool_input": {"text": "rewritten"}}, "systemMessage": "one"}'"#;
+    let show = script(
+        &home,
+        "show.py",
+        "import json, sys\nd = json.load(sys.stdin)\nprint(json.dumps({'decision': 'block', 'reason': d['tool_input']['text']}))\n",
+    );
+    let settings = json!({"hooks": {"BeforeTool": [
+        {"sequential": true, "hooks": [{"type": "command", "command": rewrite}]},
+        {"hooks": [{"type": "command", "command": format!("python3 {show}")}]},
+    ]}});
+    let reg = Registry::new(&settings, true, &[]);
+    let p = plan(&reg, HookEvent::BeforeTool, Some("mcp_fx_echo"))
+        .ok_or_else(|| anyhow::anyhow!("no plan"))?;
+    let fired = fire(&p, HookEvent::BeforeTool, input(), &c).await;
+    assert!(fired.success);
+    let m = fired.merged.unwrap_or_default();
+    assert_eq!(m["reason"], "rewritten", "the second hook saw the first one's tool_input");
+    assert_eq!((m["decision"].as_str(), m["systemMessage"].as_str()), (Some("block"), Some("one")));
+
+    // In parallel, the second hook sees the original input.
+    let settings = json!({"hooks": {"BeforeTool": [
+        {"hooks": [{"type": "command", "command": rewrite}, {"type": "command", "command": format!("python3 {show}")}]},
+    ]}});
+    let reg = Registry::new(&settings, true, &[]);
+    let p =
+        plan(&reg, HookEvent::BeforeTool, Some("x")).ok_or_else(|| anyhow::anyhow!("no plan"))?;
+    let fired = fire(&p, HookEvent::BeforeTool, input(), &c).await;
+    assert_eq!(fired.merged.unwrap_or_default()["reason"], "hi");
     Ok(())
 }

@@ -6,9 +6,12 @@
 //! - [`plan`]: which hooks an event runs (matchers, de-duplication, sequential or parallel);
 //! - [`run`]: one hook's process (`bash -c`, stdin JSON, timeout, bounded output) and what its
 //!   output means by exit code;
-//! - [`aggregate`]: the outputs of an event's hooks as one, per event family.
+//! - [`aggregate`]: the outputs of an event's hooks as one, per event family;
+//! - [`exec`]: a plan run in parallel or in sequence (each hook's changes passed on), then
+//!   aggregated.
 
 pub mod aggregate;
+pub mod exec;
 pub mod plan;
 pub mod registry;
 pub mod run;

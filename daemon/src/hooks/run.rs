@@ -73,6 +73,8 @@ pub struct Ran {
     pub stderr: String,
     /// Why it failed: timed out, could not start, refused.
     pub error: Option<String>,
+    /// What else to know (an output stream was cut).
+    pub note: Option<String>,
 }
 
 /// `s` as one single-quoted shell word.
@@ -187,6 +189,7 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
         stdout: String::new(),
         stderr: String::new(),
         error: Some(error),
+        note: None,
     };
     if hook.source == HookSource::Project && !ctx.trusted {
         return failed(
@@ -266,9 +269,9 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
     // Killed by a signal: Gemini CLI reads the missing code as 0.
     let exit = code.unwrap_or(0);
     let interpreted = interpret(&stdout, &stderr, exit);
-    let mut error = None;
+    let mut note = None;
     if out_cut || err_cut {
-        error = Some(format!(
+        note = Some(format!(
             "{} was cut at {} MiB",
             match (out_cut, err_cut) {
                 (true, true) => "stdout and stderr",
@@ -287,7 +290,8 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
         output: interpreted.map(|(o, _)| o),
         stdout,
         stderr,
-        error,
+        error: None,
+        note,
     }
 }
 
