@@ -18,6 +18,7 @@ use crate::config::{
 use crate::daemon::{HelloParams, HelloResult, ShutdownResult, StatusResult};
 use crate::event::Event;
 use crate::event::EventsSubscribeParams;
+use crate::hooks::{HooksFireParams, HooksFireResult, HooksListParams, HooksListResult};
 use crate::mcp::{
     CallToolParams, ListServersParams, ListServersResult, LogLine, LogsParams, LogsResult,
     ServerParams, ServerStatus, StartParams,
@@ -271,6 +272,18 @@ pub trait ConfirmationApi {
         &self,
         params: ConfirmationRespondParams,
     ) -> RpcResult<ConfirmationRespondResult>;
+}
+
+/// `hooks/*`: the session's hooks; firing the events the front-end owns.
+#[rpc(server, client, namespace = "hooks", namespace_separator = "/")]
+pub trait HooksApi {
+    /// Every hook of the session and the problems in their configuration.
+    #[method(name = "list")]
+    async fn hooks_list(&self, params: HooksListParams) -> RpcResult<HooksListResult>;
+
+    /// Run an event's hooks (every event but `BeforeTool` and `AfterTool`, which calls fire).
+    #[method(name = "fire")]
+    async fn hooks_fire(&self, params: HooksFireParams) -> RpcResult<HooksFireResult>;
 }
 
 /// `audit/*`: the record of every call.

@@ -37,6 +37,7 @@ pub const KINDS: &[&str] = &[
     "catalog/changed",
     "tools/progress",
     "confirmation/requested",
+    "hooks/ran",
 ];
 
 /// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
@@ -77,6 +78,9 @@ pub enum EventBody {
     /// calling session's subscribers and, for a derived session, its root's.
     #[serde(rename = "confirmation/requested")]
     ConfirmationRequested(crate::policy::ConfirmationRequested),
+    /// A hook ran for a session (in a call, or for `hooks/fire`).
+    #[serde(rename = "hooks/ran")]
+    HookRan(crate::hooks::HookRan),
 }
 
 /// Payload of `daemon/shuttingDown`.
@@ -102,6 +106,7 @@ impl EventBody {
             Self::CatalogChanged(_) => "catalog/changed",
             Self::ToolProgress(_) => "tools/progress",
             Self::ConfirmationRequested(_) => "confirmation/requested",
+            Self::HookRan(_) => "hooks/ran",
         }
     }
 
@@ -117,6 +122,7 @@ impl EventBody {
             Self::ConfigChanged(c) => Some(&c.session),
             Self::ToolProgress(p) => Some(&p.session),
             Self::ConfirmationRequested(c) => Some(&c.session),
+            Self::HookRan(h) => Some(&h.session),
             Self::DaemonShuttingDown(_) | Self::McpServerState(_) | Self::CatalogChanged(_) => None,
         }
     }

@@ -249,3 +249,120 @@ async fn a_sequential_plan_passes_changes_on_and_the_outputs_are_aggregated() ->
     assert_eq!(fired.merged.unwrap_or_default()["reason"], "hi");
     Ok(())
 }
+
+mod in_calls {
+    //! BeforeTool and AfterTool inside `tools/call` and `mcp/callTool`, and `hooks/fire`, over a
+    //! real core whose settings hold the hooks (a user policy allows the fixture's tools).
+
+    use std::time::Duration;
+
+    use geminid_tests::inproc::InProcess;
+    use geminid_tests::mcp::stdio;
+    use serde_json::{Value, json};
+
+    async fn with_hooks(hooks: Value) -> anyhow::Result<InProcess> {
+        let p = InProcess::daemon(json!({}), Duration::from_secs(5)).await?;
+        let home = p.home.root().join("home/.gemini");
+        std::fs::create_dir_all(home.join("policies"))?;
+        std::fs::write(home.join("policies/allow.toml"), geminid_tests::ALLOW_MCP)?;
+        let settings = json!({ "mcpServers": { "fx": stdio(&[]) }, "hooks": hooks });
+        std::fs::write(home.join("settings.json"), serde_json::to_string(&settings)?)?;
+        let _: Value =
+            p.call("mcp/reload", json!({})).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        Ok(p)
+    }
+
+    fn def(matcher: &str, command: &str) -> Value {
+        json!({ "matcher": matcher, "hooks": [{ "type": "command", "command": command }] })
+    }
+
+    async fn echo(p: &InProcess, text: &str) -> Result<Value, (i32, String)> {
+        p.call(
+            "tools/call",
+            json!({ "session": p.session, "name": "mcp_fx_echo", "args": { "text": text } }),
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn before_tool_blocks_stops_rewrites_and_is_matched_by_tool_name() -> anyhow::Result<()> {
+        let p = with_hooks(json!({ "BeforeTool": [
+            def("echo", r#"python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["tool_input"]["text"]; print(json.dumps({"decision":"block","reason":"no "+t}) if t=="bad" else json.dumps({"continue": False, "stopReason": "halt"}) if t=="stop" else json.dumps({"hookSpecificOutput":{"tool_input":{"text": t.upper()}}}) if t=="loud" else "")'"#),
+            def("^mcp_fx_pid$", "echo pid-hook >&2; exit 2"),
+        ]})).await?;
+        let (code, message) = echo(&p, "bad").await.unwrap_err();
+        assert_eq!(
+            (code, message.as_str()),
+            (
+                geminid_protocol::error::ErrorCode::HookBlocked.code(),
+                "Tool execution blocked: no bad"
+            )
+        );
+        let (_, message) = echo(&p, "stop").await.unwrap_err();
+        assert_eq!(message, "halt");
+        let out = echo(&p, "loud").await.unwrap();
+        assert_eq!(out["result"]["content"][0]["text"], "LOUD");
+        let note = out["parts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
+        assert_eq!(
+            note["text"],
+            "[System] Tool input parameters (text) were modified by a hook before execution."
+        );
+        assert_eq!(echo(&p, "fine").await.unwrap()["result"]["content"][0]["text"], "fine");
+        // Plain text on exit 2 denies, for the tool its matcher names only; mcp/callTool too.
+        let (_, message) = p
+            .call::<Value>(
+                "mcp/callTool",
+                json!({ "session": p.session, "server": "fx", "tool": "pid" }),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(message, "Tool execution blocked: pid-hook");
+        p.shutdown().await;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn after_tool_adds_context_or_blocks_and_hooks_fire_runs_the_other_events()
+    -> anyhow::Result<()> {
+        let p = with_hooks(json!({
+            "AfterTool": [def("echo", r#"python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["tool_input"]["text"]; print(json.dumps({"decision":"deny","reason":"hidden"}) if t=="secret" else json.dumps({"hookSpecificOutput":{"additionalContext":"saw <"+d["tool_response"]["llmContent"][0]["text"][:5]+">"}}))'"#)],
+            "SessionStart": [def("startup", "echo started"), def("resume", "echo resumed")],
+            "BeforeAgent": [
+                {"sequential": true, "hooks": [{"type": "command", "command": "echo '{\"hookSpecificOutput\": {\"additionalContext\": \"first\"}}'"}]},
+                {"hooks": [{"type": "command", "command": "python3 -c 'import json,sys; print(json.dumps({\"systemMessage\": json.load(sys.stdin)[\"prompt\"]}))'"}]},
+            ],
+            "PreToolUse": [def("", "echo claude")],
+        })).await?;
+        let out = echo(&p, "hello").await.unwrap();
+        let last = out["parts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
+        assert_eq!(last["text"], "<hook_context>saw &lt;&lt;untr&gt;</hook_context>");
+        let (_, message) = echo(&p, "secret").await.unwrap_err();
+        assert_eq!(message, "Tool result blocked: hidden");
+
+        let fire = |event: &str, input: Value| {
+            p.call::<Value>(
+                "hooks/fire",
+                json!({ "session": p.session, "event": event, "input": input }),
+            )
+        };
+        let started = fire("SessionStart", json!({"source": "startup"})).await.unwrap();
+        assert_eq!(started["aggregated"]["systemMessage"], "started");
+        assert_eq!(started["hooks"].as_array().map(Vec::len), Some(1));
+        let agent = fire("BeforeAgent", json!({"prompt": "p"})).await.unwrap();
+        assert_eq!(agent["aggregated"]["systemMessage"], "p\n\nfirst", "chained: {agent}");
+        let none = fire("SessionEnd", json!({"reason": "exit"})).await.unwrap();
+        assert_eq!(none, json!({"success": true, "hooks": []}));
+        for (event, want) in
+            [("BeforeTool", "run inside tools/call"), ("PreToolUse", "is not a hook event")]
+        {
+            let (_, message) = fire(event, json!({})).await.unwrap_err();
+            assert!(message.contains(want), "{message}");
+        }
+        let list: Value = p.call("hooks/list", json!({ "session": p.session })).await.unwrap();
+        assert_eq!(list["hooks"].as_array().map(Vec::len), Some(5));
+        let warnings = list["warnings"].to_string();
+        assert!(warnings.contains("invalid hook event name \\\"PreToolUse\\\""), "{warnings}");
+        p.shutdown().await;
+        Ok(())
+    }
+}

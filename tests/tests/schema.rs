@@ -8,6 +8,7 @@ use geminid_protocol::asks::*;
 use geminid_protocol::config::*;
 use geminid_protocol::daemon::*;
 use geminid_protocol::event::{Event, EventsSubscribeParams};
+use geminid_protocol::hooks::*;
 use geminid_protocol::mcp::*;
 use geminid_protocol::policy::*;
 use geminid_protocol::session::*;
@@ -82,6 +83,8 @@ fn document() -> Value {
         "policy/list" => PolicyListParams, PolicyListResult;
         "confirmation/respond" => ConfirmationRespondParams, ConfirmationRespondResult;
         "audit/list" => AuditListParams, AuditListResult;
+        "hooks/list" => HooksListParams, HooksListResult;
+        "hooks/fire" => HooksFireParams, HooksFireResult;
     };
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -277,10 +277,20 @@ impl Pipeline {
 
     async fn steps(&self, r: &Resolved, call: &mut Call) -> Result<Outcome, CallError> {
         let rewritten = self.before_tool(call).await?;
-        let shown_args = self.validate(r, call, rewritten)?;
+        let shown_args = self.validate(r, call, !rewritten.is_empty())?;
         self.policy(call).await?;
         let result = self.dispatch(r, call).await?;
         let mut outcome = Self::convert(call, &shown_args, result);
+        let keys: Vec<&str> =
+            rewritten.iter().map(String::as_str).filter(|k| !k.is_empty()).collect();
+        if !keys.is_empty() {
+            // Gemini CLI's note to the model.
+            let note = format!(
+                "[System] Tool input parameters ({}) were modified by a hook before execution.",
+                keys.join(", ")
+            );
+            outcome.parts.push(serde_json::json!({ "text": note }));
+        }
         self.after_tool(call, &mut outcome).await?;
         Ok(outcome)
     }
@@ -351,18 +361,29 @@ impl Pipeline {
         }
     }
 
-    /// Step 2: BeforeTool hooks: the arguments they rewrote, if they did.
-    async fn before_tool(&self, call: &mut Call) -> Result<bool, CallError> {
-        let Some(seat) = &self.seats.before_tool else { return Ok(false) };
+    /// Step 2: BeforeTool hooks: the argument names they rewrote, if they did (empty: none).
+    async fn before_tool(&self, call: &mut Call) -> Result<Vec<String>, CallError> {
+        let Some(seat) = &self.seats.before_tool else { return Ok(Vec::new()) };
         match seat.before_tool(call).await {
-            Before::Proceed => Ok(false),
+            Before::Proceed => Ok(Vec::new()),
             Before::Rewrite(args) => {
+                let old = call.args.take().unwrap_or_default();
+                let mut changed: Vec<String> = args
+                    .iter()
+                    .filter(|(k, v)| old.get(*k) != Some(v))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                changed.extend(old.keys().filter(|k| !args.contains_key(*k)).cloned());
                 call.args = Some(args);
-                Ok(true)
+                // Rewritten to the same: still validated again, said to the model as no change.
+                if changed.is_empty() {
+                    changed.push(String::new());
+                }
+                Ok(changed)
             }
             Before::Block(why) => Err(CallError::HookBlocked(why)),
             Before::Stop(why) => Err(CallError::Stopped(why)),
-            Before::Ask(question) => self.confirm(call, question).await.map(|_| false),
+            Before::Ask(question) => self.confirm(call, question).await.map(|_| Vec::new()),
         }
     }
 
@@ -548,6 +569,7 @@ impl Pipeline {
         match seat.after_tool(call, outcome).await {
             After::Keep => Ok(()),
             After::Block(why) => Err(CallError::HookBlocked(why)),
+            After::Stop(why) => Err(CallError::Stopped(why)),
             After::AddContext(text) => {
                 outcome.parts.push(serde_json::json!({ "text": text }));
                 Ok(())

@@ -47,6 +47,8 @@ pub enum After {
     Keep,
     /// Hide the result from the model; the message says why.
     Block(String),
+    /// Stop the agent's turn.
+    Stop(String),
     /// Keep it, and add this text for the model.
     AddContext(String),
 }

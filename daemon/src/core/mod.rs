@@ -1,5 +1,6 @@
 //! The daemon's core: everything it owns, constructible without a socket.
 
+pub mod hooks;
 pub(crate) mod policy;
 pub mod seat;
 pub(crate) mod settings;
@@ -66,6 +67,8 @@ pub struct Core {
     pub policies: crate::policy::service::Policies,
     /// Policy in the call pipeline, with each session's rules prepared.
     pub guard: Arc<seat::Guard>,
+    /// Hooks: the tool events in the pipeline, and the events front-ends fire.
+    pub hooks: Arc<hooks::HookSeat>,
     /// The record of every call.
     pub audit: Arc<crate::audit::AuditLog>,
     /// The daemon's own environment, for sessions whose client sent none.
@@ -111,11 +114,13 @@ impl Core {
         let audit = Arc::new(crate::audit::AuditLog::new(store.clone()));
         Arc::new_cyclic(|me: &std::sync::Weak<Core>| {
             let guard = Arc::new(seat::Guard::new(me.clone()));
+            let hook_seat = Arc::new(hooks::HookSeat::new(me.clone()));
             let seats = seats.unwrap_or_else(|| Seats {
+                before_tool: Some(hook_seat.clone()),
+                after_tool: Some(hook_seat.clone()),
                 policy: Some(guard.clone()),
                 tool_filter: Some(guard.clone()),
                 audit: Some(audit.clone()),
-                ..Seats::default()
             });
             let catalog =
                 Arc::new(Catalog::new(mcp.clone(), me.clone(), seats.tool_filter.clone()));
@@ -136,6 +141,7 @@ impl Core {
                 secrets: SecretStore::new(&info.data_dir),
                 policies: crate::policy::service::Policies::default(),
                 guard,
+                hooks: hook_seat,
                 audit,
                 events,
                 config,
@@ -206,6 +212,7 @@ impl Core {
         let _serial = self.reload_lock.lock().await;
         // Policy files are read when a session's rules are prepared: any reload may change them.
         self.guard.changed();
+        self.hooks.changed();
         if let Some(id) = ensure {
             self.sessions.record(id)?;
         }
@@ -326,6 +333,7 @@ impl Core {
             self.mcp.release_session(sid);
             self.catalog.forget(sid);
             self.guard.forget(sid);
+            self.hooks.forget(sid);
             if sid == id {
                 closed = Some(s);
             }

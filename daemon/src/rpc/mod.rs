@@ -6,6 +6,7 @@ mod catalog;
 mod config;
 mod daemon;
 mod events;
+mod hooks;
 mod mcp;
 mod params;
 mod policy;
@@ -16,8 +17,8 @@ use std::sync::Arc;
 
 use geminid_protocol::api::{
     AsksApiServer, AuditApiServer, ConfigApiServer, ConfirmationApiServer, DaemonApiServer,
-    EventsApiServer, McpApiServer, McpLogsApiServer, PolicyApiServer, PromptsApiServer,
-    ResourcesApiServer, SessionApiServer, ToolsApiServer, TrustApiServer,
+    EventsApiServer, HooksApiServer, McpApiServer, McpLogsApiServer, PolicyApiServer,
+    PromptsApiServer, ResourcesApiServer, SessionApiServer, ToolsApiServer, TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -49,7 +50,8 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(AsksApiServer::into_rpc(handler.clone()))?;
     module.merge(PolicyApiServer::into_rpc(handler.clone()))?;
     module.merge(ConfirmationApiServer::into_rpc(handler.clone()))?;
-    module.merge(AuditApiServer::into_rpc(handler))?;
+    module.merge(AuditApiServer::into_rpc(handler.clone()))?;
+    module.merge(HooksApiServer::into_rpc(handler))?;
     Ok(module.into())
 }
 

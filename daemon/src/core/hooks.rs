@@ -1,0 +1,300 @@
+//! Hooks for the daemon: the BeforeTool and AfterTool seats of the call pipeline, and
+//! `hooks/list` and `hooks/fire` for the events front-ends own. Each session's registry is
+//! built once and kept until a reload (its files changed) or the session's trust changes.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use futures::future::BoxFuture;
+use geminid_protocol::event::EventBody;
+use geminid_protocol::hooks::{HookEntry, HookRan, HookRun, HooksFireResult, HooksListResult};
+use serde_json::{Map, Value, json};
+
+use super::Core;
+use crate::calls::seats::{After, AfterTool, Before, BeforeTool};
+use crate::calls::{Call, Outcome};
+use crate::clock;
+use crate::hooks::aggregate::{effective_reason, hook_context, is_ask, is_blocking};
+use crate::hooks::exec::{Fired, fire};
+use crate::hooks::plan::plan;
+use crate::hooks::registry::Registry;
+use crate::hooks::run::{Context, Ran};
+use crate::hooks::{HookEvent, HookSource};
+use crate::session::SessionError;
+
+/// A session's hooks as the seats use them.
+#[derive(Debug)]
+struct Prepared {
+    epoch: u64,
+    registry: Registry,
+    cwd: PathBuf,
+    plans: PathBuf,
+    trusted: bool,
+    env: Arc<crate::config::env::Env>,
+}
+
+/// The hooks of every session.
+#[derive(Debug)]
+pub struct HookSeat {
+    core: Weak<Core>,
+    epoch: AtomicU64,
+    prepared: Mutex<HashMap<String, Arc<Prepared>>>,
+}
+
+fn source_name(s: HookSource) -> &'static str {
+    match s {
+        HookSource::Project => "project",
+        HookSource::Extensions => "extensions",
+    }
+}
+
+/// The last 2 KiB of a stream, on a character boundary.
+fn tail(s: &str) -> String {
+    let mut start = s.len().saturating_sub(2048);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    s[start..].to_owned()
+}
+
+fn wire(r: &Ran) -> HookRun {
+    HookRun {
+        name: r.hook.name.clone(),
+        command: r.hook.command.clone(),
+        source: source_name(r.hook.source).to_owned(),
+        duration_ms: u64::try_from(r.took.as_millis()).unwrap_or(u64::MAX),
+        exit_code: r.exit_code,
+        success: r.success,
+        output: r.output.clone(),
+        stderr_tail: tail(&r.stderr),
+        error: r.error.clone(),
+        note: r.note.clone(),
+    }
+}
+
+impl HookSeat {
+    pub(super) fn new(core: Weak<Core>) -> Self {
+        Self { core, epoch: AtomicU64::new(1), prepared: Mutex::default() }
+    }
+
+    /// The configuration may have changed: build registries again on next use.
+    pub fn changed(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Forget a session (it closed).
+    pub fn forget(&self, session: &str) {
+        self.prepared.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
+    }
+
+    fn prepare(&self, session: &str) -> Result<Arc<Prepared>, SessionError> {
+        let Some(core) = self.core.upgrade() else {
+            return Err(SessionError::NotFound(session.to_owned()));
+        };
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let cached = self.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(session).cloned();
+        if let Some(p) = cached
+            && p.epoch == epoch
+        {
+            return Ok(p);
+        }
+        let effective = core.effective(session)?;
+        let c = &effective.public;
+        let cwd = PathBuf::from(&c.workspace);
+        let project = cwd.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let p = Arc::new(Prepared {
+            epoch,
+            // Extensions' hooks join here once extensions are installed by geminid.
+            registry: Registry::new(&c.settings, c.trust.trusted, &[]),
+            plans: core.config.paths().home.join(".gemini").join("tmp").join(project).join("plans"),
+            cwd,
+            trusted: c.trust.trusted,
+            env: core.session_env(session),
+        });
+        self.prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session.to_owned(), p.clone());
+        Ok(p)
+    }
+
+    /// `hooks/list`.
+    pub fn list(&self, session: &str) -> Result<HooksListResult, SessionError> {
+        let p = self.prepare(session)?;
+        let mut entries: Vec<_> = p.registry.entries.iter().collect();
+        entries.sort_by_key(|e| (e.event, e.hook.source));
+        let hooks = entries
+            .into_iter()
+            .map(|e| HookEntry {
+                event: e.event.name().to_owned(),
+                name: e.hook.name.clone(),
+                command: e.hook.command.clone(),
+                source: source_name(e.hook.source).to_owned(),
+                matcher: e.matcher_text.clone(),
+                sequential: e.sequential,
+                enabled: e.enabled,
+                timeout_ms: e.hook.timeout_ms,
+                at: e.at.clone(),
+            })
+            .collect();
+        Ok(HooksListResult {
+            enabled: !p.registry.switched_off,
+            hooks,
+            warnings: p.registry.warnings.clone(),
+        })
+    }
+
+    /// Run `event`'s hooks that match `context` for `session` with the event's own `fields`
+    /// (the base fields are added): `None` when none matches.
+    async fn fire_for(
+        &self,
+        session: &str,
+        event: HookEvent,
+        context: Option<&str>,
+        fields: Map<String, Value>,
+    ) -> Result<Option<Fired>, SessionError> {
+        let p = self.prepare(session)?;
+        let Some(planned) = plan(&p.registry, event, context) else { return Ok(None) };
+        let mut input = Map::new();
+        input.insert("session_id".into(), json!(session));
+        input.insert("transcript_path".into(), json!(""));
+        input.insert("cwd".into(), json!(p.cwd.display().to_string()));
+        input.insert("hook_event_name".into(), json!(event.name()));
+        input.insert("timestamp".into(), json!(clock::rfc3339(clock::now_ms())));
+        input.extend(fields);
+        let ctx = Context {
+            cwd: &p.cwd,
+            session_id: session,
+            plans_dir: &p.plans,
+            env: &p.env,
+            trusted: p.trusted,
+        };
+        let fired = fire(&planned, event, Value::Object(input), &ctx).await;
+        if let Some(core) = self.core.upgrade() {
+            for r in &fired.ran {
+                core.events.emit(EventBody::HookRan(HookRan {
+                    session: session.to_owned(),
+                    event: event.name().to_owned(),
+                    hook: r.hook.label().to_owned(),
+                    source: source_name(r.hook.source).to_owned(),
+                    duration_ms: u64::try_from(r.took.as_millis()).unwrap_or(u64::MAX),
+                    exit_code: r.exit_code,
+                    success: r.success,
+                    error: r.error.clone(),
+                }));
+                if !r.success {
+                    tracing::warn!(session, event = event.name(), hook = r.hook.label(), error = ?r.error, exit = ?r.exit_code, "a hook failed");
+                }
+            }
+        }
+        Ok(Some(fired))
+    }
+
+    /// `hooks/fire`.
+    pub async fn fire_event(
+        &self,
+        session: &str,
+        event: HookEvent,
+        fields: Map<String, Value>,
+    ) -> Result<HooksFireResult, SessionError> {
+        let key = match event {
+            HookEvent::SessionStart => Some("source"),
+            HookEvent::SessionEnd => Some("reason"),
+            HookEvent::PreCompress => Some("trigger"),
+            _ => None,
+        };
+        let context = key.and_then(|k| fields.get(k)).and_then(Value::as_str).map(str::to_owned);
+        let fired = self.fire_for(session, event, context.as_deref(), fields).await?;
+        Ok(match fired {
+            None => HooksFireResult { aggregated: None, success: true, hooks: Vec::new() },
+            Some(f) => HooksFireResult {
+                aggregated: f.merged,
+                success: f.success,
+                hooks: f.ran.iter().map(wire).collect(),
+            },
+        })
+    }
+}
+
+fn mcp_context(call: &Call) -> Value {
+    json!({ "server_name": call.server, "tool_name": call.tool })
+}
+
+impl BeforeTool for HookSeat {
+    fn before_tool<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Before> {
+        Box::pin(async move {
+            // The common case, no hook for this tool, costs a map lookup and the matchers.
+            let Ok(p) = self.prepare(&call.session) else { return Before::Proceed };
+            if plan(&p.registry, HookEvent::BeforeTool, Some(&call.name)).is_none() {
+                return Before::Proceed;
+            }
+            let mut fields = Map::new();
+            fields.insert("tool_name".into(), json!(call.name));
+            fields
+                .insert("tool_input".into(), Value::Object(call.args.clone().unwrap_or_default()));
+            fields.insert("mcp_context".into(), mcp_context(call));
+            let fired =
+                self.fire_for(&call.session, HookEvent::BeforeTool, Some(&call.name), fields).await;
+            let Some(o) = fired.ok().flatten().and_then(|f| f.merged) else {
+                return Before::Proceed;
+            };
+            if o.get("continue") == Some(&Value::Bool(false)) {
+                return Before::Stop(effective_reason(&o));
+            }
+            if is_blocking(&o) {
+                return Before::Block(format!("Tool execution blocked: {}", effective_reason(&o)));
+            }
+            if is_ask(&o) {
+                let why = o.get("systemMessage").and_then(Value::as_str);
+                return Before::Ask(match why {
+                    Some(m) => format!("A hook asks to confirm the call to '{}': {m}", call.name),
+                    None => format!("A hook asks to confirm the call to '{}'.", call.name),
+                });
+            }
+            if let Some(Value::Object(new)) =
+                o.get("hookSpecificOutput").and_then(|s| s.get("tool_input"))
+            {
+                let mut args = call.args.clone().unwrap_or_default();
+                args.extend(new.clone());
+                return Before::Rewrite(args);
+            }
+            Before::Proceed
+        })
+    }
+}
+
+impl AfterTool for HookSeat {
+    fn after_tool<'a>(&'a self, call: &'a Call, outcome: &'a Outcome) -> BoxFuture<'a, After> {
+        Box::pin(async move {
+            let Ok(p) = self.prepare(&call.session) else { return After::Keep };
+            if plan(&p.registry, HookEvent::AfterTool, Some(&call.name)).is_none() {
+                return After::Keep;
+            }
+            let mut fields = Map::new();
+            fields.insert("tool_name".into(), json!(call.name));
+            fields
+                .insert("tool_input".into(), Value::Object(call.args.clone().unwrap_or_default()));
+            fields.insert("mcp_context".into(), mcp_context(call));
+            let error = outcome.is_error.then(|| outcome.display.clone());
+            fields.insert(
+                "tool_response".into(),
+                json!({ "llmContent": outcome.parts, "returnDisplay": outcome.display, "error": error }),
+            );
+            let fired =
+                self.fire_for(&call.session, HookEvent::AfterTool, Some(&call.name), fields).await;
+            let Some(o) = fired.ok().flatten().and_then(|f| f.merged) else { return After::Keep };
+            if o.get("continue") == Some(&Value::Bool(false)) {
+                return After::Stop(effective_reason(&o));
+            }
+            if is_blocking(&o) {
+                return After::Block(format!("Tool result blocked: {}", effective_reason(&o)));
+            }
+            match o.get("hookSpecificOutput").and_then(|s| s.get("additionalContext")) {
+                Some(Value::String(c)) if !c.is_empty() => After::AddContext(hook_context(c)),
+                _ => After::Keep,
+            }
+        })
+    }
+}

@@ -1,0 +1,36 @@
+//! `hooks/*`: translation to the core's hooks.
+
+use geminid_protocol::api::HooksApiServer;
+use geminid_protocol::error::ErrorCode;
+use geminid_protocol::hooks::{HooksFireParams, HooksFireResult, HooksListParams, HooksListResult};
+use jsonrpsee::core::{RpcResult, async_trait};
+
+use super::Handler;
+use super::session::rpc_error;
+use crate::hooks::HookEvent;
+
+#[async_trait]
+impl HooksApiServer for Handler {
+    async fn hooks_list(&self, p: HooksListParams) -> RpcResult<HooksListResult> {
+        self.core.hooks.list(&p.session).map_err(rpc_error)
+    }
+
+    async fn hooks_fire(&self, p: HooksFireParams) -> RpcResult<HooksFireResult> {
+        let names = || HookEvent::ALL.map(HookEvent::name).join(", ");
+        let Some(event) = HookEvent::named(&p.event) else {
+            return Err(ErrorCode::InvalidArguments.error(format!(
+                "\"{}\" is not a hook event: {}",
+                p.event,
+                names()
+            )));
+        };
+        if matches!(event, HookEvent::BeforeTool | HookEvent::AfterTool) {
+            return Err(ErrorCode::InvalidArguments.error(format!(
+                "{} hooks run inside tools/call and mcp/callTool, not through hooks/fire",
+                event.name()
+            )));
+        }
+        self.core.sessions.record(&p.session).map_err(rpc_error)?;
+        self.core.hooks.fire_event(&p.session, event, p.input).await.map_err(rpc_error)
+    }
+}

@@ -1,0 +1,144 @@
+//! `hooks/*`: the session's hooks, and firing the events the agent front-end owns.
+
+use serde::{Deserialize, Serialize};
+
+use crate::common::SessionId;
+
+/// `hooks/list`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HooksListParams {
+    /// The session.
+    pub session: SessionId,
+}
+
+/// One registered hook.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HookEntry {
+    /// Its event (`BeforeTool`, ...).
+    pub event: String,
+    /// Its name, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its command line.
+    pub command: String,
+    /// `project` (every settings scope) or `extensions`.
+    pub source: String,
+    /// Its definition's matcher, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
+    /// Its definition runs its event's hooks one after the other.
+    pub sequential: bool,
+    /// Not disabled by `hooksConfig.disabled`.
+    pub enabled: bool,
+    /// Its timeout in milliseconds.
+    pub timeout_ms: u64,
+    /// Where it is written.
+    pub at: String,
+}
+
+/// `hooks/list`'s result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HooksListResult {
+    /// `hooksConfig.enabled` (false: no hook runs).
+    pub enabled: bool,
+    /// Every hook, in the order its event runs them.
+    pub hooks: Vec<HookEntry>,
+    /// Problems in the configuration, each naming where it is.
+    pub warnings: Vec<String>,
+}
+
+/// `hooks/fire`: an event the front-end owns (not `BeforeTool`/`AfterTool`, which `tools/call`
+/// fires).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HooksFireParams {
+    /// The session.
+    pub session: SessionId,
+    /// The event (`BeforeAgent`, `SessionStart`, ...).
+    pub event: String,
+    /// The event's own fields (`prompt`, `source`, `llm_request`, ...); the daemon adds
+    /// `session_id`, `cwd`, `hook_event_name` and `timestamp` (and `transcript_path` when
+    /// absent).
+    #[serde(default)]
+    pub input: serde_json::Map<String, serde_json::Value>,
+}
+
+/// One hook's run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HookRun {
+    /// Its name, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its command line.
+    pub command: String,
+    /// `project` or `extensions`.
+    pub source: String,
+    /// How long it ran.
+    pub duration_ms: u64,
+    /// Its exit code (a signal reads as 0, as in Gemini CLI); absent when it did not run or
+    /// timed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Exit code 0.
+    pub success: bool,
+    /// What it decided, if it said anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The end of its stderr (at most 2 KiB).
+    pub stderr_tail: String,
+    /// Why it failed to run: timed out, could not start, refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What else to know (an output stream was cut).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// `hooks/fire`'s result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HooksFireResult {
+    /// Every hook's output as one (Gemini CLI's aggregation for the event); absent when no
+    /// hook said anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregated: Option<serde_json::Map<String, serde_json::Value>>,
+    /// No hook failed to run.
+    pub success: bool,
+    /// Each hook's run, in the order they were planned.
+    pub hooks: Vec<HookRun>,
+}
+
+/// Payload of `hooks/ran`: a hook ran for a session (its output is not in the event).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HookRan {
+    /// The session.
+    pub session: SessionId,
+    /// The event.
+    pub event: String,
+    /// The hook's name, or its command.
+    pub hook: String,
+    /// `project` or `extensions`.
+    pub source: String,
+    /// How long it ran.
+    pub duration_ms: u64,
+    /// Its exit code, when it ran to the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Exit code 0.
+    pub success: bool,
+    /// Why it failed to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
