@@ -4,6 +4,7 @@ mod attach;
 mod bridge;
 mod config_cmds;
 mod daemon;
+mod hooks_cmds;
 mod mcp_cmds;
 mod output;
 mod policy_cmds;
@@ -141,6 +142,9 @@ enum Command {
     /// What the session's tool-call policy decides: `check` a call, `list` the rules
     #[command(subcommand)]
     Policy(policy_cmds::PolicyCommand),
+    /// The session's hooks: `list` them, `run` an event's hooks for real
+    #[command(subcommand)]
+    Hooks(hooks_cmds::HooksCommand),
     /// Trust a folder (default: the current directory)
     Trust {
         /// The folder
@@ -179,6 +183,7 @@ impl Command {
             | Self::Config(_)
             | Self::Call { .. }
             | Self::Policy(_)
+            | Self::Hooks(_)
             | Self::Prompt { .. }
             | Self::Read { .. } => true,
         }
@@ -434,6 +439,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let session = for_session(&client, cli.session).await?.id;
             policy_cmds::run(&client, session, cmd, cli.json).await?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Hooks(cmd) => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            let ok = hooks_cmds::run(&client, session, cmd, cli.json).await?;
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Trust { path, parent, never } => {
             use geminid_protocol::config::TrustLevel;

@@ -366,3 +366,44 @@ mod in_calls {
         Ok(())
     }
 }
+
+#[tokio::test]
+async fn gemctl_hooks_list_and_run() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let settings = json!({"hooks": {
+        "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "echo hello from a hook", "name": "greet"}]}],
+        "Notification": [{"hooks": [{"type": "command", "command": "exit 3"}]}],
+        "PreToolUse": [{"hooks": [{"type": "command", "command": "true"}]}],
+    }});
+    std::fs::write(home.root().join("home/.gemini/settings.json"), settings.to_string())?;
+    let _daemon = geminid_tests::Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, out, err) = home.gemctl_run(&["hooks", "list"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("SessionStart") && out.contains("greet") && out.contains("startup"),
+        "{out}"
+    );
+    assert!(err.contains("invalid hook event name \"PreToolUse\""), "{err}");
+    let (code, out, err) =
+        home.gemctl_run(&["hooks", "run", "SessionStart", "--input", r#"{"source": "startup"}"#])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("greet: exit 0") && out.contains("\"systemMessage\":\"hello from a hook\""),
+        "{out}"
+    );
+    let fired =
+        home.gemctl_json(&["hooks", "run", "SessionStart", "--input", r#"{"source": "resume"}"#])?;
+    assert_eq!(fired["hooks"], json!([]));
+    // A hook that exits 3 without output ran (exit codes are outcomes, not failures to run).
+    let (code, out, _) = home.gemctl_run(&["hooks", "run", "Notification"])?;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("exit 3"), "{out}");
+    let (code, _, err) = home.gemctl_run(&["hooks", "run", "BeforeTool"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("run inside tools/call"), "{err}");
+    let (code, _, err) = home.gemctl_run(&["hooks", "run", "SessionEnd", "--input", "[1]"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("JSON object"), "{err}");
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! `gemctl hooks list|run`: the session's hooks, and firing an event for real.
+
+use std::io::Read;
+
+use clap::Subcommand;
+use geminid_protocol::api::HooksApiClient;
+use geminid_protocol::client::Client;
+use geminid_protocol::hooks::{HooksFireParams, HooksListParams};
+
+use crate::output::outln;
+use crate::{call_error, output};
+
+#[derive(Debug, Subcommand)]
+pub enum HooksCommand {
+    /// Every hook of the session, in the order its event runs them, and the problems in their
+    /// configuration
+    List,
+    /// Fire an event for real and print what each hook did (every event but BeforeTool and
+    /// AfterTool, which tool calls fire)
+    Run {
+        /// The event (SessionStart, BeforeAgent, Notification, ...)
+        event: String,
+        /// The event's own fields as a JSON object (`{"source": "startup"}`), or `-` for stdin
+        #[arg(long)]
+        input: Option<String>,
+    },
+}
+
+/// Run a hooks command for `session`: whether every hook ran.
+pub async fn run(
+    client: &Client,
+    session: String,
+    cmd: HooksCommand,
+    json: bool,
+) -> anyhow::Result<bool> {
+    match cmd {
+        HooksCommand::List => {
+            let r = client
+                .hooks_list(HooksListParams { session })
+                .await
+                .map_err(call_error("hooks/list"))?;
+            if json {
+                output::json(&r)?;
+                return Ok(true);
+            }
+            if !r.enabled {
+                outln!("Hooks are switched off (hooksConfig.enabled is false).");
+            }
+            let rows: Vec<Vec<String>> = r
+                .hooks
+                .iter()
+                .map(|h| {
+                    vec![
+                        h.event.clone(),
+                        h.name.clone().unwrap_or_else(|| h.command.clone()),
+                        h.matcher.clone().unwrap_or_default(),
+                        h.source.clone(),
+                        if h.enabled { "yes".into() } else { "disabled".into() },
+                        format!("{} ms", h.timeout_ms),
+                    ]
+                })
+                .collect();
+            output::table_or(
+                "No hooks.",
+                &["EVENT", "HOOK", "MATCHER", "SOURCE", "ENABLED", "TIMEOUT"],
+                &rows,
+            );
+            for w in &r.warnings {
+                eprintln!("warning: {w}");
+            }
+            Ok(true)
+        }
+        HooksCommand::Run { event, input } => {
+            let text = match input.as_deref() {
+                None => "{}".to_owned(),
+                Some("-") => {
+                    let mut s = String::new();
+                    std::io::stdin().read_to_string(&mut s)?;
+                    s
+                }
+                Some(t) => t.to_owned(),
+            };
+            let input = match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(serde_json::Value::Object(m)) => m,
+                Ok(other) => {
+                    anyhow::bail!("--input is a JSON object of the event's fields, not {other}")
+                }
+                Err(e) => anyhow::bail!(
+                    "--input is not JSON ({e}); for example '{{\"source\": \"startup\"}}'"
+                ),
+            };
+            let r = client
+                .hooks_fire(HooksFireParams { session, event, input })
+                .await
+                .map_err(call_error("hooks/fire"))?;
+            if json {
+                output::json(&r)?;
+                return Ok(r.success);
+            }
+            if r.hooks.is_empty() {
+                outln!("No hook matches.");
+            }
+            for h in &r.hooks {
+                let who = h.name.clone().unwrap_or_else(|| h.command.clone());
+                let how = match (&h.error, h.exit_code) {
+                    (Some(e), _) => format!("failed: {e}"),
+                    (None, Some(c)) => format!("exit {c}"),
+                    (None, None) => "did not finish".to_owned(),
+                };
+                outln!("{who}: {how} in {} ms", h.duration_ms);
+                if let Some(o) = &h.output {
+                    outln!("  output: {}", serde_json::Value::Object(o.clone()));
+                }
+                if !h.stderr_tail.trim().is_empty() && h.output.is_none() {
+                    outln!("  stderr: {}", h.stderr_tail.trim());
+                }
+            }
+            if let Some(a) = &r.aggregated {
+                outln!("aggregated: {}", serde_json::Value::Object(a.clone()));
+            }
+            Ok(r.success)
+        }
+    }
+}
