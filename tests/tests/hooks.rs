@@ -322,6 +322,28 @@ mod in_calls {
     }
 
     #[tokio::test]
+    async fn a_tail_call_replaces_the_result_once() -> anyhow::Result<()> {
+        // echo's AfterTool asks for pid; pid's own AfterTool asks for echo again, which is not
+        // followed (one tail per call). pid's BeforeTool sees which call it follows.
+        let tail = |to: &str| {
+            format!(
+                r#"echo '{{"hookSpecificOutput": {{"tailToolCallRequest": {{"name": "{to}", "args": {{}}}}}}}}'"#
+            )
+        };
+        let p = with_hooks(json!({
+            "AfterTool": [def("^mcp_fx_echo$", &tail("mcp_fx_pid")), def("^mcp_fx_pid$", &tail("mcp_fx_echo"))],
+            "BeforeTool": [def("^mcp_fx_pid$", r#"python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"systemMessage": d.get("original_request_name", "none")}))' > $GEMINI_CWD/seen.json; true"#)],
+        })).await?;
+        let out = echo(&p, "hi").await.unwrap();
+        let text = out["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+        assert!(text.parse::<u32>().is_ok(), "pid's result replaced echo's: {out}");
+        let seen = std::fs::read_to_string(p.home.workspace().join("seen.json"))?;
+        assert!(seen.contains("mcp_fx_echo"), "{seen}");
+        p.shutdown().await;
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn after_tool_adds_context_or_blocks_and_hooks_fire_runs_the_other_events()
     -> anyhow::Result<()> {
         let p = with_hooks(json!({

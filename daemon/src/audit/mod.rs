@@ -128,6 +128,7 @@ mod tests {
             annotations: None,
             confirmed: false,
             policy: None,
+            tail_of: None,
         }
     }
 

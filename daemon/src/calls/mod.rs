@@ -14,9 +14,10 @@
 //! 9 audit (seat) one record per resolved call, however it ended
 //! ```
 //!
-//! Each step is one method below, in that order. The seats ([`seats`]) let everything through
-//! until policy and hooks land.
+//! Each step is one method, in that order: below, except steps 4 and 5 (policy and the
+//! confirmation), in `ask.rs`. An empty seat ([`seats`]) lets everything through.
 
+mod ask;
 pub(crate) mod convert;
 pub(crate) mod error;
 pub(crate) mod progress;
@@ -32,10 +33,8 @@ use tracing::Instrument;
 pub use self::error::CallError;
 pub use self::progress::{ProgressTarget, Router};
 pub use self::seats::{After, Before, Decision, Ended, PolicyNote, Route, Seats};
-use geminid_protocol::event::EventBody;
-use geminid_protocol::policy::{AuditConfirmation, ConfirmOutcome, ConfirmationRequested};
 
-use crate::asks::{AskError, AskKind, Asks, Confirmed};
+use crate::asks::Asks;
 use crate::catalog::{Catalog, naming};
 use crate::mcp::Supervisor;
 use crate::mcp::catalog::Validation;
@@ -82,6 +81,9 @@ pub struct CallRequest {
     pub origin: Origin,
     /// The caller is the person: an ask counts as confirmed.
     pub confirmed: bool,
+    /// This call is an AfterTool hook's `tailToolCallRequest` after the call to this tool
+    /// (a tail call makes no further tail call).
+    pub tail_of: Option<String>,
 }
 
 /// A call as the seats see it.
@@ -108,6 +110,8 @@ pub struct Call {
     pub confirmed: bool,
     /// What policy decided, once it has.
     pub policy: Option<PolicyNote>,
+    /// The tool whose AfterTool hook asked for this call, for a tail call.
+    pub tail_of: Option<String>,
 }
 
 /// What a call produced.
@@ -212,6 +216,7 @@ impl Pipeline {
             annotations: resolved.annotations.clone(),
             confirmed: req.confirmed,
             policy: None,
+            tail_of: req.tail_of.clone(),
         };
         // At debug: an enabled span formats its fields for every call (about 8k instructions,
         // 7% of a call, at the default `info`); `RUST_LOG=geminid=debug` shows it.
@@ -253,6 +258,7 @@ impl Pipeline {
             args: req.args.clone(),
             annotations: None,
             confirmed: req.confirmed,
+            tail_of: req.tail_of.clone(),
             policy: Some(PolicyNote {
                 decision: geminid_protocol::policy::PolicyDecision::Deny,
                 rule: None,
@@ -291,7 +297,20 @@ impl Pipeline {
             );
             outcome.parts.push(serde_json::json!({ "text": note }));
         }
-        self.after_tool(call, &mut outcome).await?;
+        if let Some((name, args)) = self.after_tool(call, &mut outcome).await? {
+            // The tail call's result replaces this one; it goes through every step itself.
+            let tail = CallRequest {
+                session: call.session.clone(),
+                target: Target::Tool(name),
+                args: Some(args),
+                call_id: None,
+                origin: call.origin,
+                confirmed: call.confirmed,
+                tail_of: Some(call.name.clone()),
+            };
+            let (_, o) = Box::pin(self.call(tail)).await?;
+            outcome = o;
+        }
         Ok(outcome)
     }
 
@@ -420,110 +439,6 @@ impl Pipeline {
         Ok(args)
     }
 
-    /// Step 4: policy, and step 5 for the confirmation it asks for.
-    async fn policy(&self, call: &mut Call) -> Result<(), CallError> {
-        let Some(policy) = &self.seats.policy else { return Ok(()) };
-        let (decision, note) = policy.decide(call);
-        call.policy = note;
-        match decision {
-            Decision::Allow => Ok(()),
-            Decision::Deny(why) => Err(CallError::PolicyDenied(why)),
-            Decision::Ask(question) => {
-                let answered = self.confirm(call, question).await;
-                let how = match &answered {
-                    Ok(c) => AuditConfirmation::Answered(c.outcome()),
-                    Err(CallError::ConfirmationTimedOut(_)) => AuditConfirmation::TimedOut,
-                    Err(CallError::Declined(_))
-                        if !self
-                            .asks
-                            .answers(&policy.route(&call.session).to, AskKind::Confirmation) =>
-                    {
-                        AuditConfirmation::NoAnswerer
-                    }
-                    Err(_) => AuditConfirmation::Answered(ConfirmOutcome::Deny),
-                };
-                if let Some(n) = call.policy.as_mut() {
-                    n.confirmation = Some(how);
-                }
-                let confirmed = answered?;
-                if let Err(why) = policy.remember(call, confirmed).await {
-                    tracing::warn!(tool = %call.name, error = %why, "the approval is not remembered");
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Step 5: ask the session's clients (a derived session's root's) to confirm the call:
-    /// how long they allowed it for.
-    async fn confirm(&self, call: &Call, question: String) -> Result<Confirmed, CallError> {
-        let route = match &self.seats.policy {
-            Some(p) => p.route(&call.session),
-            None => Route { to: call.session.clone(), path: call.session.clone() },
-        };
-        let detail = serde_json::json!({
-            "name": call.name,
-            "server": call.server,
-            "tool": call.tool,
-            "args": call.args,
-            "session": call.session,
-            "path": route.path,
-        });
-        let announce = |ask: &geminid_protocol::asks::Ask| {
-            self.events.emit(EventBody::ConfirmationRequested(ConfirmationRequested {
-                id: ask.id.clone(),
-                session: call.session.clone(),
-                to: route.to.clone(),
-                path: route.path.clone(),
-                tool: call.name.clone(),
-                server: call.server.clone(),
-                args: call.args.clone(),
-                details: ask.title.clone(),
-                deadline_ms: ask.deadline_ms,
-            }));
-        };
-        let asked = self
-            .asks
-            .ask_then(
-                &route.to,
-                call.call_id.as_deref(),
-                AskKind::Confirmation,
-                question,
-                detail,
-                self.confirm_deadline,
-                announce,
-            )
-            .await;
-        let tool = &call.name;
-        let answer = match asked {
-            Ok(answer) => answer,
-            Err(AskError::TimedOut(after)) => {
-                return Err(CallError::ConfirmationTimedOut(format!(
-                    "nobody confirmed the call to '{tool}' within {}, so it is denied",
-                    humantime::format_duration(after)
-                )));
-            }
-            Err(e) => {
-                return Err(CallError::Declined(format!(
-                    "the call to '{tool}' needs a confirmation, and it is denied: {e}"
-                )));
-            }
-        };
-        match Confirmed::parse(&answer) {
-            Ok(Confirmed::Deny) => {
-                let why = answer.get("reason").and_then(Value::as_str);
-                Err(CallError::Declined(match why {
-                    Some(why) => format!("the call to '{tool}' was declined: {why}"),
-                    None => format!("the call to '{tool}' was declined"),
-                }))
-            }
-            Ok(confirmed) => Ok(confirmed),
-            Err(e) => {
-                Err(CallError::Declined(format!("the call to '{tool}' was not confirmed: {e}")))
-            }
-        }
-    }
-
     /// Step 6: the call on its source, its progress routed to the session. The arguments go
     /// to the server by move when no later seat will read them (`Call::args` is then empty
     /// afterwards).
@@ -563,16 +478,25 @@ impl Pipeline {
         Outcome { result, is_error, parts, function_response, display }
     }
 
-    /// Step 8: AfterTool hooks.
-    async fn after_tool(&self, call: &Call, outcome: &mut Outcome) -> Result<(), CallError> {
-        let Some(seat) = &self.seats.after_tool else { return Ok(()) };
+    /// Step 8: AfterTool hooks: the tail call they ask for, if any (at most one per call).
+    async fn after_tool(
+        &self,
+        call: &Call,
+        outcome: &mut Outcome,
+    ) -> Result<Option<(String, Map<String, Value>)>, CallError> {
+        let Some(seat) = &self.seats.after_tool else { return Ok(None) };
         match seat.after_tool(call, outcome).await {
-            After::Keep => Ok(()),
+            After::Keep => Ok(None),
             After::Block(why) => Err(CallError::HookBlocked(why)),
             After::Stop(why) => Err(CallError::Stopped(why)),
             After::AddContext(text) => {
                 outcome.parts.push(serde_json::json!({ "text": text }));
-                Ok(())
+                Ok(None)
+            }
+            After::Tail { name, args } if call.tail_of.is_none() => Ok(Some((name, args))),
+            After::Tail { name, .. } => {
+                tracing::warn!(tool = %call.name, tail = %name, "a tail call's hook asked for another tail call; ignored");
+                Ok(None)
             }
         }
     }

@@ -51,6 +51,13 @@ pub enum After {
     Stop(String),
     /// Keep it, and add this text for the model.
     AddContext(String),
+    /// Call this tool instead (`tailToolCallRequest`): its result replaces this one.
+    Tail {
+        /// The tool, by its name in the session's table.
+        name: String,
+        /// Its arguments.
+        args: Map<String, Value>,
+    },
 }
 
 /// BeforeTool hooks (`hooks/`), run before policy as in Gemini CLI.

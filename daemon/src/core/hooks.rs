@@ -235,6 +235,9 @@ impl BeforeTool for HookSeat {
             fields
                 .insert("tool_input".into(), Value::Object(call.args.clone().unwrap_or_default()));
             fields.insert("mcp_context".into(), mcp_context(call));
+            if let Some(original) = &call.tail_of {
+                fields.insert("original_request_name".into(), json!(original));
+            }
             let fired =
                 self.fire_for(&call.session, HookEvent::BeforeTool, Some(&call.name), fields).await;
             let Some(o) = fired.ok().flatten().and_then(|f| f.merged) else {
@@ -291,7 +294,14 @@ impl AfterTool for HookSeat {
             if is_blocking(&o) {
                 return After::Block(format!("Tool result blocked: {}", effective_reason(&o)));
             }
-            match o.get("hookSpecificOutput").and_then(|s| s.get("additionalContext")) {
+            let specific = o.get("hookSpecificOutput");
+            if let Some(tail) = specific.and_then(|s| s.get("tailToolCallRequest"))
+                && let Some(name) = tail.get("name").and_then(Value::as_str)
+            {
+                let args = tail.get("args").and_then(Value::as_object).cloned().unwrap_or_default();
+                return After::Tail { name: name.to_owned(), args };
+            }
+            match specific.and_then(|s| s.get("additionalContext")) {
                 Some(Value::String(c)) if !c.is_empty() => After::AddContext(hook_context(c)),
                 _ => After::Keep,
             }

@@ -108,6 +108,7 @@ impl Handler {
             call_id: None,
             origin: Origin::McpCallTool,
             confirmed: p.confirmed,
+            tail_of: None,
         };
         let (_, outcome) = self.core.calls.call(request).await.map_err(call_error)?;
         Ok(outcome.result)

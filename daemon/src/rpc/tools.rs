@@ -63,6 +63,7 @@ impl ToolsApiServer for Handler {
             call_id: p.call_id,
             origin: Origin::ToolsCall,
             confirmed: p.confirmed,
+            tail_of: None,
         };
         let (call, o) = self.core.calls.call(request).await.map_err(call_error)?;
         Ok(ToolsCallResult {

@@ -1,0 +1,119 @@
+//! Steps 4 and 5 of the pipeline: policy's decision, and the confirmation it (or a BeforeTool
+//! hook) asks for, announced as `confirmation/requested` and remembered by the policy seat.
+
+use geminid_protocol::event::EventBody;
+use geminid_protocol::policy::{AuditConfirmation, ConfirmOutcome, ConfirmationRequested};
+use serde_json::Value;
+
+use super::{Call, CallError, Decision, Pipeline, Route};
+use crate::asks::{AskError, AskKind, Confirmed};
+
+impl Pipeline {
+    /// Step 4: policy, and step 5 for the confirmation it asks for.
+    pub(super) async fn policy(&self, call: &mut Call) -> Result<(), CallError> {
+        let Some(policy) = &self.seats.policy else { return Ok(()) };
+        let (decision, note) = policy.decide(call);
+        call.policy = note;
+        match decision {
+            Decision::Allow => Ok(()),
+            Decision::Deny(why) => Err(CallError::PolicyDenied(why)),
+            Decision::Ask(question) => {
+                let answered = self.confirm(call, question).await;
+                let how = match &answered {
+                    Ok(c) => AuditConfirmation::Answered(c.outcome()),
+                    Err(CallError::ConfirmationTimedOut(_)) => AuditConfirmation::TimedOut,
+                    Err(CallError::Declined(_))
+                        if !self
+                            .asks
+                            .answers(&policy.route(&call.session).to, AskKind::Confirmation) =>
+                    {
+                        AuditConfirmation::NoAnswerer
+                    }
+                    Err(_) => AuditConfirmation::Answered(ConfirmOutcome::Deny),
+                };
+                if let Some(n) = call.policy.as_mut() {
+                    n.confirmation = Some(how);
+                }
+                let confirmed = answered?;
+                if let Err(why) = policy.remember(call, confirmed).await {
+                    tracing::warn!(tool = %call.name, error = %why, "the approval is not remembered");
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Step 5: ask the session's clients (a derived session's root's) to confirm the call:
+    /// how long they allowed it for.
+    pub(super) async fn confirm(
+        &self,
+        call: &Call,
+        question: String,
+    ) -> Result<Confirmed, CallError> {
+        let route = match &self.seats.policy {
+            Some(p) => p.route(&call.session),
+            None => Route { to: call.session.clone(), path: call.session.clone() },
+        };
+        let detail = serde_json::json!({
+            "name": call.name,
+            "server": call.server,
+            "tool": call.tool,
+            "args": call.args,
+            "session": call.session,
+            "path": route.path,
+        });
+        let announce = |ask: &geminid_protocol::asks::Ask| {
+            self.events.emit(EventBody::ConfirmationRequested(ConfirmationRequested {
+                id: ask.id.clone(),
+                session: call.session.clone(),
+                to: route.to.clone(),
+                path: route.path.clone(),
+                tool: call.name.clone(),
+                server: call.server.clone(),
+                args: call.args.clone(),
+                details: ask.title.clone(),
+                deadline_ms: ask.deadline_ms,
+            }));
+        };
+        let asked = self
+            .asks
+            .ask_then(
+                &route.to,
+                call.call_id.as_deref(),
+                AskKind::Confirmation,
+                question,
+                detail,
+                self.confirm_deadline,
+                announce,
+            )
+            .await;
+        let tool = &call.name;
+        let answer = match asked {
+            Ok(answer) => answer,
+            Err(AskError::TimedOut(after)) => {
+                return Err(CallError::ConfirmationTimedOut(format!(
+                    "nobody confirmed the call to '{tool}' within {}, so it is denied",
+                    humantime::format_duration(after)
+                )));
+            }
+            Err(e) => {
+                return Err(CallError::Declined(format!(
+                    "the call to '{tool}' needs a confirmation, and it is denied: {e}"
+                )));
+            }
+        };
+        match Confirmed::parse(&answer) {
+            Ok(Confirmed::Deny) => {
+                let why = answer.get("reason").and_then(Value::as_str);
+                Err(CallError::Declined(match why {
+                    Some(why) => format!("the call to '{tool}' was declined: {why}"),
+                    None => format!("the call to '{tool}' was declined"),
+                }))
+            }
+            Ok(confirmed) => Ok(confirmed),
+            Err(e) => {
+                Err(CallError::Declined(format!("the call to '{tool}' was not confirmed: {e}")))
+            }
+        }
+    }
+}
