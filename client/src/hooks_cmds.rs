@@ -5,7 +5,8 @@ use std::io::Read;
 use clap::Subcommand;
 use geminid_protocol::api::HooksApiClient;
 use geminid_protocol::client::Client;
-use geminid_protocol::hooks::{HooksFireParams, HooksListParams};
+use geminid_protocol::config::WriteScope;
+use geminid_protocol::hooks::{HooksEnableParams, HooksFireParams, HooksListParams};
 
 use crate::output::outln;
 use crate::{call_error, output};
@@ -24,6 +25,30 @@ pub enum HooksCommand {
         #[arg(long)]
         input: Option<String>,
     },
+    /// Take a hook out of `hooksConfig.disabled` (by its name, or its command)
+    Enable {
+        /// The hook
+        name: String,
+        /// The settings file: user (default) or project
+        #[arg(short, long, default_value = "user", value_parser = parse_scope)]
+        scope: WriteScope,
+    },
+    /// Add a hook to `hooksConfig.disabled` (by its name, or its command)
+    Disable {
+        /// The hook
+        name: String,
+        /// The settings file: user (default) or project
+        #[arg(short, long, default_value = "user", value_parser = parse_scope)]
+        scope: WriteScope,
+    },
+}
+
+fn parse_scope(s: &str) -> Result<WriteScope, String> {
+    match s {
+        "user" => Ok(WriteScope::User),
+        "project" => Ok(WriteScope::Project),
+        other => Err(format!("{other:?} is not a scope: user or project")),
+    }
 }
 
 /// Run a hooks command for `session`: whether every hook ran.
@@ -120,5 +145,36 @@ pub async fn run(
             }
             Ok(r.success)
         }
+        HooksCommand::Enable { name, scope } => set(client, session, name, scope, true, json).await,
+        HooksCommand::Disable { name, scope } => {
+            set(client, session, name, scope, false, json).await
+        }
     }
+}
+
+async fn set(
+    client: &Client,
+    session: String,
+    name: String,
+    scope: WriteScope,
+    enable: bool,
+    json: bool,
+) -> anyhow::Result<bool> {
+    let p = HooksEnableParams { session, name: name.clone(), scope: Some(scope) };
+    let r = if enable {
+        client.hooks_enable(p).await.map_err(call_error("hooks/enable"))?
+    } else {
+        client.hooks_disable(p).await.map_err(call_error("hooks/disable"))?
+    };
+    if json {
+        output::json(&r)?;
+        return Ok(true);
+    }
+    outln!("Hook \"{name}\" {} in {}.", if enable { "enabled" } else { "disabled" }, r.file);
+    for other in &r.still_disabled_in {
+        eprintln!(
+            "warning: {other} still disables it (hooksConfig.disabled of every scope applies)"
+        );
+    }
+    Ok(true)
 }

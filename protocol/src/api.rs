@@ -18,7 +18,10 @@ use crate::config::{
 use crate::daemon::{HelloParams, HelloResult, ShutdownResult, StatusResult};
 use crate::event::Event;
 use crate::event::EventsSubscribeParams;
-use crate::hooks::{HooksFireParams, HooksFireResult, HooksListParams, HooksListResult};
+use crate::hooks::{
+    HooksEnableParams, HooksEnableResult, HooksFireParams, HooksFireResult, HooksListParams,
+    HooksListResult,
+};
 use crate::mcp::{
     CallToolParams, ListServersParams, ListServersResult, LogLine, LogsParams, LogsResult,
     ServerParams, ServerStatus, StartParams,
@@ -284,6 +287,14 @@ pub trait HooksApi {
     /// Run an event's hooks (every event but `BeforeTool` and `AfterTool`, which calls fire).
     #[method(name = "fire")]
     async fn hooks_fire(&self, params: HooksFireParams) -> RpcResult<HooksFireResult>;
+
+    /// Take a hook out of `hooksConfig.disabled` in a settings file (kept as written).
+    #[method(name = "enable")]
+    async fn hooks_enable(&self, params: HooksEnableParams) -> RpcResult<HooksEnableResult>;
+
+    /// Add a hook to `hooksConfig.disabled` in a settings file (kept as written).
+    #[method(name = "disable")]
+    async fn hooks_disable(&self, params: HooksEnableParams) -> RpcResult<HooksEnableResult>;
 }
 
 /// `audit/*`: the record of every call.

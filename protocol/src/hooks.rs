@@ -142,3 +142,31 @@ pub struct HookRan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
+
+/// `hooks/enable` and `hooks/disable`: `hooksConfig.disabled` in one settings file.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HooksEnableParams {
+    /// The session (its workspace, for the project scope).
+    pub session: SessionId,
+    /// The hook's name, or its command when it has none (as `hooks/list` shows it).
+    pub name: String,
+    /// The settings file to write (default `user`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<crate::config::WriteScope>,
+}
+
+/// `hooks/enable` and `hooks/disable`'s result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HooksEnableResult {
+    /// The file written.
+    pub file: String,
+    /// Its `hooksConfig.disabled` now.
+    pub disabled: Vec<String>,
+    /// Other files that still disable it (the lists of every scope are joined).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub still_disabled_in: Vec<String>,
+}

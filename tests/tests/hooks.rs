@@ -427,5 +427,39 @@ async fn gemctl_hooks_list_and_run() -> anyhow::Result<()> {
     let (code, _, err) = home.gemctl_run(&["hooks", "run", "SessionEnd", "--input", "[1]"])?;
     assert_ne!(code, 0);
     assert!(err.contains("JSON object"), "{err}");
+
+    // Disable by name in the user file (kept as written), then it no longer runs; enable.
+    let settings_file = home.root().join("home/.gemini/settings.json");
+    let mut text = std::fs::read_to_string(&settings_file)?;
+    text.insert_str(1, "\n  // mine\n");
+    std::fs::write(&settings_file, &text)?;
+    let (code, out, err) = home.gemctl_run(&["hooks", "disable", "greet"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("Hook \"greet\" disabled in"), "{out}");
+    let written = std::fs::read_to_string(&settings_file)?;
+    assert!(written.contains("// mine") && written.contains("\"disabled\""), "{written}");
+    let fired =
+        home.gemctl_json(&["hooks", "run", "SessionStart", "--input", r#"{"source": "startup"}"#])?;
+    assert_eq!(fired["hooks"], json!([]), "disabled");
+    let listed = home.gemctl_json(&["hooks", "list"])?;
+    assert!(
+        listed["hooks"]
+            .as_array()
+            .is_some_and(|h| h.iter().any(|h| h["name"] == "greet" && h["enabled"] == false))
+    );
+    // Also disabled in the workspace's file: enabling in the user file says so.
+    std::fs::create_dir_all(home.workspace().join(".gemini"))?;
+    std::fs::write(
+        home.workspace().join(".gemini/settings.json"),
+        r#"{"hooksConfig": {"disabled": ["greet"]}}"#,
+    )?;
+    let (code, _, err) = home.gemctl_run(&["hooks", "enable", "greet"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("still disables it"), "{err}");
+    let (code, _, _) = home.gemctl_run(&["hooks", "enable", "greet", "--scope", "project"])?;
+    assert_eq!(code, 0);
+    let fired =
+        home.gemctl_json(&["hooks", "run", "SessionStart", "--input", r#"{"source": "startup"}"#])?;
+    assert_eq!(fired["hooks"].as_array().map(Vec::len), Some(1), "enabled again: {fired}");
     Ok(())
 }

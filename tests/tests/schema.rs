@@ -85,6 +85,8 @@ fn document() -> Value {
         "audit/list" => AuditListParams, AuditListResult;
         "hooks/list" => HooksListParams, HooksListResult;
         "hooks/fire" => HooksFireParams, HooksFireResult;
+        "hooks/enable" => HooksEnableParams, HooksEnableResult;
+        "hooks/disable" => HooksEnableParams, HooksEnableResult;
     };
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -167,3 +167,49 @@ pub(crate) fn set_enabled(paths: &ConfigPaths, name: &str, enabled: bool) -> Res
     atomic_write(file, &format!("{text}\n"), None)?;
     Ok(())
 }
+
+/// `hooks/enable` and `hooks/disable`: `hooksConfig.disabled` in the scope's file, the rest of
+/// the file kept. Returns the file, its list now, and the other files whose list still names
+/// the hook.
+pub(crate) fn set_hook_enabled(
+    paths: &ConfigPaths,
+    workspace: &Path,
+    scope: WriteScope,
+    name: &str,
+    enabled: bool,
+) -> Result<(PathBuf, Vec<String>, Vec<String>), OpError> {
+    let file = scope_file(paths, workspace, scope)?;
+    let text = read_text(&file)?;
+    let disabled_in = |text: &str| -> Vec<String> {
+        super::files::parse_object(text)
+            .ok()
+            .and_then(|v| {
+                v.pointer("/hooksConfig/disabled").and_then(serde_json::Value::as_array).cloned()
+            })
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default()
+    };
+    let mut list = if text.trim().is_empty() { Vec::new() } else { disabled_in(&text) };
+    list.retain(|n| n != name);
+    if !enabled {
+        list.push(name.to_owned());
+    }
+    let value =
+        serde_json::Value::Array(list.iter().cloned().map(serde_json::Value::String).collect());
+    let (new_text, _) = edit_settings(&file, &text, "hooksConfig", "disabled", Some(&value))?;
+    atomic_write(&file, &new_text, None)?;
+    let mut others = Vec::new();
+    if enabled {
+        let mut candidates =
+            vec![paths.user.clone(), paths.system.clone(), paths.system_defaults.clone()];
+        candidates.extend(paths.workspace_settings(workspace));
+        for other in candidates.into_iter().filter(|f| *f != file) {
+            if let Ok(t) = read_text(&other)
+                && disabled_in(&t).iter().any(|n| n == name)
+            {
+                others.push(other.display().to_string());
+            }
+        }
+    }
+    Ok((file, list, others))
+}

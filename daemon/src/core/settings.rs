@@ -105,6 +105,25 @@ impl Core {
         Ok(r)
     }
 
+    /// `hooks/enable` and `hooks/disable`.
+    pub(crate) async fn set_hook_enabled(
+        &self,
+        session: &str,
+        scope: WriteScope,
+        name: &str,
+        enabled: bool,
+    ) -> Result<geminid_protocol::hooks::HooksEnableResult, ChangeError> {
+        let ws = self.workspace(session)?;
+        let (file, disabled, others) =
+            ops::set_hook_enabled(self.config.paths(), &ws, scope, name, enabled)?;
+        self.written(Some(session), if enabled { "hooks/enable" } else { "hooks/disable" }).await;
+        Ok(geminid_protocol::hooks::HooksEnableResult {
+            file: file.display().to_string(),
+            disabled,
+            still_disabled_in: others,
+        })
+    }
+
     /// `mcp/remove`.
     pub(crate) async fn mcp_remove(
         &self,

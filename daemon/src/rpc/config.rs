@@ -20,7 +20,7 @@ use crate::config::ops::OpError;
 use crate::config::write::WriteError;
 use crate::core::settings::ChangeError;
 
-fn change_error(e: ChangeError) -> ErrorObjectOwned {
+pub(super) fn change_error(e: ChangeError) -> ErrorObjectOwned {
     let code = match e {
         ChangeError::Session(e) => return rpc_error(e),
         ChangeError::NoSuchServer(_) => ErrorCode::ServerNotFound,

@@ -1,8 +1,12 @@
 //! `hooks/*`: translation to the core's hooks.
 
 use geminid_protocol::api::HooksApiServer;
+use geminid_protocol::config::WriteScope;
 use geminid_protocol::error::ErrorCode;
-use geminid_protocol::hooks::{HooksFireParams, HooksFireResult, HooksListParams, HooksListResult};
+use geminid_protocol::hooks::{
+    HooksEnableParams, HooksEnableResult, HooksFireParams, HooksFireResult, HooksListParams,
+    HooksListResult,
+};
 use jsonrpsee::core::{RpcResult, async_trait};
 
 use super::Handler;
@@ -32,5 +36,17 @@ impl HooksApiServer for Handler {
         }
         self.core.sessions.record(&p.session).map_err(rpc_error)?;
         self.core.hooks.fire_event(&p.session, event, p.input).await.map_err(rpc_error)
+    }
+
+    async fn hooks_enable(&self, p: HooksEnableParams) -> RpcResult<HooksEnableResult> {
+        let scope = p.scope.unwrap_or(WriteScope::User);
+        let changed = self.core.set_hook_enabled(&p.session, scope, &p.name, true).await;
+        changed.map_err(super::config::change_error)
+    }
+
+    async fn hooks_disable(&self, p: HooksEnableParams) -> RpcResult<HooksEnableResult> {
+        let scope = p.scope.unwrap_or(WriteScope::User);
+        let changed = self.core.set_hook_enabled(&p.session, scope, &p.name, false).await;
+        changed.map_err(super::config::change_error)
     }
 }
