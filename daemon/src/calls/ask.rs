@@ -8,6 +8,14 @@ use serde_json::Value;
 use super::{Call, CallError, Decision, Pipeline, Route};
 use crate::asks::{AskError, AskKind, Confirmed};
 
+/// A confirmation that did not allow its call: the call's error, and how it went for the
+/// audit record.
+#[derive(Debug)]
+pub(super) struct Unconfirmed {
+    pub(super) error: CallError,
+    pub(super) how: AuditConfirmation,
+}
+
 impl Pipeline {
     /// Step 4: policy, and step 5 for the confirmation it asks for.
     pub(super) async fn policy(&self, call: &mut Call) -> Result<(), CallError> {
@@ -21,20 +29,12 @@ impl Pipeline {
                 let answered = self.confirm(call, question).await;
                 let how = match &answered {
                     Ok(c) => AuditConfirmation::Answered(c.outcome()),
-                    Err(CallError::ConfirmationTimedOut(_)) => AuditConfirmation::TimedOut,
-                    Err(CallError::Declined(_))
-                        if !self
-                            .asks
-                            .answers(&policy.route(&call.session).to, AskKind::Confirmation) =>
-                    {
-                        AuditConfirmation::NoAnswerer
-                    }
-                    Err(_) => AuditConfirmation::Answered(ConfirmOutcome::Deny),
+                    Err(u) => u.how,
                 };
                 if let Some(n) = call.policy.as_mut() {
                     n.confirmation = Some(how);
                 }
-                let confirmed = answered?;
+                let confirmed = answered.map_err(|u| u.error)?;
                 if let Err(why) = policy.remember(call, confirmed).await {
                     tracing::warn!(tool = %call.name, error = %why, "the approval is not remembered");
                 }
@@ -44,12 +44,12 @@ impl Pipeline {
     }
 
     /// Step 5: ask the session's clients (a derived session's root's) to confirm the call:
-    /// how long they allowed it for.
+    /// how long they allowed it for, or why it is not allowed and how that went.
     pub(super) async fn confirm(
         &self,
         call: &Call,
         question: String,
-    ) -> Result<Confirmed, CallError> {
+    ) -> Result<Confirmed, Unconfirmed> {
         let route = match &self.seats.policy {
             Some(p) => p.route(&call.session),
             None => Route { to: call.session.clone(), path: call.session.clone() },
@@ -91,29 +91,37 @@ impl Pipeline {
         let answer = match asked {
             Ok(answer) => answer,
             Err(AskError::TimedOut(after)) => {
-                return Err(CallError::ConfirmationTimedOut(format!(
+                let error = CallError::ConfirmationTimedOut(format!(
                     "nobody confirmed the call to '{tool}' within {}, so it is denied",
                     humantime::format_duration(after)
-                )));
+                ));
+                return Err(Unconfirmed { error, how: AuditConfirmation::TimedOut });
             }
             Err(e) => {
-                return Err(CallError::Declined(format!(
+                let how = match e {
+                    AskError::NoAnswerer(_) => AuditConfirmation::NoAnswerer,
+                    _ => AuditConfirmation::Answered(ConfirmOutcome::Deny),
+                };
+                let error = CallError::Declined(format!(
                     "the call to '{tool}' needs a confirmation, and it is denied: {e}"
-                )));
+                ));
+                return Err(Unconfirmed { error, how });
             }
         };
+        let denied =
+            |error| Unconfirmed { error, how: AuditConfirmation::Answered(ConfirmOutcome::Deny) };
         match Confirmed::parse(&answer) {
             Ok(Confirmed::Deny) => {
                 let why = answer.get("reason").and_then(Value::as_str);
-                Err(CallError::Declined(match why {
+                Err(denied(CallError::Declined(match why {
                     Some(why) => format!("the call to '{tool}' was declined: {why}"),
                     None => format!("the call to '{tool}' was declined"),
-                }))
+                })))
             }
             Ok(confirmed) => Ok(confirmed),
-            Err(e) => {
-                Err(CallError::Declined(format!("the call to '{tool}' was not confirmed: {e}")))
-            }
+            Err(e) => Err(denied(CallError::Declined(format!(
+                "the call to '{tool}' was not confirmed: {e}"
+            )))),
         }
     }
 }

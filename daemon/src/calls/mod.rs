@@ -402,7 +402,9 @@ impl Pipeline {
             }
             Before::Block(why) => Err(CallError::HookBlocked(why)),
             Before::Stop(why) => Err(CallError::Stopped(why)),
-            Before::Ask(question) => self.confirm(call, question).await.map(|_| Vec::new()),
+            Before::Ask(question) => {
+                self.confirm(call, question).await.map(|_| Vec::new()).map_err(|u| u.error)
+            }
         }
     }
 

@@ -2,10 +2,8 @@
 //! `hooks/list` and `hooks/fire` for the events front-ends own. Each session's registry is
 //! built once and kept until a reload (its files changed) or the session's trust changes.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use futures::future::BoxFuture;
 use geminid_protocol::event::EventBody;
@@ -13,6 +11,7 @@ use geminid_protocol::hooks::{HookEntry, HookRan, HookRun, HooksFireResult, Hook
 use serde_json::{Map, Value, json};
 
 use super::Core;
+use super::prepared::PerSession;
 use crate::calls::seats::{After, AfterTool, Before, BeforeTool};
 use crate::calls::{Call, Outcome};
 use crate::clock;
@@ -27,7 +26,6 @@ use crate::session::SessionError;
 /// A session's hooks as the seats use them.
 #[derive(Debug)]
 struct Prepared {
-    epoch: u64,
     registry: Registry,
     cwd: PathBuf,
     plans: PathBuf,
@@ -39,8 +37,7 @@ struct Prepared {
 #[derive(Debug)]
 pub struct HookSeat {
     core: Weak<Core>,
-    epoch: AtomicU64,
-    prepared: Mutex<HashMap<String, Arc<Prepared>>>,
+    prepared: PerSession<Prepared>,
 }
 
 fn source_name(s: HookSource) -> &'static str {
@@ -76,28 +73,26 @@ fn wire(r: &Ran) -> HookRun {
 
 impl HookSeat {
     pub(super) fn new(core: Weak<Core>) -> Self {
-        Self { core, epoch: AtomicU64::new(1), prepared: Mutex::default() }
+        Self { core, prepared: PerSession::default() }
     }
 
     /// The configuration may have changed: build registries again on next use.
     pub fn changed(&self) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.prepared.changed();
     }
 
     /// Forget a session (it closed).
     pub fn forget(&self, session: &str) {
-        self.prepared.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
+        self.prepared.forget(session);
     }
 
     fn prepare(&self, session: &str) -> Result<Arc<Prepared>, SessionError> {
         let Some(core) = self.core.upgrade() else {
             return Err(SessionError::NotFound(session.to_owned()));
         };
-        let epoch = self.epoch.load(Ordering::SeqCst);
-        let cached = self.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(session).cloned();
-        if let Some(p) = cached
-            && p.epoch == epoch
-        {
+        let epoch = self.prepared.epoch();
+        let cached = self.prepared.current(session).map(|(_, p)| p);
+        if let Some(p) = cached {
             return Ok(p);
         }
         let effective = core.effective(session)?;
@@ -105,7 +100,6 @@ impl HookSeat {
         let cwd = PathBuf::from(&c.workspace);
         let project = cwd.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let p = Arc::new(Prepared {
-            epoch,
             // Extensions' hooks join here once extensions are installed by geminid.
             registry: Registry::new(&c.settings, c.trust.trusted, &[]),
             plans: core.config.paths().home.join(".gemini").join("tmp").join(project).join("plans"),
@@ -113,10 +107,7 @@ impl HookSeat {
             trusted: c.trust.trusted,
             env: core.session_env(session),
         });
-        self.prepared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(session.to_owned(), p.clone());
+        self.prepared.put(session, epoch, p.clone());
         Ok(p)
     }
 

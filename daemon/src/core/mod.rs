@@ -2,6 +2,7 @@
 
 pub mod hooks;
 pub(crate) mod policy;
+mod prepared;
 pub mod seat;
 pub(crate) mod settings;
 

@@ -66,13 +66,8 @@ impl Core {
             crate::policy::saved::check(&crate::policy::saved::path(self.config.paths()))
                 .map_err(ConfirmError::CannotSave)?;
         }
-        let outcome = match p.outcome {
-            ConfirmOutcome::Once => "once",
-            ConfirmOutcome::Session => "session",
-            ConfirmOutcome::Always => "always",
-            ConfirmOutcome::Deny => "deny",
-        };
-        let mut answer = serde_json::json!({ "outcome": outcome });
+        // The asks channel's confirmation answer: the outcome by its wire name.
+        let mut answer = serde_json::json!({ "outcome": p.outcome });
         if let Some(reason) = p.reason {
             answer["reason"] = serde_json::Value::String(reason);
         }

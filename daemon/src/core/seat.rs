@@ -3,14 +3,14 @@
 //! something they are made of changes (a reload, a policy file, the session's mode or
 //! approvals, or whether a person is there to answer).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::Core;
+use super::prepared::PerSession;
 use crate::asks::{AskKind, Confirmed};
 use crate::calls::seats::{Hidden, Policy, PolicyNote, Route, ToolFilter};
 use crate::calls::{Call, Decision};
@@ -40,23 +40,22 @@ struct Prepared {
 #[derive(Debug)]
 pub struct Guard {
     core: Weak<Core>,
-    epoch: AtomicU64,
-    prepared: Mutex<HashMap<String, Arc<Prepared>>>,
+    prepared: PerSession<Prepared>,
 }
 
 impl Guard {
     pub(super) fn new(core: Weak<Core>) -> Self {
-        Self { core, epoch: AtomicU64::new(1), prepared: Mutex::default() }
+        Self { core, prepared: PerSession::default() }
     }
 
     /// Something sessions' rules are made of changed: prepare them again on next use.
     pub fn changed(&self) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.prepared.changed();
     }
 
     /// Forget a session (it closed).
     pub fn forget(&self, session: &str) {
-        self.prepared.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
+        self.prepared.forget(session);
     }
 
     fn interactive(core: &Core, forced: Option<bool>, root: &str) -> bool {
@@ -67,10 +66,9 @@ impl Guard {
         let Some(core) = self.core.upgrade() else {
             return Err(SessionError::NotFound(session.to_owned()));
         };
-        let epoch = self.epoch.load(Ordering::SeqCst);
-        let cached = self.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(session).cloned();
+        let epoch = self.prepared.epoch();
+        let cached = self.prepared.current(session).map(|(_, p)| p);
         if let Some(p) = cached
-            && p.epoch == epoch
             && Self::interactive(&core, p.forced, &p.route.to) == p.interactive
         {
             return Ok(p);
@@ -99,14 +97,11 @@ impl Guard {
             approvals: state.approvals.iter().cloned().collect(),
             policy,
         });
-        self.prepared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(session.to_owned(), p.clone());
+        self.prepared.put(session, epoch, p.clone());
         Ok(p)
     }
 
-    /// Whether the session is interactive now, and its route.
+    /// Whether the session is interactive now.
     pub fn interactive_now(&self, session: &str) -> Result<bool, SessionError> {
         self.prepare(session).map(|p| p.interactive)
     }
