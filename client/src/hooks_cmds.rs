@@ -1,4 +1,5 @@
-//! `gemctl hooks list|run`: the session's hooks, and firing an event for real.
+//! `gemctl hooks list|run|enable|disable|migrate`: the session's hooks, firing an event for
+//! real, switching a hook off and on, and bringing Claude Code's hooks over.
 
 use std::io::Read;
 
@@ -6,7 +7,9 @@ use clap::Subcommand;
 use geminid_protocol::api::HooksApiClient;
 use geminid_protocol::client::Client;
 use geminid_protocol::config::WriteScope;
-use geminid_protocol::hooks::{HooksEnableParams, HooksFireParams, HooksListParams};
+use geminid_protocol::hooks::{
+    HooksEnableParams, HooksFireParams, HooksListParams, HooksMigrateParams,
+};
 
 use crate::output::outln;
 use crate::{call_error, output};
@@ -40,6 +43,16 @@ pub enum HooksCommand {
         /// The settings file: user (default) or project
         #[arg(short, long, default_value = "user", value_parser = parse_scope)]
         scope: WriteScope,
+    },
+    /// Add Claude Code's hooks of this workspace (.claude/settings.json and settings.local.json)
+    /// to .gemini/settings.json: events, tool names and timeouts converted
+    Migrate {
+        /// Migrate from Claude Code (the one source there is)
+        #[arg(long, required = true)]
+        from_claude: bool,
+        /// Print what would be written; change nothing
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -90,7 +103,7 @@ pub async fn run(
                 &["EVENT", "HOOK", "MATCHER", "SOURCE", "ENABLED", "TIMEOUT"],
                 &rows,
             );
-            for w in &r.warnings {
+            for w in r.warnings.iter().chain(&r.notice) {
                 eprintln!("warning: {w}");
             }
             Ok(true)
@@ -122,6 +135,9 @@ pub async fn run(
                 output::json(&r)?;
                 return Ok(r.success);
             }
+            if let Some(n) = &r.notice {
+                eprintln!("warning: {n}");
+            }
             if r.hooks.is_empty() {
                 outln!("No hook matches.");
             }
@@ -144,6 +160,33 @@ pub async fn run(
                 outln!("aggregated: {}", serde_json::Value::Object(a.clone()));
             }
             Ok(r.success)
+        }
+        HooksCommand::Migrate { from_claude: _, dry_run } => {
+            let r = client
+                .hooks_migrate(HooksMigrateParams { session, dry_run })
+                .await
+                .map_err(call_error("hooks/migrate"))?;
+            if json {
+                output::json(&r)?;
+                return Ok(true);
+            }
+            for s in &r.sources {
+                outln!("Read {s}.");
+            }
+            for n in &r.notes {
+                eprintln!("note: {n}");
+            }
+            if r.hooks.is_empty() {
+                outln!("No hooks to migrate.");
+            } else if r.changed.is_empty() {
+                outln!("Nothing to change: {} already has these hooks.", r.file);
+            } else if dry_run {
+                outln!("Would add to {} (events {}):", r.file, r.changed.join(", "));
+                outln!("{}", serde_json::to_string_pretty(&serde_json::Value::Object(r.hooks))?);
+            } else {
+                outln!("Added to {}: {}. Review them there.", r.file, r.changed.join(", "));
+            }
+            Ok(true)
         }
         HooksCommand::Enable { name, scope } => set(client, session, name, scope, true, json).await,
         HooksCommand::Disable { name, scope } => {

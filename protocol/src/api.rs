@@ -20,7 +20,7 @@ use crate::event::Event;
 use crate::event::EventsSubscribeParams;
 use crate::hooks::{
     HooksEnableParams, HooksEnableResult, HooksFireParams, HooksFireResult, HooksListParams,
-    HooksListResult,
+    HooksListResult, HooksMigrateParams, HooksMigrateResult,
 };
 use crate::mcp::{
     CallToolParams, ListServersParams, ListServersResult, LogLine, LogsParams, LogsResult,
@@ -295,6 +295,10 @@ pub trait HooksApi {
     /// Add a hook to `hooksConfig.disabled` in a settings file (kept as written).
     #[method(name = "disable")]
     async fn hooks_disable(&self, params: HooksEnableParams) -> RpcResult<HooksEnableResult>;
+
+    /// Add Claude Code's hooks of the workspace to its settings file, converted.
+    #[method(name = "migrate")]
+    async fn hooks_migrate(&self, params: HooksMigrateParams) -> RpcResult<HooksMigrateResult>;
 }
 
 /// `audit/*`: the record of every call.

@@ -51,6 +51,10 @@ pub struct HooksListResult {
     pub hooks: Vec<HookEntry>,
     /// Problems in the configuration, each naming where it is.
     pub warnings: Vec<String>,
+    /// The one-time warning about project hooks this workspace's settings added since the
+    /// user was last told (Gemini CLI's `trusted_hooks.json`); carried by the first answer only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
 }
 
 /// `hooks/fire`: an event the front-end owns (not `BeforeTool`/`AfterTool`, which `tools/call`
@@ -116,6 +120,10 @@ pub struct HooksFireResult {
     pub success: bool,
     /// Each hook's run, in the order they were planned.
     pub hooks: Vec<HookRun>,
+    /// The one-time warning about project hooks this workspace's settings added since the
+    /// user was last told (Gemini CLI's `trusted_hooks.json`); carried by the first answer only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
 }
 
 /// Payload of `hooks/ran`: a hook ran for a session (its output is not in the event).
@@ -169,4 +177,37 @@ pub struct HooksEnableResult {
     /// Other files that still disable it (the lists of every scope are joined).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub still_disabled_in: Vec<String>,
+}
+
+/// `hooks/migrate`: Claude Code's hooks in the session's workspace (`.claude/settings.json`,
+/// then `.claude/settings.local.json`) added to its `.gemini/settings.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HooksMigrateParams {
+    /// The session (its workspace holds both files).
+    pub session: SessionId,
+    /// Say what would be written, and write nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `hooks/migrate`'s result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HooksMigrateResult {
+    /// The Claude Code files read.
+    pub sources: Vec<String>,
+    /// The settings file written (or that would be).
+    pub file: String,
+    /// The hooks as Gemini CLI's, by event (what was migrated, before merging).
+    pub hooks: serde_json::Map<String, serde_json::Value>,
+    /// The events whose definitions in `file` changed (definitions already there are not
+    /// added again).
+    pub changed: Vec<String>,
+    /// What was left out or needs a look.
+    pub notes: Vec<String>,
+    /// The file was written (false on a dry run, or when nothing changed).
+    pub written: bool,
 }

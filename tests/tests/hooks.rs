@@ -322,6 +322,41 @@ mod in_calls {
     }
 
     #[tokio::test]
+    async fn a_confirmation_fires_the_notification_hooks() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let seen = dir.path().join("notification.json");
+        let p = with_hooks(json!({
+            "BeforeTool": [def("echo", r#"echo '{"decision": "ask"}'"#)],
+            "Notification": [def("ignored: no context", &format!("cat > '{}'", seen.display()))],
+        }))
+        .await?;
+        // Nobody listens, so the confirmation is denied; the hook ran while it was asked.
+        let (_, message) = echo(&p, "hi").await.unwrap_err();
+        assert!(message.contains("needs a confirmation"), "{message}");
+        let got: Value = serde_json::from_str(&std::fs::read_to_string(&seen)?)?;
+        assert_eq!(got["hook_event_name"], "Notification");
+        assert_eq!(got["notification_type"], "ToolPermission");
+        assert_eq!(got["message"], "Tool Confirm MCP Tool Execution requires MCP");
+        assert_eq!(
+            got["details"],
+            json!({"type": "mcp", "title": "Confirm MCP Tool Execution", "serverName": "fx",
+                   "toolName": "echo", "toolDisplayName": "mcp_fx_echo"})
+        );
+        assert_eq!(got["session_id"], json!(p.session));
+        // A call that needs no confirmation fires none.
+        std::fs::remove_file(&seen)?;
+        let _ = p
+            .call::<Value>(
+                "mcp/callTool",
+                json!({ "session": p.session, "server": "fx", "tool": "pid" }),
+            )
+            .await;
+        assert!(!seen.exists());
+        p.shutdown().await;
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_tail_call_replaces_the_result_once() -> anyhow::Result<()> {
         // echo's AfterTool asks for pid; pid's own AfterTool asks for echo again, which is not
         // followed (one tail per call). pid's BeforeTool sees which call it follows.
@@ -461,5 +496,123 @@ async fn gemctl_hooks_list_and_run() -> anyhow::Result<()> {
     let fired =
         home.gemctl_json(&["hooks", "run", "SessionStart", "--input", r#"{"source": "startup"}"#])?;
     assert_eq!(fired["hooks"].as_array().map(Vec::len), Some(1), "enabled again: {fired}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn migrate_from_claude_code_and_project_hooks_are_announced_once() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let ws = home.workspace();
+    let _daemon = geminid_tests::Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, _, err) = home.gemctl_run(&["hooks", "migrate", "--from-claude"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("no Claude Code settings in") && err.contains(".claude"), "{err}");
+    let (code, _, err) = home.gemctl_run(&["hooks", "migrate"])?;
+    assert_ne!(code, 0, "--from-claude is required");
+    assert!(err.contains("--from-claude"), "{err}");
+
+    std::fs::create_dir_all(ws.join(".claude"))?;
+    std::fs::create_dir_all(ws.join(".gemini"))?;
+    // Claude Code's files (with a comment, as Claude Code accepts), and the workspace's own
+    // settings with a hook of its own and a comment: both stay.
+    std::fs::write(
+        ws.join(".claude/settings.json"),
+        r#"{
+  // mine
+  "hooks": {
+    "PreToolUse": [{"matcher": "Edit|Bash", "hooks": [{"type": "command", "command": "$CLAUDE_PROJECT_DIR/check.sh", "timeout": 30}]}],
+    "PermissionRequest": [{"hooks": [{"type": "command", "command": "x"}]}]
+  }
+}"#,
+    )?;
+    std::fs::write(
+        ws.join(".claude/settings.local.json"),
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo done"}]}]}}"#,
+    )?;
+    let gemini = ws.join(".gemini/settings.json");
+    let own = "{\n  // the project's own\n  \"hooks\": {\"BeforeTool\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"echo own\"}]}]}\n}\n";
+    std::fs::write(&gemini, own)?;
+
+    let dry = home.gemctl_json(&["hooks", "migrate", "--from-claude", "--dry-run"])?;
+    assert_eq!(dry["written"], false);
+    assert_eq!(std::fs::read_to_string(&gemini)?, own, "a dry run writes nothing");
+    assert_eq!(dry["sources"].as_array().map(Vec::len), Some(2), "{dry}");
+    assert_eq!(dry["changed"], json!(["BeforeTool", "AfterAgent"]));
+    let (code, out, err) = home.gemctl_run(&["hooks", "migrate", "--from-claude", "--dry-run"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Would add to") && out.contains("run_shell_command"), "{out}");
+    assert!(err.contains("PermissionRequest: Gemini CLI has no such event"), "{err}");
+
+    let (code, out, err) = home.gemctl_run(&["hooks", "migrate", "--from-claude"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Added to"), "{out}");
+    let text = std::fs::read_to_string(&gemini)?;
+    assert!(text.contains("// the project's own") && text.contains("echo own"), "{text}");
+    let written: Value = serde_json::from_str(
+        &text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n"),
+    )?;
+    let before = &written["hooks"]["BeforeTool"];
+    assert_eq!(before[1]["matcher"], "replace|run_shell_command", "{written}");
+    assert_eq!(before[1]["hooks"][0]["command"], "$GEMINI_PROJECT_DIR/check.sh");
+    assert_eq!(before[1]["hooks"][0]["timeout"], 30000, "seconds become milliseconds");
+    assert_eq!(written["hooks"]["AfterAgent"][0]["hooks"][0]["command"], "echo done");
+    let (code, out, _) = home.gemctl_run(&["hooks", "migrate", "--from-claude"])?;
+    assert_eq!(code, 0);
+    assert!(out.contains("Nothing to change"), "a second run adds nothing: {out}");
+
+    // The daemon reloaded: the migrated hooks are listed. They are the workspace's own, new to
+    // the user: the first answer says so, once, and records them.
+    let listed = home.gemctl_json(&["hooks", "list"])?;
+    assert_eq!(listed["hooks"].as_array().map(Vec::len), Some(3), "{listed}");
+    let notice = listed["notice"].as_str().unwrap_or_default();
+    assert!(
+        notice.contains("echo own") && notice.contains("$GEMINI_PROJECT_DIR/check.sh"),
+        "{notice}"
+    );
+    let recorded = std::fs::read_to_string(home.root().join("home/.gemini/trusted_hooks.json"))?;
+    assert!(recorded.contains(":echo done"), "{recorded}");
+    let again = home.gemctl_json(&["hooks", "list"])?;
+    assert_eq!(again.get("notice"), None, "said once: {again}");
+
+    // A new hook is announced again, by the first answer (here hooks/fire), and only it.
+    let grown = text.replace("echo own", "echo own2");
+    std::fs::write(&gemini, &grown)?;
+    let mut fired = Value::Null;
+    for _ in 0..100 {
+        fired = home.gemctl_json(&["hooks", "run", "AfterAgent"])?;
+        if fired.get("notice").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let notice = fired["notice"].as_str().unwrap_or_default();
+    assert!(notice.contains("echo own2") && !notice.contains("echo done"), "{fired}");
+
+    // A problem names its file, line and column; a Claude file that does not parse is named
+    // with its line, and nothing is written.
+    std::fs::write(
+        &gemini,
+        "{\n  \"hooks\": {\n    \"BeforeTool\": [{\"hooks\": [{\"type\": \"Command\", \"command\": \"x\"}]}]\n  }\n}\n",
+    )?;
+    let warned = || async {
+        home.gemctl_json(&["hooks", "list"])
+            .is_ok_and(|l| l["warnings"].to_string().contains("Command"))
+    };
+    assert!(geminid_tests::eventually(Duration::from_secs(10), warned).await);
+    let listed = home.gemctl_json(&["hooks", "list"])?;
+    let w = listed["warnings"].to_string();
+    let at =
+        format!("{}:3:31: hooks.BeforeTool[0].hooks[0]: type \\\"Command\\\"", gemini.display());
+    assert!(w.contains(&at), "{w}\nwanted {at}");
+    std::fs::write(ws.join(".claude/settings.local.json"), "{\n  \"hooks\": {,\n}")?;
+    let before = std::fs::read_to_string(&gemini)?;
+    let (code, _, err) = home.gemctl_run(&["hooks", "migrate", "--from-claude"])?;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("settings.local.json:2:") && err.contains("nothing was migrated"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&gemini)?, before);
     Ok(())
 }

@@ -87,6 +87,7 @@ fn document() -> Value {
         "hooks/fire" => HooksFireParams, HooksFireResult;
         "hooks/enable" => HooksEnableParams, HooksEnableResult;
         "hooks/disable" => HooksEnableParams, HooksEnableResult;
+        "hooks/migrate" => HooksMigrateParams, HooksMigrateResult;
     };
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -75,18 +75,21 @@ impl Pipeline {
                 deadline_ms: ask.deadline_ms,
             }));
         };
-        let asked = self
-            .asks
-            .ask_then(
-                &route.to,
-                call.call_id.as_deref(),
-                AskKind::Confirmation,
-                question,
-                detail,
-                self.confirm_deadline,
-                announce,
-            )
-            .await;
+        let asked = self.asks.ask_then(
+            &route.to,
+            call.call_id.as_deref(),
+            AskKind::Confirmation,
+            question,
+            detail,
+            self.confirm_deadline,
+            announce,
+        );
+        let notify = async {
+            if let Some(hooks) = &self.seats.before_tool {
+                hooks.confirming(call).await;
+            }
+        };
+        let (asked, ()) = futures::join!(asked, notify);
         let tool = &call.name;
         let answer = match asked {
             Ok(answer) => answer,

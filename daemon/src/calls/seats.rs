@@ -64,6 +64,12 @@ pub enum After {
 pub trait BeforeTool: Send + Sync + Debug {
     /// Decide on a call about to be made.
     fn before_tool<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Before>;
+
+    /// The call waits for a confirmation (step 5): Gemini CLI's `Notification` hooks
+    /// (`ToolPermission`) run meanwhile.
+    fn confirming<'a>(&'a self, _call: &'a Call) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// What policy decided and why, kept on the call for the audit log.

@@ -83,6 +83,7 @@ mod tests {
             },
             servers,
             shown_settings: serde_json::json!({}),
+            hook_files: vec![],
         }
     }
 

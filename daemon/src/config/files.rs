@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use geminid_protocol::config::{Diagnostic, Severity};
+use jsonc_parser::common::Ranged;
 use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
 use serde_json::Value;
 
@@ -160,13 +161,19 @@ fn to_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// Line and column (1-based) of the property at `path` in `text`, or of the deepest part of
-/// the path that exists.
+/// Line and column (1-based) of the property at `path` in `text` (a number picks an array's
+/// element), or of the deepest part of the path that exists.
 pub(crate) fn position(text: &str, path: &[&str]) -> Option<(u32, u32)> {
     let ast = parse_to_ast(text, &CollectOptions::default(), &options()).ok()?;
     let mut value = ast.value.as_ref()?;
     let mut offset = None;
     for key in path {
+        if let (Some(array), Ok(i)) = (value.as_array(), key.parse::<usize>()) {
+            let Some(element) = array.elements.get(i) else { break };
+            offset = Some(element.range().start);
+            value = element;
+            continue;
+        }
         let Some(prop) = value.as_object().and_then(|o| o.get(key)) else { break };
         offset = Some(prop.range.start);
         value = &prop.value;
@@ -198,5 +205,8 @@ mod tests {
         assert_eq!(position(text, &["mcpServers", "x", "command"]), Some((3, 12)));
         assert_eq!(position(text, &["mcpServers", "x", "nope"]), Some((3, 5)));
         assert_eq!(position(text, &["other"]), None);
+        let hooks = "{\n  \"hooks\": {\"BeforeTool\": [\n    {\"hooks\": []},\n    {\"hooks\": [{\"type\": \"x\"}]}]}}";
+        assert_eq!(position(hooks, &["hooks", "BeforeTool", "1", "hooks", "0"]), Some((4, 16)));
+        assert_eq!(position(hooks, &["hooks", "BeforeTool", "7"]), Some((2, 13)));
     }
 }

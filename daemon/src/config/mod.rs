@@ -122,6 +122,22 @@ pub struct Effective {
     /// The merged settings as written, `$VAR` references unexpanded: what `config/get` shows
     /// (`public.settings` is what applies, and may hold an expanded secret).
     pub shown_settings: Value,
+    /// The applied settings files that have `hooks`, in merge order (the hooks registry
+    /// reads them file by file to say where a problem is).
+    pub hook_files: Vec<HookFile>,
+}
+
+/// One settings file's `hooks` (expanded) and its text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookFile {
+    /// Its scope.
+    pub scope: Scope,
+    /// The file.
+    pub path: PathBuf,
+    /// Its `hooks`.
+    pub hooks: Value,
+    /// Its text.
+    pub text: String,
 }
 
 struct Layer {
@@ -418,6 +434,14 @@ impl Loader {
         diags.sort_by(|a, b| {
             b.severity.cmp(&a.severity).then_with(|| a.file.cmp(&b.file)).then(a.line.cmp(&b.line))
         });
+        let hook_files = layers
+            .iter()
+            .filter(|l| l.applied || (!trust.trusted && l.value.is_some()))
+            .filter_map(|l| {
+                let hooks = l.value.as_ref()?.get("hooks")?.clone();
+                Some(HookFile { scope: l.scope, path: l.path.clone(), hooks, text: l.text.clone() })
+            })
+            .collect();
         let files = layers
             .iter()
             .map(|l| SettingsFile {
@@ -438,6 +462,7 @@ impl Loader {
             },
             servers,
             shown_settings,
+            hook_files,
         }
     }
 

@@ -3,7 +3,7 @@
 //! built once and kept until a reload (its files changed) or the session's trust changes.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use futures::future::BoxFuture;
 use geminid_protocol::event::EventBody;
@@ -18,9 +18,9 @@ use crate::clock;
 use crate::hooks::aggregate::{effective_reason, hook_context, is_ask, is_blocking};
 use crate::hooks::exec::{Fired, fire};
 use crate::hooks::plan::plan;
-use crate::hooks::registry::Registry;
+use crate::hooks::registry::{Registry, SettingsHooks};
 use crate::hooks::run::{Context, Ran};
-use crate::hooks::{HookEvent, HookSource};
+use crate::hooks::{HookEvent, HookSource, trusted};
 use crate::session::SessionError;
 
 /// A session's hooks as the seats use them.
@@ -31,6 +31,16 @@ struct Prepared {
     plans: PathBuf,
     trusted: bool,
     env: Arc<crate::config::env::Env>,
+    /// The workspace file's hooks not yet announced (taken by the first answer that says so).
+    new_project_hooks: Mutex<Option<NewHooks>>,
+}
+
+/// Project hooks to announce once (`hooks::trusted`).
+#[derive(Debug)]
+struct NewHooks {
+    project: String,
+    keys: Vec<(String, String)>,
+    shown: Vec<String>,
 }
 
 /// The hooks of every session.
@@ -99,9 +109,28 @@ impl HookSeat {
         let c = &effective.public;
         let cwd = PathBuf::from(&c.workspace);
         let project = cwd.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let labels: Vec<String> =
+            effective.hook_files.iter().map(|f| f.path.display().to_string()).collect();
+        let files: Vec<SettingsHooks<'_>> = effective
+            .hook_files
+            .iter()
+            .zip(&labels)
+            .map(|(f, label)| SettingsHooks { file: label, text: Some(&f.text), hooks: &f.hooks })
+            .collect();
+        let trusted_file = self.trusted_file(&core);
+        let new_project_hooks = effective
+            .hook_files
+            .iter()
+            .find(|f| c.trust.trusted && f.scope == geminid_protocol::common::Scope::Workspace)
+            .map(|f| trusted::keys(&f.hooks))
+            .and_then(|keys| {
+                let shown = trusted::new_hooks(&trusted_file, &c.workspace, &keys);
+                (!shown.is_empty()).then(|| NewHooks { project: c.workspace.clone(), keys, shown })
+            });
         let p = Arc::new(Prepared {
+            new_project_hooks: Mutex::new(new_project_hooks),
             // Extensions' hooks join here once extensions are installed by geminid.
-            registry: Registry::new(&c.settings, c.trust.trusted, &[]),
+            registry: Registry::of_files(&c.settings, &files, c.trust.trusted, &[]),
             plans: core.config.paths().home.join(".gemini").join("tmp").join(project).join("plans"),
             cwd,
             trusted: c.trust.trusted,
@@ -109,6 +138,23 @@ impl HookSeat {
         });
         self.prepared.put(session, epoch, p.clone());
         Ok(p)
+    }
+
+    fn trusted_file(&self, core: &Core) -> PathBuf {
+        core.config.paths().home.join(".gemini").join("trusted_hooks.json")
+    }
+
+    /// The one-time warning about new project hooks, if this answer is the first to carry it.
+    fn take_notice(&self, p: &Prepared) -> Option<String> {
+        let new = p.new_project_hooks.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let core = self.core.upgrade()?;
+        let file = self.trusted_file(&core);
+        let mut text = trusted::notice(&file, &new.shown);
+        if let Err(why) = trusted::record(&file, &new.project, &new.keys) {
+            text.push_str(&format!(" Not recorded, so it is said again: {why}"));
+        }
+        tracing::warn!(project = new.project, hooks = ?new.shown, "new project hooks announced");
+        Some(text)
     }
 
     /// `hooks/list`.
@@ -134,6 +180,7 @@ impl HookSeat {
             enabled: !p.registry.switched_off,
             hooks,
             warnings: p.registry.warnings.clone(),
+            notice: self.take_notice(&p),
         })
     }
 
@@ -197,13 +244,15 @@ impl HookSeat {
             _ => None,
         };
         let context = key.and_then(|k| fields.get(k)).and_then(Value::as_str).map(str::to_owned);
+        let notice = self.take_notice(&*self.prepare(session)?);
         let fired = self.fire_for(session, event, context.as_deref(), fields).await?;
         Ok(match fired {
-            None => HooksFireResult { aggregated: None, success: true, hooks: Vec::new() },
+            None => HooksFireResult { aggregated: None, success: true, hooks: Vec::new(), notice },
             Some(f) => HooksFireResult {
                 aggregated: f.merged,
                 success: f.success,
                 hooks: f.ran.iter().map(wire).collect(),
+                notice,
             },
         })
     }
@@ -255,6 +304,27 @@ impl BeforeTool for HookSeat {
                 return Before::Rewrite(args);
             }
             Before::Proceed
+        })
+    }
+
+    fn confirming<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            // Gemini CLI's words for an MCP tool's confirmation (`getNotificationMessage`).
+            let title = "Confirm MCP Tool Execution";
+            let mut fields = Map::new();
+            fields.insert("notification_type".into(), json!("ToolPermission"));
+            fields.insert("message".into(), json!(format!("Tool {title} requires MCP")));
+            fields.insert(
+                "details".into(),
+                json!({
+                    "type": "mcp",
+                    "title": title,
+                    "serverName": call.server,
+                    "toolName": call.tool,
+                    "toolDisplayName": call.name,
+                }),
+            );
+            let _ = self.fire_for(&call.session, HookEvent::Notification, None, fields).await;
         })
     }
 }

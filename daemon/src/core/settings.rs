@@ -124,6 +124,26 @@ impl Core {
         })
     }
 
+    /// `hooks/migrate`.
+    pub(crate) async fn hooks_migrate(
+        &self,
+        session: &str,
+        dry_run: bool,
+    ) -> Result<geminid_protocol::hooks::HooksMigrateResult, ChangeError> {
+        let ws = self.workspace(session)?;
+        let mut r = ops::hooks_migrate(self.config.paths(), &ws, dry_run)?;
+        if r.written {
+            self.written(Some(session), "hooks/migrate").await;
+        }
+        if !self.effective(session)?.public.trust.trusted && !r.changed.is_empty() {
+            r.notes.push(
+                "this folder is not trusted: its settings' hooks do not run until `gemctl trust`"
+                    .to_owned(),
+            );
+        }
+        Ok(r)
+    }
+
     /// `mcp/remove`.
     pub(crate) async fn mcp_remove(
         &self,

@@ -12,9 +12,11 @@
 
 pub mod aggregate;
 pub mod exec;
+pub mod migrate;
 pub mod plan;
 pub mod registry;
 pub mod run;
+pub mod trusted;
 
 use std::collections::BTreeMap;
 

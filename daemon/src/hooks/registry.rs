@@ -13,6 +13,17 @@ use super::{DEFAULT_TIMEOUT_MS, HookCommand, HookEvent, HookSource};
 /// Keys of `hooks` that are settings of the hooks system, not events (legacy).
 const CONFIG_KEYS: [&str; 3] = ["enabled", "disabled", "notifications"];
 
+/// One settings file's `hooks`, in the order the scopes merge (their arrays concatenate).
+#[derive(Debug, Clone, Copy)]
+pub struct SettingsHooks<'a> {
+    /// The file, as problems name it.
+    pub file: &'a str,
+    /// Its text, for the line and column of a problem (none: the path in the JSON only).
+    pub text: Option<&'a str>,
+    /// Its `hooks` object.
+    pub hooks: &'a Value,
+}
+
 /// An enabled extension's hooks, as its `hooks/hooks.json` says after hydration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExtensionHooks {
@@ -96,6 +107,22 @@ impl Registry {
     /// The hooks of a session whose merged settings are `settings`, in a folder `trusted` or
     /// not, with these extensions enabled.
     pub fn new(settings: &Value, trusted: bool, extensions: &[ExtensionHooks]) -> Self {
+        let files: Vec<_> = settings
+            .get("hooks")
+            .map(|hooks| SettingsHooks { file: "settings", text: None, hooks })
+            .into_iter()
+            .collect();
+        Self::of_files(settings, &files, trusted, extensions)
+    }
+
+    /// The same, with the settings' hooks read file by file (`files`, in merge order) so each
+    /// problem names its file, line and column; `settings` (merged) gives `hooksConfig`.
+    pub fn of_files(
+        settings: &Value,
+        files: &[SettingsHooks<'_>],
+        trusted: bool,
+        extensions: &[ExtensionHooks],
+    ) -> Self {
         let mut reg = Self::default();
         let config = settings.get("hooksConfig");
         if config.and_then(|c| c.get("enabled")).and_then(Value::as_bool) == Some(false) {
@@ -107,22 +134,25 @@ impl Registry {
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        if let Some(hooks) = settings.get("hooks") {
+        for f in files {
             if trusted {
-                reg.add(hooks, HookSource::Project, "settings", &BTreeMap::new(), &disabled);
-            } else if hooks
+                let place = Place { label: f.file, text: f.text };
+                reg.add(f.hooks, HookSource::Project, place, &BTreeMap::new(), &disabled);
+            } else if f
+                .hooks
                 .as_object()
                 .is_some_and(|m| m.keys().any(|k| !CONFIG_KEYS.contains(&k.as_str())))
             {
-                reg.warnings.push(
-                    "hooks in settings are not run: this folder is not trusted (`gemctl trust` trusts it)"
-                        .to_owned(),
-                );
+                reg.warnings.push(format!(
+                    "{}: its hooks are not run: this folder is not trusted (`gemctl trust` trusts it)",
+                    f.file
+                ));
             }
         }
         for ext in extensions {
-            let place = format!("extension {}", ext.name);
-            reg.add(&ext.hooks, HookSource::Extensions, &place, &ext.env, &disabled);
+            let label = format!("extension {}", ext.name);
+            let place = Place { label: &label, text: None };
+            reg.add(&ext.hooks, HookSource::Extensions, place, &ext.env, &disabled);
         }
         reg
     }
@@ -131,13 +161,13 @@ impl Registry {
         &mut self,
         hooks: &Value,
         source: HookSource,
-        place: &str,
+        place: Place<'_>,
         extra_env: &BTreeMap<String, String>,
         disabled: &[&str],
     ) {
         let Some(events) = hooks.as_object() else {
-            self.warnings
-                .push(format!("{place}: `hooks` is not an object; no hook is read from it"));
+            let at = place.at(&[]);
+            self.warnings.push(format!("{at}: `hooks` is not an object; no hook is read from it"));
             return;
         };
         for (name, definitions) in events {
@@ -155,18 +185,21 @@ impl Registry {
                     "PreCompact" => " (Claude Code's name: PreCompress)",
                     _ => "",
                 };
+                let at = place.at(&[name]);
                 self.warnings.push(format!(
-                    "{place}: invalid hook event name \"{name}\"{hint}; skipped (the events are {})",
+                    "{at}: invalid hook event name \"{name}\"{hint}; skipped (the events are {})",
                     HookEvent::ALL.map(HookEvent::name).join(", ")
                 ));
                 continue;
             };
             let Some(definitions) = definitions.as_array() else {
-                self.warnings.push(format!("{place}: hooks.{name} is not an array; skipped"));
+                let at = place.at(&[name]);
+                self.warnings.push(format!("{at}: not an array; skipped"));
                 continue;
             };
             for (d, def) in definitions.iter().enumerate() {
-                let at = format!("{place}: hooks.{name}[{d}]");
+                let d = d.to_string();
+                let at = place.at(&[name, &d]);
                 let Some(list) = def.get("hooks").and_then(Value::as_array) else {
                     self.warnings.push(format!(
                         "{at}: a definition holds `hooks`, an array of hooks; skipped"
@@ -180,7 +213,7 @@ impl Registry {
                 }
                 let sequential = def.get("sequential").and_then(Value::as_bool) == Some(true);
                 for (h, hook) in list.iter().enumerate() {
-                    let at = format!("{at}.hooks[{h}]");
+                    let at = place.at(&[name, &d, "hooks", &h.to_string()]);
                     match command(hook, source, extra_env) {
                         Ok((hook, notes)) => {
                             self.warnings.extend(notes.into_iter().map(|n| format!("{at}: {n}")));
@@ -199,6 +232,34 @@ impl Registry {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Where a hooks object is written, to name a problem's place in it.
+#[derive(Debug, Clone, Copy)]
+struct Place<'a> {
+    label: &'a str,
+    text: Option<&'a str>,
+}
+
+impl Place<'_> {
+    /// `file:line:col: hooks.BeforeTool[0].hooks[1]` (line and column when the text is known).
+    fn at(&self, path: &[&str]) -> String {
+        let mut json = "hooks".to_owned();
+        for (i, part) in path.iter().enumerate() {
+            if i > 0 && part.parse::<usize>().is_ok() {
+                json.push_str(&format!("[{part}]"));
+            } else {
+                json.push('.');
+                json.push_str(part);
+            }
+        }
+        let mut full = vec!["hooks"];
+        full.extend_from_slice(path);
+        match self.text.and_then(|t| crate::config::files::position(t, &full)) {
+            Some((line, col)) => format!("{}:{line}:{col}: {json}", self.label),
+            None => format!("{}: {json}", self.label),
         }
     }
 }

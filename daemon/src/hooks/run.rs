@@ -78,8 +78,46 @@ pub struct Ran {
 }
 
 /// `s` as one single-quoted shell word.
+#[cfg(not(windows))]
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// `s` as one PowerShell word (Gemini CLI's `escapeShellArg` for PowerShell).
+#[cfg(windows)]
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        return s.to_owned();
+    }
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// The shell a hook's command runs in, and the arguments before the command: `bash -c`, and
+/// on Windows PowerShell (`ComSpec` when it names PowerShell, else `pwsh.exe` on the PATH, else
+/// Windows PowerShell), as Gemini CLI's `getShellConfiguration` chooses.
+#[cfg(not(windows))]
+fn shell(_env: &BTreeMap<String, String>) -> (String, &'static [&'static str]) {
+    ("bash".to_owned(), &["-c"])
+}
+
+#[cfg(windows)]
+fn shell(env: &BTreeMap<String, String>) -> (String, &'static [&'static str]) {
+    const PREFIX: &[&str] = &["-NoProfile", "-NonInteractive", "-Command"];
+    if let Some(spec) = env.get("ComSpec") {
+        let lower = spec.to_lowercase();
+        if lower.ends_with("powershell.exe") || lower.ends_with("pwsh.exe") {
+            return (spec.clone(), PREFIX);
+        }
+    }
+    let on_path =
+        env.get("PATH").into_iter().flat_map(|p| std::env::split_paths(p)).find_map(|d| {
+            let exe = d.join("pwsh.exe");
+            exe.is_file().then(|| exe.display().to_string())
+        });
+    match on_path {
+        Some(pwsh) => (pwsh, &["-NoProfile", "-Command"]),
+        None => ("powershell.exe".to_owned(), PREFIX),
+    }
 }
 
 /// The command with Gemini CLI's substitutions.
@@ -197,8 +235,9 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
             Duration::ZERO,
         );
     }
-    let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg("-c")
+    let (program, prefix) = shell(ctx.env);
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.args(prefix)
         .arg(expand(&hook.command, ctx))
         .current_dir(ctx.cwd)
         .env_clear()
@@ -219,7 +258,7 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
         Ok(c) => c,
         Err(e) => {
             let why = format!(
-                "hook execution failed for event '{}': cannot start bash: {e}",
+                "hook execution failed for event '{}': cannot start {program}: {e}",
                 event.name()
             );
             return failed(why, started.elapsed());
@@ -236,7 +275,7 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
         }
     });
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return failed("bash started without its output pipes".into(), started.elapsed());
+        return failed(format!("{program} started without its output pipes"), started.elapsed());
     };
     let out = tokio::spawn(bounded(stdout));
     let err = tokio::spawn(bounded(stderr));

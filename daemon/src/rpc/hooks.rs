@@ -5,7 +5,7 @@ use geminid_protocol::config::WriteScope;
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::hooks::{
     HooksEnableParams, HooksEnableResult, HooksFireParams, HooksFireResult, HooksListParams,
-    HooksListResult,
+    HooksListResult, HooksMigrateParams, HooksMigrateResult,
 };
 use jsonrpsee::core::{RpcResult, async_trait};
 
@@ -48,5 +48,10 @@ impl HooksApiServer for Handler {
         let scope = p.scope.unwrap_or(WriteScope::User);
         let changed = self.core.set_hook_enabled(&p.session, scope, &p.name, false).await;
         changed.map_err(super::config::change_error)
+    }
+
+    async fn hooks_migrate(&self, p: HooksMigrateParams) -> RpcResult<HooksMigrateResult> {
+        let migrated = self.core.hooks_migrate(&p.session, p.dry_run).await;
+        migrated.map_err(super::config::change_error)
     }
 }
