@@ -130,6 +130,10 @@ pub enum McpCommand {
         #[arg(long)]
         session_only: bool,
     },
+    /// Serve the session's whole catalog as one MCP server on stdin/stdout, for any MCP client:
+    /// {"command": "gemctl", "args": ["mcp", "serve"]}. Calls go through geminid (shared
+    /// servers, policy, hooks, the audit log)
+    Serve(crate::serve::ServeArgs),
     #[command(flatten)]
     Runtime(crate::mcp_cmds::RuntimeCommand),
 }
@@ -442,6 +446,8 @@ pub async fn mcp(
             outln!("✓ MCP server '{}' disabled{suffix}.", r.name);
         }
         McpCommand::Runtime(cmd) => crate::mcp_cmds::run(client, Some(session), cmd, json).await?,
+        // main.rs runs it: it needs the socket, not a client.
+        McpCommand::Serve(_) => anyhow::bail!("`gemctl mcp serve` runs on its own connection"),
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ mod hooks_cmds;
 mod mcp_cmds;
 mod output;
 mod policy_cmds;
+mod serve;
 mod tool_cmds;
 
 use std::path::{Path, PathBuf};
@@ -402,6 +403,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let session = for_session(&client, cli.session).await?.id;
             config_cmds::config(&client, session, cmd, cli.json).await
         }
+        Command::Mcp(config_cmds::McpCommand::Serve(args)) => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = match &args.workspace {
+                Some(dir) => for_workspace(&client, dir).await?.id,
+                None => for_session(&client, cli.session).await?.id,
+            };
+            // The gateway's own connection attaches to the session; this one can go.
+            drop(client);
+            serve::run(&socket, &session, args.names.into()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Mcp(config_cmds::McpCommand::Runtime(cmd)) if !cmd.needs_session() => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
             mcp_cmds::run(&client, cli.session, cmd, cli.json).await?;
@@ -498,6 +510,17 @@ async fn for_session(client: &Client, id: Option<String>) -> anyhow::Result<Sess
     }
     let params = SessionCreateParams {
         workspace: absolute(None)?,
+        env: Some(client_env()),
+        reuse_default: true,
+        ..SessionCreateParams::default()
+    };
+    client.create(params).await.map_err(call_error("session/create"))
+}
+
+/// The default session of `dir` (created on first use), as for the current directory.
+async fn for_workspace(client: &Client, dir: &Path) -> anyhow::Result<Session> {
+    let params = SessionCreateParams {
+        workspace: absolute(Some(dir.to_path_buf()))?,
         env: Some(client_env()),
         reuse_default: true,
         ..SessionCreateParams::default()

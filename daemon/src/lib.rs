@@ -14,6 +14,7 @@ pub(crate) mod clock;
 pub mod config;
 pub mod core;
 pub mod events;
+pub mod gateway;
 pub mod hooks;
 mod literal;
 pub mod mcp;

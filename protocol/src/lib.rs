@@ -15,6 +15,7 @@ pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod event;
+pub mod gateway;
 pub mod hooks;
 pub mod mcp;
 pub mod policy;

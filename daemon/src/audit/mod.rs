@@ -86,6 +86,7 @@ impl AuditLog {
             origin: match call.origin {
                 Origin::ToolsCall => "tools/call",
                 Origin::McpCallTool => "mcp/callTool",
+                Origin::Gateway => "gateway",
             }
             .to_owned(),
             arg_keys,

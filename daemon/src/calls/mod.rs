@@ -50,6 +50,8 @@ pub enum Origin {
     ToolsCall,
     /// `mcp/callTool`: a tool of one of the session's servers, by its MCP name.
     McpCallTool,
+    /// The MCP gateway (`gemctl mcp serve`): a downstream MCP client's `tools/call`.
+    Gateway,
 }
 
 /// Which tool.
@@ -127,6 +129,10 @@ pub struct Outcome {
     pub function_response: Value,
     /// The display string.
     pub display: String,
+    /// Texts the pipeline added for the model after the server's answer (the note about
+    /// arguments a hook rewrote, an AfterTool hook's context); in `parts` too. The gateway
+    /// adds them to the MCP result it returns.
+    pub notes: Vec<String>,
 }
 
 /// A resolved tool (step 1).
@@ -296,6 +302,7 @@ impl Pipeline {
                 keys.join(", ")
             );
             outcome.parts.push(serde_json::json!({ "text": note }));
+            outcome.notes.push(note);
         }
         if let Some((name, args)) = self.after_tool(call, &mut outcome).await? {
             // The tail call's result replaces this one; it goes through every step itself.
@@ -477,7 +484,7 @@ impl Pipeline {
             let response = convert::function_response(&call.name, id, &parts);
             (parts, display, response)
         };
-        Outcome { result, is_error, parts, function_response, display }
+        Outcome { result, is_error, parts, function_response, display, notes: Vec::new() }
     }
 
     /// Step 8: AfterTool hooks: the tail call they ask for, if any (at most one per call).
@@ -493,6 +500,7 @@ impl Pipeline {
             After::Stop(why) => Err(CallError::Stopped(why)),
             After::AddContext(text) => {
                 outcome.parts.push(serde_json::json!({ "text": text }));
+                outcome.notes.push(text);
                 Ok(None)
             }
             After::Tail { name, args } if call.tail_of.is_none() => Ok(Some((name, args))),

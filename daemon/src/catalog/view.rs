@@ -156,6 +156,29 @@ impl Catalog {
         })
     }
 
+    /// A prompt by its server and own name, as the server answers (for the gateway).
+    pub async fn get_prompt_raw(
+        &self,
+        session: &str,
+        server_name: &str,
+        prompt: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<Value, CatalogError> {
+        let (servers, _) = self.servers(session).await?;
+        let Some((_, server)) = servers.iter().find(|(n, _)| n == server_name) else {
+            return Err(CatalogError::Mcp(crate::mcp::McpError::NotFound(format!(
+                "no connected MCP server named '{server_name}' in this session"
+            ))));
+        };
+        let mut params = rmcp::model::GetPromptRequestParams::new(prompt.to_owned());
+        params.arguments = arguments;
+        let timeout = self.mcp.timeout_for(session, server);
+        let result = (self.mcp)
+            .request(server, timeout, |peer| async move { peer.get_prompt(params).await })
+            .await?;
+        Ok(serde_json::to_value(result).unwrap_or_default())
+    }
+
     /// The session's resources and resource templates.
     pub async fn resources(&self, session: &str) -> Result<ResourcesListResult, CatalogError> {
         let (servers, diagnostics) = self.servers(session).await?;

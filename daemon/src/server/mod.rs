@@ -90,8 +90,14 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
         core.sessions.connection_opened(conn);
         tracker.spawn(async move {
             tracing::debug!(conn = conn.0, "connection opened");
-            let serve = serve_with_graceful_shutdown(stream, svc, stopped);
+            let gateway = TaskTracker::new();
+            let routed =
+                crate::gateway::route::Routed::new(svc, core.clone(), conn, gateway.clone());
+            let serve = serve_with_graceful_shutdown(stream, routed, stopped);
             let (served, ()) = tokio::join!(serve, session_closed);
+            // An upgraded connection serving the gateway lasts until its client goes.
+            gateway.close();
+            gateway.wait().await;
             if let Err(e) = served {
                 tracing::debug!(conn = conn.0, error = %e, "connection ended with an error");
             }

@@ -1,0 +1,172 @@
+//! The gateway's door on the daemon's socket: a `GET /mcp` request asking to upgrade to
+//! `geminid-mcp` gets `101 Switching Protocols`, and the connection then serves MCP (stdio
+//! framing) over the named session, attached to it until it closes; every other request goes
+//! on to JSON-RPC.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use geminid_protocol::gateway::{Names, PATH, UPGRADE};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use jsonrpsee::server::HttpBody;
+use rmcp::ServiceExt as _;
+use tokio_util::task::TaskTracker;
+
+use super::Gateway;
+use crate::core::Core;
+use crate::session::ConnId;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The connection's service: the gateway's upgrade, or `inner` (JSON-RPC).
+#[derive(Debug, Clone)]
+pub(crate) struct Routed<S> {
+    inner: S,
+    core: Arc<Core>,
+    conn: ConnId,
+    /// The connection's gateway task, which outlives hyper's part of the connection: the
+    /// accept loop waits for it before it detaches the connection's sessions.
+    tasks: TaskTracker,
+}
+
+impl<S> Routed<S> {
+    pub(crate) fn new(inner: S, core: Arc<Core>, conn: ConnId, tasks: TaskTracker) -> Self {
+        Self { inner, core, conn, tasks }
+    }
+}
+
+fn is_gateway(req: &Request<Incoming>) -> bool {
+    req.uri().path() == PATH
+        && req
+            .headers()
+            .get(hyper::header::UPGRADE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case(UPGRADE))
+}
+
+fn answer(status: StatusCode, text: String) -> Response<HttpBody> {
+    let mut r = Response::new(HttpBody::from(format!("{text}\n")));
+    *r.status_mut() = status;
+    r
+}
+
+fn query(req: &Request<Incoming>, key: &str) -> Option<String> {
+    let q = req.uri().query()?;
+    q.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k == key).then(|| decode(v))
+    })
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let Some(h) = s.get(i + 1..i + 3)
+            && let Ok(v) = u8::from_str_radix(h, 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Check the request, answer 101, and serve the gateway on the upgraded connection.
+async fn open(
+    core: Arc<Core>,
+    conn: ConnId,
+    tasks: TaskTracker,
+    req: Request<Incoming>,
+) -> Response<HttpBody> {
+    let Some(session) = query(&req, "session") else {
+        return answer(StatusCode::BAD_REQUEST, "the gateway needs ?session=<id>".into());
+    };
+    let mode = match query(&req, "names").as_deref() {
+        None => Names::default(),
+        Some(m) => match Names::parse(m) {
+            Some(m) => m,
+            None => {
+                return answer(
+                    StatusCode::BAD_REQUEST,
+                    format!("names={m} is not a naming: server or fqn"),
+                );
+            }
+        },
+    };
+    // Attached for as long as the connection lasts (the accept loop detaches it at close).
+    if let Err(e) = core.sessions.attach(conn, &session, None).await {
+        return answer(StatusCode::NOT_FOUND, e.to_string());
+    }
+    let upgraded = hyper::upgrade::on(req);
+    tasks.spawn(async move {
+        let io = match upgraded.await {
+            Ok(io) => TokioIo::new(io),
+            Err(e) => {
+                tracing::debug!(error = %e, "gateway: the upgrade did not complete");
+                return;
+            }
+        };
+        let (read, write) = tokio::io::split(io);
+        let gateway = Gateway::new(core.clone(), session.clone(), mode).await;
+        tracing::info!(%session, conn = conn.0, "gateway opened");
+        let running = match gateway.clone().serve((read, write)).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(error = %e, "gateway: the client did not initialize");
+                return;
+            }
+        };
+        let gone = tokio_util::sync::CancellationToken::new();
+        let follow = tokio::spawn(gateway.clone().follow(running.peer().clone(), gone.clone()));
+        let shutdown = core.shutdown_token().clone();
+        tokio::select! {
+            _ = running.waiting() => {}
+            () = shutdown.cancelled() => {}
+        }
+        gone.cancel();
+        let _ = follow.await;
+        tracing::info!(%session, conn = conn.0, "gateway closed");
+    });
+    let mut r = Response::new(HttpBody::empty());
+    *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    r.headers_mut()
+        .insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("upgrade"));
+    r.headers_mut()
+        .insert(hyper::header::UPGRADE, hyper::header::HeaderValue::from_static(UPGRADE));
+    r
+}
+
+impl<S> tower_service::Service<Request<Incoming>> for Routed<S>
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<HttpBody>, Error = BoxError>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<HttpBody>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Incoming>) -> Self::Future {
+        if is_gateway(&req) {
+            let (core, conn, tasks) = (self.core.clone(), self.conn, self.tasks.clone());
+            return Box::pin(async move { Ok(open(core, conn, tasks, req).await) });
+        }
+        Box::pin(self.inner.call(req))
+    }
+}

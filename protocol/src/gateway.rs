@@ -1,0 +1,173 @@
+//! The MCP gateway on the daemon's socket: a client asks, with an HTTP/1.1 upgrade, for one
+//! session's catalog as an MCP server; after `101 Switching Protocols` the connection carries
+//! MCP's stdio framing (one JSON-RPC message per line) both ways. `gemctl mcp serve` relays its
+//! stdin and stdout to such a connection.
+//!
+//! ```text
+//! GET /mcp?session=<id>&names=server HTTP/1.1
+//! Host: localhost
+//! Connection: upgrade
+//! Upgrade: geminid-mcp
+//! ```
+//!
+//! A refusal is an ordinary HTTP response whose body says why (an unknown session: 404).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+#[cfg(not(unix))]
+use interprocess::local_socket::traits::tokio::Stream as _;
+#[cfg(not(unix))]
+use interprocess::local_socket::{GenericFilePath, ToFsName as _};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The request's path.
+pub const PATH: &str = "/mcp";
+/// The `Upgrade` protocol token.
+pub const UPGRADE: &str = "geminid-mcp";
+/// The longest response head the client reads before giving up.
+const MAX_HEAD: usize = 16 * 1024;
+
+/// How the gateway names the tools and prompts it serves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum Names {
+    /// `<server>__<tool>`: short, and reads well inside a client that prefixes its own server
+    /// name (Gemini CLI shows `mcp_gemctl_github__create_issue`).
+    #[default]
+    Server,
+    /// Gemini CLI's own names (`mcp_<server>_<tool>`), as `gemctl mcp tools` lists them.
+    Fqn,
+}
+
+impl Names {
+    /// The query value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Server => "server",
+            Self::Fqn => "fqn",
+        }
+    }
+
+    /// From the query value.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "server" => Some(Self::Server),
+            "fqn" => Some(Self::Fqn),
+            _ => None,
+        }
+    }
+}
+
+/// Why the gateway could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Nothing listens on the socket.
+    #[error("geminid is not running (no daemon at {}): start it with `gemctl daemon start`", socket.display())]
+    NotRunning {
+        /// The socket tried.
+        socket: PathBuf,
+    },
+    /// An OS call failed.
+    #[error("cannot open the gateway at {}: {source}", socket.display())]
+    Io {
+        /// The socket tried.
+        socket: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The daemon answered the upgrade with something else.
+    #[error("geminid refused the gateway: {status}: {body}")]
+    Refused {
+        /// The HTTP status line's code.
+        status: u16,
+        /// What it said.
+        body: String,
+    },
+}
+
+/// Percent-encode a query value (ids and the names mode are plain, but be safe).
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The gateway's connection: on Unix a plain Unix socket stream, whose `shutdown` closes the
+/// write half (the client's end of input must reach the daemon while its answers still come);
+/// elsewhere the local socket (a named pipe).
+#[cfg(unix)]
+pub type Stream = tokio::net::UnixStream;
+/// See the Unix definition.
+#[cfg(not(unix))]
+pub type Stream = interprocess::local_socket::tokio::Stream;
+
+#[cfg(unix)]
+async fn connect(socket: &Path) -> io::Result<Stream> {
+    tokio::net::UnixStream::connect(socket).await
+}
+
+#[cfg(not(unix))]
+async fn connect(socket: &Path) -> io::Result<Stream> {
+    Stream::connect(socket.to_fs_name::<GenericFilePath>()?).await
+}
+
+/// Open the gateway for `session` on the daemon at `socket`: the connection, upgraded.
+pub async fn open(socket: &Path, session: &str, names: Names) -> Result<Stream, OpenError> {
+    let io = |source: io::Error| OpenError::Io { socket: socket.to_path_buf(), source };
+    let mut stream = connect(socket).await.map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
+            OpenError::NotRunning { socket: socket.to_path_buf() }
+        }
+        _ => io(source),
+    })?;
+    let request = format!(
+        "GET {PATH}?session={}&names={} HTTP/1.1\r\nHost: localhost\r\nConnection: upgrade\r\n\
+         Upgrade: {UPGRADE}\r\n\r\n",
+        encode(session),
+        names.as_str()
+    );
+    stream.write_all(request.as_bytes()).await.map_err(io)?;
+    // Byte by byte up to the blank line: whatever follows it is the MCP stream's.
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > MAX_HEAD {
+            return Err(OpenError::Refused { status: 0, body: "an oversized answer".into() });
+        }
+        let mut b = [0u8; 1];
+        if stream.read(&mut b).await.map_err(io)? == 0 {
+            return Err(OpenError::Refused {
+                status: 0,
+                body: "the daemon closed the connection".into(),
+            });
+        }
+        head.push(b[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let status =
+        head.split_whitespace().nth(1).and_then(|c| c.parse::<u16>().ok()).unwrap_or_default();
+    if status == 101 {
+        return Ok(stream);
+    }
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0)
+        .min(MAX_HEAD);
+    let mut body = vec![0u8; length];
+    let _ = stream.read_exact(&mut body).await;
+    Err(OpenError::Refused { status, body: String::from_utf8_lossy(&body).trim().to_owned() })
+}

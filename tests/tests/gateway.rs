@@ -1,0 +1,280 @@
+//! The MCP gateway end to end: real `geminid`, real `gemctl mcp serve` processes, an MCP client
+//! (rmcp's) speaking to them over their stdin and stdout, and the fixture server upstream.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use geminid_tests::mcp::stdio;
+use geminid_tests::{Daemon, TestHome};
+use rmcp::model::{
+    CallToolRequestParams, ClientConfig, ProgressNotificationParam, ReadResourceRequestParams,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+/// What the client heard besides answers.
+#[derive(Debug, Clone, Default)]
+struct Heard {
+    tools_changed: Arc<Mutex<u32>>,
+    progress: Arc<Mutex<Vec<f64>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl ClientHandler for Heard {
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        *lock(&self.tools_changed) += 1;
+    }
+
+    async fn on_progress(&self, p: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
+        lock(&self.progress).push(p.progress);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::default()
+    }
+}
+
+struct Served {
+    client: RunningService<RoleClient, Heard>,
+    heard: Heard,
+    child: Child,
+}
+
+/// `gemctl mcp serve` in `dir` (default: the home's workspace), with extra arguments.
+async fn serve(
+    home: &TestHome,
+    dir: Option<&std::path::Path>,
+    extra: &[&str],
+) -> anyhow::Result<Served> {
+    let mut args = vec!["mcp", "serve"];
+    args.extend_from_slice(extra);
+    let mut cmd: Command = home.gemctl_cmd(&args).into();
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        anyhow::bail!("no pipes");
+    };
+    let heard = Heard::default();
+    let client = heard.clone().serve((stdout, stdin)).await?;
+    Ok(Served { client, heard, child })
+}
+
+async fn text_of(s: &Served, name: &str, args: Value) -> anyhow::Result<(bool, String)> {
+    let mut p = CallToolRequestParams::new(name.to_owned());
+    p.arguments = args.as_object().cloned();
+    let r = s.client.call_tool(p).await?;
+    let v = serde_json::to_value(&r)?;
+    let text = v["content"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_default();
+    Ok((r.is_error == Some(true), text))
+}
+
+fn settings(home: &TestHome, servers: Value) -> anyhow::Result<()> {
+    std::fs::write(
+        home.root().join("home/.gemini/settings.json"),
+        serde_json::to_string(&json!({ "mcpServers": servers }))?,
+    )?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_client_lists_and_calls_the_sessions_catalog_through_the_pipeline() -> anyhow::Result<()>
+{
+    let home = TestHome::new()?;
+    settings(&home, json!({ "fx": stdio(&["--rich"]) }))?;
+    // A policy that denies one tool outright (not served), and one call by its arguments (a
+    // tool error the model reads).
+    std::fs::write(
+        home.root().join("home/.gemini/policies/deny.toml"),
+        "[[rule]]\nmcpName = \"fx\"\ntoolName = \"fail\"\ndecision = \"deny\"\npriority = 500\n\n[[rule]]\nmcpName = \"fx\"\ntoolName = \"echo\"\nargsPattern = \"forbidden\"\ndecision = \"deny\"\ndenyMessage = \"not that\"\npriority = 500\n",
+    )?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let s = serve(&home, None, &[]).await?;
+    let info = serde_json::to_value(s.client.peer_info().as_deref())?;
+    assert_eq!(info["serverInfo"]["name"], "geminid", "{info}");
+
+    let tools = s.client.list_all_tools().await?;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert!(names.contains(&"fx__echo") && names.contains(&"fx__progress"), "{names:?}");
+    assert!(!names.contains(&"fx__fail"), "a tool policy denies is not served: {names:?}");
+    // The upstream tool as its server lists it, renamed only.
+    let typed =
+        tools.iter().find(|t| t.name == "fx__typed").map(|t| serde_json::to_value(t).unwrap());
+    assert!(typed.is_some_and(|t| t["inputSchema"]["properties"].is_object()));
+
+    assert_eq!(
+        text_of(&s, "fx__echo", json!({"text": "through"})).await?,
+        (false, "through".into())
+    );
+    // Arguments are checked against the schema, as for every call.
+    let bad = s
+        .client
+        .call_tool({
+            let mut p = CallToolRequestParams::new("fx__typed");
+            p.arguments = json!({"n": "not a number"}).as_object().cloned();
+            p
+        })
+        .await;
+    assert!(bad.is_err(), "{bad:?}");
+    let unknown = s.client.call_tool(CallToolRequestParams::new("nope")).await;
+    assert!(format!("{unknown:?}").contains("no tool named 'nope'"), "{unknown:?}");
+    // A call policy refuses on its arguments is a tool error the model can read.
+    let (is_error, text) = text_of(&s, "fx__echo", json!({"text": "forbidden"})).await?;
+    assert!(is_error && text.contains("not that"), "{text}");
+
+    // The call went through the audit log as the gateway's.
+    let audit = home.gemctl_json(&["audit", "-n", "5"])?;
+    assert!(audit.to_string().contains("\"origin\":\"gateway\""), "{audit}");
+
+    // Prompts and resources.
+    let prompts = s.client.list_all_prompts().await?;
+    assert!(prompts.iter().any(|p| p.name == "fx__greet"), "{prompts:?}");
+    let got = s
+        .client
+        .get_prompt({
+            let mut p = rmcp::model::GetPromptRequestParams::new("fx__plain");
+            p.arguments = json!({"x": "1"}).as_object().cloned();
+            p
+        })
+        .await?;
+    assert!(serde_json::to_string(&got)?.contains("plain"), "{got:?}");
+    let resources = s.client.list_all_resources().await?;
+    assert!(resources.iter().any(|r| r.uri == "file:///notes.txt"));
+    let read = s.client.read_resource(ReadResourceRequestParams::new("file:///notes.txt")).await?;
+    assert!(serde_json::to_string(&read)?.contains("remember the milk"));
+    let templates = s.client.list_all_resource_templates().await?;
+    assert_eq!(templates.len(), 1);
+
+    // The gateway's connection holds the session attached; when the client goes, it is not.
+    // (`session list` does not attach, as `session show` would for the current directory.)
+    let attached = || -> anyhow::Result<u64> {
+        let v = home.gemctl_json(&["session", "list"])?;
+        Ok(v[0]["attachedConnections"].as_u64().unwrap_or(99))
+    };
+    assert!(attached()? >= 1);
+    let Served { client, mut child, .. } = s;
+    client.cancel().await?;
+    tokio::time::timeout(Duration::from_secs(10), child.wait()).await??;
+    assert!(
+        geminid_tests::eventually(Duration::from_secs(5), || async { attached().ok() == Some(0) })
+            .await
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn list_changed_progress_and_cancellation_pass_through() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    settings(&home, json!({ "fx": stdio(&["--rich"]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let s = serve(&home, None, &["--names", "fqn"]).await?;
+    let before = s.client.list_all_tools().await?;
+    assert!(before.iter().any(|t| t.name == "mcp_fx_echo"), "Gemini's names: {before:?}");
+
+    // A settings edit adds a server: the client is told, and sees its tools.
+    settings(&home, json!({ "fx": stdio(&["--rich"]), "fy": stdio(&[]) }))?;
+    let told = || async { *lock(&s.heard.tools_changed) > 0 };
+    assert!(
+        geminid_tests::eventually(Duration::from_secs(15), told).await,
+        "no tools/list_changed"
+    );
+    let after = s.client.list_all_tools().await?;
+    assert!(after.iter().any(|t| t.name == "mcp_fy_echo"), "{after:?}");
+
+    // Progress reaches the client under its own token.
+    let (is_error, _) = text_of(&s, "mcp_fx_progress", json!({"steps": 3})).await?;
+    assert!(!is_error);
+    let got = lock(&s.heard.progress).clone();
+    assert!(got.len() >= 3, "progress: {got:?}");
+
+    // A call the client cancels is cancelled upstream too.
+    let mut p = CallToolRequestParams::new("mcp_fx_wait");
+    p.arguments = json!({"ms": 60000}).as_object().cloned();
+    let handle = s
+        .client
+        .send_cancellable_request(
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::Request::new(p)),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    handle.cancel(Some("the user pressed Esc".into())).await?;
+    let cancelled = || async {
+        text_of(&s, "mcp_fx_cancelled", json!({})).await.is_ok_and(|(_, t)| t.trim() != "0")
+    };
+    assert!(
+        geminid_tests::eventually(Duration::from_secs(10), cancelled).await,
+        "upstream never saw the cancel"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn four_clients_in_two_workspaces_share_one_upstream_process() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let ws2 = home.root().join("ws2");
+    std::fs::create_dir(&ws2)?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    assert!(home.gemctl(&["trust", ws2.to_str().unwrap_or_default()])?.status.success());
+    let mut clients = Vec::new();
+    for dir in [None, None, Some(ws2.as_path()), Some(ws2.as_path())] {
+        clients.push(serve(&home, dir, &[]).await?);
+    }
+    let mut pids = std::collections::BTreeSet::new();
+    for c in &clients {
+        let (is_error, pid) = text_of(c, "fx__pid", json!({})).await?;
+        assert!(!is_error, "{pid}");
+        pids.insert(pid);
+    }
+    assert_eq!(pids.len(), 1, "one upstream process for all four: {pids:?}");
+    let sessions = home.gemctl_json(&["session", "list"])?;
+    let attached: Vec<u64> = sessions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| s["attachedConnections"].as_u64().unwrap_or_default())
+        .collect();
+    assert_eq!(attached, vec![2, 2], "two sessions, each with its two clients: {sessions}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_gateway_for_what_does_not_exist_says_so() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let (code, _, err) = home.gemctl_run(&["mcp", "serve", "--session", "0000-nope"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("session"), "{err}");
+    let (code, _, err) = home.gemctl_run(&["mcp", "serve", "--names", "short"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("server") && err.contains("fqn"), "{err}");
+    use geminid_protocol::gateway::{Names, OpenError, open};
+    match open(daemon.socket(), "not-a-session", Names::Server).await {
+        Err(OpenError::Refused { status: 404, body }) => {
+            assert!(body.contains("not-a-session"), "{body}")
+        }
+        other => anyhow::bail!("{other:?}"),
+    }
+    // JSON-RPC on the same socket is untouched by the gateway's door.
+    assert!(home.gemctl(&["status"])?.status.success());
+    Ok(())
+}
