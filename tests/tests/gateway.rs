@@ -8,9 +8,10 @@ use std::time::Duration;
 use geminid_tests::mcp::stdio;
 use geminid_tests::{Daemon, TestHome};
 use rmcp::model::{
-    CallToolRequestParams, ClientConfig, ProgressNotificationParam, ReadResourceRequestParams,
+    CallToolRequestParams, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ProgressNotificationParam, ReadResourceRequestParams,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
@@ -20,6 +21,9 @@ use tokio::process::{Child, Command};
 struct Heard {
     tools_changed: Arc<Mutex<u32>>,
     progress: Arc<Mutex<Vec<f64>>>,
+    /// Declares elicitation, and answers every one so.
+    answer: Option<ElicitationAction>,
+    asked: Arc<Mutex<Vec<String>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -35,8 +39,24 @@ impl ClientHandler for Heard {
         lock(&self.progress).push(p.progress);
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let v = serde_json::to_value(&request).unwrap_or_default();
+        lock(&self.asked).push(v["message"].as_str().unwrap_or_default().to_owned());
+        let action = self.answer.clone().unwrap_or(ElicitationAction::Decline);
+        serde_json::from_value(json!({ "action": action }))
+            .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+    }
+
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::default()
+        let mut c = ClientConfig::default();
+        if self.answer.is_some() {
+            c.capabilities.elicitation = Some(Default::default());
+        }
+        c
     }
 }
 
@@ -51,6 +71,16 @@ async fn serve(
     home: &TestHome,
     dir: Option<&std::path::Path>,
     extra: &[&str],
+) -> anyhow::Result<Served> {
+    serve_as(home, dir, extra, Heard::default()).await
+}
+
+/// The same, with a client that answers elicitations so (or declares none).
+async fn serve_as(
+    home: &TestHome,
+    dir: Option<&std::path::Path>,
+    extra: &[&str],
+    heard: Heard,
 ) -> anyhow::Result<Served> {
     let mut args = vec!["mcp", "serve"];
     args.extend_from_slice(extra);
@@ -67,7 +97,6 @@ async fn serve(
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         anyhow::bail!("no pipes");
     };
-    let heard = Heard::default();
     let client = heard.clone().serve((stdout, stdin)).await?;
     Ok(Served { client, heard, child })
 }
@@ -276,5 +305,49 @@ async fn a_gateway_for_what_does_not_exist_says_so() -> anyhow::Result<()> {
     }
     // JSON-RPC on the same socket is untouched by the gateway's door.
     assert!(home.gemctl(&["status"])?.status.success());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_confirmation_is_asked_of_a_client_that_elicits() -> anyhow::Result<()> {
+    // No policy of the user's: an MCP tool needs a confirmation.
+    let home = TestHome::strict()?;
+    settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+
+    // A client that cannot elicit: the session is headless, and the tool is not served.
+    let plain = serve(&home, None, &[]).await?;
+    let names: Vec<String> =
+        plain.client.list_all_tools().await?.into_iter().map(|t| t.name.to_string()).collect();
+    assert!(!names.contains(&"fx__echo".to_owned()), "{names:?}");
+    plain.client.cancel().await?;
+
+    let yes = Heard { answer: Some(ElicitationAction::Accept), ..Heard::default() };
+    let s = serve_as(&home, None, &[], yes.clone()).await?;
+    let listed = || async {
+        s.client.list_all_tools().await.is_ok_and(|t| t.iter().any(|t| t.name == "fx__echo"))
+    };
+    assert!(
+        geminid_tests::eventually(Duration::from_secs(5), listed).await,
+        "served once it elicits"
+    );
+    assert_eq!(text_of(&s, "fx__echo", json!({"text": "asked"})).await?, (false, "asked".into()));
+    let asked = lock(&yes.asked).clone();
+    assert!(asked.len() == 1 && asked[0].contains("echo"), "{asked:?}");
+    let audit = home.gemctl_json(&["audit", "-n", "1"])?;
+    assert!(audit.to_string().contains("once"), "{audit}");
+    s.client.cancel().await?;
+
+    let no = Heard { answer: Some(ElicitationAction::Decline), ..Heard::default() };
+    let s = serve_as(&home, None, &[], no).await?;
+    assert!(
+        geminid_tests::eventually(Duration::from_secs(5), || async {
+            s.client.list_all_tools().await.is_ok_and(|t| t.iter().any(|t| t.name == "fx__echo"))
+        })
+        .await
+    );
+    let (is_error, text) = text_of(&s, "fx__echo", json!({"text": "no"})).await?;
+    assert!(is_error && text.contains("declined"), "{text}");
     Ok(())
 }

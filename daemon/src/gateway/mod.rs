@@ -7,6 +7,7 @@
 //!
 //! The transport is the daemon's socket, upgraded (`route`), with MCP's stdio framing.
 
+mod elicit;
 pub mod names;
 pub(crate) mod route;
 
@@ -170,7 +171,7 @@ impl Gateway {
 
     /// Tell the client which of its lists changed since it last looked (called on catalog,
     /// server and configuration events).
-    async fn announce_changes(&self, peer: &Peer<RoleServer>) {
+    pub(crate) async fn announce_changes(&self, peer: &Peer<RoleServer>) {
         let tools = self.tool_list().await.ok().map(|t| fingerprint(&t));
         let prompts = self.prompt_list().await.ok().map(|p| fingerprint(&p));
         let resources = self.core.catalog.resources(&self.session).await.ok().map(|r| {

@@ -127,7 +127,12 @@ async fn open(
             }
         };
         let gone = tokio_util::sync::CancellationToken::new();
-        let follow = tokio::spawn(gateway.clone().follow(running.peer().clone(), gone.clone()));
+        let peer = running.peer().clone();
+        let follow = tokio::spawn(gateway.clone().follow(peer.clone(), gone.clone()));
+        let elicits = peer.peer_info().is_some_and(|i| i.capabilities.elicitation.is_some());
+        let confirm = elicits.then(|| {
+            tokio::spawn(super::elicit::confirmations(gateway.clone(), peer, conn, gone.clone()))
+        });
         let shutdown = core.shutdown_token().clone();
         tokio::select! {
             _ = running.waiting() => {}
@@ -135,6 +140,9 @@ async fn open(
         }
         gone.cancel();
         let _ = follow.await;
+        if let Some(c) = confirm {
+            let _ = c.await;
+        }
         tracing::info!(%session, conn = conn.0, "gateway closed");
     });
     let mut r = Response::new(HttpBody::empty());
