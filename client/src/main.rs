@@ -411,7 +411,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             // The gateway's own connection attaches to the session; this one can go.
             drop(client);
-            serve::run(&socket, &session, args.names.into()).await?;
+            match &args.http {
+                Some(addr) => {
+                    serve::run_http(&socket, &session, args.names.into(), addr, cli.json).await?;
+                }
+                None => serve::run(&socket, &session, args.names.into()).await?,
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(config_cmds::McpCommand::Runtime(cmd)) if !cmd.needs_session() => {

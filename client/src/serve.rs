@@ -19,6 +19,11 @@ pub struct ServeArgs {
     /// mcp_<server>_<tool>)
     #[arg(long, value_enum, default_value = "server")]
     pub names: NamesArg,
+    /// Serve streamable HTTP on this loopback address instead of stdio (e.g. 127.0.0.1:8765;
+    /// port 0 picks one), until Ctrl-C. Clients send `Authorization: Bearer <token>`: the token
+    /// is printed the first time and kept in the daemon's data directory (0600)
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
 }
 
 /// `--names`.
@@ -66,6 +71,51 @@ pub async fn run(socket: &Path, session: &str, names: Names) -> anyhow::Result<(
             r.context("cannot read stdin")?;
             // Let the daemon's last answers out.
             down.await.context("the gateway connection to geminid failed")?;
+        }
+    }
+    Ok(())
+}
+
+/// `--http`: ask the daemon to listen, say where, and keep the connection (and so the
+/// listener) until Ctrl-C or the daemon goes.
+pub async fn run_http(
+    socket: &Path,
+    session: &str,
+    names: Names,
+    addr: &str,
+    json: bool,
+) -> anyhow::Result<()> {
+    use tokio::io::AsyncBufReadExt as _;
+    let stream = gateway::open_with(socket, session, names, Some(addr)).await?;
+    let mut reader = tokio::io::BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).await.context("geminid did not say where it listens")?;
+    let said: gateway::Listening =
+        serde_json::from_str(&line).with_context(|| format!("geminid said: {line}"))?;
+    if let Some(why) = &said.error {
+        anyhow::bail!("{why}");
+    }
+    if json {
+        crate::output::json_line(&said)?;
+    } else {
+        println!("Serving the session's catalog over streamable HTTP at {}", said.url);
+        match &said.token {
+            Some(t) => println!(
+                "Bearer token (shown this once; kept in {}, mode 0600):\n{t}",
+                said.token_file
+            ),
+            None => println!("Bearer token: in {} (mode 0600)", said.token_file),
+        }
+        println!("Ctrl-C stops it.");
+    }
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let mut rest = [0u8; 64];
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        // The daemon stopped.
+        _ = tokio::io::AsyncReadExt::read(&mut reader, &mut rest) => {
+            anyhow::bail!("geminid closed the gateway (it is shutting down)");
         }
     }
     Ok(())

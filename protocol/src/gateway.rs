@@ -122,6 +122,36 @@ async fn connect(socket: &Path) -> io::Result<Stream> {
 
 /// Open the gateway for `session` on the daemon at `socket`: the connection, upgraded.
 pub async fn open(socket: &Path, session: &str, names: Names) -> Result<Stream, OpenError> {
+    open_with(socket, session, names, None).await
+}
+
+/// What the daemon says first on a connection that asked for the HTTP gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listening {
+    /// The gateway's URL (`http://127.0.0.1:PORT/mcp`).
+    #[serde(default)]
+    pub url: String,
+    /// The bearer token, when it was made now (shown once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Where the token is kept (0600).
+    #[serde(default)]
+    pub token_file: String,
+    /// Why it could not listen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// [`open`], or with `http` (`127.0.0.1:PORT`, loopback only) the daemon listens there for
+/// streamable HTTP clients for as long as the returned connection stays open; its first line
+/// is a [`Listening`].
+pub async fn open_with(
+    socket: &Path,
+    session: &str,
+    names: Names,
+    http: Option<&str>,
+) -> Result<Stream, OpenError> {
     let io = |source: io::Error| OpenError::Io { socket: socket.to_path_buf(), source };
     let mut stream = connect(socket).await.map_err(|source| match source.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
@@ -129,9 +159,10 @@ pub async fn open(socket: &Path, session: &str, names: Names) -> Result<Stream, 
         }
         _ => io(source),
     })?;
+    let http = http.map(|a| format!("&http={}", encode(a))).unwrap_or_default();
     let request = format!(
-        "GET {PATH}?session={}&names={} HTTP/1.1\r\nHost: localhost\r\nConnection: upgrade\r\n\
-         Upgrade: {UPGRADE}\r\n\r\n",
+        "GET {PATH}?session={}&names={}{http} HTTP/1.1\r\nHost: localhost\r\n\
+         Connection: upgrade\r\nUpgrade: {UPGRADE}\r\n\r\n",
         encode(session),
         names.as_str()
     );

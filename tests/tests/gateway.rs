@@ -351,3 +351,80 @@ async fn a_confirmation_is_asked_of_a_client_that_elicits() -> anyhow::Result<()
     assert!(is_error && text.contains("declined"), "{text}");
     Ok(())
 }
+
+#[tokio::test]
+async fn the_gateway_over_streamable_http_needs_its_token() -> anyhow::Result<()> {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use tokio::io::AsyncBufReadExt as _;
+    let home = TestHome::new()?;
+    settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, _, err) = home.gemctl_run(&["mcp", "serve", "--http", "0.0.0.0:0"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("not a loopback address"), "{err}");
+
+    let listen = |home: &TestHome| -> anyhow::Result<Child> {
+        let mut cmd: Command =
+            home.gemctl_cmd(&["--json", "mcp", "serve", "--http", "127.0.0.1:0"]).into();
+        Ok(cmd.stdout(Stdio::piped()).kill_on_drop(true).spawn()?)
+    };
+    let first_line = |child: &mut Child| {
+        let out = child.stdout.take();
+        async move {
+            let mut line = String::new();
+            if let Some(out) = out {
+                tokio::io::BufReader::new(out).read_line(&mut line).await?;
+            }
+            anyhow::Ok(serde_json::from_str::<Value>(&line)?)
+        }
+    };
+    let mut child = listen(&home)?;
+    let said = first_line(&mut child).await?;
+    let url = said["url"].as_str().unwrap_or_default().to_owned();
+    let token = said["token"].as_str().unwrap_or_default().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:") && token.len() > 32, "{said}");
+    let file = std::path::PathBuf::from(said["tokenFile"].as_str().unwrap_or_default());
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(&file)?.permissions().mode() & 0o777, 0o600);
+
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(token.clone());
+    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await?;
+    let tools = client.list_all_tools().await?;
+    assert!(tools.iter().any(|t| t.name == "fx__echo"), "{tools:?}");
+    let mut p = CallToolRequestParams::new("fx__echo");
+    p.arguments = json!({"text": "over http"}).as_object().cloned();
+    let r = serde_json::to_value(client.call_tool(p).await?)?;
+    assert_eq!(r["content"][0]["text"], "over http");
+
+    // Without the token, or with another, nothing is served.
+    for auth in [None, Some("wrong")] {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+        if let Some(a) = auth {
+            config = config.auth_header(a);
+        }
+        let refused = ().serve(StreamableHttpClientTransport::from_config(config)).await;
+        assert!(refused.is_err(), "{auth:?} was let in");
+    }
+    client.cancel().await?;
+
+    // The token is shown once; the next listener says where it is. When gemctl goes, the
+    // listener goes with it.
+    drop(child);
+    let mut again = listen(&home)?;
+    let said = first_line(&mut again).await?;
+    assert_eq!(said.get("token"), None, "{said}");
+    assert_eq!(std::fs::read_to_string(&file)?.trim(), token);
+    let url2 = said["url"].as_str().unwrap_or_default().to_owned();
+    again.kill().await?;
+    let _ = again.wait().await;
+    let gone = || async {
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(url2.clone()).auth_header(token.clone());
+        ().serve(StreamableHttpClientTransport::from_config(config)).await.is_err()
+    };
+    assert!(geminid_tests::eventually(Duration::from_secs(5), gone).await, "still listening");
+    Ok(())
+}

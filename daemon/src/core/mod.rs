@@ -451,6 +451,11 @@ impl Core {
         }
     }
 
+    /// The daemon's data directory.
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.info.data_dir.clone()
+    }
+
     /// Cancelled when shutdown begins.
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.shutdown

@@ -8,6 +8,7 @@
 //! The transport is the daemon's socket, upgraded (`route`), with MCP's stdio framing.
 
 mod elicit;
+mod http;
 pub mod names;
 pub(crate) mod route;
 
@@ -27,11 +28,13 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::calls::{CallError, CallRequest, Origin, Target};
 use crate::catalog::CatalogError;
 use crate::catalog::view::ResourceRef;
 use crate::core::Core;
+use crate::session::ConnId;
 use names::{Item, NameMap};
 
 /// One downstream client's gateway over one session (cheap to clone: the handler rmcp serves
@@ -52,6 +55,8 @@ pub struct Inner {
     core: Arc<Core>,
     session: String,
     mode: Names,
+    /// The daemon's connection the client comes through.
+    conn: ConnId,
     /// What the client saw last of each list, to notify only real changes.
     seen: Mutex<Seen>,
     next_call: AtomicU64,
@@ -86,24 +91,50 @@ fn catalog_error(e: CatalogError) -> McpError {
 }
 
 impl Gateway {
-    /// A gateway for `session`, naming tools and prompts by `mode`.
-    pub async fn new(core: Arc<Core>, session: String, mode: Names) -> Self {
-        let instructions = core
-            .catalog
-            .instructions(&session)
-            .await
-            .ok()
-            .map(|i| i.system_prompt)
-            .filter(|p| !p.is_empty());
+    /// The session's servers' instructions, as the gateway's own.
+    pub async fn instructions(core: &Core, session: &str) -> Option<String> {
+        let i = core.catalog.instructions(session).await.ok()?;
+        Some(i.system_prompt).filter(|p| !p.is_empty())
+    }
+
+    /// A gateway for `session`, naming tools and prompts by `mode`, for a client reached
+    /// through the daemon's connection `conn` (the one attached to the session).
+    pub fn new(
+        core: Arc<Core>,
+        session: String,
+        mode: Names,
+        conn: ConnId,
+        instructions: Option<String>,
+    ) -> Self {
         Self(Arc::new(Inner {
             core,
             session,
             mode,
+            conn,
             seen: Mutex::default(),
             next_call: AtomicU64::new(0),
             id: GATEWAYS.fetch_add(1, Ordering::Relaxed) + 1,
             instructions,
         }))
+    }
+
+    /// Once the client is initialized: follow the session's events for it, and answer the
+    /// session's confirmations through it if it elicits, until its transport closes.
+    fn start(&self, peer: Peer<RoleServer>) {
+        let gone = CancellationToken::new();
+        let watch = (peer.clone(), gone.clone());
+        tokio::spawn(async move {
+            let (peer, gone) = watch;
+            // rmcp says a transport closed only when asked.
+            while !peer.is_transport_closed() {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            gone.cancel();
+        });
+        tokio::spawn(self.clone().follow(peer.clone(), gone.clone()));
+        if peer.peer_info().is_some_and(|i| i.capabilities.elicitation.is_some()) {
+            tokio::spawn(elicit::confirmations(self.clone(), peer, self.conn, gone));
+        }
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
@@ -203,7 +234,7 @@ impl Gateway {
     }
 
     /// Follow the session's events for this client until it goes.
-    pub async fn follow(self, peer: Peer<RoleServer>, gone: tokio_util::sync::CancellationToken) {
+    async fn follow(self, peer: Peer<RoleServer>, gone: CancellationToken) {
         let mut events = self.core.events.subscribe();
         loop {
             let ev = tokio::select! {
@@ -246,6 +277,10 @@ impl Gateway {
 }
 
 impl ServerHandler for Gateway {
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.start(context.peer);
+    }
+
     fn get_info(&self) -> InitializeResult {
         let caps = ServerCapabilities::builder()
             .enable_tools()

@@ -103,11 +103,30 @@ async fn open(
             }
         },
     };
+    // `http=ADDR`: listen there instead (bound now, so a refusal is this answer).
+    let listener = match query(&req, "http") {
+        None => None,
+        Some(addr) => match super::http::bind(&addr).await {
+            Ok(l) => Some(l),
+            Err(why) => return answer(StatusCode::BAD_REQUEST, why),
+        },
+    };
     // Attached for as long as the connection lasts (the accept loop detaches it at close).
     if let Err(e) = core.sessions.attach(conn, &session, None).await {
         return answer(StatusCode::NOT_FOUND, e.to_string());
     }
     let upgraded = hyper::upgrade::on(req);
+    if let Some(listener) = listener {
+        tasks.spawn(async move {
+            match upgraded.await {
+                Ok(io) => {
+                    super::http::serve(core, session, mode, conn, listener, TokioIo::new(io)).await;
+                }
+                Err(e) => tracing::debug!(error = %e, "gateway: the upgrade did not complete"),
+            }
+        });
+        return switching();
+    }
     tasks.spawn(async move {
         let io = match upgraded.await {
             Ok(io) => TokioIo::new(io),
@@ -117,34 +136,27 @@ async fn open(
             }
         };
         let (read, write) = tokio::io::split(io);
-        let gateway = Gateway::new(core.clone(), session.clone(), mode).await;
+        let instructions = Gateway::instructions(&core, &session).await;
+        let gateway = Gateway::new(core.clone(), session.clone(), mode, conn, instructions);
         tracing::info!(%session, conn = conn.0, "gateway opened");
-        let running = match gateway.clone().serve((read, write)).await {
+        let running = match gateway.serve((read, write)).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(error = %e, "gateway: the client did not initialize");
                 return;
             }
         };
-        let gone = tokio_util::sync::CancellationToken::new();
-        let peer = running.peer().clone();
-        let follow = tokio::spawn(gateway.clone().follow(peer.clone(), gone.clone()));
-        let elicits = peer.peer_info().is_some_and(|i| i.capabilities.elicitation.is_some());
-        let confirm = elicits.then(|| {
-            tokio::spawn(super::elicit::confirmations(gateway.clone(), peer, conn, gone.clone()))
-        });
         let shutdown = core.shutdown_token().clone();
         tokio::select! {
             _ = running.waiting() => {}
             () = shutdown.cancelled() => {}
         }
-        gone.cancel();
-        let _ = follow.await;
-        if let Some(c) = confirm {
-            let _ = c.await;
-        }
         tracing::info!(%session, conn = conn.0, "gateway closed");
     });
+    switching()
+}
+
+fn switching() -> Response<HttpBody> {
     let mut r = Response::new(HttpBody::empty());
     *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     r.headers_mut()

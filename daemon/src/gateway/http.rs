@@ -1,0 +1,159 @@
+//! The gateway over streamable HTTP, for clients that only speak HTTP: `gemctl mcp serve --http
+//! 127.0.0.1:PORT` asks the daemon (on an upgraded connection, as for stdio) to listen there
+//! for as long as that connection lasts. Loopback addresses only; every request needs the
+//! bearer token kept in `<data dir>/gateway-token` (0600, made on first use and shown once);
+//! `Host` must be a loopback name (rmcp's DNS-rebinding check). Each HTTP session is a gateway
+//! over the same daemon session.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_service::Service as _;
+
+use super::Gateway;
+use crate::core::Core;
+use crate::secrets::Secret;
+use crate::session::ConnId;
+use geminid_protocol::gateway::Names;
+
+/// The token's file in the daemon's data directory.
+pub(crate) const TOKEN_FILE: &str = "gateway-token";
+
+/// Bind `addr`, which must be a loopback address.
+pub(super) async fn bind(addr: &str) -> Result<TcpListener, String> {
+    let parsed: SocketAddr = addr
+        .parse()
+        .map_err(|_| format!("{addr} is not an address and port (e.g. 127.0.0.1:8765)"))?;
+    if !parsed.ip().is_loopback() {
+        return Err(format!(
+            "{addr} is not a loopback address: the gateway listens on 127.0.0.1 or ::1 only"
+        ));
+    }
+    TcpListener::bind(parsed).await.map_err(|e| format!("cannot listen on {addr}: {e}"))
+}
+
+/// The token, and whether it was made now (then it is shown to the user once).
+fn token(data_dir: &Path) -> Result<(Secret<String>, bool, PathBuf), String> {
+    let file = data_dir.join(TOKEN_FILE);
+    match std::fs::read_to_string(&file) {
+        Ok(t) if !t.trim().is_empty() => {
+            return Ok((Secret::new(t.trim().to_owned()), false, file));
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
+    }
+    let made = format!("gmd_{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    crate::config::write::atomic_write(&file, &format!("{made}\n"), Some(0o600))
+        .map_err(|e| e.to_string())?;
+    Ok((Secret::new(made), true, file))
+}
+
+/// Equal without saying where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn authorized(req: &Request<Incoming>, token: &Secret<String>) -> bool {
+    req.headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|given| same(given.trim().as_bytes(), token.expose().as_bytes()))
+}
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+fn unauthorized() -> Response<Body> {
+    let text = "geminid's gateway needs `Authorization: Bearer <token>`; the token is in the \
+                daemon's data directory, file gateway-token\n";
+    let mut r = Response::new(Full::new(Bytes::from(text)).boxed());
+    *r.status_mut() = StatusCode::UNAUTHORIZED;
+    r.headers_mut()
+        .insert(hyper::header::WWW_AUTHENTICATE, hyper::header::HeaderValue::from_static("Bearer"));
+    r
+}
+
+/// Serve HTTP on `listener` until `control` (the upgraded connection that asked) closes or the
+/// daemon shuts down. The first line written on `control` says where, and the token if new.
+pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
+    core: Arc<Core>,
+    session: String,
+    mode: Names,
+    conn: ConnId,
+    listener: TcpListener,
+    mut control: C,
+) {
+    let (token, new, file) = match token(&core.data_dir()) {
+        Ok(t) => t,
+        Err(why) => {
+            let line = json!({ "error": why }).to_string();
+            let _ = control.write_all(format!("{line}\n").as_bytes()).await;
+            return;
+        }
+    };
+    let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let mut said =
+        json!({ "url": format!("http://{local}/mcp"), "tokenFile": file.display().to_string() });
+    if new {
+        said["token"] = json!(token.expose());
+    }
+    if control.write_all(format!("{said}\n").as_bytes()).await.is_err() {
+        return;
+    }
+    let instructions = Gateway::instructions(&core, &session).await;
+    let stop = CancellationToken::new();
+    let config = StreamableHttpServerConfig::default().with_cancellation_token(stop.clone());
+    let (c, s) = (core.clone(), session.clone());
+    let service = StreamableHttpService::new(
+        move || Ok(Gateway::new(c.clone(), s.clone(), mode, conn, instructions.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    tracing::info!(%session, url = %said["url"], "gateway listening over HTTP");
+    let mut eof = [0u8; 64];
+    let shutdown = core.shutdown_token().clone();
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            // Whatever gemctl sends, or its going, ends the listener.
+            _ = control.read(&mut eof) => break,
+            () = shutdown.cancelled() => break,
+        };
+        let Ok((tcp, _)) = accepted else { continue };
+        let (service, token) = (service.clone(), token.clone());
+        let handler = hyper::service::service_fn(move |req: Request<Incoming>| {
+            let (mut service, token) = (service.clone(), token.clone());
+            async move {
+                if !authorized(&req, &token) {
+                    return Ok::<_, Infallible>(unauthorized());
+                }
+                service.call(req).await
+            }
+        });
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection(TokioIo::new(tcp), handler);
+            tokio::select! {
+                _ = conn => {}
+                () = stopped.cancelled() => {}
+            }
+        });
+    }
+    stop.cancel();
+    tracing::info!(%session, "gateway stopped listening over HTTP");
+}
