@@ -37,7 +37,7 @@ const EXIT_NOT_RUNNING: u8 = 3;
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Cli {
-    /// The daemon's socket [default: $XDG_RUNTIME_DIR/geminid/geminid.sock, else ~/.gemini/run/geminid.sock]
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/geminid/geminid.sock (without it, /run/user/UID when it is yours), else ~/.gemini/run/geminid.sock]
     #[arg(long, global = true, env = SOCKET_ENV, value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Print one JSON value on stdout (one per line for streams) instead of text
@@ -405,9 +405,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Mcp(config_cmds::McpCommand::Serve(args)) => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
-            let session = match &args.workspace {
-                Some(dir) => for_workspace(&client, dir).await?.id,
-                None => for_session(&client, cli.session).await?.id,
+            // An MCP client starts this with its own environment (often trimmed): a session
+            // keeps the environment it has, and gets this one only if it has none.
+            let session = match (&args.workspace, cli.session) {
+                (Some(dir), _) => for_workspace(&client, dir).await?.id,
+                (None, Some(id)) => resolve_id(&client, id).await?,
+                (None, None) => for_workspace(&client, Path::new(".")).await?.id,
             };
             // The gateway's own connection attaches to the session; this one can go.
             drop(client);
@@ -522,11 +525,13 @@ async fn for_session(client: &Client, id: Option<String>) -> anyhow::Result<Sess
     client.create(params).await.map_err(call_error("session/create"))
 }
 
-/// The default session of `dir` (created on first use), as for the current directory.
+/// The default session of `dir` (created on first use), given this process's environment only
+/// if it has none (`gemctl mcp serve`).
 async fn for_workspace(client: &Client, dir: &Path) -> anyhow::Result<Session> {
     let params = SessionCreateParams {
         workspace: absolute(Some(dir.to_path_buf()))?,
         env: Some(client_env()),
+        env_if_unset: true,
         reuse_default: true,
         ..SessionCreateParams::default()
     };

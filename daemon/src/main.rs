@@ -35,7 +35,7 @@ struct Args {
     /// $XDG_CONFIG_HOME/geminid/config.toml, else ~/.config/geminid/config.toml]
     #[arg(long, env = settings_file::CONFIG_ENV, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Control socket [default: $XDG_RUNTIME_DIR/geminid/geminid.sock, else ~/.gemini/run/geminid.sock]
+    /// Control socket [default: $XDG_RUNTIME_DIR/geminid/geminid.sock (without it, /run/user/UID when it is yours), else ~/.gemini/run/geminid.sock]
     #[arg(long, env = SOCKET_ENV, value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Database directory [default: $XDG_STATE_HOME/geminid, else ~/.local/state/geminid]

@@ -16,6 +16,12 @@ pub struct SessionCreateParams {
     /// of the session's stdio servers. Memory only. Absent: the daemon's own environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<ClientEnv>,
+    /// Give `env` only to a session that has none yet (created now, or given none since the
+    /// daemon started); one it has stays. `gemctl mcp serve` asks this: an MCP client starts it
+    /// with the client's own, often trimmed, environment, which must not replace the one the
+    /// session's servers were started with.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub env_if_unset: bool,
     /// Return the workspace's default session (creating it if there is none) instead of a new
     /// one. This is what `gemctl` does when no `--session` is given.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

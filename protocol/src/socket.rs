@@ -2,9 +2,11 @@
 //! agree without configuration.
 //!
 //! Order: an explicit path (`--socket`), then `GEMINID_SOCKET`, then on Unix
-//! `$XDG_RUNTIME_DIR/geminid/geminid.sock`, falling back to `~/.gemini/run/geminid.sock` (home is
-//! `GEMINI_CLI_HOME` when set, as Gemini CLI does). On Windows, the named pipe
-//! `\\.\pipe\geminid-<user>`.
+//! `$XDG_RUNTIME_DIR/geminid/geminid.sock`; without `XDG_RUNTIME_DIR`, on Linux the directory
+//! systemd gives it, `/run/user/<uid>`, when it exists and is the user's own (MCP clients start
+//! `gemctl mcp serve` with a trimmed environment, and it must still find the daemon systemd
+//! started); else `~/.gemini/run/geminid.sock` (home is `GEMINI_CLI_HOME` when set, as Gemini
+//! CLI does). On Windows, the named pipe `\\.\pipe\geminid-<user>`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -22,7 +24,33 @@ pub struct NoSocketPath;
 
 /// The socket path from an explicit choice or the process environment.
 pub fn socket_path(explicit: Option<&Path>) -> Result<PathBuf, NoSocketPath> {
-    socket_path_from(explicit, |k| std::env::var_os(k))
+    socket_path_from(explicit, |k| match std::env::var_os(k) {
+        None if k == "XDG_RUNTIME_DIR" => user_runtime_dir().map(OsString::from),
+        v => v,
+    })
+}
+
+/// `/run/user/<uid>` when it is a directory of this user's that only they may enter.
+#[cfg(target_os = "linux")]
+fn user_runtime_dir() -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt as _;
+    // `/proc/self` belongs to the process's effective user.
+    let uid = std::fs::metadata("/proc/self").ok()?.uid();
+    private_dir(Path::new("/run/user"), uid)
+}
+
+/// `base/<uid>` when it is a directory owned by `uid` with no access for others.
+#[cfg(target_os = "linux")]
+fn private_dir(base: &Path, uid: u32) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = base.join(uid.to_string());
+    let m = std::fs::metadata(&dir).ok()?;
+    (m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0).then_some(dir)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn user_runtime_dir() -> Option<PathBuf> {
+    None
 }
 
 /// [`socket_path`] with the environment supplied by the caller (for tests).
@@ -99,6 +127,22 @@ mod tests {
             Some("/g/.gemini/run/geminid.sock".into())
         );
         assert_eq!(resolve(None, &[]), None);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_runtime_dir_systemd_makes_is_used_only_when_it_is_private() {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let base = std::env::temp_dir().join(format!("geminid-run-user-{}", std::process::id()));
+        let me = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+        let dir = base.join(me.to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(private_dir(&base, me), None, "open to others");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(private_dir(&base, me), Some(dir.clone()));
+        assert_eq!(private_dir(&base, me + 1), None, "another user's is not there");
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

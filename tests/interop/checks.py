@@ -378,6 +378,9 @@ def run(s):
 
     s.check("all", "one process per server across two workspaces", shared)
 
+    import gateway
+    gateway.run(s)
+
 
 def main():
     ap = argparse.ArgumentParser()

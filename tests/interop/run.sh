@@ -14,11 +14,17 @@ NPM_PACKAGES=(
   "@modelcontextprotocol/server-filesystem@2026.8.31"
 )
 PIP_PACKAGES=("mcp-server-time==2026.10.19" "mcp==2.3.0")
+# MCP clients of the gateway; the Inspector needs Node 22, installed from npm beside them.
+CLIENT_PACKAGES=("@modelcontextprotocol/inspector@2.12.0" "@google/gemini-cli@0.61.0")
+NODE22="node@22.23.3"
 
-stamp="$cache/installed-$(printf '%s\n' "${NPM_PACKAGES[@]}" "${PIP_PACKAGES[@]}" | sha256sum | cut -c1-16)"
+stamp="$cache/installed-$(printf '%s\n' "${NPM_PACKAGES[@]}" "${PIP_PACKAGES[@]}" "${CLIENT_PACKAGES[@]}" "$NODE22" | sha256sum | cut -c1-16)"
 if [ ! -e "$stamp" ]; then
-  echo "interop: installing pinned servers into $cache" >&2
+  echo "interop: installing pinned servers and clients into $cache" >&2
   (cd "$cache" && npm install --silent --no-audit --no-fund --prefix "$cache" "${NPM_PACKAGES[@]}" >&2)
+  mkdir -p "$cache/clients" "$cache/node22"
+  npm install --silent --no-audit --no-fund --prefix "$cache/clients" "${CLIENT_PACKAGES[@]}" >&2
+  npm install --silent --no-audit --no-fund --prefix "$cache/node22" "$NODE22" >&2
   python3 -m venv "$cache/venv"
   "$cache/venv/bin/pip" install --quiet "${PIP_PACKAGES[@]}" >&2
   touch "$stamp"

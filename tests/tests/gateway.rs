@@ -428,3 +428,31 @@ async fn the_gateway_over_streamable_http_needs_its_token() -> anyhow::Result<()
     assert!(geminid_tests::eventually(Duration::from_secs(5), gone).await, "still listening");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_client_with_another_environment_does_not_replace_the_sessions() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    // The user's shell starts the session's servers with its environment.
+    let mut shell = home.gemctl_cmd(&["mcp", "start"]);
+    assert!(shell.env("GEMINID_TEST_MARK", "from the shell").output()?.status.success());
+    // An MCP client runs gemctl mcp serve with an environment of its own (here one variable
+    // different, as a client that trims or changes it would).
+    let mut cmd: Command = home.gemctl_cmd(&["mcp", "serve"]).into();
+    cmd.env("GEMINID_TEST_MARK", "from the client");
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        anyhow::bail!("no pipes");
+    };
+    let heard = Heard::default();
+    let client = heard.clone().serve((stdout, stdin)).await?;
+    let s = Served { client, heard, child };
+    let (_, pid_before) = text_of(&s, "fx__pid", json!({})).await?;
+    let (_, mark) = text_of(&s, "fx__env", json!({"name": "GEMINID_TEST_MARK"})).await?;
+    assert_eq!(mark, "from the shell", "the session's servers keep their environment");
+    let list = home.gemctl_json(&["mcp", "list"])?;
+    assert_eq!(list[0]["pid"].to_string(), pid_before, "and their process: {list}");
+    Ok(())
+}

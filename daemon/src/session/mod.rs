@@ -179,7 +179,9 @@ impl Sessions {
             let mut rt = self.runtime();
             rt.total += usize::from(created);
             rt.attach(&rec.id, conn);
-            if let Some(env) = params.env {
+            if let Some(env) = params.env
+                && !(params.env_if_unset && rt.envs.contains_key(&rec.id))
+            {
                 rt.envs.insert(rec.id.clone(), Secret::new(Arc::new(env)));
             }
         }

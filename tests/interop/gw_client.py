@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""A Python MCP SDK client of geminid's gateway (`gemctl mcp serve`), for the interop suite.
+
+Usage: gw_client.py GEMCTL SCENARIO [ARGS...]; prints one JSON object on the last line.
+Scenarios:
+  basic TOOL ARGS_JSON        list the tools, call TOOL
+  changed                     list; print READY; wait for a line on stdin (the suite edits the
+                              settings), then for tools/list_changed; list again; then call
+                              fx__wait, cancel it, and ask fx__cancelled how many were cancelled
+  elicit ACTION TOOL ARGS     a client that elicits and answers ACTION (accept | decline) calls TOOL
+  hold                        list, call TOOL once, print READY and stay until stdin closes
+"""
+
+import json
+import os
+import sys
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+import mcp.types as types
+
+
+def text(result):
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+async def main():
+    gemctl, scenario, *rest = sys.argv[1:]
+    # The suite's daemon is on its own socket (GEMINID_SOCKET), which the SDK's trimmed default
+    # environment would drop: pass the environment on, as a client entry's `env` would.
+    params = StdioServerParameters(command=gemctl, args=["mcp", "serve"], env=dict(os.environ))
+    changed = anyio.Event()
+    asked = []
+
+    async def on_message(message):
+        # A notification arrives as itself, or wrapped (`.root`), by SDK version.
+        for m in (message, getattr(message, "root", None)):
+            if isinstance(m, types.ToolListChangedNotification):
+                changed.set()
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action=rest[0], content={} if rest[0] == "accept" else None)
+
+    kwargs = {"message_handler": on_message}
+    if scenario == "elicit":
+        kwargs["elicitation_callback"] = on_elicit
+    out = {}
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w, **kwargs) as s:
+            init = await s.initialize()
+            out["server"] = init.server_info.name
+            tools = [t.name for t in (await s.list_tools()).tools]
+            out["tools"] = tools
+            if scenario == "basic":
+                res = await s.call_tool(rest[0], json.loads(rest[1]))
+                out["text"] = text(res)
+                out["isError"] = bool(res.is_error)
+            elif scenario == "hold":
+                res = await s.call_tool(rest[0], json.loads(rest[1]))
+                out["text"] = text(res)
+                print("READY", flush=True)
+                await anyio.to_thread.run_sync(sys.stdin.read)
+            elif scenario == "changed":
+                print("READY", flush=True)
+                await anyio.to_thread.run_sync(sys.stdin.readline)
+                with anyio.move_on_after(20):
+                    await changed.wait()
+                out["changed"] = changed.is_set()
+                out["after"] = [t.name for t in (await s.list_tools()).tools]
+                with anyio.move_on_after(1):
+                    await s.call_tool("fx__wait", {"ms": 60000})
+                count = "0"
+                with anyio.move_on_after(10):
+                    while count == "0":
+                        count = text(await s.call_tool("fx__cancelled", {})).strip()
+                        await anyio.sleep(0.1)
+                out["cancelled"] = count
+            elif scenario == "elicit":
+                res = await s.call_tool(rest[1], json.loads(rest[2]))
+                out["text"] = text(res)
+                out["isError"] = bool(res.is_error)
+                out["asked"] = asked
+    print(json.dumps(out), flush=True)
+
+
+anyio.run(main)
