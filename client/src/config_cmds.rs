@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use geminid_protocol::api::{ConfigApiClient, McpApiClient, TrustApiClient};
 use geminid_protocol::client::Client;
@@ -129,6 +129,17 @@ pub enum McpCommand {
         /// Only for this session (kept with the session across clients and restarts)
         #[arg(long)]
         session_only: bool,
+    },
+    /// Move your Gemini CLI servers behind the gateway: each server in ~/.gemini/settings.json
+    /// moves to geminid's own servers file, and one entry running `gemctl mcp serve` takes their
+    /// place (the file is backed up first)
+    Import {
+        /// Print what would move; change nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// The gateway entry's name
+        #[arg(long, default_value = "geminid")]
+        name: String,
     },
     /// Serve the session's whole catalog as one MCP server on stdin/stdout, for any MCP client:
     /// {"command": "gemctl", "args": ["mcp", "serve"]}. Calls go through geminid (shared
@@ -446,6 +457,44 @@ pub async fn mcp(
             outln!("✓ MCP server '{}' disabled{suffix}.", r.name);
         }
         McpCommand::Runtime(cmd) => crate::mcp_cmds::run(client, Some(session), cmd, json).await?,
+        McpCommand::Import { dry_run, name } => {
+            let exe = std::env::current_exe().context("cannot tell where gemctl is")?;
+            let p = geminid_protocol::config::McpImportParams {
+                session,
+                command: exe.display().to_string(),
+                name: Some(name),
+                dry_run,
+            };
+            let r = client.mcp_import(p).await.map_err(call_error("mcp/import"))?;
+            if json {
+                return output::json(&r);
+            }
+            if r.moved.is_empty() {
+                outln!("No server to move in {}.", r.from);
+            } else {
+                let verb = if dry_run { "Would move" } else { "Moved" };
+                outln!("{verb} to {}: {}", r.to, r.moved.join(", "));
+                for n in &r.replaced {
+                    outln!("  ('{n}' replaces the one already there)");
+                }
+            }
+            match (&r.backup, r.written, dry_run) {
+                (_, _, true) => outln!(
+                    "Would add \"{}\" (gemctl mcp serve) to {}. Nothing was changed.",
+                    r.gateway,
+                    r.from
+                ),
+                (Some(b), true, _) => outln!(
+                    "Gemini CLI now reaches them through \"{}\" (gemctl mcp serve) in {}; the file as it was is {b}.",
+                    r.gateway,
+                    r.from
+                ),
+                (None, true, _) => {
+                    outln!("Added \"{}\" (gemctl mcp serve) to {}.", r.gateway, r.from)
+                }
+                _ => outln!("{} already reaches geminid through \"{}\".", r.from, r.gateway),
+            }
+        }
         // main.rs runs it: it needs the socket, not a client.
         McpCommand::Serve(_) => anyhow::bail!("`gemctl mcp serve` runs on its own connection"),
     }

@@ -12,8 +12,9 @@ use crate::asks::{
 };
 use crate::config::{
     ConfigParams, DiagnosticsResult, EffectiveConfig, McpAddParams, McpAddResult, McpEnableParams,
-    McpEnableResult, McpReloadParams, McpReloadResult, McpRemoveParams, McpRemoveResult,
-    TrustGetParams, TrustGetResult, TrustSetParams, TrustSetResult,
+    McpEnableResult, McpImportParams, McpImportResult, McpReloadParams, McpReloadResult,
+    McpRemoveParams, McpRemoveResult, TrustGetParams, TrustGetResult, TrustSetParams,
+    TrustSetResult,
 };
 use crate::daemon::{HelloParams, HelloResult, ShutdownResult, StatusResult};
 use crate::event::Event;
@@ -136,6 +137,10 @@ pub trait McpApi {
     /// Remove a server from the user or project settings file.
     #[method(name = "remove")]
     async fn mcp_remove(&self, params: McpRemoveParams) -> RpcResult<McpRemoveResult>;
+
+    /// Move the user's Gemini CLI servers behind the gateway (`gemctl mcp import`).
+    #[method(name = "import")]
+    async fn mcp_import(&self, params: McpImportParams) -> RpcResult<McpImportResult>;
 
     /// Enable a server (persistently, or clear its session-only disable).
     #[method(name = "enable")]

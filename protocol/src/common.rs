@@ -47,6 +47,9 @@ pub struct Diagnostic {
 pub enum Scope {
     /// `system-defaults.json`.
     SystemDefaults,
+    /// geminid's own servers file (`~/.gemini/geminid/servers.json`): servers moved behind
+    /// the gateway by `gemctl mcp import`, which Gemini CLI does not read.
+    Geminid,
     /// `~/.gemini/settings.json`.
     User,
     /// `<workspace>/.gemini/settings.json` (trusted folders only).

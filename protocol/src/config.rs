@@ -66,6 +66,8 @@ pub enum BlockReason {
     Enablement,
     /// Its configuration is invalid (see diagnostics).
     Invalid,
+    /// It is geminid's own gateway (`gemctl mcp serve`), which geminid does not start.
+    Gateway,
 }
 
 /// A server in the effective configuration.
@@ -322,4 +324,47 @@ pub struct ConfigChanged {
     /// Current errors (a file that fails to parse shows up here while its last good contents
     /// stay in effect).
     pub errors: Vec<Diagnostic>,
+}
+
+/// `mcp/import`: move the user's Gemini CLI servers behind the gateway. Each server in
+/// `~/.gemini/settings.json` moves to geminid's own servers file (which Gemini CLI does not
+/// read), and one entry for the gateway takes their place, so Gemini CLI reaches them all
+/// through geminid. The settings file is backed up first and otherwise kept as written.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct McpImportParams {
+    /// The session (for the reload that follows).
+    pub session: SessionId,
+    /// The gateway entry's command (the absolute path of `gemctl`).
+    pub command: String,
+    /// The gateway entry's name (default `geminid`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Say what would change, and change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `mcp/import`'s result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct McpImportResult {
+    /// Gemini CLI's settings file.
+    pub from: String,
+    /// geminid's servers file.
+    pub to: String,
+    /// The servers moved (or that would be).
+    pub moved: Vec<String>,
+    /// Of those, the ones geminid's file had already and are replaced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<String>,
+    /// The gateway entry's name in Gemini CLI's file.
+    pub gateway: String,
+    /// The copy of Gemini CLI's file made before it was changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<String>,
+    /// Files were written (false on a dry run, or when there was nothing to move).
+    pub written: bool,
 }

@@ -456,3 +456,150 @@ async fn a_client_with_another_environment_does_not_replace_the_sessions() -> an
     assert_eq!(list[0]["pid"].to_string(), pid_before, "and their process: {list}");
     Ok(())
 }
+
+#[tokio::test]
+async fn import_moves_gemini_clis_servers_behind_the_gateway() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let user = home.root().join("home/.gemini/settings.json");
+    let before = format!(
+        "{{\n  // the user's own comment\n  \"ui\": {{\"theme\": \"dark\"}},\n  \"mcpServers\": {{\n    \"fx\": {},\n    \"fy\": {}\n  }}\n}}\n",
+        stdio(&[]),
+        stdio(&["--rich"])
+    );
+    std::fs::write(&user, &before)?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+
+    let (code, out, err) = home.gemctl_run(&["mcp", "import", "--dry-run"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Would move") && out.contains("fx, fy"), "{out}");
+    assert_eq!(std::fs::read_to_string(&user)?, before, "a dry run changes nothing");
+
+    let r = home.gemctl_json(&["mcp", "import"])?;
+    assert_eq!(r["moved"], json!(["fx", "fy"]), "{r}");
+    let backup = r["backup"].as_str().unwrap_or_default();
+    assert_eq!(std::fs::read_to_string(backup)?, before, "the file as it was");
+    let now = std::fs::read_to_string(&user)?;
+    assert!(now.contains("// the user's own comment") && now.contains("\"theme\""), "{now}");
+    assert!(!now.contains("mcp-fixture"), "Gemini CLI no longer starts them: {now}");
+    // What Gemini CLI reads: one stdio server, gemctl mcp serve.
+    let stripped: String = now.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+    let parsed: Value = serde_json::from_str(&stripped)?;
+    let entry = &parsed["mcpServers"]["geminid"];
+    assert_eq!(entry["args"], json!(["mcp", "serve"]), "{now}");
+    assert!(entry["command"].as_str().is_some_and(|c| c.ends_with("gemctl")));
+    let own = std::fs::read_to_string(home.root().join("home/.gemini/geminid/servers.json"))?;
+    assert!(own.contains("\"fx\"") && own.contains("\"fy\""), "{own}");
+
+    // geminid runs them still, and does not start its own gateway entry.
+    let listed = home.gemctl_json(&["mcp", "list"])?;
+    let by_name =
+        |n: &str| listed.as_array().and_then(|a| a.iter().find(|s| s["name"] == n)).cloned();
+    assert_eq!(by_name("fx").map(|s| s["scope"].clone()), Some(json!("geminid")), "{listed}");
+    let gw = by_name("geminid").unwrap_or_default();
+    assert_eq!(gw["state"], "blocked", "{listed}");
+    assert!(gw["lastError"].as_str().is_some_and(|e| e.contains("own gateway")), "{gw}");
+    let s = serve(&home, None, &[]).await?;
+    let names: Vec<String> =
+        s.client.list_all_tools().await?.into_iter().map(|t| t.name.to_string()).collect();
+    assert!(names.contains(&"fx__echo".to_owned()) && names.contains(&"fy__echo".to_owned()));
+    assert!(!names.iter().any(|n| n.starts_with("geminid__")), "{names:?}");
+
+    // Again: nothing to move. A server of the gateway's name that is not the gateway: refused.
+    let (code, out, _) = home.gemctl_run(&["mcp", "import"])?;
+    assert_eq!(code, 0);
+    assert!(out.contains("already reaches geminid"), "{out}");
+    std::fs::write(&user, format!("{{\"mcpServers\": {{\"geminid\": {}}}}}", stdio(&[])))?;
+    let (code, _, err) = home.gemctl_run(&["mcp", "import"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("--name"), "{err}");
+    Ok(())
+}
+
+/// `config-examples/clients/`, as each client reads its file.
+fn example(name: &str) -> anyhow::Result<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config-examples/clients");
+    Ok(std::fs::read_to_string(dir.join(name))?)
+}
+
+/// JSON with `//` line comments (what Gemini CLI and VS Code accept).
+fn jsonc(text: &str) -> anyhow::Result<Value> {
+    let kept: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+    Ok(serde_json::from_str(&kept.join("\n"))?)
+}
+
+#[tokio::test]
+async fn the_client_examples_are_what_their_clients_read_and_they_work() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    // Claude Code and Cursor read strict JSON; Gemini CLI and VS Code allow comments.
+    let entries = [
+        ("gemini-cli.settings.json", jsonc(&example("gemini-cli.settings.json")?)?["mcpServers"]["geminid"].clone()),
+        ("claude-code.mcp.json", serde_json::from_str::<Value>(&example("claude-code.mcp.json")?)?["mcpServers"]["geminid"].clone()),
+        ("cursor.mcp.json", serde_json::from_str::<Value>(&example("cursor.mcp.json")?)?["mcpServers"]["geminid"].clone()),
+        ("vscode.mcp.json", jsonc(&example("vscode.mcp.json")?)?["servers"]["geminid"].clone()),
+    ];
+    for (file, entry) in &entries {
+        assert_eq!(entry["command"], "gemctl", "{file}");
+        assert!(entry.get("type").is_none_or(|t| t == "stdio"), "{file}: {entry}");
+        let args: Vec<String> = serde_json::from_value(entry["args"].clone())?;
+        // Started as the client would start it (gemctl from the PATH is this build's).
+        let mut cmd: Command =
+            home.gemctl_cmd(&args.iter().map(String::as_str).collect::<Vec<_>>()).into();
+        let mut child =
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
+        let (Some(out), Some(inp)) = (child.stdout.take(), child.stdin.take()) else {
+            anyhow::bail!("pipes")
+        };
+        let client = ().serve((out, inp)).await?;
+        let tools = client.list_all_tools().await?;
+        assert!(tools.iter().any(|t| t.name == "fx__echo"), "{file}: {tools:?}");
+        client.cancel().await?;
+    }
+    let http = jsonc(&example("vscode.mcp.json")?)?;
+    assert_eq!(http["servers"]["geminid-http"]["url"], "http://127.0.0.1:8765/mcp");
+    assert!(
+        http["servers"]["geminid-http"]["headers"]["Authorization"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("Bearer "))
+    );
+
+    // Neovim's requests, sent as it sends them, through gemctl rpc.
+    let lua = example("neovim.lua")?;
+    let ws = home.workspace().display().to_string();
+    let mut lines: Vec<String> = lua
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("[[").and_then(|l| l.strip_suffix("]],")))
+        .map(|l| l.replace("$CWD", &ws))
+        .collect();
+    assert_eq!(lines.len(), 2, "{lua}");
+    lines.push(
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"session":"SESSION"}}"#.into(),
+    );
+    let mut rpc = home.gemctl_cmd(&["rpc"]);
+    let mut child = rpc.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
+    use std::io::{BufRead as _, Write as _};
+    let mut input = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
+    let mut output =
+        std::io::BufReader::new(child.stdout.take().ok_or_else(|| anyhow::anyhow!("stdout"))?);
+    let mut session = String::new();
+    for line in &lines {
+        writeln!(input, "{}", line.replace("SESSION", &session))?;
+        let mut answer = String::new();
+        output.read_line(&mut answer)?;
+        let v: Value = serde_json::from_str(&answer)?;
+        assert!(v.get("result").is_some(), "{line} -> {answer}");
+        if v["id"] == 2 {
+            session = v["result"]["id"].as_str().unwrap_or_default().to_owned();
+        }
+        if v["id"] == 3 {
+            assert!(answer.contains("mcp_fx_echo"), "{answer}");
+        }
+    }
+    drop(input);
+    child.wait()?;
+    drop(daemon);
+    Ok(())
+}

@@ -88,6 +88,7 @@ fn document() -> Value {
         "hooks/enable" => HooksEnableParams, HooksEnableResult;
         "hooks/disable" => HooksEnableParams, HooksEnableResult;
         "hooks/migrate" => HooksMigrateParams, HooksMigrateResult;
+        "mcp/import" => McpImportParams, McpImportResult;
     };
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

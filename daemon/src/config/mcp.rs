@@ -362,6 +362,19 @@ pub(crate) fn server_command(line: &str, env: &super::env::Env) -> Result<Vec<St
     Ok(words)
 }
 
+impl McpServerConfig {
+    /// Whether this entry is geminid's own gateway: `gemctl mcp serve ...` (a client's entry
+    /// for the daemon, in a file the daemon reads too).
+    pub fn is_gateway(&self) -> bool {
+        let is_gemctl = self
+            .command
+            .as_deref()
+            .is_some_and(|c| std::path::Path::new(c).file_stem().is_some_and(|n| n == "gemctl"));
+        let args = self.args.as_deref().unwrap_or_default();
+        is_gemctl && args.windows(2).any(|w| w[0] == "mcp" && w[1] == "serve")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

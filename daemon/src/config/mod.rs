@@ -9,6 +9,7 @@ pub(crate) mod diff;
 pub(crate) mod enablement;
 pub(crate) mod env;
 pub(crate) mod files;
+pub(crate) mod import;
 pub(crate) mod mcp;
 pub(crate) mod merge;
 pub(crate) mod ops;
@@ -36,6 +37,9 @@ pub struct ConfigPaths {
     pub home: PathBuf,
     /// `~/.gemini/settings.json`.
     pub user: PathBuf,
+    /// geminid's own servers (`~/.gemini/geminid/servers.json`, `gemctl mcp import`), merged
+    /// before the user's settings; Gemini CLI does not read it.
+    pub geminid: PathBuf,
     /// System settings (`GEMINI_CLI_SYSTEM_SETTINGS_PATH` or the platform path).
     pub system: PathBuf,
     /// System defaults (`GEMINI_CLI_SYSTEM_DEFAULTS_PATH`, else next to the system settings).
@@ -77,6 +81,7 @@ impl ConfigPaths {
         });
         Ok(Self {
             user: gemini.join("settings.json"),
+            geminid: gemini.join("geminid").join("servers.json"),
             trusted_folders: var("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
                 .unwrap_or_else(|| gemini.join("trustedFolders.json")),
             enablement: gemini.join("mcp-server-enablement.json"),
@@ -271,6 +276,7 @@ impl Loader {
         let defaults =
             self.layer(Scope::SystemDefaults, p.system_defaults.clone(), env, &mut diags);
         let user = self.layer(Scope::User, p.user.clone(), env, &mut diags);
+        let own = self.layer(Scope::Geminid, p.geminid.clone(), env, &mut diags);
         let system = self.layer(Scope::System, p.system.clone(), env, &mut diags);
 
         // Trust is decided from the scopes that do not depend on it.
@@ -286,7 +292,7 @@ impl Loader {
             env.get("GEMINI_CLI_TRUST_WORKSPACE").map(String::as_str),
         );
 
-        let mut layers = vec![defaults, user];
+        let mut layers = vec![defaults, own, user];
         if let Some(path) = p.workspace_settings(workspace) {
             let mut ws = self.layer(Scope::Workspace, path, env, &mut diags);
             ws.applied &= trust.trusted;
@@ -398,6 +404,8 @@ impl Loader {
                 Some(BlockReason::UntrustedFolder)
             } else if config.is_none() {
                 Some(BlockReason::Invalid)
+            } else if config.as_ref().is_some_and(McpServerConfig::is_gateway) {
+                Some(BlockReason::Gateway)
             } else {
                 gate.blocked(name)
             };

@@ -251,7 +251,7 @@ impl Core {
     pub fn watched_files(&self) -> BTreeSet<PathBuf> {
         let p = self.config.paths();
         let mut files: BTreeSet<PathBuf> =
-            [&p.user, &p.system, &p.system_defaults, &p.trusted_folders, &p.enablement]
+            [&p.user, &p.geminid, &p.system, &p.system_defaults, &p.trusted_folders, &p.enablement]
                 .into_iter()
                 .cloned()
                 .collect();

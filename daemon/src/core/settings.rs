@@ -124,6 +124,22 @@ impl Core {
         })
     }
 
+    /// `mcp/import`.
+    pub(crate) async fn mcp_import(
+        &self,
+        session: &str,
+        p: &geminid_protocol::config::McpImportParams,
+    ) -> Result<geminid_protocol::config::McpImportResult, ChangeError> {
+        self.workspace(session)?;
+        let name = p.name.as_deref().unwrap_or("geminid");
+        let r =
+            crate::config::import::mcp_import(self.config.paths(), &p.command, name, p.dry_run)?;
+        if r.written {
+            self.written(Some(session), "mcp/import").await;
+        }
+        Ok(r)
+    }
+
     /// `hooks/migrate`.
     pub(crate) async fn hooks_migrate(
         &self,

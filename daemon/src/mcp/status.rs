@@ -74,6 +74,10 @@ pub(super) fn block_text(reason: BlockReason) -> (ServerState, &'static str) {
         BlockReason::Invalid => {
             (ServerState::Blocked, "its configuration is invalid (gemctl config check)")
         }
+        BlockReason::Gateway => (
+            ServerState::Blocked,
+            "it is geminid's own gateway (gemctl mcp serve), for other clients; geminid does not serve itself",
+        ),
     }
 }
 

@@ -3,8 +3,9 @@
 use geminid_protocol::api::{ConfigApiServer, McpApiServer, TrustApiServer};
 use geminid_protocol::config::{
     ConfigParams, DiagnosticsResult, EffectiveConfig, McpAddParams, McpAddResult, McpEnableParams,
-    McpEnableResult, McpReloadParams, McpReloadResult, McpRemoveParams, McpRemoveResult,
-    TrustGetParams, TrustGetResult, TrustSetParams, TrustSetResult,
+    McpEnableResult, McpImportParams, McpImportResult, McpReloadParams, McpReloadResult,
+    McpRemoveParams, McpRemoveResult, TrustGetParams, TrustGetResult, TrustSetParams,
+    TrustSetResult,
 };
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::mcp::{
@@ -60,6 +61,10 @@ impl McpApiServer for Handler {
     async fn mcp_add(&self, p: McpAddParams) -> RpcResult<McpAddResult> {
         let added = self.core.mcp_add(&p.session, p.scope, &p.name, &p.config);
         added.await.map_err(change_error)
+    }
+
+    async fn mcp_import(&self, p: McpImportParams) -> RpcResult<McpImportResult> {
+        self.core.mcp_import(&p.session, &p).await.map_err(change_error)
     }
 
     async fn mcp_remove(&self, p: McpRemoveParams) -> RpcResult<McpRemoveResult> {
