@@ -3,14 +3,16 @@
 //! prints a Markdown table for BENCHMARKS.md.
 //!
 //! Run: `cargo build --release --workspace && ./target/release/geminid-bench
-//! [--poll-idle] [mcp|tools|instructions|policy|hooks|ab OTHER]` (`mcp`: only the MCP supervision figures;
-//! `policy`: a policy decision against 1,000 rules;
+//! [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|ab OTHER]` (`mcp`: only the MCP supervision figures;
+//! `policy`: a policy decision against 1,000 rules; `gateway`: a call through `gemctl mcp serve`
+//! against the same call on the socket, and 4 clients × 5 servers;
 //! `tools`: only the call path and catalog; `instructions`: only the daemon's instructions per
 //! request, which needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary
 //! OTHER, calls interleaved; `--poll-idle`: idle CPUs poll instead of halting for the run,
 //! see `idle.rs`).
 
 mod ab;
+mod gateway;
 mod hooks;
 mod idle;
 mod instructions;
@@ -70,7 +72,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
     const USAGE: &str =
-        "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|ab OTHER]";
+        "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|ab OTHER]";
     let (flags, args): (Vec<String>, Vec<String>) =
         std::env::args().skip(1).partition(|a| a.starts_with("--"));
     let mut poll_idle = None;
@@ -86,6 +88,7 @@ async fn main() -> anyhow::Result<()> {
             "instructions" => instructions::bench().await?,
             "policy" => policy::bench().await?,
             "hooks" => hooks::bench().await?,
+            "gateway" => gateway::bench().await?,
             "ab" => {
                 let other = args.get(1).context(USAGE)?;
                 ab::bench(std::path::Path::new(other)).await?

@@ -38,6 +38,7 @@ pub const KINDS: &[&str] = &[
     "tools/progress",
     "confirmation/requested",
     "hooks/ran",
+    "mcp/resourceUpdated",
 ];
 
 /// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
@@ -81,6 +82,10 @@ pub enum EventBody {
     /// A hook ran for a session (in a call, or for `hooks/fire`).
     #[serde(rename = "hooks/ran")]
     HookRan(crate::hooks::HookRan),
+    /// A server said a resource changed (`notifications/resources/updated`, for a subscription
+    /// the gateway made for a client).
+    #[serde(rename = "mcp/resourceUpdated")]
+    ResourceUpdated(crate::mcp::ResourceUpdated),
 }
 
 /// Payload of `daemon/shuttingDown`.
@@ -107,6 +112,7 @@ impl EventBody {
             Self::ToolProgress(_) => "tools/progress",
             Self::ConfirmationRequested(_) => "confirmation/requested",
             Self::HookRan(_) => "hooks/ran",
+            Self::ResourceUpdated(_) => "mcp/resourceUpdated",
         }
     }
 
@@ -123,7 +129,10 @@ impl EventBody {
             Self::ToolProgress(p) => Some(&p.session),
             Self::ConfirmationRequested(c) => Some(&c.session),
             Self::HookRan(h) => Some(&h.session),
-            Self::DaemonShuttingDown(_) | Self::McpServerState(_) | Self::CatalogChanged(_) => None,
+            Self::DaemonShuttingDown(_)
+            | Self::McpServerState(_)
+            | Self::CatalogChanged(_)
+            | Self::ResourceUpdated(_) => None,
         }
     }
 

@@ -244,6 +244,19 @@ pub struct ServerStateChanged {
     pub previous: ServerState,
 }
 
+/// Payload of the `mcp/resourceUpdated` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceUpdated {
+    /// The server's name.
+    pub server: String,
+    /// The first 12 hex digits of its identity.
+    pub identity: String,
+    /// The resource.
+    pub uri: String,
+}
+
 /// Payload of the `catalog/changed` event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -23,6 +23,7 @@ struct Heard {
     progress: Arc<Mutex<Vec<f64>>>,
     /// Declares elicitation, and answers every one so.
     answer: Option<ElicitationAction>,
+    updated: Arc<Mutex<Vec<String>>>,
     asked: Arc<Mutex<Vec<String>>>,
 }
 
@@ -37,6 +38,14 @@ impl ClientHandler for Heard {
 
     async fn on_progress(&self, p: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
         lock(&self.progress).push(p.progress);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        p: rmcp::model::ResourceUpdatedNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        lock(&self.updated).push(p.uri);
     }
 
     async fn create_elicitation(
@@ -601,5 +610,48 @@ async fn the_client_examples_are_what_their_clients_read_and_they_work() -> anyh
     drop(input);
     child.wait()?;
     drop(daemon);
+    Ok(())
+}
+
+#[tokio::test]
+// `resources/subscribe` is what clients of the ≤ 2025-11-25 era send, as rmcp's client does here.
+#[allow(deprecated)]
+async fn completions_and_resource_subscriptions_reach_the_server_they_belong_to()
+-> anyhow::Result<()> {
+    use rmcp::model::{ArgumentInfo, CompleteRequestParams, Reference, SubscribeRequestParams};
+    let home = TestHome::new()?;
+    settings(&home, json!({ "fx": stdio(&["--rich"]), "plain": stdio(&[]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let s = serve(&home, None, &[]).await?;
+    let caps = serde_json::to_value(s.client.peer_info().as_deref())?;
+    assert!(caps["capabilities"]["completions"].is_object(), "{caps}");
+    assert_eq!(caps["capabilities"]["resources"]["subscribe"], true, "{caps}");
+
+    // By the prompt's served name; the server gets its own name.
+    let arg = || ArgumentInfo::new("name", "An");
+    let done = s
+        .client
+        .complete(CompleteRequestParams::new(Reference::for_prompt("fx__greet"), arg()))
+        .await?;
+    let values = serde_json::to_value(&done)?;
+    assert_eq!(values["completion"]["values"][0], "An1 (prompt greet)", "{values}");
+    let template =
+        Reference::Resource(rmcp::model::ResourceTemplateReference::new("file:///logs/{day}.log"));
+    let done = s.client.complete(CompleteRequestParams::new(template, arg())).await?;
+    assert!(serde_json::to_string(&done)?.contains("resource file:///logs/{day}.log"));
+    let nobody =
+        s.client.complete(CompleteRequestParams::new(Reference::for_prompt("nope"), arg())).await;
+    assert!(format!("{nobody:?}").contains("no prompt named 'nope'"), "{nobody:?}");
+
+    // A subscription goes to the server that lists the URI, and its update comes back.
+    s.client.subscribe(SubscribeRequestParams::new("file:///notes.txt")).await?;
+    let heard = || async { lock(&s.heard.updated).iter().any(|u| u == "file:///notes.txt") };
+    assert!(
+        geminid_tests::eventually(Duration::from_secs(10), heard).await,
+        "no resources/updated"
+    );
+    let unknown = s.client.subscribe(SubscribeRequestParams::new("file:///not-offered")).await;
+    assert!(unknown.is_err());
     Ok(())
 }

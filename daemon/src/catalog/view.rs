@@ -156,6 +156,32 @@ impl Catalog {
         })
     }
 
+    /// A request to one of the session's servers, by its entry name (for the gateway).
+    pub async fn on_server<T, Fut>(
+        &self,
+        session: &str,
+        server_name: &str,
+        send: impl FnOnce(rmcp::service::Peer<rmcp::RoleClient>) -> Fut,
+    ) -> Result<T, CatalogError>
+    where
+        Fut: std::future::Future<Output = Result<T, rmcp::ServiceError>>,
+    {
+        let (servers, _) = self.servers(session).await?;
+        let Some((_, server)) = servers.iter().find(|(n, _)| n == server_name) else {
+            return Err(CatalogError::Mcp(crate::mcp::McpError::NotFound(format!(
+                "no connected MCP server named '{server_name}' in this session"
+            ))));
+        };
+        let timeout = self.mcp.timeout_for(session, server);
+        Ok(self.mcp.request(server, timeout, send).await?)
+    }
+
+    /// The identity of one of the session's servers (whose notifications name it so).
+    pub async fn identity_of(&self, session: &str, server_name: &str) -> Option<String> {
+        let (servers, _) = self.servers(session).await.ok()?;
+        servers.iter().find(|(n, _)| n == server_name).map(|(_, s)| s.identity.clone())
+    }
+
     /// A prompt by its server and own name, as the server answers (for the gateway).
     pub async fn get_prompt_raw(
         &self,
@@ -164,17 +190,10 @@ impl Catalog {
         prompt: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<Value, CatalogError> {
-        let (servers, _) = self.servers(session).await?;
-        let Some((_, server)) = servers.iter().find(|(n, _)| n == server_name) else {
-            return Err(CatalogError::Mcp(crate::mcp::McpError::NotFound(format!(
-                "no connected MCP server named '{server_name}' in this session"
-            ))));
-        };
         let mut params = rmcp::model::GetPromptRequestParams::new(prompt.to_owned());
         params.arguments = arguments;
-        let timeout = self.mcp.timeout_for(session, server);
-        let result = (self.mcp)
-            .request(server, timeout, |peer| async move { peer.get_prompt(params).await })
+        let result = self
+            .on_server(session, server_name, |peer| async move { peer.get_prompt(params).await })
             .await?;
         Ok(serde_json::to_value(result).unwrap_or_default())
     }

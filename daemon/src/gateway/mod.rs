@@ -8,6 +8,7 @@
 //! The transport is the daemon's socket, upgraded (`route`), with MCP's stdio framing.
 
 mod elicit;
+mod forward;
 mod http;
 pub mod names;
 pub(crate) mod route;
@@ -62,6 +63,8 @@ pub struct Inner {
     next_call: AtomicU64,
     /// This gateway's calls get ids `gw<id>-<n>`.
     id: u64,
+    /// The resources the client subscribed to: (server identity's first 12 hex digits, URI).
+    subscribed: Mutex<std::collections::HashSet<(String, String)>>,
     instructions: Option<String>,
 }
 
@@ -114,6 +117,7 @@ impl Gateway {
             seen: Mutex::default(),
             next_call: AtomicU64::new(0),
             id: GATEWAYS.fetch_add(1, Ordering::Relaxed) + 1,
+            subscribed: Mutex::default(),
             instructions,
         }))
     }
@@ -135,6 +139,10 @@ impl Gateway {
         if peer.peer_info().is_some_and(|i| i.capabilities.elicitation.is_some()) {
             tokio::spawn(elicit::confirmations(self.clone(), peer, self.conn, gone));
         }
+    }
+
+    fn subscribed(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<(String, String)>> {
+        self.subscribed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
@@ -241,6 +249,15 @@ impl Gateway {
                 () = gone.cancelled() => return,
                 ev = events.recv() => ev,
             };
+            if let Ok(p) = &ev
+                && let EventBody::ResourceUpdated(u) = &p.event.body
+            {
+                if self.subscribed().contains(&(u.identity.clone(), u.uri.clone())) {
+                    let param = rmcp::model::ResourceUpdatedNotificationParam::new(u.uri.clone());
+                    let _ = peer.notify_resource_updated(param).await;
+                }
+                continue;
+            }
             let relevant = match ev {
                 Ok(p) => match &p.event.body {
                     EventBody::CatalogChanged(c) => c.sessions.contains(&self.session),
@@ -289,7 +306,10 @@ impl ServerHandler for Gateway {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .build();
+        let mut caps = caps;
+        caps.completions = Some(Default::default());
         let mut info = InitializeResult::new(caps)
             .with_server_info(Implementation::new("geminid", env!("CARGO_PKG_VERSION")));
         if let Some(i) = &self.instructions {
@@ -438,6 +458,31 @@ impl ServerHandler for Gateway {
             .filter_map(|e| serde_json::from_value(e.resource).ok())
             .collect();
         Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        self.forward_complete(request).await
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.forward_subscribe(request.uri).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.forward_unsubscribe(&request);
+        Ok(())
     }
 
     async fn list_resource_templates(

@@ -64,6 +64,16 @@ impl ClientHandler for Handler {
         self.list_changed();
     }
 
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        if let Some(sup) = self.sup.upgrade() {
+            sup.resource_updated(&self.identity, &params.uri);
+        }
+    }
+
     async fn on_progress(
         &self,
         params: rmcp::model::ProgressNotificationParam,

@@ -44,6 +44,8 @@ pub trait Observer: Send + Sync {
     fn catalog_changed(&self, server: &Arc<Server>);
     /// A progress notification arrived from the server of `identity`.
     fn progress(&self, identity: &str, params: &rmcp::model::ProgressNotificationParam);
+    /// The server of `identity` said a resource it was subscribed to changed.
+    fn resource_updated(&self, identity: &str, uri: &str);
     /// Where child pids are recorded.
     fn store(&self) -> &Store;
     /// What may not start yet (orphans of a killed daemon being stopped).

@@ -553,6 +553,15 @@ impl server::Observer for Supervisor {
         self.progress.progress(identity, params);
     }
 
+    fn resource_updated(&self, identity: &str, uri: &str) {
+        let name = self.inner().servers.get(identity).map(|s| s.name.clone()).unwrap_or_default();
+        self.events.emit(EventBody::ResourceUpdated(geminid_protocol::mcp::ResourceUpdated {
+            server: name,
+            identity: identity.chars().take(12).collect(),
+            uri: uri.to_owned(),
+        }));
+    }
+
     fn store(&self) -> &Store {
         &self.store
     }

@@ -171,12 +171,15 @@ fn text(s: impl Into<String>) -> Result<CallToolResponse, McpError> {
 impl ServerHandler for Fixture {
     fn get_info(&self) -> InitializeResult {
         let caps = if self.rich {
-            ServerCapabilities::builder()
+            let mut caps = ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_prompts()
                 .enable_resources()
-                .build()
+                .enable_resources_subscribe()
+                .build();
+            caps.completions = Some(Default::default());
+            caps
         } else {
             ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build()
         };
@@ -260,6 +263,39 @@ impl ServerHandler for Fixture {
         let mut r = rmcp::model::ListResourcesResult::with_all_items(items);
         r.next_cursor = next;
         Ok(r)
+    }
+
+    /// Completes any argument with two values made from what was typed.
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        let typed = request.argument.value;
+        let which = match &request.r#ref {
+            rmcp::model::Reference::Prompt(p) => format!("prompt {}", p.name),
+            rmcp::model::Reference::Resource(r) => format!("resource {}", r.uri),
+            _ => "other".to_owned(),
+        };
+        let values = vec![format!("{typed}1 ({which})"), format!("{typed}2")];
+        let completion = rmcp::model::CompletionInfo::new(values)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        Ok(rmcp::model::CompleteResult::new(completion))
+    }
+
+    /// Accepts, and says the resource changed a moment later.
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let peer = context.peer.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let p = rmcp::model::ResourceUpdatedNotificationParam::new(request.uri);
+            let _ = peer.notify_resource_updated(p).await;
+        });
+        Ok(())
     }
 
     async fn list_resource_templates(

@@ -1,0 +1,137 @@
+//! Issue 19: a tools/call through the gateway against the same call on the socket, in one run,
+//! interleaved (target: within 2×), both as a client sees it through `gemctl mcp serve` and
+//! on the upgraded connection itself; and 4 gateway clients × 5 servers running 5 upstream
+//! processes, not 20.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Stdio;
+use std::time::Instant;
+
+use geminid_protocol::api::SessionApiClient;
+use geminid_protocol::gateway::{Names, open};
+use geminid_protocol::session::SessionCreateParams;
+use geminid_tests::mcp::{shell_env, stdio, write_user_settings};
+use geminid_tests::{Daemon, TestHome};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::json;
+
+use crate::{stats, us};
+
+const WARMUP: usize = 200;
+const CALLS: usize = 2_000;
+
+fn echo(name: &str) -> CallToolRequestParams {
+    let mut p = CallToolRequestParams::new(name.to_owned());
+    p.arguments = json!({ "text": "hi" }).as_object().cloned();
+    p
+}
+
+async fn gemctl_serve(
+    home: &TestHome,
+    dir: &std::path::Path,
+) -> anyhow::Result<(RunningService<RoleClient, ()>, tokio::process::Child)> {
+    let mut cmd: tokio::process::Command = home.gemctl_cmd(&["mcp", "serve"]).into();
+    let mut child = cmd
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let (Some(out), Some(inp)) = (child.stdout.take(), child.stdin.take()) else {
+        anyhow::bail!("gemctl mcp serve without pipes");
+    };
+    let c = ().serve((out, inp)).await?;
+    Ok((c, child))
+}
+
+pub async fn bench() -> anyhow::Result<Vec<String>> {
+    eprintln!("gateway: tools/call on the socket, through the upgraded connection, through gemctl");
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let daemon = Daemon::launch(&home).log(crate::BENCH_LOG).start().await?;
+    anyhow::ensure!(home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
+    let client = daemon.client().await?;
+    let session = client
+        .create(SessionCreateParams {
+            workspace: home.workspace().display().to_string(),
+            env: Some(shell_env(&home, &[])),
+            reuse_default: true,
+            ..Default::default()
+        })
+        .await?
+        .id;
+    let direct = ().serve(open(daemon.socket(), &session, Names::Server).await?).await?;
+    let (relayed, _child) = gemctl_serve(&home, &home.workspace()).await?;
+    for _ in 0..WARMUP {
+        crate::tools::via_geminid(&client, &session, "mcp_fx_echo", "hi").await?;
+        direct.call_tool(echo("fx__echo")).await?;
+        relayed.call_tool(echo("fx__echo")).await?;
+    }
+    let (mut socket, mut upgraded, mut gemctl) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..CALLS {
+        let t = Instant::now();
+        crate::tools::via_geminid(&client, &session, "mcp_fx_echo", "hi").await?;
+        socket.push(t.elapsed());
+        let t = Instant::now();
+        direct.call_tool(echo("fx__echo")).await?;
+        upgraded.push(t.elapsed());
+        let t = Instant::now();
+        relayed.call_tool(echo("fx__echo")).await?;
+        gemctl.push(t.elapsed());
+    }
+    let (s, u, g) = (stats(socket), stats(upgraded), stats(gemctl));
+    let ratio = |a: &crate::Stats| us(a.median) / us(s.median);
+    let mut rows = vec![
+        format!(
+            "| tools/call on the socket (`tools/call`, typed client) | {:.0} µs | {:.0} µs | baseline |",
+            us(s.median),
+            us(s.p99)
+        ),
+        format!(
+            "| the same call through the gateway, on its upgraded connection | {:.0} µs ({:.2}×) | {:.0} µs | ≤ 2× |",
+            us(u.median),
+            ratio(&u),
+            us(u.p99)
+        ),
+        format!(
+            "| the same call through `gemctl mcp serve` (what an MCP client sees) | {:.0} µs ({:.2}×) | {:.0} µs | ≤ 2× |",
+            us(g.median),
+            ratio(&g),
+            us(g.p99)
+        ),
+    ];
+    drop((direct, relayed));
+
+    eprintln!("gateway: 4 clients in 2 workspaces × 5 servers");
+    let servers: BTreeMap<String, serde_json::Value> =
+        (1..=5).map(|i| (format!("s{i}"), stdio(&[]))).collect();
+    write_user_settings(&home, json!(servers))?;
+    let ws2 = home.root().join("ws2");
+    std::fs::create_dir_all(&ws2)?;
+    anyhow::ensure!(
+        home.gemctl(&["trust", &ws2.display().to_string()])?.status.success(),
+        "gemctl trust ws2 failed"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let mut clients = Vec::new();
+    for dir in [home.workspace(), home.workspace(), ws2.clone(), ws2.clone()] {
+        clients.push(gemctl_serve(&home, &dir).await?);
+    }
+    let mut pids = BTreeSet::new();
+    let mut pairs = 0;
+    for (c, _) in &clients {
+        for i in 1..=5 {
+            let r = c.call_tool(CallToolRequestParams::new(format!("s{i}__pid"))).await?;
+            let v = serde_json::to_value(&r)?;
+            pids.insert(v["content"][0]["text"].as_str().unwrap_or_default().to_owned());
+            pairs += 1;
+        }
+    }
+    rows.push(format!(
+        "| upstream processes for 4 gateway clients (2 workspaces) × 5 servers | {} for {pairs} client–server pairs | | 5, not 20 |",
+        pids.len()
+    ));
+    Ok(rows)
+}
