@@ -105,8 +105,14 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     drop((direct, relayed));
 
     eprintln!("gateway: 4 clients in 2 workspaces × 5 servers");
-    let servers: BTreeMap<String, serde_json::Value> =
-        (1..=5).map(|i| (format!("s{i}"), stdio(&[]))).collect();
+    // Five different servers (entries alike would be one server to geminid).
+    let servers: BTreeMap<String, serde_json::Value> = (1..=5)
+        .map(|i| {
+            let mut entry = stdio(&[]);
+            entry["env"] = json!({ "GEMINID_BENCH_SERVER": i.to_string() });
+            (format!("s{i}"), entry)
+        })
+        .collect();
     write_user_settings(&home, json!(servers))?;
     let ws2 = home.root().join("ws2");
     std::fs::create_dir_all(&ws2)?;
