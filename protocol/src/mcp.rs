@@ -193,8 +193,9 @@ pub struct LogsParams {
 pub struct LogLine {
     /// When (RFC 3339).
     pub at: String,
-    /// `stderr` (the child's), `stdout` (non-JSON-RPC output, ignored) or `geminid` (what
-    /// the supervisor did).
+    /// `stderr` (the child's), `stdout` (non-JSON-RPC output, ignored), `message` (the
+    /// server's `notifications/message`: `[level] logger: data`) or `geminid` (what the
+    /// supervisor did).
     pub stream: String,
     /// The text, without its newline.
     pub text: String,

@@ -118,6 +118,10 @@ fn every_tool_does_what_it_says() -> anyhow::Result<()> {
         "<unset>"
     );
     assert_eq!(text(&p.call(7, "sleep", json!({"ms": 20}), &mut notes)?), "slept 20 ms");
+    // It says so first, as a log message.
+    assert_eq!(notes.first().map(|n| n["method"].clone()), Some(json!("notifications/message")));
+    assert_eq!(notes[0]["params"]["data"], "sleeping 20 ms");
+    notes.clear();
     assert_eq!(text(&p.call(8, "grow", json!({}), &mut notes)?), "grown_1");
     while notes.is_empty() {
         notes.push(serde_json::from_str(&p.line(Duration::from_secs(5))?)?);

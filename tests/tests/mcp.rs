@@ -1250,3 +1250,17 @@ async fn a_server_that_answers_no_ping_is_shown_unresponsive() -> anyhow::Result
     assert_eq!(pid_of(&t.client, &t.session, "fx").await, pid);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_servers_log_messages_go_into_its_log_with_their_level() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, out, err) = home.gemctl_run(&["call", "mcp_fx_sleep", r#"{"ms": 1}"#])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = home.gemctl_run(&["mcp", "logs", "fx"])?;
+    assert_eq!(code, 0);
+    assert!(out.contains("[message] [info] fixture: sleeping 1 ms"), "{out}");
+    Ok(())
+}

@@ -159,14 +159,12 @@ impl Gateway {
             .map(|t| Item { server: &t.server_name, own: &t.tool().name, fqn: &t.fqn })
             .collect();
         let map = names::build(&items, self.mode);
-        for n in &map.notes {
-            tracing::debug!(session = %self.session, "gateway: {n}");
-        }
         drop(items);
         Ok((st, map))
     }
 
-    async fn tool_list(&self) -> Result<Vec<Tool>, McpError> {
+    /// The tools as served, and the renames of names taken twice.
+    async fn tool_list(&self) -> Result<(Vec<Tool>, Vec<String>), McpError> {
         let (st, map) = self.tools().await?;
         let mut out = Vec::with_capacity(st.tools.len());
         for (t, name) in st.tools.iter().zip(&map.served) {
@@ -181,7 +179,7 @@ impl Gateway {
                 }
             }
         }
-        Ok(out)
+        Ok((out, map.notes))
     }
 
     /// Prompts: `(served name, server, own name, the prompt as listed)`.
@@ -211,7 +209,7 @@ impl Gateway {
     /// Tell the client which of its lists changed since it last looked (called on catalog,
     /// server and configuration events).
     pub(crate) async fn announce_changes(&self, peer: &Peer<RoleServer>) {
-        let tools = self.tool_list().await.ok().map(|t| fingerprint(&t));
+        let tools = self.tool_list().await.ok().map(|(t, _)| fingerprint(&t));
         let prompts = self.prompt_list().await.ok().map(|p| fingerprint(&p));
         let resources = self.core.catalog.resources(&self.session).await.ok().map(|r| {
             fingerprint(&(
@@ -323,7 +321,10 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools = self.tool_list().await?;
+        let (tools, renamed) = self.tool_list().await?;
+        if !renamed.is_empty() {
+            tracing::info!(session = %self.session, ?renamed, "gateway: tool names taken twice are renamed");
+        }
         self.seen().tools = Some(fingerprint(&tools));
         Ok(ListToolsResult::with_all_items(tools))
     }

@@ -35,6 +35,8 @@ pub(crate) struct Handler {
     sup: std::sync::Weak<dyn super::server::Observer>,
     /// The server's identity: progress tokens are only unique per connection.
     identity: String,
+    /// Where its `notifications/message` go (`mcp/logs`, `mcp/followLogs`).
+    log: Arc<ServerLog>,
 }
 
 impl Handler {
@@ -74,6 +76,18 @@ impl ClientHandler for Handler {
         }
     }
 
+    /// A server's log message (`notifications/message`): into its log, with its level and
+    /// logger, as `mcp/logs` and `mcp/followLogs` show it. (SEP-2577 deprecates logging for
+    /// the 2026-07-28 era; servers of the earlier ones send it.)
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        self.log.push("message", &log_line(&params));
+    }
+
     async fn on_progress(
         &self,
         params: rmcp::model::ProgressNotificationParam,
@@ -82,6 +96,21 @@ impl ClientHandler for Handler {
         if let Some(sup) = self.sup.upgrade() {
             sup.progress(&self.identity, &params);
         }
+    }
+}
+
+/// `[level] logger: data`, the data as text when it is a string, else as JSON.
+#[allow(deprecated)]
+fn log_line(p: &rmcp::model::LoggingMessageNotificationParam) -> String {
+    let level = serde_json::to_value(p.level).ok();
+    let level = level.as_ref().and_then(serde_json::Value::as_str).unwrap_or("info");
+    let data = match &p.data {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    match &p.logger {
+        Some(logger) => format!("[{level}] {logger}: {data}"),
+        None => format!("[{level}] {data}"),
     }
 }
 
@@ -146,7 +175,7 @@ pub(crate) async fn connect(
     notices: mpsc::Sender<Notice>,
 ) -> Result<Running, ConnectError> {
     let Attempt { name, identity, spec, shown, timeout, grace, log, store, sup } = attempt;
-    let handler = Handler { notices, sup, identity: identity.to_owned() };
+    let handler = Handler { notices, sup, identity: identity.to_owned(), log: log.clone() };
     match spec {
         LaunchSpec::Stdio { command, args, cwd, env, .. } => {
             let ctx = child::SpawnContext { server: name, identity, log, store };

@@ -162,6 +162,18 @@ fn rich_tools() -> Vec<Tool> {
     ]
 }
 
+/// A log message (`notifications/message`), as servers of the eras before 2026-07-28 send them
+/// (SEP-2577 deprecates it for the newer one).
+#[allow(deprecated)]
+async fn log_message(peer: &rmcp::Peer<RoleServer>, text: String) {
+    let mut note = rmcp::model::LoggingMessageNotificationParam::new(
+        rmcp::model::LoggingLevel::Info,
+        Value::String(text),
+    );
+    note.logger = Some("fixture".into());
+    let _ = peer.notify_logging_message(note).await;
+}
+
 static CANCELLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn text(s: impl Into<String>) -> Result<CallToolResponse, McpError> {
@@ -344,6 +356,7 @@ impl ServerHandler for Fixture {
             }
             "sleep" => {
                 let ms = arg("ms").as_u64().unwrap_or(0);
+                log_message(&context.peer, format!("sleeping {ms} ms")).await;
                 tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
                 text(format!("slept {ms} ms"))
             }
