@@ -339,7 +339,9 @@ fn servers_with(list: &[ServerStatus], copies: bool) {
             } else {
                 s.sessions.join(", ")
             };
-            outln!("    identity {id}; sessions: {users}");
+            let mcp =
+                s.protocol_version.as_deref().map(|v| format!("; MCP {v}")).unwrap_or_default();
+            outln!("    identity {id}; sessions: {users}{mcp}");
         }
     }
 }

@@ -115,6 +115,9 @@ pub struct ServerStatus {
     /// See `tools`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<u32>,
+    /// The MCP revision negotiated with it (`2025-11-25`, ...), while connected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
     /// What its last discovery found wrong (a malformed tool left out, a list that failed
     /// or timed out), one sentence each; empty when all is well.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -865,8 +865,12 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     assert_eq!(all.as_array().map(Vec::len), Some(1), "{all}");
     let (ok, out, _) = text(&["mcp", "list", "--all"])?;
     let identity = fx["identity"].as_str().unwrap_or("?");
+    // With the MCP revision the connection negotiated.
+    let version = fx["protocolVersion"].as_str().unwrap_or("?");
+    assert!(version.starts_with("20"), "{fx}");
     assert!(
-        ok && out.contains(&format!("    identity {identity}; sessions: {}\n", held.id)),
+        ok && out
+            .contains(&format!("    identity {identity}; sessions: {}; MCP {version}\n", held.id)),
         "{out}"
     );
 

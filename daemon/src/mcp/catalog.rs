@@ -52,6 +52,8 @@ pub struct Catalog {
     pub templates: Vec<Value>,
     /// The server's `instructions`.
     pub instructions: Option<String>,
+    /// The MCP revision negotiated with it.
+    pub protocol_version: Option<String>,
     /// What went wrong listing it (a list that failed or timed out), in words for its log and
     /// the session's diagnostics. The rest of the catalog is kept: a failing `prompts/list`
     /// does not cost the server its tools (Gemini CLI drops the whole server).
@@ -216,6 +218,10 @@ pub(crate) async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Dur
     let info = peer.peer_info();
     let caps = info.as_ref().map(|i| i.capabilities.clone()).unwrap_or_default();
     let instructions = info.as_ref().and_then(|i| i.instructions.clone());
+    let protocol_version = info
+        .as_ref()
+        .and_then(|i| serde_json::to_value(&i.protocol_version).ok())
+        .and_then(|v| v.as_str().map(str::to_owned));
     let (mut p_tools, mut p_prompts, mut p_resources) = (Vec::new(), Vec::new(), Vec::new());
     let tools = async {
         if caps.tools.is_none() {
@@ -264,7 +270,7 @@ pub(crate) async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Dur
         problems.push("it offers no tools, prompts or resources (Gemini CLI would treat it as failed: \"No prompts, tools, or resources found on the server.\")".to_owned());
     }
     let tools = tools.into_iter().map(Tool::new).collect();
-    Catalog { tools, prompts, resources, templates, instructions, problems }
+    Catalog { tools, prompts, resources, templates, instructions, protocol_version, problems }
 }
 
 /// A tool's input schema, compiled; or why it could not be (calls then go unvalidated).

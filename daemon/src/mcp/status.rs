@@ -52,6 +52,7 @@ fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> Ser
         tools: None,
         prompts: None,
         resources: None,
+        protocol_version: None,
         problems: vec![],
         sessions: vec![],
     }
@@ -110,6 +111,9 @@ impl Supervisor {
             tools,
             prompts,
             resources,
+            protocol_version: (s.state == ServerState::Connected)
+                .then(|| server.catalog().protocol_version.clone())
+                .flatten(),
             problems: if s.state == ServerState::Connected {
                 server.catalog().problems.clone()
             } else {
