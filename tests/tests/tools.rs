@@ -1078,3 +1078,65 @@ async fn a_malformed_tool_costs_only_itself() -> anyhow::Result<()> {
     assert!(text.contains("    warning: its tool number 3 is left out: it has no name"), "{text}");
     Ok(())
 }
+
+#[tokio::test]
+async fn two_sessions_on_one_server_each_see_only_their_own_progress() -> anyhow::Result<()> {
+    let t = setup(json!({ "rich": stdio(&["--rich"]) })).await?;
+    // A second session on the same (shared) server, from another client.
+    let ws2 = t.home.root().join("ws2");
+    std::fs::create_dir_all(&ws2)?;
+    let other = t.daemon.client().await?;
+    let second = other
+        .create(geminid_protocol::session::SessionCreateParams {
+            workspace: ws2.display().to_string(),
+            env: Some(geminid_tests::mcp::shell_env(&t.home, &[])),
+            reuse_default: false,
+            ..Default::default()
+        })
+        .await?
+        .id;
+    let filter = |session: &str| EventsSubscribeParams {
+        session: Some(session.to_owned()),
+        kinds: Some(vec!["tools/progress".into()]),
+    };
+    let mut first_events = t.client.subscribe_events(Some(filter(&t.session))).await?;
+    let mut second_events = other.subscribe_events(Some(filter(&second))).await?;
+    // The same call id in both, at the same time, with different step counts.
+    let p = |session: &str, steps: u64| ToolsCallParams {
+        session: session.to_owned(),
+        name: "mcp_rich_progress".into(),
+        args: json!({ "steps": steps }).as_object().cloned(),
+        call_id: Some("same".into()),
+        confirmed: false,
+    };
+    let (a, b) =
+        tokio::join!(t.client.tools_call(p(&t.session, 3)), other.tools_call(p(&second, 5)));
+    assert_eq!((a?.display, b?.display), ("3 steps".to_owned(), "5 steps".to_owned()));
+    let first = progress_of(&mut first_events, 3).await?;
+    assert!(first.iter().all(|(s, total)| *s == t.session && *total == Some(3.0)), "{first:?}");
+    let second_seen = progress_of(&mut second_events, 5).await?;
+    assert!(
+        second_seen.iter().all(|(s, total)| *s == second && *total == Some(5.0)),
+        "{second_seen:?}"
+    );
+    // Nothing more came to the first: the other session's five are not its.
+    let extra = tokio::time::timeout(Duration::from_millis(300), first_events.next()).await;
+    assert!(extra.is_err(), "{extra:?}");
+    Ok(())
+}
+
+/// The next `n` progress events: each one's session and total.
+async fn progress_of(
+    events: &mut geminid_protocol::client::Subscription<Event>,
+    n: usize,
+) -> anyhow::Result<Vec<(String, Option<f64>)>> {
+    let mut got = Vec::new();
+    for _ in 0..n {
+        let ev = tokio::time::timeout(Duration::from_secs(5), events.next())
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("no event"))??;
+        let EventBody::ToolProgress(p) = ev.body else { anyhow::bail!("{ev:?}") };
+        got.push((p.session, p.total));
+    }
+    Ok(got)
+}
