@@ -176,6 +176,25 @@ impl Catalog {
         Ok(self.mcp.request(server, timeout, send).await?)
     }
 
+    /// The first of the session's servers (by name) that offers `uri`: lists it, or has a
+    /// template that matches it or is it (the gateway serves a URI two servers list once).
+    pub async fn first_offering(
+        &self,
+        session: &str,
+        uri: &str,
+    ) -> Result<Option<String>, CatalogError> {
+        let (servers, _) = self.servers(session).await?;
+        let listed =
+            servers.iter().find(|(_, s)| s.catalog().resources.iter().any(|r| r["uri"] == uri));
+        let found = listed.or_else(|| {
+            servers.iter().find(|(_, s)| {
+                let c = s.catalog();
+                offers(&c, uri) || c.templates.iter().any(|t| t["uriTemplate"] == uri)
+            })
+        });
+        Ok(found.map(|(n, _)| n.clone()))
+    }
+
     /// The identity of one of the session's servers (whose notifications name it so).
     pub async fn identity_of(&self, session: &str, server_name: &str) -> Option<String> {
         let (servers, _) = self.servers(session).await.ok()?;

@@ -238,19 +238,7 @@ pub(crate) fn hooks_migrate(
             let at = pos.map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default();
             OpError::Refused(format!("{}{at}: {message}; nothing was migrated", source.display()))
         })?;
-        let m = migrate::from_claude(&value);
-        let here = source.display();
-        migrated.notes.extend(m.notes.into_iter().map(|n| format!("{here}: {n}")));
-        for (event, defs) in m.hooks {
-            match migrated.hooks.get_mut(&event) {
-                Some(serde_json::Value::Array(list)) => {
-                    list.extend(defs.as_array().cloned().unwrap_or_default());
-                }
-                _ => {
-                    migrated.hooks.insert(event, defs);
-                }
-            }
-        }
+        migrated.absorb(migrate::from_claude(&value), &source.display().to_string());
         sources.push(source.display().to_string());
     }
     if sources.is_empty() {

@@ -14,23 +14,11 @@ use super::{Gateway, catalog_error};
 
 impl Gateway {
     /// The server (entry name) offering a resource URI or template.
-    async fn owner_of_uri(&self, uri: &str) -> Result<String, McpError> {
-        let r = self.core.catalog.resources(&self.session).await.map_err(catalog_error)?;
-        if let Some(e) = r.resources.iter().find(|e| e.resource["uri"] == uri) {
-            return Ok(e.server.clone());
-        }
-        let by_template = r.templates.iter().find(|t| {
-            t["template"]["uriTemplate"].as_str().is_some_and(|tpl| {
-                tpl == uri || crate::catalog::prompts::template_matches(tpl, uri)
-            })
-        });
-        match by_template.and_then(|t| t["server"].as_str()) {
-            Some(s) => Ok(s.to_owned()),
-            None => Err(McpError::resource_not_found(
-                format!("no server of this session offers {uri}"),
-                None,
-            )),
-        }
+    pub(super) async fn owner_of_uri(&self, uri: &str) -> Result<String, McpError> {
+        let owner = self.core.catalog.first_offering(&self.session, uri).await;
+        owner.map_err(catalog_error)?.ok_or_else(|| {
+            McpError::resource_not_found(format!("no server of this session offers {uri}"), None)
+        })
     }
 
     pub(super) async fn forward_complete(

@@ -84,6 +84,11 @@ fn fingerprint(v: &impl serde::Serialize) -> u64 {
     h.finish()
 }
 
+/// What a client sees of the session's resources: the resources and the templates.
+fn resources_fingerprint(r: &geminid_protocol::tools::ResourcesListResult) -> u64 {
+    fingerprint(&(r.resources.iter().map(|e| &e.resource).collect::<Vec<_>>(), &r.templates))
+}
+
 fn catalog_error(e: CatalogError) -> McpError {
     match e {
         CatalogError::NotInCatalog(m) | CatalogError::MissingArguments(m) => {
@@ -211,12 +216,13 @@ impl Gateway {
     pub(crate) async fn announce_changes(&self, peer: &Peer<RoleServer>) {
         let tools = self.tool_list().await.ok().map(|(t, _)| fingerprint(&t));
         let prompts = self.prompt_list().await.ok().map(|p| fingerprint(&p));
-        let resources = self.core.catalog.resources(&self.session).await.ok().map(|r| {
-            fingerprint(&(
-                r.resources.iter().map(|e| &e.resource).collect::<Vec<_>>(),
-                &r.templates,
-            ))
-        });
+        let resources = self
+            .core
+            .catalog
+            .resources(&self.session)
+            .await
+            .ok()
+            .map(|r| resources_fingerprint(&r));
         let (t, p, r) = {
             let mut seen = self.seen();
             let t = tools.is_some() && seen.tools.is_some() && seen.tools != tools;
@@ -443,10 +449,7 @@ impl ServerHandler for Gateway {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let r = self.core.catalog.resources(&self.session).await.map_err(catalog_error)?;
-        self.seen().resources = Some(fingerprint(&(
-            r.resources.iter().map(|e| &e.resource).collect::<Vec<_>>(),
-            &r.templates,
-        )));
+        self.seen().resources = Some(resources_fingerprint(&r));
         // A URI two servers list is served once, by the first (servers by name).
         let mut seen = HashMap::new();
         let resources = r
@@ -506,14 +509,9 @@ impl ServerHandler for Gateway {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         // The first server (by name) that offers the URI reads it, as the list shows it.
-        let r = self.core.catalog.resources(&self.session).await.map_err(catalog_error)?;
-        let server = r
-            .resources
-            .iter()
-            .find(|e| e.resource["uri"] == request.uri.as_str())
-            .map(|e| e.server.clone());
+        let server = self.owner_of_uri(&request.uri).await?;
         let which =
-            ResourceRef { server: server.clone(), uri: Some(request.uri.clone()), reference: None };
+            ResourceRef { server: Some(server), uri: Some(request.uri.clone()), reference: None };
         let read = self.core.catalog.read_resource(&self.session, which).await;
         let read = read.map_err(|e| match e {
             CatalogError::NotInCatalog(m) => McpError::resource_not_found(m, None),

@@ -46,6 +46,30 @@ pub struct Migrated {
     pub notes: Vec<String>,
 }
 
+impl Migrated {
+    /// Append `defs` to `event`'s definitions.
+    fn add(&mut self, event: &str, defs: Vec<Value>) {
+        match self.hooks.get_mut(event) {
+            Some(Value::Array(existing)) => existing.extend(defs),
+            _ => {
+                self.hooks.insert(event.to_owned(), Value::Array(defs));
+            }
+        }
+    }
+
+    /// Take in what another file gave, after this one's; its notes prefixed with `source`.
+    pub fn absorb(&mut self, other: Migrated, source: &str) {
+        self.notes.extend(other.notes.into_iter().map(|n| format!("{source}: {n}")));
+        for (event, defs) in other.hooks {
+            let defs = match defs {
+                Value::Array(d) => d,
+                other => vec![other],
+            };
+            self.add(&event, defs);
+        }
+    }
+}
+
 /// Tool names in a matcher, as whole words (`Edit|MultiEdit` → `replace|replace`); Claude's MCP
 /// names `mcp__server__tool` become Gemini's `mcp_server_tool`.
 pub fn matcher(m: &str) -> String {
@@ -146,12 +170,8 @@ pub fn from_claude(settings: &Value) -> Migrated {
             }
             out.push(Value::Object(o));
         }
-        if let Some(Value::Array(existing)) = m.hooks.get_mut(gemini) {
-            // `Stop` and `SubagentStop` both become AfterAgent: both are kept.
-            existing.extend(out);
-        } else {
-            m.hooks.insert(gemini.to_owned(), Value::Array(out));
-        }
+        // `Stop` and `SubagentStop` both become AfterAgent: both are kept.
+        m.add(gemini, out);
     }
     m
 }
