@@ -5,12 +5,13 @@ use std::collections::VecDeque;
 use std::process::ExitCode;
 
 use geminid_protocol::api::{ConfirmationApiClient, McpApiClient};
-use geminid_protocol::asks::{Ask, AskKind, AskNotice, AsksListenParams};
+use geminid_protocol::asks::{Ask, AskKind, AskNotice, AsksListenParams, AsksRespondParams};
 use geminid_protocol::client::{Client, Subscription};
 use geminid_protocol::event::{Event, EventBody, EventsSubscribeParams};
 use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
 use tokio::io::AsyncBufReadExt;
 
+use crate::elicit::{Elicitation, Fed};
 use crate::output::outln;
 use crate::{call_error, output};
 
@@ -35,7 +36,30 @@ fn outcome_name(o: ConfirmOutcome) -> &'static str {
     }
 }
 
-fn show_ask(ask: &Ask) {
+/// Show an ask: a confirmation's question and its answers, or an elicitation's message and
+/// its first prompt (started in `forms`).
+fn show_ask(ask: &Ask, forms: &mut std::collections::HashMap<String, Elicitation>) {
+    if ask.kind == AskKind::Elicitation {
+        let server = ask.detail.get("server").and_then(|s| s.as_str()).unwrap_or("?");
+        eprintln!(
+            "elicit {} (MCP server {server}, session {}): {}",
+            ask.id, ask.session, ask.title
+        );
+        match Elicitation::of(ask) {
+            Some(mut e) => {
+                if let Some(url) = e.url() {
+                    crate::elicit::open_url(url);
+                }
+                if let Fed::Ask(p) = e.start() {
+                    eprintln!("{p}");
+                }
+                eprintln!("  (`!decline` or `!cancel` at any prompt)");
+                forms.insert(ask.id.clone(), e);
+            }
+            None => eprintln!("  this elicitation cannot be answered here"),
+        }
+        return;
+    }
     let args = ask.detail.get("args").filter(|a| !a.is_null()).map(ToString::to_string);
     let path = ask.detail.get("path").and_then(|p| p.as_str()).unwrap_or(&ask.session);
     eprintln!("confirm {} (session {path}): {}", ask.id, ask.title);
@@ -101,13 +125,14 @@ pub async fn stream_events(
         let start = geminid_protocol::mcp::StartParams { session: session.clone(), wait: false };
         client.mcp_start(start).await.map_err(call_error("mcp/start"))?;
         if answer_from_stdin {
-            let p =
-                AsksListenParams { session: session.clone(), kinds: vec![AskKind::Confirmation] };
+            let kinds = vec![AskKind::Confirmation, AskKind::Elicitation];
+            let p = AsksListenParams { session: session.clone(), kinds };
             asks = Some(client.asks_listen(p).await.map_err(call_error("asks/listen"))?);
         }
     }
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut waiting: VecDeque<Ask> = VecDeque::new();
+    let mut forms: std::collections::HashMap<String, Elicitation> = Default::default();
     loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
@@ -130,12 +155,13 @@ pub async fn stream_events(
             }
             notice = async { asks.as_mut()?.next().await }, if asks.is_some() => match notice {
                 Some(Ok(AskNotice::Asked { ask })) => {
-                    show_ask(&ask);
+                    show_ask(&ask, &mut forms);
                     waiting.push_back(ask);
                 }
                 Some(Ok(AskNotice::Settled { id, how })) => {
                     if let Some(i) = waiting.iter().position(|a| a.id == id) {
                         waiting.remove(i);
+                        forms.remove(&id);
                         eprintln!("{id}: settled ({})", serde_json::to_value(how).unwrap_or_default().as_str().unwrap_or("?"));
                     }
                 }
@@ -143,6 +169,25 @@ pub async fn stream_events(
                 None => asks = None,
             },
             line = stdin.next_line(), if asks.is_some() => match line {
+                Ok(Some(line)) if waiting.front().is_some_and(|a| forms.contains_key(&a.id)) => {
+                    let Some(ask) = waiting.front().cloned() else { continue };
+                    let Some(form) = forms.get_mut(&ask.id) else { continue };
+                    match form.feed(&line) {
+                        Fed::Ask(p) => eprintln!("{p}"),
+                        Fed::Again(why) => eprintln!("  {why}"),
+                        Fed::Done(answer) => {
+                            forms.remove(&ask.id);
+                            waiting.pop_front();
+                            let action = answer["action"].as_str().unwrap_or("?").to_owned();
+                            let p = AsksRespondParams { session: ask.session.clone(), id: ask.id.clone(), answer };
+                            match client.asks_respond(p).await {
+                                Ok(r) if r.accepted => eprintln!("{}: {action}", ask.id),
+                                Ok(_) => eprintln!("{}: already settled", ask.id),
+                                Err(e) => eprintln!("{}: {e}", ask.id),
+                            }
+                        }
+                    }
+                }
                 Ok(Some(line)) if line.trim().is_empty() => {}
                 Ok(Some(line)) => {
                     let (id, typed) = match line.trim().split_once(char::is_whitespace) {
@@ -165,7 +210,7 @@ pub async fn stream_events(
                         sub.unsubscribe().await.map_err(call_error("asks/unlisten"))?;
                     }
                     if !json {
-                        eprintln!("stdin closed: this attach no longer answers confirmations");
+                        eprintln!("stdin closed: this attach no longer answers confirmations or elicitations");
                     }
                 }
             },

@@ -4,6 +4,7 @@ mod attach;
 mod bridge;
 mod config_cmds;
 mod daemon;
+mod elicit;
 mod hooks_cmds;
 mod mcp_cmds;
 mod output;
@@ -66,15 +67,17 @@ enum Command {
     #[command(subcommand)]
     Session(SessionCommand),
     /// Attach to a session and stream its events until Ctrl-C; answer the confirmations its
-    /// calls wait for (y once, s for the session, a always, n deny)
+    /// calls wait for (y once, s for the session, a always, n deny) and the forms its MCP
+    /// servers ask for (field by field; `!decline`, `!cancel`)
     Attach {
         /// The session [default: the current directory's default session]
         id: Option<String>,
-        /// Answer confirmations from stdin, one answer per line [default: when stdin is a
-        /// terminal]
+        /// Answer confirmations and elicitations from stdin, one answer per line [default:
+        /// when stdin is a terminal]
         #[arg(long, conflicts_with = "no_answer")]
         answer: bool,
-        /// Do not answer confirmations (the session stays headless for this client)
+        /// Do not answer confirmations or elicitations (the session stays headless for this
+        /// client)
         #[arg(long)]
         no_answer: bool,
     },
@@ -372,7 +375,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             use std::io::IsTerminal;
             let answering = answer || (!no_answer && std::io::stdin().is_terminal());
             if !cli.json {
-                let how = if answering { "; confirmations are answered here" } else { "" };
+                let how = if answering {
+                    "; confirmations and elicitations are answered here"
+                } else {
+                    ""
+                };
                 eprintln!(
                     "attached to session {} ({}){how}; Ctrl-C to detach",
                     session.id, session.workspace

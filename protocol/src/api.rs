@@ -25,7 +25,7 @@ use crate::hooks::{
 };
 use crate::mcp::{
     CallToolParams, ListServersParams, ListServersResult, LogLine, LogsParams, LogsResult,
-    ServerParams, ServerStatus, StartParams,
+    ServerAskRespondParams, ServerAskRespondResult, ServerParams, ServerStatus, StartParams,
 };
 use crate::policy::{
     AuditListParams, AuditListResult, ConfirmationRespondParams, ConfirmationRespondResult,
@@ -280,6 +280,30 @@ pub trait ConfirmationApi {
         &self,
         params: ConfirmationRespondParams,
     ) -> RpcResult<ConfirmationRespondResult>;
+}
+
+/// `elicitation/*`: answering a server's form or URL for the person behind a call.
+#[rpc(server, client, namespace = "elicitation", namespace_separator = "/")]
+pub trait ElicitationApi {
+    /// Answer an elicitation (`elicitation/requested`) with an `ElicitResult`: the first
+    /// answer wins; one for an ask that is no longer pending, or is not an elicitation, is an
+    /// error that says why.
+    #[method(name = "respond")]
+    async fn elicitation_respond(
+        &self,
+        params: ServerAskRespondParams,
+    ) -> RpcResult<ServerAskRespondResult>;
+}
+
+/// `sampling/*`: answering a server's request for a model's answer.
+#[rpc(server, client, namespace = "sampling", namespace_separator = "/")]
+pub trait SamplingApi {
+    /// Answer a sampling request (`sampling/requested`) with a `CreateMessageResult`.
+    #[method(name = "respond")]
+    async fn sampling_respond(
+        &self,
+        params: ServerAskRespondParams,
+    ) -> RpcResult<ServerAskRespondResult>;
 }
 
 /// `hooks/*`: the session's hooks; firing the events the front-end owns.

@@ -37,6 +37,8 @@ pub const KINDS: &[&str] = &[
     "catalog/changed",
     "tools/progress",
     "confirmation/requested",
+    "elicitation/requested",
+    "sampling/requested",
     "hooks/ran",
     "mcp/resourceUpdated",
 ];
@@ -79,6 +81,14 @@ pub enum EventBody {
     /// calling session's subscribers and, for a derived session, its root's.
     #[serde(rename = "confirmation/requested")]
     ConfirmationRequested(crate::policy::ConfirmationRequested),
+    /// A server asks the person behind a call to fill in a form or visit a URL (MCP
+    /// elicitation); answered through `asks/respond` by a client listening for `elicitation`.
+    #[serde(rename = "elicitation/requested")]
+    ElicitationRequested(crate::mcp::ServerAsked),
+    /// A server asks for a model's answer (MCP sampling); answered through `asks/respond` by a
+    /// client listening for `sampling` (geminid never calls a model itself).
+    #[serde(rename = "sampling/requested")]
+    SamplingRequested(crate::mcp::ServerAsked),
     /// A hook ran for a session (in a call, or for `hooks/fire`).
     #[serde(rename = "hooks/ran")]
     HookRan(crate::hooks::HookRan),
@@ -111,6 +121,8 @@ impl EventBody {
             Self::CatalogChanged(_) => "catalog/changed",
             Self::ToolProgress(_) => "tools/progress",
             Self::ConfirmationRequested(_) => "confirmation/requested",
+            Self::ElicitationRequested(_) => "elicitation/requested",
+            Self::SamplingRequested(_) => "sampling/requested",
             Self::HookRan(_) => "hooks/ran",
             Self::ResourceUpdated(_) => "mcp/resourceUpdated",
         }
@@ -128,6 +140,7 @@ impl EventBody {
             Self::ConfigChanged(c) => Some(&c.session),
             Self::ToolProgress(p) => Some(&p.session),
             Self::ConfirmationRequested(c) => Some(&c.session),
+            Self::ElicitationRequested(a) | Self::SamplingRequested(a) => Some(&a.session),
             Self::HookRan(h) => Some(&h.session),
             Self::DaemonShuttingDown(_)
             | Self::McpServerState(_)

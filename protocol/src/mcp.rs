@@ -248,6 +248,53 @@ pub struct ServerStateChanged {
     pub previous: ServerState,
 }
 
+/// Payload of the `elicitation/requested` and `sampling/requested` events: a server's request
+/// for the person (or model) behind one session's call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ServerAsked {
+    /// The ask's id, for `asks/respond`.
+    pub id: String,
+    /// The session whose call caused it.
+    pub session: String,
+    /// That call's id, when the caller gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The tool called (its fully qualified name).
+    pub tool: String,
+    /// The server's name.
+    pub server: String,
+    /// What it asks, in its words.
+    pub message: String,
+    /// When it is declined unanswered (milliseconds since the Unix epoch).
+    pub deadline_ms: u64,
+}
+
+/// `elicitation/respond` and `sampling/respond`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ServerAskRespondParams {
+    /// The ask's id (from the `*/requested` event or `asks/notice`).
+    pub id: String,
+    /// The answer: MCP's `ElicitResult` (`{action, content?}`) or `CreateMessageResult`
+    /// (`{role, content, model, stopReason?}`).
+    pub result: serde_json::Value,
+    /// The session the answer is meant for: refused when the ask is another's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}
+
+/// `elicitation/respond`'s and `sampling/respond`'s result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ServerAskRespondResult {
+    /// The session it was answered for.
+    pub session: String,
+}
+
 /// Payload of the `mcp/resourceUpdated` event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -440,3 +440,34 @@ where
     }
     false
 }
+/// Lines a child writes to stderr, as they come.
+pub fn stderr_lines(
+    child: &mut std::process::Child,
+) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    if let Some(err) = child.stderr.take() {
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    rx
+}
+
+/// The first line containing `needle` (within 10 s).
+pub async fn line_with(
+    lines: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    needle: &str,
+) -> anyhow::Result<String> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), lines.recv()).await? {
+            Some(line) if line.contains(needle) => return Ok(line),
+            Some(_) => continue,
+            None => anyhow::bail!("stderr ended before a line with {needle:?}"),
+        }
+    }
+}

@@ -21,7 +21,7 @@ use geminid_protocol::policy::{
 use geminid_protocol::session::{SessionDeriveParams, SessionIdParams};
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult, ToolsListParams};
 use geminid_tests::mcp::{FAST, Setup, shell_env, stdio, write_user_settings};
-use geminid_tests::{Daemon, TestHome, eventually};
+use geminid_tests::{Daemon, TestHome, eventually, line_with, stderr_lines};
 use jsonrpsee::core::client::Error as ClientError;
 use serde_json::json;
 use std::sync::Arc;
@@ -473,36 +473,6 @@ async fn policy_files_are_reloaded_as_they_change_and_a_broken_one_keeps_its_rul
     Ok(())
 }
 
-/// Lines a child writes to stderr, as they come.
-fn stderr_lines(child: &mut std::process::Child) -> tokio::sync::mpsc::UnboundedReceiver<String> {
-    use std::io::BufRead;
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    if let Some(err) = child.stderr.take() {
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-    }
-    rx
-}
-
-/// The first line containing `needle`.
-async fn line_with(
-    lines: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
-    needle: &str,
-) -> anyhow::Result<String> {
-    loop {
-        match tokio::time::timeout(WAIT, lines.recv()).await? {
-            Some(line) if line.contains(needle) => return Ok(line),
-            Some(_) => continue,
-            None => anyhow::bail!("stderr ended before a line with {needle:?}"),
-        }
-    }
-}
-
 #[tokio::test]
 async fn gemctl_attach_answers_from_the_terminal_and_gemctl_confirm_from_scripts()
 -> anyhow::Result<()> {
@@ -522,7 +492,7 @@ async fn gemctl_attach_answers_from_the_terminal_and_gemctl_confirm_from_scripts
         .stdout(std::process::Stdio::null())
         .spawn()?;
     let mut err = stderr_lines(&mut attach);
-    line_with(&mut err, "confirmations are answered here").await?;
+    line_with(&mut err, "are answered here").await?;
     let caller = Arc::new(_daemon.client().await?);
     let call = |text: &'static str| {
         let (client, p) = (caller.clone(), echo(&session, text));

@@ -25,6 +25,8 @@ struct Heard {
     answer: Option<ElicitationAction>,
     updated: Arc<Mutex<Vec<String>>>,
     asked: Arc<Mutex<Vec<String>>>,
+    /// Declares sampling, and answers every request with this model's "hello".
+    samples: Option<&'static str>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -60,10 +62,34 @@ impl ClientHandler for Heard {
             .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
     }
 
+    #[allow(
+        deprecated,
+        reason = "sampling is SEP-2577-deprecated; this client is of the earlier eras"
+    )]
+    async fn create_message(
+        &self,
+        request: rmcp::model::CreateMessageRequestParams,
+        _: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        let v = serde_json::to_value(&request).unwrap_or_default();
+        lock(&self.asked)
+            .push(v["messages"][0]["content"]["text"].as_str().unwrap_or_default().to_owned());
+        let reply = json!({ "role": "assistant", "content": { "type": "text", "text": "hello" }, "model": self.samples });
+        serde_json::from_value(reply)
+            .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+    }
+
+    #[allow(
+        deprecated,
+        reason = "sampling is SEP-2577-deprecated; this client is of the earlier eras"
+    )]
     fn get_info(&self) -> ClientConfig {
         let mut c = ClientConfig::default();
         if self.answer.is_some() {
             c.capabilities.elicitation = Some(Default::default());
+        }
+        if self.samples.is_some() {
+            c.capabilities.sampling = Some(Default::default());
         }
         c
     }
@@ -358,6 +384,39 @@ async fn a_confirmation_is_asked_of_a_client_that_elicits() -> anyhow::Result<()
     );
     let (is_error, text) = text_of(&s, "fx__echo", json!({"text": "no"})).await?;
     assert!(is_error && text.contains("declined"), "{text}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_servers_elicitation_and_sampling_reach_the_gateway_client_that_called()
+-> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    settings(&home, json!({ "fx": stdio(&["--asks"]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let heard = Heard {
+        answer: Some(ElicitationAction::Accept),
+        samples: Some("gateway-model"),
+        ..Heard::default()
+    };
+    let s = serve_as(&home, None, &[], heard.clone()).await?;
+    let (is_error, text) = text_of(&s, "fx__ask", json!({ "message": "From the gateway" })).await?;
+    assert!(!is_error, "{text}");
+    // The client accepted without content: the schema's defaults are what the server gets.
+    let got: Value = serde_json::from_str(&text)?;
+    assert_eq!(
+        got,
+        json!({ "action": "accept", "content": { "age": 36, "colour": "green", "subscribe": false } })
+    );
+    let (is_error, text) = text_of(&s, "fx__sample", json!({ "prompt": "Hi there" })).await?;
+    assert!(!is_error, "{text}");
+    let got: Value = serde_json::from_str(&text)?;
+    assert_eq!(
+        (got["model"].as_str(), got["content"]["text"].as_str()),
+        (Some("gateway-model"), Some("hello"))
+    );
+    assert_eq!(lock(&heard.asked).clone(), ["From the gateway", "Hi there"]);
+    s.client.cancel().await?;
     Ok(())
 }
 

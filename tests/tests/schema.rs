@@ -82,6 +82,8 @@ fn document() -> Value {
         "policy/check" => PolicyCheckParams, PolicyCheckResult;
         "policy/list" => PolicyListParams, PolicyListResult;
         "confirmation/respond" => ConfirmationRespondParams, ConfirmationRespondResult;
+        "elicitation/respond" => ServerAskRespondParams, ServerAskRespondResult;
+        "sampling/respond" => ServerAskRespondParams, ServerAskRespondResult;
         "audit/list" => AuditListParams, AuditListResult;
         "hooks/list" => HooksListParams, HooksListResult;
         "hooks/fire" => HooksFireParams, HooksFireResult;

@@ -431,6 +431,11 @@ impl Asks {
         }
     }
 
+    /// The kind of a pending ask.
+    pub fn kind_of(&self, id: &str) -> Option<AskKind> {
+        self.inner().pending.values().find(|p| p.ask.id == id).map(|p| p.ask.kind)
+    }
+
     /// Whether a client attached to the session listens for asks of this kind.
     pub fn answers(&self, session: &str, kind: AskKind) -> bool {
         self.inner().answers(session, kind)

@@ -22,6 +22,7 @@ pub(crate) mod convert;
 pub(crate) mod error;
 pub(crate) mod progress;
 pub(crate) mod registry;
+pub(crate) mod requests;
 pub mod seats;
 
 use std::sync::Arc;
@@ -31,7 +32,8 @@ use serde_json::{Map, Value};
 use tracing::Instrument;
 
 pub use self::error::CallError;
-pub use self::progress::{ProgressTarget, Router};
+pub use self::progress::Router;
+pub use self::requests::ServerRequests;
 pub use self::seats::{After, Before, Decision, Ended, PolicyNote, Route, Seats};
 
 use crate::asks::Asks;
@@ -457,14 +459,15 @@ impl Pipeline {
         } else {
             call.args.take()
         };
-        let target = ProgressTarget {
+        let target = crate::mcp::Caller {
             session: call.session.clone(),
             call_id: call.call_id.clone(),
             name: call.name.clone(),
         };
         let identity = r.server.identity.as_str();
-        let track =
-            |token: &rmcp::model::ProgressToken| self.progress.track(identity, token, target);
+        let track = |token: &rmcp::model::ProgressToken, id: &rmcp::model::RequestId| {
+            self.progress.track(identity, token, id, target)
+        };
         let result = self.mcp.call_tool(&r.server, r.timeout, &call.tool, args, track).await?;
         Ok(result)
     }

@@ -1,24 +1,23 @@
-//! Progress routing: a server's `notifications/progress` reaches the session and call that
-//! asked for it as a `tools/progress` event.
+//! The calls in flight on each server connection: a server's `notifications/progress` reaches
+//! the session and call that asked for it as a `tools/progress` event, and a server's request
+//! is matched to the call that caused it ([`Router::whose`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use geminid_protocol::event::EventBody;
 use geminid_protocol::tools::ToolProgress;
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::{ProgressNotificationParam, ProgressToken, RequestId};
 
 use crate::events::EventBus;
+use crate::mcp::{Caller, Whose};
 
-/// Whose call a progress notification belongs to.
+/// A call in flight.
 #[derive(Debug, Clone)]
-pub struct ProgressTarget {
-    /// The session that called.
-    pub session: String,
-    /// The caller's call id.
-    pub call_id: Option<String>,
-    /// The tool's fully qualified name.
-    pub name: String,
+struct InFlight {
+    caller: Caller,
+    identity: String,
+    request: RequestId,
 }
 
 /// Early progress notifications kept for calls still registering.
@@ -26,7 +25,7 @@ const EARLY_PROGRESS_KEPT: usize = 64;
 
 #[derive(Debug, Default)]
 struct Table {
-    targets: HashMap<String, ProgressTarget>,
+    targets: HashMap<String, InFlight>,
     /// Notifications that came before their call was registered: the request is on its way
     /// before rmcp tells the caller its token, and a fast server answers in that gap. Claimed
     /// when the call registers; the oldest go first past [`EARLY_PROGRESS_KEPT`].
@@ -70,16 +69,24 @@ impl Router {
 
     /// Route the notifications of `identity`'s connection with this token to `target` until
     /// the guard drops (and deliver those that came already).
+    /// `request` is the call's JSON-RPC id on that connection (what a server request that came
+    /// on its stream is associated with).
     pub fn track(
         &self,
         identity: &str,
         token: &ProgressToken,
-        target: ProgressTarget,
+        request: &RequestId,
+        target: Caller,
     ) -> Tracked<'_> {
         let key = key(identity, token);
         let early: Vec<ProgressNotificationParam> = {
             let mut t = self.table();
-            t.targets.insert(key.clone(), target.clone());
+            let flight = InFlight {
+                caller: target.clone(),
+                identity: identity.to_owned(),
+                request: request.clone(),
+            };
+            t.targets.insert(key.clone(), flight);
             if t.early.iter().any(|(k, _)| *k == key) {
                 let (mine, rest): (Vec<_>, Vec<_>) =
                     t.early.drain(..).partition(|(k, _)| *k == key);
@@ -95,7 +102,7 @@ impl Router {
         Tracked { router: self, key }
     }
 
-    fn emit(&self, t: &ProgressTarget, n: &ProgressNotificationParam) {
+    fn emit(&self, t: &Caller, n: &ProgressNotificationParam) {
         self.events.emit(EventBody::ToolProgress(ToolProgress {
             session: t.session.clone(),
             call_id: t.call_id.clone(),
@@ -107,12 +114,37 @@ impl Router {
     }
 }
 
-impl crate::mcp::ProgressSink for Router {
-    fn progress(&self, identity: &str, n: &ProgressNotificationParam) {
+impl Router {
+    /// The call a request from `identity`'s server belongs to: the call sent as `origin` when
+    /// the transport names the stream it came on, else the one session with calls in flight
+    /// on that connection (several calls of one session count as that session's; their
+    /// first is named).
+    pub fn whose(&self, identity: &str, origin: Option<&RequestId>) -> Whose {
+        let t = self.table();
+        let mut here: Vec<&InFlight> =
+            t.targets.values().filter(|f| f.identity == identity).collect();
+        if let Some(id) = origin {
+            return match here.iter().find(|f| f.request == *id) {
+                Some(f) => Whose::One(f.caller.clone()),
+                None => Whose::Nobody,
+            };
+        }
+        here.sort_by(|a, b| a.caller.session.cmp(&b.caller.session));
+        let mut sessions: Vec<String> = here.iter().map(|f| f.caller.session.clone()).collect();
+        sessions.dedup();
+        match (sessions.len(), here.first()) {
+            (0, _) | (_, None) => Whose::Nobody,
+            (1, Some(f)) => Whose::One(f.caller.clone()),
+            _ => Whose::Several(sessions),
+        }
+    }
+
+    /// A progress notification arrived from the server of `identity`.
+    pub fn progress(&self, identity: &str, n: &ProgressNotificationParam) {
         let key = key(identity, &n.progress_token);
         let target = {
             let mut t = self.table();
-            let target = t.targets.get(&key).cloned();
+            let target = t.targets.get(&key).map(|f| f.caller.clone());
             if target.is_none() {
                 if t.early.len() >= EARLY_PROGRESS_KEPT {
                     t.early.pop_front();
@@ -130,7 +162,6 @@ impl crate::mcp::ProgressSink for Router {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::ProgressSink;
 
     /// Progress that arrives before its call registered is delivered once it does, and a
     /// token is only matched on the connection it came from (every connection counts its
@@ -146,13 +177,10 @@ mod tests {
             n.total = Some(3.0);
             n
         };
-        let target = ProgressTarget {
-            session: "s".into(),
-            call_id: Some("c".into()),
-            name: "mcp_a_t".into(),
-        };
+        let target =
+            Caller { session: "s".into(), call_id: Some("c".into()), name: "mcp_a_t".into() };
         router.progress("server-a", &note(1.0));
-        let guard = router.track("server-a", &token, target);
+        let guard = router.track("server-a", &token, &RequestId::Number(1), target);
         router.progress("server-b", &note(9.0));
         router.progress("server-a", &note(2.0));
         drop(guard);

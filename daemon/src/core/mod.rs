@@ -19,7 +19,7 @@ use geminid_protocol::{DAEMON_VERSION, PROTOCOL_VERSION};
 use tokio_util::sync::CancellationToken;
 
 use crate::asks::Asks;
-use crate::calls::{Parts, Pipeline, Router, Seats};
+use crate::calls::{Parts, Pipeline, Router, Seats, ServerRequests};
 use crate::catalog::{Catalog, Starter};
 use crate::clock;
 use crate::config::env::Env;
@@ -110,8 +110,14 @@ impl Core {
         let buffer = usize::try_from(info.limits.subscriber_buffer).unwrap_or(usize::MAX);
         let events = Arc::new(EventBus::new(buffer));
         let progress = Arc::new(Router::new(events.clone()));
-        let mcp = Supervisor::new(info.mcp, events.clone(), store.clone(), progress.clone());
         let asks = Arc::new(Asks::default());
+        let requests = ServerRequests::new(
+            progress.clone(),
+            asks.clone(),
+            events.clone(),
+            info.confirm_timeout,
+        );
+        let mcp = Supervisor::new(info.mcp, events.clone(), store.clone(), Arc::new(requests));
         let audit = Arc::new(crate::audit::AuditLog::new(store.clone()));
         Arc::new_cyclic(|me: &std::sync::Weak<Core>| {
             let guard = Arc::new(seat::Guard::new(me.clone()));

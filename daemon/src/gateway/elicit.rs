@@ -1,9 +1,13 @@
-//! Confirmations as elicitations: a gateway whose client declared the elicitation capability
-//! answers its session's confirmations, each asked of the client's user as an elicitation (the
-//! question, no fields): accept allows the call once, decline or cancel denies it. While it
-//! listens the session is not headless, so tools that need a confirmation are served. An ask
-//! someone else settles first (another client, `gemctl confirm`, its deadline) is cancelled at
-//! this client.
+//! The session's asks put to the gateway's client, by the capabilities it declared.
+//!
+//! - Elicitation: the session's confirmations, each asked as an elicitation (the question, no
+//!   fields): accept allows the call once, decline or cancel denies it. While it listens the
+//!   session is not headless, so tools that need a confirmation are served. And the
+//!   elicitations of the session's servers, passed on as they were sent.
+//! - Sampling: the sampling requests of the session's servers, passed on as they were sent.
+//!
+//! An ask someone else settles first (another client, `gemctl confirm`, its deadline) is
+//! cancelled at this client; one this client cannot answer is left to the session's others.
 
 use std::collections::HashMap;
 
@@ -19,20 +23,44 @@ use tokio_util::sync::CancellationToken;
 use super::Gateway;
 use crate::session::ConnId;
 
-/// The question as an elicitation with no fields to fill.
-fn params(ask: &Ask) -> Option<ElicitRequestParams> {
-    let v = json!({
-        "mode": "form",
-        "message": ask.title,
-        "requestedSchema": { "type": "object", "properties": {} },
-    });
-    serde_json::from_value(v).ok()
+/// The request to send the client for an ask: a confirmation as an elicitation with no fields
+/// to fill; a server's elicitation or sampling request as the server sent it.
+#[allow(
+    deprecated,
+    reason = "sampling is SEP-2577-deprecated; clients of the eras before 2026-07-28 answer it"
+)]
+fn request(ask: &Ask) -> Option<ServerRequest> {
+    match ask.kind {
+        AskKind::Confirmation => {
+            let v = json!({
+                "mode": "form",
+                "message": ask.title,
+                "requestedSchema": { "type": "object", "properties": {} },
+            });
+            let p: ElicitRequestParams = serde_json::from_value(v).ok()?;
+            Some(ServerRequest::ElicitRequest(Request::new(p)))
+        }
+        AskKind::Elicitation => {
+            let p: ElicitRequestParams =
+                serde_json::from_value(ask.detail.get("request")?.clone()).ok()?;
+            Some(ServerRequest::ElicitRequest(Request::new(p)))
+        }
+        AskKind::Sampling => {
+            let p: rmcp::model::CreateMessageRequestParams =
+                serde_json::from_value(ask.detail.get("request")?.clone()).ok()?;
+            Some(ServerRequest::CreateMessageRequest(Request::new(p)))
+        }
+        AskKind::OpenUrl => None,
+    }
 }
 
 /// Ask `ask` of the client until it answers or the ask is settled elsewhere (`settled`).
+#[allow(
+    deprecated,
+    reason = "sampling is SEP-2577-deprecated; clients of the eras before 2026-07-28 answer it"
+)]
 async fn ask_client(gw: Gateway, peer: Peer<RoleServer>, ask: Ask, settled: oneshot::Receiver<()>) {
-    let Some(p) = params(&ask) else { return };
-    let request = ServerRequest::ElicitRequest(Request::new(p));
+    let Some(request) = request(&ask) else { return };
     let mut handle =
         match peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await {
             Ok(h) => h,
@@ -49,15 +77,21 @@ async fn ask_client(gw: Gateway, peer: Peer<RoleServer>, ask: Ask, settled: ones
         }
     };
     let client = peer.peer_info().map(|i| i.client_info.name.clone()).unwrap_or_default();
-    let answer = match answered {
-        Ok(Ok(ClientResult::ElicitResult(r))) => match r.action {
+    let answer = match (ask.kind, answered) {
+        (AskKind::Elicitation, Ok(Ok(ClientResult::ElicitResult(r)))) => {
+            serde_json::to_value(r).unwrap_or_default()
+        }
+        (AskKind::Sampling, Ok(Ok(ClientResult::CreateMessageResult(r)))) => {
+            serde_json::to_value(r).unwrap_or_default()
+        }
+        (AskKind::Confirmation, Ok(Ok(ClientResult::ElicitResult(r)))) => match r.action {
             ElicitationAction::Accept => json!({ "outcome": "once" }),
             ElicitationAction::Decline => {
                 json!({ "outcome": "deny", "reason": format!("declined in {client}") })
             }
             _ => json!({ "outcome": "deny", "reason": format!("dismissed in {client}") }),
         },
-        other => {
+        (_, other) => {
             // A client that cannot answer leaves the ask to the session's other clients.
             tracing::debug!(id = %ask.id, answer = ?other, "gateway: the elicitation was not answered");
             return;
@@ -68,15 +102,32 @@ async fn ask_client(gw: Gateway, peer: Peer<RoleServer>, ask: Ask, settled: ones
     }
 }
 
-/// Answer the session's confirmations through `peer` until `gone`.
-pub(super) async fn confirmations(
+/// The kinds of asks a client with these capabilities answers.
+pub(super) fn kinds(caps: &rmcp::model::ClientCapabilities) -> Vec<AskKind> {
+    let mut kinds = Vec::new();
+    if caps.elicitation.is_some() {
+        kinds.extend([AskKind::Confirmation, AskKind::Elicitation]);
+    }
+    #[allow(
+        deprecated,
+        reason = "sampling is SEP-2577-deprecated; clients of the eras before 2026-07-28 declare it"
+    )]
+    if caps.sampling.is_some() {
+        kinds.push(AskKind::Sampling);
+    }
+    kinds
+}
+
+/// Answer the session's asks of `kinds` through `peer` until `gone`.
+pub(super) async fn answer(
     gw: Gateway,
     peer: Peer<RoleServer>,
     conn: ConnId,
+    kinds: Vec<AskKind>,
     gone: CancellationToken,
 ) {
     let asks = gw.core.asks.clone();
-    let mut listening = asks.listen(&gw.session, conn, &[AskKind::Confirmation]);
+    let mut listening = asks.listen(&gw.session, conn, &kinds);
     // The session is interactive now, so its table shows what needs a person: a list the
     // client took before this began is announced as changed.
     gw.announce_changes(&peer).await;
@@ -96,7 +147,7 @@ pub(super) async fn confirmations(
                 Ok(n) => n,
                 Err(RecvError::Lagged(_)) => {
                     for ask in gw.core.asks.pending(&gw.session) {
-                        if ask.kind == AskKind::Confirmation && !waiting.contains_key(&ask.id) {
+                        if kinds.contains(&ask.kind) && !waiting.contains_key(&ask.id) {
                             start(ask, &mut waiting);
                         }
                     }

@@ -127,8 +127,9 @@ impl Gateway {
         }))
     }
 
-    /// Once the client is initialized: follow the session's events for it, and answer the
-    /// session's confirmations through it if it elicits, until its transport closes.
+    /// Once the client is initialized: follow the session's events for it, and put the
+    /// session's asks to it (confirmations and elicitations if it elicits, sampling if it
+    /// samples), until its transport closes.
     fn start(&self, peer: Peer<RoleServer>) {
         let gone = CancellationToken::new();
         let watch = (peer.clone(), gone.clone());
@@ -141,8 +142,9 @@ impl Gateway {
             gone.cancel();
         });
         tokio::spawn(self.clone().follow(peer.clone(), gone.clone()));
-        if peer.peer_info().is_some_and(|i| i.capabilities.elicitation.is_some()) {
-            tokio::spawn(elicit::confirmations(self.clone(), peer, self.conn, gone));
+        let kinds = peer.peer_info().map(|i| elicit::kinds(&i.capabilities)).unwrap_or_default();
+        if !kinds.is_empty() {
+            tokio::spawn(elicit::answer(self.clone(), peer, self.conn, kinds, gone));
         }
     }
 

@@ -6,7 +6,10 @@ use std::time::Duration;
 use geminid_protocol::DAEMON_VERSION;
 use geminid_protocol::mcp::Transport as Wire;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{NotificationContext, Peer, RunningService, RunningServiceCancellationToken};
+use rmcp::service::{
+    InboundStreamOrigin, NotificationContext, Peer, RequestContext, RunningService,
+    RunningServiceCancellationToken,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransportConfig, StreamableHttpError,
@@ -46,12 +49,80 @@ impl Handler {
     }
 }
 
+/// What geminid declares to every server: it routes each of these to the session whose call
+/// caused the request (and declines at once when nobody there can answer), so servers that
+/// only offer such tools to capable clients offer them.
+fn capabilities() -> ClientCapabilities {
+    let declared = serde_json::json!({
+        "elicitation": { "form": {}, "url": {} },
+        "sampling": { "tools": {} },
+        "roots": { "listChanged": true },
+    });
+    serde_json::from_value(declared).unwrap_or_default()
+}
+
+/// The request a server's request came on the stream of, when the transport can tell
+/// (streamable HTTP: a POST's response stream; stdio and SSE cannot).
+fn origin(ctx: &RequestContext<RoleClient>) -> Option<rmcp::model::RequestId> {
+    match ctx.extensions.get::<InboundStreamOrigin>() {
+        Some(InboundStreamOrigin::OutboundRequest(id)) => Some(id.clone()),
+        _ => None,
+    }
+}
+
+fn gone() -> rmcp::ErrorData {
+    rmcp::ErrorData::internal_error("geminid is shutting down", None)
+}
+
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("geminid", DAEMON_VERSION),
-        )
+        ClientConfig::new(capabilities(), Implementation::new("geminid", DAEMON_VERSION))
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: rmcp::model::ElicitRequestParams,
+        ctx: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let Some(sup) = self.sup.upgrade() else { return Err(gone()) };
+        let answer = sup.elicit(&self.identity, origin(&ctx), params);
+        drop(sup);
+        tokio::select! {
+            r = answer => Ok(r),
+            () = ctx.ct.cancelled() => Ok(rmcp::model::ElicitResult::new(
+                rmcp::model::ElicitationAction::Cancel,
+            )),
+        }
+    }
+
+    #[allow(
+        deprecated,
+        reason = "sampling is SEP-2577-deprecated; servers of the eras before 2026-07-28 use it"
+    )]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        ctx: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        let Some(sup) = self.sup.upgrade() else { return Err(gone()) };
+        let answer = sup.sample(&self.identity, origin(&ctx), params);
+        drop(sup);
+        tokio::select! {
+            r = answer => r,
+            () = ctx.ct.cancelled() => Err(rmcp::ErrorData::internal_error("the server cancelled it", None)),
+        }
+    }
+
+    #[allow(
+        deprecated,
+        reason = "roots are SEP-2577-deprecated; servers of the eras before 2026-07-28 use them"
+    )]
+    async fn list_roots(
+        &self,
+        ctx: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        let Some(sup) = self.sup.upgrade() else { return Err(gone()) };
+        sup.roots(&self.identity, origin(&ctx))
     }
 
     async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {

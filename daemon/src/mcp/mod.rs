@@ -10,18 +10,22 @@
 //! - `server` is a server's shared state, and `task` the state machine behind it (backoff,
 //!   crash-loop, needs-auth), reporting up through `server::Observer`; `catalog` is what a
 //!   server listed;
+//! - `asked` answers what servers ask of their client (elicitation, sampling, roots) for the
+//!   session whose call caused it, and `roots` is what a session's roots are;
 //! - `connect`, `child`, `stdio` and `sse` are the transports; `orphans` cleans up after a
 //!   daemon that was killed; `log` keeps each server's stderr and events.
 //!
 //! What a session sees of the servers (names, filters, the tool table) is `crate::catalog`'s;
 //! how a call goes through policy and hooks is [`crate::calls`]'s.
 
+pub(crate) mod asked;
 pub(crate) mod catalog;
 pub(crate) mod child;
 pub(crate) mod connect;
 pub(crate) mod log;
 pub(crate) mod orphans;
 pub(crate) mod request;
+pub(crate) mod roots;
 pub(crate) mod server;
 pub(crate) mod spec;
 pub(crate) mod sse;
@@ -123,6 +127,11 @@ type Resolved = BTreeMap<String, (Entry, Option<(LaunchSpec, Option<u64>, String
 struct Entry {
     scope: Scope,
     binding: Binding,
+    /// The identity of its launch spec (what `binding` runs as, unless the server asks for
+    /// roots: see `roots`); empty when it does not run.
+    base: String,
+    /// The session's roots (see `roots::of`).
+    roots: roots::Roots,
     include: Option<Vec<String>>,
     exclude: Option<Vec<String>>,
     /// This session's `timeout` for requests to the server (its calls, prompts, reads).
@@ -140,6 +149,11 @@ struct Inner {
     /// Servers stopped lately, newest first (at most [`RETIRED_KEPT`], one per identity): their
     /// last run's log stays readable and `mcp/restart` starts them again.
     retired: VecDeque<Retired>,
+    /// Spec identities whose servers asked for roots (kept in the store): shared only between
+    /// sessions with equal roots.
+    asks_roots: std::collections::HashSet<String>,
+    /// The roots each such running server was given.
+    given_roots: HashMap<String, roots::Roots>,
 }
 
 /// How many stopped servers are remembered.
@@ -234,11 +248,63 @@ pub struct RunningEntry {
     pub timeout: Duration,
 }
 
-/// Where a server's progress notifications go (the call pipeline routes them to the call that
-/// asked, see `calls::progress`).
-pub trait ProgressSink: Send + Sync + std::fmt::Debug {
+/// The call behind something a server sent: its progress notifications and its requests
+/// (elicitation, sampling, roots) belong to the session whose call caused them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The session that called.
+    pub session: String,
+    /// The caller's call id.
+    pub call_id: Option<String>,
+    /// The tool's fully qualified name.
+    pub name: String,
+}
+
+/// Whose call a server's request belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Whose {
+    /// This call's (by the stream it came on, or as the one session with calls in flight).
+    One(Caller),
+    /// No call of any session is in flight on that server.
+    Nobody,
+    /// The transport cannot say which call caused it, and these sessions have calls in
+    /// flight on it.
+    Several(Vec<String>),
+}
+
+/// What the supervisor needs from the sessions above it: where a server's progress goes, and
+/// who answers what it asks (the call pipeline knows which calls are in flight, see
+/// `calls::progress`, and the asks seat who can answer).
+#[allow(
+    deprecated,
+    reason = "sampling and roots are SEP-2577-deprecated; servers of the eras before 2026-07-28 use them"
+)]
+pub trait Callers: Send + Sync + std::fmt::Debug {
     /// A progress notification arrived from the server of `identity`.
     fn progress(&self, identity: &str, params: &rmcp::model::ProgressNotificationParam);
+    /// The call a request of `identity`'s server belongs to: the one that sent request
+    /// `origin` when the transport says (streamable HTTP), else the only session with calls
+    /// in flight there.
+    fn whose(&self, identity: &str, origin: Option<&rmcp::model::RequestId>) -> Whose;
+    /// Ask the caller's clients to fill in a server's elicitation: the protocol's decline
+    /// when none of them can, or nobody answers in time.
+    fn elicit(
+        &self,
+        caller: Caller,
+        server: String,
+        params: rmcp::model::ElicitRequestParams,
+    ) -> futures::future::BoxFuture<'static, rmcp::model::ElicitResult>;
+    /// Ask the caller's clients for a sampling answer (geminid never calls a model itself):
+    /// an error when none of them declared sampling, or nobody answers in time.
+    fn sample(
+        &self,
+        caller: Caller,
+        server: String,
+        params: rmcp::model::CreateMessageRequestParams,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<rmcp::model::CreateMessageResult, rmcp::ErrorData>,
+    >;
 }
 
 #[cfg(test)]

@@ -34,19 +34,19 @@ impl Drop for CancelOnDrop {
 /// `tools/call` on the server, keeping the result as JSON (content types rmcp does not know,
 /// or a `content` that is not an array, reach the converter instead of failing the call).
 /// If this future is dropped before the answer (timeout, caller gone), the server is sent
-/// `notifications/cancelled`. `sent` learns the request's progress token as soon as it is
+/// `notifications/cancelled`. `sent` learns the request's progress token and id as soon as it is
 /// on its way; what it returns is held until the answer.
 async fn call_raw<G>(
     peer: &rmcp::service::Peer<rmcp::RoleClient>,
     params: rmcp::model::CallToolRequestParams,
-    sent: impl FnOnce(&rmcp::model::ProgressToken) -> G,
+    sent: impl FnOnce(&rmcp::model::ProgressToken, &rmcp::model::RequestId) -> G,
 ) -> Result<serde_json::Value, rmcp::ServiceError> {
     use rmcp::model::{ClientRequest, Request, ServerResult};
     let request = ClientRequest::CallToolRequest(Request::new(params));
     let handle = peer
         .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
         .await?;
-    let _held = sent(&handle.progress_token);
+    let _held = sent(&handle.progress_token, &handle.id);
     let mut guard = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
     let response = handle.await_response().await;
     guard.peer = None;
@@ -70,7 +70,7 @@ impl Supervisor {
         timeout: Duration,
         tool: &str,
         arguments: Option<serde_json::Map<String, serde_json::Value>>,
-        sent: impl FnOnce(&rmcp::model::ProgressToken) -> G,
+        sent: impl FnOnce(&rmcp::model::ProgressToken, &rmcp::model::RequestId) -> G,
     ) -> Result<serde_json::Value, McpError> {
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;

@@ -37,6 +37,10 @@ pub enum Cmd {
 
 /// What a server task tells, and asks of, whoever supervises it (the `Supervisor`): the
 /// task knows this trait, not the supervisor.
+#[allow(
+    deprecated,
+    reason = "sampling and roots are SEP-2577-deprecated; servers of the eras before 2026-07-28 use them"
+)]
 pub trait Observer: Send + Sync {
     /// Its state, pid or restart count changed; it was `previous`.
     fn state_changed(&self, server: &Arc<Server>, previous: ServerState);
@@ -46,6 +50,30 @@ pub trait Observer: Send + Sync {
     fn progress(&self, identity: &str, params: &rmcp::model::ProgressNotificationParam);
     /// The server of `identity` said a resource it was subscribed to changed.
     fn resource_updated(&self, identity: &str, uri: &str);
+    /// The server of `identity` asks its client to fill in a form or visit a URL, on the
+    /// stream of request `origin` when the transport says (see `connect::origin`).
+    fn elicit(
+        &self,
+        identity: &str,
+        origin: Option<rmcp::model::RequestId>,
+        params: rmcp::model::ElicitRequestParams,
+    ) -> futures::future::BoxFuture<'static, rmcp::model::ElicitResult>;
+    /// The server of `identity` asks for a model's answer.
+    fn sample(
+        &self,
+        identity: &str,
+        origin: Option<rmcp::model::RequestId>,
+        params: rmcp::model::CreateMessageRequestParams,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<rmcp::model::CreateMessageResult, rmcp::ErrorData>,
+    >;
+    /// The server of `identity` asks for its client's roots.
+    fn roots(
+        &self,
+        identity: &str,
+        origin: Option<rmcp::model::RequestId>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData>;
     /// Where child pids are recorded.
     fn store(&self) -> &Store;
     /// What may not start yet (orphans of a killed daemon being stopped).

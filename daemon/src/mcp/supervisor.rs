@@ -13,8 +13,8 @@ use super::server::{self, Cmd, NewServer, Server};
 use super::spec::{self, default_cwd, resolve};
 use super::status::{block_text, config_target};
 use super::{
-    Binding, DEFAULT_REQUEST_TIMEOUT, Entry, Generation, Inner, McpError, McpOptions, ProgressSink,
-    Resolved, RunningEntry, SessionServers, SessionView, orphans,
+    Binding, Callers, DEFAULT_REQUEST_TIMEOUT, Entry, Generation, Inner, McpError, McpOptions,
+    Resolved, RunningEntry, SessionServers, SessionView, orphans, roots,
 };
 use crate::catalog::naming;
 use crate::config::env::Redaction;
@@ -25,12 +25,12 @@ use crate::store::Store;
 #[derive(Debug)]
 pub struct Supervisor {
     pub(super) opts: McpOptions,
-    events: Arc<EventBus>,
+    pub(super) events: Arc<EventBus>,
     store: Store,
     inner: Mutex<Inner>,
     me: Weak<Supervisor>,
-    /// Where servers' progress notifications go.
-    progress: Arc<dyn ProgressSink>,
+    /// Where servers' progress notifications go, and who answers their requests.
+    pub(super) callers: Arc<dyn Callers>,
     /// Closed while children of a killed daemon are being stopped: no server starts before
     /// they are gone (they may hold its files or ports), but everything else answers.
     start_gate: tokio::sync::watch::Sender<orphans::Held>,
@@ -45,15 +45,16 @@ impl Supervisor {
         opts: McpOptions,
         events: Arc<EventBus>,
         store: Store,
-        progress: Arc<dyn ProgressSink>,
+        callers: Arc<dyn Callers>,
     ) -> Arc<Self> {
+        let inner = Inner { asks_roots: store.marked(super::asked::ROOTS_SET), ..Inner::default() };
         Arc::new_cyclic(|me| Self {
             opts,
             events,
             store,
-            inner: Mutex::default(),
+            inner: Mutex::new(inner),
             me: me.clone(),
-            progress,
+            callers,
             start_gate: tokio::sync::watch::Sender::new(orphans::Held::default()),
             servers_generation: AtomicU64::new(0),
             sessions_generation: AtomicU64::new(0),
@@ -65,7 +66,7 @@ impl Supervisor {
     }
 
     /// What its server tasks report to: itself, through [`server::Observer`].
-    fn observer(&self) -> Weak<dyn server::Observer> {
+    pub(super) fn observer(&self) -> Weak<dyn server::Observer> {
         self.me.clone()
     }
 
@@ -107,6 +108,7 @@ impl Supervisor {
         let workspace = Path::new(&eff.public.workspace);
         let trusted = eff.public.trust.trusted;
         let redaction = Redaction::from_settings(&eff.public.settings);
+        let session_roots = roots::of(workspace, &eff.public.settings, view.env);
         let mut out = BTreeMap::new();
         for (name, spec) in &eff.servers {
             let launch = resolve(
@@ -139,9 +141,15 @@ impl Supervisor {
                     (Binding::Runs(l.identity()), Some((l, spec.config.timeout, target)))
                 }
             };
+            let base = match &binding {
+                Binding::Runs(identity) => identity.clone(),
+                Binding::NotRun { .. } => String::new(),
+            };
             let entry = Entry {
                 scope: spec.scope,
                 binding,
+                base,
+                roots: session_roots.clone(),
                 include: spec.config.include_tools.clone(),
                 exclude: spec.config.exclude_tools.clone(),
                 timeout: spec.config.timeout.map_or(DEFAULT_REQUEST_TIMEOUT, Duration::from_millis),
@@ -159,6 +167,7 @@ impl Supervisor {
         let resolved = Self::entries(view);
         let mut released = Vec::new();
         let mut kick = Vec::new();
+        let mut roots_moved = Vec::new();
         let mut started = false;
         {
             let mut inner = self.inner();
@@ -166,7 +175,12 @@ impl Supervisor {
                 return;
             }
             let mut entries = BTreeMap::new();
-            for (name, (entry, launch)) in resolved {
+            let before = inner.sessions.get(view.id).cloned().unwrap_or_default();
+            for (name, (mut entry, launch)) in resolved {
+                if let Binding::Runs(base) = &entry.binding {
+                    let identity = inner.identity_for(base, &entry.roots);
+                    entry.binding = Binding::Runs(identity);
+                }
                 if let (Binding::Runs(identity), Some((spec, timeout, target))) =
                     (&entry.binding, launch)
                 {
@@ -198,6 +212,13 @@ impl Supervisor {
                         }
                     }
                 }
+                if let (Some(old), Binding::Runs(identity)) = (before.get(&name), &entry.binding)
+                    && matches!(&old.binding, Binding::Runs(i) if i == identity)
+                    && old.roots != entry.roots
+                    && let Some(server) = inner.servers.get(identity)
+                {
+                    roots_moved.push(server.clone());
+                }
                 entries.insert(name, entry);
             }
             let old = inner.sessions.insert(view.id.to_owned(), entries);
@@ -226,6 +247,9 @@ impl Supervisor {
         }
         for server in kick {
             server.send(Cmd::Restart);
+        }
+        for server in roots_moved {
+            Self::roots_changed(&server);
         }
     }
 
@@ -275,7 +299,7 @@ impl Supervisor {
     }
 
     /// Announce a state change to every session using the server.
-    fn announce(&self, server: &Arc<Server>, previous: ServerState) {
+    pub(super) fn announce(&self, server: &Arc<Server>, previous: ServerState) {
         self.servers_changed();
         let sessions = self.inner().users(&server.identity);
         let status = self.status_of(server, &server.name, server.scope, sessions);
@@ -285,7 +309,7 @@ impl Supervisor {
     }
 
     /// Announce a new catalog to every session using the server.
-    fn catalog_changed(&self, server: &Arc<Server>) {
+    pub(super) fn catalog_changed(&self, server: &Arc<Server>) {
         self.servers_changed();
         let sessions = self.inner().users(&server.identity);
         let (tools, prompts, resources) = server.catalog().counts();
@@ -492,7 +516,7 @@ impl Supervisor {
 
     /// A server started, stopped, or changed its state or catalog: every tool table built
     /// on it must be built again.
-    fn servers_changed(&self) {
+    pub(super) fn servers_changed(&self) {
         self.servers_generation.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -537,36 +561,5 @@ impl Supervisor {
         };
         let stops = servers.iter().map(|s| s.stop());
         futures::future::join_all(stops).await;
-    }
-}
-
-impl server::Observer for Supervisor {
-    fn state_changed(&self, server: &Arc<Server>, previous: ServerState) {
-        self.announce(server, previous);
-    }
-
-    fn catalog_changed(&self, server: &Arc<Server>) {
-        Supervisor::catalog_changed(self, server);
-    }
-
-    fn progress(&self, identity: &str, params: &rmcp::model::ProgressNotificationParam) {
-        self.progress.progress(identity, params);
-    }
-
-    fn resource_updated(&self, identity: &str, uri: &str) {
-        let name = self.inner().servers.get(identity).map(|s| s.name.clone()).unwrap_or_default();
-        self.events.emit(EventBody::ResourceUpdated(geminid_protocol::mcp::ResourceUpdated {
-            server: name,
-            identity: identity.chars().take(12).collect(),
-            uri: uri.to_owned(),
-        }));
-    }
-
-    fn store(&self) -> &Store {
-        &self.store
-    }
-
-    fn start_gate(&self) -> tokio::sync::watch::Receiver<orphans::Held> {
-        Supervisor::start_gate(self)
     }
 }

@@ -2,12 +2,13 @@
 
 use std::collections::HashSet;
 
-use geminid_protocol::api::AsksApiServer;
+use geminid_protocol::api::{AsksApiServer, ElicitationApiServer, SamplingApiServer};
 use geminid_protocol::asks::{
     AskKind, AskNotice, AsksListenParams, AsksPendingParams, AsksPendingResult, AsksRespondParams,
     AsksRespondResult,
 };
 use geminid_protocol::error::ErrorCode;
+use geminid_protocol::mcp::{ServerAskRespondParams, ServerAskRespondResult};
 use jsonrpsee::core::{RpcResult, SubscriptionResult, async_trait};
 use jsonrpsee::types::ErrorObjectOwned;
 use jsonrpsee::types::error::INVALID_PARAMS_CODE;
@@ -121,5 +122,58 @@ impl AsksApiServer for Handler {
     async fn asks_pending(&self, p: AsksPendingParams) -> RpcResult<AsksPendingResult> {
         self.core.sessions.record(&p.session).map_err(rpc_error)?;
         Ok(AsksPendingResult { asks: self.core.asks.pending(&p.session) })
+    }
+}
+
+impl Handler {
+    /// `elicitation/respond`, `sampling/respond`: an answer by the ask's id, from any
+    /// connection, refused when the ask is of another kind.
+    fn server_ask_respond(
+        &self,
+        kind: AskKind,
+        p: ServerAskRespondParams,
+    ) -> RpcResult<ServerAskRespondResult> {
+        if let Some(s) = &p.session {
+            self.core.sessions.record(s).map_err(rpc_error)?;
+        }
+        let name = crate::asks::kind_name(kind);
+        if let Some(found) = self.core.asks.kind_of(&p.id)
+            && found != kind
+        {
+            let other = crate::asks::kind_name(found);
+            return Err(ErrorCode::InvalidArguments.error(format!(
+                "{} is a {other} ask, not {name} (answer it with {})",
+                p.id,
+                if found == AskKind::Confirmation {
+                    "confirmation/respond".to_owned()
+                } else {
+                    format!("{other}/respond")
+                }
+            )));
+        }
+        match self.core.asks.respond_by_id(p.session.as_deref(), &p.id, p.result) {
+            Ok(session) => Ok(ServerAskRespondResult { session }),
+            Err(e) => Err(ErrorCode::InvalidArguments.error(e.to_string())),
+        }
+    }
+}
+
+#[async_trait]
+impl ElicitationApiServer for Handler {
+    async fn elicitation_respond(
+        &self,
+        p: ServerAskRespondParams,
+    ) -> RpcResult<ServerAskRespondResult> {
+        self.server_ask_respond(AskKind::Elicitation, p)
+    }
+}
+
+#[async_trait]
+impl SamplingApiServer for Handler {
+    async fn sampling_respond(
+        &self,
+        p: ServerAskRespondParams,
+    ) -> RpcResult<ServerAskRespondResult> {
+        self.server_ask_respond(AskKind::Sampling, p)
     }
 }

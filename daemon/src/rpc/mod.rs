@@ -17,8 +17,9 @@ use std::sync::Arc;
 
 use geminid_protocol::api::{
     AsksApiServer, AuditApiServer, ConfigApiServer, ConfirmationApiServer, DaemonApiServer,
-    EventsApiServer, HooksApiServer, McpApiServer, McpLogsApiServer, PolicyApiServer,
-    PromptsApiServer, ResourcesApiServer, SessionApiServer, ToolsApiServer, TrustApiServer,
+    ElicitationApiServer, EventsApiServer, HooksApiServer, McpApiServer, McpLogsApiServer,
+    PolicyApiServer, PromptsApiServer, ResourcesApiServer, SamplingApiServer, SessionApiServer,
+    ToolsApiServer, TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -46,6 +47,8 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(McpLogsApiServer::into_rpc(handler.clone()))?;
     module.merge(ToolsApiServer::into_rpc(handler.clone()))?;
     module.merge(PromptsApiServer::into_rpc(handler.clone()))?;
+    module.merge(ElicitationApiServer::into_rpc(handler.clone()))?;
+    module.merge(SamplingApiServer::into_rpc(handler.clone()))?;
     module.merge(ResourcesApiServer::into_rpc(handler.clone()))?;
     module.merge(AsksApiServer::into_rpc(handler.clone()))?;
     module.merge(PolicyApiServer::into_rpc(handler.clone()))?;

@@ -7,6 +7,7 @@
 
 mod audit;
 mod lock;
+mod marks;
 mod recover;
 
 use lock::owner_only;

@@ -33,7 +33,10 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{RawReceiver, RawSender};
-use crate::asks::{AskNotice, AsksListenParams};
+use crate::asks::{
+    AskNotice, AsksListenParams, AsksPendingParams, AsksPendingResult, AsksRespondParams,
+    AsksRespondResult,
+};
 use crate::event::Event;
 use crate::event::EventsSubscribeParams;
 use crate::mcp::{LogLine, ServerParams};
@@ -305,6 +308,27 @@ impl Client {
         let mut p = jsonrpsee::core::params::ArrayParams::new();
         p.insert(params)?;
         self.subscribe("asks/listen", p, "asks/unlisten").await
+    }
+
+    /// `asks/respond`: answer one of a session's asks (the generated `AsksApiClient` needs a
+    /// subscription client; this is the same call).
+    pub async fn asks_respond(
+        &self,
+        params: AsksRespondParams,
+    ) -> Result<AsksRespondResult, Error> {
+        let mut p = jsonrpsee::core::params::ArrayParams::new();
+        p.insert(params)?;
+        ClientT::request(self, "asks/respond", p).await
+    }
+
+    /// `asks/pending`: a session's pending asks.
+    pub async fn asks_pending(
+        &self,
+        params: AsksPendingParams,
+    ) -> Result<AsksPendingResult, Error> {
+        let mut p = jsonrpsee::core::params::ArrayParams::new();
+        p.insert(params)?;
+        ClientT::request(self, "asks/pending", p).await
     }
 }
 

@@ -12,7 +12,7 @@
 //! `--grandchild` (start an idle child process in the same process group, pid on stderr),
 //! `--idle` (do nothing forever), `--rich` (more tools: every content type, `$defs`, a tool
 //! error, an uncompilable schema, cancellation; and prompts and resources), `--page-size N`
-//! (lists in pages of N), `--tools N` (N more generated tools), `--startup-delay-ms MS` (wait before serving, like a real
+//! (lists in pages of N), `--asks` (tools that ask the client: elicitation, sampling, roots), `--tools N` (N more generated tools), `--startup-delay-ms MS` (wait before serving, like a real
 //! server loading), `--raw` (a hand-written stdio server whose tool results do not conform to
 //! the schema: an unknown content type, a `content` that is not an array, a legacy
 //! `error.isError`; and `strict`, whose schema forbids other properties; with `--fail-prompts`
@@ -21,6 +21,9 @@
 //! (read and write stdio through rmcp's `stdio()`, i.e. tokio's blocking-thread stdin and
 //! stdout, instead of the event loop; for benchmarks). Every stdio start writes one line to
 //! stderr.
+
+#[path = "../fixture/asks.rs"]
+mod asks;
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -348,6 +351,9 @@ impl ServerHandler for Fixture {
     ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.unwrap_or_default();
         let arg = |k: &str| args.get(k).cloned().unwrap_or(Value::Null);
+        if let Some(r) = asks::call(request.name.as_ref(), &args, &context).await {
+            return r;
+        }
         match request.name.as_ref() {
             "echo" => text(arg("text").as_str().unwrap_or_default()),
             "pid" => text(std::process::id().to_string()),
@@ -492,6 +498,9 @@ async fn main() -> anyhow::Result<()> {
     if has("--rich") {
         tools.extend(rich_tools());
     }
+    if has("--asks") {
+        tools.extend(asks::tools(tool));
+    }
     if let Some(n) = args.iter().position(|a| a == "--tools").and_then(|i| args.get(i + 1)) {
         // Many tools, for catalog benchmarks.
         let n: usize = n.parse().unwrap_or(0);
@@ -591,11 +600,13 @@ async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
     let local = listener.local_addr()?;
     println!("LISTENING http://{local}/mcp");
     let initialize = fixture.initialize;
+    // Each session starts with the tools the flags chose (its own copy: `grow` is per session).
+    let tools = fixture.tools.lock().map(|t| t.clone()).unwrap_or_else(|_| base_tools());
     let service = StreamableHttpService::new(
         move || {
             Ok(Fixture {
                 initialize,
-                tools: Arc::new(Mutex::new(base_tools())),
+                tools: Arc::new(Mutex::new(tools.clone())),
                 rich: false,
                 page: 0,
                 hang_list: false,

@@ -1,0 +1,287 @@
+//! A server's elicitation answered at the terminal (`gemctl attach --answer`): a form is asked
+//! field by field (an empty line takes the field's default; `!decline` or `!cancel` at any
+//! prompt ends it so), a URL is printed (and opened when there is a desktop to open it on)
+//! and confirmed with `y` once visited, or `n`.
+
+use geminid_protocol::asks::Ask;
+use serde_json::{Map, Value, json};
+
+/// What a field takes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kind {
+    Text,
+    Number,
+    Integer,
+    Boolean,
+    OneOf(Vec<String>),
+}
+
+/// One field of a form.
+#[derive(Debug, Clone)]
+pub struct Field {
+    name: String,
+    title: String,
+    description: Option<String>,
+    kind: Kind,
+    default: Option<Value>,
+    required: bool,
+}
+
+/// One elicitation being answered.
+#[derive(Debug, Clone)]
+pub enum Elicitation {
+    /// A form, and the fields answered so far.
+    Form { fields: Vec<Field>, next: usize, content: Map<String, Value> },
+    /// A URL to visit.
+    Url { url: String },
+}
+
+/// What a typed line did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fed {
+    /// Ask this next.
+    Ask(String),
+    /// The answer is complete (an `ElicitResult`).
+    Done(Value),
+    /// The line was not an answer: say this, and ask the same again.
+    Again(String),
+}
+
+fn kind_of(p: &Value) -> Kind {
+    let choices = p.get("enum").or_else(|| p.pointer("/items/enum")).and_then(Value::as_array);
+    if let Some(values) = choices {
+        return Kind::OneOf(values.iter().filter_map(Value::as_str).map(str::to_owned).collect());
+    }
+    if let Some(options) = p.get("oneOf").and_then(Value::as_array) {
+        let consts = options.iter().filter_map(|o| o.get("const").and_then(Value::as_str));
+        return Kind::OneOf(consts.map(str::to_owned).collect());
+    }
+    match p.get("type").and_then(Value::as_str) {
+        Some("number") => Kind::Number,
+        Some("integer") => Kind::Integer,
+        Some("boolean") => Kind::Boolean,
+        _ => Kind::Text,
+    }
+}
+
+impl Elicitation {
+    /// The elicitation an ask carries (its `detail.request`), if it is one this terminal can
+    /// answer.
+    pub fn of(ask: &Ask) -> Option<Self> {
+        let request = ask.detail.get("request")?;
+        match request.get("mode").and_then(Value::as_str).unwrap_or("form") {
+            "url" => Some(Self::Url { url: request.get("url")?.as_str()?.to_owned() }),
+            _ => {
+                let schema = request.get("requestedSchema")?;
+                let required: Vec<&str> = schema
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|r| r.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let fields = schema
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                    .map(|(name, p)| Field {
+                        name: name.clone(),
+                        title: p.get("title").and_then(Value::as_str).unwrap_or(name).to_owned(),
+                        description: p
+                            .get("description")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                        kind: kind_of(p),
+                        default: p.get("default").cloned(),
+                        required: required.contains(&name.as_str()),
+                    })
+                    .collect();
+                Some(Self::Form { fields, next: 0, content: Map::new() })
+            }
+        }
+    }
+
+    /// What to ask first (the form's first field, or the URL and how to answer). A form
+    /// without fields is answered at once: `Fed::Done`.
+    pub fn start(&mut self) -> Fed {
+        match self {
+            Self::Url { url } => {
+                Fed::Ask(format!("  open {url}\n  (y once done there, n to decline, !cancel)"))
+            }
+            Self::Form { .. } => self.prompt(),
+        }
+    }
+
+    fn prompt(&self) -> Fed {
+        let Self::Form { fields, next, content } = self else { return Fed::Again(String::new()) };
+        let Some(f) = fields.get(*next) else {
+            return Fed::Done(json!({ "action": "accept", "content": content }));
+        };
+        let what = match &f.kind {
+            Kind::Text => "text".to_owned(),
+            Kind::Number => "a number".to_owned(),
+            Kind::Integer => "a whole number".to_owned(),
+            Kind::Boolean => "y or n".to_owned(),
+            Kind::OneOf(v) => v.join(" | "),
+        };
+        let default = match &f.default {
+            Some(Value::String(s)) => format!(", empty for {s}"),
+            Some(d) => format!(", empty for {d}"),
+            None if !f.required => ", empty to leave out".to_owned(),
+            None => String::new(),
+        };
+        let about = f.description.as_deref().map(|d| format!(" — {d}")).unwrap_or_default();
+        Fed::Ask(format!("  {}{about} ({what}{default}):", f.title))
+    }
+
+    /// Take one typed line.
+    pub fn feed(&mut self, line: &str) -> Fed {
+        let typed = line.trim();
+        match typed {
+            "!decline" => return Fed::Done(json!({ "action": "decline" })),
+            "!cancel" => return Fed::Done(json!({ "action": "cancel" })),
+            _ => {}
+        }
+        match self {
+            Self::Url { .. } => match typed.to_ascii_lowercase().as_str() {
+                "y" | "yes" | "done" => Fed::Done(json!({ "action": "accept" })),
+                "n" | "no" => Fed::Done(json!({ "action": "decline" })),
+                _ => Fed::Again("answer y once done, or n to decline".into()),
+            },
+            Self::Form { fields, next, content } => {
+                let Some(f) = fields.get(*next) else { return self.prompt() };
+                let value = if typed.is_empty() {
+                    match (&f.default, f.required) {
+                        (Some(d), _) => Some(d.clone()),
+                        (None, false) => None,
+                        (None, true) => return Fed::Again(format!("{} is required", f.title)),
+                    }
+                } else {
+                    match parse(&f.kind, typed) {
+                        Ok(v) => Some(v),
+                        Err(why) => return Fed::Again(why),
+                    }
+                };
+                if let Some(v) = value {
+                    content.insert(f.name.clone(), v);
+                }
+                *next += 1;
+                self.prompt()
+            }
+        }
+    }
+
+    /// The URL to open, for a URL elicitation.
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            Self::Url { url } => Some(url),
+            Self::Form { .. } => None,
+        }
+    }
+}
+
+fn parse(kind: &Kind, typed: &str) -> Result<Value, String> {
+    match kind {
+        Kind::Text => Ok(Value::String(typed.to_owned())),
+        Kind::Integer => typed
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|_| format!("{typed:?} is not a whole number")),
+        Kind::Number => typed
+            .parse::<f64>()
+            .ok()
+            .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
+            .ok_or_else(|| format!("{typed:?} is not a number")),
+        Kind::Boolean => match typed.to_ascii_lowercase().as_str() {
+            "y" | "yes" | "true" => Ok(Value::Bool(true)),
+            "n" | "no" | "false" => Ok(Value::Bool(false)),
+            _ => Err("answer y or n".into()),
+        },
+        Kind::OneOf(values) => match values.iter().find(|v| v.eq_ignore_ascii_case(typed)) {
+            Some(v) => Ok(Value::String(v.clone())),
+            None => Err(format!("one of {}", values.join(", "))),
+        },
+    }
+}
+
+/// Open a URL in the desktop's browser, when there is a desktop; printing it is enough
+/// otherwise (and where opening fails).
+pub fn open_url(url: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        Some("open")
+    } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()
+    {
+        Some("xdg-open")
+    } else {
+        None
+    };
+    if let Some(opener) = opener {
+        let _ = std::process::Command::new(opener)
+            .arg(url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(request: Value) -> Ask {
+        Ask {
+            id: "ask-1".into(),
+            session: "s".into(),
+            call_id: None,
+            kind: geminid_protocol::asks::AskKind::Elicitation,
+            title: "t".into(),
+            detail: json!({ "request": request }),
+            deadline_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_form_is_asked_field_by_field_with_defaults_and_checks() {
+        let schema = json!({"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string", "title": "Name"},
+            "age": {"type": "integer", "default": 36},
+            "colour": {"type": "string", "enum": ["red", "green"]},
+            "ok": {"type": "boolean"},
+        }});
+        let mut e =
+            Elicitation::of(&ask(json!({"mode": "form", "requestedSchema": schema}))).unwrap();
+        // Asked in the schema's order.
+        assert!(matches!(e.start(), Fed::Ask(p) if p.contains("Name")));
+        assert_eq!(e.feed(""), Fed::Again("Name is required".into()));
+        assert!(
+            matches!(e.feed("Grace Hopper"), Fed::Ask(p) if p.contains("age") && p.contains("empty for 36"))
+        );
+        assert_eq!(e.feed("x"), Fed::Again("\"x\" is not a whole number".into()));
+        assert!(matches!(e.feed(""), Fed::Ask(p) if p.contains("red | green")));
+        assert_eq!(e.feed("blue"), Fed::Again("one of red, green".into()));
+        assert!(matches!(e.feed("GREEN"), Fed::Ask(p) if p.contains("y or n")));
+        assert_eq!(
+            e.feed("y"),
+            Fed::Done(
+                json!({"action": "accept", "content": {"name": "Grace Hopper", "age": 36, "colour": "green", "ok": true}})
+            )
+        );
+    }
+
+    #[test]
+    fn decline_cancel_and_urls() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let mut e = Elicitation::of(&ask(json!({"requestedSchema": schema}))).unwrap();
+        e.start();
+        assert_eq!(e.feed("!decline"), Fed::Done(json!({"action": "decline"})));
+        let mut u =
+            Elicitation::of(&ask(json!({"mode": "url", "url": "https://x.test/a"}))).unwrap();
+        assert_eq!(u.url(), Some("https://x.test/a"));
+        assert!(matches!(u.start(), Fed::Ask(p) if p.contains("https://x.test/a")));
+        assert!(matches!(u.feed("maybe"), Fed::Again(_)));
+        assert_eq!(u.feed("y"), Fed::Done(json!({"action": "accept"})));
+        let mut u2 =
+            Elicitation::of(&ask(json!({"mode": "url", "url": "https://x.test/a"}))).unwrap();
+        assert_eq!(u2.feed("!cancel"), Fed::Done(json!({"action": "cancel"})));
+    }
+}

@@ -1,0 +1,287 @@
+//! What servers ask of their client, answered for the session whose call caused it: an
+//! elicitation or a sampling request goes to that session's clients (through [`Callers`]),
+//! `roots/list` is answered with its roots. Where the transport cannot say which call caused
+//! a request (stdio, SSE), it is the one session with calls in flight on the server; with
+//! none, or several, an elicitation is declined and a sampling request refused at once, and
+//! the server's log says why.
+
+#![allow(
+    deprecated,
+    reason = "sampling and roots are SEP-2577-deprecated; servers of the eras before 2026-07-28 use them"
+)]
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    ElicitationAction, RequestId,
+};
+
+use super::roots::{self, Roots};
+use std::sync::Arc;
+
+use geminid_protocol::event::EventBody;
+use geminid_protocol::mcp::ServerState;
+
+use super::{Binding, Caller, Inner, Supervisor, Whose, orphans};
+use crate::mcp::server::{NewServer, Observer, Server};
+use crate::store::Store;
+
+/// The set of marks in the store naming spec identities whose servers asked for roots.
+pub(crate) const ROOTS_SET: &str = "asks-roots";
+
+impl Inner {
+    /// What an entry of spec identity `base` runs as for a session with `roots`: `base`
+    /// itself, unless its server is known to ask for roots and was given other roots (see
+    /// `roots`).
+    pub(super) fn identity_for(&self, base: &str, roots: &Roots) -> String {
+        if !self.asks_roots.contains(base) {
+            return base.to_owned();
+        }
+        match (self.servers.contains_key(base), self.given_roots.get(base)) {
+            (true, Some(given)) if given == roots => base.to_owned(),
+            _ => roots::split_identity(base, roots),
+        }
+    }
+}
+
+impl Supervisor {
+    fn server_of(&self, identity: &str) -> Option<std::sync::Arc<Server>> {
+        self.inner().servers.get(identity).cloned()
+    }
+
+    /// The caller of a request from `identity`'s server, or why there is none (said in its
+    /// log).
+    fn caller_of(
+        &self,
+        identity: &str,
+        origin: Option<&RequestId>,
+        what: &str,
+    ) -> Option<(Caller, String)> {
+        let server = self.server_of(identity)?;
+        match self.callers.whose(identity, origin) {
+            Whose::One(c) => {
+                server.log.push(
+                    "geminid",
+                    &format!("{what} for session {}'s call to {}", c.session, c.name),
+                );
+                Some((c, server.name.clone()))
+            }
+            Whose::Nobody => {
+                server.log.push(
+                    "geminid",
+                    &format!("{what} declined: no session's call is in flight on this server"),
+                );
+                None
+            }
+            Whose::Several(sessions) => {
+                server.log.push(
+                    "geminid",
+                    &format!(
+                        "{what} declined: sessions {} have calls in flight on this server, and its transport cannot say whose call asked",
+                        sessions.join(", ")
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn elicit_for(
+        &self,
+        identity: &str,
+        origin: Option<&RequestId>,
+        params: ElicitRequestParams,
+    ) -> BoxFuture<'static, ElicitResult> {
+        match self.caller_of(identity, origin, "an elicitation") {
+            Some((caller, server)) => self.callers.elicit(caller, server, params),
+            None => futures::future::ready(ElicitResult::new(ElicitationAction::Decline)).boxed(),
+        }
+    }
+
+    pub(super) fn sample_for(
+        &self,
+        identity: &str,
+        origin: Option<&RequestId>,
+        params: CreateMessageRequestParams,
+    ) -> BoxFuture<'static, Result<CreateMessageResult, rmcp::ErrorData>> {
+        match self.caller_of(identity, origin, "a sampling request") {
+            Some((caller, server)) => self.callers.sample(caller, server, params),
+            None => {
+                let why = "no single session's call on this MCP server is in flight, so geminid cannot tell whose client should answer";
+                futures::future::ready(Err(rmcp::ErrorData::new(
+                    rmcp::model::ErrorCode(-1),
+                    why,
+                    None,
+                )))
+                .boxed()
+            }
+        }
+    }
+
+    /// `roots/list` from `identity`'s server: the calling session's roots (else those of the
+    /// first session using it). The server is marked as asking for roots from now on, and
+    /// sessions using it with other roots move to servers of their own.
+    pub(super) fn roots_for(&self, identity: &str, origin: Option<&RequestId>) -> Roots {
+        let caller = match self.callers.whose(identity, origin) {
+            Whose::One(c) => Some(c.session),
+            _ => None,
+        };
+        let mut moved: Vec<String> = Vec::new();
+        let mut started = Vec::new();
+        let (given, base, server) = {
+            let mut inner = self.inner();
+            let Some(server) = inner.servers.get(identity).cloned() else {
+                return Roots::default();
+            };
+            let mut users: Vec<(&String, &super::Entry)> = inner
+                .sessions
+                .iter()
+                .flat_map(|(s, entries)| entries.values().map(move |e| (s, e)))
+                .filter(|(_, e)| matches!(&e.binding, Binding::Runs(i) if i == identity))
+                .collect();
+            users.sort_by(|a, b| a.0.cmp(b.0));
+            let chosen = caller
+                .as_ref()
+                .and_then(|c| users.iter().find(|(s, _)| *s == c))
+                .or(users.first())
+                .map(|(_, e)| (e.roots.clone(), e.base.clone()));
+            let Some((given, base)) = chosen else { return Roots::default() };
+            inner.given_roots.insert(identity.to_owned(), given.clone());
+            let newly = inner.asks_roots.insert(base.clone());
+            if newly && let Err(e) = self.store().mark(ROOTS_SET, &base) {
+                tracing::warn!(server = %server.name, error = %e, "cannot record that the server asks for roots");
+            }
+            // Sessions with other roots: each set gets its own server.
+            let ids: Vec<String> = inner.sessions.keys().cloned().collect();
+            for session in ids {
+                let Some(entries) = inner.sessions.get(&session) else { continue };
+                let moving: Vec<(String, String)> = entries
+                    .iter()
+                    .filter(|(_, e)| {
+                        matches!(&e.binding, Binding::Runs(i) if i == identity) && e.roots != given
+                    })
+                    .map(|(n, e)| (n.clone(), roots::split_identity(&e.base, &e.roots)))
+                    .collect();
+                for (name, to) in moving {
+                    if !inner.servers.contains_key(&to) {
+                        let new = NewServer {
+                            identity: to.clone(),
+                            name: name.clone(),
+                            scope: server.scope,
+                            spec: server.spec.clone(),
+                            target: server.target.clone(),
+                            startup_timeout: server.startup_timeout,
+                            request_timeout: server.request_timeout,
+                        };
+                        let s = Server::start(new, self.observer(), self.opts);
+                        inner.servers.insert(to.clone(), s.clone());
+                        started.push(s);
+                    }
+                    if let Some(e) = inner.sessions.get_mut(&session).and_then(|m| m.get_mut(&name))
+                    {
+                        e.binding = Binding::Runs(to);
+                    }
+                    moved.push(session.clone());
+                }
+            }
+            (given, base, server)
+        };
+        let uris: Vec<&str> = given.iter().map(|r| r.uri.as_str()).collect();
+        server.log.push("geminid", &format!("roots/list answered: {}", uris.join(" ")));
+        if !moved.is_empty() {
+            moved.dedup();
+            server.log.push(
+                "geminid",
+                &format!(
+                    "it asks for roots, so it is shared only between sessions with equal roots: sessions {} run their own",
+                    moved.join(", ")
+                ),
+            );
+            tracing::info!(server = %server.name, identity = &base[..base.len().min(12)], sessions = ?moved, "a server asks for roots: split by roots");
+            self.servers_changed();
+        }
+        drop(started);
+        given
+    }
+
+    /// Tell a server its roots changed (`notifications/roots/list_changed`).
+    pub(super) fn roots_changed(server: &Server) {
+        let Some(peer) = server.peer() else { return };
+        tokio::spawn(async move {
+            #[allow(
+                deprecated,
+                reason = "roots are SEP-2577-deprecated; servers of the eras before 2026-07-28 use them"
+            )]
+            let n = rmcp::model::ClientNotification::RootsListChangedNotification(
+                rmcp::model::RootsListChangedNotification::default(),
+            );
+            let _ = peer.send_notification(n).await;
+        });
+    }
+}
+
+/// What a server task reports and asks, through [`Observer`].
+#[allow(
+    deprecated,
+    reason = "sampling and roots are SEP-2577-deprecated; servers of the eras before 2026-07-28 use them"
+)]
+impl Observer for Supervisor {
+    fn state_changed(&self, server: &Arc<Server>, previous: ServerState) {
+        self.announce(server, previous);
+    }
+
+    fn catalog_changed(&self, server: &Arc<Server>) {
+        Supervisor::catalog_changed(self, server);
+    }
+
+    fn progress(&self, identity: &str, params: &rmcp::model::ProgressNotificationParam) {
+        self.callers.progress(identity, params);
+    }
+
+    fn elicit(
+        &self,
+        identity: &str,
+        origin: Option<rmcp::model::RequestId>,
+        params: rmcp::model::ElicitRequestParams,
+    ) -> futures::future::BoxFuture<'static, rmcp::model::ElicitResult> {
+        self.elicit_for(identity, origin.as_ref(), params)
+    }
+
+    fn sample(
+        &self,
+        identity: &str,
+        origin: Option<rmcp::model::RequestId>,
+        params: rmcp::model::CreateMessageRequestParams,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<rmcp::model::CreateMessageResult, rmcp::ErrorData>,
+    > {
+        self.sample_for(identity, origin.as_ref(), params)
+    }
+
+    fn roots(
+        &self,
+        identity: &str,
+        origin: Option<rmcp::model::RequestId>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        Ok(roots::result(&self.roots_for(identity, origin.as_ref())))
+    }
+
+    fn resource_updated(&self, identity: &str, uri: &str) {
+        let name = self.inner().servers.get(identity).map(|s| s.name.clone()).unwrap_or_default();
+        self.events.emit(EventBody::ResourceUpdated(geminid_protocol::mcp::ResourceUpdated {
+            server: name,
+            identity: identity.chars().take(12).collect(),
+            uri: uri.to_owned(),
+        }));
+    }
+
+    fn store(&self) -> &Store {
+        Supervisor::store(self)
+    }
+
+    fn start_gate(&self) -> tokio::sync::watch::Receiver<orphans::Held> {
+        Supervisor::start_gate(self)
+    }
+}
