@@ -226,8 +226,13 @@ struct HttpFixture {
 
 impl HttpFixture {
     fn start() -> anyhow::Result<Self> {
+        Self::start_with(&["--asks"])
+    }
+
+    fn start_with(flags: &[&str]) -> anyhow::Result<Self> {
         let mut child = Command::new(fixture())
-            .args(["--asks", "--http", "127.0.0.1:0"])
+            .args(flags)
+            .args(["--http", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -378,5 +383,88 @@ async fn gemctl_attach_fills_in_a_form_field_by_field() -> anyhow::Result<()> {
     drop(stdin);
     let _ = attach.kill();
     let _ = attach.wait();
+    Ok(())
+}
+
+/// The protocol versions a session's servers speak, by name.
+async fn versions(client: &Client, session: &str) -> anyhow::Result<Vec<(String, Option<String>)>> {
+    let p = geminid_protocol::mcp::StartParams { session: session.to_owned(), wait: true };
+    let servers = client.mcp_start(p).await?.servers;
+    Ok(servers.into_iter().map(|s| (s.name, s.protocol_version)).collect())
+}
+
+#[tokio::test]
+async fn servers_of_both_eras_are_reached_and_a_modern_ones_input_required_is_answered()
+-> anyhow::Result<()> {
+    let http = HttpFixture::start_with(&["--asks", "--modern"])?;
+    let s = Setup::new(json!({
+        "fx": stdio(&["--asks", "--modern"]),
+        "old": stdio(&["--asks"]),
+        "web": { "httpUrl": http.url },
+    }))
+    .await?;
+    let mut got = versions(&s.client, &s.session).await?;
+    got.sort();
+    let want = |n: &str, v: &str| (n.to_owned(), Some(v.to_owned()));
+    assert_eq!(
+        got,
+        [want("fx", "2026-07-28"), want("old", "2025-11-25"), want("web", "2026-07-28")]
+    );
+
+    // An elicitation as an input_required result: the call's own session is asked, and the
+    // call is sent again with the answer.
+    let mut asks = listen(&s.client, &s.session, AskKind::Elicitation).await?;
+    let caller = s.daemon.client().await?;
+    let p = call(&s.session, "ask", json!({ "message": "Modern?" }));
+    let running = tokio::spawn(async move { caller.tools_call(p).await });
+    let ask = match next_ask(&mut asks).await {
+        Ok(a) => a,
+        Err(e) => anyhow::bail!(
+            "{e}: {:?}\n{}",
+            running.await,
+            log_text(&s.client, &s.session, "fx").await?
+        ),
+    };
+    assert_eq!((ask.title.as_str(), ask.call_id.as_deref()), ("Modern?", Some("ask-call")));
+    assert!(
+        respond(&s.client, &ask, json!({ "action": "accept", "content": { "name": "Hedy" } }))
+            .await?
+    );
+    let r = tokio::time::timeout(WAIT, running).await???;
+    assert_eq!(
+        answered(&r)?["content"],
+        json!({ "name": "Hedy", "age": 36, "colour": "green", "subscribe": false })
+    );
+    // Roots the same way, and nobody to ask is still a decline at once.
+    let r = s.client.tools_call(call(&s.session, "roots", json!({}))).await?;
+    assert_eq!(answered(&r)?, json!([uri(&s.home.workspace())]));
+    drop(asks);
+    let r = tokio::time::timeout(WAIT, s.client.tools_call(call(&s.session, "ask", json!({}))))
+        .await??;
+    assert_eq!(answered(&r)?, json!({ "action": "decline" }));
+
+    // The stateless HTTP server of the new era is listed and called.
+    let p = ToolsCallParams {
+        name: "mcp_web_echo".into(),
+        ..call(&s.session, "echo", json!({ "text": "over http" }))
+    };
+    assert_eq!(s.client.tools_call(p).await?.display, "over http");
+    // A list change arrives on the subscriptions/listen stream the new era needs.
+    let grown = s.client.tools_call(call(&s.session, "grow", json!({}))).await?.display;
+    let listed = || async {
+        let p = geminid_protocol::tools::ToolsListParams {
+            session: s.session.clone(),
+            raw: false,
+            all: false,
+        };
+        s.client
+            .tools_list(p)
+            .await
+            .is_ok_and(|l| l.tools.iter().any(|t| t.name == format!("mcp_fx_{grown}")))
+    };
+    assert!(
+        geminid_tests::eventually(WAIT, listed).await,
+        "{grown} listed after tools/list_changed"
+    );
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use geminid_protocol::DAEMON_VERSION;
 use geminid_protocol::mcp::Transport as Wire;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::service::{
     InboundStreamOrigin, NotificationContext, Peer, RequestContext, RunningService,
     RunningServiceCancellationToken,
@@ -14,7 +15,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransportConfig, StreamableHttpError,
 };
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use tokio::sync::mpsc;
 
 use super::child::{self, StdioChild};
@@ -59,6 +60,16 @@ fn capabilities() -> ClientCapabilities {
         "roots": { "listChanged": true },
     });
     serde_json::from_value(declared).unwrap_or_default()
+}
+
+/// Both eras, chosen per server: `server/discover` first (2026-07-28: no handshake, each
+/// request carries its own metadata), and the `initialize` handshake of the earlier ones when
+/// the server answers that with an error, as servers of those eras do.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
 }
 
 /// The request a server's request came on the stream of, when the transport can tell
@@ -256,7 +267,12 @@ pub(crate) async fn connect(
             log.push("geminid", &format!("started {command} (pid {})", proc.pid));
             let (stdout, stdin) = pipes;
             let transport = StdioTransport::new(stdout, stdin).with_log(log.clone());
-            match tokio::time::timeout(timeout, handler.serve(transport)).await {
+            match tokio::time::timeout(
+                timeout,
+                handler.serve_with_lifecycle(transport, lifecycle()),
+            )
+            .await
+            {
                 Ok(Ok(service)) => Ok(running(service, Wire::Stdio, Some(proc))),
                 Ok(Err(e)) => {
                     // Give a dying child a moment so its exit status explains the failure.
@@ -356,11 +372,67 @@ fn running(
     child: Option<StdioChild>,
 ) -> Running {
     let peer = service.peer().clone();
+    if is_modern(&peer) {
+        tokio::spawn(listen(peer.clone(), service.service().clone()));
+    }
     let cancel = service.cancellation_token();
     let closed = tokio::spawn(async move {
         let _ = service.waiting().await;
     });
     Running { peer, transport, closed, cancel, child }
+}
+
+/// Whether the connection speaks the 2026-07-28 era.
+pub(crate) fn is_modern(peer: &Peer<RoleClient>) -> bool {
+    peer.peer_info()
+        .is_some_and(|i| i.protocol_version >= rmcp::model::ProtocolVersion::V_2026_07_28)
+}
+
+/// The 2026-07-28 era sends list changes only on a `subscriptions/listen` stream: open one
+/// for what the server says can change, and pass its notifications on as the earlier eras'
+/// arrive, until the connection ends.
+async fn listen(peer: Peer<RoleClient>, handler: Handler) {
+    use rmcp::model::{ServerNotification as N, SubscriptionFilter};
+    let Some(caps) = peer.peer_info().map(|i| i.capabilities.clone()) else { return };
+    let mut filter = SubscriptionFilter::builder();
+    let mut any = false;
+    if caps.tools.as_ref().is_some_and(|t| t.list_changed == Some(true)) {
+        filter = filter.tools_list_changed();
+        any = true;
+    }
+    if caps.prompts.as_ref().is_some_and(|p| p.list_changed == Some(true)) {
+        filter = filter.prompts_list_changed();
+        any = true;
+    }
+    if caps.resources.as_ref().is_some_and(|r| r.list_changed == Some(true)) {
+        filter = filter.resources_list_changed();
+        any = true;
+    }
+    if !any {
+        return;
+    }
+    let mut sub = match peer.listen(filter.build()).await {
+        Ok(sub) => sub,
+        Err(e) => {
+            handler
+                .log
+                .push("geminid", &format!("subscriptions/listen failed: {}", error_chain(&e)));
+            return;
+        }
+    };
+    while let Ok(Some(n)) = sub.next().await {
+        match n {
+            N::ToolListChangedNotification(_)
+            | N::PromptListChangedNotification(_)
+            | N::ResourceListChangedNotification(_) => handler.list_changed(),
+            N::ResourceUpdatedNotification(u) => {
+                if let Some(sup) = handler.sup.upgrade() {
+                    sup.resource_updated(&handler.identity, &u.params.uri);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 async fn http(
@@ -371,7 +443,7 @@ async fn http(
     let custom = headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
     let transport = StreamableHttpClientTransport::from_config(config);
-    match handler.serve(transport).await {
+    match handler.serve_with_lifecycle(transport, lifecycle()).await {
         Ok(service) => Ok(running(service, Wire::Http, None)),
         Err(e) => {
             let msg = error_chain(&e);
@@ -396,7 +468,7 @@ async fn sse(
         }
         Err(e) => return Err(ConnectError::Failed(format!("SSE: {e}"))),
     };
-    match handler.serve(transport).await {
+    match handler.serve_with_lifecycle(transport, lifecycle()).await {
         Ok(service) => Ok(running(service, Wire::Sse, None)),
         Err(e) => Err(ConnectError::Failed(format!("SSE: {}", error_chain(&e)))),
     }
@@ -424,7 +496,12 @@ pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
             } else {
                 err.to_string()
             };
-        if err.downcast_ref::<rmcp::transport::DynamicTransportError>().is_some() {
+        if err.downcast_ref::<rmcp::transport::DynamicTransportError>().is_some()
+            || matches!(
+                err.downcast_ref::<rmcp::service::ClientInitializeError>(),
+                Some(rmcp::service::ClientInitializeError::LegacyFallbackFailed { .. })
+            )
+        {
             continue;
         }
         if !parts.iter().any(|p| p.contains(&text)) {
@@ -446,6 +523,11 @@ fn chain<'a>(
             Some(rmcp::service::ClientInitializeError::TransportError { error, .. }) => {
                 Some(error.error.as_ref())
             }
+            // `server/discover` was answered as the earlier eras answer it, and the handshake
+            // of those eras then failed: that failure is the one to tell.
+            Some(rmcp::service::ClientInitializeError::LegacyFallbackFailed {
+                fallback, ..
+            }) => Some(fallback.as_ref()),
             _ => match err.downcast_ref::<rmcp::transport::DynamicTransportError>() {
                 Some(d) => Some(d.error.as_ref()),
                 None => match err.downcast_ref::<StreamableHttpError<reqwest::Error>>() {

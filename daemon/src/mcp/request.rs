@@ -31,36 +31,141 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// `tools/call` on the server, keeping the result as JSON (content types rmcp does not know,
-/// or a `content` that is not an array, reach the converter instead of failing the call).
-/// If this future is dropped before the answer (timeout, caller gone), the server is sent
-/// `notifications/cancelled`. `sent` learns the request's progress token and id as soon as it is
-/// on its way; what it returns is held until the answer.
-async fn call_raw<G>(
+/// Rounds of `input_required` one call may take (rmcp's own cap).
+const MAX_INPUT_ROUNDS: usize = 10;
+
+/// One `tools/call` request, cancelled on the server if this future is dropped before the
+/// answer (timeout, caller gone). `sent` is told its progress token and id once it is on its
+/// way.
+async fn send_call(
     peer: &rmcp::service::Peer<rmcp::RoleClient>,
     params: rmcp::model::CallToolRequestParams,
-    sent: impl FnOnce(&rmcp::model::ProgressToken, &rmcp::model::RequestId) -> G,
-) -> Result<serde_json::Value, rmcp::ServiceError> {
-    use rmcp::model::{ClientRequest, Request, ServerResult};
+    sent: impl FnOnce(&rmcp::model::ProgressToken, &rmcp::model::RequestId),
+) -> Result<rmcp::model::ServerResult, rmcp::ServiceError> {
+    use rmcp::model::{ClientRequest, Request};
     let request = ClientRequest::CallToolRequest(Request::new(params));
     let handle = peer
         .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
         .await?;
-    let _held = sent(&handle.progress_token, &handle.id);
+    sent(&handle.progress_token, &handle.id);
     let mut guard = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
     let response = handle.await_response().await;
     guard.peer = None;
-    match response? {
-        ServerResult::CallToolResult(r) => {
-            serde_json::to_value(r).map_err(|_| rmcp::ServiceError::UnexpectedResponse)
+    response
+}
+
+/// The stdio transport keeps a `tools/call` answer as JSON: one that is `input_required` is
+/// read as such.
+fn input_required_as_such(
+    r: rmcp::model::ServerResult,
+) -> Result<rmcp::model::ServerResult, rmcp::ServiceError> {
+    use rmcp::model::ServerResult;
+    match r {
+        ServerResult::CustomResult(c)
+            if c.0.get("resultType").and_then(serde_json::Value::as_str)
+                == Some("input_required") =>
+        {
+            serde_json::from_value(c.0)
+                .map(ServerResult::InputRequiredResult)
+                .map_err(|_| rmcp::ServiceError::UnexpectedResponse)
         }
-        ServerResult::CustomResult(c) => Ok(c.0),
-        ServerResult::EmptyResult(_) => Ok(serde_json::json!({})),
-        _ => Err(rmcp::ServiceError::UnexpectedResponse),
+        other => Ok(other),
     }
 }
 
 impl Supervisor {
+    /// `tools/call` on the server, keeping the result as JSON (content types rmcp does not
+    /// know, or a `content` that is not an array, reach the converter instead of failing the
+    /// call). A 2026-07-28 server's `input_required` answers are fulfilled for the call's own
+    /// session (its elicitation, sampling and roots, as `asked` answers a server's requests)
+    /// and the call sent again with the responses, up to [`MAX_INPUT_ROUNDS`]. `sent` learns
+    /// the first request's progress token and id; what it returns is held until the answer.
+    async fn call_raw<G>(
+        &self,
+        identity: &str,
+        peer: &rmcp::service::Peer<rmcp::RoleClient>,
+        mut params: rmcp::model::CallToolRequestParams,
+        sent: impl FnOnce(&rmcp::model::ProgressToken, &rmcp::model::RequestId) -> G,
+    ) -> Result<serde_json::Value, rmcp::ServiceError> {
+        use rmcp::model::ServerResult;
+        let mut held = None;
+        let mut origin = None;
+        let mut response = send_call(peer, params.clone(), |token, id| {
+            origin = Some(id.clone());
+            held = Some(sent(token, id));
+        })
+        .await;
+        let origin = origin.ok_or(rmcp::ServiceError::UnexpectedResponse)?;
+        for round in 0..MAX_INPUT_ROUNDS {
+            match input_required_as_such(response?)? {
+                ServerResult::CallToolResult(r) => {
+                    return serde_json::to_value(r)
+                        .map_err(|_| rmcp::ServiceError::UnexpectedResponse);
+                }
+                ServerResult::CustomResult(c) => return Ok(c.0),
+                ServerResult::EmptyResult(_) => return Ok(serde_json::json!({})),
+                ServerResult::InputRequiredResult(r) => {
+                    let asked = r.input_requests.as_ref().is_some_and(|m| !m.is_empty());
+                    if !asked && r.request_state.is_none() {
+                        return Err(rmcp::ServiceError::UnexpectedResponse);
+                    }
+                    if !asked {
+                        // Only state to carry: the server is still working; do not spin.
+                        let pause = 50u64.saturating_mul(1 << round.min(5));
+                        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                    }
+                    let responses = self.fulfil(identity, &origin, r.input_requests).await?;
+                    params.input_responses = (!responses.is_empty()).then_some(responses);
+                    params.request_state = r.request_state;
+                    response = send_call(peer, params.clone(), |_, _| {}).await;
+                }
+                _ => return Err(rmcp::ServiceError::UnexpectedResponse),
+            }
+        }
+        drop(held);
+        Err(rmcp::ServiceError::InputRequiredRoundsExceeded { max_rounds: MAX_INPUT_ROUNDS })
+    }
+
+    /// Answer a 2026-07-28 server's input requests for the call sent as `origin`.
+    #[allow(
+        deprecated,
+        reason = "sampling and roots are SEP-2577-deprecated; input requests still carry them"
+    )]
+    async fn fulfil(
+        &self,
+        identity: &str,
+        origin: &rmcp::model::RequestId,
+        requests: Option<rmcp::model::InputRequests>,
+    ) -> Result<rmcp::model::InputResponses, rmcp::ServiceError> {
+        use rmcp::model::InputRequest;
+        let each = requests.unwrap_or_default().into_iter().map(|(key, request)| async move {
+            let value = match request {
+                InputRequest::Elicitation(r) => {
+                    let answer = self.elicit_for(identity, Some(origin), r.params).await;
+                    serde_json::to_value(answer)
+                }
+                InputRequest::CreateMessage(r) => {
+                    let answer = self
+                        .sample_for(identity, Some(origin), r.params)
+                        .await
+                        .map_err(rmcp::ServiceError::McpError)?;
+                    serde_json::to_value(answer)
+                }
+                InputRequest::ListRoots(_) => serde_json::to_value(super::roots::result(
+                    &self.roots_for(identity, Some(origin)),
+                )),
+                other => {
+                    let why = format!("geminid cannot answer this input request: {other:?}");
+                    return Err(rmcp::ServiceError::McpError(rmcp::ErrorData::invalid_params(
+                        why, None,
+                    )));
+                }
+            };
+            value.map(|v| (key, v)).map_err(|_| rmcp::ServiceError::UnexpectedResponse)
+        });
+        Ok(futures::future::try_join_all(each).await?.into_iter().collect())
+    }
+
     /// Call a tool on a server; fails at once if the server dies meanwhile. `sent` is told
     /// the request's progress token once it is on its way (to route the server's progress
     /// notifications); what it returns is held until the answer.
@@ -74,7 +179,8 @@ impl Supervisor {
     ) -> Result<serde_json::Value, McpError> {
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let call = |peer| async move { call_raw(&peer, params, sent).await };
+        let identity = server.identity.as_str();
+        let call = |peer| async move { self.call_raw(identity, &peer, params, sent).await };
         self.request(server, timeout, call).await
     }
 

@@ -337,10 +337,19 @@ async fn pinger(r: Reporter, peer: Peer<RoleClient>, every: Duration, timeout: D
     tick.tick().await; // the first tick is at once; the handshake just answered
     loop {
         tick.tick().await;
-        let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
-            method: Default::default(),
-            extensions: Default::default(),
-        });
+        // The 2026-07-28 era has no ping: `server/discover` (uncached) is its cheapest request.
+        let modern = peer
+            .peer_info()
+            .is_some_and(|i| i.protocol_version >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        let ping = if modern {
+            let discover = rmcp::model::DiscoverRequestParams::default();
+            rmcp::model::ClientRequest::DiscoverRequest(rmcp::model::Request::new(discover))
+        } else {
+            rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
+                method: Default::default(),
+                extensions: Default::default(),
+            })
+        };
         let answered = match tokio::time::timeout(timeout, peer.send_request(ping)).await {
             Ok(Ok(_)) => Ok(()),
             // An error answer is an answer: the server is alive, it just does not ping.

@@ -12,7 +12,9 @@
 //! `--grandchild` (start an idle child process in the same process group, pid on stderr),
 //! `--idle` (do nothing forever), `--rich` (more tools: every content type, `$defs`, a tool
 //! error, an uncompilable schema, cancellation; and prompts and resources), `--page-size N`
-//! (lists in pages of N), `--asks` (tools that ask the client: elicitation, sampling, roots), `--tools N` (N more generated tools), `--startup-delay-ms MS` (wait before serving, like a real
+//! (lists in pages of N), `--asks` (tools that ask the client: elicitation, sampling, roots), `--modern` (a server of
+//! the 2026-07-28 era: it answers `server/discover`, and its asking tools answer
+//! `input_required`), `--tools N` (N more generated tools), `--startup-delay-ms MS` (wait before serving, like a real
 //! server loading), `--raw` (a hand-written stdio server whose tool results do not conform to
 //! the schema: an unknown content type, a `content` that is not an array, a legacy
 //! `error.isError`; and `strict`, whose schema forbids other properties; with `--fail-prompts`
@@ -54,6 +56,9 @@ struct Fixture {
     page: usize,
     /// `--hang-list`: `tools/list` is never answered.
     hang_list: bool,
+    /// `--modern`: a server of the 2026-07-28 era (it answers `server/discover`; without
+    /// this it is one of the earlier eras, which answer that with an error).
+    modern: bool,
 }
 
 /// One page of `items` starting at `cursor`, and the next cursor.
@@ -203,6 +208,27 @@ impl ServerHandler for Fixture {
             .with_instructions("The geminid test fixture.")
     }
 
+    /// A server of the 2026-07-28 era sends list changes on `subscriptions/listen` streams.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        self.modern.then(|| requested.clone())
+    }
+
+    async fn discover(
+        &self,
+        _: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        // A server of the earlier eras knows no `server/discover` (-32601), as the TypeScript
+        // and Python SDKs of those eras answer.
+        if !self.modern {
+            return Err(McpError::method_not_found::<rmcp::model::DiscoverRequestMethod>());
+        }
+        let versions = self.supported_protocol_versions().into_owned();
+        Ok(rmcp::model::DiscoverResult::from_server_info(versions, self.get_info()))
+    }
+
     async fn initialize(
         &self,
         request: InitializeRequestParams,
@@ -349,11 +375,11 @@ impl ServerHandler for Fixture {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let args = request.arguments.unwrap_or_default();
-        let arg = |k: &str| args.get(k).cloned().unwrap_or(Value::Null);
-        if let Some(r) = asks::call(request.name.as_ref(), &args, &context).await {
+        if let Some(r) = asks::call(request.name.as_ref(), &request, &context).await {
             return r;
         }
+        let args = request.arguments.unwrap_or_default();
+        let arg = |k: &str| args.get(k).cloned().unwrap_or(Value::Null);
         match request.name.as_ref() {
             "echo" => text(arg("text").as_str().unwrap_or_default()),
             "pid" => text(std::process::id().to_string()),
@@ -517,12 +543,14 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or(0);
     let rich = has("--rich");
     let hang_list = has("--hang-list");
+    let modern = has("--modern");
     let fixture = Fixture {
         initialize,
         tools: Arc::new(Mutex::new(tools)),
         rich,
         page: page_size,
         hang_list,
+        modern,
     };
     if let Some(i) = args.iter().position(|a| a == "--sse") {
         let addr = args.get(i + 1).map_or("127.0.0.1:0", String::as_str);
@@ -599,7 +627,7 @@ async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(loopback(addr)?).await?;
     let local = listener.local_addr()?;
     println!("LISTENING http://{local}/mcp");
-    let initialize = fixture.initialize;
+    let (initialize, modern) = (fixture.initialize, fixture.modern);
     // Each session starts with the tools the flags chose (its own copy: `grow` is per session).
     let tools = fixture.tools.lock().map(|t| t.clone()).unwrap_or_else(|_| base_tools());
     let service = StreamableHttpService::new(
@@ -610,6 +638,7 @@ async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
                 rich: false,
                 page: 0,
                 hang_list: false,
+                modern,
             })
         },
         Arc::new(LocalSessionManager::default()),
@@ -681,6 +710,7 @@ mod sse {
                     rich: false,
                     page: 0,
                     hang_list: false,
+                    modern: false,
                 };
                 tokio::spawn(async move {
                     if let Ok(service) = fixture.serve((out_tx, in_rx)).await {
