@@ -330,26 +330,32 @@ def run(s):
 
     s.check("memory", "kill -9: it comes back and answers", memory_kill)
 
-    with open(os.path.join(s.files, "hello.txt"), "w") as f:
+    # The filesystem server asks for MCP roots, and they replace the directories on its command
+    # line: it serves the calling session's workspace, not `s.files`.
+    notes = os.path.join(s.ws, "notes")
+    os.makedirs(notes, exist_ok=True)
+    with open(os.path.join(notes, "hello.txt"), "w") as f:
         f.write("hello from the filesystem\n")
 
     def fs_read():
         names = [n for n in tools if n.startswith("mcp_filesystem_")]
         expect(names, "no filesystem tools")
-        listing = s.call("mcp_filesystem_list_directory", {"path": s.files})
+        listing = s.call("mcp_filesystem_list_directory", {"path": notes})
         expect("hello.txt" in text_of(listing), f"listing: {text_of(listing)}")
         read = [n for n in names if n in ("mcp_filesystem_read_text_file", "mcp_filesystem_read_file")][0]
-        r = s.call(read, {"path": os.path.join(s.files, "hello.txt")})
+        r = s.call(read, {"path": os.path.join(notes, "hello.txt")})
         expect("hello from the filesystem" in text_of(r), f"read: {text_of(r)}")
 
-    s.check("filesystem", "list and read files", fs_read)
+    s.check("filesystem", "list and read files in the session's root (MCP roots)", fs_read)
 
     def fs_outside():
-        r = s.call("mcp_filesystem_list_directory", {"path": "/etc"})
-        expect(r["isError"], f"reading /etc was not an error: {r}")
-        expect("outside" in json.dumps(r["result"]).lower() or "denied" in json.dumps(r["result"]).lower(), f"error text: {r['result']}")
+        for outside in ("/etc", s.files):
+            r = s.call("mcp_filesystem_list_directory", {"path": outside})
+            expect(r["isError"], f"reading {outside} was not an error: {r}")
+            text = json.dumps(r["result"]).lower()
+            expect("outside" in text or "denied" in text, f"error text: {r['result']}")
 
-    s.check("filesystem", "a path outside the root is the server's error", fs_outside)
+    s.check("filesystem", "confined to the calling session's root, not its command line", fs_outside)
 
     def time_server():
         r = s.call("mcp_time_get_current_time", {"timezone": "UTC"})
@@ -374,9 +380,18 @@ def run(s):
         # stdio servers: the same process; network ones: the same connection (identity).
         pa = {x["name"]: x.get("pid") or x.get("identity") for x in a}
         pb = {x["name"]: x.get("pid") or x.get("identity") for x in b}
-        expect(pa == pb and all(pa.values()), f"differ: {pa} vs {pb}")
+        expect(all(pa.values()) and pa.keys() == pb.keys(), f"differ: {pa} vs {pb}")
+        # The filesystem server asks for roots, so the other workspace gets its own: it serves
+        # that workspace's root and not the first's.
+        pa.pop("filesystem")
+        pb.pop("filesystem")
+        expect(pa == pb, f"differ: {pa} vs {pb}")
+        r = s.call("mcp_filesystem_list_directory", {"path": s.ws2}, cwd=s.ws2)
+        expect(not r["isError"], f"the second workspace's own server refused its root: {r}")
+        r = s.call("mcp_filesystem_list_directory", {"path": notes}, cwd=s.ws2)
+        expect(r["isError"], f"the second workspace's server read the first's: {r}")
 
-    s.check("all", "one process per server across two workspaces", shared)
+    s.check("all", "one process per server across two workspaces (filesystem: one per root)", shared)
 
     import gateway
     gateway.run(s)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Interop suite: real third-party MCP servers, driven through gemctl against a real geminid.
-# Installs pinned packages into .cache/interop (re-used when present), then runs checks.py.
+# Installs pinned packages into .cache/interop (re-used when present), then runs checks.py and
+# the MCP conformance suite's client scenarios (conformance.sh).
 # Usage: tests/interop/run.sh   (from anywhere; builds the debug binaries if needed)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -30,11 +31,17 @@ if [ ! -e "$stamp" ]; then
   touch "$stamp"
 fi
 
+# The MCP conformance suite's client scenarios (tests/interop/conformance.sh) run after the
+# checks, in the same place; their packages are installed here, while the network is there.
+"$root/tests/interop/conformance.sh" --install-only
+
 (cd "$root" && cargo build --workspace --locked --quiet)
 checks=(python3 "$root/tests/interop/checks.py" --root "$root" --cache "$cache")
+conformance="$root/tests/interop/conformance.sh"
 # Network servers that cannot be told to bind loopback only run in a private network namespace
 # (loopback up, nothing else); where that is not permitted, the suite says it skips them.
 if unshare -n true 2>/dev/null && command -v ip >/dev/null; then
-  exec unshare -n sh -c 'ip link set lo up && exec "$@"' sh "${checks[@]}" --network
+  exec unshare -n sh -c 'ip link set lo up && "$@" && exec "$0"' "$conformance" "${checks[@]}" --network
 fi
-exec "${checks[@]}"
+"${checks[@]}"
+exec "$conformance"

@@ -27,6 +27,9 @@ use super::{Binding, Caller, Inner, Supervisor, Whose, orphans};
 use crate::mcp::server::{NewServer, Observer, Server};
 use crate::store::Store;
 
+/// How long a request that names no known call waits for its call to register.
+const CALL_REGISTERS_WITHIN_MS: u64 = 200;
+
 /// The set of marks in the store naming spec identities whose servers asked for roots.
 pub(crate) const ROOTS_SET: &str = "asks-roots";
 
@@ -52,14 +55,24 @@ impl Supervisor {
 
     /// The caller of a request from `identity`'s server, or why there is none (said in its
     /// log).
-    fn caller_of(
+    async fn caller_of(
         &self,
         identity: &str,
         origin: Option<&RequestId>,
         what: &str,
     ) -> Option<(Caller, String)> {
         let server = self.server_of(identity)?;
-        match self.callers.whose(identity, origin) {
+        // A call is registered once its request is on its way, and a fast server can ask
+        // before that: give it a moment.
+        let mut whose = self.callers.whose(identity, origin);
+        for _ in 0..CALL_REGISTERS_WITHIN_MS / 5 {
+            if whose != Whose::Nobody {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            whose = self.callers.whose(identity, origin);
+        }
+        match whose {
             Whose::One(c) => {
                 server.log.push(
                     "geminid",
@@ -93,10 +106,16 @@ impl Supervisor {
         origin: Option<&RequestId>,
         params: ElicitRequestParams,
     ) -> BoxFuture<'static, ElicitResult> {
-        match self.caller_of(identity, origin, "an elicitation") {
-            Some((caller, server)) => self.callers.elicit(caller, server, params),
-            None => futures::future::ready(ElicitResult::new(ElicitationAction::Decline)).boxed(),
+        let (me, identity, origin) = (self.me.upgrade(), identity.to_owned(), origin.cloned());
+        async move {
+            let decline = ElicitResult::new(ElicitationAction::Decline);
+            let Some(me) = me else { return decline };
+            match me.caller_of(&identity, origin.as_ref(), "an elicitation").await {
+                Some((caller, server)) => me.callers.elicit(caller, server, params).await,
+                None => decline,
+            }
         }
+        .boxed()
     }
 
     pub(super) fn sample_for(
@@ -105,18 +124,17 @@ impl Supervisor {
         origin: Option<&RequestId>,
         params: CreateMessageRequestParams,
     ) -> BoxFuture<'static, Result<CreateMessageResult, rmcp::ErrorData>> {
-        match self.caller_of(identity, origin, "a sampling request") {
-            Some((caller, server)) => self.callers.sample(caller, server, params),
-            None => {
-                let why = "no single session's call on this MCP server is in flight, so geminid cannot tell whose client should answer";
-                futures::future::ready(Err(rmcp::ErrorData::new(
-                    rmcp::model::ErrorCode(-1),
-                    why,
-                    None,
-                )))
-                .boxed()
+        let (me, identity, origin) = (self.me.upgrade(), identity.to_owned(), origin.cloned());
+        async move {
+            let why = "no single session's call on this MCP server is in flight, so geminid cannot tell whose client should answer";
+            let refused = Err(rmcp::ErrorData::new(rmcp::model::ErrorCode(-1), why, None));
+            let Some(me) = me else { return refused };
+            match me.caller_of(&identity, origin.as_ref(), "a sampling request").await {
+                Some((caller, server)) => me.callers.sample(caller, server, params).await,
+                None => refused,
             }
         }
+        .boxed()
     }
 
     /// `roots/list` from `identity`'s server: the calling session's roots (else those of the

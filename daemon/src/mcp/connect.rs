@@ -440,10 +440,20 @@ async fn http(
     headers: &reqwest::header::HeaderMap,
     handler: Handler,
 ) -> Result<Running, ConnectError> {
-    let custom = headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
-    let transport = StreamableHttpClientTransport::from_config(config);
-    match handler.serve_with_lifecycle(transport, lifecycle()).await {
+    let transport = || {
+        let custom = headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+        StreamableHttpClientTransport::from_config(config)
+    };
+    let mut served = handler.clone().serve_with_lifecycle(transport(), lifecycle()).await;
+    if let Err(rmcp::service::ClientInitializeError::ExpectedInitResult(answer)) = &served {
+        // A server that answers `server/discover` with something that is no discovery (an
+        // empty result) is of the earlier eras all the same: connect again with their
+        // handshake.
+        tracing::debug!(url, ?answer, "server/discover answered oddly; using initialize");
+        served = handler.serve_with_lifecycle(transport(), ClientLifecycleMode::Initialize).await;
+    }
+    match served {
         Ok(service) => Ok(running(service, Wire::Http, None)),
         Err(e) => {
             let msg = error_chain(&e);

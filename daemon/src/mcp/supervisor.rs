@@ -28,7 +28,7 @@ pub struct Supervisor {
     pub(super) events: Arc<EventBus>,
     store: Store,
     inner: Mutex<Inner>,
-    me: Weak<Supervisor>,
+    pub(super) me: Weak<Supervisor>,
     /// Where servers' progress notifications go, and who answers their requests.
     pub(super) callers: Arc<dyn Callers>,
     /// Closed while children of a killed daemon are being stopped: no server starts before

@@ -19,7 +19,9 @@ impl Store {
     pub fn mark(&self, set: &str, key: &str) -> Result<(), StoreError> {
         let open = self.handles_for_write()?;
         let tree = open.db.open_tree(format!("marks/{set}")).map_err(|e| self.err(e))?;
-        tree.insert(key.as_bytes(), &[] as &[u8]).map(drop).map_err(|e| self.err(e))
+        tree.insert(key.as_bytes(), &[] as &[u8]).map_err(|e| self.err(e))?;
+        // Rare and small: durable at once, so a daemon killed right after keeps it.
+        tree.flush().map(drop).map_err(|e| self.err(e))
     }
 }
 
