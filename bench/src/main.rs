@@ -73,8 +73,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    const USAGE: &str =
-        "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|ab OTHER]";
+    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|ab OTHER]";
     let (flags, args): (Vec<String>, Vec<String>) =
         std::env::args().skip(1).partition(|a| a.starts_with("--"));
     let mut poll_idle = None;

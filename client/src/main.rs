@@ -101,6 +101,16 @@ enum Command {
         #[arg(long, value_name = "SEQ")]
         since: Option<u64>,
     },
+    /// The session's MCP tasks (tool calls its servers run as tasks), newest first; `cancel ID`
+    /// asks the server to cancel one
+    Tasks {
+        /// `cancel`
+        #[arg(value_parser = ["cancel"])]
+        action: Option<String>,
+        /// The task's id (from the list)
+        #[arg(requires = "action")]
+        id: Option<String>,
+    },
     /// Stream every event until Ctrl-C
     Events,
     /// Relay JSON-RPC between stdin/stdout and the daemon (for editors); newline-delimited or
@@ -189,7 +199,8 @@ impl Command {
             | Self::Policy(_)
             | Self::Hooks(_)
             | Self::Prompt { .. }
-            | Self::Read { .. } => true,
+            | Self::Read { .. }
+            | Self::Tasks { .. } => true,
         }
     }
 }
@@ -394,6 +405,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Confirm { id, outcome, reason } => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
             attach::confirm(&client, id, outcome, reason, cli.json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tasks { action, id } => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            tool_cmds::tasks(&client, session, action, id, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit { limit, since } => {

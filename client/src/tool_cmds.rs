@@ -294,6 +294,60 @@ pub async fn read(
     Ok(())
 }
 
+/// `gemctl tasks [cancel ID]`: the session's MCP tasks, or cancel one.
+pub async fn tasks(
+    client: &Client,
+    session: String,
+    action: Option<String>,
+    id: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    use geminid_protocol::api::TasksApiClient;
+    use geminid_protocol::mcp::{TasksCancelParams, TasksListParams};
+    if action.is_some() {
+        let Some(id) = id else {
+            anyhow::bail!("`gemctl tasks cancel` needs the task's id (`gemctl tasks` lists them)")
+        };
+        let p = TasksCancelParams { session, id };
+        let r = client.tasks_cancel(p).await.map_err(call_error("tasks/cancel"))?;
+        if json {
+            return output::json(&r);
+        }
+        outln!(
+            "asked MCP server '{}' to cancel task {} (it was {})",
+            r.task.server,
+            r.task.id,
+            state(r.task.state)
+        );
+        return Ok(());
+    }
+    let r =
+        client.tasks_list(TasksListParams { session }).await.map_err(call_error("tasks/list"))?;
+    if json {
+        return output::json(&r);
+    }
+    if r.tasks.is_empty() {
+        outln!("no MCP tasks in this session");
+    }
+    for t in &r.tasks {
+        let about = t.error.as_deref().or(t.message.as_deref()).unwrap_or("");
+        outln!("{:<32} {:<14} {}  {about}", t.id, state(t.state), t.tool);
+    }
+    Ok(())
+}
+
+fn state(s: geminid_protocol::mcp::TaskState) -> &'static str {
+    use geminid_protocol::mcp::TaskState as S;
+    match s {
+        S::Working => "working",
+        S::InputRequired => "input required",
+        S::Completed => "completed",
+        S::Failed => "failed",
+        S::Cancelled => "cancelled",
+        S::Lost => "lost",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::retype;

@@ -26,6 +26,7 @@ use crate::hooks::{
 use crate::mcp::{
     CallToolParams, ListServersParams, ListServersResult, LogLine, LogsParams, LogsResult,
     ServerAskRespondParams, ServerAskRespondResult, ServerParams, ServerStatus, StartParams,
+    TasksCancelParams, TasksCancelResult, TasksListParams, TasksListResult,
 };
 use crate::policy::{
     AuditListParams, AuditListResult, ConfirmationRespondParams, ConfirmationRespondResult,
@@ -293,6 +294,19 @@ pub trait ElicitationApi {
         &self,
         params: ServerAskRespondParams,
     ) -> RpcResult<ServerAskRespondResult>;
+}
+
+/// `tasks/*`: tool calls servers turned into tasks, followed by the daemon to their end.
+#[rpc(server, client, namespace = "tasks", namespace_separator = "/")]
+pub trait TasksApi {
+    /// A session's tasks, newest first: those in flight and those that ended (kept across
+    /// daemon restarts).
+    #[method(name = "list")]
+    async fn tasks_list(&self, params: TasksListParams) -> RpcResult<TasksListResult>;
+
+    /// Ask the server to cancel one of the session's tasks.
+    #[method(name = "cancel")]
+    async fn tasks_cancel(&self, params: TasksCancelParams) -> RpcResult<TasksCancelResult>;
 }
 
 /// `sampling/*`: answering a server's request for a model's answer.

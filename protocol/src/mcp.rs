@@ -271,6 +271,108 @@ pub struct ServerAsked {
     pub deadline_ms: u64,
 }
 
+/// Where a long-running call (an MCP task) stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum TaskState {
+    /// The server is working on it.
+    Working,
+    /// The server waits for an answer (an elicitation, sampling, roots) to go on.
+    InputRequired,
+    /// It finished; `result` is its `CallToolResult`.
+    Completed,
+    /// It failed; `error` says why.
+    Failed,
+    /// It was cancelled.
+    Cancelled,
+    /// Nobody can follow it any more (its server forgot it, or it was stopped for good).
+    Lost,
+}
+
+impl TaskState {
+    /// Whether it can change no more.
+    pub fn is_final(self) -> bool {
+        !matches!(self, Self::Working | Self::InputRequired)
+    }
+}
+
+/// A tool call a server turned into a task (the 2026-07-28 tasks extension), followed by the
+/// daemon to its end and kept in its database.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct McpTask {
+    /// Its id for `tasks/cancel`: the server's identity (12 hex digits), `/`, the server's
+    /// task id.
+    pub id: String,
+    /// The session whose call it is.
+    pub session: String,
+    /// That call's id, when the caller gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The tool (its fully qualified name).
+    pub tool: String,
+    /// The server's name.
+    pub server: String,
+    /// The server's task id.
+    pub task_id: String,
+    /// Where it stands.
+    pub state: TaskState,
+    /// The server's words about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When it began and when it last changed (milliseconds since the Unix epoch).
+    pub created_ms: u64,
+    /// See `created_ms`.
+    pub updated_ms: u64,
+    /// For a completed task: its `CallToolResult`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// For a failed or lost one: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `tasks/list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TasksListParams {
+    /// The session.
+    pub session: String,
+}
+
+/// `tasks/list`'s result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TasksListResult {
+    /// The session's tasks, newest first.
+    pub tasks: Vec<McpTask>,
+}
+
+/// `tasks/cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TasksCancelParams {
+    /// The session.
+    pub session: String,
+    /// The task's `id`.
+    pub id: String,
+}
+
+/// `tasks/cancel`'s result: the task as it stands after the server was asked (cancellation
+/// is the server's to carry out; `tasks/list` shows when it has).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TasksCancelResult {
+    /// The task.
+    pub task: McpTask,
+}
+
 /// `elicitation/respond` and `sampling/respond`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

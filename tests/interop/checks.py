@@ -236,6 +236,20 @@ def run(s):
 
     s.check("everything", "echo round trip", echo)
 
+    def everything_asks():
+        # It offers these tools to a client that declares roots, elicitation and sampling.
+        roots = [n for n in tools if n.startswith("mcp_everything_") and "roots" in n]
+        expect(roots, f"no roots tool in {sorted(tools)}")
+        r = s.call(roots[0])
+        expect("file://" + s.ws in text_of(r), f"roots: {text_of(r)}")
+        elicit = [n for n in tools if n.startswith("mcp_everything_") and "elicitation" in n]
+        expect(elicit, f"no elicitation tool in {sorted(tools)}")
+        # Nobody attached answers elicitations here: declined at once, not left hanging.
+        r = s.call(elicit[0])
+        expect("decline" in json.dumps(r["result"]).lower(), f"elicitation: {r['result']}")
+
+    s.check("everything", "roots are the session's; an unanswerable elicitation is declined", everything_asks)
+
     if s.network:
         def same_tools():
             def own(server):

@@ -84,6 +84,8 @@ fn document() -> Value {
         "confirmation/respond" => ConfirmationRespondParams, ConfirmationRespondResult;
         "elicitation/respond" => ServerAskRespondParams, ServerAskRespondResult;
         "sampling/respond" => ServerAskRespondParams, ServerAskRespondResult;
+        "tasks/list" => TasksListParams, TasksListResult;
+        "tasks/cancel" => TasksCancelParams, TasksCancelResult;
         "audit/list" => AuditListParams, AuditListResult;
         "hooks/list" => HooksListParams, HooksListResult;
         "hooks/fire" => HooksFireParams, HooksFireResult;

@@ -52,12 +52,14 @@ impl Handler {
 
 /// What geminid declares to every server: it routes each of these to the session whose call
 /// caused the request (and declines at once when nobody there can answer), so servers that
-/// only offer such tools to capable clients offer them.
+/// only offer such tools to capable clients offer them; and it follows calls a server turns
+/// into tasks (`long_calls`).
 fn capabilities() -> ClientCapabilities {
     let declared = serde_json::json!({
         "elicitation": { "form": {}, "url": {} },
         "sampling": { "tools": {} },
         "roots": { "listChanged": true },
+        "extensions": { "io.modelcontextprotocol/tasks": {} },
     });
     serde_json::from_value(declared).unwrap_or_default()
 }

@@ -10,6 +10,7 @@
 //! - `server` is a server's shared state, and `task` the state machine behind it (backoff,
 //!   crash-loop, needs-auth), reporting up through `server::Observer`; `catalog` is what a
 //!   server listed;
+//! - `long_calls` follows the tool calls a server turns into tasks;
 //! - `asked` answers what servers ask of their client (elicitation, sampling, roots) for the
 //!   session whose call caused it, and `roots` is what a session's roots are;
 //! - `connect`, `child`, `stdio` and `sse` are the transports; `orphans` cleans up after a
@@ -23,6 +24,7 @@ pub(crate) mod catalog;
 pub(crate) mod child;
 pub(crate) mod connect;
 pub(crate) mod log;
+pub(crate) mod long_calls;
 pub(crate) mod orphans;
 pub(crate) mod request;
 pub(crate) mod roots;
@@ -154,6 +156,8 @@ struct Inner {
     asks_roots: std::collections::HashSet<String>,
     /// The roots each such running server was given.
     given_roots: HashMap<String, roots::Roots>,
+    /// Tasks the store had open at start, followed again when their server connects.
+    resume: Vec<crate::store::tasks::TaskRecord>,
 }
 
 /// How many stopped servers are remembered.

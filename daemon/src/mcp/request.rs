@@ -54,20 +54,24 @@ async fn send_call(
     response
 }
 
-/// The stdio transport keeps a `tools/call` answer as JSON: one that is `input_required` is
-/// read as such.
+/// The stdio transport keeps a `tools/call` answer as JSON: one that is `input_required`, or a
+/// task, is read as such.
 fn input_required_as_such(
     r: rmcp::model::ServerResult,
 ) -> Result<rmcp::model::ServerResult, rmcp::ServiceError> {
     use rmcp::model::ServerResult;
     match r {
-        ServerResult::CustomResult(c)
-            if c.0.get("resultType").and_then(serde_json::Value::as_str)
-                == Some("input_required") =>
-        {
-            serde_json::from_value(c.0)
-                .map(ServerResult::InputRequiredResult)
-                .map_err(|_| rmcp::ServiceError::UnexpectedResponse)
+        ServerResult::CustomResult(c) => {
+            let bad = |_| rmcp::ServiceError::UnexpectedResponse;
+            match c.0.get("resultType").and_then(serde_json::Value::as_str) {
+                Some("input_required") => {
+                    serde_json::from_value(c.0).map(ServerResult::InputRequiredResult).map_err(bad)
+                }
+                Some("task") => {
+                    serde_json::from_value(c.0).map(ServerResult::CreateTaskResult).map_err(bad)
+                }
+                _ => Ok(ServerResult::CustomResult(c)),
+            }
         }
         other => Ok(other),
     }
@@ -82,12 +86,13 @@ impl Supervisor {
     /// the first request's progress token and id; what it returns is held until the answer.
     async fn call_raw<G>(
         &self,
-        identity: &str,
+        server: &Arc<Server>,
         peer: &rmcp::service::Peer<rmcp::RoleClient>,
         mut params: rmcp::model::CallToolRequestParams,
         sent: impl FnOnce(&rmcp::model::ProgressToken, &rmcp::model::RequestId) -> G,
     ) -> Result<serde_json::Value, rmcp::ServiceError> {
         use rmcp::model::ServerResult;
+        let identity = server.identity.as_str();
         let mut held = None;
         let mut origin = None;
         let mut response = send_call(peer, params.clone(), |token, id| {
@@ -103,6 +108,9 @@ impl Supervisor {
                         .map_err(|_| rmcp::ServiceError::UnexpectedResponse);
                 }
                 ServerResult::CustomResult(c) => return Ok(c.0),
+                ServerResult::CreateTaskResult(t) => {
+                    return self.follow_task(server, peer, &origin, t).await;
+                }
                 ServerResult::EmptyResult(_) => return Ok(serde_json::json!({})),
                 ServerResult::InputRequiredResult(r) => {
                     let asked = r.input_requests.as_ref().is_some_and(|m| !m.is_empty());
@@ -131,7 +139,7 @@ impl Supervisor {
         deprecated,
         reason = "sampling and roots are SEP-2577-deprecated; input requests still carry them"
     )]
-    async fn fulfil(
+    pub(super) async fn fulfil(
         &self,
         identity: &str,
         origin: &rmcp::model::RequestId,
@@ -179,8 +187,7 @@ impl Supervisor {
     ) -> Result<serde_json::Value, McpError> {
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let identity = server.identity.as_str();
-        let call = |peer| async move { self.call_raw(identity, &peer, params, sent).await };
+        let call = |peer| async move { self.call_raw(server, &peer, params, sent).await };
         self.request(server, timeout, call).await
     }
 

@@ -47,7 +47,11 @@ impl Supervisor {
         store: Store,
         callers: Arc<dyn Callers>,
     ) -> Arc<Self> {
-        let inner = Inner { asks_roots: store.marked(super::asked::ROOTS_SET), ..Inner::default() };
+        let inner = Inner {
+            asks_roots: store.marked(super::asked::ROOTS_SET),
+            resume: store.open_tasks(),
+            ..Inner::default()
+        };
         Arc::new_cyclic(|me| Self {
             opts,
             events,
@@ -301,6 +305,9 @@ impl Supervisor {
     /// Announce a state change to every session using the server.
     pub(super) fn announce(&self, server: &Arc<Server>, previous: ServerState) {
         self.servers_changed();
+        if server.snapshot().state == ServerState::Connected {
+            self.resume_tasks(server);
+        }
         let sessions = self.inner().users(&server.identity);
         let status = self.status_of(server, &server.name, server.scope, sessions);
         tracing::info!(server = %server.name, from = ?previous, to = ?status.state, error = status.last_error.as_deref().unwrap_or(""), "MCP server state");

@@ -11,6 +11,7 @@ mod mcp;
 mod params;
 mod policy;
 mod session;
+mod tasks;
 mod tools;
 
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use geminid_protocol::api::{
     AsksApiServer, AuditApiServer, ConfigApiServer, ConfirmationApiServer, DaemonApiServer,
     ElicitationApiServer, EventsApiServer, HooksApiServer, McpApiServer, McpLogsApiServer,
     PolicyApiServer, PromptsApiServer, ResourcesApiServer, SamplingApiServer, SessionApiServer,
-    ToolsApiServer, TrustApiServer,
+    TasksApiServer, ToolsApiServer, TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -49,6 +50,7 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(PromptsApiServer::into_rpc(handler.clone()))?;
     module.merge(ElicitationApiServer::into_rpc(handler.clone()))?;
     module.merge(SamplingApiServer::into_rpc(handler.clone()))?;
+    module.merge(TasksApiServer::into_rpc(handler.clone()))?;
     module.merge(ResourcesApiServer::into_rpc(handler.clone()))?;
     module.merge(AsksApiServer::into_rpc(handler.clone()))?;
     module.merge(PolicyApiServer::into_rpc(handler.clone()))?;

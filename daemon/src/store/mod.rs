@@ -9,6 +9,7 @@ mod audit;
 mod lock;
 mod marks;
 mod recover;
+pub(crate) mod tasks;
 
 use lock::owner_only;
 pub use lock::{DirLock, lock_dir};

@@ -203,9 +203,32 @@ impl ServerHandler for Fixture {
         } else {
             ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build()
         };
+        let mut caps = caps;
+        if self.modern {
+            // The tasks extension (SEP-2663): `long` becomes a task.
+            caps.extensions
+                .get_or_insert_with(Default::default)
+                .insert("io.modelcontextprotocol/tasks".into(), Default::default());
+        }
         InitializeResult::new(caps)
             .with_server_info(Implementation::new("geminid-fixture", env!("CARGO_PKG_VERSION")))
             .with_instructions("The geminid test fixture.")
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        asks::tasks::get(&request.task_id)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        asks::tasks::cancel(&request.task_id)
     }
 
     /// A server of the 2026-07-28 era sends list changes on `subscriptions/listen` streams.
