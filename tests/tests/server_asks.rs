@@ -468,3 +468,39 @@ async fn servers_of_both_eras_are_reached_and_a_modern_ones_input_required_is_an
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_tools_list_with_a_ttl_is_listed_again_when_it_runs_out() -> anyhow::Result<()> {
+    let s = Setup::new(json!({
+        "fx": stdio(&["--modern", "--list-ttl-ms", "1000"]),
+        "kept": stdio(&["--modern"]),
+    }))
+    .await?;
+    let names = || async {
+        let p = geminid_protocol::tools::ToolsListParams {
+            session: s.session.clone(),
+            raw: false,
+            all: false,
+        };
+        s.client
+            .tools_list(p)
+            .await
+            .map(|l| l.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>())
+    };
+    // Each grows a tool without saying so.
+    let quiet = |server: &str| ToolsCallParams {
+        name: format!("mcp_{server}_grow"),
+        ..call(&s.session, "grow", json!({ "quiet": true }))
+    };
+    let grown = s.client.tools_call(quiet("fx")).await?.display;
+    let kept = s.client.tools_call(quiet("kept")).await?.display;
+    let listed = || async { names().await.is_ok_and(|n| n.contains(&format!("mcp_fx_{grown}"))) };
+    assert!(
+        geminid_tests::eventually(WAIT, listed).await,
+        "listed again after its ttlMs: {:?}",
+        names().await?
+    );
+    // A list without a ttl is kept until the server says it changed.
+    assert!(!names().await?.contains(&format!("mcp_kept_{kept}")), "{:?}", names().await?);
+    Ok(())
+}

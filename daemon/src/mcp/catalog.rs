@@ -54,6 +54,10 @@ pub struct Catalog {
     pub instructions: Option<String>,
     /// The MCP revision negotiated with it.
     pub protocol_version: Option<String>,
+    /// How long its tools list may be kept (a 2026-07-28 list result's `ttlMs`, the shortest of
+    /// its pages): it is listed again when this has passed. `None` or 0: until it says
+    /// `list_changed`.
+    pub fresh_for_ms: Option<u64>,
     /// What went wrong listing it (a list that failed or timed out), in words for its log and
     /// the session's diagnostics. The rest of the catalog is kept: a failing `prompts/list`
     /// does not cost the server its tools (Gemini CLI drops the whole server).
@@ -153,9 +157,15 @@ fn items<T: serde::Serialize>(
 /// that an answer rmcp's types refuse still arrives, as JSON.
 async fn list_tools_leniently(
     peer: &Peer<RoleClient>,
-) -> Result<(Vec<Value>, Vec<String>), ServiceError> {
+) -> Result<(Vec<Value>, Vec<String>, Option<u64>), ServiceError> {
     use rmcp::model::{ClientRequest, CustomRequest, ServerResult};
     let (mut tools, mut bad) = (Vec::new(), Vec::new());
+    let mut ttl: Option<u64> = None;
+    let mut keep = |page_ttl: Option<u64>| {
+        if let Some(t) = page_ttl {
+            ttl = Some(ttl.map_or(t, |old| old.min(t)));
+        }
+    };
     let mut cursor: Option<String> = None;
     let mut position = 0;
     // A server that repeats a cursor would be listed forever.
@@ -164,18 +174,22 @@ async fn list_tools_leniently(
         let params = cursor.as_ref().map(|c| serde_json::json!({ "cursor": c }));
         let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
         let (page, next) = match peer.send_request(request).await? {
-            ServerResult::ListToolsResult(r) => (
-                r.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect(),
-                r.next_cursor,
-            ),
+            ServerResult::ListToolsResult(r) => {
+                keep(r.ttl_ms);
+                (
+                    r.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect(),
+                    r.next_cursor,
+                )
+            }
             ServerResult::CustomResult(c) => {
                 let Some(list) = c.0.get("tools").and_then(Value::as_array) else {
                     bad.push(
                         "its tools/list answer has no \"tools\" list; no tools are listed"
                             .to_owned(),
                     );
-                    return Ok((tools, bad));
+                    return Ok((tools, bad, ttl));
                 };
+                keep(c.0.get("ttlMs").and_then(Value::as_u64));
                 let next = c.0.get("nextCursor").and_then(Value::as_str).map(str::to_owned);
                 (list.clone(), next)
             }
@@ -196,7 +210,7 @@ async fn list_tools_leniently(
         }
         match next {
             Some(c) if seen.insert(c.clone()) => cursor = Some(c),
-            _ => return Ok((tools, bad)),
+            _ => return Ok((tools, bad, ttl)),
         }
     }
 }
@@ -223,20 +237,22 @@ pub(crate) async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Dur
         .and_then(|i| serde_json::to_value(&i.protocol_version).ok())
         .and_then(|v| v.as_str().map(str::to_owned));
     let (mut p_tools, mut p_prompts, mut p_resources) = (Vec::new(), Vec::new(), Vec::new());
+    let mut fresh_for_ms = None;
     let tools = async {
         if caps.tools.is_none() {
             return vec![];
         }
         match tokio::time::timeout(timeout, list_tools_leniently(peer)).await {
-            Ok(Ok((tools, bad))) => {
+            Ok(Ok((tools, bad, ttl))) => {
                 for why in &bad {
                     tracing::warn!(server, "{why}");
                 }
                 p_tools.extend(bad);
+                fresh_for_ms = ttl;
                 tools
             }
             other => {
-                items::<Value>("tools", server, other.map(|r| r.map(|(t, _)| t)), &mut p_tools)
+                items::<Value>("tools", server, other.map(|r| r.map(|(t, _, _)| t)), &mut p_tools)
             }
         }
     };
@@ -270,7 +286,16 @@ pub(crate) async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Dur
         problems.push("it offers no tools, prompts or resources (Gemini CLI would treat it as failed: \"No prompts, tools, or resources found on the server.\")".to_owned());
     }
     let tools = tools.into_iter().map(Tool::new).collect();
-    Catalog { tools, prompts, resources, templates, instructions, protocol_version, problems }
+    Catalog {
+        tools,
+        prompts,
+        resources,
+        templates,
+        instructions,
+        protocol_version,
+        fresh_for_ms,
+        problems,
+    }
 }
 
 /// A tool's input schema, compiled; or why it could not be (calls then go unvalidated).

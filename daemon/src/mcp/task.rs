@@ -202,7 +202,14 @@ pub(super) async fn run(
                     let r = Reporter { server: server.clone(), sup: r.sup.clone() };
                     tokio::spawn(pinger(r, running.peer.clone(), opts.ping_every, timeout))
                 });
+                let mut stale_at = stale_at(&server.catalog());
                 let end = loop {
+                    let stale = async {
+                        match stale_at {
+                            Some(at) => tokio::time::sleep_until(at).await,
+                            None => std::future::pending().await,
+                        }
+                    };
                     tokio::select! {
                         how = child_exit(&mut child) => break End::Died(how),
                         _ = &mut running.closed => {
@@ -215,7 +222,12 @@ pub(super) async fn run(
                             break End::Died(how);
                         }
                         Some(Notice::ListChanged) = notice_rx.recv() => {
-                            refresh(&r, &running, &mut notice_rx).await;
+                            refresh(&r, &running, &mut notice_rx, true).await;
+                            stale_at = self::stale_at(&server.catalog());
+                        }
+                        () = stale => {
+                            refresh(&r, &running, &mut notice_rx, false).await;
+                            stale_at = self::stale_at(&server.catalog());
                         }
                         cmd = cmds.recv() => break match cmd {
                             Some(Cmd::Restart) => End::Restart,
@@ -375,6 +387,15 @@ async fn pinger(r: Reporter, peer: Peer<RoleClient>, every: Duration, timeout: D
     }
 }
 
+/// The shortest a list is kept before it is listed again, whatever the server says.
+const LIST_TTL_MIN: Duration = Duration::from_secs(1);
+
+/// When a catalog whose tools list has a `ttlMs` must be listed again.
+fn stale_at(catalog: &super::catalog::Catalog) -> Option<tokio::time::Instant> {
+    let ms = catalog.fresh_for_ms.filter(|ms| *ms > 0)?;
+    Some(tokio::time::Instant::now() + Duration::from_millis(ms).max(LIST_TTL_MIN))
+}
+
 async fn child_exit(child: &mut Option<super::child::StdioChild>) -> String {
     match child.as_mut() {
         Some(c) => c.wait().await,
@@ -401,12 +422,19 @@ async fn shutdown(running: Running, grace: Duration) -> String {
 /// a storm costs a refresh or two, and one event) and brings another, so no change is lost.
 /// As Gemini CLI does, a refresh that finds the same names tries once more after 500 ms
 /// (the server may announce before its list reflects the change).
-async fn refresh(r: &Reporter, running: &Running, notices: &mut mpsc::Receiver<Notice>) {
+/// `announced`: a `list_changed` asked for it (else the list's `ttlMs` ran out, and the same
+/// list is simply the answer).
+async fn refresh(
+    r: &Reporter,
+    running: &Running,
+    notices: &mut mpsc::Receiver<Notice>,
+    announced: bool,
+) {
     while notices.try_recv().is_ok() {}
     let server = &r.server;
     let old = server.catalog();
     let mut new = discover(&server.name, &running.peer, server.request_timeout).await;
-    if new.same_names(&old) {
+    if announced && new.same_names(&old) {
         tokio::time::sleep(Duration::from_millis(500)).await;
         new = discover(&server.name, &running.peer, server.request_timeout).await;
     }

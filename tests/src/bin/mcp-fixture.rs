@@ -12,7 +12,8 @@
 //! `--grandchild` (start an idle child process in the same process group, pid on stderr),
 //! `--idle` (do nothing forever), `--rich` (more tools: every content type, `$defs`, a tool
 //! error, an uncompilable schema, cancellation; and prompts and resources), `--page-size N`
-//! (lists in pages of N), `--asks` (tools that ask the client: elicitation, sampling, roots), `--modern` (a server of
+//! (lists in pages of N), `--asks` (tools that ask the client: elicitation, sampling, roots), `--list-ttl-ms N`
+//! (its tools list may be kept N ms), `--modern` (a server of
 //! the 2026-07-28 era: it answers `server/discover`, and its asking tools answer
 //! `input_required`), `--tools N` (N more generated tools), `--startup-delay-ms MS` (wait before serving, like a real
 //! server loading), `--raw` (a hand-written stdio server whose tool results do not conform to
@@ -59,6 +60,8 @@ struct Fixture {
     /// `--modern`: a server of the 2026-07-28 era (it answers `server/discover`; without
     /// this it is one of the earlier eras, which answer that with an error).
     modern: bool,
+    /// `--list-ttl-ms N`: its tools list says it may be kept N ms (`ttlMs`).
+    list_ttl_ms: Option<u64>,
 }
 
 /// One page of `items` starting at `cursor`, and the next cursor.
@@ -282,6 +285,7 @@ impl ServerHandler for Fixture {
         let (items, next) = page(&tools, cursor, self.page);
         let mut r = ListToolsResult::with_all_items(items);
         r.next_cursor = next;
+        r.ttl_ms = self.list_ttl_ms;
         Ok(r)
     }
 
@@ -479,11 +483,15 @@ impl ServerHandler for Fixture {
                     tools.push(tool(&name, "Added by grow", object(json!({}), &[])));
                     name
                 };
-                context
-                    .peer
-                    .notify_tool_list_changed()
-                    .await
-                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                // `{"quiet": true}`: the list changes without a word (a client that keeps it
+                // for its `ttlMs` finds out when that passes).
+                if arg("quiet") != Value::Bool(true) {
+                    context
+                        .peer
+                        .notify_tool_list_changed()
+                        .await
+                        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                }
                 text(name)
             }
             other => Err(McpError::invalid_params(format!("no tool named {other:?}"), None)),
@@ -567,6 +575,11 @@ async fn main() -> anyhow::Result<()> {
     let rich = has("--rich");
     let hang_list = has("--hang-list");
     let modern = has("--modern");
+    let list_ttl_ms = args
+        .iter()
+        .position(|a| a == "--list-ttl-ms")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok());
     let fixture = Fixture {
         initialize,
         tools: Arc::new(Mutex::new(tools)),
@@ -574,6 +587,7 @@ async fn main() -> anyhow::Result<()> {
         page: page_size,
         hang_list,
         modern,
+        list_ttl_ms,
     };
     if let Some(i) = args.iter().position(|a| a == "--sse") {
         let addr = args.get(i + 1).map_or("127.0.0.1:0", String::as_str);
@@ -662,6 +676,7 @@ async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
                 page: 0,
                 hang_list: false,
                 modern,
+                list_ttl_ms: None,
             })
         },
         Arc::new(LocalSessionManager::default()),
@@ -734,6 +749,7 @@ mod sse {
                     page: 0,
                     hang_list: false,
                     modern: false,
+                    list_ttl_ms: None,
                 };
                 tokio::spawn(async move {
                     if let Ok(service) = fixture.serve((out_tx, in_rx)).await {
