@@ -122,6 +122,16 @@ def run(s):
 
     s.check("gateway", "a confirmation as an elicitation: accepted, then declined", elicitation)
 
+    def server_asks():
+        out = c.py("asks")
+        # The everything server's own form and sampling request, answered by this client; the
+        # form's other fields come back with the schema's defaults geminid filled in.
+        expect("Ada" in out["elicited"] and "Monica" in out["elicited"], out)
+        expect("sampled by the gateway client" in out["sampled"] and "gw-client-model" in out["sampled"], out)
+        expect(len(out["asked"]) == 2 and "hello" in out["asked"][1], out)
+
+    s.check("gateway", "the everything server's elicitation and sampling reach the client that called", server_asks)
+
     def shared_upstreams():
         # Four clients in two workspaces hold their gateways open at once.
         held = []

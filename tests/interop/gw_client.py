@@ -9,6 +9,9 @@ Scenarios:
                               fx__wait, cancel it, and ask fx__cancelled how many were cancelled
   elicit ACTION TOOL ARGS     a client that elicits and answers ACTION (accept | decline) calls TOOL
   hold                        list, call TOOL once, print READY and stay until stdin closes
+  asks                        a client that elicits (accepting with a name), samples (a fixed
+                              answer) and has roots calls the everything server's
+                              trigger-elicitation-request and trigger-sampling-request
 """
 
 import json
@@ -43,9 +46,22 @@ async def main():
         asked.append(params.message)
         return types.ElicitResult(action=rest[0], content={} if rest[0] == "accept" else None)
 
+    async def on_elicit_form(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def on_sample(context, params):
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="sampled by the gateway client"),
+            model="gw-client-model", stopReason="endTurn")
+
     kwargs = {"message_handler": on_message}
     if scenario == "elicit":
         kwargs["elicitation_callback"] = on_elicit
+    if scenario == "asks":
+        kwargs["elicitation_callback"] = on_elicit_form
+        kwargs["sampling_callback"] = on_sample
     out = {}
     async with stdio_client(params) as (r, w):
         async with ClientSession(r, w, **kwargs) as s:
@@ -77,6 +93,12 @@ async def main():
                         count = text(await s.call_tool("fx__cancelled", {})).strip()
                         await anyio.sleep(0.1)
                 out["cancelled"] = count
+            elif scenario == "asks":
+                res = await s.call_tool("everything__trigger-elicitation-request", {})
+                out["elicited"] = text(res)
+                res = await s.call_tool("everything__trigger-sampling-request", {"prompt": "hello"})
+                out["sampled"] = text(res)
+                out["asked"] = asked
             elif scenario == "elicit":
                 res = await s.call_tool(rest[1], json.loads(rest[2]))
                 out["text"] = text(res)
