@@ -443,6 +443,20 @@ async fn servers_of_both_eras_are_reached_and_a_modern_ones_input_required_is_an
         .await??;
     assert_eq!(answered(&r)?, json!({ "action": "decline" }));
 
+    // Each request of the new era declares what its own session can answer: elicitation only
+    // while a client of it listens, sampling not at all here; roots and tasks always.
+    let r = s.client.tools_call(call(&s.session, "caps", json!({}))).await?;
+    let caps = answered(&r)?;
+    assert!(caps.get("elicitation").is_none() && caps.get("sampling").is_none(), "{caps}");
+    assert!(
+        caps["roots"]["listChanged"] == json!(true)
+            && caps["extensions"].get("io.modelcontextprotocol/tasks").is_some(),
+        "{caps}"
+    );
+    let _listening = listen(&s.client, &s.session, AskKind::Elicitation).await?;
+    let caps = answered(&s.client.tools_call(call(&s.session, "caps", json!({}))).await?)?;
+    assert!(caps.get("elicitation").is_some() && caps.get("sampling").is_none(), "{caps}");
+
     // The stateless HTTP server of the new era is listed and called.
     let p = ToolsCallParams {
         name: "mcp_web_echo".into(),

@@ -468,7 +468,10 @@ impl Pipeline {
         let track = |token: &rmcp::model::ProgressToken, id: &rmcp::model::RequestId| {
             self.progress.track(identity, token, id, target)
         };
-        let result = self.mcp.call_tool(&r.server, r.timeout, &call.tool, args, track).await?;
+        let result = self
+            .mcp
+            .call_tool(&r.server, &call.session, r.timeout, &call.tool, args, track)
+            .await?;
         Ok(result)
     }
 

@@ -195,6 +195,17 @@ impl Callers for ServerRequests {
         self.router.progress(identity, params);
     }
 
+    fn capabilities(&self, session: &str) -> rmcp::model::ClientCapabilities {
+        let mut caps = crate::mcp::connect::capabilities();
+        if !self.asks.answers(session, AskKind::Elicitation) {
+            caps.elicitation = None;
+        }
+        if !self.asks.answers(session, AskKind::Sampling) {
+            caps.sampling = None;
+        }
+        caps
+    }
+
     fn whose(&self, identity: &str, origin: Option<&rmcp::model::RequestId>) -> Whose {
         self.router.whose(identity, origin)
     }

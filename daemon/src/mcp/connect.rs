@@ -54,7 +54,7 @@ impl Handler {
 /// caused the request (and declines at once when nobody there can answer), so servers that
 /// only offer such tools to capable clients offer them; and it follows calls a server turns
 /// into tasks (`long_calls`).
-fn capabilities() -> ClientCapabilities {
+pub(crate) fn capabilities() -> ClientCapabilities {
     let declared = serde_json::json!({
         "elicitation": { "form": {}, "url": {} },
         "sampling": { "tools": {} },

@@ -286,6 +286,9 @@ pub enum Whose {
 pub trait Callers: Send + Sync + std::fmt::Debug {
     /// A progress notification arrived from the server of `identity`.
     fn progress(&self, identity: &str, params: &rmcp::model::ProgressNotificationParam);
+    /// What a call of `session` declares to a server of the 2026-07-28 era in its own
+    /// `_meta`: elicitation and sampling only while a client of the session answers them.
+    fn capabilities(&self, session: &str) -> rmcp::model::ClientCapabilities;
     /// The call a request of `identity`'s server belongs to: the one that sent request
     /// `origin` when the transport says (streamable HTTP), else the only session with calls
     /// in flight there.

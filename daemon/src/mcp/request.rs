@@ -40,13 +40,14 @@ const MAX_INPUT_ROUNDS: usize = 10;
 async fn send_call(
     peer: &rmcp::service::Peer<rmcp::RoleClient>,
     params: rmcp::model::CallToolRequestParams,
+    meta: Option<rmcp::model::RequestMetaObject>,
     sent: impl FnOnce(&rmcp::model::ProgressToken, &rmcp::model::RequestId),
 ) -> Result<rmcp::model::ServerResult, rmcp::ServiceError> {
     use rmcp::model::{ClientRequest, Request};
     let request = ClientRequest::CallToolRequest(Request::new(params));
-    let handle = peer
-        .send_cancellable_request(request, rmcp::service::PeerRequestOptions::no_options())
-        .await?;
+    let mut options = rmcp::service::PeerRequestOptions::no_options();
+    options.meta = meta;
+    let handle = peer.send_cancellable_request(request, options).await?;
     sent(&handle.progress_token, &handle.id);
     let mut guard = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
     let response = handle.await_response().await;
@@ -87,15 +88,22 @@ impl Supervisor {
     async fn call_raw<G>(
         &self,
         server: &Arc<Server>,
+        session: &str,
         peer: &rmcp::service::Peer<rmcp::RoleClient>,
         mut params: rmcp::model::CallToolRequestParams,
         sent: impl FnOnce(&rmcp::model::ProgressToken, &rmcp::model::RequestId) -> G,
     ) -> Result<serde_json::Value, rmcp::ServiceError> {
         use rmcp::model::ServerResult;
         let identity = server.identity.as_str();
+        // The new era: each request says what its own client can do.
+        let meta = connect::is_modern(peer).then(|| {
+            let mut meta = rmcp::model::RequestMetaObject::new();
+            meta.set_client_capabilities(self.callers.capabilities(session));
+            meta
+        });
         let mut held = None;
         let mut origin = None;
-        let mut response = send_call(peer, params.clone(), |token, id| {
+        let mut response = send_call(peer, params.clone(), meta.clone(), |token, id| {
             origin = Some(id.clone());
             held = Some(sent(token, id));
         })
@@ -125,7 +133,7 @@ impl Supervisor {
                     let responses = self.fulfil(identity, &origin, r.input_requests).await?;
                     params.input_responses = (!responses.is_empty()).then_some(responses);
                     params.request_state = r.request_state;
-                    response = send_call(peer, params.clone(), |_, _| {}).await;
+                    response = send_call(peer, params.clone(), meta.clone(), |_, _| {}).await;
                 }
                 _ => return Err(rmcp::ServiceError::UnexpectedResponse),
             }
@@ -174,12 +182,13 @@ impl Supervisor {
         Ok(futures::future::try_join_all(each).await?.into_iter().collect())
     }
 
-    /// Call a tool on a server; fails at once if the server dies meanwhile. `sent` is told
+    /// Call a tool on a server for `session`; fails at once if the server dies meanwhile. `sent` is told
     /// the request's progress token once it is on its way (to route the server's progress
     /// notifications); what it returns is held until the answer.
     pub async fn call_tool<G>(
         &self,
         server: &Arc<Server>,
+        session: &str,
         timeout: Duration,
         tool: &str,
         arguments: Option<serde_json::Map<String, serde_json::Value>>,
@@ -187,7 +196,7 @@ impl Supervisor {
     ) -> Result<serde_json::Value, McpError> {
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let call = |peer| async move { self.call_raw(server, &peer, params, sent).await };
+        let call = |peer| async move { self.call_raw(server, session, &peer, params, sent).await };
         self.request(server, timeout, call).await
     }
 
