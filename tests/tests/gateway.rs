@@ -714,3 +714,22 @@ async fn completions_and_resource_subscriptions_reach_the_server_they_belong_to(
     assert!(unknown.is_err());
     Ok(())
 }
+
+#[tokio::test]
+#[allow(deprecated)]
+async fn a_subscription_to_a_server_of_the_new_era_is_a_subscriptions_listen_stream()
+-> anyhow::Result<()> {
+    use rmcp::model::SubscribeRequestParams;
+    let home = TestHome::new()?;
+    settings(&home, json!({ "fm": stdio(&["--rich", "--modern"]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let s = serve(&home, None, &[]).await?;
+    s.client.subscribe(SubscribeRequestParams::new("file:///notes.txt")).await?;
+    let heard = || async { lock(&s.heard.updated).iter().any(|u| u == "file:///notes.txt") };
+    assert!(
+        geminid_tests::eventually(Duration::from_secs(10), heard).await,
+        "no resources/updated from the listen stream"
+    );
+    Ok(())
+}

@@ -49,19 +49,48 @@ impl Gateway {
             .map_err(catalog_error)
     }
 
-    // `resources/subscribe` is the ≤ 2025-11-25 era's request, what the servers geminid connects
-    // to take today; the 2026-07-28 era's `subscriptions/listen` is not forwarded yet.
-    #[allow(deprecated)]
+    /// A subscription on the server that offers `uri`: `resources/subscribe` to one of the
+    /// eras before 2026-07-28, a `subscriptions/listen` stream for the URI to one of that era
+    /// (its updates emitted as the earlier eras' are, `mcp/resourceUpdated`, until the
+    /// connection ends).
+    #[allow(
+        deprecated,
+        reason = "resources/subscribe is the request of the eras before 2026-07-28"
+    )]
     pub(super) async fn forward_subscribe(&self, uri: String) -> Result<(), McpError> {
         let server = self.owner_of_uri(&uri).await?;
         let identity = self.core.catalog.identity_of(&self.session, &server).await;
+        let key: String = identity.unwrap_or_default().chars().take(12).collect();
         let params = SubscribeRequestParams::new(uri.clone());
         let catalog = &self.core.catalog;
-        catalog
-            .on_server(&self.session, &server, |peer| async move { peer.subscribe(params).await })
+        let listened = catalog
+            .on_server(&self.session, &server, |peer| async move {
+                if crate::mcp::connect::is_modern(&peer) {
+                    let filter = rmcp::model::SubscriptionFilter::builder()
+                        .resource_subscription(params.uri.clone())
+                        .build();
+                    peer.listen(filter).await.map(Some)
+                } else {
+                    peer.subscribe(params).await.map(|()| None)
+                }
+            })
             .await
             .map_err(catalog_error)?;
-        let key: String = identity.unwrap_or_default().chars().take(12).collect();
+        if let Some(mut sub) = listened {
+            let (events, server, key) = (self.core.events.clone(), server.clone(), key.clone());
+            tokio::spawn(async move {
+                while let Ok(Some(n)) = sub.next().await {
+                    if let rmcp::model::ServerNotification::ResourceUpdatedNotification(u) = n {
+                        let updated = geminid_protocol::mcp::ResourceUpdated {
+                            server: server.clone(),
+                            identity: key.clone(),
+                            uri: u.params.uri,
+                        };
+                        events.emit(geminid_protocol::event::EventBody::ResourceUpdated(updated));
+                    }
+                }
+            });
+        }
         self.subscribed().insert((key, uri));
         Ok(())
     }

@@ -242,6 +242,22 @@ impl ServerHandler for Fixture {
         self.modern.then(|| requested.clone())
     }
 
+    /// A stream of the 2026-07-28 era: each resource it subscribes to is said to have changed
+    /// once, 100 ms in (as `resources/subscribe` does for the earlier eras).
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        let uris = context.accepted().resource_subscriptions.clone().unwrap_or_default();
+        if !uris.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            for uri in uris {
+                let p = rmcp::model::ResourceUpdatedNotificationParam::new(uri);
+                let n = rmcp::model::ResourceUpdatedNotification::new(p);
+                let _ = context.sink().send(n.into()).await;
+            }
+        }
+        context.cancelled().await;
+        Ok(())
+    }
+
     async fn discover(
         &self,
         _: RequestContext<RoleServer>,
