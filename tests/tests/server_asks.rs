@@ -453,9 +453,17 @@ async fn servers_of_both_eras_are_reached_and_a_modern_ones_input_required_is_an
             && caps["extensions"].get("io.modelcontextprotocol/tasks").is_some(),
         "{caps}"
     );
+    // A server that needs what the call did not declare says so, and the error says how.
+    let refused = s.client.tools_call(call(&s.session, "needs_elicitation", json!({}))).await;
+    assert!(
+        format!("{refused:?}").contains("needs a capability this call did not declare"),
+        "{refused:?}"
+    );
     let _listening = listen(&s.client, &s.session, AskKind::Elicitation).await?;
     let caps = answered(&s.client.tools_call(call(&s.session, "caps", json!({}))).await?)?;
     assert!(caps.get("elicitation").is_some() && caps.get("sampling").is_none(), "{caps}");
+    let r = s.client.tools_call(call(&s.session, "needs_elicitation", json!({}))).await?;
+    assert_eq!(answered(&r)?, json!("declared"));
 
     // The stateless HTTP server of the new era is listed and called.
     let p = ToolsCallParams {
