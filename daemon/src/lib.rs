@@ -8,6 +8,7 @@
 
 pub(crate) mod asks;
 pub mod audit;
+pub mod auth;
 pub mod calls;
 pub(crate) mod catalog;
 pub(crate) mod clock;

@@ -1,0 +1,209 @@
+//! Gemini CLI's `oauth-utils.test.ts` cases as data, and discovery against a real HTTP server
+//! on 127.0.0.1.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::*;
+
+#[test]
+fn protected_resource_locations_insert_the_path_then_try_the_root() {
+    // (server URL, expected URLs): Gemini CLI's buildWellKnownUrls cases.
+    let cases = [
+        (
+            "https://example.com/mcp",
+            vec![
+                "https://example.com/.well-known/oauth-protected-resource/mcp",
+                "https://example.com/.well-known/oauth-protected-resource",
+            ],
+        ),
+        ("https://example.com", vec!["https://example.com/.well-known/oauth-protected-resource"]),
+        (
+            "https://example.com/mcp/",
+            vec![
+                "https://example.com/.well-known/oauth-protected-resource/mcp",
+                "https://example.com/.well-known/oauth-protected-resource",
+            ],
+        ),
+        (
+            "https://app.mintmcp.com/s/g_2lj2CNDoJdf3xnbFeeF6vx/mcp",
+            vec![
+                "https://app.mintmcp.com/.well-known/oauth-protected-resource/s/g_2lj2CNDoJdf3xnbFeeF6vx/mcp",
+                "https://app.mintmcp.com/.well-known/oauth-protected-resource",
+            ],
+        ),
+        (
+            "http://127.0.0.1:8080/mcp?x=1",
+            vec![
+                "http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp",
+                "http://127.0.0.1:8080/.well-known/oauth-protected-resource",
+            ],
+        ),
+    ];
+    for (url, want) in cases {
+        assert_eq!(protected_resource_urls(url).unwrap(), want, "{url}");
+    }
+}
+
+#[test]
+fn authorization_server_locations_follow_the_reference_order() {
+    assert_eq!(
+        authorization_server_urls("https://auth.example.com/").unwrap(),
+        [
+            "https://auth.example.com/.well-known/oauth-authorization-server",
+            "https://auth.example.com/.well-known/openid-configuration",
+        ]
+    );
+    assert_eq!(
+        authorization_server_urls("https://auth.example.com/mcp").unwrap(),
+        [
+            "https://auth.example.com/.well-known/oauth-authorization-server/mcp",
+            "https://auth.example.com/.well-known/openid-configuration/mcp",
+            "https://auth.example.com/mcp/.well-known/openid-configuration",
+            "https://auth.example.com/.well-known/oauth-authorization-server",
+            "https://auth.example.com/.well-known/openid-configuration",
+        ]
+    );
+}
+
+#[test]
+fn challenge_parameters_and_the_resource_parameter() {
+    let h = r#"Bearer realm="example", resource_metadata="https://example.com/.well-known/oauth-protected-resource""#;
+    assert_eq!(
+        challenge_param(h, "resource_metadata").as_deref(),
+        Some("https://example.com/.well-known/oauth-protected-resource")
+    );
+    assert_eq!(challenge_param(r#"Bearer realm="example""#, "resource_metadata"), None);
+    let h = r#"Bearer error="insufficient_scope", scope="files:read files:write", resource_metadata=https://x.test/prm"#;
+    assert_eq!(challenge_param(h, "scope").as_deref(), Some("files:read files:write"));
+    assert_eq!(challenge_param(h, "resource_metadata").as_deref(), Some("https://x.test/prm"));
+    // `xscope` is not `scope`.
+    assert_eq!(challenge_param(r#"Bearer xscope="a""#, "scope"), None);
+    // Gemini CLI's buildResourceParameter cases.
+    for (url, want) in [
+        ("https://example.com/oauth/token", "https://example.com/oauth/token"),
+        ("https://example.com:8080/oauth/token", "https://example.com:8080/oauth/token"),
+        ("https://example.com/api/v1/data?user=123&scope=read", "https://example.com/api/v1/data"),
+        ("https://example.com/api/v1/data#section-one", "https://example.com/api/v1/data"),
+    ] {
+        assert_eq!(resource_parameter(url).unwrap(), want);
+    }
+    assert_eq!(resource_parameter("not-a-url"), Err(DiscoveryError::BadUrl("not-a-url".into())));
+    assert!(same_resource("https://example.com", "https://example.com/"));
+    assert!(!same_resource("https://evil.example.com/mcp", "https://example.com/mcp"));
+}
+
+/// A status, a content type and a body.
+type Answer = (u16, &'static str, String);
+
+/// A loopback HTTP server answering each path from its routes (settable once its address is
+/// known); 404 otherwise.
+struct Site {
+    base: String,
+    routes: Arc<Mutex<HashMap<String, Answer>>>,
+}
+
+impl Site {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let routes: Arc<Mutex<HashMap<String, Answer>>> = Arc::default();
+        let served = routes.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else { return };
+                let routes = served.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let mut n = 0;
+                    while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf[n..]).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(m) => n += m,
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&buf[..n]);
+                    let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    let found = routes.lock().unwrap().get(&path).cloned();
+                    let (status, ctype, body) =
+                        found.unwrap_or((404, "text/plain", "not found".into()));
+                    let reply = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        Self { base, routes }
+    }
+
+    fn route(&self, path: &str, answer: Answer) {
+        self.routes.lock().unwrap().insert(path.to_owned(), answer);
+    }
+}
+
+fn doc(v: serde_json::Value) -> Answer {
+    (200, "application/json", v.to_string())
+}
+
+#[tokio::test]
+async fn discovery_follows_the_metadata_and_refuses_another_resource() {
+    let (auth, mcp) = (Site::start().await, Site::start().await);
+    let (a, m) = (&auth.base, &mcp.base);
+    // The authorization server has a path; its metadata is at the OpenID location only, and an
+    // HTML page at the first location is no metadata.
+    auth.route(
+        "/.well-known/oauth-authorization-server/tenant",
+        (200, "text/html", "<html>sign in</html>".into()),
+    );
+    auth.route(
+        "/.well-known/openid-configuration/tenant",
+        doc(json!({
+            "issuer": format!("{a}/tenant"),
+            "authorization_endpoint": format!("{a}/authorize"),
+            "token_endpoint": format!("{a}/token"),
+            "registration_endpoint": format!("{a}/register"),
+        })),
+    );
+    let issuer = format!("{a}/tenant");
+    mcp.route(
+        "/.well-known/oauth-protected-resource/mcp",
+        doc(json!({ "resource": format!("{m}/mcp"), "authorization_servers": [issuer] })),
+    );
+    mcp.route(
+        "/.well-known/oauth-protected-resource/other",
+        doc(json!({ "resource": "https://evil.example.com/other", "authorization_servers": [issuer] })),
+    );
+
+    let client = reqwest::Client::new();
+    let found = discover(&client, &format!("{m}/mcp?session=1"), None).await.unwrap();
+    assert_eq!(found.authorization_url, format!("{a}/authorize"));
+    assert_eq!(found.token_url, format!("{a}/token"));
+    assert_eq!(found.registration_url, Some(format!("{a}/register")));
+    assert_eq!(found.issuer, Some(issuer.clone()));
+    assert_eq!(found.resource, format!("{m}/mcp"), "no query in the resource");
+    assert!(found.scopes.is_empty());
+    // The challenge's metadata URL and scope.
+    let challenge = format!(
+        r#"Bearer resource_metadata="{m}/.well-known/oauth-protected-resource/mcp", scope="read write""#
+    );
+    let found = discover(&client, &format!("{m}/mcp"), Some(&challenge)).await.unwrap();
+    assert_eq!(found.scopes, ["read", "write"]);
+
+    let refused = discover(&client, &format!("{m}/other"), None).await;
+    assert!(
+        matches!(&refused, Err(DiscoveryError::ResourceMismatch { found, .. }) if found == "https://evil.example.com/other"),
+        "{refused:?}"
+    );
+    let nothing = discover(&client, &format!("{m}/nothing"), None).await;
+    let Err(DiscoveryError::NotFound(_, tried)) = nothing else { panic!("{nothing:?}") };
+    assert!(
+        tried.contains("/.well-known/oauth-protected-resource/nothing")
+            && tried.contains("openid-configuration"),
+        "{tried}"
+    );
+}
