@@ -1,13 +1,10 @@
 //! Gemini CLI's `oauth-utils.test.ts` cases as data, and discovery against a real HTTP server
 //! on 127.0.0.1.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
+use crate::auth::test_site::{Answer, Site};
 
 #[test]
 fn protected_resource_locations_insert_the_path_then_try_the_root() {
@@ -94,56 +91,6 @@ fn challenge_parameters_and_the_resource_parameter() {
     assert_eq!(resource_parameter("not-a-url"), Err(DiscoveryError::BadUrl("not-a-url".into())));
     assert!(same_resource("https://example.com", "https://example.com/"));
     assert!(!same_resource("https://evil.example.com/mcp", "https://example.com/mcp"));
-}
-
-/// A status, a content type and a body.
-type Answer = (u16, &'static str, String);
-
-/// A loopback HTTP server answering each path from its routes (settable once its address is
-/// known); 404 otherwise.
-struct Site {
-    base: String,
-    routes: Arc<Mutex<HashMap<String, Answer>>>,
-}
-
-impl Site {
-    async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let routes: Arc<Mutex<HashMap<String, Answer>>> = Arc::default();
-        let served = routes.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((mut stream, _)) = listener.accept().await else { return };
-                let routes = served.clone();
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 8192];
-                    let mut n = 0;
-                    while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                        match stream.read(&mut buf[n..]).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(m) => n += m,
-                        }
-                    }
-                    let head = String::from_utf8_lossy(&buf[..n]);
-                    let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
-                    let found = routes.lock().unwrap().get(&path).cloned();
-                    let (status, ctype, body) =
-                        found.unwrap_or((404, "text/plain", "not found".into()));
-                    let reply = format!(
-                        "HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = stream.write_all(reply.as_bytes()).await;
-                });
-            }
-        });
-        Self { base, routes }
-    }
-
-    fn route(&self, path: &str, answer: Answer) {
-        self.routes.lock().unwrap().insert(path.to_owned(), answer);
-    }
 }
 
 fn doc(v: serde_json::Value) -> Answer {
