@@ -101,3 +101,47 @@ impl Setup {
         Ok(Self { home, daemon, client, session: s.id })
     }
 }
+
+/// The fixture over a network transport on loopback (`--http` or `--sse`, after `flags`),
+/// killed when dropped.
+#[derive(Debug)]
+pub struct NetFixture {
+    child: std::process::Child,
+    /// What it printed after `LISTENING`.
+    pub url: String,
+}
+
+impl NetFixture {
+    /// Start it with `mode` (`--http` or `--sse`) and these extra flags.
+    pub fn start(mode: &str, flags: &[&str]) -> anyhow::Result<Self> {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(fixture())
+            .args(flags)
+            .args([mode, "127.0.0.1:0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(std::time::Duration::from_secs(10))?;
+        let url = line
+            .trim()
+            .strip_prefix("LISTENING ")
+            .ok_or_else(|| anyhow::anyhow!("fixture printed {line:?}"))?
+            .to_owned();
+        Ok(Self { child, url })
+    }
+}
+
+impl Drop for NetFixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

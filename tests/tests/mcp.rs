@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use geminid_protocol::api::{McpApiClient, SessionApiClient};
@@ -18,7 +18,7 @@ use geminid_protocol::mcp::{
     StartParams, Transport,
 };
 use geminid_protocol::session::SessionCreateParams;
-use geminid_tests::mcp::{FAST, Setup, fixture, shell_env, stdio, write_user_settings};
+use geminid_tests::mcp::{FAST, NetFixture, Setup, fixture, shell_env, stdio, write_user_settings};
 use geminid_tests::{Daemon, TestHome, alive, eventually};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -506,44 +506,6 @@ async fn unused_servers_stop_after_the_linger() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A fixture server on loopback over HTTP (`--http`) or SSE (`--sse`); killed when dropped.
-struct NetFixture {
-    child: Child,
-    url: String,
-}
-
-impl NetFixture {
-    fn start(mode: &str) -> anyhow::Result<Self> {
-        let mut child = Command::new(fixture())
-            .args([mode, "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(10))?;
-        let url = line
-            .trim()
-            .strip_prefix("LISTENING ")
-            .ok_or_else(|| anyhow::anyhow!("fixture printed {line:?}"))?
-            .to_owned();
-        Ok(Self { child, url })
-    }
-}
-
-impl Drop for NetFixture {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// An HTTP server on loopback that answers every request with `status` (and a
 /// `WWW-Authenticate` challenge for 401).
 fn status_server(status: &'static str) -> anyhow::Result<String> {
@@ -577,8 +539,8 @@ fn status_server(status: &'static str) -> anyhow::Result<String> {
 
 #[tokio::test]
 async fn network_transports_connect_and_answer() -> anyhow::Result<()> {
-    let http = NetFixture::start("--http")?;
-    let sse = NetFixture::start("--sse")?;
+    let http = NetFixture::start("--http", &[])?;
+    let sse = NetFixture::start("--sse", &[])?;
     let t = setup(json!({
         "streamable": { "httpUrl": http.url },
         "typed-http": { "url": http.url, "type": "http" },
@@ -612,7 +574,7 @@ async fn network_transports_connect_and_answer() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_network_server_that_goes_away_fails_calls_in_plain_words() -> anyhow::Result<()> {
-    let http = NetFixture::start("--http")?;
+    let http = NetFixture::start("--http", &[])?;
     let t = setup(json!({ "web": { "httpUrl": http.url } })).await?;
     start(&t.client, &t.session).await?;
     assert_eq!(

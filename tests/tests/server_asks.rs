@@ -3,8 +3,7 @@
 //! caused it, is declined at once when nobody there can answer, and never reaches another
 //! session.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use geminid_protocol::api::{
@@ -16,7 +15,7 @@ use geminid_protocol::event::{EventBody, EventsSubscribeParams};
 use geminid_protocol::mcp::{LogsParams, ServerAskRespondParams, ServerParams};
 use geminid_protocol::session::SessionCreateParams;
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult};
-use geminid_tests::mcp::{Setup, fixture, shell_env, stdio};
+use geminid_tests::mcp::{NetFixture, Setup, shell_env, stdio};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -218,52 +217,9 @@ async fn on_stdio_a_request_while_two_sessions_call_is_declined_and_the_log_says
     Ok(())
 }
 
-/// The fixture over streamable HTTP with its asking tools; killed when dropped.
-struct HttpFixture {
-    child: Child,
-    url: String,
-}
-
-impl HttpFixture {
-    fn start() -> anyhow::Result<Self> {
-        Self::start_with(&["--asks"])
-    }
-
-    fn start_with(flags: &[&str]) -> anyhow::Result<Self> {
-        let mut child = Command::new(fixture())
-            .args(flags)
-            .args(["--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(WAIT)?;
-        let url = line
-            .trim()
-            .strip_prefix("LISTENING ")
-            .ok_or_else(|| anyhow::anyhow!("{line:?}"))?
-            .to_owned();
-        Ok(Self { child, url })
-    }
-}
-
-impl Drop for HttpFixture {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn over_http_two_sessions_asked_at_once_each_get_their_own() -> anyhow::Result<()> {
-    let http = HttpFixture::start()?;
+    let http = NetFixture::start("--http", &["--asks"])?;
     let s = Setup::new(json!({ "fx": { "httpUrl": http.url } })).await?;
     let (other, second, _) = second_session(&s, "ws2").await?;
     let mut first_asks = listen(&s.client, &s.session, AskKind::Elicitation).await?;
@@ -396,7 +352,7 @@ async fn versions(client: &Client, session: &str) -> anyhow::Result<Vec<(String,
 #[tokio::test]
 async fn servers_of_both_eras_are_reached_and_a_modern_ones_input_required_is_answered()
 -> anyhow::Result<()> {
-    let http = HttpFixture::start_with(&["--asks", "--modern"])?;
+    let http = NetFixture::start("--http", &["--asks", "--modern"])?;
     let s = Setup::new(json!({
         "fx": stdio(&["--asks", "--modern"]),
         "old": stdio(&["--asks"]),

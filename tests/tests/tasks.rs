@@ -3,8 +3,6 @@
 //! session's tasks, `tasks/cancel` cancels one on its server, and a task left open by a daemon
 //! killed meanwhile is followed to its end by the next one.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use geminid_protocol::api::{McpApiClient, SessionApiClient, TasksApiClient, ToolsApiClient};
@@ -12,7 +10,7 @@ use geminid_protocol::client::Client;
 use geminid_protocol::mcp::{McpTask, StartParams, TaskState, TasksCancelParams, TasksListParams};
 use geminid_protocol::session::SessionAttachParams;
 use geminid_protocol::tools::ToolsCallParams;
-use geminid_tests::mcp::{FAST, Setup, fixture, stdio};
+use geminid_tests::mcp::{FAST, NetFixture, Setup, stdio};
 use geminid_tests::{Daemon, eventually};
 use serde_json::json;
 
@@ -91,49 +89,10 @@ async fn a_call_that_becomes_a_task_waits_for_its_result_and_is_listed() -> anyh
     Ok(())
 }
 
-/// The fixture over streamable HTTP; killed when dropped.
-struct HttpFixture {
-    child: Child,
-    url: String,
-}
-
-impl HttpFixture {
-    fn start(flags: &[&str]) -> anyhow::Result<Self> {
-        let mut child = Command::new(fixture())
-            .args(flags)
-            .args(["--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(WAIT)?;
-        let url = line
-            .trim()
-            .strip_prefix("LISTENING ")
-            .ok_or_else(|| anyhow::anyhow!("{line:?}"))?
-            .to_owned();
-        Ok(Self { child, url })
-    }
-}
-
-impl Drop for HttpFixture {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn a_task_left_open_by_a_killed_daemon_is_followed_to_its_end_by_the_next()
 -> anyhow::Result<()> {
-    let http = HttpFixture::start(&["--asks", "--modern"])?;
+    let http = NetFixture::start("--http", &["--asks", "--modern"])?;
     let mut s = Setup::new(json!({ "web": { "httpUrl": http.url } })).await?;
     let caller = s.daemon.client().await?;
     let p = long(&s.session, "web", 1_500, "kept");
