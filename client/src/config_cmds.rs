@@ -145,6 +145,21 @@ pub enum McpCommand {
     /// {"command": "gemctl", "args": ["mcp", "serve"]}. Calls go through geminid (shared
     /// servers, policy, hooks, the audit log)
     Serve(crate::serve::ServeArgs),
+    /// Sign in to a remote server with OAuth (discovery, the browser, the token), then
+    /// reconnect it; `--status` lists every remote server's sign-in state instead
+    Auth {
+        /// Server name
+        #[arg(required_unless_present = "status")]
+        name: Option<String>,
+        /// List each remote server's credentials: state, issuer, expiry (never a token)
+        #[arg(long, conflicts_with = "name")]
+        status: bool,
+    },
+    /// Forget a remote server's OAuth credentials
+    Logout {
+        /// Server name
+        name: String,
+    },
     #[command(flatten)]
     Runtime(crate::mcp_cmds::RuntimeCommand),
 }
@@ -390,6 +405,15 @@ pub async fn mcp(
     json: bool,
 ) -> anyhow::Result<()> {
     match cmd {
+        McpCommand::Auth { name: Some(name), .. } => {
+            crate::auth_cmds::sign_in(client, session, name, json).await?;
+        }
+        McpCommand::Auth { name: None, .. } => {
+            crate::auth_cmds::status(client, session, json).await?
+        }
+        McpCommand::Logout { name } => {
+            crate::auth_cmds::logout(client, session, name, json).await?
+        }
         McpCommand::Add(a) => {
             let config = server_object(&a)?;
             let p = McpAddParams { session, scope: a.scope.wire(), name: a.name.clone(), config };

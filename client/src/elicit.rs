@@ -203,9 +203,29 @@ fn parse(kind: &Kind, typed: &str) -> Result<Value, String> {
     }
 }
 
-/// Open a URL in the desktop's browser, when there is a desktop; printing it is enough
-/// otherwise (and where opening fails).
+/// Open a URL with `$BROWSER` when it is set (a command; `%s` in it is replaced by the URL,
+/// else the URL is its last argument), else in the desktop's browser when there is a desktop;
+/// printing it is enough otherwise (and where opening fails).
 pub fn open_url(url: &str) {
+    if let Some(browser) = std::env::var("BROWSER").ok().filter(|b| !b.trim().is_empty()) {
+        // Like Python's `webbrowser`: several commands may be listed, separated by `:`.
+        let first = browser.split(if cfg!(windows) { ';' } else { ':' }).next().unwrap_or_default();
+        let mut words: Vec<String> = first.split_whitespace().map(str::to_owned).collect();
+        if words.iter().any(|w| w.contains("%s")) {
+            words.iter_mut().for_each(|w| *w = w.replace("%s", url));
+        } else {
+            words.push(url.to_owned());
+        }
+        if let Some((program, args)) = words.split_first() {
+            let _ = std::process::Command::new(program)
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+        }
+        return;
+    }
     let opener = if cfg!(target_os = "macos") {
         Some("open")
     } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()

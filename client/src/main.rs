@@ -1,6 +1,7 @@
 //! `gemctl`: the command-line client of geminid.
 
 mod attach;
+mod auth_cmds;
 mod bridge;
 mod config_cmds;
 mod daemon;

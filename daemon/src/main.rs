@@ -26,6 +26,15 @@ enum LogFormat {
     Json,
 }
 
+/// `--secrets`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SecretsArg {
+    /// The OS keyring when it answers, else the file.
+    Auto,
+    /// Always the 0600 file.
+    File,
+}
+
 /// geminid: one per-user daemon for Gemini CLI's MCP servers, extensions, skills, hooks and
 /// policy. Clients (gemctl, editors) speak JSON-RPC 2.0 to it over a local socket.
 #[derive(Debug, Parser)]
@@ -86,6 +95,13 @@ struct Args {
     /// denied
     #[arg(long, env = "GEMINID_CONFIRM_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration, value_name = "DURATION")]
     confirm_timeout: Duration,
+    /// How long `gemctl mcp auth` waits for the browser to come back
+    #[arg(long, env = "GEMINID_OAUTH_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    oauth_timeout: Duration,
+    /// Where OAuth tokens and other secrets are kept: `auto` (the OS keyring, else a 0600
+    /// file in the data directory) or `file` (always the file)
+    #[arg(long, env = "GEMINID_SECRETS", value_enum, default_value_t = SecretsArg::Auto)]
+    secrets: SecretsArg,
     /// Threads running the event loop. One serves a user's sessions with the fewest thread
     /// wake-ups per call (see BENCHMARKS.md); raise it if many sessions do CPU-heavy work at
     /// once. Blocking work (the database, schema compiling) has its own threads either way.
@@ -180,6 +196,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         stop_grace: args.mcp_stop_grace,
         startup_timeout: args.mcp_startup_timeout,
         ping_every: args.mcp_ping_every,
+        oauth_timeout: args.oauth_timeout,
     };
     let config = Loader::new(ConfigPaths::from_env(|k| std::env::var_os(k))?);
     let core = Core::new(
@@ -194,6 +211,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             },
             mcp,
             confirm_timeout: args.confirm_timeout,
+            secrets_file_only: args.secrets == SecretsArg::File,
         },
         config,
     );

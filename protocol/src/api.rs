@@ -10,6 +10,10 @@ use crate::asks::{
     AskNotice, AsksListenParams, AsksPendingParams, AsksPendingResult, AsksRespondParams,
     AsksRespondResult,
 };
+use crate::auth::{
+    AuthBeginParams, AuthBegun, AuthLogoutParams, AuthLogoutResult, AuthProgress,
+    AuthProgressParams, AuthStatusParams, AuthStatusResult,
+};
 use crate::config::{
     ConfigParams, DiagnosticsResult, EffectiveConfig, McpAddParams, McpAddResult, McpEnableParams,
     McpEnableResult, McpImportParams, McpImportResult, McpReloadParams, McpReloadResult,
@@ -307,6 +311,29 @@ pub trait TasksApi {
     /// Ask the server to cancel one of the session's tasks.
     #[method(name = "cancel")]
     async fn tasks_cancel(&self, params: TasksCancelParams) -> RpcResult<TasksCancelResult>;
+}
+
+/// `auth/*`: OAuth sign-in to remote MCP servers. No answer holds a token.
+#[rpc(server, client, namespace = "auth", namespace_separator = "/")]
+pub trait AuthApi {
+    /// Start signing in to a server: discovery, client registration, the loopback listener;
+    /// the URL to open. The daemon then waits (5 minutes) for the browser.
+    #[method(name = "begin")]
+    async fn auth_begin(&self, params: AuthBeginParams) -> RpcResult<AuthBegun>;
+
+    /// The sign-in's next step after `after` (waiting up to 30 s for it; then the current
+    /// one).
+    #[method(name = "progress")]
+    async fn auth_progress(&self, params: AuthProgressParams) -> RpcResult<AuthProgress>;
+
+    /// Each of the session's remote servers' credentials: state, issuer, expiry; never a
+    /// token.
+    #[method(name = "status")]
+    async fn auth_status(&self, params: AuthStatusParams) -> RpcResult<AuthStatusResult>;
+
+    /// Forget a server's credentials (and restart it if it runs).
+    #[method(name = "logout")]
+    async fn auth_logout(&self, params: AuthLogoutParams) -> RpcResult<AuthLogoutResult>;
 }
 
 /// `sampling/*`: answering a server's request for a model's answer.

@@ -53,7 +53,8 @@ pub enum ErrorCode {
     Stopped,
     /// Nobody answered a confirmation in time.
     ConfirmationTimedOut,
-    /// The MCP server needs an OAuth login first (reserved: OAuth is not built yet).
+    /// The MCP server needs an OAuth sign-in (`gemctl mcp auth NAME`), or a sign-in could not
+    /// start; the message says why.
     NeedsAuth,
     /// An extension's files do not match their integrity record (reserved: extensions are not built yet).
     IntegrityFailed,

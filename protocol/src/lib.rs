@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod asks;
+pub mod auth;
 pub mod client;
 pub mod common;
 pub mod config;

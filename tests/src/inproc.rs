@@ -88,6 +88,7 @@ impl InProcess {
                 ..McpOptions::default()
             },
             confirm_timeout,
+            secrets_file_only: true,
         };
         let store = Store::open(&data_dir)?;
         let core = match seats {

@@ -93,6 +93,8 @@ impl TestHome {
             .env_remove("GEMINID_CONFIG")
             .env("GEMINID_SOCKET", self.socket())
             .env_remove("GEMINID_DATA_DIR")
+            // Never the machine's real keyring.
+            .env("GEMINID_SECRETS", "file")
             .env_remove("GEMINI_CLI_HOME")
             .env("GEMINID_BIN", bin("geminid"))
             // Never read the machine's real system settings.

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use geminid_protocol::asks::*;
+use geminid_protocol::auth::*;
 use geminid_protocol::config::*;
 use geminid_protocol::daemon::*;
 use geminid_protocol::event::{Event, EventsSubscribeParams};
@@ -93,6 +94,10 @@ fn document() -> Value {
         "hooks/disable" => HooksEnableParams, HooksEnableResult;
         "hooks/migrate" => HooksMigrateParams, HooksMigrateResult;
         "mcp/import" => McpImportParams, McpImportResult;
+        "auth/begin" => AuthBeginParams, AuthBegun;
+        "auth/progress" => AuthProgressParams, AuthProgress;
+        "auth/status" => AuthStatusParams, AuthStatusResult;
+        "auth/logout" => AuthLogoutParams, AuthLogoutResult;
     };
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

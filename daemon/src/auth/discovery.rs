@@ -27,8 +27,13 @@ pub struct OAuthEndpoints {
     pub registration_url: Option<String>,
     /// `issuer` (the callback's `iss` must be this, RFC 9207).
     pub issuer: Option<String>,
-    /// `scopes_supported`, else the challenge's `scope`.
+    /// The challenge's `scope`, else the protected-resource metadata's `scopes_supported`
+    /// (the MCP authorization spec's order); empty: no `scope` is sent.
     pub scopes: Vec<String>,
+    /// `authorization_response_iss_parameter_supported`: the callback must carry `iss`.
+    pub iss_supported: bool,
+    /// `client_id_metadata_document_supported`: a client id may be a metadata document's URL.
+    pub cimd_supported: bool,
     /// The `resource` parameter to send: the server URL without query or fragment.
     pub resource: String,
 }
@@ -156,19 +161,24 @@ async fn fetch_json(client: &reqwest::Client, url: &str) -> Option<Value> {
     r.json::<Value>().await.ok().filter(Value::is_object)
 }
 
-fn endpoints(meta: &Value, scopes: Vec<String>, resource: String) -> Option<OAuthEndpoints> {
-    let s = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_owned);
-    let supported: Vec<String> = meta
-        .get("scopes_supported")
+fn strings(doc: &Value, key: &str) -> Vec<String> {
+    doc.get(key)
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+fn endpoints(meta: &Value, scopes: Vec<String>, resource: String) -> Option<OAuthEndpoints> {
+    let s = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_owned);
+    let flag = |k: &str| meta.get(k).and_then(Value::as_bool).unwrap_or(false);
     Some(OAuthEndpoints {
         authorization_url: s("authorization_endpoint")?,
         token_url: s("token_endpoint")?,
         registration_url: s("registration_endpoint"),
         issuer: s("issuer"),
-        scopes: if supported.is_empty() { scopes } else { supported },
+        scopes,
+        iss_supported: flag("authorization_response_iss_parameter_supported"),
+        cimd_supported: flag("client_id_metadata_document_supported"),
         resource,
     })
 }
@@ -189,6 +199,7 @@ pub async fn discover(
         challenge.and_then(|h| challenge_param(h, "resource_metadata")).into_iter().collect();
     prm_urls.extend(protected_resource_urls(server_url)?);
     let mut issuer = None;
+    let mut scopes = challenged_scopes;
     for url in prm_urls {
         tried.push(url.clone());
         let Some(prm) = fetch_json(client, &url).await else { continue };
@@ -206,6 +217,9 @@ pub async fn discover(
             .and_then(|a| a.first())
             .and_then(Value::as_str)
             .map(str::to_owned);
+        if scopes.is_empty() {
+            scopes = strings(&prm, "scopes_supported");
+        }
         break;
     }
     // Without protected-resource metadata, the server's own origin may be its issuer.
@@ -216,7 +230,7 @@ pub async fn discover(
     for url in authorization_server_urls(&issuer)? {
         tried.push(url.clone());
         let Some(meta) = fetch_json(client, &url).await else { continue };
-        if let Some(found) = endpoints(&meta, challenged_scopes.clone(), resource.clone()) {
+        if let Some(found) = endpoints(&meta, scopes.clone(), resource.clone()) {
             return Ok(found);
         }
     }

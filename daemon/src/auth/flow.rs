@@ -120,7 +120,10 @@ pub enum CallbackError {
     )]
     StateMismatch,
     /// `iss` is not the issuer (RFC 9207): a mix-up attack or a misconfigured server.
-    #[error("the callback comes from issuer {found:?}, not {expected}: nothing was kept")]
+    #[error(
+        "the callback comes from issuer {}, not {expected}: nothing was kept",
+        .found.as_deref().map_or_else(|| "(none named)".to_owned(), |f| format!("{f:?}"))
+    )]
     IssuerMismatch {
         /// The issuer discovery found.
         expected: String,

@@ -1,5 +1,6 @@
 //! The daemon's core: everything it owns, constructible without a socket.
 
+pub mod auth;
 pub mod hooks;
 pub(crate) mod policy;
 mod prepared;
@@ -43,6 +44,8 @@ pub struct DaemonInfo {
     pub mcp: McpOptions,
     /// How long a confirmation waits for a person.
     pub confirm_timeout: Duration,
+    /// Keep secrets in the file even where an OS keyring answers (`--secrets file`).
+    pub secrets_file_only: bool,
 }
 
 /// The daemon's state.
@@ -63,7 +66,11 @@ pub struct Core {
     /// The pipeline every tool call goes through.
     pub calls: Pipeline,
     /// Long-lived secrets (OAuth tokens, the integrity key): the OS keyring or a 0600 file.
-    pub secrets: SecretStore,
+    pub secrets: Arc<SecretStore>,
+    /// OAuth tokens of remote servers.
+    pub auth: Arc<crate::auth::Auth>,
+    /// Sign-ins under way.
+    sign_ins: auth::SignIns,
     /// Sessions' tool-call policies (their files' last good rules).
     pub policies: crate::policy::service::Policies,
     /// Policy in the call pipeline, with each session's rules prepared.
@@ -117,7 +124,20 @@ impl Core {
             events.clone(),
             info.confirm_timeout,
         );
-        let mcp = Supervisor::new(info.mcp, events.clone(), store.clone(), Arc::new(requests));
+        let secrets = Arc::new(if info.secrets_file_only {
+            SecretStore::file_only(&info.data_dir)
+        } else {
+            SecretStore::new(&info.data_dir)
+        });
+        let auth =
+            Arc::new(crate::auth::Auth::new(secrets.clone(), config.paths().home.join(".gemini")));
+        let mcp = Supervisor::new(
+            info.mcp,
+            events.clone(),
+            store.clone(),
+            Arc::new(requests),
+            auth.clone(),
+        );
         let audit = Arc::new(crate::audit::AuditLog::new(store.clone()));
         Arc::new_cyclic(|me: &std::sync::Weak<Core>| {
             let guard = Arc::new(seat::Guard::new(me.clone()));
@@ -145,7 +165,9 @@ impl Core {
                 mcp,
                 catalog,
                 asks,
-                secrets: SecretStore::new(&info.data_dir),
+                secrets,
+                auth,
+                sign_ins: auth::SignIns::default(),
                 policies: crate::policy::service::Policies::default(),
                 guard,
                 hooks: hook_seat,

@@ -299,6 +299,10 @@ impl Observer for Supervisor {
         Supervisor::store(self)
     }
 
+    fn auth(&self) -> Arc<crate::auth::Auth> {
+        self.auth.clone()
+    }
+
     fn start_gate(&self) -> tokio::sync::watch::Receiver<orphans::Held> {
         Supervisor::start_gate(self)
     }

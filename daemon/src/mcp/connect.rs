@@ -18,6 +18,7 @@ use rmcp::transport::streamable_http_client::{
 use rmcp::{ClientHandler, RoleClient};
 use tokio::sync::mpsc;
 
+use super::authed::AuthedHttp;
 use super::child::{self, StdioChild};
 use super::log::ServerLog;
 use super::spec::{LaunchSpec, Network};
@@ -306,7 +307,7 @@ pub(crate) async fn connect(
                 }
             }
         }
-        LaunchSpec::Network { kind, url, headers } => {
+        LaunchSpec::Network { kind, url, headers, oauth } => {
             let scheme_ok = reqwest::Url::parse(url)
                 .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
             if !scheme_ok {
@@ -315,11 +316,20 @@ pub(crate) async fn connect(
                 )));
             }
             let headers = header_map(headers.expose()).map_err(ConnectError::Failed)?;
+            let target = crate::auth::Target {
+                name: name.into(),
+                url: url.clone(),
+                settings: oauth.clone(),
+            };
+            let auth = handler.sup.upgrade().map(|s| s.auth());
+            let client = AuthedHttp::new(auth, target, &headers);
             let attempt = async {
                 match kind {
-                    Network::StreamableHttp => http(url, &headers, handler).await,
-                    Network::Sse => sse(url, headers, handler).await,
-                    Network::HttpThenSse => match http(url, &headers, handler.clone()).await {
+                    Network::StreamableHttp => http(url, &headers, handler, &client).await,
+                    Network::Sse => sse(url, headers, handler, &client).await,
+                    Network::HttpThenSse => match http(url, &headers, handler.clone(), &client)
+                        .await
+                    {
                         Err(ConnectError::Failed(first)) => {
                             let first = super::spec::scrub(&first, spec, shown);
                             log.push(
@@ -328,7 +338,7 @@ pub(crate) async fn connect(
                             );
                             // As the reference does: if SSE fails too (other than with a
                             // 401), report the original HTTP error.
-                            match sse(url, headers, handler).await {
+                            match sse(url, headers, handler, &client).await {
                                 Err(ConnectError::Failed(_)) => Err(ConnectError::Failed(first)),
                                 other => other,
                             }
@@ -441,11 +451,12 @@ async fn http(
     url: &str,
     headers: &reqwest::header::HeaderMap,
     handler: Handler,
+    client: &AuthedHttp,
 ) -> Result<Running, ConnectError> {
     let transport = || {
         let custom = headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
-        StreamableHttpClientTransport::from_config(config)
+        StreamableHttpClientTransport::with_client(client.clone(), config)
     };
     let mut served = handler.clone().serve_with_lifecycle(transport(), lifecycle()).await;
     if let Err(rmcp::service::ClientInitializeError::ExpectedInitResult(answer)) = &served {
@@ -456,15 +467,11 @@ async fn http(
         served = handler.serve_with_lifecycle(transport(), ClientLifecycleMode::Initialize).await;
     }
     match served {
-        Ok(service) => Ok(running(service, Wire::Http, None)),
-        Err(e) => {
-            let msg = error_chain(&e);
-            if is_unauthorized(&e) {
-                Err(ConnectError::NeedsAuth(format!("the server answered 401 Unauthorized: {msg}")))
-            } else {
-                Err(ConnectError::Failed(msg))
-            }
+        Ok(service) => {
+            client.close_on_loss(service.cancellation_token());
+            Ok(running(service, Wire::Http, None))
         }
+        Err(e) => Err(client.classify(is_unauthorized(&e), error_chain(&e))),
     }
 }
 
@@ -472,13 +479,20 @@ async fn sse(
     url: &str,
     headers: reqwest::header::HeaderMap,
     handler: Handler,
+    client: &AuthedHttp,
 ) -> Result<Running, ConnectError> {
-    let transport = match SseTransport::connect(reqwest::Client::new(), url, headers).await {
-        Ok(t) => t,
-        Err(e) if e.is_unauthorized() => {
-            return Err(ConnectError::NeedsAuth(format!("the server answered {e}")));
+    let mut sent = None;
+    let transport = loop {
+        let Some((with_token, token)) = client.sse_headers(&headers, sent.as_ref()).await else {
+            return Err(client.classify(true, "SSE".into()));
+        };
+        match SseTransport::connect(reqwest::Client::new(), url, with_token).await {
+            Ok(t) => break t,
+            // Once more with a new token, if there was one to replace.
+            Err(e) if e.is_unauthorized() && sent.is_none() && token.is_some() => sent = token,
+            Err(e) if e.is_unauthorized() => return Err(client.classify(true, e.to_string())),
+            Err(e) => return Err(client.classify(false, format!("SSE: {e}"))),
         }
-        Err(e) => return Err(ConnectError::Failed(format!("SSE: {e}"))),
     };
     match handler.serve_with_lifecycle(transport, lifecycle()).await {
         Ok(service) => Ok(running(service, Wire::Sse, None)),

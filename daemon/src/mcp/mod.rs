@@ -20,6 +20,7 @@
 //! how a call goes through policy and hooks is [`crate::calls`]'s.
 
 pub(crate) mod asked;
+pub(crate) mod authed;
 pub(crate) mod catalog;
 pub(crate) mod child;
 pub(crate) mod connect;
@@ -88,6 +89,8 @@ pub struct McpOptions {
     pub startup_timeout: Duration,
     /// See [`DEFAULT_PING_EVERY`]; zero turns pings off.
     pub ping_every: Duration,
+    /// How long a sign-in waits for the browser (`crate::auth::flow::CALLBACK_TIMEOUT`).
+    pub oauth_timeout: Duration,
 }
 
 impl Default for McpOptions {
@@ -101,6 +104,7 @@ impl Default for McpOptions {
             stop_grace: DEFAULT_STOP_GRACE,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             ping_every: DEFAULT_PING_EVERY,
+            oauth_timeout: crate::auth::flow::CALLBACK_TIMEOUT,
         }
     }
 }

@@ -76,6 +76,8 @@ pub trait Observer: Send + Sync {
     ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData>;
     /// Where child pids are recorded.
     fn store(&self) -> &Store;
+    /// The owner of OAuth tokens.
+    fn auth(&self) -> Arc<crate::auth::Auth>;
     /// What may not start yet (orphans of a killed daemon being stopped).
     fn start_gate(&self) -> watch::Receiver<Held>;
 }

@@ -87,7 +87,14 @@ pub enum LaunchSpec {
         /// Request headers, expanded.
         #[serde(serialize_with = "crate::secrets::expose")]
         headers: Secret<BTreeMap<String, String>>,
+        /// The entry's `oauth` settings (part of the identity only when there are some).
+        #[serde(default, skip_serializing_if = "is_default")]
+        oauth: crate::auth::OAuthSettings,
     },
+}
+
+fn is_default(s: &crate::auth::OAuthSettings) -> bool {
+    *s == crate::auth::OAuthSettings::default()
 }
 
 /// Why a server cannot be launched for a session.
@@ -130,7 +137,13 @@ pub(crate) fn resolve(
             .flatten()
             .map(|(k, v)| (k.clone(), expand_env_vars(v, &sanitized)))
             .collect();
-        return Ok(LaunchSpec::Network { kind, url: url.clone(), headers: Secret::new(headers) });
+        let oauth = crate::auth::OAuthSettings::from_config(config.oauth.as_ref());
+        return Ok(LaunchSpec::Network {
+            kind,
+            url: url.clone(),
+            headers: Secret::new(headers),
+            oauth,
+        });
     }
     let Some(command) = config.command.clone() else {
         return Err(ResolveError::NoTransport(name.to_owned()));
@@ -296,6 +309,7 @@ mod tests {
             kind: Network::StreamableHttp,
             url: "http://h:9/mcp?key=s3cret".into(),
             headers: Default::default(),
+            oauth: Default::default(),
         };
         let shown = "http://h:9/mcp?key=${KEY}";
         let text = "error sending request for url (http://h:9/mcp?key=s3cret): refused";
@@ -308,6 +322,7 @@ mod tests {
             kind: Network::Sse,
             url: "http://h:9?key=s3cret".into(),
             headers: Default::default(),
+            oauth: Default::default(),
         };
         let text = "for url (http://h:9/?key=s3cret)";
         assert_eq!(scrub(text, &bare, "http://h:9?key=$K"), "for url (http://h:9?key=$K)");

@@ -31,6 +31,8 @@ pub struct Supervisor {
     pub(super) me: Weak<Supervisor>,
     /// Where servers' progress notifications go, and who answers their requests.
     pub(super) callers: Arc<dyn Callers>,
+    /// The owner of OAuth tokens, for remote servers' connections.
+    pub(super) auth: Arc<crate::auth::Auth>,
     /// Closed while children of a killed daemon are being stopped: no server starts before
     /// they are gone (they may hold its files or ports), but everything else answers.
     start_gate: tokio::sync::watch::Sender<orphans::Held>,
@@ -46,6 +48,7 @@ impl Supervisor {
         events: Arc<EventBus>,
         store: Store,
         callers: Arc<dyn Callers>,
+        auth: Arc<crate::auth::Auth>,
     ) -> Arc<Self> {
         let inner = Inner {
             asks_roots: store.marked(super::asked::ROOTS_SET),
@@ -59,6 +62,7 @@ impl Supervisor {
             inner: Mutex::new(inner),
             me: me.clone(),
             callers,
+            auth,
             start_gate: tokio::sync::watch::Sender::new(orphans::Held::default()),
             servers_generation: AtomicU64::new(0),
             sessions_generation: AtomicU64::new(0),

@@ -2,6 +2,7 @@
 //! No logic lives here beyond argument plumbing and error mapping.
 
 mod asks;
+mod auth;
 mod catalog;
 mod config;
 mod daemon;
@@ -17,10 +18,10 @@ mod tools;
 use std::sync::Arc;
 
 use geminid_protocol::api::{
-    AsksApiServer, AuditApiServer, ConfigApiServer, ConfirmationApiServer, DaemonApiServer,
-    ElicitationApiServer, EventsApiServer, HooksApiServer, McpApiServer, McpLogsApiServer,
-    PolicyApiServer, PromptsApiServer, ResourcesApiServer, SamplingApiServer, SessionApiServer,
-    TasksApiServer, ToolsApiServer, TrustApiServer,
+    AsksApiServer, AuditApiServer, AuthApiServer, ConfigApiServer, ConfirmationApiServer,
+    DaemonApiServer, ElicitationApiServer, EventsApiServer, HooksApiServer, McpApiServer,
+    McpLogsApiServer, PolicyApiServer, PromptsApiServer, ResourcesApiServer, SamplingApiServer,
+    SessionApiServer, TasksApiServer, ToolsApiServer, TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -53,6 +54,7 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(TasksApiServer::into_rpc(handler.clone()))?;
     module.merge(ResourcesApiServer::into_rpc(handler.clone()))?;
     module.merge(AsksApiServer::into_rpc(handler.clone()))?;
+    module.merge(AuthApiServer::into_rpc(handler.clone()))?;
     module.merge(PolicyApiServer::into_rpc(handler.clone()))?;
     module.merge(ConfirmationApiServer::into_rpc(handler.clone()))?;
     module.merge(AuditApiServer::into_rpc(handler.clone()))?;
@@ -126,6 +128,7 @@ mod tests {
                 subscriber_buffer: 1,
             },
             mcp: crate::mcp::McpOptions::default(),
+            secrets_file_only: true,
             confirm_timeout: crate::calls::CONFIRM_DEADLINE,
         };
         let core =

@@ -27,6 +27,8 @@
 
 #[path = "../fixture/asks.rs"]
 mod asks;
+#[path = "../fixture/oauth.rs"]
+mod oauth;
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -519,6 +521,9 @@ impl ServerHandler for Fixture {
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let has = |flag: &str| args.iter().any(|a| a == flag);
+    if let Some(i) = args.iter().position(|a| a == "--browser") {
+        return oauth::browse(args.get(i + 1).map_or("", String::as_str)).await;
+    }
     if let Some(i) = args.iter().position(|a| a == "--exit-before-initialize") {
         let code = args.get(i + 1).and_then(|c| c.parse().ok()).unwrap_or(1);
         std::process::exit(code);
@@ -611,7 +616,7 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(i) = args.iter().position(|a| a == "--http") {
         let addr = args.get(i + 1).map_or("127.0.0.1:0", String::as_str);
-        return serve_http(fixture, addr).await;
+        return serve_http(fixture, addr, has("--oauth")).await;
     }
     let service = if has("--tokio-stdio") {
         fixture.serve(rmcp::transport::stdio()).await?
@@ -668,7 +673,7 @@ fn loopback(addr: &str) -> anyhow::Result<std::net::SocketAddr> {
     Ok(wanted)
 }
 
-async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
+async fn serve_http(fixture: Fixture, addr: &str, oauth: bool) -> anyhow::Result<()> {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use hyper_util::server::conn::auto::Builder;
     use hyper_util::service::TowerToHyperService;
@@ -698,12 +703,41 @@ async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
+    let site = oauth.then(|| oauth::Site::new(format!("http://{local}")));
     loop {
         let (stream, _) = listener.accept().await?;
-        let service = TowerToHyperService::new(service.clone());
+        let Some(site) = site.clone() else {
+            let service = TowerToHyperService::new(service.clone());
+            tokio::spawn(async move {
+                let _ = Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+            continue;
+        };
+        let service = service.clone();
+        let routed =
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let (service, site) = (service.clone(), site.clone());
+                async move {
+                    let answer = if req.uri().path() == "/mcp" {
+                        if site.allows(&req) {
+                            service.handle(req).await
+                        } else {
+                            site.unauthorized()
+                        }
+                    } else {
+                        match site.route(req).await {
+                            Some(r) => r,
+                            None => oauth::not_found(),
+                        }
+                    };
+                    Ok::<_, std::convert::Infallible>(answer)
+                }
+            });
         tokio::spawn(async move {
             let _ = Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), service)
+                .serve_connection(TokioIo::new(stream), routed)
                 .await;
         });
     }

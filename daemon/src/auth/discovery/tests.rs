@@ -114,6 +114,8 @@ async fn discovery_follows_the_metadata_and_refuses_another_resource() {
             "authorization_endpoint": format!("{a}/authorize"),
             "token_endpoint": format!("{a}/token"),
             "registration_endpoint": format!("{a}/register"),
+            "scopes_supported": ["everything"],
+            "authorization_response_iss_parameter_supported": true,
         })),
     );
     let issuer = format!("{a}/tenant");
@@ -125,6 +127,10 @@ async fn discovery_follows_the_metadata_and_refuses_another_resource() {
         "/.well-known/oauth-protected-resource/other",
         doc(json!({ "resource": "https://evil.example.com/other", "authorization_servers": [issuer] })),
     );
+    mcp.route(
+        "/.well-known/oauth-protected-resource/scoped",
+        doc(json!({ "resource": format!("{m}/scoped"), "authorization_servers": [issuer], "scopes_supported": ["mcp:tools"] })),
+    );
 
     let client = reqwest::Client::new();
     let found = discover(&client, &format!("{m}/mcp?session=1"), None).await.unwrap();
@@ -133,7 +139,12 @@ async fn discovery_follows_the_metadata_and_refuses_another_resource() {
     assert_eq!(found.registration_url, Some(format!("{a}/register")));
     assert_eq!(found.issuer, Some(issuer.clone()));
     assert_eq!(found.resource, format!("{m}/mcp"), "no query in the resource");
+    // Not the authorization server's `scopes_supported` (Gemini CLI asks for all of those):
+    // without a challenge scope or the resource's own list, no scope is sent (README).
     assert!(found.scopes.is_empty());
+    assert!(found.iss_supported && !found.cimd_supported);
+    let scoped = discover(&client, &format!("{m}/scoped"), None).await.unwrap();
+    assert_eq!(scoped.scopes, ["mcp:tools"], "the resource's scopes_supported");
     // The challenge's metadata URL and scope.
     let challenge = format!(
         r#"Bearer resource_metadata="{m}/.well-known/oauth-protected-resource/mcp", scope="read write""#

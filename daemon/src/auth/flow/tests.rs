@@ -33,6 +33,8 @@ fn the_authorization_url_carries_the_references_parameters() {
         registration_url: None,
         issuer: Some("https://auth.test".into()),
         scopes: vec!["read".into(), "write".into()],
+        iss_supported: false,
+        cimd_supported: false,
         resource: "https://mcp.test/mcp".into(),
     };
     let a = Attempt::new();

@@ -1,0 +1,580 @@
+//! The one owner of every OAuth token: tokens handed to connections (refreshed before they
+//! expire, and when a server answers 401 to one), sign-ins, and sign-outs.
+//!
+//! Refresh is single-flight per credential: callers that find the same expired (or rejected)
+//! token queue on its lock, and all but the first find the new token already there. The store
+//! is written by compare-and-swap ([`CredentialStore::swap`]): a refresh stores its result
+//! only over the token it refreshed, and a refused refresh (`invalid_grant`) deletes only
+//! that token. A network error or a 5xx is retried with backoff and deletes nothing.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use super::discovery::{self, OAuthEndpoints};
+use super::flow::{self, Callback, Expect};
+use super::import::{self, Imported};
+use super::settings::OAuthSettings;
+use super::store::{Credential, CredentialStore, Swapped};
+use super::token::{self, Token, TokenError};
+use crate::clock;
+use crate::secrets::{Secret, SecretStore};
+
+/// Tries of a refresh that fails for a reason that may pass (network, 5xx).
+const REFRESH_TRIES: u32 = 3;
+
+/// Why no token could be given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// Only a sign-in helps (`gemctl mcp auth NAME`); the message says why.
+    #[error("{0}")]
+    NeedsAuth(String),
+    /// It may pass (the authorization server unreachable); nothing was deleted.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// The server a token is for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// Its name (for messages and for import from Gemini CLI).
+    pub name: String,
+    /// Its URL.
+    pub url: String,
+    /// Its `oauth` settings.
+    pub settings: OAuthSettings,
+}
+
+impl Target {
+    /// The `resource` of its tokens (the URL without query or fragment); `None` for a URL
+    /// that is not http(s), which connects to nothing anyway.
+    pub fn resource(&self) -> Option<String> {
+        discovery::resource_parameter(&self.url).ok()
+    }
+
+    fn sign_in_hint(&self) -> String {
+        format!("run `gemctl mcp auth {}`", self.name)
+    }
+}
+
+#[derive(Debug, Default)]
+enum Cached {
+    /// Not read from the store yet.
+    #[default]
+    Unknown,
+    /// Read: nothing stored.
+    Absent,
+    /// Read.
+    Held(Arc<Credential>),
+}
+
+/// One credential's lock and what is known of it.
+#[derive(Debug, Default)]
+struct Slot {
+    flight: tokio::sync::Mutex<()>,
+    cached: Mutex<Cached>,
+    /// Why the credentials were removed (a refused refresh), until the next sign-in.
+    gone: Mutex<Option<String>>,
+}
+
+impl Slot {
+    fn held(&self) -> Option<Arc<Credential>> {
+        match &*self.cached.lock().unwrap_or_else(|e| e.into_inner()) {
+            Cached::Held(c) => Some(c.clone()),
+            _ => None,
+        }
+    }
+
+    fn set(&self, c: Option<Arc<Credential>>) {
+        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = match c {
+            Some(c) => Cached::Held(c),
+            None => Cached::Absent,
+        };
+    }
+}
+
+/// A sign-in between `begin` and the browser's return.
+#[derive(Debug)]
+pub struct SignIn {
+    /// The URL to open.
+    pub url: String,
+    /// Where the browser comes back.
+    pub redirect_uri: String,
+    /// `configured`, `metadata-document` or `registered`.
+    pub client: &'static str,
+    /// What discovery found.
+    pub endpoints: OAuthEndpoints,
+    client_id: String,
+    attempt: flow::Attempt,
+    callback: Callback,
+}
+
+/// The marker that a server's Gemini CLI token was imported.
+fn r_import_marker(server: &str) -> String {
+    format!("oauth-imported/{server}")
+}
+
+/// Every server's OAuth credentials.
+#[derive(Debug)]
+pub struct Auth {
+    store: CredentialStore,
+    http: reqwest::Client,
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    /// Gemini CLI's token file, read once for import.
+    gemini_tokens: PathBuf,
+    imported: OnceLock<Result<Vec<Imported>, String>>,
+    /// Refresh requests sent (for status and tests).
+    refreshes: AtomicU64,
+    /// The first retry's delay (it quadruples).
+    backoff: Duration,
+}
+
+impl Auth {
+    /// Over the daemon's secrets; Gemini CLI's tokens are imported from `gemini_dir`.
+    pub fn new(secrets: Arc<SecretStore>, gemini_dir: PathBuf) -> Self {
+        Self {
+            store: CredentialStore::new(secrets),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .redirect(reqwest::redirect::Policy::limited(5))
+                .build()
+                .unwrap_or_default(),
+            slots: Mutex::default(),
+            gemini_tokens: gemini_dir.join("mcp-oauth-tokens.json"),
+            imported: OnceLock::new(),
+            refreshes: AtomicU64::new(0),
+            backoff: Duration::from_millis(250),
+        }
+    }
+
+    /// Where tokens are kept, in words.
+    pub fn storage(&self) -> String {
+        self.store.backend()
+    }
+
+    /// Refresh requests sent so far.
+    pub fn refreshes(&self) -> u64 {
+        self.refreshes.load(Ordering::Relaxed)
+    }
+
+    fn slot(&self, resource: &str) -> Arc<Slot> {
+        self.slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(resource.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(CredentialStore) -> Result<T, crate::secrets::store::SecretsError>
+        + Send
+        + 'static,
+    ) -> Result<T, AuthError> {
+        let store = self.store.clone();
+        match tokio::task::spawn_blocking(move || f(store)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(AuthError::Unavailable(format!("the token store failed: {e}"))),
+            Err(e) => Err(AuthError::Unavailable(format!("the token store failed: {e}"))),
+        }
+    }
+
+    /// The server's credentials: cached, else stored, else imported from Gemini CLI.
+    pub async fn credential(&self, t: &Target) -> Result<Option<Arc<Credential>>, AuthError> {
+        let Some(resource) = t.resource() else { return Ok(None) };
+        let slot = self.slot(&resource);
+        match &*slot.cached.lock().unwrap_or_else(|e| e.into_inner()) {
+            Cached::Held(c) => return Ok(Some(c.clone())),
+            Cached::Absent => return Ok(None),
+            Cached::Unknown => {}
+        }
+        let _flight = slot.flight.lock().await;
+        if let Some(c) = slot.held() {
+            return Ok(Some(c));
+        }
+        let r = resource.clone();
+        let mut found = self.blocking(move |s| s.get(&r)).await?;
+        let marker = r_import_marker(&t.name);
+        let m = marker.clone();
+        if found.is_none()
+            && !self.blocking(move |s| s.has_marker(&m)).await?
+            && let Some(c) = self.import(t, &resource)
+        {
+            // Once per server: signing out later does not bring Gemini CLI's token back.
+            let kept = c.clone();
+            self.blocking(move |s| {
+                s.put(&kept)?;
+                s.set_marker(&marker)
+            })
+            .await?;
+            tracing::info!(server = %t.name, "imported Gemini CLI's OAuth token for it");
+            found = Some(c);
+        }
+        let found = found.map(Arc::new);
+        slot.set(found.clone());
+        Ok(found)
+    }
+
+    /// Problems reading Gemini CLI's token file (nothing was imported from it).
+    pub fn import_warnings(&self) -> Vec<String> {
+        match self.imported_list() {
+            Err(e) => vec![e.clone()],
+            Ok(_) => Vec::new(),
+        }
+    }
+
+    fn imported_list(&self) -> &Result<Vec<Imported>, String> {
+        self.imported.get_or_init(|| {
+            import::read(&self.gemini_tokens).map_err(|e| {
+                tracing::warn!(error = %e, "Gemini CLI's OAuth tokens not imported");
+                e.to_string()
+            })
+        })
+    }
+
+    fn import(&self, t: &Target, resource: &str) -> Option<Credential> {
+        let list = self.imported_list().as_ref().ok()?;
+        let i = list.iter().find(|i| {
+            i.server == t.name
+                && i.server_url
+                    .as_deref()
+                    .is_none_or(|u| discovery::resource_parameter(u).is_ok_and(|r| r == resource))
+        })?;
+        Some(Credential {
+            resource: resource.to_owned(),
+            issuer: None,
+            client_id: i.client_id.clone().or_else(|| t.settings.client_id.clone())?,
+            token_url: i.token_url.clone().or_else(|| t.settings.token_url.clone())?,
+            token: i.token.clone(),
+            updated_at_ms: clock::now_ms(),
+            origin: "imported".into(),
+        })
+    }
+
+    /// The access token to send to the server, refreshed first if it has expired; `None`
+    /// when there are no credentials (the request goes without, and a 401 says to sign in).
+    pub async fn bearer(&self, t: &Target) -> Result<Option<Secret<String>>, AuthError> {
+        let Some(c) = self.credential(t).await? else { return Ok(None) };
+        if !c.token.is_expired(clock::now_ms()) {
+            return Ok(Some(c.token.access.clone()));
+        }
+        Ok(Some(self.refresh(t, &c).await?.token.access.clone()))
+    }
+
+    /// The server answered 401 to `sent`: a token someone already replaced is answered with
+    /// the new one; else the token is refreshed (once, however many callers ask).
+    pub async fn rejected(
+        &self,
+        t: &Target,
+        sent: &Secret<String>,
+    ) -> Result<Secret<String>, AuthError> {
+        let Some(c) = self.credential(t).await? else {
+            return Err(AuthError::NeedsAuth(format!(
+                "the server needs OAuth credentials: {}",
+                t.sign_in_hint()
+            )));
+        };
+        if &c.token.access != sent {
+            return Ok(c.token.access.clone());
+        }
+        if c.token.refresh.is_none() {
+            return Err(AuthError::NeedsAuth(format!(
+                "the server rejected the stored OAuth token: {}",
+                t.sign_in_hint()
+            )));
+        }
+        Ok(self.refresh(t, &c).await?.token.access.clone())
+    }
+
+    /// Refresh `seen`, unless someone already has.
+    async fn refresh(
+        &self,
+        t: &Target,
+        seen: &Arc<Credential>,
+    ) -> Result<Arc<Credential>, AuthError> {
+        let slot = self.slot(&seen.resource);
+        let _flight = slot.flight.lock().await;
+        match slot.held() {
+            Some(now) if !now.same_token(seen) => return Ok(now),
+            None => {
+                return Err(AuthError::NeedsAuth(format!(
+                    "the OAuth credentials were removed: {}",
+                    t.sign_in_hint()
+                )));
+            }
+            Some(_) => {}
+        }
+        if seen.token.refresh.is_none() {
+            return Err(AuthError::NeedsAuth(format!(
+                "the OAuth token expired and there is no refresh token: {}",
+                t.sign_in_hint()
+            )));
+        }
+        let client_id = t.settings.client_id.clone().unwrap_or_else(|| seen.client_id.clone());
+        let secret = t.settings.client_secret.expose().clone().map(Secret::new);
+        let client = token::Client {
+            id: &client_id,
+            secret: secret.as_ref(),
+            audiences: &t.settings.audiences,
+            resource: Some(&seen.resource),
+        };
+        let mut delay = self.backoff;
+        let mut tries = 0;
+        let outcome = loop {
+            tries += 1;
+            self.refreshes.fetch_add(1, Ordering::Relaxed);
+            let r = token::refresh(
+                &self.http,
+                &seen.token_url,
+                &client,
+                &seen.token,
+                &t.settings.scopes,
+                clock::now_ms(),
+            )
+            .await;
+            match r {
+                Err(e) if e.is_transient() && tries < REFRESH_TRIES => {
+                    tracing::info!(server = %t.name, error = %e, "token refresh failed; trying again");
+                    tokio::time::sleep(delay).await;
+                    delay *= 4;
+                }
+                other => break other,
+            }
+        };
+        let fresh = match outcome {
+            Ok(token) => token,
+            Err(TokenError::InvalidGrant(why)) => {
+                let e = TokenError::InvalidGrant(why);
+                let expected = (**seen).clone();
+                let swapped = self.blocking(move |s| s.swap(&expected, None)).await?;
+                return match swapped {
+                    Swapped::Changed(Some(other)) => {
+                        // Someone stored new credentials meanwhile: those are good.
+                        let other = Arc::new(*other);
+                        slot.set(Some(other.clone()));
+                        Ok(other)
+                    }
+                    _ => {
+                        slot.set(None);
+                        tracing::warn!(server = %t.name, "the stored refresh token was refused; removed it");
+                        let why = format!(
+                            "refreshing the OAuth token failed ({e}), so the stored token was \
+                             removed: {}",
+                            t.sign_in_hint()
+                        );
+                        *slot.gone.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
+                        Err(AuthError::NeedsAuth(why))
+                    }
+                };
+            }
+            Err(e) if e.is_transient() => {
+                return Err(AuthError::Unavailable(format!(
+                    "refreshing the OAuth token failed after {tries} tries ({e}); nothing was \
+                     removed, it is tried again with the next attempt"
+                )));
+            }
+            Err(e) => {
+                return Err(AuthError::NeedsAuth(format!(
+                    "refreshing the OAuth token failed ({e}); the stored token is kept: {}",
+                    t.sign_in_hint()
+                )));
+            }
+        };
+        let new = Credential { token: fresh, updated_at_ms: clock::now_ms(), ..(**seen).clone() };
+        let (expected, kept) = ((**seen).clone(), new.clone());
+        let new = Arc::new(new);
+        match self.blocking(move |s| s.swap(&expected, Some(&kept))).await {
+            Ok(Swapped::Done) => {
+                slot.set(Some(new.clone()));
+                Ok(new)
+            }
+            Ok(Swapped::Changed(Some(other))) => {
+                let other = Arc::new(*other);
+                slot.set(Some(other.clone()));
+                Ok(other)
+            }
+            Ok(Swapped::Changed(None)) => {
+                slot.set(None);
+                Err(AuthError::NeedsAuth(format!(
+                    "signed out while the token was refreshed: {}",
+                    t.sign_in_hint()
+                )))
+            }
+            Err(e) => {
+                // The new token works; it is used, and stored again with the next refresh.
+                tracing::warn!(server = %t.name, error = %e, "the refreshed token could not be stored");
+                slot.set(Some(new.clone()));
+                Ok(new)
+            }
+        }
+    }
+
+    /// Start a sign-in: discovery (unless `authorizationUrl` and `tokenUrl` are configured),
+    /// the callback listener, the client's identity, and the URL to open.
+    pub async fn begin(&self, t: &Target, port: Option<u16>) -> Result<SignIn, String> {
+        let s = &t.settings;
+        let resource = discovery::resource_parameter(&t.url).map_err(|e| e.to_string())?;
+        let mut endpoints = match (&s.authorization_url, &s.token_url) {
+            (Some(a), Some(tk)) => OAuthEndpoints {
+                authorization_url: a.clone(),
+                token_url: tk.clone(),
+                registration_url: s.registration_url.clone(),
+                issuer: None,
+                scopes: Vec::new(),
+                iss_supported: false,
+                cimd_supported: false,
+                resource,
+            },
+            _ => {
+                let challenge = self.challenge(&t.url).await;
+                discovery::discover(&self.http, &t.url, challenge.as_deref())
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
+        };
+        if !s.scopes.is_empty() {
+            endpoints.scopes.clone_from(&s.scopes);
+        }
+        if endpoints.registration_url.is_none() {
+            endpoints.registration_url.clone_from(&s.registration_url);
+        }
+        let port = port.or_else(|| s.redirect_port()).unwrap_or(0);
+        let callback = Callback::bind(port).await.map_err(|e| e.to_string())?;
+        let redirect_uri = s.redirect_uri.clone().unwrap_or_else(|| callback.redirect_uri());
+        let (client_id, client) = match (&s.client_id, &s.client_metadata_url) {
+            (Some(id), _) => (id.clone(), "configured"),
+            (None, Some(doc)) if endpoints.cimd_supported => (doc.clone(), "metadata-document"),
+            (None, _) => {
+                let Some(reg) = &endpoints.registration_url else {
+                    return Err(format!(
+                        "the authorization server offers no dynamic client registration: set \
+                         `oauth.clientId` for '{}' in settings.json",
+                        t.name
+                    ));
+                };
+                let id = token::register(&self.http, reg, &redirect_uri, &endpoints.scopes)
+                    .await
+                    .map_err(|e| format!("client registration failed: {e}"))?;
+                (id, "registered")
+            }
+        };
+        let attempt = flow::Attempt::new();
+        let url =
+            flow::authorization_url(&endpoints, &client_id, &redirect_uri, &attempt, &s.audiences)?;
+        Ok(SignIn { url, redirect_uri, client, endpoints, client_id, attempt, callback })
+    }
+
+    /// The server's `WWW-Authenticate`, from an unauthenticated request.
+    async fn challenge(&self, url: &str) -> Option<String> {
+        let probe = serde_json::json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "geminid", "version": geminid_protocol::DAEMON_VERSION}}
+        });
+        let header = |r: &reqwest::Response| {
+            r.headers()
+                .get(reqwest::header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let post = self
+            .http
+            .post(url)
+            .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
+            .json(&probe)
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await;
+        if let Ok(r) = &post
+            && let Some(h) = header(r)
+        {
+            return Some(h);
+        }
+        let get = self
+            .http
+            .get(url)
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .ok()?;
+        header(&get)
+    }
+
+    /// Wait for the browser, exchange the code, and store the token. `exchanging` is called
+    /// once the code has come.
+    pub async fn finish(
+        &self,
+        t: &Target,
+        sign_in: SignIn,
+        within: Duration,
+        exchanging: impl FnOnce(),
+    ) -> Result<(), String> {
+        let SignIn { redirect_uri, endpoints, client_id, attempt, callback, .. } = sign_in;
+        let expect = Expect {
+            state: attempt.state.clone(),
+            issuer: endpoints.issuer.clone(),
+            iss_required: endpoints.iss_supported,
+        };
+        let code = callback.code(&expect, within).await.map_err(|e| e.to_string())?;
+        exchanging();
+        let secret = t.settings.client_secret.expose().clone().map(Secret::new);
+        let client = token::Client {
+            id: &client_id,
+            secret: secret.as_ref(),
+            audiences: &t.settings.audiences,
+            resource: Some(&endpoints.resource),
+        };
+        let token: Token = token::exchange_code(
+            &self.http,
+            &endpoints.token_url,
+            &client,
+            &code,
+            &attempt.verifier,
+            &redirect_uri,
+            clock::now_ms(),
+        )
+        .await
+        .map_err(|e| format!("exchanging the code failed: {e}"))?;
+        let c = Credential {
+            resource: endpoints.resource.clone(),
+            issuer: endpoints.issuer.clone(),
+            client_id,
+            token_url: endpoints.token_url.clone(),
+            token,
+            updated_at_ms: clock::now_ms(),
+            origin: "signed-in".into(),
+        };
+        let slot = self.slot(&c.resource);
+        let _flight = slot.flight.lock().await;
+        let kept = c.clone();
+        self.blocking(move |s| s.put(&kept)).await.map_err(|e| e.to_string())?;
+        slot.set(Some(Arc::new(c)));
+        *slot.gone.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(())
+    }
+
+    /// Why the server's credentials were removed, if a refused refresh removed them (until
+    /// the next sign-in).
+    pub fn why_gone(&self, t: &Target) -> Option<String> {
+        let slot = self.slot(&t.resource()?);
+        slot.gone.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Forget a server's credentials; whether there were any.
+    pub async fn logout(&self, t: &Target) -> Result<bool, AuthError> {
+        let Some(resource) = t.resource() else { return Ok(false) };
+        let slot = self.slot(&resource);
+        let _flight = slot.flight.lock().await;
+        let r = resource.clone();
+        let removed = self.blocking(move |s| s.delete(&r)).await?;
+        slot.set(None);
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests;

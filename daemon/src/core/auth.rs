@@ -1,0 +1,239 @@
+//! Signing in to remote MCP servers (`auth/*`): the daemon runs the whole flow (discovery, the
+//! loopback callback, the exchange, the reconnect) and a client follows its steps with
+//! `auth/progress`; a browser is opened by the client, never by the daemon.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use geminid_protocol::auth::{
+    AuthBegun, AuthEntry, AuthProgress, AuthState, AuthStatusResult, AuthStep,
+};
+use geminid_protocol::mcp::{ServerState, ServerStatus};
+use tokio::sync::watch;
+
+use super::Core;
+use crate::clock;
+use crate::mcp::SessionView;
+use crate::mcp::authed::{self, Remote};
+use crate::session::SessionError;
+
+/// How long `auth/progress` waits for the next step before answering with the current one.
+const PROGRESS_POLL: Duration = Duration::from_secs(30);
+
+/// How long a finished sign-in's outcome stays readable.
+const KEEP_DONE: Duration = Duration::from_secs(120);
+
+/// Sign-ins under way (and finished lately), by attempt id.
+#[derive(Debug, Default)]
+pub(crate) struct SignIns {
+    attempts: Mutex<HashMap<String, watch::Receiver<AuthProgress>>>,
+}
+
+/// Why an `auth/*` request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthFailure {
+    /// The session is unknown.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// No remote server of that name in the session.
+    #[error("{0}")]
+    NotFound(String),
+    /// The sign-in could not start, or the store failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+fn step(tx: &watch::Sender<AuthProgress>, step: AuthStep, message: Option<String>) {
+    tx.send_modify(|p| {
+        p.seq += 1;
+        p.step = step;
+        p.message = message;
+    });
+}
+
+impl Core {
+    /// The session's remote servers.
+    pub(crate) fn remotes(&self, session: &str) -> Result<Vec<Remote>, SessionError> {
+        let known = self.baselines().get(session).cloned();
+        let config = match known {
+            Some(c) => c,
+            None => self.compute(session)?,
+        };
+        let env = self.session_env(session);
+        Ok(authed::remotes(SessionView { id: session, config: &config, env: &env }))
+    }
+
+    fn remote(&self, session: &str, name: &str) -> Result<Remote, AuthFailure> {
+        let key = crate::config::enablement::normalize(name);
+        self.remotes(session)?
+            .into_iter()
+            .find(|r| crate::config::enablement::normalize(&r.name) == key)
+            .ok_or_else(|| {
+                AuthFailure::NotFound(format!(
+                    "no remote MCP server named '{name}' in this session (OAuth is for servers \
+                     with `url` or `httpUrl`; `gemctl mcp list` shows them)"
+                ))
+            })
+    }
+
+    /// Start signing in to a server; the daemon then waits for the browser.
+    pub async fn auth_begin(
+        self: &Arc<Self>,
+        session: &str,
+        name: &str,
+        callback_port: Option<u16>,
+    ) -> Result<AuthBegun, AuthFailure> {
+        let remote = self.remote(session, name)?;
+        let sign_in =
+            self.auth.begin(&remote.target, callback_port).await.map_err(AuthFailure::Failed)?;
+        let attempt = uuid::Uuid::new_v4().simple().to_string();
+        let begun = AuthBegun {
+            attempt: attempt.clone(),
+            url: sign_in.url.clone(),
+            redirect_uri: sign_in.redirect_uri.clone(),
+            issuer: sign_in.endpoints.issuer.clone(),
+            client: sign_in.client.to_owned(),
+            timeout_ms: u64::try_from(self.info.mcp.oauth_timeout.as_millis()).unwrap_or(u64::MAX),
+        };
+        let first =
+            AuthProgress { seq: 1, step: AuthStep::WaitingForBrowser, message: None, server: None };
+        let (tx, rx) = watch::channel(first);
+        self.sign_ins
+            .attempts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(attempt.clone(), rx);
+        tracing::info!(server = %remote.name, client = sign_in.client, "sign-in started; waiting for the browser");
+        let (core, session) = (self.clone(), session.to_owned());
+        let within = self.info.mcp.oauth_timeout;
+        tokio::spawn(async move {
+            let t = &remote.target;
+            let done = core
+                .auth
+                .finish(t, sign_in, within, || step(&tx, AuthStep::Exchanging, None))
+                .await;
+            match done {
+                Err(why) => {
+                    tracing::warn!(server = %remote.name, reason = %why, "sign-in failed");
+                    step(&tx, AuthStep::Failed, Some(why));
+                }
+                Ok(()) => {
+                    tracing::info!(server = %remote.name, "signed in; reconnecting");
+                    step(&tx, AuthStep::Reconnecting, None);
+                    let status = core.reconnect(&session, &remote.name).await;
+                    let (outcome, message) = match &status {
+                        Some(s) if s.state == ServerState::Connected => (AuthStep::Connected, None),
+                        Some(s) => (
+                            AuthStep::Failed,
+                            Some(s.last_error.clone().unwrap_or_else(|| {
+                                format!("the server is {}", s.state.label().to_lowercase())
+                            })),
+                        ),
+                        None => (AuthStep::Failed, Some("the server did not start".into())),
+                    };
+                    tx.send_modify(|p| {
+                        p.seq += 1;
+                        p.step = outcome;
+                        p.message = message;
+                        p.server = status;
+                    });
+                }
+            }
+            tokio::time::sleep(KEEP_DONE).await;
+            core.sign_ins.attempts.lock().unwrap_or_else(|e| e.into_inner()).remove(&attempt);
+        });
+        Ok(begun)
+    }
+
+    /// Restart a server with its new credentials (starting the session's servers if they
+    /// are not running); its status once the attempt settled.
+    async fn reconnect(&self, session: &str, name: &str) -> Option<ServerStatus> {
+        if let Ok(server) = self.mcp.find(Some(session), name) {
+            return Some(self.mcp.restart(&server).await);
+        }
+        let started = self.start(session, true).await.ok()?;
+        started.servers.into_iter().find(|s| s.name == name)
+    }
+
+    /// The sign-in's next step after `after` (or, after a while, its current one).
+    pub async fn auth_progress(
+        &self,
+        attempt: &str,
+        after: u32,
+    ) -> Result<AuthProgress, AuthFailure> {
+        let rx =
+            self.sign_ins.attempts.lock().unwrap_or_else(|e| e.into_inner()).get(attempt).cloned();
+        let Some(mut rx) = rx else {
+            return Err(AuthFailure::NotFound(format!(
+                "no sign-in {attempt:?} (it ended more than {} ago, or never began)",
+                humantime::format_duration(KEEP_DONE)
+            )));
+        };
+        let _ = tokio::time::timeout(PROGRESS_POLL, rx.wait_for(|p| p.seq > after)).await;
+        Ok(rx.borrow().clone())
+    }
+
+    /// Every remote server's credentials, as far as they may be shown.
+    pub async fn auth_status(&self, session: &str) -> Result<AuthStatusResult, AuthFailure> {
+        let mut servers = Vec::new();
+        for r in self.remotes(session)? {
+            let c = self
+                .auth
+                .credential(&r.target)
+                .await
+                .map_err(|e| AuthFailure::Failed(e.to_string()))?;
+            let entry = match c {
+                None => AuthEntry {
+                    name: r.name,
+                    url: r.shown,
+                    state: AuthState::None,
+                    issuer: None,
+                    expires_at_ms: None,
+                    refreshable: false,
+                    scope: None,
+                    origin: None,
+                },
+                Some(c) => {
+                    let refreshable = c.token.refresh.is_some();
+                    let expired = c.token.is_expired(clock::now_ms());
+                    AuthEntry {
+                        name: r.name,
+                        url: r.shown,
+                        state: if expired && !refreshable {
+                            AuthState::Expired
+                        } else {
+                            AuthState::SignedIn
+                        },
+                        issuer: c.issuer.clone(),
+                        expires_at_ms: c.token.expires_at_ms,
+                        refreshable,
+                        scope: c.token.scope.clone(),
+                        origin: Some(c.origin.clone()),
+                    }
+                }
+            };
+            servers.push(entry);
+        }
+        Ok(AuthStatusResult {
+            storage: self.auth.storage(),
+            servers,
+            warnings: self.auth.import_warnings(),
+        })
+    }
+
+    /// Forget a server's credentials, and restart it if it runs (it then needs a sign-in).
+    pub async fn auth_logout(&self, session: &str, name: &str) -> Result<bool, AuthFailure> {
+        let remote = self.remote(session, name)?;
+        let removed = self
+            .auth
+            .logout(&remote.target)
+            .await
+            .map_err(|e| AuthFailure::Failed(e.to_string()))?;
+        tracing::info!(server = %remote.name, removed, "signed out");
+        if let Ok(server) = self.mcp.find(Some(session), &remote.name) {
+            self.mcp.restart(&server).await;
+        }
+        Ok(removed)
+    }
+}

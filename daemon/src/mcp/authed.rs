@@ -1,0 +1,294 @@
+//! Streamable HTTP with OAuth: rmcp's reqwest client, with the token resolved for every request
+//! (so a token refreshed for one call serves the next) and a 401 to a token answered by
+//! asking [`Auth`] for a new one (refreshed once, however many requests were refused) and
+//! sending the request again, once.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use futures::stream::BoxStream;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use sse_stream::Sse;
+
+use super::connect::ConnectError;
+use crate::auth::{Auth, AuthError, Target};
+use crate::secrets::Secret;
+
+type Error = StreamableHttpError<reqwest::Error>;
+
+/// A reqwest client that sends the server's OAuth token (none when the entry sets its own
+/// `Authorization` header).
+#[derive(Clone)]
+pub(crate) struct AuthedHttp {
+    http: reqwest::Client,
+    auth: Option<Arc<Auth>>,
+    target: Arc<Target>,
+    /// Why the last request went without a token (read when the connection fails).
+    failure: Arc<Mutex<Option<AuthError>>>,
+    /// Ends the connection once its credentials are gone for good (a refused refresh): the
+    /// server then reconnects without, and waits in `needs-auth` for a sign-in.
+    on_loss: Arc<Mutex<Option<rmcp::service::RunningServiceCancellationToken>>>,
+}
+
+impl std::fmt::Debug for AuthedHttp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthedHttp").field("target", &self.target.name).finish_non_exhaustive()
+    }
+}
+
+impl AuthedHttp {
+    /// For the server `target`, whose configured headers are `headers`.
+    pub(crate) fn new(auth: Option<Arc<Auth>>, target: Target, headers: &HeaderMap) -> Self {
+        let own = headers.contains_key(reqwest::header::AUTHORIZATION);
+        Self {
+            http: reqwest::Client::default(),
+            auth: auth.filter(|_| !own),
+            target: Arc::new(target),
+            failure: Arc::default(),
+            on_loss: Arc::default(),
+        }
+    }
+
+    /// Close the connection of `token` when its credentials are gone.
+    pub(crate) fn close_on_loss(&self, token: rmcp::service::RunningServiceCancellationToken) {
+        *self.on_loss.lock().unwrap_or_else(|e| e.into_inner()) = Some(token);
+    }
+
+    /// Why a connection that failed with `e` (401 or not) failed, in the supervisor's terms.
+    pub(crate) fn classify(&self, unauthorized: bool, msg: String) -> ConnectError {
+        match self.failure() {
+            Some(AuthError::NeedsAuth(m)) => ConnectError::NeedsAuth(m),
+            Some(AuthError::Unavailable(m)) => ConnectError::Failed(m),
+            None if unauthorized
+                && let Some(why) = self.auth.as_ref().and_then(|a| a.why_gone(&self.target)) =>
+            {
+                ConnectError::NeedsAuth(why)
+            }
+            None if unauthorized && self.auth.is_some() => ConnectError::NeedsAuth(format!(
+                "the server answered 401 Unauthorized ({msg}): sign in with `gemctl mcp auth {}`",
+                self.target.name
+            )),
+            None if unauthorized => ConnectError::NeedsAuth(format!(
+                "the server answered 401 Unauthorized ({msg}): the configured Authorization \
+                 header was refused"
+            )),
+            None => ConnectError::Failed(msg),
+        }
+    }
+
+    /// The headers for a legacy SSE connection: the configured ones, with the token. After a
+    /// 401 to `sent`, with the token to try again with (`None`: there is none to try).
+    pub(crate) async fn sse_headers(
+        &self,
+        headers: &HeaderMap,
+        sent: Option<&Secret<String>>,
+    ) -> Option<(HeaderMap, Option<Secret<String>>)> {
+        let token = match sent {
+            None => self.token().await,
+            Some(s) => Some(self.again(Some(s)).await?),
+        };
+        let mut h = headers.clone();
+        if let Some(t) = &token
+            && let Ok(v) = HeaderValue::try_from(format!("Bearer {}", t.expose()))
+        {
+            h.insert(reqwest::header::AUTHORIZATION, v);
+        }
+        Some((h, token))
+    }
+
+    /// Why the last request could not carry a token, if it could not.
+    pub(crate) fn failure(&self) -> Option<AuthError> {
+        self.failure.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn note(&self, e: Option<AuthError>) {
+        if matches!(e, Some(AuthError::NeedsAuth(_)))
+            && let Some(close) = self.on_loss.lock().unwrap_or_else(|e| e.into_inner()).take()
+        {
+            close.cancel();
+        }
+        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = e;
+    }
+
+    async fn token(&self) -> Option<Secret<String>> {
+        let auth = self.auth.as_ref()?;
+        match auth.bearer(&self.target).await {
+            Ok(t) => {
+                self.note(None);
+                t
+            }
+            Err(e) => {
+                self.note(Some(e));
+                None
+            }
+        }
+    }
+
+    /// After a 401 to `sent`: the token to try again with.
+    async fn again(&self, sent: Option<&Secret<String>>) -> Option<Secret<String>> {
+        let (sent, auth) = (sent?, self.auth.as_ref()?);
+        match auth.rejected(&self.target, sent).await {
+            Ok(t) => Some(t),
+            Err(e) => {
+                self.note(Some(e));
+                None
+            }
+        }
+    }
+}
+
+fn unauthorized(e: &Error) -> bool {
+    match e {
+        StreamableHttpError::AuthRequired(_) => true,
+        StreamableHttpError::HttpStatus(s) => s.status == 401,
+        _ => false,
+    }
+}
+
+fn bare(t: Option<&Secret<String>>) -> Option<String> {
+    t.map(|t| t.expose().clone())
+}
+
+impl AuthedHttp {
+    /// Send with the token; after a 401 to it, once more with the one [`Auth`] gives instead.
+    async fn send<T, F>(&self, request: impl Fn(Option<String>) -> F) -> Result<T, Error>
+    where
+        F: Future<Output = Result<T, Error>>,
+    {
+        let token = self.token().await;
+        match request(bare(token.as_ref())).await {
+            Err(e) if unauthorized(&e) => match self.again(token.as_ref()).await {
+                Some(t) => request(bare(Some(&t))).await,
+                None => Err(e),
+            },
+            other => other,
+        }
+    }
+}
+
+impl StreamableHttpClient for AuthedHttp {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        self.send(|auth| {
+            let (u, m, s, h) = (uri.clone(), message.clone(), session_id.clone(), headers.clone());
+            self.http.post_message(u, m, s, auth, h)
+        })
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+        max: usize,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        self.send(|auth| {
+            let (u, m, s, h) = (uri.clone(), message.clone(), session_id.clone(), headers.clone());
+            self.http.post_message_with_max_sse_event_size(u, m, s, auth, h, max)
+        })
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        self.send(|auth| {
+            let (u, m, s, h) = (uri.clone(), message.clone(), session_id.clone(), headers.clone());
+            self.http.post_message_with_response_limits(u, m, s, auth, h, limits)
+        })
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        _auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), Error> {
+        self.send(|auth| {
+            self.http.delete_session(uri.clone(), session_id.clone(), auth, headers.clone())
+        })
+        .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        self.send(|auth| {
+            let (u, s, l, h) =
+                (uri.clone(), session_id.clone(), last_event_id.clone(), headers.clone());
+            self.http.get_stream(u, s, l, auth, h)
+        })
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+        max: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        self.send(|auth| {
+            let (u, s, l, h) =
+                (uri.clone(), session_id.clone(), last_event_id.clone(), headers.clone());
+            self.http.get_stream_with_max_sse_event_size(u, s, l, auth, h, max)
+        })
+        .await
+    }
+}
+
+/// A session's remote server: its name, its URL as shown, and what its tokens are for.
+#[derive(Debug, Clone)]
+pub(crate) struct Remote {
+    /// The entry's name.
+    pub name: String,
+    /// Its URL as written (no expanded secrets).
+    pub shown: String,
+    /// Its token's target.
+    pub target: Target,
+}
+
+/// The session's remote servers (those it could run; a blocked one is left out).
+pub(crate) fn remotes(view: super::SessionView<'_>) -> Vec<Remote> {
+    super::supervisor::Supervisor::entries(view)
+        .into_iter()
+        .filter_map(|(name, (_, launch))| {
+            let (spec, _, shown) = launch?;
+            let super::spec::LaunchSpec::Network { url, oauth, .. } = spec else { return None };
+            let target = Target { name: name.clone(), url, settings: oauth };
+            Some(Remote { name, shown, target })
+        })
+        .collect()
+}

@@ -1,0 +1,42 @@
+//! `auth/*`: translation to `core::auth`.
+
+use geminid_protocol::api::AuthApiServer;
+use geminid_protocol::auth::{
+    AuthBeginParams, AuthBegun, AuthLogoutParams, AuthLogoutResult, AuthProgress,
+    AuthProgressParams, AuthStatusParams, AuthStatusResult,
+};
+use geminid_protocol::error::ErrorCode;
+use jsonrpsee::core::{RpcResult, async_trait};
+use jsonrpsee::types::ErrorObjectOwned;
+
+use super::Handler;
+use super::session::rpc_error;
+use crate::core::auth::AuthFailure;
+
+fn auth_error(e: AuthFailure) -> ErrorObjectOwned {
+    match e {
+        AuthFailure::Session(e) => rpc_error(e),
+        AuthFailure::NotFound(m) => ErrorCode::ServerNotFound.error(m),
+        AuthFailure::Failed(m) => ErrorCode::NeedsAuth.error(m),
+    }
+}
+
+#[async_trait]
+impl AuthApiServer for Handler {
+    async fn auth_begin(&self, p: AuthBeginParams) -> RpcResult<AuthBegun> {
+        self.core.auth_begin(&p.session, &p.name, p.callback_port).await.map_err(auth_error)
+    }
+
+    async fn auth_progress(&self, p: AuthProgressParams) -> RpcResult<AuthProgress> {
+        self.core.auth_progress(&p.attempt, p.after).await.map_err(auth_error)
+    }
+
+    async fn auth_status(&self, p: AuthStatusParams) -> RpcResult<AuthStatusResult> {
+        self.core.auth_status(&p.session).await.map_err(auth_error)
+    }
+
+    async fn auth_logout(&self, p: AuthLogoutParams) -> RpcResult<AuthLogoutResult> {
+        let removed = self.core.auth_logout(&p.session, &p.name).await.map_err(auth_error)?;
+        Ok(AuthLogoutResult { name: p.name, removed })
+    }
+}

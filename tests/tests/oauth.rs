@@ -1,0 +1,258 @@
+//! OAuth with the real daemon and gemctl against the fixture's OAuth mode (a protected MCP
+//! server and its authorization server on 127.0.0.1, `tests/src/fixture/oauth.rs`), signed in
+//! headlessly through `$BROWSER` set to a helper that follows the redirect.
+
+use std::time::Duration;
+
+use geminid_protocol::api::{McpApiClient, ToolsApiClient};
+use geminid_protocol::mcp::{ListServersParams, ServerState, ServerStatus, StartParams};
+use geminid_protocol::tools::ToolsCallParams;
+use geminid_tests::mcp::{NetFixture, Setup, fixture};
+use geminid_tests::{TestHome, eventually};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(15);
+const TOKEN_PREFIX: &str = "geminid-test-token-";
+
+/// The fixture's OAuth site and the daemon that uses it.
+struct Site {
+    fx: NetFixture,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Site {
+    fn start() -> anyhow::Result<Self> {
+        let fx = NetFixture::start("--http", &["--oauth"])?;
+        let base = fx.url.trim_end_matches("/mcp").to_owned();
+        Ok(Self { fx, base, http: reqwest::Client::new() })
+    }
+
+    async fn control(&self, v: Value) -> anyhow::Result<()> {
+        self.http.post(format!("{}/control", self.base)).body(v.to_string()).send().await?;
+        Ok(())
+    }
+
+    async fn counts(&self) -> anyhow::Result<Value> {
+        Ok(self.http.get(format!("{}/control", self.base)).send().await?.json().await?)
+    }
+}
+
+fn count(v: &Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or(0)
+}
+
+/// Everything shown to anyone: outputs, logs; a test token in any of it is a leak.
+#[derive(Default)]
+struct Shown(String);
+
+impl Shown {
+    fn add(&mut self, s: &str) {
+        self.0.push_str(s);
+        self.0.push('\n');
+    }
+}
+
+/// `gemctl --session S ARGS` with `$BROWSER` set to the helper: (code, stdout, stderr).
+fn gemctl(
+    home: &TestHome,
+    session: &str,
+    args: &[&str],
+    shown: &mut Shown,
+) -> anyhow::Result<(i32, String, String)> {
+    let mut all = vec!["--session", session];
+    all.extend_from_slice(args);
+    let out = home
+        .gemctl_cmd(&all)
+        .env("BROWSER", format!("{} --browser", fixture()))
+        .env_remove("OAUTH_CALLBACK_PORT")
+        .output()?;
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    shown.add(&o);
+    shown.add(&e);
+    Ok((out.status.code().unwrap_or(-1), o, e))
+}
+
+async fn server(s: &Setup, name: &str) -> anyhow::Result<ServerStatus> {
+    let list = s
+        .client
+        .mcp_list_servers(Some(ListServersParams { session: Some(s.session.clone()) }))
+        .await?;
+    list.servers
+        .into_iter()
+        .find(|x| x.name == name)
+        .ok_or_else(|| anyhow::anyhow!("no server {name}"))
+}
+
+fn echo(session: &str, text: &str) -> ToolsCallParams {
+    ToolsCallParams {
+        session: session.to_owned(),
+        name: "mcp_remote_echo".into(),
+        args: json!({ "text": text }).as_object().cloned(),
+        call_id: None,
+        confirmed: false,
+    }
+}
+
+#[tokio::test]
+async fn a_headless_sign_in_connects_and_one_refresh_serves_fifty_calls() -> anyhow::Result<()> {
+    let site = Site::start()?;
+    let s = Setup::new(json!({ "remote": { "httpUrl": site.fx.url } })).await?;
+    let mut shown = Shown::default();
+    let started =
+        s.client.mcp_start(StartParams { session: s.session.clone(), wait: true }).await?.servers;
+    let remote = started.iter().find(|x| x.name == "remote").cloned();
+    let remote = remote.ok_or_else(|| anyhow::anyhow!("{started:?}"))?;
+    assert_eq!(remote.state, ServerState::NeedsAuth, "{remote:?}");
+    let why = remote.last_error.clone().unwrap_or_default();
+    assert!(why.contains("gemctl mcp auth remote"), "the error names the fix: {why}");
+
+    let (code, out, err) = gemctl(&s.home, &s.session, &["mcp", "auth", "remote"], &mut shown)?;
+    assert_eq!(code, 0, "{out}{err}");
+    for step in [
+        "discovering",
+        "registered as a new client",
+        "waiting for the browser",
+        "exchanging the code",
+        "reconnecting",
+        "signed in and connected",
+    ] {
+        assert!(err.contains(step), "step {step:?} shown: {err}");
+    }
+    assert!(out.contains("/as/authorize?"), "the URL is printed: {out}");
+    let sent = site.counts().await?["lastAuthorize"].clone();
+    assert_eq!(sent["code_challenge_method"], "S256");
+    assert_eq!(sent["resource"], json!(site.fx.url));
+    assert_eq!(sent["scope"], "mcp", "the challenge's scope");
+    assert!(sent["redirect_uri"].as_str().unwrap_or_default().starts_with("http://127.0.0.1:"));
+    assert_eq!(server(&s, "remote").await?.state, ServerState::Connected);
+    let r = s.client.tools_call(echo(&s.session, "hi")).await?;
+    assert_eq!(r.display, "hi");
+
+    let status = s.home.gemctl_json(&["--session", &s.session, "mcp", "auth", "--status"])?;
+    shown.add(&status.to_string());
+    let row = &status["servers"][0];
+    assert_eq!((row["name"].as_str(), row["state"].as_str()), (Some("remote"), Some("signed-in")));
+    assert_eq!(row["issuer"], json!(format!("{}/as", site.base)));
+    assert_eq!(row["refreshable"], true);
+    assert!(status["storage"].as_str().unwrap_or_default().contains("secrets.json"), "{status}");
+
+    // Every access token refused at once (mid-session): 50 calls in flight, one refresh.
+    site.control(json!({ "revoke": true, "expiresIn": 301 })).await?;
+    let calls = (0..50).map(|i| s.client.tools_call(echo(&s.session, &format!("n{i}"))));
+    for (i, r) in futures::future::join_all(calls).await.into_iter().enumerate() {
+        assert_eq!(r?.display, format!("n{i}"));
+    }
+    let counts = site.counts().await?;
+    assert_eq!(
+        count(&counts, "refreshes"),
+        1,
+        "exactly one refresh for 50 refused calls: {counts}"
+    );
+    // That token (301 s) is within the 5-minute margin a second later: refreshed before use,
+    // once for 50 calls.
+    site.control(json!({ "expiresIn": 3600 })).await?;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let calls = (0..50).map(|i| s.client.tools_call(echo(&s.session, &format!("m{i}"))));
+    for r in futures::future::join_all(calls).await {
+        r?;
+    }
+    let counts = site.counts().await?;
+    assert_eq!(count(&counts, "refreshes"), 2, "one proactive refresh: {counts}");
+    assert_eq!(count(&counts, "refused"), 0, "a rotated refresh token is never sent twice");
+
+    // A refresh the server refuses: the token is removed and the server needs a sign-in,
+    // saying how.
+    site.control(json!({ "revoke": true, "fail": "refresh" })).await?;
+    let r = s.client.tools_call(echo(&s.session, "x")).await;
+    shown.add(&format!("{r:?}"));
+    let needs =
+        || async { server(&s, "remote").await.is_ok_and(|x| x.state == ServerState::NeedsAuth) };
+    assert!(eventually(WAIT, needs).await, "{:?}", server(&s, "remote").await);
+    let st = server(&s, "remote").await?;
+    let why = st.last_error.clone().unwrap_or_default();
+    assert!(why.contains("gemctl mcp auth remote") && why.contains("invalid_grant"), "{why}");
+    let (_, out, _) = gemctl(&s.home, &s.session, &["mcp", "auth", "--status"], &mut shown)?;
+    assert!(out.contains("remote: not signed in"), "{out}");
+
+    // Signed in again, then out: the server needs a sign-in once more.
+    site.control(json!({ "fail": null })).await?;
+    let (code, out, err) = gemctl(&s.home, &s.session, &["mcp", "auth", "remote"], &mut shown)?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = gemctl(&s.home, &s.session, &["mcp", "logout", "remote"], &mut shown)?;
+    assert_eq!(code, 0);
+    assert!(out.contains("Signed out of 'remote'"), "{out}");
+    assert_eq!(server(&s, "remote").await?.state, ServerState::NeedsAuth);
+
+    // No token anywhere anyone sees: outputs, the daemon's log, the server's log, and the
+    // secrets file keeps them hex-encoded.
+    let (_, logs, _) = gemctl(&s.home, &s.session, &["mcp", "logs", "remote"], &mut shown)?;
+    assert!(logs.contains("401"), "{logs}");
+    shown.add(&s.daemon.log());
+    let secrets = std::fs::read_to_string(s.home.data_dir().join("secrets.json"))?;
+    shown.add(&secrets);
+    assert!(!shown.0.contains(TOKEN_PREFIX), "a test token was shown");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_sign_in_that_goes_wrong_says_why_and_stores_nothing() -> anyhow::Result<()> {
+    let site = Site::start()?;
+    let s = Setup::with_args(
+        json!({ "remote": { "httpUrl": site.fx.url } }),
+        &["--oauth-timeout", "1s"],
+    )
+    .await?;
+    s.client.mcp_start(StartParams { session: s.session.clone(), wait: true }).await?;
+    let mut shown = Shown::default();
+    let cases = [
+        ("as-down", "no OAuth metadata found"),
+        (
+            "register",
+            "client registration failed: the authorization server answered invalid_client_metadata: registration is closed",
+        ),
+        ("state", "state is not this sign-in's"),
+        ("iss", "comes from issuer \"http://evil.example/as\""),
+        ("error", "answered access_denied: the user said no"),
+        ("never", "nobody finished signing in within 1s"),
+        ("token-html", "answered 200 with text/html, not a token"),
+        ("token-500", "could not be reached"),
+        ("resource", "protected-resource metadata is for https://elsewhere.example/mcp"),
+    ];
+    for (mode, expected) in cases {
+        site.control(json!({ "fail": mode })).await?;
+        let (code, out, err) = gemctl(&s.home, &s.session, &["mcp", "auth", "remote"], &mut shown)?;
+        assert_ne!(code, 0, "{mode}: {out}{err}");
+        assert!(err.contains(expected), "{mode}: expected {expected:?} in: {err}");
+        let status = s.home.gemctl_json(&["--session", &s.session, "mcp", "auth", "--status"])?;
+        assert_eq!(status["servers"][0]["state"], "none", "{mode}: nothing stored: {status}");
+    }
+    // Fixed, it works, on the port OAUTH_CALLBACK_PORT names.
+    site.control(json!({ "fail": null })).await?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let out = s
+        .home
+        .gemctl_cmd(&["--session", &s.session, "mcp", "auth", "remote"])
+        .env("BROWSER", format!("{} --browser", fixture()))
+        .env("OAUTH_CALLBACK_PORT", port.to_string())
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let sent = site.counts().await?["lastAuthorize"].clone();
+    assert_eq!(sent["redirect_uri"], json!(format!("http://127.0.0.1:{port}/oauth/callback")));
+    let bad = s
+        .home
+        .gemctl_cmd(&["--session", &s.session, "mcp", "auth", "remote"])
+        .env("OAUTH_CALLBACK_PORT", "http")
+        .output()?;
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("is not a port number"));
+    // A name that is not a remote server.
+    let (code, _, err) = gemctl(&s.home, &s.session, &["mcp", "auth", "nope"], &mut shown)?;
+    assert!(code != 0 && err.contains("no remote MCP server named 'nope'"), "{err}");
+    shown.add(&s.daemon.log());
+    assert!(!shown.0.contains(TOKEN_PREFIX), "a test token was shown");
+    Ok(())
+}
