@@ -34,6 +34,8 @@ pub struct OAuthEndpoints {
     pub iss_supported: bool,
     /// `client_id_metadata_document_supported`: a client id may be a metadata document's URL.
     pub cimd_supported: bool,
+    /// `token_endpoint_auth_methods_supported` (empty: not said).
+    pub auth_methods: Vec<String>,
     /// The `resource` parameter to send: the server URL without query or fragment.
     pub resource: String,
 }
@@ -49,6 +51,18 @@ pub enum DiscoveryError {
     )]
     ResourceMismatch {
         /// What the server URL is.
+        expected: String,
+        /// What the metadata says.
+        found: String,
+    },
+    /// The authorization-server metadata names another issuer than the one it was fetched
+    /// for (RFC 8414 §3.3): a misconfiguration or an impersonation.
+    #[error(
+        "the authorization server's metadata names issuer {found:?}, not {expected:?}: refusing \
+         to use it"
+    )]
+    IssuerMismatch {
+        /// The issuer asked for.
         expected: String,
         /// What the metadata says.
         found: String,
@@ -137,13 +151,16 @@ pub fn challenge_param(header: &str, name: &str) -> Option<String> {
     None
 }
 
-/// Whether the metadata's `resource` names the server URL (a root with or without its slash).
-fn same_resource(found: &str, expected: &str) -> bool {
-    let norm = |s: &str| match reqwest::Url::parse(s) {
-        Ok(u) => format!("{}{}", origin(&u), path_of(&u)),
-        Err(_) => s.trim_end_matches('/').to_owned(),
+/// Whether the metadata's `resource` covers the server URL: the same origin, and its path
+/// the server's or a parent of it by whole segments (RFC 9728 §3.3 with the MCP SDKs' rule; a
+/// root with or without its slash). Gemini CLI asks for equality, which refuses a server whose
+/// metadata is at the root and names the origin.
+fn covers(found: &str, expected: &str) -> bool {
+    let (Ok(f), Ok(e)) = (reqwest::Url::parse(found), reqwest::Url::parse(expected)) else {
+        return found.trim_end_matches('/') == expected.trim_end_matches('/');
     };
-    norm(found) == norm(expected)
+    let (fp, ep) = (path_of(&f), path_of(&e));
+    origin(&f) == origin(&e) && (fp.is_empty() || ep == fp || ep.starts_with(&format!("{fp}/")))
 }
 
 async fn fetch_json(client: &reqwest::Client, url: &str) -> Option<Value> {
@@ -179,6 +196,7 @@ fn endpoints(meta: &Value, scopes: Vec<String>, resource: String) -> Option<OAut
         scopes,
         iss_supported: flag("authorization_response_iss_parameter_supported"),
         cimd_supported: flag("client_id_metadata_document_supported"),
+        auth_methods: strings(meta, "token_endpoint_auth_methods_supported"),
         resource,
     })
 }
@@ -200,16 +218,19 @@ pub async fn discover(
     prm_urls.extend(protected_resource_urls(server_url)?);
     let mut issuer = None;
     let mut scopes = challenged_scopes;
+    let mut resource = resource;
     for url in prm_urls {
         tried.push(url.clone());
         let Some(prm) = fetch_json(client, &url).await else { continue };
-        if let Some(found) = prm.get("resource").and_then(Value::as_str)
-            && !same_resource(found, &resource)
-        {
-            return Err(DiscoveryError::ResourceMismatch {
-                expected: resource,
-                found: found.to_owned(),
-            });
+        if let Some(found) = prm.get("resource").and_then(Value::as_str) {
+            if !covers(found, &resource) {
+                return Err(DiscoveryError::ResourceMismatch {
+                    expected: resource,
+                    found: found.to_owned(),
+                });
+            }
+            // Tokens are asked for the resource the server names (RFC 8707).
+            found.clone_into(&mut resource);
         }
         issuer = prm
             .get("authorization_servers")
@@ -230,6 +251,15 @@ pub async fn discover(
     for url in authorization_server_urls(&issuer)? {
         tried.push(url.clone());
         let Some(meta) = fetch_json(client, &url).await else { continue };
+        // RFC 8414 §3.3: metadata naming another issuer is not this one's.
+        if let Some(named) = meta.get("issuer").and_then(Value::as_str)
+            && named.trim_end_matches('/') != issuer.trim_end_matches('/')
+        {
+            return Err(DiscoveryError::IssuerMismatch {
+                expected: issuer,
+                found: named.to_owned(),
+            });
+        }
         if let Some(found) = endpoints(&meta, scopes.clone(), resource.clone()) {
             return Ok(found);
         }

@@ -254,7 +254,8 @@ fn judge(params: &[(String, String)], expect: &Expect) -> Result<String, Callbac
     if let Some(issuer) = &expect.issuer {
         let iss = get("iss");
         let bad = match &iss {
-            Some(found) => found.trim_end_matches('/') != issuer.trim_end_matches('/'),
+            // RFC 9207 §2.4: compared as strings; `https://as/` is not `https://as`.
+            Some(found) => found != issuer,
             None => expect.iss_required,
         };
         if bad {

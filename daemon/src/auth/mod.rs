@@ -11,10 +11,12 @@ pub mod flow;
 pub mod import;
 pub mod service;
 pub mod settings;
+pub mod sign_in;
 pub mod store;
 #[cfg(test)]
 mod test_site;
 pub mod token;
 
-pub use service::{Auth, AuthError, SignIn, Target};
+pub use service::{Auth, AuthError, Target};
 pub use settings::OAuthSettings;
+pub use sign_in::SignIn;

@@ -13,12 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::discovery::{self, OAuthEndpoints};
-use super::flow::{self, Callback, Expect};
+use super::discovery;
 use super::import::{self, Imported};
 use super::settings::OAuthSettings;
 use super::store::{Credential, CredentialStore, Swapped};
-use super::token::{self, Token, TokenError};
+use super::token::{self, TokenError};
 use crate::clock;
 use crate::secrets::{Secret, SecretStore};
 
@@ -54,7 +53,7 @@ impl Target {
         discovery::resource_parameter(&self.url).ok()
     }
 
-    fn sign_in_hint(&self) -> String {
+    pub(super) fn sign_in_hint(&self) -> String {
         format!("run `gemctl mcp auth {}`", self.name)
     }
 }
@@ -72,43 +71,32 @@ enum Cached {
 
 /// One credential's lock and what is known of it.
 #[derive(Debug, Default)]
-struct Slot {
-    flight: tokio::sync::Mutex<()>,
+pub(super) struct Slot {
+    pub(super) flight: tokio::sync::Mutex<()>,
     cached: Mutex<Cached>,
     /// Why the credentials were removed (a refused refresh), until the next sign-in.
-    gone: Mutex<Option<String>>,
+    pub(super) gone: Mutex<Option<String>>,
+    /// Scopes a server asked for beyond the token's (`insufficient_scope`), for the next
+    /// sign-in.
+    pub(super) wanted: Mutex<Vec<String>>,
+    /// The `WWW-Authenticate` of the server's last 401, for the next sign-in's discovery.
+    pub(super) challenge: Mutex<Option<String>>,
 }
 
 impl Slot {
-    fn held(&self) -> Option<Arc<Credential>> {
+    pub(super) fn held(&self) -> Option<Arc<Credential>> {
         match &*self.cached.lock().unwrap_or_else(|e| e.into_inner()) {
             Cached::Held(c) => Some(c.clone()),
             _ => None,
         }
     }
 
-    fn set(&self, c: Option<Arc<Credential>>) {
+    pub(super) fn set(&self, c: Option<Arc<Credential>>) {
         *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = match c {
             Some(c) => Cached::Held(c),
             None => Cached::Absent,
         };
     }
-}
-
-/// A sign-in between `begin` and the browser's return.
-#[derive(Debug)]
-pub struct SignIn {
-    /// The URL to open.
-    pub url: String,
-    /// Where the browser comes back.
-    pub redirect_uri: String,
-    /// `configured`, `metadata-document` or `registered`.
-    pub client: &'static str,
-    /// What discovery found.
-    pub endpoints: OAuthEndpoints,
-    client_id: String,
-    attempt: flow::Attempt,
-    callback: Callback,
 }
 
 /// The marker that a server's Gemini CLI token was imported.
@@ -120,7 +108,7 @@ fn r_import_marker(server: &str) -> String {
 #[derive(Debug)]
 pub struct Auth {
     store: CredentialStore,
-    http: reqwest::Client,
+    pub(super) http: reqwest::Client,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     /// Gemini CLI's token file, read once for import.
     gemini_tokens: PathBuf,
@@ -159,7 +147,7 @@ impl Auth {
         self.refreshes.load(Ordering::Relaxed)
     }
 
-    fn slot(&self, resource: &str) -> Arc<Slot> {
+    pub(super) fn slot(&self, resource: &str) -> Arc<Slot> {
         self.slots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -168,7 +156,7 @@ impl Auth {
             .clone()
     }
 
-    async fn blocking<T: Send + 'static>(
+    pub(super) async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(CredentialStore) -> Result<T, crate::secrets::store::SecretsError>
         + Send
@@ -245,8 +233,11 @@ impl Auth {
         })?;
         Some(Credential {
             resource: resource.to_owned(),
+            token_resource: resource.to_owned(),
             issuer: None,
             client_id: i.client_id.clone().or_else(|| t.settings.client_id.clone())?,
+            client_secret: None,
+            client_auth: token::ClientAuth::None,
             token_url: i.token_url.clone().or_else(|| t.settings.token_url.clone())?,
             token: i.token.clone(),
             updated_at_ms: clock::now_ms(),
@@ -314,12 +305,19 @@ impl Auth {
             )));
         }
         let client_id = t.settings.client_id.clone().unwrap_or_else(|| seen.client_id.clone());
-        let secret = t.settings.client_secret.expose().clone().map(Secret::new);
+        let configured = t.settings.client_secret.expose().clone().map(Secret::new);
+        let secret = configured.or_else(|| seen.client_secret.clone());
+        let auth = match (&secret, seen.client_auth) {
+            (Some(_), token::ClientAuth::None) => token::ClientAuth::Basic,
+            (None, _) => token::ClientAuth::None,
+            (Some(_), how) => how,
+        };
         let client = token::Client {
             id: &client_id,
             secret: secret.as_ref(),
+            auth,
             audiences: &t.settings.audiences,
-            resource: Some(&seen.resource),
+            resource: Some(&seen.token_resource),
         };
         let mut delay = self.backoff;
         let mut tries = 0;
@@ -412,149 +410,25 @@ impl Auth {
         }
     }
 
-    /// Start a sign-in: discovery (unless `authorizationUrl` and `tokenUrl` are configured),
-    /// the callback listener, the client's identity, and the URL to open.
-    pub async fn begin(&self, t: &Target, port: Option<u16>) -> Result<SignIn, String> {
-        let s = &t.settings;
-        let resource = discovery::resource_parameter(&t.url).map_err(|e| e.to_string())?;
-        let mut endpoints = match (&s.authorization_url, &s.token_url) {
-            (Some(a), Some(tk)) => OAuthEndpoints {
-                authorization_url: a.clone(),
-                token_url: tk.clone(),
-                registration_url: s.registration_url.clone(),
-                issuer: None,
-                scopes: Vec::new(),
-                iss_supported: false,
-                cimd_supported: false,
-                resource,
-            },
-            _ => {
-                let challenge = self.challenge(&t.url).await;
-                discovery::discover(&self.http, &t.url, challenge.as_deref())
-                    .await
-                    .map_err(|e| e.to_string())?
-            }
-        };
-        if !s.scopes.is_empty() {
-            endpoints.scopes.clone_from(&s.scopes);
-        }
-        if endpoints.registration_url.is_none() {
-            endpoints.registration_url.clone_from(&s.registration_url);
-        }
-        let port = port.or_else(|| s.redirect_port()).unwrap_or(0);
-        let callback = Callback::bind(port).await.map_err(|e| e.to_string())?;
-        let redirect_uri = s.redirect_uri.clone().unwrap_or_else(|| callback.redirect_uri());
-        let (client_id, client) = match (&s.client_id, &s.client_metadata_url) {
-            (Some(id), _) => (id.clone(), "configured"),
-            (None, Some(doc)) if endpoints.cimd_supported => (doc.clone(), "metadata-document"),
-            (None, _) => {
-                let Some(reg) = &endpoints.registration_url else {
-                    return Err(format!(
-                        "the authorization server offers no dynamic client registration: set \
-                         `oauth.clientId` for '{}' in settings.json",
-                        t.name
-                    ));
-                };
-                let id = token::register(&self.http, reg, &redirect_uri, &endpoints.scopes)
-                    .await
-                    .map_err(|e| format!("client registration failed: {e}"))?;
-                (id, "registered")
-            }
-        };
-        let attempt = flow::Attempt::new();
-        let url =
-            flow::authorization_url(&endpoints, &client_id, &redirect_uri, &attempt, &s.audiences)?;
-        Ok(SignIn { url, redirect_uri, client, endpoints, client_id, attempt, callback })
+    /// The server answered 401 with this challenge.
+    pub fn challenged(&self, t: &Target, header: &str) {
+        let Some(resource) = t.resource() else { return };
+        let slot = self.slot(&resource);
+        *slot.challenge.lock().unwrap_or_else(|e| e.into_inner()) = Some(header.to_owned());
     }
 
-    /// The server's `WWW-Authenticate`, from an unauthenticated request.
-    async fn challenge(&self, url: &str) -> Option<String> {
-        let probe = serde_json::json!({
-            "jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "geminid", "version": geminid_protocol::DAEMON_VERSION}}
-        });
-        let header = |r: &reqwest::Response| {
-            r.headers()
-                .get(reqwest::header::WWW_AUTHENTICATE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        let post = self
-            .http
-            .post(url)
-            .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
-            .json(&probe)
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await;
-        if let Ok(r) = &post
-            && let Some(h) = header(r)
-        {
-            return Some(h);
+    /// The server refused the token for lack of `scope` (`403 insufficient_scope`): the next
+    /// sign-in asks for it too, with what was granted before (step-up).
+    pub fn step_up(&self, t: &Target, scope: &str) {
+        let Some(resource) = t.resource() else { return };
+        let slot = self.slot(&resource);
+        let mut wanted = slot.wanted.lock().unwrap_or_else(|e| e.into_inner());
+        for s in scope.split_whitespace() {
+            if !wanted.iter().any(|w| w == s) {
+                wanted.push(s.to_owned());
+            }
         }
-        let get = self
-            .http
-            .get(url)
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await
-            .ok()?;
-        header(&get)
-    }
-
-    /// Wait for the browser, exchange the code, and store the token. `exchanging` is called
-    /// once the code has come.
-    pub async fn finish(
-        &self,
-        t: &Target,
-        sign_in: SignIn,
-        within: Duration,
-        exchanging: impl FnOnce(),
-    ) -> Result<(), String> {
-        let SignIn { redirect_uri, endpoints, client_id, attempt, callback, .. } = sign_in;
-        let expect = Expect {
-            state: attempt.state.clone(),
-            issuer: endpoints.issuer.clone(),
-            iss_required: endpoints.iss_supported,
-        };
-        let code = callback.code(&expect, within).await.map_err(|e| e.to_string())?;
-        exchanging();
-        let secret = t.settings.client_secret.expose().clone().map(Secret::new);
-        let client = token::Client {
-            id: &client_id,
-            secret: secret.as_ref(),
-            audiences: &t.settings.audiences,
-            resource: Some(&endpoints.resource),
-        };
-        let token: Token = token::exchange_code(
-            &self.http,
-            &endpoints.token_url,
-            &client,
-            &code,
-            &attempt.verifier,
-            &redirect_uri,
-            clock::now_ms(),
-        )
-        .await
-        .map_err(|e| format!("exchanging the code failed: {e}"))?;
-        let c = Credential {
-            resource: endpoints.resource.clone(),
-            issuer: endpoints.issuer.clone(),
-            client_id,
-            token_url: endpoints.token_url.clone(),
-            token,
-            updated_at_ms: clock::now_ms(),
-            origin: "signed-in".into(),
-        };
-        let slot = self.slot(&c.resource);
-        let _flight = slot.flight.lock().await;
-        let kept = c.clone();
-        self.blocking(move |s| s.put(&kept)).await.map_err(|e| e.to_string())?;
-        slot.set(Some(Arc::new(c)));
-        *slot.gone.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        Ok(())
+        tracing::info!(server = %t.name, scope, "the server wants more scope; the next sign-in asks for it");
     }
 
     /// Why the server's credentials were removed, if a refused refresh removed them (until

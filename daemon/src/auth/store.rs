@@ -11,19 +11,27 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::token::Token;
+use super::token::{ClientAuth, Token};
 use crate::secrets::store::SecretsError;
 use crate::secrets::{Secret, SecretStore};
 
 /// One server's credentials.
 #[derive(Debug, Clone)]
 pub struct Credential {
-    /// The server URL without query or fragment (the `resource` of every token request).
+    /// The server URL without query or fragment: what the entry is named by.
     pub resource: String,
+    /// The `resource` of its token requests: the one the server's metadata names (the server
+    /// URL or a parent of it).
+    pub token_resource: String,
     /// The authorization server's issuer, when discovery found one.
     pub issuer: Option<String>,
     /// The client the token was issued to.
     pub client_id: String,
+    /// Its secret, when registration made a confidential client (a configured
+    /// `oauth.clientSecret` is read from the settings instead).
+    pub client_secret: Option<Secret<String>>,
+    /// How the client authenticates at the token endpoint.
+    pub client_auth: ClientAuth,
     /// Where to refresh it.
     pub token_url: String,
     /// The token.
@@ -47,8 +55,14 @@ impl Credential {
 struct Form {
     version: u32,
     resource: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    token_resource: String,
     issuer: Option<String>,
     client_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_secret: Option<String>,
+    #[serde(default)]
+    client_auth: String,
     token_url: String,
     access_token: String,
     refresh_token: Option<String>,
@@ -94,9 +108,16 @@ impl CredentialStore {
             }
         };
         Ok(Some(Credential {
+            token_resource: if form.token_resource.is_empty() {
+                form.resource.clone()
+            } else {
+                form.token_resource
+            },
             resource: form.resource,
             issuer: form.issuer,
             client_id: form.client_id,
+            client_secret: form.client_secret.map(Secret::new),
+            client_auth: ClientAuth::from_name(&form.client_auth),
             token_url: form.token_url,
             token: Token {
                 access: Secret::new(form.access_token),
@@ -115,8 +136,11 @@ impl CredentialStore {
         let form = Form {
             version: 1,
             resource: c.resource.clone(),
+            token_resource: c.token_resource.clone(),
             issuer: c.issuer.clone(),
             client_id: c.client_id.clone(),
+            client_secret: c.client_secret.as_ref().map(|s| s.expose().clone()),
+            client_auth: c.client_auth.name().to_owned(),
             token_url: c.token_url.clone(),
             access_token: c.token.access.expose().clone(),
             refresh_token: c.token.refresh.as_ref().map(|r| r.expose().clone()),
@@ -186,8 +210,11 @@ mod tests {
     fn cred(access: &str, refresh: &str) -> Credential {
         Credential {
             resource: "https://mcp.test/mcp".into(),
+            token_resource: "https://mcp.test/mcp".into(),
             issuer: Some("https://auth.test".into()),
             client_id: "cid".into(),
+            client_secret: None,
+            client_auth: ClientAuth::None,
             token_url: "https://auth.test/token".into(),
             token: Token {
                 access: Secret::new(access.into()),

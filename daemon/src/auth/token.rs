@@ -70,6 +70,50 @@ impl TokenError {
     }
 }
 
+/// How a client proves itself at the token endpoint (RFC 6749 §2.3.1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// A public client: `client_id` in the form, no secret.
+    #[default]
+    None,
+    /// `Authorization: Basic` of the id and secret (`client_secret_basic`).
+    Basic,
+    /// `client_id` and `client_secret` in the form (`client_secret_post`).
+    Post,
+}
+
+impl ClientAuth {
+    /// The method for a client with or without a secret, given the authorization server's
+    /// `token_endpoint_auth_methods_supported` (absent: Basic, the RFC's default).
+    pub fn choose(supported: &[String], has_secret: bool) -> Self {
+        let offers = |m: &str| supported.iter().any(|s| s == m);
+        match has_secret {
+            false => Self::None,
+            true if supported.is_empty() || offers("client_secret_basic") => Self::Basic,
+            true if offers("client_secret_post") => Self::Post,
+            true => Self::Basic,
+        }
+    }
+
+    /// Its name in registration metadata.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Basic => "client_secret_basic",
+            Self::Post => "client_secret_post",
+        }
+    }
+
+    /// From its name (anything else: none).
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "client_secret_basic" => Self::Basic,
+            "client_secret_post" => Self::Post,
+            _ => Self::None,
+        }
+    }
+}
+
 /// The form of a token request; `client_secret`, `audience`, `resource` when there are.
 #[derive(Debug, Clone, Default)]
 pub struct Client<'a> {
@@ -77,6 +121,8 @@ pub struct Client<'a> {
     pub id: &'a str,
     /// `client_secret`, for a confidential client.
     pub secret: Option<&'a Secret<String>>,
+    /// How the secret is presented.
+    pub auth: ClientAuth,
     /// `audience` (space-joined).
     pub audiences: &'a [String],
     /// `resource`: the MCP server URL without query or fragment.
@@ -93,6 +139,29 @@ fn form_body(pairs: &[(&str, String)]) -> String {
     u.query().unwrap_or_default().to_owned()
 }
 
+/// One value form-encoded.
+fn form_body_value(v: &str) -> String {
+    form_body(&[("v", v.to_owned())]).trim_start_matches("v=").to_owned()
+}
+
+/// Standard base64 with padding (RFC 4648 §4).
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                char::from(A[((n >> (18 - 6 * i)) & 63) as usize])
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
 async fn post_form(
     http: &reqwest::Client,
     url: &str,
@@ -101,9 +170,18 @@ async fn post_form(
     now_ms: u64,
     previous_refresh: Option<&Secret<String>>,
 ) -> Result<Token, TokenError> {
-    form.push(("client_id", client.id.to_owned()));
-    if let Some(s) = client.secret {
-        form.push(("client_secret", s.expose().clone()));
+    let mut basic = None;
+    match (client.auth, client.secret) {
+        (ClientAuth::Basic, Some(s)) => {
+            // RFC 6749 §2.3.1: each form-encoded, then joined by a colon.
+            let pair = format!("{}:{}", form_body_value(client.id), form_body_value(s.expose()));
+            basic = Some(format!("Basic {}", base64(pair.as_bytes())));
+        }
+        (ClientAuth::Post, Some(s)) => {
+            form.push(("client_id", client.id.to_owned()));
+            form.push(("client_secret", s.expose().clone()));
+        }
+        _ => form.push(("client_id", client.id.to_owned())),
     }
     if !client.audiences.is_empty() {
         form.push(("audience", client.audiences.join(" ")));
@@ -111,16 +189,16 @@ async fn post_form(
     if let Some(r) = client.resource {
         form.push(("resource", r.to_owned()));
     }
-    let r = http
+    let mut request = http
         .post(url)
         .header(reqwest::header::ACCEPT, "application/json, application/x-www-form-urlencoded")
-        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(form_body(&form))
-        .send()
-        .await
-        .map_err(|e| {
-            TokenError::Unreachable(crate::config::env::redact_urls(&e.to_string()).into_owned())
-        })?;
+        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    if let Some(b) = basic {
+        request = request.header(reqwest::header::AUTHORIZATION, b);
+    }
+    let r = request.body(form_body(&form)).send().await.map_err(|e| {
+        TokenError::Unreachable(crate::config::env::redact_urls(&e.to_string()).into_owned())
+    })?;
     let status = r.status().as_u16();
     let kind = r
         .headers()
@@ -219,22 +297,41 @@ pub async fn refresh(
     Ok(t)
 }
 
-/// Register geminid as a public client (dynamic client registration): its `client_id` (a
-/// secret the server may also return is not kept, as Gemini CLI does).
+/// A client dynamic registration made.
+#[derive(Debug, Clone)]
+pub struct Registered {
+    /// `client_id`.
+    pub id: String,
+    /// `client_secret`, when the server made a confidential client.
+    pub secret: Option<Secret<String>>,
+    /// How it authenticates at the token endpoint.
+    pub auth: ClientAuth,
+}
+
+/// Register geminid (dynamic client registration): a public client (`none`) where the
+/// authorization server takes one, else the confidential method it offers, whose secret is
+/// kept with the token (Gemini CLI registers public clients only).
 pub async fn register(
     http: &reqwest::Client,
     registration_url: &str,
     redirect_uri: &str,
     scopes: &[String],
-) -> Result<String, TokenError> {
-    let body = json!({
+    supported: &[String],
+) -> Result<Registered, TokenError> {
+    let public = supported.is_empty() || supported.iter().any(|m| m == "none");
+    let wanted = if public { ClientAuth::None } else { ClientAuth::choose(supported, true) };
+    let mut body = json!({
         "client_name": "geminid",
+        // A program on the user's machine with a loopback redirect (SEP-837, RFC 8252).
+        "application_type": "native",
         "redirect_uris": [redirect_uri],
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
-        "token_endpoint_auth_method": "none",
-        "scope": scopes.join(" "),
+        "token_endpoint_auth_method": wanted.name(),
     });
+    if !scopes.is_empty() {
+        body["scope"] = json!(scopes.join(" "));
+    }
     let r = http
         .post(registration_url)
         .json(&body)
@@ -244,7 +341,14 @@ pub async fn register(
     let status = r.status().as_u16();
     let answer: Value = r.json().await.unwrap_or(Value::Null);
     if let Some(id) = answer.get("client_id").and_then(Value::as_str).filter(|_| status < 300) {
-        return Ok(id.to_owned());
+        let secret =
+            answer.get("client_secret").and_then(Value::as_str).map(|s| Secret::new(s.to_owned()));
+        let auth = match answer.get("token_endpoint_auth_method").and_then(Value::as_str) {
+            Some(m) => ClientAuth::from_name(m),
+            None if secret.is_some() => ClientAuth::choose(supported, true),
+            None => ClientAuth::None,
+        };
+        return Ok(Registered { id: id.to_owned(), secret, auth });
     }
     let s = |k: &str| answer.get(k).and_then(Value::as_str).map(str::to_owned);
     Err(TokenError::Rejected {

@@ -149,11 +149,26 @@ impl Core {
     /// Restart a server with its new credentials (starting the session's servers if they
     /// are not running); its status once the attempt settled.
     async fn reconnect(&self, session: &str, name: &str) -> Option<ServerStatus> {
-        if let Ok(server) = self.mcp.find(Some(session), name) {
-            return Some(self.mcp.restart(&server).await);
+        let first = match self.mcp.find(Some(session), name) {
+            Ok(server) => self.mcp.restart(&server).await,
+            Err(_) => {
+                let started = self.start(session, true).await.ok()?;
+                started.servers.into_iter().find(|s| s.name == name)?
+            }
+        };
+        // A server that took the token and then refused it (its connection closed for that)
+        // settles in `needs-auth` on its next attempt: that is the answer, not the close.
+        let settled = |s: &ServerStatus| {
+            !matches!(s.state, ServerState::Disconnected | ServerState::Connecting)
+        };
+        let mut last = first;
+        let until = tokio::time::Instant::now() + self.info.mcp.startup_timeout;
+        while !settled(&last) && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = self.list_servers(session).ok()?.servers.into_iter().find(|s| s.name == name);
+            last = now?;
         }
-        let started = self.start(session, true).await.ok()?;
-        started.servers.into_iter().find(|s| s.name == name)
+        Some(last)
     }
 
     /// The sign-in's next step after `after` (or, after a while, its current one).

@@ -60,11 +60,14 @@ impl AuthedHttp {
         *self.on_loss.lock().unwrap_or_else(|e| e.into_inner()) = Some(token);
     }
 
-    /// Why a connection that failed with `e` (401 or not) failed, in the supervisor's terms.
-    pub(crate) fn classify(&self, unauthorized: bool, msg: String) -> ConnectError {
+    /// Why a connection failed (with a 401, or a 403 for lack of scope, or otherwise), in the
+    /// supervisor's terms.
+    pub(crate) fn classify(&self, unauthorized: bool, scope: bool, msg: String) -> ConnectError {
         match self.failure() {
             Some(AuthError::NeedsAuth(m)) => ConnectError::NeedsAuth(m),
             Some(AuthError::Unavailable(m)) => ConnectError::Failed(m),
+            // Only a sign-in that grants the scope helps.
+            None if scope => ConnectError::NeedsAuth(msg),
             None if unauthorized
                 && let Some(why) = self.auth.as_ref().and_then(|a| a.why_gone(&self.target)) =>
             {
@@ -143,6 +146,23 @@ impl AuthedHttp {
     }
 }
 
+/// What a transport error means to the person, where OAuth explains it.
+pub(crate) fn explain(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    match e.downcast_ref::<Error>()? {
+        StreamableHttpError::InsufficientScope(s) => {
+            let scope = s.required_scope.clone().or_else(|| {
+                crate::auth::discovery::challenge_param(&s.www_authenticate_header, "scope")
+            });
+            Some(format!(
+                "the server refused the token for lack of scope{}: sign in again \
+                 (`gemctl mcp auth`) to grant it",
+                scope.map(|s| format!(" ({s})")).unwrap_or_default()
+            ))
+        }
+        _ => None,
+    }
+}
+
 fn unauthorized(e: &Error) -> bool {
     match e {
         StreamableHttpError::AuthRequired(_) => true,
@@ -162,13 +182,25 @@ impl AuthedHttp {
         F: Future<Output = Result<T, Error>>,
     {
         let token = self.token().await;
-        match request(bare(token.as_ref())).await {
+        let r = match request(bare(token.as_ref())).await {
             Err(e) if unauthorized(&e) => match self.again(token.as_ref()).await {
                 Some(t) => request(bare(Some(&t))).await,
                 None => Err(e),
             },
             other => other,
+        };
+        if let (Err(StreamableHttpError::AuthRequired(e)), Some(auth)) = (&r, &self.auth) {
+            auth.challenged(&self.target, &e.www_authenticate_header);
         }
+        if let (Err(StreamableHttpError::InsufficientScope(e)), Some(auth)) = (&r, &self.auth) {
+            let scope = e.required_scope.clone().or_else(|| {
+                crate::auth::discovery::challenge_param(&e.www_authenticate_header, "scope")
+            });
+            if let Some(scope) = scope {
+                auth.step_up(&self.target, &scope);
+            }
+        }
+        r
     }
 }
 

@@ -471,7 +471,10 @@ async fn http(
             client.close_on_loss(service.cancellation_token());
             Ok(running(service, Wire::Http, None))
         }
-        Err(e) => Err(client.classify(is_unauthorized(&e), error_chain(&e))),
+        Err(e) => {
+            let scope = chain(&e).into_iter().any(|x| super::authed::explain(x).is_some());
+            Err(client.classify(is_unauthorized(&e), scope, error_chain(&e)))
+        }
     }
 }
 
@@ -484,14 +487,16 @@ async fn sse(
     let mut sent = None;
     let transport = loop {
         let Some((with_token, token)) = client.sse_headers(&headers, sent.as_ref()).await else {
-            return Err(client.classify(true, "SSE".into()));
+            return Err(client.classify(true, false, "SSE".into()));
         };
         match SseTransport::connect(reqwest::Client::new(), url, with_token).await {
             Ok(t) => break t,
             // Once more with a new token, if there was one to replace.
             Err(e) if e.is_unauthorized() && sent.is_none() && token.is_some() => sent = token,
-            Err(e) if e.is_unauthorized() => return Err(client.classify(true, e.to_string())),
-            Err(e) => return Err(client.classify(false, format!("SSE: {e}"))),
+            Err(e) if e.is_unauthorized() => {
+                return Err(client.classify(true, false, e.to_string()));
+            }
+            Err(e) => return Err(client.classify(false, false, format!("SSE: {e}"))),
         }
     };
     match handler.serve_with_lifecycle(transport, lifecycle()).await {
@@ -519,6 +524,8 @@ pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
                 err.downcast_ref::<StreamableHttpError<reqwest::Error>>()
             {
                 continue;
+            } else if let Some(why) = super::authed::explain(err) {
+                why
             } else {
                 err.to_string()
             };

@@ -12,8 +12,10 @@
 
 use std::time::Duration;
 
-use geminid_protocol::api::{McpApiClient, SessionApiClient, ToolsApiClient};
+use geminid_protocol::api::{AuthApiClient, McpApiClient, SessionApiClient, ToolsApiClient};
 use geminid_protocol::asks::{AskKind, AskNotice, AsksListenParams, AsksRespondParams};
+use geminid_protocol::auth::{AuthBeginParams, AuthProgressParams, AuthStep};
+use geminid_protocol::mcp::ServerState;
 use geminid_protocol::mcp::{CallToolParams, StartParams};
 use geminid_protocol::session::SessionCreateParams;
 use geminid_protocol::tools::ToolsListParams;
@@ -36,9 +38,24 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
+/// The client id geminid presents where the authorization server takes Client ID Metadata
+/// Documents (the reference client's).
+const CIMD_URL: &str = "https://conformance-test.local/client-metadata.json";
+
 async fn run(url: &str, scenario: &str) -> anyhow::Result<()> {
     let home = TestHome::new()?;
-    write_user_settings(&home, json!({ SERVER: { "httpUrl": url } }))?;
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or_default();
+    let mut oauth = json!({ "clientMetadataUrl": CIMD_URL });
+    if let Some(id) = context["client_id"].as_str() {
+        oauth["clientId"] = json!(id);
+    }
+    if let Some(secret) = context["client_secret"].as_str() {
+        oauth["clientSecret"] = json!(secret);
+    }
+    write_user_settings(&home, json!({ SERVER: { "httpUrl": url, "oauth": oauth } }))?;
     let daemon =
         Daemon::launch(&home).args(&["--mcp-ping-every", "0s"]).log("info").start().await?;
     let result = steps(&home, &daemon, scenario).await;
@@ -112,6 +129,71 @@ fn fill(schema: &Value) -> Value {
     Value::Object(content)
 }
 
+/// Sign in the way a person with a browser would: open the URL (following its redirect back
+/// to geminid's callback), then wait for the outcome.
+async fn sign_in(client: &geminid_protocol::client::Client, session: &str) -> anyhow::Result<()> {
+    // A sign-in whose token the server then refuses for lack of scope is followed by another
+    // asking for it, three in all at most (the spec's retry limit).
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match sign_in_once(client, session).await {
+            Err(e) if tries < 3 && e.to_string().contains("gemctl mcp auth") => {
+                eprintln!("conformance-client: {e:#}; signing in again");
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn sign_in_once(
+    client: &geminid_protocol::client::Client,
+    session: &str,
+) -> anyhow::Result<()> {
+    let begun = client
+        .auth_begin(AuthBeginParams {
+            session: session.to_owned(),
+            name: SERVER.to_owned(),
+            callback_port: None,
+        })
+        .await?;
+    eprintln!("conformance-client: signing in ({}) at {}", begun.client, begun.url);
+    let browser = reqwest::Client::new().get(&begun.url).send().await;
+    eprintln!("conformance-client: the browser: {:?}", browser.map(|r| r.status()));
+    let mut after = 0;
+    loop {
+        let p = client
+            .auth_progress(AuthProgressParams { attempt: begun.attempt.clone(), after })
+            .await?;
+        after = p.seq;
+        match p.step {
+            AuthStep::Connected => return Ok(()),
+            AuthStep::Failed => anyhow::bail!("signing in failed: {:?}", p.message),
+            _ => {}
+        }
+    }
+}
+
+/// A call; when the server wants a new sign-in (more scope, a refused token), signed in again
+/// and called again, three times at most (the spec's retry limit).
+async fn call_signing_in(
+    client: &geminid_protocol::client::Client,
+    session: &str,
+    params: CallToolParams,
+) -> anyhow::Result<Value> {
+    let mut tries = 0;
+    loop {
+        match client.mcp_call_tool(params.clone()).await {
+            Err(e) if tries < 3 && e.to_string().contains("gemctl mcp auth") => {
+                eprintln!("conformance-client: {e}; signing in again");
+                tries += 1;
+                sign_in(client, session).await?;
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
 async fn steps(home: &TestHome, daemon: &Daemon, scenario: &str) -> anyhow::Result<()> {
     let client = daemon.client().await?;
     let create = SessionCreateParams {
@@ -122,7 +204,15 @@ async fn steps(home: &TestHome, daemon: &Daemon, scenario: &str) -> anyhow::Resu
     };
     let session = client.create(create).await?.id;
     let person = play_the_person(daemon.client().await?, session.clone()).await?;
-    let started = client.mcp_start(StartParams { session: session.clone(), wait: true }).await?;
+    let mut started =
+        client.mcp_start(StartParams { session: session.clone(), wait: true }).await?;
+    let needs_auth = |servers: &[geminid_protocol::mcp::ServerStatus]| {
+        servers.iter().any(|s| s.name == SERVER && s.state == ServerState::NeedsAuth)
+    };
+    if needs_auth(&started.servers) {
+        sign_in(&client, &session).await?;
+        started = client.mcp_start(StartParams { session: session.clone(), wait: true }).await?;
+    }
     let server = started.servers.iter().find(|s| s.name == SERVER);
     if let Some(s) = server.filter(|s| s.last_error.is_some()) {
         anyhow::bail!("the server did not connect: {:?}", s.last_error);
@@ -182,14 +272,18 @@ async fn steps(home: &TestHome, daemon: &Daemon, scenario: &str) -> anyhow::Resu
         }
         _ if !context_calls().is_empty() => {
             for (tool, arguments) in context_calls() {
-                client.mcp_call_tool(call(tool, arguments)).await?;
+                call_signing_in(&client, &session, call(tool, arguments)).await?;
             }
         }
         _ => {
             if let Some((first, _)) = tools.first() {
                 let r = tokio::time::timeout(
                     Duration::from_secs(20),
-                    client.mcp_call_tool(call(first.clone(), json!({ "a": 2, "b": 3 }))),
+                    call_signing_in(
+                        &client,
+                        &session,
+                        call(first.clone(), json!({ "a": 2, "b": 3 })),
+                    ),
                 )
                 .await??;
                 eprintln!("conformance-client: {first}: {r}");

@@ -89,8 +89,21 @@ fn challenge_parameters_and_the_resource_parameter() {
         assert_eq!(resource_parameter(url).unwrap(), want);
     }
     assert_eq!(resource_parameter("not-a-url"), Err(DiscoveryError::BadUrl("not-a-url".into())));
-    assert!(same_resource("https://example.com", "https://example.com/"));
-    assert!(!same_resource("https://evil.example.com/mcp", "https://example.com/mcp"));
+    // A resource covers the server URL, or a parent of it by whole segments, on its origin.
+    for (found, server, covered) in [
+        ("https://example.com", "https://example.com/", true),
+        ("https://example.com/", "https://example.com/mcp", true),
+        ("https://example.com/mcp", "https://example.com/mcp", true),
+        ("https://example.com/mcp/", "https://example.com/mcp", true),
+        ("https://example.com/api", "https://example.com/api/mcp", true),
+        ("https://example.com/ap", "https://example.com/api/mcp", false),
+        ("https://example.com/mcp", "https://example.com/", false),
+        ("https://evil.example.com/mcp", "https://example.com/mcp", false),
+        ("http://example.com/mcp", "https://example.com/mcp", false),
+        ("https://example.com:8443/mcp", "https://example.com/mcp", false),
+    ] {
+        assert_eq!(covers(found, server), covered, "{found} for {server}");
+    }
 }
 
 fn doc(v: serde_json::Value) -> Answer {
@@ -152,6 +165,24 @@ async fn discovery_follows_the_metadata_and_refuses_another_resource() {
     let found = discover(&client, &format!("{m}/mcp"), Some(&challenge)).await.unwrap();
     assert_eq!(found.scopes, ["read", "write"]);
 
+    // Metadata that names another issuer than the one it was fetched for (RFC 8414 §3.3).
+    mcp.route(
+        "/.well-known/oauth-protected-resource/impostor",
+        doc(json!({ "resource": format!("{m}/impostor"), "authorization_servers": [format!("{a}/impostor")] })),
+    );
+    auth.route(
+        "/.well-known/oauth-authorization-server/impostor",
+        doc(json!({
+            "issuer": "https://real.example/as",
+            "authorization_endpoint": format!("{a}/authorize"),
+            "token_endpoint": format!("{a}/token"),
+        })),
+    );
+    let impostor = discover(&client, &format!("{m}/impostor"), None).await;
+    assert!(
+        matches!(&impostor, Err(DiscoveryError::IssuerMismatch { found, .. }) if found == "https://real.example/as"),
+        "{impostor:?}"
+    );
     let refused = discover(&client, &format!("{m}/other"), None).await;
     assert!(
         matches!(&refused, Err(DiscoveryError::ResourceMismatch { found, .. }) if found == "https://evil.example.com/other"),

@@ -35,6 +35,7 @@ fn the_authorization_url_carries_the_references_parameters() {
         scopes: vec!["read".into(), "write".into()],
         iss_supported: false,
         cimd_supported: false,
+        auth_methods: vec![],
         resource: "https://mcp.test/mcp".into(),
     };
     let a = Attempt::new();

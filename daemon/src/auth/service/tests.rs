@@ -2,6 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::auth::test_site::Site;
+use crate::auth::token::Token;
 
 fn auth(dir: &std::path::Path) -> Auth {
     let secrets = Arc::new(SecretStore::file_only(&dir.join("data")));
@@ -17,8 +18,11 @@ fn target(url: &str) -> Target {
 fn expired(site: &Site, resource: &str, access: &str, refresh: &str) -> Credential {
     Credential {
         resource: resource.into(),
+        token_resource: resource.into(),
         issuer: Some(site.base.clone()),
         client_id: "cid".into(),
+        client_secret: None,
+        client_auth: token::ClientAuth::None,
         token_url: format!("{}/token", site.base),
         token: Token {
             access: Secret::new(access.into()),

@@ -29,6 +29,7 @@ async fn a_code_is_exchanged_and_a_token_refreshed_keeping_what_the_answer_leave
     let client = Client {
         id: "cid",
         secret: Some(&secret),
+        auth: ClientAuth::Post,
         audiences: &["aud".into()],
         resource: Some("https://mcp.test/mcp"),
     };
@@ -148,7 +149,31 @@ async fn what_the_token_endpoint_refuses_is_told_apart_and_never_quotes_a_token(
 }
 
 #[tokio::test]
-async fn registration_keeps_only_the_client_id() {
+async fn a_confidential_client_authenticates_as_the_server_offers() {
+    assert_eq!(ClientAuth::choose(&[], false), ClientAuth::None);
+    assert_eq!(ClientAuth::choose(&[], true), ClientAuth::Basic, "the RFC's default");
+    assert_eq!(ClientAuth::choose(&["client_secret_post".into()], true), ClientAuth::Post);
+    let both = ["client_secret_post".to_owned(), "client_secret_basic".to_owned()];
+    assert_eq!(ClientAuth::choose(&both, true), ClientAuth::Basic);
+    let site = Site::start().await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/token", site.base);
+    site.route("/token", (200, "application/json", json!({"access_token": "AT"}).to_string()));
+    let secret = Secret::new("s3:cr&t".to_owned());
+    let client =
+        Client { id: "c id", secret: Some(&secret), auth: ClientAuth::Basic, ..Client::default() };
+    exchange_code(&http, &url, &client, "c", "v", "http://127.0.0.1:9/cb", NOW).await.unwrap();
+    let sent = &site.seen("/token")[0];
+    // base64("c+id:s3%3Acr%26t"): each part form-encoded first (RFC 6749 §2.3.1).
+    assert_eq!(sent.headers["authorization"], "Basic YytpZDpzMyUzQWNyJTI2dA==");
+    let form = form_of(&sent.body);
+    assert!(!form.iter().any(|(k, _)| k == "client_secret" || k == "client_id"), "{form:?}");
+    assert_eq!(base64(b"a"), "YQ==");
+    assert_eq!(base64(b"ab"), "YWI=");
+}
+
+#[tokio::test]
+async fn registration_asks_for_a_public_client_unless_the_server_takes_none() {
     let site = Site::start().await;
     let http = reqwest::Client::new();
     let url = format!("{}/register", site.base);
@@ -160,12 +185,14 @@ async fn registration_keeps_only_the_client_id() {
             json!({"client_id": "new-client", "client_secret": "not-kept"}).to_string(),
         ),
     );
-    let id =
-        register(&http, &url, "http://127.0.0.1:9/oauth/callback", &["read".into()]).await.unwrap();
-    assert_eq!(id, "new-client");
+    let r = register(&http, &url, "http://127.0.0.1:9/oauth/callback", &["read".into()], &[])
+        .await
+        .unwrap();
+    assert_eq!((r.id.as_str(), r.auth), ("new-client", ClientAuth::Basic), "a secret came back");
     let sent: serde_json::Value = serde_json::from_str(&site.seen("/register")[0].body).unwrap();
     assert_eq!(sent["redirect_uris"], json!(["http://127.0.0.1:9/oauth/callback"]));
     assert_eq!(sent["token_endpoint_auth_method"], "none");
+    assert_eq!(sent["application_type"], "native");
     assert_eq!(sent["grant_types"], json!(["authorization_code", "refresh_token"]));
     assert_eq!(sent["scope"], "read");
     site.route(
@@ -173,9 +200,21 @@ async fn registration_keeps_only_the_client_id() {
         (400, "application/json", json!({"error": "invalid_redirect_uri"}).to_string()),
     );
     let refused =
-        register(&http, &url, "http://127.0.0.1:9/oauth/callback", &[]).await.unwrap_err();
+        register(&http, &url, "http://127.0.0.1:9/oauth/callback", &[], &[]).await.unwrap_err();
     assert_eq!(
         refused,
         TokenError::Rejected { error: "invalid_redirect_uri".into(), description: None }
     );
+    // A server that only takes confidential clients is asked for one.
+    site.route(
+        "/register",
+        (201, "application/json", json!({"client_id": "c2", "client_secret": "k"}).to_string()),
+    );
+    let post = ["client_secret_post".to_owned()];
+    let r = register(&http, &url, "http://127.0.0.1:9/cb", &[], &post).await.unwrap();
+    assert_eq!(r.auth, ClientAuth::Post);
+    assert_eq!(r.secret.as_ref().map(|s| s.expose().as_str()), Some("k"));
+    let sent: serde_json::Value = serde_json::from_str(&site.seen("/register")[2].body).unwrap();
+    assert_eq!(sent["token_endpoint_auth_method"], "client_secret_post");
+    assert!(sent.get("scope").is_none(), "no scope: none asked for");
 }
