@@ -206,8 +206,15 @@ async fn a_sign_in_that_goes_wrong_says_why_and_stores_nothing() -> anyhow::Resu
         &["--oauth-timeout", "1s"],
     )
     .await?;
+    // Gemini CLI's token file, readable by others: not imported, and said how to fix.
+    let gemini_tokens = s.home.root().join("home/.gemini/mcp-oauth-tokens.json");
+    std::fs::write(&gemini_tokens, "[]")?;
+    std::fs::set_permissions(&gemini_tokens, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
     s.client.mcp_start(StartParams { session: s.session.clone(), wait: true }).await?;
     let mut shown = Shown::default();
+    let (_, out, _) = gemctl(&s.home, &s.session, &["mcp", "auth", "--status"], &mut shown)?;
+    let fix = format!("`chmod 600 {}` fixes it", gemini_tokens.display());
+    assert!(out.contains(&fix) && out.contains("remote: not signed in"), "{out}");
     let cases = [
         ("as-down", "no OAuth metadata found"),
         (

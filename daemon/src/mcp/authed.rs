@@ -47,7 +47,7 @@ impl AuthedHttp {
     pub(crate) fn new(auth: Option<Arc<Auth>>, target: Target, headers: &HeaderMap) -> Self {
         let own = headers.contains_key(reqwest::header::AUTHORIZATION);
         Self {
-            http: reqwest::Client::default(),
+            http: http_client(),
             auth: auth.filter(|_| !own),
             target: Arc::new(target),
             failure: Arc::default(),
@@ -299,6 +299,30 @@ impl StreamableHttpClient for AuthedHttp {
         })
         .await
     }
+}
+
+/// The client rmcp's transport would make for itself: no idle connections kept (reusing one
+/// whose last body was not read to the end stalls ~40 ms on Linux's delayed ACK, measured:
+/// BENCHMARKS.md), and only same-origin 307/308 redirects followed (they keep the method and
+/// body; others would drop the message or hand headers to another host).
+fn http_client() -> reqwest::Client {
+    let policy = reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
+        if attempt.previous().len() < 10 && same_origin && keeps_body {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    });
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .redirect(policy)
+        .build()
+        .unwrap_or_default()
 }
 
 /// A session's remote server: its name, its URL as shown, and what its tokens are for.
