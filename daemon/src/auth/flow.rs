@@ -21,7 +21,7 @@ pub const CALLBACK_TIMEOUT: Duration = Duration::from_secs(300);
 pub const CALLBACK_PATH: &str = "/oauth/callback";
 
 /// base64url without padding (RFC 4648 §5).
-fn base64url(bytes: &[u8]) -> String {
+pub(crate) fn base64url(bytes: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::with_capacity(bytes.len() * 4 / 3 + 3);
     for chunk in bytes.chunks(3) {

@@ -8,6 +8,8 @@
 
 pub mod discovery;
 pub mod flow;
+pub mod google;
+pub mod google_seat;
 pub mod import;
 pub mod service;
 pub mod settings;

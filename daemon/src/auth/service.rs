@@ -117,6 +117,8 @@ pub struct Auth {
     refreshes: AtomicU64,
     /// The first retry's delay (it quadruples).
     backoff: Duration,
+    /// Tokens of the Google providers.
+    pub google: super::google_seat::GoogleSeat,
 }
 
 impl Auth {
@@ -134,6 +136,7 @@ impl Auth {
             imported: OnceLock::new(),
             refreshes: AtomicU64::new(0),
             backoff: Duration::from_millis(250),
+            google: super::google_seat::GoogleSeat::from_env(|k| std::env::var(k).ok()),
         }
     }
 
@@ -248,6 +251,9 @@ impl Auth {
     /// The access token to send to the server, refreshed first if it has expired; `None`
     /// when there are no credentials (the request goes without, and a 401 says to sign in).
     pub async fn bearer(&self, t: &Target) -> Result<Option<Secret<String>>, AuthError> {
+        if t.settings.provider != super::settings::Provider::Dynamic {
+            return self.google_bearer(t, None).await.map(Some);
+        }
         let Some(c) = self.credential(t).await? else { return Ok(None) };
         if !c.token.is_expired(clock::now_ms()) {
             return Ok(Some(c.token.access.clone()));
@@ -262,6 +268,9 @@ impl Auth {
         t: &Target,
         sent: &Secret<String>,
     ) -> Result<Secret<String>, AuthError> {
+        if t.settings.provider != super::settings::Provider::Dynamic {
+            return self.google_bearer(t, Some(sent)).await;
+        }
         let Some(c) = self.credential(t).await? else {
             return Err(AuthError::NeedsAuth(format!(
                 "the server needs OAuth credentials: {}",

@@ -6,6 +6,25 @@ use serde_json::{Map, Value};
 
 use crate::secrets::Secret;
 
+/// Where a server's tokens come from (`authProviderType`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Provider {
+    /// OAuth with discovery and a sign-in (`dynamic_discovery`, the default).
+    #[default]
+    Dynamic,
+    /// Google Application Default Credentials, for `oauth.scopes` (`google_credentials`).
+    GoogleCredentials,
+    /// An ID token for `audience`, minted for `service_account` by the IAM Credentials API with
+    /// the Application Default Credentials (`service_account_impersonation`).
+    Impersonation {
+        /// `targetAudience`.
+        audience: Option<String>,
+        /// `targetServiceAccount`.
+        service_account: Option<String>,
+    },
+}
+
 /// What the user configured for a server's OAuth; all optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -33,6 +52,8 @@ pub struct OAuthSettings {
     /// `clientMetadataUrl` (geminid's own): a Client ID Metadata Document's URL, used as the
     /// client id where the authorization server supports them.
     pub client_metadata_url: Option<String>,
+    /// `authProviderType` (with `targetAudience` and `targetServiceAccount`).
+    pub provider: Provider,
 }
 
 fn text(map: &Map<String, Value>, key: &str) -> Option<String> {
@@ -48,6 +69,21 @@ fn list(map: &Map<String, Value>, key: &str) -> Vec<String> {
 }
 
 impl OAuthSettings {
+    /// From an entry: its `oauth` object, `authProviderType`, `targetAudience` and
+    /// `targetServiceAccount`.
+    pub fn of_entry(c: &crate::config::mcp::McpServerConfig) -> Self {
+        use crate::config::mcp::AuthProviderType as T;
+        let provider = match c.auth_provider_type {
+            None | Some(T::DynamicDiscovery) => Provider::Dynamic,
+            Some(T::GoogleCredentials) => Provider::GoogleCredentials,
+            Some(T::ServiceAccountImpersonation) => Provider::Impersonation {
+                audience: c.target_audience.clone(),
+                service_account: c.target_service_account.clone(),
+            },
+        };
+        Self { provider, ..Self::from_config(c.oauth.as_ref()) }
+    }
+
     /// From an entry's `oauth` object (none: all defaults).
     pub fn from_config(map: Option<&Map<String, Value>>) -> Self {
         let Some(m) = map else { return Self::default() };
@@ -62,6 +98,7 @@ impl OAuthSettings {
             audiences: list(m, "audiences"),
             redirect_uri: text(m, "redirectUri"),
             client_metadata_url: text(m, "clientMetadataUrl"),
+            provider: Provider::Dynamic,
         }
     }
 

@@ -36,6 +36,13 @@ impl Auth {
     /// the callback listener, the client's identity, and the URL to open.
     pub async fn begin(&self, t: &Target, port: Option<u16>) -> Result<SignIn, String> {
         let s = &t.settings;
+        if s.provider != super::settings::Provider::Dynamic {
+            return Err(format!(
+                "'{}' uses Google credentials (authProviderType), not a sign-in: \
+                 `gcloud auth application-default login` renews them",
+                t.name
+            ));
+        }
         let resource = discovery::resource_parameter(&t.url).map_err(|e| e.to_string())?;
         let mut endpoints = match (&s.authorization_url, &s.token_url) {
             (Some(a), Some(tk)) => OAuthEndpoints {

@@ -199,6 +199,39 @@ async fn post_form(
     let r = request.body(form_body(&form)).send().await.map_err(|e| {
         TokenError::Unreachable(crate::config::env::redact_urls(&e.to_string()).into_owned())
     })?;
+    answer(r, now_ms, previous_refresh).await
+}
+
+/// The JWT-bearer grant (RFC 7523): a signed assertion for a token.
+pub async fn jwt_bearer(
+    http: &reqwest::Client,
+    url: &str,
+    assertion: &str,
+    now_ms: u64,
+) -> Result<Token, TokenError> {
+    let form = [
+        ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer".to_owned()),
+        ("assertion", assertion.to_owned()),
+    ];
+    let r = http
+        .post(url)
+        .header(reqwest::header::ACCEPT, "application/json")
+        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(form_body(&form))
+        .send()
+        .await
+        .map_err(|e| {
+            TokenError::Unreachable(crate::config::env::redact_urls(&e.to_string()).into_owned())
+        })?;
+    answer(r, now_ms, None).await
+}
+
+/// A token endpoint's answer: a token, or why not.
+async fn answer(
+    r: reqwest::Response,
+    now_ms: u64,
+    previous_refresh: Option<&Secret<String>>,
+) -> Result<Token, TokenError> {
     let status = r.status().as_u16();
     let kind = r
         .headers()

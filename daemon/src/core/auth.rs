@@ -193,6 +193,20 @@ impl Core {
     pub async fn auth_status(&self, session: &str) -> Result<AuthStatusResult, AuthFailure> {
         let mut servers = Vec::new();
         for r in self.remotes(session)? {
+            if r.target.settings.provider != crate::auth::settings::Provider::Dynamic {
+                servers.push(AuthEntry {
+                    name: r.name,
+                    url: r.shown,
+                    state: AuthState::Google,
+                    issuer: None,
+                    expires_at_ms: None,
+                    refreshable: true,
+                    scope: (!r.target.settings.scopes.is_empty())
+                        .then(|| r.target.settings.scopes.join(" ")),
+                    origin: None,
+                });
+                continue;
+            }
             let c = self
                 .auth
                 .credential(&r.target)

@@ -55,6 +55,21 @@ impl AuthedHttp {
         }
     }
 
+    /// The configured headers, with `X-Goog-User-Project` for Google credentials that name a
+    /// quota project (unless the entry sets it, in any case).
+    pub(crate) fn with_google_headers(&self, mut headers: HeaderMap) -> HeaderMap {
+        let google =
+            self.target.settings.provider == crate::auth::settings::Provider::GoogleCredentials;
+        if google
+            && !headers.contains_key("x-goog-user-project")
+            && let Some(project) = self.auth.as_ref().and_then(|a| a.google.quota_project())
+            && let Ok(v) = HeaderValue::try_from(project)
+        {
+            headers.insert("x-goog-user-project", v);
+        }
+        headers
+    }
+
     /// Close the connection of `token` when its credentials are gone.
     pub(crate) fn close_on_loss(&self, token: rmcp::service::RunningServiceCancellationToken) {
         *self.on_loss.lock().unwrap_or_else(|e| e.into_inner()) = Some(token);

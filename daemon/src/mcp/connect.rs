@@ -323,6 +323,7 @@ pub(crate) async fn connect(
             };
             let auth = handler.sup.upgrade().map(|s| s.auth());
             let client = AuthedHttp::new(auth, target, &headers);
+            let headers = client.with_google_headers(headers);
             let attempt = async {
                 match kind {
                     Network::StreamableHttp => http(url, &headers, handler, &client).await,

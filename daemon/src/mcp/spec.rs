@@ -137,7 +137,7 @@ pub(crate) fn resolve(
             .flatten()
             .map(|(k, v)| (k.clone(), expand_env_vars(v, &sanitized)))
             .collect();
-        let oauth = crate::auth::OAuthSettings::from_config(config.oauth.as_ref());
+        let oauth = crate::auth::OAuthSettings::of_entry(config);
         return Ok(LaunchSpec::Network {
             kind,
             url: url.clone(),

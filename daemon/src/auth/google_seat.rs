@@ -1,0 +1,112 @@
+//! The Google providers' side of [`Auth`]: which credentials file and IAM endpoint, the cached
+//! tokens, one fetch at a time per server.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use super::google::{self, Adc};
+use super::service::{Auth, AuthError, Target};
+use super::settings::Provider;
+use super::token::Token;
+use crate::secrets::Secret;
+
+/// Where Google credentials come from, and the tokens made from them.
+#[derive(Debug, Default)]
+pub struct GoogleSeat {
+    /// The ADC file (`None`: no `HOME` to find it under).
+    pub(super) adc_file: Option<PathBuf>,
+    /// The IAM Credentials API's base URL.
+    pub(super) iam_url: String,
+    tokens: Mutex<HashMap<String, Token>>,
+    flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl GoogleSeat {
+    /// From the daemon's environment.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Self {
+        Self {
+            adc_file: google::adc_path(&env),
+            iam_url: env("GEMINID_GOOGLE_IAM_URL").unwrap_or_else(|| google::IAM_URL.to_owned()),
+            ..Self::default()
+        }
+    }
+
+    fn adc(&self) -> Result<Adc, AuthError> {
+        let path = self.adc_file.as_ref().ok_or_else(|| {
+            AuthError::NeedsAuth(
+                "no Google Application Default Credentials: set GOOGLE_APPLICATION_CREDENTIALS \
+                 or run `gcloud auth application-default login`"
+                    .into(),
+            )
+        })?;
+        google::read_adc(path).map_err(AuthError::NeedsAuth)
+    }
+
+    /// The project for `X-Goog-User-Project`, when the credentials name one.
+    pub fn quota_project(&self) -> Option<String> {
+        self.adc().ok()?.quota_project().map(str::to_owned)
+    }
+}
+
+impl Auth {
+    /// A Google provider's token for `t`: cached until 5 minutes before it expires, else made
+    /// (once, however many callers wait); after a 401 to `refused`, made again.
+    pub(super) async fn google_bearer(
+        &self,
+        t: &Target,
+        refused: Option<&Secret<String>>,
+    ) -> Result<Secret<String>, AuthError> {
+        let seat = &self.google;
+        let cached = || seat.tokens.lock().unwrap_or_else(|e| e.into_inner()).get(&t.url).cloned();
+        if let Some(c) = cached().filter(|c| google::fresh(c) && Some(&c.access) != refused) {
+            return Ok(c.access);
+        }
+        let flight = seat
+            .flights
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(t.url.clone())
+            .or_default()
+            .clone();
+        let _one = flight.lock().await;
+        if let Some(c) = cached().filter(|c| google::fresh(c) && Some(&c.access) != refused) {
+            return Ok(c.access);
+        }
+        let adc = seat.adc()?;
+        let token = match &t.settings.provider {
+            Provider::GoogleCredentials => {
+                google::host_allowed(&t.url).map_err(AuthError::NeedsAuth)?;
+                if t.settings.scopes.is_empty() {
+                    return Err(AuthError::NeedsAuth(
+                        "Scopes must be provided in the oauth config for Google Credentials \
+                         provider"
+                            .into(),
+                    ));
+                }
+                google::access_token(&self.http, &adc, &t.settings.scopes).await
+            }
+            Provider::Impersonation { audience, service_account } => {
+                let audience = audience.as_deref().ok_or_else(|| {
+                    AuthError::NeedsAuth(
+                        "targetAudience must be provided for the Service Account Impersonation \
+                         provider"
+                            .into(),
+                    )
+                })?;
+                let sa = service_account.as_deref().ok_or_else(|| {
+                    AuthError::NeedsAuth(
+                        "targetServiceAccount must be provided for the Service Account \
+                         Impersonation provider"
+                            .into(),
+                    )
+                })?;
+                google::id_token(&self.http, &seat.iam_url, &adc, audience, sa).await
+            }
+            Provider::Dynamic => return Err(AuthError::NeedsAuth("not a Google provider".into())),
+        }
+        .map_err(AuthError::Unavailable)?;
+        seat.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(t.url.clone(), token.clone());
+        Ok(token.access)
+    }
+}
