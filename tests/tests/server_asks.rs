@@ -200,6 +200,12 @@ async fn on_stdio_a_request_while_two_sessions_call_is_declined_and_the_log_says
     let (other, second, _) = second_session(&s, "ws2").await?;
     let mut first_asks = listen(&s.client, &s.session, AskKind::Elicitation).await?;
     let mut second_asks = listen(&other, &second, AskKind::Elicitation).await?;
+    // The shared server running for both first (a cold start under load can take longer than
+    // the 300 ms below).
+    for (c, id) in [(&s.client, &s.session), (&other, &second)] {
+        tokio::time::timeout(WAIT, c.tools_call(call(id, "echo", json!({ "text": "up" }))))
+            .await??;
+    }
     // The first session's call is in flight on the shared server while the second's asks.
     let sleeper = s.daemon.client().await?;
     let p = call(&s.session, "sleep", json!({ "ms": 1500 }));
