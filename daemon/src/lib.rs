@@ -15,6 +15,7 @@ pub(crate) mod clock;
 pub mod config;
 pub mod core;
 pub mod events;
+pub mod extensions;
 pub mod gateway;
 pub mod hooks;
 mod literal;
