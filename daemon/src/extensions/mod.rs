@@ -4,3 +4,4 @@
 //! the notes).
 
 pub mod integrity;
+pub mod key;

@@ -164,6 +164,37 @@ impl SecretStore {
         }
     }
 
+    /// Whether the OS keyring is in use.
+    pub fn uses_keyring(&self) -> bool {
+        matches!(self.backend(), Backend::Keyring)
+    }
+
+    /// A secret another program keeps in the OS keyring, under its own `service` (the
+    /// extension integrity key Gemini CLI shares); an error where the keyring is not in use.
+    pub fn get_in(
+        &self,
+        service: &str,
+        account: &str,
+    ) -> Result<Option<Secret<Vec<u8>>>, SecretsError> {
+        match self.backend() {
+            Backend::Keyring => keyring::get_in(service, account),
+            Backend::File { why, .. } => Err(SecretsError::Keyring(why.clone())),
+        }
+    }
+
+    /// Keep a secret in the OS keyring under `service`; an error where it is not in use.
+    pub fn set_in(
+        &self,
+        service: &str,
+        account: &str,
+        value: &Secret<Vec<u8>>,
+    ) -> Result<(), SecretsError> {
+        match self.backend() {
+            Backend::Keyring => keyring::set_in(service, account, value),
+            Backend::File { why, .. } => Err(SecretsError::Keyring(why.clone())),
+        }
+    }
+
     fn file_error(&self, why: impl Into<String>) -> SecretsError {
         SecretsError::File { path: self.file.clone(), why: why.into() }
     }
@@ -217,7 +248,32 @@ mod keyring {
     const PROBE: &str = "geminid-probe";
 
     fn entry(name: &str) -> Result<keyring::Entry, SecretsError> {
-        keyring::Entry::new(SERVICE, name).map_err(|e| SecretsError::Keyring(e.to_string()))
+        entry_in(SERVICE, name)
+    }
+
+    fn entry_in(service: &str, name: &str) -> Result<keyring::Entry, SecretsError> {
+        keyring::Entry::new(service, name).map_err(|e| SecretsError::Keyring(e.to_string()))
+    }
+
+    pub(super) fn get_in(
+        service: &str,
+        name: &str,
+    ) -> Result<Option<Secret<Vec<u8>>>, SecretsError> {
+        match entry_in(service, name)?.get_secret() {
+            Ok(bytes) => Ok(Some(Secret::new(bytes))),
+            Err(keyring::Error::NoEntry) => Ok(None),
+            Err(e) => Err(SecretsError::Keyring(e.to_string())),
+        }
+    }
+
+    pub(super) fn set_in(
+        service: &str,
+        name: &str,
+        value: &Secret<Vec<u8>>,
+    ) -> Result<(), SecretsError> {
+        entry_in(service, name)?
+            .set_secret(value.expose())
+            .map_err(|e| SecretsError::Keyring(e.to_string()))
     }
 
     /// `Ok` when the keyring answers.
@@ -230,15 +286,11 @@ mod keyring {
     }
 
     pub(super) fn get(name: &str) -> Result<Option<Secret<Vec<u8>>>, SecretsError> {
-        match entry(name)?.get_secret() {
-            Ok(bytes) => Ok(Some(Secret::new(bytes))),
-            Err(keyring::Error::NoEntry) => Ok(None),
-            Err(e) => Err(SecretsError::Keyring(e.to_string())),
-        }
+        get_in(SERVICE, name)
     }
 
     pub(super) fn set(name: &str, value: &Secret<Vec<u8>>) -> Result<(), SecretsError> {
-        entry(name)?.set_secret(value.expose()).map_err(|e| SecretsError::Keyring(e.to_string()))
+        set_in(SERVICE, name, value)
     }
 
     pub(super) fn delete(name: &str) -> Result<bool, SecretsError> {
@@ -269,6 +321,14 @@ mod keyring {
     }
 
     pub(super) fn delete(_: &str) -> Result<bool, SecretsError> {
+        Err(SecretsError::Keyring("no keyring".to_owned()))
+    }
+
+    pub(super) fn get_in(_: &str, _: &str) -> Result<Option<Secret<Vec<u8>>>, SecretsError> {
+        Err(SecretsError::Keyring("no keyring".to_owned()))
+    }
+
+    pub(super) fn set_in(_: &str, _: &str, _: &Secret<Vec<u8>>) -> Result<(), SecretsError> {
         Err(SecretsError::Keyring("no keyring".to_owned()))
     }
 }

@@ -1,0 +1,156 @@
+//! The integrity key (COMPAT §6.4): 32 random bytes, as 64 hex digits, in the OS keyring
+//! under Gemini CLI's own names (service `gemini-cli-extension-integrity`, account
+//! `secret-key`), so both programs sign and verify with one key; where no keyring works,
+//! `~/.gemini/integrity.key` (0600), as Gemini CLI falls back to. A key file that is not 64
+//! hex digits is refused with how to reset it; nothing overwrites it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::secrets::{Secret, SecretStore};
+
+/// Gemini CLI's keyring service for the key.
+pub const KEYRING_SERVICE: &str = "gemini-cli-extension-integrity";
+/// Gemini CLI's keyring account for the key.
+pub const KEYRING_ACCOUNT: &str = "secret-key";
+/// The fallback file in `~/.gemini`.
+pub const KEY_FILE: &str = "integrity.key";
+
+/// Why there is no key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// The key file holds something else than a key.
+    #[error(
+        "{} is not an extension integrity key (64 hex digits): delete it and \
+         {} to reset (a new key is made; then `gemctl extensions accept NAME` re-signs each \
+         extension)", .0.display(), crate::extensions::integrity::STORE_FILE
+    )]
+    Corrupt(PathBuf),
+    /// It cannot be read or made.
+    #[error("cannot use the extension integrity key {}: {why}", .path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+}
+
+fn valid(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A fresh key: 32 bytes from the OS's random source, hex.
+fn fresh() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no random source: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The key: the keyring's, else the file's; made (and kept) on first use.
+pub fn integrity_key(secrets: &SecretStore, gemini_dir: &Path) -> Result<Secret<String>, KeyError> {
+    if secrets.uses_keyring() {
+        match secrets.get_in(KEYRING_SERVICE, KEYRING_ACCOUNT) {
+            Ok(Some(bytes)) => {
+                let text = String::from_utf8_lossy(bytes.expose()).trim().to_owned();
+                if valid(&text) {
+                    return Ok(Secret::new(text));
+                }
+                tracing::warn!(
+                    "the keyring's extension integrity key is not 64 hex digits; using the key file"
+                );
+            }
+            Ok(None) => {
+                let path = gemini_dir.join(KEY_FILE);
+                let key = fresh().map_err(|why| KeyError::Io { path, why })?;
+                match secrets.set_in(
+                    KEYRING_SERVICE,
+                    KEYRING_ACCOUNT,
+                    &Secret::new(key.clone().into_bytes()),
+                ) {
+                    Ok(()) => return Ok(Secret::new(key)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot keep the extension integrity key in the keyring; using the key file")
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the keyring failed; using the extension integrity key file")
+            }
+        }
+    }
+    from_file(&gemini_dir.join(KEY_FILE))
+}
+
+/// The key file's key, made if there is none.
+pub fn from_file(path: &Path) -> Result<Secret<String>, KeyError> {
+    let io = |e: std::io::Error| KeyError::Io { path: path.to_owned(), why: e.to_string() };
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let text = text.trim();
+            if valid(text) {
+                Ok(Secret::new(text.to_owned()))
+            } else {
+                Err(KeyError::Corrupt(path.to_owned()))
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(io)?;
+            }
+            let key = fresh().map_err(|why| KeyError::Io { path: path.to_owned(), why })?;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            match options.open(path) {
+                Ok(mut f) => {
+                    f.write_all(key.as_bytes()).map_err(io)?;
+                    Ok(Secret::new(key))
+                }
+                // Another process made it first: that one is the key.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => from_file(path),
+                Err(e) => Err(io(e)),
+            }
+        }
+        Err(e) => Err(io(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_file_is_made_once_private_and_refused_when_it_is_not_a_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = SecretStore::file_only(&dir.path().join("data"));
+        let gemini = dir.path().join(".gemini");
+        let key = integrity_key(&secrets, &gemini).unwrap();
+        assert!(valid(key.expose()));
+        assert_eq!(integrity_key(&secrets, &gemini).unwrap(), key, "kept");
+        assert_ne!(from_file(&dir.path().join("other.key")).unwrap(), key, "random");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(gemini.join(KEY_FILE)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        // Gemini CLI writes the hex with no newline; one at the end is fine too.
+        std::fs::write(gemini.join(KEY_FILE), format!("{}\n", key.expose())).unwrap();
+        assert_eq!(integrity_key(&secrets, &gemini).unwrap(), key);
+        std::fs::write(gemini.join(KEY_FILE), "not a key").unwrap();
+        let e = integrity_key(&secrets, &gemini).unwrap_err();
+        assert_eq!(e, KeyError::Corrupt(gemini.join(KEY_FILE)));
+        assert!(
+            e.to_string().contains("delete it")
+                && e.to_string().contains("gemctl extensions accept"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(gemini.join(KEY_FILE)).unwrap(),
+            "not a key",
+            "untouched"
+        );
+    }
+}
