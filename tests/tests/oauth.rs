@@ -101,6 +101,9 @@ fn echo(session: &str, text: &str) -> ToolsCallParams {
 async fn a_headless_sign_in_connects_and_one_refresh_serves_fifty_calls() -> anyhow::Result<()> {
     let site = Site::start()?;
     let s = Setup::new(json!({ "remote": { "httpUrl": site.fx.url } })).await?;
+    // Trusted for good, not through the session's environment: gemctl's own (which has no
+    // GEMINI_CLI_TRUST_WORKSPACE) may be what a later request is judged by.
+    anyhow::ensure!(s.home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
     let mut shown = Shown::default();
     let started =
         s.client.mcp_start(StartParams { session: s.session.clone(), wait: true }).await?.servers;
@@ -206,6 +209,7 @@ async fn a_sign_in_that_goes_wrong_says_why_and_stores_nothing() -> anyhow::Resu
         &["--oauth-timeout", "1s"],
     )
     .await?;
+    anyhow::ensure!(s.home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
     // Gemini CLI's token file, readable by others: not imported, and said how to fix.
     let gemini_tokens = s.home.root().join("home/.gemini/mcp-oauth-tokens.json");
     std::fs::write(&gemini_tokens, "[]")?;
