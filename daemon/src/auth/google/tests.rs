@@ -199,27 +199,13 @@ async fn a_service_account_signs_its_assertion_with_rs256() {
     use aws_lc_rs::signature::KeyPair;
     let key = aws_lc_rs::rsa::KeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048).unwrap();
     let der: aws_lc_rs::encoding::Pkcs8V1Der<'_> = key.as_der().unwrap();
-    let b64 = {
-        // Standard base64 of the DER, in PEM's 64-column lines.
-        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut out = String::new();
-        for chunk in der.as_ref().chunks(3) {
-            let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-            for i in 0..4 {
-                out.push(if i <= chunk.len() {
-                    char::from(A[((n >> (18 - 6 * i)) & 63) as usize])
-                } else {
-                    '='
-                });
-            }
-        }
-        out.as_bytes()
-            .chunks(64)
-            .map(|l| String::from_utf8_lossy(l).into_owned())
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    // Standard base64 of the DER, in PEM's 64-column lines.
+    let b64 = crate::auth::token::base64(der.as_ref())
+        .as_bytes()
+        .chunks(64)
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
     let pem = format!("-----BEGIN PRIVATE KEY-----\n{b64}\n-----END PRIVATE KEY-----\n");
     let dir = tempfile::tempdir().unwrap();
     let site = Site::start().await;
