@@ -5,8 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use geminid_protocol::api::{AuthApiClient, McpApiClient, SessionApiClient, ToolsApiClient};
-use geminid_protocol::auth::{AuthBeginParams, AuthProgressParams, AuthStep};
+use geminid_protocol::api::{McpApiClient, SessionApiClient, ToolsApiClient};
 use geminid_protocol::mcp::StartParams;
 use geminid_protocol::session::SessionCreateParams;
 use geminid_protocol::tools::ToolsCallParams;
@@ -48,22 +47,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     };
     let session = client.create(create).await?.id;
     client.mcp_start(StartParams { session: session.clone(), wait: true }).await?;
-    let p =
-        AuthBeginParams { session: session.clone(), name: "authed".into(), callback_port: None };
-    let begun = client.auth_begin(p).await?;
-    reqwest::Client::new().get(&begun.url).send().await?;
-    let mut after = 0;
-    loop {
-        let p = client
-            .auth_progress(AuthProgressParams { attempt: begun.attempt.clone(), after })
-            .await?;
-        after = p.seq;
-        match p.step {
-            AuthStep::Connected => break,
-            AuthStep::Failed => anyhow::bail!("sign-in failed: {:?}", p.message),
-            _ => {}
-        }
-    }
+    geminid_tests::oauth::sign_in(&client, &session, "authed").await?;
     let (mut without, mut with): (Vec<Duration>, Vec<Duration>) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS + WARMUP {
         for (server, into) in [("plain", &mut without), ("authed", &mut with)] {

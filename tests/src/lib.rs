@@ -3,6 +3,7 @@
 
 pub mod inproc;
 pub mod mcp;
+pub mod oauth;
 
 use std::fs::File;
 use std::os::unix::fs::PermissionsExt;

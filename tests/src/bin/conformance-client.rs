@@ -12,18 +12,19 @@
 
 use std::time::Duration;
 
-use geminid_protocol::api::{AuthApiClient, McpApiClient, SessionApiClient, ToolsApiClient};
+use geminid_protocol::api::{McpApiClient, SessionApiClient, ToolsApiClient};
 use geminid_protocol::asks::{AskKind, AskNotice, AsksListenParams, AsksRespondParams};
-use geminid_protocol::auth::{AuthBeginParams, AuthProgressParams, AuthStep};
 use geminid_protocol::mcp::ServerState;
 use geminid_protocol::mcp::{CallToolParams, StartParams};
 use geminid_protocol::session::SessionCreateParams;
 use geminid_protocol::tools::ToolsListParams;
 use geminid_tests::mcp::{shell_env, write_user_settings};
-use geminid_tests::{Daemon, TestHome};
+use geminid_tests::{Daemon, TestHome, oauth};
 use serde_json::{Value, json};
 
 const SERVER: &str = "conformance";
+/// How long a server may take to settle after a start or a sign-in.
+const SETTLE: Duration = Duration::from_secs(10);
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -129,49 +130,26 @@ fn fill(schema: &Value) -> Value {
     Value::Object(content)
 }
 
-/// Sign in the way a person with a browser would: open the URL (following its redirect back
-/// to geminid's callback), then wait for the outcome.
+/// Sign in the way a person with a browser would (`geminid_tests::oauth::sign_in`), then wait
+/// for the server to settle: a server may take the new token, then refuse it mid-session (a
+/// migrated authorization server, too little scope) and want another sign-in, three in all at
+/// most (the spec's retry limit).
 async fn sign_in(client: &geminid_protocol::client::Client, session: &str) -> anyhow::Result<()> {
-    // A sign-in whose token the server then refuses for lack of scope is followed by another
-    // asking for it, three in all at most (the spec's retry limit).
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        match sign_in_once(client, session).await {
+    for tries in 1..=3 {
+        match oauth::sign_in(client, session, SERVER).await {
             Err(e) if tries < 3 && e.to_string().contains("gemctl mcp auth") => {
                 eprintln!("conformance-client: {e:#}; signing in again");
+                continue;
             }
-            other => return other,
+            other => other?,
         }
-    }
-}
-
-async fn sign_in_once(
-    client: &geminid_protocol::client::Client,
-    session: &str,
-) -> anyhow::Result<()> {
-    let begun = client
-        .auth_begin(AuthBeginParams {
-            session: session.to_owned(),
-            name: SERVER.to_owned(),
-            callback_port: None,
-        })
-        .await?;
-    eprintln!("conformance-client: signing in ({}) at {}", begun.client, begun.url);
-    let browser = reqwest::Client::new().get(&begun.url).send().await;
-    eprintln!("conformance-client: the browser: {:?}", browser.map(|r| r.status()));
-    let mut after = 0;
-    loop {
-        let p = client
-            .auth_progress(AuthProgressParams { attempt: begun.attempt.clone(), after })
-            .await?;
-        after = p.seq;
-        match p.step {
-            AuthStep::Connected => return Ok(()),
-            AuthStep::Failed => anyhow::bail!("signing in failed: {:?}", p.message),
-            _ => {}
+        let status = oauth::settled(client, session, SERVER, SETTLE).await?;
+        if status.state != ServerState::NeedsAuth {
+            return Ok(());
         }
+        eprintln!("conformance-client: wants a sign-in again: {:?}", status.last_error);
     }
+    Ok(())
 }
 
 /// A call; when the server wants a new sign-in (more scope, a refused token), signed in again
@@ -204,18 +182,16 @@ async fn steps(home: &TestHome, daemon: &Daemon, scenario: &str) -> anyhow::Resu
     };
     let session = client.create(create).await?.id;
     let person = play_the_person(daemon.client().await?, session.clone()).await?;
-    let mut started =
-        client.mcp_start(StartParams { session: session.clone(), wait: true }).await?;
-    let needs_auth = |servers: &[geminid_protocol::mcp::ServerStatus]| {
-        servers.iter().any(|s| s.name == SERVER && s.state == ServerState::NeedsAuth)
-    };
-    if needs_auth(&started.servers) {
+    client.mcp_start(StartParams { session: session.clone(), wait: true }).await?;
+    // Settled before judged: a server closing its connection after a 401 is `disconnected` for
+    // a moment on its way to `needs-auth`.
+    let mut status = oauth::settled(&client, &session, SERVER, SETTLE).await?;
+    if status.state == ServerState::NeedsAuth {
         sign_in(&client, &session).await?;
-        started = client.mcp_start(StartParams { session: session.clone(), wait: true }).await?;
+        status = oauth::settled(&client, &session, SERVER, SETTLE).await?;
     }
-    let server = started.servers.iter().find(|s| s.name == SERVER);
-    if let Some(s) = server.filter(|s| s.last_error.is_some()) {
-        anyhow::bail!("the server did not connect: {:?}", s.last_error);
+    if status.state != ServerState::Connected {
+        anyhow::bail!("the server did not connect ({:?}): {:?}", status.state, status.last_error);
     }
     let listed = client
         .tools_list(ToolsListParams { session: session.clone(), raw: true, all: false })
