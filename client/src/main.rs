@@ -6,6 +6,8 @@ mod bridge;
 mod config_cmds;
 mod daemon;
 mod elicit;
+mod ext_cmds;
+mod ext_new;
 mod hooks_cmds;
 mod mcp_cmds;
 mod output;
@@ -160,6 +162,9 @@ enum Command {
     /// The session's hooks: `list` them, `run` an event's hooks for real
     #[command(subcommand)]
     Hooks(hooks_cmds::HooksCommand),
+    /// Extensions: install, link, uninstall, list, enable, disable, verify, accept, new
+    #[command(subcommand)]
+    Extensions(ext_cmds::ExtensionsCommand),
     /// Trust a folder (default: the current directory)
     Trust {
         /// The folder
@@ -191,6 +196,7 @@ impl Command {
             | Self::Trust { .. }
             | Self::Untrust { .. } => false,
             Self::Confirm { .. } | Self::Audit { .. } => false,
+            Self::Extensions(ext_cmds::ExtensionsCommand::New { .. }) => false,
             Self::Session(SessionCommand::Show { id }) | Self::Attach { id, .. } => id.is_none(),
             Self::Session(_) => false,
             Self::Mcp(McpCommand::Runtime(RuntimeCommand::List { all })) => !*all,
@@ -199,6 +205,7 @@ impl Command {
             | Self::Call { .. }
             | Self::Policy(_)
             | Self::Hooks(_)
+            | Self::Extensions(_)
             | Self::Prompt { .. }
             | Self::Read { .. }
             | Self::Tasks { .. } => true,
@@ -490,6 +497,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let session = for_session(&client, cli.session).await?.id;
             let ok = hooks_cmds::run(&client, session, cmd, cli.json).await?;
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Extensions(ext_cmds::ExtensionsCommand::New { path, template }) => {
+            let cmd = ext_cmds::ExtensionsCommand::New { path, template };
+            ext_cmds::new_here(cmd, cli.json)
+        }
+        Command::Extensions(cmd) => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            ext_cmds::run(&client, session, cmd, cli.json).await
         }
         Command::Trust { path, parent, never } => {
             use geminid_protocol::config::TrustLevel;

@@ -23,6 +23,11 @@ use crate::config::{
 use crate::daemon::{HelloParams, HelloResult, ShutdownResult, StatusResult};
 use crate::event::Event;
 use crate::event::EventsSubscribeParams;
+use crate::extensions::{
+    ExtensionEnableParams, ExtensionEnableResult, ExtensionInfo, ExtensionInstallParams,
+    ExtensionInstallResult, ExtensionNameParams, ExtensionUninstallResult, ExtensionsListParams,
+    ExtensionsListResult, ExtensionsVerifyParams,
+};
 use crate::hooks::{
     HooksEnableParams, HooksEnableResult, HooksFireParams, HooksFireResult, HooksListParams,
     HooksListResult, HooksMigrateParams, HooksMigrateResult,
@@ -369,6 +374,63 @@ pub trait HooksApi {
     /// Add Claude Code's hooks of the workspace to its settings file, converted.
     #[method(name = "migrate")]
     async fn hooks_migrate(&self, params: HooksMigrateParams) -> RpcResult<HooksMigrateResult>;
+}
+
+/// `extensions/*`: installed extensions, their integrity, enablement and installation.
+#[rpc(server, client, namespace = "extensions", namespace_separator = "/")]
+pub trait ExtensionsApi {
+    /// Every installed extension, as the session's workspace sees it.
+    #[method(name = "list")]
+    async fn extensions_list(
+        &self,
+        params: ExtensionsListParams,
+    ) -> RpcResult<ExtensionsListResult>;
+
+    /// Hash every file again now and compare with the records.
+    #[method(name = "verify")]
+    async fn extensions_verify(
+        &self,
+        params: ExtensionsVerifyParams,
+    ) -> RpcResult<ExtensionsListResult>;
+
+    /// Re-sign an extension's files as they are now (after a deliberate local edit).
+    #[method(name = "accept")]
+    async fn extensions_accept(&self, params: ExtensionNameParams) -> RpcResult<ExtensionInfo>;
+
+    /// Enable an extension for the user or the session's workspace.
+    #[method(name = "enable")]
+    async fn extensions_enable(
+        &self,
+        params: ExtensionEnableParams,
+    ) -> RpcResult<ExtensionEnableResult>;
+
+    /// Disable an extension for the user or the session's workspace.
+    #[method(name = "disable")]
+    async fn extensions_disable(
+        &self,
+        params: ExtensionEnableParams,
+    ) -> RpcResult<ExtensionEnableResult>;
+
+    /// Install an extension from a local folder (copied; with consent).
+    #[method(name = "install")]
+    async fn extensions_install(
+        &self,
+        params: ExtensionInstallParams,
+    ) -> RpcResult<ExtensionInstallResult>;
+
+    /// Link a development folder as an extension (read in place, not verified).
+    #[method(name = "link")]
+    async fn extensions_link(
+        &self,
+        params: ExtensionInstallParams,
+    ) -> RpcResult<ExtensionInstallResult>;
+
+    /// Remove an installed extension, its integrity records and its enablement rules.
+    #[method(name = "uninstall")]
+    async fn extensions_uninstall(
+        &self,
+        params: ExtensionNameParams,
+    ) -> RpcResult<ExtensionUninstallResult>;
 }
 
 /// `audit/*`: the record of every call.

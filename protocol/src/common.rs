@@ -56,4 +56,7 @@ pub enum Scope {
     Workspace,
     /// The system `settings.json` (overrides everything).
     System,
+    /// An installed extension's `gemini-extension.json` (its servers; a settings entry of
+    /// the same name overrides it field by field).
+    Extension,
 }

@@ -86,6 +86,9 @@ pub struct McpServerEntry {
     /// Its configuration as written (`$VAR`s not expanded), what looks secret in `env` and
     /// `headers` and the user information of URLs redacted; as used, with `showSecrets`.
     pub config: serde_json::Value,
+    /// The extension that gives it (a settings entry of its name may override it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension: Option<String>,
     /// Why it will not start; absent when it will.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked: Option<BlockReason>,

@@ -56,15 +56,18 @@ pub enum ErrorCode {
     /// The MCP server needs an OAuth sign-in (`gemctl mcp auth NAME`), or a sign-in could not
     /// start; the message says why.
     NeedsAuth,
-    /// An extension's files do not match their integrity record (reserved: extensions are not built yet).
+    /// An extension's files could not be verified or signed (no integrity key, an unreadable
+    /// folder, a record that cannot be written); the message names the fix.
     IntegrityFailed,
+    /// No installed extension has that name.
+    ExtensionNotFound,
     /// Anything else that went wrong inside the daemon.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 24] = [
         Self::VersionMismatch,
         Self::SessionNotFound,
         Self::InvalidWorkspace,
@@ -87,6 +90,7 @@ impl ErrorCode {
         Self::ConfirmationTimedOut,
         Self::NeedsAuth,
         Self::IntegrityFailed,
+        Self::ExtensionNotFound,
         Self::Internal,
     ];
 
@@ -115,6 +119,7 @@ impl ErrorCode {
             Self::ConfirmationTimedOut => -31020,
             Self::NeedsAuth => -31021,
             Self::IntegrityFailed => -31022,
+            Self::ExtensionNotFound => -31023,
             Self::Internal => -31099,
         }
     }
@@ -149,6 +154,7 @@ impl ErrorCode {
             Self::ConfirmationTimedOut => "confirmationTimedOut",
             Self::NeedsAuth => "needsAuth",
             Self::IntegrityFailed => "integrityFailed",
+            Self::ExtensionNotFound => "extensionNotFound",
             Self::Internal => "internal",
         }
     }

@@ -41,6 +41,7 @@ pub const KINDS: &[&str] = &[
     "sampling/requested",
     "hooks/ran",
     "mcp/resourceUpdated",
+    "extensions/tampered",
 ];
 
 /// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
@@ -96,6 +97,9 @@ pub enum EventBody {
     /// the gateway made for a client).
     #[serde(rename = "mcp/resourceUpdated")]
     ResourceUpdated(crate::mcp::ResourceUpdated),
+    /// An extension's files no longer match its integrity record: it is not loaded.
+    #[serde(rename = "extensions/tampered")]
+    ExtensionTampered(crate::extensions::ExtensionTampered),
 }
 
 /// Payload of `daemon/shuttingDown`.
@@ -125,6 +129,7 @@ impl EventBody {
             Self::SamplingRequested(_) => "sampling/requested",
             Self::HookRan(_) => "hooks/ran",
             Self::ResourceUpdated(_) => "mcp/resourceUpdated",
+            Self::ExtensionTampered(_) => "extensions/tampered",
         }
     }
 
@@ -145,7 +150,8 @@ impl EventBody {
             Self::DaemonShuttingDown(_)
             | Self::McpServerState(_)
             | Self::CatalogChanged(_)
-            | Self::ResourceUpdated(_) => None,
+            | Self::ResourceUpdated(_)
+            | Self::ExtensionTampered(_) => None,
         }
     }
 

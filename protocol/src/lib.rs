@@ -2,7 +2,8 @@
 //!
 //! Everything a client needs to speak to the daemon lives here and nothing else: the JSON-RPC
 //! method traits ([`api`]); their parameter and result types, one module per namespace
-//! ([`daemon`], [`session`], [`config`], [`mcp`], [`tools`], [`asks`], [`policy`]), with [`common`] for
+//! ([`daemon`], [`session`], [`config`], [`mcp`], [`tools`], [`asks`], [`policy`],
+//! [`extensions`], ...), with [`common`] for
 //! ids, scopes and diagnostics; the event stream ([`event`]); the error-code table
 //! ([`error`]); where the socket is ([`socket`]) and how to connect to it ([`client`]).
 //! Methods are named `<namespace>/<method>`, fields are camelCase.
@@ -16,6 +17,7 @@ pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod event;
+pub mod extensions;
 pub mod gateway;
 pub mod hooks;
 pub mod mcp;

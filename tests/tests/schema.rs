@@ -9,6 +9,7 @@ use geminid_protocol::auth::*;
 use geminid_protocol::config::*;
 use geminid_protocol::daemon::*;
 use geminid_protocol::event::{Event, EventsSubscribeParams};
+use geminid_protocol::extensions::*;
 use geminid_protocol::hooks::*;
 use geminid_protocol::mcp::*;
 use geminid_protocol::policy::*;
@@ -98,6 +99,14 @@ fn document() -> Value {
         "auth/progress" => AuthProgressParams, AuthProgress;
         "auth/status" => AuthStatusParams, AuthStatusResult;
         "auth/logout" => AuthLogoutParams, AuthLogoutResult;
+        "extensions/list" => ExtensionsListParams, ExtensionsListResult;
+        "extensions/verify" => ExtensionsVerifyParams, ExtensionsListResult;
+        "extensions/accept" => ExtensionNameParams, ExtensionInfo;
+        "extensions/enable" => ExtensionEnableParams, ExtensionEnableResult;
+        "extensions/disable" => ExtensionEnableParams, ExtensionEnableResult;
+        "extensions/install" => ExtensionInstallParams, ExtensionInstallResult;
+        "extensions/link" => ExtensionInstallParams, ExtensionInstallResult;
+        "extensions/uninstall" => ExtensionNameParams, ExtensionUninstallResult;
     };
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

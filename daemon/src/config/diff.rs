@@ -67,6 +67,7 @@ mod tests {
                         shown: config.clone(),
                         config,
                         scope: Scope::User,
+                        extension: None,
                         blocked: *blocked,
                     },
                 )
@@ -84,6 +85,7 @@ mod tests {
             servers,
             shown_settings: serde_json::json!({}),
             hook_files: vec![],
+            extensions: vec![],
         }
     }
 

@@ -8,6 +8,7 @@
 pub(crate) mod diff;
 pub(crate) mod enablement;
 pub(crate) mod env;
+pub(crate) mod extend;
 pub(crate) mod files;
 pub(crate) mod import;
 pub(crate) mod mcp;
@@ -113,6 +114,8 @@ pub struct ServerSpec {
     pub shown: McpServerConfig,
     /// The scope it came from.
     pub scope: Scope,
+    /// The extension that gives it (a settings entry of its name may override it).
+    pub extension: Option<String>,
     /// Why it may not start.
     pub blocked: Option<BlockReason>,
 }
@@ -130,6 +133,8 @@ pub struct Effective {
     /// The applied settings files that have `hooks`, in merge order (the hooks registry
     /// reads them file by file to say where a problem is).
     pub hook_files: Vec<HookFile>,
+    /// What the extensions enabled in the workspace contribute, in name order.
+    pub extensions: Vec<crate::extensions::contribute::Contribution>,
 }
 
 /// One settings file's `hooks` (expanded) and its text.
@@ -264,12 +269,23 @@ impl Loader {
     }
 
     /// The effective configuration for a session in `workspace` whose environment is `env`,
-    /// with `session_disabled` servers disabled for it.
+    /// with `session_disabled` servers disabled for it, and no extensions.
     pub fn effective(
         &self,
         workspace: &Path,
         env: &Env,
         session_disabled: &BTreeSet<String>,
+    ) -> Effective {
+        self.effective_with(workspace, env, session_disabled, &Default::default())
+    }
+
+    /// [`Loader::effective`] with the extensions of `extensions` that are enabled there.
+    pub fn effective_with(
+        &self,
+        workspace: &Path,
+        env: &Env,
+        session_disabled: &BTreeSet<String>,
+        extensions: &crate::extensions::Scan,
     ) -> Effective {
         let mut diags = Vec::new();
         let p = &self.paths;
@@ -292,6 +308,8 @@ impl Loader {
             env.get("GEMINI_CLI_TRUST_WORKSPACE").map(String::as_str),
         );
 
+        let contributions =
+            crate::extensions::contribute::for_workspace(extensions, workspace, trust.trusted, env);
         let mut layers = vec![defaults, own, user];
         if let Some(path) = p.workspace_settings(workspace) {
             let mut ws = self.layer(Scope::Workspace, path, env, &mut diags);
@@ -301,7 +319,9 @@ impl Loader {
         layers.push(system);
         let applied: Vec<&Layer> = layers.iter().filter(|l| l.applied).collect();
         let mut merged = merge::merge_all(applied.iter().filter_map(|l| l.value.as_ref()));
+        extend::exclude_tools(&mut merged, &contributions);
         let mut shown_settings = merge::merge_all(applied.iter().filter_map(|l| l.raw.as_ref()));
+        extend::exclude_tools(&mut shown_settings, &contributions);
         if let Some(m) = shown_settings.as_object_mut() {
             m.remove("mcpServers");
         }
@@ -372,6 +392,29 @@ impl Loader {
                 )),
             }
         }
+        let written_in = |name: &str| {
+            listed.iter().rev().find_map(|l| {
+                l.raw.as_ref()?.pointer(&format!("/mcpServers/{}", escape(name))).cloned()
+            })
+        };
+        let joined =
+            extend::join_servers(&mut raw_servers, &written_in, &contributions, &mut diags);
+        // Each extension is a layer under every settings scope, holding the servers it alone
+        // gives (a settings entry of the same name is where that server is written).
+        let ext_layers: Vec<Layer> = joined
+            .layers
+            .iter()
+            .map(|(i, own)| Layer {
+                scope: Scope::Extension,
+                path: contributions[*i].manifest_path.clone(),
+                exists: true,
+                applied: true,
+                value: Some(serde_json::json!({ "mcpServers": own })),
+                raw: None,
+                text: contributions[*i].manifest_text.clone(),
+            })
+            .collect();
+        let listed: Vec<&Layer> = ext_layers.iter().chain(listed.iter().copied()).collect();
         let mut servers = BTreeMap::new();
         let mut entries = Vec::new();
         for (name, value) in &raw_servers {
@@ -387,6 +430,10 @@ impl Loader {
                 })
             };
             let Some(origin) = origin else { continue };
+            let extension = joined.from.get(name).map(|(e, _)| e.clone());
+            let written = joined.from.get(name).map(|(_, v)| v.clone()).or_else(|| {
+                origin.raw.as_ref()?.pointer(&format!("/mcpServers/{}", escape(name))).cloned()
+            });
             let (config, problems) = mcp::parse_server(name, value);
             for pr in problems {
                 let mut path = vec!["mcpServers", name.as_str()];
@@ -416,26 +463,17 @@ impl Loader {
                 transport: config.as_ref().map_or("none", McpServerConfig::transport).to_owned(),
                 // As written, not expanded: `"X": "$GITHUB_TOKEN"` shows as that, never as the
                 // token (and what looks secret in it is redacted as well).
-                config: redacted(
-                    origin
-                        .raw
-                        .as_ref()
-                        .and_then(|v| v.pointer(&format!("/mcpServers/{}", escape(name))))
-                        .unwrap_or(value),
-                ),
+                config: redacted(written.as_ref().unwrap_or(value)),
+                extension: extension.clone(),
                 blocked,
             });
             if let Some(config) = config {
-                let shown = origin
-                    .raw
+                let shown = written
                     .as_ref()
-                    .and_then(|v| v.pointer(&format!("/mcpServers/{}", escape(name))))
                     .and_then(|raw| mcp::parse_server(name, raw).0)
                     .unwrap_or_else(|| config.clone());
-                servers.insert(
-                    name.clone(),
-                    ServerSpec { config, shown, scope: origin.scope, blocked },
-                );
+                let spec = ServerSpec { config, shown, scope: origin.scope, extension, blocked };
+                servers.insert(name.clone(), spec);
             }
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
@@ -471,6 +509,7 @@ impl Loader {
             servers,
             shown_settings,
             hook_files,
+            extensions: contributions,
         }
     }
 

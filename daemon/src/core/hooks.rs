@@ -18,7 +18,7 @@ use crate::clock;
 use crate::hooks::aggregate::{effective_reason, hook_context, is_ask, is_blocking};
 use crate::hooks::exec::{Fired, fire};
 use crate::hooks::plan::plan;
-use crate::hooks::registry::{Registry, SettingsHooks};
+use crate::hooks::registry::{ExtensionHooks, Registry, SettingsHooks};
 use crate::hooks::run::{Context, Ran};
 use crate::hooks::{HookEvent, HookSource, trusted};
 use crate::session::SessionError;
@@ -117,6 +117,17 @@ impl HookSeat {
             .zip(&labels)
             .map(|(f, label)| SettingsHooks { file: label, text: Some(&f.text), hooks: &f.hooks })
             .collect();
+        let extension_hooks: Vec<ExtensionHooks> = effective
+            .extensions
+            .iter()
+            .filter_map(|x| {
+                Some(ExtensionHooks {
+                    name: x.name.clone(),
+                    hooks: x.hooks.clone()?,
+                    env: x.settings.clone(),
+                })
+            })
+            .collect();
         let trusted_file = self.trusted_file(&core);
         let new_project_hooks = effective
             .hook_files
@@ -129,8 +140,7 @@ impl HookSeat {
             });
         let p = Arc::new(Prepared {
             new_project_hooks: Mutex::new(new_project_hooks),
-            // Extensions' hooks join here once extensions are installed by geminid.
-            registry: Registry::of_files(&c.settings, &files, c.trust.trusted, &[]),
+            registry: Registry::of_files(&c.settings, &files, c.trust.trusted, &extension_hooks),
             plans: core.config.paths().home.join(".gemini").join("tmp").join(project).join("plans"),
             cwd,
             trusted: c.trust.trusted,

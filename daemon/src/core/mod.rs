@@ -1,6 +1,8 @@
 //! The daemon's core: everything it owns, constructible without a socket.
 
 pub mod auth;
+mod extensions;
+pub(crate) use extensions::ExtensionsError;
 pub mod hooks;
 pub(crate) mod policy;
 mod prepared;
@@ -69,6 +71,8 @@ pub struct Core {
     pub secrets: Arc<SecretStore>,
     /// OAuth tokens of remote servers.
     pub auth: Arc<crate::auth::Auth>,
+    /// Installed extensions, their integrity and enablement.
+    pub extensions: Arc<crate::extensions::Extensions>,
     /// Sign-ins under way.
     sign_ins: auth::SignIns,
     /// Sessions' tool-call policies (their files' last good rules).
@@ -139,6 +143,13 @@ impl Core {
             auth.clone(),
         );
         let audit = Arc::new(crate::audit::AuditLog::new(store.clone()));
+        let extensions = Arc::new(crate::extensions::Extensions::new(
+            config.paths().home.join(".gemini"),
+            secrets.clone(),
+            store.clone(),
+            events.clone(),
+        ));
+        extensions.rescan(false);
         Arc::new_cyclic(|me: &std::sync::Weak<Core>| {
             let guard = Arc::new(seat::Guard::new(me.clone()));
             let hook_seat = Arc::new(hooks::HookSeat::new(me.clone()));
@@ -167,6 +178,7 @@ impl Core {
                 asks,
                 secrets,
                 auth,
+                extensions,
                 sign_ins: auth::SignIns::default(),
                 policies: crate::policy::service::Policies::default(),
                 guard,
@@ -205,7 +217,8 @@ impl Core {
         let rec = self.sessions.record(session)?;
         let disabled = rec.state.disabled_servers.iter().cloned().collect();
         let env = self.session_env(session);
-        Ok(self.config.effective(Path::new(&rec.workspace), &env, &disabled))
+        let extensions = self.extensions.current();
+        Ok(self.config.effective_with(Path::new(&rec.workspace), &env, &disabled, &extensions))
     }
 
     fn baselines(&self) -> std::sync::MutexGuard<'_, HashMap<String, Effective>> {
@@ -239,6 +252,11 @@ impl Core {
         reason: &str,
     ) -> Result<Vec<ConfigChanged>, SessionError> {
         let _serial = self.reload_lock.lock().await;
+        // Extensions first: what they contribute is part of every session's configuration.
+        let extensions = self.extensions.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || extensions.rescan(false)).await {
+            tracing::warn!(error = %e, "the extensions scan failed");
+        }
         // Policy files are read when a session's rules are prepared: any reload may change them.
         self.guard.changed();
         self.hooks.changed();
@@ -307,7 +325,7 @@ impl Core {
     /// places that are directories; a place that is a file is in [`Core::watched_files`]).
     pub fn watched_dirs(&self) -> BTreeSet<PathBuf> {
         let p = self.config.paths();
-        let mut dirs = BTreeSet::new();
+        let mut dirs: BTreeSet<PathBuf> = self.extensions.watched_dirs().into_iter().collect();
         dirs.insert(p.home.join(".gemini").join("policies"));
         if let Some(system) = p.system.parent() {
             dirs.insert(system.join("policies"));

@@ -63,7 +63,7 @@ pub fn stable_stringify(v: &Value) -> String {
 }
 
 /// Equal byte strings, in time that does not depend on where they differ.
-fn same(a: &str, b: &str) -> bool {
+pub(crate) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

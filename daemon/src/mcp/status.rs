@@ -200,6 +200,8 @@ impl Supervisor {
                     s
                 }
             };
+            let mut status = status;
+            status.extension = view.config.servers.get(&name).and_then(|s| s.extension.clone());
             out.push(status);
         }
         out.sort_by(|a, b| (a.scope, &a.name).cmp(&(b.scope, &b.name)));

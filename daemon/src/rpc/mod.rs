@@ -7,6 +7,7 @@ mod catalog;
 mod config;
 mod daemon;
 mod events;
+mod extensions;
 mod hooks;
 mod mcp;
 mod params;
@@ -19,9 +20,9 @@ use std::sync::Arc;
 
 use geminid_protocol::api::{
     AsksApiServer, AuditApiServer, AuthApiServer, ConfigApiServer, ConfirmationApiServer,
-    DaemonApiServer, ElicitationApiServer, EventsApiServer, HooksApiServer, McpApiServer,
-    McpLogsApiServer, PolicyApiServer, PromptsApiServer, ResourcesApiServer, SamplingApiServer,
-    SessionApiServer, TasksApiServer, ToolsApiServer, TrustApiServer,
+    DaemonApiServer, ElicitationApiServer, EventsApiServer, ExtensionsApiServer, HooksApiServer,
+    McpApiServer, McpLogsApiServer, PolicyApiServer, PromptsApiServer, ResourcesApiServer,
+    SamplingApiServer, SessionApiServer, TasksApiServer, ToolsApiServer, TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -58,6 +59,7 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(PolicyApiServer::into_rpc(handler.clone()))?;
     module.merge(ConfirmationApiServer::into_rpc(handler.clone()))?;
     module.merge(AuditApiServer::into_rpc(handler.clone()))?;
+    module.merge(ExtensionsApiServer::into_rpc(handler.clone()))?;
     module.merge(HooksApiServer::into_rpc(handler))?;
     Ok(module.into())
 }

@@ -6,6 +6,7 @@
 //! acknowledged. The environment a client sends is never stored here (it holds secrets).
 
 mod audit;
+mod extensions;
 mod lock;
 mod marks;
 mod recover;

@@ -1,0 +1,338 @@
+//! `gemctl extensions install|uninstall|list|enable|disable|link|verify|accept|new`: Gemini
+//! CLI's extensions, installed, checked and switched through the daemon (`new` writes a
+//! starter extension here, without it).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use geminid_protocol::api::ExtensionsApiClient;
+use geminid_protocol::client::Client;
+use geminid_protocol::config::{Severity, WriteScope};
+use geminid_protocol::extensions::{
+    ExtensionEnableParams, ExtensionInfo, ExtensionInstallParams, ExtensionNameParams,
+    ExtensionsListParams, ExtensionsVerifyParams, IntegrityState,
+};
+
+use crate::output::outln;
+use crate::{call_error, output};
+
+#[derive(Debug, Subcommand)]
+pub enum ExtensionsCommand {
+    /// Every installed extension: version, enabled here, integrity, what it brings
+    List,
+    /// Install an extension from a local folder (copied and signed)
+    Install {
+        /// The folder (with a gemini-extension.json)
+        source: PathBuf,
+        /// Agree to what the extension brings without being asked
+        #[arg(long)]
+        consent: bool,
+    },
+    /// Link a development folder as an extension: read in place, not verified
+    Link {
+        /// The folder (with a gemini-extension.json)
+        path: PathBuf,
+        /// Agree to what the extension brings without being asked
+        #[arg(long)]
+        consent: bool,
+    },
+    /// Remove an installed extension with its integrity records and enablement rules
+    Uninstall {
+        /// The extension
+        name: String,
+    },
+    /// Enable an extension (everywhere, or here and below with --scope workspace)
+    Enable {
+        /// The extension
+        name: String,
+        /// user (default) or workspace
+        #[arg(short, long, default_value = "user", value_parser = parse_scope)]
+        scope: WriteScope,
+    },
+    /// Disable an extension (everywhere, or here and below with --scope workspace)
+    Disable {
+        /// The extension
+        name: String,
+        /// user (default) or workspace
+        #[arg(short, long, default_value = "user", value_parser = parse_scope)]
+        scope: WriteScope,
+    },
+    /// Hash every file of the extensions (or one) again and report what differs from their
+    /// records (exit 1 when one does)
+    Verify {
+        /// One extension
+        name: Option<String>,
+    },
+    /// Re-sign an extension's files as they are now, after an edit you made on purpose
+    Accept {
+        /// The extension
+        name: String,
+    },
+    /// Write a starter extension into a new folder (then `gemctl extensions link PATH`)
+    New {
+        /// The folder to create (its name is the extension's)
+        path: PathBuf,
+        /// context (default), custom-commands, exclude-tools, hooks, mcp-server, policies or
+        /// skills
+        template: Option<String>,
+    },
+}
+
+fn parse_scope(s: &str) -> Result<WriteScope, String> {
+    match s {
+        "user" => Ok(WriteScope::User),
+        "workspace" | "project" => Ok(WriteScope::Project),
+        other => Err(format!("{other:?} is not a scope: user or workspace")),
+    }
+}
+
+fn integrity_word(i: IntegrityState) -> &'static str {
+    match i {
+        IntegrityState::Verified => "verified",
+        IntegrityState::Recorded => "recorded now",
+        IntegrityState::Linked => "linked (not verified)",
+        IntegrityState::Tampered => "TAMPERED",
+        IntegrityState::Unverifiable => "cannot verify",
+    }
+}
+
+fn print_one(e: &ExtensionInfo) {
+    let version = e.version.as_deref().unwrap_or("?");
+    let state = if e.active {
+        "active"
+    } else if e.enabled {
+        "not loaded"
+    } else {
+        "disabled"
+    };
+    outln!("{} {version} ({state}; {})", e.name, integrity_word(e.integrity));
+    outln!("  path: {}", e.path);
+    if let Some(s) = &e.source {
+        outln!("  source: {s} ({})", e.install_type.as_deref().unwrap_or("?"));
+    }
+    if !e.servers.is_empty() {
+        outln!("  MCP servers: {}", e.servers.join(", "));
+    }
+    if !e.context_files.is_empty() {
+        outln!("  context files: {}", e.context_files.join(", "));
+    }
+    if !e.exclude_tools.is_empty() {
+        outln!("  excluded tools: {}", e.exclude_tools.join(", "));
+    }
+    if e.hooks > 0 {
+        outln!("  hooks: {}", e.hooks);
+    }
+    if let Some(c) = &e.changes {
+        for (what, files) in [("changed", &c.changed), ("added", &c.added), ("removed", &c.removed)]
+        {
+            for f in files {
+                outln!("  {what}: {f}");
+            }
+        }
+    }
+    if let Some(why) = &e.why_inactive {
+        outln!("  why: {why}");
+    }
+    for d in &e.diagnostics {
+        let pos = match (d.line, d.column) {
+            (Some(l), Some(c)) => format!(":{l}:{c}"),
+            _ => String::new(),
+        };
+        let sev = if d.severity == Severity::Error { "error" } else { "warning" };
+        outln!("  {}{pos}: {sev}: {}", d.file, d.message);
+    }
+}
+
+/// Asks the person at the terminal; false when nobody can answer.
+fn ask_yes(question: &str) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        return Ok(false);
+    }
+    eprint!("{question} [y/N] ");
+    std::io::stderr().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
+}
+
+fn absolute(p: &Path) -> anyhow::Result<String> {
+    Ok(if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) }
+        .display()
+        .to_string())
+}
+
+/// Run an extensions command for `session`.
+pub async fn run(
+    client: &Client,
+    session: String,
+    cmd: ExtensionsCommand,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ExtensionsCommand::List => {
+            let r = client
+                .extensions_list(ExtensionsListParams { session })
+                .await
+                .map_err(call_error("extensions/list"))?;
+            if json {
+                output::json(&r)?;
+            } else if r.extensions.is_empty() {
+                outln!("No extensions installed.");
+            } else {
+                r.extensions.iter().for_each(print_one);
+            }
+            for d in &r.diagnostics {
+                eprintln!("warning: {}: {}", d.file, d.message);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ExtensionsCommand::Install { source, consent } => {
+            install(client, session, &source, consent, false, json).await
+        }
+        ExtensionsCommand::Link { path, consent } => {
+            install(client, session, &path, consent, true, json).await
+        }
+        ExtensionsCommand::Uninstall { name } => {
+            let r = client
+                .extensions_uninstall(ExtensionNameParams { session, name })
+                .await
+                .map_err(call_error("extensions/uninstall"))?;
+            if json {
+                output::json(&r)?;
+            } else {
+                outln!("Extension \"{}\" uninstalled ({} removed).", r.name, r.path);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ExtensionsCommand::Enable { name, scope } => {
+            set_enabled(client, session, name, scope, true, json).await
+        }
+        ExtensionsCommand::Disable { name, scope } => {
+            set_enabled(client, session, name, scope, false, json).await
+        }
+        ExtensionsCommand::Verify { name } => {
+            let r = client
+                .extensions_verify(ExtensionsVerifyParams { session, name })
+                .await
+                .map_err(call_error("extensions/verify"))?;
+            let bad = r.extensions.iter().any(|e| {
+                matches!(e.integrity, IntegrityState::Tampered | IntegrityState::Unverifiable)
+            });
+            if json {
+                output::json(&r)?;
+            } else if r.extensions.is_empty() {
+                outln!("No extensions installed.");
+            } else {
+                for e in &r.extensions {
+                    outln!("{}: {}", e.name, integrity_word(e.integrity));
+                    if let Some(c) = &e.changes {
+                        for (what, files) in
+                            [("changed", &c.changed), ("added", &c.added), ("removed", &c.removed)]
+                        {
+                            files.iter().for_each(|f| outln!("  {what}: {f}"));
+                        }
+                    }
+                    if matches!(
+                        e.integrity,
+                        IntegrityState::Tampered | IntegrityState::Unverifiable
+                    ) && let Some(why) = &e.why_inactive
+                    {
+                        outln!("  {why}");
+                    }
+                }
+            }
+            Ok(if bad { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+        }
+        ExtensionsCommand::Accept { name } => {
+            let r = client
+                .extensions_accept(ExtensionNameParams { session, name })
+                .await
+                .map_err(call_error("extensions/accept"))?;
+            if json {
+                output::json(&r)?;
+            } else {
+                outln!("Extension \"{}\": its files as they are now are signed.", r.name);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        cmd @ ExtensionsCommand::New { .. } => new_here(cmd, json),
+    }
+}
+
+/// `gemctl extensions new`: no daemon needed.
+pub fn new_here(cmd: ExtensionsCommand, json: bool) -> anyhow::Result<ExitCode> {
+    let ExtensionsCommand::New { path, template } = cmd else {
+        anyhow::bail!("not `extensions new`");
+    };
+    crate::ext_new::create(&path, template.as_deref())?;
+    if json {
+        output::json(&serde_json::json!({ "path": path.display().to_string() }))?;
+    } else {
+        outln!(
+            "Created an extension in {}. Try it with `gemctl extensions link {}`.",
+            path.display(),
+            path.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn install(
+    client: &Client,
+    session: String,
+    source: &Path,
+    consent: bool,
+    link: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let method = if link { "extensions/link" } else { "extensions/install" };
+    let mut p = ExtensionInstallParams { session, source: absolute(source)?, consent };
+    let call = |p: ExtensionInstallParams| async move {
+        if link { client.extensions_link(p).await } else { client.extensions_install(p).await }
+    };
+    let mut r = call(p.clone()).await.map_err(call_error(method))?;
+    if !r.installed {
+        eprintln!("{}", r.consent);
+        if !ask_yes("Do you want to continue?")? {
+            anyhow::bail!(
+                "not installed: nobody agreed to what it brings (answer y at the prompt, or pass \
+                 --consent)"
+            );
+        }
+        p.consent = true;
+        r = call(p).await.map_err(call_error(method))?;
+    }
+    if json {
+        output::json(&r)?;
+    } else if let Some(e) = &r.extension {
+        let how = if link { "linked" } else { "installed" };
+        outln!("Extension \"{}\" {how}.", e.name);
+        print_one(e);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn set_enabled(
+    client: &Client,
+    session: String,
+    name: String,
+    scope: WriteScope,
+    enabled: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let p = ExtensionEnableParams { session, name, scope };
+    let r = if enabled {
+        client.extensions_enable(p).await.map_err(call_error("extensions/enable"))?
+    } else {
+        client.extensions_disable(p).await.map_err(call_error("extensions/disable"))?
+    };
+    if json {
+        output::json(&r)?;
+    } else {
+        let now = if r.enabled { "enabled" } else { "disabled" };
+        outln!("Extension \"{}\": rule {} written; here it is {now}.", r.name, r.rule);
+    }
+    Ok(ExitCode::SUCCESS)
+}

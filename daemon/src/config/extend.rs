@@ -1,0 +1,167 @@
+//! Extensions' servers among the settings' (COMPAT §1.3): an extension's server joins the
+//! session's servers; a settings entry of the same name overrides it field by field (scalars
+//! and `env` keys from the settings, `includeTools` intersected, `excludeTools` united); a
+//! second extension's server of a name already taken is skipped with a warning. The tools
+//! extensions exclude join `tools.exclude`.
+
+use std::collections::BTreeMap;
+
+use geminid_protocol::config::{Diagnostic, Severity};
+use serde_json::{Map, Value};
+
+use super::files::{diagnostic, position};
+use crate::extensions::contribute::Contribution;
+
+/// `override_` over `base`, as Gemini CLI merges a settings entry over an extension's.
+pub(crate) fn merge_server(base: &Value, override_: &Value) -> Value {
+    let (Some(b), Some(o)) = (base.as_object(), override_.as_object()) else {
+        return override_.clone();
+    };
+    let mut out = b.clone();
+    for (k, v) in o {
+        out.insert(k.clone(), v.clone());
+    }
+    let strings = |v: Option<&Value>| -> Option<Vec<Value>> { v?.as_array().cloned() };
+    if let (Some(bi), Some(oi)) = (strings(b.get("includeTools")), strings(o.get("includeTools"))) {
+        out.insert(
+            "includeTools".into(),
+            Value::Array(bi.into_iter().filter(|t| oi.contains(t)).collect()),
+        );
+    }
+    if let (Some(mut be), Some(oe)) =
+        (strings(b.get("excludeTools")), strings(o.get("excludeTools")))
+    {
+        for t in oe {
+            if !be.contains(&t) {
+                be.push(t);
+            }
+        }
+        out.insert("excludeTools".into(), Value::Array(be));
+    }
+    if let (Some(Value::Object(be)), Some(Value::Object(oe))) = (b.get("env"), o.get("env")) {
+        let mut env = be.clone();
+        env.extend(oe.clone());
+        out.insert("env".into(), Value::Object(env));
+    }
+    Value::Object(out)
+}
+
+/// What the extensions add to a session's servers.
+#[derive(Debug, Default)]
+pub(crate) struct Joined {
+    /// Each server name an extension gives, with the extension and its entry as shown
+    /// (merged with the settings' entry of the same name, if any).
+    pub from: BTreeMap<String, (String, Value)>,
+    /// Per extension (in order): the servers it alone gives, as applied, for its layer.
+    pub layers: Vec<(usize, Map<String, Value>)>,
+}
+
+/// Join the extensions' servers into `servers` (the settings' servers, expanded), with
+/// `shown` the settings' entries as written. Problems go to `diags`.
+pub(crate) fn join_servers(
+    servers: &mut Map<String, Value>,
+    shown: &dyn Fn(&str) -> Option<Value>,
+    contributions: &[Contribution],
+    diags: &mut Vec<Diagnostic>,
+) -> Joined {
+    let mut joined = Joined::default();
+    for (i, c) in contributions.iter().enumerate() {
+        let mut own = Map::new();
+        for (name, server) in &c.servers {
+            if let Some((other, _)) = joined.from.get(name) {
+                diags.push(diagnostic(
+                    Severity::Warning,
+                    &c.manifest_path,
+                    position(&c.manifest_text, &["mcpServers", name]),
+                    format!(
+                        "MCP server \"{name}\" is skipped: extension \"{other}\" already gives a \
+                         server of that name"
+                    ),
+                ));
+                continue;
+            }
+            let as_written = c.servers_shown.get(name).cloned().unwrap_or_else(|| server.clone());
+            match servers.get(name) {
+                Some(settings) => {
+                    let merged = merge_server(server, settings);
+                    let shown = merge_server(&as_written, &shown(name).unwrap_or(settings.clone()));
+                    servers.insert(name.clone(), merged);
+                    joined.from.insert(name.clone(), (c.name.clone(), shown));
+                }
+                None => {
+                    servers.insert(name.clone(), server.clone());
+                    own.insert(name.clone(), server.clone());
+                    joined.from.insert(name.clone(), (c.name.clone(), as_written));
+                }
+            }
+        }
+        joined.layers.push((i, own));
+    }
+    joined
+}
+
+/// The tools the extensions exclude, added to the settings' `tools.exclude`.
+pub(crate) fn exclude_tools(settings: &mut Value, contributions: &[Contribution]) {
+    let extra: Vec<&String> = contributions.iter().flat_map(|c| &c.exclude_tools).collect();
+    if extra.is_empty() {
+        return;
+    }
+    let Some(root) = settings.as_object_mut() else { return };
+    let tools = root.entry("tools").or_insert_with(|| Value::Object(Map::new()));
+    let Some(tools) = tools.as_object_mut() else { return };
+    let list = tools.entry("exclude").or_insert_with(|| Value::Array(Vec::new()));
+    let Some(list) = list.as_array_mut() else { return };
+    for t in extra {
+        let t = Value::String(t.clone());
+        if !list.contains(&t) {
+            list.push(t);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_settings_entry_overrides_an_extensions_as_gemini_cli_merges() {
+        // COMPAT §1.3, as Gemini CLI's mcp-client-manager tests state it.
+        let ext = json!({
+            "command": "node", "args": ["server.js"], "env": {"A": "1", "B": "2"},
+            "includeTools": ["a", "b", "c"], "excludeTools": ["x"], "timeout": 100
+        });
+        let user = json!({
+            "env": {"B": "user"}, "includeTools": ["b", "c", "d"], "excludeTools": ["y", "x"],
+            "timeout": 5
+        });
+        assert_eq!(
+            merge_server(&ext, &user),
+            json!({
+                "command": "node", "args": ["server.js"], "env": {"A": "1", "B": "user"},
+                "includeTools": ["b", "c"], "excludeTools": ["x", "y"], "timeout": 5
+            })
+        );
+        // Only one side lists includeTools: that list; an empty one means no tools.
+        assert_eq!(
+            merge_server(&json!({"command": "c"}), &json!({"includeTools": []}))["includeTools"],
+            json!([])
+        );
+        assert_eq!(
+            merge_server(&json!({"command": "c", "includeTools": ["a"]}), &json!({}))["includeTools"],
+            json!(["a"])
+        );
+    }
+
+    #[test]
+    fn extension_exclusions_join_the_settings() {
+        let c = Contribution { exclude_tools: vec!["b".into(), "c".into()], ..Default::default() };
+        let mut s = json!({"tools": {"exclude": ["a", "b"]}});
+        exclude_tools(&mut s, std::slice::from_ref(&c));
+        assert_eq!(s, json!({"tools": {"exclude": ["a", "b", "c"]}}));
+        let mut empty = json!({});
+        exclude_tools(&mut empty, &[c]);
+        assert_eq!(empty, json!({"tools": {"exclude": ["b", "c"]}}));
+    }
+}

@@ -1,0 +1,182 @@
+//! `extensions/*` for the core: each change made in the extensions folder (on a blocking
+//! thread: copying and hashing read many files), then the configuration reloaded, so the
+//! caller's next request sees the extension's servers and hooks come or go.
+
+use std::path::{Path, PathBuf};
+
+use geminid_protocol::config::WriteScope;
+use geminid_protocol::extensions::{
+    ExtensionEnableResult, ExtensionInfo, ExtensionInstallResult, ExtensionUninstallResult,
+    ExtensionsListResult,
+};
+
+use super::Core;
+use crate::extensions::{ExtensionError, Extensions, Scan};
+use crate::session::SessionError;
+
+/// Why an `extensions/*` request failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ExtensionsError {
+    /// The session is unknown.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The extensions refused or failed.
+    #[error(transparent)]
+    Extension(#[from] ExtensionError),
+}
+
+impl Core {
+    fn workspace_of(&self, session: &str) -> Result<PathBuf, SessionError> {
+        Ok(self.sessions.record(session)?.workspace.into())
+    }
+
+    /// Run `f` on the extensions on a blocking thread.
+    async fn on_extensions<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Extensions) -> Result<T, ExtensionError> + Send + 'static,
+    ) -> Result<T, ExtensionsError> {
+        let ext = self.extensions.clone();
+        tokio::task::spawn_blocking(move || f(&ext))
+            .await
+            .map_err(|e| ExtensionError::Io(format!("the extensions task failed: {e}")))?
+            .map_err(ExtensionsError::from)
+    }
+
+    async fn extensions_changed(&self, session: &str, reason: &str) {
+        if let Err(e) = self.reload_config(Some(session), reason).await {
+            tracing::warn!(reason, error = %e, "could not apply the extensions' change at once");
+        }
+    }
+
+    fn listing(scan: &Scan, workspace: &Path, only: Option<&str>) -> ExtensionsListResult {
+        let extensions = scan
+            .installed
+            .iter()
+            .filter(|e| only.is_none_or(|n| e.name.eq_ignore_ascii_case(n)))
+            .map(|e| Extensions::info(e, scan.enablement.is_enabled(&e.name, workspace)))
+            .collect();
+        ExtensionsListResult { extensions, diagnostics: scan.diagnostics.clone() }
+    }
+
+    fn one(&self, workspace: &Path, name: &str) -> Result<ExtensionInfo, ExtensionsError> {
+        Self::listing(&self.extensions.current(), workspace, Some(name))
+            .extensions
+            .into_iter()
+            .next()
+            .ok_or_else(|| ExtensionError::NotFound(name.to_owned()).into())
+    }
+
+    /// `extensions/list`.
+    pub(crate) fn extensions_list(
+        &self,
+        session: &str,
+    ) -> Result<ExtensionsListResult, ExtensionsError> {
+        let ws = self.workspace_of(session)?;
+        Ok(Self::listing(&self.extensions.current(), &ws, None))
+    }
+
+    /// `extensions/verify`: every file hashed again now.
+    pub(crate) async fn extensions_verify(
+        &self,
+        session: &str,
+        name: Option<&str>,
+    ) -> Result<ExtensionsListResult, ExtensionsError> {
+        let ws = self.workspace_of(session)?;
+        let scan = self.on_extensions(|x| Ok(x.rescan(true))).await?;
+        if let Some(n) = name
+            && scan.find(n).is_none()
+        {
+            return Err(ExtensionError::NotFound(n.to_owned()).into());
+        }
+        self.extensions_changed(session, "extensions/verify").await;
+        Ok(Self::listing(&scan, &ws, name))
+    }
+
+    /// `extensions/accept`.
+    pub(crate) async fn extensions_accept(
+        &self,
+        session: &str,
+        name: &str,
+    ) -> Result<ExtensionInfo, ExtensionsError> {
+        let ws = self.workspace_of(session)?;
+        let n = name.to_owned();
+        self.on_extensions(move |x| x.accept(&n)).await?;
+        self.extensions_changed(session, "extensions/accept").await;
+        self.one(&ws, name)
+    }
+
+    /// `extensions/enable` and `extensions/disable`.
+    pub(crate) async fn extensions_set_enabled(
+        &self,
+        session: &str,
+        name: &str,
+        enabled: bool,
+        scope: WriteScope,
+    ) -> Result<ExtensionEnableResult, ExtensionsError> {
+        let ws = self.workspace_of(session)?;
+        let at = match scope {
+            WriteScope::User => self.config.paths().home.clone(),
+            WriteScope::Project => ws.clone(),
+        };
+        let n = name.to_owned();
+        let (name, rule) = self.on_extensions(move |x| x.set_enabled(&n, enabled, &at)).await?;
+        self.extensions_changed(
+            session,
+            if enabled { "extensions/enable" } else { "extensions/disable" },
+        )
+        .await;
+        let now = self.extensions.current().enablement.is_enabled(&name, &ws);
+        Ok(ExtensionEnableResult { name, rule, enabled: now })
+    }
+
+    /// `extensions/install` (`link`: `extensions/link`).
+    pub(crate) async fn extensions_install(
+        &self,
+        session: &str,
+        source: &str,
+        consent: bool,
+        link: bool,
+    ) -> Result<ExtensionInstallResult, ExtensionsError> {
+        let ws = self.workspace_of(session)?;
+        let source = ws.join(source);
+        let home = self.config.paths().home.clone();
+        let done = self
+            .on_extensions(move |x| {
+                if link {
+                    x.link(&source, consent, &home)
+                } else {
+                    x.install_local(&source, consent, &home)
+                }
+            })
+            .await?;
+        if !done.installed {
+            return Ok(ExtensionInstallResult {
+                installed: false,
+                consent: done.consent,
+                extension: None,
+            });
+        }
+        tracing::info!(extension = done.name, link, "extension installed");
+        self.extensions_changed(
+            session,
+            if link { "extensions/link" } else { "extensions/install" },
+        )
+        .await;
+        let info = self.one(&ws, &done.name)?;
+        Ok(ExtensionInstallResult { installed: true, consent: done.consent, extension: Some(info) })
+    }
+
+    /// `extensions/uninstall`.
+    pub(crate) async fn extensions_uninstall(
+        &self,
+        session: &str,
+        name: &str,
+    ) -> Result<ExtensionUninstallResult, ExtensionsError> {
+        self.workspace_of(session)?;
+        let n = name.to_owned();
+        let (name, path) = self.on_extensions(move |x| x.uninstall(&n)).await?;
+        tracing::info!(extension = name, "extension uninstalled");
+        self.extensions_changed(session, "extensions/uninstall").await;
+        Ok(ExtensionUninstallResult { name, path: path.display().to_string() })
+    }
+}

@@ -1,0 +1,157 @@
+//! What the extensions enabled in a workspace give a session there: their MCP servers
+//! (hydrated, `trust` removed), the tools they exclude, their hooks (hydrated, with the
+//! extension's settings in each hook's environment) and their context files, in name order.
+//!
+//! An extension's settings come from its `.env` (user scope) and, in a trusted workspace, the
+//! workspace's `.env` (Gemini CLI reads both whole, the workspace's winning); they hydrate
+//! `$VAR` references before the session's environment does.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::manifest::{self, Manifest};
+use super::{Installed, Scan};
+use crate::config::env::Env;
+use crate::config::files::read_input;
+
+/// One enabled extension's share of a session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Contribution {
+    /// The extension.
+    pub name: String,
+    /// Its manifest file and text (where its servers are written).
+    pub manifest_path: PathBuf,
+    /// The manifest's text.
+    pub manifest_text: String,
+    /// Its MCP servers, hydrated for the workspace, without `trust`.
+    pub servers: Map<String, Value>,
+    /// The same with only the path variables hydrated: what is shown (an expanded `$TOKEN`
+    /// must not be).
+    pub servers_shown: Map<String, Value>,
+    /// Tools it excludes everywhere.
+    pub exclude_tools: Vec<String>,
+    /// Its hooks, hydrated.
+    pub hooks: Option<Value>,
+    /// Its settings' values (each hook's environment gets them).
+    pub settings: BTreeMap<String, String>,
+    /// Its context files that exist.
+    pub context_files: Vec<PathBuf>,
+}
+
+/// `KEY=value` lines as dotenv reads them: `#` comments, an optional `export `, values in
+/// single quotes as written, in double quotes with `\n` as a newline, bare ones trimmed and cut
+/// at ` #`.
+pub fn parse_dotenv(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        if line.starts_with('#') {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else { continue };
+        let key = key.trim();
+        if key.is_empty()
+            || !key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
+        {
+            continue;
+        }
+        let value = value.trim();
+        let value = if let Some(v) = value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')) {
+            v.to_owned()
+        } else if let Some(v) = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+            v.replace("\\n", "\n")
+        } else {
+            value.split(" #").next().unwrap_or_default().trim().to_owned()
+        };
+        out.insert(key.to_owned(), value);
+    }
+    out
+}
+
+fn read_dotenv(path: &Path) -> BTreeMap<String, String> {
+    match read_input(path) {
+        Ok(Some(text)) => parse_dotenv(&text),
+        _ => BTreeMap::new(),
+    }
+}
+
+/// The contributions of the extensions enabled in `workspace` that can load, for a session
+/// whose environment is `env`.
+pub fn for_workspace(scan: &Scan, workspace: &Path, trusted: bool, env: &Env) -> Vec<Contribution> {
+    scan.installed
+        .iter()
+        .filter(|e| e.loadable() && scan.enablement.is_enabled(&e.name, workspace))
+        .filter_map(|e| Some(contribution(e, e.manifest.as_ref()?, workspace, trusted, env)))
+        .collect()
+}
+
+fn contribution(
+    e: &Installed,
+    m: &Manifest,
+    workspace: &Path,
+    trusted: bool,
+    env: &Env,
+) -> Contribution {
+    let mut settings = read_dotenv(&e.dir.join(".env"));
+    if trusted {
+        settings.extend(read_dotenv(&workspace.join(".env")));
+    }
+    let mut vars = manifest::variables(&e.path, workspace);
+    let mut overlay = env.clone();
+    overlay.extend(settings.clone());
+    let (mut servers, mut servers_shown) = (Map::new(), Map::new());
+    if let Some(Value::Object(declared)) = m.raw.get("mcpServers") {
+        for (name, server) in declared {
+            let mut applied = manifest::hydrate(server, &vars, &overlay);
+            let mut shown = server.clone();
+            manifest::hydrate_value(&mut shown, &vars);
+            for v in [&mut applied, &mut shown] {
+                if let Some(obj) = v.as_object_mut() {
+                    obj.remove("trust");
+                }
+            }
+            servers.insert(name.clone(), applied);
+            servers_shown.insert(name.clone(), shown);
+        }
+    }
+    // Hooks may also name the settings as `${VAR}` (Gemini CLI's hydration context has them).
+    vars.extend(settings.clone());
+    let hooks = e.hooks.as_ref().map(|h| {
+        let mut h = h.clone();
+        manifest::hydrate_value(&mut h, &vars);
+        h
+    });
+    Contribution {
+        name: e.name.clone(),
+        manifest_path: e.path.join(manifest::FILE),
+        manifest_text: m.text.clone(),
+        servers,
+        servers_shown,
+        exclude_tools: m.exclude_tools.clone(),
+        hooks,
+        settings,
+        context_files: manifest::existing_context_files(&e.path, m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dotenv_lines() {
+        let text = "# comment\nA=1\nexport B = two \nC='x y'\nD=\"l1\\nl2\"\nE=v # note\nbad line\n=nokey\n";
+        let got = parse_dotenv(text);
+        let want: BTreeMap<String, String> =
+            [("A", "1"), ("B", "two"), ("C", "x y"), ("D", "l1\nl2"), ("E", "v")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+        assert_eq!(got, want);
+    }
+}

@@ -1,0 +1,361 @@
+//! Changing what is installed: install from a local folder (copied, then signed), link a
+//! development folder, uninstall, accept a deliberate edit, enable and disable.
+//!
+//! An install is staged: the copy goes to a hidden folder next to the others, is checked
+//! (manifest, name, no link leaving the folder), gets its install metadata and its records, and
+//! only then is renamed into place, so a failure at any step leaves nothing half-installed.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::enablement::{self, Enablement};
+use super::manifest::{self, Manifest};
+use super::{ExtensionError, Extensions, Scan};
+use crate::config::files::{FileRead, read_object};
+
+/// What the person agrees to: everything the extension brings that can run or change what the
+/// model sees.
+pub fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> String {
+    let mut out = vec![format!("Installing extension \"{}\" {}.", m.name, m.version)];
+    if let Some(Value::Object(servers)) = m.raw.get("mcpServers") {
+        out.push("It runs these MCP servers:".into());
+        for (name, s) in servers {
+            let field = |k: &str| s.get(k).and_then(Value::as_str);
+            let line = match (field("command"), field("httpUrl").or_else(|| field("url"))) {
+                (Some(cmd), _) => {
+                    let args: Vec<&str> = s
+                        .get("args")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    format!("  * {name} (local): {cmd} {}", args.join(" ")).trim_end().to_owned()
+                }
+                (None, Some(url)) => format!("  * {name} (remote): {url}"),
+                (None, None) => format!("  * {name}"),
+            };
+            out.push(line);
+        }
+    }
+    let context = manifest::existing_context_files(dir, m);
+    if !context.is_empty() {
+        let names: Vec<String> = context
+            .iter()
+            .filter_map(|p| p.strip_prefix(dir).ok())
+            .map(|p| p.display().to_string())
+            .collect();
+        out.push(format!("It adds to the model's context: {}", names.join(", ")));
+    }
+    if !m.exclude_tools.is_empty() {
+        out.push(format!("It excludes these tools: {}", m.exclude_tools.join(", ")));
+    }
+    if let Some(Value::Object(events)) = hooks {
+        let names: Vec<&str> = events.keys().map(String::as_str).collect();
+        out.push(format!(
+            "It has hooks, which run commands on their own, on: {}",
+            names.join(", ")
+        ));
+    }
+    for (folder, what) in [
+        ("skills", "agent skills"),
+        ("commands", "custom commands"),
+        ("agents", "agent definitions"),
+        ("policies", "policy rules"),
+    ] {
+        let mut entries: Vec<String> = std::fs::read_dir(dir.join(folder))
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        if !entries.is_empty() {
+            entries.sort();
+            out.push(format!("It brings {what}: {}", entries.join(", ")));
+        }
+    }
+    out.push(
+        "Extensions run with your permissions. Install only what you trust: its files are \
+         signed now and checked every time extensions load."
+            .into(),
+    );
+    out.join("\n")
+}
+
+/// Copy `from` into `to` (which must not exist). A symlink is copied as a link only when it
+/// points inside `from`; one leaving it is refused (it would reach files the person never saw).
+fn copy_tree(from: &Path, to: &Path) -> Result<(), ExtensionError> {
+    let io = |what: &Path, e: std::io::Error| {
+        ExtensionError::Io(format!("cannot copy {}: {e}", what.display()))
+    };
+    let root = std::fs::canonicalize(from).map_err(|e| io(from, e))?;
+    let mut pending = vec![(from.to_path_buf(), to.to_path_buf())];
+    while let Some((src, dst)) = pending.pop() {
+        std::fs::create_dir(&dst).map_err(|e| io(&dst, e))?;
+        for entry in std::fs::read_dir(&src).map_err(|e| io(&src, e))? {
+            let entry = entry.map_err(|e| io(&src, e))?;
+            let (s, d) = (entry.path(), dst.join(entry.file_name()));
+            let kind = entry.file_type().map_err(|e| io(&s, e))?;
+            if kind.is_dir() {
+                pending.push((s, d));
+            } else if kind.is_symlink() {
+                let target = std::fs::read_link(&s).map_err(|e| io(&s, e))?;
+                let inside = std::fs::canonicalize(&s).is_ok_and(|t| t.starts_with(&root));
+                if !inside || target.is_absolute() {
+                    return Err(ExtensionError::Refused(format!(
+                        "{} is a link to {}, outside the extension: extensions may only link \
+                         to their own files (relatively)",
+                        s.display(),
+                        target.display()
+                    )));
+                }
+                #[cfg(unix)]
+                std::os::unix::fs::symlink(&target, &d).map_err(|e| io(&d, e))?;
+                #[cfg(not(unix))]
+                std::fs::copy(&s, &d).map(drop).map_err(|e| io(&s, e))?;
+            } else if kind.is_file() {
+                std::fs::copy(&s, &d).map_err(|e| io(&s, e))?;
+            } else {
+                return Err(ExtensionError::Refused(format!(
+                    "{} is not a regular file or folder",
+                    s.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The manifest of the extension at `dir`, or why it cannot be installed.
+fn checked_manifest(dir: &Path) -> Result<(Manifest, Option<Value>), ExtensionError> {
+    let (m, _) = manifest::read(dir).map_err(|errors| {
+        let lines: Vec<String> = errors
+            .iter()
+            .map(|d| match (d.line, d.column) {
+                (Some(l), Some(c)) => format!("{}:{l}:{c}: {}", d.file, d.message),
+                _ => format!("{}: {}", d.file, d.message),
+            })
+            .collect();
+        ExtensionError::Refused(format!("not a valid extension: {}", lines.join("; ")))
+    })?;
+    let hooks = match read_object(&dir.join("hooks").join("hooks.json")) {
+        FileRead::Parsed { value, .. } => value.get("hooks").cloned(),
+        _ => None,
+    };
+    Ok((m, hooks))
+}
+
+/// What an install or link did, or would do without consent.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Installed (false: consent is needed).
+    pub installed: bool,
+    /// What the person agrees to.
+    pub consent: String,
+    /// The extension's name.
+    pub name: String,
+}
+
+impl Extensions {
+    fn taken(scan: &Scan, root: &Path, name: &str) -> Result<PathBuf, ExtensionError> {
+        if let Some(e) = scan.find(name) {
+            return Err(ExtensionError::Refused(format!(
+                "extension \"{}\" is already installed (at {}): uninstall it first \
+                 (`gemctl extensions uninstall {}`)",
+                e.name,
+                e.dir.display(),
+                e.name
+            )));
+        }
+        let dir = root.join(name);
+        if dir.exists() {
+            return Err(ExtensionError::Refused(format!(
+                "a folder named {} already exists: remove it or pick another name",
+                dir.display()
+            )));
+        }
+        Ok(dir)
+    }
+
+    /// Install the extension in `source` (a folder) by copying it; without `consent`, only
+    /// says what it would bring. `home` is where a user-scope enablement rule points.
+    pub fn install_local(
+        &self,
+        source: &Path,
+        consent: bool,
+        home: &Path,
+    ) -> Result<Outcome, ExtensionError> {
+        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let source = std::fs::canonicalize(source).map_err(|e| {
+            ExtensionError::Refused(format!("cannot install from {}: {e}", source.display()))
+        })?;
+        if !source.is_dir() {
+            return Err(ExtensionError::Refused(format!(
+                "{} is not a folder: an extension is a folder with a {}",
+                source.display(),
+                manifest::FILE
+            )));
+        }
+        let (m, hooks) = checked_manifest(&source)?;
+        let consent_text = consent_text(&m, &source, hooks.as_ref());
+        let target = Self::taken(&self.rescan_locked(false), &self.root, &m.name)?;
+        if !consent {
+            return Ok(Outcome { installed: false, consent: consent_text, name: m.name });
+        }
+        std::fs::create_dir_all(&self.root)
+            .map_err(|e| ExtensionError::Io(format!("cannot make {}: {e}", self.root.display())))?;
+        let staging = self.root.join(format!(".installing-{}-{}", m.name, std::process::id()));
+        let _ = std::fs::remove_dir_all(&staging);
+        let result = (|| {
+            copy_tree(&source, &staging)?;
+            // The copy is what is installed: its manifest must still be the one agreed to.
+            let (copied, _) = checked_manifest(&staging)?;
+            if copied.raw != m.raw {
+                return Err(ExtensionError::Refused(
+                    "the extension changed while it was being copied: install it again".into(),
+                ));
+            }
+            let metadata = json!({ "source": source.display().to_string(), "type": "local" });
+            write_metadata(&staging, &metadata)?;
+            self.sign(&m.name, &staging, Some(&metadata))?;
+            std::fs::rename(&staging, &target).map_err(|e| {
+                ExtensionError::Io(format!(
+                    "cannot move the extension into {}: {e}",
+                    target.display()
+                ))
+            })
+        })();
+        if let Err(e) = result {
+            let _ = std::fs::remove_dir_all(&staging);
+            let _ = self.unsign(&m.name);
+            return Err(e);
+        }
+        self.set_rule(&m.name, true, home)?;
+        self.rescan_locked(false);
+        Ok(Outcome { installed: true, consent: consent_text, name: m.name })
+    }
+
+    /// Link the development folder `source`: read in place, never verified.
+    pub fn link(
+        &self,
+        source: &Path,
+        consent: bool,
+        home: &Path,
+    ) -> Result<Outcome, ExtensionError> {
+        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let source = std::fs::canonicalize(source).map_err(|e| {
+            ExtensionError::Refused(format!("cannot link {}: {e}", source.display()))
+        })?;
+        let (m, hooks) = checked_manifest(&source)?;
+        let consent_text = consent_text(&m, &source, hooks.as_ref());
+        let target = Self::taken(&self.rescan_locked(false), &self.root, &m.name)?;
+        if !consent {
+            return Ok(Outcome { installed: false, consent: consent_text, name: m.name });
+        }
+        std::fs::create_dir_all(&target)
+            .map_err(|e| ExtensionError::Io(format!("cannot make {}: {e}", target.display())))?;
+        let metadata = json!({ "source": source.display().to_string(), "type": "link" });
+        if let Err(e) = write_metadata(&target, &metadata) {
+            let _ = std::fs::remove_dir_all(&target);
+            return Err(e);
+        }
+        self.set_rule(&m.name, true, home)?;
+        self.rescan_locked(false);
+        Ok(Outcome { installed: true, consent: consent_text, name: m.name })
+    }
+
+    /// Uninstall `name`: its folder, its records and its enablement rules.
+    pub fn uninstall(&self, name: &str) -> Result<(String, PathBuf), ExtensionError> {
+        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let scan = self.rescan_locked(false);
+        let e = scan.find(name).ok_or_else(|| ExtensionError::NotFound(name.to_owned()))?.clone();
+        std::fs::remove_dir_all(&e.dir).map_err(|err| {
+            ExtensionError::Io(format!("cannot remove {}: {err}", e.dir.display()))
+        })?;
+        self.unsign(&e.name)?;
+        let mut rules = self.read_enablement()?;
+        if rules.remove(&e.name) {
+            self.write_enablement(&rules)?;
+        }
+        self.rescan_locked(false);
+        Ok((e.name.clone(), e.dir.clone()))
+    }
+
+    /// Re-sign `name`'s files as they are (a deliberate local edit).
+    pub fn accept(&self, name: &str) -> Result<(), ExtensionError> {
+        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let scan = self.rescan_locked(false);
+        let e = scan.find(name).ok_or_else(|| ExtensionError::NotFound(name.to_owned()))?.clone();
+        if e.install_type() == Some("link") {
+            return Err(ExtensionError::Refused(format!(
+                "{} is linked: linked extensions are read in place and not verified",
+                e.name
+            )));
+        }
+        self.sign(&e.name, &e.dir, e.metadata.as_ref())?;
+        tracing::info!(
+            extension = e.name,
+            "extension accepted as it is: its files are signed again"
+        );
+        self.rescan_locked(true);
+        Ok(())
+    }
+
+    /// Enable or disable `name` at `scope` and below; returns the rule written.
+    pub fn set_enabled(
+        &self,
+        name: &str,
+        enabled: bool,
+        scope: &Path,
+    ) -> Result<(String, String), ExtensionError> {
+        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let scan = self.rescan_locked(false);
+        let e = scan.find(name).ok_or_else(|| ExtensionError::NotFound(name.to_owned()))?.clone();
+        let rule = self.set_rule(&e.name, enabled, scope)?;
+        self.rescan_locked(false);
+        Ok((e.name.clone(), rule))
+    }
+
+    fn set_rule(&self, name: &str, enabled: bool, scope: &Path) -> Result<String, ExtensionError> {
+        let mut rules = self.read_enablement()?;
+        rules.set(name, enabled, true, scope);
+        self.write_enablement(&rules)?;
+        Ok(rules.rules(name).last().cloned().unwrap_or_default())
+    }
+
+    fn read_enablement(&self) -> Result<Enablement, ExtensionError> {
+        let path = self.root.join(enablement::FILE);
+        match read_object(&path) {
+            FileRead::Parsed { value, .. } => Ok(Enablement::from_value(&value)),
+            FileRead::Missing => Ok(Enablement::default()),
+            FileRead::Failed(d) => Err(ExtensionError::Refused(format!(
+                "{}: {}; it is not rewritten: fix it or delete it",
+                d.file, d.message
+            ))),
+        }
+    }
+
+    fn write_enablement(&self, rules: &Enablement) -> Result<(), ExtensionError> {
+        let path = self.root.join(enablement::FILE);
+        let text = serde_json::to_string_pretty(&rules.to_value()).unwrap_or_default();
+        write_atomic(&path, &text)
+    }
+}
+
+fn write_metadata(dir: &Path, metadata: &Value) -> Result<(), ExtensionError> {
+    let text = serde_json::to_string_pretty(metadata).unwrap_or_default();
+    write_atomic(&dir.join(manifest::INSTALL_FILE), &text)
+}
+
+fn write_atomic(path: &Path, text: &str) -> Result<(), ExtensionError> {
+    let io =
+        |e: std::io::Error| ExtensionError::Io(format!("cannot write {}: {e}", path.display()));
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    std::fs::write(tmp.path(), text).map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}

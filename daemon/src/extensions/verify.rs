@@ -1,0 +1,174 @@
+//! Checking an installed extension's files, at every scan: Gemini CLI's record of its install
+//! metadata (`extension_integrity.json`) and geminid's signed record of every file
+//! ([`files::Record`], in the store). An extension seen for the first time (installed by Gemini
+//! CLI) is recorded then; from then on any change to any file keeps it from loading until the
+//! person accepts it or reinstalls. Files are hashed again only when their fingerprint moved.
+
+use std::path::Path;
+
+use geminid_protocol::extensions::IntegrityState;
+use serde_json::Value;
+
+use super::files::{self, Changes, Fingerprint, Record};
+use super::integrity::{ReferenceStore, Status};
+use super::{ExtensionError, Extensions};
+
+/// What one check found.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Checked {
+    /// The folder checked and its fingerprint then.
+    at: (std::path::PathBuf, Fingerprint),
+    pub state: IntegrityState,
+    pub changes: Option<Changes>,
+    /// Why it may not load.
+    pub why: Option<String>,
+}
+
+impl Checked {
+    fn bad(state: IntegrityState, why: String) -> Self {
+        Self { at: Default::default(), state, changes: None, why: Some(why) }
+    }
+}
+
+impl Extensions {
+    /// Check `name`'s files in `dir`; `force` hashes them whatever their fingerprint.
+    pub(super) fn verify(
+        &self,
+        name: &str,
+        dir: &Path,
+        metadata: Option<&Value>,
+        force: bool,
+    ) -> Checked {
+        let key = match self.key() {
+            Ok(k) => k,
+            Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
+        };
+        if let Some(meta) = metadata {
+            let reference = ReferenceStore::new(&self.gemini_dir, key.clone());
+            if let Err(e) = reference.load() {
+                return Checked::bad(IntegrityState::Tampered, e.to_string());
+            }
+            if reference.verify(name, Some(meta)) == Status::Invalid {
+                return Checked::bad(
+                    IntegrityState::Tampered,
+                    format!(
+                        "its install metadata ({}) does not match its integrity record: \
+                         reinstall it, or `gemctl extensions accept {name}` if the change was yours",
+                        super::manifest::INSTALL_FILE
+                    ),
+                );
+            }
+        }
+        let listing = match files::list(dir) {
+            Ok(l) => l,
+            Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
+        };
+        let at = (dir.to_path_buf(), listing.fingerprint());
+        let cached = self.checked.lock().unwrap_or_else(|e| e.into_inner()).get(name).cloned();
+        if !force && let Some(c) = cached.filter(|c| c.at == at) {
+            return c;
+        }
+        self.hashed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let hashes = match files::hash_listed(&listing) {
+            Ok(h) => h,
+            Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
+        };
+        let record = self
+            .store
+            .extension_record(name)
+            .and_then(|b| serde_json::from_slice::<Record>(&b).ok());
+        let result = match record {
+            None => {
+                // First sight (installed by Gemini CLI, or before geminid kept records).
+                let r = Record::new(name, hashes, &key);
+                if let Err(e) = self.put_record(name, &r) {
+                    return Checked::bad(IntegrityState::Unverifiable, e.to_string());
+                }
+                tracing::info!(
+                    extension = name,
+                    files = r.files.len(),
+                    "extension seen for the first time: its files are recorded"
+                );
+                let verified =
+                    Checked { at, state: IntegrityState::Verified, changes: None, why: None };
+                self.remember(name, &verified);
+                return Checked { state: IntegrityState::Recorded, ..verified };
+            }
+            Some(r) if !r.is_signed(name, &key) => Checked {
+                at,
+                state: IntegrityState::Tampered,
+                changes: None,
+                why: Some(format!(
+                    "geminid's integrity record of it is not signed with the current integrity \
+                     key (the key was reset, or the record altered): check its files, then \
+                     `gemctl extensions accept {name}`"
+                )),
+            },
+            Some(r) => {
+                let changes = files::compare(&r.files, &hashes);
+                if changes.is_empty() {
+                    Checked { at, state: IntegrityState::Verified, changes: None, why: None }
+                } else {
+                    let why = format!(
+                        "its files do not match their integrity record ({}): reinstall it, or \
+                         `gemctl extensions accept {name}` if the change was yours",
+                        changes.describe()
+                    );
+                    Checked {
+                        at,
+                        state: IntegrityState::Tampered,
+                        changes: Some(changes),
+                        why: Some(why),
+                    }
+                }
+            }
+        };
+        self.remember(name, &result);
+        result
+    }
+
+    fn remember(&self, name: &str, c: &Checked) {
+        self.checked.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned(), c.clone());
+    }
+
+    fn put_record(&self, name: &str, r: &Record) -> Result<(), ExtensionError> {
+        let bytes = serde_json::to_vec(r).map_err(|e| ExtensionError::Io(e.to_string()))?;
+        self.store.put_extension_record(name, &bytes).map_err(|e| {
+            ExtensionError::Integrity(format!("cannot keep the integrity record of {name}: {e}"))
+        })
+    }
+
+    /// Record `name`'s files in `dir` as they are now, and its install metadata in Gemini
+    /// CLI's store (install, update, accept).
+    pub(super) fn sign(
+        &self,
+        name: &str,
+        dir: &Path,
+        metadata: Option<&Value>,
+    ) -> Result<(), ExtensionError> {
+        let key = self.key()?;
+        let hashes = files::hash_all(dir).map_err(|e| ExtensionError::Io(e.to_string()))?;
+        if let Some(meta) = metadata {
+            ReferenceStore::new(&self.gemini_dir, key.clone())
+                .record(name, meta)
+                .map_err(|e| ExtensionError::Integrity(e.to_string()))?;
+        }
+        self.put_record(name, &Record::new(name, hashes, &key))?;
+        self.checked.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+        Ok(())
+    }
+
+    /// Forget `name`'s records (uninstall). Gemini CLI's store is left alone when it cannot be
+    /// verified (its message says how to reset it).
+    pub(super) fn unsign(&self, name: &str) -> Result<(), ExtensionError> {
+        self.checked.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+        self.store
+            .delete_extension_record(name)
+            .map_err(|e| ExtensionError::Integrity(e.to_string()))?;
+        let key = self.key()?;
+        if let Err(e) = ReferenceStore::new(&self.gemini_dir, key).forget(name) {
+            tracing::warn!(extension = name, error = %e, "its record in Gemini CLI's integrity store stays");
+        }
+        Ok(())
+    }
+}

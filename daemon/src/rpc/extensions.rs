@@ -1,0 +1,88 @@
+//! `extensions/*`: translation to the core's extensions.
+
+use geminid_protocol::api::ExtensionsApiServer;
+use geminid_protocol::error::ErrorCode;
+use geminid_protocol::extensions::{
+    ExtensionEnableParams, ExtensionEnableResult, ExtensionInfo, ExtensionInstallParams,
+    ExtensionInstallResult, ExtensionNameParams, ExtensionUninstallResult, ExtensionsListParams,
+    ExtensionsListResult, ExtensionsVerifyParams,
+};
+use jsonrpsee::core::{RpcResult, async_trait};
+use jsonrpsee::types::ErrorObjectOwned;
+
+use super::Handler;
+use super::session::rpc_error;
+use crate::core::ExtensionsError;
+use crate::extensions::ExtensionError;
+
+fn extensions_error(e: ExtensionsError) -> ErrorObjectOwned {
+    match e {
+        ExtensionsError::Session(e) => rpc_error(e),
+        ExtensionsError::Extension(e) => {
+            let code = match &e {
+                ExtensionError::NotFound(_) => ErrorCode::ExtensionNotFound,
+                ExtensionError::Refused(_) => ErrorCode::ConfigRefused,
+                ExtensionError::Integrity(_) => ErrorCode::IntegrityFailed,
+                ExtensionError::Io(_) => ErrorCode::ConfigWrite,
+            };
+            code.error(e.to_string())
+        }
+    }
+}
+
+#[async_trait]
+impl ExtensionsApiServer for Handler {
+    async fn extensions_list(&self, p: ExtensionsListParams) -> RpcResult<ExtensionsListResult> {
+        self.core.extensions_list(&p.session).map_err(extensions_error)
+    }
+
+    async fn extensions_verify(
+        &self,
+        p: ExtensionsVerifyParams,
+    ) -> RpcResult<ExtensionsListResult> {
+        self.core.extensions_verify(&p.session, p.name.as_deref()).await.map_err(extensions_error)
+    }
+
+    async fn extensions_accept(&self, p: ExtensionNameParams) -> RpcResult<ExtensionInfo> {
+        self.core.extensions_accept(&p.session, &p.name).await.map_err(extensions_error)
+    }
+
+    async fn extensions_enable(
+        &self,
+        p: ExtensionEnableParams,
+    ) -> RpcResult<ExtensionEnableResult> {
+        let r = self.core.extensions_set_enabled(&p.session, &p.name, true, p.scope).await;
+        r.map_err(extensions_error)
+    }
+
+    async fn extensions_disable(
+        &self,
+        p: ExtensionEnableParams,
+    ) -> RpcResult<ExtensionEnableResult> {
+        let r = self.core.extensions_set_enabled(&p.session, &p.name, false, p.scope).await;
+        r.map_err(extensions_error)
+    }
+
+    async fn extensions_install(
+        &self,
+        p: ExtensionInstallParams,
+    ) -> RpcResult<ExtensionInstallResult> {
+        let r = self.core.extensions_install(&p.session, &p.source, p.consent, false).await;
+        r.map_err(extensions_error)
+    }
+
+    async fn extensions_link(
+        &self,
+        p: ExtensionInstallParams,
+    ) -> RpcResult<ExtensionInstallResult> {
+        let r = self.core.extensions_install(&p.session, &p.source, p.consent, true).await;
+        r.map_err(extensions_error)
+    }
+
+    async fn extensions_uninstall(
+        &self,
+        p: ExtensionNameParams,
+    ) -> RpcResult<ExtensionUninstallResult> {
+        self.core.extensions_uninstall(&p.session, &p.name).await.map_err(extensions_error)
+    }
+}
