@@ -10,9 +10,10 @@ use clap::Subcommand;
 use geminid_protocol::api::ExtensionsApiClient;
 use geminid_protocol::client::Client;
 use geminid_protocol::config::{Severity, WriteScope};
+use geminid_protocol::event::{EventBody, EventsSubscribeParams};
 use geminid_protocol::extensions::{
     ExtensionEnableParams, ExtensionInfo, ExtensionInstallParams, ExtensionNameParams,
-    ExtensionsListParams, ExtensionsVerifyParams, IntegrityState,
+    ExtensionUpdateParams, ExtensionsListParams, ExtensionsVerifyParams, IntegrityState,
 };
 
 use crate::output::outln;
@@ -22,11 +23,32 @@ use crate::{call_error, output};
 pub enum ExtensionsCommand {
     /// Every installed extension: version, enabled here, integrity, what it brings
     List,
-    /// Install an extension from a local folder (copied and signed)
+    /// Install an extension from a folder, a .tar.gz or .zip release archive, or a git
+    /// repository (copied or cloned, checked, then signed)
     Install {
-        /// The folder (with a gemini-extension.json)
-        source: PathBuf,
+        /// A folder (with a gemini-extension.json), an archive, or a git URL (https://...,
+        /// git@..., file://..., github:owner/repo)
+        source: String,
+        /// For a git source: the branch, tag or commit (default: its HEAD)
+        #[arg(long = "ref")]
+        reference: Option<String>,
         /// Agree to what the extension brings without being asked
+        #[arg(long)]
+        consent: bool,
+    },
+    /// Update an extension (or --all) from where it was installed; the installed version stays
+    /// if the new one fails to install or load
+    Update {
+        /// The extension
+        #[arg(required_unless_present = "all")]
+        name: Option<String>,
+        /// Every installed extension (linked ones excepted)
+        #[arg(long, conflicts_with = "name")]
+        all: bool,
+        /// Only say which have updates
+        #[arg(long)]
+        check: bool,
+        /// Agree to what a new version brings, when that changed, without being asked
         #[arg(long)]
         consent: bool,
     },
@@ -188,11 +210,25 @@ pub async fn run(
             }
             Ok(ExitCode::SUCCESS)
         }
-        ExtensionsCommand::Install { source, consent } => {
-            install(client, session, &source, consent, false, json).await
+        ExtensionsCommand::Install { source, reference, consent } => {
+            // A path is made absolute here (the daemon's working directory is not this one);
+            // a URL is passed as it is.
+            let local = !source.contains("://") && !source.contains('@') && !source.contains(':');
+            let source = if local { absolute(Path::new(&source))? } else { source };
+            let p = ExtensionInstallParams { session, source, reference, consent };
+            install(client, p, false, json).await
         }
         ExtensionsCommand::Link { path, consent } => {
-            install(client, session, &path, consent, true, json).await
+            let p = ExtensionInstallParams {
+                session,
+                source: absolute(&path)?,
+                reference: None,
+                consent,
+            };
+            install(client, p, true, json).await
+        }
+        ExtensionsCommand::Update { name, all, check, consent } => {
+            update(client, ExtensionUpdateParams { session, name, all, check, consent }, json).await
         }
         ExtensionsCommand::Uninstall { name } => {
             let r = client
@@ -279,20 +315,51 @@ pub fn new_here(cmd: ExtensionsCommand, json: bool) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
+/// Runs `call` while printing the session's `extensions/progress` steps on stderr.
+async fn with_progress<T>(
+    client: &Client,
+    session: &str,
+    call: impl std::future::Future<Output = T>,
+) -> anyhow::Result<T> {
+    let kinds = Some(vec!["extensions/progress".to_owned()]);
+    let params = EventsSubscribeParams { session: Some(session.to_owned()), kinds };
+    let mut sub =
+        client.subscribe_events(Some(params)).await.map_err(call_error("events/subscribe"))?;
+    tokio::pin!(call);
+    let show = |e: &geminid_protocol::event::Event| {
+        if let EventBody::ExtensionProgress(p) = &e.body {
+            eprintln!("{}: {}", p.what, p.step);
+        }
+    };
+    loop {
+        tokio::select! {
+            r = &mut call => {
+                while let Ok(Some(Ok(e))) = tokio::time::timeout(std::time::Duration::ZERO, sub.next()).await {
+                    show(&e);
+                }
+                return Ok(r);
+            }
+            e = sub.next() => match e {
+                Some(Ok(e)) => show(&e),
+                _ => return Ok(call.await),
+            },
+        }
+    }
+}
+
 async fn install(
     client: &Client,
-    session: String,
-    source: &Path,
-    consent: bool,
+    mut p: ExtensionInstallParams,
     link: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let method = if link { "extensions/link" } else { "extensions/install" };
-    let mut p = ExtensionInstallParams { session, source: absolute(source)?, consent };
+    let session = p.session.clone();
     let call = |p: ExtensionInstallParams| async move {
         if link { client.extensions_link(p).await } else { client.extensions_install(p).await }
     };
-    let mut r = call(p.clone()).await.map_err(call_error(method))?;
+    let mut r =
+        with_progress(client, &session, call(p.clone())).await?.map_err(call_error(method))?;
     if !r.installed {
         eprintln!("{}", r.consent);
         if !ask_yes("Do you want to continue?")? {
@@ -302,7 +369,7 @@ async fn install(
             );
         }
         p.consent = true;
-        r = call(p).await.map_err(call_error(method))?;
+        r = with_progress(client, &session, call(p)).await?.map_err(call_error(method))?;
     }
     if json {
         output::json(&r)?;
@@ -312,6 +379,64 @@ async fn install(
         print_one(e);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn update(
+    client: &Client,
+    mut p: ExtensionUpdateParams,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let session = p.session.clone();
+    let mut r = with_progress(client, &session, client.extensions_update(p.clone()))
+        .await?
+        .map_err(call_error("extensions/update"))?;
+    let wanting: Vec<&str> = r
+        .extensions
+        .iter()
+        .filter(|e| !e.updated && e.consent.is_some() && e.error.is_none())
+        .map(|e| e.name.as_str())
+        .collect();
+    if !p.check && !p.consent && !wanting.is_empty() {
+        for e in r.extensions.iter().filter_map(|e| e.consent.as_ref()) {
+            eprintln!("{e}");
+        }
+        if ask_yes("The new versions bring the above. Update?")? {
+            p.consent = true;
+            r = with_progress(client, &session, client.extensions_update(p.clone()))
+                .await?
+                .map_err(call_error("extensions/update"))?;
+        }
+    }
+    let failed = r.extensions.iter().any(|e| e.error.is_some());
+    let unconsented = r.extensions.iter().any(|e| !e.updated && e.consent.is_some() && !p.check);
+    if json {
+        output::json(&r)?;
+    } else if r.extensions.is_empty() {
+        outln!("No extensions to update.");
+    } else {
+        for e in &r.extensions {
+            let line = match (&e.error, e.updated, &e.available) {
+                (Some(err), _, _) => format!("{}: {err}", e.name),
+                (None, true, _) => format!(
+                    "{}: updated {} -> {}",
+                    e.name,
+                    e.version,
+                    e.to.as_deref().unwrap_or("?")
+                ),
+                (None, false, Some(a)) if p.check => {
+                    format!("{}: {} installed, update available ({a})", e.name, e.version)
+                }
+                (None, false, Some(_)) => format!(
+                    "{}: not updated: the new version brings other things (pass --consent to \
+                     agree)",
+                    e.name
+                ),
+                (None, false, None) => format!("{}: {} is up to date", e.name, e.version),
+            };
+            outln!("{line}");
+        }
+    }
+    Ok(if failed || unconsented { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 async fn set_enabled(

@@ -162,7 +162,7 @@ enum Command {
     /// The session's hooks: `list` them, `run` an event's hooks for real
     #[command(subcommand)]
     Hooks(hooks_cmds::HooksCommand),
-    /// Extensions: install, link, uninstall, list, enable, disable, verify, accept, new
+    /// Extensions: install, update, link, uninstall, list, enable, disable, verify, accept, new
     #[command(subcommand)]
     Extensions(ext_cmds::ExtensionsCommand),
     /// Trust a folder (default: the current directory)

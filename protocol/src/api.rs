@@ -25,8 +25,8 @@ use crate::event::Event;
 use crate::event::EventsSubscribeParams;
 use crate::extensions::{
     ExtensionEnableParams, ExtensionEnableResult, ExtensionInfo, ExtensionInstallParams,
-    ExtensionInstallResult, ExtensionNameParams, ExtensionUninstallResult, ExtensionsListParams,
-    ExtensionsListResult, ExtensionsVerifyParams,
+    ExtensionInstallResult, ExtensionNameParams, ExtensionUninstallResult, ExtensionUpdateParams,
+    ExtensionUpdateResult, ExtensionsListParams, ExtensionsListResult, ExtensionsVerifyParams,
 };
 use crate::hooks::{
     HooksEnableParams, HooksEnableResult, HooksFireParams, HooksFireResult, HooksListParams,
@@ -424,6 +424,13 @@ pub trait ExtensionsApi {
         &self,
         params: ExtensionInstallParams,
     ) -> RpcResult<ExtensionInstallResult>;
+
+    /// Check for updates, or update one extension or every one, with a real rollback.
+    #[method(name = "update")]
+    async fn extensions_update(
+        &self,
+        params: ExtensionUpdateParams,
+    ) -> RpcResult<ExtensionUpdateResult>;
 
     /// Remove an installed extension, its integrity records and its enablement rules.
     #[method(name = "uninstall")]

@@ -42,6 +42,7 @@ pub const KINDS: &[&str] = &[
     "hooks/ran",
     "mcp/resourceUpdated",
     "extensions/tampered",
+    "extensions/progress",
 ];
 
 /// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
@@ -100,6 +101,9 @@ pub enum EventBody {
     /// An extension's files no longer match its integrity record: it is not loaded.
     #[serde(rename = "extensions/tampered")]
     ExtensionTampered(crate::extensions::ExtensionTampered),
+    /// A step of an extension's install or update.
+    #[serde(rename = "extensions/progress")]
+    ExtensionProgress(crate::extensions::ExtensionProgress),
 }
 
 /// Payload of `daemon/shuttingDown`.
@@ -130,6 +134,7 @@ impl EventBody {
             Self::HookRan(_) => "hooks/ran",
             Self::ResourceUpdated(_) => "mcp/resourceUpdated",
             Self::ExtensionTampered(_) => "extensions/tampered",
+            Self::ExtensionProgress(_) => "extensions/progress",
         }
     }
 
@@ -147,6 +152,7 @@ impl EventBody {
             Self::ConfirmationRequested(c) => Some(&c.session),
             Self::ElicitationRequested(a) | Self::SamplingRequested(a) => Some(&a.session),
             Self::HookRan(h) => Some(&h.session),
+            Self::ExtensionProgress(p) => Some(&p.session),
             Self::DaemonShuttingDown(_)
             | Self::McpServerState(_)
             | Self::CatalogChanged(_)

@@ -161,8 +161,13 @@ pub struct ExtensionEnableResult {
 pub struct ExtensionInstallParams {
     /// The session (its workspace's trust, and whose configuration is reloaded).
     pub session: SessionId,
-    /// A local folder (absolute, or relative to the session's workspace).
+    /// A local folder or a `.tar.gz`/`.zip` release archive (absolute, or relative to the
+    /// session's workspace), or a git URL (`https://`, `git@`, `ssh://`, `file://`,
+    /// `github:owner/repo`, ...).
     pub source: String,
+    /// For a git source: the branch, tag or commit (default: the repository's HEAD).
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
     /// The person agreed to what the extension brings (`--consent`, or yes at the prompt).
     /// Without it nothing is installed and the answer carries what to agree to.
     #[serde(default)]
@@ -192,6 +197,74 @@ pub struct ExtensionUninstallResult {
     pub name: String,
     /// The folder removed.
     pub path: String,
+}
+
+/// `extensions/update`: check for updates, or update one extension or all.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ExtensionUpdateParams {
+    /// The session (whose configuration is reloaded).
+    pub session: SessionId,
+    /// One extension; with `all`, every one (linked ones excepted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Every installed extension.
+    #[serde(default)]
+    pub all: bool,
+    /// Only say which have updates; change nothing.
+    #[serde(default)]
+    pub check: bool,
+    /// The person agreed to what a new version brings when that changed.
+    #[serde(default)]
+    pub consent: bool,
+}
+
+/// One extension's line in `extensions/update`'s result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ExtensionUpdateEntry {
+    /// The extension.
+    pub name: String,
+    /// Its version before.
+    pub version: String,
+    /// What an update brings (a version, a commit, `migrated to URL`); absent: up to date.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available: Option<String>,
+    /// Updated now.
+    pub updated: bool,
+    /// The version now, when updated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// What the new version brings, when that changed (not updated without consent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consent: Option<String>,
+    /// Why it could not be checked or updated (the installed version stays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Result of `extensions/update`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ExtensionUpdateResult {
+    /// One line per extension checked or updated.
+    pub extensions: Vec<ExtensionUpdateEntry>,
+}
+
+/// Payload of `extensions/progress`: a step of an install or update under way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ExtensionProgress {
+    /// The session that asked.
+    pub session: SessionId,
+    /// What is being installed or updated (the source, or the extension's name).
+    pub what: String,
+    /// The step: `cloning URL`, `unpacking FILE`, `copying DIR`, `signing its files`, ...
+    pub step: String,
 }
 
 /// Payload of `extensions/tampered`: an extension's files no longer match its record, so it

@@ -393,3 +393,257 @@ async fn first_sight_links_and_the_key() -> anyhow::Result<()> {
     assert_eq!(one(&home, "from-gemini")?["integrity"], "verified");
     Ok(())
 }
+
+fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()?;
+    anyhow::ensure!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Commit `manifest` (and `files`) to the repository at `dir`.
+fn commit(dir: &Path, manifest: Value, files: &[(&str, &str)]) -> anyhow::Result<()> {
+    std::fs::write(dir.join("gemini-extension.json"), serde_json::to_string_pretty(&manifest)?)?;
+    for (rel, text) in files {
+        let path = dir.join(rel);
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        std::fs::write(path, text)?;
+    }
+    git(dir, &["add", "-A"])?;
+    git(dir, &["commit", "-q", "-m", "version"])?;
+    Ok(())
+}
+
+fn fx_pid(home: &TestHome) -> anyhow::Result<Option<u64>> {
+    let v = home.gemctl_json(&["mcp", "list"])?;
+    Ok(v.as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["name"] == "fx")
+        .and_then(|s| s["pid"].as_u64()))
+}
+
+#[tokio::test]
+async fn git_install_and_updates_with_a_real_rollback() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let repo = home.root().join("src/repo");
+    std::fs::create_dir_all(&repo)?;
+    git(&repo, &["init", "-q"])?;
+    let manifest = |version: &str| json!({"name": "git-ext", "version": version, "mcpServers": {"fx": {"command": fixture()}}});
+    commit(&repo, manifest("1.0.0"), &[("GEMINI.md", "v1")])?;
+    git(&repo, &["tag", "v1"])?;
+    let url = format!("file://{}", repo.display());
+
+    // A URL that does not clone: a clear error, nothing left behind.
+    let missing = format!("file://{}/nothing-here", home.root().display());
+    let (code, _, err) = home.gemctl_run(&["extensions", "install", &missing, "--consent"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("cannot clone"), "{err}");
+    assert!(list(&home)?.is_empty());
+
+    let (code, out, err) = home.gemctl_run(&["extensions", "install", &url, "--consent"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("cloning"), "progress is shown: {err}");
+    let e = one(&home, "git-ext")?;
+    assert_eq!((e["version"].as_str(), e["installType"].as_str()), (Some("1.0.0"), Some("git")));
+    assert_eq!(e["integrity"], "verified");
+    let (code, out, _) = home.gemctl_run(&["extensions", "update", "git-ext", "--check"])?;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("up to date"), "{out}");
+
+    // The server runs; a new version updates in place.
+    let (code, out, err) = home.gemctl_run(&["call", "mcp_fx_echo", r#"{"text": "v1"}"#])?;
+    assert_eq!(code, 0, "{out}{err}");
+    commit(&repo, manifest("1.1.0"), &[("GEMINI.md", "v1.1")])?;
+    let (_, out, _) = home.gemctl_run(&["extensions", "update", "git-ext", "--check"])?;
+    assert!(out.contains("update available"), "{out}");
+    let (code, out, err) = home.gemctl_run(&["extensions", "update", "git-ext"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("updated 1.0.0 -> 1.1.0"), "{out}");
+    let e = one(&home, "git-ext")?;
+    assert_eq!((e["version"].as_str(), e["integrity"].as_str()), (Some("1.1.0"), Some("verified")));
+    let (code, out, err) = home.gemctl_run(&["call", "mcp_fx_echo", r#"{"text": "v1.1"}"#])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let pid = fx_pid(&home)?;
+    assert!(pid.is_some());
+
+    // A broken new version: refused, the installed one stays and its server keeps running.
+    commit(&repo, json!({"name": "git-ext", "mcpServers": {}}), &[])?;
+    let (code, out, err) = home.gemctl_run(&["extensions", "update", "git-ext"])?;
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("broken, so the installed one stays"), "{err}");
+    let e = one(&home, "git-ext")?;
+    assert_eq!((e["version"].as_str(), e["active"].as_bool()), (Some("1.1.0"), Some(true)));
+    assert_eq!(fx_pid(&home)?, pid, "the server kept running");
+    let leftovers: Vec<String> = std::fs::read_dir(extensions_dir(&home))?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // A new version that brings a hook needs consent again.
+    commit(
+        &repo,
+        manifest("1.2.0"),
+        &[(
+            "hooks/hooks.json",
+            r#"{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "true"}]}]}}"#,
+        )],
+    )?;
+    let (code, out, _) = home.gemctl_run(&["extensions", "update", "git-ext"])?;
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("--consent"), "{out}");
+    assert_eq!(one(&home, "git-ext")?["version"], "1.1.0");
+    let (code, out, err) = home.gemctl_run(&["extensions", "update", "--all", "--consent"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(one(&home, "git-ext")?["version"], "1.2.0");
+    assert_eq!(one(&home, "git-ext")?["hooks"], 1);
+
+    // A ref: installed at the tag.
+    assert!(home.gemctl(&["extensions", "uninstall", "git-ext"])?.status.success());
+    let (code, out, err) =
+        home.gemctl_run(&["extensions", "install", &url, "--ref", "v1", "--consent"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(one(&home, "git-ext")?["version"], "1.0.0");
+    Ok(())
+}
+
+/// Write an archive with python3's tarfile or zipfile: `entries` are (name, contents), or
+/// (name, "->target") for a symlink.
+fn archive(path: &Path, entries: &[(&str, &str)]) -> anyhow::Result<()> {
+    let script = r#"
+import io, json, sys, tarfile, zipfile
+path, entries = sys.argv[1], json.loads(sys.argv[2])
+if path.endswith(".zip"):
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in entries:
+            if text.startswith("->"):
+                info = zipfile.ZipInfo(name)
+                info.external_attr = (0o120777 << 16)
+                z.writestr(info, text[2:])
+            else:
+                z.writestr(name, text)
+else:
+    with tarfile.open(path, "w:gz") as t:
+        for name, text in entries:
+            info = tarfile.TarInfo(name)
+            if text.startswith("->"):
+                info.type, info.linkname = tarfile.SYMTYPE, text[2:]
+                t.addfile(info)
+            else:
+                data = text.encode()
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, &path.display().to_string(), &serde_json::to_string(entries)?])
+        .output()?;
+    anyhow::ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Ok(())
+}
+
+#[tokio::test]
+async fn release_archives_and_the_ones_that_would_escape() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    let dir = home.root().join("src");
+    std::fs::create_dir_all(&dir)?;
+    let manifest = |name: &str| format!(r#"{{"name": "{name}", "version": "2.0.0"}}"#);
+    for (file, name) in [("rel.tar.gz", "tar-ext"), ("rel.zip", "zip-ext")] {
+        let path = dir.join(file);
+        let m = manifest(name);
+        let inner = format!("{name}-2.0.0/gemini-extension.json");
+        archive(
+            &path,
+            &[
+                (&inner, &m),
+                (&format!("{name}-2.0.0/docs/a.md"), "doc"),
+                (&format!("{name}-2.0.0/link"), "->docs/a.md"),
+            ],
+        )?;
+        let (code, out, err) =
+            home.gemctl_run(&["extensions", "install", &path.display().to_string(), "--consent"])?;
+        assert_eq!(code, 0, "{file}: {out}{err}");
+        let installed = extensions_dir(&home).join(name);
+        assert!(
+            installed.join("gemini-extension.json").is_file(),
+            "{file}: the top folder is stripped"
+        );
+        assert!(installed.join("docs/a.md").is_file(), "{file}");
+        assert_eq!(one(&home, name)?["integrity"], "verified", "{file}");
+    }
+
+    let evil = home.root().join("evil.txt");
+    for (file, entries, said) in [
+        (
+            "slip.tar.gz",
+            vec![("gemini-extension.json", manifest("a").leak() as &str), ("../../evil.txt", "x")],
+            "outside the extension's folder",
+        ),
+        (
+            "slip.zip",
+            vec![("gemini-extension.json", manifest("b").leak() as &str), ("../../evil.txt", "x")],
+            "outside the extension's folder",
+        ),
+        (
+            "abs.tar.gz",
+            vec![
+                ("gemini-extension.json", manifest("c").leak() as &str),
+                ("/tmp/geminid-evil.txt", "x"),
+            ],
+            "outside the extension's folder",
+        ),
+        (
+            "link.tar.gz",
+            vec![
+                ("gemini-extension.json", manifest("d").leak() as &str),
+                ("passwd", "->/etc/passwd"),
+            ],
+            "points outside",
+        ),
+        (
+            "link.zip",
+            vec![("gemini-extension.json", manifest("e").leak() as &str), ("up", "->../../x")],
+            "points outside",
+        ),
+    ] {
+        let path = dir.join(file);
+        archive(&path, &entries)?;
+        let (code, out, err) =
+            home.gemctl_run(&["extensions", "install", &path.display().to_string(), "--consent"])?;
+        assert_ne!(code, 0, "{file}: {out}");
+        assert!(err.contains(said), "{file}: {err}");
+    }
+    assert!(!evil.exists());
+    assert!(!Path::new("/tmp/geminid-evil.txt").exists());
+    let names: Vec<String> = std::fs::read_dir(extensions_dir(&home))?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut names = names;
+    names.sort();
+    assert_eq!(names, ["extension-enablement.json", "tar-ext", "zip-ext"]);
+
+    let garbage = dir.join("garbage.zip");
+    std::fs::write(&garbage, "not a zip")?;
+    let (code, _, err) =
+        home.gemctl_run(&["extensions", "install", &garbage.display().to_string(), "--consent"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("not a readable archive"), "{err}");
+    Ok(())
+}

@@ -106,6 +106,7 @@ fn document() -> Value {
         "extensions/disable" => ExtensionEnableParams, ExtensionEnableResult;
         "extensions/install" => ExtensionInstallParams, ExtensionInstallResult;
         "extensions/link" => ExtensionInstallParams, ExtensionInstallResult;
+        "extensions/update" => ExtensionUpdateParams, ExtensionUpdateResult;
         "extensions/uninstall" => ExtensionNameParams, ExtensionUninstallResult;
     };
     json!({

@@ -5,12 +5,15 @@
 use std::path::{Path, PathBuf};
 
 use geminid_protocol::config::WriteScope;
+use geminid_protocol::event::EventBody;
 use geminid_protocol::extensions::{
-    ExtensionEnableResult, ExtensionInfo, ExtensionInstallResult, ExtensionUninstallResult,
-    ExtensionsListResult,
+    ExtensionEnableResult, ExtensionInfo, ExtensionInstallParams, ExtensionInstallResult,
+    ExtensionProgress, ExtensionUninstallResult, ExtensionUpdateEntry, ExtensionUpdateParams,
+    ExtensionUpdateResult, ExtensionsListResult,
 };
 
 use super::Core;
+use crate::extensions::fetch::Source;
 use crate::extensions::{ExtensionError, Extensions, Scan};
 use crate::session::SessionError;
 
@@ -129,41 +132,94 @@ impl Core {
         Ok(ExtensionEnableResult { name, rule, enabled: now })
     }
 
+    /// Tells the session's subscribers each step of an install or update.
+    fn progress(&self, session: &str, what: &str) -> impl Fn(&str) + Send + 'static {
+        let (events, session, what) = (self.events.clone(), session.to_owned(), what.to_owned());
+        move |step: &str| {
+            events.emit(EventBody::ExtensionProgress(ExtensionProgress {
+                session: session.clone(),
+                what: what.clone(),
+                step: step.to_owned(),
+            }));
+        }
+    }
+
     /// `extensions/install` (`link`: `extensions/link`).
     pub(crate) async fn extensions_install(
         &self,
         session: &str,
-        source: &str,
-        consent: bool,
+        p: &ExtensionInstallParams,
         link: bool,
     ) -> Result<ExtensionInstallResult, ExtensionsError> {
         let ws = self.workspace_of(session)?;
-        let source = ws.join(source);
         let home = self.config.paths().home.clone();
-        let done = self
-            .on_extensions(move |x| {
-                if link {
-                    x.link(&source, consent, &home)
-                } else {
-                    x.install_local(&source, consent, &home)
-                }
-            })
-            .await?;
+        let consent = p.consent;
+        let progress = self.progress(session, &p.source);
+        let done = if link {
+            let source = ws.join(&p.source);
+            self.on_extensions(move |x| x.link(&source, consent, &home)).await?
+        } else {
+            let source = Source::infer(&p.source, p.reference.clone(), &ws)?;
+            self.on_extensions(move |x| x.install(&source, consent, &home, &progress)).await?
+        };
         if !done.installed {
-            return Ok(ExtensionInstallResult {
-                installed: false,
-                consent: done.consent,
-                extension: None,
-            });
+            let consent = done.consent;
+            return Ok(ExtensionInstallResult { installed: false, consent, extension: None });
         }
         tracing::info!(extension = done.name, link, "extension installed");
-        self.extensions_changed(
-            session,
-            if link { "extensions/link" } else { "extensions/install" },
-        )
-        .await;
+        let reason = if link { "extensions/link" } else { "extensions/install" };
+        self.extensions_changed(session, reason).await;
         let info = self.one(&ws, &done.name)?;
         Ok(ExtensionInstallResult { installed: true, consent: done.consent, extension: Some(info) })
+    }
+
+    /// `extensions/update`.
+    pub(crate) async fn extensions_update(
+        &self,
+        p: &ExtensionUpdateParams,
+    ) -> Result<ExtensionUpdateResult, ExtensionsError> {
+        self.workspace_of(&p.session)?;
+        if p.name.is_none() && !p.all {
+            return Err(ExtensionError::Refused(
+                "name an extension to update, or update them all (`--all`)".into(),
+            )
+            .into());
+        }
+        let name = if p.all { None } else { p.name.clone() };
+        let found = self.on_extensions(move |x| x.check_updates(name.as_deref())).await?;
+        let mut out = Vec::new();
+        let mut changed = false;
+        for a in found {
+            let mut entry = ExtensionUpdateEntry {
+                name: a.name.clone(),
+                version: a.version,
+                available: a.update.clone(),
+                updated: false,
+                to: None,
+                consent: None,
+                error: a.error,
+            };
+            if !p.check && a.update.is_some() {
+                let (n, consent) = (a.name.clone(), p.consent);
+                let progress = self.progress(&p.session, &a.name);
+                match self.on_extensions(move |x| x.update(&n, consent, &progress)).await {
+                    Ok(u) => {
+                        changed |= u.updated;
+                        entry.updated = u.updated;
+                        entry.to = u.updated.then_some(u.to);
+                        entry.consent = u.consent;
+                    }
+                    // One extension named: its failure is the answer.
+                    Err(e) if !p.all => return Err(e),
+                    Err(e) => entry.error = Some(e.to_string()),
+                }
+            }
+            out.push(entry);
+        }
+        if changed {
+            self.extensions_changed(&p.session, "extensions/update").await;
+        }
+        Ok(ExtensionUpdateResult { extensions: out })
     }
 
     /// `extensions/uninstall`.

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::enablement::{self, Enablement};
+use super::fetch::Source;
 use super::manifest::{self, Manifest};
 use super::{ExtensionError, Extensions, Scan};
 use crate::config::files::{FileRead, read_object};
@@ -86,7 +87,7 @@ pub fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> String {
 
 /// Copy `from` into `to` (which must not exist). A symlink is copied as a link only when it
 /// points inside `from`; one leaving it is refused (it would reach files the person never saw).
-fn copy_tree(from: &Path, to: &Path) -> Result<(), ExtensionError> {
+pub(super) fn copy_tree(from: &Path, to: &Path) -> Result<(), ExtensionError> {
     let io = |what: &Path, e: std::io::Error| {
         ExtensionError::Io(format!("cannot copy {}: {e}", what.display()))
     };
@@ -129,7 +130,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), ExtensionError> {
 }
 
 /// The manifest of the extension at `dir`, or why it cannot be installed.
-fn checked_manifest(dir: &Path) -> Result<(Manifest, Option<Value>), ExtensionError> {
+pub(super) fn checked_manifest(dir: &Path) -> Result<(Manifest, Option<Value>), ExtensionError> {
     let (m, _) = manifest::read(dir).map_err(|errors| {
         let lines: Vec<String> = errors
             .iter()
@@ -179,61 +180,67 @@ impl Extensions {
         Ok(dir)
     }
 
-    /// Install the extension in `source` (a folder) by copying it; without `consent`, only
-    /// says what it would bring. `home` is where a user-scope enablement rule points.
-    pub fn install_local(
+    /// A staging folder for `what` (hidden beside the extensions, so scans pass it by).
+    pub(super) fn staging(&self, what: &str) -> Result<PathBuf, ExtensionError> {
+        std::fs::create_dir_all(&self.root)
+            .map_err(|e| ExtensionError::Io(format!("cannot make {}: {e}", self.root.display())))?;
+        let dir = self.root.join(format!(".{what}-{}", uuid::Uuid::now_v7().simple()));
+        Ok(dir)
+    }
+
+    /// Install the extension `source` names: fetched into a staging folder, checked, given its
+    /// install metadata and signed, then renamed into place. Without `consent`, only says what
+    /// it would bring (and installs nothing). `home` is where the user-scope enablement rule
+    /// points; `progress` is told each step.
+    pub fn install(
         &self,
-        source: &Path,
+        source: &Source,
         consent: bool,
         home: &Path,
+        progress: &dyn Fn(&str),
     ) -> Result<Outcome, ExtensionError> {
         let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
-        let source = std::fs::canonicalize(source).map_err(|e| {
-            ExtensionError::Refused(format!("cannot install from {}: {e}", source.display()))
-        })?;
-        if !source.is_dir() {
-            return Err(ExtensionError::Refused(format!(
-                "{} is not a folder: an extension is a folder with a {}",
-                source.display(),
-                manifest::FILE
-            )));
+        let staging = self.staging("installing")?;
+        let result = self.install_staged(source, &staging, consent, home, progress);
+        if staging.exists() {
+            let _ = std::fs::remove_dir_all(&staging);
         }
-        let (m, hooks) = checked_manifest(&source)?;
-        let consent_text = consent_text(&m, &source, hooks.as_ref());
+        result
+    }
+
+    fn install_staged(
+        &self,
+        source: &Source,
+        staging: &Path,
+        consent: bool,
+        home: &Path,
+        progress: &dyn Fn(&str),
+    ) -> Result<Outcome, ExtensionError> {
+        source.fetch(staging, progress)?;
+        let (m, hooks) = checked_manifest(staging)?;
+        let consent_text = consent_text(&m, staging, hooks.as_ref());
         let target = Self::taken(&self.rescan_locked(false), &self.root, &m.name)?;
         if !consent {
             return Ok(Outcome { installed: false, consent: consent_text, name: m.name });
         }
-        std::fs::create_dir_all(&self.root)
-            .map_err(|e| ExtensionError::Io(format!("cannot make {}: {e}", self.root.display())))?;
-        let staging = self.root.join(format!(".installing-{}-{}", m.name, std::process::id()));
-        let _ = std::fs::remove_dir_all(&staging);
-        let result = (|| {
-            copy_tree(&source, &staging)?;
-            // The copy is what is installed: its manifest must still be the one agreed to.
-            let (copied, _) = checked_manifest(&staging)?;
-            if copied.raw != m.raw {
-                return Err(ExtensionError::Refused(
-                    "the extension changed while it was being copied: install it again".into(),
-                ));
-            }
-            let metadata = json!({ "source": source.display().to_string(), "type": "local" });
-            write_metadata(&staging, &metadata)?;
-            self.sign(&m.name, &staging, Some(&metadata))?;
-            std::fs::rename(&staging, &target).map_err(|e| {
+        progress("signing its files");
+        let metadata = source.metadata();
+        write_metadata(staging, &metadata)?;
+        let moved = self.sign(&m.name, staging, Some(&metadata)).and_then(|()| {
+            std::fs::rename(staging, &target).map_err(|e| {
                 ExtensionError::Io(format!(
                     "cannot move the extension into {}: {e}",
                     target.display()
                 ))
             })
-        })();
-        if let Err(e) = result {
-            let _ = std::fs::remove_dir_all(&staging);
+        });
+        if let Err(e) = moved {
             let _ = self.unsign(&m.name);
             return Err(e);
         }
         self.set_rule(&m.name, true, home)?;
         self.rescan_locked(false);
+        progress("installed");
         Ok(Outcome { installed: true, consent: consent_text, name: m.name })
     }
 
@@ -344,7 +351,7 @@ impl Extensions {
     }
 }
 
-fn write_metadata(dir: &Path, metadata: &Value) -> Result<(), ExtensionError> {
+pub(super) fn write_metadata(dir: &Path, metadata: &Value) -> Result<(), ExtensionError> {
     let text = serde_json::to_string_pretty(metadata).unwrap_or_default();
     write_atomic(&dir.join(manifest::INSTALL_FILE), &text)
 }

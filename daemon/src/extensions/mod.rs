@@ -10,11 +10,13 @@
 
 pub mod contribute;
 pub mod enablement;
+pub mod fetch;
 pub mod files;
 pub mod install;
 pub mod integrity;
 pub mod key;
 pub mod manifest;
+pub mod update;
 mod verify;
 
 use std::collections::{BTreeMap, HashMap};

@@ -4,8 +4,8 @@ use geminid_protocol::api::ExtensionsApiServer;
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::extensions::{
     ExtensionEnableParams, ExtensionEnableResult, ExtensionInfo, ExtensionInstallParams,
-    ExtensionInstallResult, ExtensionNameParams, ExtensionUninstallResult, ExtensionsListParams,
-    ExtensionsListResult, ExtensionsVerifyParams,
+    ExtensionInstallResult, ExtensionNameParams, ExtensionUninstallResult, ExtensionUpdateParams,
+    ExtensionUpdateResult, ExtensionsListParams, ExtensionsListResult, ExtensionsVerifyParams,
 };
 use jsonrpsee::core::{RpcResult, async_trait};
 use jsonrpsee::types::ErrorObjectOwned;
@@ -67,7 +67,7 @@ impl ExtensionsApiServer for Handler {
         &self,
         p: ExtensionInstallParams,
     ) -> RpcResult<ExtensionInstallResult> {
-        let r = self.core.extensions_install(&p.session, &p.source, p.consent, false).await;
+        let r = self.core.extensions_install(&p.session, &p.clone(), false).await;
         r.map_err(extensions_error)
     }
 
@@ -75,8 +75,15 @@ impl ExtensionsApiServer for Handler {
         &self,
         p: ExtensionInstallParams,
     ) -> RpcResult<ExtensionInstallResult> {
-        let r = self.core.extensions_install(&p.session, &p.source, p.consent, true).await;
+        let r = self.core.extensions_install(&p.session, &p.clone(), true).await;
         r.map_err(extensions_error)
+    }
+
+    async fn extensions_update(
+        &self,
+        p: ExtensionUpdateParams,
+    ) -> RpcResult<ExtensionUpdateResult> {
+        self.core.extensions_update(&p).await.map_err(extensions_error)
     }
 
     async fn extensions_uninstall(

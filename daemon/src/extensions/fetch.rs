@@ -1,0 +1,424 @@
+//! Bringing an extension's files into a staging folder: a local folder (copied), a git
+//! repository (the `git` CLI: one shallow fetch of the ref, or of HEAD), or a release archive
+//! (`.tar.gz`, `.tgz`, `.zip`: read entry by entry, so none can leave the folder, and a single
+//! top-level folder stripped, as GitHub's release archives have).
+//!
+//! Source inference follows Gemini CLI (`http://`, `https://`, `git@`, `ssh://`, `sso://`,
+//! `github:`, `gitlab:` are git), plus `file://` (a repository on this machine).
+
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::ExtensionError;
+
+/// How long a clone may take.
+pub const GIT_TIMEOUT: Duration = Duration::from_secs(300);
+/// The most an archive may unpack to (a zip bomb stops here).
+pub const MAX_UNPACKED: u64 = 512 << 20;
+
+/// Where an extension comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A folder on this machine.
+    Local(PathBuf),
+    /// A git repository, at a ref (branch, tag or commit) or its HEAD.
+    Git {
+        /// The URL as given (`github:o/r` expanded).
+        url: String,
+        /// The ref.
+        reference: Option<String>,
+    },
+    /// A release archive file on this machine.
+    Archive(PathBuf),
+}
+
+fn is_archive(p: &str) -> bool {
+    [".tar.gz", ".tgz", ".zip"].iter().any(|x| p.to_ascii_lowercase().ends_with(x))
+}
+
+impl Source {
+    /// What `source` names; relative paths are taken from `base`.
+    pub fn infer(
+        source: &str,
+        reference: Option<String>,
+        base: &Path,
+    ) -> Result<Self, ExtensionError> {
+        const GIT: &[&str] =
+            &["http://", "https://", "git@", "ssh://", "sso://", "github:", "gitlab:", "file://"];
+        if GIT.iter().any(|p| source.starts_with(p)) {
+            let url = if let Some(rest) = source.strip_prefix("github:") {
+                format!("https://github.com/{rest}")
+            } else if let Some(rest) = source.strip_prefix("gitlab:") {
+                format!("https://gitlab.com/{rest}")
+            } else {
+                source.to_owned()
+            };
+            return Ok(Self::Git { url, reference });
+        }
+        if reference.is_some() {
+            return Err(ExtensionError::Refused(
+                "--ref is for git sources; a local folder or archive has no refs".into(),
+            ));
+        }
+        let path = base.join(source);
+        if is_archive(source) {
+            return Ok(Self::Archive(path));
+        }
+        Ok(Self::Local(path))
+    }
+
+    /// From an installed extension's metadata (for updates).
+    pub fn of_metadata(metadata: &Value) -> Option<Self> {
+        let source = metadata.get("source")?.as_str()?;
+        let reference = metadata.get("ref").and_then(Value::as_str).map(str::to_owned);
+        match metadata.get("type")?.as_str()? {
+            "git" => Some(Self::Git { url: source.to_owned(), reference }),
+            "local" if is_archive(source) => Some(Self::Archive(source.into())),
+            "local" => Some(Self::Local(source.into())),
+            _ => None,
+        }
+    }
+
+    /// The install metadata Gemini CLI writes for it.
+    pub fn metadata(&self) -> Value {
+        match self {
+            Self::Local(p) | Self::Archive(p) => {
+                json!({ "source": p.display().to_string(), "type": "local" })
+            }
+            Self::Git { url, reference: Some(r) } => {
+                json!({ "source": url, "type": "git", "ref": r })
+            }
+            Self::Git { url, reference: None } => json!({ "source": url, "type": "git" }),
+        }
+    }
+
+    /// Bring the files into `into` (which must not exist); `progress` is told each step.
+    pub fn fetch(&self, into: &Path, progress: &dyn Fn(&str)) -> Result<(), ExtensionError> {
+        match self {
+            Self::Local(from) => {
+                progress(&format!("copying {}", from.display()));
+                let from = std::fs::canonicalize(from).map_err(|e| {
+                    ExtensionError::Refused(format!("cannot install from {}: {e}", from.display()))
+                })?;
+                if !from.is_dir() {
+                    return Err(ExtensionError::Refused(format!(
+                        "{} is not a folder: an extension is a folder with a gemini-extension.json \
+                         (or a .tar.gz or .zip of one)",
+                        from.display()
+                    )));
+                }
+                super::install::copy_tree(&from, into)
+            }
+            Self::Git { url, reference } => {
+                progress(&format!(
+                    "cloning {url}{}",
+                    reference.as_ref().map(|r| format!(" at {r}")).unwrap_or_default()
+                ));
+                clone(url, reference.as_deref(), into)
+            }
+            Self::Archive(file) => {
+                progress(&format!("unpacking {}", file.display()));
+                unpack(file, into)?;
+                strip_single_folder(into)
+            }
+        }
+    }
+
+    /// Whether an update is available: the source's version, or its ref's commit, differs
+    /// from what is installed at `dir` (version `installed`).
+    pub fn check_update(
+        &self,
+        dir: &Path,
+        installed: &str,
+    ) -> Result<Option<String>, ExtensionError> {
+        match self {
+            Self::Local(from) => {
+                let (m, _) = super::manifest::read(from).map_err(|e| {
+                    ExtensionError::Refused(format!(
+                        "its source {} cannot be read: {}",
+                        from.display(),
+                        e.first().map(|d| d.message.as_str()).unwrap_or_default()
+                    ))
+                })?;
+                Ok((m.version != installed).then_some(m.version))
+            }
+            Self::Archive(_) => Ok(None),
+            Self::Git { url, reference } => {
+                let remote =
+                    git(&["ls-remote", url, reference.as_deref().unwrap_or("HEAD")], None)?;
+                let remote = remote.split_whitespace().next().unwrap_or_default().to_owned();
+                let local = git(&["rev-parse", "HEAD"], Some(dir)).unwrap_or_default();
+                Ok((!remote.is_empty() && remote != local.trim()).then_some(remote))
+            }
+        }
+    }
+}
+
+/// Run git; its stdout, or its last stderr line as the error.
+fn git(args: &[&str], cwd: Option<&Path>) -> Result<String, ExtensionError> {
+    let mut cmd = Command::new("git");
+    cmd.args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        ExtensionError::Io(format!(
+            "cannot run git ({e}): installing from a repository needs git on the PATH"
+        ))
+    })?;
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if started.elapsed() > GIT_TIMEOUT => {
+                let _ = child.kill();
+                return Err(ExtensionError::Io(format!(
+                    "git {} took more than {}s; stopped",
+                    args.first().unwrap_or(&""),
+                    GIT_TIMEOUT.as_secs()
+                )));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(ExtensionError::Io(e.to_string())),
+        }
+    }
+    let out = child.wait_with_output().map_err(|e| ExtensionError::Io(e.to_string()))?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let why = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message").trim();
+    Err(ExtensionError::Refused(format!("git {} failed: {why}", args.first().unwrap_or(&""))))
+}
+
+fn clone(url: &str, reference: Option<&str>, into: &Path) -> Result<(), ExtensionError> {
+    std::fs::create_dir(into)
+        .map_err(|e| ExtensionError::Io(format!("cannot make {}: {e}", into.display())))?;
+    let dir = into.display().to_string();
+    git(&["init", "--quiet", &dir], None)?;
+    git(&["remote", "add", "origin", url], Some(into))?;
+    git(&["fetch", "--quiet", "--depth", "1", "origin", reference.unwrap_or("HEAD")], Some(into))
+        .map_err(|e| ExtensionError::Refused(format!("cannot clone {url}: {e}")))?;
+    git(&["checkout", "--quiet", "FETCH_HEAD"], Some(into))?;
+    Ok(())
+}
+
+/// `name` as a path inside the folder, or why it may not be.
+fn inside(name: &Path) -> Result<PathBuf, ExtensionError> {
+    let mut out = PathBuf::new();
+    for c in name.components() {
+        match c {
+            Component::Normal(part) => out.push(part),
+            Component::CurDir => {}
+            _ => {
+                return Err(ExtensionError::Refused(format!(
+                    "the archive's entry {} would be written outside the extension's folder: \
+                     refused",
+                    name.display()
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A link at `entry` (inside) pointing to `target` must stay inside too.
+fn link_inside(entry: &Path, target: &Path) -> Result<(), ExtensionError> {
+    let joined = entry.parent().unwrap_or(Path::new("")).join(target);
+    let mut depth = 0i32;
+    for c in joined.components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir => depth -= 1,
+            _ => depth = -1,
+        }
+        if depth < 0 {
+            return Err(ExtensionError::Refused(format!(
+                "the archive's link {} points outside the extension ({}): refused",
+                entry.display(),
+                target.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn unpack(file: &Path, into: &Path) -> Result<(), ExtensionError> {
+    let io =
+        |e: std::io::Error| ExtensionError::Io(format!("cannot unpack {}: {e}", file.display()));
+    let bad = |e: String| {
+        ExtensionError::Refused(format!("{} is not a readable archive: {e}", file.display()))
+    };
+    let f = std::fs::File::open(file).map_err(|e| {
+        ExtensionError::Refused(format!("cannot install from {}: {e}", file.display()))
+    })?;
+    std::fs::create_dir(into).map_err(io)?;
+    let mut total = 0u64;
+    let mut budget = |n: u64| {
+        total += n;
+        if total > MAX_UNPACKED {
+            Err(ExtensionError::Refused(format!(
+                "{} unpacks to more than {} MiB: refused",
+                file.display(),
+                MAX_UNPACKED >> 20
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    if file.to_string_lossy().to_ascii_lowercase().ends_with(".zip") {
+        let mut zip = zip::ZipArchive::new(f).map_err(|e| bad(e.to_string()))?;
+        for i in 0..zip.len() {
+            let mut entry = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
+            let name = entry.name().map_err(|e| bad(e.to_string()))?.into_owned();
+            let rel = inside(Path::new(&name))?;
+            let dest = into.join(&rel);
+            if entry.is_dir() {
+                std::fs::create_dir_all(&dest).map_err(io)?;
+                continue;
+            }
+            if entry.is_symlink() {
+                let mut target = String::new();
+                entry.read_to_string(&mut target).map_err(io)?;
+                link_inside(&rel, Path::new(&target))?;
+                write_link(&dest, Path::new(&target))?;
+                continue;
+            }
+            budget(entry.size())?;
+            if let Some(d) = dest.parent() {
+                std::fs::create_dir_all(d).map_err(io)?;
+            }
+            let mut out = std::fs::File::create(&dest).map_err(io)?;
+            let copied =
+                std::io::copy(&mut (&mut entry).take(MAX_UNPACKED + 1), &mut out).map_err(io)?;
+            budget(copied.saturating_sub(entry.size()))?;
+        }
+        return Ok(());
+    }
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(f));
+    for entry in tar.entries().map_err(|e| bad(e.to_string()))? {
+        let mut entry = entry.map_err(|e| bad(e.to_string()))?;
+        let name = entry.path().map_err(|e| bad(e.to_string()))?.into_owned();
+        let rel = inside(&name)?;
+        if rel.as_os_str().is_empty() {
+            continue;
+        }
+        let dest = into.join(&rel);
+        let kind = entry.header().entry_type();
+        match kind {
+            tar::EntryType::Directory => std::fs::create_dir_all(&dest).map_err(io)?,
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                budget(entry.size())?;
+                if let Some(d) = dest.parent() {
+                    std::fs::create_dir_all(d).map_err(io)?;
+                }
+                let mut out = std::fs::File::create(&dest).map_err(io)?;
+                std::io::copy(&mut (&mut entry).take(MAX_UNPACKED + 1), &mut out).map_err(io)?;
+            }
+            tar::EntryType::Symlink => {
+                let target = entry
+                    .link_name()
+                    .map_err(|e| bad(e.to_string()))?
+                    .unwrap_or_default()
+                    .into_owned();
+                link_inside(&rel, &target)?;
+                write_link(&dest, &target)?;
+            }
+            tar::EntryType::XGlobalHeader | tar::EntryType::XHeader => {}
+            other => {
+                return Err(ExtensionError::Refused(format!(
+                    "the archive's entry {} is a {other:?}, which an extension may not hold: refused",
+                    name.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_link(dest: &Path, target: &Path) -> Result<(), ExtensionError> {
+    let io =
+        |e: std::io::Error| ExtensionError::Io(format!("cannot write {}: {e}", dest.display()));
+    if let Some(d) = dest.parent() {
+        std::fs::create_dir_all(d).map_err(io)?;
+    }
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(target, dest).map_err(io)?;
+    #[cfg(not(unix))]
+    let _ = target;
+    Ok(())
+}
+
+/// An archive whose only entry is one folder: that folder's contents are the extension.
+fn strip_single_folder(into: &Path) -> Result<(), ExtensionError> {
+    let io =
+        |e: std::io::Error| ExtensionError::Io(format!("cannot arrange {}: {e}", into.display()));
+    let entries: Vec<_> = std::fs::read_dir(into).map_err(io)?.filter_map(Result::ok).collect();
+    let [only] = entries.as_slice() else { return Ok(()) };
+    if !only.file_type().map_err(io)?.is_dir() || into.join(super::manifest::FILE).exists() {
+        return Ok(());
+    }
+    let inner = only.path();
+    let aside = into.with_extension("strip");
+    std::fs::rename(&inner, &aside).map_err(io)?;
+    std::fs::remove_dir(into).map_err(io)?;
+    std::fs::rename(&aside, into).map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_are_inferred_as_gemini_cli_infers_them() -> anyhow::Result<()> {
+        let base = Path::new("/ws");
+        let git = |u: &str| Source::Git { url: u.to_owned(), reference: None };
+        for (given, want) in [
+            ("https://github.com/o/r", git("https://github.com/o/r")),
+            ("git@github.com:o/r.git", git("git@github.com:o/r.git")),
+            ("github:o/r", git("https://github.com/o/r")),
+            ("file:///srv/r.git", git("file:///srv/r.git")),
+            ("ext", Source::Local("/ws/ext".into())),
+            ("/abs/ext", Source::Local("/abs/ext".into())),
+            ("rel/x.tar.gz", Source::Archive("/ws/rel/x.tar.gz".into())),
+            ("/a/x.ZIP", Source::Archive("/a/x.ZIP".into())),
+        ] {
+            assert_eq!(
+                Source::infer(given, None, base).map_err(|e| anyhow::anyhow!("{e}"))?,
+                want,
+                "{given}"
+            );
+        }
+        assert!(Source::infer("ext", Some("v1".into()), base).is_err(), "--ref on a folder");
+        let with_ref = Source::infer("https://x/r", Some("v1".into()), base)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        assert_eq!(
+            with_ref.metadata(),
+            json!({"source": "https://x/r", "type": "git", "ref": "v1"})
+        );
+        assert_eq!(Source::of_metadata(&with_ref.metadata()), Some(with_ref));
+        Ok(())
+    }
+
+    #[test]
+    fn entries_and_links_must_stay_inside() {
+        for p in ["a/b", "./a", "a/./b"] {
+            assert!(inside(Path::new(p)).is_ok(), "{p}");
+        }
+        for p in ["../a", "a/../../b", "/etc/passwd"] {
+            assert!(inside(Path::new(p)).is_err(), "{p}");
+        }
+        assert!(link_inside(Path::new("a/l"), Path::new("../b")).is_ok());
+        assert!(link_inside(Path::new("a/l"), Path::new("../../b")).is_err());
+        assert!(link_inside(Path::new("l"), Path::new("/etc/passwd")).is_err());
+    }
+}
