@@ -647,3 +647,51 @@ async fn release_archives_and_the_ones_that_would_escape() -> anyhow::Result<()>
     assert!(err.contains("not a readable archive"), "{err}");
     Ok(())
 }
+
+#[tokio::test]
+async fn an_extensions_policies_are_tier_two_without_allow_or_yolo_rules() -> anyhow::Result<()> {
+    // No user rule allowing every MCP tool (tier 4 would outrank the extension's).
+    let home = TestHome::strict()?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let src = make(&home, "pol", "pol-ext", json!({}))?;
+    std::fs::create_dir_all(src.join("policies"))?;
+    std::fs::write(
+        src.join("policies/rules.toml"),
+        r#"
+[[rule]]
+toolName = "mcp_fx_sleep"
+decision = "deny"
+priority = 500
+denyMessage = "no sleeping here"
+
+[[rule]]
+toolName = "run_shell_command"
+decision = "allow"
+priority = 999
+
+[[rule]]
+toolName = "mcp_fx_add"
+decision = "deny"
+modes = ["yolo"]
+priority = 10
+"#,
+    )?;
+    assert_eq!(install(&home, &src)?.0, 0);
+    let listed = home.gemctl_json(&["policy", "list", "--tier", "extension"])?;
+    let rules = listed["rules"].as_array().cloned().unwrap_or_default();
+    let tools: Vec<&str> = rules.iter().filter_map(|r| r["toolName"].as_str()).collect();
+    assert_eq!(tools, ["mcp_fx_sleep"], "{listed}");
+    assert!(
+        rules[0]["source"]["file"]
+            .as_str()
+            .is_some_and(|f| f.contains("extensions/pol-ext/policies/rules.toml")),
+        "{listed}"
+    );
+    let said = listed["diagnostics"].to_string();
+    assert!(said.contains("may not allow a call") && said.contains("yolo"), "{said}");
+    let (code, out, err) = home.gemctl_run(&["call", "mcp_fx_sleep", r#"{"ms": 1}"#])?;
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("no sleeping here"), "{err}");
+    Ok(())
+}

@@ -38,6 +38,14 @@ pub struct Contribution {
     pub settings: BTreeMap<String, String>,
     /// Its context files that exist.
     pub context_files: Vec<PathBuf>,
+    /// Its `policies/` folder (tier 2), if it has one.
+    pub policies: Option<PathBuf>,
+    /// Its `skills/`, `commands/` and `agents/` folders that exist, for those registries.
+    pub skills: Option<PathBuf>,
+    /// Its `commands/` folder.
+    pub commands: Option<PathBuf>,
+    /// Its `agents/` folder.
+    pub agents: Option<PathBuf>,
 }
 
 /// `KEY=value` lines as dotenv reads them: `#` comments, an optional `export `, values in
@@ -97,6 +105,7 @@ fn contribution(
     trusted: bool,
     env: &Env,
 ) -> Contribution {
+    let folder = |name: &str| Some(e.path.join(name)).filter(|p| p.is_dir());
     let mut settings = read_dotenv(&e.dir.join(".env"));
     if trusted {
         settings.extend(read_dotenv(&workspace.join(".env")));
@@ -136,6 +145,10 @@ fn contribution(
         hooks,
         settings,
         context_files: manifest::existing_context_files(&e.path, m),
+        policies: folder("policies"),
+        skills: folder("skills"),
+        commands: folder("commands"),
+        agents: folder("agents"),
     }
 }
 

@@ -2,14 +2,14 @@
 
 use std::path::Path;
 
-use geminid_protocol::common::Diagnostic;
+use geminid_protocol::common::{Diagnostic, Severity};
 use geminid_protocol::policy as wire;
 
 use super::engine::PolicySet;
-use super::files::{Reader, places};
+use super::files::{Place, Reader, places};
 use super::rule::Rule;
 use super::settings::settings_rules;
-use super::{ApprovalMode, Decision};
+use super::{ApprovalMode, Decision, Tier};
 use crate::config::{ConfigPaths, Effective};
 
 /// Reads sessions' policies, keeping each file's last good rules.
@@ -37,11 +37,22 @@ impl Policies {
         interactive: bool,
     ) -> SessionPolicy {
         let public = &effective.public;
-        let at =
-            places(paths, Path::new(&public.workspace), public.trust.trusted, &public.settings);
-        let (read, problems) = self.reader.read(&at);
+        // The enabled extensions' policies come first: tier 2, under every other file's.
+        let mut at: Vec<Place> = effective
+            .extensions
+            .iter()
+            .filter_map(|c| c.policies.clone())
+            .map(|path| Place { path, tier: Tier::Extension })
+            .collect();
+        at.extend(places(
+            paths,
+            Path::new(&public.workspace),
+            public.trust.trusted,
+            &public.settings,
+        ));
+        let (read, mut problems) = self.reader.read(&at);
         let mut rules = defaults().to_vec();
-        rules.extend(read);
+        rules.extend(read.into_iter().filter(|r| extension_may(r, &mut problems)));
         // The servers as the session resolved them (every scope's, merged), for `trust`.
         let mut settings = public.settings.clone();
         if let Some(map) = settings.as_object_mut() {
@@ -57,6 +68,29 @@ impl Policies {
         rules.extend(settings_rules(&settings, interactive));
         SessionPolicy { set: PolicySet::new(rules), problems }
     }
+}
+
+/// Whether a rule may stand: an extension may not allow a call, nor write a rule for yolo
+/// mode (Gemini CLI drops both); what is dropped is said.
+fn extension_may(rule: &Rule, problems: &mut Vec<Diagnostic>) -> bool {
+    if rule.origin.tier != Tier::Extension {
+        return true;
+    }
+    let why = if rule.decision == Decision::Allow {
+        "an extension may not allow a call"
+    } else if rule.modes.contains(&ApprovalMode::Yolo) {
+        "an extension may not write rules for yolo mode"
+    } else {
+        return true;
+    };
+    problems.push(Diagnostic {
+        severity: Severity::Warning,
+        file: rule.origin.file.clone(),
+        line: rule.origin.line,
+        column: None,
+        message: format!("the rule for {} is ignored: {why}", rule.tool_name),
+    });
+    false
 }
 
 /// The name the built-in rule file is shown by.
