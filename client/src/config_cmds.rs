@@ -30,6 +30,9 @@ pub enum ConfigCommand {
     },
     /// Check every input file; exit code 1 if there are errors
     Check,
+    /// The context files the model's instructions are made of, in the order they load
+    /// (global, extensions', the project's)
+    Context,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -345,6 +348,30 @@ pub async fn config(
             }
             if !c.diagnostics.is_empty() {
                 outln!("{} problem(s); `gemctl config check` lists them", c.diagnostics.len());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ConfigCommand::Context => {
+            use geminid_protocol::api::ContextApiClient;
+            use geminid_protocol::config::{ContextFileKind, ContextFilesParams};
+            let r = client
+                .context_files(ContextFilesParams { session: params.session })
+                .await
+                .map_err(call_error("context/files"))?;
+            if json {
+                output::json(&r)?;
+            } else if r.files.is_empty() {
+                outln!("No context files ({} found nowhere).", r.names.join(", "));
+            } else {
+                for f in &r.files {
+                    let from = match (f.kind, &f.extension) {
+                        (ContextFileKind::Global, _) => "global".to_owned(),
+                        (ContextFileKind::Extension, Some(e)) => format!("extension {e}"),
+                        (ContextFileKind::Extension, None) => "extension".to_owned(),
+                        (ContextFileKind::Project, _) => "project".to_owned(),
+                    };
+                    outln!("{}  ({from})", f.path);
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -15,10 +15,10 @@ use crate::auth::{
     AuthProgressParams, AuthStatusParams, AuthStatusResult,
 };
 use crate::config::{
-    ConfigParams, DiagnosticsResult, EffectiveConfig, McpAddParams, McpAddResult, McpEnableParams,
-    McpEnableResult, McpImportParams, McpImportResult, McpReloadParams, McpReloadResult,
-    McpRemoveParams, McpRemoveResult, TrustGetParams, TrustGetResult, TrustSetParams,
-    TrustSetResult,
+    ConfigParams, ContextFilesParams, ContextFilesResult, DiagnosticsResult, EffectiveConfig,
+    McpAddParams, McpAddResult, McpEnableParams, McpEnableResult, McpImportParams, McpImportResult,
+    McpReloadParams, McpReloadResult, McpRemoveParams, McpRemoveResult, TrustGetParams,
+    TrustGetResult, TrustSetParams, TrustSetResult,
 };
 use crate::daemon::{HelloParams, HelloResult, ShutdownResult, StatusResult};
 use crate::event::Event;
@@ -123,6 +123,15 @@ pub trait ConfigApi {
     /// Every warning and error in the session's input files, with file, line and column.
     #[method(name = "diagnostics")]
     async fn config_diagnostics(&self, params: ConfigParams) -> RpcResult<DiagnosticsResult>;
+}
+
+/// `context/*`: what the model's instructions are made of.
+#[rpc(server, client, namespace = "context", namespace_separator = "/")]
+pub trait ContextApi {
+    /// The context files Gemini CLI would load for the session, in its order: global, the
+    /// enabled extensions', the project's.
+    #[method(name = "files")]
+    async fn context_files(&self, params: ContextFilesParams) -> RpcResult<ContextFilesResult>;
 }
 
 /// `trust/*`: folder trust rules in `trustedFolders.json`.

@@ -94,6 +94,53 @@ pub struct McpServerEntry {
     pub blocked: Option<BlockReason>,
 }
 
+/// `context/files`: the context files a session's model instructions are made of.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ContextFilesParams {
+    /// The session.
+    pub session: SessionId,
+}
+
+/// Where a context file comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum ContextFileKind {
+    /// `~/.gemini/<name>`.
+    Global,
+    /// An enabled extension's `contextFileName`.
+    Extension,
+    /// The project's, from its root down to the session's folders (trusted folders only).
+    Project,
+}
+
+/// One context file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ContextFile {
+    /// Its path.
+    pub path: String,
+    /// Where it comes from.
+    pub kind: ContextFileKind,
+    /// The extension, for an extension's file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension: Option<String>,
+}
+
+/// Result of `context/files`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ContextFilesResult {
+    /// The file names looked for (`context.fileName`).
+    pub names: Vec<String>,
+    /// The files, in the order they are loaded.
+    pub files: Vec<ContextFile>,
+}
+
 /// Result of `config/get`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -55,6 +55,7 @@ fn document() -> Value {
         "events/unsubscribe" => Unsubscribe, bool;
         "config/get" => ConfigParams, EffectiveConfig;
         "config/diagnostics" => ConfigParams, DiagnosticsResult;
+        "context/files" => ContextFilesParams, ContextFilesResult;
         "trust/get" => TrustGetParams, TrustGetResult;
         "trust/set" => TrustSetParams, TrustSetResult;
         "mcp/add" => McpAddParams, McpAddResult;

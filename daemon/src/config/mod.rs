@@ -5,6 +5,7 @@
 //! The loader remembers each file's last good contents, so a file that stops parsing (an editor
 //! mid-save, a typo) keeps its previous contents in effect while the error is reported.
 
+pub(crate) mod context;
 pub(crate) mod diff;
 pub(crate) mod enablement;
 pub(crate) mod env;

@@ -63,6 +63,20 @@ impl Core {
         Ok(public)
     }
 
+    /// `context/files`.
+    pub(crate) fn context_files(
+        &self,
+        session: &str,
+    ) -> Result<geminid_protocol::config::ContextFilesResult, SessionError> {
+        let e = self.effective(session)?;
+        let env = self.session_env(session);
+        let home = &self.config.paths().home;
+        Ok(geminid_protocol::config::ContextFilesResult {
+            names: crate::config::context::file_names(&e.public.settings),
+            files: crate::config::context::files(&e, home, &env),
+        })
+    }
+
     /// Whether folder trust is on, as the daemon's own settings say (a session's environment
     /// can still override it per session).
     fn folder_trust_enabled(&self) -> bool {

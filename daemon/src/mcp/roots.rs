@@ -62,8 +62,9 @@ fn normalize(p: &Path) -> PathBuf {
     out
 }
 
-/// The roots of a session in `workspace` with these merged settings.
-pub(crate) fn of(workspace: &Path, settings: &Value, env: &Env) -> Roots {
+/// A session's folders: its workspace, then `context.includeDirectories` (expanded, each
+/// once).
+pub(crate) fn dirs(workspace: &Path, settings: &Value, env: &Env) -> Vec<PathBuf> {
     let extra = settings
         .pointer("/context/includeDirectories")
         .and_then(Value::as_array)
@@ -77,7 +78,13 @@ pub(crate) fn of(workspace: &Path, settings: &Value, env: &Env) -> Roots {
             dirs.push(d);
         }
     }
-    dirs.iter()
+    dirs
+}
+
+/// The roots of a session in `workspace` with these merged settings.
+pub(crate) fn of(workspace: &Path, settings: &Value, env: &Env) -> Roots {
+    dirs(workspace, settings, env)
+        .iter()
         .filter_map(|d| {
             let uri = reqwest::Url::from_directory_path(d).ok()?.to_string();
             let uri = uri.strip_suffix('/').filter(|u| u.len() > "file://".len()).unwrap_or(&uri);

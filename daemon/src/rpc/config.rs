@@ -1,6 +1,6 @@
 //! `config/*`, `trust/*` and the configuration half of `mcp/*`.
 
-use geminid_protocol::api::{ConfigApiServer, McpApiServer, TrustApiServer};
+use geminid_protocol::api::{ConfigApiServer, ContextApiServer, McpApiServer, TrustApiServer};
 use geminid_protocol::config::{
     ConfigParams, DiagnosticsResult, EffectiveConfig, McpAddParams, McpAddResult, McpEnableParams,
     McpEnableResult, McpImportParams, McpImportResult, McpReloadParams, McpReloadResult,
@@ -42,6 +42,16 @@ impl ConfigApiServer for Handler {
     async fn config_diagnostics(&self, p: ConfigParams) -> RpcResult<DiagnosticsResult> {
         let diagnostics = self.core.effective(&p.session).map_err(rpc_error)?.public.diagnostics;
         Ok(DiagnosticsResult { diagnostics })
+    }
+}
+
+#[async_trait]
+impl ContextApiServer for Handler {
+    async fn context_files(
+        &self,
+        p: geminid_protocol::config::ContextFilesParams,
+    ) -> RpcResult<geminid_protocol::config::ContextFilesResult> {
+        self.core.context_files(&p.session).map_err(rpc_error)
     }
 }
 

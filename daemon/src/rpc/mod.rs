@@ -20,9 +20,10 @@ use std::sync::Arc;
 
 use geminid_protocol::api::{
     AsksApiServer, AuditApiServer, AuthApiServer, ConfigApiServer, ConfirmationApiServer,
-    DaemonApiServer, ElicitationApiServer, EventsApiServer, ExtensionsApiServer, HooksApiServer,
-    McpApiServer, McpLogsApiServer, PolicyApiServer, PromptsApiServer, ResourcesApiServer,
-    SamplingApiServer, SessionApiServer, TasksApiServer, ToolsApiServer, TrustApiServer,
+    ContextApiServer, DaemonApiServer, ElicitationApiServer, EventsApiServer, ExtensionsApiServer,
+    HooksApiServer, McpApiServer, McpLogsApiServer, PolicyApiServer, PromptsApiServer,
+    ResourcesApiServer, SamplingApiServer, SessionApiServer, TasksApiServer, ToolsApiServer,
+    TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -46,6 +47,7 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(EventsApiServer::into_rpc(handler.clone()))?;
     module.merge(ConfigApiServer::into_rpc(handler.clone()))?;
     module.merge(TrustApiServer::into_rpc(handler.clone()))?;
+    module.merge(ContextApiServer::into_rpc(handler.clone()))?;
     module.merge(McpApiServer::into_rpc(handler.clone()))?;
     module.merge(McpLogsApiServer::into_rpc(handler.clone()))?;
     module.merge(ToolsApiServer::into_rpc(handler.clone()))?;

@@ -89,6 +89,13 @@ fn verification_finds_missing_changed_and_tampered_records() {
             && e.to_string().contains(STORE_FILE),
         "{e}"
     );
+    // A record whose signature was cut short (Gemini CLI's "signature length mismatches").
+    let good = std::fs::read_to_string(dir.path().join(STORE_FILE)).unwrap();
+    let sig = store.record_for(&meta).signature;
+    std::fs::write(dir.path().join(STORE_FILE), good.replace(&sig, &sig[..40])).unwrap();
+    assert_eq!(store.verify("ext", Some(&meta)), Status::Invalid, "a truncated signature");
+    std::fs::write(dir.path().join(STORE_FILE), &good).unwrap();
+    assert_eq!(store.verify("ext", Some(&meta)), Status::Verified);
     // The file edited by hand: its signature no longer matches.
     let path = dir.path().join(STORE_FILE);
     let text = std::fs::read_to_string(&path).unwrap();
