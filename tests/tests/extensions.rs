@@ -381,11 +381,15 @@ async fn first_sight_links_and_the_key() -> anyhow::Result<()> {
     assert_ne!(code, 0);
     assert!(err.contains("linked"), "{err}");
 
-    // A corrupted key: nothing verifiable, a message that says how to reset.
-    let key = home.root().join("home/.gemini/integrity.key");
-    assert!(key.exists(), "the key file is made on first use where no keyring works");
+    // Where no keyring works the key is in Gemini CLI's FileKeychain, where Gemini CLI finds it.
+    let credentials = home.root().join("home/.gemini/gemini-credentials.json");
+    assert!(credentials.exists(), "the key is made on first use");
     assert!(home.gemctl(&["extensions", "accept", "from-gemini"])?.status.success());
+    // Neither that file nor integrity.key usable: nothing verifiable, a message that says how
+    // to reset.
     drop(_daemon);
+    std::fs::write(&credentials, "00:00:00")?;
+    let key = home.root().join("home/.gemini/integrity.key");
     std::fs::write(&key, "not a key")?;
     let _daemon = Daemon::start(&home, &[]).await?;
     let e = one(&home, "from-gemini")?;
@@ -396,6 +400,7 @@ async fn first_sight_links_and_the_key() -> anyhow::Result<()> {
     // after a check signs them again.
     drop(_daemon);
     std::fs::remove_file(&key)?;
+    std::fs::remove_file(&credentials)?;
     std::fs::remove_file(home.root().join("home/.gemini/extension_integrity.json")).ok();
     let _daemon = Daemon::start(&home, &[]).await?;
     let e = one(&home, "from-gemini")?;

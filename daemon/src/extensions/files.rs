@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 
 use super::integrity::{hmac_sha256, same, stable_stringify};
 use crate::secrets::Secret;
+use crate::secrets::store::hex;
 
 /// Files an extension may hold before it is refused (a mistake, such as an installed
 /// `node_modules`, should not stall every load).
@@ -117,10 +118,6 @@ impl Listing {
 /// The folder's fingerprint.
 pub fn fingerprint(dir: &Path) -> Result<Fingerprint, WalkError> {
     Ok(list(dir)?.fingerprint())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The hash of every recorded file under `dir`.

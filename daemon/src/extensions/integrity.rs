@@ -20,6 +20,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::secrets::Secret;
+use crate::secrets::store::hex;
 
 /// The store's file name in `~/.gemini`.
 pub const STORE_FILE: &str = "extension_integrity.json";
@@ -36,10 +37,6 @@ pub fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
     let pad = |byte: u8| k.map(|b| b ^ byte);
     let inner = Sha256::new().chain_update(pad(0x36)).chain_update(data).finalize();
     Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize().into()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `json-stable-stringify`: object keys sorted (by UTF-16 code units, as JavaScript sorts),

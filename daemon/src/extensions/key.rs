@@ -1,7 +1,9 @@
 //! The integrity key (COMPAT §6.4): 32 random bytes, as 64 hex digits, in the OS keyring
 //! under Gemini CLI's own names (service `gemini-cli-extension-integrity`, account
-//! `secret-key`), so both programs sign and verify with one key; where no keyring works,
-//! `~/.gemini/integrity.key` (0600), as Gemini CLI falls back to. A key file that is not 64
+//! `secret-key`), so both programs sign and verify with one key; where no keyring works, in
+//! Gemini CLI's FileKeychain (`~/.gemini/gemini-credentials.json`, where Gemini CLI looks
+//! then); where that cannot be used either (it does not decrypt), `~/.gemini/integrity.key`
+//! (0600), as Gemini CLI falls back to. A key file that is not 64
 //! hex digits is refused with how to reset it; nothing overwrites it.
 
 use std::io::Write;
@@ -79,7 +81,32 @@ pub fn integrity_key(secrets: &SecretStore, gemini_dir: &Path) -> Result<Secret<
             }
         }
     }
+    // Where no keyring answers, Gemini CLI keeps its "keychain" in its FileKeychain: the key
+    // must be the one Gemini CLI finds there, or neither program verifies the other's records.
+    #[cfg(not(windows))]
+    match in_file_keychain(gemini_dir) {
+        Ok(key) => return Ok(key),
+        Err(why) => {
+            tracing::warn!(%why, "Gemini CLI's credentials file cannot hold the extension integrity key; using integrity.key, as Gemini CLI then does")
+        }
+    }
     from_file(&gemini_dir.join(KEY_FILE))
+}
+
+/// The key in Gemini CLI's FileKeychain (`gemini-credentials.json`), made there if it has none.
+/// Any string Gemini CLI stored is its key, as Gemini CLI uses it.
+#[cfg(not(windows))]
+fn in_file_keychain(gemini_dir: &Path) -> Result<Secret<String>, String> {
+    use crate::secrets::file_keychain::FileKeychain;
+    let kc = FileKeychain::new(gemini_dir).map_err(|e| e.to_string())?;
+    match kc.get(KEYRING_SERVICE, KEYRING_ACCOUNT).map_err(|e| e.to_string())? {
+        Some(key) if !key.expose().is_empty() => Ok(key),
+        _ => {
+            let key = Secret::new(fresh()?);
+            kc.set(KEYRING_SERVICE, KEYRING_ACCOUNT, &key).map_err(|e| e.to_string())?;
+            Ok(key)
+        }
+    }
 }
 
 /// The key file's key, made if there is none.
@@ -122,11 +149,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_key_file_is_made_once_private_and_refused_when_it_is_not_a_key() {
+    fn the_key_lives_in_gemini_clis_file_keychain_then_in_the_key_file() {
         let dir = tempfile::tempdir().unwrap();
         let secrets = SecretStore::file_only(&dir.path().join("data"));
         let gemini = dir.path().join(".gemini");
+        // No keyring: Gemini CLI's FileKeychain holds it, where Gemini CLI looks for it.
+        let first = integrity_key(&secrets, &gemini).unwrap();
+        assert!(valid(first.expose()));
+        assert!(gemini.join(crate::secrets::file_keychain::FILE).is_file());
+        assert!(!gemini.join(KEY_FILE).exists());
+        assert_eq!(integrity_key(&secrets, &gemini).unwrap(), first, "kept");
+        let kc = crate::secrets::file_keychain::FileKeychain::new(&gemini).unwrap();
+        assert_eq!(kc.get(KEYRING_SERVICE, KEYRING_ACCOUNT).unwrap(), Some(first.clone()));
+
+        // A credentials file that does not decrypt (another machine's): Gemini CLI's keychain
+        // throws and it falls back to integrity.key; so does geminid, leaving the file alone.
+        std::fs::write(gemini.join(crate::secrets::file_keychain::FILE), "00:00:00").unwrap();
         let key = integrity_key(&secrets, &gemini).unwrap();
+        assert_ne!(key, first);
         assert!(valid(key.expose()));
         assert_eq!(integrity_key(&secrets, &gemini).unwrap(), key, "kept");
         assert_ne!(from_file(&dir.path().join("other.key")).unwrap(), key, "random");

@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+#[cfg(not(windows))]
+pub(crate) mod file_keychain;
 pub(crate) mod store;
 
 pub(crate) use store::SecretStore;

@@ -81,11 +81,13 @@ struct FileForm {
     secrets: BTreeMap<String, String>,
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Bytes as lower-case hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn unhex(text: &str) -> Option<Vec<u8>> {
+/// Hex back to bytes; none for what is not hex.
+pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
     }
