@@ -410,6 +410,9 @@ def run(s):
     import gateway
     gateway.run(s)
 
+    import extensions
+    extensions.run(s)
+
 
 def main():
     ap = argparse.ArgumentParser()

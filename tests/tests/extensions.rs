@@ -368,6 +368,8 @@ async fn first_sight_links_and_the_key() -> anyhow::Result<()> {
     )?;
     let (code, out, _) = home.gemctl_run(&["extensions", "verify"])?;
     assert_eq!(code, 1, "{out}");
+    // A new version written there (Gemini CLI's own update, say) is named as such.
+    assert!(out.contains("changed outside geminid, from version 1 to 2"), "{out}");
 
     // A linked extension is read in place and never verified: edits do not disable it.
     let dev = make(&home, "dev", "dev-ext", json!({}))?;

@@ -64,7 +64,9 @@ impl Source {
                 "--ref is for git sources; a local folder or archive has no refs".into(),
             ));
         }
+        // As the metadata records it: absolute, without `..` (where it exists).
         let path = base.join(source);
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
         if is_archive(source) {
             return Ok(Self::Archive(path));
         }

@@ -160,27 +160,31 @@ pub fn hash_listed(listing: &Listing) -> Result<Hashes, WalkError> {
 pub struct Record {
     /// Format version.
     pub v: u32,
+    /// The manifest's version when signed (to tell an update made elsewhere by its name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// The hash of every file.
     pub files: Hashes,
-    /// HMAC-SHA256 (hex) of the name and the files' stable JSON.
+    /// HMAC-SHA256 (hex) of the name, version and files' stable JSON.
     pub signature: String,
 }
 
-fn signed_text(name: &str, files: &Hashes) -> String {
-    stable_stringify(&serde_json::json!({ "name": name, "files": files }))
+fn signed_text(name: &str, version: Option<&str>, files: &Hashes) -> String {
+    stable_stringify(&serde_json::json!({ "name": name, "version": version, "files": files }))
 }
 
 impl Record {
-    /// `files` of `name`, signed with `key`.
-    pub fn new(name: &str, files: Hashes, key: &Secret<String>) -> Self {
-        let signature =
-            hex(&hmac_sha256(key.expose().as_bytes(), signed_text(name, &files).as_bytes()));
-        Self { v: 1, files, signature }
+    /// `files` of `name` at `version`, signed with `key`.
+    pub fn new(name: &str, version: Option<&str>, files: Hashes, key: &Secret<String>) -> Self {
+        let text = signed_text(name, version, &files);
+        let signature = hex(&hmac_sha256(key.expose().as_bytes(), text.as_bytes()));
+        Self { v: 1, version: version.map(str::to_owned), files, signature }
     }
 
-    /// Whether the signature is `key`'s over `name` and these files.
+    /// Whether the signature is `key`'s over `name` and this record.
     pub fn is_signed(&self, name: &str, key: &Secret<String>) -> bool {
-        same(&Self::new(name, self.files.clone(), key).signature, &self.signature)
+        let again = Self::new(name, self.version.as_deref(), self.files.clone(), key);
+        same(&again.signature, &self.signature)
     }
 }
 
@@ -264,12 +268,15 @@ mod tests {
         let key = Secret::new("ab".repeat(32));
         let other = Secret::new("cd".repeat(32));
         let files = Hashes::from([("a".to_owned(), "00".to_owned())]);
-        let r = Record::new("ext", files.clone(), &key);
+        let r = Record::new("ext", Some("1.0.0"), files.clone(), &key);
         assert!(r.is_signed("ext", &key));
         assert!(!r.is_signed("ext", &other), "another key");
         assert!(!r.is_signed("other-ext", &key), "another extension's record");
         let mut forged = r.clone();
         forged.files.insert("b".into(), "11".into());
         assert!(!forged.is_signed("ext", &key), "a file slipped in");
+        let mut relabelled = r.clone();
+        relabelled.version = Some("2.0.0".into());
+        assert!(!relabelled.is_signed("ext", &key), "another version claimed");
     }
 }

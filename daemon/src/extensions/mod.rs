@@ -331,7 +331,8 @@ impl Extensions {
             diagnostics,
         };
         if !linked {
-            let checked = self.verify(&e.name, dir, e.metadata.as_ref(), force);
+            let version = e.manifest.as_ref().map(|m| m.version.clone());
+            let checked = self.verify(&e.name, version.as_deref(), dir, e.metadata.as_ref(), force);
             e.integrity = checked.state;
             e.changes = checked.changes;
             if e.why_not.is_none() {

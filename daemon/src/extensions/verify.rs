@@ -35,6 +35,7 @@ impl Extensions {
     pub(super) fn verify(
         &self,
         name: &str,
+        version: Option<&str>,
         dir: &Path,
         metadata: Option<&Value>,
         force: bool,
@@ -80,7 +81,7 @@ impl Extensions {
         let result = match record {
             None => {
                 // First sight (installed by Gemini CLI, or before geminid kept records).
-                let r = Record::new(name, hashes, &key);
+                let r = Record::new(name, version, hashes, &key);
                 if let Err(e) = self.put_record(name, &r) {
                     return Checked::bad(IntegrityState::Unverifiable, e.to_string());
                 }
@@ -109,11 +110,19 @@ impl Extensions {
                 if changes.is_empty() {
                     Checked { at, state: IntegrityState::Verified, changes: None, why: None }
                 } else {
-                    let why = format!(
-                        "its files do not match their integrity record ({}): reinstall it, or \
-                         `gemctl extensions accept {name}` if the change was yours",
-                        changes.describe()
-                    );
+                    let why = match (r.version.as_deref(), version) {
+                        (Some(was), Some(now)) if was != now => format!(
+                            "it was changed outside geminid, from version {was} to {now} (an \
+                             update by Gemini CLI?): check it ({}), then `gemctl extensions accept \
+                             {name}`, or reinstall it",
+                            changes.describe()
+                        ),
+                        _ => format!(
+                            "its files do not match their integrity record ({}): reinstall it, or \
+                             `gemctl extensions accept {name}` if the change was yours",
+                            changes.describe()
+                        ),
+                    };
                     Checked {
                         at,
                         state: IntegrityState::Tampered,
@@ -153,7 +162,8 @@ impl Extensions {
                 .record(name, meta)
                 .map_err(|e| ExtensionError::Integrity(e.to_string()))?;
         }
-        self.put_record(name, &Record::new(name, hashes, &key))?;
+        let version = super::manifest::read(dir).ok().map(|(m, _)| m.version);
+        self.put_record(name, &Record::new(name, version.as_deref(), hashes, &key))?;
         self.checked.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
         Ok(())
     }

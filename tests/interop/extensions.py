@@ -1,0 +1,67 @@
+"""Interop checks of extensions with Gemini CLI 0.61 in the same home: what geminid installs,
+Gemini CLI lists and updates (its integrity check of geminid's records passes: both use the
+key in Gemini CLI's keychain, on this machine its FileKeychain file); what Gemini CLI installs,
+geminid verifies. Run from checks.py on the same daemon and home.
+"""
+
+import json
+import os
+import subprocess
+
+
+def expect(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def run(s):
+    gemini = os.path.join(s.cache, "clients", "node_modules", ".bin", "gemini")
+    env = dict(s.env(), GEMINI_CLI_NO_RELAUNCH="true")
+    src_root = os.path.join(s.tmp, "ext-src")
+
+    def g(*args):
+        p = subprocess.run([gemini, *args], env=env, cwd=s.ws, capture_output=True, text=True,
+                           timeout=120)
+        return p.returncode, p.stdout + p.stderr
+
+    def make(name, version):
+        d = os.path.join(src_root, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "gemini-extension.json"), "w") as f:
+            json.dump({"name": name, "version": version}, f)
+        with open(os.path.join(d, "GEMINI.md"), "w") as f:
+            f.write(f"{name} {version}\n")
+        return d
+
+    def ext(name):
+        for e in s.json("extensions", "verify")["extensions"]:
+            if e["name"] == name:
+                return e
+        raise AssertionError(f"geminid does not list {name}")
+
+    def by_geminid():
+        src = make("by-geminid", "1.0.0")
+        s.gemctl("extensions", "install", src, "--consent")
+        code, out = g("extensions", "list")
+        expect(code == 0 and "by-geminid (1.0.0)" in out, out[-1500:])
+        make("by-geminid", "1.1.0")
+        code, out = g("extensions", "update", "by-geminid")
+        expect("cannot be verified" not in out and "1.0.0 → 1.1.0" in out, out[-1500:])
+        # Files changed outside geminid: named as an update from elsewhere until accepted.
+        e = ext("by-geminid")
+        expect(e["integrity"] == "tampered" and "outside geminid" in e.get("whyInactive", ""), e)
+        s.gemctl("extensions", "accept", "by-geminid")
+        e = ext("by-geminid")
+        expect(e["integrity"] == "verified" and e["version"] == "1.1.0" and e["active"], e)
+
+    s.check("extensions", "installed by geminid: Gemini CLI lists it and updates it (its integrity check passes)", by_geminid)
+
+    def by_gemini():
+        src = make("by-gemini", "2.0.0")
+        code, out = g("extensions", "install", src, "--consent")
+        expect(code == 0 and "installed successfully" in out, out[-1500:])
+        e = ext("by-gemini")
+        expect(e["integrity"] in ("verified", "recorded") and e["active"], e)
+        expect(any(f.endswith("by-gemini/GEMINI.md") for f in e["contextFiles"]), e)
+
+    s.check("extensions", "installed by Gemini CLI: geminid verifies its integrity record with the shared key", by_gemini)
