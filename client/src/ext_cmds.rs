@@ -35,6 +35,10 @@ pub enum ExtensionsCommand {
         /// Agree to what the extension brings without being asked
         #[arg(long)]
         consent: bool,
+        /// A value of one of its settings, `ENV_VAR=value` (repeatable); the others are asked
+        /// for at a terminal
+        #[arg(long = "setting", value_name = "ENV_VAR=VALUE", value_parser = parse_setting)]
+        settings: Vec<(String, String)>,
     },
     /// Update an extension (or --all) from where it was installed; the installed version stays
     /// if the new one fails to install or load
@@ -100,6 +104,13 @@ pub enum ExtensionsCommand {
         /// skills
         template: Option<String>,
     },
+}
+
+fn parse_setting(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not ENV_VAR=value")),
+    }
 }
 
 fn parse_scope(s: &str) -> Result<WriteScope, String> {
@@ -179,6 +190,35 @@ fn ask_yes(question: &str) -> anyhow::Result<bool> {
     Ok(matches!(line.trim(), "y" | "Y" | "yes"))
 }
 
+/// Asks the person at the terminal for a setting's value (not echoed when sensitive); none
+/// when nobody can answer or the answer is empty.
+fn ask_setting(
+    s: &geminid_protocol::extensions::ExtensionSetting,
+) -> anyhow::Result<Option<String>> {
+    if !std::io::stdin().is_terminal() {
+        return Ok(None);
+    }
+    let about =
+        if s.description.is_empty() { String::new() } else { format!(" ({})", s.description) };
+    eprint!("{}{about}: ", s.name);
+    std::io::stderr().flush()?;
+    let stty = |arg: &str| {
+        std::process::Command::new("stty").arg(arg).stdin(std::process::Stdio::inherit()).status()
+    };
+    if s.sensitive {
+        let _ = stty("-echo");
+    }
+    let mut line = String::new();
+    let read = std::io::stdin().lock().read_line(&mut line);
+    if s.sensitive {
+        let _ = stty("echo");
+        eprintln!();
+    }
+    read?;
+    let v = line.trim_end_matches(['\n', '\r']).to_owned();
+    Ok((!v.is_empty()).then_some(v))
+}
+
 fn absolute(p: &Path) -> anyhow::Result<String> {
     Ok(if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) }
         .display()
@@ -210,12 +250,13 @@ pub async fn run(
             }
             Ok(ExitCode::SUCCESS)
         }
-        ExtensionsCommand::Install { source, reference, consent } => {
+        ExtensionsCommand::Install { source, reference, consent, settings } => {
             // A path is made absolute here (the daemon's working directory is not this one);
             // a URL is passed as it is.
             let local = !source.contains("://") && !source.contains('@') && !source.contains(':');
             let source = if local { absolute(Path::new(&source))? } else { source };
-            let p = ExtensionInstallParams { session, source, reference, consent };
+            let settings = settings.into_iter().collect();
+            let p = ExtensionInstallParams { session, source, reference, consent, settings };
             install(client, p, false, json).await
         }
         ExtensionsCommand::Link { path, consent } => {
@@ -224,6 +265,7 @@ pub async fn run(
                 source: absolute(&path)?,
                 reference: None,
                 consent,
+                settings: Default::default(),
             };
             install(client, p, true, json).await
         }
@@ -367,6 +409,13 @@ async fn install(
                 "not installed: nobody agreed to what it brings (answer y at the prompt, or pass \
                  --consent)"
             );
+        }
+        for s in &r.settings {
+            if !p.settings.contains_key(&s.env_var)
+                && let Some(v) = ask_setting(s)?
+            {
+                p.settings.insert(s.env_var.clone(), v);
+            }
         }
         p.consent = true;
         r = with_progress(client, &session, call(p)).await?.map_err(call_error(method))?;

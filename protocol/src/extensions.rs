@@ -172,6 +172,25 @@ pub struct ExtensionInstallParams {
     /// Without it nothing is installed and the answer carries what to agree to.
     #[serde(default)]
     pub consent: bool,
+    /// Values of the extension's settings, by their `envVar` (each must be one it declares):
+    /// plain ones go to its `.env`, sensitive ones to Gemini CLI's keychain.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub settings: std::collections::BTreeMap<String, String>,
+}
+
+/// A setting an extension declares (`settings` in its manifest).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ExtensionSetting {
+    /// Its name, to show.
+    pub name: String,
+    /// What it is for.
+    pub description: String,
+    /// The variable it becomes.
+    pub env_var: String,
+    /// Kept in the keychain, not in `.env`; not to be echoed when typed.
+    pub sensitive: bool,
 }
 
 /// Result of `extensions/install` and `extensions/link`.
@@ -183,6 +202,9 @@ pub struct ExtensionInstallResult {
     pub installed: bool,
     /// What the extension brings, as the person is asked to agree to it.
     pub consent: String,
+    /// The settings it declares (to ask for those not given).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<ExtensionSetting>,
     /// The extension, when installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extension: Option<ExtensionInfo>,

@@ -767,3 +767,64 @@ async fn context_files_in_gemini_clis_order_with_the_extensions() -> anyhow::Res
     assert!(!v.to_string().contains("ctx-ext"), "{v}");
     Ok(())
 }
+
+#[tokio::test]
+async fn settings_go_to_env_and_the_keychain_and_reach_the_server() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let secret = "geminid-test-token-settings-1";
+    let src = make(
+        &home,
+        "set",
+        "set-ext",
+        json!({
+            "settings": [
+                {"name": "API key", "description": "the service's key", "envVar": "API_KEY", "sensitive": true},
+                {"name": "Region", "description": "where", "envVar": "REGION"}
+            ],
+            "mcpServers": {"fx": {"command": fixture(), "env": {"MY_KEY": "$API_KEY", "MY_REGION": "${REGION}"}}}
+        }),
+    )?;
+    let path = src.display().to_string();
+    // A setting it does not declare is refused before anything is installed.
+    let (code, _, err) =
+        home.gemctl_run(&["extensions", "install", &path, "--consent", "--setting", "NOPE=1"])?;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("NOPE is not a setting of set-ext (its settings: API_KEY, REGION)"),
+        "{err}"
+    );
+    let secret_arg = format!("API_KEY={secret}");
+    let (code, out, err) = home.gemctl_run(&[
+        "extensions",
+        "install",
+        &path,
+        "--consent",
+        "--setting",
+        &secret_arg,
+        "--setting",
+        "REGION=us west",
+    ])?;
+    assert_eq!(code, 0, "{out}{err}");
+    // The plain one in .env as Gemini CLI writes it; the sensitive one nowhere in plain text.
+    let installed = extensions_dir(&home).join("set-ext");
+    assert_eq!(std::fs::read_to_string(installed.join(".env"))?, "REGION=\"us west\"\n");
+    for f in [installed.join(".env"), home.root().join("home/.gemini/gemini-credentials.json")] {
+        assert!(!std::fs::read_to_string(&f)?.contains(secret), "{} holds the secret", f.display());
+    }
+    assert_eq!(one(&home, "set-ext")?["integrity"], "verified", ".env is not part of the record");
+    // The server gets both, expanded from the settings.
+    for (var, want) in [("MY_KEY", secret), ("MY_REGION", "us west")] {
+        let args = json!({"name": var}).to_string();
+        let (code, out, err) = home.gemctl_run(&["call", "mcp_fx_env", &args])?;
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(out.contains(want), "{var}: {out}");
+    }
+    // Shown as written, never expanded.
+    let config = home.gemctl_json(&["config", "show"])?.to_string();
+    assert!(!config.contains(secret) && config.contains("${REGION}"), "{config}");
+    let listed = home.gemctl_json(&["extensions", "list"])?.to_string();
+    assert!(!listed.contains(secret), "{listed}");
+    Ok(())
+}

@@ -67,7 +67,7 @@ pub(crate) fn join_servers(
     let mut joined = Joined::default();
     for (i, c) in contributions.iter().enumerate() {
         let mut own = Map::new();
-        for (name, server) in &c.servers {
+        for (name, server) in c.servers.expose() {
             if let Some((other, _)) = joined.from.get(name) {
                 diags.push(diagnostic(
                     Severity::Warning,

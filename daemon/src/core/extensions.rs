@@ -8,8 +8,8 @@ use geminid_protocol::config::WriteScope;
 use geminid_protocol::event::EventBody;
 use geminid_protocol::extensions::{
     ExtensionEnableResult, ExtensionInfo, ExtensionInstallParams, ExtensionInstallResult,
-    ExtensionProgress, ExtensionUninstallResult, ExtensionUpdateEntry, ExtensionUpdateParams,
-    ExtensionUpdateResult, ExtensionsListResult,
+    ExtensionProgress, ExtensionSetting, ExtensionUninstallResult, ExtensionUpdateEntry,
+    ExtensionUpdateParams, ExtensionUpdateResult, ExtensionsListResult,
 };
 
 use super::Core;
@@ -160,17 +160,39 @@ impl Core {
             self.on_extensions(move |x| x.link(&source, consent, &home)).await?
         } else {
             let source = Source::infer(&p.source, p.reference.clone(), &ws)?;
-            self.on_extensions(move |x| x.install(&source, consent, &home, &progress)).await?
+            let given = p.settings.clone();
+            self.on_extensions(move |x| x.install(&source, consent, &given, &home, &progress))
+                .await?
         };
+        let settings = done
+            .settings
+            .iter()
+            .map(|s| ExtensionSetting {
+                name: s.name.clone(),
+                description: s.description.clone(),
+                env_var: s.env_var.clone(),
+                sensitive: s.sensitive,
+            })
+            .collect();
         if !done.installed {
             let consent = done.consent;
-            return Ok(ExtensionInstallResult { installed: false, consent, extension: None });
+            return Ok(ExtensionInstallResult {
+                installed: false,
+                consent,
+                settings,
+                extension: None,
+            });
         }
         tracing::info!(extension = done.name, link, "extension installed");
         let reason = if link { "extensions/link" } else { "extensions/install" };
         self.extensions_changed(session, reason).await;
         let info = self.one(&ws, &done.name)?;
-        Ok(ExtensionInstallResult { installed: true, consent: done.consent, extension: Some(info) })
+        Ok(ExtensionInstallResult {
+            installed: true,
+            consent: done.consent,
+            settings,
+            extension: Some(info),
+        })
     }
 
     /// `extensions/update`.

@@ -124,7 +124,7 @@ impl HookSeat {
                 Some(ExtensionHooks {
                     name: x.name.clone(),
                     hooks: x.hooks.clone()?,
-                    env: x.settings.clone(),
+                    env: x.settings.expose().clone(),
                 })
             })
             .collect();

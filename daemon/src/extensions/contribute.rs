@@ -15,6 +15,7 @@ use super::manifest::{self, Manifest};
 use super::{Installed, Scan};
 use crate::config::env::Env;
 use crate::config::files::read_input;
+use crate::secrets::Secret;
 
 /// One enabled extension's share of a session.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -25,8 +26,9 @@ pub struct Contribution {
     pub manifest_path: PathBuf,
     /// The manifest's text.
     pub manifest_text: String,
-    /// Its MCP servers, hydrated for the workspace, without `trust`.
-    pub servers: Map<String, Value>,
+    /// Its MCP servers, hydrated for the workspace, without `trust` (they may hold a
+    /// setting's secret).
+    pub servers: Secret<Map<String, Value>>,
     /// The same with only the path variables hydrated: what is shown (an expanded `$TOKEN`
     /// must not be).
     pub servers_shown: Map<String, Value>,
@@ -34,8 +36,8 @@ pub struct Contribution {
     pub exclude_tools: Vec<String>,
     /// Its hooks, hydrated.
     pub hooks: Option<Value>,
-    /// Its settings' values (each hook's environment gets them).
-    pub settings: BTreeMap<String, String>,
+    /// Its settings' values (each hook's environment gets them; sensitive ones among them).
+    pub settings: Secret<BTreeMap<String, String>>,
     /// Its context files that exist.
     pub context_files: Vec<PathBuf>,
     /// Its `policies/` folder (tier 2), if it has one.
@@ -107,6 +109,7 @@ fn contribution(
 ) -> Contribution {
     let folder = |name: &str| Some(e.path.join(name)).filter(|p| p.is_dir());
     let mut settings = read_dotenv(&e.dir.join(".env"));
+    settings.extend(e.secrets.iter().map(|(k, v)| (k.clone(), v.expose().clone())));
     if trusted {
         settings.extend(read_dotenv(&workspace.join(".env")));
     }
@@ -128,8 +131,15 @@ fn contribution(
             servers_shown.insert(name.clone(), shown);
         }
     }
-    // Hooks may also name the settings as `${VAR}` (Gemini CLI's hydration context has them).
-    vars.extend(settings.clone());
+    // Hooks may also name the settings as `${VAR}` (Gemini CLI's hydration context has them),
+    // but not the sensitive ones: a hook's command line is shown (`hooks/list`); those reach
+    // the hook as environment variables only.
+    vars.extend(
+        settings
+            .iter()
+            .filter(|(k, _)| !e.secrets.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
     let hooks = e.hooks.as_ref().map(|h| {
         let mut h = h.clone();
         manifest::hydrate_value(&mut h, &vars);
@@ -139,11 +149,11 @@ fn contribution(
         name: e.name.clone(),
         manifest_path: e.path.join(manifest::FILE),
         manifest_text: m.text.clone(),
-        servers,
+        servers: Secret::new(servers),
         servers_shown,
         exclude_tools: m.exclude_tools.clone(),
         hooks,
-        settings,
+        settings: Secret::new(settings),
         context_files: manifest::existing_context_files(&e.path, m),
         policies: folder("policies"),
         skills: folder("skills"),

@@ -5,6 +5,7 @@
 //! (manifest, name, no link leaving the folder), gets its install metadata and its records, and
 //! only then is renamed into place, so a failure at any step leaves nothing half-installed.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -157,6 +158,8 @@ pub struct Outcome {
     pub consent: String,
     /// The extension's name.
     pub name: String,
+    /// The settings it declares.
+    pub settings: Vec<super::manifest::SettingDecl>,
 }
 
 impl Extensions {
@@ -196,12 +199,13 @@ impl Extensions {
         &self,
         source: &Source,
         consent: bool,
+        settings: &BTreeMap<String, String>,
         home: &Path,
         progress: &dyn Fn(&str),
     ) -> Result<Outcome, ExtensionError> {
         let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         let staging = self.staging("installing")?;
-        let result = self.install_staged(source, &staging, consent, home, progress);
+        let result = self.install_staged(source, &staging, consent, settings, home, progress);
         if staging.exists() {
             let _ = std::fs::remove_dir_all(&staging);
         }
@@ -213,19 +217,28 @@ impl Extensions {
         source: &Source,
         staging: &Path,
         consent: bool,
+        settings: &BTreeMap<String, String>,
         home: &Path,
         progress: &dyn Fn(&str),
     ) -> Result<Outcome, ExtensionError> {
         source.fetch(staging, progress)?;
         let (m, hooks) = checked_manifest(staging)?;
+        super::settings::check_given(&m, settings)?;
         let consent_text = consent_text(&m, staging, hooks.as_ref());
         let target = Self::taken(&self.rescan_locked(false), &self.root, &m.name)?;
         if !consent {
-            return Ok(Outcome { installed: false, consent: consent_text, name: m.name });
+            let decl = m.settings.clone();
+            return Ok(Outcome {
+                installed: false,
+                consent: consent_text,
+                name: m.name,
+                settings: decl,
+            });
         }
         progress("signing its files");
         let metadata = source.metadata();
         write_metadata(staging, &metadata)?;
+        self.store_settings(&m, staging, Some(&metadata), settings)?;
         let moved = self.sign(&m.name, staging, Some(&metadata)).and_then(|()| {
             std::fs::rename(staging, &target).map_err(|e| {
                 ExtensionError::Io(format!(
@@ -241,7 +254,8 @@ impl Extensions {
         self.set_rule(&m.name, true, home)?;
         self.rescan_locked(false);
         progress("installed");
-        Ok(Outcome { installed: true, consent: consent_text, name: m.name })
+        let decl = m.settings.clone();
+        Ok(Outcome { installed: true, consent: consent_text, name: m.name, settings: decl })
     }
 
     /// Link the development folder `source`: read in place, never verified.
@@ -259,7 +273,12 @@ impl Extensions {
         let consent_text = consent_text(&m, &source, hooks.as_ref());
         let target = Self::taken(&self.rescan_locked(false), &self.root, &m.name)?;
         if !consent {
-            return Ok(Outcome { installed: false, consent: consent_text, name: m.name });
+            return Ok(Outcome {
+                installed: false,
+                consent: consent_text,
+                name: m.name,
+                settings: m.settings,
+            });
         }
         std::fs::create_dir_all(&target)
             .map_err(|e| ExtensionError::Io(format!("cannot make {}: {e}", target.display())))?;
@@ -270,7 +289,7 @@ impl Extensions {
         }
         self.set_rule(&m.name, true, home)?;
         self.rescan_locked(false);
-        Ok(Outcome { installed: true, consent: consent_text, name: m.name })
+        Ok(Outcome { installed: true, consent: consent_text, name: m.name, settings: m.settings })
     }
 
     /// Uninstall `name`: its folder, its records and its enablement rules.

@@ -16,6 +16,7 @@ pub mod install;
 pub mod integrity;
 pub mod key;
 pub mod manifest;
+pub mod settings;
 pub mod update;
 mod verify;
 
@@ -57,6 +58,8 @@ pub struct Installed {
     pub why_not: Option<String>,
     /// Problems with its files.
     pub diagnostics: Vec<Diagnostic>,
+    /// Its sensitive settings' values, from Gemini CLI's keychain (user scope).
+    pub secrets: BTreeMap<String, Secret<String>>,
 }
 
 impl Installed {
@@ -329,7 +332,9 @@ impl Extensions {
             changes: None,
             why_not,
             diagnostics,
+            secrets: BTreeMap::new(),
         };
+        e.secrets = self.read_secrets(&e);
         if !linked {
             let version = e.manifest.as_ref().map(|m| m.version.clone());
             let checked = self.verify(&e.name, version.as_deref(), dir, e.metadata.as_ref(), force);
@@ -340,6 +345,75 @@ impl Extensions {
             }
         }
         e
+    }
+
+    fn keychain(&self) -> settings::Keychain<'_> {
+        settings::Keychain { secrets: &self.secrets, gemini_dir: &self.gemini_dir }
+    }
+
+    /// The values of `e`'s sensitive settings kept in Gemini CLI's keychain.
+    fn read_secrets(&self, e: &Installed) -> BTreeMap<String, Secret<String>> {
+        let Some(m) = &e.manifest else { return BTreeMap::new() };
+        let sensitive: Vec<&str> =
+            m.settings.iter().filter(|s| s.sensitive).map(|s| s.env_var.as_str()).collect();
+        if sensitive.is_empty() {
+            return BTreeMap::new();
+        }
+        let service = settings::keychain_service(
+            &e.name,
+            &settings::extension_id(&e.name, e.metadata.as_ref()),
+        );
+        let keychain = self.keychain();
+        let mut out = BTreeMap::new();
+        for var in sensitive {
+            match keychain.get(&service, &format!("{}{var}", settings::SECRET_PREFIX)) {
+                Ok(Some(v)) => {
+                    out.insert(var.to_owned(), v);
+                }
+                Ok(None) => {}
+                Err(why) => {
+                    tracing::warn!(extension = e.name, setting = var, %why, "cannot read a sensitive setting");
+                }
+            }
+        }
+        out
+    }
+
+    /// Keep `values` of `m`'s settings for the extension installed at `dir` (plain ones in its
+    /// `.env`, sensitive ones in the keychain).
+    pub(super) fn store_settings(
+        &self,
+        m: &Manifest,
+        dir: &Path,
+        metadata: Option<&Value>,
+        values: &BTreeMap<String, String>,
+    ) -> Result<(), ExtensionError> {
+        if values.is_empty() {
+            return Ok(());
+        }
+        let sensitive = |k: &str| m.settings.iter().any(|s| s.env_var == k && s.sensitive);
+        let plain: BTreeMap<String, String> = values
+            .iter()
+            .filter(|(k, _)| !sensitive(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !plain.is_empty() {
+            let text = settings::format_env(&plain)?;
+            std::fs::write(dir.join(".env"), text).map_err(|e| {
+                ExtensionError::Io(format!("cannot write {}: {e}", dir.join(".env").display()))
+            })?;
+        }
+        let service =
+            settings::keychain_service(&m.name, &settings::extension_id(&m.name, metadata));
+        for (k, v) in values.iter().filter(|(k, _)| sensitive(k)) {
+            let account = format!("{}{k}", settings::SECRET_PREFIX);
+            self.keychain().set(&service, &account, &Secret::new(v.clone())).map_err(|why| {
+                ExtensionError::Integrity(format!(
+                    "cannot keep the setting {k} in the keychain: {why}"
+                ))
+            })?;
+        }
+        Ok(())
     }
 
     /// What a session sees of `e`: `enabled` for its workspace, `active` if also loaded.
