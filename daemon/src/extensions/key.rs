@@ -84,7 +84,7 @@ pub fn integrity_key(secrets: &SecretStore, gemini_dir: &Path) -> Result<Secret<
     // Where no keyring answers, Gemini CLI keeps its "keychain" in its FileKeychain: the key
     // must be the one Gemini CLI finds there, or neither program verifies the other's records.
     #[cfg(not(windows))]
-    match in_file_keychain(gemini_dir) {
+    match in_file_keychain(secrets, gemini_dir) {
         Ok(key) => return Ok(key),
         Err(why) => {
             tracing::warn!(%why, "Gemini CLI's credentials file cannot hold the extension integrity key; using integrity.key, as Gemini CLI then does")
@@ -93,20 +93,53 @@ pub fn integrity_key(secrets: &SecretStore, gemini_dir: &Path) -> Result<Secret<
     from_file(&gemini_dir.join(KEY_FILE))
 }
 
-/// The key in Gemini CLI's FileKeychain (`gemini-credentials.json`), made there if it has none.
-/// Any string Gemini CLI stored is its key, as Gemini CLI uses it.
+/// The name geminid keeps the FileKeychain's key under in its own secrets file.
 #[cfg(not(windows))]
-fn in_file_keychain(gemini_dir: &Path) -> Result<Secret<String>, String> {
-    use crate::secrets::file_keychain::FileKeychain;
+const CACHED: &str = "extension-integrity-key";
+
+/// `gemini-credentials.json`'s size, modification time and inode: the cached key is the
+/// file's only while these stay.
+#[cfg(not(windows))]
+fn stamp(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(format!("{}:{}:{}:{}", m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+}
+
+/// The key in Gemini CLI's FileKeychain (`gemini-credentials.json`), made there if it has none.
+/// Any string Gemini CLI stored is its key, as Gemini CLI uses it. Opening that file costs a
+/// scrypt derivation (tens of milliseconds), so the key is also kept in geminid's own secrets
+/// (0600, or the keyring), tagged with the file's stamp: a start whose file did not change
+/// skips the derivation.
+#[cfg(not(windows))]
+fn in_file_keychain(secrets: &SecretStore, gemini_dir: &Path) -> Result<Secret<String>, String> {
+    use crate::secrets::file_keychain::{FILE, FileKeychain};
+    let path = gemini_dir.join(FILE);
+    if let (Some(now), Ok(Some(cached))) = (stamp(&path), secrets.get(CACHED)) {
+        let text = String::from_utf8_lossy(cached.expose()).into_owned();
+        if let Some((was, key)) = text.split_once('|')
+            && was == now
+            && !key.is_empty()
+        {
+            return Ok(Secret::new(key.to_owned()));
+        }
+    }
     let kc = FileKeychain::new(gemini_dir).map_err(|e| e.to_string())?;
-    match kc.get(KEYRING_SERVICE, KEYRING_ACCOUNT).map_err(|e| e.to_string())? {
-        Some(key) if !key.expose().is_empty() => Ok(key),
+    let key = match kc.get(KEYRING_SERVICE, KEYRING_ACCOUNT).map_err(|e| e.to_string())? {
+        Some(key) if !key.expose().is_empty() => key,
         _ => {
             let key = Secret::new(fresh()?);
             kc.set(KEYRING_SERVICE, KEYRING_ACCOUNT, &key).map_err(|e| e.to_string())?;
-            Ok(key)
+            key
+        }
+    };
+    if let Some(now) = stamp(&path) {
+        let entry = Secret::new(format!("{now}|{}", key.expose()).into_bytes());
+        if let Err(e) = secrets.set(CACHED, &entry) {
+            tracing::debug!(error = %e, "the extension integrity key is not cached");
         }
     }
+    Ok(key)
 }
 
 /// The key file's key, made if there is none.
@@ -161,6 +194,16 @@ mod tests {
         assert_eq!(integrity_key(&secrets, &gemini).unwrap(), first, "kept");
         let kc = crate::secrets::file_keychain::FileKeychain::new(&gemini).unwrap();
         assert_eq!(kc.get(KEYRING_SERVICE, KEYRING_ACCOUNT).unwrap(), Some(first.clone()));
+        // Kept in geminid's secrets with the file's stamp, so a start skips the scrypt: while
+        // the file is unchanged the cached key is the one used.
+        let cached =
+            String::from_utf8(secrets.get(CACHED).unwrap().unwrap().expose().clone()).unwrap();
+        let (was, key) = cached.split_once('|').unwrap();
+        assert_eq!(key, first.expose());
+        let planted = Secret::new(format!("{was}|{}", "cd".repeat(32)).into_bytes());
+        secrets.set(CACHED, &planted).unwrap();
+        assert_eq!(integrity_key(&secrets, &gemini).unwrap().expose(), &"cd".repeat(32));
+        secrets.set(CACHED, &Secret::new(cached.into_bytes())).unwrap();
 
         // A credentials file that does not decrypt (another machine's): Gemini CLI's keychain
         // throws and it falls back to integrity.key; so does geminid, leaving the file alone.

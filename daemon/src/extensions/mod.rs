@@ -247,7 +247,14 @@ impl Extensions {
             }
         };
         dirs.sort();
-        let mut installed = self.read_each(&dirs, force);
+        // The key (derived with scrypt where there is no keyring) while the files are hashed.
+        let unlocked = self.key.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        let mut installed = std::thread::scope(|scope| {
+            if !unlocked && !dirs.is_empty() {
+                scope.spawn(|| self.key().map(drop));
+            }
+            self.read_each(&dirs, force)
+        });
         // Two folders with one name: neither is loaded, as Gemini CLI refuses to load both.
         let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, e) in installed.iter().enumerate() {

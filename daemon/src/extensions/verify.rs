@@ -40,10 +40,30 @@ impl Extensions {
         metadata: Option<&Value>,
         force: bool,
     ) -> Checked {
+        // The files first, the key after: on a machine without a keyring the key is derived
+        // (scrypt) while the files are hashed (`Extensions::read_all` starts it).
+        let listing = match files::list(dir) {
+            Ok(l) => l,
+            Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
+        };
+        let at = (dir.to_path_buf(), listing.fingerprint());
+        let cached = self.checked.lock().unwrap_or_else(|e| e.into_inner()).get(name).cloned();
+        let cached = cached.filter(|c| !force && c.at == at);
+        let hashes = match &cached {
+            Some(_) => None,
+            None => {
+                self.hashed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                match files::hash_listed(&listing) {
+                    Ok(h) => Some(h),
+                    Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
+                }
+            }
+        };
         let key = match self.key() {
             Ok(k) => k,
             Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
         };
+        // Gemini CLI's store lives outside the folder: checked at every scan.
         if let Some(meta) = metadata {
             let reference = ReferenceStore::new(&self.gemini_dir, key.clone());
             if let Err(e) = reference.load() {
@@ -60,19 +80,9 @@ impl Extensions {
                 );
             }
         }
-        let listing = match files::list(dir) {
-            Ok(l) => l,
-            Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
-        };
-        let at = (dir.to_path_buf(), listing.fingerprint());
-        let cached = self.checked.lock().unwrap_or_else(|e| e.into_inner()).get(name).cloned();
-        if !force && let Some(c) = cached.filter(|c| c.at == at) {
-            return c;
-        }
-        self.hashed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let hashes = match files::hash_listed(&listing) {
-            Ok(h) => h,
-            Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
+        let (Some(hashes), None) = (hashes, &cached) else {
+            return cached
+                .unwrap_or_else(|| Checked::bad(IntegrityState::Unverifiable, String::new()));
         };
         let record = self
             .store
