@@ -376,12 +376,6 @@ pub(super) fn write_metadata(dir: &Path, metadata: &Value) -> Result<(), Extensi
 }
 
 fn write_atomic(path: &Path, text: &str) -> Result<(), ExtensionError> {
-    let io =
-        |e: std::io::Error| ExtensionError::Io(format!("cannot write {}: {e}", path.display()));
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    std::fs::write(tmp.path(), text).map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    crate::secrets::write_private(path, text.as_bytes())
+        .map_err(|e| ExtensionError::Io(format!("cannot write {}: {e}", path.display())))
 }

@@ -185,18 +185,7 @@ impl ReferenceStore {
         let content = stable_stringify(&serde_json::to_value(&store).unwrap_or_default());
         let file = File { signature: self.sign(&content), store };
         let text = serde_json::to_string_pretty(&file).unwrap_or_default();
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o600))
-                .map_err(io)?;
-        }
-        std::fs::write(tmp.path(), text).map_err(io)?;
-        tmp.persist(&self.path).map_err(|e| io(e.error))?;
-        Ok(())
+        crate::secrets::write_private(&self.path, text.as_bytes()).map_err(io)
     }
 }
 

@@ -143,18 +143,7 @@ impl FileKeychain {
             why: format!("no random source: {e}"),
         })?;
         let text = self.encrypt(data, iv)?;
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o600))
-                .map_err(io)?;
-        }
-        std::fs::write(tmp.path(), text).map_err(io)?;
-        tmp.persist(&self.path).map_err(|e| io(e.error))?;
-        Ok(())
+        super::write_private(&self.path, text.as_bytes()).map_err(io)
     }
 
     /// `service`/`account`'s secret, if the file has one.

@@ -11,6 +11,22 @@ pub(crate) mod store;
 
 pub(crate) use store::SecretStore;
 
+/// Write `bytes` to `path` whole or not at all, readable by the owner only (0600 on Unix): a
+/// temporary file beside it, renamed over it. Its folder is made if missing.
+pub(crate) fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = tempfile::NamedTempFile::new_in(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o600))?;
+    }
+    std::fs::write(tmp.path(), bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
 /// A value that prints as `[redacted]`.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Secret<T>(T);
