@@ -80,7 +80,8 @@ impl Extensions {
                 );
             }
         }
-        let (Some(hashes), None) = (hashes, &cached) else {
+        // Not hashed: unchanged since the last check, whose result stands.
+        let Some(hashes) = hashes else {
             return cached
                 .unwrap_or_else(|| Checked::bad(IntegrityState::Unverifiable, String::new()));
         };
