@@ -182,7 +182,7 @@ fn print_one(e: &ExtensionInfo) {
 }
 
 /// Asks the person at the terminal; false when nobody can answer.
-fn ask_yes(question: &str) -> anyhow::Result<bool> {
+pub(crate) fn ask_yes(question: &str) -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {
         return Ok(false);
     }
@@ -222,7 +222,7 @@ fn ask_setting(
     Ok((!v.is_empty()).then_some(v))
 }
 
-fn absolute(p: &Path) -> anyhow::Result<String> {
+pub(crate) fn absolute(p: &Path) -> anyhow::Result<String> {
     Ok(if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) }
         .display()
         .to_string())

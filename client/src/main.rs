@@ -13,6 +13,7 @@ mod mcp_cmds;
 mod output;
 mod policy_cmds;
 mod serve;
+mod skill_cmds;
 mod tool_cmds;
 
 use std::path::{Path, PathBuf};
@@ -165,6 +166,12 @@ enum Command {
     /// Extensions: install, update, link, uninstall, list, enable, disable, verify, accept, new
     #[command(subcommand)]
     Extensions(ext_cmds::ExtensionsCommand),
+    /// Agent Skills: list, show, prompt, install, link, uninstall, enable, disable, activate
+    #[command(subcommand)]
+    Skills(skill_cmds::SkillsCommand),
+    /// Agent definitions (subagents): list, show
+    #[command(subcommand)]
+    Agents(skill_cmds::AgentsCommand),
     /// Trust a folder (default: the current directory)
     Trust {
         /// The folder
@@ -206,6 +213,8 @@ impl Command {
             | Self::Policy(_)
             | Self::Hooks(_)
             | Self::Extensions(_)
+            | Self::Skills(_)
+            | Self::Agents(_)
             | Self::Prompt { .. }
             | Self::Read { .. }
             | Self::Tasks { .. } => true,
@@ -250,11 +259,17 @@ enum SessionCommand {
     Derive {
         /// The parent session
         parent: String,
-        /// The subagent's name (rules with `subagent = "NAME"` apply to it)
+        /// The subagent's name (rules with `subagent = "NAME"` apply to it) [default: the
+        /// --agent's]
+        #[arg(required_unless_present = "agent", default_value = "")]
         name: String,
-        /// The only tools it sees, comma-separated [default: all of the parent's]
+        /// The only tools it sees, comma-separated; `mcp_server_*` for all of a server's
+        /// [default: the --agent's, else all of the parent's]
         #[arg(long, value_delimiter = ',', value_name = "TOOLS")]
         tools: Option<Vec<String>>,
+        /// Start from an agent definition (`gemctl agents list`): its name and tools
+        #[arg(long)]
+        agent: Option<String>,
     },
     /// Change a session's approval mode or interactivity
     Update {
@@ -507,6 +522,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let session = for_session(&client, cli.session).await?.id;
             ext_cmds::run(&client, session, cmd, cli.json).await
         }
+        Command::Skills(cmd) => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            skill_cmds::run(&client, session, cmd, cli.json).await
+        }
+        Command::Agents(cmd) => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            skill_cmds::run_agents(&client, session, cmd, cli.json).await
+        }
         Command::Trust { path, parent, never } => {
             use geminid_protocol::config::TrustLevel;
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
@@ -738,9 +763,9 @@ async fn session(
                 client.close(SessionIdParams { id }).await.map_err(call_error("session/close"))?;
             if json { output::json(&s)? } else { outln!("closed session {}", s.id) }
         }
-        SessionCommand::Derive { parent, name, tools } => {
+        SessionCommand::Derive { parent, name, tools, agent } => {
             let parent = resolve_id(client, parent).await?;
-            let p = geminid_protocol::session::SessionDeriveParams { parent, name, tools };
+            let p = geminid_protocol::session::SessionDeriveParams { parent, name, tools, agent };
             let s = client.derive(p).await.map_err(call_error("session/derive"))?;
             if json {
                 output::json(&s)?

@@ -27,6 +27,7 @@ pub(crate) mod secrets;
 pub mod server;
 pub mod session;
 pub mod settings_file;
+pub mod skills;
 pub mod store;
 pub mod watch;
 

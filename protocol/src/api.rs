@@ -45,6 +45,11 @@ use crate::session::{
     Session, SessionAttachParams, SessionCreateParams, SessionDeriveParams, SessionIdParams,
     SessionListParams, SessionListResult, SessionUpdateParams,
 };
+use crate::skills::{
+    AgentsListResult, SkillActivateParams, SkillActivateResult, SkillEnableParams,
+    SkillEnableResult, SkillInstallParams, SkillInstallResult, SkillUninstallParams,
+    SkillUninstallResult, SkillsListParams, SkillsListResult, SkillsPromptResult,
+};
 use crate::tools::{
     CatalogParams, InstructionsResult, PromptsGetParams, PromptsGetResult, PromptsListResult,
     ResourcesListResult, ResourcesReadParams, ResourcesReadResult, ToolsCallParams,
@@ -383,6 +388,54 @@ pub trait HooksApi {
     /// Add Claude Code's hooks of the workspace to its settings file, converted.
     #[method(name = "migrate")]
     async fn hooks_migrate(&self, params: HooksMigrateParams) -> RpcResult<HooksMigrateResult>;
+}
+
+/// `skills/*`: Agent Skills as each session sees them.
+#[rpc(server, client, namespace = "skills", namespace_separator = "/")]
+pub trait SkillsApi {
+    /// Every skill the session's folders hold, which copy wins, enabled or not.
+    #[method(name = "list")]
+    async fn skills_list(&self, params: SkillsListParams) -> RpcResult<SkillsListResult>;
+
+    /// The system prompt's `<available_skills>` section for the session.
+    #[method(name = "prompt")]
+    async fn skills_prompt(&self, params: SkillsListParams) -> RpcResult<SkillsPromptResult>;
+
+    /// Activate a skill (policy decides, as for the `activate_skill` tool): its instructions
+    /// and resources, recorded on the session.
+    #[method(name = "activate")]
+    async fn skills_activate(&self, params: SkillActivateParams) -> RpcResult<SkillActivateResult>;
+
+    /// Install skills from a folder, a `.skill` archive or a git repository.
+    #[method(name = "install")]
+    async fn skills_install(&self, params: SkillInstallParams) -> RpcResult<SkillInstallResult>;
+
+    /// Link the skills of a folder (a symlink each, so edits there apply).
+    #[method(name = "link")]
+    async fn skills_link(&self, params: SkillInstallParams) -> RpcResult<SkillInstallResult>;
+
+    /// Remove an installed skill's folder (or link).
+    #[method(name = "uninstall")]
+    async fn skills_uninstall(
+        &self,
+        params: SkillUninstallParams,
+    ) -> RpcResult<SkillUninstallResult>;
+
+    /// Take a skill off every `skills.disabled` the user writes (user and workspace).
+    #[method(name = "enable")]
+    async fn skills_enable(&self, params: SkillEnableParams) -> RpcResult<SkillEnableResult>;
+
+    /// Add a skill to the scope's `skills.disabled`.
+    #[method(name = "disable")]
+    async fn skills_disable(&self, params: SkillEnableParams) -> RpcResult<SkillEnableResult>;
+}
+
+/// `agents/*`: agent definitions (subagents) as each session sees them.
+#[rpc(server, client, namespace = "agents", namespace_separator = "/")]
+pub trait AgentsApi {
+    /// Every agent definition of the session's folders, and the files that did not load.
+    #[method(name = "list")]
+    async fn agents_list(&self, params: SkillsListParams) -> RpcResult<AgentsListResult>;
 }
 
 /// `extensions/*`: installed extensions, their integrity, enablement and installation.

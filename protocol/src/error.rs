@@ -61,13 +61,15 @@ pub enum ErrorCode {
     IntegrityFailed,
     /// No installed extension has that name.
     ExtensionNotFound,
+    /// No skill (or agent definition) the session sees has that name.
+    SkillNotFound,
     /// Anything else that went wrong inside the daemon.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 25] = [
         Self::VersionMismatch,
         Self::SessionNotFound,
         Self::InvalidWorkspace,
@@ -91,6 +93,7 @@ impl ErrorCode {
         Self::NeedsAuth,
         Self::IntegrityFailed,
         Self::ExtensionNotFound,
+        Self::SkillNotFound,
         Self::Internal,
     ];
 
@@ -120,6 +123,7 @@ impl ErrorCode {
             Self::NeedsAuth => -31021,
             Self::IntegrityFailed => -31022,
             Self::ExtensionNotFound => -31023,
+            Self::SkillNotFound => -31024,
             Self::Internal => -31099,
         }
     }
@@ -155,6 +159,7 @@ impl ErrorCode {
             Self::NeedsAuth => "needsAuth",
             Self::IntegrityFailed => "integrityFailed",
             Self::ExtensionNotFound => "extensionNotFound",
+            Self::SkillNotFound => "skillNotFound",
             Self::Internal => "internal",
         }
     }

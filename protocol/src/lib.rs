@@ -23,6 +23,7 @@ pub mod hooks;
 pub mod mcp;
 pub mod policy;
 pub mod session;
+pub mod skills;
 pub mod socket;
 pub mod tools;
 

@@ -65,9 +65,14 @@ pub struct SessionDeriveParams {
     /// The subagent's name: rules with `subagent = "name"` apply to its calls, and its
     /// confirmations are labelled `parent/name`.
     pub name: String,
-    /// The only tools it sees, by their names in the parent's table (absent: all of them).
+    /// The only tools it sees, by their names in the parent's table (absent: all of them);
+    /// a name ending in `*` stands for every tool it begins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+    /// An agent definition the parent's session sees (`agents/list`): its tools are taken
+    /// when `tools` is absent, and `name` may be left empty to take its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// `session/attach`: attach an existing session to this connection.
@@ -164,6 +169,9 @@ pub struct SessionState {
     pub approvals: Vec<String>,
     /// Skills activated in this session.
     pub activated_skills: Vec<String>,
+    /// Folders the session may read beyond its workspace: each activated skill's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_paths: Vec<String>,
     /// Its approval mode.
     pub approval_mode: ApprovalMode,
     /// Interactive (or headless) whatever its clients say; absent: interactive while a client

@@ -374,6 +374,7 @@ async fn a_derived_session_two_levels_deep_asks_its_root_with_its_path() -> anyh
         parent: parent.to_owned(),
         name: name.to_owned(),
         tools,
+        agent: None,
     };
     let a =
         s.client.derive(derive(&s.session, "researcher", Some(vec!["mcp_fx_echo".into()]))).await?;

@@ -19,6 +19,25 @@ pub(super) struct Unconfirmed {
 impl Pipeline {
     /// Step 4: policy, and step 5 for the confirmation it asks for.
     pub(super) async fn policy(&self, call: &mut Call) -> Result<(), CallError> {
+        self.policy_about(call, None).await
+    }
+
+    /// A call to one of the daemon's own tools (`activate_skill`): only policy's decision and
+    /// the confirmation it asks for (which also shows `about`), audited as a call.
+    pub async fn authorize(&self, call: &mut Call, about: &str) -> Result<(), CallError> {
+        let started = std::time::Instant::now();
+        let result = self.policy_about(call, Some(about)).await;
+        if let Some(audit) = &self.seats.audit {
+            let ended = match &result {
+                Ok(()) => super::seats::Ended::Answered { is_error: false },
+                Err(e) => super::seats::Ended::Failed(e.to_string()),
+            };
+            audit.record(call, &ended, started.elapsed());
+        }
+        result
+    }
+
+    async fn policy_about(&self, call: &mut Call, about: Option<&str>) -> Result<(), CallError> {
         let Some(policy) = &self.seats.policy else { return Ok(()) };
         let (decision, note) = policy.decide(call);
         call.policy = note;
@@ -26,6 +45,10 @@ impl Pipeline {
             Decision::Allow => Ok(()),
             Decision::Deny(why) => Err(CallError::PolicyDenied(why)),
             Decision::Ask(question) => {
+                let question = match about {
+                    Some(about) => format!("{question}\n\n{about}"),
+                    None => question,
+                };
                 let answered = self.confirm(call, question).await;
                 let how = match &answered {
                     Ok(c) => AuditConfirmation::Answered(c.outcome()),

@@ -180,15 +180,7 @@ pub(crate) fn set_hook_enabled(
 ) -> Result<(PathBuf, Vec<String>, Vec<String>), OpError> {
     let file = scope_file(paths, workspace, scope)?;
     let text = read_text(&file)?;
-    let disabled_in = |text: &str| -> Vec<String> {
-        super::files::parse_object(text)
-            .ok()
-            .and_then(|v| {
-                v.pointer("/hooksConfig/disabled").and_then(serde_json::Value::as_array).cloned()
-            })
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
-            .unwrap_or_default()
-    };
+    let disabled_in = |text: &str| names_at(text, "/hooksConfig/disabled");
     let mut list = if text.trim().is_empty() { Vec::new() } else { disabled_in(&text) };
     list.retain(|n| n != name);
     if !enabled {
@@ -270,4 +262,62 @@ pub(crate) fn hooks_migrate(
         notes: migrated.notes,
         written,
     })
+}
+
+/// The strings of the list at `pointer` in a settings text (none when it cannot be read).
+fn names_at(text: &str, pointer: &str) -> Vec<String> {
+    super::files::parse_object(text)
+        .ok()
+        .and_then(|v| v.pointer(pointer).and_then(Value::as_array).cloned())
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// `skills/disable`: the name added to the scope's `skills.disabled`; `skills/enable`: removed
+/// from the user's and the workspace's (names compared without case, as Gemini CLI matches
+/// them). Returns the files written, and the files not written whose list still names it.
+pub(crate) fn set_skill_enabled(
+    paths: &ConfigPaths,
+    workspace: &Path,
+    scope: WriteScope,
+    name: &str,
+    enabled: bool,
+) -> Result<(Vec<PathBuf>, Vec<String>), OpError> {
+    const AT: &str = "/skills/disabled";
+    let lower = name.to_lowercase();
+    let files = if enabled {
+        let mut f = vec![paths.user.clone()];
+        f.extend(paths.workspace_settings(workspace));
+        f
+    } else {
+        vec![scope_file(paths, workspace, scope)?]
+    };
+    let mut written = Vec::new();
+    for file in files {
+        let text = read_text(&file)?;
+        let mut list = names_at(&text, AT);
+        let listed = list.iter().any(|n| n.to_lowercase() == lower);
+        if enabled == !listed {
+            continue;
+        }
+        list.retain(|n| n.to_lowercase() != lower);
+        if !enabled {
+            list.push(name.to_owned());
+        }
+        let value = Value::Array(list.into_iter().map(Value::String).collect());
+        let (new_text, _) = edit_settings(&file, &text, "skills", "disabled", Some(&value))?;
+        atomic_write(&file, &new_text, None)?;
+        written.push(file);
+    }
+    let mut still = Vec::new();
+    if enabled {
+        for other in [&paths.system, &paths.system_defaults] {
+            if let Ok(t) = read_text(other)
+                && names_at(&t, AT).iter().any(|n| n.to_lowercase() == lower)
+            {
+                still.push(other.display().to_string());
+            }
+        }
+    }
+    Ok((written, still))
 }

@@ -8,6 +8,8 @@ pub(crate) mod policy;
 mod prepared;
 pub mod seat;
 pub(crate) mod settings;
+pub mod skills;
+pub(crate) use skills::SkillsError;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -73,6 +75,8 @@ pub struct Core {
     pub auth: Arc<crate::auth::Auth>,
     /// Installed extensions, their integrity and enablement.
     pub extensions: Arc<crate::extensions::Extensions>,
+    /// Every `SKILL.md` read, kept until it changes.
+    pub skill_cache: crate::skills::load::Cache,
     /// Sign-ins under way.
     sign_ins: auth::SignIns,
     /// Sessions' tool-call policies (their files' last good rules).
@@ -179,6 +183,7 @@ impl Core {
                 secrets,
                 auth,
                 extensions,
+                skill_cache: crate::skills::load::Cache::default(),
                 sign_ins: auth::SignIns::default(),
                 policies: crate::policy::service::Policies::default(),
                 guard,

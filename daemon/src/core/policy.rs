@@ -54,7 +54,25 @@ impl Core {
         &self,
         p: SessionDeriveParams,
     ) -> Result<geminid_protocol::session::Session, SessionError> {
-        let s = self.sessions.derive(&p.parent, &p.name, p.tools).await?;
+        let (mut name, mut tools) = (p.name, p.tools);
+        if let Some(agent) = &p.agent {
+            let (agents, _) = self.agent_registry(&p.parent)?;
+            let Some(def) = agents.get(agent) else {
+                let known: Vec<&str> = agents.keys().map(String::as_str).collect();
+                return Err(SessionError::InvalidDerive(format!(
+                    "no agent definition named \"{agent}\" in the parent's folders (`gemctl agents \
+                     list` shows them; known: {})",
+                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                )));
+            };
+            if name.is_empty() {
+                name.clone_from(&def.info.name);
+            }
+            if tools.is_none() {
+                tools.clone_from(&def.info.tools);
+            }
+        }
+        let s = self.sessions.derive(&p.parent, &name, tools).await?;
         self.track_config(&s.id);
         Ok(s)
     }

@@ -117,7 +117,8 @@ impl Policy for Guard {
         };
         let tc = ToolCall {
             name: &call.name,
-            server: Some(&call.server),
+            // A tool of the daemon's own (`activate_skill`) has no server.
+            server: Some(call.server.as_str()).filter(|s| !s.is_empty()),
             args: call.args.as_ref(),
             annotations: call.annotations.as_ref(),
             subagent: p.subagent.as_deref(),
@@ -138,6 +139,9 @@ impl Policy for Guard {
             Rule::AskUser if call.confirmed => {
                 note.confirmation = Some(AuditConfirmation::ByCaller);
                 Decision::Allow
+            }
+            Rule::AskUser if call.server.is_empty() => {
+                Decision::Ask(format!("Allow the call to '{}'? It is {}.", call.name, why()))
             }
             Rule::AskUser => Decision::Ask(format!(
                 "Allow the call to '{}' (server '{}')? It is {}.",
@@ -203,6 +207,7 @@ impl ToolFilter for Guard {
         let name = crate::catalog::naming::fqn(server, tool);
         if let (Some(tools), Some(agent)) = (&p.tools, &p.subagent)
             && !tools.contains(&name)
+            && !tools.iter().any(|t| t.strip_suffix('*').is_some_and(|pre| name.starts_with(pre)))
         {
             let why = format!("the subagent '{agent}' is not given this tool");
             return Some(Hidden { why, by_default: false });

@@ -277,7 +277,9 @@ fn unpack(file: &Path, into: &Path) -> Result<(), ExtensionError> {
             Ok(())
         }
     };
-    if file.to_string_lossy().to_ascii_lowercase().ends_with(".zip") {
+    let lower = file.to_string_lossy().to_ascii_lowercase();
+    // A `.skill` (an Agent Skill's bundle) is a zip.
+    if lower.ends_with(".zip") || lower.ends_with(".skill") {
         let mut zip = zip::ZipArchive::new(f).map_err(|e| bad(e.to_string()))?;
         for i in 0..zip.len() {
             let mut entry = zip.by_index(i).map_err(|e| bad(e.to_string()))?;

@@ -88,7 +88,7 @@ pub fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> String {
 
 /// Copy `from` into `to` (which must not exist). A symlink is copied as a link only when it
 /// points inside `from`; one leaving it is refused (it would reach files the person never saw).
-pub(super) fn copy_tree(from: &Path, to: &Path) -> Result<(), ExtensionError> {
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<(), ExtensionError> {
     let io = |what: &Path, e: std::io::Error| {
         ExtensionError::Io(format!("cannot copy {}: {e}", what.display()))
     };

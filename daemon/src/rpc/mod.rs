@@ -13,17 +13,18 @@ mod mcp;
 mod params;
 mod policy;
 mod session;
+mod skills;
 mod tasks;
 mod tools;
 
 use std::sync::Arc;
 
 use geminid_protocol::api::{
-    AsksApiServer, AuditApiServer, AuthApiServer, ConfigApiServer, ConfirmationApiServer,
-    ContextApiServer, DaemonApiServer, ElicitationApiServer, EventsApiServer, ExtensionsApiServer,
-    HooksApiServer, McpApiServer, McpLogsApiServer, PolicyApiServer, PromptsApiServer,
-    ResourcesApiServer, SamplingApiServer, SessionApiServer, TasksApiServer, ToolsApiServer,
-    TrustApiServer,
+    AgentsApiServer, AsksApiServer, AuditApiServer, AuthApiServer, ConfigApiServer,
+    ConfirmationApiServer, ContextApiServer, DaemonApiServer, ElicitationApiServer,
+    EventsApiServer, ExtensionsApiServer, HooksApiServer, McpApiServer, McpLogsApiServer,
+    PolicyApiServer, PromptsApiServer, ResourcesApiServer, SamplingApiServer, SessionApiServer,
+    SkillsApiServer, TasksApiServer, ToolsApiServer, TrustApiServer,
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
@@ -62,6 +63,8 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(ConfirmationApiServer::into_rpc(handler.clone()))?;
     module.merge(AuditApiServer::into_rpc(handler.clone()))?;
     module.merge(ExtensionsApiServer::into_rpc(handler.clone()))?;
+    module.merge(SkillsApiServer::into_rpc(handler.clone()))?;
+    module.merge(AgentsApiServer::into_rpc(handler.clone()))?;
     module.merge(HooksApiServer::into_rpc(handler))?;
     Ok(module.into())
 }

@@ -1,0 +1,334 @@
+//! `skills/*` and `agents/*` for the core: each session's registries, read through the core's
+//! skill cache (a `SKILL.md` is parsed again only when it changed), and activation through the
+//! call pipeline's policy step as Gemini CLI's `activate_skill` tool.
+
+use std::path::{Path, PathBuf};
+
+use geminid_protocol::common::{Diagnostic, Severity};
+use geminid_protocol::config::WriteScope;
+use geminid_protocol::skills::{
+    AgentsListResult, SkillActivateParams, SkillActivateResult, SkillEnableResult,
+    SkillInstallParams, SkillInstallResult, SkillInstallScope, SkillUninstallResult,
+    SkillsListResult, SkillsPromptResult,
+};
+use serde_json::Value;
+
+use super::Core;
+use crate::calls::{Call, CallError, Origin};
+use crate::config::Effective;
+use crate::session::SessionError;
+use crate::skills::registry::{self, Registry};
+use crate::skills::{SkillError, agents, install, tree};
+
+/// The tool name skills are activated as (policy rules name it).
+pub const ACTIVATE_SKILL: &str = "activate_skill";
+
+/// Why a `skills/*` or `agents/*` request failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SkillsError {
+    /// The session is unknown.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The skills refused or failed.
+    #[error(transparent)]
+    Skill(#[from] SkillError),
+    /// Policy or the person did not allow the activation.
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
+/// Whether skills are on: `skills.enabled` and `admin.skills.enabled` not false.
+fn skills_on(settings: &Value) -> bool {
+    ["/skills/enabled", "/admin/skills/enabled"]
+        .iter()
+        .all(|p| settings.pointer(p).and_then(Value::as_bool) != Some(false))
+}
+
+fn disabled_names(settings: &Value) -> Vec<String> {
+    settings
+        .pointer("/skills/disabled")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+impl Core {
+    fn home(&self) -> PathBuf {
+        self.config.paths().home.clone()
+    }
+
+    /// A note when an untrusted workspace has folders of `kind` that are skipped.
+    fn untrusted_note(e: &Effective, dirs: &[PathBuf], kind: &str) -> Option<Diagnostic> {
+        let c = &e.public;
+        let present: Vec<&PathBuf> = dirs.iter().filter(|d| d.is_dir()).collect();
+        if c.trust.trusted || present.is_empty() {
+            return None;
+        }
+        Some(Diagnostic {
+            severity: Severity::Warning,
+            file: present[0].display().to_string(),
+            line: None,
+            column: None,
+            message: format!(
+                "the workspace's {kind} are skipped: the folder is not trusted ({}); `gemctl trust` \
+                 trusts it",
+                c.trust.reason
+            ),
+        })
+    }
+
+    /// A session's skills, and notes about what was skipped.
+    pub(crate) fn skill_registry(
+        &self,
+        session: &str,
+    ) -> Result<(Registry, Effective), SessionError> {
+        let e = self.effective(session)?;
+        let c = &e.public;
+        let ws = Path::new(&c.workspace);
+        let exts: Vec<(String, PathBuf)> =
+            e.extensions.iter().filter_map(|x| Some((x.name.clone(), x.skills.clone()?))).collect();
+        let places = registry::places(&self.home(), ws, c.trust.trusted, &exts);
+        let mut reg = Registry::resolve(&self.skill_cache, &places, &disabled_names(&c.settings));
+        let ws_dirs = [ws.join(".gemini").join("skills"), ws.join(".agents").join("skills")];
+        if ws != self.home() {
+            reg.diagnostics.extend(Self::untrusted_note(&e, &ws_dirs, "skills"));
+        }
+        if !skills_on(&c.settings) {
+            for entry in reg.skills.values_mut() {
+                entry.enabled = false;
+            }
+        }
+        Ok((reg, e))
+    }
+
+    /// `skills/list`.
+    pub(crate) fn skills_list(&self, session: &str) -> Result<SkillsListResult, SkillsError> {
+        let (reg, e) = self.skill_registry(session)?;
+        let activated = self.sessions.record(session)?.state.activated_skills;
+        Ok(SkillsListResult {
+            skills: reg.skills.values().map(registry::Entry::info).collect(),
+            skills_enabled: skills_on(&e.public.settings),
+            activated,
+            diagnostics: reg.diagnostics,
+        })
+    }
+
+    /// `skills/prompt`.
+    pub(crate) fn skills_prompt(&self, session: &str) -> Result<SkillsPromptResult, SkillsError> {
+        let (reg, _) = self.skill_registry(session)?;
+        Ok(SkillsPromptResult {
+            prompt: registry::prompt(&reg),
+            names: reg.enabled().map(|e| e.skill.name.clone()).collect(),
+        })
+    }
+
+    /// `skills/activate`: policy decides (built-in skills skip it), then the skill is recorded
+    /// on the session and its folder added to the session's allowed paths.
+    pub(crate) async fn skills_activate(
+        &self,
+        p: SkillActivateParams,
+    ) -> Result<SkillActivateResult, SkillsError> {
+        let (reg, _) = self.skill_registry(&p.session)?;
+        let Some(entry) = reg.get(&p.name).filter(|e| e.enabled).cloned() else {
+            let available: Vec<&str> = reg.enabled().map(|e| e.skill.name.as_str()).collect();
+            let disabled = reg.get(&p.name).is_some();
+            return Err(SkillError::NotFound(if disabled {
+                format!(
+                    "Skill \"{}\" is disabled (`skills.disabled`, or skills are off); `gemctl skills \
+                     enable {}` enables it",
+                    p.name, p.name
+                )
+            } else {
+                format!("Skill \"{}\" not found. Available skills are: {}", p.name, available.join(", "))
+            })
+            .into());
+        };
+        let name = entry.skill.name.clone();
+        let dir = entry.skill.dir().to_path_buf();
+        let shown = dir.clone();
+        let resources = tokio::task::spawn_blocking(move || tree::render(&shown))
+            .await
+            .map_err(|e| SkillError::Io(format!("reading the skill's folder failed: {e}")))?;
+        if !entry.info().built_in {
+            let mut args = serde_json::Map::new();
+            args.insert("name".into(), Value::String(name.clone()));
+            let mut call = Call {
+                session: p.session.clone(),
+                origin: Origin::ToolsCall,
+                call_id: p.call_id.clone(),
+                name: ACTIVATE_SKILL.to_owned(),
+                server: String::new(),
+                tool: ACTIVATE_SKILL.to_owned(),
+                args: Some(args),
+                annotations: None,
+                confirmed: p.confirmed,
+                policy: None,
+                tail_of: None,
+            };
+            let about = format!(
+                "Activate the skill \"{name}\" ({}): {}\n\nIts folder is shared with the model:\n{resources}",
+                registry::scope_words(&entry.place),
+                entry.skill.description
+            );
+            self.calls.authorize(&mut call, &about).await?;
+        }
+        let dir_text = dir.display().to_string();
+        let (n, d) = (name.clone(), dir_text.clone());
+        let mut already = false;
+        let changed = self
+            .sessions
+            .update_state(&p.session, |s| {
+                already = s.activated_skills.contains(&n);
+                if !already {
+                    s.activated_skills.push(n);
+                }
+                if !s.allowed_paths.contains(&d) {
+                    s.allowed_paths.push(d);
+                }
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .await?;
+        let Ok(_) = changed;
+        tracing::info!(session = %p.session, skill = %name, "skill activated");
+        Ok(SkillActivateResult {
+            text: crate::skills::activation_text(&name, &entry.skill.body, &resources),
+            name,
+            dir: dir_text,
+            resources,
+            already_active: already,
+        })
+    }
+
+    fn skills_target(
+        &self,
+        session: &str,
+        scope: SkillInstallScope,
+    ) -> Result<PathBuf, SkillsError> {
+        Ok(match scope {
+            SkillInstallScope::User => self.home().join(".gemini").join("skills"),
+            SkillInstallScope::Workspace => {
+                let ws = PathBuf::from(self.sessions.record(session)?.workspace);
+                if ws == self.home() {
+                    return Err(SkillError::Refused(
+                        "the workspace is the home directory: use --scope user".into(),
+                    )
+                    .into());
+                }
+                ws.join(".gemini").join("skills")
+            }
+        })
+    }
+
+    /// `skills/install` and `skills/link`.
+    pub(crate) async fn skills_install(
+        &self,
+        p: SkillInstallParams,
+        link: bool,
+    ) -> Result<SkillInstallResult, SkillsError> {
+        let target = self.skills_target(&p.session, p.scope)?;
+        let base = PathBuf::from(self.sessions.record(&p.session)?.workspace);
+        let t = target.clone();
+        let (result, names) = tokio::task::spawn_blocking(move || {
+            let plan = install::plan(&p.source, &base, p.path.as_deref(), &t, link)?;
+            if p.consent {
+                install::apply(&plan, &t, link)?;
+            }
+            let names: Vec<String> = plan.skills.iter().map(|s| s.0.name.clone()).collect();
+            Ok::<_, SkillError>((
+                SkillInstallResult {
+                    installed: p.consent,
+                    skills: plan.installed(),
+                    consent: plan.consent.clone(),
+                    target: t.display().to_string(),
+                },
+                names,
+            ))
+        })
+        .await
+        .map_err(|e| SkillError::Io(format!("the install failed: {e}")))??;
+        if result.installed {
+            tracing::info!(skills = ?names, target = %target.display(), link, "skills installed");
+            self.watch_changed.notify_one();
+        }
+        Ok(result)
+    }
+
+    /// `skills/uninstall`.
+    pub(crate) async fn skills_uninstall(
+        &self,
+        session: &str,
+        name: &str,
+        scope: SkillInstallScope,
+    ) -> Result<SkillUninstallResult, SkillsError> {
+        let target = self.skills_target(session, scope)?;
+        let n = name.to_owned();
+        let removed = tokio::task::spawn_blocking(move || {
+            let dir = install::find(&target, &n)?;
+            install::remove_entry(&dir)?;
+            Ok::<_, SkillError>(dir)
+        })
+        .await
+        .map_err(|e| SkillError::Io(format!("the uninstall failed: {e}")))??;
+        tracing::info!(skill = name, removed = %removed.display(), "skill uninstalled");
+        Ok(SkillUninstallResult { name: name.to_owned(), removed: removed.display().to_string() })
+    }
+
+    /// `skills/enable` and `skills/disable`: `skills.disabled` in the settings files (disable:
+    /// the scope's; enable: the user's and the workspace's), then the configuration reloaded.
+    pub(crate) async fn skills_set_enabled(
+        &self,
+        session: &str,
+        name: &str,
+        enabled: bool,
+        scope: WriteScope,
+    ) -> Result<SkillEnableResult, SkillsError> {
+        let ws = PathBuf::from(self.sessions.record(session)?.workspace);
+        let (files, still) =
+            crate::config::ops::set_skill_enabled(self.config.paths(), &ws, scope, name, enabled)
+                .map_err(|e| SkillError::Refused(e.to_string()))?;
+        if let Err(e) = self
+            .reload_config(Some(session), if enabled { "skills/enable" } else { "skills/disable" })
+            .await
+        {
+            tracing::warn!(error = %e, "could not apply the skills change at once");
+        }
+        let (reg, e) = self.skill_registry(session)?;
+        let now = reg.get(name).is_some_and(|x| x.enabled)
+            || (enabled && reg.get(name).is_none() && skills_on(&e.public.settings));
+        Ok(SkillEnableResult {
+            name: name.to_owned(),
+            files: files.iter().map(|f| f.display().to_string()).collect(),
+            enabled: now,
+            still_disabled_in: still,
+        })
+    }
+
+    /// A session's agent definitions.
+    pub(crate) fn agent_registry(
+        &self,
+        session: &str,
+    ) -> Result<(std::collections::BTreeMap<String, agents::Agent>, Vec<Diagnostic>), SessionError>
+    {
+        let e = self.effective(session)?;
+        let c = &e.public;
+        let ws = Path::new(&c.workspace);
+        let exts: Vec<(String, PathBuf)> =
+            e.extensions.iter().filter_map(|x| Some((x.name.clone(), x.agents.clone()?))).collect();
+        let places = agents::places(&self.home(), ws, c.trust.trusted, &exts);
+        let (list, mut diagnostics) = agents::registry(&places);
+        if ws != self.home() {
+            diagnostics.extend(Self::untrusted_note(
+                &e,
+                &[ws.join(".gemini").join("agents")],
+                "agent definitions",
+            ));
+        }
+        Ok((list, diagnostics))
+    }
+
+    /// `agents/list`.
+    pub(crate) fn agents_list(&self, session: &str) -> Result<AgentsListResult, SkillsError> {
+        let (list, diagnostics) = self.agent_registry(session)?;
+        Ok(AgentsListResult { agents: list.into_values().map(|a| a.info).collect(), diagnostics })
+    }
+}

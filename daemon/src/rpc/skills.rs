@@ -1,0 +1,76 @@
+//! `skills/*` and `agents/*`: translation to the core's skills.
+
+use geminid_protocol::api::{AgentsApiServer, SkillsApiServer};
+use geminid_protocol::error::ErrorCode;
+use geminid_protocol::skills::{
+    AgentsListResult, SkillActivateParams, SkillActivateResult, SkillEnableParams,
+    SkillEnableResult, SkillInstallParams, SkillInstallResult, SkillUninstallParams,
+    SkillUninstallResult, SkillsListParams, SkillsListResult, SkillsPromptResult,
+};
+use jsonrpsee::core::{RpcResult, async_trait};
+use jsonrpsee::types::ErrorObjectOwned;
+
+use super::Handler;
+use super::session::rpc_error;
+use super::tools::call_error;
+use crate::core::SkillsError;
+use crate::skills::SkillError;
+
+fn skills_error(e: SkillsError) -> ErrorObjectOwned {
+    match e {
+        SkillsError::Session(e) => rpc_error(e),
+        SkillsError::Call(e) => call_error(e),
+        SkillsError::Skill(e) => {
+            let code = match &e {
+                SkillError::NotFound(_) => ErrorCode::SkillNotFound,
+                SkillError::Refused(_) => ErrorCode::ConfigRefused,
+                SkillError::Io(_) => ErrorCode::ConfigWrite,
+            };
+            code.error(e.to_string())
+        }
+    }
+}
+
+#[async_trait]
+impl SkillsApiServer for Handler {
+    async fn skills_list(&self, p: SkillsListParams) -> RpcResult<SkillsListResult> {
+        self.core.skills_list(&p.session).map_err(skills_error)
+    }
+
+    async fn skills_prompt(&self, p: SkillsListParams) -> RpcResult<SkillsPromptResult> {
+        self.core.skills_prompt(&p.session).map_err(skills_error)
+    }
+
+    async fn skills_activate(&self, p: SkillActivateParams) -> RpcResult<SkillActivateResult> {
+        self.core.skills_activate(p).await.map_err(skills_error)
+    }
+
+    async fn skills_install(&self, p: SkillInstallParams) -> RpcResult<SkillInstallResult> {
+        self.core.skills_install(p, false).await.map_err(skills_error)
+    }
+
+    async fn skills_link(&self, p: SkillInstallParams) -> RpcResult<SkillInstallResult> {
+        self.core.skills_install(p, true).await.map_err(skills_error)
+    }
+
+    async fn skills_uninstall(&self, p: SkillUninstallParams) -> RpcResult<SkillUninstallResult> {
+        self.core.skills_uninstall(&p.session, &p.name, p.scope).await.map_err(skills_error)
+    }
+
+    async fn skills_enable(&self, p: SkillEnableParams) -> RpcResult<SkillEnableResult> {
+        let r = self.core.skills_set_enabled(&p.session, &p.name, true, p.scope).await;
+        r.map_err(skills_error)
+    }
+
+    async fn skills_disable(&self, p: SkillEnableParams) -> RpcResult<SkillEnableResult> {
+        let r = self.core.skills_set_enabled(&p.session, &p.name, false, p.scope).await;
+        r.map_err(skills_error)
+    }
+}
+
+#[async_trait]
+impl AgentsApiServer for Handler {
+    async fn agents_list(&self, p: SkillsListParams) -> RpcResult<AgentsListResult> {
+        self.core.agents_list(&p.session).map_err(skills_error)
+    }
+}
