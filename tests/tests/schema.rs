@@ -14,6 +14,7 @@ use geminid_protocol::hooks::*;
 use geminid_protocol::mcp::*;
 use geminid_protocol::policy::*;
 use geminid_protocol::session::*;
+use geminid_protocol::skills::*;
 use geminid_protocol::tools::*;
 use geminid_tests::inproc::{InProcess, Seats};
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -109,6 +110,15 @@ fn document() -> Value {
         "extensions/link" => ExtensionInstallParams, ExtensionInstallResult;
         "extensions/update" => ExtensionUpdateParams, ExtensionUpdateResult;
         "extensions/uninstall" => ExtensionNameParams, ExtensionUninstallResult;
+        "skills/list" => SkillsListParams, SkillsListResult;
+        "skills/prompt" => SkillsListParams, SkillsPromptResult;
+        "skills/activate" => SkillActivateParams, SkillActivateResult;
+        "skills/install" => SkillInstallParams, SkillInstallResult;
+        "skills/link" => SkillInstallParams, SkillInstallResult;
+        "skills/uninstall" => SkillUninstallParams, SkillUninstallResult;
+        "skills/enable" => SkillEnableParams, SkillEnableResult;
+        "skills/disable" => SkillEnableParams, SkillEnableResult;
+        "agents/list" => SkillsListParams, AgentsListResult;
     };
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

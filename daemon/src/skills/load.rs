@@ -94,10 +94,11 @@ impl Cache {
     pub fn folder(&self, dir: &Path) -> Folder {
         let mut out = Folder::default();
         let mut seen: HashMap<PathBuf, PathBuf> = HashMap::new();
-        let mut candidates = Vec::new();
+        // (file, reached through a link): only those need resolving to find duplicates.
+        let mut candidates: Vec<(PathBuf, bool)> = Vec::new();
         let top = dir.join(SKILL_FILE);
-        if top.exists() {
-            candidates.push(top);
+        if let Ok(m) = std::fs::symlink_metadata(&top) {
+            candidates.push((top, m.is_symlink()));
         }
         let Ok(entries) = std::fs::read_dir(dir) else { return out };
         let mut names: Vec<(String, PathBuf)> = entries
@@ -110,8 +111,10 @@ impl Cache {
             match std::fs::metadata(&path) {
                 Ok(m) if m.is_dir() => {
                     let file = path.join(SKILL_FILE);
-                    if std::fs::symlink_metadata(&file).is_ok() {
-                        candidates.push(file);
+                    if let Ok(fm) = std::fs::symlink_metadata(&file) {
+                        let linked = fm.is_symlink()
+                            || std::fs::symlink_metadata(&path).is_ok_and(|l| l.is_symlink());
+                        candidates.push((file, linked));
                     }
                 }
                 Ok(_) => {}
@@ -127,9 +130,14 @@ impl Cache {
             }
         }
         let mut kept = BTreeSet::new();
-        for file in candidates {
+        let real_dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        for (file, linked) in candidates {
             // A link back into the folder (or two links to one skill) would list a skill twice.
-            let real = std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone());
+            let real = if linked {
+                std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone())
+            } else {
+                file.strip_prefix(dir).map_or_else(|_| file.clone(), |rel| real_dir.join(rel))
+            };
             if let Some(first) = seen.get(&real) {
                 out.diagnostics.push(diagnostic(
                     Severity::Warning,
