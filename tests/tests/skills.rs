@@ -221,3 +221,56 @@ async fn agent_definitions_and_derive() -> anyhow::Result<()> {
     assert!(err.contains("no agent definition named") && err.contains("researcher"), "{err}");
     Ok(())
 }
+
+#[tokio::test]
+async fn skills_served_by_mcp_servers() -> anyhow::Result<()> {
+    use geminid_protocol::api::McpApiClient;
+    use geminid_protocol::mcp::StartParams;
+    use geminid_protocol::skills::SkillsListParams;
+    use geminid_tests::mcp::{shell_env, stdio, write_user_settings};
+    let home = TestHome::new()?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    write_user_settings(
+        &home,
+        serde_json::json!({ "srv": stdio(&["--skills"]), "bad": stdio(&["--fail-skills"]) }),
+    )?;
+    // The user's copy of the name the server serves: the server's wins (user < MCP < workspace).
+    skill(&home.root().join("home/.gemini/skills"), "served-skill", "the user's copy")?;
+    let client = daemon.client().await?;
+    let session = client
+        .create(SessionCreateParams {
+            workspace: home.workspace().display().to_string(),
+            env: Some(shell_env(&home, &[])),
+            ..Default::default()
+        })
+        .await?;
+    let id = session.id.clone();
+    client.mcp_start(StartParams { session: id.clone(), wait: true }).await?;
+
+    let v = client.skills_list(SkillsListParams { session: id.clone() }).await?;
+    let served = v
+        .skills
+        .iter()
+        .find(|s| s.name == "served-skill")
+        .ok_or_else(|| anyhow::anyhow!("{v:?}"))?;
+    assert_eq!(served.source.server.as_deref(), Some("srv"), "{v:?}");
+    assert_eq!(served.location, "skill://served-skill/SKILL.md");
+    assert_eq!(served.overrides.len(), 1, "it overrides the user's copy");
+    let bad = v
+        .diagnostics
+        .iter()
+        .find(|d| d.file.contains("'bad'"))
+        .ok_or_else(|| anyhow::anyhow!("{:?}", v.diagnostics))?;
+    assert!(bad.message.contains("listing its skills failed"), "{}", bad.message);
+
+    let p = SkillActivateParams {
+        session: id,
+        name: "served-skill".into(),
+        confirmed: true,
+        ..Default::default()
+    };
+    let a = client.skills_activate(p).await?;
+    assert!(a.text.contains("Follow the served steps."), "{}", a.text);
+    assert!(a.resources.contains("skill://served-skill/notes.md"), "{}", a.resources);
+    Ok(())
+}

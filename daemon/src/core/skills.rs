@@ -3,12 +3,13 @@
 //! call pipeline's policy step as Gemini CLI's `activate_skill` tool.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use geminid_protocol::common::{Diagnostic, Severity};
 use geminid_protocol::config::WriteScope;
 use geminid_protocol::skills::{
     AgentsListResult, SkillActivateParams, SkillActivateResult, SkillEnableResult,
-    SkillInstallParams, SkillInstallResult, SkillInstallScope, SkillUninstallResult,
+    SkillInstallParams, SkillInstallResult, SkillInstallScope, SkillScope, SkillUninstallResult,
     SkillsListResult, SkillsPromptResult,
 };
 use serde_json::Value;
@@ -17,7 +18,8 @@ use super::Core;
 use crate::calls::{Call, CallError, Origin};
 use crate::config::Effective;
 use crate::session::SessionError;
-use crate::skills::registry::{self, Registry};
+use crate::skills::load::Skill;
+use crate::skills::registry::{self, Place, Registry};
 use crate::skills::{SkillError, agents, install, tree};
 
 /// The tool name skills are activated as (policy rules name it).
@@ -88,7 +90,14 @@ impl Core {
         let exts: Vec<(String, PathBuf)> =
             e.extensions.iter().filter_map(|x| Some((x.name.clone(), x.skills.clone()?))).collect();
         let places = registry::places(&self.home(), ws, c.trust.trusted, &exts);
-        let mut reg = Registry::resolve(&self.skill_cache, &places, &disabled_names(&c.settings));
+        let (served, notes) = self.served_skills(session);
+        let mut reg = Registry::resolve_with(
+            &self.skill_cache,
+            &places,
+            served,
+            &disabled_names(&c.settings),
+        );
+        reg.diagnostics.extend(notes);
         let ws_dirs = [ws.join(".gemini").join("skills"), ws.join(".agents").join("skills")];
         if ws != self.home() {
             reg.diagnostics.extend(Self::untrusted_note(&e, &ws_dirs, "skills"));
@@ -99,6 +108,108 @@ impl Core {
             }
         }
         Ok((reg, e))
+    }
+
+    /// The skills the session's connected MCP servers serve (MCP Skills extension), and their
+    /// servers' failures to list them. Servers are not started for this: a session whose
+    /// servers are not running has none.
+    fn served_skills(&self, session: &str) -> (Vec<(Arc<Skill>, Place)>, Vec<Diagnostic>) {
+        let (mut out, mut notes) = (Vec::new(), Vec::new());
+        let Ok((servers, _)) = self.mcp.session_servers(session) else { return (out, notes) };
+        for (name, server) in servers {
+            let catalog = server.catalog();
+            for problem in catalog.problems.iter().filter(|p| p.contains("its skills")) {
+                notes.push(Diagnostic {
+                    severity: Severity::Warning,
+                    file: format!("MCP server '{name}'"),
+                    line: None,
+                    column: None,
+                    message: problem.clone(),
+                });
+            }
+            for v in &catalog.skills {
+                let (Some(uri), Some(n), Some(d)) = (
+                    v["uri"].as_str(),
+                    v["frontmatter"]["name"].as_str(),
+                    v["frontmatter"]["description"].as_str(),
+                ) else {
+                    continue;
+                };
+                let dir = uri.rsplit_once('/').map_or(uri, |(d, _)| d);
+                let skill = Skill {
+                    name: crate::skills::frontmatter::sanitize_name(n),
+                    description: d.to_owned(),
+                    location: PathBuf::from(uri),
+                    body: String::new(),
+                };
+                let place = Place {
+                    scope: SkillScope::Mcp,
+                    owner: Some(name.clone()),
+                    dir: PathBuf::from(dir),
+                };
+                out.push((Arc::new(skill), place));
+            }
+        }
+        (out, notes)
+    }
+
+    /// An MCP server's skill: its `SKILL.md` read over `resources/read` (checked against the
+    /// digest the server listed), its body, and its files as the tree.
+    async fn served_skill(
+        &self,
+        session: &str,
+        server_name: &str,
+        uri: &str,
+    ) -> Result<(String, String), SkillsError> {
+        let (servers, _) =
+            self.mcp.session_servers(session).map_err(|e| SkillError::Io(e.to_string()))?;
+        let Some((_, server)) = servers.into_iter().find(|(n, _)| n == server_name) else {
+            return Err(
+                SkillError::Io(format!("MCP server '{server_name}' is not connected")).into()
+            );
+        };
+        let listed = server.catalog().skills.iter().find(|v| v["uri"] == uri).cloned();
+        let files: Vec<Value> =
+            listed.as_ref().and_then(|v| v["resources"].as_array().cloned()).unwrap_or_default();
+        let params = rmcp::model::ReadResourceRequestParams::new(uri.to_owned());
+        let timeout = self.mcp.timeout_for(session, &server);
+        let read = self
+            .mcp
+            .request(&server, timeout, |peer| async move { peer.read_resource(params).await })
+            .await
+            .map_err(|e| {
+                SkillError::Io(format!("reading {uri} from '{server_name}' failed: {e}"))
+            })?;
+        let read = serde_json::to_value(read).unwrap_or_default();
+        let text = read["contents"]
+            .as_array()
+            .and_then(|c| c.iter().find_map(|x| x["text"].as_str()))
+            .ok_or_else(|| SkillError::Io(format!("'{server_name}' sent no text for {uri}")))?
+            .to_owned();
+        if let Some(entry) = files.iter().find(|f| f["uri"] == uri) {
+            let digest = rmcp::model::sha256_digest(text.as_bytes());
+            if entry["digest"].as_str() != Some(digest.as_str()) {
+                return Err(SkillError::Refused(format!(
+                    "{uri} from '{server_name}' does not match the digest it listed; not activated"
+                ))
+                .into());
+            }
+        }
+        let body = crate::skills::frontmatter::split(&text)
+            .and_then(|s| s.body)
+            .unwrap_or(&text)
+            .trim()
+            .to_owned();
+        let mut tree = format!(
+            "Files of the skill, served by MCP server '{server_name}' (read them with resources/read):\n"
+        );
+        if files.is_empty() {
+            tree.push_str("(the server lists them as they change)");
+        }
+        for f in &files {
+            tree.push_str(&format!("- {}\n", f["uri"].as_str().unwrap_or_default()));
+        }
+        Ok((body, tree.trim_end().to_owned()))
     }
 
     /// `skills/list`.
@@ -145,10 +256,21 @@ impl Core {
         };
         let name = entry.skill.name.clone();
         let dir = entry.skill.dir().to_path_buf();
-        let shown = dir.clone();
-        let resources = tokio::task::spawn_blocking(move || tree::render(&shown))
-            .await
-            .map_err(|e| SkillError::Io(format!("reading the skill's folder failed: {e}")))?;
+        let served = entry.place.scope == SkillScope::Mcp;
+        let (body, resources) = match &entry.place.owner {
+            Some(server) if served => {
+                let uri = entry.skill.location.display().to_string();
+                self.served_skill(&p.session, server, &uri).await?
+            }
+            _ => {
+                let shown = dir.clone();
+                let tree =
+                    tokio::task::spawn_blocking(move || tree::render(&shown)).await.map_err(
+                        |e| SkillError::Io(format!("reading the skill's folder failed: {e}")),
+                    )?;
+                (entry.skill.body.clone(), tree)
+            }
+        };
         if !entry.info().built_in {
             let mut args = serde_json::Map::new();
             args.insert("name".into(), Value::String(name.clone()));
@@ -182,7 +304,7 @@ impl Core {
                 if !already {
                     s.activated_skills.push(n);
                 }
-                if !s.allowed_paths.contains(&d) {
+                if !served && !s.allowed_paths.contains(&d) {
                     s.allowed_paths.push(d);
                 }
                 Ok::<(), std::convert::Infallible>(())
@@ -191,7 +313,7 @@ impl Core {
         let Ok(_) = changed;
         tracing::info!(session = %p.session, skill = %name, "skill activated");
         Ok(SkillActivateResult {
-            text: crate::skills::activation_text(&name, &entry.skill.body, &resources),
+            text: crate::skills::activation_text(&name, &body, &resources),
             name,
             dir: dir_text,
             resources,

@@ -50,6 +50,9 @@ pub struct Catalog {
     pub resources: Vec<Value>,
     /// `ResourceTemplate` objects.
     pub templates: Vec<Value>,
+    /// Skills it serves through the MCP Skills extension (`io.modelcontextprotocol/skills`):
+    /// `Skill` objects (`uri`, `frontmatter`, `resources`).
+    pub skills: Vec<Value>,
     /// The server's `instructions`.
     pub instructions: Option<String>,
     /// The MCP revision negotiated with it.
@@ -70,6 +73,7 @@ impl PartialEq for Catalog {
             && self.prompts == other.prompts
             && self.resources == other.resources
             && self.templates == other.templates
+            && self.skills == other.skills
             && self.instructions == other.instructions
     }
 }
@@ -117,6 +121,7 @@ impl Catalog {
             && names(&self.prompts, "name") == names(&other.prompts, "name")
             && names(&self.resources, "uri") == names(&other.resources, "uri")
             && names(&self.templates, "uriTemplate") == names(&other.templates, "uriTemplate")
+            && names(&self.skills, "uri") == names(&other.skills, "uri")
     }
 }
 
@@ -272,13 +277,23 @@ pub(crate) async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Dur
         let listed = items("resources", server, r, &mut p_resources);
         (listed, items("resource templates", server, rt, &mut p_resources))
     };
-    let (tools, prompts, (resources, templates)) = tokio::join!(tools, prompts, resources);
+    let mut p_skills = Vec::new();
+    let skills = async {
+        if !caps.supports_skills() {
+            return vec![];
+        }
+        let r = tokio::time::timeout(timeout, peer.list_all_skills()).await;
+        items("skills", server, r, &mut p_skills)
+    };
+    let (tools, prompts, (resources, templates), skills) =
+        tokio::join!(tools, prompts, resources, skills);
     let mut problems: Vec<String> =
-        p_tools.into_iter().chain(p_prompts).chain(p_resources).collect();
+        p_tools.into_iter().chain(p_prompts).chain(p_resources).chain(p_skills).collect();
     if tools.is_empty()
         && prompts.is_empty()
         && resources.is_empty()
         && templates.is_empty()
+        && skills.is_empty()
         && problems.is_empty()
     {
         // Gemini CLI counts such a server as failed; it stays connected here, as a later
@@ -291,6 +306,7 @@ pub(crate) async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Dur
         prompts,
         resources,
         templates,
+        skills,
         instructions,
         protocol_version,
         fresh_for_ms,

@@ -107,14 +107,31 @@ pub struct Registry {
 impl Registry {
     /// Read `places` (through `cache`) and resolve them; `disabled` are the names turned off.
     pub fn resolve(cache: &Cache, places: &[Place], disabled: &[String]) -> Self {
+        Self::resolve_with(cache, places, Vec::new(), disabled)
+    }
+
+    /// The same, with skills MCP servers serve: above the user's, below the workspace's.
+    pub fn resolve_with(
+        cache: &Cache,
+        places: &[Place],
+        served: Vec<(Arc<Skill>, Place)>,
+        disabled: &[String],
+    ) -> Self {
         let mut out = Self::default();
+        let mut served = Some(served);
         for place in places {
+            if place.scope == SkillScope::Workspace
+                && let Some(list) = served.take()
+            {
+                list.into_iter().for_each(|(s, p)| out.add(s, p));
+            }
             let folder = cache.folder(&place.dir);
             out.diagnostics.extend(folder.diagnostics);
             for skill in folder.skills {
                 out.add(skill, place.clone());
             }
         }
+        served.into_iter().flatten().for_each(|(s, p)| out.add(s, p));
         let off: HashSet<String> = disabled.iter().map(|n| n.to_lowercase()).collect();
         for e in out.skills.values_mut() {
             e.enabled = !off.contains(&e.skill.name.to_lowercase());
@@ -122,7 +139,7 @@ impl Registry {
         out
     }
 
-    /// Skills added by hand (an MCP server's), above what is there.
+    /// A skill above what is there (a later folder's, or an MCP server's).
     pub fn add(&mut self, skill: Arc<Skill>, place: Place) {
         let name = skill.name.clone();
         let entry = Entry { skill, place, enabled: true, overrides: Vec::new() };

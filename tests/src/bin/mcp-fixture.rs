@@ -64,6 +64,34 @@ struct Fixture {
     modern: bool,
     /// `--list-ttl-ms N`: its tools list says it may be kept N ms (`ttlMs`).
     list_ttl_ms: Option<u64>,
+    /// `--skills`: it serves one skill through the MCP Skills extension; `--fail-skills`: it
+    /// declares the extension and fails `skills/list`.
+    skills: Skills,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Skills {
+    None,
+    Serve,
+    Fail,
+}
+
+const SERVED_SKILL_MD: &str = "---\nname: served-skill\ndescription: A skill the fixture serves\n---\nFollow the served steps.\n";
+const SERVED_SKILL_NOTES: &str = "Notes of the served skill.\n";
+
+/// The skill `--skills` serves, with the digests of its two files.
+fn served_skill() -> rmcp::model::Skill {
+    use rmcp::model::{Skill, SkillFrontmatter, SkillResource, SkillResources};
+    let md = "skill://served-skill/SKILL.md";
+    let notes = "skill://served-skill/notes.md";
+    Skill::new(
+        md,
+        SkillFrontmatter::new("served-skill", "A skill the fixture serves"),
+        SkillResources::Files(vec![
+            SkillResource::from_bytes(md, SERVED_SKILL_MD.as_bytes()),
+            SkillResource::from_bytes(notes, SERVED_SKILL_NOTES.as_bytes()),
+        ]),
+    )
 }
 
 /// One page of `items` starting at `cursor`, and the next cursor.
@@ -209,6 +237,13 @@ impl ServerHandler for Fixture {
             ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build()
         };
         let mut caps = caps;
+        if self.skills != Skills::None {
+            // The extension serves the files as resources.
+            caps.resources.get_or_insert_with(Default::default);
+            caps.extensions
+                .get_or_insert_with(Default::default)
+                .insert(rmcp::model::SKILLS_EXTENSION_ID.into(), Default::default());
+        }
         if self.modern {
             // The tasks extension (SEP-2663): `long` becomes a task.
             caps.extensions
@@ -339,6 +374,19 @@ impl ServerHandler for Fixture {
         Ok(GetPromptResult::new(vec![message]).into())
     }
 
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListSkillsResult, McpError> {
+        match self.skills {
+            Skills::Serve => {
+                Ok(rmcp::model::ListSkillsResult::with_all_items(vec![served_skill()]))
+            }
+            _ => Err(McpError::internal_error("the skill index is broken", None)),
+        }
+    }
+
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
@@ -400,6 +448,12 @@ impl ServerHandler for Fixture {
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
         use rmcp::model::{ReadResourceResult, ResourceContents};
         let contents = match request.uri.as_str() {
+            "skill://served-skill/SKILL.md" if self.skills == Skills::Serve => {
+                ResourceContents::text(SERVED_SKILL_MD, "skill://served-skill/SKILL.md")
+            }
+            "skill://served-skill/notes.md" if self.skills == Skills::Serve => {
+                ResourceContents::text(SERVED_SKILL_NOTES, "skill://served-skill/notes.md")
+            }
             "file:///notes.txt" => ResourceContents::text("remember the milk", "file:///notes.txt"),
             "file:///third.txt" => ResourceContents::text("third", "file:///third.txt"),
             "file:///logo.png" => ResourceContents::blob("iVBORw0KGgoAAAA=", "file:///logo.png")
@@ -609,6 +663,13 @@ async fn main() -> anyhow::Result<()> {
         hang_list,
         modern,
         list_ttl_ms,
+        skills: if has("--skills") {
+            Skills::Serve
+        } else if has("--fail-skills") {
+            Skills::Fail
+        } else {
+            Skills::None
+        },
     };
     if let Some(i) = args.iter().position(|a| a == "--sse") {
         let addr = args.get(i + 1).map_or("127.0.0.1:0", String::as_str);
@@ -698,6 +759,7 @@ async fn serve_http(fixture: Fixture, addr: &str, oauth: bool) -> anyhow::Result
                 hang_list: false,
                 modern,
                 list_ttl_ms: None,
+                skills: Skills::None,
             })
         },
         Arc::new(LocalSessionManager::default()),
@@ -800,6 +862,7 @@ mod sse {
                     hang_list: false,
                     modern: false,
                     list_ttl_ms: None,
+                    skills: crate::Skills::None,
                 };
                 tokio::spawn(async move {
                     if let Ok(service) = fixture.serve((out_tx, in_rx)).await {
