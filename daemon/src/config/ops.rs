@@ -297,7 +297,7 @@ pub(crate) fn set_skill_enabled(
         let text = read_text(&file)?;
         let mut list = names_at(&text, AT);
         let listed = list.iter().any(|n| n.to_lowercase() == lower);
-        if enabled == !listed {
+        if enabled != listed {
             continue;
         }
         list.retain(|n| n.to_lowercase() != lower);

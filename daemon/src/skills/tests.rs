@@ -229,7 +229,7 @@ fn precedence_overrides_and_disabled() -> anyhow::Result<()> {
         "the user's .agents wins"
     );
     assert!(
-        untrusted.skills.get("Shared-WS").is_none(),
+        !untrusted.skills.contains_key("Shared-WS"),
         "an untrusted workspace's skills are skipped"
     );
     Ok(())
