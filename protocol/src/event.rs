@@ -43,6 +43,7 @@ pub const KINDS: &[&str] = &[
     "mcp/resourceUpdated",
     "extensions/tampered",
     "extensions/progress",
+    "skills/changed",
 ];
 
 /// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
@@ -104,6 +105,10 @@ pub enum EventBody {
     /// A step of an extension's install or update.
     #[serde(rename = "extensions/progress")]
     ExtensionProgress(crate::extensions::ExtensionProgress),
+    /// What a session's skills are changed (a `SKILL.md` edited, added or removed, an
+    /// override, `skills.disabled`): its `skills/prompt` is different now.
+    #[serde(rename = "skills/changed")]
+    SkillsChanged(crate::skills::SkillsChanged),
 }
 
 /// Payload of `daemon/shuttingDown`.
@@ -135,6 +140,7 @@ impl EventBody {
             Self::ResourceUpdated(_) => "mcp/resourceUpdated",
             Self::ExtensionTampered(_) => "extensions/tampered",
             Self::ExtensionProgress(_) => "extensions/progress",
+            Self::SkillsChanged(_) => "skills/changed",
         }
     }
 
@@ -153,6 +159,7 @@ impl EventBody {
             Self::ElicitationRequested(a) | Self::SamplingRequested(a) => Some(&a.session),
             Self::HookRan(h) => Some(&h.session),
             Self::ExtensionProgress(p) => Some(&p.session),
+            Self::SkillsChanged(c) => Some(&c.session),
             Self::DaemonShuttingDown(_)
             | Self::McpServerState(_)
             | Self::CatalogChanged(_)

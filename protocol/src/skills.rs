@@ -326,3 +326,16 @@ pub struct AgentsListResult {
     /// Files that did not load, and overrides.
     pub diagnostics: Vec<Diagnostic>,
 }
+
+/// Event `skills/changed`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SkillsChanged {
+    /// The session.
+    pub session: SessionId,
+    /// Its enabled skills now, by name.
+    pub enabled: Vec<String>,
+    /// Skills that came, went, or changed (description, location, enabled).
+    pub changed: Vec<String>,
+}

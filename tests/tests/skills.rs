@@ -274,3 +274,46 @@ async fn skills_served_by_mcp_servers() -> anyhow::Result<()> {
     assert!(a.resources.contains("skill://served-skill/notes.md"), "{}", a.resources);
     Ok(())
 }
+
+#[tokio::test]
+async fn an_edit_is_announced_as_skills_changed() -> anyhow::Result<()> {
+    use geminid_protocol::event::EventsSubscribeParams;
+    use geminid_protocol::skills::SkillsListParams;
+    let home = TestHome::new()?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let user = home.root().join("home/.gemini/skills");
+    skill(&user, "first", "one")?;
+    let client = daemon.client().await?;
+    let workspace = home.workspace().display().to_string();
+    let session = client.create(SessionCreateParams { workspace, ..Default::default() }).await?;
+    let prompt = client.skills_prompt(SkillsListParams { session: session.id.clone() }).await?;
+    assert_eq!(prompt.names, ["first"]);
+    let params = EventsSubscribeParams {
+        session: Some(session.id.clone()),
+        kinds: Some(vec!["skills/changed".into()]),
+    };
+    let mut events = client.subscribe_events(Some(params)).await?;
+    // A new skill folder, then an edit inside an existing one (an editor's rename).
+    skill(&user, "second", "two")?;
+    let e = next_event(&mut events).await?;
+    assert_eq!(e["payload"]["changed"], serde_json::json!(["second"]), "{e}");
+    assert_eq!(e["payload"]["enabled"], serde_json::json!(["first", "second"]), "{e}");
+    let tmp = user.join("first/SKILL.md.new");
+    std::fs::write(&tmp, "---\nname: first\ndescription: edited\n---\n")?;
+    std::fs::rename(&tmp, user.join("first/SKILL.md"))?;
+    let e = next_event(&mut events).await?;
+    assert_eq!(e["payload"]["changed"], serde_json::json!(["first"]), "{e}");
+    // Removed.
+    std::fs::remove_dir_all(user.join("second"))?;
+    let e = next_event(&mut events).await?;
+    assert_eq!(e["payload"]["changed"], serde_json::json!(["second"]), "{e}");
+    assert_eq!(e["payload"]["enabled"], serde_json::json!(["first"]), "{e}");
+    Ok(())
+}
+
+async fn next_event(
+    events: &mut geminid_protocol::client::Subscription<geminid_protocol::event::Event>,
+) -> anyhow::Result<Value> {
+    let e = tokio::time::timeout(std::time::Duration::from_secs(10), events.next()).await?;
+    Ok(serde_json::to_value(e.ok_or_else(|| anyhow::anyhow!("no event"))??)?)
+}

@@ -77,6 +77,8 @@ pub struct Core {
     pub extensions: Arc<crate::extensions::Extensions>,
     /// Every `SKILL.md` read, kept until it changes.
     pub skill_cache: crate::skills::load::Cache,
+    /// Each session's skills as last announced (`skills/changed`).
+    skill_views: skills::Views,
     /// Sign-ins under way.
     sign_ins: auth::SignIns,
     /// Sessions' tool-call policies (their files' last good rules).
@@ -184,6 +186,7 @@ impl Core {
                 auth,
                 extensions,
                 skill_cache: crate::skills::load::Cache::default(),
+                skill_views: skills::Views::default(),
                 sign_ins: auth::SignIns::default(),
                 policies: crate::policy::service::Policies::default(),
                 guard,
@@ -295,6 +298,8 @@ impl Core {
                 changes.push(change);
             }
         }
+        let known: Vec<String> = self.baselines().keys().cloned().collect();
+        self.skills_check(known);
         Ok(changes)
     }
 
@@ -331,6 +336,7 @@ impl Core {
     pub fn watched_dirs(&self) -> BTreeSet<PathBuf> {
         let p = self.config.paths();
         let mut dirs: BTreeSet<PathBuf> = self.extensions.watched_dirs().into_iter().collect();
+        dirs.extend(self.skill_dirs());
         dirs.insert(p.home.join(".gemini").join("policies"));
         if let Some(system) = p.system.parent() {
             dirs.insert(system.join("policies"));
@@ -386,6 +392,7 @@ impl Core {
             self.catalog.forget(sid);
             self.guard.forget(sid);
             self.hooks.forget(sid);
+            self.skill_views.forget(sid);
             if sid == id {
                 closed = Some(s);
             }

@@ -212,9 +212,15 @@ impl Core {
         Ok((body, tree.trim_end().to_owned()))
     }
 
+    /// What a client was told: changes from here on are announced.
+    fn seen(&self, session: &str, reg: &Registry) {
+        self.skill_views.lock().entry(session.to_owned()).or_insert_with(|| view_of(reg));
+    }
+
     /// `skills/list`.
     pub(crate) fn skills_list(&self, session: &str) -> Result<SkillsListResult, SkillsError> {
         let (reg, e) = self.skill_registry(session)?;
+        self.seen(session, &reg);
         let activated = self.sessions.record(session)?.state.activated_skills;
         Ok(SkillsListResult {
             skills: reg.skills.values().map(registry::Entry::info).collect(),
@@ -227,6 +233,7 @@ impl Core {
     /// `skills/prompt`.
     pub(crate) fn skills_prompt(&self, session: &str) -> Result<SkillsPromptResult, SkillsError> {
         let (reg, _) = self.skill_registry(session)?;
+        self.seen(session, &reg);
         Ok(SkillsPromptResult {
             prompt: registry::prompt(&reg),
             names: reg.enabled().map(|e| e.skill.name.clone()).collect(),
@@ -452,5 +459,99 @@ impl Core {
     pub(crate) fn agents_list(&self, session: &str) -> Result<AgentsListResult, SkillsError> {
         let (list, diagnostics) = self.agent_registry(session)?;
         Ok(AgentsListResult { agents: list.into_values().map(|a| a.info).collect(), diagnostics })
+    }
+
+    /// Announce `skills/changed` for each of `ids` whose skills differ from what was last
+    /// seen (the first look only records).
+    pub(crate) fn skills_check(&self, ids: Vec<String>) {
+        for id in ids {
+            let Ok((reg, _)) = self.skill_registry(&id) else {
+                self.skill_views.lock().remove(&id);
+                continue;
+            };
+            let view = view_of(&reg);
+            let old = self.skill_views.lock().insert(id.clone(), view.clone());
+            let Some(old) = old else { continue };
+            let names: std::collections::BTreeSet<&String> =
+                old.keys().chain(view.keys()).collect();
+            let changed: Vec<String> =
+                names.into_iter().filter(|n| old.get(*n) != view.get(*n)).cloned().collect();
+            if changed.is_empty() {
+                continue;
+            }
+            tracing::info!(session = %id, ?changed, "skills changed");
+            let enabled = reg.enabled().map(|e| e.skill.name.clone()).collect();
+            self.events.emit(geminid_protocol::event::EventBody::SkillsChanged(
+                geminid_protocol::skills::SkillsChanged { session: id, enabled, changed },
+            ));
+        }
+    }
+
+    /// The skills and agents folders of every known session, and each folder in them (a
+    /// skill's `SKILL.md` changing must be seen), with a linked folder's target.
+    pub(crate) fn skill_dirs(&self) -> Vec<PathBuf> {
+        let home = self.home();
+        let mut roots = vec![
+            home.join(".gemini").join("skills"),
+            home.join(".agents").join("skills"),
+            home.join(".gemini").join("agents"),
+        ];
+        let known: Vec<Effective> = self.baselines().values().cloned().collect();
+        for e in known {
+            let ws = PathBuf::from(&e.public.workspace);
+            if e.public.trust.trusted && ws != home {
+                roots.push(ws.join(".gemini").join("skills"));
+                roots.push(ws.join(".agents").join("skills"));
+                roots.push(ws.join(".gemini").join("agents"));
+            }
+            for x in &e.extensions {
+                roots.extend(x.skills.iter().chain(&x.agents).cloned());
+            }
+        }
+        let mut out = Vec::new();
+        for root in roots {
+            for entry in std::fs::read_dir(&root).into_iter().flatten().filter_map(Result::ok) {
+                let path = entry.path();
+                if !path.is_dir() {
+                    continue;
+                }
+                if let Ok(real) = std::fs::canonicalize(&path)
+                    && real != path
+                {
+                    out.push(real);
+                }
+                out.push(path);
+            }
+            out.push(root);
+        }
+        out
+    }
+}
+
+/// A session's skills as announced: name to (description, location, enabled).
+type View = std::collections::BTreeMap<String, (String, PathBuf, bool)>;
+
+fn view_of(reg: &Registry) -> View {
+    reg.skills
+        .values()
+        .map(|e| {
+            let s = &e.skill;
+            (s.name.clone(), (s.description.clone(), s.location.clone(), e.enabled))
+        })
+        .collect()
+}
+
+/// Each session's [`View`].
+#[derive(Debug, Default)]
+pub(crate) struct Views(std::sync::Mutex<std::collections::HashMap<String, View>>);
+
+impl Views {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, View>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forget a session (it closed).
+    pub(super) fn forget(&self, session: &str) {
+        self.lock().remove(session);
     }
 }
