@@ -190,13 +190,18 @@ pub async fn run(
             if json {
                 output::json(&r)?;
             } else {
-                let shown: Vec<&SkillInfo> =
+                let mut shown: Vec<&SkillInfo> =
                     r.skills.iter().filter(|s| all || !s.built_in).collect();
+                // Gemini CLI's order: built-in ones last, then by name.
+                shown.sort_by_key(|s| (s.built_in, s.name.to_lowercase()));
                 if shown.is_empty() {
                     outln!("No skills discovered.");
+                } else {
+                    outln!("Discovered Agent Skills:\n");
                 }
                 for s in shown {
                     print_skill(s);
+                    outln!("");
                 }
                 if !r.skills_enabled {
                     eprintln!(

@@ -413,6 +413,9 @@ def run(s):
     import extensions
     extensions.run(s)
 
+    import skills
+    skills.run(s)
+
 
 def main():
     ap = argparse.ArgumentParser()

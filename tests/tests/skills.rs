@@ -90,6 +90,13 @@ async fn precedence_trust_edits_and_enablement() -> anyhow::Result<()> {
     let prompt = home.gemctl_json(&["skills", "prompt"])?;
     let text = prompt["prompt"].as_str().unwrap_or_default();
     assert!(text.contains("<available_skills>") && text.contains("<name>review</name>"), "{text}");
+    // Gemini CLI's list format.
+    let (code, out, _) = home.gemctl_run(&["skills", "list"])?;
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("Discovered Agent Skills:\n\nreview [Enabled]\n  Description: edited\n"),
+        "{out}"
+    );
     Ok(())
 }
 
@@ -316,4 +323,62 @@ async fn next_event(
 ) -> anyhow::Result<Value> {
     let e = tokio::time::timeout(std::time::Duration::from_secs(10), events.next()).await?;
     Ok(serde_json::to_value(e.ok_or_else(|| anyhow::anyhow!("no event"))??)?)
+}
+
+#[tokio::test]
+async fn install_from_a_git_repository_with_a_path() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    let repo = home.root().join("src/repo");
+    skill(&repo.join("skills"), "from-git", "cloned")?;
+    let git = |args: &[&str]| -> anyhow::Result<()> {
+        let ok = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@example.com",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(&repo)
+            .status()?
+            .success();
+        anyhow::ensure!(ok, "git {args:?} failed");
+        Ok(())
+    };
+    git(&["init", "-q"])?;
+    git(&["add", "-A"])?;
+    git(&["commit", "-q", "-m", "skills"])?;
+    let url = format!("file://{}", repo.display());
+    // The skills are in a folder of the repository: without --path there are none at its top.
+    let (code, _, err) = home.gemctl_run(&["skills", "install", &url, "--consent"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("no skill found"), "{err}");
+    let (code, out, err) = home.gemctl_run(&[
+        "skills",
+        "install",
+        &url,
+        "--path",
+        "skills",
+        "--scope",
+        "workspace",
+        "--consent",
+    ])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Skill \"from-git\" installed"), "{out}");
+    let installed = home.workspace().join(".gemini/skills/from-git");
+    assert!(installed.join("SKILL.md").is_file() && installed.join("scripts/run.sh").is_file());
+    assert!(!installed.join(".git").exists());
+    let left: Vec<_> = std::fs::read_dir(home.workspace().join(".gemini/skills"))?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "no staging folder is left behind: {left:?}");
+    let (code, _, err) =
+        home.gemctl_run(&["skills", "install", &url, "--path", "../..", "--consent"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("must stay inside"), "{err}");
+    Ok(())
 }
