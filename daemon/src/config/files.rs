@@ -99,14 +99,20 @@ pub(crate) fn read_input(path: &Path) -> Result<Option<String>, InputError> {
         std::fs::File::open(path)?.take(MAX_INPUT_FILE + 1).read_to_string(&mut text)?;
         Ok(text)
     };
-    let on_event_loop = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    match if on_event_loop { tokio::task::block_in_place(read) } else { read() } {
+    match off_loop(read) {
         Ok(t) if t.len() as u64 > MAX_INPUT_FILE => Err(too_big()),
         Ok(t) => Ok(Some(t)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(InputError::Io(e)),
     }
+}
+
+/// Run file system work that may take a while: off the event loop's worker (`block_in_place`)
+/// when called on one, so other connections are served meanwhile; as it is elsewhere.
+pub(crate) fn off_loop<T>(work: impl FnOnce() -> T) -> T {
+    let on_event_loop = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if on_event_loop { tokio::task::block_in_place(work) } else { work() }
 }
 
 /// Read and parse `path`, which must hold a JSON object (see [`read_input`] for what is read).

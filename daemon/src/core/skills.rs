@@ -91,12 +91,10 @@ impl Core {
             e.extensions.iter().filter_map(|x| Some((x.name.clone(), x.skills.clone()?))).collect();
         let places = registry::places(&self.home(), ws, c.trust.trusted, &exts);
         let (served, notes) = self.served_skills(session);
-        let mut reg = Registry::resolve_with(
-            &self.skill_cache,
-            &places,
-            served,
-            &disabled_names(&c.settings),
-        );
+        let disabled = disabled_names(&c.settings);
+        let mut reg = crate::config::files::off_loop(|| {
+            Registry::resolve_with(&self.skill_cache, &places, served, &disabled)
+        });
         reg.diagnostics.extend(notes);
         let ws_dirs = [ws.join(".gemini").join("skills"), ws.join(".agents").join("skills")];
         if ws != self.home() {
@@ -444,7 +442,7 @@ impl Core {
         let exts: Vec<(String, PathBuf)> =
             e.extensions.iter().filter_map(|x| Some((x.name.clone(), x.agents.clone()?))).collect();
         let places = agents::places(&self.home(), ws, c.trust.trusted, &exts);
-        let (list, mut diagnostics) = agents::registry(&places);
+        let (list, mut diagnostics) = crate::config::files::off_loop(|| agents::registry(&places));
         if ws != self.home() {
             diagnostics.extend(Self::untrusted_note(
                 &e,
