@@ -3,18 +3,20 @@
 //! prints a Markdown table for BENCHMARKS.md.
 //!
 //! Run: `cargo build --release --workspace && ./target/release/geminid-bench
-//! [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|oauth|extensions|skills|ab OTHER]` (`mcp`: only the MCP supervision figures;
+//! [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|oauth|extensions|skills|commands|ab OTHER]` (`mcp`: only the MCP supervision figures;
 //! `policy`: a policy decision against 1,000 rules; `gateway`: a call through `gemctl mcp serve`
 //! against the same call on the socket, and 4 clients × 5 servers; `elicit`: an elicitation's
 //! answer to its call's result; `oauth`: a call with a cached OAuth token against one without;
 //! `extensions`: 20 extensions of 200 files verified at start, and a reload after one file changed;
-//! `skills`: 500 skills discovered cold, and again after one SKILL.md changed;
+//! `skills`: 500 skills discovered cold, and again after one SKILL.md changed; `commands`:
+//! `commands/list`'s work over 500 command files, cold and warm;
 //! `tools`: only the call path and catalog; `instructions`: only the daemon's instructions per
 //! request, which needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary
 //! OTHER, calls interleaved; `--poll-idle`: idle CPUs poll instead of halting for the run,
 //! see `idle.rs`).
 
 mod ab;
+mod commands;
 mod elicit;
 mod extensions;
 mod gateway;
@@ -78,7 +80,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|oauth|extensions|skills|ab OTHER]";
+    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|oauth|extensions|skills|commands|ab OTHER]";
     let (flags, args): (Vec<String>, Vec<String>) =
         std::env::args().skip(1).partition(|a| a.starts_with("--"));
     let mut poll_idle = None;
@@ -99,6 +101,7 @@ async fn main() -> anyhow::Result<()> {
             "oauth" => oauth::bench().await?,
             "extensions" => extensions::bench().await?,
             "skills" => skills::bench().await?,
+            "commands" => commands::bench().await?,
             "ab" => {
                 let other = args.get(1).context(USAGE)?;
                 ab::bench(std::path::Path::new(other)).await?

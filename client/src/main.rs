@@ -172,6 +172,9 @@ enum Command {
     /// Agent definitions (subagents): list, show
     #[command(subcommand)]
     Agents(skill_cmds::AgentsCommand),
+    /// Slash commands: list (command files, MCP prompts, skills)
+    #[command(subcommand)]
+    Commands(skill_cmds::CommandsCommand),
     /// Trust a folder (default: the current directory)
     Trust {
         /// The folder
@@ -215,6 +218,7 @@ impl Command {
             | Self::Extensions(_)
             | Self::Skills(_)
             | Self::Agents(_)
+            | Self::Commands(_)
             | Self::Prompt { .. }
             | Self::Read { .. }
             | Self::Tasks { .. } => true,
@@ -526,6 +530,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
             skill_cmds::run(&client, session, cmd, cli.json).await
+        }
+        Command::Commands(cmd) => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            skill_cmds::run_commands(&client, session, cmd, cli.json).await
         }
         Command::Agents(cmd) => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;

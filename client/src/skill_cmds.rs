@@ -90,6 +90,17 @@ pub enum SkillsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum CommandsCommand {
+    /// The slash commands this session offers (command files, MCP prompts, skills), named
+    /// after Gemini CLI's conflict rules
+    List {
+        /// A front-end's own command names, which keep theirs in a conflict (comma-separated)
+        #[arg(long, value_delimiter = ',')]
+        built_ins: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum AgentsCommand {
     /// The agent definitions this session sees
     List,
@@ -399,4 +410,41 @@ pub async fn run_agents(
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Run a commands command for `session`.
+pub async fn run_commands(
+    client: &Client,
+    session: String,
+    cmd: CommandsCommand,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    use geminid_protocol::api::CommandsApiClient;
+    use geminid_protocol::commands::{CommandKind, CommandsListParams};
+    let CommandsCommand::List { built_ins } = cmd;
+    let r = client
+        .commands_list(CommandsListParams { session, built_ins })
+        .await
+        .map_err(call_error("commands/list"))?;
+    if json {
+        output::json(&r)?;
+    } else if r.commands.is_empty() {
+        outln!("No commands.");
+    } else {
+        for c in &r.commands {
+            let kind = match c.kind {
+                CommandKind::Skill => "skill",
+                CommandKind::McpPrompt => "MCP prompt",
+                CommandKind::UserFile => "user",
+                CommandKind::WorkspaceFile => "workspace",
+                CommandKind::ExtensionFile => "extension",
+                CommandKind::BuiltIn => "built in",
+            };
+            let renamed = c.renamed_from.as_ref().map(|r| format!(", for {r}")).unwrap_or_default();
+            outln!("/{} ({kind}{renamed})", c.name);
+            outln!("  {}", c.description);
+        }
+    }
+    print_diagnostics(&r.diagnostics);
+    Ok(ExitCode::SUCCESS)
 }

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod calls;
 pub(crate) mod catalog;
 pub(crate) mod clock;
+pub mod commands;
 pub mod config;
 pub mod core;
 pub mod events;

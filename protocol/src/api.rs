@@ -14,6 +14,7 @@ use crate::auth::{
     AuthBeginParams, AuthBegun, AuthLogoutParams, AuthLogoutResult, AuthProgress,
     AuthProgressParams, AuthStatusParams, AuthStatusResult,
 };
+use crate::commands::{CommandsListParams, CommandsListResult};
 use crate::config::{
     ConfigParams, ContextFilesParams, ContextFilesResult, DiagnosticsResult, EffectiveConfig,
     McpAddParams, McpAddResult, McpEnableParams, McpEnableResult, McpImportParams, McpImportResult,
@@ -388,6 +389,14 @@ pub trait HooksApi {
     /// Add Claude Code's hooks of the workspace to its settings file, converted.
     #[method(name = "migrate")]
     async fn hooks_migrate(&self, params: HooksMigrateParams) -> RpcResult<HooksMigrateResult>;
+}
+
+/// `commands/*`: the slash commands a front-end offers.
+#[rpc(server, client, namespace = "commands", namespace_separator = "/")]
+pub trait CommandsApi {
+    /// File commands, MCP prompts and skills, named after Gemini CLI's conflict rules.
+    #[method(name = "list")]
+    async fn commands_list(&self, params: CommandsListParams) -> RpcResult<CommandsListResult>;
 }
 
 /// `skills/*`: Agent Skills as each session sees them.

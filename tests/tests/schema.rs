@@ -9,6 +9,7 @@ use geminid_protocol::auth::*;
 use geminid_protocol::config::*;
 use geminid_protocol::daemon::*;
 use geminid_protocol::event::{Event, EventsSubscribeParams};
+use geminid_protocol::commands::*;
 use geminid_protocol::extensions::*;
 use geminid_protocol::hooks::*;
 use geminid_protocol::mcp::*;
@@ -119,6 +120,7 @@ fn document() -> Value {
         "skills/enable" => SkillEnableParams, SkillEnableResult;
         "skills/disable" => SkillEnableParams, SkillEnableResult;
         "agents/list" => SkillsListParams, AgentsListResult;
+        "commands/list" => CommandsListParams, CommandsListResult;
     };
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

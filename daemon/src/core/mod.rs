@@ -1,6 +1,7 @@
 //! The daemon's core: everything it owns, constructible without a socket.
 
 pub mod auth;
+mod commands;
 mod extensions;
 pub(crate) use extensions::ExtensionsError;
 pub mod hooks;
@@ -77,6 +78,8 @@ pub struct Core {
     pub extensions: Arc<crate::extensions::Extensions>,
     /// Every `SKILL.md` read, kept until it changes.
     pub skill_cache: crate::skills::load::Cache,
+    /// Every command file read, kept until it changes.
+    pub command_cache: crate::commands::load::Cache,
     /// Each session's skills as last announced (`skills/changed`).
     skill_views: skills::Views,
     /// Sign-ins under way.
@@ -186,6 +189,7 @@ impl Core {
                 auth,
                 extensions,
                 skill_cache: crate::skills::load::Cache::default(),
+                command_cache: crate::commands::load::Cache::default(),
                 skill_views: skills::Views::default(),
                 sign_ins: auth::SignIns::default(),
                 policies: crate::policy::service::Policies::default(),

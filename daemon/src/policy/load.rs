@@ -49,7 +49,7 @@ pub struct Loaded {
 }
 
 /// 1-based line and column of a byte offset.
-fn position(text: &str, offset: usize) -> (u32, u32) {
+pub(crate) fn position(text: &str, offset: usize) -> (u32, u32) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;

@@ -65,6 +65,7 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(ExtensionsApiServer::into_rpc(handler.clone()))?;
     module.merge(SkillsApiServer::into_rpc(handler.clone()))?;
     module.merge(AgentsApiServer::into_rpc(handler.clone()))?;
+    module.merge(geminid_protocol::api::CommandsApiServer::into_rpc(handler.clone()))?;
     module.merge(HooksApiServer::into_rpc(handler))?;
     Ok(module.into())
 }

@@ -74,3 +74,13 @@ impl AgentsApiServer for Handler {
         self.core.agents_list(&p.session).map_err(skills_error)
     }
 }
+
+#[async_trait]
+impl geminid_protocol::api::CommandsApiServer for Handler {
+    async fn commands_list(
+        &self,
+        p: geminid_protocol::commands::CommandsListParams,
+    ) -> RpcResult<geminid_protocol::commands::CommandsListResult> {
+        self.core.commands_list(&p).map_err(skills_error)
+    }
+}

@@ -1,0 +1,140 @@
+//! Gemini CLI's FileCommandLoader cases (`packages/cli/src/services/FileCommandLoader.test.ts`)
+//! as data, and the bad files.
+
+use std::path::Path;
+
+use super::load::{Cache, for_display, name_of};
+
+fn write(dir: &Path, rel: &str, text: &str) -> std::io::Result<()> {
+    let p = dir.join(rel);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(p, text)
+}
+
+#[test]
+fn names_and_descriptions_as_gemini_cli_makes_them() -> anyhow::Result<()> {
+    let t = tempfile::tempdir()?;
+    let d = t.path();
+    // (file, text, name, description)
+    let cases = [
+        (
+            "test.toml",
+            "prompt = \"This is a test prompt\"",
+            "test",
+            "Custom command from test.toml",
+        ),
+        (
+            "namespaced/my-test.toml",
+            "prompt = \"p\"",
+            "namespaced:my-test",
+            "Custom command from my-test.toml",
+        ),
+        (
+            "gcp/pipelines/run.toml",
+            "prompt = \"run pipeline\"",
+            "gcp:pipelines:run",
+            "Custom command from run.toml",
+        ),
+        ("test.v1.toml", "prompt = \"Test prompt\"", "test.v1", "Custom command from test.v1.toml"),
+        (
+            "described.toml",
+            "prompt = \"p\"\ndescription = \"My test command\"",
+            "described",
+            "My test command",
+        ),
+        (
+            "legacy:command.toml",
+            "prompt = \"This is a legacy command\"",
+            "legacy_command",
+            "Custom command from legacy:command.toml",
+        ),
+        (".hidden/dot.toml", "prompt = \"p\"", ".hidden:dot", "Custom command from dot.toml"),
+        (
+            "spaced.toml",
+            "prompt = \"p\"\ndescription = \"  two\\n\\tlines \\u001b[31mred\\u001b[0m \"",
+            "spaced",
+            " two lines red ",
+        ),
+    ];
+    for (file, text, _, _) in &cases {
+        write(d, file, text)?;
+    }
+    let f = Cache::default().folder(d);
+    assert!(f.diagnostics.is_empty(), "{:?}", f.diagnostics);
+    for (file, _, name, description) in &cases {
+        let c = f
+            .commands
+            .iter()
+            .find(|c| c.file == d.join(file))
+            .ok_or_else(|| anyhow::anyhow!("{file} not loaded"))?;
+        assert_eq!((c.name.as_str(), c.description.as_str()), (*name, *description), "{file}");
+    }
+    Ok(())
+}
+
+#[test]
+fn long_names_and_descriptions_are_cut() {
+    let long = "a".repeat(200);
+    let name = name_of(Path::new("/c"), &Path::new("/c").join(format!("{long}/x.toml")));
+    assert_eq!(name, format!("{}...:x", "a".repeat(47)));
+    assert_eq!(for_display(&"d".repeat(150), 100), format!("{}...", "d".repeat(97)));
+}
+
+#[test]
+fn bad_files_are_named_and_the_rest_load() -> anyhow::Result<()> {
+    let t = tempfile::tempdir()?;
+    let d = t.path();
+    write(d, "good.toml", "prompt = \"This one is fine\"")?;
+    write(d, "invalid.toml", "this is not valid toml")?;
+    write(d, "no_prompt.toml", "description = \"This file is missing a prompt\"")?;
+    write(d, "number.toml", "prompt = 12")?;
+    write(d, "braces.toml", "prompt = \"Run !{echo {unbalanced}\"")?;
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(d, d.join("loop"))?;
+    let f = Cache::default().folder(d);
+    let names: Vec<&str> = f.commands.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["good"]);
+    let said: Vec<String> =
+        f.diagnostics.iter().map(|x| format!("{}:{:?}: {}", x.file, x.line, x.message)).collect();
+    for (file, needle) in [
+        ("invalid.toml", "not valid TOML"),
+        ("no_prompt.toml", "'prompt' field is required"),
+        ("number.toml", "must be a string"),
+        ("braces.toml", "unclosed `!{`"),
+    ] {
+        assert!(said.iter().any(|m| m.contains(file) && m.contains(needle)), "{file}: {said:?}");
+    }
+    assert!(
+        said.iter().any(|m| m.contains("invalid.toml:Some(1)")),
+        "TOML errors have a line: {said:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn only_changed_files_are_read_again() -> anyhow::Result<()> {
+    let t = tempfile::tempdir()?;
+    for i in 0..4 {
+        write(t.path(), &format!("c{i}.toml"), "prompt = \"p\"")?;
+    }
+    let cache = Cache::default();
+    assert_eq!(cache.folder(t.path()).commands.len(), 4);
+    assert_eq!(cache.folder(t.path()).commands.len(), 4);
+    assert_eq!(cache.reads(), 4);
+    write(t.path(), "c2.toml", "prompt = \"changed prompt\"")?;
+    let f = cache.folder(t.path());
+    assert_eq!(cache.reads(), 5);
+    assert!(f.commands.iter().any(|c| c.prompt == "changed prompt"));
+    Ok(())
+}
+
+#[test]
+fn injections_balance_as_gemini_cli_counts_them() {
+    let got = super::injections("a !{echo {x}} b !{ls}", "!{").expect("balanced");
+    let contents: Vec<&str> = got.iter().map(|i| i.content.as_str()).collect();
+    assert_eq!(contents, ["echo {x}", "ls"]);
+    let e = super::injections("x @{a", "@{").expect_err("unclosed");
+    assert!(e.contains("character 2"), "{e}");
+}
