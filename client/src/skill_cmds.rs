@@ -98,6 +98,15 @@ pub enum CommandsCommand {
         #[arg(long, value_delimiter = ',')]
         built_ins: Vec<String>,
     },
+    /// What a command sends to the model, as the person running it (its shell commands run
+    /// when policy allows or asks; a denied one fails)
+    Expand {
+        /// The command (`git:commit`, with or without `/`)
+        name: String,
+        /// What follows the name
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -420,8 +429,30 @@ pub async fn run_commands(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     use geminid_protocol::api::CommandsApiClient;
-    use geminid_protocol::commands::{CommandKind, CommandsListParams};
-    let CommandsCommand::List { built_ins } = cmd;
+    use geminid_protocol::commands::{CommandKind, CommandsExpandParams, CommandsListParams};
+    let built_ins = match cmd {
+        CommandsCommand::List { built_ins } => built_ins,
+        CommandsCommand::Expand { name, args } => {
+            let p = CommandsExpandParams { session, name, args: args.join(" "), confirmed: true };
+            let r = client.commands_expand(p).await.map_err(call_error("commands/expand"))?;
+            if json {
+                output::json(&r)?;
+            } else {
+                if let Some(t) = &r.tool {
+                    eprintln!(
+                        "first: the tool {} {}",
+                        t.name,
+                        serde_json::Value::Object(t.args.clone())
+                    );
+                }
+                for n in &r.notes {
+                    eprintln!("note: {n}");
+                }
+                outln!("{}", r.text);
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     let r = client
         .commands_list(CommandsListParams { session, built_ins })
         .await

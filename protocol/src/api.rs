@@ -14,7 +14,9 @@ use crate::auth::{
     AuthBeginParams, AuthBegun, AuthLogoutParams, AuthLogoutResult, AuthProgress,
     AuthProgressParams, AuthStatusParams, AuthStatusResult,
 };
-use crate::commands::{CommandsListParams, CommandsListResult};
+use crate::commands::{
+    CommandsExpandParams, CommandsExpandResult, CommandsListParams, CommandsListResult,
+};
 use crate::config::{
     ConfigParams, ContextFilesParams, ContextFilesResult, DiagnosticsResult, EffectiveConfig,
     McpAddParams, McpAddResult, McpEnableParams, McpEnableResult, McpImportParams, McpImportResult,
@@ -397,6 +399,14 @@ pub trait CommandsApi {
     /// File commands, MCP prompts and skills, named after Gemini CLI's conflict rules.
     #[method(name = "list")]
     async fn commands_list(&self, params: CommandsListParams) -> RpcResult<CommandsListResult>;
+
+    /// The text a command sends to the model: `@{path}` contents, `!{cmd}` output (policy
+    /// checked as `run_shell_command`), `{{args}}`, in Gemini CLI's order.
+    #[method(name = "expand")]
+    async fn commands_expand(
+        &self,
+        params: CommandsExpandParams,
+    ) -> RpcResult<CommandsExpandResult>;
 }
 
 /// `skills/*`: Agent Skills as each session sees them.

@@ -88,3 +88,72 @@ pub struct CommandsListResult {
     /// Command files that did not load; an untrusted workspace's commands skipped.
     pub diagnostics: Vec<Diagnostic>,
 }
+
+/// `commands/expand`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CommandsExpandParams {
+    /// The session.
+    pub session: SessionId,
+    /// The command, as `commands/list` names it (without `/`).
+    pub name: String,
+    /// What the person typed after the name.
+    #[serde(default)]
+    pub args: String,
+    /// The person confirmed the shell commands it runs (`needsConfirmation` of an earlier
+    /// answer), or is the caller (`gemctl commands expand`).
+    #[serde(default)]
+    pub confirmed: bool,
+}
+
+/// A shell command an expansion ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ShellRun {
+    /// The command, `{{args}}` substituted.
+    pub command: String,
+    /// Its exit code (absent: killed by a signal, or stopped at the time limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Bytes of output it gave.
+    pub output_bytes: u64,
+}
+
+/// A tool the front-end calls for the command (a skill: `activate_skill`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ToolRequest {
+    /// The tool.
+    pub name: String,
+    /// Its arguments.
+    pub args: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Result of `commands/expand`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CommandsExpandResult {
+    /// The text to send to the model (empty while `needsConfirmation` is not).
+    pub text: String,
+    /// A tool to call first (skills), then send `text`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolRequest>,
+    /// Shell commands policy asks a person to confirm: nothing ran; call again with
+    /// `confirmed` once they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs_confirmation: Vec<String>,
+    /// The shell commands that ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ran: Vec<ShellRun>,
+    /// What could not be included (an `@{path}` outside the workspace or missing: its
+    /// placeholder is left in the text).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}

@@ -3,7 +3,7 @@
 //! an untrusted workspace loads none; bad files are named; an edit is seen.
 
 use geminid_protocol::api::{CommandsApiClient, McpApiClient, SessionApiClient};
-use geminid_protocol::commands::CommandsListParams;
+use geminid_protocol::commands::{CommandsExpandParams, CommandsListParams};
 use geminid_protocol::mcp::StartParams;
 use geminid_protocol::session::SessionCreateParams;
 use geminid_tests::mcp::{shell_env, stdio, write_user_settings};
@@ -94,5 +94,92 @@ async fn files_prompts_and_skills_with_conflicts() -> anyhow::Result<()> {
     let v = home.gemctl_json(&["commands", "list"])?;
     let commit = v["commands"].as_array().into_iter().flatten().find(|c| c["name"] == "git:commit");
     assert_eq!(commit.map(|c| c["description"].clone()), Some("Commit it now".into()));
+    Ok(())
+}
+
+#[tokio::test]
+async fn expansion_args_shell_files_and_policy() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let user = home.root().join("home/.gemini/commands");
+    write(user.join("greet.toml"), "prompt = \"Say hi to {{args}}: !{printf '%s' {{args}}}\"")?;
+    write(user.join("plain.toml"), "prompt = \"Plain\"")?;
+    write(user.join("fail.toml"), "prompt = \"A !{sh -c 'exit 3'} B\"")?;
+    write(user.join("killed.toml"), "prompt = \"!{kill -9 $$}\"")?;
+    write(user.join("denied.toml"), "prompt = \"!{rm -rf ./nothing-here}\"")?;
+    write(user.join("touch.toml"), "prompt = \"!{touch made-by-expand}\"")?;
+    write(user.join("files.toml"), "prompt = \"[@{notes.txt}] [@{../../etc/passwd}]\"")?;
+    std::fs::write(home.workspace().join("notes.txt"), "the notes")?;
+    write(
+        home.root().join("home/.gemini/policies/no-rm.toml"),
+        "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"rm\"\ndecision = \"deny\"\npriority = 100\n",
+    )?;
+    let expand = |args: &[&str]| -> anyhow::Result<Value> {
+        let mut all = vec!["commands", "expand"];
+        all.extend_from_slice(args);
+        home.gemctl_json(&all)
+    };
+
+    // {{args}} raw outside !{}, shell-quoted inside: the quote in the name cannot break out.
+    let v = expand(&["greet", "Bob", "O'Neil;", "touch", "pwned"])?;
+    assert_eq!(v["text"], "Say hi to Bob O'Neil; touch pwned: Bob O'Neil; touch pwned", "{v}");
+    assert_eq!(v["ran"][0]["exitCode"], 0, "{v}");
+    assert!(!home.workspace().join("pwned").exists());
+    // No {{args}}: the invocation is appended.
+    assert_eq!(expand(&["/plain", "x", "y"])?["text"], "Plain\n\n/plain x y");
+    assert_eq!(expand(&["plain"])?["text"], "Plain");
+    // Exit codes and signals are said after the output.
+    let v = expand(&["fail"])?;
+    assert_eq!(v["text"], "A \n[Shell command 'sh -c 'exit 3'' exited with code 3] B", "{v}");
+    let v = expand(&["killed"])?;
+    assert!(v["text"].as_str().is_some_and(|t| t.contains("terminated by signal 9")), "{v}");
+    // Denied by policy: an error, and nothing runs.
+    let (code, _, err) = home.gemctl_run(&["commands", "expand", "denied"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("blocked by policy") && err.contains("no-rm.toml"), "{err}");
+    // @{path}: inside the workspace only; the other placeholder stays, noted.
+    let v = expand(&["files"])?;
+    assert_eq!(v["text"], "[the notes] [@{../../etc/passwd}]", "{v}");
+    assert!(
+        v["notes"][0]
+            .as_str()
+            .is_some_and(|n| n.contains("outside the workspace") || n.contains("not found")),
+        "{v}"
+    );
+
+    // A headless session: the default policy denies shell commands.
+    let client = daemon.client().await?;
+    let workspace = home.workspace().display().to_string();
+    let create = SessionCreateParams { workspace: workspace.clone(), ..Default::default() };
+    let headless = client.create(create).await?;
+    let p =
+        CommandsExpandParams { session: headless.id, name: "touch".into(), ..Default::default() };
+    let e = client.commands_expand(p).await.expect_err("denied headless");
+    assert!(e.to_string().contains("blocked by policy"), "{e}");
+    // An interactive one's front-end is told what to confirm; nothing runs until it is.
+    let create = SessionCreateParams { workspace, interactive: Some(true), ..Default::default() };
+    let session = client.create(create).await?;
+    let p = CommandsExpandParams {
+        session: session.id.clone(),
+        name: "touch".into(),
+        ..Default::default()
+    };
+    let r = client.commands_expand(p.clone()).await?;
+    assert_eq!(r.needs_confirmation, ["touch made-by-expand"]);
+    assert!(r.text.is_empty() && r.ran.is_empty());
+    assert!(!home.workspace().join("made-by-expand").exists());
+    let r = client.commands_expand(CommandsExpandParams { confirmed: true, ..p }).await?;
+    assert_eq!(r.ran.len(), 1);
+    assert!(home.workspace().join("made-by-expand").exists());
+    let e = client
+        .commands_expand(CommandsExpandParams {
+            session: session.id,
+            name: "nope".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("unknown");
+    assert!(e.to_string().contains("gemctl commands list"), "{e}");
     Ok(())
 }

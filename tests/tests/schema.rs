@@ -6,10 +6,10 @@ use std::collections::BTreeSet;
 
 use geminid_protocol::asks::*;
 use geminid_protocol::auth::*;
+use geminid_protocol::commands::*;
 use geminid_protocol::config::*;
 use geminid_protocol::daemon::*;
 use geminid_protocol::event::{Event, EventsSubscribeParams};
-use geminid_protocol::commands::*;
 use geminid_protocol::extensions::*;
 use geminid_protocol::hooks::*;
 use geminid_protocol::mcp::*;
@@ -121,6 +121,7 @@ fn document() -> Value {
         "skills/disable" => SkillEnableParams, SkillEnableResult;
         "agents/list" => SkillsListParams, AgentsListResult;
         "commands/list" => CommandsListParams, CommandsListResult;
+        "commands/expand" => CommandsExpandParams, CommandsExpandResult;
     };
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",

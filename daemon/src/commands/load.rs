@@ -297,3 +297,10 @@ fn read(base: &Path, file: &Path, meta: &std::fs::Metadata) -> Result<FileComman
         .map_err(|e| refuse(format!("cannot be read: {e}")))?;
     parse(base, file, &text)
 }
+
+/// The prompt of one command file, read now.
+pub fn prompt_of(file: &Path) -> Result<String, Diagnostic> {
+    let meta = std::fs::metadata(file)
+        .map_err(|e| diagnostic(Severity::Error, file, None, format!("cannot be read: {e}")))?;
+    read(file.parent().unwrap_or(file), file, &meta).map(|c| c.prompt)
+}

@@ -2,6 +2,7 @@
 //! front-end offers for them, MCP prompts and skills after Gemini CLI's conflict rules
 //! ([`resolve`]).
 
+pub mod expand;
 pub mod load;
 pub mod resolve;
 

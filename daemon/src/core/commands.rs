@@ -1,17 +1,22 @@
-//! `commands/list` for the core: a session's slash commands (skills, MCP prompts, file
-//! commands) in Gemini CLI's order, named after its conflict rules.
+//! `commands/list` and `commands/expand` for the core: a session's slash commands (skills, MCP
+//! prompts, file commands) in Gemini CLI's order, named after its conflict rules, and what one
+//! sends to the model.
 
 use std::path::{Path, PathBuf};
 
 use geminid_protocol::commands::{
-    CommandInfo, CommandKind, CommandsListParams, CommandsListResult,
+    CommandInfo, CommandKind, CommandsExpandParams, CommandsExpandResult, CommandsListParams,
+    CommandsListResult, ShellRun, ToolRequest,
 };
 use geminid_protocol::common::Diagnostic;
+use geminid_protocol::policy::{PolicyCheckParams, PolicyDecision};
 use geminid_protocol::skills::SkillScope;
 
 use super::Core;
 use super::skills::SkillsError;
 use crate::commands::resolve::{Candidate, resolve};
+use crate::commands::{expand, load};
+use crate::skills::SkillError;
 
 impl Core {
     /// `commands/list`.
@@ -174,4 +179,205 @@ impl Core {
         }
         Ok(CommandsListResult { commands, conflicts, diagnostics })
     }
+}
+
+/// How long a command's `!{cmd}` may run.
+pub(crate) const SHELL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Core {
+    /// `commands/expand`.
+    pub(crate) async fn commands_expand(
+        &self,
+        p: CommandsExpandParams,
+    ) -> Result<CommandsExpandResult, SkillsError> {
+        let listed = self.commands_list(&CommandsListParams {
+            session: p.session.clone(),
+            built_ins: Vec::new(),
+        })?;
+        let name = p.name.strip_prefix('/').unwrap_or(&p.name);
+        let Some(info) = listed.commands.into_iter().find(|c| c.name == name) else {
+            return Err(SkillError::NotFound(format!(
+                "no command named /{name} in this session (`gemctl commands list` shows them)"
+            ))
+            .into());
+        };
+        let own = info.renamed_from.clone().unwrap_or_else(|| info.name.clone());
+        match info.kind {
+            CommandKind::Skill => {
+                let mut args = serde_json::Map::new();
+                args.insert("name".into(), own.clone().into());
+                let typed = p.args.trim();
+                let text = if typed.is_empty() {
+                    format!("Use the skill {own}")
+                } else {
+                    typed.to_owned()
+                };
+                let tool = Some(ToolRequest { name: super::skills::ACTIVATE_SKILL.into(), args });
+                Ok(CommandsExpandResult { text, tool, ..Default::default() })
+            }
+            CommandKind::McpPrompt => {
+                let server = info.server.clone().unwrap_or_default();
+                let (entries, _) = self
+                    .catalog
+                    .prompts(&p.session)
+                    .await
+                    .map_err(|e| SkillError::Io(e.to_string()))?;
+                let entry = entries
+                    .into_iter()
+                    .map(|(e, _)| e)
+                    .find(|e| {
+                        e.server == server
+                            && e.prompt.split_whitespace().collect::<Vec<_>>().join("-") == own
+                    })
+                    .ok_or_else(|| {
+                        SkillError::NotFound(format!(
+                            "the prompt of /{name} is gone from '{server}'"
+                        ))
+                    })?;
+                let got = self
+                    .catalog
+                    .get_prompt(&p.session, &entry.name, Some(p.args.clone()), None)
+                    .await
+                    .map_err(|e| SkillError::Refused(e.to_string()))?;
+                Ok(CommandsExpandResult { text: got.submit, ..Default::default() })
+            }
+            CommandKind::BuiltIn => {
+                Err(SkillError::NotFound(format!("/{name} is the front-end's own")).into())
+            }
+            CommandKind::UserFile | CommandKind::WorkspaceFile | CommandKind::ExtensionFile => {
+                let file = PathBuf::from(info.file.clone().unwrap_or_default());
+                let prompt = crate::config::files::off_loop(|| load::prompt_of(&file))
+                    .map_err(|d| SkillError::Refused(format!("{}: {}", d.file, d.message)))?;
+                self.expand_file_command(&p, name, &prompt).await
+            }
+        }
+    }
+
+    async fn expand_file_command(
+        &self,
+        p: &CommandsExpandParams,
+        name: &str,
+        prompt: &str,
+    ) -> Result<CommandsExpandResult, SkillsError> {
+        let refused =
+            |why: String| SkillsError::from(SkillError::Refused(format!("/{name}: {why}")));
+        let workspace = PathBuf::from(self.sessions.record(&p.session)?.workspace);
+        let mut out = CommandsExpandResult::default();
+        let uses_args = prompt.contains(expand::ARGS);
+        // 1. `@{path}`.
+        let text = if prompt.contains("@{") {
+            crate::config::files::off_loop(|| expand::at_files(prompt, &workspace, &mut out.notes))
+                .map_err(refused)?
+        } else {
+            prompt.to_owned()
+        };
+        // 2. `!{cmd}`: each checked as `run_shell_command` first; none runs while one is
+        // denied or waits for a person.
+        let commands = expand::shell_commands(&text, &p.args).map_err(refused)?;
+        for (_, cmd) in &commands {
+            let check = PolicyCheckParams {
+                session: p.session.clone(),
+                tool: "run_shell_command".into(),
+                args: Some(serde_json::json!({ "command": cmd })),
+                // The person asking is there to confirm: decided as for an interactive session.
+                interactive: p.confirmed.then_some(true),
+                ..Default::default()
+            };
+            let v = self.policy_check(check)?;
+            match v.decision {
+                PolicyDecision::Allow => {}
+                PolicyDecision::Deny => {
+                    return Err(SkillsError::Call(crate::calls::CallError::PolicyDenied(format!(
+                        "/{name}: the shell command \"{cmd}\" is blocked by policy ({}); nothing ran",
+                        v.reason
+                    ))));
+                }
+                PolicyDecision::AskUser if p.confirmed => {}
+                PolicyDecision::AskUser => out.needs_confirmation.push(cmd.clone()),
+            }
+        }
+        if !out.needs_confirmation.is_empty() {
+            out.needs_confirmation.dedup();
+            return Ok(out);
+        }
+        let env = self.session_env(&p.session);
+        let mut outputs = Vec::new();
+        for (_, cmd) in &commands {
+            let (run, text) = run_shell(cmd, &workspace, &env).await;
+            tracing::info!(session = %p.session, command = %name, shell = %cmd, exit = ?run.exit_code, "a command's shell injection ran");
+            out.ran.push(run);
+            outputs.push(text);
+        }
+        let text = expand::assemble(&text, &p.args, &outputs).map_err(refused)?;
+        out.text = expand::default_args(text, uses_args, name, &p.args);
+        Ok(out)
+    }
+}
+
+/// Run one `!{cmd}` in the workspace with the session's environment: its output (standard
+/// output then error, each at most 1 MiB) and Gemini CLI's status line when it did not exit 0.
+async fn run_shell(cmd: &str, cwd: &Path, env: &crate::config::env::Env) -> (ShellRun, String) {
+    use crate::hooks::run::{bounded, shell};
+    let (program, prefix) = shell(env);
+    let mut command = tokio::process::Command::new(&program);
+    command
+        .args(prefix)
+        .arg(cmd)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env.iter())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
+    let mut run =
+        ShellRun { command: cmd.to_owned(), exit_code: None, signal: None, output_bytes: 0 };
+    let mut child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return (run, format!("\n[Shell command '{cmd}' could not start: {program}: {e}]"));
+        }
+    };
+    let pgid = child.id().unwrap_or(0);
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return (run, format!("\n[Shell command '{cmd}' could not start]"));
+    };
+    let (out, err) = (tokio::spawn(bounded(stdout)), tokio::spawn(bounded(stderr)));
+    let waited = tokio::time::timeout(SHELL_TIMEOUT, async {
+        let status = child.wait().await;
+        (status, out.await, err.await)
+    })
+    .await;
+    let Ok((status, out, err)) = waited else {
+        #[cfg(unix)]
+        crate::hooks::run::stop_group(pgid).await;
+        let _ = child.kill().await;
+        let secs = SHELL_TIMEOUT.as_secs();
+        return (run, format!("\n[Shell command '{cmd}' stopped after {secs} s]"));
+    };
+    let (out, err) = (out.unwrap_or_default().0, err.unwrap_or_default().0);
+    let mut text = out;
+    text.push_str(&err);
+    run.output_bytes = text.len() as u64;
+    if let Ok(status) = status {
+        run.exit_code = status.code();
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::ExitStatusExt;
+            run.signal = status.signal();
+        }
+    }
+    match (run.exit_code, run.signal) {
+        (Some(0), _) => {}
+        (Some(code), _) => {
+            text.push_str(&format!("\n[Shell command '{cmd}' exited with code {code}]"))
+        }
+        (None, Some(sig)) => {
+            text.push_str(&format!("\n[Shell command '{cmd}' terminated by signal {sig}]"))
+        }
+        (None, None) => {}
+    }
+    (run, text)
 }

@@ -79,13 +79,13 @@ pub struct Ran {
 
 /// `s` as one single-quoted shell word.
 #[cfg(not(windows))]
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// `s` as one PowerShell word (Gemini CLI's `escapeShellArg` for PowerShell).
 #[cfg(windows)]
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
         return s.to_owned();
     }
@@ -96,12 +96,12 @@ fn shell_quote(s: &str) -> String {
 /// on Windows PowerShell (`ComSpec` when it names PowerShell, else `pwsh.exe` on the PATH, else
 /// Windows PowerShell), as Gemini CLI's `getShellConfiguration` chooses.
 #[cfg(not(windows))]
-fn shell(_env: &BTreeMap<String, String>) -> (String, &'static [&'static str]) {
+pub(crate) fn shell(_env: &BTreeMap<String, String>) -> (String, &'static [&'static str]) {
     ("bash".to_owned(), &["-c"])
 }
 
 #[cfg(windows)]
-fn shell(env: &BTreeMap<String, String>) -> (String, &'static [&'static str]) {
+pub(crate) fn shell(env: &BTreeMap<String, String>) -> (String, &'static [&'static str]) {
     const PREFIX: &[&str] = &["-NoProfile", "-NonInteractive", "-Command"];
     if let Some(spec) = env.get("ComSpec") {
         let lower = spec.to_lowercase();
@@ -173,7 +173,7 @@ pub fn interpret(stdout: &str, stderr: &str, exit: i32) -> Option<(Map<String, V
 
 /// Read a stream to its end, keeping the first [`MAX_OUTPUT`] bytes: the text, and whether
 /// it was cut.
-async fn bounded(mut r: impl AsyncRead + Unpin) -> (String, bool) {
+pub(crate) async fn bounded(mut r: impl AsyncRead + Unpin) -> (String, bool) {
     let mut kept = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut cut = false;
@@ -204,7 +204,7 @@ fn group_alive(pgid: u32) -> bool {
 
 /// Stop a hook's process group: SIGTERM, then SIGKILL to whatever is left after the grace.
 #[cfg(unix)]
-async fn stop_group(pgid: u32) {
+pub(crate) async fn stop_group(pgid: u32) {
     use nix::sys::signal::Signal;
     signal_group(pgid, Signal::SIGTERM);
     let until = Instant::now() + KILL_GRACE;

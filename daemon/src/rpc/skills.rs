@@ -83,4 +83,11 @@ impl geminid_protocol::api::CommandsApiServer for Handler {
     ) -> RpcResult<geminid_protocol::commands::CommandsListResult> {
         self.core.commands_list(&p).map_err(skills_error)
     }
+
+    async fn commands_expand(
+        &self,
+        p: geminid_protocol::commands::CommandsExpandParams,
+    ) -> RpcResult<geminid_protocol::commands::CommandsExpandResult> {
+        self.core.commands_expand(p).await.map_err(skills_error)
+    }
 }

@@ -1,0 +1,195 @@
+//! A file command's prompt made into what the model gets, in Gemini CLI's order: `@{path}`
+//! (a file's or a folder's content, only inside the workspace), then `!{cmd}` (its output, the
+//! command run by the caller once policy allows it) with `{{args}}` shell-escaped inside and
+//! raw outside, then, when the prompt has no `{{args}}`, the whole invocation appended.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::injections;
+
+/// The placeholder for what the person typed after the command.
+pub const ARGS: &str = "{{args}}";
+/// The largest file `@{path}` includes, and the most a folder's files may add up to.
+pub const MAX_INCLUDED: u64 = 1 << 20;
+
+use crate::hooks::run::shell_quote;
+
+/// The absolute path `@{given}` names, if it is inside `workspace`.
+fn inside(workspace: &Path, given: &str) -> Result<PathBuf, String> {
+    let root = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let joined =
+        if Path::new(given).is_absolute() { PathBuf::from(given) } else { root.join(given) };
+    let real = std::fs::canonicalize(&joined)
+        .map_err(|_| format!("Path not found in workspace: {given}"))?;
+    if !real.starts_with(&root) {
+        return Err(format!("{given} is outside the workspace ({}): not included", root.display()));
+    }
+    Ok(real)
+}
+
+fn read_text(file: &Path, budget: &mut u64) -> Result<String, String> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(*budget + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    if bytes.len() as u64 > *budget {
+        return Err(format!(
+            "{} is larger than the {} KiB that may be included",
+            file.display(),
+            MAX_INCLUDED >> 10
+        ));
+    }
+    *budget -= bytes.len() as u64;
+    Ok(String::from_utf8(bytes)
+        .unwrap_or_else(|e| format!("[binary file, {} bytes]", e.as_bytes().len())))
+}
+
+/// The content `@{given}` stands for, as Gemini CLI lays out a file or a folder's files.
+pub fn include(workspace: &Path, given: &str) -> Result<String, String> {
+    let path = inside(workspace, given)?;
+    let mut budget = MAX_INCLUDED;
+    if !path.is_dir() {
+        return read_text(&path, &mut budget);
+    }
+    let root = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let mut files = Vec::new();
+    let mut pending = vec![path.clone()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().filter_map(Result::ok) {
+            let p = entry.path();
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() && entry.file_name() != ".git" {
+                pending.push(p);
+            } else if kind.is_file() || kind.is_symlink() {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let mut out = format!("--- Start of content for directory: {given} ---\n");
+    for f in files {
+        let rel = f.strip_prefix(&path).unwrap_or(&f).display().to_string();
+        match std::fs::canonicalize(&f) {
+            Ok(real) if real.starts_with(&root) && real.is_file() => {
+                out.push_str(&format!("--- {rel} ---\n"));
+                out.push_str(&read_text(&real, &mut budget)?);
+                out.push('\n');
+            }
+            Ok(_) | Err(_) => {
+                out.push_str(&format!("--- Skipped {rel}: traverses outside workspace ---\n\n"));
+            }
+        }
+    }
+    out.push_str(&format!("--- End of content for directory: {given} ---"));
+    Ok(out)
+}
+
+/// Step 1: every `@{path}` replaced by its content; one that cannot be read stays as written
+/// and is noted.
+pub fn at_files(prompt: &str, workspace: &Path, notes: &mut Vec<String>) -> Result<String, String> {
+    let found = injections(prompt, "@{")?;
+    let mut out = String::new();
+    let mut last = 0;
+    for inj in found {
+        out.push_str(&prompt[last..inj.start]);
+        match include(workspace, &inj.content) {
+            Ok(text) => out.push_str(&text),
+            Err(why) => {
+                notes.push(format!("Failed to inject content for '@{{{}}}': {why}", inj.content));
+                out.push_str(&prompt[inj.start..inj.end]);
+            }
+        }
+        last = inj.end;
+    }
+    out.push_str(&prompt[last..]);
+    Ok(out)
+}
+
+/// The `!{cmd}` injections of a prompt, `{{args}}` shell-escaped in each (empty ones left out).
+pub fn shell_commands(prompt: &str, args: &str) -> Result<Vec<(super::Injection, String)>, String> {
+    let quoted = shell_quote(args);
+    Ok(injections(prompt, "!{")?
+        .into_iter()
+        .filter(|i| !i.content.is_empty())
+        .map(|i| {
+            let cmd = i.content.replace(ARGS, &quoted);
+            (i, cmd)
+        })
+        .collect())
+}
+
+/// Step 2's assembly: the prompt with each `!{cmd}` replaced by `outputs` (in order) and
+/// `{{args}}` raw elsewhere; empty `!{}` vanish.
+pub fn assemble(prompt: &str, args: &str, outputs: &[String]) -> Result<String, String> {
+    let mut out = String::new();
+    let mut last = 0;
+    let mut next = outputs.iter();
+    for inj in injections(prompt, "!{")? {
+        out.push_str(&prompt[last..inj.start].replace(ARGS, args));
+        if !inj.content.is_empty() {
+            out.push_str(next.next().map_or("", String::as_str));
+        }
+        last = inj.end;
+    }
+    out.push_str(&prompt[last..].replace(ARGS, args));
+    Ok(out)
+}
+
+/// Step 3: without `{{args}}` in the prompt, the invocation as typed is appended when it had
+/// arguments.
+pub fn default_args(text: String, uses_args: bool, name: &str, args: &str) -> String {
+    if uses_args || args.trim().is_empty() {
+        return text;
+    }
+    format!("{text}\n\n/{name} {args}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_and_assembly() -> Result<(), String> {
+        #[cfg(unix)]
+        assert_eq!(shell_quote("it's; rm -rf /"), "'it'\\''s; rm -rf /'");
+        let cmds = shell_commands("x !{grep {{args}} f} y !{} z", "a b")?;
+        assert_eq!(cmds.iter().map(|c| c.1.as_str()).collect::<Vec<_>>(), ["grep 'a b' f"]);
+        let text = assemble("see {{args}}: !{grep {{args}} f}!{}.", "a b", &["OUT".to_owned()])?;
+        assert_eq!(text, "see a b: OUT.");
+        assert_eq!(default_args("p".into(), false, "c", "x y"), "p\n\n/c x y");
+        assert_eq!(default_args("p".into(), true, "c", "x y"), "p");
+        assert_eq!(default_args("p".into(), false, "c", "  "), "p");
+        Ok(())
+    }
+
+    #[test]
+    fn at_files_stay_inside_the_workspace() -> anyhow::Result<()> {
+        let t = tempfile::tempdir()?;
+        let ws = t.path().join("ws");
+        std::fs::create_dir_all(ws.join("docs/sub"))?;
+        std::fs::write(ws.join("notes.txt"), "N")?;
+        std::fs::write(ws.join("docs/a.md"), "A")?;
+        std::fs::write(ws.join("docs/sub/b.md"), "B")?;
+        std::fs::write(t.path().join("secret"), "S")?;
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(t.path().join("secret"), ws.join("docs/leak"))?;
+        let mut notes = Vec::new();
+        let text =
+            at_files("[@{notes.txt}] [@{docs}] [@{../secret}] [@{/etc/passwd}]", &ws, &mut notes)
+                .map_err(|e| anyhow::anyhow!(e))?;
+        assert!(
+            text.starts_with(
+                "[N] [--- Start of content for directory: docs ---\n--- a.md ---\nA\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("--- sub/b.md ---\nB\n"), "{text}");
+        #[cfg(unix)]
+        assert!(text.contains("--- Skipped leak: traverses outside workspace ---"), "{text}");
+        assert!(text.ends_with("[@{../secret}] [@{/etc/passwd}]"), "placeholders stay: {text}");
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes.iter().all(|n| n.contains("outside the workspace")), "{notes:?}");
+        Ok(())
+    }
+}
