@@ -157,3 +157,14 @@ pub struct CommandsExpandResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
+
+/// Event `commands/changed`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CommandsChanged {
+    /// The session.
+    pub session: SessionId,
+    /// Commands that came, went, or changed (description, source), by name.
+    pub changed: Vec<String>,
+}

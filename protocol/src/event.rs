@@ -44,6 +44,7 @@ pub const KINDS: &[&str] = &[
     "extensions/tampered",
     "extensions/progress",
     "skills/changed",
+    "commands/changed",
 ];
 
 /// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
@@ -109,6 +110,10 @@ pub enum EventBody {
     /// override, `skills.disabled`): its `skills/prompt` is different now.
     #[serde(rename = "skills/changed")]
     SkillsChanged(crate::skills::SkillsChanged),
+    /// A session's slash commands are different now (a command file added, edited or
+    /// removed; a skill or prompt that became one): fetch `commands/list` again.
+    #[serde(rename = "commands/changed")]
+    CommandsChanged(crate::commands::CommandsChanged),
 }
 
 /// Payload of `daemon/shuttingDown`.
@@ -141,6 +146,7 @@ impl EventBody {
             Self::ExtensionTampered(_) => "extensions/tampered",
             Self::ExtensionProgress(_) => "extensions/progress",
             Self::SkillsChanged(_) => "skills/changed",
+            Self::CommandsChanged(_) => "commands/changed",
         }
     }
 
@@ -160,6 +166,7 @@ impl EventBody {
             Self::HookRan(h) => Some(&h.session),
             Self::ExtensionProgress(p) => Some(&p.session),
             Self::SkillsChanged(c) => Some(&c.session),
+            Self::CommandsChanged(c) => Some(&c.session),
             Self::DaemonShuttingDown(_)
             | Self::McpServerState(_)
             | Self::CatalogChanged(_)

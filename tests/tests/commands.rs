@@ -183,3 +183,27 @@ async fn expansion_args_shell_files_and_policy() -> anyhow::Result<()> {
     assert!(e.to_string().contains("gemctl commands list"), "{e}");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_new_command_file_is_announced() -> anyhow::Result<()> {
+    use geminid_protocol::event::EventsSubscribeParams;
+    let home = TestHome::new()?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let user = home.root().join("home/.gemini/commands");
+    write(user.join("one.toml"), "prompt = \"1\"")?;
+    let client = daemon.client().await?;
+    let workspace = home.workspace().display().to_string();
+    let session = client.create(SessionCreateParams { workspace, ..Default::default() }).await?;
+    let p = CommandsListParams { session: session.id.clone(), built_ins: Vec::new() };
+    assert_eq!(client.commands_list(p).await?.commands.len(), 1);
+    let kinds = Some(vec!["commands/changed".into()]);
+    let params = EventsSubscribeParams { session: Some(session.id.clone()), kinds };
+    let mut events = client.subscribe_events(Some(params)).await?;
+    // In a new namespace folder: the folder's creation is seen, then its file.
+    write(user.join("ns/two.toml"), "prompt = \"2\"")?;
+    let e = tokio::time::timeout(std::time::Duration::from_secs(10), events.next()).await?;
+    let e = serde_json::to_value(e.ok_or_else(|| anyhow::anyhow!("no event"))??)?;
+    assert_eq!(e["payload"]["changed"], serde_json::json!(["ns:two"]), "{e}");
+    Ok(())
+}

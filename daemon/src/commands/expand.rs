@@ -6,6 +6,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use super::ignore::Ignore;
 use super::injections;
 
 /// The placeholder for what the person typed after the command.
@@ -45,14 +46,27 @@ fn read_text(file: &Path, budget: &mut u64) -> Result<String, String> {
         .unwrap_or_else(|e| format!("[binary file, {} bytes]", e.as_bytes().len())))
 }
 
-/// The content `@{given}` stands for, as Gemini CLI lays out a file or a folder's files.
-pub fn include(workspace: &Path, given: &str) -> Result<String, String> {
+/// The content `@{given}` stands for, as Gemini CLI lays out a file or a folder's files; what
+/// the workspace's ignore files name is left out (said in `notes` for a file named alone).
+pub fn include(
+    workspace: &Path,
+    given: &str,
+    ignore: &Ignore,
+    notes: &mut Vec<String>,
+) -> Result<String, String> {
     let path = inside(workspace, given)?;
+    let root = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let rel_of = |p: &Path| p.strip_prefix(&root).unwrap_or(p).to_string_lossy().replace('\\', "/");
     let mut budget = MAX_INCLUDED;
     if !path.is_dir() {
+        if ignore.ignores(&rel_of(&path)) {
+            notes.push(format!(
+                "File '@{{{given}}}' was ignored by .gitignore or .geminiignore and was not included"
+            ));
+            return Ok(String::new());
+        }
         return read_text(&path, &mut budget);
     }
-    let root = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     let mut files = Vec::new();
     let mut pending = vec![path.clone()];
     while let Some(d) = pending.pop() {
@@ -71,6 +85,7 @@ pub fn include(workspace: &Path, given: &str) -> Result<String, String> {
     for f in files {
         let rel = f.strip_prefix(&path).unwrap_or(&f).display().to_string();
         match std::fs::canonicalize(&f) {
+            Ok(real) if real.starts_with(&root) && ignore.ignores(&rel_of(&real)) => {}
             Ok(real) if real.starts_with(&root) && real.is_file() => {
                 out.push_str(&format!("--- {rel} ---\n"));
                 out.push_str(&read_text(&real, &mut budget)?);
@@ -89,11 +104,12 @@ pub fn include(workspace: &Path, given: &str) -> Result<String, String> {
 /// and is noted.
 pub fn at_files(prompt: &str, workspace: &Path, notes: &mut Vec<String>) -> Result<String, String> {
     let found = injections(prompt, "@{")?;
+    let ignore = Ignore::of(workspace);
     let mut out = String::new();
     let mut last = 0;
     for inj in found {
         out.push_str(&prompt[last..inj.start]);
-        match include(workspace, &inj.content) {
+        match include(workspace, &inj.content, &ignore, notes) {
             Ok(text) => out.push_str(&text),
             Err(why) => {
                 notes.push(format!("Failed to inject content for '@{{{}}}': {why}", inj.content));
@@ -172,15 +188,21 @@ mod tests {
         std::fs::write(ws.join("docs/a.md"), "A")?;
         std::fs::write(ws.join("docs/sub/b.md"), "B")?;
         std::fs::write(t.path().join("secret"), "S")?;
+        std::fs::write(ws.join(".geminiignore"), "*.tmp\n")?;
+        std::fs::write(ws.join("docs/skip.tmp"), "T")?;
+        std::fs::write(ws.join("alone.tmp"), "T")?;
         #[cfg(unix)]
         std::os::unix::fs::symlink(t.path().join("secret"), ws.join("docs/leak"))?;
         let mut notes = Vec::new();
-        let text =
-            at_files("[@{notes.txt}] [@{docs}] [@{../secret}] [@{/etc/passwd}]", &ws, &mut notes)
-                .map_err(|e| anyhow::anyhow!(e))?;
+        let text = at_files(
+            "[@{alone.tmp}][@{notes.txt}] [@{docs}] [@{../secret}] [@{/etc/passwd}]",
+            &ws,
+            &mut notes,
+        )
+        .map_err(|e| anyhow::anyhow!(e))?;
         assert!(
             text.starts_with(
-                "[N] [--- Start of content for directory: docs ---\n--- a.md ---\nA\n"
+                "[][N] [--- Start of content for directory: docs ---\n--- a.md ---\nA\n"
             ),
             "{text}"
         );
@@ -188,8 +210,10 @@ mod tests {
         #[cfg(unix)]
         assert!(text.contains("--- Skipped leak: traverses outside workspace ---"), "{text}");
         assert!(text.ends_with("[@{../secret}] [@{/etc/passwd}]"), "placeholders stay: {text}");
-        assert_eq!(notes.len(), 2, "{notes:?}");
-        assert!(notes.iter().all(|n| n.contains("outside the workspace")), "{notes:?}");
+        assert!(!text.contains("skip.tmp"), "ignored: {text}");
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[0].contains("was ignored by .gitignore or .geminiignore"), "{notes:?}");
+        assert!(notes[1..].iter().all(|n| n.contains("outside the workspace")), "{notes:?}");
         Ok(())
     }
 }

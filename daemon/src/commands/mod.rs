@@ -3,6 +3,7 @@
 //! ([`resolve`]).
 
 pub mod expand;
+pub mod ignore;
 pub mod load;
 pub mod resolve;
 

@@ -177,7 +177,10 @@ impl Core {
             }
             commands.push(info);
         }
-        Ok(CommandsListResult { commands, conflicts, diagnostics })
+        let result = CommandsListResult { commands, conflicts, diagnostics };
+        // What a client was told: changes from here on are announced.
+        self.command_views.lock().entry(p.session.clone()).or_insert_with(|| listed_of(&result));
+        Ok(result)
     }
 }
 
@@ -380,4 +383,86 @@ async fn run_shell(cmd: &str, cwd: &Path, env: &crate::config::env::Env) -> (She
         (None, None) => {}
     }
     (run, text)
+}
+
+/// A session's commands as announced: name to (kind, description, file).
+type Listed = std::collections::BTreeMap<String, (CommandKind, String, Option<String>)>;
+
+fn listed_of(list: &CommandsListResult) -> Listed {
+    list.commands
+        .iter()
+        .map(|c| (c.name.clone(), (c.kind, c.description.clone(), c.file.clone())))
+        .collect()
+}
+
+/// Each session's [`Listed`].
+#[derive(Debug, Default)]
+pub(crate) struct CommandViews(std::sync::Mutex<std::collections::HashMap<String, Listed>>);
+
+impl CommandViews {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Listed>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Core {
+    /// Announce `commands/changed` for each of `ids` whose commands differ from what was last
+    /// seen (the first look only records).
+    pub(crate) fn commands_check(&self, ids: &[String]) {
+        for id in ids {
+            let p = CommandsListParams { session: id.clone(), built_ins: Vec::new() };
+            let Ok(list) = self.commands_list(&p) else {
+                self.command_views.lock().remove(id);
+                continue;
+            };
+            let now = listed_of(&list);
+            let Some(old) = self.command_views.lock().insert(id.clone(), now.clone()) else {
+                continue;
+            };
+            let names: std::collections::BTreeSet<&String> = old.keys().chain(now.keys()).collect();
+            let changed: Vec<String> =
+                names.into_iter().filter(|n| old.get(*n) != now.get(*n)).cloned().collect();
+            if !changed.is_empty() {
+                tracing::info!(session = %id, ?changed, "commands changed");
+                self.events.emit(geminid_protocol::event::EventBody::CommandsChanged(
+                    geminid_protocol::commands::CommandsChanged { session: id.clone(), changed },
+                ));
+            }
+        }
+    }
+
+    /// Forget a closed session's announced skills and commands.
+    pub(crate) fn forget_lists(&self, session: &str) {
+        self.skill_views.forget(session);
+        self.command_views.lock().remove(session);
+    }
+
+    /// Every commands folder of the known sessions, and every folder in them.
+    pub(crate) fn command_dirs(&self) -> Vec<PathBuf> {
+        let home = self.config.paths().home.clone();
+        let mut roots = vec![home.join(".gemini").join("commands")];
+        for e in self.baselines().values() {
+            let ws = PathBuf::from(&e.public.workspace);
+            if e.public.trust.trusted && ws != home {
+                roots.push(ws.join(".gemini").join("commands"));
+            }
+            roots.extend(e.extensions.iter().filter_map(|x| x.commands.clone()));
+        }
+        let mut out = Vec::new();
+        for root in roots {
+            let mut pending = vec![root];
+            while let Some(d) = pending.pop() {
+                if out.len() > load::MAX_FILES {
+                    break;
+                }
+                for entry in std::fs::read_dir(&d).into_iter().flatten().filter_map(Result::ok) {
+                    if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        pending.push(entry.path());
+                    }
+                }
+                out.push(d);
+            }
+        }
+        out
+    }
 }

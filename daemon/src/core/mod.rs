@@ -78,8 +78,9 @@ pub struct Core {
     pub extensions: Arc<crate::extensions::Extensions>,
     /// Every `SKILL.md` read, kept until it changes.
     pub skill_cache: crate::skills::load::Cache,
-    /// Every command file read, kept until it changes.
+    /// Every command file read, kept until it changes; each session's commands as announced.
     pub command_cache: crate::commands::load::Cache,
+    command_views: commands::CommandViews,
     /// Each session's skills as last announced (`skills/changed`).
     skill_views: skills::Views,
     /// Sign-ins under way.
@@ -190,6 +191,7 @@ impl Core {
                 extensions,
                 skill_cache: crate::skills::load::Cache::default(),
                 command_cache: crate::commands::load::Cache::default(),
+                command_views: commands::CommandViews::default(),
                 skill_views: skills::Views::default(),
                 sign_ins: auth::SignIns::default(),
                 policies: crate::policy::service::Policies::default(),
@@ -396,7 +398,7 @@ impl Core {
             self.catalog.forget(sid);
             self.guard.forget(sid);
             self.hooks.forget(sid);
-            self.skill_views.forget(sid);
+            self.forget_lists(sid);
             if sid == id {
                 closed = Some(s);
             }

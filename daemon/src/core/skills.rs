@@ -462,6 +462,7 @@ impl Core {
     /// Announce `skills/changed` for each of `ids` whose skills differ from what was last
     /// seen (the first look only records).
     pub(crate) fn skills_check(&self, ids: Vec<String>) {
+        let known = ids.clone();
         for id in ids {
             let Ok((reg, _)) = self.skill_registry(&id) else {
                 self.skill_views.lock().remove(&id);
@@ -483,6 +484,7 @@ impl Core {
                 geminid_protocol::skills::SkillsChanged { session: id, enabled, changed },
             ));
         }
+        self.commands_check(&known);
     }
 
     /// The skills and agents folders of every known session, and each folder in them (a
@@ -506,7 +508,7 @@ impl Core {
                 roots.extend(x.skills.iter().chain(&x.agents).cloned());
             }
         }
-        let mut out = Vec::new();
+        let mut out = self.command_dirs();
         for root in roots {
             for entry in std::fs::read_dir(&root).into_iter().flatten().filter_map(Result::ok) {
                 let path = entry.path();
