@@ -2,26 +2,16 @@
 //! folders through the daemon's cache, then naming every command after the conflict rules),
 //! cold and warm, against reading the same files whole.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use geminid::commands::load::Cache;
 use geminid::commands::resolve::{Candidate, resolve};
 use geminid_protocol::commands::CommandKind;
 
-use crate::{ms, stats};
+use crate::{ms, read_all, stats};
 
 const FILES: usize = 500;
 const ROUNDS: usize = 30;
-
-fn read_all(dir: &Path) -> anyhow::Result<usize> {
-    let mut n = 0;
-    for entry in std::fs::read_dir(dir)? {
-        let p = entry?.path();
-        n += if p.is_dir() { read_all(&p)? } else { std::fs::read(&p)?.len() };
-    }
-    Ok(n)
-}
 
 fn list(cache: &Cache, dirs: &[(std::path::PathBuf, CommandKind)]) -> usize {
     let mut candidates = Vec::new();

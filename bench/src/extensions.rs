@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use geminid::extensions::Extensions;
 use geminid_protocol::extensions::IntegrityState;
 
-use crate::{ms, stats};
+use crate::{ms, read_all, stats};
 
 const EXTENSIONS: usize = 20;
 const FILES: usize = 200;
@@ -34,16 +34,6 @@ fn make(root: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Reads every file under `dir` whole (the baseline: what any check must at least do).
-fn read_all(dir: &Path) -> anyhow::Result<usize> {
-    let mut n = 0;
-    for entry in std::fs::read_dir(dir)? {
-        let p = entry?.path();
-        n += if p.is_dir() { read_all(&p)? } else { std::fs::read(&p)?.len() };
-    }
-    Ok(n)
 }
 
 pub async fn bench() -> anyhow::Result<Vec<String>> {

@@ -59,6 +59,16 @@ pub(crate) fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// Every file under `dir` read whole: the baseline a check of those files is measured against.
+pub(crate) fn read_all(dir: &std::path::Path) -> anyhow::Result<usize> {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let p = entry?.path();
+        n += if p.is_dir() { read_all(&p)? } else { std::fs::read(&p)?.len() };
+    }
+    Ok(n)
+}
+
 pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }

@@ -2,25 +2,15 @@
 //! reading the same files whole, and the discovery after one `SKILL.md` changed, which must
 //! parse that one file only.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use geminid::skills::load::Cache;
 use geminid::skills::registry::{Registry, places};
 
-use crate::{ms, stats};
+use crate::{ms, read_all, stats};
 
 const SKILLS: usize = 500;
 const ROUNDS: usize = 30;
-
-fn read_all(dir: &Path) -> anyhow::Result<usize> {
-    let mut n = 0;
-    for entry in std::fs::read_dir(dir)? {
-        let p = entry?.path();
-        n += if p.is_dir() { read_all(&p)? } else { std::fs::read(&p)?.len() };
-    }
-    Ok(n)
-}
 
 pub async fn bench() -> anyhow::Result<Vec<String>> {
     eprintln!("skills: {SKILLS} skills discovered cold, and again after one SKILL.md changed");

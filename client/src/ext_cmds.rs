@@ -113,7 +113,8 @@ fn parse_setting(s: &str) -> Result<(String, String), String> {
     }
 }
 
-fn parse_scope(s: &str) -> Result<WriteScope, String> {
+/// `user`, or `workspace` (also `project`): which settings file (or rule) a command writes.
+pub(crate) fn parse_scope(s: &str) -> Result<WriteScope, String> {
     match s {
         "user" => Ok(WriteScope::User),
         "workspace" | "project" => Ok(WriteScope::Project),

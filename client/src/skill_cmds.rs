@@ -15,7 +15,7 @@ use geminid_protocol::skills::{
     SkillInstallScope, SkillUninstallParams, SkillsListParams,
 };
 
-use crate::ext_cmds::{absolute, ask_yes};
+use crate::ext_cmds::{absolute, ask_yes, parse_scope};
 use crate::output::outln;
 use crate::{call_error, output};
 
@@ -124,14 +124,6 @@ fn parse_install_scope(s: &str) -> Result<SkillInstallScope, String> {
     match s {
         "user" => Ok(SkillInstallScope::User),
         "workspace" | "project" => Ok(SkillInstallScope::Workspace),
-        other => Err(format!("{other:?} is not a scope: user or workspace")),
-    }
-}
-
-fn parse_scope(s: &str) -> Result<WriteScope, String> {
-    match s {
-        "user" => Ok(WriteScope::User),
-        "workspace" | "project" => Ok(WriteScope::Project),
         other => Err(format!("{other:?} is not a scope: user or workspace")),
     }
 }
