@@ -126,7 +126,7 @@ impl Core {
             exts.sort();
             dirs.extend(exts.into_iter().map(|(n, d)| (d, CommandKind::ExtensionFile, Some(n))));
             for (dir, kind, ext) in dirs {
-                let folder = crate::config::files::off_loop(|| self.command_cache.folder(&dir));
+                let folder = crate::config::files::off_loop(|| self.lists.commands.folder(&dir));
                 diagnostics.extend(folder.diagnostics);
                 for f in folder.commands {
                     let description = match &ext {
@@ -179,7 +179,11 @@ impl Core {
         }
         let result = CommandsListResult { commands, conflicts, diagnostics };
         // What a client was told: changes from here on are announced.
-        self.command_views.lock().entry(p.session.clone()).or_insert_with(|| listed_of(&result));
+        self.lists
+            .command_views
+            .lock()
+            .entry(p.session.clone())
+            .or_insert_with(|| listed_of(&result));
         Ok(result)
     }
 }
@@ -395,6 +399,19 @@ fn listed_of(list: &CommandsListResult) -> Listed {
         .collect()
 }
 
+/// What the core keeps of skill and command files: each file as parsed (again only when it
+/// changes), and what each session was last told of them (for `skills/changed` and
+/// `commands/changed`).
+#[derive(Debug, Default)]
+pub struct Lists {
+    /// Every `SKILL.md` read.
+    pub skills: crate::skills::load::Cache,
+    /// Every command file read.
+    pub commands: load::Cache,
+    pub(super) skill_views: super::skills::Views,
+    command_views: CommandViews,
+}
+
 /// Each session's [`Listed`].
 #[derive(Debug, Default)]
 pub(crate) struct CommandViews(std::sync::Mutex<std::collections::HashMap<String, Listed>>);
@@ -412,11 +429,11 @@ impl Core {
         for id in ids {
             let p = CommandsListParams { session: id.clone(), built_ins: Vec::new() };
             let Ok(list) = self.commands_list(&p) else {
-                self.command_views.lock().remove(id);
+                self.lists.command_views.lock().remove(id);
                 continue;
             };
             let now = listed_of(&list);
-            let Some(old) = self.command_views.lock().insert(id.clone(), now.clone()) else {
+            let Some(old) = self.lists.command_views.lock().insert(id.clone(), now.clone()) else {
                 continue;
             };
             let names: std::collections::BTreeSet<&String> = old.keys().chain(now.keys()).collect();
@@ -433,8 +450,8 @@ impl Core {
 
     /// Forget a closed session's announced skills and commands.
     pub(crate) fn forget_lists(&self, session: &str) {
-        self.skill_views.forget(session);
-        self.command_views.lock().remove(session);
+        self.lists.skill_views.forget(session);
+        self.lists.command_views.lock().remove(session);
     }
 
     /// Every commands folder of the known sessions, and every folder in them.

@@ -76,13 +76,8 @@ pub struct Core {
     pub auth: Arc<crate::auth::Auth>,
     /// Installed extensions, their integrity and enablement.
     pub extensions: Arc<crate::extensions::Extensions>,
-    /// Every `SKILL.md` read, kept until it changes.
-    pub skill_cache: crate::skills::load::Cache,
-    /// Every command file read, kept until it changes; each session's commands as announced.
-    pub command_cache: crate::commands::load::Cache,
-    command_views: commands::CommandViews,
-    /// Each session's skills as last announced (`skills/changed`).
-    skill_views: skills::Views,
+    /// Skill and command files as parsed, and what each session was last told of them.
+    pub lists: commands::Lists,
     /// Sign-ins under way.
     sign_ins: auth::SignIns,
     /// Sessions' tool-call policies (their files' last good rules).
@@ -189,10 +184,7 @@ impl Core {
                 secrets,
                 auth,
                 extensions,
-                skill_cache: crate::skills::load::Cache::default(),
-                command_cache: crate::commands::load::Cache::default(),
-                command_views: commands::CommandViews::default(),
-                skill_views: skills::Views::default(),
+                lists: commands::Lists::default(),
                 sign_ins: auth::SignIns::default(),
                 policies: crate::policy::service::Policies::default(),
                 guard,

@@ -93,7 +93,7 @@ impl Core {
         let (served, notes) = self.served_skills(session);
         let disabled = disabled_names(&c.settings);
         let mut reg = crate::config::files::off_loop(|| {
-            Registry::resolve_with(&self.skill_cache, &places, served, &disabled)
+            Registry::resolve_with(&self.lists.skills, &places, served, &disabled)
         });
         reg.diagnostics.extend(notes);
         let ws_dirs = [ws.join(".gemini").join("skills"), ws.join(".agents").join("skills")];
@@ -212,7 +212,7 @@ impl Core {
 
     /// What a client was told: changes from here on are announced.
     fn seen(&self, session: &str, reg: &Registry) {
-        self.skill_views.lock().entry(session.to_owned()).or_insert_with(|| view_of(reg));
+        self.lists.skill_views.lock().entry(session.to_owned()).or_insert_with(|| view_of(reg));
     }
 
     /// `skills/list`.
@@ -465,11 +465,11 @@ impl Core {
         let known = ids.clone();
         for id in ids {
             let Ok((reg, _)) = self.skill_registry(&id) else {
-                self.skill_views.lock().remove(&id);
+                self.lists.skill_views.lock().remove(&id);
                 continue;
             };
             let view = view_of(&reg);
-            let old = self.skill_views.lock().insert(id.clone(), view.clone());
+            let old = self.lists.skill_views.lock().insert(id.clone(), view.clone());
             let Some(old) = old else { continue };
             let names: std::collections::BTreeSet<&String> =
                 old.keys().chain(view.keys()).collect();
