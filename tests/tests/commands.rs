@@ -133,7 +133,7 @@ async fn expansion_args_shell_files_and_policy() -> anyhow::Result<()> {
     let v = expand(&["fail"])?;
     assert_eq!(v["text"], "A \n[Shell command 'sh -c 'exit 3'' exited with code 3] B", "{v}");
     let v = expand(&["killed"])?;
-    assert!(v["text"].as_str().is_some_and(|t| t.contains("terminated by signal 9")), "{v}");
+    assert!(v["text"].as_str().is_some_and(|t| t.contains("terminated by signal SIGKILL")), "{v}");
     // Denied by policy: an error, and nothing runs.
     let (code, _, err) = home.gemctl_run(&["commands", "expand", "denied"])?;
     assert_ne!(code, 0);

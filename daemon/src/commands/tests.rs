@@ -138,3 +138,60 @@ fn injections_balance_as_gemini_cli_counts_them() {
     let e = super::injections("x @{a", "@{").expect_err("unclosed");
     assert!(e.contains("character 2"), "{e}");
 }
+
+/// Gemini CLI's shellProcessor cases (`prompt-processors/shellProcessor.test.ts`) as data: the
+/// command each injection resolves to, and the text around it.
+#[test]
+fn gemini_cli_shell_processor_cases() -> Result<(), String> {
+    use super::expand::{assemble, shell_commands};
+    let args = "some 'arg' \"here\"";
+    let quoted = crate::hooks::run::shell_quote(args);
+    // Whitespace inside the braces is trimmed before {{args}} is put in.
+    let cmds = shell_commands("Files: !{  ls {{args}} -l  }", args)?;
+    assert_eq!(cmds[0].1, format!("ls {quoted} -l"));
+    // An empty injection runs nothing and vanishes.
+    assert!(shell_commands("This is weird: !{}", args)?.is_empty());
+    assert_eq!(assemble("This is weird: !{}", args, &[])?, "This is weird: ");
+    // Raw outside, quoted inside; the check sees the resolved command.
+    let prompt = "User \"({{args}})\" requested search: !{search {{args}}}";
+    assert_eq!(shell_commands(prompt, args)?[0].1, format!("search {quoted}"));
+    assert_eq!(
+        assemble(prompt, args, &["results".to_owned()])?,
+        format!("User \"({args})\" requested search: results")
+    );
+    // No injection: {{args}} raw.
+    assert_eq!(assemble("The user said: {{args}}", args, &[])?, format!("The user said: {args}"));
+    Ok(())
+}
+
+/// The escaping cases of the same file, run for real: whatever the person typed reaches the
+/// command as one argument, and nothing in it runs.
+#[cfg(unix)]
+#[test]
+fn typed_arguments_reach_a_real_shell_as_one_word() -> anyhow::Result<()> {
+    use super::expand::shell_commands;
+    let t = tempfile::tempdir()?;
+    for input in [
+        "file with spaces.txt",
+        "a \"quoted\" string",
+        "it's a string",
+        "`touch pwned1`",
+        "$(touch pwned2)",
+        "$HOME",
+        "a; touch pwned3",
+        "a && touch pwned4",
+        "first line\nsecond line",
+    ] {
+        let cmds =
+            shell_commands("!{printf '%s' {{args}}}", input).map_err(|e| anyhow::anyhow!(e))?;
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(&cmds[0].1)
+            .current_dir(t.path())
+            .output()?;
+        assert_eq!(String::from_utf8_lossy(&out.stdout), input, "{input:?}");
+    }
+    let made: Vec<_> = std::fs::read_dir(t.path())?.collect();
+    assert!(made.is_empty(), "something ran: {made:?}");
+    Ok(())
+}

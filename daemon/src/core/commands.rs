@@ -382,7 +382,8 @@ async fn run_shell(cmd: &str, cwd: &Path, env: &crate::config::env::Env) -> (She
             text.push_str(&format!("\n[Shell command '{cmd}' exited with code {code}]"))
         }
         (None, Some(sig)) => {
-            text.push_str(&format!("\n[Shell command '{cmd}' terminated by signal {sig}]"))
+            let name = signal_name(sig);
+            text.push_str(&format!("\n[Shell command '{cmd}' terminated by signal {name}]"));
         }
         (None, None) => {}
     }
@@ -482,4 +483,13 @@ impl Core {
         }
         out
     }
+}
+
+/// A signal as Gemini CLI names it (`SIGKILL`).
+fn signal_name(sig: i32) -> String {
+    #[cfg(unix)]
+    if let Ok(s) = nix::sys::signal::Signal::try_from(sig) {
+        return s.as_str().to_owned();
+    }
+    sig.to_string()
 }
