@@ -195,3 +195,27 @@ fn typed_arguments_reach_a_real_shell_as_one_word() -> anyhow::Result<()> {
     assert!(made.is_empty(), "something ran: {made:?}");
     Ok(())
 }
+
+/// Gemini CLI's atFileProcessor cases (`prompt-processors/atFileProcessor.test.ts`) as data:
+/// placeholders at the start, middle and end, paths with balanced braces, an unclosed trigger.
+#[test]
+fn gemini_cli_at_file_processor_cases() -> anyhow::Result<()> {
+    use super::expand::at_files;
+    let t = tempfile::tempdir()?;
+    let ws = t.path();
+    write(ws, "start.txt", "S")?;
+    write(ws, "dir-{x}/mid.txt", "M")?;
+    write(ws, "end.txt", "E")?;
+    let mut notes = Vec::new();
+    let text = at_files("@{start.txt} then @{dir-{x}/mid.txt} then @{end.txt}", ws, &mut notes)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    assert_eq!(text, "S then M then E");
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(
+        at_files("no trigger here", ws, &mut notes).map_err(|e| anyhow::anyhow!(e))?,
+        "no trigger here"
+    );
+    let e = at_files("broken @{start.txt", ws, &mut notes).expect_err("unclosed");
+    assert!(e.contains("unclosed `@{`"), "{e}");
+    Ok(())
+}
