@@ -387,13 +387,7 @@ pub async fn config(
                 outln!("No problems found.");
             } else {
                 for x in &d.diagnostics {
-                    let pos = match (x.line, x.column) {
-                        (Some(l), Some(c)) => format!(":{l}:{c}"),
-                        (Some(l), None) => format!(":{l}"),
-                        _ => String::new(),
-                    };
-                    let sev = if x.severity == Severity::Error { "error" } else { "warning" };
-                    outln!("{}{pos}: {sev}: {}", x.file, x.message);
+                    outln!("{}", output::diagnostic(x));
                 }
             }
             Ok(if errors > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })

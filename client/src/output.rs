@@ -71,6 +71,18 @@ pub fn status(s: &StatusResult) {
     outln!("{text}{warnings}");
 }
 
+/// A diagnostic as compilers print one: `file:line:column: error|warning: message`.
+pub fn diagnostic(d: &geminid_protocol::common::Diagnostic) -> String {
+    let pos = match (d.line, d.column) {
+        (Some(l), Some(c)) => format!(":{l}:{c}"),
+        (Some(l), None) => format!(":{l}"),
+        _ => String::new(),
+    };
+    let sev =
+        if d.severity == geminid_protocol::common::Severity::Error { "error" } else { "warning" };
+    format!("{}{pos}: {sev}: {}", d.file, d.message)
+}
+
 pub fn uptime(secs: u64) -> String {
     humanize(Duration::from_secs(secs))
 }

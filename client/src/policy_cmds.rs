@@ -3,7 +3,6 @@
 use clap::Subcommand;
 use geminid_protocol::api::{AuditApiClient, PolicyApiClient};
 use geminid_protocol::client::Client;
-use geminid_protocol::common::Severity;
 use geminid_protocol::policy::{ApprovalMode, PolicyCheckParams, PolicyDecision, PolicyListParams};
 
 use crate::output::outln;
@@ -137,13 +136,7 @@ pub async fn run(
                 &rows,
             );
             for d in &r.diagnostics {
-                let pos = match (d.line, d.column) {
-                    (Some(l), Some(c)) => format!(":{l}:{c}"),
-                    (Some(l), None) => format!(":{l}"),
-                    _ => String::new(),
-                };
-                let sev = if d.severity == Severity::Error { "error" } else { "warning" };
-                outln!("{}{pos}: {sev}: {}", d.file, d.message);
+                outln!("{}", output::diagnostic(d));
             }
             Ok(())
         }

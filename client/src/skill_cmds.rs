@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use geminid_protocol::api::{AgentsApiClient, SkillsApiClient};
 use geminid_protocol::client::Client;
-use geminid_protocol::common::{Diagnostic, Severity};
+use geminid_protocol::common::Diagnostic;
 use geminid_protocol::config::WriteScope;
 use geminid_protocol::skills::{
     AgentInfo, AgentKind, SkillActivateParams, SkillEnableParams, SkillInfo, SkillInstallParams,
@@ -130,13 +130,7 @@ fn parse_install_scope(s: &str) -> Result<SkillInstallScope, String> {
 
 fn print_diagnostics(ds: &[Diagnostic]) {
     for d in ds {
-        let pos = match (d.line, d.column) {
-            (Some(l), Some(c)) => format!(":{l}:{c}"),
-            (Some(l), None) => format!(":{l}"),
-            _ => String::new(),
-        };
-        let sev = if d.severity == Severity::Error { "error" } else { "warning" };
-        eprintln!("{}{pos}: {sev}: {}", d.file, d.message);
+        eprintln!("{}", output::diagnostic(d));
     }
 }
 
