@@ -17,6 +17,7 @@
 
 mod ab;
 mod commands;
+mod custom_tools;
 mod elicit;
 mod extensions;
 mod gateway;
@@ -90,7 +91,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|oauth|extensions|skills|commands|ab OTHER]";
+    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|ab OTHER]";
     let (flags, args): (Vec<String>, Vec<String>) =
         std::env::args().skip(1).partition(|a| a.starts_with("--"));
     let mut poll_idle = None;
@@ -112,6 +113,7 @@ async fn main() -> anyhow::Result<()> {
             "extensions" => extensions::bench().await?,
             "skills" => skills::bench().await?,
             "commands" => commands::bench().await?,
+            "custom-tools" => custom_tools::bench().await?,
             "ab" => {
                 let other = args.get(1).context(USAGE)?;
                 ab::bench(std::path::Path::new(other)).await?

@@ -84,7 +84,7 @@ impl FixtureIo {
         }
     }
 
-    fn server(self) -> &'static str {
+    pub(crate) fn server(self) -> &'static str {
         match self {
             Self::EventLoop => "fx",
             Self::TokioStdio => "fxt",

@@ -175,6 +175,10 @@ enum Command {
     /// Slash commands: list (command files, MCP prompts, skills)
     #[command(subcommand)]
     Commands(skill_cmds::CommandsCommand),
+    /// The session's tools: list (custom tools beside MCP ones), refresh (run
+    /// `tools.discoveryCommand` again)
+    #[command(subcommand)]
+    Tools(tool_cmds::ToolsCommand),
     /// Trust a folder (default: the current directory)
     Trust {
         /// The folder
@@ -219,6 +223,7 @@ impl Command {
             | Self::Skills(_)
             | Self::Agents(_)
             | Self::Commands(_)
+            | Self::Tools(_)
             | Self::Prompt { .. }
             | Self::Read { .. }
             | Self::Tasks { .. } => true,
@@ -535,6 +540,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
             skill_cmds::run_commands(&client, session, cmd, cli.json).await
+        }
+        Command::Tools(cmd) => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let session = for_session(&client, cli.session).await?.id;
+            tool_cmds::run(&client, session, cmd, cli.json).await
         }
         Command::Agents(cmd) => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;

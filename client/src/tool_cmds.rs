@@ -1,4 +1,5 @@
-//! `gemctl mcp tools|describe` and `gemctl call`: a session's tools.
+//! `gemctl tools list|refresh`, `gemctl mcp tools|describe` and `gemctl call`: a session's
+//! tools.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use geminid_protocol::api::ToolsApiClient;
 use geminid_protocol::client::Client;
 use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{Event, EventBody};
-use geminid_protocol::tools::{ToolsCallParams, ToolsListParams};
+use geminid_protocol::tools::{ToolKind, ToolsCallParams, ToolsListParams, ToolsRefreshParams};
 use serde_json::Value;
 
 use crate::output::outln;
@@ -18,6 +19,74 @@ use crate::{call_error, output};
 /// What to print when a session has none of `what`: the servers may not be running.
 fn none(what: &str) -> String {
     format!("No {what}. `gemctl mcp list` shows the session's servers and why any is not running.")
+}
+
+/// `gemctl tools`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ToolsCommand {
+    /// Every tool of the session: custom tools (`tools.discoveryCommand`) first, then each
+    /// MCP server's, with those policy hides marked
+    List {
+        /// Only this MCP server's
+        server: Option<String>,
+    },
+    /// Run the session's `tools.discoveryCommand` again and show what it declared (exit 1 if
+    /// it failed)
+    Refresh,
+}
+
+/// Run a `gemctl tools` command.
+pub async fn run(
+    client: &Client,
+    session: String,
+    cmd: ToolsCommand,
+    json: bool,
+) -> anyhow::Result<std::process::ExitCode> {
+    match cmd {
+        ToolsCommand::List { server } => tools(client, session, server, json).await?,
+        ToolsCommand::Refresh => return refresh(client, session, json).await,
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+async fn refresh(
+    client: &Client,
+    session: String,
+    json: bool,
+) -> anyhow::Result<std::process::ExitCode> {
+    let r = client
+        .tools_refresh(ToolsRefreshParams { session })
+        .await
+        .map_err(call_error("tools/refresh"))?;
+    let failed = r.discovery.as_ref().is_some_and(|d| d.error.is_some());
+    if json {
+        output::json(&r)?;
+    } else if let Some(d) = &r.discovery {
+        match &d.error {
+            Some(e) => eprintln!("error: tool discovery command `{}` failed: {e}", d.command),
+            None => outln!(
+                "`{}` declared {} tool{} in {} ms{}",
+                d.command,
+                d.tools.len(),
+                if d.tools.len() == 1 { "" } else { "s" },
+                d.took_ms,
+                if d.tools.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", d.tools.join(", "))
+                }
+            ),
+        }
+        for p in &d.problems {
+            eprintln!("note: {p}");
+        }
+    } else {
+        outln!(
+            "No custom tools: the session's settings set no `tools.discoveryCommand` \
+             (`gemctl config get` shows them)."
+        );
+    }
+    Ok(if failed { std::process::ExitCode::FAILURE } else { std::process::ExitCode::SUCCESS })
 }
 
 /// List the session's tools, optionally one server's.
@@ -60,7 +129,11 @@ pub async fn tools(
                 Some(_) => format!("[hidden by policy] {first}"),
                 None => first.to_owned(),
             };
-            vec![t.name.clone(), t.server.clone(), shown]
+            let server = match t.kind {
+                ToolKind::Discovered => "(discovered)".to_owned(),
+                ToolKind::Mcp => t.server.clone(),
+            };
+            vec![t.name.clone(), server, shown]
         })
         .collect();
     output::table_or(&none("tools"), &["NAME", "SERVER", "DESCRIPTION"], &rows);

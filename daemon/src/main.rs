@@ -98,6 +98,12 @@ struct Args {
     /// How long `gemctl mcp auth` waits for the browser to come back
     #[arg(long, env = "GEMINID_OAUTH_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration, value_name = "DURATION")]
     oauth_timeout: Duration,
+    /// How long `tools.discoveryCommand` may run before it is stopped (its process group)
+    #[arg(long, env = "GEMINID_TOOL_DISCOVERY_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    tool_discovery_timeout: Duration,
+    /// How long one call of a custom tool (`tools.callCommand`) may run before it is stopped
+    #[arg(long, env = "GEMINID_TOOL_CALL_TIMEOUT", default_value = "10m", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    tool_call_timeout: Duration,
     /// Where OAuth tokens and other secrets are kept: `auto` (the OS keyring, else a 0600
     /// file in the data directory) or `file` (always the file)
     #[arg(long, env = "GEMINID_SECRETS", value_enum, default_value_t = SecretsArg::Auto)]
@@ -212,6 +218,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
             mcp,
             confirm_timeout: args.confirm_timeout,
             secrets_file_only: args.secrets == SecretsArg::File,
+            custom_tools: geminid::discovered::Options {
+                discovery_timeout: args.tool_discovery_timeout,
+                call_timeout: args.tool_call_timeout,
+            },
         },
         config,
     );

@@ -57,6 +57,7 @@ use crate::tools::{
     CatalogParams, InstructionsResult, PromptsGetParams, PromptsGetResult, PromptsListResult,
     ResourcesListResult, ResourcesReadParams, ResourcesReadResult, ToolsCallParams,
     ToolsCallResult, ToolsCancelParams, ToolsCancelResult, ToolsListParams, ToolsListResult,
+    ToolsRefreshParams, ToolsRefreshResult,
 };
 
 /// `daemon/*`: handshake, status and lifecycle.
@@ -239,6 +240,11 @@ pub trait ToolsApi {
     /// them.
     #[method(name = "instructions")]
     async fn tools_instructions(&self, params: CatalogParams) -> RpcResult<InstructionsResult>;
+
+    /// Run the session's `tools.discoveryCommand` again (its custom tools change for every
+    /// session with the same command, workspace and environment).
+    #[method(name = "refresh")]
+    async fn tools_refresh(&self, params: ToolsRefreshParams) -> RpcResult<ToolsRefreshResult>;
 }
 
 /// `prompts/*`: MCP prompts as slash commands.

@@ -45,6 +45,7 @@ pub const KINDS: &[&str] = &[
     "extensions/progress",
     "skills/changed",
     "commands/changed",
+    "tools/discovered",
 ];
 
 /// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
@@ -114,6 +115,10 @@ pub enum EventBody {
     /// removed; a skill or prompt that became one): fetch `commands/list` again.
     #[serde(rename = "commands/changed")]
     CommandsChanged(crate::commands::CommandsChanged),
+    /// A session's custom tools were discovered (its first need, a changed
+    /// `tools.discoveryCommand`, or `tools/refresh`): fetch `tools/list` again.
+    #[serde(rename = "tools/discovered")]
+    ToolsDiscovered(crate::tools::ToolsDiscovered),
 }
 
 /// Payload of `daemon/shuttingDown`.
@@ -147,6 +152,7 @@ impl EventBody {
             Self::ExtensionProgress(_) => "extensions/progress",
             Self::SkillsChanged(_) => "skills/changed",
             Self::CommandsChanged(_) => "commands/changed",
+            Self::ToolsDiscovered(_) => "tools/discovered",
         }
     }
 
@@ -167,6 +173,7 @@ impl EventBody {
             Self::ExtensionProgress(p) => Some(&p.session),
             Self::SkillsChanged(c) => Some(&c.session),
             Self::CommandsChanged(c) => Some(&c.session),
+            Self::ToolsDiscovered(d) => Some(&d.session),
             Self::DaemonShuttingDown(_)
             | Self::McpServerState(_)
             | Self::CatalogChanged(_)

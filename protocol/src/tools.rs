@@ -44,6 +44,84 @@ pub struct ToolEntry {
     /// Why policy hides it from the session (only with `all: true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hidden: Option<String>,
+    /// Where it comes from: an MCP server (left out) or `discovered` (a custom tool of
+    /// `tools.discoveryCommand`; `server` is empty, `tool` is its own name).
+    #[serde(default, skip_serializing_if = "ToolKind::is_mcp")]
+    pub kind: ToolKind,
+}
+
+/// Where a tool comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum ToolKind {
+    /// A tool of an MCP server.
+    #[default]
+    Mcp,
+    /// A custom tool: declared by `tools.discoveryCommand`, run by `tools.callCommand`.
+    Discovered,
+}
+
+impl ToolKind {
+    /// An MCP server's tool.
+    pub fn is_mcp(&self) -> bool {
+        *self == Self::Mcp
+    }
+}
+
+/// `tools/refresh`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsRefreshParams {
+    /// The session.
+    pub session: SessionId,
+}
+
+/// Result of `tools/refresh`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsRefreshResult {
+    /// The discovery that just ran; absent when the session's settings have no
+    /// `tools.discoveryCommand`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<ToolDiscovery>,
+}
+
+/// One run of a session's `tools.discoveryCommand`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDiscovery {
+    /// The command, as the settings give it.
+    pub command: String,
+    /// `tools.callCommand`, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_command: Option<String>,
+    /// The tools it declared (`discovered_tool_<name>`), in its order.
+    pub tools: Vec<String>,
+    /// Declarations it skipped, and why.
+    pub problems: Vec<String>,
+    /// Why it gave no tools, when it failed (it could not start, exited non-zero, was
+    /// stopped at its deadline or its output limit, printed no JSON array).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// How long it ran.
+    pub took_ms: u64,
+    /// When it finished (RFC 3339).
+    pub at: String,
+}
+
+/// Payload of the `tools/discovered` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsDiscovered {
+    /// The session whose custom tools these are now.
+    pub session: SessionId,
+    /// The run.
+    pub discovery: ToolDiscovery,
 }
 
 /// A Gemini `FunctionDeclaration` (the schema is kept as JSON text: it is passed through).
@@ -385,6 +463,7 @@ mod tests {
             },
             raw: None,
             hidden: None,
+            kind: ToolKind::Mcp,
         }
     }
 

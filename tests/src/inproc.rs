@@ -89,6 +89,7 @@ impl InProcess {
             },
             confirm_timeout,
             secrets_file_only: true,
+            custom_tools: geminid::discovered::Options::default(),
         };
         let store = Store::open(&data_dir)?;
         let core = match seats {

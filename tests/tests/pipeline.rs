@@ -97,15 +97,15 @@ impl ToolFilter for Recorder {
     fn hides(
         &self,
         _session: &str,
-        server: &str,
-        tool: &str,
+        name: &str,
+        server: Option<&str>,
         _: Option<&serde_json::Map<String, Value>>,
     ) -> Option<Hidden> {
         let hidden = self.hidden.lock().unwrap_or_else(PoisonError::into_inner);
         hidden
             .iter()
-            .find(|(s, t)| *s == server && *t == tool)
-            .map(|_| Hidden { why: format!("rule 7 hides {tool}"), by_default: false })
+            .find(|(s, t)| server == Some(*s) && name == format!("mcp_{s}_{t}"))
+            .map(|(_, t)| Hidden { why: format!("rule 7 hides {t}"), by_default: false })
     }
 }
 

@@ -76,6 +76,7 @@ fn document() -> Value {
         "tools/call" => ToolsCallParams, ToolsCallResult;
         "tools/cancel" => ToolsCancelParams, ToolsCancelResult;
         "tools/instructions" => CatalogParams, InstructionsResult;
+        "tools/refresh" => ToolsRefreshParams, ToolsRefreshResult;
         "prompts/list" => CatalogParams, PromptsListResult;
         "prompts/get" => PromptsGetParams, PromptsGetResult;
         "resources/list" => CatalogParams, ResourcesListResult;

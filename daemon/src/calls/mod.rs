@@ -8,7 +8,8 @@
 //! 3 validate   against the input schema (again after a rewrite)
 //! 4 policy (seat)                    → allow | deny | ask
 //! 5 ask        a confirmation to the session's clients (asks/)
-//! 6 dispatch   to the tool's source (an MCP server), cancellable by call id, with progress
+//! 6 dispatch   to the tool's source (an MCP server, a custom tool's call command),
+//!              cancellable by call id, with progress
 //! 7 convert    to Gemini parts and functionResponse (the raw MCP result is kept)
 //! 8 AfterTool hooks (seat)           → keep | block | additional context
 //! 9 audit (seat) one record per resolved call, however it ended
@@ -37,7 +38,9 @@ pub use self::requests::ServerRequests;
 pub use self::seats::{After, Before, Decision, Ended, PolicyNote, Route, Seats};
 
 use crate::asks::Asks;
+use crate::catalog::tools::Source;
 use crate::catalog::{Catalog, naming};
+use crate::discovered::Discovery;
 use crate::mcp::Supervisor;
 use crate::mcp::catalog::Validation;
 use crate::mcp::server::Server;
@@ -137,10 +140,19 @@ pub struct Outcome {
     pub notes: Vec<String>,
 }
 
+/// Where a resolved call goes.
+#[derive(Debug)]
+enum Via {
+    /// An MCP server.
+    Mcp(Arc<Server>),
+    /// A custom tool's call command.
+    Discovered(Arc<Discovery>),
+}
+
 /// A resolved tool (step 1).
 #[derive(Debug)]
 struct Resolved {
-    server: Arc<Server>,
+    via: Via,
     server_name: String,
     tool: String,
     name: String,
@@ -294,7 +306,10 @@ impl Pipeline {
         let shown_args = self.validate(r, call, !rewritten.is_empty())?;
         self.policy(call).await?;
         let result = self.dispatch(r, call).await?;
-        let mut outcome = Self::convert(call, &shown_args, result);
+        let mut outcome = match r.via {
+            Via::Mcp(_) => Self::convert(call, &shown_args, result),
+            Via::Discovered(_) => Self::convert_discovered(call, result),
+        };
         let keys: Vec<&str> =
             rewritten.iter().map(String::as_str).filter(|k| !k.is_empty()).collect();
         if !keys.is_empty() {
@@ -344,14 +359,26 @@ impl Pipeline {
                     }
                 };
                 let tool = t.tool();
+                let (via, offers_wait) = match &t.source {
+                    Source::Mcp { server, .. } => (
+                        Via::Mcp(server.clone()),
+                        naming::offers_wait_for_previous(tool.input_schema()),
+                    ),
+                    // Declared as it is: `wait_for_previous` only where Gemini CLI added it.
+                    Source::Discovered { discovery, .. } => (
+                        Via::Discovered(discovery.clone()),
+                        tool.input_schema().is_some_and(Value::is_object)
+                            && naming::offers_wait_for_previous(tool.input_schema()),
+                    ),
+                };
                 Ok(Resolved {
-                    server: t.server().clone(),
+                    via,
                     server_name: t.server_name.clone(),
                     tool: tool.name.clone(),
                     name: name.clone(),
                     timeout: t.timeout,
                     validator: Some(tool.validator.clone()),
-                    offers_wait: naming::offers_wait_for_previous(tool.input_schema()),
+                    offers_wait,
                     annotations: annotations_of(&tool.raw),
                 })
             }
@@ -377,7 +404,7 @@ impl Pipeline {
                 let timeout = self.mcp.timeout_for(&req.session, &found);
                 Ok(Resolved {
                     name: naming::fqn(server, tool),
-                    server: found,
+                    via: Via::Mcp(found),
                     server_name: server.clone(),
                     tool: tool.clone(),
                     timeout,
@@ -454,6 +481,10 @@ impl Pipeline {
     /// to the server by move when no later seat will read them (`Call::args` is then empty
     /// afterwards).
     async fn dispatch(&self, r: &Resolved, call: &mut Call) -> Result<Value, CallError> {
+        let server = match &r.via {
+            Via::Mcp(server) => server,
+            Via::Discovered(d) => return Ok(d.call(&call.tool, call.args.as_ref()).await),
+        };
         let args = if self.seats.after_tool.is_some() || self.seats.audit.is_some() {
             call.args.clone()
         } else {
@@ -464,14 +495,12 @@ impl Pipeline {
             call_id: call.call_id.clone(),
             name: call.name.clone(),
         };
-        let identity = r.server.identity.as_str();
+        let identity = server.identity.as_str();
         let track = |token: &rmcp::model::ProgressToken, id: &rmcp::model::RequestId| {
             self.progress.track(identity, token, id, target)
         };
-        let result = self
-            .mcp
-            .call_tool(&r.server, &call.session, r.timeout, &call.tool, args, track)
-            .await?;
+        let result =
+            self.mcp.call_tool(server, &call.session, r.timeout, &call.tool, args, track).await?;
         Ok(result)
     }
 
@@ -491,6 +520,21 @@ impl Pipeline {
             (parts, display, response)
         };
         Outcome { result, is_error, parts, function_response, display, notes: Vec::new() }
+    }
+
+    /// Step 7 for a custom tool: its text as Gemini CLI gives it to the model (stdout, or the
+    /// report of a call that failed), unwrapped.
+    fn convert_discovered(call: &Call, result: Value) -> Outcome {
+        let is_error = convert::is_error(&result);
+        let text = result["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+        let id = call.call_id.as_deref();
+        let parts = vec![serde_json::json!({ "text": text })];
+        let function_response = if is_error {
+            convert::error_response(&call.name, id, &text)
+        } else {
+            convert::function_response(&call.name, id, &parts)
+        };
+        Outcome { result, is_error, parts, function_response, display: text, notes: Vec::new() }
     }
 
     /// Step 8: AfterTool hooks: the tail call they ask for, if any (at most one per call).

@@ -4,8 +4,9 @@
 //! - [`Catalog`]: the service (a session's tool table, its prompts and resources; its servers
 //!   are started on first use through [`Starter`]);
 //! - [`naming`]: fully qualified tool names, include/exclude, the schema transforms;
-//! - [`tools`]: a session's tool table, built from its sources (MCP servers today; custom
-//!   tools and subagents later) and shared by every session configured alike;
+//! - [`tools`]: a session's tool table, built from its sources (its custom tools, discovered
+//!   through [`crate::discovered`], and its MCP servers) and shared by every session
+//!   configured alike;
 //! - [`prompts`]: prompt command names, command-line arguments, resource references;
 //! - [`view`]: prompts, resources and instructions as `prompts/*`, `resources/*` and
 //!   `tools/instructions` answer them.
@@ -26,14 +27,18 @@ pub use tools::{Hidden, ToolFilter};
 pub(crate) use tools::{SessionTools, Tables};
 pub(crate) use view::ResourceRef;
 
+use crate::discovered::{Discovery, Registry, Spec};
 use crate::mcp::Supervisor;
 use crate::session::SessionError;
 
-/// What the catalog needs of the daemon that owns it: starting a session's servers (which
-/// reads the session's configuration).
+/// What the catalog needs of the daemon that owns it: starting a session's servers and what its
+/// custom tools come from (both read the session's configuration).
 pub trait Starter: Send + Sync {
     /// Start the session's servers unless it has them.
     fn ensure_servers(&self, session: &str) -> Result<(), SessionError>;
+
+    /// The session's `tools.discoveryCommand` and what goes with it, if it has one.
+    fn discovery_spec(&self, session: &str) -> Option<Spec>;
 }
 
 /// A session's tools, prompts and resources.
@@ -42,6 +47,7 @@ pub struct Catalog {
     tables: Tables,
     starter: Weak<dyn Starter>,
     filter: Option<Arc<dyn ToolFilter>>,
+    discovered: Arc<Registry>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -51,14 +57,15 @@ impl std::fmt::Debug for Catalog {
 }
 
 impl Catalog {
-    /// A catalog over the supervisor's servers; `starter` starts a session's servers,
-    /// `filter` is policy's static filter.
+    /// A catalog over the supervisor's servers and the custom tools `discovered` finds;
+    /// `starter` starts a session's servers, `filter` is policy's static filter.
     pub fn new(
         mcp: Arc<Supervisor>,
+        discovered: Arc<Registry>,
         starter: Weak<dyn Starter>,
         filter: Option<Arc<dyn ToolFilter>>,
     ) -> Self {
-        Self { mcp, tables: Tables::default(), starter, filter }
+        Self { mcp, tables: Tables::default(), starter, filter, discovered }
     }
 
     /// Why policy's static filter hides a server's tool from the session, if it does.
@@ -69,7 +76,23 @@ impl Catalog {
         tool: &str,
         annotations: Option<&serde_json::Map<String, serde_json::Value>>,
     ) -> Option<Hidden> {
-        self.filter.as_ref().and_then(|f| f.hides(session, server, tool, annotations))
+        let name = naming::fqn(server, tool);
+        self.filter.as_ref().and_then(|f| f.hides(session, &name, Some(server), annotations))
+    }
+
+    fn discovery_spec(&self, session: &str) -> Option<Spec> {
+        self.starter.upgrade().and_then(|s| s.discovery_spec(session))
+    }
+
+    /// The session's custom tools, discovered first if they have not been for its current
+    /// settings.
+    pub async fn custom_tools(&self, session: &str) -> Option<Arc<Discovery>> {
+        self.discovered.ensure(session, self.discovery_spec(session)).await
+    }
+
+    /// `tools/refresh`: run the session's discovery command again.
+    pub async fn refresh_custom_tools(&self, session: &str) -> Option<Arc<Discovery>> {
+        self.discovered.refresh(session, self.discovery_spec(session)).await
     }
 
     /// The session's servers, started if it had not.
@@ -85,7 +108,8 @@ impl Catalog {
 
     /// The session's tool table as it is now (its servers must have been started).
     pub fn tools_now(&self, session: &str) -> Result<Arc<SessionTools>, CatalogError> {
-        Ok(self.tables.session(&self.mcp, session, self.filter.as_deref())?)
+        let custom = self.discovered.current(session);
+        Ok(self.tables.session(&self.mcp, session, self.filter.as_deref(), custom)?)
     }
 
     /// The session's tools, starting its servers first if it had not. With `complete`, a
@@ -99,6 +123,7 @@ impl Catalog {
         complete: bool,
     ) -> Result<Arc<SessionTools>, CatalogError> {
         self.ensure_servers(session)?;
+        self.custom_tools(session).await;
         let tools = self.tools_now(session)?;
         if !complete || !tools.pending {
             return Ok(tools);
@@ -111,5 +136,6 @@ impl Catalog {
     /// not kept.
     pub(crate) fn forget(&self, session: &str) {
         self.tables.forget(session);
+        self.discovered.forget(session);
     }
 }

@@ -79,6 +79,12 @@ pub(crate) fn parameters_schema(input: Option<&Value>) -> Value {
         _ => json!({ "type": "object", "properties": {} }),
     };
     nullable_pairs(&mut schema);
+    with_wait_for_previous(schema)
+}
+
+/// An object schema (whose `properties`, if any, are an object) with Gemini CLI's
+/// `wait_for_previous` parameter added; any other schema as it is.
+pub(crate) fn with_wait_for_previous(mut schema: Value) -> Value {
     if schema["type"] == "object" {
         let has_object_properties =
             matches!(schema.get("properties"), None | Some(Value::Object(_)));

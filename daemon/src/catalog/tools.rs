@@ -5,10 +5,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use geminid_protocol::mcp::ServerState;
-use geminid_protocol::tools::{FunctionDeclaration, ToolEntry, ToolList};
+use geminid_protocol::tools::{FunctionDeclaration, ToolEntry, ToolKind, ToolList};
 use serde_json::value::RawValue;
 
 use super::naming;
+use crate::discovered::{Discovery, decls};
 use crate::mcp::catalog::{Catalog, Tool};
 use crate::mcp::server::Server;
 use crate::mcp::{Generation, McpError, RunningEntry, Supervisor};
@@ -25,6 +26,13 @@ pub enum Source {
         /// The tool is `catalog.tools[index]`.
         index: usize,
     },
+    /// A custom tool: the discovery that declared it, and its position in it.
+    Discovered {
+        /// The discovery.
+        discovery: Arc<Discovery>,
+        /// The tool is `discovery.tools[index]`.
+        index: usize,
+    },
 }
 
 /// One tool of a session.
@@ -32,7 +40,7 @@ pub enum Source {
 pub struct SessionTool {
     /// Its fully qualified name.
     pub fqn: String,
-    /// Its server's name in the session's settings.
+    /// Its server's name in the session's settings (empty for a custom tool).
     pub server_name: String,
     /// Where it comes from.
     pub source: Source,
@@ -43,17 +51,27 @@ pub struct SessionTool {
 }
 
 impl SessionTool {
-    /// The MCP tool.
+    /// The tool as an MCP tool (a custom tool's is made from its declaration).
     pub fn tool(&self) -> &Tool {
         match &self.source {
             Source::Mcp { catalog, index, .. } => &catalog.tools[*index],
+            Source::Discovered { discovery, index } => &discovery.tools[*index],
         }
     }
 
-    /// The server it belongs to.
-    pub fn server(&self) -> &Arc<Server> {
+    /// The server it belongs to; none for a custom tool.
+    pub fn server(&self) -> Option<&Arc<Server>> {
         match &self.source {
-            Source::Mcp { server, .. } => server,
+            Source::Mcp { server, .. } => Some(server),
+            Source::Discovered { .. } => None,
+        }
+    }
+
+    /// The name policy knows it by: Gemini CLI's name before any renaming of a collision.
+    fn policy_name(&self) -> std::borrow::Cow<'_, str> {
+        match &self.source {
+            Source::Mcp { .. } => naming::fqn(&self.server_name, &self.tool().name).into(),
+            Source::Discovered { .. } => self.fqn.as_str().into(),
         }
     }
 }
@@ -91,13 +109,13 @@ pub struct Hidden {
 /// Policy's static filter: tools a session must not see at all (a rule that denies a tool
 /// whatever its arguments). Asked once per tool whenever a session's table is built.
 pub trait ToolFilter: Send + Sync + std::fmt::Debug {
-    /// Why `tool` of the server entry `server` (with these annotations) is hidden from
-    /// `session`, if it is.
+    /// Why the tool `name` (of the server entry `server`, if it is an MCP tool; with these
+    /// annotations) is hidden from `session`, if it is.
     fn hides(
         &self,
         session: &str,
-        server: &str,
-        tool: &str,
+        name: &str,
+        server: Option<&str>,
         annotations: Option<&serde_json::Map<String, serde_json::Value>>,
     ) -> Option<Hidden>;
 
@@ -117,7 +135,8 @@ impl SessionTools {
         for t in &table.tools {
             let annotations =
                 t.tool().raw.get("annotations").and_then(serde_json::Value::as_object);
-            match filter.hides(session, &t.server_name, &t.tool().name, annotations) {
+            let server = t.server().map(|_| t.server_name.as_str());
+            match filter.hides(session, &t.policy_name(), server, annotations) {
                 Some(h) => {
                     diagnostics.push(format!("tool '{}' is hidden by policy: {}", t.fqn, h.why));
                     hidden.insert(t.fqn.clone(), (h, t.clone()));
@@ -178,21 +197,24 @@ impl SessionTools {
     }
 }
 
-/// What a table is built from besides the servers' states and catalogs: for each entry that
-/// runs, its name, the server it runs as, its include/exclude lists and its timeout.
-type TableKey = Vec<(String, String, Option<Vec<String>>, Option<Vec<String>>, Duration)>;
+/// What a table is built from besides the servers' states and catalogs: the generation of its
+/// custom tools' discovery (0: none), and for each entry that runs, its name, the server it
+/// runs as, its include/exclude lists and its timeout.
+type TableKey = (u64, Vec<(String, String, Option<Vec<String>>, Option<Vec<String>>, Duration)>);
 
-fn table_key(entries: &[RunningEntry]) -> TableKey {
-    entries
+fn table_key(entries: &[RunningEntry], custom: Option<&Discovery>) -> TableKey {
+    let entries = entries
         .iter()
         .map(|e| {
             (e.name.clone(), e.identity.clone(), e.include.clone(), e.exclude.clone(), e.timeout)
         })
-        .collect()
+        .collect();
+    (custom.map_or(0, |d| d.generation), entries)
 }
 
-/// A session's table, the servers' generation and the filter's stamp it was built at.
-type Stamped = (Generation, u64, Arc<SessionTools>);
+/// A session's table, the servers' generation, the filter's stamp and the custom tools'
+/// discovery generation it was built at.
+type Stamped = (Generation, u64, u64, Arc<SessionTools>);
 
 /// Every session's tool table, computed on first use and kept until the supervisor's
 /// generation moves (a server's state or catalog changed, or a session's entries did).
@@ -206,9 +228,10 @@ pub(crate) struct Tables {
 }
 
 impl Tables {
-    /// A session's tools: servers in name order, each one's tools in its order,
-    /// include/exclude applied. A name already taken gets `__2`, `__3`, ... (the first in that
-    /// order keeps it), and the rename is reported in the diagnostics.
+    /// A session's tools: its custom tools first (`custom`, as discovered), then its servers
+    /// in name order, each one's tools in its order, include/exclude applied. A name already
+    /// taken gets `__2`, `__3`, ... (the first in that order keeps it), and the rename is
+    /// reported in the diagnostics.
     ///
     /// Policy's static filter, when there is one, applies last, per session: the table shared
     /// by sessions configured alike is the unfiltered one.
@@ -217,18 +240,21 @@ impl Tables {
         mcp: &Supervisor,
         session: &str,
         filter: Option<&dyn ToolFilter>,
+        custom: Option<Arc<Discovery>>,
     ) -> Result<Arc<SessionTools>, McpError> {
         let now = mcp.generation();
         let stamp = filter.map_or(0, |f| f.stamp(session));
-        if let Some((at, stamped, hit)) =
+        let custom_at = custom.as_ref().map_or(0, |d| d.generation);
+        if let Some((at, stamped, found, hit)) =
             self.by_session.lock().unwrap_or_else(|e| e.into_inner()).get(session)
             && *at == now
             && *stamped == stamp
+            && *found == custom_at
         {
             return Ok(hit.clone());
         }
         let entries = mcp.running_entries(session)?;
-        let key = table_key(&entries);
+        let key = table_key(&entries, custom.as_deref());
         let shared = {
             let by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
             if by_key.0 == now.servers { by_key.1.get(&key).cloned() } else { None }
@@ -236,7 +262,7 @@ impl Tables {
         let table = match shared {
             Some(t) => t,
             None => {
-                let t = Arc::new(build(&entries));
+                let t = Arc::new(build(&entries, custom));
                 let mut by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
                 if by_key.0 != now.servers {
                     *by_key = (now.servers, HashMap::new());
@@ -252,7 +278,7 @@ impl Tables {
         // Stored under the generation read before the entries: a change meanwhile makes the
         // next lookup build again.
         let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
-        by_session.insert(session.to_owned(), (now, stamp, table.clone()));
+        by_session.insert(session.to_owned(), (now, stamp, custom_at, table.clone()));
         Ok(table)
     }
 
@@ -265,6 +291,10 @@ impl Tables {
 /// A tool as `tools/list` shows it.
 fn entry(t: &SessionTool, raw: bool, hidden: Option<String>) -> ToolEntry {
     let tool = t.tool();
+    let kind = match t.source {
+        Source::Mcp { .. } => ToolKind::Mcp,
+        Source::Discovered { .. } => ToolKind::Discovered,
+    };
     ToolEntry {
         name: t.fqn.clone(),
         server: t.server_name.clone(),
@@ -276,13 +306,41 @@ fn entry(t: &SessionTool, raw: bool, hidden: Option<String>) -> ToolEntry {
         },
         raw: if raw { serde_json::value::to_raw_value(&tool.raw).ok() } else { None },
         hidden,
+        kind,
     }
 }
 
-/// Build a session's table from its entries (see [`Tables::session`]).
-fn build(entries: &[RunningEntry]) -> SessionTools {
+/// Build a session's table from its custom tools and its entries (see [`Tables::session`]).
+fn build(entries: &[RunningEntry], custom: Option<Arc<Discovery>>) -> SessionTools {
     let mut out = SessionTools::default();
     let mut taken: HashMap<String, usize> = HashMap::new();
+    if let Some(d) = custom {
+        out.diagnostics.extend(d.diagnostics());
+        for (index, tool) in d.tools.iter().enumerate() {
+            let fqn = format!("{}{}", decls::PREFIX, tool.name);
+            if let Err(e) = &*tool.validator {
+                out.diagnostics.push(format!(
+                    "the parameters schema of '{fqn}' cannot be compiled ({e}); its calls are \
+                     not validated"
+                ));
+            }
+            // Gemini CLI adds `wait_for_previous` to a declared object schema, and changes
+            // nothing else.
+            let schema = tool.input_schema().cloned().unwrap_or_default();
+            let schema = naming::with_wait_for_previous(schema);
+            let parameters = serde_json::value::to_raw_value(&schema)
+                .unwrap_or_else(|_| RawValue::NULL.to_owned());
+            taken.insert(fqn.clone(), 1);
+            out.by_name.insert(fqn.clone(), out.tools.len());
+            out.tools.push(SessionTool {
+                fqn,
+                server_name: String::new(),
+                source: Source::Discovered { discovery: d.clone(), index },
+                timeout: d.call_timeout(),
+                parameters,
+            });
+        }
+    }
     for entry in entries {
         let Some(server) = &entry.server else { continue };
         let name = &entry.name;

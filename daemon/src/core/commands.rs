@@ -324,58 +324,39 @@ impl Core {
 /// Run one `!{cmd}` in the workspace with the session's environment: its output (standard
 /// output then error, each at most 1 MiB) and Gemini CLI's status line when it did not exit 0.
 async fn run_shell(cmd: &str, cwd: &Path, env: &crate::config::env::Env) -> (ShellRun, String) {
-    use crate::hooks::run::{bounded, shell};
-    let (program, prefix) = shell(env);
-    let mut command = tokio::process::Command::new(&program);
-    command
-        .args(prefix)
-        .arg(cmd)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env.iter())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    #[cfg(unix)]
-    command.process_group(0);
-    let mut run =
-        ShellRun { command: cmd.to_owned(), exit_code: None, signal: None, output_bytes: 0 };
-    let mut child = match command.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            return (run, format!("\n[Shell command '{cmd}' could not start: {program}: {e}]"));
-        }
-    };
-    let pgid = child.id().unwrap_or(0);
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return (run, format!("\n[Shell command '{cmd}' could not start]"));
-    };
-    let (out, err) = (tokio::spawn(bounded(stdout)), tokio::spawn(bounded(stderr)));
-    let waited = tokio::time::timeout(SHELL_TIMEOUT, async {
-        let status = child.wait().await;
-        (status, out.await, err.await)
+    use crate::proc::{Job, Overflow, signal_name};
+    let (program, prefix) = crate::hooks::run::shell(env);
+    let mut args: Vec<String> = prefix.iter().map(|a| (*a).to_owned()).collect();
+    args.push(cmd.to_owned());
+    let f = crate::proc::run(Job {
+        program: program.as_ref(),
+        args: &args,
+        cwd,
+        env,
+        stdin: None,
+        limit: crate::hooks::run::MAX_OUTPUT,
+        overflow: Overflow::Cut,
+        timeout: SHELL_TIMEOUT,
     })
     .await;
-    let Ok((status, out, err)) = waited else {
-        #[cfg(unix)]
-        crate::hooks::run::stop_group(pgid).await;
-        let _ = child.kill().await;
+    let mut run = ShellRun {
+        command: cmd.to_owned(),
+        exit_code: f.exit_code,
+        signal: f.signal,
+        output_bytes: 0,
+    };
+    if let Some(e) = &f.spawn_error {
+        run.signal = None;
+        return (run, format!("\n[Shell command '{cmd}' could not start: {e}]"));
+    }
+    if f.timed_out {
+        (run.exit_code, run.signal) = (None, None);
         let secs = SHELL_TIMEOUT.as_secs();
         return (run, format!("\n[Shell command '{cmd}' stopped after {secs} s]"));
-    };
-    let (out, err) = (out.unwrap_or_default().0, err.unwrap_or_default().0);
-    let mut text = out;
-    text.push_str(&err);
-    run.output_bytes = text.len() as u64;
-    if let Ok(status) = status {
-        run.exit_code = status.code();
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::ExitStatusExt;
-            run.signal = status.signal();
-        }
     }
+    let mut text = f.stdout;
+    text.push_str(&f.stderr);
+    run.output_bytes = text.len() as u64;
     match (run.exit_code, run.signal) {
         (Some(0), _) => {}
         (Some(code), _) => {
@@ -483,13 +464,4 @@ impl Core {
         }
         out
     }
-}
-
-/// A signal as Gemini CLI names it (`SIGKILL`).
-fn signal_name(sig: i32) -> String {
-    #[cfg(unix)]
-    if let Ok(s) = nix::sys::signal::Signal::try_from(sig) {
-        return s.as_str().to_owned();
-    }
-    sig.to_string()
 }

@@ -268,6 +268,7 @@ impl HookSeat {
     }
 }
 
+/// What Gemini CLI tells a hook of an MCP tool's server (a custom tool has none).
 fn mcp_context(call: &Call) -> Value {
     json!({ "server_name": call.server, "tool_name": call.tool })
 }
@@ -284,7 +285,9 @@ impl BeforeTool for HookSeat {
             fields.insert("tool_name".into(), json!(call.name));
             fields
                 .insert("tool_input".into(), Value::Object(call.args.clone().unwrap_or_default()));
-            fields.insert("mcp_context".into(), mcp_context(call));
+            if !call.server.is_empty() {
+                fields.insert("mcp_context".into(), mcp_context(call));
+            }
             if let Some(original) = &call.tail_of {
                 fields.insert("original_request_name".into(), json!(original));
             }
@@ -350,7 +353,9 @@ impl AfterTool for HookSeat {
             fields.insert("tool_name".into(), json!(call.name));
             fields
                 .insert("tool_input".into(), Value::Object(call.args.clone().unwrap_or_default()));
-            fields.insert("mcp_context".into(), mcp_context(call));
+            if !call.server.is_empty() {
+                fields.insert("mcp_context".into(), mcp_context(call));
+            }
             let error = outcome.is_error.then(|| outcome.display.clone());
             fields.insert(
                 "tool_response".into(),

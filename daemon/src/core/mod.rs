@@ -10,6 +10,7 @@ mod prepared;
 pub mod seat;
 pub(crate) mod settings;
 pub mod skills;
+mod starter;
 pub(crate) use skills::SkillsError;
 
 use std::collections::{BTreeSet, HashMap};
@@ -26,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::asks::Asks;
 use crate::calls::{Parts, Pipeline, Router, Seats, ServerRequests};
-use crate::catalog::{Catalog, Starter};
+use crate::catalog::Catalog;
 use crate::clock;
 use crate::config::env::Env;
 use crate::config::{Effective, Loader};
@@ -51,6 +52,8 @@ pub struct DaemonInfo {
     pub confirm_timeout: Duration,
     /// Keep secrets in the file even where an OS keyring answers (`--secrets file`).
     pub secrets_file_only: bool,
+    /// Custom tools' deadlines.
+    pub custom_tools: crate::discovered::Options,
 }
 
 /// The daemon's state.
@@ -165,8 +168,14 @@ impl Core {
                 tool_filter: Some(guard.clone()),
                 audit: Some(audit.clone()),
             });
-            let catalog =
-                Arc::new(Catalog::new(mcp.clone(), me.clone(), seats.tool_filter.clone()));
+            let discovered =
+                Arc::new(crate::discovered::Registry::new(info.custom_tools, events.clone()));
+            let catalog = Arc::new(Catalog::new(
+                mcp.clone(),
+                discovered,
+                me.clone(),
+                seats.tool_filter.clone(),
+            ));
             let parts = Parts {
                 mcp: mcp.clone(),
                 catalog: catalog.clone(),
@@ -580,10 +589,4 @@ fn list_warnings(config: &Effective) -> Vec<String> {
         out.push("`gemctl config check` lists every problem.".to_owned());
     }
     out
-}
-
-impl Starter for Core {
-    fn ensure_servers(&self, session: &str) -> Result<(), SessionError> {
-        self.start_servers(session)
-    }
 }

@@ -199,33 +199,33 @@ impl ToolFilter for Guard {
     fn hides(
         &self,
         session: &str,
-        server: &str,
-        tool: &str,
+        name: &str,
+        server: Option<&str>,
         annotations: Option<&Map<String, Value>>,
     ) -> Option<Hidden> {
         let p = self.prepare(session).ok()?;
-        let name = crate::catalog::naming::fqn(server, tool);
         if let (Some(tools), Some(agent)) = (&p.tools, &p.subagent)
-            && !tools.contains(&name)
+            && !tools.iter().any(|t| t == name)
             && !tools.iter().any(|t| t.strip_suffix('*').is_some_and(|pre| name.starts_with(pre)))
         {
             let why = format!("the subagent '{agent}' is not given this tool");
             return Some(Hidden { why, by_default: false });
         }
-        let tc = ToolCall {
-            name: &name,
-            server: Some(server),
-            args: None,
-            annotations,
-            subagent: p.subagent.as_deref(),
-        };
+        let tc =
+            ToolCall { name, server, args: None, annotations, subagent: p.subagent.as_deref() };
         let rule = p.policy.set.excludes(&tc, p.mode, p.interactive)?;
         let mut why = reason(Rule::Deny, rule, p.mode, p.interactive);
         if rule.is_none() {
-            why.push_str(
-                " (a client listening for confirmations, such as `gemctl attach`, makes it \
-                 interactive; `trust: true` on the server or a policy rule allows its tools)",
-            );
+            why.push_str(match server {
+                Some(_) => {
+                    " (a client listening for confirmations, such as `gemctl attach`, makes it \
+                     interactive; `trust: true` on the server or a policy rule allows its tools)"
+                }
+                None => {
+                    " (a client listening for confirmations, such as `gemctl attach`, makes it \
+                     interactive; a policy rule can allow it)"
+                }
+            });
         }
         Some(Hidden { why, by_default: rule.is_none() })
     }

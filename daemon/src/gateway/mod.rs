@@ -268,6 +268,7 @@ impl Gateway {
                 Ok(p) => match &p.event.body {
                     EventBody::CatalogChanged(c) => c.sessions.contains(&self.session),
                     EventBody::ConfigChanged(c) => c.session == self.session,
+                    EventBody::ToolsDiscovered(d) => d.session == self.session,
                     EventBody::McpServerState(_) => true,
                     _ => false,
                 },

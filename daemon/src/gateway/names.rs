@@ -59,6 +59,8 @@ pub fn build(items: &[Item<'_>], mode: Names) -> NameMap {
     for (i, item) in items.iter().enumerate() {
         let base = match mode {
             Names::Fqn => item.fqn.to_owned(),
+            // A custom tool has no server: its own name (`discovered_tool_…`) stands alone.
+            Names::Server if item.server.is_empty() => fit(&clean(item.fqn), MAX_NAME),
             Names::Server => fit(&format!("{}__{}", clean(item.server), clean(item.own)), MAX_NAME),
         };
         let mut name = base.clone();

@@ -28,6 +28,12 @@ impl Tool {
         Self { name, raw, validator: Arc::new(Err("not compiled yet".to_owned())) }
     }
 
+    /// A tool of the daemon's own making (a custom tool), its input schema compiled now.
+    pub(crate) fn compiled(raw: Value) -> Self {
+        let validator = Arc::new(compile(raw.get("inputSchema")));
+        Self { validator, ..Self::new(raw) }
+    }
+
     /// Its `description`, or nothing.
     pub fn description(&self) -> &str {
         self.raw["description"].as_str().unwrap_or_default()

@@ -138,6 +138,7 @@ mod tests {
             mcp: crate::mcp::McpOptions::default(),
             secrets_file_only: true,
             confirm_timeout: crate::calls::CONFIRM_DEADLINE,
+            custom_tools: crate::discovered::Options::default(),
         };
         let core =
             Core::new(crate::store::Store::temporary()?, info, crate::config::Loader::new(paths));

@@ -4,7 +4,7 @@ use geminid_protocol::api::ToolsApiServer;
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::tools::{
     CatalogParams, InstructionsResult, ToolsCallParams, ToolsCallResult, ToolsCancelParams,
-    ToolsCancelResult, ToolsListParams, ToolsListResult,
+    ToolsCancelResult, ToolsListParams, ToolsListResult, ToolsRefreshParams, ToolsRefreshResult,
 };
 use jsonrpsee::core::{RpcResult, async_trait};
 use jsonrpsee::types::ErrorObjectOwned;
@@ -53,6 +53,13 @@ impl ToolsApiServer for Handler {
 
     async fn tools_instructions(&self, p: CatalogParams) -> RpcResult<InstructionsResult> {
         self.instructions(p).await
+    }
+
+    async fn tools_refresh(&self, p: ToolsRefreshParams) -> RpcResult<ToolsRefreshResult> {
+        self.core.sessions.record(&p.session).map_err(rpc_error)?;
+        self.core.track_config(&p.session);
+        let found = self.core.catalog.refresh_custom_tools(&p.session).await;
+        Ok(ToolsRefreshResult { discovery: found.map(|d| d.summary()) })
     }
 
     async fn tools_call(&self, p: ToolsCallParams) -> RpcResult<ToolsCallResult> {

@@ -1,0 +1,313 @@
+//! A short-lived child process run to its end: a program and its arguments (no shell), a
+//! directory, an environment, bytes on stdin, each output stream bounded, a deadline. The child
+//! leads its own process group, so whatever it starts is stopped with it: SIGTERM to the group
+//! when the deadline passes (or an output outgrows its bound, where that stops the run), SIGKILL
+//! to what is left after [`crate::hooks::run::KILL_GRACE`]. Custom tools (their discovery and
+//! call commands) and custom commands' `!{…}` run through here.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Notify;
+
+use crate::config::env::Env;
+
+/// What to do when an output stream outgrows its bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Overflow {
+    /// Keep the first bytes, read and drop the rest: the run goes on.
+    Cut,
+    /// Stop the run (its process group) there.
+    Stop,
+}
+
+/// One run.
+#[derive(Debug, Clone)]
+pub(crate) struct Job<'a> {
+    /// The program: a path, or a name looked up on the environment's `PATH`.
+    pub(crate) program: &'a OsStr,
+    /// Its arguments.
+    pub(crate) args: &'a [String],
+    /// Its working directory.
+    pub(crate) cwd: &'a Path,
+    /// Its whole environment.
+    pub(crate) env: &'a Env,
+    /// Written to its stdin, which is then closed (`None`: stdin is `/dev/null`).
+    pub(crate) stdin: Option<Vec<u8>>,
+    /// Bytes kept of each output stream.
+    pub(crate) limit: usize,
+    /// Past the bound.
+    pub(crate) overflow: Overflow,
+    /// How long it may take, output read to its end included.
+    pub(crate) timeout: Duration,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Finished {
+    /// Its standard output (the first `limit` bytes; invalid UTF-8 replaced).
+    pub(crate) stdout: String,
+    /// Its standard error, likewise.
+    pub(crate) stderr: String,
+    /// Its exit code, when it exited.
+    pub(crate) exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub(crate) signal: Option<i32>,
+    /// It could not be started: why.
+    pub(crate) spawn_error: Option<String>,
+    /// It was stopped at its deadline.
+    pub(crate) timed_out: bool,
+    /// An output stream outgrew the bound (with [`Overflow::Stop`], the run was stopped then).
+    pub(crate) over_limit: bool,
+}
+
+impl Finished {
+    /// It exited 0 by itself.
+    pub(crate) fn succeeded(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && !self.over_limit
+    }
+}
+
+/// Run `job` to its end.
+pub(crate) async fn run(job: Job<'_>) -> Finished {
+    let mut command = tokio::process::Command::new(job.program);
+    command
+        .args(job.args)
+        .current_dir(job.cwd)
+        .env_clear()
+        .envs(job.env.iter())
+        .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
+    let mut child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let program = job.program.to_string_lossy();
+            return Finished {
+                spawn_error: Some(format!("{program}: {e}")),
+                ..Finished::default()
+            };
+        }
+    };
+    let pgid = child.id().unwrap_or(0);
+    if let (Some(bytes), Some(mut stdin)) = (job.stdin, child.stdin.take()) {
+        // A child that never reads its input must not hold the run up.
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&bytes).await;
+        });
+    }
+    let over = Arc::new(Notify::new());
+    let stop_on_over = (job.overflow == Overflow::Stop).then(|| over.clone());
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        stop(pgid, &mut child).await;
+        return Finished { spawn_error: Some("no pipes".into()), ..Finished::default() };
+    };
+    // What the readers kept so far: a run stopped midway still reports it.
+    let (kept_out, kept_err) = (Kept::default(), Kept::default());
+    let mut out =
+        tokio::spawn(read_bounded(stdout, job.limit, kept_out.clone(), stop_on_over.clone()));
+    let mut err = tokio::spawn(read_bounded(stderr, job.limit, kept_err.clone(), stop_on_over));
+    let mut done = Finished::default();
+    let finished = {
+        // Ended: exited, and both outputs read to their end.
+        let work = async {
+            let status = child.wait().await;
+            let _ = (&mut out).await;
+            let _ = (&mut err).await;
+            status
+        };
+        tokio::select! {
+            status = work => status.ok(),
+            () = tokio::time::sleep(job.timeout) => {
+                done.timed_out = true;
+                None
+            }
+            () = over.notified() => None,
+        }
+    };
+    let status = match finished {
+        Some(status) => Some(status),
+        None => {
+            stop(pgid, &mut child).await;
+            // The group is gone: what it had written is read briefly (a writer that left the
+            // group may hold a pipe open).
+            let until = std::time::Instant::now() + Duration::from_secs(1);
+            while !(out.is_finished() && err.is_finished()) && std::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            child.wait().await.ok()
+        }
+    };
+    out.abort();
+    err.abort();
+    let (stdout, cut_out) = kept_out.take();
+    let (stderr, cut_err) = kept_err.take();
+    done.stdout = stdout;
+    done.stderr = stderr;
+    done.over_limit = cut_out || cut_err;
+    if let Some(status) = status {
+        done.exit_code = status.code();
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::ExitStatusExt;
+            done.signal = status.signal();
+        }
+    }
+    done
+}
+
+/// An output stream's first bytes, and whether there was more.
+#[derive(Debug, Clone, Default)]
+struct Kept(Arc<std::sync::Mutex<(Vec<u8>, bool)>>);
+
+impl Kept {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<u8>, bool)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn take(&self) -> (String, bool) {
+        let (bytes, cut) = std::mem::take(&mut *self.lock());
+        (String::from_utf8_lossy(&bytes).into_owned(), cut)
+    }
+}
+
+/// Stop the child's process group: SIGTERM, then SIGKILL to whatever is left after the grace
+/// (the child itself reaped meanwhile, so that its zombie does not count as left).
+async fn stop(pgid: u32, child: &mut tokio::process::Child) {
+    #[cfg(unix)]
+    if let Ok(pid) = i32::try_from(pgid) {
+        use nix::sys::signal::{Signal, killpg};
+        let group = nix::unistd::Pid::from_raw(pid);
+        let _ = killpg(group, Signal::SIGTERM);
+        let until = std::time::Instant::now() + crate::hooks::run::KILL_GRACE;
+        loop {
+            let _ = child.try_wait();
+            if killpg(group, None).is_err() || std::time::Instant::now() >= until {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = killpg(group, Signal::SIGKILL);
+    }
+    #[cfg(not(unix))]
+    let _ = pgid;
+    let _ = child.kill().await;
+}
+
+/// Read a stream to its end into `kept`, up to `limit` bytes (the rest is read and dropped,
+/// and the cut noted). With `over`, stop at the first byte past the bound and say so through it.
+async fn read_bounded(
+    mut r: impl AsyncRead + Unpin,
+    limit: usize,
+    kept: Kept,
+    over: Option<Arc<Notify>>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let mut k = kept.lock();
+                let room = limit.saturating_sub(k.0.len());
+                k.0.extend_from_slice(&buf[..n.min(room)]);
+                if n > room {
+                    k.1 = true;
+                    if let Some(over) = &over {
+                        over.notify_one();
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A signal's name as Node.js gives it (`SIGKILL`), else its number.
+pub(crate) fn signal_name(sig: i32) -> String {
+    #[cfg(unix)]
+    if let Ok(s) = nix::sys::signal::Signal::try_from(sig) {
+        return s.as_str().to_owned();
+    }
+    sig.to_string()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn job<'a>(args: &'a [String], env: &'a Env) -> Job<'a> {
+        Job {
+            program: OsStr::new("/bin/sh"),
+            args,
+            cwd: Path::new("/"),
+            env,
+            stdin: None,
+            limit: 16,
+            overflow: Overflow::Cut,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["-c".into(), script.into()]
+    }
+
+    #[tokio::test]
+    async fn output_exit_and_stdin() {
+        let env = Env::new();
+        let args = sh("cat; echo oops >&2; exit 3");
+        let mut j = job(&args, &env);
+        j.stdin = Some(b"hello".to_vec());
+        let f = run(j).await;
+        assert_eq!((f.stdout.as_str(), f.stderr.as_str()), ("hello", "oops\n"));
+        assert_eq!((f.exit_code, f.signal, f.succeeded()), (Some(3), None, false));
+    }
+
+    #[tokio::test]
+    async fn cut_keeps_the_start_and_goes_on_stop_stops() {
+        let env = Env::new();
+        let args = sh("printf '%0100d' 0; exit 0");
+        let f = run(job(&args, &env)).await;
+        assert_eq!((f.stdout.len(), f.over_limit, f.exit_code), (16, true, Some(0)));
+        let args = sh("printf '%0100d' 0; sleep 30");
+        let mut j = job(&args, &env);
+        j.overflow = Overflow::Stop;
+        let started = std::time::Instant::now();
+        let f = run(j).await;
+        assert!(f.over_limit && !f.succeeded() && f.signal.is_some(), "{f:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn a_deadline_stops_the_whole_group() {
+        let env = Env::new();
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let args = sh(&format!("sleep 60 & echo $! > {}; wait", pid_file.display()));
+        let mut j = job(&args, &env);
+        j.timeout = Duration::from_millis(300);
+        let f = run(j).await;
+        assert!(f.timed_out && f.signal.is_some(), "{f:?}");
+        let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        // Gone, or a zombie nobody reaped yet (no init that reaps in some containers).
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
+        assert!(matches!(state, None | Some('Z')), "the background child outlived its group");
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_said() {
+        let env = Env::new();
+        let mut j = job(&[], &env);
+        j.program = OsStr::new("/nonexistent/program");
+        let f = run(j).await;
+        assert!(f.spawn_error.as_deref().is_some_and(|e| e.contains("/nonexistent/program")));
+    }
+}
