@@ -733,3 +733,50 @@ async fn a_subscription_to_a_server_of_the_new_era_is_a_subscriptions_listen_str
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn custom_tools_are_served_beside_the_servers_tools() -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let home = TestHome::new()?;
+    let bin = home.root().join("bin");
+    std::fs::create_dir_all(&bin)?;
+    let script = |name: &str, body: &str| -> anyhow::Result<String> {
+        let path = bin.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n"))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+        Ok(path.display().to_string())
+    };
+    let decls = json!([{"name": "shout", "description": "Shouts.", "parametersJsonSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}, {"name": "bare"}]);
+    let discover = script("discover", &format!("echo '{decls}'"))?;
+    let call =
+        script("call", r#"[ "$1" = shout ] && tr a-z A-Z || { echo "no $1" >&2; exit 2; }"#)?;
+    std::fs::write(
+        home.root().join("home/.gemini/settings.json"),
+        json!({ "mcpServers": { "fx": stdio(&[]) }, "tools": { "discoveryCommand": discover, "callCommand": call } }).to_string(),
+    )?;
+    std::fs::write(
+        home.root().join("home/.gemini/policies/custom.toml"),
+        "[[rule]]\ntoolName = \"discovered_tool_*\"\ndecision = \"allow\"\npriority = 10\n",
+    )?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let s = serve(&home, None, &[]).await?;
+    let tools = s.client.list_all_tools().await?;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(&names[..2], ["discovered_tool_shout", "discovered_tool_bare"], "{names:?}");
+    assert!(names.contains(&"fx__echo"), "{names:?}");
+    let bare = serde_json::to_value(&tools[1])?;
+    // Declared without parameters (`{}`): served as the object schema MCP clients require.
+    assert_eq!(bare["inputSchema"], json!({"type": "object"}), "{bare}");
+    assert_eq!(
+        text_of(&s, "discovered_tool_shout", json!({"text": "hi"})).await?,
+        (false, "{\"TEXT\":\"HI\"}".into())
+    );
+    let (failed, text) = text_of(&s, "discovered_tool_bare", json!({})).await?;
+    assert!(failed);
+    assert_eq!(
+        text,
+        "Stdout: (empty)\nStderr: no bare\n\nError: (none)\nExit Code: 2\nSignal: (none)"
+    );
+    Ok(())
+}

@@ -153,3 +153,40 @@ async fn a_call_without_a_call_command_says_so() {
     let text = result["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("Error: tools.callCommand is not set"), "{text}");
 }
+
+/// Gemini CLI's tool-registry cases, as data: a failing call command's report, and a declared
+/// schema kept whole with `wait_for_previous` added.
+#[tokio::test]
+async fn gemini_cli_tool_registry_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let (err, text) =
+        call(dir.path(), "echo 'Something went wrong' >&2; exit 1", json!({}), Options::default())
+            .await;
+    assert!(err);
+    assert!(text.contains("Stderr: Something went wrong"), "{text}");
+    assert!(text.contains("Exit Code: 1"), "{text}");
+
+    let declared = json!({
+        "name": "tool-with-bad-format",
+        "description": "A tool with an invalid format property",
+        "parametersJsonSchema": {
+            "type": "object",
+            "properties": { "some_string": { "type": "string", "format": "uuid" } }
+        }
+    });
+    let (decls, _) = decls::parse(&json!([declared]).to_string()).unwrap();
+    let schema = crate::catalog::naming::with_wait_for_previous(decls[0].parameters.clone());
+    assert_eq!(
+        schema,
+        json!({
+            "type": "object",
+            "properties": {
+                "some_string": { "type": "string", "format": "uuid" },
+                "wait_for_previous": {
+                    "type": "boolean",
+                    "description": "Set to true to wait for all previously requested tools in this turn to complete before starting. Set to false (or omit) to run in parallel. Use true when this tool depends on the output of previous tools."
+                }
+            }
+        })
+    );
+}

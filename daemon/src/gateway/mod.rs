@@ -178,6 +178,13 @@ impl Gateway {
             let mut raw = t.tool().raw.clone();
             if let Some(o) = raw.as_object_mut() {
                 o.insert("name".into(), Value::String(name.clone()));
+                // MCP clients require an object schema: a custom tool declared without one
+                // (`{}`) is served as `{"type": "object"}`.
+                if let Some(schema) = o.get_mut("inputSchema").and_then(Value::as_object_mut)
+                    && !schema.contains_key("type")
+                {
+                    schema.insert("type".into(), Value::String("object".into()));
+                }
             }
             match serde_json::from_value::<Tool>(raw) {
                 Ok(tool) => out.push(tool),

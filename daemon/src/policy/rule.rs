@@ -48,6 +48,9 @@ pub struct Rule {
 
 const MCP_PREFIX: &str = "mcp_";
 
+/// Every custom tool (`discovered_tool_<name>`), as a rule's `toolName`.
+const DISCOVERED_ALL: &str = "discovered_tool_*";
+
 /// `mcp_{server}_{tool}`, as the rule side names MCP tools (Gemini CLI's `formatMcpToolName`:
 /// not sanitized; `*` for both is `mcp_*`, a `*` tool `mcp_{server}_*`).
 pub fn mcp_name(server: &str, tool: &str) -> String {
@@ -148,6 +151,13 @@ impl Rule {
                 // `safe_server_malicious`.
                 return call.server == Some(server)
                     && call.name.starts_with(&format!("{MCP_PREFIX}{server}_"));
+            }
+            // Custom tools: Gemini CLI's own default rules name them so, but its engine compares
+            // the pattern as written and so never matches one (its defaults decide as no rule
+            // would). geminid makes the pattern mean what it says, for a tool of no server.
+            if rule == DISCOVERED_ALL {
+                return call.server.is_none()
+                    && call.name.starts_with(&DISCOVERED_ALL[..DISCOVERED_ALL.len() - 1]);
             }
             // Any other `*` (such as `mcp_*_search`, from `mcpName = "*"` and a tool name) is
             // compared as written, as Gemini CLI does: it matches no real tool.

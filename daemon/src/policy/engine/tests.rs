@@ -451,3 +451,19 @@ fn excluded_tools_as_gemini_cli_computes_them() {
         assert_eq!(got, want, "{what}");
     }
 }
+
+/// `discovered_tool_*` (Gemini CLI's default rules for custom tools) means every custom tool:
+/// geminid's difference, since Gemini CLI's engine compares it as written and matches none. It
+/// gives nothing to an MCP tool, nor to a name that merely contains it.
+#[test]
+fn discovered_tool_star_means_every_custom_tool() {
+    let set = PolicySet::new(vec![rule("discovered_tool_*", Allow, 10), rule("*", Deny, 1)]);
+    assert_eq!(check(&set, "discovered_tool_lint", None, None), Allow);
+    assert_eq!(check(&set, "discovered_tool_", None, None), Allow);
+    assert_eq!(check(&set, "discovered_tool_lint", Some("srv"), None), Deny);
+    assert_eq!(check(&set, "mcp_srv_discovered_tool_x", Some("srv"), None), Deny);
+    assert_eq!(check(&set, "my_discovered_tool_x", None, None), Deny);
+    // Other patterns with a `*` stay as Gemini CLI reads them: matching nothing.
+    let set = PolicySet::new(vec![rule("run_shell*", Allow, 10)]);
+    assert_eq!(check(&set, "run_shell_command", None, None), AskUser);
+}
