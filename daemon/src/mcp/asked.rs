@@ -159,11 +159,14 @@ impl Supervisor {
                 .filter(|(_, e)| matches!(&e.binding, Binding::Runs(i) if i == identity))
                 .collect();
             users.sort_by(|a, b| a.0.cmp(b.0));
+            // No session uses it now (it lingers after the command that started it): the roots
+            // of the session it was started for.
             let chosen = caller
                 .as_ref()
                 .and_then(|c| users.iter().find(|(s, _)| *s == c))
                 .or(users.first())
-                .map(|(_, e)| (e.roots.clone(), e.base.clone()));
+                .map(|(_, e)| (e.roots.clone(), e.base.clone()))
+                .or_else(|| inner.started_for.get(identity).cloned());
             let Some((given, base)) = chosen else { return Roots::default() };
             inner.given_roots.insert(identity.to_owned(), given.clone());
             let newly = inner.asks_roots.insert(base.clone());

@@ -160,6 +160,10 @@ struct Inner {
     asks_roots: std::collections::HashSet<String>,
     /// The roots each such running server was given.
     given_roots: HashMap<String, roots::Roots>,
+    /// The roots (and spec identity) of the session each running server was started for: what
+    /// a server asking for roots while no session uses it (lingering after a command that
+    /// started it) is given.
+    started_for: HashMap<String, (roots::Roots, String)>,
     /// Tasks the store had open at start, followed again when their server connects.
     resume: Vec<crate::store::tasks::TaskRecord>,
 }

@@ -215,6 +215,9 @@ impl Supervisor {
                             tracing::info!(server = %name, session = view.id, identity = &identity[..12], "starting MCP server");
                             let server = Server::start(new, self.observer(), self.opts);
                             inner.servers.insert(identity.clone(), server);
+                            inner
+                                .started_for
+                                .insert(identity.clone(), (entry.roots.clone(), entry.base.clone()));
                             inner.retired.retain(|r| r.server.identity != *identity);
                             started = true;
                         }
@@ -239,6 +242,7 @@ impl Supervisor {
             }
             // A changed entry's old server goes at once; nobody else uses it.
             for identity in &released {
+                inner.started_for.remove(identity);
                 if let Some(server) = inner.servers.remove(identity) {
                     inner.retire(server.clone(), "its configuration changed");
                     tracing::info!(server = %server.name, "configuration changed: stopping the old server");
@@ -293,6 +297,7 @@ impl Supervisor {
                     return;
                 }
                 let server = inner.servers.remove(&identity);
+                inner.started_for.remove(&identity);
                 if let Some(server) = &server {
                     inner.retire(server.clone(), "no session needed it");
                 }
