@@ -35,7 +35,7 @@ pub async fn connect_or_start(
     match connect_running(socket).await {
         Ok(c) => Ok(c),
         Err(ConnectError::NotRunning { .. }) if autostart => {
-            start(socket).await?;
+            start(socket, Some(AUTOSTART_IDLE_EXIT)).await?;
             Ok(connect_running(socket).await?)
         }
         Err(e @ ConnectError::NotRunning { .. }) => {
@@ -46,7 +46,7 @@ pub async fn connect_or_start(
 }
 
 /// The `geminid` to start: `$GEMINID_BIN`, else the one next to this `gemctl`, else `PATH`.
-fn geminid_binary() -> PathBuf {
+pub fn geminid_binary() -> PathBuf {
     if let Some(p) = std::env::var_os(GEMINID_BIN_ENV).filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
@@ -65,8 +65,13 @@ pub fn log_path(socket: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// Start `geminid` detached on `socket` and wait until it answers.
-pub async fn start(socket: &Path) -> anyhow::Result<HelloResult> {
+/// How long a daemon a command started on its own stays with nothing to do (no client, no
+/// attached session, no server running): it is started again when needed.
+pub const AUTOSTART_IDLE_EXIT: Duration = Duration::from_secs(30 * 60);
+
+/// Start `geminid` detached on `socket` and wait until it answers; with `idle_exit`, it leaves
+/// after that long with nothing to do (`geminid --idle-exit`).
+pub async fn start(socket: &Path, idle_exit: Option<Duration>) -> anyhow::Result<HelloResult> {
     // A daemon that no longer answers may still be shutting down (it gives up its socket
     // first, its lock last); one started before it exits would find the lock taken.
     if !wait_until(DAEMON_STOP_TIMEOUT, || !lock_held(socket)).await {
@@ -99,6 +104,9 @@ pub async fn start(socket: &Path) -> anyhow::Result<HelloResult> {
     }
     let mut cmd = std::process::Command::new(&bin);
     cmd.arg("--socket").arg(socket).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log_file);
+    if let Some(after) = idle_exit {
+        cmd.arg("--idle-exit").arg(humantime::format_duration(after).to_string());
+    }
     // Its own process group, so a Ctrl-C in this terminal does not reach it.
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);

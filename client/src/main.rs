@@ -3,8 +3,10 @@
 mod attach;
 mod auth_cmds;
 mod bridge;
+mod complete;
 mod config_cmds;
 mod daemon;
+mod doctor;
 mod elicit;
 mod ext_cmds;
 mod ext_new;
@@ -13,6 +15,7 @@ mod mcp_cmds;
 mod output;
 mod policy_cmds;
 mod serve;
+mod service;
 mod skill_cmds;
 mod tool_cmds;
 
@@ -40,7 +43,7 @@ const EXIT_NOT_RUNNING: u8 = 3;
 /// gemctl: control geminid, the per-user daemon for Gemini CLI's MCP servers, extensions,
 /// skills, hooks and policy.
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(version = geminid_protocol::VERSION_LINE)]
 struct Cli {
     /// The daemon's socket [default: $XDG_RUNTIME_DIR/geminid/geminid.sock (without it, /run/user/UID when it is yours), else ~/.gemini/run/geminid.sock]
     #[arg(long, global = true, env = SOCKET_ENV, value_name = "PATH")]
@@ -55,6 +58,7 @@ struct Cli {
     /// only one session fits) [default: the current directory's default session, created on
     /// first use]
     #[arg(long, global = true, env = "GEMINID_SESSION", value_name = "ID")]
+    #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::sessions))]
     session: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -75,6 +79,7 @@ enum Command {
     /// servers ask for (field by field; `!decline`, `!cancel`)
     Attach {
         /// The session [default: the current directory's default session]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::sessions))]
         id: Option<String>,
         /// Answer confirmations and elicitations from stdin, one answer per line [default:
         /// when stdin is a terminal]
@@ -130,6 +135,7 @@ enum Command {
     /// tool reports an error)
     Call {
         /// The tool
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::tools))]
         tool: String,
         /// Its arguments as a JSON object, or `-` to read them from stdin [default: {}]
         args: Option<String>,
@@ -179,6 +185,24 @@ enum Command {
     /// `tools.discoveryCommand` again)
     #[command(subcommand)]
     Tools(tool_cmds::ToolsCommand),
+    /// Check the setup: the socket and versions, the secrets store, the folder's trust, the
+    /// configuration's problems, the programs stdio servers run, remote servers' reachability,
+    /// servers that need a sign-in or keep failing; each finding with its fix (exit 1 on an
+    /// error)
+    Doctor,
+    /// Print the script that gives SHELL completion of gemctl's commands and of the running
+    /// daemon's servers, tools and sessions: `source <(gemctl completions bash)` in ~/.bashrc,
+    /// `source <(gemctl completions zsh)` in ~/.zshrc, `gemctl completions fish | source` in
+    /// ~/.config/fish/config.fish
+    Completions {
+        /// The shell
+        shell: complete::Shell,
+    },
+    /// Write gemctl's man pages (gemctl.1 and one per command) into DIR
+    Man {
+        /// Where [default: ./man]
+        dir: Option<PathBuf>,
+    },
     /// Trust a folder (default: the current directory)
     Trust {
         /// The folder
@@ -208,6 +232,8 @@ impl Command {
             | Self::Events
             | Self::Rpc
             | Self::Trust { .. }
+            | Self::Completions { .. }
+            | Self::Man { .. }
             | Self::Untrust { .. } => false,
             Self::Confirm { .. } | Self::Audit { .. } => false,
             Self::Extensions(ext_cmds::ExtensionsCommand::New { .. }) => false,
@@ -224,6 +250,7 @@ impl Command {
             | Self::Agents(_)
             | Self::Commands(_)
             | Self::Tools(_)
+            | Self::Doctor
             | Self::Prompt { .. }
             | Self::Read { .. }
             | Self::Tasks { .. } => true,
@@ -237,6 +264,19 @@ enum DaemonCommand {
     Start,
     /// Stop geminid gracefully and wait for it to exit
     Stop,
+    /// Run geminid as a systemd user service: write geminid.service (and, with
+    /// --socket-activation, geminid.socket) to ~/.config/systemd/user, then enable and start it
+    InstallService {
+        /// systemd listens on the socket and starts geminid on the first connection; geminid
+        /// exits after 30 idle minutes
+        #[arg(long)]
+        socket_activation: bool,
+        /// Only write the units (and say how to enable them)
+        #[arg(long)]
+        no_enable: bool,
+    },
+    /// Stop and disable the user service and remove its units
+    UninstallService,
 }
 
 #[derive(Debug, Subcommand)]
@@ -256,11 +296,13 @@ enum SessionCommand {
     /// Show one session [default: the current directory's default session]
     Show {
         /// The session
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::sessions))]
         id: Option<String>,
     },
     /// Close a session (detach everyone and delete it, and the sessions derived from it)
     Close {
         /// The session
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::sessions))]
         id: String,
     },
     /// Create a subagent's session under a parent: its confirmations go to the parent's
@@ -299,8 +341,22 @@ enum SessionCommand {
     },
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // A shell asking for completions (`GEMCTL_COMPLETE=bash gemctl -- WORDS`): answer and exit
+    // (before the runtime: a completer that asks the daemon runs its own).
+    clap_complete::CompleteEnv::with_factory(<Cli as clap::CommandFactory>::command)
+        .var(complete::VAR)
+        .complete();
+    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(gemctl_main()),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn gemctl_main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if let Some(hint) = gemini_flag_hint(&argv) {
         eprintln!("error: {hint}");
@@ -407,6 +463,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status => status(&socket, cli.json).await,
         Command::Daemon(DaemonCommand::Start) => daemon_start(&socket, cli.json).await,
         Command::Daemon(DaemonCommand::Stop) => daemon_stop(&socket, cli.json).await,
+        Command::Daemon(DaemonCommand::InstallService { socket_activation, no_enable }) => {
+            service::install(&socket, socket_activation, !no_enable, cli.json).await
+        }
+        Command::Daemon(DaemonCommand::UninstallService) => service::uninstall(cli.json),
         Command::Session(cmd) => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
             session(&client, cmd, cli.session, cli.json).await?;
@@ -550,6 +610,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
             skill_cmds::run_agents(&client, session, cmd, cli.json).await
+        }
+        Command::Doctor => doctor::run(&socket, autostart, cli.session, cli.json).await,
+        Command::Completions { shell } => {
+            complete::registration(shell)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from("man"));
+            let written = complete::man_pages(<Cli as clap::CommandFactory>::command(), &dir)?;
+            if cli.json {
+                output::json(&written)?;
+            } else {
+                outln!("wrote {} man pages in {}", written.len(), dir.display());
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Trust { path, parent, never } => {
             use geminid_protocol::config::TrustLevel;
@@ -697,7 +772,7 @@ async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
 async fn daemon_start(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let (hello, started) = match daemon::connect_running(socket).await {
         Ok((_, hello)) => (hello, false),
-        Err(ConnectError::NotRunning { .. }) => (daemon::start(socket).await?, true),
+        Err(ConnectError::NotRunning { .. }) => (daemon::start(socket, None).await?, true),
         Err(e) => return Err(e.into()),
     };
     if json {

@@ -22,16 +22,19 @@ pub enum RuntimeCommand {
     /// Restart a running server (also ends crash-loop and needs-auth)
     Restart {
         /// Server name
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
         name: String,
     },
     /// List the session's tools (their names as Gemini sees them)
     Tools {
         /// Only this server's
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
         server: Option<String>,
     },
     /// Show a tool's declaration (schema) and its MCP object
     Describe {
         /// The tool (its full name, or its name on the server)
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::tools))]
         tool: String,
     },
     /// List the session's MCP prompts as slash commands
@@ -41,6 +44,7 @@ pub enum RuntimeCommand {
     /// Show a server's log: its stderr and what geminid did
     Logs {
         /// Server name
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
         name: String,
         /// Keep printing new lines until Ctrl-C
         #[arg(short, long)]

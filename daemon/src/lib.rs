@@ -32,6 +32,7 @@ pub mod session;
 pub mod settings_file;
 pub mod skills;
 pub mod store;
+pub mod systemd;
 pub mod watch;
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use tracing_subscriber::EnvFilter;
 /// How often idle default sessions are looked for (besides at start).
 const SESSION_PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum LogFormat {
     Text,
     Json,
@@ -38,7 +38,7 @@ enum SecretsArg {
 /// geminid: one per-user daemon for Gemini CLI's MCP servers, extensions, skills, hooks and
 /// policy. Clients (gemctl, editors) speak JSON-RPC 2.0 to it over a local socket.
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(version = geminid_protocol::VERSION_LINE)]
 struct Args {
     /// Settings file: each `flag-name = value` in it is that flag's default [default:
     /// $XDG_CONFIG_HOME/geminid/config.toml, else ~/.config/geminid/config.toml]
@@ -101,6 +101,11 @@ struct Args {
     /// How long `tools.discoveryCommand` may run before it is stopped (its process group)
     #[arg(long, env = "GEMINID_TOOL_DISCOVERY_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     tool_discovery_timeout: Duration,
+    /// Exit after nothing has needed the daemon for this long (no client connected, no session
+    /// attached, no MCP server running); `0s` never. For on-demand starts (gemctl's autostart,
+    /// socket activation): a plain service keeps running
+    #[arg(long, env = "GEMINID_IDLE_EXIT", default_value = "0s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    idle_exit: Duration,
     /// How long one call of a custom tool (`tools.callCommand`) may run before it is stopped
     #[arg(long, env = "GEMINID_TOOL_CALL_TIMEOUT", default_value = "10m", value_parser = humantime::parse_duration, value_name = "DURATION")]
     tool_call_timeout: Duration,
@@ -158,8 +163,36 @@ fn parse_args() -> Result<Args, settings_file::FileError> {
     Ok(Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()))
 }
 
+/// Whether stderr is systemd's journal stream (`JOURNAL_STREAM` names its device and inode).
+#[cfg(unix)]
+fn stderr_is_journal() -> bool {
+    let Some((dev, ino)) = std::env::var("JOURNAL_STREAM")
+        .ok()
+        .and_then(|v| v.split_once(':').map(|(d, i)| (d.parse::<u64>(), i.parse::<u64>())))
+    else {
+        return false;
+    };
+    let Ok(st) = nix::sys::stat::fstat(std::io::stderr()) else { return false };
+    #[allow(clippy::useless_conversion, reason = "the types differ between platforms")]
+    let same = dev == Ok(u64::from(st.st_dev)) && ino == Ok(u64::from(st.st_ino));
+    same
+}
+
 fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Under systemd, text logs go to journald itself, with each event's fields as journal
+    // fields (SESSION=, SERVER=, ...: `journalctl --user -u geminid SERVER=github`).
+    #[cfg(unix)]
+    if format == LogFormat::Text
+        && stderr_is_journal()
+        && let Ok(journal) = tracing_journald::layer()
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let journal = journal.with_field_prefix(None).with_syslog_identifier("geminid".to_owned());
+        tracing_subscriber::registry().with(filter).with(journal).init();
+        return;
+    }
     // Colours only on a terminal: under systemd, or started by gemctl, stderr is the journal
     // or a log file, where escape codes are noise.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -185,8 +218,25 @@ async fn run(args: Args) -> anyhow::Result<()> {
     paths::create_private_dir(&data_dir)
         .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
     // Claim the socket before opening the database, so that a second daemon reports the
-    // running one instead of a database lock error.
-    let bound = server::bind(&socket, &server::lock_path(&socket, &data_dir))?;
+    // running one instead of a database lock error. Under socket activation, the one systemd
+    // passed (its path is the daemon's socket, whatever --socket says).
+    let env = |k: &str| std::env::var(k).ok();
+    let notifier = geminid::systemd::Notifier::from_env(env);
+    #[cfg(unix)]
+    let passed = geminid::systemd::listen_fd(env).map_err(anyhow::Error::msg)?;
+    #[cfg(not(unix))]
+    let passed: Option<()> = None;
+    let (bound, socket) = match passed {
+        #[cfg(unix)]
+        Some(fd) => {
+            let path = geminid::systemd::socket_path(&fd).unwrap_or_else(|| socket.clone());
+            if path != socket {
+                tracing::warn!(passed = %path.display(), expected = %socket.display(), "systemd passed a socket at another path than gemctl looks for; set GEMINID_SOCKET for gemctl");
+            }
+            (server::adopt(fd, &path, &server::lock_path(&path, &data_dir))?, path)
+        }
+        _ => (server::bind(&socket, &server::lock_path(&socket, &data_dir))?, socket),
+    };
     // A daemon on another socket may use the same data directory: say who, not sled's error.
     let _data_lock = geminid::store::lock_dir(&data_dir, &socket)?;
     let store = Store::open(&data_dir)?;
@@ -250,6 +300,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             }
         });
     }
+    server::lifecycle::spawn(core.clone(), notifier, Some(args.idle_exit));
     server::run(core, bound).await
 }
 

@@ -23,7 +23,9 @@ use crate::config::{
     McpReloadParams, McpReloadResult, McpRemoveParams, McpRemoveResult, TrustGetParams,
     TrustGetResult, TrustSetParams, TrustSetResult,
 };
-use crate::daemon::{HelloParams, HelloResult, ShutdownResult, StatusResult};
+use crate::daemon::{
+    DoctorParams, DoctorResult, HelloParams, HelloResult, ShutdownResult, StatusResult,
+};
 use crate::event::Event;
 use crate::event::EventsSubscribeParams;
 use crate::extensions::{
@@ -75,6 +77,12 @@ pub trait DaemonApi {
     /// in-flight calls, flushes its database and removes its socket.
     #[method(name = "shutdown")]
     async fn shutdown(&self) -> RpcResult<ShutdownResult>;
+
+    /// Check what a session needs: the secrets store, the folder's trust, the configuration's
+    /// problems, the programs its stdio servers run, its remote servers' reachability, its
+    /// servers' states; each finding with its fix.
+    #[method(name = "doctor")]
+    async fn doctor(&self, params: DoctorParams) -> RpcResult<DoctorResult>;
 }
 
 /// `session/*`: sessions and which connections are attached to them.

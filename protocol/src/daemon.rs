@@ -107,3 +107,51 @@ pub struct ShutdownResult {
     /// The pid that is shutting down, so a client can wait for it to exit.
     pub pid: u32,
 }
+
+/// `daemon/doctor`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorParams {
+    /// The session whose folder, configuration and servers are checked.
+    pub session: crate::common::SessionId,
+}
+
+/// Result of `daemon/doctor`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorResult {
+    /// What was checked, in order.
+    pub findings: Vec<Finding>,
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Finding {
+    /// What was checked: `socket`, `version`, `secrets`, `trust`, `config`, `command`,
+    /// `remote`, `auth`, `server`.
+    pub check: String,
+    /// How it went.
+    pub status: FindingStatus,
+    /// What was found.
+    pub message: String,
+    /// What fixes it, when something does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+/// How a check went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum FindingStatus {
+    /// Fine.
+    Ok,
+    /// Works, but something may not be what the user wants.
+    Warning,
+    /// Broken.
+    Error,
+}

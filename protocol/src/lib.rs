@@ -36,5 +36,19 @@ pub const PROTOCOL_VERSION: u32 = 2;
 /// The version of this crate, which the daemon reports in `daemon/status`.
 pub const DAEMON_VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// What `geminid --version` and `gemctl --version` print after their names: the version and
+/// the protocol version (the second number must be [`PROTOCOL_VERSION`]; a test holds them
+/// together).
+pub const VERSION_LINE: &str = concat!(env!("CARGO_PKG_VERSION"), " (protocol 2)");
+
 /// Default limit for one JSON-RPC message in either direction (tool results can be large).
 pub const DEFAULT_MAX_MESSAGE_SIZE: u32 = 64 * 1024 * 1024;
+
+#[cfg(test)]
+mod version_tests {
+    #[test]
+    fn the_version_line_names_the_protocol_version() {
+        let want = format!("{} (protocol {})", super::DAEMON_VERSION, super::PROTOCOL_VERSION);
+        assert_eq!(super::VERSION_LINE, want);
+    }
+}

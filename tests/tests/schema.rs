@@ -45,6 +45,7 @@ fn document() -> Value {
         "daemon/hello" => HelloParams, HelloResult;
         "daemon/status" => (), StatusResult;
         "daemon/shutdown" => (), ShutdownResult;
+        "daemon/doctor" => DoctorParams, DoctorResult;
         "session/create" => SessionCreateParams, Session;
         "session/get" => SessionIdParams, Session;
         "session/list" => Option<SessionListParams>, SessionListResult;

@@ -2,6 +2,7 @@
 
 pub mod auth;
 mod commands;
+mod doctor;
 mod extensions;
 pub(crate) use extensions::ExtensionsError;
 pub mod hooks;
@@ -201,7 +202,11 @@ impl Core {
                 audit,
                 events,
                 config,
-                daemon_env: Secret::new(Arc::new(std::env::vars().collect())),
+                daemon_env: Secret::new(Arc::new(
+                    std::env::vars()
+                        .filter(|(k, _)| !crate::systemd::PRIVATE_VARS.contains(&k.as_str()))
+                        .collect(),
+                )),
                 store,
                 info,
                 started_ms: clock::now_ms(),

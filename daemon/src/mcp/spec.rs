@@ -178,7 +178,11 @@ pub(crate) fn resolve(
 /// find it. The directory is made canonical (`/bin` and `/usr/bin` on a merged-/usr system are
 /// one place) but the file name is kept: a virtualenv's `bin/python` is a link to the system
 /// interpreter and still a different program.
-fn find_program(command: &str, path: Option<&String>, cwd: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn find_program(
+    command: &str,
+    path: Option<&String>,
+    cwd: Option<&Path>,
+) -> Option<PathBuf> {
     let named = Path::new(command);
     let candidates: Vec<PathBuf> = if named.components().count() > 1 || named.is_absolute() {
         vec![match cwd {

@@ -215,9 +215,10 @@ impl Supervisor {
                             tracing::info!(server = %name, session = view.id, identity = &identity[..12], "starting MCP server");
                             let server = Server::start(new, self.observer(), self.opts);
                             inner.servers.insert(identity.clone(), server);
-                            inner
-                                .started_for
-                                .insert(identity.clone(), (entry.roots.clone(), entry.base.clone()));
+                            inner.started_for.insert(
+                                identity.clone(),
+                                (entry.roots.clone(), entry.base.clone()),
+                            );
                             inner.retired.retain(|r| r.server.identity != *identity);
                             started = true;
                         }

@@ -1,7 +1,9 @@
 //! `daemon/*`.
 
 use geminid_protocol::api::DaemonApiServer;
-use geminid_protocol::daemon::{HelloParams, HelloResult, ShutdownResult, StatusResult};
+use geminid_protocol::daemon::{
+    DoctorParams, DoctorResult, HelloParams, HelloResult, ShutdownResult, StatusResult,
+};
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::{DAEMON_VERSION, PROTOCOL_VERSION};
 use jsonrpsee::core::{RpcResult, async_trait};
@@ -39,6 +41,10 @@ impl DaemonApiServer for Handler {
 
     async fn status(&self) -> RpcResult<StatusResult> {
         Ok(self.core.status())
+    }
+
+    async fn doctor(&self, p: DoctorParams) -> RpcResult<DoctorResult> {
+        self.core.doctor(&p.session).await.map_err(super::session::rpc_error)
     }
 
     async fn shutdown(&self) -> RpcResult<ShutdownResult> {

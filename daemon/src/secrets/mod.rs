@@ -9,7 +9,7 @@ use std::fmt;
 pub(crate) mod file_keychain;
 pub(crate) mod store;
 
-pub(crate) use store::SecretStore;
+pub(crate) use store::{Backend, SecretStore};
 
 /// Write `bytes` to `path` whole or not at all, readable by the owner only (0600 on Unix): a
 /// temporary file beside it, renamed over it. Its folder is made if missing.

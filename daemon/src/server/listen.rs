@@ -32,6 +32,14 @@ pub enum ListenError {
         /// How to fix it.
         fix: String,
     },
+    /// The socket systemd passed lets others connect.
+    #[error("refusing the socket systemd passed: {} has mode {mode:o}, which lets other users connect; set SocketMode=0600 in geminid.socket", path.display())]
+    OpenSocket {
+        /// The socket.
+        path: PathBuf,
+        /// Its mode bits.
+        mode: u32,
+    },
     /// Something that is not a socket sits at the socket path.
     #[error("refusing to listen: {} exists and is not a socket; remove it or choose another --socket", .0.display())]
     NotASocket(PathBuf),
@@ -97,6 +105,30 @@ pub fn bind(socket: &Path, lock: &Path) -> Result<Bound, ListenError> {
     let listener = opts.create_tokio().map_err(io_err("cannot listen on", socket))?;
     tracing::info!(socket = %socket.display(), "listening");
     Ok(Bound { listener, socket: socket.to_path_buf(), lock: lock_file })
+}
+
+/// Serve the socket systemd passed (socket activation) as a claimed one: its directory must be
+/// private and the socket itself closed to other users (the checks a socket of geminid's own
+/// making passes), and the lock is taken, so no second daemon serves the same path. Dropping it
+/// leaves the socket file to systemd.
+#[cfg(unix)]
+pub fn adopt(fd: std::os::fd::OwnedFd, socket: &Path, lock: &Path) -> Result<Bound, ListenError> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) {
+        unix::private_dir(dir)?;
+    }
+    let meta =
+        std::fs::metadata(socket).map_err(io_err("cannot read the passed socket", socket))?;
+    let mode = meta.permissions().mode() & 0o777;
+    // Connecting takes write permission on the socket file.
+    if mode & 0o022 != 0 {
+        return Err(ListenError::OpenSocket { path: socket.to_path_buf(), mode });
+    }
+    let lock_file = take_lock(lock, socket)?;
+    let listener = interprocess::os::unix::uds_local_socket::tokio::Listener::try_from(fd)
+        .map_err(io_err("cannot listen on the passed socket", socket))?;
+    tracing::info!(socket = %socket.display(), "listening on the socket systemd passed");
+    Ok(Bound { listener: Listener::from(listener), socket: socket.to_path_buf(), lock: lock_file })
 }
 
 /// Take the exclusive lock and write our pid into it; if another process holds it, report its pid.

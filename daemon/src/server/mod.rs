@@ -1,6 +1,7 @@
 //! The accept loop: one jsonrpsee service per accepted local-socket connection (HTTP/1.1 with
 //! WebSocket upgrade), a connection limit, a peer check, and graceful shutdown.
 
+pub mod lifecycle;
 pub(crate) mod listen;
 
 use std::sync::Arc;
@@ -17,6 +18,8 @@ use tokio_util::task::TaskTracker;
 use crate::core::Core;
 use crate::rpc::{self, Intake};
 use crate::session::ConnId;
+#[cfg(unix)]
+pub use listen::adopt;
 pub use listen::{Bound, ListenError, bind, lock_path};
 
 /// Default limit of client connections served at once.

@@ -1,0 +1,159 @@
+//! Shell completion and man pages, from the clap definitions.
+//!
+//! `gemctl completions SHELL` prints a script that registers gemctl's completer with the shell:
+//! on Tab the shell runs `GEMCTL_COMPLETE=SHELL gemctl -- WORDS...` and gemctl answers from its
+//! clap definitions (clap_complete's dynamic engine), asking the running daemon for the names
+//! only it knows (servers, tools, sessions). A daemon that does not answer within a moment gives
+//! no names, never an error or a start. `gemctl man DIR` writes a man page per command.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::time::Duration;
+
+use clap_complete::engine::CompletionCandidate;
+use clap_complete::env::{Bash, EnvCompleter, Fish, Zsh};
+
+/// The variable that asks gemctl to complete instead of run.
+pub const VAR: &str = "GEMCTL_COMPLETE";
+
+/// How long a completion waits for the daemon.
+const ASK_FOR: Duration = Duration::from_millis(500);
+
+/// The shells a registration script is written for.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Shell {
+    /// bash (4.4 or later)
+    Bash,
+    /// zsh
+    Zsh,
+    /// fish
+    Fish,
+}
+
+/// Print the registration script for `shell`.
+pub fn registration(shell: Shell) -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?;
+    let completer = exe.display().to_string();
+    let s: &dyn EnvCompleter = match shell {
+        Shell::Bash => &Bash,
+        Shell::Zsh => &Zsh,
+        Shell::Fish => &Fish,
+    };
+    let mut out = Vec::new();
+    s.write_registration(VAR, "gemctl", "gemctl", &completer, &mut out)?;
+    use std::io::Write;
+    std::io::stdout().write_all(&out)?;
+    Ok(())
+}
+
+/// Write `gemctl.1` and a page per subcommand (`gemctl-mcp-list.1`, ...) into `dir`.
+pub fn man_pages(cmd: clap::Command, dir: &Path) -> anyhow::Result<Vec<String>> {
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::new();
+    write_pages(cmd, "gemctl", dir, &mut written)?;
+    Ok(written)
+}
+
+fn write_pages(
+    cmd: clap::Command,
+    name: &str,
+    dir: &Path,
+    written: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let cmd = cmd.name(name.to_owned());
+    let path = dir.join(format!("{name}.1"));
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut buf)?;
+    std::fs::write(&path, buf)?;
+    written.push(path.display().to_string());
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let sub_name = format!("{name}-{}", sub.get_name());
+        write_pages(sub.clone(), &sub_name, dir, written)?;
+    }
+    Ok(())
+}
+
+/// Ask the daemon (if one answers at once; never starting one) and map its answer to names.
+fn ask<T>(
+    call: impl AsyncFnOnce(geminid_protocol::client::Client) -> Option<T>,
+    names: impl FnOnce(T) -> Vec<(String, Option<String>)>,
+    current: &OsStr,
+) -> Vec<CompletionCandidate> {
+    let Some(prefix) = current.to_str() else { return Vec::new() };
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        return Vec::new();
+    };
+    let answer = rt.block_on(async {
+        let socket = geminid_protocol::socket::socket_path(None).ok()?;
+        let work = async {
+            let (client, _) = crate::daemon::connect_running(&socket).await.ok()?;
+            call(client).await
+        };
+        tokio::time::timeout(ASK_FOR, work).await.ok().flatten()
+    });
+    answer
+        .map(names)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(n, _)| n.starts_with(prefix))
+        .map(|(n, help)| CompletionCandidate::new(n).help(help.map(Into::into)))
+        .collect()
+}
+
+/// The current directory's default session (what a command without `--session` acts for).
+async fn default_session(client: &geminid_protocol::client::Client) -> Option<String> {
+    use geminid_protocol::api::SessionApiClient;
+    let workspace = std::env::current_dir().ok()?.display().to_string();
+    let p = geminid_protocol::session::SessionListParams {
+        workspace: Some(workspace),
+        ..Default::default()
+    };
+    let list = client.list(Some(p)).await.ok()?;
+    list.sessions.into_iter().find(|s| s.is_default).map(|s| s.id)
+}
+
+/// Server names the daemon runs, for `mcp restart|logs|tools`.
+pub fn servers(current: &OsStr) -> Vec<CompletionCandidate> {
+    use geminid_protocol::api::McpApiClient;
+    ask(
+        async |c| {
+            let session = default_session(&c).await;
+            let p = geminid_protocol::mcp::ListServersParams { session };
+            c.mcp_list_servers(Some(p)).await.ok()
+        },
+        |r| r.servers.into_iter().map(|s| (s.name, Some(s.state.label().to_owned()))).collect(),
+        current,
+    )
+}
+
+/// Tool names of the current directory's session, for `call` and `mcp describe`.
+pub fn tools(current: &OsStr) -> Vec<CompletionCandidate> {
+    use geminid_protocol::api::ToolsApiClient;
+    ask(
+        async |c| {
+            let session = default_session(&c).await?;
+            let p = geminid_protocol::tools::ToolsListParams { session, raw: false, all: false };
+            c.tools_list(p).await.ok()
+        },
+        |r| {
+            r.tools
+                .iter()
+                .map(|t| {
+                    let first = t.declaration.description.lines().next().map(str::to_owned);
+                    (t.name.clone(), first)
+                })
+                .collect()
+        },
+        current,
+    )
+}
+
+/// Session ids, for `--session`, `attach` and `session show|close`.
+pub fn sessions(current: &OsStr) -> Vec<CompletionCandidate> {
+    use geminid_protocol::api::SessionApiClient;
+    ask(
+        async |c| c.list(None).await.ok(),
+        |r| r.sessions.into_iter().map(|s| (s.id, Some(s.workspace))).collect(),
+        current,
+    )
+}

@@ -1,0 +1,181 @@
+//! `daemon/doctor`: what a session needs, checked now, each finding with its fix. Nothing is
+//! started: servers are looked at as they are, remote ones only reached with a TCP connect.
+
+use std::path::Path;
+use std::time::Duration;
+
+use geminid_protocol::config::Severity;
+use geminid_protocol::daemon::{DoctorResult, Finding, FindingStatus};
+use geminid_protocol::mcp::ServerState;
+
+use super::Core;
+use crate::session::SessionError;
+
+/// How long a remote server's host gets to accept a TCP connection.
+const REACH_WITHIN: Duration = Duration::from_secs(3);
+
+fn finding(check: &str, status: FindingStatus, message: String, fix: Option<String>) -> Finding {
+    Finding { check: check.to_owned(), status, message, fix }
+}
+
+impl Core {
+    /// Check the session's setup.
+    pub async fn doctor(&self, session: &str) -> Result<DoctorResult, SessionError> {
+        let config = self.effective(session)?;
+        let env = self.session_env(session);
+        let mut out = Vec::new();
+        use FindingStatus::{Error, Ok, Warning};
+
+        let backend = self.secrets.backend();
+        out.push(match backend {
+            crate::secrets::Backend::Keyring => {
+                finding("secrets", Ok, format!("secrets are kept in {backend}"), None)
+            }
+            crate::secrets::Backend::File { why, .. } => finding(
+                "secrets",
+                Warning,
+                format!("secrets are kept in {backend}: {why}"),
+                Some("a running Secret Service (GNOME Keyring, KWallet) keeps them in the OS keyring; the 0600 file is only the user's".to_owned()),
+            ),
+        });
+
+        let c = &config.public;
+        out.push(if c.trust.trusted {
+            finding("trust", Ok, format!("{} is trusted ({})", c.workspace, c.trust.reason), None)
+        } else {
+            finding(
+                "trust",
+                Warning,
+                format!(
+                    "{} is not trusted ({}): its settings, servers, hooks, commands and skills \
+                     are not loaded",
+                    c.workspace, c.trust.reason
+                ),
+                Some(format!("gemctl trust {}", c.workspace)),
+            )
+        });
+
+        let mut problems = 0;
+        for d in &c.diagnostics {
+            let status = if d.severity == Severity::Error { Error } else { Warning };
+            let at = match (d.line, d.column) {
+                (Some(l), Some(col)) => format!("{}:{l}:{col}", d.file),
+                (Some(l), None) => format!("{}:{l}", d.file),
+                _ => d.file.clone(),
+            };
+            out.push(finding(
+                "config",
+                status,
+                format!("{at}: {}", d.message),
+                Some(format!("edit {}", d.file)),
+            ));
+            problems += 1;
+        }
+        if problems == 0 {
+            out.push(finding(
+                "config",
+                Ok,
+                "the settings files load without problems".to_owned(),
+                None,
+            ));
+        }
+
+        let statuses = self.list_servers(session)?.servers;
+        for (name, spec) in &config.servers {
+            if spec.blocked.is_some() {
+                continue;
+            }
+            let cfg = &spec.config;
+            match cfg.transport() {
+                "stdio" => {
+                    let Some(command) = &cfg.command else { continue };
+                    let path = cfg.env.as_ref().and_then(|e| e.get("PATH")).or(env.get("PATH"));
+                    let cwd = cfg.cwd.as_deref().map(Path::new).unwrap_or(Path::new(&c.workspace));
+                    out.push(match crate::mcp::spec::find_program(command, path, Some(cwd)) {
+                        Some(found) => finding(
+                            "command",
+                            Ok,
+                            format!("server '{name}' runs {}", found.display()),
+                            None,
+                        ),
+                        None => finding(
+                            "command",
+                            Error,
+                            format!(
+                                "server '{name}' runs `{command}`, which is not on the PATH its \
+                                 session gives it"
+                            ),
+                            Some(format!(
+                                "install {command} (or give its full path in the entry's `command`), \
+                                 then `gemctl mcp restart {name}`"
+                            )),
+                        ),
+                    });
+                }
+                "http" | "sse" => {
+                    let url = cfg.http_url.as_deref().or(cfg.url.as_deref()).unwrap_or_default();
+                    out.push(reach(name, url).await);
+                }
+                _ => {}
+            }
+        }
+        for s in &statuses {
+            let name = &s.name;
+            match s.state {
+                ServerState::NeedsAuth => out.push(finding(
+                    "auth",
+                    Warning,
+                    format!("server '{name}' needs you to sign in"),
+                    Some(format!("gemctl mcp auth {name}")),
+                )),
+                ServerState::CrashLoop => out.push(finding(
+                    "server",
+                    Error,
+                    format!(
+                        "server '{name}' failed too often in a row: {}",
+                        s.last_error.as_deref().unwrap_or("no error recorded")
+                    ),
+                    Some(format!("gemctl mcp logs {name}, fix it, then gemctl mcp restart {name}")),
+                )),
+                _ => {}
+            }
+        }
+        std::result::Result::Ok(DoctorResult { findings: out })
+    }
+}
+
+/// Whether a remote server's host accepts a connection (nothing is sent).
+async fn reach(name: &str, url: &str) -> Finding {
+    let parsed = reqwest::Url::parse(url);
+    let target = parsed.as_ref().ok().and_then(|u| {
+        let port = u.port_or_known_default()?;
+        Some((u.host_str()?.trim_matches(['[', ']']).to_owned(), port))
+    });
+    let shown = crate::config::env::redact_urls(url).into_owned();
+    let Some((host, port)) = target else {
+        return finding(
+            "remote",
+            FindingStatus::Error,
+            format!("server '{name}' has a URL that does not parse: {shown}"),
+            Some("fix its `url` or `httpUrl` in the settings".to_owned()),
+        );
+    };
+    let connect = tokio::net::TcpStream::connect((host.as_str(), port));
+    match tokio::time::timeout(REACH_WITHIN, connect).await {
+        Ok(Ok(_)) => {
+            finding("remote", FindingStatus::Ok, format!("server '{name}' ({shown}) is reachable"), None)
+        }
+        Ok(Err(e)) => finding(
+            "remote",
+            FindingStatus::Error,
+            format!("server '{name}' ({shown}) cannot be reached: {e}"),
+            Some("check the URL, the network and any proxy; `gemctl mcp logs` shows the last attempt".to_owned()),
+        ),
+        Err(_) => finding(
+            "remote",
+            FindingStatus::Error,
+            format!("server '{name}' ({shown}) did not answer within {} s", REACH_WITHIN.as_secs()),
+            Some("check the URL, the network and any proxy".to_owned()),
+        ),
+    }
+}

@@ -1,0 +1,170 @@
+//! `gemctl doctor` on a healthy setup and on each broken one; shell completion (loaded by a real
+//! bash, names asked of the running daemon) and man pages.
+
+use std::os::unix::fs::PermissionsExt;
+
+use geminid_tests::mcp::{stdio, write_user_settings};
+use geminid_tests::{Daemon, TestHome};
+use serde_json::{Value, json};
+
+/// `gemctl doctor --json`: its exit code and findings.
+fn doctor(home: &TestHome, extra: &[&str]) -> anyhow::Result<(i32, Vec<Value>)> {
+    let mut args = vec!["--json", "doctor"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = home.gemctl_run(&args)?;
+    let v: Value = serde_json::from_str(&out).map_err(|e| anyhow::anyhow!("{e}: {out}{err}"))?;
+    assert_eq!(v["ok"], code == 0, "{v}");
+    Ok((code, v["findings"].as_array().cloned().unwrap_or_default()))
+}
+
+/// The finding of `check` whose message has `text`.
+fn find<'a>(findings: &'a [Value], check: &str, text: &str) -> Option<&'a Value> {
+    findings
+        .iter()
+        .find(|f| f["check"] == check && f["message"].as_str().is_some_and(|m| m.contains(text)))
+}
+
+#[tokio::test]
+async fn a_healthy_setup_passes_and_each_broken_one_names_its_fix() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+
+    // No daemon, and none may be started: that is the finding.
+    let (code, f) = doctor(&home, &["--no-autostart"])?;
+    assert_eq!(code, 1);
+    let gone = find(&f, "socket", "not running").unwrap_or_else(|| panic!("{f:?}"));
+    assert!(gone["fix"].as_str().is_some_and(|x| x.contains("gemctl daemon start")));
+
+    let _daemon = Daemon::start(&home, &[]).await?;
+    // Untrusted: a warning with its fix, not a failure.
+    let (code, f) = doctor(&home, &[])?;
+    assert_eq!(code, 0, "{f:?}");
+    let trust = find(&f, "trust", "is not trusted").unwrap_or_else(|| panic!("{f:?}"));
+    assert_eq!(trust["status"], "warning");
+    assert!(trust["fix"].as_str().is_some_and(|x| x.starts_with("gemctl trust")));
+
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, f) = doctor(&home, &[])?;
+    assert_eq!(code, 0, "{f:?}");
+    for (check, text) in [
+        ("socket", "which only you can reach"),
+        ("version", "are both"),
+        ("trust", "is trusted"),
+        ("config", "without problems"),
+        ("command", "server 'fx' runs"),
+    ] {
+        let found = find(&f, check, text).unwrap_or_else(|| panic!("{check}: {f:?}"));
+        assert_eq!(found["status"], "ok", "{found}");
+    }
+    // The tests keep secrets in the file (GEMINID_SECRETS=file): said, as a warning.
+    assert_eq!(find(&f, "secrets", "").map(|s| s["status"].clone()), Some("warning".into()));
+
+    // A program that is not there; a remote server nobody listens for.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    write_user_settings(
+        &home,
+        json!({
+            "fx": stdio(&[]),
+            "gone": { "command": "geminid-no-such-program" },
+            "far": { "httpUrl": format!("http://user:hunter2@127.0.0.1:{closed}/mcp") }
+        }),
+    )?;
+    assert!(home.gemctl(&["mcp", "reload"])?.status.success());
+    let (code, f) = doctor(&home, &[])?;
+    assert_eq!(code, 1);
+    let missing = find(&f, "command", "geminid-no-such-program").unwrap_or_else(|| panic!("{f:?}"));
+    assert_eq!(missing["status"], "error");
+    assert!(missing["fix"].as_str().is_some_and(|x| x.contains("gemctl mcp restart gone")));
+    let far = find(&f, "remote", "cannot be reached").unwrap_or_else(|| panic!("{f:?}"));
+    assert_eq!(far["status"], "error");
+    assert!(!serde_json::to_string(&f)?.contains("hunter2"), "a URL password was shown");
+
+    // A settings file that does not parse: where, and what to edit.
+    let settings = home.root().join("home/.gemini/settings.json");
+    std::fs::write(&settings, "{ \"mcpServers\": { \"fx\": ")?;
+    assert!(home.gemctl(&["mcp", "reload"])?.status.success());
+    let (code, f) = doctor(&home, &[])?;
+    assert_eq!(code, 1);
+    let bad = find(&f, "config", "settings.json:1:").unwrap_or_else(|| panic!("{f:?}"));
+    assert_eq!(bad["status"], "error");
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+
+    // A socket directory others may write to.
+    let dir = home.socket().parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))?;
+    let (code, f) = doctor(&home, &[])?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    assert_eq!(code, 1);
+    let open = find(&f, "socket", "other users can write").unwrap_or_else(|| panic!("{f:?}"));
+    assert!(open["fix"].as_str().is_some_and(|x| x.contains("chmod")));
+
+    // The text form: one line per finding, its fix under it.
+    let (code, out, _) = home.gemctl_run(&["doctor"])?;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.lines().any(|l| l.starts_with("ok    socket")), "{out}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn bash_completes_commands_and_the_daemons_names() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    assert!(home.gemctl(&["mcp", "start"])?.status.success());
+    let script = home.root().join("complete.bash");
+    let out = home.gemctl(&["completions", "bash"])?;
+    std::fs::write(&script, &out.stdout)?;
+    // A real bash loads it and asks for completions as it would on Tab.
+    let complete = |line: &str| -> anyhow::Result<String> {
+        let words: Vec<&str> = line.split(' ').collect();
+        let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+        let program = format!(
+            "source {}; complete -p gemctl >/dev/null || exit 9; COMP_WORDS=({}); \
+             COMP_CWORD={}; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; \
+             _clap_complete_gemctl gemctl '{}' '{}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display(),
+            quoted.join(" "),
+            words.len() - 1,
+            words[words.len() - 1],
+            words.get(words.len().wrapping_sub(2)).copied().unwrap_or(""),
+        );
+        // gemctl's environment for this home (its socket), in bash.
+        let gemctl = home.gemctl_cmd(&[]);
+        let env = gemctl.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned())));
+        let out = std::process::Command::new("bash")
+            .args(["-c", &program])
+            .envs(env)
+            .current_dir(home.workspace())
+            .output()?;
+        anyhow::ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let subcommands = complete("gemctl mc")?;
+    assert!(subcommands.lines().any(|l| l.trim() == "mcp"), "{subcommands}");
+    let servers = complete("gemctl mcp restart ")?;
+    assert!(servers.lines().any(|l| l.trim() == "fx"), "{servers:?}");
+    let tools = complete("gemctl call mcp_fx_e")?;
+    assert!(tools.lines().any(|l| l.trim() == "mcp_fx_echo"), "{tools:?}");
+
+    for shell in ["zsh", "fish"] {
+        let out = home.gemctl(&["completions", shell])?;
+        assert!(out.status.success());
+        assert!(String::from_utf8_lossy(&out.stdout).contains("GEMCTL_COMPLETE"), "{shell}");
+    }
+    Ok(())
+}
+
+#[test]
+fn man_pages_are_written_for_every_command() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let dir = home.root().join("man");
+    let v = home.gemctl_json(&["man", &dir.display().to_string()])?;
+    let written = v.as_array().map(Vec::len).unwrap_or_default();
+    assert!(written > 20, "{v}");
+    let top = std::fs::read_to_string(dir.join("gemctl.1"))?;
+    assert!(top.starts_with(".ie \\n(.g .ds Aq") || top.contains(".TH gemctl 1"), "{top}");
+    let restart = std::fs::read_to_string(dir.join("gemctl-mcp-restart.1"))?;
+    assert!(restart.contains(".TH gemctl-mcp-restart"), "{restart}");
+    Ok(())
+}
