@@ -293,6 +293,27 @@ async fn roots_are_the_calling_sessions_and_a_server_that_asks_is_split_by_roots
     Ok(())
 }
 
+/// A server asks for its roots on its own, after the `gemctl` command that started it has let
+/// its session go (it lingers): it gets the roots of the session it was started for, not none.
+/// (A fresh-clone interop run found the everything server given none this way.)
+#[tokio::test]
+async fn a_server_asking_for_roots_after_its_command_ended_gets_its_sessions() -> anyhow::Result<()>
+{
+    let home = geminid_tests::TestHome::new()?;
+    let args = ["--asks", "--roots-at-start-ms", "400"];
+    geminid_tests::mcp::write_user_settings(&home, json!({ "fx": stdio(&args) }))?;
+    let _daemon = geminid_tests::Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    // Starts the server and lets the session go at once (a command attaches nothing).
+    assert!(home.gemctl(&["mcp", "start"])?.status.success());
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let (code, out, err) = home.gemctl_run(&["call", "mcp_fx_start_roots"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let got: Value = serde_json::from_str(out.trim())?;
+    assert_eq!(got, json!([uri(&home.workspace())]), "{out}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn gemctl_attach_fills_in_a_form_field_by_field() -> anyhow::Result<()> {
     use std::io::Write;

@@ -15,7 +15,8 @@
 //! (lists in pages of N), `--asks` (tools that ask the client: elicitation, sampling, roots), `--list-ttl-ms N`
 //! (its tools list may be kept N ms), `--modern` (a server of
 //! the 2026-07-28 era: it answers `server/discover`, and its asking tools answer
-//! `input_required`), `--tools N` (N more generated tools), `--startup-delay-ms MS` (wait before serving, like a real
+//! `input_required`), `--tools N` (N more generated tools), `--roots-at-start-ms MS` (ask for roots MS after
+//! initialization, whatever the client is doing; the tool `start_roots` says what came back), `--startup-delay-ms MS` (wait before serving, like a real
 //! server loading), `--raw` (a hand-written stdio server whose tool results do not conform to
 //! the schema: an unknown content type, a `content` that is not an array, a legacy
 //! `error.isError`; and `strict`, whose schema forbids other properties; with `--fail-prompts`
@@ -222,6 +223,10 @@ fn text(s: impl Into<String>) -> Result<CallToolResponse, McpError> {
 }
 
 impl ServerHandler for Fixture {
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        asks::initialized(context.peer);
+    }
+
     fn get_info(&self) -> InitializeResult {
         let caps = if self.rich {
             let mut caps = ServerCapabilities::builder()
@@ -632,6 +637,17 @@ async fn main() -> anyhow::Result<()> {
     }
     if has("--asks") {
         tools.extend(asks::tools(tool));
+    }
+    if let Some(ms) =
+        args.iter().position(|a| a == "--roots-at-start-ms").and_then(|i| args.get(i + 1))
+    {
+        let _ = asks::ROOTS_AT_START.set(ms.parse().unwrap_or(0));
+        let none = json!({"type": "object", "properties": {}});
+        tools.push(tool(
+            "start_roots",
+            "The roots it was given when it asked after starting",
+            none,
+        ));
     }
     if let Some(n) = args.iter().position(|a| a == "--tools").and_then(|i| args.get(i + 1)) {
         // Many tools, for catalog benchmarks.
