@@ -195,6 +195,18 @@ class Suite:
         return found
 
 
+def describe(pid):
+    """A process as `pid (ppid, state): command line`, for a report."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return f"{pid} (parent {fields[1]}, {fields[0]}): {cmd}"
+    except OSError:
+        return f"{pid} (gone)"
+
+
 def expect(cond, what):
     if not cond:
         raise AssertionError(what)
@@ -443,14 +455,16 @@ def main():
                 child.kill()
         time.sleep(0.5)
         left = s.leftovers()
+        described = []
         for pid in left:
+            described.append(describe(pid))
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
         if left:
             s.failed += 1
-            print(f"FAILED  suite: processes left behind: {left}", flush=True)
+            print(f"FAILED  suite: processes left behind: {described}", flush=True)
         if s.failed:
             print(f"daemon log: {s.log_path}", flush=True)
         else:

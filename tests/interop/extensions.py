@@ -6,7 +6,8 @@ geminid verifies. Run from checks.py on the same daemon and home.
 
 import json
 import os
-import subprocess
+
+import gemini_cli
 
 
 def expect(cond, what):
@@ -20,9 +21,7 @@ def run(s):
     src_root = os.path.join(s.tmp, "ext-src")
 
     def g(*args):
-        p = subprocess.run([gemini, *args], env=env, cwd=s.ws, capture_output=True, text=True,
-                           timeout=120)
-        return p.returncode, p.stdout + p.stderr
+        return gemini_cli.run([gemini, *args], env, s.ws, 120)
 
     def make(name, version):
         d = os.path.join(src_root, name)

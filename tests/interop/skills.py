@@ -6,7 +6,8 @@ daemon and home.
 
 import json
 import os
-import subprocess
+
+import gemini_cli
 
 
 def expect(cond, what):
@@ -20,9 +21,7 @@ def run(s):
     src_root = os.path.join(s.tmp, "skill-src")
 
     def g(*args):
-        p = subprocess.run([gemini, *args], env=env, cwd=s.ws, capture_output=True, text=True,
-                           timeout=180)
-        return p.returncode, p.stdout + p.stderr
+        return gemini_cli.run([gemini, *args], env, s.ws, 180)
 
     def make(name, description):
         d = os.path.join(src_root, name)
