@@ -18,6 +18,8 @@ pub mod core;
 pub mod discovered;
 pub mod events;
 pub mod extensions;
+#[cfg(test)]
+mod fuzz;
 pub mod gateway;
 pub mod hooks;
 mod literal;

@@ -74,7 +74,7 @@ const TOO_LONG_HEAD: usize = 4096;
 
 /// The `id` of the JSON-RPC object a line starts, if the line's first `head` bytes show it:
 /// the value of an `"id"` key at the top level (servers write it before a large `result`).
-fn top_level_id(head: &[u8]) -> Option<RequestId> {
+pub(crate) fn top_level_id(head: &[u8]) -> Option<RequestId> {
     let (mut depth, mut i) = (0usize, 0usize);
     while i < head.len() {
         match head[i] {
