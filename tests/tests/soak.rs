@@ -23,7 +23,7 @@ use geminid_protocol::asks::{AskKind, AskNotice, AsksListenParams};
 use geminid_protocol::client::Client;
 use geminid_protocol::hooks::HooksFireParams;
 use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
-use geminid_protocol::session::{SessionAttachParams, SessionCreateParams};
+use geminid_protocol::session::{SessionAttachParams, SessionCreateParams, SessionIdParams};
 use geminid_protocol::tools::ToolsCallParams;
 use geminid_tests::mcp::{shell_env, stdio};
 use geminid_tests::{Daemon, TestHome};
@@ -73,6 +73,14 @@ impl Record {
     }
 }
 
+/// The interop suite's `everything` server (a real third-party one), when
+/// `tests/interop/run.sh` has installed it.
+fn everything() -> Option<String> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.cache/interop/node_modules/.bin/mcp-server-everything");
+    p.is_file().then(|| p.display().to_string())
+}
+
 fn settings(home: &TestHome, extra: bool, broken: bool) -> anyhow::Result<()> {
     let path = home.root().join("home/.gemini/settings.json");
     if broken {
@@ -87,6 +95,9 @@ fn settings(home: &TestHome, extra: bool, broken: bool) -> anyhow::Result<()> {
     });
     if extra {
         servers["fx3"] = stdio(&[]);
+    }
+    if let Some(command) = everything() {
+        servers["everything"] = json!({ "command": command, "timeout": 20000 });
     }
     let v = json!({
         "mcpServers": servers,
@@ -155,11 +166,18 @@ async fn caller(
     while !stop.load(Ordering::Relaxed) {
         i += 1;
         let text = format!("c{n}-{i}");
-        let tool = if i.is_multiple_of(5) { "mcp_fx2_pid" } else { "mcp_fx_echo" };
+        let real = everything().is_some() && i.is_multiple_of(7);
+        let tool = match () {
+            () if real => "mcp_everything_echo",
+            () if i.is_multiple_of(5) => "mcp_fx2_pid",
+            () => "mcp_fx_echo",
+        };
         let p = ToolsCallParams {
             session: session.clone(),
             name: tool.into(),
-            args: json!({ "text": text }).as_object().cloned(),
+            args: if real { json!({ "message": text }) } else { json!({ "text": text }) }
+                .as_object()
+                .cloned(),
             call_id: None,
             confirmed: false,
         };
@@ -170,6 +188,12 @@ async fn caller(
                 rec.answered.fetch_add(1, Ordering::Relaxed);
                 if tool == "mcp_fx_echo" && !r.is_error && r.display != text {
                     rec.violation(format!("caller {n}: asked {text}, answered {}", r.display));
+                }
+                if real && !r.is_error && !r.display.trim().ends_with(&format!(" {text}")) {
+                    rec.violation(format!(
+                        "caller {n}: everything asked {text}, answered {}",
+                        r.display
+                    ));
                 }
             }
             Ok(Err(ClientError::Call(e))) => {
@@ -263,6 +287,51 @@ async fn person(
     }
 }
 
+/// A session whose call to `mcp_fx2_echo` was confirmed "for this session".
+async fn approve(
+    home: &TestHome,
+    daemon: &Arc<tokio::sync::Mutex<Daemon>>,
+) -> anyhow::Result<String> {
+    let client = Arc::new(connect(daemon).await.ok_or_else(|| anyhow::anyhow!("no daemon"))?);
+    let params = SessionCreateParams {
+        workspace: home.workspace().display().to_string(),
+        env: Some(shell_env(home, &[("SOAK_CANARY", CANARY)])),
+        ..Default::default()
+    };
+    let session = client.create(params).await?.id;
+    let listen = AsksListenParams { session: session.clone(), kinds: vec![AskKind::Confirmation] };
+    let mut asks = client.asks_listen(listen).await?;
+    let call = {
+        let (client, id) = (client.clone(), session.clone());
+        tokio::spawn(async move {
+            let p = ToolsCallParams {
+                session: id,
+                name: "mcp_fx2_echo".into(),
+                args: json!({"text": "approve"}).as_object().cloned(),
+                call_id: None,
+                confirmed: false,
+            };
+            client.tools_call(p).await
+        })
+    };
+    let ask = loop {
+        match tokio::time::timeout(Duration::from_secs(20), asks.next()).await? {
+            Some(Ok(AskNotice::Asked { ask })) => break ask,
+            Some(Ok(_)) => continue,
+            other => anyhow::bail!("no confirmation asked: {other:?}"),
+        }
+    };
+    let p = ConfirmationRespondParams {
+        id: ask.id,
+        outcome: ConfirmOutcome::Session,
+        reason: None,
+        session: None,
+    };
+    client.confirmation_respond(p).await?;
+    call.await??;
+    Ok(session)
+}
+
 fn fixtures(home: &TestHome) -> Vec<u32> {
     home.processes()
         .into_iter()
@@ -284,6 +353,11 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
     assert!(home.gemctl(&["trust"])?.status.success());
     let rec = Arc::new(Record::default());
     let stop = Arc::new(AtomicBool::new(false));
+    if everything().is_none() {
+        eprintln!(
+            "soak: the interop suite's servers are not installed (tests/interop/run.sh): the fixture only"
+        );
+    }
     let mut tasks = Vec::new();
     for n in 0..8 {
         tasks.push(tokio::spawn(caller(
@@ -296,6 +370,9 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
     }
     tasks.push(tokio::spawn(person(home.clone(), daemon.clone(), rec.clone(), stop.clone())));
 
+    // A session whose person said "for this session": its approval must survive every
+    // restart of the daemon.
+    let approved = approve(&home, &daemon).await?;
     let until = Instant::now() + Duration::from_secs(secs);
     let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ u64::from(std::process::id());
     let mut rand = |n: u64| {
@@ -336,6 +413,13 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
                     }
                 }
                 *d = Daemon::start(&home, &args).await?;
+                let kept = match d.client().await {
+                    Ok(c) => c.get(SessionIdParams { id: approved.clone() }).await.ok(),
+                    Err(_) => None,
+                };
+                if !kept.is_some_and(|s| s.state.approvals.iter().any(|a| a == "mcp_fx2_echo")) {
+                    rec.violation(format!("session {approved} lost its approval over a restart"));
+                }
                 rec.action(if hard { "daemon SIGKILL + start" } else { "daemon SIGTERM + start" });
             }
             4 => {
