@@ -179,8 +179,9 @@ impl Kept {
 }
 
 /// Stop the child's process group: SIGTERM, then SIGKILL to whatever is left after the grace
-/// (the child itself reaped meanwhile, so that its zombie does not count as left).
-async fn stop(pgid: u32, child: &mut tokio::process::Child) {
+/// (the child itself reaped meanwhile, so that its zombie does not count as left and hold
+/// the whole grace). Also the hook runner's.
+pub(crate) async fn stop(pgid: u32, child: &mut tokio::process::Child) {
     #[cfg(unix)]
     if let Ok(pid) = i32::try_from(pgid) {
         use nix::sys::signal::{Signal, killpg};

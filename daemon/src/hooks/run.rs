@@ -190,30 +190,6 @@ pub(crate) async fn bounded(mut r: impl AsyncRead + Unpin) -> (String, bool) {
     (String::from_utf8_lossy(&kept).into_owned(), cut)
 }
 
-#[cfg(unix)]
-fn signal_group(pgid: u32, sig: nix::sys::signal::Signal) -> bool {
-    let Ok(pid) = i32::try_from(pgid) else { return false };
-    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), sig).is_ok()
-}
-
-#[cfg(unix)]
-fn group_alive(pgid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pgid) else { return false };
-    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), None).is_ok()
-}
-
-/// Stop a hook's process group: SIGTERM, then SIGKILL to whatever is left after the grace.
-#[cfg(unix)]
-pub(crate) async fn stop_group(pgid: u32) {
-    use nix::sys::signal::Signal;
-    signal_group(pgid, Signal::SIGTERM);
-    let until = Instant::now() + KILL_GRACE;
-    while group_alive(pgid) && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    signal_group(pgid, Signal::SIGKILL);
-}
-
 /// Run one hook for `event` with `input` (its stdin).
 pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Context<'_>) -> Ran {
     let started = Instant::now();
@@ -294,9 +270,7 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
         Ok((status, Ok(out), Ok(err))) => (status, out, err),
         Ok((status, out, err)) => (status, out.unwrap_or_default(), err.unwrap_or_default()),
         Err(_) => {
-            #[cfg(unix)]
-            stop_group(pgid).await;
-            let _ = child.kill().await;
+            crate::proc::stop(pgid, &mut child).await;
             return failed(
                 format!("Hook timed out after {}ms", hook.timeout_ms),
                 started.elapsed(),
