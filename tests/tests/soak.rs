@@ -119,6 +119,15 @@ fn policy(home: &TestHome, broken: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A session of the home's workspace whose environment holds the canary.
+fn session_params(home: &TestHome) -> SessionCreateParams {
+    SessionCreateParams {
+        workspace: home.workspace().display().to_string(),
+        env: Some(shell_env(home, &[("SOAK_CANARY", CANARY)])),
+        ..Default::default()
+    }
+}
+
 fn rss_hwm_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -153,11 +162,7 @@ async fn caller(
         rec.violation(format!("caller {n}: the daemon never answered"));
         return;
     };
-    let params = SessionCreateParams {
-        workspace: home.workspace().display().to_string(),
-        env: Some(shell_env(&home, &[("SOAK_CANARY", CANARY)])),
-        ..Default::default()
-    };
+    let params = session_params(&home);
     let session = match client.create(params).await {
         Ok(s) => s.id,
         Err(e) => return rec.violation(format!("caller {n}: no session: {e}")),
@@ -238,12 +243,7 @@ async fn person(
         round += 1;
         let Some(client) = connect(&daemon).await else { return };
         let client = Arc::new(client);
-        let params = SessionCreateParams {
-            workspace: home.workspace().display().to_string(),
-            env: Some(shell_env(&home, &[("SOAK_CANARY", CANARY)])),
-            ..Default::default()
-        };
-        let Ok(session) = client.create(params).await else { continue };
+        let Ok(session) = client.create(session_params(&home)).await else { continue };
         let Ok(mut asks) = client
             .asks_listen(AsksListenParams {
                 session: session.id.clone(),
@@ -293,11 +293,7 @@ async fn approve(
     daemon: &Arc<tokio::sync::Mutex<Daemon>>,
 ) -> anyhow::Result<String> {
     let client = Arc::new(connect(daemon).await.ok_or_else(|| anyhow::anyhow!("no daemon"))?);
-    let params = SessionCreateParams {
-        workspace: home.workspace().display().to_string(),
-        env: Some(shell_env(home, &[("SOAK_CANARY", CANARY)])),
-        ..Default::default()
-    };
+    let params = session_params(home);
     let session = client.create(params).await?.id;
     let listen = AsksListenParams { session: session.clone(), kinds: vec![AskKind::Confirmation] };
     let mut asks = client.asks_listen(listen).await?;
@@ -458,11 +454,7 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
             _ => {
                 // (Never gemctl here: during a restart it would start a second daemon.)
                 if let Some(c) = connect(&daemon).await {
-                    let params = SessionCreateParams {
-                        workspace: home.workspace().display().to_string(),
-                        env: Some(shell_env(&home, &[("SOAK_CANARY", CANARY)])),
-                        ..Default::default()
-                    };
+                    let params = session_params(&home);
                     if let Ok(s) = c.create(params).await {
                         let p = HooksFireParams {
                             session: s.id,
