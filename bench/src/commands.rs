@@ -30,7 +30,7 @@ fn list(cache: &Cache, dirs: &[(std::path::PathBuf, CommandKind)]) -> usize {
 
 pub async fn bench() -> anyhow::Result<Vec<String>> {
     eprintln!("commands: {FILES} command files listed cold and warm");
-    let t = geminid_tests::TestHome::strict()?;
+    let t = geminid_tests::TestHome::new()?;
     let user = t.root().join("home/.gemini/commands");
     let ws = t.root().join("ws/.gemini/commands");
     for i in 0..FILES {

@@ -29,7 +29,7 @@ fn call(session: &str, name: &str, args: serde_json::Value) -> ToolsCallParams {
 
 pub async fn bench() -> anyhow::Result<Vec<String>> {
     eprintln!("elicit: an elicitation's answer to the call's result, both eras");
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     write_user_settings(
         &home,
         json!({ "old": stdio(&["--asks"]), "new": stdio(&["--asks", "--modern"]) }),

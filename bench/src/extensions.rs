@@ -40,7 +40,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     eprintln!(
         "extensions: {EXTENSIONS} extensions of {FILES} files, verified at start and on reload"
     );
-    let home = geminid_tests::TestHome::strict()?;
+    let home = geminid_tests::TestHome::new()?;
     let gemini = home.root().join("home/.gemini");
     let root = gemini.join("extensions");
     make(&root)?;
@@ -101,7 +101,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         anyhow::ensure!(tampered == ["ext-7"], "tampered: {tampered:?}");
     }
     // The key unlock alone: a start with one extension of one file.
-    let tiny_home = geminid_tests::TestHome::strict()?;
+    let tiny_home = geminid_tests::TestHome::new()?;
     let tiny_gemini = tiny_home.root().join("home/.gemini");
     let tiny = tiny_gemini.join("extensions/tiny");
     std::fs::create_dir_all(&tiny)?;

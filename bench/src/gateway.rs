@@ -48,7 +48,7 @@ async fn gemctl_serve(
 
 pub async fn bench() -> anyhow::Result<Vec<String>> {
     eprintln!("gateway: tools/call on the socket, through the upgraded connection, through gemctl");
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
     let daemon = Daemon::launch(&home).log(crate::BENCH_LOG).start().await?;
     anyhow::ensure!(home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");

@@ -133,7 +133,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     eprintln!("rpc round trips");
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     let daemon = Daemon::launch(&home).log(BENCH_LOG).start().await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_idle = rss_kib(daemon.pid())?;

@@ -159,7 +159,7 @@ fn children(pid: u32) -> BTreeSet<u32> {
 }
 
 pub async fn bench() -> anyhow::Result<Vec<String>> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     let flags = [
         "--mcp-linger",
         "0s",

@@ -32,7 +32,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     eprintln!("oauth: a call with a cached token against the same call without auth");
     let (plain, authed) =
         (NetFixture::start("--http", &[])?, NetFixture::start("--http", &["--oauth"])?);
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     write_user_settings(
         &home,
         json!({ "plain": { "httpUrl": plain.url }, "authed": { "httpUrl": authed.url } }),

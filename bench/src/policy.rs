@@ -150,7 +150,7 @@ fn echo(session: &str) -> ToolsCallParams {
 /// Whole calls with 1,000 rules and with one; then confirmed calls.
 async fn whole_calls() -> anyhow::Result<Vec<String>> {
     eprintln!("policy: whole calls against 1,000 rules and against one, then confirmations");
-    let home = TestHome::strict()?;
+    let home = TestHome::new()?;
     write_user_settings(&home, json!({ "fx": { "command": fixture() } }))?;
     let daemon = Daemon::launch(&home).log(crate::BENCH_LOG).start().await?;
     let client = daemon.client().await?;

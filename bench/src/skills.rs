@@ -14,7 +14,7 @@ const ROUNDS: usize = 30;
 
 pub async fn bench() -> anyhow::Result<Vec<String>> {
     eprintln!("skills: {SKILLS} skills discovered cold, and again after one SKILL.md changed");
-    let t = geminid_tests::TestHome::strict()?;
+    let t = geminid_tests::TestHome::new()?;
     let (home, ws) = (t.root().join("home"), t.root().join("ws"));
     // Split over the user's two folders and the workspace's, some names overriding.
     let dirs =

@@ -106,7 +106,7 @@ impl FixtureIo {
 
 /// A home whose user settings run the fixture in each of `modes`.
 pub(crate) fn fixture_home(modes: &[FixtureIo]) -> anyhow::Result<TestHome> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     let servers: serde_json::Map<String, serde_json::Value> = modes
         .iter()
         .map(|io| (io.server().to_owned(), json!({ "command": fixture(), "args": io.args() })))

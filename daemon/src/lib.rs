@@ -32,6 +32,7 @@ pub(crate) mod secrets;
 pub mod server;
 pub mod session;
 pub mod settings_file;
+pub(crate) mod shell;
 pub mod skills;
 pub mod store;
 pub mod systemd;

@@ -63,7 +63,7 @@ impl InProcess {
         seats: Option<Seats>,
         confirm_timeout: Duration,
     ) -> anyhow::Result<Self> {
-        let home = TestHome::strict()?;
+        let home = TestHome::new()?;
         write_user_settings(&home, servers)?;
         let root = home.root().to_owned();
         let paths = ConfigPaths::from_env(|k| match k {

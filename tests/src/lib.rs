@@ -31,38 +31,49 @@ pub fn bin(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-/// The user policy [`TestHome::new`] writes: every MCP tool allowed, below any rule a test
-/// writes itself (priority 1).
+/// The user policy [`TestHome::allowing_mcp`] writes: every MCP tool allowed, below any rule a
+/// test writes itself (priority 1).
 pub const ALLOW_MCP: &str = "# Written by the tests: their sessions are headless.\n[[rule]]\ntoolName = \"*\"\nmcpName = \"*\"\ndecision = \"allow\"\npriority = 1\n";
 
 /// A temporary home: `home/` (HOME), `run/` (0700, the socket), `state/` (XDG_STATE_HOME) and
 /// `ws/` (a workspace). Dropping it kills any daemon still holding a lock file in `run/`.
+///
+/// Its daemons run as a user's do: the default secrets store (`auto`: the OS keyring where a
+/// Secret Service answers, else the file; no session bus unless [`TestHome::with_session_bus`]
+/// gives one, so the machine's own keyring is never touched) and no policy of the tests' own.
 #[derive(Debug)]
 pub struct TestHome {
     dir: tempfile::TempDir,
+    bus: Option<String>,
 }
 
 impl TestHome {
-    /// Create one whose user policy allows every MCP tool ([`ALLOW_MCP`]): the tests of the
-    /// MCP half run headless sessions, where the policy default would hide their servers'
-    /// tools. The policy tests use [`TestHome::strict`].
+    /// A home as a new user has it: no policy of its own (the built-in rules and the engine's
+    /// defaults decide), the default secrets store.
     pub fn new() -> anyhow::Result<Self> {
-        let home = Self::strict()?;
+        let dir = tempfile::Builder::new().prefix("geminid-test-").tempdir()?;
+        for sub in ["home", "home/.gemini", "etc", "run", "state", "ws"] {
+            std::fs::create_dir(dir.path().join(sub))?;
+        }
+        std::fs::set_permissions(dir.path().join("run"), std::fs::Permissions::from_mode(0o700))?;
+        Ok(Self { dir, bus: None })
+    }
+
+    /// A home whose user policy allows every MCP tool ([`ALLOW_MCP`]), for a test about
+    /// something else that calls tools from a headless session, where the default policy
+    /// hides them.
+    pub fn allowing_mcp() -> anyhow::Result<Self> {
+        let home = Self::new()?;
         let dir = home.root().join("home/.gemini/policies");
         std::fs::create_dir(&dir)?;
         std::fs::write(dir.join("tests-allow-mcp.toml"), ALLOW_MCP)?;
         Ok(home)
     }
 
-    /// Create one with no policy of its own: the built-in rules and the engine's defaults
-    /// decide.
-    pub fn strict() -> anyhow::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("geminid-test-").tempdir()?;
-        for sub in ["home", "home/.gemini", "etc", "run", "state", "ws"] {
-            std::fs::create_dir(dir.path().join(sub))?;
-        }
-        std::fs::set_permissions(dir.path().join("run"), std::fs::Permissions::from_mode(0o700))?;
-        Ok(Self { dir })
+    /// Its binaries reach this D-Bus session bus (a test's own Secret Service).
+    pub fn with_session_bus(mut self, address: &str) -> Self {
+        self.bus = Some(address.to_owned());
+        self
     }
 
     /// The root of the temporary tree.
@@ -94,8 +105,8 @@ impl TestHome {
             .env_remove("GEMINID_CONFIG")
             .env("GEMINID_SOCKET", self.socket())
             .env_remove("GEMINID_DATA_DIR")
-            // Never the machine's real keyring.
-            .env("GEMINID_SECRETS", "file")
+            // The default store; never the machine's real keyring (no bus but the test's own).
+            .env_remove("GEMINID_SECRETS")
             .env_remove("GEMINI_CLI_HOME")
             .env("GEMINID_BIN", bin("geminid"))
             // Never read the machine's real system settings.
@@ -103,6 +114,10 @@ impl TestHome {
             .env_remove("GEMINI_CLI_SYSTEM_DEFAULTS_PATH")
             .env_remove("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
             .env_remove("GEMINI_CLI_TRUST_WORKSPACE");
+        match &self.bus {
+            Some(address) => cmd.env("DBUS_SESSION_BUS_ADDRESS", address),
+            None => cmd.env_remove("DBUS_SESSION_BUS_ADDRESS"),
+        };
     }
 
     /// A `gemctl` command for this home.

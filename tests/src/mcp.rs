@@ -83,7 +83,7 @@ impl Setup {
 
     /// Start it with `extra` daemon flags after [`FAST`].
     pub async fn with_args(servers: Value, extra: &[&str]) -> anyhow::Result<Self> {
-        let home = TestHome::new()?;
+        let home = TestHome::allowing_mcp()?;
         write_user_settings(&home, servers)?;
         let args = [FAST, extra].concat();
         let daemon = Daemon::start(&home, &args).await?;

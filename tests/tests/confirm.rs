@@ -225,7 +225,7 @@ async fn nobody_answering_denies_and_a_late_answer_is_told_why() -> anyhow::Resu
 #[tokio::test]
 async fn a_headless_session_hides_what_no_rule_allows_but_its_person_may_call_it()
 -> anyhow::Result<()> {
-    let home = TestHome::strict()?;
+    let home = TestHome::new()?;
     write_user_settings(
         &home,
         json!({ "fx": stdio(&[]), "trusted": { "command": geminid_tests::mcp::fixture(), "trust": true } }),
@@ -478,7 +478,7 @@ async fn policy_files_are_reloaded_as_they_change_and_a_broken_one_keeps_its_rul
 async fn gemctl_attach_answers_from_the_terminal_and_gemctl_confirm_from_scripts()
 -> anyhow::Result<()> {
     use std::io::Write;
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
     policy_file(&home, "ask.toml", ASK_ECHO)?;
     // A confirmation left unanswered by a mistake fails the test in seconds, not minutes.

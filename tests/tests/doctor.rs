@@ -26,7 +26,7 @@ fn find<'a>(findings: &'a [Value], check: &str, text: &str) -> Option<&'a Value>
 
 #[tokio::test]
 async fn a_healthy_setup_passes_and_each_broken_one_names_its_fix() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
 
     // No daemon, and none may be started: that is the finding.
@@ -107,7 +107,7 @@ async fn a_healthy_setup_passes_and_each_broken_one_names_its_fix() -> anyhow::R
 
 #[tokio::test]
 async fn bash_completes_commands_and_the_daemons_names() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -157,7 +157,7 @@ async fn bash_completes_commands_and_the_daemons_names() -> anyhow::Result<()> {
 
 #[test]
 fn man_pages_are_written_for_every_command() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     let dir = home.root().join("man");
     let v = home.gemctl_json(&["man", &dir.display().to_string()])?;
     let written = v.as_array().map(Vec::len).unwrap_or_default();

@@ -159,7 +159,7 @@ fn settings(home: &TestHome, servers: Value) -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_client_lists_and_calls_the_sessions_catalog_through_the_pipeline() -> anyhow::Result<()>
 {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     settings(&home, json!({ "fx": stdio(&["--rich"]) }))?;
     // A policy that denies one tool outright (not served), and one call by its arguments (a
     // tool error the model reads).
@@ -244,7 +244,7 @@ async fn a_client_lists_and_calls_the_sessions_catalog_through_the_pipeline() ->
 
 #[tokio::test]
 async fn list_changed_progress_and_cancellation_pass_through() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     settings(&home, json!({ "fx": stdio(&["--rich"]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -292,7 +292,7 @@ async fn list_changed_progress_and_cancellation_pass_through() -> anyhow::Result
 
 #[tokio::test]
 async fn four_clients_in_two_workspaces_share_one_upstream_process() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     settings(&home, json!({ "fx": stdio(&[]) }))?;
     let ws2 = home.root().join("ws2");
     std::fs::create_dir(&ws2)?;
@@ -323,7 +323,7 @@ async fn four_clients_in_two_workspaces_share_one_upstream_process() -> anyhow::
 
 #[tokio::test]
 async fn a_gateway_for_what_does_not_exist_says_so() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let (code, _, err) = home.gemctl_run(&["mcp", "serve", "--session", "0000-nope"])?;
     assert_ne!(code, 0);
@@ -346,7 +346,7 @@ async fn a_gateway_for_what_does_not_exist_says_so() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_confirmation_is_asked_of_a_client_that_elicits() -> anyhow::Result<()> {
     // No policy of the user's: an MCP tool needs a confirmation.
-    let home = TestHome::strict()?;
+    let home = TestHome::new()?;
     settings(&home, json!({ "fx": stdio(&[]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -390,7 +390,7 @@ async fn a_confirmation_is_asked_of_a_client_that_elicits() -> anyhow::Result<()
 #[tokio::test]
 async fn a_servers_elicitation_and_sampling_reach_the_gateway_client_that_called()
 -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     settings(&home, json!({ "fx": stdio(&["--asks"]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -425,7 +425,7 @@ async fn the_gateway_over_streamable_http_needs_its_token() -> anyhow::Result<()
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     use tokio::io::AsyncBufReadExt as _;
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     settings(&home, json!({ "fx": stdio(&[]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -499,7 +499,7 @@ async fn the_gateway_over_streamable_http_needs_its_token() -> anyhow::Result<()
 
 #[tokio::test]
 async fn a_client_with_another_environment_does_not_replace_the_sessions() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     settings(&home, json!({ "fx": stdio(&[]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -527,7 +527,7 @@ async fn a_client_with_another_environment_does_not_replace_the_sessions() -> an
 
 #[tokio::test]
 async fn import_moves_gemini_clis_servers_behind_the_gateway() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     let user = home.root().join("home/.gemini/settings.json");
     let before = format!(
         "{{\n  // the user's own comment\n  \"ui\": {{\"theme\": \"dark\"}},\n  \"mcpServers\": {{\n    \"fx\": {},\n    \"fy\": {}\n  }}\n}}\n",
@@ -598,7 +598,7 @@ fn jsonc(text: &str) -> anyhow::Result<Value> {
 
 #[tokio::test]
 async fn the_client_examples_are_what_their_clients_read_and_they_work() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     settings(&home, json!({ "fx": stdio(&[]) }))?;
     let daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -678,7 +678,7 @@ async fn the_client_examples_are_what_their_clients_read_and_they_work() -> anyh
 async fn completions_and_resource_subscriptions_reach_the_server_they_belong_to()
 -> anyhow::Result<()> {
     use rmcp::model::{ArgumentInfo, CompleteRequestParams, Reference, SubscribeRequestParams};
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     settings(&home, json!({ "fx": stdio(&["--rich"]), "plain": stdio(&[]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -720,7 +720,7 @@ async fn completions_and_resource_subscriptions_reach_the_server_they_belong_to(
 async fn a_subscription_to_a_server_of_the_new_era_is_a_subscriptions_listen_stream()
 -> anyhow::Result<()> {
     use rmcp::model::SubscribeRequestParams;
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     settings(&home, json!({ "fm": stdio(&["--rich", "--modern"]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -737,7 +737,7 @@ async fn a_subscription_to_a_server_of_the_new_era_is_a_subscriptions_listen_str
 #[tokio::test]
 async fn custom_tools_are_served_beside_the_servers_tools() -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     let bin = home.root().join("bin");
     std::fs::create_dir_all(&bin)?;
     let script = |name: &str, body: &str| -> anyhow::Result<String> {

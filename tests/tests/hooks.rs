@@ -48,7 +48,7 @@ fn script(home: &TestHome, name: &str, body: &str) -> String {
 
 #[tokio::test]
 async fn every_exit_code_rule_with_real_scripts() -> anyhow::Result<()> {
-    let home = TestHome::strict()?;
+    let home = TestHome::new()?;
     let env = env();
     let c = ctx(&home, &env);
     let cases: Vec<(String, Option<Value>, Option<i32>, bool)> = vec![
@@ -117,7 +117,7 @@ async fn every_exit_code_rule_with_real_scripts() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn stdin_environment_and_substitutions_reach_the_hook() -> anyhow::Result<()> {
-    let home = TestHome::strict()?;
+    let home = TestHome::new()?;
     let env = env();
     let c = ctx(&home, &env);
     // The references in the command text become shell-quoted values (so they belong outside
@@ -136,7 +136,7 @@ async fn stdin_environment_and_substitutions_reach_the_hook() -> anyhow::Result<
 
 #[tokio::test]
 async fn a_hook_past_its_timeout_is_stopped_with_everything_it_started() -> anyhow::Result<()> {
-    let home = TestHome::strict()?;
+    let home = TestHome::new()?;
     let env = env();
     let c = ctx(&home, &env);
     let marker = home.root().join("stubborn.pid");
@@ -161,7 +161,7 @@ async fn a_hook_past_its_timeout_is_stopped_with_everything_it_started() -> anyh
 
 #[tokio::test]
 async fn huge_output_unread_stdin_and_a_missing_command() -> anyhow::Result<()> {
-    let home = TestHome::strict()?;
+    let home = TestHome::new()?;
     let env = env();
     let c = ctx(&home, &env);
     // 50 MB on stdout: kept to the bound, said, and the hook is not held up.
@@ -190,7 +190,7 @@ async fn huge_output_unread_stdin_and_a_missing_command() -> anyhow::Result<()> 
 
 #[tokio::test]
 async fn a_settings_hook_does_not_run_in_an_untrusted_folder() -> anyhow::Result<()> {
-    let home = TestHome::strict()?;
+    let home = TestHome::new()?;
     let env = env();
     let c = Context { trusted: false, ..ctx(&home, &env) };
     let marker = home.root().join("ran");
@@ -216,7 +216,7 @@ async fn a_sequential_plan_passes_changes_on_and_the_outputs_are_aggregated() ->
     use geminid::hooks::exec::fire;
     use geminid::hooks::plan::plan;
     use geminid::hooks::registry::Registry;
-    let home = TestHome::strict()?;
+    let home = TestHome::new()?;
     let env = env();
     let c = ctx(&home, &env);
     let rewrite = r#"echo '{"hookSpecificOutput": {"tool_input": {"text": "rewritten"}}, "systemMessage": "one"}'"#;
@@ -426,7 +426,7 @@ mod in_calls {
 
 #[tokio::test]
 async fn gemctl_hooks_list_and_run() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     let settings = json!({"hooks": {
         "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "echo hello from a hook", "name": "greet"}]}],
         "Notification": [{"hooks": [{"type": "command", "command": "exit 3"}]}],
@@ -501,7 +501,7 @@ async fn gemctl_hooks_list_and_run() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn migrate_from_claude_code_and_project_hooks_are_announced_once() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     let ws = home.workspace();
     let _daemon = geminid_tests::Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());

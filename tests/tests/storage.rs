@@ -54,7 +54,7 @@ async fn stop(mut daemon: Daemon) -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_damaged_database_is_reported_kept_aside_and_replaced() -> anyhow::Result<()> {
     for damage in ["truncated", "junk at its start", "deleted"] {
-        let home = TestHome::new()?;
+        let home = TestHome::allowing_mcp()?;
         let daemon = Daemon::start(&home, &[]).await?;
         let client = daemon.client().await?;
         new_sessions(&client, &home, 0, 30).await?;
@@ -109,7 +109,7 @@ async fn a_damaged_database_is_reported_kept_aside_and_replaced() -> anyhow::Res
 
 #[tokio::test]
 async fn a_killed_daemon_is_not_damage() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     let mut daemon = Daemon::start(&home, &[]).await?;
     let client = daemon.client().await?;
     new_sessions(&client, &home, 0, 10).await?;
@@ -147,7 +147,7 @@ impl Drop for SmallDisk {
 
 #[tokio::test]
 async fn writes_work_again_once_a_full_disk_has_room() -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     let state = home.root().join("state");
     let Some(_disk) = SmallDisk::mount(&state, "3m") else {
         eprintln!("skipped: cannot mount a tmpfs here (needs root)");

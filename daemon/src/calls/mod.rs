@@ -385,16 +385,16 @@ impl Pipeline {
             Target::Mcp { server, tool } => {
                 self.catalog.ensure_servers(&req.session)?;
                 self.mcp.settle_server(&req.session, server).await;
+                // Both names exactly as listed, or no call: policy, hooks and the audit see
+                // the server's entry and the tool the server listed, never a near miss that a
+                // lenient server would take for it.
                 let found = self.mcp.find(Some(&req.session), server)?;
-                // A tool the server did not list is still sent: the server has the last word.
-                let listed = found
-                    .catalog()
-                    .tool(tool)
-                    .map(|t| (t.validator.clone(), annotations_of(&t.raw)));
-                let (validator, annotations) = match listed {
-                    Some((v, a)) => (Some(v), a),
-                    None => (None, None),
+                let catalog = found.catalog();
+                let Some(listed) = catalog.tool(tool) else {
+                    return Err(CallError::ToolNotFound(unlisted(server, tool, &catalog)));
                 };
+                let (validator, annotations) =
+                    (Some(listed.validator.clone()), annotations_of(&listed.raw));
                 if let Some(h) =
                     self.catalog.hides(&req.session, server, tool, annotations.as_ref())
                     && !(h.by_default && req.confirmed)
@@ -559,6 +559,23 @@ impl Pipeline {
                 Ok(None)
             }
         }
+    }
+}
+
+/// Why `mcp/callTool` found no tool `tool` on `server`: the server did not list it (a near
+/// miss by case or spaces is named, never called).
+fn unlisted(server: &str, tool: &str, catalog: &crate::mcp::catalog::Catalog) -> String {
+    let fold = |s: &str| s.trim().to_lowercase();
+    match catalog.tools.iter().find(|t| fold(&t.name) == fold(tool)) {
+        Some(near) => format!(
+            "MCP server '{server}' lists no tool named '{tool}' (names are exact: did you mean \
+             '{}'?)",
+            near.name
+        ),
+        None => format!(
+            "MCP server '{server}' lists no tool named '{tool}' (`gemctl mcp tools {server}` \
+             lists them)"
+        ),
     }
 }
 

@@ -122,17 +122,55 @@ pub fn at_files(prompt: &str, workspace: &Path, notes: &mut Vec<String>) -> Resu
     Ok(out)
 }
 
-/// The `!{cmd}` injections of a prompt, `{{args}}` shell-escaped in each (empty ones left out).
-pub fn shell_commands(prompt: &str, args: &str) -> Result<Vec<(super::Injection, String)>, String> {
+/// The environment variable a `!{cmd}` finds the invocation's arguments in.
+pub const ARGS_VAR: &str = "GEMINID_ARGS";
+
+/// One `!{cmd}` of a prompt, in its two forms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellCommand {
+    /// With `{{args}}` as Gemini CLI puts it in (shell-escaped): what policy checks and a
+    /// person confirms.
+    pub shown: String,
+    /// What bash runs: each `{{args}}` a reference to [`ARGS_VAR`] quoted for where it stands
+    /// (`crate::shell`), so no quoting the author wrote around it lets the arguments run.
+    pub run: String,
+}
+
+/// The `!{cmd}` injections of a prompt (empty ones left out). A `{{args}}` where no reference
+/// is safe (a here-document, arithmetic) refuses the command, naming its line.
+pub fn shell_commands(
+    prompt: &str,
+    args: &str,
+) -> Result<Vec<(super::Injection, ShellCommand)>, String> {
     let quoted = shell_quote(args);
-    Ok(injections(prompt, "!{")?
+    injections(prompt, "!{")?
         .into_iter()
         .filter(|i| !i.content.is_empty())
         .map(|i| {
-            let cmd = i.content.replace(ARGS, &quoted);
-            (i, cmd)
+            let shown = i.content.replace(ARGS, &quoted);
+            let run = runnable(&i.content, &quoted).map_err(|context| {
+                let line = prompt.get(..i.start).map_or(0, |b| b.matches('\n').count()) + 1;
+                format!(
+                    "line {line}: `{ARGS}` {} in `!{{{}}}` cannot be given to the shell \
+                     safely, so nothing runs; put it outside quotes or inside double quotes",
+                    context.describe(),
+                    i.content
+                )
+            })?;
+            Ok((i, ShellCommand { shown, run }))
         })
-        .collect())
+        .collect()
+}
+
+#[cfg(not(windows))]
+fn runnable(content: &str, _quoted: &str) -> Result<String, crate::shell::Context> {
+    crate::shell::rewrite(content, ARGS, |c| crate::shell::reference(ARGS_VAR, c))
+}
+
+/// PowerShell: Gemini CLI's escaping, pasted in.
+#[cfg(windows)]
+fn runnable(content: &str, quoted: &str) -> Result<String, crate::shell::Context> {
+    Ok(content.replace(ARGS, quoted))
 }
 
 /// Step 2's assembly: the prompt with each `!{cmd}` replaced by `outputs` (in order) and
@@ -170,7 +208,11 @@ mod tests {
         #[cfg(unix)]
         assert_eq!(shell_quote("it's; rm -rf /"), "'it'\\''s; rm -rf /'");
         let cmds = shell_commands("x !{grep {{args}} f} y !{} z", "a b")?;
-        assert_eq!(cmds.iter().map(|c| c.1.as_str()).collect::<Vec<_>>(), ["grep 'a b' f"]);
+        assert_eq!(cmds.iter().map(|c| c.1.shown.as_str()).collect::<Vec<_>>(), ["grep 'a b' f"]);
+        #[cfg(unix)]
+        assert_eq!(cmds[0].1.run, "grep \"${GEMINID_ARGS}\" f");
+        let e = shell_commands("one\ntwo !{cat <<E\n{{args}}\nE}", "a").unwrap_err();
+        assert!(e.starts_with("line 2:") && e.contains("here-document"), "{e}");
         let text = assemble("see {{args}}: !{grep {{args}} f}!{}.", "a b", &["OUT".to_owned()])?;
         assert_eq!(text, "see a b: OUT.");
         assert_eq!(default_args("p".into(), false, "c", "x y"), "p\n\n/c x y");

@@ -148,13 +148,13 @@ fn gemini_cli_shell_processor_cases() -> Result<(), String> {
     let quoted = crate::hooks::run::shell_quote(args);
     // Whitespace inside the braces is trimmed before {{args}} is put in.
     let cmds = shell_commands("Files: !{  ls {{args}} -l  }", args)?;
-    assert_eq!(cmds[0].1, format!("ls {quoted} -l"));
+    assert_eq!(cmds[0].1.shown, format!("ls {quoted} -l"));
     // An empty injection runs nothing and vanishes.
     assert!(shell_commands("This is weird: !{}", args)?.is_empty());
     assert_eq!(assemble("This is weird: !{}", args, &[])?, "This is weird: ");
     // Raw outside, quoted inside; the check sees the resolved command.
     let prompt = "User \"({{args}})\" requested search: !{search {{args}}}";
-    assert_eq!(shell_commands(prompt, args)?[0].1, format!("search {quoted}"));
+    assert_eq!(shell_commands(prompt, args)?[0].1.shown, format!("search {quoted}"));
     assert_eq!(
         assemble(prompt, args, &["results".to_owned()])?,
         format!("User \"({args})\" requested search: results")
@@ -164,32 +164,43 @@ fn gemini_cli_shell_processor_cases() -> Result<(), String> {
     Ok(())
 }
 
-/// The escaping cases of the same file, run for real: whatever the person typed reaches the
-/// command as one argument, and nothing in it runs.
+/// The escaping cases of the same file, run for real, in every quoting an author may write
+/// around `{{args}}` (Gemini CLI's own escaping lets the arguments out of the author's double
+/// quotes): whatever the person typed reaches the command as text, and nothing in it runs.
 #[cfg(unix)]
 #[test]
-fn typed_arguments_reach_a_real_shell_as_one_word() -> anyhow::Result<()> {
-    use super::expand::shell_commands;
+fn typed_arguments_reach_a_real_shell_as_text_whatever_the_quoting() -> anyhow::Result<()> {
+    use super::expand::{ARGS_VAR, shell_commands};
     let t = tempfile::tempdir()?;
-    for input in [
-        "file with spaces.txt",
-        "a \"quoted\" string",
-        "it's a string",
-        "`touch pwned1`",
-        "$(touch pwned2)",
-        "$HOME",
-        "a; touch pwned3",
-        "a && touch pwned4",
-        "first line\nsecond line",
+    for template in [
+        "!{printf '%s' {{args}}}",
+        "!{printf '%s' \"{{args}}\"}",
+        "!{printf '%s' '{{args}}'}",
+        "!{printf '%s' $'{{args}}'}",
+        "!{printf '%s' \"$(printf '%s' \"{{args}}\")\"}",
     ] {
-        let cmds =
-            shell_commands("!{printf '%s' {{args}}}", input).map_err(|e| anyhow::anyhow!(e))?;
-        let out = std::process::Command::new("bash")
-            .arg("-c")
-            .arg(&cmds[0].1)
-            .current_dir(t.path())
-            .output()?;
-        assert_eq!(String::from_utf8_lossy(&out.stdout), input, "{input:?}");
+        for input in [
+            "file with spaces.txt",
+            "a \"quoted\" string",
+            "it's a string",
+            "`touch pwned1`",
+            "$(touch pwned2)",
+            "$HOME",
+            "a; touch pwned3",
+            "a && touch pwned4",
+            "first line\nsecond line",
+            "x\" ; touch pwned5 ; \"",
+            "x' ; touch pwned6 ; '",
+        ] {
+            let cmds = shell_commands(template, input).map_err(|e| anyhow::anyhow!(e))?;
+            let out = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(&cmds[0].1.run)
+                .env(ARGS_VAR, input)
+                .current_dir(t.path())
+                .output()?;
+            assert_eq!(String::from_utf8_lossy(&out.stdout), input, "{template} {input:?}");
+        }
     }
     let made: Vec<_> = std::fs::read_dir(t.path())?.collect();
     assert!(made.is_empty(), "something ran: {made:?}");

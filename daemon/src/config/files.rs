@@ -2,6 +2,7 @@
 //! other extensions; problems become diagnostics with line and column.
 
 use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
 
 use geminid_protocol::config::{Diagnostic, Severity};
 use jsonc_parser::common::Ranged;
@@ -68,40 +69,111 @@ pub(crate) enum InputError {
     Io(std::io::Error),
 }
 
+/// How long an input file must stay unchanged before its contents are taken: an editor that
+/// saves in place truncates, then writes, and a read between the two must not become the
+/// file's contents (the watcher's debounce is shorter, and a call can read between events).
+pub(crate) const SETTLE: Duration = Duration::from_millis(100);
+
+/// How long a file that was just emptied must stay empty before its emptiness is taken: a
+/// policy file emptied by a save in place would otherwise lose its deny rules until the
+/// editor's write lands.
+pub(crate) const SETTLE_EMPTY: Duration = Duration::from_secs(2);
+
+/// The longest a reader waits for a file that keeps changing; then it is not read (its last
+/// good contents stay) and the watcher's next event reads it again.
+pub(crate) const SETTLE_MAX: Duration = Duration::from_secs(5);
+
+/// What identifies one version of a file: size, modification time, inode.
+fn stamp(m: &std::fs::Metadata) -> (u64, Option<SystemTime>, u64) {
+    #[cfg(unix)]
+    let ino = std::os::unix::fs::MetadataExt::ino(m);
+    #[cfg(not(unix))]
+    let ino = 0;
+    (m.len(), m.modified().ok(), ino)
+}
+
+/// How long `m`'s version must be left alone before it is taken.
+fn settle_for(m: &std::fs::Metadata) -> Duration {
+    if m.len() == 0 { SETTLE_EMPTY } else { SETTLE }
+}
+
+/// How long ago `m`'s version was written; none when its time is in the future.
+fn age(m: &std::fs::Metadata) -> Option<Duration> {
+    m.modified().ok().and_then(|t| SystemTime::now().duration_since(t).ok())
+}
+
 /// The text of an input file, `None` if it does not exist. Only a regular file of at most
 /// [`MAX_INPUT_FILE`] bytes is read: a FIFO would block the reader until someone writes it,
-/// and a device or a huge file would take time and memory from every client. The read itself
-/// leaves the daemon's event loop (`block_in_place`) when it runs on one.
+/// and a device or a huge file would take time and memory from every client. Only a settled
+/// version is taken: one left unchanged for [`SETTLE`] ([`SETTLE_EMPTY`] for an empty file),
+/// and the same before and after the read; the reader waits for that (up to [`SETTLE_MAX`],
+/// then the file is refused and its last good contents stay). The read itself leaves the
+/// daemon's event loop (`block_in_place`) when it runs on one.
 pub(crate) fn read_input(path: &Path) -> Result<Option<String>, InputError> {
-    let too_big = || {
-        InputError::Refused(format!(
-            "more than the {} MiB a settings file may have; it is not read",
-            MAX_INPUT_FILE >> 20
-        ))
-    };
-    match std::fs::metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(InputError::Io(e)),
-        Ok(m) if !m.is_file() => {
-            return Err(InputError::Refused(format!(
-                "not a regular file ({}); it is not read, so that nothing blocks on it",
-                kind_of(&m)
-            )));
+    off_loop(|| {
+        let started = Instant::now();
+        loop {
+            let Some(before) = checked_metadata(path)? else { return Ok(None) };
+            let settle = settle_for(&before);
+            // A version written within its settle time (or stamped in the future) is watched
+            // for that long: unchanged, it has settled; changed, the new one is watched.
+            if age(&before).is_none_or(|a| a < settle) {
+                if started.elapsed() >= SETTLE_MAX {
+                    return Err(InputError::Refused(format!(
+                        "it kept changing for {}s; it is read again at its next change, and \
+                         its last good contents stay until then",
+                        SETTLE_MAX.as_secs()
+                    )));
+                }
+                let wait = age(&before).map_or(settle, |a| settle.saturating_sub(a));
+                std::thread::sleep(wait.max(Duration::from_millis(5)));
+                match checked_metadata(path)? {
+                    Some(now) if stamp(&now) == stamp(&before) => {}
+                    _ => continue,
+                }
+            }
+            let text = read_capped(path)?;
+            match checked_metadata(path)? {
+                Some(after) if stamp(&after) == stamp(&before) => return Ok(text),
+                // Written while it was read: read the version that follows.
+                _ if started.elapsed() < SETTLE_MAX => continue,
+                _ => return Ok(text),
+            }
         }
-        Ok(m) if m.len() > MAX_INPUT_FILE => return Err(too_big()),
-        Ok(_) => {}
+    })
+}
+
+/// The metadata of an input file: none when it does not exist, refused when it is not a
+/// regular file or is too large.
+fn checked_metadata(path: &Path) -> Result<Option<std::fs::Metadata>, InputError> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(InputError::Io(e)),
+        Ok(m) if !m.is_file() => Err(InputError::Refused(format!(
+            "not a regular file ({}); it is not read, so that nothing blocks on it",
+            kind_of(&m)
+        ))),
+        Ok(m) if m.len() > MAX_INPUT_FILE => Err(too_big()),
+        Ok(m) => Ok(Some(m)),
     }
-    let read = || -> std::io::Result<String> {
-        use std::io::Read;
-        let mut text = String::new();
-        // The size may have changed since the check: read no more than the cap, plus one byte
-        // to notice.
-        std::fs::File::open(path)?.take(MAX_INPUT_FILE + 1).read_to_string(&mut text)?;
-        Ok(text)
-    };
-    match off_loop(read) {
-        Ok(t) if t.len() as u64 > MAX_INPUT_FILE => Err(too_big()),
-        Ok(t) => Ok(Some(t)),
+}
+
+fn too_big() -> InputError {
+    InputError::Refused(format!(
+        "more than the {} MiB a settings file may have; it is not read",
+        MAX_INPUT_FILE >> 20
+    ))
+}
+
+/// The file's text, read up to the size cap (it may have grown since it was checked).
+fn read_capped(path: &Path) -> Result<Option<String>, InputError> {
+    use std::io::Read;
+    let mut text = String::new();
+    let read = std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_INPUT_FILE + 1).read_to_string(&mut text));
+    match read {
+        Ok(_) if text.len() as u64 > MAX_INPUT_FILE => Err(too_big()),
+        Ok(_) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(InputError::Io(e)),
     }

@@ -14,6 +14,7 @@ use geminid_protocol::skills::SkillScope;
 
 use super::Core;
 use super::skills::SkillsError;
+use crate::commands::expand::ShellCommand;
 use crate::commands::resolve::{Candidate, resolve};
 use crate::commands::{expand, load};
 use crate::skills::SkillError;
@@ -281,7 +282,7 @@ impl Core {
         // 2. `!{cmd}`: each checked as `run_shell_command` first; none runs while one is
         // denied or waits for a person.
         let commands = expand::shell_commands(&text, &p.args).map_err(refused)?;
-        for (_, cmd) in &commands {
+        for (_, ShellCommand { shown: cmd, .. }) in &commands {
             let check = PolicyCheckParams {
                 session: p.session.clone(),
                 tool: "run_shell_command".into(),
@@ -307,10 +308,11 @@ impl Core {
             out.needs_confirmation.dedup();
             return Ok(out);
         }
-        let env = self.session_env(&p.session);
+        let mut env = (*self.session_env(&p.session)).clone();
+        env.insert(expand::ARGS_VAR.to_owned(), p.args.clone());
         let mut outputs = Vec::new();
-        for (_, cmd) in &commands {
-            let (run, text) = run_shell(cmd, &workspace, &env).await;
+        for (_, ShellCommand { shown: cmd, run }) in &commands {
+            let (run, text) = run_shell(cmd, run, &workspace, &env).await;
             tracing::info!(session = %p.session, command = %name, shell = %cmd, exit = ?run.exit_code, "a command's shell injection ran");
             out.ran.push(run);
             outputs.push(text);
@@ -321,13 +323,19 @@ impl Core {
     }
 }
 
-/// Run one `!{cmd}` in the workspace with the session's environment: its output (standard
-/// output then error, each at most 1 MiB) and Gemini CLI's status line when it did not exit 0.
-async fn run_shell(cmd: &str, cwd: &Path, env: &crate::config::env::Env) -> (ShellRun, String) {
+/// Run one `!{cmd}` (`script`, shown as `cmd`) in the workspace with the session's
+/// environment: its output (standard output then error, each at most 1 MiB) and Gemini CLI's
+/// status line when it did not exit 0.
+async fn run_shell(
+    cmd: &str,
+    script: &str,
+    cwd: &Path,
+    env: &crate::config::env::Env,
+) -> (ShellRun, String) {
     use crate::proc::{Job, Overflow, signal_name};
     let (program, prefix) = crate::hooks::run::shell(env);
     let mut args: Vec<String> = prefix.iter().map(|a| (*a).to_owned()).collect();
-    args.push(cmd.to_owned());
+    args.push(script.to_owned());
     let f = crate::proc::run(Job {
         program: program.as_ref(),
         args: &args,

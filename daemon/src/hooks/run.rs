@@ -120,7 +120,43 @@ pub(crate) fn shell(env: &BTreeMap<String, String>) -> (String, &'static [&'stat
     }
 }
 
-/// The command with Gemini CLI's substitutions.
+/// The variables Gemini CLI substitutes in a hook's command, each also in the hook's
+/// environment.
+const SUBSTITUTED: [&str; 5] = [
+    "GEMINI_PROJECT_DIR",
+    "GEMINI_CWD",
+    "GEMINI_PLANS_DIR",
+    "GEMINI_SESSION_ID",
+    "CLAUDE_PROJECT_DIR",
+];
+
+/// The command as bash gets it. Gemini CLI pastes each value, shell-escaped, over
+/// `$GEMINI_PROJECT_DIR` (and the others); inside the double quotes hooks are written with
+/// (`test -d "$GEMINI_PROJECT_DIR"`) that lets a folder named `$(...)` run. Here the values
+/// stay in the environment and the command refers to them: outside quotes as `"${VAR}"` (one
+/// word, as Gemini CLI's escaping gives), inside single quotes by closing them around it (the
+/// value, as Gemini CLI pastes it there), and inside double quotes, a here-document or
+/// arithmetic as written, where bash expands it from the environment itself.
+#[cfg(not(windows))]
+pub fn expand(command: &str, _ctx: &Context<'_>) -> String {
+    use crate::shell::{Context as Quoting, reference, rewrite};
+    let mut out = command.to_owned();
+    for var in SUBSTITUTED {
+        let pattern = format!("${var}");
+        let rewritten = rewrite(&out, &pattern, |c| match c {
+            Quoting::Plain | Quoting::Single | Quoting::AnsiC => reference(var, c),
+            Quoting::Double | Quoting::Heredoc | Quoting::Arithmetic => Some(pattern.clone()),
+        });
+        // Every context has a replacement above.
+        if let Ok(r) = rewritten {
+            out = r;
+        }
+    }
+    out
+}
+
+/// PowerShell: Gemini CLI's substitutions, shell-escaped.
+#[cfg(windows)]
 pub fn expand(command: &str, ctx: &Context<'_>) -> String {
     let cwd = shell_quote(&ctx.cwd.display().to_string());
     let plans = shell_quote(&ctx.plans_dir.display().to_string());
@@ -352,22 +388,56 @@ mod tests {
         );
     }
 
+    /// A workspace folder whose name is a command: each way a hook may refer to it gives the
+    /// path, in a real bash, and nothing runs (Gemini CLI's substitution ran the name inside
+    /// double quotes).
+    #[cfg(unix)]
     #[test]
-    fn substitutions_are_shell_quoted() {
+    fn a_workspace_path_reaches_bash_as_text_wherever_the_hook_refers_to_it() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().join("it's $(touch PWNED) `touch PWNED` \"q\"");
+        std::fs::create_dir(&ws).unwrap();
         let env = BTreeMap::new();
         let ctx = Context {
-            cwd: Path::new("/w/it's"),
+            cwd: &ws,
             session_id: "s1",
             plans_dir: Path::new("/p"),
             env: &env,
             trusted: true,
         };
-        assert_eq!(
-            expand(
-                "cd $GEMINI_PROJECT_DIR && echo $GEMINI_SESSION_ID $GEMINI_PLANS_DIR $CLAUDE_PROJECT_DIR",
-                &ctx
+        let path = ws.display().to_string();
+        for (command, want) in [
+            ("printf %s $GEMINI_PROJECT_DIR", path.clone()),
+            ("printf %s \"$GEMINI_PROJECT_DIR\"", path.clone()),
+            ("printf %s \"${GEMINI_PROJECT_DIR}\"", path.clone()),
+            ("printf %s '$GEMINI_PROJECT_DIR'", path.clone()),
+            ("cd $GEMINI_PROJECT_DIR && printf %s \"$PWD\"", path.clone()),
+            ("test -d \"$GEMINI_PROJECT_DIR\" && printf ok", "ok".to_owned()),
+            ("printf %s $CLAUDE_PROJECT_DIR/x $GEMINI_SESSION_ID", format!("{path}/xs1")),
+            (
+                "printf %s \"$(basename \"$GEMINI_CWD\")\"",
+                ws.file_name().unwrap().to_string_lossy().into_owned(),
             ),
-            "cd '/w/it'\\''s' && echo 's1' '/p' '/w/it'\\''s'"
+        ] {
+            let out = std::process::Command::new("bash")
+                .args(["-c", &expand(command, &ctx)])
+                .current_dir(&ws)
+                .env_clear()
+                .env("GEMINI_PROJECT_DIR", &ws)
+                .env("GEMINI_CWD", &ws)
+                .env("CLAUDE_PROJECT_DIR", &ws)
+                .env("GEMINI_SESSION_ID", "s1")
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{command}");
+            assert!(
+                !ws.join("PWNED").exists() && !root.path().join("PWNED").exists(),
+                "{command} ran the folder's name"
+            );
+        }
+        assert_eq!(
+            expand("cd $GEMINI_PROJECT_DIR && echo $GEMINI_SESSION_ID '$GEMINI_PLANS_DIR'", &ctx),
+            "cd \"${GEMINI_PROJECT_DIR}\" && echo \"${GEMINI_SESSION_ID}\" ''\"${GEMINI_PLANS_DIR}\"''"
         );
     }
 }

@@ -367,14 +367,21 @@ impl Supervisor {
                     "session {id} has not started its MCP servers (`gemctl mcp start --session {id}`)"
                 ))
             })?;
-            let key = crate::config::enablement::normalize(name);
-            let entry = entries
-                .iter()
-                .find(|(n, _)| crate::config::enablement::normalize(n) == key)
-                .map(|(_, e)| e)
-                .ok_or_else(|| {
-                    McpError::NotFound(format!("no MCP server named '{name}' in this session"))
-                })?;
+            // Exactly the entry's name: a name that crosses the socket is resolved once, to
+            // one server, before policy, hooks and audit see it ("A" or " a" is not "a").
+            let entry = entries.get(name).ok_or_else(|| {
+                let near = entries.keys().find(|n| {
+                    crate::config::enablement::normalize(n)
+                        == crate::config::enablement::normalize(name)
+                });
+                McpError::NotFound(match near {
+                    Some(n) => format!(
+                        "no MCP server named '{name}' in this session (names are exact: did you \
+                         mean '{n}'?)"
+                    ),
+                    None => format!("no MCP server named '{name}' in this session"),
+                })
+            })?;
             return match &entry.binding {
                 Binding::Runs(identity) => inner
                     .servers

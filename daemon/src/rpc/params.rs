@@ -13,7 +13,10 @@
 //! left with a closed connection and no answer.
 
 use std::borrow::Cow;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+
+use futures::FutureExt;
 
 use geminid_protocol::error::ErrorCode;
 use jsonrpsee::core::middleware::{Batch, BatchEntry, BatchEntryErr, Notification, RpcServiceT};
@@ -86,6 +89,28 @@ where
     }
 }
 
+/// The answer to a call whose handler panicked: an internal error naming the method, and the
+/// panic in the log (its message only: a handler's panic text is ours, not a secret's).
+fn panicked(id: Id<'static>, method: &str, panic: &(dyn std::any::Any + Send)) -> MethodResponse {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    tracing::error!(%method, panic = %what, "a handler panicked; answered with an internal error");
+    MethodResponse::error(
+        id,
+        ErrorObject::owned::<()>(
+            jsonrpsee::types::error::INTERNAL_ERROR_CODE,
+            format!(
+                "internal error: geminid failed while answering {method} (a bug: the daemon's \
+                 log has the details; please report it)"
+            ),
+            None,
+        ),
+    )
+}
+
 /// The error for a request whose id cannot be one.
 fn unusable_id_error(method: &str) -> ErrorObject<'static> {
     ErrorObject::owned::<()>(
@@ -148,14 +173,25 @@ where
     ) -> impl Future<Output = Self::MethodResponse> + Send + 'a {
         normalize(&req.method, &mut req.params);
         let id = req.id.clone().into_owned();
+        let method = req.method.clone().into_owned();
         let exempt = served_while_stopping(&req.method);
-        let call = self.inner.call(req);
+        // A synchronous handler runs inside `call`, an async one inside its future: a panic
+        // in either is answered as an internal error, never a connection that goes silent.
+        let inner = &self.inner;
+        let call = std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(req)));
         let core = self.core.clone();
         async move {
+            let call = match call {
+                Ok(call) => AssertUnwindSafe(call).catch_unwind(),
+                Err(panic) => return panicked(id, &method, panic.as_ref()),
+            };
+            let answered = |answer: std::thread::Result<MethodResponse>| {
+                answer.unwrap_or_else(|panic| panicked(id.clone(), &method, panic.as_ref()))
+            };
             if exempt {
-                return call.await;
+                return answered(call.await);
             }
-            within_grace(core, id, call).await
+            within_grace(core, id.clone(), async { answered(call.await) }).await
         }
     }
 

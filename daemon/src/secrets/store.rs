@@ -242,15 +242,82 @@ impl SecretStore {
 
 #[cfg(any(target_os = "linux", target_os = "macos", windows))]
 mod keyring {
-    //! The OS keyring, through the `keyring` crate.
+    //! The OS keyring, through the `keyring` crate, on one thread of its own.
+    //!
+    //! On Linux the crate reaches the Secret Service through zbus, whose blocking calls run
+    //! a runtime of their own: called from a thread inside geminid's tokio runtime (an event
+    //! loop worker), that panics ("Cannot start a runtime from within a runtime"). So every
+    //! keyring call runs on one owner thread that is in no runtime, the caller waits for its
+    //! answer with a bound (a hung D-Bus must not hang a start or an RPC), and a panic inside
+    //! the crate is an error, never the daemon's end.
+
+    use std::sync::mpsc;
+    use std::sync::{Mutex, OnceLock};
+    use std::time::Duration;
 
     use super::{SERVICE, Secret, SecretsError};
 
     /// An entry name no one uses: reading it tells whether the keyring answers.
     const PROBE: &str = "geminid-probe";
 
-    fn entry(name: &str) -> Result<keyring::Entry, SecretsError> {
-        entry_in(SERVICE, name)
+    /// How long the first probe may take before the keyring counts as absent: a missing or
+    /// hung D-Bus answers "no keyring" within this.
+    pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+    /// How long any other keyring call may take (an unlock prompt may be on screen).
+    pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(20);
+
+    type Job = Box<dyn FnOnce() + Send>;
+
+    /// The owner thread's queue, started on first use.
+    fn owner() -> Result<mpsc::Sender<Job>, SecretsError> {
+        static OWNER: OnceLock<Mutex<Option<mpsc::Sender<Job>>>> = OnceLock::new();
+        let slot = OWNER.get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let started =
+                std::thread::Builder::new().name("geminid-keyring".to_owned()).spawn(move || {
+                    for job in rx {
+                        job();
+                    }
+                });
+            Mutex::new(started.ok().map(|_| tx))
+        });
+        slot.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| SecretsError::Keyring("cannot start the keyring thread".to_owned()))
+    }
+
+    /// Run `f` on the owner thread and wait up to `bound` for its answer.
+    fn on_owner<T: Send + 'static>(
+        bound: Duration,
+        f: impl FnOnce() -> Result<T, SecretsError> + Send + 'static,
+    ) -> Result<T, SecretsError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move || {
+            let answer =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    Err(SecretsError::Keyring(format!("the keyring library panicked: {what}")))
+                });
+            let _ = tx.send(answer);
+        });
+        owner()?
+            .send(job)
+            .map_err(|_| SecretsError::Keyring("the keyring thread has stopped".to_owned()))?;
+        match rx.recv_timeout(bound) {
+            Ok(answer) => answer,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                Err(SecretsError::Keyring(format!("the keyring did not answer within {bound:?}")))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Err(SecretsError::Keyring("the keyring thread has stopped".to_owned()))
+            }
+        }
     }
 
     fn entry_in(service: &str, name: &str) -> Result<keyring::Entry, SecretsError> {
@@ -261,11 +328,12 @@ mod keyring {
         service: &str,
         name: &str,
     ) -> Result<Option<Secret<Vec<u8>>>, SecretsError> {
-        match entry_in(service, name)?.get_secret() {
+        let (service, name) = (service.to_owned(), name.to_owned());
+        on_owner(CALL_TIMEOUT, move || match entry_in(&service, &name)?.get_secret() {
             Ok(bytes) => Ok(Some(Secret::new(bytes))),
             Err(keyring::Error::NoEntry) => Ok(None),
             Err(e) => Err(SecretsError::Keyring(e.to_string())),
-        }
+        })
     }
 
     pub(super) fn set_in(
@@ -273,18 +341,24 @@ mod keyring {
         name: &str,
         value: &Secret<Vec<u8>>,
     ) -> Result<(), SecretsError> {
-        entry_in(service, name)?
-            .set_secret(value.expose())
-            .map_err(|e| SecretsError::Keyring(e.to_string()))
+        let (service, name, value) = (service.to_owned(), name.to_owned(), value.clone());
+        on_owner(CALL_TIMEOUT, move || {
+            entry_in(&service, &name)?
+                .set_secret(value.expose())
+                .map_err(|e| SecretsError::Keyring(e.to_string()))
+        })
     }
 
-    /// `Ok` when the keyring answers.
+    /// `Ok` when the keyring answers within [`PROBE_TIMEOUT`].
     pub(super) fn probe() -> Result<(), String> {
-        let e = keyring::Entry::new(SERVICE, PROBE).map_err(|e| e.to_string())?;
-        match e.get_secret() {
+        on_owner(PROBE_TIMEOUT, || match entry_in(SERVICE, PROBE)?.get_secret() {
             Ok(_) | Err(keyring::Error::NoEntry) => Ok(()),
-            Err(e) => Err(e.to_string()),
-        }
+            Err(e) => Err(SecretsError::Keyring(e.to_string())),
+        })
+        .map_err(|e| match e {
+            SecretsError::Keyring(why) => why,
+            other => other.to_string(),
+        })
     }
 
     pub(super) fn get(name: &str) -> Result<Option<Secret<Vec<u8>>>, SecretsError> {
@@ -296,10 +370,45 @@ mod keyring {
     }
 
     pub(super) fn delete(name: &str) -> Result<bool, SecretsError> {
-        match entry(name)?.delete_credential() {
+        let name = name.to_owned();
+        on_owner(CALL_TIMEOUT, move || match entry_in(SERVICE, &name)?.delete_credential() {
             Ok(()) => Ok(true),
             Err(keyring::Error::NoEntry) => Ok(false),
             Err(e) => Err(SecretsError::Keyring(e.to_string())),
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// The fault that crashed the daemon at start: the keyring asked from inside tokio's
+        /// event loop. Every call must answer (or fail) there, never panic.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn keyring_calls_from_inside_the_runtime_answer_and_never_panic() {
+            for _ in 0..5 {
+                let probed = probe();
+                let got = get("geminid-test-absent");
+                if probed.is_ok() {
+                    assert!(got.is_ok(), "{got:?}");
+                }
+            }
+            let on_worker = tokio::spawn(async { (probe(), get_in("x", "y").is_err()) });
+            assert!(on_worker.await.is_ok(), "a keyring call on a worker panicked");
+        }
+
+        #[test]
+        fn a_panic_or_a_hang_on_the_owner_thread_is_an_error() {
+            let e = on_owner::<()>(Duration::from_secs(5), || panic!("boom")).unwrap_err();
+            assert!(e.to_string().contains("panicked: boom"), "{e}");
+            let e = on_owner::<()>(Duration::from_millis(50), || {
+                std::thread::sleep(Duration::from_millis(300));
+                Ok(())
+            })
+            .unwrap_err();
+            assert!(e.to_string().contains("did not answer within"), "{e}");
+            // The thread lives on after both.
+            assert_eq!(on_owner(Duration::from_secs(5), || Ok(7)).unwrap(), 7);
         }
     }
 }

@@ -44,7 +44,7 @@ async fn main() -> std::process::ExitCode {
 const CIMD_URL: &str = "https://conformance-test.local/client-metadata.json";
 
 async fn run(url: &str, scenario: &str) -> anyhow::Result<()> {
-    let home = TestHome::new()?;
+    let home = TestHome::allowing_mcp()?;
     let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
         .ok()
         .and_then(|c| serde_json::from_str(&c).ok())

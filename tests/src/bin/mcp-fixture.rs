@@ -24,7 +24,9 @@
 //! `--bad-tool` it lists a tool without `inputSchema` and one without a name beside a good one), `--tokio-stdio`
 //! (read and write stdio through rmcp's `stdio()`, i.e. tokio's blocking-thread stdin and
 //! stdout, instead of the event loop; for benchmarks). Every stdio start writes one line to
-//! stderr.
+//! stderr. `--lenient` matches tool names without case or surrounding spaces; with
+//! `FIXTURE_CALL_LOG=FILE` in its environment, every tool call that reaches it appends the
+//! tool's name to FILE (what really ran, for the security tests).
 
 #[path = "../fixture/asks.rs"]
 mod asks;
@@ -68,6 +70,9 @@ struct Fixture {
     /// `--skills`: it serves one skill through the MCP Skills extension; `--fail-skills`: it
     /// declares the extension and fails `skills/list`.
     skills: Skills,
+    /// `--lenient`: a tool name is matched without case or surrounding spaces (`ECHO` runs
+    /// `echo`), as some real servers do.
+    lenient: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -482,9 +487,21 @@ impl ServerHandler for Fixture {
         if let Some(r) = asks::call(request.name.as_ref(), &request, &context).await {
             return r;
         }
+        let name = if self.lenient {
+            request.name.trim().to_lowercase()
+        } else {
+            request.name.to_string()
+        };
+        // What reached the server, for tests that check what really ran.
+        if let Some(log) = std::env::var_os("FIXTURE_CALL_LOG") {
+            use std::io::Write;
+            let line = format!("{name}\n");
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(log);
+            let _ = file.and_then(|mut f| f.write_all(line.as_bytes()));
+        }
         let args = request.arguments.unwrap_or_default();
         let arg = |k: &str| args.get(k).cloned().unwrap_or(Value::Null);
-        match request.name.as_ref() {
+        match name.as_str() {
             "echo" => text(arg("text").as_str().unwrap_or_default()),
             "pid" => text(std::process::id().to_string()),
             "crash" => {
@@ -686,6 +703,7 @@ async fn main() -> anyhow::Result<()> {
         } else {
             Skills::None
         },
+        lenient: has("--lenient"),
     };
     if let Some(i) = args.iter().position(|a| a == "--sse") {
         let addr = args.get(i + 1).map_or("127.0.0.1:0", String::as_str);
@@ -776,6 +794,7 @@ async fn serve_http(fixture: Fixture, addr: &str, oauth: bool) -> anyhow::Result
                 modern,
                 list_ttl_ms: None,
                 skills: Skills::None,
+                lenient: false,
             })
         },
         Arc::new(LocalSessionManager::default()),
@@ -879,6 +898,7 @@ mod sse {
                     modern: false,
                     list_ttl_ms: None,
                     skills: crate::Skills::None,
+                    lenient: false,
                 };
                 tokio::spawn(async move {
                     if let Ok(service) = fixture.serve((out_tx, in_rx)).await {
