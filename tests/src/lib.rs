@@ -2,6 +2,7 @@
 //! them over the real socket, and make sure nothing is left running afterwards.
 
 pub mod inproc;
+pub mod keyring;
 pub mod mcp;
 pub mod oauth;
 
@@ -39,7 +40,7 @@ pub const ALLOW_MCP: &str = "# Written by the tests: their sessions are headless
 /// `ws/` (a workspace). Dropping it kills any daemon still holding a lock file in `run/`.
 ///
 /// Its daemons run as a user's do: the default secrets store (`auto`: the OS keyring where a
-/// Secret Service answers, else the file; no session bus unless [`TestHome::with_session_bus`]
+/// Secret Service answers, else the file; no session bus unless [`TestHome::set_session_bus`]
 /// gives one, so the machine's own keyring is never touched) and no policy of the tests' own.
 #[derive(Debug)]
 pub struct TestHome {
@@ -71,9 +72,8 @@ impl TestHome {
     }
 
     /// Its binaries reach this D-Bus session bus (a test's own Secret Service).
-    pub fn with_session_bus(mut self, address: &str) -> Self {
+    pub fn set_session_bus(&mut self, address: &str) {
         self.bus = Some(address.to_owned());
-        self
     }
 
     /// The root of the temporary tree.

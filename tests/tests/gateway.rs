@@ -780,3 +780,95 @@ async fn custom_tools_are_served_beside_the_servers_tools() -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// Any local user can connect to the HTTP gateway's port: 1,100 bare connections to a daemon
+/// with a user service's 1,024 descriptors leave the Unix socket answering, a half-sent
+/// request is closed, the token is checked before any work, a foreign `Origin` is refused even
+/// with the token, and once the flood is gone a real client is served again.
+#[tokio::test]
+async fn the_http_gateway_bounds_connections_and_serves_local_origins_only() -> anyhow::Result<()> {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+    let home = TestHome::new()?;
+    settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let _daemon = Daemon::launch(&home).under(&["prlimit", "--nofile=1024:1024"]).start().await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let mut cmd: Command =
+        home.gemctl_cmd(&["--json", "mcp", "serve", "--http", "127.0.0.1:0"]).into();
+    let mut child = cmd.stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        tokio::io::BufReader::new(out).read_line(&mut line).await?;
+    }
+    let said: Value = serde_json::from_str(&line)?;
+    let url = said["url"].as_str().unwrap_or_default().to_owned();
+    let token = said["token"].as_str().unwrap_or_default().to_owned();
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+
+    let mut flood = Vec::new();
+    for _ in 0..1100 {
+        match tokio::net::TcpStream::connect(&addr).await {
+            Ok(s) => flood.push(s),
+            Err(_) => break,
+        }
+    }
+    let started = std::time::Instant::now();
+    let (code, out, err) = home.gemctl_run(&["--no-autostart", "status"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(started.elapsed() < Duration::from_secs(3), "status took {:?}", started.elapsed());
+
+    // The bare connections beyond the bound are closed at once; the rest when their headers
+    // do not come in time.
+    let closed = |mut s: tokio::net::TcpStream| async move {
+        let mut buf = [0u8; 256];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(20), s.read(&mut buf)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    };
+    let last = flood.pop().ok_or_else(|| anyhow::anyhow!("no connection was made"))?;
+    assert!(closed(last).await, "a connection beyond the bound stayed open");
+    drop(flood);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut half = tokio::net::TcpStream::connect(&addr).await?;
+    half.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n").await?;
+    let started = std::time::Instant::now();
+    assert!(closed(half).await, "a half-sent request was kept open");
+    assert!(started.elapsed() > Duration::from_secs(5), "closed before its headers were due");
+
+    // Origins: a web page elsewhere is refused even with the token; a local one is not.
+    let post = |origin: Option<&str>| {
+        let (addr, token) = (addr.clone(), token.clone());
+        let origin = origin.map(str::to_owned);
+        async move {
+            let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+            let origin = origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default();
+            let req = format!(
+                "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{origin}\
+                 Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let mut s = tokio::net::TcpStream::connect(&addr).await?;
+            s.write_all(req.as_bytes()).await?;
+            let mut out = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
+            anyhow::Ok(String::from_utf8_lossy(&out).lines().next().unwrap_or_default().to_owned())
+        }
+    };
+    for foreign in ["https://evil.example", "null", "http://127.0.0.1.evil.example:80"] {
+        let status = post(Some(foreign)).await?;
+        assert!(status.contains(" 403 "), "{foreign}: {status}");
+    }
+    for local in ["http://localhost:6274", "http://127.0.0.1:9", "http://[::1]:80"] {
+        let status = post(Some(local)).await?;
+        assert!(!status.contains(" 403 "), "{local}: {status}");
+    }
+
+    let config = StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(token);
+    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await?;
+    client.list_all_tools().await?;
+    client.cancel().await?;
+    Ok(())
+}

@@ -391,6 +391,10 @@ impl Pipeline {
                 let found = self.mcp.find(Some(&req.session), server)?;
                 let catalog = found.catalog();
                 let Some(listed) = catalog.tool(tool) else {
+                    // A server that is not connected has listed nothing: its state is why.
+                    if let Some(e) = Supervisor::not_connected(&found) {
+                        return Err(e.into());
+                    }
                     return Err(CallError::ToolNotFound(unlisted(server, tool, &catalog)));
                 };
                 let (validator, annotations) =

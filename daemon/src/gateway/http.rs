@@ -2,23 +2,33 @@
 //! 127.0.0.1:PORT` asks the daemon (on an upgraded connection, as for stdio) to listen there
 //! for as long as that connection lasts. Loopback addresses only; every request needs the
 //! bearer token kept in `<data dir>/gateway-token` (0600, made on first use and shown once);
-//! `Host` must be a loopback name (rmcp's DNS-rebinding check). Each HTTP session is a gateway
-//! over the same daemon session.
+//! `Host` must be a loopback name (rmcp's DNS-rebinding check), and a request that carries an
+//! `Origin` must come from a loopback origin (a web page elsewhere is refused 403, token or not,
+//! as the MCP transport requires). Each HTTP session is a gateway over the same daemon session.
+//!
+//! Any local user can open connections to the port, so they are bounded: at most
+//! [`MAX_CONNECTIONS`] at once (more are closed at once), a request's headers within
+//! [`HEADER_TIMEOUT`], and a connection on which nothing moves for [`IDLE_TIMEOUT`] is closed
+//! (an open event stream carries a keep-alive every 15 s). The token is checked before any work.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service as _;
@@ -31,6 +41,16 @@ use geminid_protocol::gateway::Names;
 
 /// The token's file in the daemon's data directory.
 pub(crate) const TOKEN_FILE: &str = "gateway-token";
+
+/// Connections one HTTP listener serves at once; one more is closed as it arrives.
+pub(crate) const MAX_CONNECTIONS: usize = 64;
+
+/// How long a client has to send a request's headers; a half-sent request is closed then.
+pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connection on which no byte moved for this long is closed (as the Unix socket closes an
+/// idle one at 30 s).
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Bind `addr`, which must be a loopback address.
 pub(super) async fn bind(addr: &str) -> Result<TcpListener, String> {
@@ -75,7 +95,94 @@ fn authorized(req: &Request<Incoming>, token: &Secret<String>) -> bool {
         .is_some_and(|given| same(given.trim().as_bytes(), token.expose().as_bytes()))
 }
 
+/// The `Origin` a request carries when it is not a loopback one (a web page elsewhere, `null`,
+/// or something unreadable); none when it has no `Origin` (a local client) or a loopback one.
+fn foreign_origin(req: &Request<Incoming>) -> Option<String> {
+    let origin = req.headers().get(hyper::header::ORIGIN)?;
+    let Ok(text) = origin.to_str() else { return Some("(unreadable)".to_owned()) };
+    let loopback = text.parse::<hyper::Uri>().ok().and_then(|u| {
+        let host = u.host()?.trim_start_matches('[').trim_end_matches(']').to_owned();
+        Some(
+            host.eq_ignore_ascii_case("localhost")
+                || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()),
+        )
+    });
+    (loopback != Some(true)).then(|| text.to_owned())
+}
+
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+fn forbidden(origin: &str) -> Response<Body> {
+    let text = format!(
+        "geminid's gateway serves local clients only; a request from origin {origin} is refused\n"
+    );
+    let mut r = Response::new(Full::new(Bytes::from(text)).boxed());
+    *r.status_mut() = StatusCode::FORBIDDEN;
+    r
+}
+
+/// A stream that notes when a byte last moved either way (milliseconds since `epoch`).
+struct Watched<S> {
+    inner: S,
+    epoch: Instant,
+    last: Arc<AtomicU64>,
+}
+
+impl<S> Watched<S> {
+    fn touch(&self) {
+        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.store(now, Ordering::Relaxed);
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.touch();
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        polled
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Resolves once no byte has moved on the connection for [`IDLE_TIMEOUT`].
+async fn idle(epoch: Instant, last: Arc<AtomicU64>) {
+    loop {
+        let quiet =
+            epoch.elapsed().saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
+        if quiet >= IDLE_TIMEOUT {
+            return;
+        }
+        tokio::time::sleep(IDLE_TIMEOUT - quiet).await;
+    }
+}
 
 fn unauthorized() -> Response<Body> {
     let text = "geminid's gateway needs `Authorization: Bearer <token>`; the token is in the \
@@ -126,6 +233,7 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
     tracing::info!(%session, url = %said["url"], "gateway listening over HTTP");
     let mut eof = [0u8; 64];
     let shutdown = core.shutdown_token().clone();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -134,10 +242,20 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
             () = shutdown.cancelled() => break,
         };
         let Ok((tcp, _)) = accepted else { continue };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(
+                limit = MAX_CONNECTIONS,
+                "gateway connection limit reached; closing one"
+            );
+            continue;
+        };
         let (service, token) = (service.clone(), token.clone());
         let handler = hyper::service::service_fn(move |req: Request<Incoming>| {
             let (mut service, token) = (service.clone(), token.clone());
             async move {
+                if let Some(origin) = foreign_origin(&req) {
+                    return Ok::<_, Infallible>(forbidden(&origin));
+                }
                 if !authorized(&req, &token) {
                     return Ok::<_, Infallible>(unauthorized());
                 }
@@ -146,12 +264,17 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
         });
         let stopped = stop.clone();
         tokio::spawn(async move {
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection(TokioIo::new(tcp), handler);
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+            let (epoch, last) = (Instant::now(), Arc::new(AtomicU64::new(0)));
+            let io = Watched { inner: tcp, epoch, last: last.clone() };
+            let conn = builder.serve_connection(TokioIo::new(io), handler);
             tokio::select! {
                 _ = conn => {}
+                () = idle(epoch, last) => {}
                 () = stopped.cancelled() => {}
             }
+            drop(permit);
         });
     }
     stop.cancel();

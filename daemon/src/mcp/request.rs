@@ -222,6 +222,14 @@ impl Supervisor {
         self.request(server, timeout, call).await
     }
 
+    /// Why `server` cannot take a request now; none while it is connected.
+    pub fn not_connected(server: &Server) -> Option<McpError> {
+        server
+            .peer()
+            .is_none()
+            .then(|| McpError::Unavailable(unavailable(&server.name, &server.snapshot())))
+    }
+
     /// One request to a server, as `send` makes it: fails at once if the server is not
     /// connected or dies meanwhile (naming the cause), and after `timeout` (the calling
     /// session's, see [`Supervisor::timeout_for`]).
@@ -236,18 +244,7 @@ impl Supervisor {
     {
         let name = &server.name;
         let mut watch = server.watch();
-        // A server's last error always names it; without one, its state is the reason.
-        let unavailable = |s: &server::Snapshot| match &s.last_error {
-            Some(why) => why.clone(),
-            None => {
-                let state = match s.state {
-                    // Connected but no connection: it is being stopped or restarted.
-                    ServerState::Connected => "stopping".to_owned(),
-                    other => other.label().to_lowercase(),
-                };
-                format!("MCP server '{name}' is {state}")
-            }
-        };
+        let unavailable = |s: &server::Snapshot| unavailable(name, s);
         let Some(peer) = server.peer() else {
             return Err(McpError::Unavailable(unavailable(&watch.borrow())));
         };
@@ -283,6 +280,22 @@ impl Supervisor {
                 "MCP server '{name}' did not answer within {}",
                 humantime::format_duration(timeout)
             ))),
+        }
+    }
+}
+
+/// Why a server that is not connected cannot answer: its last error always names it; without
+/// one, its state is the reason.
+fn unavailable(name: &str, s: &server::Snapshot) -> String {
+    match &s.last_error {
+        Some(why) => why.clone(),
+        None => {
+            let state = match s.state {
+                // Connected but no connection: it is being stopped or restarted.
+                ServerState::Connected => "stopping".to_owned(),
+                other => other.label().to_lowercase(),
+            };
+            format!("MCP server '{name}' is {state}")
         }
     }
 }
