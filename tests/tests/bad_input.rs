@@ -40,7 +40,7 @@ async fn ws_roundtrip(daemon: &Daemon, msg: &str) -> anyhow::Result<serde_json::
 
 #[tokio::test]
 async fn garbage_and_non_http_bytes_close_only_that_connection() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &[]).await?;
     for junk in [
         &b"\x00\xff\xfe garbage \x01\x02\r\n\r\n"[..],
@@ -58,7 +58,7 @@ async fn garbage_and_non_http_bytes_close_only_that_connection() -> anyhow::Resu
 #[tokio::test]
 async fn malformed_json_non_jsonrpc_unknown_method_and_wrong_types_are_errors() -> anyhow::Result<()>
 {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &[]).await?;
     let cases = [
         ("{not json", -32700),
@@ -94,7 +94,7 @@ async fn malformed_json_non_jsonrpc_unknown_method_and_wrong_types_are_errors() 
 
 #[tokio::test]
 async fn oversized_messages_are_refused() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &["--max-message-size", "4096"]).await?;
     let big = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"session/get","params":{{"id":"{}"}}}}"#,
@@ -116,7 +116,7 @@ async fn oversized_messages_are_refused() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_request_whose_id_cannot_be_one_is_an_invalid_request_not_silence() -> anyhow::Result<()>
 {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &[]).await?;
     for odd in ["1e400", "1.5", r#"{"a":1}"#, "true", "[1]"] {
         let msg = format!(r#"{{"jsonrpc":"2.0","id":{odd},"method":"daemon/status"}}"#);
@@ -141,7 +141,7 @@ async fn a_request_whose_id_cannot_be_one_is_an_invalid_request_not_silence() ->
 #[tokio::test]
 async fn a_request_over_the_daemons_limit_fails_at_once_never_hangs() -> anyhow::Result<()> {
     use geminid_protocol::client::{handshake, open};
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &["--max-message-size", "4096"]).await?;
     let big = SessionIdParams { id: "x".repeat(8192) };
     let code =
@@ -194,7 +194,7 @@ async fn a_request_over_the_daemons_limit_fails_at_once_never_hangs() -> anyhow:
 
 #[tokio::test]
 async fn a_silent_client_does_not_block_others() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &[]).await?;
     let silent = tokio::net::UnixStream::connect(daemon.socket()).await?;
     let silent_ws = connect_raw(daemon.socket(), 1024).await?; // upgraded, then says nothing
@@ -215,7 +215,7 @@ async fn a_silent_client_does_not_block_others() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_client_killed_mid_request_is_cleaned_up() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &[]).await?;
     for _ in 0..20 {
         let (mut tx, rx) = connect_raw(daemon.socket(), 1024 * 1024).await?;
@@ -234,7 +234,7 @@ async fn a_client_killed_mid_request_is_cleaned_up() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn two_hundred_connections_at_once() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &[]).await?;
     let clients = join_all((0..200).map(|_| daemon.client())).await;
     let clients: Vec<_> = clients.into_iter().collect::<Result<_, _>>()?;
@@ -254,7 +254,7 @@ async fn two_hundred_connections_at_once() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn over_the_connection_limit_is_a_clear_refusal() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &["--max-connections", "3"]).await?;
     // Wait until the start-up connections are gone, then take every slot.
     let first = daemon.client().await?;
@@ -286,7 +286,7 @@ async fn over_the_connection_limit_is_a_clear_refusal() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_slow_subscriber_is_dropped_not_buffered() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &["--subscriber-buffer", "4"]).await?;
     // Subscribe over a raw connection and never read from it again.
     let (mut tx, rx) = connect_raw(daemon.socket(), 1024 * 1024).await?;
@@ -324,7 +324,7 @@ async fn a_slow_subscriber_is_dropped_not_buffered() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_socket_directory_open_to_others_is_refused_with_the_fix() -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let open_dir = home.root().join("open");
     std::fs::create_dir(&open_dir)?;
     std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o755))?;
@@ -340,7 +340,7 @@ async fn a_socket_directory_open_to_others_is_refused_with_the_fix() -> anyhow::
 
 #[tokio::test]
 async fn a_file_where_the_socket_should_be_is_not_deleted() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     std::fs::write(home.socket(), "precious")?;
     let mut d = Daemon::spawn(&home, &[])?;
     assert!(!d.wait_exit(Duration::from_secs(10)).await?.success());
@@ -356,7 +356,7 @@ async fn another_uid_is_refused() -> anyhow::Result<()> {
         eprintln!("SKIPPED another_uid_is_refused: needs root and setpriv to act as another user");
         return Ok(());
     }
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let (daemon, id) = with_session(&home, &[]).await?;
     // Let uid 65534 reach the socket and run a copy of gemctl, so only the daemon's check stops it.
     for p in [home.root(), &home.root().join("run")] {

@@ -32,7 +32,7 @@ async fn new_session(client: &Client, home: &TestHome, name: &str) -> anyhow::Re
 
 #[tokio::test]
 async fn one_connection_carries_many_concurrent_calls() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let client = daemon.client().await?;
     let mut ids = Vec::new();
@@ -54,7 +54,7 @@ async fn one_connection_carries_many_concurrent_calls() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn dropped_subscriptions_and_clients_are_released() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let watcher = daemon.client().await?;
     let client = daemon.client().await?;
@@ -92,7 +92,7 @@ async fn dropped_subscriptions_and_clients_are_released() -> anyhow::Result<()> 
 
 #[tokio::test]
 async fn a_subscriber_that_falls_behind_ends_with_an_error() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let mut opts = options();
     opts.subscription_buffer = 4;
@@ -150,7 +150,7 @@ async fn a_timed_out_call_leaves_the_connection_in_order() -> anyhow::Result<()>
 
 #[tokio::test]
 async fn batches_answer_in_order() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let client = daemon.client().await?;
     let mut batch = BatchRequestBuilder::new();

@@ -29,7 +29,7 @@ fn names(v: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn files_prompts_and_skills_with_conflicts() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let user = home.root().join("home/.gemini/commands");
     let ws = home.workspace().join(".gemini/commands");
@@ -99,7 +99,7 @@ async fn files_prompts_and_skills_with_conflicts() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn expansion_args_shell_files_and_policy() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let user = home.root().join("home/.gemini/commands");
@@ -187,7 +187,7 @@ async fn expansion_args_shell_files_and_policy() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_new_command_file_is_announced() -> anyhow::Result<()> {
     use geminid_protocol::event::EventsSubscribeParams;
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let user = home.root().join("home/.gemini/commands");

@@ -30,7 +30,7 @@ fn stderr(out: &std::process::Output) -> String {
 
 #[tokio::test]
 async fn mcp_add_writes_what_gemini_cli_writes_with_its_messages() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _d = Daemon::start(&home, &[]).await?;
     std::fs::create_dir_all(home.workspace().join(".gemini"))?;
     std::fs::write(
@@ -125,7 +125,7 @@ async fn mcp_add_writes_what_gemini_cli_writes_with_its_messages() -> anyhow::Re
 #[tokio::test]
 async fn malformed_flags_and_a_home_workspace_are_refused_and_nothing_is_written()
 -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _d = Daemon::start(&home, &[]).await?;
     for (args, want) in [
         (
@@ -193,7 +193,7 @@ fn listed(home: &TestHome) -> anyhow::Result<Vec<String>> {
 async fn the_next_command_sees_what_add_remove_and_trust_wrote() -> anyhow::Result<()> {
     // Each answers once the daemon has applied the file it wrote, not when the watcher next
     // notices the file (50 ms later at best), so a script's next command sees the change.
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _d = Daemon::start(&home, &[]).await?;
     assert_eq!(listed(&home)?, Vec::<String>::new());
     home.gemctl_json(&["mcp", "add", "b", "cmd-b"])?;
@@ -214,7 +214,7 @@ async fn the_next_command_sees_what_add_remove_and_trust_wrote() -> anyhow::Resu
 
 #[tokio::test]
 async fn trust_decides_what_the_workspace_contributes() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _d = Daemon::start(&home, &[]).await?;
     std::fs::write(user_settings(&home), r#"{"mcpServers": {"u": {"command": "u"}}}"#)?;
     std::fs::create_dir_all(home.workspace().join(".gemini"))?;
@@ -279,7 +279,7 @@ async fn trust_decides_what_the_workspace_contributes() -> anyhow::Result<()> {
 #[tokio::test]
 async fn bad_files_are_diagnosed_with_positions_and_the_daemon_keeps_serving() -> anyhow::Result<()>
 {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _d = Daemon::start(&home, &[]).await?;
     home.gemctl_json(&["trust"])?;
     let user = user_settings(&home);
@@ -341,7 +341,7 @@ async fn bad_files_are_diagnosed_with_positions_and_the_daemon_keeps_serving() -
 
 #[tokio::test]
 async fn enable_and_disable_persistently_and_per_session() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _d = Daemon::start(&home, &[]).await?;
     home.gemctl_json(&["trust"])?;
     std::fs::write(
@@ -430,7 +430,7 @@ fn within(limit: Duration, mut cmd: std::process::Command) -> anyhow::Result<std
 /// on, said with what it is; other clients keep being answered, and a write refuses it.
 #[tokio::test]
 async fn a_fifo_a_device_or_a_huge_file_as_settings_is_refused_not_read() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _d = Daemon::start(&home, &[]).await?;
     let user = user_settings(&home);
     type Make<'a> = &'a dyn Fn(&std::path::Path) -> anyhow::Result<()>;
@@ -467,7 +467,7 @@ async fn a_fifo_a_device_or_a_huge_file_as_settings_is_refused_not_read() -> any
 /// `config show`, `mcp list`, `mcp start`, the server's log or its state events.
 #[tokio::test]
 async fn url_passwords_and_expanded_secrets_are_never_shown() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _d = Daemon::start(&home, &["--mcp-startup-timeout", "2s"]).await?;
     std::fs::write(
         user_settings(&home),
@@ -526,7 +526,7 @@ async fn url_passwords_and_expanded_secrets_are_never_shown() -> anyhow::Result<
 /// `--show-secrets` shows values as the daemon uses them, and only to a terminal.
 #[tokio::test]
 async fn show_secrets_prints_them_only_to_a_terminal() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _d = Daemon::start(&home, &["--mcp-startup-timeout", "2s"]).await?;
     let settings = json!({ "mcpServers": { "local": {
         "command": "/nonexistent/srv", "args": ["$MY_TOKEN"], "env": { "API_KEY": "$MY_TOKEN" }

@@ -478,7 +478,7 @@ async fn policy_files_are_reloaded_as_they_change_and_a_broken_one_keeps_its_rul
 async fn gemctl_attach_answers_from_the_terminal_and_gemctl_confirm_from_scripts()
 -> anyhow::Result<()> {
     use std::io::Write;
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
     policy_file(&home, "ask.toml", ASK_ECHO)?;
     // A confirmation left unanswered by a mistake fails the test in seconds, not minutes.

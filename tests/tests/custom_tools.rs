@@ -102,7 +102,7 @@ fn code(r: Result<impl std::fmt::Debug, ClientError>) -> (i32, String) {
 
 #[tokio::test]
 async fn custom_tools_beside_mcp_tools_through_the_pipeline() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let s = scripts(&home, &["echo", "fail", "slow"])?;
     settings(&home, json!({ "discoveryCommand": s.discover, "callCommand": s.call }))?;
     let daemon = Daemon::start(&home, &[]).await?;
@@ -236,7 +236,7 @@ async fn custom_tools_beside_mcp_tools_through_the_pipeline() -> anyhow::Result<
 
 #[tokio::test]
 async fn an_edit_or_a_refresh_discovers_again_and_failures_are_said() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let s = scripts(&home, &["one"])?;
     settings(&home, json!({ "discoveryCommand": s.discover, "callCommand": s.call }))?;
     let daemon = Daemon::start(&home, &[]).await?;

@@ -26,7 +26,7 @@ fn find<'a>(findings: &'a [Value], check: &str, text: &str) -> Option<&'a Value>
 
 #[tokio::test]
 async fn a_healthy_setup_passes_and_each_broken_one_names_its_fix() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
 
     // No daemon, and none may be started: that is the finding.
@@ -56,7 +56,8 @@ async fn a_healthy_setup_passes_and_each_broken_one_names_its_fix() -> anyhow::R
         let found = find(&f, check, text).unwrap_or_else(|| panic!("{check}: {f:?}"));
         assert_eq!(found["status"], "ok", "{found}");
     }
-    // The tests keep secrets in the file (GEMINID_SECRETS=file): said, as a warning.
+    // No Secret Service here (the test gives its daemon no session bus): the file, said as a
+    // warning.
     assert_eq!(find(&f, "secrets", "").map(|s| s["status"].clone()), Some("warning".into()));
 
     // A program that is not there; a remote server nobody listens for.
@@ -157,7 +158,7 @@ async fn bash_completes_commands_and_the_daemons_names() -> anyhow::Result<()> {
 
 #[test]
 fn man_pages_are_written_for_every_command() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let dir = home.root().join("man");
     let v = home.gemctl_json(&["man", &dir.display().to_string()])?;
     let written = v.as_array().map(Vec::len).unwrap_or_default();

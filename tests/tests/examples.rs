@@ -31,7 +31,7 @@ fn names(v: &Value, list: &str, field: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn every_example_loads_where_it_belongs() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let gemini = home.root().join("home/.gemini");
     copy("settings.json", &gemini.join("settings.json"))?;
     copy("workspace/.gemini/settings.json", &home.workspace().join(".gemini/settings.json"))?;

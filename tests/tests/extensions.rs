@@ -73,7 +73,7 @@ fn install(home: &TestHome, src: &Path) -> anyhow::Result<(i32, String, String)>
 
 #[tokio::test]
 async fn install_contribute_tamper_accept_uninstall() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let src = make(&home, "my-ext", "my-ext", json!({"excludeTools": ["run_shell_command"]}))?;
@@ -246,7 +246,7 @@ async fn install_contribute_tamper_accept_uninstall() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn enablement_per_workspace_and_settings_override() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let src = make(&home, "e", "ext-a", json!({}))?;
@@ -294,7 +294,7 @@ async fn enablement_per_workspace_and_settings_override() -> anyhow::Result<()> 
 
 #[tokio::test]
 async fn bad_inputs_are_refused_and_nothing_is_left_behind() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _daemon = Daemon::start(&home, &[]).await?;
     let cases = [
         (json!({"name": "bad name!"}), "invalid extension name"),
@@ -349,7 +349,7 @@ async fn bad_inputs_are_refused_and_nothing_is_left_behind() -> anyhow::Result<(
 
 #[tokio::test]
 async fn first_sight_links_and_the_key() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     // Installed by Gemini CLI before geminid ever ran: recorded at first sight, then verified.
     let gemini = extensions_dir(&home).join("from-gemini");
     std::fs::create_dir_all(&gemini)?;
@@ -456,7 +456,7 @@ fn fx_pid(home: &TestHome) -> anyhow::Result<Option<u64>> {
 
 #[tokio::test]
 async fn git_install_and_updates_with_a_real_rollback() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let repo = home.root().join("src/repo");
@@ -578,7 +578,7 @@ else:
 
 #[tokio::test]
 async fn release_archives_and_the_ones_that_would_escape() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _daemon = Daemon::start(&home, &[]).await?;
     let dir = home.root().join("src");
     std::fs::create_dir_all(&dir)?;
@@ -717,7 +717,7 @@ priority = 10
 
 #[tokio::test]
 async fn context_files_in_gemini_clis_order_with_the_extensions() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _daemon = Daemon::start(&home, &[]).await?;
     // The workspace is a package inside a git repository: the project's files run from the
     // repository's root down to it.
@@ -770,7 +770,7 @@ async fn context_files_in_gemini_clis_order_with_the_extensions() -> anyhow::Res
 
 #[tokio::test]
 async fn settings_go_to_env_and_the_keychain_and_reach_the_server() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let secret = "geminid-test-token-settings-1";

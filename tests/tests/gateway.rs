@@ -27,6 +27,10 @@ struct Heard {
     asked: Arc<Mutex<Vec<String>>>,
     /// Declares sampling, and answers every request with this model's "hello".
     samples: Option<&'static str>,
+    /// Never answers an elicitation (a person who walked away).
+    hang: bool,
+    /// Answers every elicitation with a JSON-RPC error.
+    fail: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -57,6 +61,12 @@ impl ClientHandler for Heard {
     ) -> Result<ElicitResult, rmcp::ErrorData> {
         let v = serde_json::to_value(&request).unwrap_or_default();
         lock(&self.asked).push(v["message"].as_str().unwrap_or_default().to_owned());
+        if self.hang {
+            futures::future::pending::<()>().await;
+        }
+        if self.fail {
+            return Err(rmcp::ErrorData::internal_error("this client cannot ask", None));
+        }
         let action = self.answer.clone().unwrap_or(ElicitationAction::Decline);
         serde_json::from_value(json!({ "action": action }))
             .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
@@ -323,7 +333,7 @@ async fn four_clients_in_two_workspaces_share_one_upstream_process() -> anyhow::
 
 #[tokio::test]
 async fn a_gateway_for_what_does_not_exist_says_so() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let (code, _, err) = home.gemctl_run(&["mcp", "serve", "--session", "0000-nope"])?;
     assert_ne!(code, 0);
@@ -678,7 +688,7 @@ async fn the_client_examples_are_what_their_clients_read_and_they_work() -> anyh
 async fn completions_and_resource_subscriptions_reach_the_server_they_belong_to()
 -> anyhow::Result<()> {
     use rmcp::model::{ArgumentInfo, CompleteRequestParams, Reference, SubscribeRequestParams};
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     settings(&home, json!({ "fx": stdio(&["--rich"]), "plain": stdio(&[]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -720,7 +730,7 @@ async fn completions_and_resource_subscriptions_reach_the_server_they_belong_to(
 async fn a_subscription_to_a_server_of_the_new_era_is_a_subscriptions_listen_stream()
 -> anyhow::Result<()> {
     use rmcp::model::SubscribeRequestParams;
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     settings(&home, json!({ "fm": stdio(&["--rich", "--modern"]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -870,5 +880,69 @@ async fn the_http_gateway_bounds_connections_and_serves_local_origins_only() -> 
     let client = ().serve(StreamableHttpClientTransport::from_config(config)).await?;
     client.list_all_tools().await?;
     client.cancel().await?;
+    Ok(())
+}
+
+/// A confirmation raised by one gateway client's call is that client's: another client that
+/// accepts everything is never asked it, and when the asking client goes, its call goes with
+/// it and never runs. A client that answers the elicitation with an error has declined, at
+/// once.
+#[tokio::test]
+async fn a_confirmation_goes_with_the_client_whose_call_raised_it() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let log = home.root().join("calls.log");
+    let fx = json!({ "command": geminid_tests::mcp::fixture(), "env": { "FIXTURE_CALL_LOG": log.display().to_string() } });
+    settings(&home, json!({ "fx": fx }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let accept = Some(ElicitationAction::Accept);
+    let away = serve_as(
+        &home,
+        None,
+        &[],
+        Heard { answer: accept.clone(), hang: true, ..Heard::default() },
+    )
+    .await?;
+    let yes =
+        serve_as(&home, None, &[], Heard { answer: accept.clone(), ..Heard::default() }).await?;
+    let peer = away.client.peer().clone();
+    let call = tokio::spawn(async move {
+        let mut p = CallToolRequestParams::new("fx__echo");
+        p.arguments = json!({"text": "never"}).as_object().cloned();
+        peer.call_tool(p).await
+    });
+    let asked = || async { !lock(&away.heard.asked).is_empty() };
+    assert!(geminid_tests::eventually(Duration::from_secs(10), asked).await, "never asked");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        lock(&yes.heard.asked).is_empty(),
+        "another client was asked: {:?}",
+        lock(&yes.heard.asked)
+    );
+    // The asking client goes (its stdio closes).
+    let Served { client, mut child, .. } = away;
+    drop(client);
+    let _ = child.kill().await;
+    let _ = call.await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        lock(&yes.heard.asked).is_empty(),
+        "the departed client's ask went to another: {:?}",
+        lock(&yes.heard.asked)
+    );
+    let ran = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!ran.contains("echo"), "the departed client's call ran: {ran}");
+
+    // An error for an answer: declined at once.
+    let failing =
+        serve_as(&home, None, &[], Heard { answer: accept, fail: true, ..Heard::default() })
+            .await?;
+    let started = std::time::Instant::now();
+    let (is_error, text) = text_of(&failing, "fx__echo", json!({"text": "no"})).await?;
+    assert!(is_error && text.contains("declined"), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    let ran = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!ran.contains("echo"), "a declined call ran: {ran}");
+    drop(yes);
     Ok(())
 }

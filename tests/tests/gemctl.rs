@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 #[tokio::test]
 async fn status_start_stop_and_autostart() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let out = home.gemctl(&["status"])?;
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stdout).contains("geminid is not running"));
@@ -68,7 +68,7 @@ async fn the_command_after_daemon_stop_starts_a_fresh_daemon() -> anyhow::Result
     // A daemon gives up its socket first and its database and lock last (after stopping its
     // MCP servers). `daemon stop` returns only once the process has exited, so the next
     // command's autostart finds everything free instead of a locked database.
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     geminid_tests::mcp::write_user_settings(
         &home,
         serde_json::json!({ "fx": geminid_tests::mcp::stdio(&[]) }),
@@ -95,7 +95,7 @@ async fn the_command_after_daemon_stop_starts_a_fresh_daemon() -> anyhow::Result
 
 #[tokio::test]
 async fn session_commands_and_the_default_session() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _daemon = Daemon::start(&home, &[]).await?;
     let default = home.gemctl_json(&["session", "show"])?;
     assert_eq!(default["isDefault"], true);
@@ -160,7 +160,7 @@ fn line_reader(out: impl Read + Send + 'static) -> std::sync::mpsc::Receiver<Str
 #[tokio::test]
 async fn events_and_attach_stream_json_lines() -> anyhow::Result<()> {
     use geminid_protocol::api::DaemonApiClient;
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let watcher = daemon.client().await?;
     let subscribers = |n: u32| {
@@ -203,7 +203,7 @@ fn bridge(home: &TestHome) -> anyhow::Result<std::process::Child> {
 
 #[tokio::test]
 async fn rpc_bridge_relays_lines_and_subscriptions() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let mut child = bridge(&home)?;
     let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
@@ -281,7 +281,7 @@ async fn rpc_bridge_relays_lines_and_subscriptions() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn rpc_bridge_speaks_content_length_framing() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let mut child = bridge(&home)?;
     let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
@@ -310,7 +310,7 @@ async fn rpc_bridge_speaks_content_length_framing() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_daemon_gemctl_starts_reads_the_settings_file() -> anyhow::Result<()> {
     use geminid_tests::mcp::{stdio, write_user_settings};
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
     let dir = home.root().join("config/geminid");
     std::fs::create_dir_all(&dir)?;
@@ -354,7 +354,7 @@ async fn a_daemon_gemctl_starts_reads_the_settings_file() -> anyhow::Result<()> 
 
 #[tokio::test]
 async fn idle_default_sessions_are_closed_and_nothing_else() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     geminid_tests::mcp::write_user_settings(&home, json!({ "x": geminid_tests::mcp::stdio(&[]) }))?;
     let daemon = Daemon::start(&home, &[]).await?;
     let idle = home.gemctl_json(&["session", "show"])?;

@@ -426,7 +426,7 @@ mod in_calls {
 
 #[tokio::test]
 async fn gemctl_hooks_list_and_run() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let settings = json!({"hooks": {
         "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "echo hello from a hook", "name": "greet"}]}],
         "Notification": [{"hooks": [{"type": "command", "command": "exit 3"}]}],
@@ -501,7 +501,7 @@ async fn gemctl_hooks_list_and_run() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn migrate_from_claude_code_and_project_hooks_are_announced_once() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let ws = home.workspace();
     let _daemon = geminid_tests::Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());

@@ -718,7 +718,7 @@ async fn config_edited_while_a_server_is_starting() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_killed_daemon_leaves_no_orphans() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     // Servers that would outlive a closed stdin, as some real ones do.
     let servers: serde_json::Map<String, Value> = (0..5)
         .map(|i| (format!("s{i}"), json!({ "command": fixture(), "args": ["--survive-stdin-eof"], "env": { "N": i.to_string() } })))
@@ -749,7 +749,7 @@ async fn a_killed_daemon_leaves_no_orphans() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     write_user_settings(&home, json!({ "fx": stdio(&["--flag"]), "off": stdio(&[]) }))?;
     let daemon = Daemon::start(&home, FAST).await?;
     let text = |args: &[&str]| -> anyhow::Result<(bool, String, String)> {
@@ -886,7 +886,7 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn gemctl_exits_1_when_servers_fail_to_start() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let missing = json!({ "command": "/nonexistent/mcp-server-xyz" });
     write_user_settings(&home, json!({ "fx": stdio(&[]), "broken": missing }))?;
     let _daemon = Daemon::start(&home, FAST).await?;
@@ -905,7 +905,7 @@ async fn gemctl_exits_1_when_servers_fail_to_start() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn gemctl_attach_holds_the_servers_and_shows_their_states() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
     let daemon = Daemon::start(&home, FAST).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -1008,7 +1008,7 @@ async fn broken_trust_and_enablement_files_keep_their_last_good_contents() -> an
 /// has two spaces before `(stdio)`; a settings file that does not parse is pointed at.
 #[tokio::test]
 async fn mcp_list_reads_as_gemini_clis_list_does() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     write_user_settings(
         &home,
         json!({
@@ -1062,7 +1062,7 @@ async fn mcp_list_reads_as_gemini_clis_list_does() -> anyhow::Result<()> {
 #[tokio::test]
 async fn include_tools_takes_the_comma_form_and_list_counts_what_is_exposed() -> anyhow::Result<()>
 {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _daemon = Daemon::start(&home, FAST).await?;
     let fx = fixture();
     let add = ["mcp", "add", "-s", "user", "--include-tools", "echo,pid", "fx", fx.as_str()];
@@ -1083,7 +1083,7 @@ async fn include_tools_takes_the_comma_form_and_list_counts_what_is_exposed() ->
 #[tokio::test]
 async fn orphan_cleanup_holds_up_server_starts_not_clients() -> anyhow::Result<()> {
     use geminid_protocol::api::DaemonApiClient;
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let servers: serde_json::Map<String, Value> = (0..3)
         .map(|i| (format!("s{i}"), json!({ "command": fixture(), "args": ["--survive-stdin-eof", "--ignore-sigterm"], "env": { "N": i.to_string() } })))
         .collect();
@@ -1119,7 +1119,7 @@ async fn orphan_cleanup_holds_up_server_starts_not_clients() -> anyhow::Result<(
 /// another identity starts at once.
 #[tokio::test]
 async fn only_a_servers_own_orphan_holds_up_its_start() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let stubborn =
         json!({ "command": fixture(), "args": ["--survive-stdin-eof", "--ignore-sigterm"] });
     write_user_settings(&home, json!({ "old": stubborn }))?;
@@ -1219,7 +1219,7 @@ async fn a_server_that_answers_no_ping_is_shown_unresponsive() -> anyhow::Result
 
 #[tokio::test]
 async fn a_servers_log_messages_go_into_its_log_with_their_level() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());

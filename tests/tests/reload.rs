@@ -84,7 +84,7 @@ fn replace_by_rename(path: &Path, text: &str) -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn edits_creations_renames_and_deletions_are_announced() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let mut w = setup(&home).await?;
 
     // Created after start (the user file did not exist).
@@ -121,7 +121,7 @@ async fn edits_creations_renames_and_deletions_are_announced() -> anyhow::Result
 
 #[tokio::test]
 async fn a_truncated_file_keeps_its_last_good_contents_and_is_reported() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let mut w = setup(&home).await?;
     std::fs::write(&w.user, servers(&["keep"]))?;
     assert_eq!(w.next().await?.servers_added, ["keep"]);
@@ -142,7 +142,7 @@ async fn a_truncated_file_keeps_its_last_good_contents_and_is_reported() -> anyh
 
 #[tokio::test]
 async fn a_symlinked_settings_file_is_followed() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let dotfiles = home.root().join("dotfiles");
     std::fs::create_dir(&dotfiles)?;
     let target = dotfiles.join("gemini-settings.json");
@@ -156,7 +156,7 @@ async fn a_symlinked_settings_file_is_followed() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_hundred_writes_in_a_second_give_few_reloads_and_the_final_state() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let mut w = setup(&home).await?;
     let start = Instant::now();
     for i in 0..100 {
@@ -185,7 +185,7 @@ async fn a_hundred_writes_in_a_second_give_few_reloads_and_the_final_state() -> 
 
 #[tokio::test]
 async fn mcp_reload_forces_a_reread_and_enablement_is_announced() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let mut w = setup(&home).await?;
     assert!(w.client.mcp_reload(None).await?.changes.is_empty());
     std::fs::write(&w.user, servers(&["x"]))?;

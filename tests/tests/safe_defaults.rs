@@ -303,3 +303,54 @@ async fn typed_arguments_never_run_whatever_quotes_surround_them() -> anyhow::Re
     assert!(err.contains("line 2") && err.contains("here-document"), "{err}");
     Ok(())
 }
+
+/// One server flooding its client (200,000 log messages in one call; a 15 MB answer, under the
+/// 16 MiB limit)
+/// while another session calls a quiet server: the quiet calls keep being answered.
+#[tokio::test]
+async fn a_flooding_server_does_not_stall_the_others() -> anyhow::Result<()> {
+    use geminid_tests::mcp::{Setup, stdio};
+    // Headless calls to two servers: the test allows every MCP tool.
+    let s = Setup::new(json!({ "loud": stdio(&["--flood"]), "quiet": stdio(&[]) })).await?;
+    let session = s.session.clone();
+    let call = move |client: std::sync::Arc<Client>,
+                     server: &'static str,
+                     tool: &'static str,
+                     args: Value| {
+        let session = session.clone();
+        async move {
+            let p = CallToolParams {
+                session,
+                server: server.into(),
+                tool: tool.into(),
+                arguments: args.as_object().cloned(),
+                confirmed: false,
+            };
+            client.mcp_call_tool(p).await
+        }
+    };
+    let quiet = std::sync::Arc::new(s.daemon.client().await?);
+    let loud = std::sync::Arc::new(s.daemon.client().await?);
+    call(quiet.clone(), "quiet", "echo", json!({"text": "warm"})).await?;
+    call(loud.clone(), "loud", "flood", json!({"count": 0})).await?;
+    for args in [json!({"count": 200_000}), json!({"count": 0, "bytes": 15_000_000})] {
+        let flood = tokio::spawn(call(loud.clone(), "loud", "flood", args.clone()));
+        let mut took = Vec::new();
+        while !flood.is_finished() {
+            let started = std::time::Instant::now();
+            call(quiet.clone(), "quiet", "echo", json!({"text": "still here"})).await?;
+            took.push(started.elapsed());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        flood.await??;
+        took.sort();
+        let worst = took.last().copied().unwrap_or_default();
+        eprintln!(
+            "{args}: {} quiet calls, median {:?}, worst {worst:?}",
+            took.len(),
+            took.get(took.len() / 2)
+        );
+        assert!(worst < Duration::from_millis(500), "{args}: a quiet call waited {worst:?}");
+    }
+    Ok(())
+}

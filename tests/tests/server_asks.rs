@@ -299,7 +299,7 @@ async fn roots_are_the_calling_sessions_and_a_server_that_asks_is_split_by_roots
 #[tokio::test]
 async fn a_server_asking_for_roots_after_its_command_ended_gets_its_sessions() -> anyhow::Result<()>
 {
-    let home = geminid_tests::TestHome::allowing_mcp()?;
+    let home = geminid_tests::TestHome::new()?;
     let args = ["--asks", "--roots-at-start-ms", "400"];
     geminid_tests::mcp::write_user_settings(&home, json!({ "fx": stdio(&args) }))?;
     let _daemon = geminid_tests::Daemon::start(&home, &[]).await?;

@@ -34,7 +34,6 @@ fn activated(home: &TestHome) -> Vec<String> {
         "XDG_CONFIG_HOME",
         "XDG_RUNTIME_DIR",
         "GEMINID_SOCKET",
-        "GEMINID_SECRETS",
         "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
         "RUST_LOG",
         "NO_COLOR",
@@ -51,7 +50,7 @@ fn activated(home: &TestHome) -> Vec<String> {
 
 #[tokio::test]
 async fn socket_activation_adopts_the_socket_systemd_passes() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let wrapper = activated(&home);
     let args: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     // The first connection starts it (systemd-socket-activate execs geminid: one pid).
@@ -69,7 +68,7 @@ async fn socket_activation_adopts_the_socket_systemd_passes() -> anyhow::Result<
 
 #[tokio::test]
 async fn a_passed_socket_others_can_write_to_is_refused() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let wrapper = activated(&home);
     let args: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let mut daemon = Daemon::launch(&home).under(&args).spawn()?;
@@ -109,7 +108,7 @@ fn notified(sock: &UnixDatagram, want: &str) -> anyhow::Result<String> {
 
 #[tokio::test]
 async fn systemd_is_told_ready_status_watchdog_and_stopping() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let path = home.root().join("notify");
     let sock = UnixDatagram::bind(&path)?;
     let notify = format!("NOTIFY_SOCKET={}", path.display());
@@ -135,7 +134,7 @@ async fn systemd_is_told_ready_status_watchdog_and_stopping() -> anyhow::Result<
 
 #[tokio::test]
 async fn idle_exit_waits_for_nobody_to_need_it() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let mut daemon = Daemon::start(&home, &["--idle-exit", "1s"]).await?;
     // A connected client keeps it.
     let client = daemon.client().await?;
@@ -150,7 +149,7 @@ async fn idle_exit_waits_for_nobody_to_need_it() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn install_service_writes_units_systemd_accepts_and_enables_them() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let record = home.root().join("systemctl.log");
     let fake = home.root().join("systemctl");
     std::fs::write(&fake, format!("#!/bin/sh\necho \"$@\" >> {}\n", record.display()))?;

@@ -35,7 +35,7 @@ fn find<'a>(list: &'a Value, name: &str) -> Option<&'a Value> {
 
 #[tokio::test]
 async fn precedence_trust_edits_and_enablement() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _daemon = Daemon::start(&home, &[]).await?;
     let user = home.root().join("home/.gemini/skills");
     let ws = home.workspace().join(".gemini/skills");
@@ -102,7 +102,7 @@ async fn precedence_trust_edits_and_enablement() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn activation_goes_through_policy() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     skill(&home.root().join("home/.gemini/skills"), "deploy", "deploys")?;
 
@@ -140,7 +140,7 @@ async fn activation_goes_through_policy() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn install_link_uninstall() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _daemon = Daemon::start(&home, &[]).await?;
     let src = home.root().join("src");
     skill(&src, "one", "first")?;
@@ -201,7 +201,7 @@ async fn install_link_uninstall() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn agent_definitions_and_derive() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _daemon = Daemon::start(&home, &[]).await?;
     let agents = home.root().join("home/.gemini/agents");
     std::fs::create_dir_all(&agents)?;
@@ -235,7 +235,7 @@ async fn skills_served_by_mcp_servers() -> anyhow::Result<()> {
     use geminid_protocol::mcp::StartParams;
     use geminid_protocol::skills::SkillsListParams;
     use geminid_tests::mcp::{shell_env, stdio, write_user_settings};
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     write_user_settings(
         &home,
@@ -286,7 +286,7 @@ async fn skills_served_by_mcp_servers() -> anyhow::Result<()> {
 async fn an_edit_is_announced_as_skills_changed() -> anyhow::Result<()> {
     use geminid_protocol::event::EventsSubscribeParams;
     use geminid_protocol::skills::SkillsListParams;
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let user = home.root().join("home/.gemini/skills");
     skill(&user, "first", "one")?;
@@ -327,7 +327,7 @@ async fn next_event(
 
 #[tokio::test]
 async fn install_from_a_git_repository_with_a_path() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let _daemon = Daemon::start(&home, &[]).await?;
     let repo = home.root().join("src/repo");
     skill(&repo.join("skills"), "from-git", "cloned")?;

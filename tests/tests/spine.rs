@@ -38,7 +38,7 @@ async fn next_event(
 
 #[tokio::test]
 async fn every_method_over_the_socket() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let a = daemon.client().await?;
     let b = daemon.client().await?;
@@ -88,7 +88,7 @@ async fn every_method_over_the_socket() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn plain_http_with_named_params_works_like_curl() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let ws = home.workspace().display().to_string();
     let body = format!(
@@ -113,7 +113,7 @@ async fn plain_http_with_named_params_works_like_curl() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn version_mismatch_names_both_versions() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let client = daemon.client().await?;
     let err = client
@@ -130,7 +130,7 @@ async fn version_mismatch_names_both_versions() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn unknown_session_and_missing_workspace_are_clear_errors() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let c = daemon.client().await?;
     let missing = SessionIdParams { id: "01a00000-0000-7000-8000-000000000000".into() };
@@ -156,7 +156,7 @@ async fn unknown_session_and_missing_workspace_are_clear_errors() -> anyhow::Res
 
 #[tokio::test]
 async fn sessions_survive_a_graceful_restart() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let mut daemon = Daemon::start(&home, &[]).await?;
     let c = daemon.client().await?;
     let mut before = Vec::new();
@@ -183,7 +183,7 @@ async fn sessions_survive_a_graceful_restart() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn acknowledged_sessions_survive_sigkill_during_writes() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let mut daemon = Daemon::start(&home, &[]).await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut writers = Vec::new();
@@ -234,7 +234,7 @@ async fn acknowledged_sessions_survive_sigkill_during_writes() -> anyhow::Result
 #[tokio::test]
 async fn client_env_is_used_in_memory_and_never_stored_or_shown() -> anyhow::Result<()> {
     const SENTINEL: &str = "sentinel-Zq8xK2-secret-value";
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let mut daemon = Daemon::start(&home, &[]).await?;
     let c = daemon.client().await?;
     let mut params = create(&home.workspace());
@@ -267,7 +267,7 @@ fn walk(dir: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
 #[tokio::test]
 async fn sigterm_sigint_and_shutdown_are_graceful() -> anyhow::Result<()> {
     for how in ["SIGTERM", "SIGINT", "daemon/shutdown"] {
-        let home = TestHome::allowing_mcp()?;
+        let home = TestHome::new()?;
         let mut daemon = Daemon::start(&home, &[]).await?;
         let watcher = daemon.client().await?;
         let mut events = watcher.subscribe_events(None).await?;
@@ -295,7 +295,7 @@ async fn sigterm_sigint_and_shutdown_are_graceful() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_second_daemon_names_the_first_and_a_stale_socket_is_replaced() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let mut first = Daemon::start(&home, &[]).await?;
     let mut second = Daemon::spawn(&home, &[])?;
     let status = second.wait_exit(Duration::from_secs(10)).await?;
@@ -336,7 +336,7 @@ async fn a_second_daemon_names_the_first_and_a_stale_socket_is_replaced() -> any
 
 #[tokio::test]
 async fn killed_clients_are_detached_and_their_subscriptions_freed() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let daemon = Daemon::start(&home, &[]).await?;
     let c = daemon.client().await?;
     let s = c.create(create(&home.workspace())).await?;

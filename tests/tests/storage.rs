@@ -54,7 +54,7 @@ async fn stop(mut daemon: Daemon) -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_damaged_database_is_reported_kept_aside_and_replaced() -> anyhow::Result<()> {
     for damage in ["truncated", "junk at its start", "deleted"] {
-        let home = TestHome::allowing_mcp()?;
+        let home = TestHome::new()?;
         let daemon = Daemon::start(&home, &[]).await?;
         let client = daemon.client().await?;
         new_sessions(&client, &home, 0, 30).await?;
@@ -107,9 +107,39 @@ async fn a_damaged_database_is_reported_kept_aside_and_replaced() -> anyhow::Res
     Ok(())
 }
 
+/// sled's settings file (`conf`) overwritten with text or with bytes: sled alone would start
+/// empty (text) or refuse to open (bytes). The damage is said, the damaged copy kept, and
+/// every session read back from the database file itself.
+#[tokio::test]
+async fn a_garbage_conf_file_is_reported_and_loses_no_session() -> anyhow::Result<()> {
+    for garbage in [b"garbage text here\n".to_vec(), vec![0xa5; 300]] {
+        let home = TestHome::new()?;
+        let daemon = Daemon::start(&home, &[]).await?;
+        let client = daemon.client().await?;
+        new_sessions(&client, &home, 0, 12).await?;
+        drop(client);
+        stop(daemon).await?;
+        std::fs::write(home.data_dir().join("conf"), &garbage)?;
+
+        let daemon = Daemon::start(&home, &[]).await?;
+        let client = daemon.client().await?;
+        let warning = client.status().await?.warnings.join("\n");
+        assert!(warning.contains("the database was damaged"), "{garbage:?}: {warning}");
+        assert!(warning.contains("0 of its 12 sessions were lost, 12 recovered"), "{warning}");
+        assert!(daemon.log().contains("the database was damaged"), "not logged");
+        assert_eq!(session_count(&client).await?, 12);
+        let kept = kept_copies(&home.data_dir())?;
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(std::fs::read(kept[0].join("conf"))?, garbage, "the damaged conf is kept");
+        drop(client);
+        stop(daemon).await?;
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_killed_daemon_is_not_damage() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let mut daemon = Daemon::start(&home, &[]).await?;
     let client = daemon.client().await?;
     new_sessions(&client, &home, 0, 10).await?;
@@ -147,7 +177,7 @@ impl Drop for SmallDisk {
 
 #[tokio::test]
 async fn writes_work_again_once_a_full_disk_has_room() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     let state = home.root().join("state");
     let Some(_disk) = SmallDisk::mount(&state, "3m") else {
         eprintln!("skipped: cannot mount a tmpfs here (needs root)");

@@ -420,7 +420,7 @@ async fn many_clients_on_one_shared_server_never_cross() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn gemctl_tools_describe_and_call() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     write_user_settings(&home, json!({ "rich": stdio(&["--rich"]) }))?;
     let _daemon = Daemon::start(&home, FAST).await?;
     let run = |args: &[&str]| home.gemctl_run(args);
@@ -504,7 +504,7 @@ async fn gemctl_tools_describe_and_call() -> anyhow::Result<()> {
 #[tokio::test]
 async fn describe_by_a_short_name_that_two_servers_have_asks_for_the_full_one() -> anyhow::Result<()>
 {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     write_user_settings(&home, json!({ "a": stdio(&[]), "b": stdio(&[]) }))?;
     let _daemon = Daemon::start(&home, FAST).await?;
     assert_eq!(home.gemctl_run(&["trust"])?.0, 0);
@@ -688,7 +688,7 @@ async fn prompts_resources_and_instructions() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn gemctl_prompts_and_resources() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    let home = TestHome::new()?;
     write_user_settings(&home, json!({ "rich": stdio(&["--rich"]) }))?;
     let _daemon = Daemon::start(&home, FAST).await?;
     let run = |args: &[&str]| home.gemctl_run(args);

@@ -306,10 +306,14 @@ impl Pipeline {
         let shown_args = self.validate(r, call, !rewritten.is_empty())?;
         self.policy(call).await?;
         let result = self.dispatch(r, call).await?;
-        let mut outcome = match r.via {
+        // A result of megabytes takes the worker a while to convert: off the event loop, so
+        // that other clients' calls are not held behind it.
+        let large = text_bytes(&result) >= LARGE_RESULT;
+        let convert = || match r.via {
             Via::Mcp(_) => Self::convert(call, &shown_args, result),
             Via::Discovered(_) => Self::convert_discovered(call, result),
         };
+        let mut outcome = if large { crate::config::files::off_loop(convert) } else { convert() };
         let keys: Vec<&str> =
             rewritten.iter().map(String::as_str).filter(|k| !k.is_empty()).collect();
         if !keys.is_empty() {
@@ -581,6 +585,25 @@ fn unlisted(server: &str, tool: &str, catalog: &crate::mcp::catalog::Catalog) ->
              lists them)"
         ),
     }
+}
+
+/// A result whose text content has at least this many bytes is converted off the event loop.
+const LARGE_RESULT: usize = 1 << 20;
+
+/// The bytes of a result's text content (what makes a result large), cheaply.
+fn text_bytes(result: &Value) -> usize {
+    result.get("content").and_then(Value::as_array).map_or(0, |blocks| {
+        blocks
+            .iter()
+            .map(|b| {
+                ["text", "data", "blob"]
+                    .iter()
+                    .filter_map(|k| b.get(*k).and_then(Value::as_str))
+                    .map(str::len)
+                    .sum::<usize>()
+            })
+            .sum()
+    })
 }
 
 /// A tool's annotations in its listing, when it has any.

@@ -8,6 +8,9 @@
 //!
 //! An ask someone else settles first (another client, `gemctl confirm`, its deadline) is
 //! cancelled at this client; one this client cannot answer is left to the session's others.
+//! A confirmation raised by another gateway client's call is that client's: it is never put
+//! to this one (when that client goes, its call and the ask end with it). A JSON-RPC error in
+//! answer to an elicitation is a refusal.
 
 use std::collections::HashMap;
 
@@ -91,6 +94,15 @@ async fn ask_client(gw: Gateway, peer: Peer<RoleServer>, ask: Ask, settled: ones
             }
             _ => json!({ "outcome": "deny", "reason": format!("dismissed in {client}") }),
         },
+        // A JSON-RPC error for an answer is a refusal: the call is declined at once rather
+        // than waiting out its deadline.
+        (AskKind::Confirmation, Ok(Err(rmcp::ServiceError::McpError(e)))) => json!({
+            "outcome": "deny",
+            "reason": format!("declined in {client} (it answered with an error: {})", e.message)
+        }),
+        (AskKind::Elicitation, Ok(Err(rmcp::ServiceError::McpError(_)))) => {
+            json!({ "action": "decline" })
+        }
         (_, other) => {
             // A client that cannot answer leaves the ask to the session's other clients.
             tracing::debug!(id = %ask.id, answer = ?other, "gateway: the elicitation was not answered");
@@ -138,7 +150,9 @@ pub(super) async fn answer(
         tokio::spawn(ask_client(gw.clone(), peer.clone(), ask, rx));
     };
     for ask in std::mem::take(&mut listening.pending) {
-        start(ask, &mut waiting);
+        if gw.answers(&ask) {
+            start(ask, &mut waiting);
+        }
     }
     loop {
         let notice = tokio::select! {
@@ -147,7 +161,10 @@ pub(super) async fn answer(
                 Ok(n) => n,
                 Err(RecvError::Lagged(_)) => {
                     for ask in gw.core.asks.pending(&gw.session) {
-                        if kinds.contains(&ask.kind) && !waiting.contains_key(&ask.id) {
+                        if kinds.contains(&ask.kind)
+                            && !waiting.contains_key(&ask.id)
+                            && gw.answers(&ask)
+                        {
                             start(ask, &mut waiting);
                         }
                     }
@@ -161,7 +178,8 @@ pub(super) async fn answer(
             continue;
         }
         match &*notice {
-            AskNotice::Asked { ask } => start(ask.clone(), &mut waiting),
+            AskNotice::Asked { ask } if gw.answers(ask) => start(ask.clone(), &mut waiting),
+            AskNotice::Asked { .. } => {}
             AskNotice::Settled { id, .. } => {
                 if let Some(tx) = waiting.remove(id) {
                     let _ = tx.send(());

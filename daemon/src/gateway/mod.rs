@@ -38,6 +38,16 @@ use crate::core::Core;
 use crate::session::ConnId;
 use names::{Item, NameMap};
 
+/// Whether a call id is one the gateway gave a client's call (`gw{n}-{m}`).
+fn is_gateway_call(id: &str) -> bool {
+    id.strip_prefix("gw").and_then(|rest| rest.split_once('-')).is_some_and(|(n, m)| {
+        !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && !m.is_empty()
+            && m.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 /// One downstream client's gateway over one session (cheap to clone: the handler rmcp serves
 /// and the task following the session's events share it).
 #[derive(Debug, Clone)]
@@ -107,6 +117,20 @@ impl Gateway {
 
     /// A gateway for `session`, naming tools and prompts by `mode`, for a client reached
     /// through the daemon's connection `conn` (the one attached to the session).
+    /// The start of the call ids of this client's calls (`gw{id}-`): the asks they raise are
+    /// this client's to answer, and no other gateway client's.
+    pub(super) fn call_prefix(&self) -> String {
+        format!("gw{}-", self.id)
+    }
+
+    /// Whether `ask` is this client's to answer: not one raised by another gateway client's
+    /// call (which goes with that client), and any other of its session.
+    pub(super) fn answers(&self, ask: &geminid_protocol::asks::Ask) -> bool {
+        ask.call_id
+            .as_deref()
+            .is_none_or(|id| !is_gateway_call(id) || id.starts_with(&self.call_prefix()))
+    }
+
     pub fn new(
         core: Arc<Core>,
         session: String,
@@ -360,7 +384,7 @@ impl ServerHandler for Gateway {
         let fqn = st.tools[i].fqn.clone();
         drop(st);
         let n = self.next_call.fetch_add(1, Ordering::Relaxed) + 1;
-        let call_id = format!("gw{}-{n}", self.id);
+        let call_id = format!("{}{n}", self.call_prefix());
         // Progress for this call goes to the client under its own token.
         let progress = context.meta.get_progress_token().map(|token| {
             let mut events = self.core.events.subscribe();

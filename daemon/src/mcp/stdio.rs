@@ -32,6 +32,10 @@ use tokio_util::codec::{Decoder, FramedWrite};
 
 use super::log::ServerLog;
 
+/// A line at least this long is parsed off the event loop's worker (`block_in_place`): a
+/// 60 MB answer takes about a second to parse, and other clients must not wait for it.
+const PARSE_OFF_LOOP: usize = 1 << 20;
+
 type Writer<W> = FramedWrite<W, JsonRpcMessageCodec<TxJsonRpcMessage<RoleClient>>>;
 
 /// An MCP client transport over a child's stdout (`R`) and stdin (`W`).
@@ -56,6 +60,50 @@ pub(crate) struct StdioTransport<R, W> {
     log: Option<Arc<ServerLog>>,
     /// An "Invalid request" answer is owed to the server (it sent JSON of no known shape).
     owed: Option<Owed>,
+    /// The server's notifications handed on and not yet handled.
+    backlog: Arc<Backlog>,
+}
+
+/// Notifications a server may have handed on and not yet handled. rmcp runs each
+/// notification's handler as a task of its own: a server that sends 200,000 log messages
+/// would otherwise fill the runtime's queue with 200,000 tasks, and every other client's
+/// tasks would wait behind them (seconds). Past this, the transport stops reading the
+/// server until its handlers catch up, and the server's writes wait in its pipe.
+const NOTIFICATIONS_IN_FLIGHT: usize = 64;
+
+/// The count of notifications in flight, and a wake-up when one is handled.
+#[derive(Debug, Default)]
+struct Backlog {
+    pending: std::sync::atomic::AtomicUsize,
+    handled: tokio::sync::Notify,
+}
+
+impl Backlog {
+    /// Wait for room, then count one more.
+    async fn admit(self: &Arc<Self>) -> Handling {
+        use std::sync::atomic::Ordering;
+        loop {
+            let handled = self.handled.notified();
+            if self.pending.load(Ordering::Acquire) < NOTIFICATIONS_IN_FLIGHT {
+                break;
+            }
+            handled.await;
+        }
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        Handling(self.clone())
+    }
+}
+
+/// One notification in flight: carried in its extensions into the handler's context, and
+/// counted as handled when that is dropped.
+#[derive(Debug)]
+struct Handling(Arc<Backlog>);
+
+impl Drop for Handling {
+    fn drop(&mut self) {
+        self.0.pending.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        self.0.handled.notify_one();
+    }
 }
 
 /// Where sending an owed error answer is, so a cancelled `receive` neither loses nor
@@ -151,6 +199,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioTransport<R, W> {
             requests: HashSet::new(),
             log: None,
             owed: None,
+            backlog: Arc::default(),
         }
     }
 
@@ -379,13 +428,27 @@ where
                     return None;
                 }
             }
+            // One server's stream must not hold the worker it runs on from every other task:
+            // lines read from the buffer cost tokio no I/O, so nothing else would make a flood
+            // of notifications yield; and a very long line is parsed off the worker.
+            tokio::task::consume_budget().await;
             let line = std::mem::take(&mut self.line);
-            let parsed = self.parse(line.strip_suffix(b"\n").unwrap_or(&line));
+            let body = line.strip_suffix(b"\n").unwrap_or(&line);
+            let parsed = if body.len() >= PARSE_OFF_LOOP {
+                crate::config::files::off_loop(|| self.parse(body))
+            } else {
+                self.parse(body)
+            };
             self.line = line;
             self.line.clear();
             match parsed {
-                Parsed::Message(message) => {
+                Parsed::Message(mut message) => {
                     self.answered(&message);
+                    if let JsonRpcMessage::Notification(n) = message.as_mut() {
+                        use rmcp::model::GetExtensions as _;
+                        let handling = Arc::new(self.backlog.admit().await);
+                        n.notification.extensions_mut().insert(handling);
+                    }
                     return Some(*message);
                 }
                 Parsed::Skip => {}

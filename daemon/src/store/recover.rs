@@ -137,9 +137,55 @@ fn is_damage(e: &StoreError) -> bool {
         StoreError::Sled { source: sled::Error::Io(io), .. } => {
             matches!(io.kind(), std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof)
         }
+        // A `conf` sled cannot read as text ("created using a sled version earlier than 0.29").
+        StoreError::Sled { source: sled::Error::Unsupported(_), .. } => true,
         StoreError::Corrupt { .. } => true,
         _ => false,
     }
+}
+
+/// What sled can read of the damaged copy in `kept` when it is opened without its `conf`
+/// (sled's settings file, whose damage alone makes the whole database unreadable): its
+/// files copied into a scratch folder beside it, opened with sled's defaults (which geminid
+/// never changes), read, and removed. Empty when that cannot be read either.
+fn salvage_without_conf(kept: &Path) -> Salvage {
+    let scratch = kept.with_extension("salvage");
+    let _ = std::fs::remove_dir_all(&scratch);
+    let copied = (|| {
+        std::fs::create_dir(&scratch)?;
+        for e in std::fs::read_dir(kept)?.filter_map(Result::ok) {
+            let name = e.file_name();
+            if name != "conf" && name != MANIFEST && e.file_type()?.is_file() {
+                std::fs::copy(e.path(), scratch.join(&name))?;
+            }
+        }
+        std::io::Result::Ok(())
+    })();
+    let salvaged = match copied {
+        Ok(()) => match Open::new(&sled::Config::new().path(&scratch), &scratch) {
+            Ok(open) => salvage(&open),
+            Err(e) => {
+                tracing::debug!(error = %e, "the damaged database cannot be read without its conf");
+                Salvage::new()
+            }
+        },
+        Err(e) => {
+            tracing::debug!(error = %e, "no scratch copy of the damaged database");
+            Salvage::new()
+        }
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    salvaged
+}
+
+/// How many sessions a salvage holds.
+fn sessions_in(salvaged: &Salvage) -> usize {
+    salvaged
+        .iter()
+        .filter(|(name, _)| name.as_slice() == b"sessions")
+        .flat_map(|(_, entries)| entries)
+        .filter(|(k, _)| k.starts_with(SESSION_PREFIX))
+        .count()
 }
 
 /// Largest database copied before sled opens it (see [`open_checked`]).
@@ -250,6 +296,11 @@ pub(super) fn open_checked(
     if let Err(source) = moved {
         return Err(StoreError::Damaged { path: dir.to_path_buf(), what, source });
     }
+    // A damaged `conf` alone hides every session: read the copy again without it, and keep
+    // whichever reading found more.
+    let without_conf = salvage_without_conf(&kept);
+    let salvaged =
+        if sessions_in(&without_conf) > sessions_in(&salvaged) { without_conf } else { salvaged };
     let open = Open::new(config, dir)?;
     let sled_err = |source| StoreError::Sled { path: dir.to_path_buf(), source };
     for (name, entries) in salvaged {

@@ -24,7 +24,8 @@
 //! `--bad-tool` it lists a tool without `inputSchema` and one without a name beside a good one), `--tokio-stdio`
 //! (read and write stdio through rmcp's `stdio()`, i.e. tokio's blocking-thread stdin and
 //! stdout, instead of the event loop; for benchmarks). Every stdio start writes one line to
-//! stderr. `--lenient` matches tool names without case or surrounding spaces; with
+//! stderr. `--flood` adds `flood {count, bytes?}` (that many log messages, then an answer
+//! `bytes` longer). `--lenient` matches tool names without case or surrounding spaces; with
 //! `FIXTURE_CALL_LOG=FILE` in its environment, every tool call that reaches it appends the
 //! tool's name to FILE (what really ran, for the security tests).
 
@@ -507,6 +508,14 @@ impl ServerHandler for Fixture {
             "crash" => {
                 std::process::exit(i32::try_from(arg("code").as_i64().unwrap_or(1)).unwrap_or(1))
             }
+            "flood" => {
+                let n = arg("count").as_u64().unwrap_or(0);
+                for i in 0..n {
+                    log_message(&context.peer, format!("flood {i}")).await;
+                }
+                let bytes = usize::try_from(arg("bytes").as_u64().unwrap_or(0)).unwrap_or(0);
+                text(format!("flooded {n}{}", "x".repeat(bytes)))
+            }
             "sleep" => {
                 let ms = arg("ms").as_u64().unwrap_or(0);
                 log_message(&context.peer, format!("sleeping {ms} ms")).await;
@@ -654,6 +663,14 @@ async fn main() -> anyhow::Result<()> {
     }
     if has("--asks") {
         tools.extend(asks::tools(tool));
+    }
+    if has("--flood") {
+        let count = json!({"count": {"type": "integer"}, "bytes": {"type": "integer"}});
+        tools.push(tool(
+            "flood",
+            "Sends `count` log messages, then an answer `bytes` long",
+            object(count, &["count"]),
+        ));
     }
     if let Some(ms) =
         args.iter().position(|a| a == "--roots-at-start-ms").and_then(|i| args.get(i + 1))
