@@ -24,6 +24,9 @@ pub(crate) mod error;
 pub(crate) mod progress;
 pub(crate) mod registry;
 pub(crate) mod requests;
+mod resolve;
+
+use resolve::Resolved;
 pub mod seats;
 
 use std::sync::Arc;
@@ -38,11 +41,9 @@ pub use self::requests::ServerRequests;
 pub use self::seats::{After, Before, Decision, Ended, PolicyNote, Route, Seats};
 
 use crate::asks::Asks;
-use crate::catalog::tools::Source;
 use crate::catalog::{Catalog, naming};
 use crate::discovered::Discovery;
 use crate::mcp::Supervisor;
-use crate::mcp::catalog::Validation;
 use crate::mcp::server::Server;
 
 /// How long a confirmation waits for an answer, unless the daemon is told otherwise.
@@ -147,21 +148,6 @@ enum Via {
     Mcp(Arc<Server>),
     /// A custom tool's call command.
     Discovered(Arc<Discovery>),
-}
-
-/// A resolved tool (step 1).
-#[derive(Debug)]
-struct Resolved {
-    via: Via,
-    server_name: String,
-    tool: String,
-    name: String,
-    timeout: Duration,
-    validator: Option<Arc<Validation>>,
-    /// Gemini CLI added `wait_for_previous` to its declaration.
-    offers_wait: bool,
-    /// Its annotations, when it has any.
-    annotations: Option<Map<String, Value>>,
 }
 
 /// The pipeline and what it owns: the call-id registry and progress routing.
@@ -342,88 +328,6 @@ impl Pipeline {
         Ok(outcome)
     }
 
-    /// Step 1: the tool, its server and what to check its arguments against.
-    async fn resolve(&self, req: &CallRequest) -> Result<Resolved, CallError> {
-        match &req.target {
-            Target::Tool(name) => {
-                let mut st = self.catalog.session_tools(&req.session, false).await?;
-                if st.pending && st.get(name).is_none() {
-                    // Not there yet: wait for the server that would have it, then look again.
-                    self.mcp.settle_for_tool(&req.session, name).await;
-                    st = self.catalog.tools_now(&req.session)?;
-                }
-                let t = match (st.get(name), st.hidden.get(name)) {
-                    (Some(t), _) => t,
-                    // The person calling is there to confirm it: policy decides again.
-                    (None, Some((h, t))) if h.by_default && req.confirmed => t,
-                    (None, Some((h, _))) => return Err(CallError::PolicyDenied(h.why.clone())),
-                    (None, None) => {
-                        let why = self.mcp.explain_missing_tool(&req.session, name);
-                        return Err(CallError::missing(why, name));
-                    }
-                };
-                let tool = t.tool();
-                let (via, offers_wait) = match &t.source {
-                    Source::Mcp { server, .. } => (
-                        Via::Mcp(server.clone()),
-                        naming::offers_wait_for_previous(tool.input_schema()),
-                    ),
-                    // Declared as it is: `wait_for_previous` only where Gemini CLI added it.
-                    Source::Discovered { discovery, .. } => (
-                        Via::Discovered(discovery.clone()),
-                        tool.input_schema().is_some_and(Value::is_object)
-                            && naming::offers_wait_for_previous(tool.input_schema()),
-                    ),
-                };
-                Ok(Resolved {
-                    via,
-                    server_name: t.server_name.clone(),
-                    tool: tool.name.clone(),
-                    name: name.clone(),
-                    timeout: t.timeout,
-                    validator: Some(tool.validator.clone()),
-                    offers_wait,
-                    annotations: annotations_of(&tool.raw),
-                })
-            }
-            Target::Mcp { server, tool } => {
-                self.catalog.ensure_servers(&req.session)?;
-                self.mcp.settle_server(&req.session, server).await;
-                // Both names exactly as listed, or no call: policy, hooks and the audit see
-                // the server's entry and the tool the server listed, never a near miss that a
-                // lenient server would take for it.
-                let found = self.mcp.find(Some(&req.session), server)?;
-                let catalog = found.catalog();
-                let Some(listed) = catalog.tool(tool) else {
-                    // A server that is not connected has listed nothing: its state is why.
-                    if let Some(e) = Supervisor::not_connected(&found) {
-                        return Err(e.into());
-                    }
-                    return Err(CallError::ToolNotFound(unlisted(server, tool, &catalog)));
-                };
-                let (validator, annotations) =
-                    (Some(listed.validator.clone()), annotations_of(&listed.raw));
-                if let Some(h) =
-                    self.catalog.hides(&req.session, server, tool, annotations.as_ref())
-                    && !(h.by_default && req.confirmed)
-                {
-                    return Err(CallError::PolicyDenied(h.why));
-                }
-                let timeout = self.mcp.timeout_for(&req.session, &found);
-                Ok(Resolved {
-                    name: naming::fqn(server, tool),
-                    via: Via::Mcp(found),
-                    server_name: server.clone(),
-                    tool: tool.clone(),
-                    timeout,
-                    validator,
-                    offers_wait: false,
-                    annotations,
-                })
-            }
-        }
-    }
-
     /// Step 2: BeforeTool hooks: the argument names they rewrote, if they did (empty: none).
     async fn before_tool(&self, call: &mut Call) -> Result<Vec<String>, CallError> {
         let Some(seat) = &self.seats.before_tool else { return Ok(Vec::new()) };
@@ -570,23 +474,6 @@ impl Pipeline {
     }
 }
 
-/// Why `mcp/callTool` found no tool `tool` on `server`: the server did not list it (a near
-/// miss by case or spaces is named, never called).
-fn unlisted(server: &str, tool: &str, catalog: &crate::mcp::catalog::Catalog) -> String {
-    let fold = |s: &str| s.trim().to_lowercase();
-    match catalog.tools.iter().find(|t| fold(&t.name) == fold(tool)) {
-        Some(near) => format!(
-            "MCP server '{server}' lists no tool named '{tool}' (names are exact: did you mean \
-             '{}'?)",
-            near.name
-        ),
-        None => format!(
-            "MCP server '{server}' lists no tool named '{tool}' (`gemctl mcp tools {server}` \
-             lists them)"
-        ),
-    }
-}
-
 /// A result whose text content has at least this many bytes is converted off the event loop.
 const LARGE_RESULT: usize = 1 << 20;
 
@@ -604,9 +491,4 @@ fn text_bytes(result: &Value) -> usize {
             })
             .sum()
     })
-}
-
-/// A tool's annotations in its listing, when it has any.
-fn annotations_of(raw: &Value) -> Option<Map<String, Value>> {
-    raw.get("annotations").and_then(Value::as_object).filter(|m| !m.is_empty()).cloned()
 }

@@ -77,7 +77,7 @@ fn conn_id(ext: &Extensions) -> ConnId {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
@@ -121,8 +121,8 @@ mod tests {
             .collect()
     }
 
-    #[tokio::test]
-    async fn the_protocol_page_matches_what_the_daemon_serves() -> anyhow::Result<()> {
+    /// A core over a temporary home and an in-memory store (the directory must outlive it).
+    pub(crate) fn core() -> anyhow::Result<(tempfile::TempDir, Arc<Core>)> {
         let dir = tempfile::tempdir()?;
         let home = dir.path().to_path_buf();
         let paths =
@@ -142,6 +142,12 @@ mod tests {
         };
         let core =
             Core::new(crate::store::Store::temporary()?, info, crate::config::Loader::new(paths));
+        Ok((dir, core))
+    }
+
+    #[tokio::test]
+    async fn the_protocol_page_matches_what_the_daemon_serves() -> anyhow::Result<()> {
+        let (_dir, core) = core()?;
         let served: BTreeSet<String> = methods(core)?.method_names().map(str::to_owned).collect();
         let documented = first_cells(&section("Methods"), "| method |");
         assert_eq!(documented, served, "docs/PROTOCOL.md's methods table and the daemon differ");

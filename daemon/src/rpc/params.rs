@@ -232,6 +232,50 @@ where
 mod tests {
     use super::*;
 
+    /// A method whose handler panics, before its future (`sync`) or inside it.
+    #[derive(Clone)]
+    struct Panics {
+        sync: bool,
+    }
+
+    impl RpcServiceT for Panics {
+        type MethodResponse = MethodResponse;
+        type NotificationResponse = MethodResponse;
+        type BatchResponse = MethodResponse;
+
+        fn call<'a>(&self, _: Request<'a>) -> impl Future<Output = MethodResponse> + Send + 'a {
+            assert!(!self.sync, "a synchronous handler's bug");
+            async { panic!("an async handler's bug") }
+        }
+
+        fn batch<'a>(&self, _: Batch<'a>) -> impl Future<Output = MethodResponse> + Send + 'a {
+            std::future::ready(MethodResponse::error(Id::Null, unusable_id_error("batch")))
+        }
+
+        fn notification<'a>(
+            &self,
+            _: Notification<'a>,
+        ) -> impl Future<Output = MethodResponse> + Send + 'a {
+            std::future::ready(MethodResponse::error(Id::Null, unusable_id_error("notification")))
+        }
+    }
+
+    /// A handler's panic is an internal error answered to its caller (it used to end the
+    /// connection's task, and the caller waited for ever).
+    #[tokio::test]
+    async fn a_handler_that_panics_is_answered_with_an_internal_error() -> anyhow::Result<()> {
+        let (_dir, core) = crate::rpc::tests::core()?;
+        let methods = crate::rpc::methods(core.clone())?;
+        for sync in [true, false] {
+            let intake = Intake::new(Panics { sync }, methods.clone(), core.clone());
+            let answer = intake.call(Request::borrowed("session/list", None, Id::Number(7))).await;
+            assert_eq!(answer.as_error_code(), Some(jsonrpsee::types::error::INTERNAL_ERROR_CODE));
+            let json = answer.as_json().get();
+            assert!(json.contains("\"id\":7") && json.contains("session/list"), "{json}");
+        }
+        Ok(())
+    }
+
     fn wrapped(json: &str) -> Option<String> {
         let mut p = Some(Cow::Owned(RawValue::from_string(json.to_owned()).ok()?));
         wrap(&mut p);
