@@ -1,7 +1,7 @@
 //! Reading one settings-style JSON file: comments allowed (as strip-json-comments does), no
 //! other extensions; problems become diagnostics with line and column.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use geminid_protocol::config::{Diagnostic, Severity};
@@ -84,12 +84,35 @@ pub(crate) const SETTLE_EMPTY: Duration = Duration::from_secs(2);
 pub(crate) const SETTLE_MAX: Duration = Duration::from_secs(5);
 
 /// What identifies one version of a file: size, modification time, inode.
-fn stamp(m: &std::fs::Metadata) -> (u64, Option<SystemTime>, u64) {
+type Stamp = (u64, Option<SystemTime>, u64);
+
+fn stamp(m: &std::fs::Metadata) -> Stamp {
     #[cfg(unix)]
     let ino = std::os::unix::fs::MetadataExt::ino(m);
     #[cfg(not(unix))]
     let ino = 0;
     (m.len(), m.modified().ok(), ino)
+}
+
+/// The version of each input file last seen settled: read again unchanged, it is not waited
+/// for again (a file stamped in the future would otherwise cost its settle time on every read).
+static SETTLED: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<PathBuf, Stamp>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Past this many files remembered, the memory starts afresh.
+const SETTLED_REMEMBERED: usize = 4096;
+
+fn settled_before(path: &Path, m: &std::fs::Metadata) -> bool {
+    let seen = SETTLED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    seen.get(path) == Some(&stamp(m))
+}
+
+fn remember_settled(path: &Path, m: &std::fs::Metadata) {
+    let mut seen = SETTLED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if seen.len() >= SETTLED_REMEMBERED {
+        seen.clear();
+    }
+    seen.insert(path.to_owned(), stamp(m));
 }
 
 /// How long `m`'s version must be left alone before it is taken.
@@ -110,6 +133,13 @@ fn age(m: &std::fs::Metadata) -> Option<Duration> {
 /// then the file is refused and its last good contents stay). The read itself leaves the
 /// daemon's event loop (`block_in_place`) when it runs on one.
 pub(crate) fn read_input(path: &Path) -> Result<Option<String>, InputError> {
+    let kept_changing = || {
+        InputError::Refused(format!(
+            "it kept changing for {}s; it is read again at its next change, and its last good \
+             contents stay until then",
+            SETTLE_MAX.as_secs()
+        ))
+    };
     off_loop(|| {
         let started = Instant::now();
         loop {
@@ -117,13 +147,9 @@ pub(crate) fn read_input(path: &Path) -> Result<Option<String>, InputError> {
             let settle = settle_for(&before);
             // A version written within its settle time (or stamped in the future) is watched
             // for that long: unchanged, it has settled; changed, the new one is watched.
-            if age(&before).is_none_or(|a| a < settle) {
+            if age(&before).is_none_or(|a| a < settle) && !settled_before(path, &before) {
                 if started.elapsed() >= SETTLE_MAX {
-                    return Err(InputError::Refused(format!(
-                        "it kept changing for {}s; it is read again at its next change, and \
-                         its last good contents stay until then",
-                        SETTLE_MAX.as_secs()
-                    )));
+                    return Err(kept_changing());
                 }
                 let wait = age(&before).map_or(settle, |a| settle.saturating_sub(a));
                 std::thread::sleep(wait.max(Duration::from_millis(5)));
@@ -134,10 +160,13 @@ pub(crate) fn read_input(path: &Path) -> Result<Option<String>, InputError> {
             }
             let text = read_capped(path)?;
             match checked_metadata(path)? {
-                Some(after) if stamp(&after) == stamp(&before) => return Ok(text),
+                Some(after) if stamp(&after) == stamp(&before) => {
+                    remember_settled(path, &after);
+                    return Ok(text);
+                }
                 // Written while it was read: read the version that follows.
                 _ if started.elapsed() < SETTLE_MAX => continue,
-                _ => return Ok(text),
+                _ => return Err(kept_changing()),
             }
         }
     })
@@ -286,5 +315,66 @@ mod tests {
         let hooks = "{\n  \"hooks\": {\"BeforeTool\": [\n    {\"hooks\": []},\n    {\"hooks\": [{\"type\": \"x\"}]}]}}";
         assert_eq!(position(hooks, &["hooks", "BeforeTool", "1", "hooks", "0"]), Some((4, 16)));
         assert_eq!(position(hooks, &["hooks", "BeforeTool", "7"]), Some((2, 13)));
+    }
+
+    /// An editor's save in place (truncate, a pause, write): a read that starts in the pause
+    /// gets what was written, never the empty moment.
+    #[test]
+    fn a_save_in_place_is_read_once_it_has_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, "old\n").unwrap();
+        for pause_ms in [5, 60, 400] {
+            let f = std::fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
+            let writer = std::thread::spawn(move || {
+                use std::io::Write;
+                std::thread::sleep(Duration::from_millis(pause_ms));
+                let mut f = f;
+                f.write_all(b"new rules\n").unwrap();
+            });
+            let got = read_input(&path).ok().flatten();
+            writer.join().unwrap();
+            assert_eq!(got.as_deref(), Some("new rules\n"), "a {pause_ms} ms pause");
+        }
+    }
+
+    /// A file stamped in the future (a clock ahead, a copy from another machine) costs its
+    /// settle time once, not on every read; one that keeps changing is refused after
+    /// [`SETTLE_MAX`].
+    #[test]
+    fn a_future_stamp_waits_once_and_a_file_that_keeps_changing_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        std::fs::write(&path, "{}").unwrap();
+        let ahead = SystemTime::now() + Duration::from_secs(3600);
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(ahead).unwrap();
+        let t = Instant::now();
+        assert_eq!(read_input(&path).ok().flatten().as_deref(), Some("{}"));
+        assert!(t.elapsed() >= SETTLE, "{:?}", t.elapsed());
+        let t = Instant::now();
+        assert_eq!(read_input(&path).ok().flatten().as_deref(), Some("{}"));
+        assert!(t.elapsed() < SETTLE, "waited again: {:?}", t.elapsed());
+
+        let busy = dir.path().join("busy.json");
+        std::fs::write(&busy, "{}").unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (busy, stop) = (busy.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    n += 1;
+                    let _ = std::fs::write(&busy, format!("{{\"n\": {n}}}"));
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        let got = read_input(&busy);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
+        assert!(
+            matches!(&got, Err(InputError::Refused(why)) if why.contains("kept changing")),
+            "{got:?}"
+        );
     }
 }
