@@ -88,6 +88,8 @@ impl InProcess {
                 ..McpOptions::default()
             },
             confirm_timeout,
+            // In the test process itself, whose session bus (on a developer's desktop) is the
+            // real one: the daemon-starting harness (`TestHome`) runs the default store.
             secrets_file_only: true,
             custom_tools: geminid::discovered::Options::default(),
         };

@@ -341,7 +341,8 @@ fn fixtures(home: &TestHome) -> Vec<u32> {
 async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
     let secs: u64 =
         std::env::var("GEMINID_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(120);
-    let home = Arc::new(TestHome::new()?);
+    // Eight headless callers: the soak allows every MCP tool, and asks for one of them.
+    let home = Arc::new(TestHome::allowing_mcp()?);
     settings(&home, false, false)?;
     policy(&home, false)?;
     let args = ["--confirm-timeout", "2s", "--mcp-backoff", "50ms", "--mcp-backoff-max", "500ms"];
