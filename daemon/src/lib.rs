@@ -38,6 +38,15 @@ pub mod store;
 pub mod systemd;
 pub mod watch;
 
+/// What a caught panic said (its message, when it was text), for an error answer or a log line.
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     /// Files of one concern stay short enough to read whole; past 600 lines, one is holding

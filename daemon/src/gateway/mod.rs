@@ -115,8 +115,6 @@ impl Gateway {
         Some(i.system_prompt).filter(|p| !p.is_empty())
     }
 
-    /// A gateway for `session`, naming tools and prompts by `mode`, for a client reached
-    /// through the daemon's connection `conn` (the one attached to the session).
     /// The start of the call ids of this client's calls (`gw{id}-`): the asks they raise are
     /// this client's to answer, and no other gateway client's.
     pub(super) fn call_prefix(&self) -> String {
@@ -131,6 +129,8 @@ impl Gateway {
             .is_none_or(|id| !is_gateway_call(id) || id.starts_with(&self.call_prefix()))
     }
 
+    /// A gateway for `session`, naming tools and prompts by `mode`, for a client reached
+    /// through the daemon's connection `conn` (the one attached to the session).
     pub fn new(
         core: Arc<Core>,
         session: String,

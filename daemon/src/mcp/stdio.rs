@@ -68,7 +68,9 @@ pub(crate) struct StdioTransport<R, W> {
 /// notification's handler as a task of its own: a server that sends 200,000 log messages
 /// would otherwise fill the runtime's queue with 200,000 tasks, and every other client's
 /// tasks would wait behind them (seconds). Past this, the transport stops reading the
-/// server until its handlers catch up, and the server's writes wait in its pipe.
+/// server until its handlers catch up, and the server's writes wait in its pipe. (So no
+/// notification handler may wait for this server's answer: each hands its work on, without
+/// waiting, `connect.rs`.)
 const NOTIFICATIONS_IN_FLIGHT: usize = 64;
 
 /// The count of notifications in flight, and a wake-up when one is handled.

@@ -92,11 +92,7 @@ where
 /// The answer to a call whose handler panicked: an internal error naming the method, and the
 /// panic in the log (its message only: a handler's panic text is ours, not a secret's).
 fn panicked(id: Id<'static>, method: &str, panic: &(dyn std::any::Any + Send)) -> MethodResponse {
-    let what = panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_default();
+    let what = crate::panic_text(panic);
     tracing::error!(%method, panic = %what, "a handler panicked; answered with an internal error");
     MethodResponse::error(
         id,

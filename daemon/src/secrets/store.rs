@@ -297,11 +297,7 @@ mod keyring {
         let job: Job = Box::new(move || {
             let answer =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_default();
+                    let what = crate::panic_text(panic.as_ref());
                     Err(SecretsError::Keyring(format!("the keyring library panicked: {what}")))
                 });
             let _ = tx.send(answer);
