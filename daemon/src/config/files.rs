@@ -79,6 +79,9 @@ pub(crate) const SETTLE: Duration = Duration::from_millis(100);
 /// editor's write lands.
 pub(crate) const SETTLE_EMPTY: Duration = Duration::from_secs(2);
 
+/// How often a file being waited for is looked at again.
+const SETTLE_POLL: Duration = Duration::from_millis(10);
+
 /// The longest a reader waits for a file that keeps changing; then it is not read (its last
 /// good contents stay) and the watcher's next event reads it again.
 pub(crate) const SETTLE_MAX: Duration = Duration::from_secs(5);
@@ -151,11 +154,27 @@ pub(crate) fn read_input(path: &Path) -> Result<Option<String>, InputError> {
                 if started.elapsed() >= SETTLE_MAX {
                     return Err(kept_changing());
                 }
-                let wait = age(&before).map_or(settle, |a| settle.saturating_sub(a));
-                std::thread::sleep(wait.max(Duration::from_millis(5)));
-                match checked_metadata(path)? {
-                    Some(now) if stamp(&now) == stamp(&before) => {}
-                    _ => continue,
+                // Watched in short steps, so that a change (the write after a truncation)
+                // ends the wait at once rather than after the whole settle time.
+                let until =
+                    Instant::now() + age(&before).map_or(settle, |a| settle.saturating_sub(a));
+                let mut changed = false;
+                loop {
+                    let left = until.saturating_duration_since(Instant::now());
+                    std::thread::sleep(left.clamp(Duration::from_millis(1), SETTLE_POLL));
+                    match checked_metadata(path)? {
+                        Some(now) if stamp(&now) == stamp(&before) => {}
+                        _ => {
+                            changed = true;
+                            break;
+                        }
+                    }
+                    if Instant::now() >= until {
+                        break;
+                    }
+                }
+                if changed {
+                    continue;
                 }
             }
             let text = read_capped(path)?;
@@ -332,9 +351,12 @@ mod tests {
                 let mut f = f;
                 f.write_all(b"new rules\n").unwrap();
             });
+            let started = Instant::now();
             let got = read_input(&path).ok().flatten();
             writer.join().unwrap();
             assert_eq!(got.as_deref(), Some("new rules\n"), "a {pause_ms} ms pause");
+            // The write ends the wait for the empty file's settle time (2 s) at once.
+            assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
         }
     }
 
