@@ -91,7 +91,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|config|ab OTHER]";
+    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|config [OTHER]|ab OTHER]";
     let (flags, args): (Vec<String>, Vec<String>) =
         std::env::args().skip(1).partition(|a| a.starts_with("--"));
     let mut poll_idle = None;
@@ -115,8 +115,14 @@ async fn main() -> anyhow::Result<()> {
             "commands" => commands::bench().await?,
             "custom-tools" => custom_tools::bench().await?,
             "config" => {
+                // `config OTHER`: the same against another build's daemon.
                 let home = TestHome::allowing_mcp()?;
-                let daemon = Daemon::launch(&home).log(BENCH_LOG).start().await?;
+                let launch = Daemon::launch(&home).log(BENCH_LOG);
+                let launch = match args.get(1) {
+                    Some(other) => launch.binary(std::path::Path::new(other)),
+                    None => launch,
+                };
+                let daemon = launch.start().await?;
                 config_bench(&home, &daemon).await?
             }
             "ab" => {
