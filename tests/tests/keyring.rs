@@ -145,3 +145,49 @@ async fn install_one_and_restart(home: &TestHome) -> anyhow::Result<()> {
     assert!(started.elapsed() < Duration::from_secs(6), "took {:?}", started.elapsed());
     Ok(())
 }
+
+/// With a Secret Service, an OAuth sign-in keeps its token in the keyring (no secrets file),
+/// and a restarted daemon connects with it without signing in again.
+#[tokio::test]
+async fn an_oauth_token_goes_through_a_real_secret_service() -> anyhow::Result<()> {
+    use geminid_protocol::api::{McpApiClient, SessionApiClient};
+    use geminid_protocol::mcp::{ServerState, StartParams};
+    use geminid_protocol::session::SessionCreateParams;
+    use geminid_tests::mcp::{FAST, NetFixture, shell_env, write_user_settings};
+    let mut home = TestHome::new()?;
+    if !available()? {
+        return Ok(());
+    }
+    let service = SecretService::start(home.root())?;
+    home.set_session_bus(service.address());
+    let site = NetFixture::start("--http", &["--oauth"])?;
+    write_user_settings(&home, json!({ "remote": { "httpUrl": site.url } }))?;
+    let connect = |daemon: Daemon| {
+        let home = &home;
+        async move {
+            let client = daemon.client().await?;
+            let s = client
+                .create(SessionCreateParams {
+                    workspace: home.workspace().display().to_string(),
+                    env: Some(shell_env(home, &[])),
+                    reuse_default: false,
+                    ..Default::default()
+                })
+                .await?;
+            let started =
+                client.mcp_start(StartParams { session: s.id.clone(), wait: true }).await?;
+            let state = started.servers.iter().find(|x| x.name == "remote").map(|x| x.state);
+            anyhow::Ok((daemon, client, s.id, state))
+        }
+    };
+    let (daemon, client, session, state) = connect(Daemon::start(&home, FAST).await?).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    assert_eq!(state, Some(ServerState::NeedsAuth));
+    geminid_tests::oauth::sign_in(&client, &session, "remote").await?;
+    assert!(!home.data_dir().join("secrets.json").exists(), "the token went to the file");
+    drop(client);
+    drop(daemon);
+    let (_daemon, _client, _, state) = connect(Daemon::start(&home, FAST).await?).await?;
+    assert_eq!(state, Some(ServerState::Connected), "the token was not read back");
+    Ok(())
+}
