@@ -181,6 +181,25 @@ pub(crate) fn error_response(name: &str, id: Option<&str>, message: &str) -> Val
     object([("functionResponse", Value::Object(fr))])
 }
 
+/// A result whose text content has at least this many bytes is converted off the event loop.
+pub(crate) const LARGE_RESULT: usize = 1 << 20;
+
+/// The bytes of a result's text content (what makes a result large), cheaply.
+pub(crate) fn text_bytes(result: &Value) -> usize {
+    result.get("content").and_then(Value::as_array).map_or(0, |blocks| {
+        blocks
+            .iter()
+            .map(|b| {
+                ["text", "data", "blob"]
+                    .iter()
+                    .filter_map(|k| b.get(*k).and_then(Value::as_str))
+                    .map(str::len)
+                    .sum::<usize>()
+            })
+            .sum()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -294,7 +294,7 @@ impl Pipeline {
         let result = self.dispatch(r, call).await?;
         // A result of megabytes takes the worker a while to convert: off the event loop, so
         // that other clients' calls are not held behind it.
-        let large = text_bytes(&result) >= LARGE_RESULT;
+        let large = convert::text_bytes(&result) >= convert::LARGE_RESULT;
         let convert = || match r.via {
             Via::Mcp(_) => Self::convert(call, &shown_args, result),
             Via::Discovered(_) => Self::convert_discovered(call, result),
@@ -472,23 +472,4 @@ impl Pipeline {
             }
         }
     }
-}
-
-/// A result whose text content has at least this many bytes is converted off the event loop.
-const LARGE_RESULT: usize = 1 << 20;
-
-/// The bytes of a result's text content (what makes a result large), cheaply.
-fn text_bytes(result: &Value) -> usize {
-    result.get("content").and_then(Value::as_array).map_or(0, |blocks| {
-        blocks
-            .iter()
-            .map(|b| {
-                ["text", "data", "blob"]
-                    .iter()
-                    .filter_map(|k| b.get(*k).and_then(Value::as_str))
-                    .map(str::len)
-                    .sum::<usize>()
-            })
-            .sum()
-    })
 }

@@ -154,26 +154,9 @@ pub(crate) fn read_input(path: &Path) -> Result<Option<String>, InputError> {
                 if started.elapsed() >= SETTLE_MAX {
                     return Err(kept_changing());
                 }
-                // Watched in short steps, so that a change (the write after a truncation)
-                // ends the wait at once rather than after the whole settle time.
                 let until =
                     Instant::now() + age(&before).map_or(settle, |a| settle.saturating_sub(a));
-                let mut changed = false;
-                loop {
-                    let left = until.saturating_duration_since(Instant::now());
-                    std::thread::sleep(left.clamp(Duration::from_millis(1), SETTLE_POLL));
-                    match checked_metadata(path)? {
-                        Some(now) if stamp(&now) == stamp(&before) => {}
-                        _ => {
-                            changed = true;
-                            break;
-                        }
-                    }
-                    if Instant::now() >= until {
-                        break;
-                    }
-                }
-                if changed {
+                if !unchanged_until(path, &before, until)? {
                     continue;
                 }
             }
@@ -189,6 +172,26 @@ pub(crate) fn read_input(path: &Path) -> Result<Option<String>, InputError> {
             }
         }
     })
+}
+
+/// Whether `path` keeps the version `before` until `until`, looked at every [`SETTLE_POLL`]:
+/// a change (the write after a truncation) ends the wait at once.
+fn unchanged_until(
+    path: &Path,
+    before: &std::fs::Metadata,
+    until: Instant,
+) -> Result<bool, InputError> {
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        std::thread::sleep(left.clamp(Duration::from_millis(1), SETTLE_POLL));
+        match checked_metadata(path)? {
+            Some(now) if stamp(&now) == stamp(before) => {}
+            _ => return Ok(false),
+        }
+        if Instant::now() >= until {
+            return Ok(true);
+        }
+    }
 }
 
 /// The metadata of an input file: none when it does not exist, refused when it is not a

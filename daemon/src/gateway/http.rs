@@ -48,8 +48,7 @@ pub(crate) const MAX_CONNECTIONS: usize = 64;
 /// How long a client has to send a request's headers; a half-sent request is closed then.
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A connection on which no byte moved for this long is closed (as the Unix socket closes an
-/// idle one at 30 s).
+/// A connection on which no byte moved for this long is closed.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Bind `addr`, which must be a loopback address.
