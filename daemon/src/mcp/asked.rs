@@ -289,6 +289,10 @@ impl Observer for Supervisor {
         Ok(roots::result(&self.roots_for(identity, origin.as_ref())))
     }
 
+    fn message(&self, identity: &str, params: &rmcp::model::LoggingMessageNotificationParam) {
+        Supervisor::message(self, identity, params);
+    }
+
     fn resource_updated(&self, identity: &str, uri: &str) {
         let name = self.inner().servers.get(identity).map(|s| s.name.clone()).unwrap_or_default();
         self.events.emit(EventBody::ResourceUpdated(geminid_protocol::mcp::ResourceUpdated {

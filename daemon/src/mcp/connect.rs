@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use super::authed::AuthedHttp;
 use super::child::{self, StdioChild};
 use super::log::ServerLog;
+use super::order::Routed;
 use super::spec::{LaunchSpec, Network};
 use super::sse::{SseError, SseTransport, header_map};
 use super::stdio::StdioTransport;
@@ -170,7 +171,10 @@ impl ClientHandler for Handler {
         params: rmcp::model::LoggingMessageNotificationParam,
         _: NotificationContext<RoleClient>,
     ) {
-        self.log.push("message", &log_line(&params));
+        self.log.push("message", &super::log::message_line(&params));
+        if let Some(sup) = self.sup.upgrade() {
+            sup.message(&self.identity, &params);
+        }
     }
 
     async fn on_progress(
@@ -181,21 +185,6 @@ impl ClientHandler for Handler {
         if let Some(sup) = self.sup.upgrade() {
             sup.progress(&self.identity, &params);
         }
-    }
-}
-
-/// `[level] logger: data`, the data as text when it is a string, else as JSON.
-#[allow(deprecated)]
-fn log_line(p: &rmcp::model::LoggingMessageNotificationParam) -> String {
-    let level = serde_json::to_value(p.level).ok();
-    let level = level.as_ref().and_then(serde_json::Value::as_str).unwrap_or("info");
-    let data = match &p.data {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    match &p.logger {
-        Some(logger) => format!("[{level}] {logger}: {data}"),
-        None => format!("[{level}] {data}"),
     }
 }
 
@@ -270,6 +259,7 @@ pub(crate) async fn connect(
             log.push("geminid", &format!("started {command} (pid {})", proc.pid));
             let (stdout, stdin) = pipes;
             let transport = StdioTransport::new(stdout, stdin).with_log(log.clone());
+            let transport = Routed::new(transport, identity, handler.sup.clone());
             match tokio::time::timeout(
                 timeout,
                 handler.serve_with_lifecycle(transport, lifecycle()),
@@ -454,10 +444,12 @@ async fn http(
     handler: Handler,
     client: &AuthedHttp,
 ) -> Result<Running, ConnectError> {
+    let (identity, sup) = (handler.identity.clone(), handler.sup.clone());
     let transport = || {
         let custom = headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
-        StreamableHttpClientTransport::with_client(client.clone(), config)
+        let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
+        Routed::new(transport, &identity, sup.clone())
     };
     let mut served = handler.clone().serve_with_lifecycle(transport(), lifecycle()).await;
     if let Err(rmcp::service::ClientInitializeError::ExpectedInitResult(answer)) = &served {
@@ -500,6 +492,7 @@ async fn sse(
             Err(e) => return Err(client.classify(false, false, format!("SSE: {e}"))),
         }
     };
+    let transport = Routed::new(transport, &handler.identity, handler.sup.clone());
     match handler.serve_with_lifecycle(transport, lifecycle()).await {
         Ok(service) => Ok(running(service, Wire::Sse, None)),
         Err(e) => Err(ConnectError::Failed(format!("SSE: {}", error_chain(&e)))),

@@ -77,6 +77,21 @@ impl ServerLog {
     }
 }
 
+/// `[level] logger: data`, the data as text when it is a string, else as JSON.
+#[allow(deprecated)]
+pub(super) fn message_line(p: &rmcp::model::LoggingMessageNotificationParam) -> String {
+    let level = serde_json::to_value(p.level).ok();
+    let level = level.as_ref().and_then(serde_json::Value::as_str).unwrap_or("info");
+    let data = match &p.data {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    match &p.logger {
+        Some(logger) => format!("[{level}] {logger}: {data}"),
+        None => format!("[{level}] {data}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,6 +26,8 @@ pub(crate) mod child;
 pub(crate) mod connect;
 pub(crate) mod log;
 pub(crate) mod long_calls;
+pub(crate) mod messages;
+pub(crate) mod order;
 pub(crate) mod orphans;
 pub(crate) mod request;
 pub(crate) mod roots;

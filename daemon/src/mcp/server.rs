@@ -50,6 +50,8 @@ pub trait Observer: Send + Sync {
     fn progress(&self, identity: &str, params: &rmcp::model::ProgressNotificationParam);
     /// The server of `identity` said a resource it was subscribed to changed.
     fn resource_updated(&self, identity: &str, uri: &str);
+    /// The server of `identity` sent a log message (`notifications/message`).
+    fn message(&self, _identity: &str, _params: &rmcp::model::LoggingMessageNotificationParam) {}
     /// The server of `identity` asks its client to fill in a form or visit a URL, on the
     /// stream of request `origin` when the transport says (see `connect::origin`).
     fn elicit(

@@ -9,6 +9,7 @@ use std::time::Duration;
 use geminid_protocol::event::EventBody;
 use geminid_protocol::mcp::{ServerState, ServerStateChanged, ServerStatus};
 
+use super::messages::ServerMessage;
 use super::server::{self, Cmd, NewServer, Server};
 use super::spec::{self, default_cwd, resolve};
 use super::status::{block_text, config_target};
@@ -39,6 +40,8 @@ pub struct Supervisor {
     /// See [`Generation`].
     servers_generation: AtomicU64,
     sessions_generation: AtomicU64,
+    /// Servers' log messages (`notifications/message`), for the gateway's clients.
+    pub(super) messages: tokio::sync::broadcast::Sender<Arc<ServerMessage>>,
 }
 
 impl Supervisor {
@@ -66,6 +69,7 @@ impl Supervisor {
             start_gate: tokio::sync::watch::Sender::new(orphans::Held::default()),
             servers_generation: AtomicU64::new(0),
             sessions_generation: AtomicU64::new(0),
+            messages: tokio::sync::broadcast::channel(super::messages::KEPT).0,
         })
     }
 

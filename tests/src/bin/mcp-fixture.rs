@@ -204,8 +204,8 @@ fn rich_tools() -> Vec<Tool> {
         tool("cancelled", "How many calls were cancelled so far", object(json!({}), &[])),
         tool(
             "progress",
-            "Reports progress in steps",
-            object(json!({"steps": {"type": "integer"}}), &[]),
+            "Reports progress in steps, gap_ms apart (20; the last one right before the result)",
+            object(json!({"steps": {"type": "integer"}, "gap_ms": {"type": "integer"}}), &[]),
         ),
     ]
 }
@@ -559,14 +559,17 @@ impl ServerHandler for Fixture {
             }
             "progress" => {
                 let steps = arg("steps").as_u64().unwrap_or(3);
+                let gap = std::time::Duration::from_millis(arg("gap_ms").as_u64().unwrap_or(20));
                 if let Some(token) = context.meta.get_progress_token() {
                     for i in 1..=steps {
+                        if i > 1 {
+                            tokio::time::sleep(gap).await;
+                        }
                         let p =
                             rmcp::model::ProgressNotificationParam::new(token.clone(), i as f64)
                                 .with_total(steps as f64)
                                 .with_message(format!("step {i}"));
                         let _ = context.peer.notify_progress(p).await;
-                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                     }
                 }
                 text(format!("{steps} steps"))
