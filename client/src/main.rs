@@ -530,11 +530,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             // The gateway's own connection attaches to the session; this one can go.
             drop(client);
+            let options = args.options()?;
+            if options.confirm == geminid_protocol::gateway::Confirm::Client {
+                // On stderr: stdout is the MCP stream.
+                eprintln!(
+                    "gemctl mcp serve: the client confirms calls itself (--confirm client): \
+                     what geminid's policy asks about is allowed as confirmed by it"
+                );
+            }
             match &args.http {
-                Some(addr) => {
-                    serve::run_http(&socket, &session, args.names.into(), addr, cli.json).await?;
-                }
-                None => serve::run(&socket, &session, args.names.into()).await?,
+                Some(_) => serve::run_http(&socket, &session, &options, cli.json).await?,
+                None => serve::run(&socket, &session, &options).await?,
             }
             Ok(ExitCode::SUCCESS)
         }

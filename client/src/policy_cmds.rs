@@ -169,6 +169,7 @@ pub async fn audit(
                 }
                 Some(C::Remembered) => "remembered".to_owned(),
                 Some(C::ByCaller) => "by the caller".to_owned(),
+                Some(C::ByClient) => "by the client".to_owned(),
                 Some(C::TimedOut) => "timed out".to_owned(),
                 Some(C::NoAnswerer) => "nobody to ask".to_owned(),
             };

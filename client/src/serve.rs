@@ -1,4 +1,5 @@
-//! `gemctl mcp serve`: the session's catalog as one MCP server on stdin/stdout. The daemon
+//! `gemctl mcp serve`: the session's catalog (or one of its servers') as one MCP server on
+//! stdin/stdout. The daemon
 //! serves the gateway on an upgraded connection of its socket (`geminid_protocol::gateway`);
 //! this relays bytes both ways until the client or the daemon goes.
 
@@ -6,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use geminid_protocol::gateway::{self, Names};
+use geminid_protocol::gateway::{self, Confirm, Names, Options};
 use tokio::io::AsyncWriteExt as _;
 
 #[derive(Debug, Args)]
@@ -15,10 +16,22 @@ pub struct ServeArgs {
     /// --session]
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// How tools and prompts are named: `server` (<server>__<tool>) or `fqn` (Gemini CLI's
-    /// mcp_<server>_<tool>)
-    #[arg(long, value_enum, default_value = "server")]
-    pub names: NamesArg,
+    /// How tools and prompts are named: `server` (<server>__<tool>), `fqn` (Gemini CLI's
+    /// mcp_<server>_<tool>) or `own` (the server's own names; needs --server) [default: own
+    /// with --server, else server]
+    #[arg(long, value_enum)]
+    pub names: Option<NamesArg>,
+    /// Serve only this server of the session (its name exactly), under its own names: its
+    /// client sees it as if it ran the server itself (`gemctl mcp import` writes one such entry
+    /// per server)
+    #[arg(long, value_name = "NAME")]
+    pub server: Option<String>,
+    /// Who confirms the calls geminid's policy asks about: `geminid` (the client as an
+    /// elicitation if it can answer one, else `gemctl attach`, else the call is denied) or
+    /// `client` (the client confirms calls itself, as Gemini CLI does: asked-about calls are
+    /// allowed as confirmed by it; a deny stays a deny)
+    #[arg(long, value_enum, default_value = "geminid")]
+    pub confirm: ConfirmArg,
     /// Serve streamable HTTP on this loopback address instead of stdio (e.g. 127.0.0.1:8765;
     /// port 0 picks one), until Ctrl-C. Clients send `Authorization: Bearer <token>`: the token
     /// is printed the first time and kept in the daemon's data directory (0600)
@@ -33,20 +46,42 @@ pub enum NamesArg {
     Server,
     /// mcp_<server>_<tool>
     Fqn,
+    /// The server's own names (with --server)
+    Own,
 }
 
-impl From<NamesArg> for Names {
-    fn from(n: NamesArg) -> Self {
-        match n {
-            NamesArg::Server => Names::Server,
-            NamesArg::Fqn => Names::Fqn,
-        }
+/// `--confirm`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ConfirmArg {
+    /// geminid asks (an elicitation, `gemctl attach`, else denied)
+    Geminid,
+    /// The client confirms calls itself
+    Client,
+}
+
+impl ServeArgs {
+    /// What to ask the daemon for.
+    pub fn options(&self) -> anyhow::Result<Options> {
+        let names = match (self.names, &self.server) {
+            (Some(NamesArg::Own), None) => {
+                anyhow::bail!("--names own serves one server's own names: it needs --server NAME")
+            }
+            (Some(NamesArg::Server), _) => Names::Server,
+            (Some(NamesArg::Fqn), _) => Names::Fqn,
+            (Some(NamesArg::Own), Some(_)) | (None, Some(_)) => Names::Own,
+            (None, None) => Names::Server,
+        };
+        let confirm = match self.confirm {
+            ConfirmArg::Geminid => Confirm::Geminid,
+            ConfirmArg::Client => Confirm::Client,
+        };
+        Ok(Options { names, server: self.server.clone(), confirm, http: self.http.clone() })
     }
 }
 
 /// Relay stdin and stdout to the gateway of `session` until either side ends.
-pub async fn run(socket: &Path, session: &str, names: Names) -> anyhow::Result<()> {
-    let stream = gateway::open(socket, session, names).await?;
+pub async fn run(socket: &Path, session: &str, options: &Options) -> anyhow::Result<()> {
+    let stream = gateway::open_with(socket, session, options).await?;
     let (mut from_daemon, mut to_daemon) = tokio::io::split(stream);
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
@@ -81,12 +116,11 @@ pub async fn run(socket: &Path, session: &str, names: Names) -> anyhow::Result<(
 pub async fn run_http(
     socket: &Path,
     session: &str,
-    names: Names,
-    addr: &str,
+    options: &Options,
     json: bool,
 ) -> anyhow::Result<()> {
     use tokio::io::AsyncBufReadExt as _;
-    let stream = gateway::open_with(socket, session, names, Some(addr)).await?;
+    let stream = gateway::open_with(socket, session, options).await?;
     let mut reader = tokio::io::BufReader::new(stream);
     let mut line = String::new();
     reader.read_line(&mut line).await.context("geminid did not say where it listens")?;

@@ -4,7 +4,7 @@
 //! stdin and stdout to such a connection.
 //!
 //! ```text
-//! GET /mcp?session=<id>&names=server HTTP/1.1
+//! GET /mcp?session=<id>&names=server[&server=<name>][&confirm=client][&http=<addr>] HTTP/1.1
 //! Host: localhost
 //! Connection: upgrade
 //! Upgrade: geminid-mcp
@@ -40,6 +40,58 @@ pub enum Names {
     Server,
     /// Gemini CLI's own names (`mcp_<server>_<tool>`), as `gemctl mcp tools` lists them.
     Fqn,
+    /// The server's own names, unchanged: for a gateway of one server (`server=<name>`),
+    /// which its client names as it would name the server itself (Gemini CLI:
+    /// `mcp_<entry>_<tool>`).
+    Own,
+}
+
+/// Who confirms the calls policy asks about.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum Confirm {
+    /// geminid asks: the client as an elicitation if it can answer one, else a client
+    /// attached to the session (`gemctl attach`), else nobody (the call is denied, and a tool
+    /// that is only ever asked about is not listed).
+    #[default]
+    Geminid,
+    /// The client confirms calls itself (Gemini CLI does): what policy would ask about is
+    /// allowed as confirmed by the client (and audited so); a deny stays a deny.
+    Client,
+}
+
+impl Confirm {
+    /// The query value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Geminid => "geminid",
+            Self::Client => "client",
+        }
+    }
+
+    /// From the query value.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "geminid" => Some(Self::Geminid),
+            "client" => Some(Self::Client),
+            _ => None,
+        }
+    }
+}
+
+/// What a gateway serves, and how.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// How tools and prompts are named.
+    pub names: Names,
+    /// Only this server of the session (its entry name, exactly), named by [`Names::Own`]
+    /// unless told otherwise.
+    pub server: Option<String>,
+    /// Who confirms.
+    pub confirm: Confirm,
+    /// Listen for streamable HTTP clients here instead (see [`open_with`]).
+    pub http: Option<String>,
 }
 
 impl Names {
@@ -48,6 +100,7 @@ impl Names {
         match self {
             Self::Server => "server",
             Self::Fqn => "fqn",
+            Self::Own => "own",
         }
     }
 
@@ -56,6 +109,7 @@ impl Names {
         match s {
             "server" => Some(Self::Server),
             "fqn" => Some(Self::Fqn),
+            "own" => Some(Self::Own),
             _ => None,
         }
     }
@@ -122,7 +176,7 @@ async fn connect(socket: &Path) -> io::Result<Stream> {
 
 /// Open the gateway for `session` on the daemon at `socket`: the connection, upgraded.
 pub async fn open(socket: &Path, session: &str, names: Names) -> Result<Stream, OpenError> {
-    open_with(socket, session, names, None).await
+    open_with(socket, session, &Options { names, ..Options::default() }).await
 }
 
 /// What the daemon says first on a connection that asked for the HTTP gateway.
@@ -143,14 +197,13 @@ pub struct Listening {
     pub error: Option<String>,
 }
 
-/// [`open`], or with `http` (`127.0.0.1:PORT`, loopback only) the daemon listens there for
-/// streamable HTTP clients for as long as the returned connection stays open; its first line
-/// is a [`Listening`].
+/// [`open`] with all of [`Options`]. With `http` (`127.0.0.1:PORT`, loopback only) the daemon
+/// listens there for streamable HTTP clients for as long as the returned connection stays
+/// open; its first line is a [`Listening`].
 pub async fn open_with(
     socket: &Path,
     session: &str,
-    names: Names,
-    http: Option<&str>,
+    options: &Options,
 ) -> Result<Stream, OpenError> {
     let io = |source: io::Error| OpenError::Io { socket: socket.to_path_buf(), source };
     let mut stream = connect(socket).await.map_err(|source| match source.kind() {
@@ -159,12 +212,19 @@ pub async fn open_with(
         }
         _ => io(source),
     })?;
-    let http = http.map(|a| format!("&http={}", encode(a))).unwrap_or_default();
+    let mut query = format!("session={}&names={}", encode(session), options.names.as_str());
+    if let Some(server) = &options.server {
+        query.push_str(&format!("&server={}", encode(server)));
+    }
+    if options.confirm != Confirm::default() {
+        query.push_str(&format!("&confirm={}", options.confirm.as_str()));
+    }
+    if let Some(addr) = &options.http {
+        query.push_str(&format!("&http={}", encode(addr)));
+    }
     let request = format!(
-        "GET {PATH}?session={}&names={}{http} HTTP/1.1\r\nHost: localhost\r\n\
-         Connection: upgrade\r\nUpgrade: {UPGRADE}\r\n\r\n",
-        encode(session),
-        names.as_str()
+        "GET {PATH}?{query} HTTP/1.1\r\nHost: localhost\r\n\
+         Connection: upgrade\r\nUpgrade: {UPGRADE}\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await.map_err(io)?;
     // Byte by byte up to the blank line: whatever follows it is the MCP stream's.

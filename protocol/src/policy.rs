@@ -223,6 +223,9 @@ pub enum AuditConfirmation {
     Remembered,
     /// The caller is the person (`gemctl call`): the call counts as confirmed.
     ByCaller,
+    /// The gateway's client confirms calls itself (`gemctl mcp serve --confirm client`, as
+    /// `gemctl mcp import` writes it for Gemini CLI): the call counts as confirmed by it.
+    ByClient,
     /// Nobody answered before the deadline.
     TimedOut,
     /// Nobody could be asked (no interactive client).

@@ -177,13 +177,18 @@ impl Catalog {
     }
 
     /// The first of the session's servers (by name) that offers `uri`: lists it, or has a
-    /// template that matches it or is it (the gateway serves a URI two servers list once).
+    /// template that matches it or is it (the gateway serves a URI two servers list once);
+    /// `among` only that server.
     pub async fn first_offering(
         &self,
         session: &str,
         uri: &str,
+        among: Option<&str>,
     ) -> Result<Option<String>, CatalogError> {
-        let (servers, _) = self.servers(session).await?;
+        let (mut servers, _) = self.servers(session).await?;
+        if let Some(one) = among {
+            servers.retain(|(n, _)| n == one);
+        }
         let listed =
             servers.iter().find(|(_, s)| s.catalog().resources.iter().any(|r| r["uri"] == uri));
         let found = listed.or_else(|| {
@@ -195,10 +200,26 @@ impl Catalog {
         Ok(found.map(|(n, _)| n.clone()))
     }
 
+    /// The session's connected servers: (entry name, identity).
+    pub async fn identities(&self, session: &str) -> Vec<(String, String)> {
+        let Ok((servers, _)) = self.servers(session).await else { return Vec::new() };
+        servers.iter().map(|(n, s)| (n.clone(), s.identity.clone())).collect()
+    }
+
     /// The identity of one of the session's servers (whose notifications name it so).
     pub async fn identity_of(&self, session: &str, server_name: &str) -> Option<String> {
         let (servers, _) = self.servers(session).await.ok()?;
         servers.iter().find(|(n, _)| n == server_name).map(|(_, s)| s.identity.clone())
+    }
+
+    /// Refused unless `name` is exactly one of the session's server entries (the gateway of
+    /// one server): why, naming a near miss.
+    pub fn check_server(&self, session: &str, name: &str) -> Result<(), String> {
+        self.ensure_servers(session).map_err(|e| e.to_string())?;
+        match self.mcp.find(Some(session), name) {
+            Err(crate::mcp::McpError::NotFound(why)) => Err(why),
+            _ => Ok(()),
+        }
     }
 
     /// A prompt by its server and own name, as the server answers (for the gateway).

@@ -137,7 +137,11 @@ impl Policy for Guard {
                 Decision::Allow
             }
             Rule::AskUser if call.confirmed => {
-                note.confirmation = Some(AuditConfirmation::ByCaller);
+                // Through the gateway, only a client that confirms calls itself says so.
+                note.confirmation = Some(match call.origin {
+                    crate::calls::Origin::Gateway => AuditConfirmation::ByClient,
+                    _ => AuditConfirmation::ByCaller,
+                });
                 Decision::Allow
             }
             Rule::AskUser if call.server.is_empty() => {

@@ -142,7 +142,7 @@ pub(super) async fn answer(
     let mut listening = asks.listen(&gw.session, conn, &kinds);
     // The session is interactive now, so its table shows what needs a person: a list the
     // client took before this began is announced as changed.
-    gw.announce_changes(&peer).await;
+    gw.announce_changes(&super::notify::Announce::Peer(peer.clone())).await;
     let mut waiting: HashMap<String, oneshot::Sender<()>> = HashMap::new();
     let start = |ask: Ask, waiting: &mut HashMap<String, oneshot::Sender<()>>| {
         let (tx, rx) = oneshot::channel();

@@ -15,7 +15,8 @@ use super::{Gateway, catalog_error};
 impl Gateway {
     /// The server (entry name) offering a resource URI or template.
     pub(super) async fn owner_of_uri(&self, uri: &str) -> Result<String, McpError> {
-        let owner = self.core.catalog.first_offering(&self.session, uri).await;
+        let among = self.serving.server.as_deref();
+        let owner = self.core.catalog.first_offering(&self.session, uri, among).await;
         owner.map_err(catalog_error)?.ok_or_else(|| {
             McpError::resource_not_found(format!("no server of this session offers {uri}"), None)
         })
@@ -43,10 +44,12 @@ impl Gateway {
         };
         request.meta = None;
         let catalog = &self.core.catalog;
-        catalog
+        let mut done = catalog
             .on_server(&self.session, &server, |peer| async move { peer.complete(request).await })
             .await
-            .map_err(catalog_error)
+            .map_err(catalog_error)?;
+        done.result_type = Some(rmcp::model::ResultType::COMPLETE);
+        Ok(done)
     }
 
     /// A subscription on the server that offers `uri`: `resources/subscribe` to one of the

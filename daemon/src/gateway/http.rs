@@ -33,11 +33,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service as _;
 
-use super::Gateway;
+use super::{Gateway, Serving};
 use crate::core::Core;
 use crate::secrets::Secret;
 use crate::session::ConnId;
-use geminid_protocol::gateway::Names;
 
 /// The token's file in the daemon's data directory.
 pub(crate) const TOKEN_FILE: &str = "gateway-token";
@@ -198,7 +197,7 @@ fn unauthorized() -> Response<Body> {
 pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
     core: Arc<Core>,
     session: String,
-    mode: Names,
+    serving: Serving,
     conn: ConnId,
     listener: TcpListener,
     mut control: C,
@@ -220,12 +219,12 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
     if control.write_all(format!("{said}\n").as_bytes()).await.is_err() {
         return;
     }
-    let instructions = Gateway::instructions(&core, &session).await;
+    let instructions = Gateway::instructions(&core, &session, serving.server.as_deref()).await;
     let stop = CancellationToken::new();
     let config = StreamableHttpServerConfig::default().with_cancellation_token(stop.clone());
     let (c, s) = (core.clone(), session.clone());
     let service = StreamableHttpService::new(
-        move || Ok(Gateway::new(c.clone(), s.clone(), mode, conn, instructions.clone())),
+        move || Ok(Gateway::new(c.clone(), s.clone(), serving.clone(), conn, instructions.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );

@@ -1,34 +1,37 @@
-//! The MCP gateway: one session's catalog as one MCP server, for any MCP client (`gemctl mcp
-//! serve`). Tools, prompts and resources are the session's (policy's static filter applied);
-//! a tool call goes through the session's pipeline (hooks, policy, confirmation, audit) and
-//! answers with the upstream server's own result, plus what hooks added for the model. The
-//! lists' `list_changed` notifications follow the session's catalog; progress and cancellation
-//! pass through.
+//! The MCP gateway: one session's catalog, or one of its servers' (`server=<name>`), as one
+//! MCP server, for any MCP client (`gemctl mcp serve`). Tools, prompts and resources are the
+//! session's (policy's static filter applied); a tool call goes through the session's pipeline
+//! (hooks, policy, confirmation, audit) and answers with the upstream server's own result,
+//! plus what hooks added for the model. Who confirms what policy asks about is geminid (the
+//! default) or the client (`confirm=client`: a client that confirms calls itself, as Gemini CLI
+//! does). The lists' changes follow the session's catalog; progress, cancellation and the
+//! servers' log messages pass through (`notify`). Both eras: a client of 2026-07-28 gets
+//! `resultType` on every result and its changes on `subscriptions/listen` streams.
 //!
 //! The transport is the daemon's socket, upgraded (`route`), with MCP's stdio framing.
 
 mod elicit;
 mod forward;
 mod http;
+mod lists;
 pub mod names;
+mod notify;
 pub(crate) mod route;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use geminid_protocol::event::EventBody;
-use geminid_protocol::gateway::Names;
+use geminid_protocol::gateway::{Confirm, Names};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, Prompt, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ServerCapabilities, Tool,
+    Prompt, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResultType,
+    ServerCapabilities,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::calls::{CallError, CallRequest, Origin, Target};
@@ -36,7 +39,7 @@ use crate::catalog::CatalogError;
 use crate::catalog::view::ResourceRef;
 use crate::core::Core;
 use crate::session::ConnId;
-use names::{Item, NameMap};
+use lists::{fingerprint, resources_fingerprint};
 
 /// Whether a call id is one the gateway gave a client's call (`gw{n}-{m}`).
 fn is_gateway_call(id: &str) -> bool {
@@ -46,6 +49,17 @@ fn is_gateway_call(id: &str) -> bool {
             && !m.is_empty()
             && m.bytes().all(|b| b.is_ascii_digit())
     })
+}
+
+/// What a gateway serves of its session, and who confirms.
+#[derive(Debug, Clone, Default)]
+pub struct Serving {
+    /// How tools and prompts are named.
+    pub names: Names,
+    /// Only this server (its entry name, checked exactly when the gateway opens).
+    pub server: Option<String>,
+    /// Who confirms the calls policy asks about.
+    pub confirm: Confirm,
 }
 
 /// One downstream client's gateway over one session (cheap to clone: the handler rmcp serves
@@ -65,7 +79,9 @@ impl std::ops::Deref for Gateway {
 pub struct Inner {
     core: Arc<Core>,
     session: String,
-    mode: Names,
+    serving: Serving,
+    /// The lowest severity of the servers' log messages passed on (`logging/setLevel`).
+    min_level: std::sync::atomic::AtomicU8,
     /// The daemon's connection the client comes through.
     conn: ConnId,
     /// What the client saw last of each list, to notify only real changes.
@@ -87,18 +103,6 @@ struct Seen {
 
 static GATEWAYS: AtomicU64 = AtomicU64::new(0);
 
-fn fingerprint(v: &impl serde::Serialize) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    serde_json::to_string(v).unwrap_or_default().hash(&mut h);
-    h.finish()
-}
-
-/// What a client sees of the session's resources: the resources and the templates.
-fn resources_fingerprint(r: &geminid_protocol::tools::ResourcesListResult) -> u64 {
-    fingerprint(&(r.resources.iter().map(|e| &e.resource).collect::<Vec<_>>(), &r.templates))
-}
-
 fn catalog_error(e: CatalogError) -> McpError {
     match e {
         CatalogError::NotInCatalog(m) | CatalogError::MissingArguments(m) => {
@@ -109,10 +113,23 @@ fn catalog_error(e: CatalogError) -> McpError {
 }
 
 impl Gateway {
-    /// The session's servers' instructions, as the gateway's own.
-    pub async fn instructions(core: &Core, session: &str) -> Option<String> {
+    /// The session's servers' instructions, as the gateway's own; one server's as it gives
+    /// them.
+    pub async fn instructions(core: &Core, session: &str, server: Option<&str>) -> Option<String> {
         let i = core.catalog.instructions(session).await.ok()?;
-        Some(i.system_prompt).filter(|p| !p.is_empty())
+        match server {
+            Some(one) => i.servers.into_iter().find(|(n, _)| n == one).map(|(_, text)| text),
+            None => Some(i.system_prompt).filter(|p| !p.is_empty()),
+        }
+    }
+
+    /// Whether the gateway serves `server`'s items.
+    fn serves(&self, server: &str) -> bool {
+        self.serving.server.as_deref().is_none_or(|one| one == server)
+    }
+
+    fn min_level(&self) -> u8 {
+        self.min_level.load(Ordering::Relaxed)
     }
 
     /// The start of the call ids of this client's calls (`gw{id}-`): the asks they raise are
@@ -129,19 +146,20 @@ impl Gateway {
             .is_none_or(|id| !is_gateway_call(id) || id.starts_with(&self.call_prefix()))
     }
 
-    /// A gateway for `session`, naming tools and prompts by `mode`, for a client reached
-    /// through the daemon's connection `conn` (the one attached to the session).
+    /// A gateway for `session`, serving it as `serving` says, for a client reached through
+    /// the daemon's connection `conn` (the one attached to the session).
     pub fn new(
         core: Arc<Core>,
         session: String,
-        mode: Names,
+        serving: Serving,
         conn: ConnId,
         instructions: Option<String>,
     ) -> Self {
         Self(Arc::new(Inner {
             core,
             session,
-            mode,
+            serving,
+            min_level: std::sync::atomic::AtomicU8::new(0),
             conn,
             seen: Mutex::default(),
             next_call: AtomicU64::new(0),
@@ -165,7 +183,8 @@ impl Gateway {
             }
             gone.cancel();
         });
-        tokio::spawn(self.clone().follow(peer.clone(), gone.clone()));
+        tokio::spawn(self.clone().follow(notify::Announce::Peer(peer.clone()), gone.clone()));
+        tokio::spawn(self.clone().pass_logs(peer.clone(), gone.clone()));
         let kinds = peer.peer_info().map(|i| elicit::kinds(&i.capabilities)).unwrap_or_default();
         if !kinds.is_empty() {
             tokio::spawn(elicit::answer(self.clone(), peer, self.conn, kinds, gone));
@@ -180,147 +199,14 @@ impl Gateway {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The session's tools and the names they are served under.
-    async fn tools(&self) -> Result<(Arc<crate::catalog::tools::SessionTools>, NameMap), McpError> {
-        let st =
-            self.core.catalog.session_tools(&self.session, true).await.map_err(catalog_error)?;
-        let items: Vec<Item<'_>> = st
-            .tools
-            .iter()
-            .map(|t| Item { server: &t.server_name, own: &t.tool().name, fqn: &t.fqn })
-            .collect();
-        let map = names::build(&items, self.mode);
-        drop(items);
-        Ok((st, map))
-    }
-
-    /// The tools as served, and the renames of names taken twice.
-    async fn tool_list(&self) -> Result<(Vec<Tool>, Vec<String>), McpError> {
-        let (st, map) = self.tools().await?;
-        let mut out = Vec::with_capacity(st.tools.len());
-        for (t, name) in st.tools.iter().zip(&map.served) {
-            let mut raw = t.tool().raw.clone();
-            if let Some(o) = raw.as_object_mut() {
-                o.insert("name".into(), Value::String(name.clone()));
-                // MCP clients require an object schema: a custom tool declared without one
-                // (`{}`) is served as `{"type": "object"}`.
-                if let Some(schema) = o.get_mut("inputSchema").and_then(Value::as_object_mut)
-                    && !schema.contains_key("type")
-                {
-                    schema.insert("type".into(), Value::String("object".into()));
-                }
-            }
-            match serde_json::from_value::<Tool>(raw) {
-                Ok(tool) => out.push(tool),
-                Err(e) => {
-                    tracing::warn!(tool = %t.fqn, error = %e, "gateway: a tool its client could not parse is left out")
-                }
-            }
-        }
-        Ok((out, map.notes))
-    }
-
-    /// Prompts: `(served name, server, own name, the prompt as listed)`.
-    async fn prompt_list(&self) -> Result<Vec<(String, String, String, Value)>, McpError> {
-        let (entries, _) = self.core.catalog.prompts(&self.session).await.map_err(catalog_error)?;
-        let fqns: Vec<String> = entries.iter().map(|(e, _)| e.name.clone()).collect();
-        let items: Vec<Item<'_>> = entries
-            .iter()
-            .zip(&fqns)
-            .map(|((e, _), fqn)| Item { server: &e.server, own: &e.prompt, fqn })
-            .collect();
-        let map = names::build(&items, self.mode);
-        Ok(entries
-            .iter()
-            .zip(map.served)
-            .map(|((e, _), name)| {
-                let prompt = serde_json::json!({
-                    "name": name,
-                    "description": e.description,
-                    "arguments": e.arguments,
-                });
-                (name, e.server.clone(), e.prompt.clone(), prompt)
-            })
-            .collect())
-    }
-
-    /// Tell the client which of its lists changed since it last looked (called on catalog,
-    /// server and configuration events).
-    pub(crate) async fn announce_changes(&self, peer: &Peer<RoleServer>) {
-        let tools = self.tool_list().await.ok().map(|(t, _)| fingerprint(&t));
-        let prompts = self.prompt_list().await.ok().map(|p| fingerprint(&p));
-        let resources = self
-            .core
-            .catalog
-            .resources(&self.session)
-            .await
-            .ok()
-            .map(|r| resources_fingerprint(&r));
-        let (t, p, r) = {
-            let mut seen = self.seen();
-            let t = tools.is_some() && seen.tools.is_some() && seen.tools != tools;
-            let p = prompts.is_some() && seen.prompts.is_some() && seen.prompts != prompts;
-            let r = resources.is_some() && seen.resources.is_some() && seen.resources != resources;
-            // A list the client never asked for is not announced, but is remembered.
-            seen.tools = tools.or(seen.tools);
-            seen.prompts = prompts.or(seen.prompts);
-            seen.resources = resources.or(seen.resources);
-            (t, p, r)
-        };
-        if t {
-            let _ = peer.notify_tool_list_changed().await;
-        }
-        if p {
-            let _ = peer.notify_prompt_list_changed().await;
-        }
-        if r {
-            let _ = peer.notify_resource_list_changed().await;
-        }
-    }
-
-    /// Follow the session's events for this client until it goes.
-    async fn follow(self, peer: Peer<RoleServer>, gone: CancellationToken) {
-        let mut events = self.core.events.subscribe();
-        loop {
-            let ev = tokio::select! {
-                () = gone.cancelled() => return,
-                ev = events.recv() => ev,
-            };
-            if let Ok(p) = &ev
-                && let EventBody::ResourceUpdated(u) = &p.event.body
-            {
-                if self.subscribed().contains(&(u.identity.clone(), u.uri.clone())) {
-                    let param = rmcp::model::ResourceUpdatedNotificationParam::new(u.uri.clone());
-                    let _ = peer.notify_resource_updated(param).await;
-                }
-                continue;
-            }
-            let relevant = match ev {
-                Ok(p) => match &p.event.body {
-                    EventBody::CatalogChanged(c) => c.sessions.contains(&self.session),
-                    EventBody::ConfigChanged(c) => c.session == self.session,
-                    EventBody::ToolsDiscovered(d) => d.session == self.session,
-                    EventBody::McpServerState(_) => true,
-                    _ => false,
-                },
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            };
-            if relevant {
-                // Let a burst settle (a server's restart is several events).
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                while let Ok(p) = events.try_recv() {
-                    drop(p);
-                }
-                self.announce_changes(&peer).await;
-            }
-        }
-    }
-
-    fn call_failed(e: CallError) -> Result<CallToolResponse, McpError> {
+    /// A call that failed: a protocol error for a call that could not be made as asked (the
+    /// tool named as the client named it), else an error result the model reads.
+    fn call_failed(e: CallError, fqn: &str, served: &str) -> Result<CallToolResponse, McpError> {
         match e {
             CallError::ToolNotFound(m) => Err(McpError::invalid_params(m, None)),
-            CallError::InvalidArguments { .. } => {
+            CallError::InvalidArguments { tool, why } => {
+                let tool = if tool == fqn { served.to_owned() } else { tool };
+                let e = CallError::InvalidArguments { tool, why };
                 Err(McpError::invalid_params(e.to_string(), None))
             }
             // What the model should read: the call did not happen, and why.
@@ -336,8 +222,13 @@ impl ServerHandler for Gateway {
         self.start(context.peer);
     }
 
+    #[allow(
+        deprecated,
+        reason = "logging is SEP-2577-deprecated; clients of the earlier eras use it"
+    )]
     fn get_info(&self) -> InitializeResult {
         let caps = ServerCapabilities::builder()
+            .enable_logging()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_prompts()
@@ -374,42 +265,31 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let (st, map) = self.tools().await?;
-        let Some(&i) = map.by_served.get(request.name.as_ref()) else {
+        let served = self.tools().await?;
+        let Some(&i) = served.map.by_served.get(request.name.as_ref()) else {
             return Err(McpError::invalid_params(
-                format!("no tool named '{}' in this session (tools/list shows them)", request.name),
+                format!("no tool named '{}' here (tools/list shows them)", request.name),
                 None,
             ));
         };
-        let fqn = st.tools[i].fqn.clone();
-        drop(st);
+        let fqn = served.tool(i).fqn.clone();
+        drop(served);
         let n = self.next_call.fetch_add(1, Ordering::Relaxed) + 1;
         let call_id = format!("{}{n}", self.call_prefix());
-        // Progress for this call goes to the client under its own token.
+        // Progress for this call goes to the client under its own token, all of it before
+        // the result.
+        let (finished, ended) = tokio::sync::oneshot::channel::<()>();
         let progress = context.meta.get_progress_token().map(|token| {
-            let mut events = self.core.events.subscribe();
-            let (peer, session, id) = (context.peer.clone(), self.session.clone(), call_id.clone());
-            tokio::spawn(async move {
-                while let Ok(p) = events.recv().await {
-                    if let EventBody::ToolProgress(tp) = &p.event.body
-                        && tp.session == session
-                        && tp.call_id.as_deref() == Some(id.as_str())
-                    {
-                        let mut param = ProgressNotificationParam::new(token.clone(), tp.progress);
-                        param.total = tp.total;
-                        param.message = tp.message.clone();
-                        let _ = peer.notify_progress(param).await;
-                    }
-                }
-            })
+            notify::progress(self, context.peer.clone(), token, call_id.clone(), ended)
         });
         let req = CallRequest {
             session: self.session.clone(),
-            target: Target::Tool(fqn),
+            target: Target::Tool(fqn.clone()),
             args: request.arguments,
             call_id: Some(call_id.clone()),
             origin: Origin::Gateway,
-            confirmed: false,
+            // A client that confirms calls itself has, by calling.
+            confirmed: self.serving.confirm == Confirm::Client,
             tail_of: None,
         };
         let cancel = {
@@ -422,12 +302,13 @@ impl ServerHandler for Gateway {
         };
         let done = self.core.calls.call(req).await;
         cancel.abort();
+        drop(finished);
         if let Some(p) = progress {
-            p.abort();
+            let _ = p.await;
         }
         let (_, outcome) = match done {
             Ok(d) => d,
-            Err(e) => return Self::call_failed(e),
+            Err(e) => return Self::call_failed(e, &fqn, &request.name),
         };
         let mut result: CallToolResult = match serde_json::from_value(outcome.result) {
             Ok(r) => r,
@@ -439,6 +320,7 @@ impl ServerHandler for Gateway {
             }
         };
         result.content.extend(outcome.notes.into_iter().map(Content::text));
+        result.result_type = Some(ResultType::COMPLETE);
         Ok(CallToolResponse::Complete(result))
     }
 
@@ -473,7 +355,10 @@ impl ServerHandler for Gateway {
             .await
             .map_err(catalog_error)?;
         serde_json::from_value::<rmcp::model::GetPromptResult>(raw)
-            .map(Into::into)
+            .map(|mut r| {
+                r.result_type = Some(ResultType::COMPLETE);
+                r.into()
+            })
             .map_err(|e| McpError::internal_error(format!("the prompt does not parse: {e}"), None))
     }
 
@@ -482,7 +367,7 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let r = self.core.catalog.resources(&self.session).await.map_err(catalog_error)?;
+        let r = self.resources().await?;
         self.seen().resources = Some(resources_fingerprint(&r));
         // A URI two servers list is served once, by the first (servers by name).
         let mut seen = HashMap::new();
@@ -504,6 +389,31 @@ impl ServerHandler for Gateway {
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, McpError> {
         self.forward_complete(request).await
+    }
+
+    #[allow(
+        deprecated,
+        reason = "logging is SEP-2577-deprecated; clients of the earlier eras use it"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.min_level.store(notify::severity(request.level), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(notify::accept_filter(requested))
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        self.listening(context).await;
+        Ok(())
     }
 
     async fn subscribe(
@@ -528,7 +438,7 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let r = self.core.catalog.resources(&self.session).await.map_err(catalog_error)?;
+        let r = self.resources().await?;
         let templates = r
             .templates
             .into_iter()

@@ -4,7 +4,8 @@
 //! the whole name so two long names stay apart, and a name already taken renamed `__2`, `__3`
 //! (the first in the session's order, servers by name, keeps it; each rename is reported). The
 //! same table gives the same names, so a client's approvals and settings keep working across
-//! restarts. `fqn` names are Gemini CLI's own, already unique.
+//! restarts. `fqn` names are Gemini CLI's own, already unique; `own` names (one server's
+//! gateway) are the server's, unchanged.
 
 use std::collections::HashMap;
 
@@ -59,6 +60,9 @@ pub fn build(items: &[Item<'_>], mode: Names) -> NameMap {
     for (i, item) in items.iter().enumerate() {
         let base = match mode {
             Names::Fqn => item.fqn.to_owned(),
+            // One server's gateway: its names as it gives them (its client names them as it
+            // would name the server's own).
+            Names::Own => item.own.to_owned(),
             // A custom tool has no server: its own name (`discovered_tool_…`) stands alone.
             Names::Server if item.server.is_empty() => fit(&clean(item.fqn), MAX_NAME),
             Names::Server => fit(&format!("{}__{}", clean(item.server), clean(item.own)), MAX_NAME),
@@ -119,5 +123,8 @@ mod tests {
         }
         assert_eq!(build(&list, Names::Server).served, m.served, "stable");
         assert_eq!(build(&list, Names::Fqn).served[0], "create_issue");
+        let own = build(&list, Names::Own);
+        assert_eq!(own.served[1], "get thing", "own names are not cleaned");
+        assert!(own.notes.is_empty());
     }
 }

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use geminid_protocol::gateway::{Names, PATH, UPGRADE};
+use geminid_protocol::gateway::{Confirm, Names, PATH, UPGRADE};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -16,7 +16,7 @@ use jsonrpsee::server::HttpBody;
 use rmcp::ServiceExt as _;
 use tokio_util::task::TaskTracker;
 
-use super::Gateway;
+use super::{Gateway, Serving};
 use crate::core::Core;
 use crate::session::ConnId;
 
@@ -91,18 +91,39 @@ async fn open(
     let Some(session) = query(&req, "session") else {
         return answer(StatusCode::BAD_REQUEST, "the gateway needs ?session=<id>".into());
     };
-    let mode = match query(&req, "names").as_deref() {
+    let server = query(&req, "server");
+    let names = match query(&req, "names").as_deref() {
+        // One server's gateway serves its names as they are, unless told otherwise.
+        None if server.is_some() => Names::Own,
         None => Names::default(),
         Some(m) => match Names::parse(m) {
             Some(m) => m,
             None => {
                 return answer(
                     StatusCode::BAD_REQUEST,
-                    format!("names={m} is not a naming: server or fqn"),
+                    format!("names={m} is not a naming: server, fqn or own"),
                 );
             }
         },
     };
+    let confirm = match query(&req, "confirm").as_deref() {
+        None => Confirm::default(),
+        Some(c) => match Confirm::parse(c) {
+            Some(c) => c,
+            None => {
+                return answer(
+                    StatusCode::BAD_REQUEST,
+                    format!("confirm={c} is not who confirms: geminid or client"),
+                );
+            }
+        },
+    };
+    if names == Names::Own && server.is_none() {
+        return answer(
+            StatusCode::BAD_REQUEST,
+            "names=own serves one server's names as they are: it needs server=<name>".into(),
+        );
+    }
     // `http=ADDR`: listen there instead (bound now, so a refusal is this answer).
     let listener = match query(&req, "http") {
         None => None,
@@ -115,12 +136,21 @@ async fn open(
     if let Err(e) = core.sessions.attach(conn, &session, None).await {
         return answer(StatusCode::NOT_FOUND, e.to_string());
     }
+    // One server's gateway: exactly one of the session's entries (one not running now, being
+    // disabled or untrusted, is served empty until it runs).
+    if let Some(name) = &server
+        && let Err(why) = core.catalog.check_server(&session, name)
+    {
+        return answer(StatusCode::NOT_FOUND, why);
+    }
+    let serving = Serving { names, server, confirm };
     let upgraded = hyper::upgrade::on(req);
     if let Some(listener) = listener {
         tasks.spawn(async move {
             match upgraded.await {
                 Ok(io) => {
-                    super::http::serve(core, session, mode, conn, listener, TokioIo::new(io)).await;
+                    super::http::serve(core, session, serving, conn, listener, TokioIo::new(io))
+                        .await;
                 }
                 Err(e) => tracing::debug!(error = %e, "gateway: the upgrade did not complete"),
             }
@@ -136,8 +166,8 @@ async fn open(
             }
         };
         let (read, write) = tokio::io::split(io);
-        let instructions = Gateway::instructions(&core, &session).await;
-        let gateway = Gateway::new(core.clone(), session.clone(), mode, conn, instructions);
+        let instructions = Gateway::instructions(&core, &session, serving.server.as_deref()).await;
+        let gateway = Gateway::new(core.clone(), session.clone(), serving, conn, instructions);
         tracing::info!(%session, conn = conn.0, "gateway opened");
         let running = match gateway.serve((read, write)).await {
             Ok(r) => r,
