@@ -134,15 +134,21 @@ pub enum McpCommand {
         session_only: bool,
     },
     /// Move your Gemini CLI servers behind the gateway: each server in ~/.gemini/settings.json
-    /// moves to geminid's own servers file, and one entry running `gemctl mcp serve` takes their
-    /// place (the file is backed up first)
+    /// moves to geminid's own servers file, and an entry of the same name running `gemctl mcp
+    /// serve --server NAME --confirm client` takes its place, so Gemini CLI sees the same tools
+    /// under the same names and confirms calls itself as before (the file is backed up first)
     Import {
         /// Print what would move; change nothing
         #[arg(long)]
         dry_run: bool,
-        /// The gateway entry's name
-        #[arg(long, default_value = "geminid")]
-        name: String,
+    },
+    /// Undo `gemctl mcp import`: each server Gemini CLI reaches through the gateway goes back to
+    /// ~/.gemini/settings.json, and Gemini CLI starts it itself again (the file is backed up
+    /// first)
+    Unimport {
+        /// Print what would move back; change nothing
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Serve the session's whole catalog as one MCP server on stdin/stdout, for any MCP client:
     /// {"command": "gemctl", "args": ["mcp", "serve"]}. Calls go through geminid (shared
@@ -502,13 +508,13 @@ pub async fn mcp(
             outln!("✓ MCP server '{}' disabled{suffix}.", r.name);
         }
         McpCommand::Runtime(cmd) => crate::mcp_cmds::run(client, Some(session), cmd, json).await?,
-        McpCommand::Import { dry_run, name } => {
+        McpCommand::Import { dry_run } => {
             let exe = std::env::current_exe().context("cannot tell where gemctl is")?;
             let p = geminid_protocol::config::McpImportParams {
                 session,
                 command: exe.display().to_string(),
-                name: Some(name),
                 dry_run,
+                undo: false,
             };
             let r = client.mcp_import(p).await.map_err(call_error("mcp/import"))?;
             if json {
@@ -523,21 +529,55 @@ pub async fn mcp(
                     outln!("  ('{n}' replaces the one already there)");
                 }
             }
+            let how = "an entry of its own name running `gemctl mcp serve --server <name> \
+                       --confirm client`: the same tools under the same names, and Gemini CLI \
+                       confirms calls itself (geminid's deny rules and hooks still apply)";
             match (&r.backup, r.written, dry_run) {
-                (_, _, true) => outln!(
-                    "Would add \"{}\" (gemctl mcp serve) to {}. Nothing was changed.",
-                    r.gateway,
-                    r.from
-                ),
-                (Some(b), true, _) => outln!(
-                    "Gemini CLI now reaches them through \"{}\" (gemctl mcp serve) in {}; the file as it was is {b}.",
-                    r.gateway,
-                    r.from
-                ),
-                (None, true, _) => {
-                    outln!("Added \"{}\" (gemctl mcp serve) to {}.", r.gateway, r.from)
+                (_, _, true) => {
+                    outln!("Would give Gemini CLI each server through {how}. Nothing was changed.")
                 }
-                _ => outln!("{} already reaches geminid through \"{}\".", r.from, r.gateway),
+                (Some(b), true, _) => outln!(
+                    "Gemini CLI reaches each server through {how}. {} as it was: {b}. \
+                     `gemctl mcp unimport` undoes it.",
+                    r.from
+                ),
+                (None, true, _) => outln!("Gemini CLI reaches each server through {how}."),
+                _ => outln!(
+                    "{} already reaches each of geminid's servers through the gateway.",
+                    r.from
+                ),
+            }
+        }
+        McpCommand::Unimport { dry_run } => {
+            let p = geminid_protocol::config::McpImportParams {
+                session,
+                command: String::new(),
+                dry_run,
+                undo: true,
+            };
+            let r = client.mcp_import(p).await.map_err(call_error("mcp/import"))?;
+            if json {
+                return output::json(&r);
+            }
+            match (r.moved.is_empty(), dry_run, &r.backup) {
+                (true, _, _) => {
+                    outln!("No server of geminid's reached through the gateway in {}.", r.from)
+                }
+                (false, true, _) => outln!(
+                    "Would move back to {}: {}. Nothing was changed.",
+                    r.from,
+                    r.moved.join(", ")
+                ),
+                (false, false, backup) => {
+                    outln!(
+                        "Moved back to {}: {}; Gemini CLI starts them itself again.",
+                        r.from,
+                        r.moved.join(", ")
+                    );
+                    if let Some(b) = backup {
+                        outln!("The file as it was: {b}.");
+                    }
+                }
             }
         }
         // main.rs runs it: it needs the socket, not a client.

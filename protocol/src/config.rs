@@ -386,14 +386,15 @@ pub struct ConfigChanged {
 pub struct McpImportParams {
     /// The session (for the reload that follows).
     pub session: SessionId,
-    /// The gateway entry's command (the absolute path of `gemctl`).
+    /// The gateway entries' command (the absolute path of `gemctl`).
     pub command: String,
-    /// The gateway entry's name (default `geminid`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
     /// Say what would change, and change nothing.
     #[serde(default)]
     pub dry_run: bool,
+    /// Put the servers back instead (`gemctl mcp unimport`): each gateway entry of one of
+    /// geminid's servers is replaced by the server's entry, which leaves geminid's file.
+    #[serde(default)]
+    pub undo: bool,
 }
 
 /// `mcp/import`'s result.
@@ -405,12 +406,13 @@ pub struct McpImportResult {
     pub from: String,
     /// geminid's servers file.
     pub to: String,
-    /// The servers moved (or that would be).
+    /// The servers moved (or that would be); back to Gemini CLI's file for an undo.
     pub moved: Vec<String>,
     /// Of those, the ones geminid's file had already and are replaced.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaced: Vec<String>,
-    /// The gateway entry's name in Gemini CLI's file.
+    /// How Gemini CLI reaches each of geminid's servers: the command of its entry, named as
+    /// the server (empty for an undo).
     pub gateway: String,
     /// The copy of Gemini CLI's file made before it was changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

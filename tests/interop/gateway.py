@@ -64,6 +64,15 @@ def run(s):
 
     s.check("gateway", "Python SDK client lists and calls through gemctl mcp serve", python_basic)
 
+    def python_modern():
+        out = c.py("modern", "everything__echo", json.dumps({"message": "a new era"}),
+                   "everything__simple-prompt")
+        expect("a new era" in out["text"] and not out["isError"], out)
+        expect(out["prompt"] and all(isinstance(t, str) for t in out["prompt"]), out)
+
+    s.check("gateway", "the Python SDK's default client (2026-07-28) calls and gets a prompt",
+            python_modern)
+
     def inspector_stdio():
         # The Inspector hands its server a trimmed environment: the suite's socket goes with -e.
         sock = ["-e", f"GEMINID_SOCKET={s.env()['GEMINID_SOCKET']}", "-e",

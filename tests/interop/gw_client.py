@@ -9,6 +9,8 @@ Scenarios:
                               fx__wait, cancel it, and ask fx__cancelled how many were cancelled
   elicit ACTION TOOL ARGS     a client that elicits and answers ACTION (accept | decline) calls TOOL
   hold                        list, call TOOL once, print READY and stay until stdin closes
+  modern TOOL ARGS_JSON PROMPT the SDK's default client (`mcp.Client`, mode "auto": it
+                              negotiates 2026-07-28): list the tools, call TOOL, get PROMPT
   asks                        a client that elicits (accepting with a name), samples (a fixed
                               answer) and has roots calls the everything server's
                               trigger-elicitation-request and trigger-sampling-request
@@ -28,11 +30,28 @@ def text(result):
     return "\n".join(getattr(c, "text", "") for c in result.content)
 
 
+async def modern(params, tool, args, prompt):
+    # As a user writes it: every default of the SDK's own client.
+    from mcp import Client
+    out = {}
+    async with Client(params) as c:
+        out["tools"] = [t.name for t in (await c.list_tools()).tools]
+        res = await c.call_tool(tool, args)
+        out["text"] = text(res)
+        out["isError"] = bool(res.is_error)
+        got = await c.get_prompt(prompt)
+        out["prompt"] = [getattr(m.content, "text", "") for m in got.messages]
+    return out
+
+
 async def main():
     gemctl, scenario, *rest = sys.argv[1:]
     # The suite's daemon is on its own socket (GEMINID_SOCKET), which the SDK's trimmed default
     # environment would drop: pass the environment on, as a client entry's `env` would.
     params = StdioServerParameters(command=gemctl, args=["mcp", "serve"], env=dict(os.environ))
+    if scenario == "modern":
+        print(json.dumps(await modern(params, rest[0], json.loads(rest[1]), rest[2])), flush=True)
+        return
     changed = anyio.Event()
     asked = []
 

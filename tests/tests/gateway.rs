@@ -25,6 +25,8 @@ struct Heard {
     answer: Option<ElicitationAction>,
     updated: Arc<Mutex<Vec<String>>>,
     asked: Arc<Mutex<Vec<String>>>,
+    /// The servers' log messages passed on: (level, data).
+    logs: Arc<Mutex<Vec<(String, String)>>>,
     /// Declares sampling, and answers every request with this model's "hello".
     samples: Option<&'static str>,
     /// Never answers an elicitation (a person who walked away).
@@ -44,6 +46,20 @@ impl ClientHandler for Heard {
 
     async fn on_progress(&self, p: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
         lock(&self.progress).push(p.progress);
+    }
+
+    #[allow(
+        deprecated,
+        reason = "logging is SEP-2577-deprecated; this client is of the earlier eras"
+    )]
+    async fn on_logging_message(
+        &self,
+        p: rmcp::model::LoggingMessageNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        let level = serde_json::to_value(p.level).unwrap_or_default();
+        let data = p.data.as_str().unwrap_or_default().to_owned();
+        lock(&self.logs).push((level.as_str().unwrap_or_default().to_owned(), data));
     }
 
     async fn on_resource_updated(
@@ -272,11 +288,26 @@ async fn list_changed_progress_and_cancellation_pass_through() -> anyhow::Result
     let after = s.client.list_all_tools().await?;
     assert!(after.iter().any(|t| t.name == "mcp_fy_echo"), "{after:?}");
 
-    // Progress reaches the client under its own token.
-    let (is_error, _) = text_of(&s, "mcp_fx_progress", json!({"steps": 3})).await?;
-    assert!(!is_error);
-    let got = lock(&s.heard.progress).clone();
-    assert!(got.len() >= 3, "progress: {got:?}");
+    // Progress reaches the client under its own token, all of it, the last one too (the
+    // server sends it right before its result).
+    for round in 0..10 {
+        lock(&s.heard.progress).clear();
+        let (is_error, _) =
+            text_of(&s, "mcp_fx_progress", json!({"steps": 4, "gap_ms": 0})).await?;
+        assert!(!is_error);
+        // (This client handles each notification on a task of its own: their order here is
+        // not the wire's.)
+        let all = || async {
+            let mut got = lock(&s.heard.progress).clone();
+            got.sort_by(f64::total_cmp);
+            got == [1.0, 2.0, 3.0, 4.0]
+        };
+        assert!(
+            geminid_tests::eventually(Duration::from_secs(2), all).await,
+            "round {round}: progress {:?}",
+            lock(&s.heard.progress)
+        );
+    }
 
     // A call the client cancels is cancelled upstream too.
     let mut p = CallToolRequestParams::new("mcp_fx_wait");
@@ -535,13 +566,23 @@ async fn a_client_with_another_environment_does_not_replace_the_sessions() -> an
     Ok(())
 }
 
+/// Gemini CLI's file, comments dropped.
+fn gemini_settings(home: &TestHome) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(home.root().join("home/.gemini/settings.json"))?;
+    jsonc(&text)
+}
+
 #[tokio::test]
 async fn import_moves_gemini_clis_servers_behind_the_gateway() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    // A Gemini CLI user's world: no policy of their own, servers in their settings, and an
+    // earlier import's whole-catalog entry.
+    let home = TestHome::new()?;
     let user = home.root().join("home/.gemini/settings.json");
+    let mut fx = stdio(&[]);
+    fx["timeout"] = json!(30000);
+    fx["excludeTools"] = json!(["crash"]);
     let before = format!(
-        "{{\n  // the user's own comment\n  \"ui\": {{\"theme\": \"dark\"}},\n  \"mcpServers\": {{\n    \"fx\": {},\n    \"fy\": {}\n  }}\n}}\n",
-        stdio(&[]),
+        "{{\n  // the user's own comment\n  \"ui\": {{\"theme\": \"dark\"}},\n  \"mcpServers\": {{\n    \"fx\": {fx},\n    \"fy\": {},\n    \"geminid\": {{\"command\": \"gemctl\", \"args\": [\"mcp\", \"serve\"]}}\n  }}\n}}\n",
         stdio(&["--rich"])
     );
     std::fs::write(&user, &before)?;
@@ -553,44 +594,181 @@ async fn import_moves_gemini_clis_servers_behind_the_gateway() -> anyhow::Result
     assert!(out.contains("Would move") && out.contains("fx, fy"), "{out}");
     assert_eq!(std::fs::read_to_string(&user)?, before, "a dry run changes nothing");
 
-    let r = home.gemctl_json(&["mcp", "import"])?;
-    assert_eq!(r["moved"], json!(["fx", "fy"]), "{r}");
-    let backup = r["backup"].as_str().unwrap_or_default();
-    assert_eq!(std::fs::read_to_string(backup)?, before, "the file as it was");
+    let (code, out, err) = home.gemctl_run(&["mcp", "import"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Moved") && out.contains("--confirm client"), "{out}");
     let now = std::fs::read_to_string(&user)?;
     assert!(now.contains("// the user's own comment") && now.contains("\"theme\""), "{now}");
     assert!(!now.contains("mcp-fixture"), "Gemini CLI no longer starts them: {now}");
-    // What Gemini CLI reads: one stdio server, gemctl mcp serve.
-    let stripped: String = now.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
-    let parsed: Value = serde_json::from_str(&stripped)?;
-    let entry = &parsed["mcpServers"]["geminid"];
-    assert_eq!(entry["args"], json!(["mcp", "serve"]), "{now}");
-    assert!(entry["command"].as_str().is_some_and(|c| c.ends_with("gemctl")));
+    // Each server is an entry of its own name: the gateway of that server alone, confirmed by
+    // Gemini CLI, with what Gemini CLI read of the entry kept on it.
+    let parsed = gemini_settings(&home)?;
+    let entry = &parsed["mcpServers"]["fx"];
+    assert_eq!(entry["args"], json!(["mcp", "serve", "--server", "fx", "--confirm", "client"]));
+    assert!(entry["command"].as_str().is_some_and(|c| c.ends_with("gemctl")), "{entry}");
+    assert_eq!((&entry["timeout"], &entry["excludeTools"]), (&json!(30000), &json!(["crash"])));
+    assert!(parsed["mcpServers"]["fy"].is_object(), "{parsed}");
+    assert!(parsed["mcpServers"].get("geminid").is_none(), "the whole-catalog entry goes: {now}");
     let own = std::fs::read_to_string(home.root().join("home/.gemini/geminid/servers.json"))?;
     assert!(own.contains("\"fx\"") && own.contains("\"fy\""), "{own}");
 
-    // geminid runs them still, and does not start its own gateway entry.
+    // geminid runs its own entries, not the gateway entries named as them.
     let listed = home.gemctl_json(&["mcp", "list"])?;
     let by_name =
         |n: &str| listed.as_array().and_then(|a| a.iter().find(|s| s["name"] == n)).cloned();
-    assert_eq!(by_name("fx").map(|s| s["scope"].clone()), Some(json!("geminid")), "{listed}");
-    let gw = by_name("geminid").unwrap_or_default();
-    assert_eq!(gw["state"], "blocked", "{listed}");
-    assert!(gw["lastError"].as_str().is_some_and(|e| e.contains("own gateway")), "{gw}");
-    let s = serve(&home, None, &[]).await?;
+    let fx_listed = by_name("fx").unwrap_or_default();
+    assert_eq!(fx_listed["scope"], "geminid", "{listed}");
+    assert_ne!(fx_listed["state"], "blocked", "{listed}");
+
+    // What Gemini CLI gets, started as the entry says, declaring no elicitation: fx's own
+    // tool names (Gemini CLI makes them mcp_fx_*, as before), none hidden for want of a
+    // confirmation, and a call confirmed by the client.
+    let s = serve(&home, None, &["--server", "fx", "--confirm", "client"]).await?;
     let names: Vec<String> =
         s.client.list_all_tools().await?.into_iter().map(|t| t.name.to_string()).collect();
-    assert!(names.contains(&"fx__echo".to_owned()) && names.contains(&"fy__echo".to_owned()));
-    assert!(!names.iter().any(|n| n.starts_with("geminid__")), "{names:?}");
+    assert!(names.contains(&"echo".to_owned()) && names.contains(&"pid".to_owned()), "{names:?}");
+    assert!(!names.contains(&"crash".to_owned()), "excludeTools still holds: {names:?}");
+    assert!(!names.iter().any(|n| n.contains("__")), "{names:?}");
+    let (is_error, text) = text_of(&s, "echo", json!({"text": "as before"})).await?;
+    assert!(!is_error && text.contains("as before"), "{text}");
+    let audit = home.gemctl_json(&["audit", "-n", "1"])?;
+    let last = &audit["records"][0];
+    assert_eq!((&last["tool"], &last["confirmation"]), (&json!("mcp_fx_echo"), &json!("byClient")));
+    // The same session's whole catalog, served as before (geminid confirms): nobody would, so
+    // no MCP tool is served.
+    let whole = serve(&home, None, &[]).await?;
+    let names: Vec<String> =
+        whole.client.list_all_tools().await?.into_iter().map(|t| t.name.to_string()).collect();
+    assert!(!names.iter().any(|n| n.starts_with("fx__")), "{names:?}");
 
-    // Again: nothing to move. A server of the gateway's name that is not the gateway: refused.
+    // A deny stays a deny when the client confirms.
+    let policies = home.root().join("home/.gemini/policies");
+    std::fs::create_dir_all(&policies)?;
+    std::fs::write(
+        policies.join("deny.toml"),
+        "[[rule]]\nmcpName = \"fx\"\ntoolName = \"pid\"\ndecision = \"deny\"\npriority = 500\n",
+    )?;
+    let gone = || async {
+        s.client.list_all_tools().await.is_ok_and(|t| !t.iter().any(|t| t.name == "pid"))
+    };
+    assert!(geminid_tests::eventually(Duration::from_secs(10), gone).await, "pid still served");
+    let denied = text_of(&s, "pid", json!({})).await;
+    assert!(denied.is_err() || denied.as_ref().is_ok_and(|(e, _)| *e), "{denied:?}");
+
+    // Again: nothing to do.
     let (code, out, _) = home.gemctl_run(&["mcp", "import"])?;
     assert_eq!(code, 0);
-    assert!(out.contains("already reaches geminid"), "{out}");
-    std::fs::write(&user, format!("{{\"mcpServers\": {{\"geminid\": {}}}}}", stdio(&[])))?;
-    let (code, _, err) = home.gemctl_run(&["mcp", "import"])?;
-    assert_ne!(code, 0);
-    assert!(err.contains("--name"), "{err}");
+    assert!(out.contains("already reaches"), "{out}");
+
+    // Undone: the servers are Gemini CLI's again, as they were.
+    let (code, out, err) = home.gemctl_run(&["mcp", "unimport"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("fx, fy"), "{out}");
+    let parsed = gemini_settings(&home)?;
+    assert_eq!(parsed["mcpServers"]["fx"], fx, "{parsed}");
+    let own = std::fs::read_to_string(home.root().join("home/.gemini/geminid/servers.json"))?;
+    assert!(!own.contains("\"fx\"") && !own.contains("\"fy\""), "{own}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn one_servers_gateway_names_it_exactly() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    for (args, says) in [
+        (&["--server", "nope"][..], "no MCP server named 'nope'"),
+        (&["--server", "FX"][..], "did you mean 'fx'"),
+        (&["--names", "own"][..], "needs --server"),
+        (&["--confirm", "someone"][..], "geminid"),
+    ] {
+        let mut all = vec!["mcp", "serve"];
+        all.extend_from_slice(args);
+        let (code, _, err) = home.gemctl_run(&all)?;
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+#[allow(deprecated, reason = "logging is SEP-2577-deprecated; this client is of the earlier eras")]
+async fn the_servers_log_messages_reach_the_client_at_its_level() -> anyhow::Result<()> {
+    let home = TestHome::allowing_mcp()?;
+    // Two servers (two processes: their commands differ).
+    settings(&home, json!({ "fx": stdio(&[]), "fy": stdio(&["--rich"]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let s = serve(&home, None, &[]).await?;
+    let info = s.client.peer_info().map(|i| i.capabilities.logging.is_some());
+    assert_eq!(info, Some(true), "the logging capability is declared");
+    // Every level until the client sets one.
+    text_of(&s, "fx__sleep", json!({"ms": 1})).await?;
+    let heard = || async { lock(&s.heard.logs).iter().any(|(_, d)| d == "sleeping 1 ms") };
+    assert!(geminid_tests::eventually(Duration::from_secs(5), heard).await);
+    let level = |l: &str| {
+        serde_json::from_value::<rmcp::model::SetLevelRequestParams>(json!({ "level": l }))
+    };
+    s.client.set_level(level("warning")?).await?;
+    text_of(&s, "fx__sleep", json!({"ms": 2})).await?;
+    s.client.set_level(level("info")?).await?;
+    text_of(&s, "fx__sleep", json!({"ms": 3})).await?;
+    let third = || async { lock(&s.heard.logs).iter().any(|(_, d)| d == "sleeping 3 ms") };
+    assert!(geminid_tests::eventually(Duration::from_secs(5), third).await);
+    let logs = lock(&s.heard.logs).clone();
+    assert!(!logs.iter().any(|(_, d)| d == "sleeping 2 ms"), "below the level: {logs:?}");
+    assert!(logs.iter().all(|(l, _)| l == "info"), "{logs:?}");
+
+    // One server's gateway passes on that server's messages only.
+    let one = serve(&home, None, &["--server", "fy"]).await?;
+    text_of(&s, "fx__sleep", json!({"ms": 4})).await?;
+    text_of(&one, "sleep", json!({"ms": 5})).await?;
+    let fifth = || async { lock(&one.heard.logs).iter().any(|(_, d)| d == "sleeping 5 ms") };
+    assert!(geminid_tests::eventually(Duration::from_secs(5), fifth).await);
+    let theirs = lock(&one.heard.logs).clone();
+    assert!(!theirs.iter().any(|(_, d)| d == "sleeping 4 ms"), "fx's: {theirs:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_client_of_the_new_era_gets_result_types_and_listens_for_changes() -> anyhow::Result<()> {
+    let home = TestHome::allowing_mcp()?;
+    settings(&home, json!({ "fx": stdio(&["--rich"]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let mut cmd: Command = home.gemctl_cmd(&["mcp", "serve"]).into();
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        anyhow::bail!("no pipes");
+    };
+    let modern = rmcp::service::ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    use rmcp::service::ClientServiceExt as _;
+    let client = Heard::default().serve_with_lifecycle((stdout, stdin), modern).await?;
+    let version = client.peer_info().map(|i| i.protocol_version.clone());
+    assert_eq!(version, Some(rmcp::model::ProtocolVersion::V_2026_07_28));
+    let mut p = CallToolRequestParams::new("fx__echo");
+    p.arguments = json!({"text": "new era"}).as_object().cloned();
+    let r = client.call_tool(p).await?;
+    assert_eq!(r.result_type, Some(rmcp::model::ResultType::COMPLETE), "{r:?}");
+    let prompt = serde_json::from_value(json!({"name": "fx__plain"}))?;
+    let got = client.get_prompt(prompt).await?;
+    assert_eq!(got.result_type, Some(rmcp::model::ResultType::COMPLETE), "{got:?}");
+
+    // List changes come on a subscriptions/listen stream.
+    let filter = rmcp::model::SubscriptionFilter::builder().tools_list_changed().build();
+    let mut sub = client.listen(filter).await?;
+    settings(&home, json!({ "fx": stdio(&["--rich"]), "fy": stdio(&[]) }))?;
+    let next = tokio::time::timeout(Duration::from_secs(15), sub.next()).await;
+    assert!(
+        matches!(
+            next,
+            Ok(Ok(Some(rmcp::model::ServerNotification::ToolListChangedNotification(_))))
+        ),
+        "{next:?}"
+    );
     Ok(())
 }
 

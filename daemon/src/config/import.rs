@@ -1,22 +1,36 @@
-//! `mcp/import`: the user's Gemini CLI servers move behind the gateway. Each entry of
-//! `~/.gemini/settings.json`'s `mcpServers` moves to geminid's own servers file, which Gemini
-//! CLI does not read (so it stops starting them) and geminid does (so nothing is lost); one
-//! entry running `gemctl mcp serve` takes their place. Gemini CLI's file is copied first and
-//! otherwise kept as written; geminid's file is written before it, so the servers are never in
-//! neither.
+//! `mcp/import` and `mcp/unimport`: the user's Gemini CLI servers move behind the gateway, and
+//! back. Import moves each entry of `~/.gemini/settings.json`'s `mcpServers` to geminid's own
+//! servers file, which Gemini CLI does not read (so it stops starting them) and geminid does
+//! (so nothing is lost), and puts in its place, under the same name, an entry running `gemctl
+//! mcp serve --server NAME --confirm client`: that server's catalog under its own names. So
+//! Gemini CLI sees the same tools under the same names (`mcp_<server>_<tool>`), confirms calls
+//! itself as before (`--yolo` included), and what it reads of the entry (`trust`,
+//! `includeTools`, `excludeTools`, `timeout`, `description`, copied onto it) keeps its meaning.
+//! Every other server of geminid's file gets such an entry too, and an entry serving the whole
+//! catalog (`gemctl mcp serve`, an earlier import's) is replaced by them. geminid reads a
+//! gateway entry named as one of its own servers as that server (`yield_to_own`).
+//!
+//! Gemini CLI's file is copied first and otherwise kept as written; geminid's file is written
+//! before it, so a server is never in neither.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use geminid_protocol::config::McpImportResult;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::ConfigPaths;
 use super::ops::OpError;
 use super::write::{atomic_write, edit_settings, read_text};
 
-fn servers_of(path: &Path, text: &str) -> Result<serde_json::Map<String, Value>, OpError> {
+/// What Gemini CLI reads of an entry that is not about starting the server: copied onto the
+/// gateway entry that replaces it.
+const KEPT_FOR_THE_CLIENT: [&str; 5] =
+    ["trust", "includeTools", "excludeTools", "timeout", "description"];
+
+fn servers_of(path: &Path, text: &str) -> Result<Map<String, Value>, OpError> {
     if text.trim().is_empty() {
-        return Ok(serde_json::Map::new());
+        return Ok(Map::new());
     }
     let v = super::files::parse_object(text).map_err(|(_, message)| {
         OpError::Write(super::write::WriteError::Unparsable { path: path.to_path_buf(), message })
@@ -24,30 +38,73 @@ fn servers_of(path: &Path, text: &str) -> Result<serde_json::Map<String, Value>,
     Ok(v.get("mcpServers").and_then(Value::as_object).cloned().unwrap_or_default())
 }
 
-/// Move the servers (see the module); `command` is the gateway entry's.
+/// The server a gateway entry serves alone (`--server NAME`), `Some(None)` for one serving the
+/// whole catalog, `None` for an entry that is no gateway.
+fn gateway_of(v: &Value) -> Option<Option<String>> {
+    let (config, _) = super::mcp::parse_server("x", v);
+    let config = config.filter(|c| c.is_gateway())?;
+    let args = config.args.unwrap_or_default();
+    Some(args.windows(2).find(|w| w[0] == "--server").map(|w| w[1].clone()))
+}
+
+/// Gemini CLI's entry for one of geminid's servers: the gateway of that server alone.
+fn entry_for(command: &str, name: &str, was: Option<&Value>) -> Value {
+    let mut entry = json!({
+        "command": command,
+        "args": ["mcp", "serve", "--server", name, "--confirm", "client"],
+    });
+    for key in KEPT_FOR_THE_CLIENT {
+        if let Some(v) = was.and_then(|w| w.get(key)) {
+            entry[key] = v.clone();
+        }
+    }
+    entry
+}
+
+/// The names of a layer's servers.
+pub(super) fn server_names(layer: Option<&Value>) -> BTreeSet<String> {
+    let servers = layer.and_then(|v| v.get("mcpServers")).and_then(Value::as_object);
+    servers.map(|m| m.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// A client's gateway entry named as one of geminid's own servers (`own`) is that server to
+/// its client: it is left out of the `layers`, so geminid's entry stands.
+pub(super) fn yield_to_own<const N: usize>(own: &BTreeSet<String>, layers: [&mut super::Layer; N]) {
+    for l in layers {
+        for v in [&mut l.value, &mut l.raw].into_iter().flatten() {
+            if let Some(servers) = v.get_mut("mcpServers").and_then(Value::as_object_mut) {
+                servers.retain(|name, entry| !(own.contains(name) && gateway_of(entry).is_some()));
+            }
+        }
+    }
+}
+
+/// Copy `from` (whose text is `text`) aside under a name no earlier import took.
+fn back_up(from: &Path, text: &str) -> Result<Option<String>, OpError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let mut backup = from.with_extension("json.before-geminid");
+    let mut n = 1;
+    while backup.exists() {
+        n += 1;
+        backup = from.with_extension(format!("json.before-geminid.{n}"));
+    }
+    atomic_write(&backup, text, None)?;
+    Ok(Some(backup.display().to_string()))
+}
+
+/// Move the servers (see the module); `command` is `gemctl`'s path, for the gateway entries.
 pub(crate) fn mcp_import(
     paths: &ConfigPaths,
     command: &str,
-    name: &str,
     dry_run: bool,
 ) -> Result<McpImportResult, OpError> {
-    if name.trim().is_empty() {
-        return Err(OpError::Refused("the gateway entry's name must not be empty".into()));
-    }
-    let from = &paths.user;
-    let to = &paths.geminid;
+    let (from, to) = (&paths.user, &paths.geminid);
     let text = read_text(from)?;
     let theirs = servers_of(from, &text)?;
-    let is_gateway = |v: &Value| super::mcp::parse_server("x", v).0.is_some_and(|c| c.is_gateway());
-    if let Some(v) = theirs.get(name)
-        && !is_gateway(v)
-    {
-        return Err(OpError::Refused(format!(
-            "{} already has a server named '{name}' that is not the gateway; --name picks another",
-            from.display()
-        )));
-    }
-    let moving: Vec<(&String, &Value)> = theirs.iter().filter(|(_, v)| !is_gateway(v)).collect();
+    let moving: Vec<(&String, &Value)> =
+        theirs.iter().filter(|(_, v)| gateway_of(v).is_none()).collect();
     let own_text = read_text(to)?;
     let ours = servers_of(to, &own_text)?;
     let replaced: Vec<String> = moving
@@ -55,18 +112,26 @@ pub(crate) fn mcp_import(
         .filter(|(n, v)| ours.get(*n).is_some_and(|o| o != *v))
         .map(|(n, _)| (*n).clone())
         .collect();
-    let gateway = json!({ "command": command, "args": ["mcp", "serve"] });
+    // Each of geminid's servers, after the move, as Gemini CLI will reach it.
+    let mut served: BTreeSet<&String> = ours.keys().collect();
+    served.extend(moving.iter().map(|(n, _)| *n));
+    let whole: Vec<&String> =
+        theirs.iter().filter(|(_, v)| gateway_of(v) == Some(None)).map(|(n, _)| n).collect();
+    let entries: Vec<(&String, Value)> = served
+        .iter()
+        .map(|n| (*n, entry_for(command, n, theirs.get(*n).or_else(|| ours.get(*n)))))
+        .filter(|(n, e)| theirs.get(*n) != Some(e))
+        .collect();
     let result = |written: bool, backup: Option<String>| McpImportResult {
         from: from.display().to_string(),
         to: to.display().to_string(),
         moved: moving.iter().map(|(n, _)| (*n).clone()).collect(),
         replaced: replaced.clone(),
-        gateway: name.to_owned(),
+        gateway: format!("{command} mcp serve --server <name> --confirm client"),
         backup,
         written,
     };
-    let has_gateway = theirs.values().any(is_gateway);
-    if dry_run || (moving.is_empty() && has_gateway) {
+    if dry_run || (moving.is_empty() && entries.is_empty() && whole.is_empty()) {
         return Ok(result(false, None));
     }
     let mut own = own_text;
@@ -74,23 +139,54 @@ pub(crate) fn mcp_import(
         own = edit_settings(to, &own, "mcpServers", n, Some(v))?.0;
     }
     let mut mine = text.clone();
-    for (n, _) in &moving {
+    for n in &whole {
         mine = edit_settings(from, &mine, "mcpServers", n, None)?.0;
     }
-    mine = edit_settings(from, &mine, "mcpServers", name, Some(&gateway))?.0;
-    // The copy first, under a name no earlier import took.
-    let mut backup = from.with_extension("json.before-geminid");
-    let mut n = 1;
-    while backup.exists() {
-        n += 1;
-        backup = from.with_extension(format!("json.before-geminid.{n}"));
+    for (n, entry) in &entries {
+        mine = edit_settings(from, &mine, "mcpServers", n, Some(entry))?.0;
     }
-    if !text.is_empty() {
-        atomic_write(&backup, &text, None)?;
-    }
+    let backup = back_up(from, &text)?;
     if !moving.is_empty() {
         atomic_write(to, &own, Some(0o600))?;
     }
     atomic_write(from, &mine, None)?;
-    Ok(result(true, (!text.is_empty()).then(|| backup.display().to_string())))
+    Ok(result(true, backup))
+}
+
+/// Undo [`mcp_import`]: each gateway entry of one of geminid's servers in Gemini CLI's file is
+/// replaced by the server's entry, which leaves geminid's file (Gemini CLI starts it itself
+/// again). Gemini CLI's file first, so a server is never in neither. Returns what moved back.
+pub(crate) fn mcp_unimport(paths: &ConfigPaths, dry_run: bool) -> Result<McpImportResult, OpError> {
+    let (from, to) = (&paths.user, &paths.geminid);
+    let text = read_text(from)?;
+    let theirs = servers_of(from, &text)?;
+    let own_text = read_text(to)?;
+    let ours = servers_of(to, &own_text)?;
+    let back: Vec<(&String, &Value)> = theirs
+        .iter()
+        .filter(|(n, v)| gateway_of(v).flatten().as_ref() == Some(*n))
+        .filter_map(|(n, _)| ours.get(n).map(|o| (n, o)))
+        .collect();
+    let result = |written: bool, backup: Option<String>| McpImportResult {
+        from: from.display().to_string(),
+        to: to.display().to_string(),
+        moved: back.iter().map(|(n, _)| (*n).clone()).collect(),
+        replaced: Vec::new(),
+        gateway: String::new(),
+        backup,
+        written,
+    };
+    if dry_run || back.is_empty() {
+        return Ok(result(false, None));
+    }
+    let mut mine = text.clone();
+    let mut own = own_text;
+    for (n, v) in &back {
+        mine = edit_settings(from, &mine, "mcpServers", n, Some(v))?.0;
+        own = edit_settings(to, &own, "mcpServers", n, None)?.0;
+    }
+    let backup = back_up(from, &text)?;
+    atomic_write(from, &mine, None)?;
+    atomic_write(to, &own, Some(0o600))?;
+    Ok(result(true, backup))
 }

@@ -290,11 +290,13 @@ impl Loader {
     ) -> Effective {
         let mut diags = Vec::new();
         let p = &self.paths;
-        let defaults =
+        let mut defaults =
             self.layer(Scope::SystemDefaults, p.system_defaults.clone(), env, &mut diags);
-        let user = self.layer(Scope::User, p.user.clone(), env, &mut diags);
+        let mut user = self.layer(Scope::User, p.user.clone(), env, &mut diags);
         let own = self.layer(Scope::Geminid, p.geminid.clone(), env, &mut diags);
-        let system = self.layer(Scope::System, p.system.clone(), env, &mut diags);
+        let mut system = self.layer(Scope::System, p.system.clone(), env, &mut diags);
+        let own_servers = import::server_names(own.value.as_ref());
+        import::yield_to_own(&own_servers, [&mut defaults, &mut user, &mut system]);
 
         // Trust is decided from the scopes that do not depend on it.
         let base =
@@ -314,6 +316,7 @@ impl Loader {
         let mut layers = vec![defaults, own, user];
         if let Some(path) = p.workspace_settings(workspace) {
             let mut ws = self.layer(Scope::Workspace, path, env, &mut diags);
+            import::yield_to_own(&own_servers, [&mut ws]);
             ws.applied &= trust.trusted;
             layers.push(ws);
         }

@@ -145,9 +145,12 @@ impl Core {
         p: &geminid_protocol::config::McpImportParams,
     ) -> Result<geminid_protocol::config::McpImportResult, ChangeError> {
         self.workspace(session)?;
-        let name = p.name.as_deref().unwrap_or("geminid");
-        let r =
-            crate::config::import::mcp_import(self.config.paths(), &p.command, name, p.dry_run)?;
+        let paths = self.config.paths();
+        let r = if p.undo {
+            crate::config::import::mcp_unimport(paths, p.dry_run)?
+        } else {
+            crate::config::import::mcp_import(paths, &p.command, p.dry_run)?
+        };
         if r.written {
             self.written(Some(session), "mcp/import").await;
         }
