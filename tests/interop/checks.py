@@ -428,6 +428,9 @@ def run(s):
     import skills
     skills.run(s)
 
+    import gemini_e2e
+    gemini_e2e.run(s)
+
 
 def main():
     ap = argparse.ArgumentParser()
