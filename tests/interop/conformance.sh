@@ -3,7 +3,8 @@
 # protocol revision, `conformance client --suite all` runs tests/src/bin/conformance-client.rs
 # (a fresh geminid whose one server is the scenario's) and must fail only what the revision's
 # baseline (conformance/<revision>.yml, each entry with its reason) expects. Results land in
-# .cache/interop/conformance/results-<revision>/; docs/CONFORMANCE.md records them.
+# .cache/interop/conformance/results-<revision>/; docs/CONFORMANCE.md records them. Then the
+# suite's server scenarios against geminid's gateway (conformance_server.py).
 # Usage: tests/interop/conformance.sh [--install-only]   (needs the debug binaries built)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -52,4 +53,6 @@ for i in "${!REVISIONS[@]}"; do
   echo "conformance: $rev: $verdict"
   python3 "$here/summary.py" "$out"
 done
+# The server scenarios, against the gateway (conformance_server.py: its own daemon and home).
+python3 "$root/tests/interop/conformance_server.py" "$root" "$cache" || status=1
 exit "$status"

@@ -18,7 +18,8 @@ impl Gateway {
         let among = self.serving.server.as_deref();
         let owner = self.core.catalog.first_offering(&self.session, uri, among).await;
         owner.map_err(catalog_error)?.ok_or_else(|| {
-            McpError::resource_not_found(format!("no server of this session offers {uri}"), None)
+            let data = Some(serde_json::json!({ "uri": uri }));
+            McpError::resource_not_found(format!("no server here offers {uri}"), data)
         })
     }
 

@@ -458,7 +458,9 @@ impl ServerHandler for Gateway {
             ResourceRef { server: Some(server), uri: Some(request.uri.clone()), reference: None };
         let read = self.core.catalog.read_resource(&self.session, which).await;
         let read = read.map_err(|e| match e {
-            CatalogError::NotInCatalog(m) => McpError::resource_not_found(m, None),
+            CatalogError::NotInCatalog(m) => {
+                McpError::resource_not_found(m, Some(serde_json::json!({ "uri": request.uri })))
+            }
             other => catalog_error(other),
         })?;
         let contents =
