@@ -66,12 +66,13 @@ def run(s):
 
     def python_modern():
         out = c.py("modern", "everything__echo", json.dumps({"message": "a new era"}),
-                   "everything__simple-prompt")
+                   "everything__simple-prompt", "everything__completable-prompt", "department", "E")
         expect("a new era" in out["text"] and not out["isError"], out)
         expect(out["prompt"] and all(isinstance(t, str) for t in out["prompt"]), out)
+        expect(out["completed"] == ["Engineering"], out)
 
-    s.check("gateway", "the Python SDK's default client (2026-07-28) calls and gets a prompt",
-            python_modern)
+    s.check("gateway", "the Python SDK's default client (2026-07-28) calls, gets a prompt and "
+            "completes", python_modern)
 
     def inspector_stdio():
         # The Inspector hands its server a trimmed environment: the suite's socket goes with -e.

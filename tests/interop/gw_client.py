@@ -9,8 +9,10 @@ Scenarios:
                               fx__wait, cancel it, and ask fx__cancelled how many were cancelled
   elicit ACTION TOOL ARGS     a client that elicits and answers ACTION (accept | decline) calls TOOL
   hold                        list, call TOOL once, print READY and stay until stdin closes
-  modern TOOL ARGS_JSON PROMPT the SDK's default client (`mcp.Client`, mode "auto": it
-                              negotiates 2026-07-28): list the tools, call TOOL, get PROMPT
+  modern TOOL ARGS_JSON PROMPT CPROMPT CARG CVALUE
+                              the SDK's default client (`mcp.Client`, mode "auto": it
+                              negotiates 2026-07-28): list the tools, call TOOL, get PROMPT,
+                              complete CPROMPT's argument CARG from CVALUE
   asks                        a client that elicits (accepting with a name), samples (a fixed
                               answer) and has roots calls the everything server's
                               trigger-elicitation-request and trigger-sampling-request
@@ -30,7 +32,7 @@ def text(result):
     return "\n".join(getattr(c, "text", "") for c in result.content)
 
 
-async def modern(params, tool, args, prompt):
+async def modern(params, tool, args, prompt, complete):
     # As a user writes it: every default of the SDK's own client.
     from mcp import Client
     out = {}
@@ -41,6 +43,10 @@ async def modern(params, tool, args, prompt):
         out["isError"] = bool(res.is_error)
         got = await c.get_prompt(prompt)
         out["prompt"] = [getattr(m.content, "text", "") for m in got.messages]
+        from mcp_types import PromptReference
+        ref = PromptReference(type="ref/prompt", name=complete[0])
+        done = await c.complete(ref, {"name": complete[1], "value": complete[2]})
+        out["completed"] = done.completion.values
     return out
 
 
@@ -50,7 +56,8 @@ async def main():
     # environment would drop: pass the environment on, as a client entry's `env` would.
     params = StdioServerParameters(command=gemctl, args=["mcp", "serve"], env=dict(os.environ))
     if scenario == "modern":
-        print(json.dumps(await modern(params, rest[0], json.loads(rest[1]), rest[2])), flush=True)
+        out = await modern(params, rest[0], json.loads(rest[1]), rest[2], rest[3:6])
+        print(json.dumps(out), flush=True)
         return
     changed = anyio.Event()
     asked = []

@@ -121,6 +121,64 @@ impl ClientHandler for Heard {
     }
 }
 
+/// A client transport that writes down, in the order they come off the wire, the progress
+/// notifications (`P`) and responses (`R`) it receives: what its client does with them later
+/// (rmcp handles each notification on a task of its own) cannot reorder this.
+struct Recorded<T> {
+    inner: T,
+    wire: Arc<Mutex<String>>,
+}
+
+impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
+    for Recorded<T>
+{
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        use rmcp::model::{JsonRpcMessage, ServerNotification};
+        let m = self.inner.receive().await;
+        match &m {
+            Some(JsonRpcMessage::Notification(n))
+                if matches!(n.notification, ServerNotification::ProgressNotification(_)) =>
+            {
+                lock(&self.wire).push('P');
+            }
+            Some(JsonRpcMessage::Response(_)) => lock(&self.wire).push('R'),
+            _ => {}
+        }
+        m
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+/// Call `name` (the fixture's `progress`) `rounds` times: each time, all its progress must come
+/// off the wire before its result.
+async fn progress_before_results(
+    client: &RunningService<RoleClient, Heard>,
+    wire: &Arc<Mutex<String>>,
+    name: &str,
+    rounds: usize,
+) -> anyhow::Result<()> {
+    for round in 0..rounds {
+        lock(wire).clear();
+        let mut p = CallToolRequestParams::new(name.to_owned());
+        p.arguments = json!({"steps": 4, "gap_ms": 0}).as_object().cloned();
+        client.call_tool(p).await?;
+        assert_eq!(*lock(wire), "PPPPR", "round {round}: the wire's order");
+    }
+    Ok(())
+}
+
 struct Served {
     client: RunningService<RoleClient, Heard>,
     heard: Heard,
@@ -288,26 +346,18 @@ async fn list_changed_progress_and_cancellation_pass_through() -> anyhow::Result
     let after = s.client.list_all_tools().await?;
     assert!(after.iter().any(|t| t.name == "mcp_fy_echo"), "{after:?}");
 
-    // Progress reaches the client under its own token, all of it, the last one too (the
-    // server sends it right before its result).
-    for round in 0..10 {
-        lock(&s.heard.progress).clear();
-        let (is_error, _) =
-            text_of(&s, "mcp_fx_progress", json!({"steps": 4, "gap_ms": 0})).await?;
-        assert!(!is_error);
-        // (This client handles each notification on a task of its own: their order here is
-        // not the wire's.)
-        let all = || async {
-            let mut got = lock(&s.heard.progress).clone();
-            got.sort_by(f64::total_cmp);
-            got == [1.0, 2.0, 3.0, 4.0]
-        };
-        assert!(
-            geminid_tests::eventually(Duration::from_secs(2), all).await,
-            "round {round}: progress {:?}",
-            lock(&s.heard.progress)
-        );
-    }
+    // Progress reaches the client under its own token, all of it before the result (the
+    // server sends its last one right before its result).
+    let mut cmd: Command = home.gemctl_cmd(&["mcp", "serve", "--names", "fqn"]).into();
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        anyhow::bail!("no pipes");
+    };
+    let wire = Arc::new(Mutex::new(String::new()));
+    let inner = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin);
+    let recorded = Recorded { inner, wire: wire.clone() };
+    let watched = Heard::default().serve(recorded).await?;
+    progress_before_results(&watched, &wire, "mcp_fx_progress", 10).await?;
 
     // A call the client cancels is cancelled upstream too.
     let mut p = CallToolRequestParams::new("mcp_fx_wait");
@@ -467,7 +517,7 @@ async fn the_gateway_over_streamable_http_needs_its_token() -> anyhow::Result<()
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     use tokio::io::AsyncBufReadExt as _;
     let home = TestHome::allowing_mcp()?;
-    settings(&home, json!({ "fx": stdio(&[]) }))?;
+    settings(&home, json!({ "fx": stdio(&["--rich"]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let (code, _, err) = home.gemctl_run(&["mcp", "serve", "--http", "0.0.0.0:0"])?;
@@ -507,6 +557,14 @@ async fn the_gateway_over_streamable_http_needs_its_token() -> anyhow::Result<()
     p.arguments = json!({"text": "over http"}).as_object().cloned();
     let r = serde_json::to_value(client.call_tool(p).await?)?;
     assert_eq!(r["content"][0]["text"], "over http");
+    // Over HTTP too, all of a call's progress comes before its result.
+    let wire = Arc::new(Mutex::new(String::new()));
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(token.clone());
+    let inner = StreamableHttpClientTransport::from_config(config);
+    let watched = Heard::default().serve(Recorded { inner, wire: wire.clone() }).await?;
+    progress_before_results(&watched, &wire, "fx__progress", 10).await?;
+    watched.cancel().await?;
 
     // Without the token, or with another, nothing is served.
     for auth in [None, Some("wrong")] {
@@ -634,6 +692,9 @@ async fn import_moves_gemini_clis_servers_behind_the_gateway() -> anyhow::Result
     let audit = home.gemctl_json(&["audit", "-n", "1"])?;
     let last = &audit["records"][0];
     assert_eq!((&last["tool"], &last["confirmation"]), (&json!("mcp_fx_echo"), &json!("byClient")));
+    // Arguments the schema refuses: the error names the tool as the client called it.
+    let bad = format!("{:?}", text_of(&s, "echo", json!({"text": 5})).await);
+    assert!(bad.contains("tool 'echo'") && !bad.contains("mcp_fx_echo"), "{bad}");
     // The same session's whole catalog, served as before (geminid confirms): nobody would, so
     // no MCP tool is served.
     let whole = serve(&home, None, &[]).await?;
@@ -756,6 +817,13 @@ async fn a_client_of_the_new_era_gets_result_types_and_listens_for_changes() -> 
     let prompt = serde_json::from_value(json!({"name": "fx__plain"}))?;
     let got = client.get_prompt(prompt).await?;
     assert_eq!(got.result_type, Some(rmcp::model::ResultType::COMPLETE), "{got:?}");
+    let complete = serde_json::from_value(json!({
+        "ref": {"type": "ref/prompt", "name": "fx__greet"},
+        "argument": {"name": "name", "value": "Ad"}
+    }))?;
+    let done = client.complete(complete).await?;
+    assert_eq!(done.result_type, Some(rmcp::model::ResultType::COMPLETE), "{done:?}");
+    assert!(done.completion.values.iter().any(|v| v.starts_with("Ad")), "{done:?}");
 
     // List changes come on a subscriptions/listen stream.
     let filter = rmcp::model::SubscriptionFilter::builder().tools_list_changed().build();
