@@ -17,6 +17,8 @@ import tempfile
 import time
 import traceback
 
+import homes
+
 START_TIMEOUT = 30.0
 
 
@@ -42,20 +44,7 @@ class Suite:
         self.log_path = os.path.join(self.tmp, "geminid.log")
 
     def env(self):
-        e = dict(os.environ)
-        e.update({
-            "HOME": self.home,
-            "XDG_STATE_HOME": os.path.join(self.tmp, "state"),
-            "XDG_RUNTIME_DIR": os.path.join(self.tmp, "run-unused"),
-            "GEMINID_SOCKET": os.path.join(self.tmp, "run", "geminid.sock"),
-            "GEMINID_BIN": os.path.join(self.bin, "geminid"),
-            "GEMINI_CLI_SYSTEM_SETTINGS_PATH": os.path.join(self.tmp, "etc-settings.json"),
-            "GEMINI_CLI_TRUST_WORKSPACE": "true",
-            "GEMINID_INTEROP_HOME": self.tmp,
-        })
-        for k in ("GEMINID_DATA_DIR", "GEMINI_CLI_HOME", "GEMINID_SESSION"):
-            e.pop(k, None)
-        return e
+        return homes.env(self.tmp, self.bin, GEMINID_INTEROP_HOME=self.tmp)
 
     def settings(self):
         node_bin = os.path.join(self.cache, "node_modules", ".bin")

@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 
+import homes
+
 ROOT, CACHE = sys.argv[1], sys.argv[2]
 HERE = os.path.join(ROOT, "tests", "interop", "conformance")
 BIN = os.path.join(ROOT, "target", "debug")
@@ -41,21 +43,9 @@ def wait_for(path, what, timeout=30):
 def main():
     tmp = tempfile.mkdtemp(prefix="geminid-conformance-server-")
     home, ws = os.path.join(tmp, "home"), os.path.join(tmp, "ws")
-    for d in (os.path.join(home, ".gemini"), ws, os.path.join(tmp, "run"), os.path.join(tmp, "state")):
-        os.makedirs(d, exist_ok=True)
-    os.chmod(os.path.join(tmp, "run"), 0o700)
-    env = dict(os.environ)
-    env.update({
-        "HOME": home,
-        "XDG_STATE_HOME": os.path.join(tmp, "state"),
-        "XDG_RUNTIME_DIR": os.path.join(tmp, "run-unused"),
-        "GEMINID_SOCKET": os.path.join(tmp, "run", "geminid.sock"),
-        "GEMINID_BIN": os.path.join(BIN, "geminid"),
-        "GEMINI_CLI_SYSTEM_SETTINGS_PATH": os.path.join(tmp, "etc-settings.json"),
-        "GEMINI_CLI_TRUST_WORKSPACE": "true",
-    })
-    for k in ("GEMINID_DATA_DIR", "GEMINI_CLI_HOME", "GEMINID_SESSION", "GEMINID_SECRETS"):
-        env.pop(k, None)
+    homes.make(tmp)
+    os.makedirs(ws, exist_ok=True)
+    env = homes.env(tmp, BIN)
     with open(os.path.join(home, ".gemini", "settings.json"), "w") as f:
         json.dump({"mcpServers": {"conf": {"command": os.path.join(BIN, "conformance-server")}}}, f)
     gemctl = os.path.join(BIN, "gemctl")

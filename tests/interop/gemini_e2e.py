@@ -16,6 +16,7 @@ import tempfile
 import time
 
 import gemini_cli
+import homes
 
 
 def expect(cond, what):
@@ -29,10 +30,8 @@ class World:
         self.tmp = tempfile.mkdtemp(prefix="geminid-gemini-e2e-")
         self.home = os.path.join(self.tmp, "home")
         self.ws = os.path.join(self.tmp, "ws")
-        for d in (os.path.join(self.home, ".gemini"), self.ws, os.path.join(self.tmp, "run"),
-                  os.path.join(self.tmp, "state")):
-            os.makedirs(d, exist_ok=True)
-        os.chmod(os.path.join(self.tmp, "run"), 0o700)
+        homes.make(self.tmp)
+        os.makedirs(self.ws, exist_ok=True)
         self.log = os.path.join(self.tmp, "model.jsonl")
         port_file = os.path.join(self.tmp, "port")
         self.mock = subprocess.Popen(
@@ -49,23 +48,9 @@ class World:
         self.fixture = os.path.join(s.bin, "mcp-fixture")
 
     def env(self):
-        e = dict(os.environ)
-        e.update({
-            "HOME": self.home,
-            "XDG_STATE_HOME": os.path.join(self.tmp, "state"),
-            "XDG_RUNTIME_DIR": os.path.join(self.tmp, "run-unused"),
-            "GEMINID_SOCKET": os.path.join(self.tmp, "run", "geminid.sock"),
-            "GEMINID_BIN": os.path.join(self.s.bin, "geminid"),
-            "GEMINI_CLI_SYSTEM_SETTINGS_PATH": os.path.join(self.tmp, "etc-settings.json"),
-            "GEMINI_CLI_TRUST_WORKSPACE": "true",
-            "GEMINI_CLI_NO_RELAUNCH": "true",
-            "GEMINI_API_KEY": "interop-fake-key",
-            "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{self.port}",
-            "GEMINID_E2E_HOME": self.tmp,
-        })
-        for k in ("GEMINID_DATA_DIR", "GEMINI_CLI_HOME", "GEMINID_SESSION", "GEMINID_SECRETS"):
-            e.pop(k, None)
-        return e
+        return homes.env(self.tmp, self.s.bin, GEMINI_CLI_NO_RELAUNCH="true",
+                         GEMINI_API_KEY="interop-fake-key",
+                         GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{self.port}")
 
     def settings(self, servers):
         with open(os.path.join(self.home, ".gemini", "settings.json"), "w") as f:

@@ -194,6 +194,18 @@ async fn serve(
     serve_as(home, dir, extra, Heard::default()).await
 }
 
+/// `cmd` (a `gemctl mcp serve`) started with its stdin and stdout piped: the process (killed
+/// when dropped) and its pipes, as an MCP client transport takes them.
+fn piped(
+    mut cmd: Command,
+) -> anyhow::Result<(Child, (tokio::process::ChildStdout, tokio::process::ChildStdin))> {
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        anyhow::bail!("no pipes");
+    };
+    Ok((child, (stdout, stdin)))
+}
+
 /// The same, with a client that answers elicitations so (or declares none).
 async fn serve_as(
     home: &TestHome,
@@ -207,16 +219,9 @@ async fn serve_as(
     if let Some(d) = dir {
         cmd.current_dir(d);
     }
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()?;
-    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-        anyhow::bail!("no pipes");
-    };
-    let client = heard.clone().serve((stdout, stdin)).await?;
+    cmd.stderr(Stdio::inherit());
+    let (child, pipes) = piped(cmd)?;
+    let client = heard.clone().serve(pipes).await?;
     Ok(Served { client, heard, child })
 }
 
@@ -348,11 +353,8 @@ async fn list_changed_progress_and_cancellation_pass_through() -> anyhow::Result
 
     // Progress reaches the client under its own token, all of it before the result (the
     // server sends its last one right before its result).
-    let mut cmd: Command = home.gemctl_cmd(&["mcp", "serve", "--names", "fqn"]).into();
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
-    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-        anyhow::bail!("no pipes");
-    };
+    let (_child, (stdout, stdin)) =
+        piped(home.gemctl_cmd(&["mcp", "serve", "--names", "fqn"]).into())?;
     let wire = Arc::new(Mutex::new(String::new()));
     let inner = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin);
     let recorded = Recorded { inner, wire: wire.clone() };
@@ -609,10 +611,7 @@ async fn a_client_with_another_environment_does_not_replace_the_sessions() -> an
     // different, as a client that trims or changes it would).
     let mut cmd: Command = home.gemctl_cmd(&["mcp", "serve"]).into();
     cmd.env("GEMINID_TEST_MARK", "from the client");
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
-    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-        anyhow::bail!("no pipes");
-    };
+    let (child, (stdout, stdin)) = piped(cmd)?;
     let heard = Heard::default();
     let client = heard.clone().serve((stdout, stdin)).await?;
     let s = Served { client, heard, child };
@@ -798,16 +797,12 @@ async fn a_client_of_the_new_era_gets_result_types_and_listens_for_changes() -> 
     settings(&home, json!({ "fx": stdio(&["--rich"]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
-    let mut cmd: Command = home.gemctl_cmd(&["mcp", "serve"]).into();
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
-    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-        anyhow::bail!("no pipes");
-    };
+    let (_child, pipes) = piped(home.gemctl_cmd(&["mcp", "serve"]).into())?;
     let modern = rmcp::service::ClientLifecycleMode::Discover {
         preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
     };
     use rmcp::service::ClientServiceExt as _;
-    let client = Heard::default().serve_with_lifecycle((stdout, stdin), modern).await?;
+    let client = Heard::default().serve_with_lifecycle(pipes, modern).await?;
     let version = client.peer_info().map(|i| i.protocol_version.clone());
     assert_eq!(version, Some(rmcp::model::ProtocolVersion::V_2026_07_28));
     let mut p = CallToolRequestParams::new("fx__echo");

@@ -62,6 +62,20 @@ fn query(req: &Request<Incoming>, key: &str) -> Option<String> {
     })
 }
 
+/// The query's `key` parsed, if it is there; for a value that does not parse, why (saying
+/// what it may be).
+fn parsed<T>(
+    req: &Request<Incoming>,
+    key: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    may_be: &str,
+) -> Result<Option<T>, String> {
+    match query(req, key) {
+        None => Ok(None),
+        Some(v) => parse(&v).map(Some).ok_or_else(|| format!("{key}={v} is not {may_be}")),
+    }
+}
+
 fn decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -92,31 +106,14 @@ async fn open(
         return answer(StatusCode::BAD_REQUEST, "the gateway needs ?session=<id>".into());
     };
     let server = query(&req, "server");
-    let names = match query(&req, "names").as_deref() {
+    let names = match parsed(&req, "names", Names::parse, "a naming: server, fqn or own") {
         // One server's gateway serves its names as they are, unless told otherwise.
-        None if server.is_some() => Names::Own,
-        None => Names::default(),
-        Some(m) => match Names::parse(m) {
-            Some(m) => m,
-            None => {
-                return answer(
-                    StatusCode::BAD_REQUEST,
-                    format!("names={m} is not a naming: server, fqn or own"),
-                );
-            }
-        },
+        Ok(n) => n.unwrap_or(if server.is_some() { Names::Own } else { Names::default() }),
+        Err(why) => return answer(StatusCode::BAD_REQUEST, why),
     };
-    let confirm = match query(&req, "confirm").as_deref() {
-        None => Confirm::default(),
-        Some(c) => match Confirm::parse(c) {
-            Some(c) => c,
-            None => {
-                return answer(
-                    StatusCode::BAD_REQUEST,
-                    format!("confirm={c} is not who confirms: geminid or client"),
-                );
-            }
-        },
+    let confirm = match parsed(&req, "confirm", Confirm::parse, "who confirms: geminid or client") {
+        Ok(c) => c.unwrap_or_default(),
+        Err(why) => return answer(StatusCode::BAD_REQUEST, why),
     };
     if names == Names::Own && server.is_none() {
         return answer(
