@@ -208,24 +208,32 @@ pub async fn call(
     };
     let call = client.tools_call(params);
     tokio::pin!(call);
+    let mut seen = 0;
     let r = loop {
         let Some(sub) = progress.as_mut() else { break call.await };
         tokio::select! {
-            r = &mut call => {
-                // Progress that arrived with the answer is still shown.
-                while let Ok(Some(Ok(event))) = tokio::time::timeout(Duration::ZERO, sub.next()).await {
-                    show_progress(&event, &call_id);
-                }
-                break r;
-            }
+            r = &mut call => break r,
             event = sub.next() => match event {
-                Some(Ok(event)) => show_progress(&event, &call_id),
+                Some(Ok(event)) => seen = show_progress(&event, &call_id).max(seen),
                 // The stream ended or lagged: the call goes on without progress.
                 _ => progress = None,
             },
         }
     }
     .map_err(call_error("tools/call"))?;
+    // The answer can overtake the call's last progress events: they are read up to the one it
+    // names (bounded, should the stream have lost them).
+    if let (Some(sub), Some(last)) = (progress.as_mut(), r.last_progress) {
+        let rest = async {
+            while seen < last {
+                match sub.next().await {
+                    Some(Ok(event)) => seen = show_progress(&event, &call_id).max(seen),
+                    _ => break,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(PROGRESS_CATCH_UP, rest).await;
+    }
     if json {
         output::json(&r)?;
     } else if r.is_error {
@@ -241,13 +249,18 @@ pub async fn call(
     Ok(!r.is_error)
 }
 
-/// One progress line on stderr, if `event` is progress of the call `call_id`.
-fn show_progress(event: &Event, call_id: &str) {
-    let EventBody::ToolProgress(p) = &event.body else { return };
+/// How long the call's last progress events are waited for after its answer.
+const PROGRESS_CATCH_UP: Duration = Duration::from_secs(2);
+
+/// One progress line on stderr, if `event` is progress of the call `call_id`: its `seq` if
+/// so, else 0.
+fn show_progress(event: &Event, call_id: &str) -> u64 {
+    let EventBody::ToolProgress(p) = &event.body else { return 0 };
     if p.call_id.as_deref() != Some(call_id) {
-        return;
+        return 0;
     }
     eprintln!("progress: {}", output::progress(p));
+    event.seq
 }
 
 /// `gemctl mcp prompts`.

@@ -301,6 +301,11 @@ pub struct ToolsCallResult {
     pub function_response: Value,
     /// What a user interface shows.
     pub display: String,
+    /// The `seq` of the last `tools/progress` event of this call, when it had progress. The
+    /// event and this answer travel separately: a subscriber that shows every step reads its
+    /// subscription up to this `seq` before it takes the answer as the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_progress: Option<u64>,
 }
 
 /// `prompts/list`, `resources/list`, `server/instructions`: one session.

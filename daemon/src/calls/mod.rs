@@ -30,6 +30,7 @@ use resolve::Resolved;
 pub mod seats;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -139,6 +140,8 @@ pub struct Outcome {
     /// arguments a hook rewrote, an AfterTool hook's context); in `parts` too. The gateway
     /// adds them to the MCP result it returns.
     pub notes: Vec<String>,
+    /// The `seq` of the last `tools/progress` event the call emitted, if it emitted any.
+    pub last_progress: Option<u64>,
 }
 
 /// Where a resolved call goes.
@@ -291,7 +294,7 @@ impl Pipeline {
         let rewritten = self.before_tool(call).await?;
         let shown_args = self.validate(r, call, !rewritten.is_empty())?;
         self.policy(call).await?;
-        let result = self.dispatch(r, call).await?;
+        let (result, last_progress) = self.dispatch(r, call).await?;
         // A result of megabytes takes the worker a while to convert: off the event loop, so
         // that other clients' calls are not held behind it.
         let large = convert::text_bytes(&result) >= convert::LARGE_RESULT;
@@ -300,6 +303,7 @@ impl Pipeline {
             Via::Discovered(_) => Self::convert_discovered(call, result),
         };
         let mut outcome = if large { crate::config::files::off_loop(convert) } else { convert() };
+        outcome.last_progress = last_progress;
         let keys: Vec<&str> =
             rewritten.iter().map(String::as_str).filter(|k| !k.is_empty()).collect();
         if !keys.is_empty() {
@@ -323,7 +327,7 @@ impl Pipeline {
                 tail_of: Some(call.name.clone()),
             };
             let (_, o) = Box::pin(self.call(tail)).await?;
-            outcome = o;
+            outcome = Outcome { last_progress, ..o };
         }
         Ok(outcome)
     }
@@ -391,11 +395,15 @@ impl Pipeline {
 
     /// Step 6: the call on its source, its progress routed to the session. The arguments go
     /// to the server by move when no later seat will read them (`Call::args` is then empty
-    /// afterwards).
-    async fn dispatch(&self, r: &Resolved, call: &mut Call) -> Result<Value, CallError> {
+    /// afterwards). With the `seq` of the last progress event it emitted.
+    async fn dispatch(
+        &self,
+        r: &Resolved,
+        call: &mut Call,
+    ) -> Result<(Value, Option<u64>), CallError> {
         let server = match &r.via {
             Via::Mcp(server) => server,
-            Via::Discovered(d) => return Ok(d.call(&call.tool, call.args.as_ref()).await),
+            Via::Discovered(d) => return Ok((d.call(&call.tool, call.args.as_ref()).await, None)),
         };
         let args = if self.seats.after_tool.is_some() || self.seats.audit.is_some() {
             call.args.clone()
@@ -408,12 +416,14 @@ impl Pipeline {
             name: call.name.clone(),
         };
         let identity = server.identity.as_str();
+        let last = Arc::new(AtomicU64::new(0));
         let track = |token: &rmcp::model::ProgressToken, id: &rmcp::model::RequestId| {
-            self.progress.track(identity, token, id, target)
+            self.progress.track(identity, token, id, target, last.clone())
         };
         let result =
             self.mcp.call_tool(server, &call.session, r.timeout, &call.tool, args, track).await?;
-        Ok(result)
+        let last = last.load(Ordering::Acquire);
+        Ok((result, (last > 0).then_some(last)))
     }
 
     /// Step 7: the result as Gemini gets it.
@@ -431,7 +441,15 @@ impl Pipeline {
             let response = convert::function_response(&call.name, id, &parts);
             (parts, display, response)
         };
-        Outcome { result, is_error, parts, function_response, display, notes: Vec::new() }
+        Outcome {
+            result,
+            is_error,
+            parts,
+            function_response,
+            display,
+            notes: Vec::new(),
+            last_progress: None,
+        }
     }
 
     /// Step 7 for a custom tool: its text as Gemini CLI gives it to the model (stdout, or the
@@ -446,7 +464,15 @@ impl Pipeline {
         } else {
             convert::function_response(&call.name, id, &parts)
         };
-        Outcome { result, is_error, parts, function_response, display: text, notes: Vec::new() }
+        Outcome {
+            result,
+            is_error,
+            parts,
+            function_response,
+            display: text,
+            notes: Vec::new(),
+            last_progress: None,
+        }
     }
 
     /// Step 8: AfterTool hooks: the tail call they ask for, if any (at most one per call).

@@ -3,6 +3,7 @@
 //! is matched to the call that caused it ([`Router::whose`]).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use geminid_protocol::event::EventBody;
@@ -18,6 +19,8 @@ struct InFlight {
     caller: Caller,
     identity: String,
     request: RequestId,
+    /// The `seq` of the last progress event emitted for it.
+    last: Arc<AtomicU64>,
 }
 
 /// Early progress notifications kept for calls still registering.
@@ -70,13 +73,15 @@ impl Router {
     /// Route the notifications of `identity`'s connection with this token to `target` until
     /// the guard drops (and deliver those that came already).
     /// `request` is the call's JSON-RPC id on that connection (what a server request that came
-    /// on its stream is associated with).
+    /// on its stream is associated with); `last` gets the `seq` of each progress event emitted
+    /// for it.
     pub fn track(
         &self,
         identity: &str,
         token: &ProgressToken,
         request: &RequestId,
         target: Caller,
+        last: Arc<AtomicU64>,
     ) -> Tracked<'_> {
         let key = key(identity, token);
         let early: Vec<ProgressNotificationParam> = {
@@ -85,6 +90,7 @@ impl Router {
                 caller: target.clone(),
                 identity: identity.to_owned(),
                 request: request.clone(),
+                last: last.clone(),
             };
             t.targets.insert(key.clone(), flight);
             if t.early.iter().any(|(k, _)| *k == key) {
@@ -97,12 +103,12 @@ impl Router {
             }
         };
         for n in &early {
-            self.emit(&target, n);
+            last.store(self.emit(&target, n), Ordering::Release);
         }
         Tracked { router: self, key }
     }
 
-    fn emit(&self, t: &Caller, n: &ProgressNotificationParam) {
+    fn emit(&self, t: &Caller, n: &ProgressNotificationParam) -> u64 {
         self.events.emit(EventBody::ToolProgress(ToolProgress {
             session: t.session.clone(),
             call_id: t.call_id.clone(),
@@ -110,7 +116,7 @@ impl Router {
             progress: n.progress,
             total: n.total,
             message: n.message.clone(),
-        }));
+        }))
     }
 }
 
@@ -144,7 +150,7 @@ impl Router {
         let key = key(identity, &n.progress_token);
         let target = {
             let mut t = self.table();
-            let target = t.targets.get(&key).map(|f| f.caller.clone());
+            let target = t.targets.get(&key).map(|f| (f.caller.clone(), f.last.clone()));
             if target.is_none() {
                 if t.early.len() >= EARLY_PROGRESS_KEPT {
                     t.early.pop_front();
@@ -153,8 +159,8 @@ impl Router {
             }
             target
         };
-        if let Some(t) = target {
-            self.emit(&t, n);
+        if let Some((t, last)) = target {
+            last.store(self.emit(&t, n), Ordering::Release);
         }
     }
 }
@@ -180,7 +186,8 @@ mod tests {
         let target =
             Caller { session: "s".into(), call_id: Some("c".into()), name: "mcp_a_t".into() };
         router.progress("server-a", &note(1.0));
-        let guard = router.track("server-a", &token, &RequestId::Number(1), target);
+        let last = Arc::new(AtomicU64::new(0));
+        let guard = router.track("server-a", &token, &RequestId::Number(1), target, last.clone());
         router.progress("server-b", &note(9.0));
         router.progress("server-a", &note(2.0));
         drop(guard);
@@ -196,5 +203,6 @@ mod tests {
             [1.0, 2.0],
             "the early one delivered, the other connection's and the late one not"
         );
+        assert_eq!(last.load(Ordering::Acquire), 2, "the second event's seq");
     }
 }

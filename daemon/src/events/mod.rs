@@ -43,20 +43,22 @@ impl EventBus {
         self.capacity
     }
 
-    /// Publish an event to current subscribers.
-    pub fn emit(&self, body: EventBody) {
+    /// Publish an event to current subscribers; its `seq` (0: it could not be serialized and
+    /// nobody got it).
+    pub fn emit(&self, body: EventBody) -> u64 {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let event = Event { seq, timestamp: clock::rfc3339(clock::now_ms()), body };
         let json = match serde_json::value::to_raw_value(&event) {
             Ok(j) => j,
             Err(e) => {
                 tracing::error!(kind = event.body.kind(), error = %e, "cannot serialize event");
-                return;
+                return 0;
             }
         };
         tracing::debug!(seq, kind = event.body.kind(), "event");
         // No receivers is fine: nobody is listening.
         let _ = self.tx.send(Arc::new(Published { event, json }));
+        seq
     }
 
     /// A new subscription, starting with the next event.

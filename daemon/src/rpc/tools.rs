@@ -82,6 +82,7 @@ impl ToolsApiServer for Handler {
             parts: o.parts,
             function_response: o.function_response,
             display: o.display,
+            last_progress: o.last_progress,
         })
     }
 }
