@@ -529,6 +529,20 @@ pub async fn mcp(
                     outln!("  ('{n}' replaces the one already there)");
                 }
             }
+            if !r.extensions.is_empty() {
+                let verb = if dry_run { "would reach" } else { "reaches" };
+                outln!(
+                    "Gemini CLI {verb} the extensions' servers through geminid too: {}",
+                    r.extensions.join(", ")
+                );
+            }
+            if !r.kept.is_empty() {
+                outln!(
+                    "The extensions' remote servers stay with Gemini CLI (it connects to their \
+                     URL itself): {}",
+                    r.kept.join(", ")
+                );
+            }
             let how = "an entry of its own name running `gemctl mcp serve --server <name> \
                        --confirm client`: the same tools under the same names, and Gemini CLI \
                        confirms calls itself (geminid's deny rules and hooks still apply)";
@@ -559,7 +573,19 @@ pub async fn mcp(
             if json {
                 return output::json(&r);
             }
+            if !r.extensions.is_empty() {
+                let verb = if dry_run { "would start" } else { "starts" };
+                outln!(
+                    "Gemini CLI {verb} the extensions' servers itself again: {}",
+                    r.extensions.join(", ")
+                );
+            }
             match (r.moved.is_empty(), dry_run, &r.backup) {
+                (true, _, backup) if !r.extensions.is_empty() => {
+                    if let Some(b) = backup {
+                        outln!("The file as it was: {b}.");
+                    }
+                }
                 (true, _, _) => {
                     outln!("No server of geminid's reached through the gateway in {}.", r.from)
                 }

@@ -414,6 +414,15 @@ pub struct McpImportResult {
     /// How Gemini CLI reaches each of geminid's servers: the command of its entry, named as
     /// the server (empty for an undo).
     pub gateway: String,
+    /// The extensions' servers Gemini CLI reaches through the gateway from now on, as it does
+    /// geminid's (an entry of their name in its file; for an undo: the entries taken out, so
+    /// Gemini CLI starts them itself again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
+    /// The extensions' remote servers, which Gemini CLI keeps connecting to itself (its merge
+    /// of a settings entry over an extension's keeps the extension's URL).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<String>,
     /// The copy of Gemini CLI's file made before it was changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<String>,

@@ -4,7 +4,7 @@ a tool. In a home of its own (its own daemon), a Gemini CLI user's world: the fi
 ~/.gemini/settings.json, no policy of theirs, the default secrets store.
 
 Checks: the same function names and schemas are declared before and after the import, in `-p`
-and `-p --yolo`; the call reaches the real server; the user's deny rule and a geminid hook that
+and `-p --yolo`; the call reaches the real server, an extension's server's too; the user's deny rule and a geminid hook that
 blocks reach the model as the tool's error; two Gemini CLI processes share one server process.
 """
 
@@ -137,17 +137,32 @@ def run(s):
         w.stop()
 
 
+def extension(w):
+    """An extension with a server of its own, started in the extension's folder, installed as
+    a user does (Gemini CLI loads what geminid installs)."""
+    src = os.path.join(w.tmp, "ex-src")
+    os.makedirs(src, exist_ok=True)
+    with open(os.path.join(src, "gemini-extension.json"), "w") as f:
+        json.dump({"name": "ex", "version": "1.0.0", "mcpServers": {
+            "xs": {"command": w.fixture, "args": ["--rich"], "cwd": "${extensionPath}"}}}, f)
+    code, out = w.gemctl_run("extensions", "install", src, "--consent")
+    expect(code == 0, out)
+
+
 def steps(s, w):
-    # fx as most servers are; ft trusted (Gemini CLI offers its tools even without --yolo).
+    # fx as most servers are; ft trusted (Gemini CLI offers its tools even without --yolo);
+    # xs an extension's.
     w.settings({"fx": {"command": w.fixture, "args": []},
                 "ft": {"command": w.fixture, "args": ["--rich"], "trust": True}})
+    extension(w)
     before = {}
 
     def direct():
         for flags in ((), ("--yolo",)):
             reqs, out = w.ask("mcp_fx_echo", {"text": "hello-direct"}, *flags)
             before[flags] = declarations(reqs)
-        expect("mcp_fx_echo" in before[("--yolo",)], f"direct --yolo: {sorted(before[('--yolo',)])}")
+        yolo = sorted(before[("--yolo",)])
+        expect("mcp_fx_echo" in yolo and "mcp_xs_echo" in yolo, f"direct --yolo: {yolo}")
         plain = sorted(before[()])
         expect("mcp_ft_echo" in plain and "mcp_fx_echo" not in plain, f"direct -p: {plain}")
         said = json.dumps(responses(reqs))
@@ -173,9 +188,18 @@ def steps(s, w):
         code, audit = w.gemctl_run("--json", "audit", "-n", "1")
         rec = json.loads(audit)["records"][0]
         expect(rec["tool"] == "mcp_fx_echo" and rec.get("confirmation") == "byClient", rec)
+        # The extension's server too: Gemini CLI merges the import's entry over the
+        # extension's, and reaches geminid's process of it.
+        reqs, out = w.ask("mcp_xs_echo", {"text": "hello-extension"}, "--yolo")
+        said = json.dumps(responses(reqs))
+        expect("hello-extension" in said, f"the extension's server: {said}; {out[-1500:]}")
+        code, audit = w.gemctl_run("--json", "audit", "-n", "1")
+        rec = json.loads(audit)["records"][0]
+        expect(rec["tool"] == "mcp_xs_echo" and rec.get("confirmation") == "byClient", rec)
 
     s.check("gemini-cli", "after `gemctl mcp import`: the same functions and schemas, -p and "
-            "-p --yolo, and the call reaches the server through geminid", imported)
+            "-p --yolo, and the call reaches the server through geminid (an extension's "
+            "server too)", imported)
 
     def denied():
         # The user's own deny rule, read by Gemini CLI and geminid alike: it holds as before.
@@ -254,5 +278,6 @@ def steps(s, w):
             servers = json.load(f)["mcpServers"]
         expect(servers["fx"] == {"command": w.fixture, "args": []}, servers)
         expect(servers["ft"].get("trust") is True and "--rich" in servers["ft"]["args"], servers)
+        expect("xs" not in servers and "xs" in out, f"the extension's entry stays: {out} {servers}")
 
     s.check("gemini-cli", "`gemctl mcp unimport` gives Gemini CLI its server back", undone)

@@ -732,6 +732,69 @@ async fn import_moves_gemini_clis_servers_behind_the_gateway() -> anyhow::Result
 }
 
 #[tokio::test]
+async fn import_gives_the_extensions_servers_through_the_gateway_too() -> anyhow::Result<()> {
+    // A Gemini CLI user with an extension: a server it starts in its own folder, and a remote
+    // one. No settings servers, no policy of theirs.
+    let home = TestHome::new()?;
+    let src = home.root().join("ex-src");
+    std::fs::create_dir_all(&src)?;
+    let mut xs = stdio(&[]);
+    xs["cwd"] = json!("${extensionPath}");
+    let manifest = json!({"name": "ex", "version": "1.0.0", "mcpServers": {
+        "xs": xs, "xr": {"httpUrl": "http://127.0.0.1:9/mcp"}}});
+    std::fs::write(src.join("gemini-extension.json"), manifest.to_string())?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, _, err) =
+        home.gemctl_run(&["extensions", "install", &src.display().to_string(), "--consent"])?;
+    assert_eq!(code, 0, "{err}");
+
+    let (code, out, err) = home.gemctl_run(&["mcp", "import"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("extensions' servers through geminid too: xs"), "{out}");
+    assert!(out.contains("stay with Gemini CLI") && out.contains("xr"), "{out}");
+    // An entry of the server's name, which Gemini CLI merges over the extension's: the
+    // gateway's command, run in Gemini CLI's folder rather than the extension's.
+    let parsed = gemini_settings(&home)?;
+    let entry = &parsed["mcpServers"]["xs"];
+    assert_eq!(entry["args"], json!(["mcp", "serve", "--server", "xs", "--confirm", "client"]));
+    assert_eq!(entry["cwd"], ".", "{entry}");
+    assert!(parsed["mcpServers"].get("xr").is_none(), "{parsed}");
+
+    // geminid runs the extension's server, not the gateway entry named as it.
+    let listed = home.gemctl_json(&["mcp", "list"])?;
+    let xs_listed = listed
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == "xs"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(xs_listed["extension"], "ex", "{listed}");
+    assert_ne!(xs_listed["state"], "blocked", "{listed}");
+    let s = serve(&home, None, &["--server", "xs", "--confirm", "client"]).await?;
+    let (is_error, text) = text_of(&s, "echo", json!({"text": "from the extension"})).await?;
+    assert!(!is_error && text.contains("from the extension"), "{text}");
+    drop(s);
+
+    // Where the extension is disabled Gemini CLI has no such server: the entry serves nothing,
+    // and geminid lists no gateway entry in its place.
+    let (code, _, err) =
+        home.gemctl_run(&["extensions", "disable", "ex", "--scope", "workspace"])?;
+    assert_eq!(code, 0, "{err}");
+    let listed = home.gemctl_json(&["mcp", "list"])?;
+    assert!(!listed.to_string().contains("\"xs\""), "{listed}");
+    let s = serve(&home, None, &["--server", "xs", "--confirm", "client"]).await?;
+    assert!(s.client.list_all_tools().await?.is_empty());
+    drop(s);
+
+    // Undone: the entry goes, and Gemini CLI starts the extension's server itself again.
+    let undone = home.gemctl_json(&["mcp", "unimport"])?;
+    assert_eq!(undone["extensions"], json!(["xs"]), "{undone}");
+    let parsed = gemini_settings(&home)?;
+    assert!(parsed["mcpServers"].get("xs").is_none(), "{parsed}");
+    Ok(())
+}
+
+#[tokio::test]
 async fn one_servers_gateway_names_it_exactly() -> anyhow::Result<()> {
     let home = TestHome::new()?;
     settings(&home, json!({ "fx": stdio(&[]) }))?;

@@ -13,7 +13,7 @@
 //! Gemini CLI's file is copied first and otherwise kept as written; geminid's file is written
 //! before it, so a server is never in neither.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use geminid_protocol::config::McpImportResult;
@@ -67,10 +67,11 @@ pub(super) fn server_names(layer: Option<&Value>) -> BTreeSet<String> {
     servers.map(|m| m.keys().cloned().collect()).unwrap_or_default()
 }
 
-/// A client's gateway entry named as one of geminid's own servers (`own`) is that server to
-/// its client: it is left out of the `layers`, so geminid's entry stands.
-pub(super) fn yield_to_own<const N: usize>(own: &BTreeSet<String>, layers: [&mut super::Layer; N]) {
-    for l in layers {
+/// A client's gateway entry named as one of geminid's own servers or an extension's (`own`) is
+/// that server to its client: it is left out of the `layers`, so geminid's entry (or the
+/// extension's) stands.
+pub(super) fn yield_to_own(own: &BTreeSet<String>, layers: &mut [super::Layer]) {
+    for l in layers.iter_mut().filter(|l| l.scope != super::Scope::Geminid) {
         for v in [&mut l.value, &mut l.raw].into_iter().flatten() {
             if let Some(servers) = v.get_mut("mcpServers").and_then(Value::as_object_mut) {
                 servers.retain(|name, entry| !(own.contains(name) && gateway_of(entry).is_some()));
@@ -94,10 +95,30 @@ fn back_up(from: &Path, text: &str) -> Result<Option<String>, OpError> {
     Ok(Some(backup.display().to_string()))
 }
 
-/// Move the servers (see the module); `command` is `gemctl`'s path, for the gateway entries.
+/// The extensions' servers Gemini CLI can reach through the gateway instead of starting them:
+/// those it starts (a remote one, its `url` kept by Gemini CLI's merge, stays with it).
+fn through_the_gateway(extension: &Value) -> bool {
+    ["url", "httpUrl", "tcp"].iter().all(|k| extension.get(k).is_none())
+}
+
+/// Gemini CLI's entry for an extension's server. Gemini CLI merges a settings entry over the
+/// extension's of the same name (COMPAT §1.3): the command and arguments are the gateway's, the
+/// rest (`timeout`, `includeTools`, ...) stays the extension's, and a `cwd` in the extension
+/// (its own folder) gives way to the folder Gemini CLI runs in, whose session it is.
+fn extension_entry(command: &str, name: &str, extension: &Value) -> Value {
+    let mut entry = entry_for(command, name, None);
+    if extension.get("cwd").is_some() {
+        entry["cwd"] = json!(".");
+    }
+    entry
+}
+
+/// Move the servers (see the module); `command` is `gemctl`'s path, for the gateway entries;
+/// `extensions` the extensions' servers (by name: the extension's name, the entry).
 pub(crate) fn mcp_import(
     paths: &ConfigPaths,
     command: &str,
+    extensions: &BTreeMap<String, (String, Value)>,
     dry_run: bool,
 ) -> Result<McpImportResult, OpError> {
     let (from, to) = (&paths.user, &paths.geminid);
@@ -117,17 +138,25 @@ pub(crate) fn mcp_import(
     served.extend(moving.iter().map(|(n, _)| *n));
     let whole: Vec<&String> =
         theirs.iter().filter(|(_, v)| gateway_of(v) == Some(None)).map(|(n, _)| n).collect();
-    let entries: Vec<(&String, Value)> = served
+    let mut entries: Vec<(&String, Value)> = served
         .iter()
         .map(|n| (*n, entry_for(command, n, theirs.get(*n).or_else(|| ours.get(*n)))))
-        .filter(|(n, e)| theirs.get(*n) != Some(e))
         .collect();
+    // The extensions' servers that are not written in either file.
+    let (gatewayed, kept): (Vec<_>, Vec<_>) = extensions
+        .iter()
+        .filter(|(n, _)| !served.contains(n))
+        .partition(|(_, (_, e))| through_the_gateway(e));
+    entries.extend(gatewayed.iter().map(|(n, (_, e))| (*n, extension_entry(command, n, e))));
+    entries.retain(|(n, e)| theirs.get(*n) != Some(e));
     let result = |written: bool, backup: Option<String>| McpImportResult {
         from: from.display().to_string(),
         to: to.display().to_string(),
         moved: moving.iter().map(|(n, _)| (*n).clone()).collect(),
         replaced: replaced.clone(),
         gateway: format!("{command} mcp serve --server <name> --confirm client"),
+        extensions: gatewayed.iter().map(|(n, _)| (*n).clone()).collect(),
+        kept: kept.iter().map(|(n, _)| (*n).clone()).collect(),
         backup,
         written,
     };
@@ -155,8 +184,13 @@ pub(crate) fn mcp_import(
 
 /// Undo [`mcp_import`]: each gateway entry of one of geminid's servers in Gemini CLI's file is
 /// replaced by the server's entry, which leaves geminid's file (Gemini CLI starts it itself
-/// again). Gemini CLI's file first, so a server is never in neither. Returns what moved back.
-pub(crate) fn mcp_unimport(paths: &ConfigPaths, dry_run: bool) -> Result<McpImportResult, OpError> {
+/// again), and the one of an extension's server (`extensions`) is taken out. Gemini CLI's file
+/// first, so a server is never in neither. Returns what moved back.
+pub(crate) fn mcp_unimport(
+    paths: &ConfigPaths,
+    extensions: &BTreeMap<String, (String, Value)>,
+    dry_run: bool,
+) -> Result<McpImportResult, OpError> {
     let (from, to) = (&paths.user, &paths.geminid);
     let text = read_text(from)?;
     let theirs = servers_of(from, &text)?;
@@ -167,26 +201,39 @@ pub(crate) fn mcp_unimport(paths: &ConfigPaths, dry_run: bool) -> Result<McpImpo
         .filter(|(n, v)| gateway_of(v).flatten().as_ref() == Some(*n))
         .filter_map(|(n, _)| ours.get(n).map(|o| (n, o)))
         .collect();
+    let dropped: Vec<&String> = theirs
+        .iter()
+        .filter(|(n, v)| gateway_of(v).flatten().as_ref() == Some(*n))
+        .filter(|(n, _)| !ours.contains_key(*n) && extensions.contains_key(*n))
+        .map(|(n, _)| n)
+        .collect();
     let result = |written: bool, backup: Option<String>| McpImportResult {
         from: from.display().to_string(),
         to: to.display().to_string(),
         moved: back.iter().map(|(n, _)| (*n).clone()).collect(),
         replaced: Vec::new(),
         gateway: String::new(),
+        extensions: dropped.iter().map(|n| (*n).clone()).collect(),
+        kept: Vec::new(),
         backup,
         written,
     };
-    if dry_run || back.is_empty() {
+    if dry_run || (back.is_empty() && dropped.is_empty()) {
         return Ok(result(false, None));
     }
     let mut mine = text.clone();
-    let mut own = own_text;
+    let mut own = own_text.clone();
     for (n, v) in &back {
         mine = edit_settings(from, &mine, "mcpServers", n, Some(v))?.0;
         own = edit_settings(to, &own, "mcpServers", n, None)?.0;
     }
+    for n in &dropped {
+        mine = edit_settings(from, &mine, "mcpServers", n, None)?.0;
+    }
     let backup = back_up(from, &text)?;
     atomic_write(from, &mine, None)?;
-    atomic_write(to, &own, Some(0o600))?;
+    if own != own_text {
+        atomic_write(to, &own, Some(0o600))?;
+    }
     Ok(result(true, backup))
 }

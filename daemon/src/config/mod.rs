@@ -290,13 +290,14 @@ impl Loader {
     ) -> Effective {
         let mut diags = Vec::new();
         let p = &self.paths;
-        let mut defaults =
+        let defaults =
             self.layer(Scope::SystemDefaults, p.system_defaults.clone(), env, &mut diags);
-        let mut user = self.layer(Scope::User, p.user.clone(), env, &mut diags);
+        let user = self.layer(Scope::User, p.user.clone(), env, &mut diags);
         let own = self.layer(Scope::Geminid, p.geminid.clone(), env, &mut diags);
-        let mut system = self.layer(Scope::System, p.system.clone(), env, &mut diags);
-        let own_servers = import::server_names(own.value.as_ref());
-        import::yield_to_own(&own_servers, [&mut defaults, &mut user, &mut system]);
+        let system = self.layer(Scope::System, p.system.clone(), env, &mut diags);
+        // Gateway entries named as one of geminid's servers or an extension's yield to them.
+        let mut own_servers = import::server_names(own.value.as_ref());
+        own_servers.extend(extensions.servers().into_keys());
 
         // Trust is decided from the scopes that do not depend on it.
         let base =
@@ -316,11 +317,11 @@ impl Loader {
         let mut layers = vec![defaults, own, user];
         if let Some(path) = p.workspace_settings(workspace) {
             let mut ws = self.layer(Scope::Workspace, path, env, &mut diags);
-            import::yield_to_own(&own_servers, [&mut ws]);
             ws.applied &= trust.trusted;
             layers.push(ws);
         }
         layers.push(system);
+        import::yield_to_own(&own_servers, &mut layers);
         let applied: Vec<&Layer> = layers.iter().filter(|l| l.applied).collect();
         let mut merged = merge::merge_all(applied.iter().filter_map(|l| l.value.as_ref()));
         extend::exclude_tools(&mut merged, &contributions);

@@ -146,10 +146,11 @@ impl Core {
     ) -> Result<geminid_protocol::config::McpImportResult, ChangeError> {
         self.workspace(session)?;
         let paths = self.config.paths();
+        let extensions = self.extensions.current().servers();
         let r = if p.undo {
-            crate::config::import::mcp_unimport(paths, p.dry_run)?
+            crate::config::import::mcp_unimport(paths, &extensions, p.dry_run)?
         } else {
-            crate::config::import::mcp_import(paths, &p.command, p.dry_run)?
+            crate::config::import::mcp_import(paths, &p.command, &extensions, p.dry_run)?
         };
         if r.written {
             self.written(Some(session), "mcp/import").await;

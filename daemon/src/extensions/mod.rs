@@ -90,6 +90,20 @@ impl Scan {
     pub fn find(&self, name: &str) -> Option<&Arc<Installed>> {
         self.installed.iter().find(|e| e.name.eq_ignore_ascii_case(name))
     }
+
+    /// The MCP servers the extensions that can load declare, by name, as written (the first
+    /// extension's where two declare one name, as Gemini CLI keeps it), with their extension's
+    /// name.
+    pub fn servers(&self) -> BTreeMap<String, (String, Value)> {
+        let mut out = BTreeMap::new();
+        for e in self.installed.iter().filter(|e| e.loadable()) {
+            let declared = e.manifest.as_ref().and_then(|m| m.raw.get("mcpServers"));
+            for (name, entry) in declared.and_then(Value::as_object).into_iter().flatten() {
+                out.entry(name.clone()).or_insert_with(|| (e.name.clone(), entry.clone()));
+            }
+        }
+        out
+    }
 }
 
 /// Why an extension operation failed.

@@ -134,9 +134,11 @@ async fn open(
         return answer(StatusCode::NOT_FOUND, e.to_string());
     }
     // One server's gateway: exactly one of the session's entries (one not running now, being
-    // disabled or untrusted, is served empty until it runs).
+    // disabled or untrusted, is served empty until it runs), or an extension's server (empty
+    // where its extension is disabled, as Gemini CLI has no such server there).
     if let Some(name) = &server
         && let Err(why) = core.catalog.check_server(&session, name)
+        && !core.extensions.current().servers().contains_key(name)
     {
         return answer(StatusCode::NOT_FOUND, why);
     }
