@@ -157,16 +157,35 @@ struct Pending {
 struct Inner {
     /// By number; numbers grow, so this is oldest first.
     pending: BTreeMap<u64, Pending>,
-    /// Who listens: (session, connection) → the kinds, once per listening stream.
-    listeners: HashMap<(String, ConnId), Vec<AskKind>>,
+    /// Who listens, by listening stream.
+    listeners: HashMap<u64, Listener>,
+    next_listener: u64,
     /// The latest settled asks: (id, session, how), oldest first.
     recent: VecDeque<(String, String, Settled)>,
 }
 
+/// One listening stream: its session, the kinds it answers, and, for one that answers only
+/// some calls' asks, the start of their call ids.
+#[derive(Debug, Clone)]
+struct Listener {
+    session: String,
+    kinds: Vec<AskKind>,
+    calls: Option<String>,
+}
+
+impl Listener {
+    /// Whether it answers an ask of `kind` raised by the call `call_id` of `session`.
+    fn takes(&self, session: &str, kind: AskKind, call_id: Option<&str>) -> bool {
+        self.session == session
+            && self.kinds.contains(&kind)
+            && self.calls.as_deref().is_none_or(|p| call_id.is_some_and(|c| c.starts_with(p)))
+    }
+}
+
 impl Inner {
-    /// Whether a connection listens for `kind` on `session`.
-    fn answers(&self, session: &str, kind: AskKind) -> bool {
-        self.listeners.iter().any(|((s, _), kinds)| s == session && kinds.contains(&kind))
+    /// Whether a connection listens for `kind` on `session`, for the call `call_id`.
+    fn answers(&self, session: &str, kind: AskKind, call_id: Option<&str>) -> bool {
+        self.listeners.values().any(|l| l.takes(session, kind, call_id))
     }
 
     fn settled(&mut self, ask: &Ask, how: Settled) {
@@ -199,8 +218,8 @@ impl Default for Asks {
 #[derive(Debug)]
 pub struct Listening<'a> {
     asks: &'a Asks,
-    key: (String, ConnId),
-    kinds: Vec<AskKind>,
+    id: u64,
+    listener: Listener,
     /// The pending asks of its kinds when it started, oldest first.
     pub pending: Vec<Ask>,
     /// New asks and settlements of every session: filter with [`Listening::wants`].
@@ -212,7 +231,9 @@ impl Listening<'_> {
     /// settlement of any ask it was sent.
     pub fn wants(&self, notice: &AskNotice, sent: &std::collections::HashSet<String>) -> bool {
         match notice {
-            AskNotice::Asked { ask } => ask.session == self.key.0 && self.kinds.contains(&ask.kind),
+            AskNotice::Asked { ask } => {
+                self.listener.takes(&ask.session, ask.kind, ask.call_id.as_deref())
+            }
             AskNotice::Settled { id, .. } => sent.contains(id),
         }
     }
@@ -220,17 +241,7 @@ impl Listening<'_> {
 
 impl Drop for Listening<'_> {
     fn drop(&mut self) {
-        let mut inner = self.asks.inner();
-        if let Some(kinds) = inner.listeners.get_mut(&self.key) {
-            for k in &self.kinds {
-                if let Some(i) = kinds.iter().position(|x| x == k) {
-                    kinds.remove(i);
-                }
-            }
-            if kinds.is_empty() {
-                inner.listeners.remove(&self.key);
-            }
-        }
+        self.asks.inner().listeners.remove(&self.id);
     }
 }
 
@@ -310,7 +321,7 @@ impl Asks {
         let (tx, rx) = oneshot::channel();
         {
             let mut inner = self.inner();
-            if !inner.answers(session, kind) {
+            if !inner.answers(session, kind, call_id) {
                 return Err(AskError::NoAnswerer(kind_name(kind)));
             }
             inner.pending.insert(n, Pending { ask: ask.clone(), answer: tx });
@@ -333,6 +344,18 @@ impl Asks {
     /// Start listening on a session for some kinds (the caller checked that the connection
     /// is attached to it).
     pub fn listen(&self, session: &str, conn: ConnId, kinds: &[AskKind]) -> Listening<'_> {
+        self.listen_to(session, conn, kinds, None)
+    }
+
+    /// [`Asks::listen`] for the asks of the calls whose ids start with `calls` only (other
+    /// calls' asks do not count this stream as an answerer).
+    pub fn listen_to(
+        &self,
+        session: &str,
+        _conn: ConnId,
+        kinds: &[AskKind],
+        calls: Option<&str>,
+    ) -> Listening<'_> {
         let mut kinds = kinds.to_vec();
         kinds.sort_by_key(|k| kind_name(*k));
         kinds.dedup();
@@ -340,16 +363,19 @@ impl Asks {
         // an ask is either pending here or arrives as a notice, never neither.
         let mut inner = self.inner();
         let notices = self.notices.subscribe();
-        let key = (session.to_owned(), conn);
-        inner.listeners.entry(key.clone()).or_default().extend(kinds.iter().copied());
+        let listener =
+            Listener { session: session.to_owned(), kinds, calls: calls.map(str::to_owned) };
         let pending = inner
             .pending
             .values()
-            .filter(|p| p.ask.session == session && kinds.contains(&p.ask.kind))
+            .filter(|p| listener.takes(session, p.ask.kind, p.ask.call_id.as_deref()))
             .map(|p| p.ask.clone())
             .collect();
+        inner.next_listener += 1;
+        let id = inner.next_listener;
+        inner.listeners.insert(id, listener.clone());
         drop(inner);
-        Listening { asks: self, key, kinds, pending, notices }
+        Listening { asks: self, id, listener, pending, notices }
     }
 
     /// Answer an ask: `Ok(false)` when it is no longer pending (or never was); an answer of
@@ -437,8 +463,9 @@ impl Asks {
     }
 
     /// Whether a client attached to the session listens for asks of this kind.
+    /// (A stream that answers only some calls' asks counts.)
     pub fn answers(&self, session: &str, kind: AskKind) -> bool {
-        self.inner().answers(session, kind)
+        self.inner().listeners.values().any(|l| l.session == session && l.kinds.contains(&kind))
     }
 
     /// A session's pending asks, oldest first.

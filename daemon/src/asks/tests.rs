@@ -37,6 +37,32 @@ async fn an_ask_nobody_can_answer_fails_at_once_naming_the_kind() {
     assert!(asks.pending("s").is_empty());
 }
 
+/// A listener for some calls' asks answers those only: another call's ask has no answerer
+/// (and fails at once), though the session counts as one a client answers.
+#[tokio::test]
+async fn a_listener_for_some_calls_answers_only_their_asks() {
+    let asks = Asks::default();
+    let mut mine = asks.listen_to("s", C1, &[AskKind::Confirmation], Some("gw9-"));
+    assert!(asks.answers("s", AskKind::Confirmation));
+    let e = confirm(&asks, "s", Duration::from_secs(5)).await.unwrap_err();
+    assert_eq!(e, AskError::NoAnswerer("confirmation"), "call-1 is not one of gw9-'s");
+    let asked = asks.ask(
+        "s",
+        Some("gw9-1"),
+        AskKind::Confirmation,
+        "ok?".into(),
+        json!({}),
+        Duration::from_secs(5),
+    );
+    let answer = async {
+        let ask = next_asked(&mut mine).await;
+        assert_eq!(ask.call_id.as_deref(), Some("gw9-1"));
+        asks.respond("s", &ask.id, json!({"outcome": "once"})).unwrap();
+    };
+    let (got, ()) = tokio::join!(asked, answer);
+    assert_eq!(got.unwrap(), json!({"outcome": "once"}));
+}
+
 #[tokio::test]
 async fn the_first_answer_wins_and_every_listener_is_told() {
     let asks = Arc::new(Asks::default());
