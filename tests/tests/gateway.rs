@@ -898,6 +898,86 @@ async fn a_client_of_the_new_era_gets_result_types_and_listens_for_changes() -> 
     Ok(())
 }
 
+#[tokio::test]
+async fn a_client_of_the_new_era_answers_what_a_call_asks_by_multi_round_trip() -> anyhow::Result<()>
+{
+    use rmcp::model::{CallToolResponse, InputRequest};
+    use rmcp::service::ClientServiceExt as _;
+    // A new user's home: no policy of theirs, so a call is confirmed first; geminid confirms
+    // (the gateway's default), and the client cannot be sent requests in its era.
+    let home = TestHome::new()?;
+    settings(&home, json!({ "fx": stdio(&["--asks"]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let modern = rmcp::service::ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let (_child, pipes) = piped(home.gemctl_cmd(&["mcp", "serve"]).into())?;
+    let heard = Heard {
+        answer: Some(ElicitationAction::Accept),
+        samples: Some("gateway-model"),
+        ..Heard::default()
+    };
+    let client = heard.clone().serve_with_lifecycle(pipes, modern).await?;
+    let call = |name: &str, args: Value| {
+        let mut p = CallToolRequestParams::new(name.to_owned());
+        p.arguments = args.as_object().cloned();
+        p
+    };
+    // Each ask ends the request with `input_required`; each retry answers and waits again.
+    let asked = |r: &CallToolResponse| match r {
+        CallToolResponse::InputRequired(i) => {
+            let requests = i.input_requests.clone().unwrap_or_default();
+            let (key, request) = requests.into_iter().next()?;
+            let InputRequest::Elicitation(e) = request else { return None };
+            let message = serde_json::to_value(&e.params).ok()?["message"].as_str()?.to_owned();
+            Some((key, message, i.request_state.clone()?))
+        }
+        _ => None,
+    };
+    let first = client.call_tool_once(call("fx__ask", json!({"message": "Your name?"}))).await?;
+    let (key, message, state) = asked(&first).ok_or_else(|| anyhow::anyhow!("{first:?}"))?;
+    assert!(message.contains("ask") && message != "Your name?", "the confirmation: {message}");
+    // A state it was not given is refused, and spends nothing.
+    let mut forged = call("fx__ask", json!({"message": "Your name?"}));
+    forged.request_state = Some("0123456789abcdef".into());
+    let refused = format!("{:?}", client.call_tool_once(forged).await);
+    assert!(refused.contains("requestState is unknown"), "{refused}");
+    let mut retry = call("fx__ask", json!({"message": "Your name?"}));
+    retry.request_state = Some(state);
+    retry.input_responses = Some([(key, json!({"action": "accept"}))].into_iter().collect());
+    let second = client.call_tool_once(retry).await?;
+    let (key, message, state) = asked(&second).ok_or_else(|| anyhow::anyhow!("{second:?}"))?;
+    assert_eq!(message, "Your name?", "the server's own elicitation");
+    // Spent: the first state is not taken twice.
+    let mut again = call("fx__ask", json!({"message": "Your name?"}));
+    again.request_state = Some(state.clone());
+    again.input_responses = Some(
+        [(key.clone(), json!({"action": "accept", "content": {"name": "Ada", "age": 36}}))]
+            .into_iter()
+            .collect(),
+    );
+    let done = client.call_tool_once(again).await?;
+    let CallToolResponse::Complete(result) = done else { anyhow::bail!("{done:?}") };
+    let text = serde_json::to_value(&result.content)?.to_string();
+    assert!(text.contains("Ada"), "{text}");
+    let mut twice = call("fx__ask", json!({"message": "Your name?"}));
+    twice.request_state = Some(state);
+    let spent = format!("{:?}", client.call_tool_once(twice).await);
+    assert!(spent.contains("requestState is unknown"), "{spent}");
+
+    // rmcp's own client drives the rounds with its handler: a confirmation and a sampling
+    // request, answered there.
+    let r = client.call_tool(call("fx__sample", json!({"prompt": "Hi there"}))).await?;
+    let text = serde_json::to_value(&r.content)?.to_string();
+    assert!(text.contains("gateway-model"), "{text}");
+    assert!(lock(&heard.asked).iter().any(|m| m.contains("sample")), "{:?}", lock(&heard.asked));
+    let audit = home.gemctl_json(&["audit", "-n", "1"])?;
+    assert_eq!(audit["records"][0]["tool"], "mcp_fx_sample", "{audit}");
+    assert_eq!(audit["records"][0]["ok"], true, "{audit}");
+    Ok(())
+}
+
 /// `config-examples/clients/`, as each client reads its file.
 fn example(name: &str) -> anyhow::Result<String> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config-examples/clients");

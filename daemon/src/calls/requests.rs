@@ -81,13 +81,26 @@ pub(crate) fn with_defaults(schema: &Value, content: Option<Value>) -> Option<Va
 
 /// What the ask shows about an elicitation: the server, the call, and the request as the
 /// server sent it (`mode`, `message`, `requestedSchema` or `url`, `elicitationId`).
-fn detail(caller: &Caller, server: &str, request: Value) -> Value {
-    json!({
+fn detail(caller: &Caller, server: &str, mut request: Value) -> Value {
+    // The server's key for a request it made as an input request (`mcp::INPUT_KEY`), kept
+    // beside the request rather than in it.
+    let meta = request.get_mut("_meta").and_then(Value::as_object_mut);
+    let key = meta.and_then(|m| m.remove(crate::mcp::INPUT_KEY));
+    if request.get("_meta").and_then(Value::as_object).is_some_and(|m| m.is_empty())
+        && let Some(obj) = request.as_object_mut()
+    {
+        obj.remove("_meta");
+    }
+    let mut d = json!({
         "server": server,
         "name": caller.name,
         "session": caller.session,
         "request": request,
-    })
+    });
+    if let Some(key) = key {
+        d["inputKey"] = key;
+    }
+    d
 }
 
 impl ServerRequests {

@@ -32,7 +32,7 @@ use crate::session::ConnId;
     deprecated,
     reason = "sampling is SEP-2577-deprecated; clients of the eras before 2026-07-28 answer it"
 )]
-fn request(ask: &Ask) -> Option<ServerRequest> {
+pub(super) fn request(ask: &Ask) -> Option<ServerRequest> {
     match ask.kind {
         AskKind::Confirmation => {
             let v = json!({

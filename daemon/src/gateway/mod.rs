@@ -14,6 +14,7 @@ mod elicit;
 mod forward;
 mod http;
 mod lists;
+mod mrtr;
 pub mod names;
 mod notify;
 pub(crate) mod route;
@@ -60,6 +61,9 @@ pub struct Serving {
     pub server: Option<String>,
     /// Who confirms the calls policy asks about.
     pub confirm: Confirm,
+    /// The calls of clients of 2026-07-28 waiting for their retry (every HTTP request of one
+    /// listener shares them).
+    pub(crate) rounds: Arc<mrtr::Rounds>,
 }
 
 /// One downstream client's gateway over one session (cheap to clone: the handler rmcp serves
@@ -102,6 +106,12 @@ struct Seen {
 }
 
 static GATEWAYS: AtomicU64 = AtomicU64::new(0);
+
+/// A number no gateway (nor a listener's multi round-trip calls) had: its calls' ids start
+/// `gw<n>-`.
+fn next_gateway_id() -> u64 {
+    GATEWAYS.fetch_add(1, Ordering::Relaxed) + 1
+}
 
 fn catalog_error(e: CatalogError) -> McpError {
     match e {
@@ -163,7 +173,7 @@ impl Gateway {
             conn,
             seen: Mutex::default(),
             next_call: AtomicU64::new(0),
-            id: GATEWAYS.fetch_add(1, Ordering::Relaxed) + 1,
+            id: next_gateway_id(),
             subscribed: Mutex::default(),
             instructions,
         }))
@@ -185,7 +195,12 @@ impl Gateway {
         });
         tokio::spawn(self.clone().follow(notify::Announce::Peer(peer.clone()), gone.clone()));
         tokio::spawn(self.clone().pass_logs(peer.clone(), gone.clone()));
-        let kinds = peer.peer_info().map(|i| elicit::kinds(&i.capabilities)).unwrap_or_default();
+        // A client of 2026-07-28 is not sent requests: its calls' asks go by multi round-trip.
+        let kinds = peer
+            .peer_info()
+            .filter(|i| i.protocol_version < rmcp::model::ProtocolVersion::V_2026_07_28)
+            .map(|i| elicit::kinds(&i.capabilities))
+            .unwrap_or_default();
         if !kinds.is_empty() {
             tokio::spawn(elicit::answer(self.clone(), peer, self.conn, kinds, gone));
         }
@@ -197,6 +212,31 @@ impl Gateway {
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The answer to a call that ran: its result as the server gave it, with what hooks added
+    /// for the model, or why it failed.
+    fn complete(
+        done: Result<(crate::calls::Call, crate::calls::Outcome), CallError>,
+        fqn: &str,
+        served: &str,
+    ) -> Result<CallToolResponse, McpError> {
+        let (_, outcome) = match done {
+            Ok(d) => d,
+            Err(e) => return Self::call_failed(e, fqn, served),
+        };
+        let mut result: CallToolResult = match serde_json::from_value(outcome.result) {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(McpError::internal_error(
+                    format!("the upstream server's result does not parse: {e}"),
+                    None,
+                ));
+            }
+        };
+        result.content.extend(outcome.notes.into_iter().map(Content::text));
+        result.result_type = Some(ResultType::COMPLETE);
+        Ok(CallToolResponse::Complete(result))
     }
 
     /// A call that failed: a protocol error for a call that could not be made as asked (the
@@ -250,8 +290,11 @@ impl ServerHandler for Gateway {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        // A client of 2026-07-28 that elicits confirms by multi round-trip: listening now,
+        // the tools that need a confirmation are served to it.
+        self.serving.rounds.listen(self, mrtr::kinds(&context));
         let (tools, renamed) = self.tool_list().await?;
         if !renamed.is_empty() {
             tracing::info!(session = %self.session, ?renamed, "gateway: tool names taken twice are renamed");
@@ -265,6 +308,9 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        // A client of 2026-07-28: what the call asks comes back as `input_required`.
+        let modern = mrtr::kinds(&context);
+        self.serving.rounds.listen(self, modern.clone());
         let served = self.tools().await?;
         let Some(&i) = served.map.by_served.get(request.name.as_ref()) else {
             return Err(McpError::invalid_params(
@@ -274,6 +320,27 @@ impl ServerHandler for Gateway {
         };
         let fqn = served.tool(i).fqn.clone();
         drop(served);
+        if !modern.is_empty() || request.request_state.is_some() {
+            let rounds = self.serving.rounds.clone();
+            let (session, args) = (self.session.clone(), request.arguments.clone());
+            let start = |call_id| CallRequest {
+                session,
+                target: Target::Tool(fqn.clone()),
+                args,
+                call_id: Some(call_id),
+                origin: Origin::Gateway,
+                confirmed: self.serving.confirm == Confirm::Client,
+                tail_of: None,
+            };
+            let (state, responses) = (request.request_state.clone(), request.input_responses);
+            let turn = rounds
+                .call(self, &request.name, state, responses, start, &modern, &context)
+                .await?;
+            return match turn {
+                mrtr::Turn::Asks(r) => Ok(*r),
+                mrtr::Turn::Done(done) => Self::complete(*done, &fqn, &request.name),
+            };
+        }
         let n = self.next_call.fetch_add(1, Ordering::Relaxed) + 1;
         let call_id = format!("{}{n}", self.call_prefix());
         // Progress for this call goes to the client under its own token, all of it before
@@ -306,22 +373,7 @@ impl ServerHandler for Gateway {
         if let Some(p) = progress {
             let _ = p.await;
         }
-        let (_, outcome) = match done {
-            Ok(d) => d,
-            Err(e) => return Self::call_failed(e, &fqn, &request.name),
-        };
-        let mut result: CallToolResult = match serde_json::from_value(outcome.result) {
-            Ok(r) => r,
-            Err(e) => {
-                return Err(McpError::internal_error(
-                    format!("the upstream server's result does not parse: {e}"),
-                    None,
-                ));
-            }
-        };
-        result.content.extend(outcome.notes.into_iter().map(Content::text));
-        result.result_type = Some(ResultType::COMPLETE);
-        Ok(CallToolResponse::Complete(result))
+        Self::complete(done, &fqn, &request.name)
     }
 
     async fn list_prompts(

@@ -142,7 +142,7 @@ async fn open(
     {
         return answer(StatusCode::NOT_FOUND, why);
     }
-    let serving = Serving { names, server, confirm };
+    let serving = Serving { names, server, confirm, rounds: Default::default() };
     let upgraded = hyper::upgrade::on(req);
     if let Some(listener) = listener {
         tasks.spawn(async move {

@@ -53,6 +53,10 @@ use crate::config::env::Env;
 
 pub use supervisor::Supervisor;
 
+/// Where a request a 2026-07-28 server made as an input request carries the server's key for
+/// it on its way to an ask (`_meta`; the ask keeps it as `detail.inputKey`).
+pub const INPUT_KEY: &str = "dev.geminid/inputKey";
+
 /// How long a server keeps running after the last session that needed it let go.
 pub const DEFAULT_LINGER: Duration = Duration::from_secs(60);
 /// First delay before restarting a failed server; doubles with each failure in a row.

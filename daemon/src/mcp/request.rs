@@ -100,6 +100,18 @@ fn input_required_as_such(
     }
 }
 
+/// `params` with the key the server gave them among its input requests in `_meta`
+/// ([`super::INPUT_KEY`]): the ask they become keeps it, for a gateway client of the same era to
+/// be asked under the server's own key.
+fn keyed<T: serde::Serialize + serde::de::DeserializeOwned>(params: T, key: &str) -> T {
+    let Ok(mut v) = serde_json::to_value(&params) else { return params };
+    let Some(obj) = v.as_object_mut() else { return params };
+    let meta = obj.entry("_meta").or_insert_with(|| serde_json::json!({}));
+    let Some(meta) = meta.as_object_mut() else { return params };
+    meta.insert(super::INPUT_KEY.to_owned(), serde_json::Value::String(key.to_owned()));
+    serde_json::from_value(v).unwrap_or(params)
+}
+
 impl Supervisor {
     /// `tools/call` on the server, keeping the result as JSON (content types rmcp does not
     /// know, or a `content` that is not an array, reach the converter instead of failing the
@@ -179,12 +191,13 @@ impl Supervisor {
         let each = requests.unwrap_or_default().into_iter().map(|(key, request)| async move {
             let value = match request {
                 InputRequest::Elicitation(r) => {
-                    let answer = self.elicit_for(identity, Some(origin), r.params).await;
+                    let params = keyed(r.params, &key);
+                    let answer = self.elicit_for(identity, Some(origin), params).await;
                     serde_json::to_value(answer)
                 }
                 InputRequest::CreateMessage(r) => {
                     let answer = self
-                        .sample_for(identity, Some(origin), r.params)
+                        .sample_for(identity, Some(origin), keyed(r.params, &key))
                         .await
                         .map_err(rmcp::ServiceError::McpError)?;
                     serde_json::to_value(answer)
