@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The MCP conformance suite's *server* scenarios against geminid's gateway, as a user would
-serve one server to an automated client: a daemon in a home of its own whose one server is
-tests/src/bin/conformance-server.rs (every tool, prompt and resource the scenarios call),
-`gemctl mcp serve --http 127.0.0.1:0 --server conf --confirm client`, and, because the suite
+serve one server to an automated client: a daemon in a home of its own whose servers are
+tests/src/bin/conformance-server.rs (every tool, prompt and resource the scenarios call), of
+the eras before 2026-07-28 (`conf`) and of 2026-07-28 (`conf26`), each revision's scenarios
+run against `gemctl mcp serve --http 127.0.0.1:0 --server <its server> --confirm client`,
+and, because the suite
 cannot send a bearer token, authproxy.py in front of it adding the gateway's token (Host and
 Origin pass unchanged, so the DNS-rebinding scenario still judges the gateway). Each
 revision must fail exactly its baseline (conformance/server-<revision>.yml, each entry with its
@@ -24,10 +26,11 @@ import homes
 ROOT, CACHE = sys.argv[1], sys.argv[2]
 HERE = os.path.join(ROOT, "tests", "interop", "conformance")
 BIN = os.path.join(ROOT, "target", "debug")
-# revision → the suite release that covers it, and its options.
+# revision → the server behind the gateway (one of that era: `conf26` speaks 2026-07-28 and
+# asks by input_required), the suite release that covers it, and its options.
 RUNS = [
-    ("2025-11-25", os.path.join(CACHE, "conformance", "2025-11-25"), []),
-    ("2026-07-28", os.path.join(CACHE, "conformance", "2026-07-28"),
+    ("2025-11-25", "conf", os.path.join(CACHE, "conformance", "2025-11-25"), []),
+    ("2026-07-28", "conf26", os.path.join(CACHE, "conformance", "2026-07-28"),
      ["--spec-version", "2026-07-28", "--timeout", "15000"]),
 ]
 
@@ -47,27 +50,34 @@ def main():
     os.makedirs(ws, exist_ok=True)
     env = homes.env(tmp, BIN)
     with open(os.path.join(home, ".gemini", "settings.json"), "w") as f:
-        json.dump({"mcpServers": {"conf": {"command": os.path.join(BIN, "conformance-server")}}}, f)
+        server = os.path.join(BIN, "conformance-server")
+        json.dump({"mcpServers": {"conf": {"command": server},
+                                  "conf26": {"command": server, "args": ["--modern"]}}}, f)
     gemctl = os.path.join(BIN, "gemctl")
     children = []
     status = 0
     try:
         subprocess.run([gemctl, "trust"], env=env, cwd=ws, check=True, capture_output=True)
-        gw = subprocess.Popen([gemctl, "--json", "mcp", "serve", "--http", "127.0.0.1:0",
-                               "--server", "conf", "--confirm", "client"],
-                              env=env, cwd=ws, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
-        children.append(gw)
-        said = json.loads(gw.stdout.readline())
-        port = int(said["url"].rsplit(":", 1)[1].split("/")[0])
-        port_file = os.path.join(tmp, "proxy-port")
-        children.append(subprocess.Popen(
-            [sys.executable, os.path.join(ROOT, "tests", "interop", "authproxy.py"), str(port),
-             said["tokenFile"], port_file], stdin=subprocess.DEVNULL))
-        wait_for(port_file, "the token proxy")
-        with open(port_file) as f:
-            url = f"http://127.0.0.1:{int(f.read())}/mcp"
-        for rev, suite, options in RUNS:
+
+        def gateway(name):
+            """`gemctl mcp serve --http` of the server `name`, behind the token proxy: its URL."""
+            gw = subprocess.Popen([gemctl, "--json", "mcp", "serve", "--http", "127.0.0.1:0",
+                                   "--server", name, "--confirm", "client"],
+                                  env=env, cwd=ws, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            children.append(gw)
+            said = json.loads(gw.stdout.readline())
+            port = int(said["url"].rsplit(":", 1)[1].split("/")[0])
+            port_file = os.path.join(tmp, f"proxy-port-{name}")
+            children.append(subprocess.Popen(
+                [sys.executable, os.path.join(ROOT, "tests", "interop", "authproxy.py"),
+                 str(port), said["tokenFile"], port_file], stdin=subprocess.DEVNULL))
+            wait_for(port_file, "the token proxy")
+            with open(port_file) as f:
+                return f"http://127.0.0.1:{int(f.read())}/mcp"
+
+        for rev, name, suite, options in RUNS:
+            url = gateway(name)
             out = os.path.join(CACHE, "conformance", f"server-results-{rev}")
             shutil.rmtree(out, ignore_errors=True)
             log = os.path.join(CACHE, "conformance", f"server-run-{rev}.log")

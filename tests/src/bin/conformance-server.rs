@@ -3,6 +3,13 @@
 //! `test://static-text`, ...), answering as each scenario's description asks. The interop suite
 //! puts it behind geminid's gateway (`gemctl mcp serve --http ADDR --server conf`) and runs the
 //! suite's server scenarios against that (tests/interop/conformance_server.py).
+//!
+//! By default a server of the eras before 2026-07-28 (it asks its client in the middle of a
+//! call); with `--modern` one of 2026-07-28 that also has the `input-required-result-*`
+//! scenarios' tools (`input_required`, SEP-2322).
+
+#[path = "../fixture/conformance_mrtr.rs"]
+mod mrtr;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
@@ -13,7 +20,7 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// A 1×1 red PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -41,8 +48,10 @@ fn one_string(arg: &str, description: &str) -> Value {
     })
 }
 
-fn tools() -> Vec<Value> {
-    vec![
+fn tools(modern: bool) -> Vec<Value> {
+    let asking = mrtr::TOOLS.iter().map(|(n, d)| tool(n, d, no_args()));
+    let mut all: Vec<Value> = if modern { asking.collect() } else { Vec::new() };
+    all.extend(vec![
         tool("test_simple_text", "Returns simple text", no_args()),
         tool("test_image_content", "Returns an image", no_args()),
         tool("test_audio_content", "Returns audio", no_args()),
@@ -81,7 +90,8 @@ fn tools() -> Vec<Value> {
                 "additionalProperties": false
             }),
         ),
-    ]
+    ]);
+    all
 }
 
 fn text(t: impl Into<String>) -> Result<CallToolResponse, McpError> {
@@ -125,15 +135,23 @@ async fn elicit(
 }
 
 #[derive(Debug, Clone, Default)]
-struct Conformance;
+struct Conformance {
+    /// Of 2026-07-28 (`--modern`).
+    modern: bool,
+}
 
 impl Conformance {
     async fn run(
         &self,
-        name: &str,
-        args: &Map<String, Value>,
+        request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let (name, args) = (request.name.as_ref(), &request.arguments.clone().unwrap_or_default());
+        if self.modern
+            && let Some(answer) = mrtr::call(name, request, context)
+        {
+            return answer;
+        }
         let peer = &context.peer;
         let arg = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         match name {
@@ -279,14 +297,20 @@ impl ServerHandler for Conformance {
             .with_server_info(Implementation::new("geminid-conformance-server", "0.1.0"))
     }
 
-    /// A server of the eras the 2025 scenarios model: it knows no `server/discover` (-32601),
-    /// so geminid talks to it with the `initialize` handshake, and it can ask its client
-    /// (elicitation, sampling) in the middle of a call.
+    /// A server of the eras the 2025 scenarios model knows no `server/discover` (-32601), so
+    /// geminid talks to it with the `initialize` handshake, and it can ask its client
+    /// (elicitation, sampling) in the middle of a call. With `--modern`, it is discovered.
     async fn discover(
         &self,
         _: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::DiscoverResult, McpError> {
-        Err(McpError::method_not_found::<rmcp::model::DiscoverRequestMethod>())
+        if !self.modern {
+            return Err(McpError::method_not_found::<rmcp::model::DiscoverRequestMethod>());
+        }
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
     }
 
     async fn list_tools(
@@ -294,7 +318,7 @@ impl ServerHandler for Conformance {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(parse(Value::Array(tools()))?))
+        Ok(ListToolsResult::with_all_items(parse(Value::Array(tools(self.modern)))?))
     }
 
     async fn call_tool(
@@ -302,8 +326,7 @@ impl ServerHandler for Conformance {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let args = request.arguments.clone().unwrap_or_default();
-        self.run(&request.name, &args, &context).await
+        self.run(&request, &context).await
     }
 
     async fn list_resources(
@@ -440,7 +463,8 @@ impl ServerHandler for Conformance {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
-    let running = Conformance.serve((tokio::io::stdin(), tokio::io::stdout())).await?;
+    let modern = std::env::args().any(|a| a == "--modern");
+    let running = Conformance { modern }.serve((tokio::io::stdin(), tokio::io::stdout())).await?;
     running.waiting().await?;
     Ok(())
 }
