@@ -294,7 +294,7 @@ impl ServerHandler for Gateway {
     ) -> Result<ListToolsResult, McpError> {
         // A client of 2026-07-28 that elicits confirms by multi round-trip: listening now,
         // the tools that need a confirmation are served to it.
-        self.serving.rounds.listen(self, mrtr::kinds(&context));
+        self.serving.rounds.listen(self, mrtr::kinds(&context)).await;
         let (tools, renamed) = self.tool_list().await?;
         if !renamed.is_empty() {
             tracing::info!(session = %self.session, ?renamed, "gateway: tool names taken twice are renamed");
@@ -310,7 +310,7 @@ impl ServerHandler for Gateway {
     ) -> Result<CallToolResponse, McpError> {
         // A client of 2026-07-28: what the call asks comes back as `input_required`.
         let modern = mrtr::kinds(&context);
-        self.serving.rounds.listen(self, modern.clone());
+        self.serving.rounds.listen(self, modern.clone()).await;
         let served = self.tools().await?;
         let Some(&i) = served.map.by_served.get(request.name.as_ref()) else {
             return Err(McpError::invalid_params(

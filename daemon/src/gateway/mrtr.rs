@@ -158,8 +158,9 @@ impl Rounds {
     }
 
     /// Listen for the asks of this listener's calls, so that they have an answerer: for
-    /// `kinds` and those of earlier requests.
-    pub(super) fn listen(self: &Arc<Self>, gw: &Gateway, kinds: Vec<AskKind>) {
+    /// `kinds` and those of earlier requests. Returns once the listener counts (a call made
+    /// right after finds it).
+    pub(super) async fn listen(self: &Arc<Self>, gw: &Gateway, kinds: Vec<AskKind>) {
         let (stop, kinds) = {
             let mut state = self.state();
             let mut all = state.listening.as_ref().map(|(_, k)| k.clone()).unwrap_or_default();
@@ -175,8 +176,10 @@ impl Rounds {
         };
         let (rounds, asks) = (Arc::downgrade(self), gw.core.asks.clone());
         let (session, conn, prefix) = (gw.session.clone(), gw.conn, self.prefix());
+        let (ready, listening_now) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             let mut listening = asks.listen_to(&session, conn, &kinds, Some(&prefix));
+            let _ = ready.send(());
             for ask in std::mem::take(&mut listening.pending) {
                 route(&rounds, ask);
             }
@@ -205,6 +208,7 @@ impl Rounds {
                 }
             }
         });
+        let _ = listening_now.await;
     }
 
     /// A `tools/call` of a multi round-trip client: a new call (`start`), or the retry of a
