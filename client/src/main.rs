@@ -235,7 +235,9 @@ impl Command {
             | Self::Completions { .. }
             | Self::Man { .. }
             | Self::Untrust { .. } => false,
-            Self::Confirm { .. } | Self::Audit { .. } => false,
+            Self::Confirm { .. } => false,
+            // `--session` filters the records (the whole log without it).
+            Self::Audit { .. } => true,
             Self::Extensions(ext_cmds::ExtensionsCommand::New { .. }) => false,
             Self::Session(SessionCommand::Show { id }) | Self::Attach { id, .. } => id.is_none(),
             Self::Session(_) => false,
@@ -348,7 +350,13 @@ fn main() -> ExitCode {
         .var(complete::VAR)
         .complete();
     match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt.block_on(gemctl_main()),
+        Ok(rt) => {
+            let code = rt.block_on(gemctl_main());
+            // Not waiting for blocking reads: `attach` reading stdin would hold the exit until
+            // the next line (Ctrl-C, or the daemon going away, would not end it).
+            rt.shutdown_background();
+            code
+        }
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
             ExitCode::FAILURE
@@ -443,6 +451,13 @@ fn call_error(
         }
         other => anyhow::Error::new(other).context(method),
     }
+}
+
+/// Whether `e` says the session has no such server, or has not started it.
+fn not_here(e: &anyhow::Error) -> bool {
+    use geminid_protocol::error::ErrorCode;
+    let code = e.chain().find_map(|c| c.downcast_ref::<CallError>().map(|c| c.code));
+    [ErrorCode::ServerNotFound, ErrorCode::ServerUnavailable].iter().any(|c| code == Some(c.code()))
 }
 
 /// Errors go to stderr; with `--json` also as `{"error": {...}}` on stdout.
@@ -546,6 +561,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Mcp(config_cmds::McpCommand::Runtime(cmd)) if !cmd.needs_session() => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            // A server by name: this directory's, else the one of that name running anywhere.
+            if cli.session.is_none() && cmd.by_name() {
+                let here = for_session(&client, None).await?.id;
+                match mcp_cmds::run(&client, Some(here), cmd.clone(), cli.json).await {
+                    Err(e) if not_here(&e) => mcp_cmds::run(&client, None, cmd, cli.json).await?,
+                    r => r?,
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             mcp_cmds::run(&client, cli.session, cmd, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }

@@ -9,7 +9,7 @@ use geminid_protocol::mcp::{
 
 use crate::{call_error, output};
 
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum RuntimeCommand {
     /// List the session's servers and their state (starts nothing)
     List {
@@ -63,6 +63,11 @@ fn failed(s: &ServerStatus) -> bool {
 impl RuntimeCommand {
     /// Whether it needs a session (the current directory's default one unless `--session`).
     /// Restart and logs find a running server by name across sessions unless one is given.
+    /// Restart and logs: a server by name, this directory's first (`--session` names another).
+    pub fn by_name(&self) -> bool {
+        matches!(self, Self::Restart { .. } | Self::Logs { .. })
+    }
+
     pub fn needs_session(&self) -> bool {
         matches!(
             self,

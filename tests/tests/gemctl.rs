@@ -383,3 +383,137 @@ async fn idle_default_sessions_are_closed_and_nothing_else() -> anyhow::Result<(
     assert!(daemon.log().contains("closed idle default sessions"), "{}", daemon.log());
     Ok(())
 }
+
+/// `mcp logs NAME` and `mcp restart NAME` take this directory's server of that name when
+/// servers of that name run for other folders too (and another folder's by `--session`).
+#[tokio::test]
+async fn logs_and_restart_by_name_take_this_directorys_server() -> anyhow::Result<()> {
+    use geminid_tests::mcp::{stdio, write_user_settings};
+    let home = TestHome::new()?;
+    // The user's fx, and a project's own fx (other arguments: another process).
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let project = home.root().join("project");
+    std::fs::create_dir_all(project.join(".gemini"))?;
+    let settings = json!({ "mcpServers": { "fx": stdio(&["--rich"]) } });
+    std::fs::write(project.join(".gemini/settings.json"), settings.to_string())?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    let in_dir = |dir: &std::path::Path, args: &[&str]| -> anyhow::Result<(i32, String, String)> {
+        let out = home.gemctl_cmd(args).current_dir(dir).output()?;
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        Ok((out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr)))
+    };
+    let pid_in = |dir: &std::path::Path| -> anyhow::Result<u64> {
+        let (_, out, _) = in_dir(dir, &["--json", "mcp", "list"])?;
+        let v: Value = serde_json::from_str(&out)?;
+        let fx = v.as_array().and_then(|a| a.iter().find(|s| s["name"] == "fx")).cloned();
+        fx.and_then(|s| s["pid"].as_u64()).ok_or_else(|| anyhow::anyhow!("no fx pid: {v}"))
+    };
+    let ws = home.workspace();
+    for dir in [&ws, &project] {
+        assert_eq!(in_dir(dir, &["trust"])?.0, 0);
+        let (code, _, err) = in_dir(dir, &["mcp", "start"])?;
+        assert_eq!(code, 0, "{err}");
+    }
+    let (mine, theirs) = (pid_in(&ws)?, pid_in(&project)?);
+    assert_ne!(mine, theirs);
+
+    let (code, out, err) = in_dir(&ws, &["mcp", "logs", "fx", "-n", "50"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("starting (pid {mine})")), "this folder's fx: {out}");
+    let (code, _, err) = in_dir(&project, &["mcp", "restart", "fx"])?;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(pid_in(&ws)?, mine, "the other folder's fx is left alone");
+    assert_ne!(pid_in(&project)?, theirs, "the project's fx restarted");
+    // From a folder with neither, the name is ambiguous, and the error says what helps.
+    let (code, _, err) = in_dir(&home.root().join("home"), &["mcp", "logs", "fx"])?;
+    assert_eq!(code, 1);
+    assert!(err.contains("name a session") && err.contains("--session"), "{err}");
+    Ok(())
+}
+
+/// A call whose caller goes away (Ctrl-C on `gemctl call`) is cancelled, and the audit log
+/// still records it, saying so.
+#[tokio::test]
+async fn a_call_whose_caller_goes_away_is_audited() -> anyhow::Result<()> {
+    use geminid_tests::mcp::{stdio, write_user_settings};
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, _, err) = home.gemctl_run(&["mcp", "start"])?;
+    assert_eq!(code, 0, "{err}");
+    let mut caller = home.gemctl_cmd(&["call", "mcp_fx_sleep", r#"{"ms": 20000}"#]).spawn()?;
+    // Running on the server (the fixture's log says it sleeps), then the person presses Ctrl-C.
+    let sleeping = geminid_tests::eventually(Duration::from_secs(10), || async {
+        home.gemctl_run(&["mcp", "logs", "fx", "-n", "20"])
+            .is_ok_and(|(_, out, _)| out.contains("sleeping 20000 ms"))
+    })
+    .await;
+    assert!(sleeping, "the call did not reach the server");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(caller.id())?);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT)?;
+    caller.wait()?;
+    let recorded = geminid_tests::eventually(Duration::from_secs(10), || async {
+        home.gemctl_json(&["audit", "-n", "1"])
+            .is_ok_and(|a| a["records"][0]["tool"] == "mcp_fx_sleep")
+    })
+    .await;
+    let audit = home.gemctl_json(&["audit", "-n", "1"])?;
+    assert!(recorded, "the call is missing from the audit log: {audit}");
+    let record = &audit["records"][0];
+    assert_eq!(record["ok"], false, "{record}");
+    assert!(record.to_string().contains("the caller went away"), "{record}");
+    // `audit --session` (as its help says) keeps that session's records only.
+    let id = home.gemctl_json(&["session", "show"])?["id"].as_str().unwrap_or_default().to_owned();
+    let mine = home.gemctl_json(&["--session", &id, "audit", "-n", "5"])?;
+    assert_eq!(mine["records"][0]["tool"], "mcp_fx_sleep", "{mine}");
+    let other =
+        home.gemctl_json(&["session", "new"])?["id"].as_str().unwrap_or_default().to_owned();
+    let theirs = home.gemctl_json(&["--session", &other, "audit", "-n", "5"])?;
+    assert_eq!(theirs["records"], json!([]), "{theirs}");
+    Ok(())
+}
+
+/// Whether `child` ends within `limit`.
+async fn ends_within(child: &mut std::process::Child, limit: Duration) -> anyhow::Result<bool> {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if child.try_wait()?.is_some() {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(false)
+}
+
+/// `gemctl attach` answering from its stdin ends at Ctrl-C, and when the daemon stops, though
+/// nothing was typed (a read of stdin no longer holds it).
+#[tokio::test]
+async fn attach_ends_at_ctrl_c_and_when_the_daemon_stops() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    let attach = || {
+        home.gemctl_cmd(&["attach", "--answer"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+    };
+    let mut first = attach()?;
+    let mut err = geminid_tests::stderr_lines(&mut first);
+    geminid_tests::line_with(&mut err, "are answered here").await?;
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(first.id())?);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT)?;
+    let ended = ends_within(&mut first, Duration::from_secs(5)).await?;
+    let _ = first.kill();
+    assert!(ended, "attach still runs 5 s after Ctrl-C");
+
+    let mut second = attach()?;
+    let mut err = geminid_tests::stderr_lines(&mut second);
+    geminid_tests::line_with(&mut err, "are answered here").await?;
+    assert!(home.gemctl(&["daemon", "stop"])?.status.success());
+    let ended = ends_within(&mut second, Duration::from_secs(10)).await?;
+    let _ = second.kill();
+    assert!(ended, "attach still runs 10 s after the daemon stopped");
+    Ok(())
+}

@@ -183,6 +183,52 @@ pub struct Parts {
     pub confirm_deadline: Duration,
 }
 
+/// A call on its way, audited when it ends, or when its caller goes away first (its future
+/// dropped: the call is cancelled, and the record says so).
+struct Audited<'a> {
+    audit: Option<&'a dyn seats::Audit>,
+    started: Option<Instant>,
+    call: Call,
+    done: bool,
+}
+
+impl Audited<'_> {
+    /// Record how it ended; the call as the seats left it.
+    fn end(mut self, ended: &Ended) -> Call {
+        self.record(ended);
+        self.done = true;
+        let empty = Call {
+            session: String::new(),
+            origin: self.call.origin,
+            call_id: None,
+            name: String::new(),
+            server: String::new(),
+            tool: String::new(),
+            args: None,
+            annotations: None,
+            confirmed: false,
+            policy: None,
+            tail_of: None,
+        };
+        std::mem::replace(&mut self.call, empty)
+    }
+
+    fn record(&self, ended: &Ended) {
+        if let (Some(audit), Some(started)) = (self.audit, self.started) {
+            audit.record(&self.call, ended, started.elapsed());
+        }
+    }
+}
+
+impl Drop for Audited<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let why = "cancelled: the caller went away before the call ended";
+            self.record(&Ended::Failed(why.to_owned()));
+        }
+    }
+}
+
 impl Pipeline {
     /// A pipeline over these parts.
     pub fn new(parts: Parts, seats: Seats) -> Self {
@@ -214,7 +260,7 @@ impl Pipeline {
                 return Err(e);
             }
         };
-        let mut call = Call {
+        let call = Call {
             session: req.session,
             origin: req.origin,
             call_id: req.call_id,
@@ -237,14 +283,15 @@ impl Pipeline {
             call_id = call.call_id.as_deref().unwrap_or(""),
         );
         let started = self.seats.audit.as_ref().map(|_| Instant::now());
-        let result = self.run(&resolved, &mut call).instrument(span).await;
-        if let (Some(audit), Some(started)) = (&self.seats.audit, started) {
-            let ended = match &result {
-                Ok(o) => Ended::Answered { is_error: o.is_error },
-                Err(e) => Ended::Failed(e.to_string()),
-            };
-            audit.record(&call, &ended, started.elapsed());
-        }
+        // Recorded however it ends: a caller that goes away drops this future mid-call.
+        let mut audited =
+            Audited { audit: self.seats.audit.as_deref(), started, call, done: false };
+        let result = self.run(&resolved, &mut audited.call).instrument(span).await;
+        let ended = match &result {
+            Ok(o) => Ended::Answered { is_error: o.is_error },
+            Err(e) => Ended::Failed(e.to_string()),
+        };
+        let call = audited.end(&ended);
         result.map(|o| (call, o))
     }
 

@@ -9,6 +9,7 @@ pub mod hooks;
 pub(crate) mod policy;
 mod prepared;
 pub mod seat;
+mod servers;
 pub(crate) mod settings;
 pub mod skills;
 mod starter;
@@ -441,22 +442,6 @@ impl Core {
         Ok(result)
     }
 
-    /// A session's servers as `mcp/listServers` shows them; starts nothing.
-    pub fn list_servers(
-        &self,
-        session: &str,
-    ) -> Result<geminid_protocol::mcp::ListServersResult, SessionError> {
-        let known = self.baselines().get(session).cloned();
-        let config = match known {
-            Some(c) => c,
-            None => self.compute(session)?,
-        };
-        let env = self.session_env(session);
-        let servers =
-            self.mcp.list_session(SessionView { id: session, config: &config, env: &env });
-        Ok(geminid_protocol::mcp::ListServersResult { servers, warnings: list_warnings(&config) })
-    }
-
     /// These sessions lost their last connection: their servers may go (after the linger).
     pub fn sessions_unattached(&self, ids: &[String]) {
         // Connections close on their own during a shutdown; a session's servers must keep
@@ -555,43 +540,4 @@ impl Core {
     pub fn connection_closed(&self) {
         self.connections.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-/// What `gemctl mcp list` says before the list: an untrusted folder (in Gemini CLI's words, and
-/// how to trust it) and every settings error with its position.
-fn list_warnings(config: &Effective) -> Vec<String> {
-    use geminid_protocol::config::Severity;
-    let mut out = Vec::new();
-    let c = &config.public;
-    if !c.trust.trusted && !c.mcp_servers.is_empty() {
-        out.push(
-            "Warning: MCP servers are configured but disabled because this folder is untrusted. \
-             `gemctl trust` trusts it."
-                .to_owned(),
-        );
-        out.push(
-            "User-level servers are also suppressed in untrusted folders to prevent accidental \
-             side-effects."
-                .to_owned(),
-        );
-        out.push(format!("({}: {})", c.workspace, c.trust.reason));
-    }
-    let errors: Vec<String> = c
-        .diagnostics
-        .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .map(|d| {
-            let pos = match (d.line, d.column) {
-                (Some(l), Some(col)) => format!(":{l}:{col}"),
-                (Some(l), None) => format!(":{l}"),
-                _ => String::new(),
-            };
-            format!("{}{pos}: error: {}", d.file, d.message)
-        })
-        .collect();
-    if !errors.is_empty() {
-        out.extend(errors);
-        out.push("`gemctl config check` lists every problem.".to_owned());
-    }
-    out
 }

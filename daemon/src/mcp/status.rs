@@ -7,7 +7,7 @@ use geminid_protocol::config::{BlockReason, Scope};
 use geminid_protocol::mcp::{ServerState, ServerStatus, Transport as Wire};
 
 use super::server::{Server, planned_transport};
-use super::{Binding, SessionView, Supervisor};
+use super::{Binding, McpError, SessionView, Supervisor};
 use crate::catalog::naming;
 use crate::config::env::redact_urls;
 
@@ -83,6 +83,40 @@ pub(super) fn block_text(reason: BlockReason) -> (ServerState, &'static str) {
 }
 
 impl Supervisor {
+    /// Whether the session runs its servers now (it has bindings).
+    pub fn runs_session(&self, session: &str) -> bool {
+        self.inner().sessions.contains_key(session)
+    }
+
+    /// The server a session's entry `name` resolves to when the session runs none (its
+    /// settings in `view`): the one of that identity running for others, or stopped lately.
+    pub fn find_planned(&self, view: SessionView<'_>, name: &str) -> Result<Arc<Server>, McpError> {
+        let resolved = Self::entries(view);
+        let Some((entry, _)) = resolved.get(name) else {
+            return Err(McpError::NotFound(format!(
+                "no MCP server named '{name}' in this session"
+            )));
+        };
+        let inner = self.inner();
+        match &entry.binding {
+            Binding::Runs(identity) => inner
+                .servers
+                .get(identity)
+                .or_else(|| inner.retired(identity).map(|r| &r.server))
+                .cloned()
+                .ok_or_else(|| {
+                    McpError::Unavailable(format!(
+                        "MCP server '{name}' has not been started (`gemctl mcp start` starts \
+                         this directory's servers)"
+                    ))
+                }),
+            Binding::NotRun { state, reason, .. } => Err(McpError::Unavailable(format!(
+                "MCP server '{name}' is {}: {reason}",
+                state.label().to_lowercase()
+            ))),
+        }
+    }
+
     pub(super) fn status_of(
         &self,
         server: &Server,

@@ -417,7 +417,8 @@ impl Supervisor {
                  this directory's servers)"
             ))),
             _ => Err(McpError::NotFound(format!(
-                "{} different servers named '{name}' are running; name a session",
+                "{} different servers named '{name}' are running; name a session (`gemctl \
+                 --session ID`; `gemctl mcp list --all` shows whose each is)",
                 matches.len()
             ))),
         }

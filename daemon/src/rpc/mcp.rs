@@ -33,8 +33,9 @@ impl Handler {
     fn find_server(&self, p: &ServerParams) -> RpcResult<Arc<Server>> {
         if let Some(id) = &p.session {
             self.core.sessions.record(id).map_err(rpc_error)?;
+            return self.core.server_of(id, &p.name).map_err(mcp_error);
         }
-        self.core.mcp.find(p.session.as_deref(), &p.name).map_err(mcp_error)
+        self.core.mcp.find(None, &p.name).map_err(mcp_error)
     }
 
     pub(super) async fn list_servers(

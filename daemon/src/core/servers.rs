@@ -1,0 +1,84 @@
+//! A session's servers by name: `mcp/listServers`, and the server `mcp/logs` and
+//! `mcp/restart` mean, whether or not the session runs its servers now.
+
+use std::sync::Arc;
+
+use super::Core;
+use crate::config::Effective;
+use crate::mcp::server::Server;
+use crate::mcp::{McpError, SessionView};
+use crate::session::SessionError;
+
+impl Core {
+    /// A session's servers as `mcp/listServers` shows them; starts nothing.
+    pub fn list_servers(
+        &self,
+        session: &str,
+    ) -> Result<geminid_protocol::mcp::ListServersResult, SessionError> {
+        let known = self.baselines().get(session).cloned();
+        let config = match known {
+            Some(c) => c,
+            None => self.compute(session)?,
+        };
+        let env = self.session_env(session);
+        let servers =
+            self.mcp.list_session(SessionView { id: session, config: &config, env: &env });
+        Ok(geminid_protocol::mcp::ListServersResult { servers, warnings: list_warnings(&config) })
+    }
+
+    /// The server the session's entry `name` means: the one it runs, or, when the session
+    /// runs none now (its clients left; the servers linger), the one its settings resolve
+    /// to, running or stopped lately.
+    pub fn server_of(&self, session: &str, name: &str) -> Result<Arc<Server>, McpError> {
+        match self.mcp.find(Some(session), name) {
+            Err(McpError::Unavailable(why)) if !self.mcp.runs_session(session) => {
+                let known = self.baselines().get(session).cloned();
+                let Some(config) = known.or_else(|| self.compute(session).ok()) else {
+                    return Err(McpError::Unavailable(why));
+                };
+                let env = self.session_env(session);
+                self.mcp.find_planned(SessionView { id: session, config: &config, env: &env }, name)
+            }
+            other => other,
+        }
+    }
+}
+
+/// What `gemctl mcp list` says before the list: an untrusted folder (in Gemini CLI's words, and
+/// how to trust it) and every settings error with its position.
+fn list_warnings(config: &Effective) -> Vec<String> {
+    use geminid_protocol::config::Severity;
+    let mut out = Vec::new();
+    let c = &config.public;
+    if !c.trust.trusted && !c.mcp_servers.is_empty() {
+        out.push(
+            "Warning: MCP servers are configured but disabled because this folder is untrusted. \
+             `gemctl trust` trusts it."
+                .to_owned(),
+        );
+        out.push(
+            "User-level servers are also suppressed in untrusted folders to prevent accidental \
+             side-effects."
+                .to_owned(),
+        );
+        out.push(format!("({}: {})", c.workspace, c.trust.reason));
+    }
+    let errors: Vec<String> = c
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| {
+            let pos = match (d.line, d.column) {
+                (Some(l), Some(col)) => format!(":{l}:{col}"),
+                (Some(l), None) => format!(":{l}"),
+                _ => String::new(),
+            };
+            format!("{}{pos}: error: {}", d.file, d.message)
+        })
+        .collect();
+    if !errors.is_empty() {
+        out.extend(errors);
+        out.push("`gemctl config check` lists every problem.".to_owned());
+    }
+    out
+}
