@@ -35,6 +35,8 @@ async fn every_example_loads_where_it_belongs() -> anyhow::Result<()> {
     let gemini = home.root().join("home/.gemini");
     copy("settings.json", &gemini.join("settings.json"))?;
     copy("workspace/.gemini/settings.json", &home.workspace().join(".gemini/settings.json"))?;
+    copy("workspace/tools/tools.py", &home.workspace().join("tools/tools.py"))?;
+    copy("workspace/tools/call.sh", &home.workspace().join("tools/call.sh"))?;
     copy("system.settings.json", &home.root().join("etc/settings.json"))?;
     copy("trustedFolders.json", &gemini.join("trustedFolders.json"))?;
     copy("extension-enablement.json", &gemini.join("extensions/extension-enablement.json"))?;
@@ -73,6 +75,17 @@ async fn every_example_loads_where_it_belongs() -> anyhow::Result<()> {
     assert_eq!(code, 0, "{out}{err}");
     let listed = home.gemctl_json(&["extensions", "list"])?.to_string();
     assert!(listed.contains("hello") && listed.contains("hello-server"), "{listed}");
+    // Its server starts (it ships with it) and answers.
+    let (code, out, err) =
+        home.gemctl_run(&["call", "mcp_hello-server_hello", r#"{"name": "Ada"}"#])?;
+    assert_eq!((code, out.as_str()), (0, "Hello, Ada!\n"), "{err}");
+
+    // The project's custom tools are discovered, and run.
+    let (code, out, err) = home.gemctl_run(&["tools", "refresh"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) =
+        home.gemctl_run(&["call", "discovered_tool_word_count", r#"{"text": "one two three"}"#])?;
+    assert_eq!((code, out.trim()), (0, "3"), "{err}");
 
     let skills = home.gemctl_json(&["skills", "list"])?;
     assert!(names(&skills, "skills", "name").contains(&"review".to_owned()), "{skills}");
