@@ -16,7 +16,8 @@ pub enum PolicyCommand {
         tool: String,
         /// Its arguments, as a JSON object
         args: Option<String>,
-        /// The MCP server the tool belongs to
+        /// The MCP server the tool belongs to (default: the one the session lists it under,
+        /// as the call would have it)
         #[arg(long, value_name = "NAME")]
         server: Option<String>,
         /// Decide in this approval mode (default, autoEdit, yolo, plan)

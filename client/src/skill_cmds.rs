@@ -190,7 +190,7 @@ pub async fn run(
     match cmd {
         SkillsCommand::List { all } => {
             let r = client
-                .skills_list(SkillsListParams { session })
+                .skills_list(SkillsListParams { session, instructions: false })
                 .await
                 .map_err(call_error("skills/list"))?;
             if json {
@@ -220,7 +220,7 @@ pub async fn run(
         }
         SkillsCommand::Show { name } => {
             let r = client
-                .skills_list(SkillsListParams { session })
+                .skills_list(SkillsListParams { session, instructions: true })
                 .await
                 .map_err(call_error("skills/list"))?;
             let lower = name.to_lowercase();
@@ -238,12 +238,18 @@ pub async fn run(
                 if r.activated.contains(&s.name) {
                     outln!("  Activated in this session.");
                 }
+                if let Some(text) = &s.instructions {
+                    outln!("  Instructions:");
+                    for line in text.lines() {
+                        outln!("    {line}");
+                    }
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
         SkillsCommand::Prompt => {
             let r = client
-                .skills_prompt(SkillsListParams { session })
+                .skills_prompt(SkillsListParams { session, instructions: false })
                 .await
                 .map_err(call_error("skills/prompt"))?;
             if json {
@@ -376,7 +382,7 @@ pub async fn run_agents(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let r = client
-        .agents_list(SkillsListParams { session })
+        .agents_list(SkillsListParams { session, instructions: false })
         .await
         .map_err(call_error("agents/list"))?;
     match cmd {

@@ -109,9 +109,18 @@ pub async fn tools(
                 .mcp_list_servers(Some(params))
                 .await
                 .map_err(call_error("mcp/listServers"))?;
-            if !listed.servers.iter().any(|s| &s.name == name) {
+            let Some(found) = listed.servers.iter().find(|s| &s.name == name) else {
                 anyhow::bail!(
                     "no MCP server named '{name}' in this session (`gemctl mcp list` shows them)"
+                );
+            };
+            // No tools because it is not running: that is a failure, and why is said.
+            if found.state != geminid_protocol::mcp::ServerState::Connected {
+                let why = found.last_error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+                anyhow::bail!(
+                    "MCP server '{name}' is not running ({}){why} (`gemctl mcp logs {name}` shows \
+                     its output)",
+                    found.state.label().to_lowercase()
                 );
             }
         }

@@ -51,4 +51,12 @@ mod version_tests {
         let want = format!("{} (protocol {})", super::DAEMON_VERSION, super::PROTOCOL_VERSION);
         assert_eq!(super::VERSION_LINE, want);
     }
+
+    /// PROTOCOL.md names the version a client written from it must send.
+    #[test]
+    fn the_protocol_document_names_the_protocol_version() {
+        let doc = include_str!("../../docs/PROTOCOL.md");
+        let first = doc.lines().next().unwrap_or_default();
+        assert_eq!(first, format!("# geminid protocol (version {})", super::PROTOCOL_VERSION));
+    }
 }

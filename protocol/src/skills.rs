@@ -72,6 +72,10 @@ pub struct SkillInfo {
     /// The copies of the same name it overrides, lowest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<SkillConflict>,
+    /// Its instructions (the body of its `SKILL.md`), when asked for (`skills/list`'s
+    /// `instructions`) and the skill is a file's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
 }
 
 /// `skills/list`, `skills/prompt` and `agents/list`.
@@ -81,6 +85,9 @@ pub struct SkillInfo {
 pub struct SkillsListParams {
     /// The session (its workspace, trust, extensions and settings decide what it sees).
     pub session: SessionId,
+    /// `skills/list`: each skill with its instructions.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub instructions: bool,
 }
 
 /// Result of `skills/list`.

@@ -349,6 +349,12 @@ async fn stdio_faults_end_in_clear_states() -> anyhow::Result<()> {
         assert!(e.starts_with("-31010: MCP server '"), "{e}");
         assert!(e.contains(text), "{e}");
     }
+    // Its tools asked for by name: not "No tools." and success, but why it has none.
+    let (code, out, err) =
+        t.home.gemctl_run(&["--session", &t.session, "mcp", "tools", "fails"])?;
+    assert_eq!(code, 1, "{out}");
+    assert!(err.contains("MCP server 'fails' is not running (crash loop)"), "{err}");
+    assert!(err.contains("initialize failed") && err.contains("gemctl mcp logs fails"), "{err}");
     let early_logs = server_log(&t.client, Some(&t.session), "early").await?;
     assert!(early_logs.lines.iter().any(|l| l.text.contains("crash-loop")), "{early_logs:#?}");
     // A restart gets it out of crash-loop (and it fails again, honestly).
@@ -508,6 +514,8 @@ async fn unused_servers_stop_after_the_linger() -> anyhow::Result<()> {
 
 /// An HTTP server on loopback that answers every request with `status` (and a
 /// `WWW-Authenticate` challenge for 401).
+/// A server answering every request with `status` (a 401 with a `WWW-Authenticate` challenge
+/// unless `status` ends in " bare").
 fn status_server(status: &'static str) -> anyhow::Result<String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
@@ -523,7 +531,11 @@ fn status_server(status: &'static str) -> anyhow::Result<String> {
                     Ok(n) => req.extend_from_slice(&buf[..n]),
                 }
             }
-            let challenge = if status.starts_with("401") {
+            let (status, bare) = match status.strip_suffix(" bare") {
+                Some(s) => (s, true),
+                None => (status, false),
+            };
+            let challenge = if status.starts_with("401") && !bare {
                 "www-authenticate: Bearer realm=\"test\"\r\n"
             } else {
                 ""
@@ -605,6 +617,9 @@ async fn network_faults_end_in_clear_states() -> anyhow::Result<()> {
         "missing": { "httpUrl": status_server("404 Not Found")? },
         "locked": { "httpUrl": status_server("401 Unauthorized")? },
         "locked-sse": { "url": status_server("401 Unauthorized")?, "type": "sse" },
+        // A plain 401 (a bearer header the server refuses, no OAuth): no challenge either.
+        "refused": { "httpUrl": status_server("401 Unauthorized bare")?,
+            "headers": { "Authorization": "Bearer $UNSET_TOKEN" } },
         "ftp": { "httpUrl": "ftp://127.0.0.1/mcp" },
         "noscheme": { "url": "localhost:9/mcp" },
     }))
@@ -623,7 +638,7 @@ async fn network_faults_end_in_clear_states() -> anyhow::Result<()> {
         let err = s.last_error.clone().unwrap_or_default();
         assert!(err.contains(text), "{name}: {err}");
     }
-    for name in ["locked", "locked-sse"] {
+    for name in ["locked", "locked-sse", "refused"] {
         let s = wait_for(&t.client, &t.session, name, Duration::from_secs(10), |s| {
             s.state == ServerState::NeedsAuth
         })
@@ -632,7 +647,7 @@ async fn network_faults_end_in_clear_states() -> anyhow::Result<()> {
     }
     // needs-auth is not a crash: no retries behind the user's back.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    for name in ["locked", "locked-sse"] {
+    for name in ["locked", "locked-sse", "refused"] {
         let s = one(&list(&t.client, &t.session).await?, name).clone();
         assert_eq!((s.state, s.restarts), (ServerState::NeedsAuth, 0), "{s:#?}");
     }

@@ -187,6 +187,11 @@ async fn gemctl_policy_check_and_list() -> anyhow::Result<()> {
     )?;
     assert_eq!(code, 0);
     assert!(out.starts_with("allow\n") && out.contains("settings: mcpServers.fx.trust"), "{out}");
+    // Without `--server`, exactly as the call decides: the session knows whose tool it is.
+    for (tool, want) in [("mcp_fx_crash", "deny"), ("mcp_fx_echo", "allow")] {
+        let checked = s.home.gemctl_json(&[&session[..], &["policy", "check", tool]].concat())?;
+        assert_eq!(checked["decision"], want, "{tool}: {checked}");
+    }
     let (code, out, _) = s.home.gemctl_run(&[&session[..], &["policy", "list"]].concat())?;
     assert_eq!(code, 0);
     assert!(

@@ -68,6 +68,13 @@ async fn precedence_trust_edits_and_enablement() -> anyhow::Result<()> {
     std::fs::rename(&tmp, &file)?;
     let v = listed(&home)?;
     assert_eq!(find(&v, "review").map(|s| s["description"].clone()), Some("edited".into()));
+    // `skills show` gives its instructions (the list does not carry them).
+    assert!(find(&v, "review").is_some_and(|s| s.get("instructions").is_none()), "{v}");
+    let (code, out, err) = home.gemctl_run(&["skills", "show", "review"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("  Instructions:\n    New.\n"), "{out}");
+    let shown = home.gemctl_json(&["skills", "show", "review"])?;
+    assert_eq!(shown["instructions"], "New.", "{shown}");
 
     // Disable (the workspace's settings by default), then enable (every file that lists it).
     let (code, out, err) = home.gemctl_run(&["skills", "disable", "REVIEW"])?;
@@ -254,7 +261,8 @@ async fn skills_served_by_mcp_servers() -> anyhow::Result<()> {
     let id = session.id.clone();
     client.mcp_start(StartParams { session: id.clone(), wait: true }).await?;
 
-    let v = client.skills_list(SkillsListParams { session: id.clone() }).await?;
+    let v =
+        client.skills_list(SkillsListParams { session: id.clone(), instructions: false }).await?;
     let served = v
         .skills
         .iter()
@@ -293,7 +301,9 @@ async fn an_edit_is_announced_as_skills_changed() -> anyhow::Result<()> {
     let client = daemon.client().await?;
     let workspace = home.workspace().display().to_string();
     let session = client.create(SessionCreateParams { workspace, ..Default::default() }).await?;
-    let prompt = client.skills_prompt(SkillsListParams { session: session.id.clone() }).await?;
+    let prompt = client
+        .skills_prompt(SkillsListParams { session: session.id.clone(), instructions: false })
+        .await?;
     assert_eq!(prompt.names, ["first"]);
     let params = EventsSubscribeParams {
         session: Some(session.id.clone()),

@@ -125,6 +125,14 @@ async fn version_mismatch_names_both_versions() -> anyhow::Result<()> {
     let msg = obj.message();
     assert!(msg.contains(&format!("speaks version {}", PROTOCOL_VERSION + 1)), "{msg}");
     assert!(msg.contains(&format!("speaks version {PROTOCOL_VERSION}")), "{msg}");
+    assert!(msg.contains("restart it from the client's release"), "{msg}");
+    // An older client (an editor written from an old PROTOCOL.md) is told to send this one.
+    let older = HelloParams { protocol_version: PROTOCOL_VERSION - 1, client: None };
+    let err = client.hello(older).await.err();
+    let Some(RpcError::Call(obj)) = err else { panic!("expected a call error: {err:?}") };
+    let msg = obj.message();
+    assert!(msg.contains(&format!("send `protocolVersion: {PROTOCOL_VERSION}`")), "{msg}");
+    assert!(!msg.contains("restart"), "the daemon is not the one behind: {msg}");
     Ok(())
 }
 

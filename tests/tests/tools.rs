@@ -729,6 +729,24 @@ async fn gemctl_prompts_and_resources() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A URI whose scheme is a server's name (`memory://graph` of the server `memory`) is that
+/// URI, not the server `memory`'s `//graph`.
+#[tokio::test]
+async fn a_uri_whose_scheme_names_a_server_is_read_as_the_uri() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "file": stdio(&["--rich"]) }))?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    for reference in ["file:///notes.txt", "@file:file:///notes.txt"] {
+        let (code, out, err) = home.gemctl_run(&["read", reference])?;
+        assert_eq!((code, out.as_str()), (0, "remember the milk\n"), "{reference}: {err}");
+    }
+    let (code, _, err) = home.gemctl_run(&["read", "file:///nothing-here"])?;
+    assert_eq!(code, 1);
+    assert!(err.contains("lists no resource") || err.contains("no server lists"), "{err}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn progress_arrives_as_events_and_calls_can_be_cancelled() -> anyhow::Result<()> {
     use geminid_protocol::tools::ToolsCancelParams;

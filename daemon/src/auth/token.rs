@@ -176,6 +176,9 @@ async fn post_form(
             // RFC 6749 §2.3.1: each form-encoded, then joined by a colon.
             let pair = format!("{}:{}", form_body_value(client.id), form_body_value(s.expose()));
             basic = Some(format!("Basic {}", base64(pair.as_bytes())));
+            // The id in the body too (not a second authentication, which the secret would be):
+            // servers that read it only there (FastMCP's) refuse the exchange without it.
+            form.push(("client_id", client.id.to_owned()));
         }
         (ClientAuth::Post, Some(s)) => {
             form.push(("client_id", client.id.to_owned()));

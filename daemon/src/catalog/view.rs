@@ -286,10 +286,18 @@ impl Catalog {
         let (server_name, uri) = match (&which.server, &which.uri, &which.reference) {
             (Some(s), Some(u), _) => (s.clone(), u.clone()),
             (None, Some(u), None) => owner_of(u)?,
+            // `server:uri` where the server offers that URI; else a URI one server offers
+            // (`memory://graph` is the URI of a server named `memory`); else the server named.
             (_, _, Some(r)) => {
-                match prompts::parse_reference(r, servers.iter().map(|(n, _)| n.as_str())) {
-                    Some(found) => found,
-                    None => owner_of(r.strip_prefix('@').unwrap_or(r))?,
+                let parsed = prompts::parse_reference(r, servers.iter().map(|(n, _)| n.as_str()));
+                let offered = |(name, uri): &(String, String)| {
+                    servers.iter().any(|(n, s)| n == name && offers(&s.catalog(), uri))
+                };
+                match (parsed, owner_of(r.strip_prefix('@').unwrap_or(r))) {
+                    (Some(p), _) if offered(&p) => p,
+                    (_, Ok(found)) => found,
+                    (Some(p), Err(_)) => p,
+                    (None, Err(e)) => return Err(e),
                 }
             }
             _ => return Err(not_in("give server and uri, or a reference (@server:uri)".into())),

@@ -98,11 +98,35 @@ impl Core {
         let interactive = p.interactive.unwrap_or_else(|| self.interactive(&p.session));
         let mode = p.mode.unwrap_or_default();
         let policy = self.policies.for_session(self.config.paths(), &effective, interactive);
+        // Without `serverName`, the server (and annotations) the call would have: the one the
+        // session's table lists the tool under, else the configured server whose `mcp_<name>_`
+        // prefix it carries (the longest).
+        let listed = p.server_name.is_none().then(|| self.catalog.tools_now(&p.session).ok());
+        let listed = listed.flatten();
+        let found = listed
+            .as_ref()
+            .and_then(|st| st.get(&p.tool).or_else(|| st.hidden.get(&p.tool).map(|(_, t)| t)));
+        let annotations = found.and_then(|t| t.tool().raw.get("annotations")?.as_object());
+        let configured = || {
+            effective
+                .servers
+                .keys()
+                .filter(|s| {
+                    p.tool.strip_prefix("mcp_").is_some_and(|r| r.starts_with(&format!("{s}_")))
+                })
+                .max_by_key(|s| s.len())
+                .cloned()
+        };
+        let server = match (&p.server_name, found) {
+            (Some(s), _) => Some(s.clone()),
+            (None, Some(t)) => Some(t.server_name.clone()).filter(|s| !s.is_empty()),
+            (None, None) => configured(),
+        };
         let call = ToolCall {
             name: &p.tool,
-            server: p.server_name.as_deref(),
+            server: server.as_deref(),
             args: p.args.as_ref().and_then(serde_json::Value::as_object),
-            annotations: None,
+            annotations,
             subagent: p.subagent.as_deref(),
         };
         let v = policy.set.decide(&call, mode, interactive);

@@ -216,12 +216,24 @@ impl Core {
     }
 
     /// `skills/list`.
-    pub(crate) fn skills_list(&self, session: &str) -> Result<SkillsListResult, SkillsError> {
+    /// With `instructions`, each skill's body too.
+    pub(crate) fn skills_list(
+        &self,
+        session: &str,
+        instructions: bool,
+    ) -> Result<SkillsListResult, SkillsError> {
         let (reg, e) = self.skill_registry(session)?;
         self.seen(session, &reg);
         let activated = self.sessions.record(session)?.state.activated_skills;
+        let info = |entry: &registry::Entry| {
+            let mut i = entry.info();
+            if instructions && !entry.skill.body.is_empty() {
+                i.instructions = Some(entry.skill.body.clone());
+            }
+            i
+        };
         Ok(SkillsListResult {
-            skills: reg.skills.values().map(registry::Entry::info).collect(),
+            skills: reg.skills.values().map(info).collect(),
             skills_enabled: skills_on(&e.public.settings),
             activated,
             diagnostics: reg.diagnostics,

@@ -574,6 +574,11 @@ fn is_unauthorized(e: &(dyn std::error::Error + 'static)) -> bool {
             match h {
                 StreamableHttpError::AuthRequired(_) => return true,
                 StreamableHttpError::HttpStatus(s) if s.status == 401 => return true,
+                // A 401 without a challenge (a refused Authorization header) reaches here as
+                // the status line and the body.
+                StreamableHttpError::UnexpectedServerResponse(m) if m.starts_with("HTTP 401") => {
+                    return true;
+                }
                 _ => {}
             }
         }

@@ -16,12 +16,23 @@ impl DaemonApiServer for Handler {
         let client = params.client.as_ref().map_or("unknown client", |c| c.name.as_str());
         if params.protocol_version != PROTOCOL_VERSION {
             tracing::warn!(client, theirs = params.protocol_version, "protocol version mismatch");
+            // Who is behind says what helps: an older client is updated, an older daemon
+            // restarted from the client's release.
+            let fix = if params.protocol_version < PROTOCOL_VERSION {
+                format!(
+                    "the client is older than the daemon: use the gemctl of this release, or \
+                     have the editor integration send `protocolVersion: {PROTOCOL_VERSION}` in \
+                     `daemon/hello` (docs/PROTOCOL.md)"
+                )
+            } else {
+                "the daemon is older than the client: restart it from the client's release \
+                 (`gemctl daemon stop`, then start it again)"
+                    .to_owned()
+            };
             return Err(ErrorCode::VersionMismatch.error_with(
                 format!(
                     "protocol version mismatch: {client} speaks version {}, this geminid \
-                     ({DAEMON_VERSION}) speaks version {PROTOCOL_VERSION}; restart the daemon \
-                     from the same release as the client (`gemctl daemon stop`, then start it \
-                     again)",
+                     ({DAEMON_VERSION}) speaks version {PROTOCOL_VERSION}; {fix}",
                     params.protocol_version
                 ),
                 serde_json::json!({

@@ -34,7 +34,7 @@ fn skills_error(e: SkillsError) -> ErrorObjectOwned {
 #[async_trait]
 impl SkillsApiServer for Handler {
     async fn skills_list(&self, p: SkillsListParams) -> RpcResult<SkillsListResult> {
-        self.core.skills_list(&p.session).map_err(skills_error)
+        self.core.skills_list(&p.session, p.instructions).map_err(skills_error)
     }
 
     async fn skills_prompt(&self, p: SkillsListParams) -> RpcResult<SkillsPromptResult> {

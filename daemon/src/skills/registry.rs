@@ -91,6 +91,7 @@ impl Entry {
                     source: p.source(),
                 })
                 .collect(),
+            instructions: None,
         }
     }
 }

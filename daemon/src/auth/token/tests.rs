@@ -167,7 +167,9 @@ async fn a_confidential_client_authenticates_as_the_server_offers() {
     // base64("c+id:s3%3Acr%26t"): each part form-encoded first (RFC 6749 §2.3.1).
     assert_eq!(sent.headers["authorization"], "Basic YytpZDpzMyUzQWNyJTI2dA==");
     let form = form_of(&sent.body);
-    assert!(!form.iter().any(|(k, _)| k == "client_secret" || k == "client_id"), "{form:?}");
+    assert!(!form.iter().any(|(k, _)| k == "client_secret"), "one authentication: {form:?}");
+    // The id in the body as well, for servers that read it only there (FastMCP).
+    assert!(form.iter().any(|(k, v)| k == "client_id" && v == "c id"), "{form:?}");
     assert_eq!(base64(b"a"), "YQ==");
     assert_eq!(base64(b"ab"), "YWI=");
 }
