@@ -197,6 +197,28 @@ impl Inner {
         self.retired.iter().find(|r| r.server.identity == identity)
     }
 
+    /// The server the session's entry `name` is bound to: running, or stopped lately (for its
+    /// log, or to start again); why not otherwise.
+    fn bound(&self, name: &str, binding: &Binding) -> Result<Arc<Server>, McpError> {
+        match binding {
+            Binding::Runs(identity) => self
+                .servers
+                .get(identity)
+                .or_else(|| self.retired(identity).map(|r| &r.server))
+                .cloned()
+                .ok_or_else(|| {
+                    McpError::Unavailable(format!(
+                        "MCP server '{name}' has not been started (`gemctl mcp start` starts \
+                         this directory's servers)"
+                    ))
+                }),
+            Binding::NotRun { state, reason, .. } => Err(McpError::Unavailable(format!(
+                "MCP server '{name}' is {}: {reason}",
+                state.label().to_lowercase()
+            ))),
+        }
+    }
+
     fn users(&self, identity: &str) -> Vec<String> {
         let mut ids: Vec<String> = self
             .sessions

@@ -97,24 +97,7 @@ impl Supervisor {
                 "no MCP server named '{name}' in this session"
             )));
         };
-        let inner = self.inner();
-        match &entry.binding {
-            Binding::Runs(identity) => inner
-                .servers
-                .get(identity)
-                .or_else(|| inner.retired(identity).map(|r| &r.server))
-                .cloned()
-                .ok_or_else(|| {
-                    McpError::Unavailable(format!(
-                        "MCP server '{name}' has not been started (`gemctl mcp start` starts \
-                         this directory's servers)"
-                    ))
-                }),
-            Binding::NotRun { state, reason, .. } => Err(McpError::Unavailable(format!(
-                "MCP server '{name}' is {}: {reason}",
-                state.label().to_lowercase()
-            ))),
-        }
+        self.inner().bound(name, &entry.binding)
     }
 
     pub(super) fn status_of(

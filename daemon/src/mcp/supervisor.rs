@@ -386,23 +386,7 @@ impl Supervisor {
                     None => format!("no MCP server named '{name}' in this session"),
                 })
             })?;
-            return match &entry.binding {
-                Binding::Runs(identity) => inner
-                    .servers
-                    .get(identity)
-                    .or_else(|| inner.retired(identity).map(|r| &r.server))
-                    .cloned()
-                    .ok_or_else(|| {
-                        McpError::Unavailable(format!(
-                            "MCP server '{name}' has not been started (`gemctl mcp start` starts \
-                             this directory's servers)"
-                        ))
-                    }),
-                Binding::NotRun { state, reason, .. } => Err(McpError::Unavailable(format!(
-                    "MCP server '{name}' is {}: {reason}",
-                    state.label().to_lowercase()
-                ))),
-            };
+            return inner.bound(name, &entry.binding);
         }
         let matches: Vec<&Arc<Server>> =
             inner.servers.values().filter(|s| s.name == name).collect();
