@@ -120,6 +120,20 @@ impl TestHome {
         };
     }
 
+    /// Any program run as a user of this home would (its environment, in its workspace),
+    /// with the built `gemctl` first on its PATH.
+    pub fn command(&self, program: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new(program);
+        self.apply_env(&mut cmd);
+        let gemctl = bin("gemctl");
+        let dir = gemctl.parent().map(Path::to_path_buf).unwrap_or_default();
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let path = std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(&path)))
+            .unwrap_or(path);
+        cmd.env("PATH", path).args(args).current_dir(self.workspace()).stdin(Stdio::null());
+        cmd
+    }
+
     /// A `gemctl` command for this home.
     pub fn gemctl_cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(bin("gemctl"));

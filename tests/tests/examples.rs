@@ -102,3 +102,31 @@ async fn every_example_loads_where_it_belongs() -> anyhow::Result<()> {
     assert_eq!(status["limits"]["maxConnections"], 256, "{status}");
     Ok(())
 }
+
+/// `config-examples/editors/client.py`, an editor's integration written from PROTOCOL.md,
+/// runs against a real daemon as shipped: a new user's home (no policy: the call is
+/// confirmed), the client answering the confirmation its call raises.
+#[tokio::test]
+async fn the_example_editor_client_calls_a_tool_and_answers_its_confirmation() -> anyhow::Result<()>
+{
+    use geminid_tests::mcp::{stdio, write_user_settings};
+    let home = TestHome::new()?;
+    write_user_settings(&home, serde_json::json!({ "fx": stdio(&[]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let client = examples().join("editors/client.py").display().to_string();
+    let count = |v: Value| v.as_array().map_or(0, Vec::len);
+    let before = count(home.gemctl_json(&["session", "list"])?);
+    let out = home
+        .command("python3", &[&client, "mcp_fx_echo", r#"{"text": "from the editor"}"#])
+        .output()?;
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("confirming: ") && stdout.contains("mcp_fx_echo"), "{stdout}");
+    assert!(stdout.trim_end().ends_with("from the editor"), "{stdout}");
+    // Its own session is closed at the end: the daemon has the sessions it had.
+    let after = home.gemctl_json(&["session", "list"])?;
+    assert_eq!(count(after.clone()), before, "{after}");
+    Ok(())
+}
