@@ -112,8 +112,24 @@ async fn the_example_editor_client_calls_a_tool_and_answers_its_confirmation() -
     use geminid_tests::mcp::{stdio, write_user_settings};
     let home = TestHome::new()?;
     write_user_settings(&home, serde_json::json!({ "fx": stdio(&[]) }))?;
-    let _daemon = Daemon::start(&home, &[]).await?;
+    let daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
+    // A client that lists before it listens is told what it does not see, and why.
+    {
+        use geminid_protocol::api::{SessionApiClient, ToolsApiClient};
+        let c = daemon.client().await?;
+        let workspace = home.workspace().display().to_string();
+        let p = geminid_protocol::session::SessionCreateParams { workspace, ..Default::default() };
+        let session = c.create(p).await?.id;
+        let p = geminid_protocol::tools::ToolsListParams { session, raw: false, all: false };
+        let listed = c.tools_list(p).await?;
+        assert!(!listed.tools.iter().any(|t| t.name == "mcp_fx_echo"), "headless: left out");
+        let said = listed.diagnostics.join("\n");
+        assert!(
+            said.contains("need a confirmation are left out") && said.contains("asks/listen"),
+            "{said}"
+        );
+    }
     let client = examples().join("editors/client.py").display().to_string();
     let count = |v: Value| v.as_array().map_or(0, Vec::len);
     let before = count(home.gemctl_json(&["session", "list"])?);

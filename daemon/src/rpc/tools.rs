@@ -43,7 +43,16 @@ impl ToolsApiServer for Handler {
         let st = self.core.catalog.session_tools(&p.session, true).await;
         let st = st.map_err(super::catalog::catalog_error)?;
         let tools = if p.all { st.entries_all(p.raw) } else { st.entries(p.raw) };
-        Ok(ToolsListResult { tools, diagnostics: st.diagnostics.clone() })
+        let mut diagnostics = st.diagnostics.clone();
+        // A client that lists before it listens sees the headless view: say what is left out.
+        let waiting = st.hidden.values().filter(|(h, _)| h.by_default).count();
+        if waiting > 0 && !p.all {
+            diagnostics.push(format!(
+                "{waiting} tool(s) that need a confirmation are left out: no client of this \
+                 session answers confirmations (`asks/listen` first, then list again)"
+            ));
+        }
+        Ok(ToolsListResult { tools, diagnostics })
     }
 
     async fn tools_cancel(&self, p: ToolsCancelParams) -> RpcResult<ToolsCancelResult> {
