@@ -114,11 +114,11 @@ fn extension_entry(command: &str, name: &str, extension: &Value) -> Value {
 }
 
 /// Move the servers (see the module); `command` is `gemctl`'s path, for the gateway entries;
-/// `extensions` the extensions' servers (by name: the extension's name, the entry).
+/// `extensions` the extensions' servers (by name, as written).
 pub(crate) fn mcp_import(
     paths: &ConfigPaths,
     command: &str,
-    extensions: &BTreeMap<String, (String, Value)>,
+    extensions: &BTreeMap<String, Value>,
     dry_run: bool,
 ) -> Result<McpImportResult, OpError> {
     let (from, to) = (&paths.user, &paths.geminid);
@@ -146,8 +146,8 @@ pub(crate) fn mcp_import(
     let (gatewayed, kept): (Vec<_>, Vec<_>) = extensions
         .iter()
         .filter(|(n, _)| !served.contains(n))
-        .partition(|(_, (_, e))| through_the_gateway(e));
-    entries.extend(gatewayed.iter().map(|(n, (_, e))| (*n, extension_entry(command, n, e))));
+        .partition(|(_, e)| through_the_gateway(e));
+    entries.extend(gatewayed.iter().map(|(n, e)| (*n, extension_entry(command, n, e))));
     entries.retain(|(n, e)| theirs.get(*n) != Some(e));
     let result = |written: bool, backup: Option<String>| McpImportResult {
         from: from.display().to_string(),
@@ -188,7 +188,7 @@ pub(crate) fn mcp_import(
 /// first, so a server is never in neither. Returns what moved back.
 pub(crate) fn mcp_unimport(
     paths: &ConfigPaths,
-    extensions: &BTreeMap<String, (String, Value)>,
+    extensions: &BTreeMap<String, Value>,
     dry_run: bool,
 ) -> Result<McpImportResult, OpError> {
     let (from, to) = (&paths.user, &paths.geminid);

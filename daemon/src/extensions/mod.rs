@@ -92,14 +92,13 @@ impl Scan {
     }
 
     /// The MCP servers the extensions that can load declare, by name, as written (the first
-    /// extension's where two declare one name, as Gemini CLI keeps it), with their extension's
-    /// name.
-    pub fn servers(&self) -> BTreeMap<String, (String, Value)> {
+    /// extension's where two declare one name, as Gemini CLI keeps it).
+    pub fn servers(&self) -> BTreeMap<String, Value> {
         let mut out = BTreeMap::new();
         for e in self.installed.iter().filter(|e| e.loadable()) {
             let declared = e.manifest.as_ref().and_then(|m| m.raw.get("mcpServers"));
             for (name, entry) in declared.and_then(Value::as_object).into_iter().flatten() {
-                out.entry(name.clone()).or_insert_with(|| (e.name.clone(), entry.clone()));
+                out.entry(name.clone()).or_insert_with(|| entry.clone());
             }
         }
         out
