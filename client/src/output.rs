@@ -325,6 +325,18 @@ fn servers_with(list: &[ServerStatus], copies: bool) {
         if s.sessions.len() > 1 {
             extra.push(format!("shared by {} sessions", s.sessions.len()));
         }
+        if let Some(idle) = s.idle_secs {
+            use geminid_protocol::mcp::KeepWarm;
+            let kept = match (s.keep_warm, s.stops_in_secs) {
+                (Some(KeepWarm::Never), _) => "stopping (keepWarm: never)".to_owned(),
+                (_, None) => "kept warm (keepWarm: always)".to_owned(),
+                (_, Some(left)) => format!("kept warm {} more", uptime(left)),
+            };
+            extra.push(format!("idle {}, {kept}", uptime(idle)));
+            if let Some(bytes) = s.rss_bytes {
+                extra.push(format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20)));
+            }
+        }
         let extra =
             if extra.is_empty() { String::new() } else { format!(" ({})", extra.join(", ")) };
         let state = match s.unresponsive_secs {
@@ -347,7 +359,7 @@ fn servers_with(list: &[ServerStatus], copies: bool) {
         if copies {
             let id = s.identity.as_deref().unwrap_or("-");
             let users = if s.sessions.is_empty() {
-                "none (lingering)".to_owned()
+                "none (kept warm)".to_owned()
             } else {
                 s.sessions.join(", ")
             };

@@ -63,8 +63,16 @@ struct Args {
     #[arg(long, env = "GEMINID_SUBSCRIBER_BUFFER", default_value_t = DEFAULT_SUBSCRIBER_BUFFER as u32, value_name = "N")]
     subscriber_buffer: u32,
     /// How long an MCP server keeps running after no session needs it
-    #[arg(long, env = "GEMINID_MCP_LINGER", default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "GEMINID_MCP_LINGER", default_value = "8h", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_linger: Duration,
+    /// Resident memory idle MCP servers (no session uses them) may hold together; past it the
+    /// least recently used stops first. `unlimited` removes the bound
+    #[arg(long, env = "GEMINID_MCP_IDLE_MEMORY", default_value = "512MiB", value_parser = mcp::budget_arg, value_name = "SIZE")]
+    mcp_idle_memory: mcp::Budget,
+    /// At start, the servers of this many recently used workspaces are started in the
+    /// background (their environments are kept with the secrets); `0` turns it off
+    #[arg(long, env = "GEMINID_MCP_WARM_WORKSPACES", default_value_t = 8, value_name = "N")]
+    mcp_warm_workspaces: u32,
     /// First delay before restarting a failed MCP server (doubles per failure in a row)
     #[arg(long, env = "GEMINID_MCP_BACKOFF", default_value = "1s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_backoff: Duration,
@@ -245,6 +253,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     let mcp = McpOptions {
         linger: args.mcp_linger,
+        idle_memory: args.mcp_idle_memory.0,
         backoff_initial: args.mcp_backoff,
         backoff_max: args.mcp_backoff_max.max(args.mcp_backoff),
         restart_budget: args.mcp_restart_budget,
@@ -272,12 +281,15 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 discovery_timeout: args.tool_discovery_timeout,
                 call_timeout: args.tool_call_timeout,
             },
+            warm_workspaces: usize::try_from(args.mcp_warm_workspaces).unwrap_or(usize::MAX),
         },
         config,
     );
     // Children of a daemon that was killed: stopped in the background, all at once; a server
     // starts once its own left-behind copy is gone, and clients are answered meanwhile.
     core.mcp.clean_orphans(mcp.stop_grace);
+    // Recent workspaces' servers, in the background: the socket answers meanwhile.
+    core.warm_up();
     tracing::info!(
         pid = std::process::id(),
         version = geminid_protocol::DAEMON_VERSION,

@@ -68,6 +68,22 @@ impl Transport {
     }
 }
 
+/// How long a server stays running once no session uses it (`keepWarm` of its entry in
+/// geminid's own `servers.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum KeepWarm {
+    /// The daemon's idle period (`--mcp-linger`), within its idle-memory budget
+    /// (`--mcp-idle-memory`; the least recently used idle server stops first).
+    #[default]
+    Default,
+    /// Kept running while the daemon runs, whatever its memory.
+    Always,
+    /// Stopped as soon as no session uses it.
+    Never,
+}
+
 /// One server as `mcp/listServers` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -125,6 +141,21 @@ pub struct ServerStatus {
     /// The sessions using this process or connection.
     #[serde(default)]
     pub sessions: Vec<SessionId>,
+    /// Seconds since the last session using it let go, while none uses it (it is kept warm
+    /// for the next one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_secs: Option<u64>,
+    /// While idle: seconds until it stops for being unused; absent when it is kept for as
+    /// long as the daemon runs (`keepWarm: "always"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stops_in_secs: Option<u64>,
+    /// Its entry's `keepWarm`, when not the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_warm: Option<KeepWarm>,
+    /// While idle: resident memory of its process group in bytes (stdio, where the system
+    /// tells: Linux), what counts against the idle-memory budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
 }
 
 /// `mcp/listServers`.

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PORT_FILE, LOG_FILE = sys.argv[1], sys.argv[2]
@@ -70,7 +71,7 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = {}
         with LOCK, open(LOG_FILE, "a") as f:
-            f.write(json.dumps({"path": self.path, "body": body}) + "\n")
+            f.write(json.dumps({"path": self.path, "body": body, "t": time.time()}) + "\n")
         if ":streamGenerateContent" in self.path:
             data = json.dumps(answer(body))
             out = f"data: {data}\r\n\r\n".encode()

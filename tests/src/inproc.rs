@@ -92,6 +92,7 @@ impl InProcess {
             // real one: the daemon-starting harness (`TestHome`) runs the default store.
             secrets_file_only: true,
             custom_tools: geminid::discovered::Options::default(),
+            warm_workspaces: 0,
         };
         let store = Store::open(&data_dir)?;
         let core = match seats {

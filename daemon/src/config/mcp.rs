@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use geminid_protocol::config::Severity;
+use geminid_protocol::config::{Scope, Severity};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -81,6 +81,10 @@ pub struct McpServerConfig {
     pub target_audience: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_service_account: Option<String>,
+    /// geminid's own: how long the server stays running once no session uses it. Gemini CLI
+    /// refuses the key in its files, so it belongs in `~/.gemini/geminid/servers.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_warm: Option<geminid_protocol::mcp::KeepWarm>,
 }
 
 impl std::fmt::Debug for McpServerConfig {
@@ -114,6 +118,7 @@ impl std::fmt::Debug for McpServerConfig {
             .field("auth_provider_type", &self.auth_provider_type)
             .field("target_audience", &self.target_audience)
             .field("target_service_account", &self.target_service_account)
+            .field("keep_warm", &self.keep_warm)
             .finish()
     }
 }
@@ -138,6 +143,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "authProviderType",
     "targetAudience",
     "targetServiceAccount",
+    "keepWarm",
 ];
 
 /// A problem with one entry: severity, the field it is about (if one), the message.
@@ -170,7 +176,7 @@ impl McpServerConfig {
 }
 
 /// Optional scalar fields: one of the wrong type is left out with a warning.
-const OPTIONAL_SCALARS: &[&str] = &["timeout", "trust", "description"];
+const OPTIONAL_SCALARS: &[&str] = &["timeout", "trust", "description", "keepWarm"];
 
 /// A string in a number or boolean field becomes that type when it reads as one (what
 /// Gemini CLI's schema coercion does to an expanded `"${MCP_TIMEOUT:-30000}"`); an integral
@@ -192,6 +198,42 @@ fn coerce_scalars(value: &mut Value) {
     {
         *b = Value::Bool(v);
     }
+}
+
+/// A server entry as shown: `env` and `headers` values that look secret are redacted, and so
+/// is the user information of its URLs.
+pub(crate) fn redacted(value: &Value) -> Value {
+    let mut v = value.clone();
+    for field in ["url", "httpUrl"] {
+        if let Some(Value::String(u)) = v.get_mut(field) {
+            *u = super::env::redact_urls(u).into_owned();
+        }
+    }
+    for field in ["env", "headers"] {
+        if let Some(Value::Object(map)) = v.get_mut(field) {
+            for (k, val) in map.iter_mut() {
+                if let Value::String(s) = val {
+                    *s = super::env::display_value(k, s);
+                }
+            }
+        }
+    }
+    v
+}
+
+/// geminid's own fields in a file Gemini CLI reads: it refuses the whole file for them
+/// ("Unrecognized key"), so they are a warning there (geminid still applies them).
+pub(crate) fn misplaced(name: &str, scope: Scope, layer: Option<&Value>) -> Option<Problem> {
+    layer?.get("mcpServers")?.get(name)?.get("keepWarm")?;
+    (scope != Scope::Geminid).then(|| Problem {
+        severity: Severity::Warning,
+        field: Some("keepWarm".into()),
+        message: format!(
+            "MCP server \"{name}\": \"keepWarm\" is geminid's own field, and Gemini CLI reports \
+             its settings file as invalid for it (\"Unrecognized key\"); keep the server in \
+             ~/.gemini/geminid/servers.json (`gemctl mcp import` moves it there)"
+        ),
+    })
 }
 
 /// Parse and validate one entry.
@@ -461,6 +503,14 @@ mod tests {
 
         let (c, _) = parse_server("s", &json!("npx"));
         assert!(c.is_none());
+
+        // geminid's `keepWarm`: one of three words; another is a warning, the entry stays.
+        let (c, p) = parse_server("s", &json!({"command": "x", "keepWarm": "always"}));
+        assert_eq!(c.and_then(|c| c.keep_warm), Some(geminid_protocol::mcp::KeepWarm::Always));
+        assert!(p.is_empty(), "{p:?}");
+        let (c, p) = parse_server("s", &json!({"command": "x", "keepWarm": "forever"}));
+        assert_eq!(c.map(|c| c.keep_warm), Some(None));
+        assert_eq!(p[0].field.as_deref(), Some("keepWarm"), "{p:?}");
 
         // `gemini mcp add --include-tools a,b` as written by hand: a warning, not silence.
         let (c, p) = parse_server("s", &json!({"command": "x", "includeTools": ["a,b", "c"]}));

@@ -439,7 +439,8 @@ impl Loader {
             let written = joined.from.get(name).map(|(_, v)| v.clone()).or_else(|| {
                 origin.raw.as_ref()?.pointer(&format!("/mcpServers/{}", escape(name))).cloned()
             });
-            let (config, problems) = mcp::parse_server(name, value);
+            let (config, mut problems) = mcp::parse_server(name, value);
+            problems.extend(mcp::misplaced(name, origin.scope, origin.value.as_ref()));
             for pr in problems {
                 let mut path = vec!["mcpServers", name.as_str()];
                 if let Some(f) = pr.field.as_deref() {
@@ -468,7 +469,7 @@ impl Loader {
                 transport: config.as_ref().map_or("none", McpServerConfig::transport).to_owned(),
                 // As written, not expanded: `"X": "$GITHUB_TOKEN"` shows as that, never as the
                 // token (and what looks secret in it is redacted as well).
-                config: redacted(written.as_ref().unwrap_or(value)),
+                config: mcp::redacted(written.as_ref().unwrap_or(value)),
                 extension: extension.clone(),
                 blocked,
             });
@@ -572,27 +573,6 @@ fn pointer_bool(v: &Value, pointer: &str) -> Option<bool> {
 /// Escape a key for a JSON pointer.
 fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
-}
-
-/// A server entry as shown: `env` and `headers` values that look secret are redacted, and so
-/// is the user information of its URLs.
-fn redacted(value: &Value) -> Value {
-    let mut v = value.clone();
-    for field in ["url", "httpUrl"] {
-        if let Some(Value::String(u)) = v.get_mut(field) {
-            *u = env::redact_urls(u).into_owned();
-        }
-    }
-    for field in ["env", "headers"] {
-        if let Some(Value::Object(map)) = v.get_mut(field) {
-            for (k, val) in map.iter_mut() {
-                if let Value::String(s) = val {
-                    *s = env::display_value(k, s);
-                }
-            }
-        }
-    }
-    v
 }
 
 #[cfg(test)]

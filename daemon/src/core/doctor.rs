@@ -14,7 +14,12 @@ use crate::session::SessionError;
 /// How long a remote server's host gets to accept a TCP connection.
 const REACH_WITHIN: Duration = Duration::from_secs(3);
 
-fn finding(check: &str, status: FindingStatus, message: String, fix: Option<String>) -> Finding {
+pub(super) fn finding(
+    check: &str,
+    status: FindingStatus,
+    message: String,
+    fix: Option<String>,
+) -> Finding {
     Finding { check: check.to_owned(), status, message, fix }
 }
 
@@ -140,6 +145,7 @@ impl Core {
                 _ => {}
             }
         }
+        out.push(self.warm_finding());
         std::result::Result::Ok(DoctorResult { findings: out })
     }
 }

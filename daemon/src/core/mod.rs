@@ -13,6 +13,7 @@ mod servers;
 pub(crate) mod settings;
 pub mod skills;
 mod starter;
+mod warm;
 pub(crate) use skills::SkillsError;
 
 use std::collections::{BTreeSet, HashMap};
@@ -56,6 +57,9 @@ pub struct DaemonInfo {
     pub secrets_file_only: bool,
     /// Custom tools' deadlines.
     pub custom_tools: crate::discovered::Options,
+    /// How many recently used workspaces have their servers started at the next start
+    /// (`--mcp-warm-workspaces`; 0: none, and none are remembered).
+    pub warm_workspaces: usize,
 }
 
 /// The daemon's state.
@@ -85,6 +89,8 @@ pub struct Core {
     pub lists: commands::Lists,
     /// Sign-ins under way.
     sign_ins: auth::SignIns,
+    /// Workspaces used lately, warmed at the next start.
+    recent: warm::Recent,
     /// Sessions' tool-call policies (their files' last good rules).
     pub policies: crate::policy::service::Policies,
     /// Policy in the call pipeline, with each session's rules prepared.
@@ -197,6 +203,7 @@ impl Core {
                 extensions,
                 lists: commands::Lists::default(),
                 sign_ins: auth::SignIns::default(),
+                recent: warm::Recent::new(info.warm_workspaces),
                 policies: crate::policy::service::Policies::default(),
                 guard,
                 hooks: hook_seat,
@@ -419,6 +426,7 @@ impl Core {
         let config = self.effective(session)?;
         let env = self.session_env(session);
         self.mcp.sync(SessionView { id: session, config: &config, env: &env }, &[]);
+        self.note_used(session);
         Ok(())
     }
 

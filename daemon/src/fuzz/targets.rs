@@ -207,6 +207,7 @@ fn jsonrpc_requests() {
         secrets_file_only: true,
         confirm_timeout: std::time::Duration::from_millis(10),
         custom_tools: crate::discovered::Options::default(),
+        warm_workspaces: 0,
     };
     let methods = rt.block_on(async {
         let store = crate::store::Store::temporary().unwrap_or_else(|e| panic!("{e}"));

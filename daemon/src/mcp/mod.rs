@@ -24,6 +24,7 @@ pub(crate) mod authed;
 pub(crate) mod catalog;
 pub(crate) mod child;
 pub(crate) mod connect;
+pub(crate) mod idle;
 pub(crate) mod log;
 pub(crate) mod long_calls;
 pub(crate) mod messages;
@@ -51,14 +52,21 @@ use self::spec::LaunchSpec;
 use crate::config::Effective;
 use crate::config::env::Env;
 
+pub use idle::{Budget, budget_arg, parse_budget};
 pub use supervisor::Supervisor;
 
 /// Where a request a 2026-07-28 server made as an input request carries the server's key for
 /// it on its way to an ask (`_meta`; the ask keeps it as `detail.inputKey`).
 pub const INPUT_KEY: &str = "dev.geminid/inputKey";
 
-/// How long a server keeps running after the last session that needed it let go.
-pub const DEFAULT_LINGER: Duration = Duration::from_secs(60);
+/// How long a server keeps running after the last session that needed it let go: a working
+/// day's gaps (lunch, meetings, an afternoon on something else), so the next Gemini CLI of the
+/// day finds its servers running; not overnight. An idle server costs memory, not CPU (a
+/// ping every 30 s); its start costs each new session seconds (see README, "Kept warm").
+pub const DEFAULT_LINGER: Duration = Duration::from_secs(8 * 3600);
+/// How much resident memory idle servers may hold together before the least recently used
+/// one stops (about eight typical Node or Python servers).
+pub const DEFAULT_IDLE_MEMORY: u64 = 512 << 20;
 /// First delay before restarting a failed server; doubles with each failure in a row.
 pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 /// Longest delay between restarts.
@@ -81,6 +89,8 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 pub struct McpOptions {
     /// See [`DEFAULT_LINGER`].
     pub linger: Duration,
+    /// See [`DEFAULT_IDLE_MEMORY`]; `None`: no bound.
+    pub idle_memory: Option<u64>,
     /// See [`DEFAULT_BACKOFF_INITIAL`].
     pub backoff_initial: Duration,
     /// See [`DEFAULT_BACKOFF_MAX`].
@@ -103,6 +113,7 @@ impl Default for McpOptions {
     fn default() -> Self {
         Self {
             linger: DEFAULT_LINGER,
+            idle_memory: Some(DEFAULT_IDLE_MEMORY),
             backoff_initial: DEFAULT_BACKOFF_INITIAL,
             backoff_max: DEFAULT_BACKOFF_MAX,
             restart_budget: DEFAULT_RESTART_BUDGET,
@@ -148,6 +159,8 @@ struct Entry {
     exclude: Option<Vec<String>>,
     /// This session's `timeout` for requests to the server (its calls, prompts, reads).
     timeout: Duration,
+    /// Its `keepWarm`.
+    keep: geminid_protocol::mcp::KeepWarm,
 }
 
 #[derive(Debug, Default)]
@@ -158,6 +171,8 @@ struct Inner {
     sessions: HashMap<String, BTreeMap<String, Entry>>,
     /// Set once shutdown began: nothing new starts.
     closed: bool,
+    /// Running servers no session uses, kept warm.
+    idle: idle::IdleSet,
     /// Servers stopped lately, newest first (at most [`RETIRED_KEPT`], one per identity): their
     /// last run's log stays readable and `mcp/restart` starts them again.
     retired: VecDeque<Retired>,

@@ -7,7 +7,7 @@ use geminid_protocol::config::{BlockReason, Scope};
 use geminid_protocol::mcp::{ServerState, ServerStatus, Transport as Wire};
 
 use super::server::{Server, planned_transport};
-use super::{Binding, McpError, SessionView, Supervisor};
+use super::{Binding, Inner, McpError, SessionView, Supervisor};
 use crate::catalog::naming;
 use crate::config::env::redact_urls;
 
@@ -55,6 +55,10 @@ fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> Ser
         protocol_version: None,
         problems: vec![],
         sessions: vec![],
+        idle_secs: None,
+        stops_in_secs: None,
+        keep_warm: None,
+        rss_bytes: None,
     }
 }
 
@@ -102,17 +106,18 @@ impl Supervisor {
 
     pub(super) fn status_of(
         &self,
+        inner: &Inner,
         server: &Server,
         name: &str,
         scope: Scope,
-        sessions: Vec<String>,
     ) -> ServerStatus {
         let s = server.snapshot();
+        let sessions = inner.users(&server.identity);
         let (tools, prompts, resources) = match server.counts() {
             Some((t, p, r)) => (Some(t), Some(p), Some(r)),
             None => (None, None, None),
         };
-        ServerStatus {
+        let mut status = ServerStatus {
             name: name.to_owned(),
             scope,
             extension: None,
@@ -137,17 +142,20 @@ impl Supervisor {
                 Vec::new()
             },
             sessions,
-        }
+            idle_secs: None,
+            stops_in_secs: None,
+            keep_warm: None,
+            rss_bytes: None,
+        };
+        inner.idle.describe(&server.identity, self.opts.linger, &mut status);
+        status
     }
 
     /// Every running server (for `mcp/listServers` without a session).
     pub fn list_all(&self) -> Vec<ServerStatus> {
         let inner = self.inner();
-        let mut out: Vec<ServerStatus> = inner
-            .servers
-            .values()
-            .map(|s| self.status_of(s, &s.name, s.scope, inner.users(&s.identity)))
-            .collect();
+        let mut out: Vec<ServerStatus> =
+            inner.servers.values().map(|s| self.status_of(&inner, s, &s.name, s.scope)).collect();
         out.sort_by(|a, b| (a.scope, &a.name).cmp(&(b.scope, &b.name)));
         out
     }
@@ -167,8 +175,7 @@ impl Supervisor {
             let status = match &entry.binding {
                 Binding::Runs(identity) => match inner.servers.get(identity) {
                     Some(server) => {
-                        let mut s =
-                            self.status_of(server, &name, entry.scope, inner.users(identity));
+                        let mut s = self.status_of(&inner, server, &name, entry.scope);
                         // The tools this entry exposes, after its include/exclude lists.
                         if s.tools.is_some() && (entry.include.is_some() || entry.exclude.is_some())
                         {
@@ -227,8 +234,7 @@ impl Supervisor {
 
     /// One server's status, named as it was started.
     pub fn status(&self, server: &Arc<Server>) -> ServerStatus {
-        let users = self.inner().users(&server.identity);
-        self.status_of(server, &server.name, server.scope, users)
+        self.status_of(&self.inner(), server, &server.name, server.scope)
     }
 
     /// Why a session has no tool named `fqn`, when one of its servers would be the one to

@@ -165,6 +165,7 @@ impl Supervisor {
                 include: spec.config.include_tools.clone(),
                 exclude: spec.config.exclude_tools.clone(),
                 timeout: spec.config.timeout.map_or(DEFAULT_REQUEST_TIMEOUT, Duration::from_millis),
+                keep: spec.config.keep_warm.unwrap_or_default(),
             };
             out.insert(name.clone(), (entry, launch));
         }
@@ -192,6 +193,9 @@ impl Supervisor {
                 if let Binding::Runs(base) = &entry.binding {
                     let identity = inner.identity_for(base, &entry.roots);
                     entry.binding = Binding::Runs(identity);
+                }
+                if let Binding::Runs(identity) = &entry.binding {
+                    inner.idle.used(identity, entry.keep);
                 }
                 if let (Binding::Runs(identity), Some((spec, timeout, target))) =
                     (&entry.binding, launch)
@@ -248,6 +252,7 @@ impl Supervisor {
             // A changed entry's old server goes at once; nobody else uses it.
             for identity in &released {
                 inner.started_for.remove(identity);
+                inner.idle.forget(identity);
                 if let Some(server) = inner.servers.remove(identity) {
                     inner.retire(server.clone(), "its configuration changed");
                     tracing::info!(server = %server.name, "configuration changed: stopping the old server");
@@ -284,36 +289,10 @@ impl Supervisor {
         tracing::debug!(session, "session released its MCP servers");
         for entry in entries.into_values() {
             let Binding::Runs(identity) = entry.binding else { continue };
-            if inner.users(&identity).is_empty() {
-                self.linger(identity);
+            if inner.users(&identity).is_empty() && inner.servers.contains_key(&identity) {
+                self.went_idle(&mut inner, identity);
             }
         }
-    }
-
-    fn linger(&self, identity: String) {
-        let me = self.me.clone();
-        let linger = self.opts.linger;
-        tokio::spawn(async move {
-            tokio::time::sleep(linger).await;
-            let Some(sup) = me.upgrade() else { return };
-            let server = {
-                let mut inner = sup.inner();
-                if !inner.users(&identity).is_empty() {
-                    return;
-                }
-                let server = inner.servers.remove(&identity);
-                inner.started_for.remove(&identity);
-                if let Some(server) = &server {
-                    inner.retire(server.clone(), "no session needed it");
-                }
-                server
-            };
-            sup.servers_changed();
-            if let Some(server) = server {
-                tracing::info!(server = %server.name, "no session needs it any more: stopping");
-                server.stop().await;
-            }
-        });
     }
 
     /// Announce a state change to every session using the server.
@@ -322,8 +301,7 @@ impl Supervisor {
         if server.snapshot().state == ServerState::Connected {
             self.resume_tasks(server);
         }
-        let sessions = self.inner().users(&server.identity);
-        let status = self.status_of(server, &server.name, server.scope, sessions);
+        let status = self.status_of(&self.inner(), server, &server.name, server.scope);
         tracing::info!(server = %server.name, from = ?previous, to = ?status.state, error = status.last_error.as_deref().unwrap_or(""), "MCP server state");
         self.events
             .emit(EventBody::McpServerState(ServerStateChanged { server: status, previous }));
@@ -441,8 +419,11 @@ impl Supervisor {
         };
         if let Some(fresh) = &revived {
             self.servers_changed();
-            if self.inner().users(&fresh.identity).is_empty() {
-                self.linger(fresh.identity.clone());
+            {
+                let mut inner = self.inner();
+                if inner.users(&fresh.identity).is_empty() {
+                    self.went_idle(&mut inner, fresh.identity.clone());
+                }
             }
             let mut watch = fresh.watch();
             let wait = fresh.startup_timeout + self.opts.stop_grace;

@@ -139,6 +139,7 @@ pub(crate) mod tests {
             secrets_file_only: true,
             confirm_timeout: crate::calls::CONFIRM_DEADLINE,
             custom_tools: crate::discovered::Options::default(),
+            warm_workspaces: 0,
         };
         let core =
             Core::new(crate::store::Store::temporary()?, info, crate::config::Loader::new(paths));

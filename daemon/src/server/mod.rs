@@ -134,6 +134,7 @@ pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
             tracing::warn!("connections still open after the last answers; closing them");
         }
     }
+    core.flush_recent().await;
     core.mcp.shutdown().await;
     // Every write a client was told about is flushed already; a failure here (a full disk)
     // loses only bookkeeping, and is said.

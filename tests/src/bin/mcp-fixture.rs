@@ -17,7 +17,7 @@
 //! the 2026-07-28 era: it answers `server/discover`, and its asking tools answer
 //! `input_required`), `--tools N` (N more generated tools), `--roots-at-start-ms MS` (ask for roots MS after
 //! initialization, whatever the client is doing; the tool `start_roots` says what came back), `--startup-delay-ms MS` (wait before serving, like a real
-//! server loading), `--raw` (a hand-written stdio server whose tool results do not conform to
+//! server loading), `--ballast-mib N` (hold N MiB of touched memory, like a loaded runtime), `--raw` (a hand-written stdio server whose tool results do not conform to
 //! the schema: an unknown content type, a `content` that is not an array, a legacy
 //! `error.isError`; and `strict`, whose schema forbids other properties; with `--fail-prompts`
 //! its `prompts/list` fails, with `--empty` it offers nothing and empty instructions, with
@@ -638,6 +638,13 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("mcp-fixture: grandchild pid {}", child.id());
     }
     eprintln!("mcp-fixture: starting (pid {})", std::process::id());
+    // `--ballast-mib N`: hold N MiB of touched memory, like a server with a runtime loaded.
+    let _ballast: Vec<u8> = args
+        .iter()
+        .position(|a| a == "--ballast-mib")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse::<usize>().ok())
+        .map_or_else(Vec::new, |mib| vec![1u8; mib << 20]);
     if let Some(i) = args.iter().position(|a| a == "--startup-delay-ms") {
         // Like a real server loading its runtime and dependencies before it answers.
         let ms = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(0);

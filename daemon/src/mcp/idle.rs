@@ -1,0 +1,309 @@
+//! Servers no session uses: kept warm for the next session, for the idle period
+//! (`--mcp-linger`) and within the idle-memory budget (`--mcp-idle-memory`: past it, the least
+//! recently used idle server stops first), as each entry's `keepWarm` allows.
+//!
+//! One sweeper task per supervisor, started with the first idle server, wakes at the nearest
+//! deadline, when a server goes idle, and every [`MEASURE_EVERY`] while any is idle (resident
+//! memory grows while a process sits).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use geminid_protocol::mcp::{KeepWarm, ServerStatus};
+
+use super::{Inner, Supervisor};
+
+/// How often idle servers' memory is measured against the budget.
+pub(crate) const MEASURE_EVERY: Duration = Duration::from_secs(30);
+
+/// Why a server that outlived its idle period stopped.
+const EXPIRED: &str = "no session needed it for the idle period (--mcp-linger)";
+/// Why a server stopped for the budget.
+const OVER_BUDGET: &str =
+    "idle servers were over the memory budget (--mcp-idle-memory); it was the least recently used";
+/// Why a `keepWarm: "never"` server stopped.
+const NOT_KEPT: &str = "no session needed it (keepWarm: never)";
+
+/// The idle servers' bookkeeping, inside the supervisor's lock.
+#[derive(Debug, Default)]
+pub(super) struct IdleSet {
+    /// Identity → when its last session let go.
+    since: HashMap<String, Instant>,
+    /// Identity → its entries' `keepWarm` (as of the last session that bound it).
+    keep: HashMap<String, KeepWarm>,
+    /// Identity → resident bytes of its process group, at the last measure.
+    rss: HashMap<String, u64>,
+    /// Wakes the sweeper; set once it runs.
+    wake: Option<Arc<tokio::sync::Notify>>,
+}
+
+impl IdleSet {
+    /// A session binds the server: it is in use, with this `keepWarm`.
+    pub(super) fn used(&mut self, identity: &str, keep: KeepWarm) {
+        self.since.remove(identity);
+        self.rss.remove(identity);
+        self.keep.insert(identity.to_owned(), keep);
+    }
+
+    /// The server stopped (or was never started): nothing to keep of it.
+    pub(super) fn forget(&mut self, identity: &str) {
+        self.since.remove(identity);
+        self.rss.remove(identity);
+        self.keep.remove(identity);
+    }
+
+    /// What a status says of its idleness.
+    pub(super) fn describe(&self, identity: &str, linger: Duration, status: &mut ServerStatus) {
+        let keep = self.keep.get(identity).copied().unwrap_or_default();
+        status.keep_warm = (keep != KeepWarm::Default).then_some(keep);
+        let Some(since) = self.since.get(identity) else { return };
+        let idle = since.elapsed();
+        status.idle_secs = Some(idle.as_secs());
+        status.stops_in_secs = match keep {
+            KeepWarm::Always => None,
+            KeepWarm::Never => Some(0),
+            KeepWarm::Default => Some(linger.saturating_sub(idle).as_secs()),
+        };
+        status.rss_bytes = self.rss.get(identity).copied();
+    }
+}
+
+impl Supervisor {
+    /// No session uses the server any more: it is kept warm from now, as its `keepWarm` and
+    /// the budget allow.
+    pub(super) fn went_idle(&self, inner: &mut Inner, identity: String) {
+        inner.idle.since.insert(identity, Instant::now());
+        let wake = match &inner.idle.wake {
+            Some(w) => w.clone(),
+            None => {
+                let wake = Arc::new(tokio::sync::Notify::new());
+                inner.idle.wake = Some(wake.clone());
+                tokio::spawn(sweeper(self.me.clone(), wake.clone()));
+                wake
+            }
+        };
+        wake.notify_one();
+    }
+
+    /// Stop what outlived its idle period, then, past the budget, the least recently used
+    /// idle servers; how long until the next deadline or measure.
+    fn sweep(&self) -> Option<Duration> {
+        let now = Instant::now();
+        let mut stop: Vec<(String, &'static str)> = Vec::new();
+        let mut next: Option<Duration> = None;
+        let mut groups: Vec<(String, Instant, u32)> = Vec::new();
+        {
+            let mut inner = self.inner();
+            if inner.closed {
+                return None;
+            }
+            let idle: Vec<(String, Instant)> =
+                inner.idle.since.iter().map(|(id, at)| (id.clone(), *at)).collect();
+            for (id, since) in idle {
+                let server = inner.servers.get(&id).cloned();
+                if server.is_none() || !inner.users(&id).is_empty() {
+                    inner.idle.since.remove(&id);
+                    continue;
+                }
+                let keep = inner.idle.keep.get(&id).copied().unwrap_or_default();
+                let limit = match keep {
+                    KeepWarm::Never => Duration::ZERO,
+                    KeepWarm::Default => self.opts.linger,
+                    KeepWarm::Always => Duration::MAX,
+                };
+                let Some(at) = since.checked_add(limit) else {
+                    groups.extend(server.and_then(|s| s.snapshot().pid).map(|p| (id, since, p)));
+                    continue;
+                };
+                if at <= now {
+                    stop.push((id, if keep == KeepWarm::Never { NOT_KEPT } else { EXPIRED }));
+                    continue;
+                }
+                next = Some(next.map_or(at - now, |n| n.min(at - now)));
+                groups.extend(server.and_then(|s| s.snapshot().pid).map(|p| (id, since, p)));
+            }
+            self.retire_idle(&mut inner, &stop);
+        }
+        let measured = rss_of_groups(groups.iter().map(|(_, _, pid)| *pid));
+        let mut over = Vec::new();
+        {
+            let mut inner = self.inner();
+            inner.idle.rss.clear();
+            for (id, _, pid) in &groups {
+                if let Some(bytes) = measured.get(pid) {
+                    inner.idle.rss.insert(id.clone(), *bytes);
+                }
+            }
+            if let Some(budget) = self.opts.idle_memory {
+                // Only servers kept by default count; `always` is the user's explicit choice.
+                let mut counted: Vec<&(String, Instant, u32)> = groups
+                    .iter()
+                    .filter(|(id, _, _)| {
+                        inner.idle.keep.get(id).copied().unwrap_or_default() == KeepWarm::Default
+                    })
+                    .collect();
+                counted.sort_by_key(|(_, since, _)| *since);
+                let mut total: u64 =
+                    counted.iter().filter_map(|(id, _, _)| inner.idle.rss.get(id)).sum();
+                for (id, _, _) in counted {
+                    if total <= budget {
+                        break;
+                    }
+                    if inner.idle.since.contains_key(id) && inner.users(id).is_empty() {
+                        total = total.saturating_sub(inner.idle.rss.get(id).copied().unwrap_or(0));
+                        over.push((id.clone(), OVER_BUDGET));
+                    }
+                }
+                self.retire_idle(&mut inner, &over);
+            }
+        }
+        if !stop.is_empty() || !over.is_empty() {
+            self.servers_changed();
+        }
+        if !groups.is_empty() {
+            next = Some(next.map_or(MEASURE_EVERY, |n| n.min(MEASURE_EVERY)));
+        }
+        next
+    }
+
+    /// Take idle servers out of service and stop them in the background.
+    fn retire_idle(&self, inner: &mut Inner, which: &[(String, &'static str)]) {
+        for (id, why) in which {
+            inner.idle.forget(id);
+            inner.started_for.remove(id);
+            let Some(server) = inner.servers.remove(id) else { continue };
+            inner.retire(server.clone(), why);
+            tracing::info!(server = %server.name, reason = why, "stopping an idle MCP server");
+            tokio::spawn(async move { server.stop().await });
+        }
+    }
+}
+
+/// The sweeper: runs while its supervisor does.
+async fn sweeper(me: Weak<Supervisor>, wake: Arc<tokio::sync::Notify>) {
+    loop {
+        let next = match me.upgrade() {
+            Some(sup) if !sup.inner().closed => sup.sweep(),
+            _ => return,
+        };
+        match next {
+            Some(d) => {
+                let _ = tokio::time::timeout(d, wake.notified()).await;
+            }
+            None => wake.notified().await,
+        }
+    }
+}
+
+/// `--mcp-idle-memory` as a flag's value: the bytes, or no bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget(pub Option<u64>);
+
+/// [`parse_budget`], for the flag.
+pub fn budget_arg(text: &str) -> Result<Budget, String> {
+    parse_budget(text).map(Budget)
+}
+
+/// `--mcp-idle-memory`: `512MiB`, `1GiB`, `300MB`, `2000000` (bytes), or `unlimited`.
+pub fn parse_budget(text: &str) -> Result<Option<u64>, String> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("unlimited") {
+        return Ok(None);
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: f64 = number.parse().map_err(|_| format!("'{t}' is not a size like 512MiB"))?;
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1000,
+        "kib" => 1 << 10,
+        "m" | "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "g" | "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit '{other}' (use B, KB, KiB, MB, MiB, GB, GiB, or `unlimited`)"
+            ));
+        }
+    };
+    let bytes = n * factor as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("'{t}' is out of range"));
+    }
+    Ok(Some(bytes as u64))
+}
+
+/// Resident bytes of each process group led by one of `leaders` (a stdio server and whatever
+/// it started: `npx` and its node, a shell and its python), from one pass over `/proc`.
+#[cfg(target_os = "linux")]
+pub(super) fn rss_of_groups(leaders: impl Iterator<Item = u32>) -> HashMap<u32, u64> {
+    let leaders: std::collections::HashSet<u32> = leaders.collect();
+    let mut out = HashMap::new();
+    if leaders.is_empty() {
+        return out;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else { return out };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // After the command's closing parenthesis: state, ppid, then the process group.
+        let pgrp = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().nth(2));
+        let Some(pgrp) = pgrp.and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if !leaders.contains(&pgrp) {
+            continue;
+        }
+        // `VmRSS:  1234 kB` (in kB whatever the page size).
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let kb = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+        if let Some(kb) = kb {
+            *out.entry(pgrp).or_insert(0) += kb * 1024;
+        }
+    }
+    out
+}
+
+/// Not measured elsewhere: the budget does not apply.
+#[cfg(not(target_os = "linux"))]
+pub(super) fn rss_of_groups(_leaders: impl Iterator<Item = u32>) -> HashMap<u32, u64> {
+    HashMap::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_parse() {
+        assert_eq!(parse_budget("512MiB"), Ok(Some(512 << 20)));
+        assert_eq!(parse_budget("1.5 GiB"), Ok(Some(3 << 29)));
+        assert_eq!(parse_budget("300MB"), Ok(Some(300_000_000)));
+        assert_eq!(parse_budget("4096"), Ok(Some(4096)));
+        assert_eq!(parse_budget("Unlimited"), Ok(None));
+        assert!(parse_budget("lots").is_err_and(|e| e.contains("like 512MiB")));
+        assert!(parse_budget("5 parsecs").is_err_and(|e| e.contains("unknown unit 'parsecs'")));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn measures_a_process_group() {
+        // This test process leads no group of its own, but its group's leader is measurable.
+        let pgrp = std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|s| {
+                s.rfind(')').and_then(|i| s[i + 1..].split_whitespace().nth(2).map(str::to_owned))
+            })
+            .and_then(|p| p.parse::<u32>().ok())
+            .expect("own process group");
+        let got = rss_of_groups([pgrp].into_iter());
+        assert!(got.get(&pgrp).is_some_and(|b| *b > 1 << 20), "{got:?}");
+        assert!(rss_of_groups([u32::MAX - 1].into_iter()).is_empty());
+    }
+}

@@ -1,0 +1,297 @@
+//! Servers kept warm for the next session (issue 45): the idle period, the idle-memory budget
+//! (least recently used stopped first), `keepWarm`, and the servers of recent workspaces
+//! started again when the daemon starts, without delaying its first answer.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use geminid_protocol::api::{ConfigApiClient, McpApiClient, SessionApiClient};
+use geminid_protocol::client::Client;
+use geminid_protocol::config::ConfigParams;
+use geminid_protocol::mcp::{
+    KeepWarm, ListServersParams, LogsParams, ServerParams, ServerState, ServerStatus, StartParams,
+};
+use geminid_protocol::session::{SessionCreateParams, SessionIdParams};
+use geminid_tests::mcp::{shell_env, stdio, write_user_settings};
+use geminid_tests::{Daemon, TestHome, alive, eventually};
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+
+/// Supervision as fast as the tests need, the idle period and budget left to each test.
+const QUICK: &[&str] = &["--mcp-backoff", "50ms", "--mcp-stop-grace", "500ms"];
+
+async fn list_all(client: &Client) -> anyhow::Result<Vec<ServerStatus>> {
+    Ok(client.mcp_list_servers(Some(ListServersParams { session: None })).await?.servers)
+}
+
+fn named<'a>(servers: &'a [ServerStatus], name: &str) -> Option<&'a ServerStatus> {
+    servers.iter().find(|s| s.name == name)
+}
+
+/// A workspace of its own under the home, whose settings hold `servers`.
+fn workspace(home: &TestHome, name: &str, servers: Value) -> anyhow::Result<PathBuf> {
+    let dir = home.root().join("ws").join(name);
+    std::fs::create_dir_all(dir.join(".gemini"))?;
+    std::fs::write(
+        dir.join(".gemini/settings.json"),
+        json!({ "mcpServers": servers }).to_string(),
+    )?;
+    Ok(dir)
+}
+
+/// A session in `dir` (the client attached to it), its servers started and settled.
+async fn session_started(client: &Client, home: &TestHome, dir: &Path) -> anyhow::Result<String> {
+    let s = client
+        .create(SessionCreateParams {
+            workspace: dir.display().to_string(),
+            env: Some(shell_env(home, &[("WARM_TEST_TOKEN", "tok-4f1e-never-stored-plainly")])),
+            reuse_default: false,
+            ..Default::default()
+        })
+        .await?;
+    client.mcp_start(StartParams { session: s.id.clone(), wait: true }).await?;
+    Ok(s.id)
+}
+
+async fn release(client: &Client, session: &str) -> anyhow::Result<()> {
+    client.detach(SessionIdParams { id: session.to_owned() }).await?;
+    Ok(())
+}
+
+async fn gone_within(pid: u32, limit: Duration) -> bool {
+    eventually(limit, || async move { !alive(pid) }).await
+}
+
+fn pid(servers: &[ServerStatus], name: &str) -> u32 {
+    named(servers, name)
+        .and_then(|s| s.pid)
+        .unwrap_or_else(|| panic!("no pid for {name}: {servers:#?}"))
+}
+
+#[tokio::test]
+async fn past_the_budget_the_least_recently_used_idle_server_stops_first() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    // Each holds 60 MiB (about 75 with its runtime): two idle ones fit in 170 MiB, three do not.
+    let dirs = ["a", "b", "c"]
+        .iter()
+        .map(|n| workspace(&home, n, json!({ format!("s{n}"): stdio(&["--ballast-mib", "60"]) })))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let args = [QUICK, &["--mcp-linger", "1h", "--mcp-idle-memory", "170MiB"]].concat();
+    let daemon = Daemon::start(&home, &args).await?;
+    let client = daemon.client().await?;
+    let mut pids = Vec::new();
+    for (dir, name) in dirs.iter().zip(["sa", "sb", "sc"]) {
+        let id = session_started(&client, &home, dir).await?;
+        pids.push(pid(&list_all(&client).await?, name));
+        release(&client, &id).await?;
+        // Released in this order: a is the least recently used.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        gone_within(pids[0], Duration::from_secs(10)).await,
+        "the least recently used idle server outlived the budget: {:#?}\n{}",
+        list_all(&client).await?,
+        daemon.log()
+    );
+    assert!(
+        alive(pids[1]) && alive(pids[2]),
+        "only one had to go: {:#?}",
+        list_all(&client).await?
+    );
+    // The two kept say they are idle, kept warm, and what they hold.
+    let all = list_all(&client).await?;
+    for name in ["sb", "sc"] {
+        let s = named(&all, name).unwrap_or_else(|| panic!("{name} stopped: {all:#?}"));
+        assert!(s.idle_secs.is_some() && s.stops_in_secs.is_some_and(|t| t > 3000), "{s:#?}");
+        assert!(s.rss_bytes.is_some_and(|b| b > 60 << 20), "{s:#?}");
+    }
+    assert!(named(&all, "sa").is_none(), "{all:#?}");
+    // The stopped one says why where its session looks.
+    let a = client
+        .create(SessionCreateParams {
+            workspace: dirs[0].display().to_string(),
+            env: Some(shell_env(&home, &[("WARM_TEST_TOKEN", "tok-4f1e-never-stored-plainly")])),
+            reuse_default: false,
+            ..Default::default()
+        })
+        .await?;
+    let listed = client.mcp_list_servers(Some(ListServersParams { session: Some(a.id) })).await?;
+    let why = named(&listed.servers, "sa").and_then(|s| s.last_error.clone()).unwrap_or_default();
+    assert!(why.contains("memory budget") && why.contains("least recently used"), "{why}");
+    // `gemctl mcp list --all` says it in words.
+    let (code, out, err) = home.gemctl_run(&["mcp", "list", "--all"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("kept warm") && out.contains("MiB"), "{out}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn keep_warm_never_stops_at_once_and_always_outlives_the_idle_period() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    // Each with arguments of its own: the same launch spec would be one shared server.
+    write_user_settings(&home, json!({ "plain": stdio(&["--startup-delay-ms", "1"]) }))?;
+    // geminid's own servers file, where `keepWarm` belongs.
+    let own = home.root().join("home/.gemini/geminid");
+    std::fs::create_dir_all(&own)?;
+    let mut never = stdio(&["--startup-delay-ms", "2"]);
+    never["keepWarm"] = json!("never");
+    let mut always = stdio(&["--ballast-mib", "8"]);
+    always["keepWarm"] = json!("always");
+    std::fs::write(
+        own.join("servers.json"),
+        json!({ "mcpServers": { "never": never, "always": always } }).to_string(),
+    )?;
+    // A budget the kept-always server alone is over: `always` is not counted against it.
+    let args = [QUICK, &["--mcp-linger", "400ms", "--mcp-idle-memory", "1MiB"]].concat();
+    let daemon = Daemon::start(&home, &args).await?;
+    let client = daemon.client().await?;
+    let id = session_started(&client, &home, &home.workspace()).await?;
+    let before = list_all(&client).await?;
+    let (p_never, p_plain, p_always) =
+        (pid(&before, "never"), pid(&before, "plain"), pid(&before, "always"));
+    release(&client, &id).await?;
+    assert!(
+        gone_within(p_never, Duration::from_secs(5)).await,
+        "keepWarm never outlived its session"
+    );
+    assert!(
+        gone_within(p_plain, Duration::from_secs(5)).await,
+        "the default outlived a 400ms idle period"
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(alive(p_always), "keepWarm always stopped: {}", daemon.log());
+    let all = list_all(&client).await?;
+    let s = named(&all, "always").unwrap_or_else(|| panic!("{all:#?}"));
+    assert_eq!(
+        (s.keep_warm, s.stops_in_secs, s.state),
+        (Some(KeepWarm::Always), None, ServerState::Connected)
+    );
+    assert!(s.idle_secs.is_some(), "{s:#?}");
+    let (_, out, _) = home.gemctl_run(&["mcp", "list", "--all"])?;
+    assert!(out.contains("kept warm (keepWarm: always)"), "{out}");
+    // `gemctl doctor` explains the trade and, with idle servers past the budget, the knobs.
+    let doctor = home.gemctl_json(&["doctor", "--json"])?;
+    let warm = doctor["findings"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["check"] == "warm"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no warm finding: {doctor:#}"));
+    assert_eq!(warm["status"], "warning", "{warm:#}");
+    assert!(
+        warm["message"].as_str().is_some_and(|m| m.contains("kept warm for 400ms")),
+        "{warm:#}"
+    );
+    assert!(warm["fix"].as_str().is_some_and(|m| m.contains("--mcp-idle-memory")), "{warm:#}");
+
+    // Written in Gemini CLI's own settings, `keepWarm` still applies, with a warning that
+    // Gemini CLI refuses that file for it.
+    let mut plain = stdio(&["--startup-delay-ms", "1"]);
+    plain["keepWarm"] = json!("never");
+    write_user_settings(&home, json!({ "plain": plain }))?;
+    let id = session_started(&client, &home, &home.workspace()).await?;
+    let warned = eventually(Duration::from_secs(5), || async {
+        let c = client.config_get(ConfigParams { session: id.clone(), show_secrets: false }).await;
+        c.is_ok_and(|c| {
+            c.diagnostics.iter().any(|d| {
+                d.message.contains("\"keepWarm\" is geminid's own field")
+                    && d.file.ends_with("settings.json")
+                    && d.line.is_some()
+            })
+        })
+    })
+    .await;
+    assert!(warned, "no warning for keepWarm in settings.json");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_daemon_start_warms_recent_workspaces_without_delaying_anyone() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let slow = workspace(&home, "slow", json!({ "slow": stdio(&["--startup-delay-ms", "3000"]) }))?;
+    let quick = workspace(&home, "quick", json!({ "quick": stdio(&[]) }))?;
+    {
+        let mut daemon = Daemon::start(&home, QUICK).await?;
+        let client = daemon.client().await?;
+        for dir in [&slow, &quick] {
+            let id = session_started(&client, &home, dir).await?;
+            release(&client, &id).await?;
+        }
+        daemon.signal(Signal::SIGTERM)?;
+        daemon.wait_exit(Duration::from_secs(20)).await?;
+    }
+    // The session's environment (it holds the user's tokens) is kept with the secrets, never
+    // in the database or the log.
+    let secret = "tok-4f1e-never-stored-plainly";
+    for file in walk(&home.data_dir()) {
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        let found = bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+        let is_secrets = file.file_name().is_some_and(|n| n == "secrets.json");
+        assert!(!found || is_secrets, "the token is in {}", file.display());
+    }
+
+    let daemon = Daemon::start(&home, QUICK).await?;
+    let client = daemon.client().await?;
+    // The daemon answers while the slow server it warms is still starting.
+    let warming = eventually(Duration::from_secs(5), || async {
+        list_all(&client).await.is_ok_and(|all| {
+            named(&all, "slow").is_some_and(|s| s.state == ServerState::Connecting)
+                && named(&all, "quick").is_some()
+        })
+    })
+    .await;
+    assert!(warming, "not warmed: {:#?}\n{}", list_all(&client).await?, daemon.log());
+    // A session needing only the quick server waits for it alone.
+    let started = std::time::Instant::now();
+    let id = session_started(&client, &home, &quick).await?;
+    let all = list_all(&client).await?;
+    assert_eq!(named(&all, "quick").map(|s| s.state), Some(ServerState::Connected), "{all:#?}");
+    assert_eq!(
+        named(&all, "slow").map(|s| s.state),
+        Some(ServerState::Connecting),
+        "the quick session waited for the slow server ({:?})",
+        started.elapsed()
+    );
+    release(&client, &id).await?;
+    // The slow workspace's session shares the process being warmed: no second start.
+    let id = session_started(&client, &home, &slow).await?;
+    let all = list_all(&client).await?;
+    let s = named(&all, "slow").unwrap_or_else(|| panic!("{all:#?}"));
+    assert_eq!((s.state, s.restarts), (ServerState::Connected, 0), "{s:#?}");
+    let server = ServerParams { session: Some(id.clone()), name: "slow".into() };
+    let log = client.mcp_logs(LogsParams { server, lines: None }).await?;
+    let starts = log.lines.iter().filter(|l| l.text.contains("mcp-fixture: starting")).count();
+    assert_eq!(starts, 1, "{:#?}", log.lines);
+    assert!(!daemon.log().contains(secret), "the token reached the log");
+    release(&client, &id).await?;
+    drop(client);
+    drop(daemon);
+
+    // `--mcp-warm-workspaces 0`: nothing warmed, and the list kept is forgotten.
+    let mut daemon =
+        Daemon::start(&home, &[QUICK, &["--mcp-warm-workspaces", "0"]].concat()).await?;
+    let client = daemon.client().await?;
+    let forgotten = eventually(Duration::from_secs(5), || async {
+        let text =
+            std::fs::read_to_string(home.data_dir().join("secrets.json")).unwrap_or_default();
+        !text.contains("recent-workspaces")
+    })
+    .await;
+    assert!(forgotten, "the recent workspaces were kept with warming off");
+    assert!(list_all(&client).await?.is_empty(), "warmed with warming off");
+    daemon.signal(Signal::SIGTERM)?;
+    daemon.wait_exit(Duration::from_secs(20)).await?;
+    Ok(())
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
