@@ -295,3 +295,41 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A server that asked for its roots is started again after a daemon restart under its roots'
+/// identity. `gemctl mcp list` in its workspace, whose session runs nothing itself, shows that
+/// running server, not "Disconnected, stopped … ago" (new-user audit: right after a gateway
+/// client left, `mcp list` contradicted `mcp list --all`).
+#[tokio::test]
+async fn a_warmed_server_that_asked_for_roots_is_listed_as_running() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&["--asks", "--roots-at-start-ms", "0"]) }))?;
+    {
+        let mut daemon = Daemon::start(&home, QUICK).await?;
+        assert!(home.gemctl(&["trust"])?.status.success());
+        assert!(home.gemctl(&["mcp", "start"])?.status.success());
+        let asked = eventually(Duration::from_secs(10), || async {
+            home.gemctl_run(&["mcp", "logs", "fx"])
+                .is_ok_and(|(_, out, _)| out.contains("roots/list answered"))
+        })
+        .await;
+        assert!(asked, "the fixture never asked for roots: {}", daemon.log());
+        daemon.signal(Signal::SIGTERM)?;
+        daemon.wait_exit(Duration::from_secs(20)).await?;
+    }
+    let daemon = Daemon::start(&home, QUICK).await?;
+    let client = daemon.client().await?;
+    let warmed = eventually(Duration::from_secs(10), || async {
+        list_all(&client)
+            .await
+            .is_ok_and(|all| named(&all, "fx").is_some_and(|s| s.state == ServerState::Connected))
+    })
+    .await;
+    assert!(warmed, "not warmed: {}", daemon.log());
+    let listed = home.gemctl_json(&["mcp", "list", "--json"])?;
+    let items = listed.as_array().cloned().unwrap_or_default();
+    let fx = items.iter().find(|s| s["name"] == "fx").cloned().unwrap_or_default();
+    assert_eq!(fx["state"], "connected", "{listed:#}");
+    assert!(fx["idleSecs"].is_u64(), "{fx:#}");
+    Ok(())
+}

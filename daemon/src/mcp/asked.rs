@@ -37,6 +37,16 @@ impl Inner {
     /// What an entry of spec identity `base` runs as for a session with `roots`: `base`
     /// itself, unless its server is known to ask for roots and was given other roots (see
     /// `roots`).
+    /// An entry of a session that runs no servers now, bound as a start would bind it: a
+    /// server that asked for roots may run under its roots' identity (one started after a
+    /// daemon restart does), which is the one to show.
+    pub(super) fn planned(&self, mut entry: super::Entry) -> super::Entry {
+        if let super::Binding::Runs(base) = &entry.binding {
+            entry.binding = super::Binding::Runs(self.identity_for(base, &entry.roots));
+        }
+        entry
+    }
+
     pub(super) fn identity_for(&self, base: &str, roots: &Roots) -> String {
         if !self.asks_roots.contains(base) {
             return base.to_owned();

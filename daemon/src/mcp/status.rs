@@ -101,7 +101,9 @@ impl Supervisor {
                 "no MCP server named '{name}' in this session"
             )));
         };
-        self.inner().bound(name, &entry.binding)
+        let inner = self.inner();
+        let entry = inner.planned(entry.clone());
+        inner.bound(name, &entry.binding)
     }
 
     pub(super) fn status_of(
@@ -171,7 +173,10 @@ impl Supervisor {
         for (name, (entry, launch)) in resolved {
             // A session that runs its servers reports what it runs (which may lag a config
             // edit by one reload); otherwise what the files say now.
-            let entry = active.and_then(|a| a.get(&name)).cloned().unwrap_or(entry);
+            let entry = match active.and_then(|a| a.get(&name)) {
+                Some(running) => running.clone(),
+                None => inner.planned(entry),
+            };
             let status = match &entry.binding {
                 Binding::Runs(identity) => match inner.servers.get(identity) {
                     Some(server) => {
