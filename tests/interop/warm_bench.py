@@ -4,7 +4,9 @@ its first model request with five real MCP servers (everything, filesystem, two 
 from npm, time from PyPI), through geminid's gateway (`gemctl mcp serve`) in the situations a
 user meets, against the same servers configured directly and against no server at all.
 
-Rows, interleaved round by round (the machine is noisy: compare within the run):
+Rows, interleaved round by round (the machine is noisy: compare within the run), each after
+2 s of quiet (a row run right after a daemon's restart shares the machine with the servers it
+starts):
   floor          no MCP server: Gemini CLI alone
   direct         the five in ~/.gemini/settings.json (Gemini CLI starts them every run)
   pause, 60s     gateway, the servers stopped after the previous session (geminid's old 60 s
@@ -180,8 +182,8 @@ def main():
             first_request(h, log)
         for n in range(a.rounds):
             for name, h, before in (
-                ("floor", floor, None),
-                ("direct", direct, None),
+                ("floor", floor, lambda: time.sleep(2)),
+                ("direct", direct, lambda: time.sleep(2)),
                 ("pause, 60s", old, lambda: time.sleep(2)),
                 ("pause, kept", kept, lambda: time.sleep(2)),
                 ("restart, now", kept, lambda: (kept.stop(), kept.start())),
@@ -193,7 +195,7 @@ def main():
                     before()
                     if name.startswith("pause"):
                         memory[name] = h.idle_memory()
-                    else:
+                    elif name.startswith("restart"):
                         answered[name].append(kept.answered)
                 secs, mcp = first_request(h, log)
                 rows[name].append(secs)

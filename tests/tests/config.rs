@@ -575,3 +575,40 @@ fn which(name: &str) -> anyhow::Result<std::path::PathBuf> {
         .find(|p| p.is_file())
         .ok_or_else(|| anyhow::anyhow!("{name} not found"))
 }
+
+/// A variable a server uses and the session's environment does not set is said before the
+/// server fails on it (new-user audit M2, and B7's `Bearer ` with nothing after it): in
+/// `config check` at its position, in `mcp list` and in `doctor`. Set, nothing is said.
+#[tokio::test]
+async fn an_unset_variable_a_server_uses_is_said() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _d = Daemon::start(&home, &[]).await?;
+    home.gemctl_json(&["trust"])?;
+    let user = user_settings(&home);
+    std::fs::write(
+        &user,
+        "{\n  \"mcpServers\": {\n    \"notes\": {\n      \"httpUrl\": \"http://127.0.0.1:9/mcp\",\n      \
+         \"headers\": { \"Authorization\": \"Bearer ${NOTES_TOKEN}\" }\n    }\n  }\n}\n",
+    )?;
+    let want = "headers \"Authorization\" uses ${NOTES_TOKEN}, which this session's environment \
+                does not set (it expands to nothing)";
+    let out = home.gemctl(&["config", "check"])?;
+    let text = stdout(&out);
+    assert!(text.contains(want) && text.contains(&format!("{}:5:", user.display())), "{text}");
+    let (_, list, _) = home.gemctl_run(&["mcp", "list"])?;
+    assert!(list.contains(want), "{list}");
+    let (_, doctor, _) = home.gemctl_run(&["doctor"])?;
+    assert!(doctor.contains(want), "{doctor}");
+
+    // Exported in the shell the client runs from: nothing to say.
+    let home = TestHome::new()?;
+    let _d = Daemon::start(&home, &[]).await?;
+    std::fs::copy(&user, user_settings(&home))?;
+    let trusted = home.gemctl_cmd(&["trust"]).env("NOTES_TOKEN", "t0k3n").output()?;
+    assert!(trusted.status.success());
+    let out = home.gemctl_cmd(&["mcp", "list"]).env("NOTES_TOKEN", "t0k3n").output()?;
+    assert!(stdout(&out).contains("notes"), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("NOTES_TOKEN"), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("t0k3n"), "{}", stdout(&out));
+    Ok(())
+}

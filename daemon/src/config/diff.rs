@@ -69,6 +69,7 @@ mod tests {
                         scope: Scope::User,
                         extension: None,
                         blocked: *blocked,
+                        unset: vec![],
                     },
                 )
             })

@@ -157,6 +157,13 @@ pub(crate) struct Problem {
     pub message: String,
 }
 
+impl Problem {
+    /// A warning about `field`.
+    pub(crate) fn warning(field: &str, message: String) -> Self {
+        Self { severity: Severity::Warning, field: Some(field.to_owned()), message }
+    }
+}
+
 impl McpServerConfig {
     /// The transport Gemini CLI would pick: `stdio`, `sse` or `http`.
     pub fn transport(&self) -> &'static str {

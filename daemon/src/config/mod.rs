@@ -16,6 +16,7 @@ pub(crate) mod mcp;
 pub(crate) mod merge;
 pub(crate) mod ops;
 pub(crate) mod trust;
+pub(crate) mod unset;
 pub(crate) mod write;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -119,6 +120,8 @@ pub struct ServerSpec {
     pub extension: Option<String>,
     /// Why it may not start.
     pub blocked: Option<BlockReason>,
+    /// A warning for each variable it uses that the session's environment leaves unset.
+    pub unset: Vec<String>,
 }
 
 /// One session's effective configuration.
@@ -441,6 +444,8 @@ impl Loader {
             });
             let (config, mut problems) = mcp::parse_server(name, value);
             problems.extend(mcp::misplaced(name, origin.scope, origin.value.as_ref()));
+            let unset = unset::in_entry(written.as_ref().unwrap_or(value), env);
+            problems.extend(unset.iter().map(|u| mcp::Problem::warning(u.field, u.message(name))));
             for pr in problems {
                 let mut path = vec!["mcpServers", name.as_str()];
                 if let Some(f) = pr.field.as_deref() {
@@ -478,7 +483,9 @@ impl Loader {
                     .as_ref()
                     .and_then(|raw| mcp::parse_server(name, raw).0)
                     .unwrap_or_else(|| config.clone());
-                let spec = ServerSpec { config, shown, scope: origin.scope, extension, blocked };
+                let unset = unset.iter().map(|u| u.message(name)).collect();
+                let spec =
+                    ServerSpec { config, shown, scope: origin.scope, extension, blocked, unset };
                 servers.insert(name.clone(), spec);
             }
         }

@@ -80,5 +80,8 @@ fn list_warnings(config: &Effective) -> Vec<String> {
         out.extend(errors);
         out.push("`gemctl config check` lists every problem.".to_owned());
     }
+    // A variable a server needs and the session lacks is why it will fail: said before it does.
+    let runs = config.servers.values().filter(|s| s.blocked.is_none());
+    out.extend(runs.flat_map(|s| s.unset.iter().map(|u| format!("Warning: {u}"))));
     out
 }

@@ -228,18 +228,30 @@ impl Core {
                 .filter(|u| now.saturating_sub(u.at_ms) < linger)
                 .cloned()
                 .collect();
-            for (n, used) in due.iter().enumerate() {
-                core.warm(n, used);
+            // Reading the workspaces' settings happens off the event loop, and each start
+            // yields to it: the socket's first answers come first.
+            let planner = core.clone();
+            let plans = tokio::task::spawn_blocking(move || {
+                due.iter().filter_map(|u| planner.plan(u)).collect::<Vec<_>>()
+            })
+            .await
+            .unwrap_or_default();
+            for (n, (config, env)) in plans.iter().enumerate() {
+                tokio::task::yield_now().await;
+                let id = format!("warm-up-{n}");
+                core.mcp.sync(SessionView { id: &id, config, env }, &[]);
+                core.mcp.release_session(&id);
             }
             core.keep_written().await;
         });
     }
 
-    /// Start one remembered workspace's servers, used by no session: kept warm.
-    fn warm(&self, n: usize, used: &Used) {
+    /// What warming one remembered workspace starts: its configuration as its last session
+    /// saw it, without what may not run or is never kept; none when nothing would start.
+    fn plan(&self, used: &Used) -> Option<(crate::config::Effective, Env)> {
         let workspace = Path::new(&used.workspace);
         if !workspace.is_dir() {
-            return;
+            return None;
         }
         let env = used.env.clone().unwrap_or_else(|| self.daemon_env.expose().as_ref().clone());
         let mut config =
@@ -248,12 +260,10 @@ impl Core {
             .servers
             .retain(|_, s| s.blocked.is_none() && s.config.keep_warm != Some(KeepWarm::Never));
         if config.servers.is_empty() {
-            return;
+            return None;
         }
-        let id = format!("warm-up-{n}");
         tracing::info!(workspace = %used.workspace, servers = config.servers.len(), "warming the servers of a recent workspace");
-        self.mcp.sync(SessionView { id: &id, config: &config, env: &env }, &[]);
-        self.mcp.release_session(&id);
+        Some((config, env))
     }
 
     /// Write the list a moment after each change, until shutdown.
