@@ -105,6 +105,32 @@ pub async fn confirm(
     Ok(())
 }
 
+/// `gemctl confirm` without arguments: the session's pending questions, oldest first.
+pub async fn pending(client: &Client, session: String, json: bool) -> anyhow::Result<()> {
+    let p = geminid_protocol::asks::AsksPendingParams { session: session.clone() };
+    let r = client.asks_pending(p).await.map_err(call_error("asks/pending"))?;
+    if json {
+        return output::json(&r.asks);
+    }
+    if r.asks.is_empty() {
+        outln!("Nothing is waiting for an answer in session {session}.");
+        return Ok(());
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    for a in &r.asks {
+        let left = a.deadline_ms.saturating_sub(now) / 1000;
+        let kind = serde_json::to_value(a.kind).ok();
+        let kind = kind.as_ref().and_then(serde_json::Value::as_str).unwrap_or("ask");
+        outln!("{}  {kind}  {}  ({left} s left)", a.id, a.title);
+    }
+    outln!(
+        "\nAnswer one with `gemctl confirm ID once|session|always|deny`, or all as they come with `gemctl attach`."
+    );
+    Ok(())
+}
+
 /// Print events (of `session`, or all) until Ctrl-C or the daemon's shutdown. With `hold`, the
 /// session's MCP servers are started once the stream is open, so their state changes show,
 /// and kept running for as long as this connection stays attached. With `answer`, the

@@ -457,7 +457,11 @@ pub async fn mcp(
             }
         }
         McpCommand::Remove { scope, name } => {
-            let p = McpRemoveParams { session, scope: scope.wire(), name: name.clone() };
+            let p = McpRemoveParams {
+                session: session.clone(),
+                scope: scope.wire(),
+                name: name.clone(),
+            };
             let r = client.mcp_remove(p).await.map_err(call_error("mcp/remove"))?;
             if json {
                 return output::json(&r);
@@ -466,7 +470,27 @@ pub async fn mcp(
             if r.removed {
                 outln!("Server \"{name}\" removed from {s} settings.");
             } else {
+                // Gemini CLI's words, then where the server is written, when somewhere else.
                 outln!("Server \"{name}\" not found in {s} settings.");
+                let p = ConfigParams { session: session.clone(), show_secrets: false };
+                let found = client.config_get(p).await.ok().and_then(|c| {
+                    c.mcp_servers.into_iter().find(|e| e.name == name).map(|e| (e.scope, e.file))
+                });
+                use geminid_protocol::common::Scope as Where;
+                match found {
+                    Some((Where::User, file)) => eprintln!(
+                        "note: it is in user settings ({file}): `gemctl mcp remove -s user {name}`"
+                    ),
+                    Some((Where::Workspace, file)) => eprintln!(
+                        "note: it is in project settings ({file}): `gemctl mcp remove {name}` in \
+                         that project"
+                    ),
+                    Some((other, file)) => eprintln!(
+                        "note: it comes from {file} ({other:?}), which `mcp remove` does not \
+                         edit"
+                    ),
+                    None => {}
+                }
             }
         }
         McpCommand::Enable { name, session_only } => {

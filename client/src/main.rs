@@ -91,12 +91,13 @@ enum Command {
         no_answer: bool,
     },
     /// Answer a confirmation a call waits for (from `gemctl attach` or a
-    /// `confirmation/requested` event)
+    /// `confirmation/requested` event); without arguments, list the session's pending ones
     Confirm {
         /// The confirmation's id (`ask-N`)
-        id: String,
+        #[arg(requires = "outcome")]
+        id: Option<String>,
         /// once, session, always or deny (or y, s, a, n)
-        outcome: String,
+        outcome: Option<String>,
         /// Why (a denial's reason is told to the caller)
         #[arg(long)]
         reason: Option<String>,
@@ -511,7 +512,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Confirm { id, outcome, reason } => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
-            attach::confirm(&client, id, outcome, reason, cli.json).await?;
+            match (id, outcome) {
+                (Some(id), Some(outcome)) => {
+                    attach::confirm(&client, id, outcome, reason, cli.json).await?
+                }
+                _ => {
+                    let session = for_session(&client, cli.session).await?.id;
+                    attach::pending(&client, session, cli.json).await?
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Tasks { action, id } => {

@@ -83,7 +83,7 @@ async fn refresh(
     } else {
         outln!(
             "No custom tools: the session's settings set no `tools.discoveryCommand` \
-             (`gemctl config get` shows them)."
+             (`gemctl config show` shows them)."
         );
     }
     Ok(if failed { std::process::ExitCode::FAILURE } else { std::process::ExitCode::SUCCESS })
@@ -146,10 +146,20 @@ pub async fn tools(
         })
         .collect();
     output::table_or(&none("tools"), &["NAME", "SERVER", "DESCRIPTION"], &rows);
-    for d in &r.diagnostics {
+    for d in r.diagnostics.iter().filter(|d| !about_another(d, server.as_deref())) {
         eprintln!("note: {d}");
     }
     Ok(())
+}
+
+/// Whether a note of `tools/list` is about a server other than the one asked for (new-user
+/// audit C13: `mcp tools time` noted a disconnected `broken` and a policy rule of `notes`).
+fn about_another(note: &str, server: Option<&str>) -> bool {
+    let Some(name) = server else { return false };
+    let other_server =
+        note.contains("MCP server '") && !note.contains(&format!("MCP server '{name}'"));
+    let other_tool = note.contains("'mcp_") && !note.contains(&format!("'mcp_{name}_"));
+    other_server || other_tool
 }
 
 /// Show one tool's declaration and raw MCP object.
@@ -445,7 +455,18 @@ fn state(s: geminid_protocol::mcp::TaskState) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::retype;
+    use super::{about_another, retype};
+
+    #[test]
+    fn notes_about_other_servers_are_left_out_of_one_servers_tools() {
+        let broken = "MCP server 'broken' is disconnected: its catalog is not listed";
+        let rule = "tool 'mcp_notes_delete_all_notes' is hidden by policy: deny rule";
+        let own = "tool 'mcp_time_convert' is hidden by policy: deny rule";
+        let general = "3 tools are left out: nobody answers confirmations (asks/listen first)";
+        assert!(about_another(broken, Some("time")) && about_another(rule, Some("time")));
+        assert!(!about_another(own, Some("time")) && !about_another(general, Some("time")));
+        assert!(!about_another(broken, Some("broken")) && !about_another(broken, None));
+    }
 
     #[test]
     fn words_are_retyped_for_the_prompt_line() {

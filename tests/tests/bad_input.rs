@@ -80,6 +80,19 @@ async fn malformed_json_non_jsonrpc_unknown_method_and_wrong_types_are_errors() 
         let reply: serde_json::Value = serde_json::from_str(&body)?;
         assert_eq!(reply["error"]["code"], want, "HTTP {msg} -> {reply}");
     }
+    // A subscription over a POST says what works instead of "Internal error" (audit C10).
+    for method in ["events/subscribe", "asks/listen", "mcp/followLogs"] {
+        let msg = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"{method}","params":{{"session":"{id}","name":"x","kinds":["confirmation"]}}}}"#
+        );
+        let (_, body) = http_post(daemon.socket(), &msg).await?;
+        let reply: serde_json::Value = serde_json::from_str(&body)?;
+        let text = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            text.contains("needs a connection that stays open") && text.contains("WebSocket"),
+            "{method}: {reply}"
+        );
+    }
     let wrong = ws_roundtrip(
         &daemon,
         r#"{"jsonrpc":"2.0","id":1,"method":"session/get","params":{"id":42}}"#,

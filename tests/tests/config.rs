@@ -119,6 +119,15 @@ async fn mcp_add_writes_what_gemini_cli_writes_with_its_messages() -> anyhow::Re
     assert_eq!(stdout(&out), "Server \"remote\" removed from user settings.\n");
     let out = home.gemctl(&["mcp", "remove", "-s", "user", "remote"])?;
     assert_eq!(stdout(&out), "Server \"remote\" not found in user settings.\n");
+    // Looked for in the wrong scope: Gemini CLI's words, then where it is (audit C9).
+    home.gemctl(&["mcp", "add", "-s", "user", "here", "true"])?;
+    let out = home.gemctl(&["mcp", "remove", "here"])?;
+    assert_eq!(stdout(&out), "Server \"here\" not found in project settings.\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("it is in user settings") && err.contains("gemctl mcp remove -s user here"),
+        "{err}"
+    );
     Ok(())
 }
 

@@ -512,6 +512,15 @@ async fn gemctl_attach_answers_from_the_terminal_and_gemctl_confirm_from_scripts
     let second = call("scripted");
     let asked = line_with(&mut err, "confirm ask-").await?;
     let id = asked.split_whitespace().nth(1).unwrap_or_default().to_owned();
+    // `gemctl confirm` alone lists what waits (new-user audit C5).
+    let (code, out, e) = home.gemctl_run(&["confirm"])?;
+    assert_eq!(code, 0, "{out}{e}");
+    assert!(
+        out.contains(&id) && out.contains("confirmation") && out.contains("mcp_fx_echo"),
+        "{out}"
+    );
+    let listed = home.gemctl_json(&["confirm"])?;
+    assert_eq!(listed[0]["id"], id.as_str(), "{listed:#}");
     let (code, out, e) = home.gemctl_run(&["confirm", &id, "deny", "--reason", "not now"])?;
     assert_eq!(code, 0, "{out}{e}");
     assert!(out.contains(&format!("answered {id} (deny) for session {session}")), "{out}");
@@ -525,6 +534,12 @@ async fn gemctl_attach_answers_from_the_terminal_and_gemctl_confirm_from_scripts
     let (code, _, e) = home.gemctl_run(&["confirm", &id, "maybe"])?;
     assert_ne!(code, 0);
     assert!(e.contains("not an answer"), "{e}");
+    let (code, out, _) = home.gemctl_run(&["confirm"])?;
+    assert_eq!(code, 0);
+    assert!(out.contains("Nothing is waiting for an answer"), "{out}");
+    let (code, _, e) = home.gemctl_run(&["confirm", "ask-999999", "y"])?;
+    assert_ne!(code, 0);
+    assert!(e.contains("`gemctl confirm` lists"), "{e}");
 
     // The end of stdin: this attach stops answering, and the session is headless again.
     drop(stdin);

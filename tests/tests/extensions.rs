@@ -373,6 +373,11 @@ async fn first_sight_links_and_the_key() -> anyhow::Result<()> {
 
     // A linked extension is read in place and never verified: edits do not disable it.
     let dev = make(&home, "dev", "dev-ext", json!({}))?;
+    // Its consent says so, not that its files are signed (new-user audit C7); nobody agreeing
+    // (stdin at its end), nothing is linked.
+    let (code, _, err) = home.gemctl_run(&["extensions", "link", &dev.display().to_string()])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("its files are not signed") && !err.contains("signed now"), "{err}");
     let (code, out, err) =
         home.gemctl_run(&["extensions", "link", &dev.display().to_string(), "--consent"])?;
     assert_eq!(code, 0, "{out}{err}");

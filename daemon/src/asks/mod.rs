@@ -44,7 +44,9 @@ pub enum AskError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RespondError {
     /// No such ask, pending or recently settled.
-    #[error("no confirmation {0} is pending (`asks/pending` lists a session's)")]
+    #[error(
+        "no confirmation {0} is pending (`gemctl confirm` lists this directory's session's; `asks/pending` any session's)"
+    )]
     NotFound(String),
     /// The ask is another session's.
     #[error("confirmation {id} belongs to session {belongs}, not {named}")]

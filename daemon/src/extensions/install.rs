@@ -16,6 +16,12 @@ use super::manifest::{self, Manifest};
 use super::{ExtensionError, Extensions, Scan};
 use crate::config::files::{FileRead, read_object};
 
+/// What installing promises about the files.
+const SIGNED: &str = "its files are signed now and checked every time extensions load.";
+/// What linking promises instead.
+const LINKED: &str = "a link is the folder itself: its files are not signed, and each change \
+                      to them applies at the next load unchecked.";
+
 /// What the person agrees to: everything the extension brings that can run or change what the
 /// model sees.
 pub fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> String {
@@ -78,11 +84,9 @@ pub fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> String {
             out.push(format!("It brings {what}: {}", entries.join(", ")));
         }
     }
-    out.push(
-        "Extensions run with your permissions. Install only what you trust: its files are \
-         signed now and checked every time extensions load."
-            .into(),
-    );
+    out.push(format!(
+        "Extensions run with your permissions. Install only what you trust: {SIGNED}"
+    ));
     out.join("\n")
 }
 
@@ -277,6 +281,8 @@ impl Extensions {
             ExtensionError::Refused(format!("cannot link {}: {e}", source.display()))
         })?;
         let (m, consent_text, target) = self.prepare(&source)?;
+        // A link is the folder itself, as it changes: nothing is signed or checked.
+        let consent_text = consent_text.replace(SIGNED, LINKED);
         if !consent {
             return Ok(Outcome {
                 installed: false,

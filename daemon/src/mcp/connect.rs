@@ -362,9 +362,8 @@ impl std::fmt::Debug for Running {
 }
 
 fn with_last_stderr(cause: String, log: &ServerLog) -> String {
-    let (lines, _) = log.tail(Some(50));
-    match lines.iter().rev().find(|l| l.stream == "stderr" && !l.text.trim().is_empty()) {
-        Some(l) => format!("{cause}; last stderr line: {}", l.text.trim()),
+    match log.failure_line() {
+        Some(line) => format!("{cause}; last stderr line: {line}"),
         None => cause,
     }
 }

@@ -75,6 +75,31 @@ impl ServerLog {
     pub fn follow(&self) -> broadcast::Receiver<LogLine> {
         self.follow.subscribe()
     }
+
+    /// The stderr line that says why a process failed: the last one, except that Node ends
+    /// every crash with its version (`Node.js v20.20.2`) after the error, its stack and its
+    /// properties, so for Node it is the error line (`Error: Cannot find module …`).
+    pub(crate) fn failure_line(&self) -> Option<String> {
+        let (lines, _) = self.tail(Some(50));
+        let texts: Vec<&str> = lines
+            .iter()
+            .filter(|l| l.stream == "stderr")
+            .map(|l| l.text.trim())
+            .filter(|t| !t.is_empty())
+            .collect();
+        let last = *texts.last()?;
+        let node = last
+            .strip_prefix("Node.js v")
+            .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()));
+        if !node {
+            return Some(last.to_owned());
+        }
+        let error = texts.iter().rev().find(|t| {
+            let head = t.split(':').next().unwrap_or_default();
+            head.ends_with("Error") && head.chars().all(|c| c.is_alphanumeric() || c == '_')
+        });
+        error.or(texts.iter().rev().nth(1)).map(|t| (*t).to_owned())
+    }
 }
 
 /// `[level] logger: data`, the data as text when it is a string, else as JSON.
@@ -94,6 +119,40 @@ pub(super) fn message_line(p: &rmcp::model::LoggingMessageNotificationParam) -> 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_node_crash_is_summarised_by_its_error() {
+        let log = super::ServerLog::default();
+        for line in [
+            "node:internal/modules/cjs/loader:1228",
+            "  throw err;",
+            "  ^",
+            "",
+            "Error: Cannot find module '/srv/server.js'",
+            "    at Module._resolveFilename (node:internal/modules/cjs/loader:1225:15)",
+            "    at node:internal/main/run_main_module:28:49 {",
+            "  code: 'MODULE_NOT_FOUND',",
+            "  requireStack: []",
+            "}",
+            "",
+            "Node.js v20.20.2",
+        ] {
+            log.push("stderr", line);
+        }
+        log.push("geminid", "process exited");
+        assert_eq!(
+            log.failure_line().as_deref(),
+            Some("Error: Cannot find module '/srv/server.js'")
+        );
+        let py = super::ServerLog::default();
+        py.push("stderr", "Traceback (most recent call last):");
+        py.push("stderr", "ModuleNotFoundError: No module named 'mcp'");
+        assert_eq!(
+            py.failure_line().as_deref(),
+            Some("ModuleNotFoundError: No module named 'mcp'")
+        );
+        assert_eq!(super::ServerLog::default().failure_line(), None);
+    }
+
     use super::*;
 
     #[test]

@@ -134,6 +134,30 @@ fn wrap(params: &mut Option<Cow<'_, RawValue>>) {
     }
 }
 
+/// The methods that open a subscription.
+const SUBSCRIBE: &[&str] = &["events/subscribe", "asks/listen", "mcp/followLogs"];
+
+/// A subscription asked for over an HTTP `POST`, which carries one answer and cannot hold it:
+/// jsonrpsee answers a bare "Internal error"; say what works instead (new-user audit C10).
+fn over_post(id: Id<'static>, method: &str, answer: MethodResponse) -> MethodResponse {
+    let bare = answer.is_error() && answer.as_json().get().contains("\"Internal error\"");
+    if !(bare && SUBSCRIBE.contains(&method)) {
+        return answer;
+    }
+    MethodResponse::error(
+        id,
+        ErrorObject::owned::<()>(
+            jsonrpsee::types::error::INVALID_REQUEST_CODE,
+            format!(
+                "{method} opens a subscription, which needs a connection that stays open: a \
+                 WebSocket (upgrade at `ws://localhost/` on the socket) or `gemctl rpc`; an \
+                 HTTP POST carries one answer (docs/PROTOCOL.md, Transport)"
+            ),
+            None,
+        ),
+    )
+}
+
 /// The methods that end a subscription take its id, positionally; named, it is
 /// `{"subscription": id}`.
 const UNSUBSCRIBE: &[&str] = &["events/unsubscribe", "mcp/unfollowLogs"];
@@ -184,10 +208,12 @@ where
             let answered = |answer: std::thread::Result<MethodResponse>| {
                 answer.unwrap_or_else(|panic| panicked(id.clone(), &method, panic.as_ref()))
             };
-            if exempt {
-                return answered(call.await);
-            }
-            within_grace(core, id.clone(), async { answered(call.await) }).await
+            let answer = if exempt {
+                answered(call.await)
+            } else {
+                within_grace(core, id.clone(), async { answered(call.await) }).await
+            };
+            over_post(id, &method, answer)
         }
     }
 
