@@ -333,3 +333,23 @@ async fn a_warmed_server_that_asked_for_roots_is_listed_as_running() -> anyhow::
     assert!(fx["idleSecs"].is_u64(), "{fx:#}");
     Ok(())
 }
+
+/// `gemctl mcp restart NAME` of a server this directory configures but nothing started since
+/// the daemon's start (warming off) starts it, as the README says (new-user audit C8).
+#[tokio::test]
+async fn restart_starts_a_server_not_started_since_the_daemon_started() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let daemon = Daemon::start(&home, &[QUICK, &["--mcp-warm-workspaces", "0"]].concat()).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, out, err) = home.gemctl_run(&["mcp", "restart", "fx"])?;
+    assert_eq!(code, 0, "{out}{err}\n{}", daemon.log());
+    let client = daemon.client().await?;
+    let all = list_all(&client).await?;
+    assert_eq!(named(&all, "fx").map(|s| s.state), Some(ServerState::Connected), "{all:#?}");
+    // A name this directory does not configure is still an error.
+    let (code, _, err) = home.gemctl_run(&["mcp", "restart", "nope"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("nope"), "{err}");
+    Ok(())
+}

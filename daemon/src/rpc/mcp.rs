@@ -53,6 +53,23 @@ impl Handler {
     }
 
     pub(super) async fn restart(&self, p: ServerParams) -> RpcResult<ServerStatus> {
+        if let Some(id) = &p.session {
+            self.core.sessions.record(id).map_err(rpc_error)?;
+            let configured = || {
+                let config = self.core.effective(id).ok();
+                config.and_then(|c| c.servers.get(&p.name).map(|s| s.blocked.is_none()))
+            };
+            // Configured here, may run, and not started since the daemon started: start it as
+            // `mcp start` would (new-user audit C8: it was "not running or ran lately").
+            if matches!(self.core.server_of(id, &p.name), Err(McpError::Unavailable(_)))
+                && configured() == Some(true)
+            {
+                tracing::info!(server = %p.name, "restart of a server not started yet: starting the session's servers");
+                self.core.start(id, true).await.map_err(rpc_error)?;
+                let server = self.core.server_of(id, &p.name).map_err(mcp_error)?;
+                return Ok(self.core.mcp.status(&server));
+            }
+        }
         let server = self.find_server(&p)?;
         tracing::info!(server = %server.name, "restart requested");
         Ok(self.core.mcp.restart(&server).await)
