@@ -102,6 +102,8 @@ pub async fn start(socket: &Path, idle_exit: Option<Duration>) -> anyhow::Result
         use std::os::unix::fs::PermissionsExt;
         let _ = log_file.set_permissions(std::fs::Permissions::from_mode(0o600));
     }
+    // Where this run's lines begin: the file keeps earlier daemons' lines (audit C3).
+    let start_at = log_file.metadata().map_or(0, |m| m.len());
     let mut cmd = std::process::Command::new(&bin);
     cmd.arg("--socket").arg(socket).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log_file);
     if let Some(after) = idle_exit {
@@ -121,7 +123,7 @@ pub async fn start(socket: &Path, idle_exit: Option<Duration>) -> anyhow::Result
             Err(e) => return Err(e.into()),
         }
         if let Some(status) = child.try_wait()? {
-            bail!("geminid exited ({status}) before it answered:\n{}", log_tail(&log));
+            bail!("geminid exited ({status}) before it answered:\n{}", log_tail(&log, start_at));
         }
         if Instant::now() >= deadline {
             bail!(
@@ -172,8 +174,11 @@ async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     true
 }
 
-fn log_tail(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
+/// The last lines this run wrote to the log (from byte `start_at`).
+fn log_tail(log: &Path, start_at: u64) -> String {
+    let bytes = std::fs::read(log).unwrap_or_default();
+    let from = usize::try_from(start_at).unwrap_or(0).min(bytes.len());
+    let text = String::from_utf8_lossy(&bytes[from..]);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(10)..].join("\n")
 }

@@ -329,6 +329,12 @@ async fn a_daemon_gemctl_starts_reads_the_settings_file() -> anyhow::Result<()> 
     .await;
     assert!(lingered, "the 200ms linger from the file did not apply");
     home.gemctl_json(&["daemon", "stop"])?;
+    // An autostart that fails shows its own lines, not the previous daemon's (audit C3).
+    std::fs::write(dir.join("config.toml"), "mcp-lingr = \"1s\"\n")?;
+    let (code, _, err) = home.gemctl_run(&["mcp", "list"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("unknown setting `mcp-lingr`"), "{err}");
+    assert!(!err.contains("geminid started") && !err.contains("stopped"), "{err}");
 
     // A setting that is no flag, or a bad value: the daemon says where, and does not start.
     for (text, want) in [
