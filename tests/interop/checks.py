@@ -396,17 +396,23 @@ def run(s):
         pa = {x["name"]: x.get("pid") or x.get("identity") for x in a}
         pb = {x["name"]: x.get("pid") or x.get("identity") for x in b}
         expect(all(pa.values()) and pa.keys() == pb.keys(), f"differ: {pa} vs {pb}")
-        # The filesystem server asks for roots, so the other workspace gets its own: it serves
-        # that workspace's root and not the first's.
-        pa.pop("filesystem")
-        pb.pop("filesystem")
+        # A server that asks for roots (filesystem; everything asks too) is shared only between
+        # sessions with equal roots, so the other workspace has its own; the rest are shared.
+        asks = {n for n in pa
+                if "roots/list answered" in s.gemctl("mcp", "logs", n, check=False)[1]}
+        expect("filesystem" in asks, f"filesystem never asked for roots: {sorted(asks)}")
+        own = {n for n in asks if pa[n] != pb[n]}
+        expect(own == asks, f"servers asking for roots shared across roots: {sorted(asks - own)}")
+        for n in asks:
+            pa.pop(n)
+            pb.pop(n)
         expect(pa == pb, f"differ: {pa} vs {pb}")
         r = s.call("mcp_filesystem_list_directory", {"path": s.ws2}, cwd=s.ws2)
         expect(not r["isError"], f"the second workspace's own server refused its root: {r}")
         r = s.call("mcp_filesystem_list_directory", {"path": notes}, cwd=s.ws2)
         expect(r["isError"], f"the second workspace's server read the first's: {r}")
 
-    s.check("all", "one process per server across two workspaces (filesystem: one per root)", shared)
+    s.check("all", "one process per server across two workspaces (those asking for roots: one per root)", shared)
 
     import gateway
     gateway.run(s)
