@@ -366,6 +366,12 @@ fn servers_with(list: &[ServerStatus], copies: bool) {
             let mcp =
                 s.protocol_version.as_deref().map(|v| format!("; MCP {v}")).unwrap_or_default();
             outln!("    identity {id}; sessions: {users}{mcp}");
+            if !s.roots.is_empty() {
+                outln!(
+                    "    roots {} (it asks for roots: one copy per set of roots)",
+                    s.roots.join(" ")
+                );
+            }
         }
     }
 }

@@ -152,6 +152,10 @@ pub struct ServerStatus {
     /// Its entry's `keepWarm`, when not the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_warm: Option<KeepWarm>,
+    /// The roots it was given, when it asked for them: such a server is shared only between
+    /// sessions with the same roots (one copy per set).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<String>,
     /// While idle: resident memory of its process group in bytes (stdio, where the system
     /// tells: Linux), what counts against the idle-memory budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -353,3 +353,32 @@ async fn restart_starts_a_server_not_started_since_the_daemon_started() -> anyho
     assert!(err.contains("nope"), "{err}");
     Ok(())
 }
+
+/// Two copies of one entry in `mcp list --all` say why: a server that asks for roots runs once
+/// per set of roots, and each copy shows the roots it was given (new-user audit C17).
+#[tokio::test]
+async fn copies_split_by_roots_show_their_roots() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&["--asks", "--roots-at-start-ms", "0"]) }))?;
+    let daemon = Daemon::start(&home, QUICK).await?;
+    let client = daemon.client().await?;
+    let (one, two) = (workspace(&home, "one", json!({}))?, workspace(&home, "two", json!({}))?);
+    for dir in [&one, &two] {
+        session_started(&client, &home, dir).await?;
+    }
+    let split = eventually(Duration::from_secs(10), || async {
+        list_all(&client).await.is_ok_and(|all| {
+            all.iter().filter(|s| s.name == "fx" && !s.roots.is_empty()).count() == 2
+        })
+    })
+    .await;
+    assert!(split, "{:#?}\n{}", list_all(&client).await?, daemon.log());
+    let all = list_all(&client).await?;
+    let mut roots: Vec<String> = all.iter().flat_map(|s| s.roots.clone()).collect();
+    roots.sort();
+    let uri = |d: &Path| format!("file://{}", d.display());
+    assert_eq!(roots, [uri(&one), uri(&two)], "{all:#?}");
+    let (_, out, _) = home.gemctl_run(&["mcp", "list", "--all"])?;
+    assert_eq!(out.matches("one copy per set of roots").count(), 2, "{out}");
+    Ok(())
+}

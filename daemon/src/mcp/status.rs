@@ -58,6 +58,7 @@ fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> Ser
         idle_secs: None,
         stops_in_secs: None,
         keep_warm: None,
+        roots: vec![],
         rss_bytes: None,
     }
 }
@@ -147,6 +148,11 @@ impl Supervisor {
             idle_secs: None,
             stops_in_secs: None,
             keep_warm: None,
+            roots: inner
+                .given_roots
+                .get(&server.identity)
+                .map(|r| r.iter().map(|r| r.uri.clone()).collect())
+                .unwrap_or_default(),
             rss_bytes: None,
         };
         inner.idle.describe(&server.identity, self.opts.linger, &mut status);
