@@ -116,9 +116,7 @@ pub async fn pending(client: &Client, session: String, json: bool) -> anyhow::Re
         outln!("Nothing is waiting for an answer in session {session}.");
         return Ok(());
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let now = output::now_ms();
     for a in &r.asks {
         let left = a.deadline_ms.saturating_sub(now) / 1000;
         let kind = serde_json::to_value(a.kind).ok();

@@ -97,9 +97,7 @@ pub async fn status(client: &Client, session: String, json: bool) -> anyhow::Res
     if r.servers.is_empty() {
         outln!("No remote MCP servers in this session.");
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let now = output::now_ms();
     for s in &r.servers {
         let state = match s.state {
             AuthState::SignedIn => "signed in",

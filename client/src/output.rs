@@ -83,6 +83,13 @@ pub fn diagnostic(d: &geminid_protocol::common::Diagnostic) -> String {
     format!("{}{pos}: {sev}: {}", d.file, d.message)
 }
 
+/// Milliseconds since the Unix epoch (what the daemon's deadlines and expiries are in).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 pub fn uptime(secs: u64) -> String {
     humanize(Duration::from_secs(secs))
 }

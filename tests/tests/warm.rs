@@ -39,8 +39,9 @@ fn workspace(home: &TestHome, name: &str, servers: Value) -> anyhow::Result<Path
     Ok(dir)
 }
 
-/// A session in `dir` (the client attached to it), its servers started and settled.
-async fn session_started(client: &Client, home: &TestHome, dir: &Path) -> anyhow::Result<String> {
+/// A new session in `dir` (the client attached to it), with a shell's environment holding a
+/// token.
+async fn session_in(client: &Client, home: &TestHome, dir: &Path) -> anyhow::Result<String> {
     let s = client
         .create(SessionCreateParams {
             workspace: dir.display().to_string(),
@@ -49,8 +50,14 @@ async fn session_started(client: &Client, home: &TestHome, dir: &Path) -> anyhow
             ..Default::default()
         })
         .await?;
-    client.mcp_start(StartParams { session: s.id.clone(), wait: true }).await?;
     Ok(s.id)
+}
+
+/// [`session_in`], its servers started and settled.
+async fn session_started(client: &Client, home: &TestHome, dir: &Path) -> anyhow::Result<String> {
+    let id = session_in(client, home, dir).await?;
+    client.mcp_start(StartParams { session: id.clone(), wait: true }).await?;
+    Ok(id)
 }
 
 async fn release(client: &Client, session: &str) -> anyhow::Result<()> {
@@ -107,15 +114,8 @@ async fn past_the_budget_the_least_recently_used_idle_server_stops_first() -> an
     }
     assert!(named(&all, "sa").is_none(), "{all:#?}");
     // The stopped one says why where its session looks.
-    let a = client
-        .create(SessionCreateParams {
-            workspace: dirs[0].display().to_string(),
-            env: Some(shell_env(&home, &[("WARM_TEST_TOKEN", "tok-4f1e-never-stored-plainly")])),
-            reuse_default: false,
-            ..Default::default()
-        })
-        .await?;
-    let listed = client.mcp_list_servers(Some(ListServersParams { session: Some(a.id) })).await?;
+    let a = session_in(&client, &home, &dirs[0]).await?;
+    let listed = client.mcp_list_servers(Some(ListServersParams { session: Some(a) })).await?;
     let why = named(&listed.servers, "sa").and_then(|s| s.last_error.clone()).unwrap_or_default();
     assert!(why.contains("memory budget") && why.contains("least recently used"), "{why}");
     // `gemctl mcp list --all` says it in words.
@@ -156,7 +156,7 @@ async fn keep_warm_never_stops_at_once_and_always_outlives_the_idle_period() -> 
     );
     assert!(
         gone_within(p_plain, Duration::from_secs(5)).await,
-        "the default outlived a 400ms idle period"
+        "the default outlived its 400ms idle period and the 1 MiB budget"
     );
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert!(alive(p_always), "keepWarm always stopped: {}", daemon.log());
