@@ -9,7 +9,8 @@
 //! answer to its call's result; `oauth`: a call with a cached OAuth token against one without;
 //! `extensions`: 20 extensions of 200 files verified at start, and a reload after one file changed;
 //! `skills`: 500 skills discovered cold, and again after one SKILL.md changed; `commands`:
-//! `commands/list`'s work over 500 command files, cold and warm;
+//! `commands/list`'s work over 500 command files, cold and warm; `pins`: tool-definition pins
+//! over 1,000 tools, in process and with a daemon pinning against one that does not;
 //! `tools`: only the call path and catalog; `instructions`: only the daemon's instructions per
 //! request, which needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary
 //! OTHER, calls interleaved; `--poll-idle`: idle CPUs poll instead of halting for the run,
@@ -26,6 +27,7 @@ mod idle;
 mod instructions;
 mod mcp;
 mod oauth;
+mod pins;
 mod policy;
 mod skills;
 mod tools;
@@ -91,7 +93,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|config [OTHER]|ab OTHER]";
+    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|pins|config [OTHER]|ab OTHER]";
     let (flags, args): (Vec<String>, Vec<String>) =
         std::env::args().skip(1).partition(|a| a.starts_with("--"));
     let mut poll_idle = None;
@@ -114,6 +116,7 @@ async fn main() -> anyhow::Result<()> {
             "skills" => skills::bench().await?,
             "commands" => commands::bench().await?,
             "custom-tools" => custom_tools::bench().await?,
+            "pins" => pins::bench().await?,
             "config" => {
                 // `config OTHER`: the same against another build's daemon.
                 let home = TestHome::allowing_mcp()?;

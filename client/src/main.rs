@@ -13,6 +13,7 @@ mod ext_new;
 mod hooks_cmds;
 mod mcp_cmds;
 mod output;
+mod pins_cmds;
 mod policy_cmds;
 mod serve;
 mod service;

@@ -1,4 +1,4 @@
-//! `gemctl mcp list|start|restart|logs`: the running servers.
+//! `gemctl mcp list|start|restart|logs|review|accept|reject`: the running servers.
 
 use clap::Subcommand;
 use geminid_protocol::api::McpApiClient;
@@ -41,6 +41,30 @@ pub enum RuntimeCommand {
     Prompts,
     /// List the session's MCP resources (`@server:uri` references)
     Resources,
+    /// Show what of a server's tools, prompts and resource templates differs from the
+    /// definitions pinned on its first use (held until accepted): a diff, hidden text shown
+    Review {
+        /// Server name
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
+        name: String,
+    },
+    /// Pin a server's differing definitions as it lists them now (all, or those named), so
+    /// the held ones are offered again
+    Accept {
+        /// Server name
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
+        name: String,
+        /// Only these (tool, prompt or resource template names)
+        definitions: Vec<String>,
+    },
+    /// Say no to a server's differing definitions (all, or those named): they stay held
+    Reject {
+        /// Server name
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
+        name: String,
+        /// Only these (tool, prompt or resource template names)
+        definitions: Vec<String>,
+    },
     /// Show a server's log: its stderr and what geminid did
     Logs {
         /// Server name
@@ -65,7 +89,14 @@ impl RuntimeCommand {
     /// Restart and logs find a running server by name across sessions unless one is given.
     /// Restart and logs: a server by name, this directory's first (`--session` names another).
     pub fn by_name(&self) -> bool {
-        matches!(self, Self::Restart { .. } | Self::Logs { .. })
+        matches!(
+            self,
+            Self::Restart { .. }
+                | Self::Logs { .. }
+                | Self::Review { .. }
+                | Self::Accept { .. }
+                | Self::Reject { .. }
+        )
     }
 
     pub fn needs_session(&self) -> bool {
@@ -144,6 +175,17 @@ pub async fn run(
             if s.state != ServerState::Connected {
                 return Err(crate::Failed.into());
             }
+        }
+        RuntimeCommand::Review { name } => {
+            crate::pins_cmds::review(client, ServerParams { session, name }, json).await?;
+        }
+        RuntimeCommand::Accept { name, definitions } => {
+            let server = ServerParams { session, name };
+            crate::pins_cmds::settle(client, server, definitions, true, json).await?;
+        }
+        RuntimeCommand::Reject { name, definitions } => {
+            let server = ServerParams { session, name };
+            crate::pins_cmds::settle(client, server, definitions, false, json).await?;
         }
         RuntimeCommand::Logs { name, follow, lines } => {
             let server = ServerParams { session, name };

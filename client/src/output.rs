@@ -223,6 +223,26 @@ fn event_line(e: &Event) -> String {
         EventBody::ConfirmationRequested(c) => {
             format!("{} {} ({}) for {}: {}", c.id, c.tool, c.server, c.path, c.details)
         }
+        EventBody::ToolsChanged(c) if c.differs.is_empty() => {
+            format!("{}: every definition is as pinned", c.server)
+        }
+        EventBody::ToolsChanged(c) => format!(
+            "{}: {} differing from their pins ({}); `gemctl mcp review {}`",
+            c.server,
+            c.differs.len(),
+            c.differs
+                .iter()
+                .map(|d| format!(
+                    "{} {} {}{}",
+                    d.kind.label(),
+                    d.name,
+                    d.change.label(),
+                    if d.held { ", held" } else { "" }
+                ))
+                .collect::<Vec<_>>()
+                .join("; "),
+            c.server
+        ),
         // A kind this gemctl does not know yet: `--json` shows it whole.
         _ => String::new(),
     };
@@ -362,6 +382,9 @@ fn servers_with(list: &[ServerStatus], copies: bool) {
         }
         for p in &s.problems {
             outln!("    warning: {p}");
+        }
+        if let Some(line) = s.pins.as_ref().and_then(|p| crate::pins_cmds::list_line(p, &s.name)) {
+            outln!("{line}");
         }
         if copies {
             let id = s.identity.as_deref().unwrap_or("-");

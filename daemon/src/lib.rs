@@ -25,6 +25,7 @@ pub mod hooks;
 mod literal;
 pub mod mcp;
 pub mod paths;
+pub mod pins;
 pub mod policy;
 pub(crate) mod proc;
 pub mod rpc;

@@ -73,6 +73,11 @@ struct Args {
     /// background (their environments are kept with the secrets); `0` turns it off
     #[arg(long, env = "GEMINID_MCP_WARM_WORKSPACES", default_value_t = 8, value_name = "N")]
     mcp_warm_workspaces: u32,
+    /// What a tool, prompt or resource template that differs from the definition pinned on its
+    /// server's first use meets: `enforce` holds it until `gemctl mcp accept`, `warn` offers it
+    /// and says so, `off` pins nothing. A server's `pinning` in servers.json decides for it
+    #[arg(long, env = "GEMINID_TOOL_PINNING", default_value = "enforce", value_parser = pin_mode, value_name = "MODE")]
+    tool_pinning: geminid_protocol::pins::PinMode,
     /// First delay before restarting a failed MCP server (doubles per failure in a row)
     #[arg(long, env = "GEMINID_MCP_BACKOFF", default_value = "1s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_backoff: Duration,
@@ -282,6 +287,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 call_timeout: args.tool_call_timeout,
             },
             warm_workspaces: usize::try_from(args.mcp_warm_workspaces).unwrap_or(usize::MAX),
+            tool_pinning: args.tool_pinning,
         },
         config,
     );
@@ -340,4 +346,13 @@ fn spawn_signal_handler(core: std::sync::Arc<Core>) -> anyhow::Result<()> {
         }
     });
     Ok(())
+}
+
+/// `--tool-pinning`.
+fn pin_mode(text: &str) -> Result<geminid_protocol::pins::PinMode, String> {
+    use geminid_protocol::pins::PinMode;
+    [PinMode::Enforce, PinMode::Warn, PinMode::Off]
+        .into_iter()
+        .find(|m| m.label() == text)
+        .ok_or_else(|| format!("'{text}' is not a pinning: use enforce, warn or off"))
 }

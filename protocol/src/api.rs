@@ -42,6 +42,7 @@ use crate::mcp::{
     ServerAskRespondParams, ServerAskRespondResult, ServerParams, ServerStatus, StartParams,
     TasksCancelParams, TasksCancelResult, TasksListParams, TasksListResult,
 };
+use crate::pins::{PinsParams, PinsResult, ReviewResult};
 use crate::policy::{
     AuditListParams, AuditListResult, ConfirmationRespondParams, ConfirmationRespondResult,
     PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult,
@@ -216,6 +217,21 @@ pub trait McpApi {
     /// server's `CallToolResult` as it sent it.
     #[method(name = "callTool")]
     async fn mcp_call_tool(&self, params: CallToolParams) -> RpcResult<serde_json::Value>;
+
+    /// A running server's definitions that differ from their pins: each pinned and listed
+    /// canonical form, and what a reader may miss in it.
+    #[method(name = "review")]
+    async fn mcp_review(&self, params: ServerParams) -> RpcResult<ReviewResult>;
+
+    /// Pin the server's definitions as it lists them now (those named, or every one that
+    /// differs): held ones are offered again.
+    #[method(name = "accept")]
+    async fn mcp_accept(&self, params: PinsParams) -> RpcResult<PinsResult>;
+
+    /// Say no to the server's differing definitions (those named, or all): they stay held,
+    /// marked rejected, until they are accepted or the server lists them as pinned again.
+    #[method(name = "reject")]
+    async fn mcp_reject(&self, params: PinsParams) -> RpcResult<PinsResult>;
 }
 
 /// `mcp/followLogs`: the one subscription under `mcp/`, in a trait of its own so that

@@ -63,13 +63,16 @@ pub enum ErrorCode {
     ExtensionNotFound,
     /// No skill (or agent definition) the session sees has that name.
     SkillNotFound,
+    /// The tool's definition differs from the one pinned for its server (changed, or new
+    /// since the server was pinned): it is held until `gemctl mcp accept` (`mcp/accept`).
+    ToolHeld,
     /// Anything else that went wrong inside the daemon.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 26] = [
         Self::VersionMismatch,
         Self::SessionNotFound,
         Self::InvalidWorkspace,
@@ -94,6 +97,7 @@ impl ErrorCode {
         Self::IntegrityFailed,
         Self::ExtensionNotFound,
         Self::SkillNotFound,
+        Self::ToolHeld,
         Self::Internal,
     ];
 
@@ -124,6 +128,7 @@ impl ErrorCode {
             Self::IntegrityFailed => -31022,
             Self::ExtensionNotFound => -31023,
             Self::SkillNotFound => -31024,
+            Self::ToolHeld => -31025,
             Self::Internal => -31099,
         }
     }
@@ -160,6 +165,7 @@ impl ErrorCode {
             Self::IntegrityFailed => "integrityFailed",
             Self::ExtensionNotFound => "extensionNotFound",
             Self::SkillNotFound => "skillNotFound",
+            Self::ToolHeld => "toolHeld",
             Self::Internal => "internal",
         }
     }

@@ -46,6 +46,7 @@ pub const KINDS: &[&str] = &[
     "skills/changed",
     "commands/changed",
     "tools/discovered",
+    "mcp/toolsChanged",
 ];
 
 /// Event kinds and their payloads; serialized as `"kind": "...", "payload": {...}`.
@@ -119,6 +120,10 @@ pub enum EventBody {
     /// `tools.discoveryCommand`, or `tools/refresh`): fetch `tools/list` again.
     #[serde(rename = "tools/discovered")]
     ToolsDiscovered(crate::tools::ToolsDiscovered),
+    /// A server's definitions differ from their pins (changed or new: held until accepted,
+    /// or said where its pinning is `warn`), or differ no longer.
+    #[serde(rename = "mcp/toolsChanged")]
+    ToolsChanged(crate::pins::ToolsChanged),
 }
 
 /// Payload of `daemon/shuttingDown`.
@@ -153,6 +158,7 @@ impl EventBody {
             Self::SkillsChanged(_) => "skills/changed",
             Self::CommandsChanged(_) => "commands/changed",
             Self::ToolsDiscovered(_) => "tools/discovered",
+            Self::ToolsChanged(_) => "mcp/toolsChanged",
         }
     }
 
@@ -177,6 +183,7 @@ impl EventBody {
             Self::DaemonShuttingDown(_)
             | Self::McpServerState(_)
             | Self::CatalogChanged(_)
+            | Self::ToolsChanged(_)
             | Self::ResourceUpdated(_)
             | Self::ExtensionTampered(_) => None,
         }
@@ -188,6 +195,7 @@ impl EventBody {
         match self {
             Self::McpServerState(s) => s.server.sessions.iter().any(|id| id == session),
             Self::CatalogChanged(c) => c.sessions.iter().any(|id| id == session),
+            Self::ToolsChanged(c) => c.sessions.iter().any(|id| id == session),
             Self::ConfirmationRequested(c) => c.session == session || c.to == session,
             other => other.session().is_none_or(|id| id == session),
         }

@@ -22,6 +22,7 @@ pub mod extensions;
 pub mod gateway;
 pub mod hooks;
 pub mod mcp;
+pub mod pins;
 pub mod policy;
 pub mod session;
 pub mod skills;

@@ -160,6 +160,9 @@ pub struct ServerStatus {
     /// tells: Linux), what counts against the idle-memory budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_bytes: Option<u64>,
+    /// Its tool-definition pins (absent while it has listed nothing, or with pinning `off`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pins: Option<crate::pins::PinStatus>,
 }
 
 /// `mcp/listServers`.

@@ -93,6 +93,7 @@ impl InProcess {
             secrets_file_only: true,
             custom_tools: geminid::discovered::Options::default(),
             warm_workspaces: 0,
+            tool_pinning: Default::default(),
         };
         let store = Store::open(&data_dir)?;
         let core = match seats {

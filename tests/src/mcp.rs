@@ -36,6 +36,13 @@ pub fn stdio(args: &[&str]) -> Value {
     json!({ "command": fixture(), "args": args })
 }
 
+/// A stdio entry for a fixture that adds tools as it runs (`grow`), trusted to (`trust: true`):
+/// a tool it adds is offered (and said) rather than held for review, as tool-definition pins
+/// would hold a new tool of any other server. For tests about list changes themselves.
+pub fn growing(args: &[&str]) -> Value {
+    json!({ "command": fixture(), "args": args, "trust": true })
+}
+
 /// A session environment as a user's shell would send it, trusted, marked with the home so the
 /// harness finds every process that inherits it.
 pub fn shell_env(home: &TestHome, extra: &[(&str, &str)]) -> ClientEnv {

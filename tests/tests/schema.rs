@@ -71,6 +71,9 @@ fn document() -> Value {
         "mcp/restart" => ServerParams, ServerStatus;
         "mcp/logs" => LogsParams, LogsResult;
         "mcp/callTool" => CallToolParams, Value;
+        "mcp/review" => ServerParams, geminid_protocol::pins::ReviewResult;
+        "mcp/accept" => geminid_protocol::pins::PinsParams, geminid_protocol::pins::PinsResult;
+        "mcp/reject" => geminid_protocol::pins::PinsParams, geminid_protocol::pins::PinsResult;
         "mcp/followLogs" => ServerParams, LogLine;
         "mcp/unfollowLogs" => Unsubscribe, bool;
         "tools/list" => ToolsListParams, ToolsListResult;

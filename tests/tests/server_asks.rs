@@ -15,7 +15,7 @@ use geminid_protocol::event::{EventBody, EventsSubscribeParams};
 use geminid_protocol::mcp::{LogsParams, ServerAskRespondParams, ServerParams};
 use geminid_protocol::session::SessionCreateParams;
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult};
-use geminid_tests::mcp::{NetFixture, Setup, shell_env, stdio};
+use geminid_tests::mcp::{NetFixture, Setup, growing, shell_env, stdio};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -381,7 +381,7 @@ async fn servers_of_both_eras_are_reached_and_a_modern_ones_input_required_is_an
 -> anyhow::Result<()> {
     let http = NetFixture::start("--http", &["--asks", "--modern"])?;
     let s = Setup::new(json!({
-        "fx": stdio(&["--asks", "--modern"]),
+        "fx": growing(&["--asks", "--modern"]),
         "old": stdio(&["--asks"]),
         "web": { "httpUrl": http.url },
     }))
@@ -479,8 +479,8 @@ async fn servers_of_both_eras_are_reached_and_a_modern_ones_input_required_is_an
 #[tokio::test]
 async fn a_tools_list_with_a_ttl_is_listed_again_when_it_runs_out() -> anyhow::Result<()> {
     let s = Setup::new(json!({
-        "fx": stdio(&["--modern", "--list-ttl-ms", "1000"]),
-        "kept": stdio(&["--modern"]),
+        "fx": growing(&["--modern", "--list-ttl-ms", "1000"]),
+        "kept": growing(&["--modern"]),
     }))
     .await?;
     let names = || async {

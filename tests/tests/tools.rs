@@ -8,7 +8,7 @@ use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::mcp::StartParams;
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult};
-use geminid_tests::mcp::{FAST, Setup, fixture, stdio, write_user_settings};
+use geminid_tests::mcp::{FAST, Setup, fixture, growing, stdio, write_user_settings};
 use geminid_tests::{Daemon, TestHome};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -305,7 +305,7 @@ async fn colliding_names_are_renamed_and_reported() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn list_changed_refreshes_the_catalog_once() -> anyhow::Result<()> {
-    let t = setup(json!({ "fx": stdio(&[]) })).await?;
+    let t = setup(json!({ "fx": growing(&[]) })).await?;
     assert_eq!(list(&t, false).await?.tools.len(), 6);
     let filter = EventsSubscribeParams {
         session: Some(t.session.clone()),
@@ -327,7 +327,7 @@ async fn list_changed_refreshes_the_catalog_once() -> anyhow::Result<()> {
 async fn sessions_configured_alike_share_a_table_but_not_their_differences() -> anyhow::Result<()> {
     use geminid_protocol::api::McpApiClient;
     use geminid_protocol::config::McpEnableParams;
-    let t = setup(json!({ "fx": stdio(&[]), "gx": stdio(&[]) })).await?;
+    let t = setup(json!({ "fx": growing(&[]), "gx": stdio(&[]) })).await?;
     let ws = t.home.root().join("other");
     std::fs::create_dir_all(&ws)?;
     let env = geminid_tests::mcp::shell_env(&t.home, &[]);
@@ -855,7 +855,7 @@ async fn a_server_dying_mid_call_fails_the_call_at_once() -> anyhow::Result<()> 
 
 #[tokio::test]
 async fn a_list_changed_storm_is_coalesced() -> anyhow::Result<()> {
-    let t = setup(json!({ "fx": stdio(&[]) })).await?;
+    let t = setup(json!({ "fx": growing(&[]) })).await?;
     list(&t, false).await?;
     let filter = EventsSubscribeParams {
         session: Some(t.session.clone()),

@@ -51,6 +51,31 @@ impl AuditLog {
         AuditListResult { records }
     }
 
+    /// A record of something that is not a call, about `server`'s `tool` (tool-definition
+    /// pins: a definition held, accepted or rejected): `origin` says what.
+    pub fn note(&self, server: &str, tool: &str, origin: &str, error: Option<String>) {
+        let seq = self.next.fetch_add(1, Ordering::Relaxed);
+        let rec = AuditRecord {
+            seq,
+            time: clock::rfc3339(clock::now_ms()),
+            session: String::new(),
+            tool: tool.to_owned(),
+            server: server.to_owned(),
+            origin: origin.to_owned(),
+            arg_keys: vec![],
+            args_hash: None,
+            decision: None,
+            rule: None,
+            confirmation: None,
+            duration_ms: 0,
+            ok: error.is_none(),
+            error,
+        };
+        if let Err(e) = self.store.put_audit(seq, &rec, KEEP) {
+            tracing::warn!(error = %e, tool, "the audit record was not written");
+        }
+    }
+
     fn record_of(seq: u64, call: &Call, ended: &Ended, took: Duration) -> AuditRecord {
         let took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
         let (arg_keys, args_hash) = match &call.args {

@@ -42,6 +42,9 @@ pub enum CallError {
     /// A policy rule denied it.
     #[error("{0}")]
     PolicyDenied(String),
+    /// Its definition differs from the one pinned for its server: held until accepted.
+    #[error("{0}")]
+    Held(String),
     /// A BeforeTool or AfterTool hook blocked it.
     #[error("{0}")]
     HookBlocked(String),

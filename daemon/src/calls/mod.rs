@@ -297,7 +297,19 @@ impl Pipeline {
 
     /// A call policy refused before it resolved (a tool it hides) is audited too.
     fn refused(&self, req: &CallRequest, e: &CallError) {
-        let (Some(audit), CallError::PolicyDenied(why)) = (&self.seats.audit, e) else { return };
+        let Some(audit) = &self.seats.audit else { return };
+        let (why, policy) = match e {
+            CallError::PolicyDenied(why) => (
+                why,
+                Some(PolicyNote {
+                    decision: geminid_protocol::policy::PolicyDecision::Deny,
+                    rule: None,
+                    confirmation: None,
+                }),
+            ),
+            CallError::Held(why) => (why, None),
+            _ => return,
+        };
         let (name, server, tool) = match &req.target {
             Target::Tool(name) => (name.clone(), String::new(), String::new()),
             Target::Mcp { server, tool } => {
@@ -315,11 +327,7 @@ impl Pipeline {
             annotations: None,
             confirmed: req.confirmed,
             tail_of: req.tail_of.clone(),
-            policy: Some(PolicyNote {
-                decision: geminid_protocol::policy::PolicyDecision::Deny,
-                rule: None,
-                confirmation: None,
-            }),
+            policy,
         };
         audit.record(&call, &Ended::Failed(why.clone()), Duration::ZERO);
     }

@@ -45,6 +45,9 @@ impl Pipeline {
                     (None, Some((h, t))) if h.by_default && req.confirmed => t,
                     (None, Some((h, _))) => return Err(CallError::PolicyDenied(h.why.clone())),
                     (None, None) => {
+                        if let Some(why) = self.mcp.held_in_session(&req.session, name) {
+                            return Err(CallError::Held(why));
+                        }
                         let why = self.mcp.explain_missing_tool(&req.session, name);
                         return Err(CallError::missing(why, name));
                     }
@@ -85,6 +88,9 @@ impl Pipeline {
                     // A server that is not connected has listed nothing: its state is why.
                     if let Some(e) = Supervisor::not_connected(&found) {
                         return Err(e.into());
+                    }
+                    if let Some(why) = found.held_tool(tool) {
+                        return Err(CallError::Held(why));
                     }
                     return Err(CallError::ToolNotFound(unlisted(server, tool, &catalog)));
                 };

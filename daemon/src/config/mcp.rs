@@ -85,6 +85,10 @@ pub struct McpServerConfig {
     /// refuses the key in its files, so it belongs in `~/.gemini/geminid/servers.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_warm: Option<geminid_protocol::mcp::KeepWarm>,
+    /// geminid's own: whether its tool definitions are pinned, and a change held
+    /// (`enforce`), said (`warn`) or neither (`off`). Also only in `servers.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinning: Option<geminid_protocol::pins::PinMode>,
 }
 
 impl std::fmt::Debug for McpServerConfig {
@@ -119,6 +123,7 @@ impl std::fmt::Debug for McpServerConfig {
             .field("target_audience", &self.target_audience)
             .field("target_service_account", &self.target_service_account)
             .field("keep_warm", &self.keep_warm)
+            .field("pinning", &self.pinning)
             .finish()
     }
 }
@@ -144,6 +149,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "targetAudience",
     "targetServiceAccount",
     "keepWarm",
+    "pinning",
 ];
 
 /// A problem with one entry: severity, the field it is about (if one), the message.
@@ -231,12 +237,13 @@ pub(crate) fn redacted(value: &Value) -> Value {
 /// geminid's own fields in a file Gemini CLI reads: it refuses the whole file for them
 /// ("Unrecognized key"), so they are a warning there (geminid still applies them).
 pub(crate) fn misplaced(name: &str, scope: Scope, layer: Option<&Value>) -> Option<Problem> {
-    layer?.get("mcpServers")?.get(name)?.get("keepWarm")?;
+    let entry = layer?.get("mcpServers")?.get(name)?;
+    let key = ["keepWarm", "pinning"].into_iter().find(|k| entry.get(k).is_some())?;
     (scope != Scope::Geminid).then(|| Problem {
         severity: Severity::Warning,
-        field: Some("keepWarm".into()),
+        field: Some(key.into()),
         message: format!(
-            "MCP server \"{name}\": \"keepWarm\" is geminid's own field, and Gemini CLI reports \
+            "MCP server \"{name}\": \"{key}\" is geminid's own field, and Gemini CLI reports \
              its settings file as invalid for it (\"Unrecognized key\"); keep the server in \
              ~/.gemini/geminid/servers.json (`gemctl mcp import` moves it there)"
         ),

@@ -60,6 +60,9 @@ pub struct DaemonInfo {
     /// How many recently used workspaces have their servers started at the next start
     /// (`--mcp-warm-workspaces`; 0: none, and none are remembered).
     pub warm_workspaces: usize,
+    /// What a tool definition that differs from its pin meets, for servers whose entry has no
+    /// `pinning` (`--tool-pinning`).
+    pub tool_pinning: geminid_protocol::pins::PinMode,
 }
 
 /// The daemon's state.
@@ -151,13 +154,6 @@ impl Core {
         });
         let auth =
             Arc::new(crate::auth::Auth::new(secrets.clone(), config.paths().home.join(".gemini")));
-        let mcp = Supervisor::new(
-            info.mcp,
-            events.clone(),
-            store.clone(),
-            Arc::new(requests),
-            auth.clone(),
-        );
         let audit = Arc::new(crate::audit::AuditLog::new(store.clone()));
         let extensions = Arc::new(crate::extensions::Extensions::new(
             config.paths().home.join(".gemini"),
@@ -166,6 +162,20 @@ impl Core {
             events.clone(),
         ));
         extensions.rescan(false);
+        let key = {
+            let extensions = extensions.clone();
+            Arc::new(move || extensions.integrity_key().map_err(|e| e.to_string()))
+        };
+        let pins =
+            crate::pins::Pins::new(store.clone(), key, info.tool_pinning, Some(audit.clone()));
+        let mcp = Supervisor::new(
+            info.mcp,
+            events.clone(),
+            store.clone(),
+            Arc::new(requests),
+            auth.clone(),
+            Arc::new(pins),
+        );
         Arc::new_cyclic(|me: &std::sync::Weak<Core>| {
             let guard = Arc::new(seat::Guard::new(me.clone()));
             let hook_seat = Arc::new(hooks::HookSeat::new(me.clone()));

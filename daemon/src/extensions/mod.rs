@@ -188,6 +188,11 @@ impl Extensions {
         self.scan.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// The integrity key (made on first need), which tool-definition pins are signed with too.
+    pub fn integrity_key(&self) -> Result<Secret<String>, ExtensionError> {
+        self.key()
+    }
+
     fn key(&self) -> Result<Secret<String>, ExtensionError> {
         let mut held = self.key.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = held.as_ref() {

@@ -208,6 +208,7 @@ fn jsonrpc_requests() {
         confirm_timeout: std::time::Duration::from_millis(10),
         custom_tools: crate::discovered::Options::default(),
         warm_workspaces: 0,
+        tool_pinning: Default::default(),
     };
     let methods = rt.block_on(async {
         let store = crate::store::Store::temporary().unwrap_or_else(|e| panic!("{e}"));

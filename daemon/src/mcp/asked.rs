@@ -204,6 +204,7 @@ impl Supervisor {
                             target: server.target.clone(),
                             startup_timeout: server.startup_timeout,
                             request_timeout: server.request_timeout,
+                            pinning: server.pinning,
                         };
                         let s = Server::start(new, self.observer(), self.opts);
                         inner.servers.insert(to.clone(), s.clone());
@@ -322,5 +323,13 @@ impl Observer for Supervisor {
 
     fn start_gate(&self) -> tokio::sync::watch::Receiver<orphans::Held> {
         Supervisor::start_gate(self)
+    }
+
+    fn pins(&self) -> Arc<crate::pins::Pins> {
+        self.pins.clone()
+    }
+
+    fn pins_changed(&self, server: &Arc<Server>, fresh: &[geminid_protocol::pins::HeldDefinition]) {
+        self.announce_pins(server, fresh);
     }
 }

@@ -353,7 +353,7 @@ pub(crate) struct Remote {
 
 /// The session's remote servers (those it could run; a blocked one is left out).
 pub(crate) fn remotes(view: super::SessionView<'_>) -> Vec<Remote> {
-    super::supervisor::Supervisor::entries(view)
+    super::supervisor::Supervisor::entries(view, Default::default())
         .into_iter()
         .filter_map(|(name, (_, launch))| {
             let (spec, _, shown) = launch?;

@@ -30,6 +30,7 @@ pub(crate) mod long_calls;
 pub(crate) mod messages;
 pub(crate) mod order;
 pub(crate) mod orphans;
+pub(crate) mod pinned;
 pub(crate) mod request;
 pub(crate) mod roots;
 pub(crate) mod server;
@@ -161,6 +162,8 @@ struct Entry {
     timeout: Duration,
     /// Its `keepWarm`.
     keep: geminid_protocol::mcp::KeepWarm,
+    /// Its pinning (see `Server::pinning`).
+    pinning: geminid_protocol::pins::PinMode,
 }
 
 #[derive(Debug, Default)]

@@ -82,6 +82,10 @@ pub trait Observer: Send + Sync {
     fn auth(&self) -> Arc<crate::auth::Auth>;
     /// What may not start yet (orphans of a killed daemon being stopped).
     fn start_gate(&self) -> watch::Receiver<Held>;
+    /// The keeper of tool-definition pins.
+    fn pins(&self) -> Arc<crate::pins::Pins>;
+    /// What of the server differs from its pins changed; `fresh` is what differs newly.
+    fn pins_changed(&self, server: &Arc<Server>, fresh: &[geminid_protocol::pins::HeldDefinition]);
 }
 
 /// A server's runtime state.
@@ -133,6 +137,13 @@ pub struct Server {
     pub request_timeout: Duration,
     /// Its log.
     pub log: Arc<ServerLog>,
+    /// What its tool-definition pins are kept under, and what it runs in words (see
+    /// `crate::pins::canon::pin_key`).
+    pub pin_key: (String, String),
+    /// Its pinning: its entry's `pinning`, else the daemon's; `enforce` is `warn` for an
+    /// entry with `trust: true`.
+    pub pinning: geminid_protocol::pins::PinMode,
+    pub(super) pins: Mutex<super::pinned::PinState>,
     pub(super) status: watch::Sender<Snapshot>,
     peer: Mutex<Option<Peer<RoleClient>>>,
     catalog: Mutex<Option<Arc<Catalog>>>,
@@ -166,6 +177,8 @@ pub struct NewServer {
     pub startup_timeout: Duration,
     /// See [`Server::request_timeout`].
     pub request_timeout: Duration,
+    /// See [`Server::pinning`].
+    pub pinning: geminid_protocol::pins::PinMode,
 }
 
 impl Server {
@@ -183,8 +196,12 @@ impl Server {
             attempts: 0,
             unresponsive_since: None,
         };
+        let pin_key = crate::pins::canon::pin_key(&new.name, &new.spec);
         let server = Arc::new(Self {
             identity: new.identity,
+            pin_key,
+            pinning: new.pinning,
+            pins: Mutex::default(),
             name: new.name,
             scope: new.scope,
             spec: new.spec,
@@ -264,8 +281,8 @@ impl Server {
         self.catalog.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|c| c.counts())
     }
 
-    pub(super) fn set_catalog(&self, catalog: Catalog) {
-        *self.catalog.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(catalog));
+    pub(super) fn set_catalog(&self, catalog: Arc<Catalog>) {
+        *self.catalog.lock().unwrap_or_else(|e| e.into_inner()) = Some(catalog);
     }
 
     pub(super) fn set_peer(&self, peer: Option<Peer<RoleClient>>) {

@@ -60,6 +60,7 @@ fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> Ser
         keep_warm: None,
         roots: vec![],
         rss_bytes: None,
+        pins: None,
     }
 }
 
@@ -96,7 +97,7 @@ impl Supervisor {
     /// The server a session's entry `name` resolves to when the session runs none (its
     /// settings in `view`): the one of that identity running for others, or stopped lately.
     pub fn find_planned(&self, view: SessionView<'_>, name: &str) -> Result<Arc<Server>, McpError> {
-        let resolved = Self::entries(view);
+        let resolved = Self::entries(view, self.pins.mode);
         let Some((entry, _)) = resolved.get(name) else {
             return Err(McpError::NotFound(format!(
                 "no MCP server named '{name}' in this session"
@@ -154,6 +155,7 @@ impl Supervisor {
                 .map(|r| r.iter().map(|r| r.uri.clone()).collect())
                 .unwrap_or_default(),
             rss_bytes: None,
+            pins: server.pin_status(),
         };
         inner.idle.describe(&server.identity, self.opts.linger, &mut status);
         status
@@ -174,7 +176,7 @@ impl Supervisor {
     pub fn list_session(&self, view: SessionView<'_>) -> Vec<ServerStatus> {
         let inner = self.inner();
         let active = inner.sessions.get(view.id);
-        let resolved = Self::entries(view);
+        let resolved = Self::entries(view, self.pins.mode);
         let mut out = Vec::new();
         for (name, (entry, launch)) in resolved {
             // A session that runs its servers reports what it runs (which may lag a config
@@ -251,6 +253,23 @@ impl Supervisor {
     /// Why a session has no tool named `fqn`, when one of its servers would be the one to
     /// have it: the server's state and the `gemctl` command that helps. `None` when no entry's
     /// name fits the tool's.
+    /// Why the session's tool `fqn` is not in its table, when it is held for differing from
+    /// its pin.
+    pub fn held_in_session(&self, session: &str, fqn: &str) -> Option<String> {
+        let inner = self.inner();
+        let entries = inner.sessions.get(session)?;
+        entries.iter().find_map(|(name, entry)| {
+            let Binding::Runs(identity) = &entry.binding else { return None };
+            let server = inner.servers.get(identity)?;
+            let v = server.pin_verdict()?;
+            let d = v.differs.iter().find(|d| {
+                d.def.kind == geminid_protocol::pins::DefinitionKind::Tool
+                    && naming::fqn(name, &d.def.name) == fqn
+            })?;
+            server.held_tool(&d.def.name)
+        })
+    }
+
     pub fn explain_missing_tool(&self, session: &str, fqn: &str) -> Option<(ServerState, String)> {
         let inner = self.inner();
         let entries = inner.sessions.get(session)?;

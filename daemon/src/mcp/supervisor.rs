@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use geminid_protocol::event::EventBody;
 use geminid_protocol::mcp::{ServerState, ServerStateChanged, ServerStatus};
+use geminid_protocol::pins::PinMode;
 
 use super::messages::ServerMessage;
 use super::server::{self, Cmd, NewServer, Server};
@@ -42,6 +43,8 @@ pub struct Supervisor {
     sessions_generation: AtomicU64,
     /// Servers' log messages (`notifications/message`), for the gateway's clients.
     pub(super) messages: tokio::sync::broadcast::Sender<Arc<ServerMessage>>,
+    /// Tool-definition pins.
+    pub(super) pins: Arc<crate::pins::Pins>,
 }
 
 impl Supervisor {
@@ -52,6 +55,7 @@ impl Supervisor {
         store: Store,
         callers: Arc<dyn Callers>,
         auth: Arc<crate::auth::Auth>,
+        pins: Arc<crate::pins::Pins>,
     ) -> Arc<Self> {
         let inner = Inner {
             asks_roots: store.marked(super::asked::ROOTS_SET),
@@ -70,6 +74,7 @@ impl Supervisor {
             servers_generation: AtomicU64::new(0),
             sessions_generation: AtomicU64::new(0),
             messages: tokio::sync::broadcast::channel(super::messages::KEPT).0,
+            pins,
         })
     }
 
@@ -115,7 +120,7 @@ impl Supervisor {
     }
 
     /// What each of a session's entries amounts to, resolving identities.
-    pub(super) fn entries(view: SessionView<'_>) -> Resolved {
+    pub(super) fn entries(view: SessionView<'_>, pinning: PinMode) -> Resolved {
         let eff = view.config;
         let workspace = Path::new(&eff.public.workspace);
         let trusted = eff.public.trust.trusted;
@@ -166,6 +171,10 @@ impl Supervisor {
                 exclude: spec.config.exclude_tools.clone(),
                 timeout: spec.config.timeout.map_or(DEFAULT_REQUEST_TIMEOUT, Duration::from_millis),
                 keep: spec.config.keep_warm.unwrap_or_default(),
+                pinning: match spec.config.pinning.unwrap_or(pinning) {
+                    PinMode::Enforce if spec.config.trust == Some(true) => PinMode::Warn,
+                    mode => mode,
+                },
             };
             out.insert(name.clone(), (entry, launch));
         }
@@ -177,7 +186,7 @@ impl Supervisor {
     /// changed; those parked in crash-loop or needs-auth with an unchanged identity get a
     /// fresh start.
     pub fn sync(&self, view: SessionView<'_>, changed: &[String]) {
-        let resolved = Self::entries(view);
+        let resolved = Self::entries(view, self.pins.mode);
         let mut released = Vec::new();
         let mut kick = Vec::new();
         let mut roots_moved = Vec::new();
@@ -219,6 +228,7 @@ impl Supervisor {
                                 startup_timeout: timeout
                                     .map_or(self.opts.startup_timeout, Duration::from_millis),
                                 request_timeout: entry.timeout,
+                                pinning: entry.pinning,
                             };
                             tracing::info!(server = %name, session = view.id, identity = &identity[..12], "starting MCP server");
                             let server = Server::start(new, self.observer(), self.opts);
@@ -408,6 +418,7 @@ impl Supervisor {
                         target: server.target.clone(),
                         startup_timeout: server.startup_timeout,
                         request_timeout: server.request_timeout,
+                        pinning: server.pinning,
                     };
                     tracing::info!(server = %server.name, "starting a stopped MCP server again");
                     let fresh = Server::start(new, self.observer(), self.opts);

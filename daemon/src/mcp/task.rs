@@ -179,7 +179,12 @@ pub(super) async fn run(
                 for problem in &catalog.problems {
                     r.log(problem);
                 }
-                server.set_catalog(catalog.compiled().await);
+                let catalog = Arc::new(catalog.compiled().await);
+                let offered = match r.sup.upgrade() {
+                    Some(sup) => super::pinned::offer(&server, &*sup, catalog).await,
+                    None => catalog,
+                };
+                server.set_catalog(offered);
                 server.set_peer(Some(running.peer.clone()));
                 let pid = running.child.as_ref().map(|c| c.pid);
                 r.log(&format!(
@@ -432,7 +437,8 @@ async fn refresh(
 ) {
     while notices.try_recv().is_ok() {}
     let server = &r.server;
-    let old = server.catalog();
+    // Held definitions are not in the catalog the sessions see: compare with all it listed.
+    let old = server.catalog_listed();
     let mut new = discover(&server.name, &running.peer, server.request_timeout).await;
     if announced && new.same_names(&old) {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -444,10 +450,10 @@ async fn refresh(
     for problem in new.problems.iter().filter(|p| !old.problems.contains(p)) {
         r.log(problem);
     }
-    server.set_catalog(new.compiled().await);
-    if let Some(sup) = r.sup.upgrade() {
-        sup.catalog_changed(server);
-    }
+    let new = Arc::new(new.compiled().await);
+    let Some(sup) = r.sup.upgrade() else { return };
+    server.set_catalog(super::pinned::offer(server, &*sup, new).await);
+    sup.catalog_changed(server);
 }
 
 #[cfg(test)]

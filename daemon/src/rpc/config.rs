@@ -117,4 +117,25 @@ impl McpApiServer for Handler {
     async fn mcp_call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {
         self.call_tool(p).await
     }
+
+    async fn mcp_review(
+        &self,
+        p: geminid_protocol::mcp::ServerParams,
+    ) -> RpcResult<geminid_protocol::pins::ReviewResult> {
+        self.review(p).await
+    }
+
+    async fn mcp_accept(
+        &self,
+        p: geminid_protocol::pins::PinsParams,
+    ) -> RpcResult<geminid_protocol::pins::PinsResult> {
+        self.settle_pins(p, true).await
+    }
+
+    async fn mcp_reject(
+        &self,
+        p: geminid_protocol::pins::PinsParams,
+    ) -> RpcResult<geminid_protocol::pins::PinsResult> {
+        self.settle_pins(p, false).await
+    }
 }

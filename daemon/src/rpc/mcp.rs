@@ -29,6 +29,17 @@ pub(super) fn mcp_error(e: McpError) -> ErrorObjectOwned {
     code.error(e.to_string())
 }
 
+fn review_error(e: crate::mcp::pinned::ReviewError) -> ErrorObjectOwned {
+    use crate::mcp::pinned::ReviewError;
+    use crate::pins::PinError;
+    let code = match &e {
+        ReviewError::NothingListed(_) => ErrorCode::ServerUnavailable,
+        ReviewError::Pins(PinError::NotDiffering(_)) => ErrorCode::ToolNotFound,
+        ReviewError::Pins(PinError::Store(_)) => ErrorCode::IntegrityFailed,
+    };
+    code.error(e.to_string())
+}
+
 impl Handler {
     fn find_server(&self, p: &ServerParams) -> RpcResult<Arc<Server>> {
         if let Some(id) = &p.session {
@@ -116,6 +127,23 @@ impl Handler {
                 },
             }
         }
+    }
+
+    pub(super) async fn review(
+        &self,
+        p: ServerParams,
+    ) -> RpcResult<geminid_protocol::pins::ReviewResult> {
+        let server = self.find_server(&p)?;
+        self.core.mcp.review(&server).map_err(review_error)
+    }
+
+    pub(super) async fn settle_pins(
+        &self,
+        p: geminid_protocol::pins::PinsParams,
+        accept: bool,
+    ) -> RpcResult<geminid_protocol::pins::PinsResult> {
+        let server = self.find_server(&p.server)?;
+        self.core.mcp.settle_pins(&server, p.names, accept).await.map_err(review_error)
     }
 
     pub(super) async fn call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {

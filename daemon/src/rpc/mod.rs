@@ -140,6 +140,7 @@ pub(crate) mod tests {
             confirm_timeout: crate::calls::CONFIRM_DEADLINE,
             custom_tools: crate::discovered::Options::default(),
             warm_workspaces: 0,
+            tool_pinning: Default::default(),
         };
         let core =
             Core::new(crate::store::Store::temporary()?, info, crate::config::Loader::new(paths));

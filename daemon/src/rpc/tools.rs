@@ -26,6 +26,7 @@ pub(super) fn call_error(e: CallError) -> ErrorObjectOwned {
             return ErrorObjectOwned::owned(INVALID_PARAMS_CODE, e.to_string(), None::<()>);
         }
         CallError::ToolNotFound(_) => ErrorCode::ToolNotFound,
+        CallError::Held(_) => ErrorCode::ToolHeld,
         CallError::Unavailable(_) => ErrorCode::ServerUnavailable,
         CallError::InvalidArguments { .. } => ErrorCode::InvalidArguments,
         CallError::Cancelled { .. } => ErrorCode::Cancelled,

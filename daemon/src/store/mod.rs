@@ -9,6 +9,7 @@ mod audit;
 mod extensions;
 mod lock;
 mod marks;
+mod pins;
 mod recover;
 pub(crate) mod tasks;
 

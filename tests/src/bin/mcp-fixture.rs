@@ -74,6 +74,10 @@ struct Fixture {
     /// `--lenient`: a tool name is matched without case or surrounding spaces (`ECHO` runs
     /// `echo`), as some real servers do.
     lenient: bool,
+    /// `--tools-file PATH`: read at every `tools/list`, a JSON array of tool objects, each
+    /// replacing the tool of its name or added, or `{"name": N, "remove": true}` (a server
+    /// whose definitions change, as a rug pull does).
+    tools_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -344,7 +348,24 @@ impl ServerHandler for Fixture {
         if self.hang_list {
             return std::future::pending().await;
         }
-        let tools = self.tools.lock().map(|t| t.clone()).unwrap_or_default();
+        let mut tools = self.tools.lock().map(|t| t.clone()).unwrap_or_default();
+        if let Some(path) = &self.tools_file {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let changed: Vec<Value> = serde_json::from_str(&text).unwrap_or_default();
+            for v in changed {
+                // `{"name": N, "remove": true}`: N is no longer listed (with another added: a
+                // rename).
+                if v["remove"] == true {
+                    tools.retain(|t| t.name != v["name"].as_str().unwrap_or_default());
+                    continue;
+                }
+                let Ok(t) = serde_json::from_value::<Tool>(v) else { continue };
+                match tools.iter_mut().find(|old| old.name == t.name) {
+                    Some(old) => *old = t,
+                    None => tools.push(t),
+                }
+            }
+        }
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let (items, next) = page(&tools, cursor, self.page);
         let mut r = ListToolsResult::with_all_items(items);
@@ -731,6 +752,11 @@ async fn main() -> anyhow::Result<()> {
             Skills::None
         },
         lenient: has("--lenient"),
+        tools_file: args
+            .iter()
+            .position(|a| a == "--tools-file")
+            .and_then(|i| args.get(i + 1))
+            .map(std::path::PathBuf::from),
     };
     if let Some(i) = args.iter().position(|a| a == "--sse") {
         let addr = args.get(i + 1).map_or("127.0.0.1:0", String::as_str);
@@ -808,6 +834,7 @@ async fn serve_http(fixture: Fixture, addr: &str, oauth: bool) -> anyhow::Result
     let local = listener.local_addr()?;
     println!("LISTENING http://{local}/mcp");
     let (initialize, modern) = (fixture.initialize, fixture.modern);
+    let tools_file = fixture.tools_file.clone();
     // Each session starts with the tools the flags chose (its own copy: `grow` is per session).
     let tools = fixture.tools.lock().map(|t| t.clone()).unwrap_or_else(|_| base_tools());
     let service = StreamableHttpService::new(
@@ -822,6 +849,7 @@ async fn serve_http(fixture: Fixture, addr: &str, oauth: bool) -> anyhow::Result
                 list_ttl_ms: None,
                 skills: Skills::None,
                 lenient: false,
+                tools_file: tools_file.clone(),
             })
         },
         Arc::new(LocalSessionManager::default()),
@@ -926,6 +954,7 @@ mod sse {
                     list_ttl_ms: None,
                     skills: crate::Skills::None,
                     lenient: false,
+                    tools_file: None,
                 };
                 tokio::spawn(async move {
                     if let Ok(service) = fixture.serve((out_tx, in_rx)).await {

@@ -1,0 +1,328 @@
+//! A server's catalog against its pins (`crate::pins`): what it listed is compared once per
+//! listing, for every session at once, and what differs is held back from the catalog the
+//! sessions and the gateway see (where its pinning is `enforce`).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use geminid_protocol::pins::{Change, DefinitionKind, HeldDefinition, PinMode, PinStatus};
+
+use super::catalog::Catalog;
+use super::server::{Observer, Server};
+use crate::pins::canon;
+use crate::pins::{Differ, Verdict};
+
+/// A server's pins as of its last listing.
+#[derive(Debug, Default)]
+pub(crate) struct PinState {
+    /// The last comparison.
+    pub verdict: Option<Arc<Verdict>>,
+    /// What it listed, when something of it is held (its catalog is then the rest).
+    pub listed: Option<Arc<Catalog>>,
+    /// Its pins were made by this daemon run (trust on first use).
+    pub first_use: bool,
+}
+
+/// What differs, as the protocol says it.
+pub(crate) fn summary(differs: &[Differ], held: bool) -> Vec<HeldDefinition> {
+    differs
+        .iter()
+        .map(|d| HeldDefinition {
+            kind: d.def.kind,
+            name: d.def.name.clone(),
+            change: d.change,
+            held,
+            rejected: d.rejected,
+        })
+        .collect()
+}
+
+/// Why a call to `d` is refused.
+pub(crate) fn refusal(server: &str, d: &Differ) -> String {
+    let (kind, name) = (d.def.kind.label(), &d.def.name);
+    let what = match (d.rejected, d.change) {
+        (true, _) => "was rejected after review".to_owned(),
+        (false, Change::Changed) => "changed since it was pinned".to_owned(),
+        (false, Change::New) => "is new since the server's definitions were pinned".to_owned(),
+        (false, Change::Unverified) => {
+            "cannot be checked: the server's pins do not verify".to_owned()
+        }
+    };
+    format!(
+        "{kind} '{name}' of MCP server '{server}' {what}, so it is held: `gemctl mcp review \
+         {server}` shows what differs, `gemctl mcp accept {server} {name}` offers it again"
+    )
+}
+
+impl Server {
+    fn pin_state(&self) -> std::sync::MutexGuard<'_, PinState> {
+        self.pins.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Its last comparison with its pins (none before it listed, or with pinning `off`).
+    pub fn pin_verdict(&self) -> Option<Arc<Verdict>> {
+        self.pin_state().verdict.clone()
+    }
+
+    /// Everything it listed, held definitions included.
+    pub fn catalog_listed(&self) -> Arc<Catalog> {
+        self.pin_state().listed.clone().unwrap_or_else(|| self.catalog())
+    }
+
+    /// Its pins as `mcp/listServers` shows them.
+    pub fn pin_status(&self) -> Option<PinStatus> {
+        let state = self.pin_state();
+        let v = state.verdict.as_ref()?;
+        Some(PinStatus {
+            mode: self.pinning,
+            pinned: u32::try_from(v.pinned).unwrap_or(u32::MAX),
+            since_ms: v.since_ms,
+            first_use: state.first_use,
+            differs: summary(&v.differs, self.pinning == PinMode::Enforce),
+        })
+    }
+
+    /// Why its tool `tool` may not be called, when it is held.
+    pub fn held_tool(&self, tool: &str) -> Option<String> {
+        if self.pinning != PinMode::Enforce {
+            return None;
+        }
+        let v = self.pin_verdict()?;
+        let d =
+            v.differs.iter().find(|d| d.def.kind == DefinitionKind::Tool && d.def.name == tool)?;
+        Some(refusal(&self.name, d))
+    }
+}
+
+/// What `listed` offers the sessions: compared with the server's pins (pinned on first use),
+/// held definitions left out where its pinning is `enforce`. Says what changed in its log and
+/// through `sup` (an event and the audit log).
+pub(super) async fn offer(
+    server: &Arc<Server>,
+    sup: &dyn Observer,
+    listed: Arc<Catalog>,
+) -> Arc<Catalog> {
+    if server.pinning == PinMode::Off {
+        *server.pin_state() = PinState::default();
+        return listed;
+    }
+    let pins = sup.pins();
+    let (key, source) = server.pin_key.clone();
+    let name = server.name.clone();
+    let l = listed.clone();
+    let verdict = tokio::task::spawn_blocking(move || {
+        let tools: Vec<&serde_json::Value> = l.tools.iter().map(|t| &t.raw).collect();
+        let defs = canon::defs(&tools, &l.prompts, &l.templates);
+        pins.check(&key, &name, &source, defs)
+    })
+    .await
+    .unwrap_or_else(|e| Verdict {
+        problem: Some(format!("its definitions could not be compared with its pins: {e}")),
+        ..Verdict::default()
+    });
+    let enforce = server.pinning == PinMode::Enforce;
+    let before = server.pin_verdict().map(|v| summary(&v.differs, enforce)).unwrap_or_default();
+    let now = summary(&verdict.differs, enforce);
+    if verdict.first_use {
+        server.log.push(
+            "geminid",
+            &format!(
+                "pinned {} definitions on first use (trust on first use): a later change to one \
+                 is {}",
+                verdict.pinned,
+                if enforce { "held until accepted" } else { "said, not held" }
+            ),
+        );
+    }
+    for d in verdict.differs.iter().filter(|d| {
+        !before.iter().any(|b| b.name == d.def.name && b.kind == d.def.kind && b.change == d.change)
+    }) {
+        server.log.push(
+            "geminid",
+            &if enforce {
+                refusal(&server.name, d)
+            } else {
+                format!(
+                    "{} '{}' {} its pin (offered: pinning is {})",
+                    d.def.kind.label(),
+                    d.def.name,
+                    if d.change == Change::New { "is new since" } else { "differs from" },
+                    server.pinning.label()
+                )
+            },
+        );
+    }
+    let fresh: Vec<HeldDefinition> = now.iter().filter(|d| !before.contains(d)).cloned().collect();
+    let changed = before != now;
+    let held: HashSet<(DefinitionKind, String)> = if enforce {
+        verdict.differs.iter().map(|d| (d.def.kind, d.def.name.clone())).collect()
+    } else {
+        HashSet::new()
+    };
+    let offered = if held.is_empty() && verdict.problem.is_none() {
+        listed.clone()
+    } else {
+        let is_held = |kind, v: &serde_json::Value, key: &str| {
+            held.contains(&(
+                kind,
+                v.get(key).and_then(|n| n.as_str()).unwrap_or_default().to_owned(),
+            ))
+        };
+        let mut c = (*listed).clone();
+        c.tools.retain(|t| !held.contains(&(DefinitionKind::Tool, t.name.clone())));
+        c.prompts.retain(|p| !is_held(DefinitionKind::Prompt, p, "name"));
+        c.templates.retain(|t| !is_held(DefinitionKind::ResourceTemplate, t, "uriTemplate"));
+        c.problems.extend(verdict.problem.clone());
+        Arc::new(c)
+    };
+    {
+        let mut state = server.pin_state();
+        state.first_use |= verdict.first_use;
+        state.listed = (!held.is_empty()).then(|| listed.clone());
+        state.verdict = Some(Arc::new(verdict));
+    }
+    if changed {
+        sup.pins_changed(server, &fresh);
+    }
+    offered
+}
+
+/// Why `mcp/review`, `mcp/accept` or `mcp/reject` could not be done.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReviewError {
+    /// The server has no comparison to review (not listed yet, or pinning is off).
+    #[error("{0}")]
+    NothingListed(String),
+    /// See [`crate::pins::PinError`].
+    #[error(transparent)]
+    Pins(#[from] crate::pins::PinError),
+}
+
+impl super::Supervisor {
+    /// Say that what differs of `server` changed: an `mcp/toolsChanged` event, a log line, and
+    /// an audit record per definition that differs newly.
+    pub(super) fn announce_pins(&self, server: &Arc<Server>, fresh: &[HeldDefinition]) {
+        let sessions = self.inner().users(&server.identity);
+        let differs = server.pin_status().map(|p| p.differs).unwrap_or_default();
+        for d in fresh {
+            tracing::warn!(server = %server.name, kind = d.kind.label(), name = %d.name, change = d.change.label(), held = d.held, "a definition differs from its pin");
+        }
+        if let Some(audit) = &self.pins.audit {
+            for d in fresh {
+                let what = format!(
+                    "{} {} ({}): {}",
+                    d.kind.label(),
+                    d.change.label(),
+                    if d.held { "held" } else { "offered" },
+                    if d.held { "`gemctl mcp review` shows it" } else { "pinning is warn" }
+                );
+                audit.note(&server.name, &audit_name(server, d), "pins", Some(what));
+            }
+        }
+        self.events.emit(geminid_protocol::event::EventBody::ToolsChanged(
+            geminid_protocol::pins::ToolsChanged {
+                server: server.name.clone(),
+                identity: server.identity[..12].to_owned(),
+                sessions,
+                differs,
+            },
+        ));
+    }
+
+    fn verdict_of(server: &Server) -> Result<Arc<Verdict>, ReviewError> {
+        if server.pinning == PinMode::Off {
+            return Err(ReviewError::NothingListed(format!(
+                "MCP server '{}' is not pinned (its pinning is off)",
+                server.name
+            )));
+        }
+        server.pin_verdict().ok_or_else(|| {
+            ReviewError::NothingListed(format!(
+                "MCP server '{}' has not listed its definitions yet ({}); `gemctl mcp list` \
+                 shows when it is connected",
+                server.name,
+                server.snapshot().state.label().to_lowercase()
+            ))
+        })
+    }
+
+    /// `mcp/review`.
+    pub fn review(
+        &self,
+        server: &Server,
+    ) -> Result<geminid_protocol::pins::ReviewResult, ReviewError> {
+        let v = Self::verdict_of(server)?;
+        let held = server.pinning == PinMode::Enforce;
+        let items = v
+            .differs
+            .iter()
+            .zip(summary(&v.differs, held))
+            .map(|(d, definition)| geminid_protocol::pins::ReviewItem {
+                definition,
+                pinned: d.pinned.clone(),
+                listed: d.def.canon.clone(),
+                findings: canon::findings(&d.def.canon),
+            })
+            .collect();
+        Ok(geminid_protocol::pins::ReviewResult {
+            server: server.name.clone(),
+            mode: server.pinning,
+            items,
+        })
+    }
+
+    /// `mcp/accept` (`accept`) or `mcp/reject`: then the server's catalog is offered anew.
+    pub async fn settle_pins(
+        &self,
+        server: &Arc<Server>,
+        names: Vec<String>,
+        accept: bool,
+    ) -> Result<geminid_protocol::pins::PinsResult, ReviewError> {
+        let v = Self::verdict_of(server)?;
+        let (pins, s) = (self.pins.clone(), server.clone());
+        let chosen = names.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let (key, source) = &s.pin_key;
+            if accept {
+                pins.accept(key, &s.name, source, &v.differs, &chosen)
+            } else {
+                pins.reject(key, &s.name, &v.differs, &chosen)
+            }
+        })
+        .await
+        .map_err(|e| crate::pins::PinError::Store(e.to_string()))??;
+        tracing::info!(server = %server.name, accepted = accept, names = ?done, "pins settled");
+        if let Some(audit) = &self.pins.audit {
+            let origin = if accept { "pins/accept" } else { "pins/reject" };
+            for name in &done {
+                let tool = if server.catalog_listed().tool(name).is_some() {
+                    crate::catalog::naming::fqn(&server.name, name)
+                } else {
+                    name.clone()
+                };
+                audit.note(&server.name, &tool, origin, None);
+            }
+        }
+        server.log.push(
+            "geminid",
+            &format!(
+                "{} by request: {}",
+                if accept { "pinned anew" } else { "rejected" },
+                done.join(", ")
+            ),
+        );
+        let listed = server.catalog_listed();
+        server.set_catalog(offer(server, self, listed).await);
+        self.catalog_changed(server);
+        let differs = server.pin_status().map(|p| p.differs).unwrap_or_default();
+        Ok(geminid_protocol::pins::PinsResult { server: server.name.clone(), done, differs })
+    }
+}
+
+/// How the audit log names a definition: a tool by its fully qualified name.
+fn audit_name(server: &Server, d: &HeldDefinition) -> String {
+    match d.kind {
+        DefinitionKind::Tool => crate::catalog::naming::fqn(&server.name, &d.name),
+        _ => format!("{} {}", d.kind.label(), d.name),
+    }
+}

@@ -1,0 +1,251 @@
+//! What is pinned of a definition, and of a server: canonical forms (only what a model or a
+//! client is told, keys sorted), their hashes, the key a server's pins are kept under, and what
+//! a reader may miss in a definition's text.
+
+use geminid_protocol::pins::DefinitionKind;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::extensions::integrity::stable_stringify;
+
+/// One definition a server listed, in canonical form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Def {
+    /// What it is.
+    pub kind: DefinitionKind,
+    /// Its name (a template's `uriTemplate`).
+    pub name: String,
+    /// The fields pinned, as listed.
+    pub canon: Value,
+    /// SHA-256 of `canon`'s stable form, hex.
+    pub sha256: String,
+}
+
+/// The fields of each kind that are pinned: what the model or the client is shown, and what
+/// decides how a call is made. Anything else (`_meta`, icons) may change freely.
+fn fields(kind: DefinitionKind) -> &'static [&'static str] {
+    match kind {
+        DefinitionKind::Tool => {
+            &["name", "title", "description", "inputSchema", "outputSchema", "annotations"]
+        }
+        DefinitionKind::Prompt => &["name", "title", "description", "arguments"],
+        DefinitionKind::ResourceTemplate => {
+            &["uriTemplate", "name", "title", "description", "mimeType"]
+        }
+    }
+}
+
+impl Def {
+    /// The definition `raw` of `kind`, canonical.
+    pub fn of(kind: DefinitionKind, raw: &Value) -> Self {
+        let mut canon = Map::new();
+        for field in fields(kind) {
+            if let Some(v) = raw.get(*field).filter(|v| !v.is_null()) {
+                canon.insert((*field).to_owned(), v.clone());
+            }
+        }
+        let key = if kind == DefinitionKind::ResourceTemplate { "uriTemplate" } else { "name" };
+        let name = raw.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let canon = Value::Object(canon);
+        let sha256 = hex(&Sha256::digest(stable_stringify(&canon).as_bytes()));
+        Self { kind, name, canon, sha256 }
+    }
+
+    /// Its key in a server's pins: `tool/NAME`, `prompt/NAME`, `template/URI`.
+    pub fn key(&self) -> String {
+        key_of(self.kind, &self.name)
+    }
+}
+
+/// See [`Def::key`].
+pub fn key_of(kind: DefinitionKind, name: &str) -> String {
+    let k = match kind {
+        DefinitionKind::Tool => "tool",
+        DefinitionKind::Prompt => "prompt",
+        DefinitionKind::ResourceTemplate => "template",
+    };
+    format!("{k}/{name}")
+}
+
+/// Every definition of a listing, in its order: tools, prompts, resource templates.
+pub fn defs(tools: &[&Value], prompts: &[Value], templates: &[Value]) -> Vec<Def> {
+    let tools = tools.iter().map(|t| Def::of(DefinitionKind::Tool, t));
+    let prompts = prompts.iter().map(|p| Def::of(DefinitionKind::Prompt, p));
+    let templates = templates.iter().map(|t| Def::of(DefinitionKind::ResourceTemplate, t));
+    tools.chain(prompts).chain(templates).collect()
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `arg` without a package version: `@scope/pkg@1.2.3` and `pkg@latest` are `@scope/pkg` and
+/// `pkg`, `pkg==1.2` is `pkg`. Anything else (a path, a flag, `user@host`) is kept.
+fn unversioned(arg: &str) -> &str {
+    if let Some(i) = arg.find("==").or_else(|| arg.find(">=")).or_else(|| arg.find("~="))
+        && i > 0
+        && !arg.starts_with('-')
+    {
+        return &arg[..i];
+    }
+    match arg.rfind('@') {
+        Some(i) if i > 0 && !arg.starts_with('-') => {
+            let version = &arg[i + 1..];
+            let looks = version.trim_start_matches(['v', '^', '~', '=']);
+            let numeric = looks.chars().next().is_some_and(|c| c.is_ascii_digit());
+            if numeric || matches!(version, "latest" | "next" | "beta" | "canary") {
+                &arg[..i]
+            } else {
+                arg
+            }
+        }
+        _ => arg,
+    }
+}
+
+/// The key a server's pins are kept under: its name and what it runs, without package
+/// versions (a server that updates keeps its pins, so what the update changed is held for
+/// review), nor its environment, headers or credentials. Another command or URL under the
+/// same name is another server, pinned on its first use.
+pub fn pin_key(name: &str, spec: &crate::mcp::spec::LaunchSpec) -> (String, String) {
+    use crate::mcp::spec::LaunchSpec;
+    let source = match spec {
+        LaunchSpec::Stdio { command, args, cwd, .. } => {
+            let mut words = vec![command.clone()];
+            words.extend(args.iter().map(|a| unversioned(a).to_owned()));
+            let mut text = words.join(" ");
+            if let Some(cwd) = cwd {
+                text.push_str(&format!(" (in {})", cwd.display()));
+            }
+            text
+        }
+        LaunchSpec::Network { url, .. } => match reqwest::Url::parse(url) {
+            Ok(mut u) => {
+                let _ = u.set_username("");
+                let _ = u.set_password(None);
+                u.set_query(None);
+                u.set_fragment(None);
+                u.to_string()
+            }
+            Err(_) => url.clone(),
+        },
+    };
+    let key = hex(&Sha256::digest(format!("{name}\n{source}").as_bytes()));
+    (key, source)
+}
+
+/// What a reader may miss in a definition's text: one sentence per kind of thing found, with
+/// where (`description`, `inputSchema.properties.x.description`, ...).
+pub fn findings(canon: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    walk(canon, "", &mut out);
+    out
+}
+
+fn walk(v: &Value, at: &str, out: &mut Vec<String>) {
+    let here = |k: &str| if at.is_empty() { k.to_owned() } else { format!("{at}.{k}") };
+    match v {
+        Value::String(s) => inspect(s, if at.is_empty() { "the text" } else { at }, out),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                walk(item, &format!("{at}[{i}]"), out);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map {
+                inspect(k, &format!("a key in {}", if at.is_empty() { "it" } else { at }), out);
+                walk(item, &here(k), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A character a reader does not see: zero-width, bidi controls, other format characters.
+pub fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}' | '\u{180E}' | '\u{061C}'
+        | '\u{E0000}'..='\u{E007F}')
+}
+
+fn inspect(s: &str, at: &str, out: &mut Vec<String>) {
+    let hidden: Vec<String> = {
+        let mut seen: Vec<char> = s.chars().filter(|c| invisible(*c)).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        seen.iter().map(|c| format!("U+{:04X}", u32::from(*c))).collect()
+    };
+    if !hidden.is_empty() {
+        out.push(format!("{at} has invisible characters ({})", hidden.join(", ")));
+    }
+    if s.contains("<!--") {
+        out.push(format!("{at} has an HTML comment (a model reads it; a rendered page hides it)"));
+    }
+    if s.contains('\u{1b}') {
+        out.push(format!("{at} has ANSI escape sequences (a terminal hides or rewrites text)"));
+    } else if s.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r')) {
+        out.push(format!("{at} has control characters"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn what_is_pinned_is_what_a_model_is_shown_in_any_key_order() {
+        let a = Def::of(
+            DefinitionKind::Tool,
+            &json!({"name": "x", "description": "d", "inputSchema": {"type": "object", "properties": {"a": {}, "b": {}}}, "_meta": {"v": 1}, "icons": []}),
+        );
+        let b = Def::of(
+            DefinitionKind::Tool,
+            &json!({"inputSchema": {"properties": {"b": {}, "a": {}}, "type": "object"}, "description": "d", "name": "x", "_meta": {"v": 2}}),
+        );
+        assert_eq!(a.sha256, b.sha256, "key order and _meta do not count");
+        let c = Def::of(
+            DefinitionKind::Tool,
+            &json!({"name": "x", "description": "d ", "inputSchema": {"type": "object"}}),
+        );
+        assert_ne!(a.sha256, c.sha256);
+        let t = Def::of(
+            DefinitionKind::ResourceTemplate,
+            &json!({"uriTemplate": "file:///{p}", "name": "f"}),
+        );
+        assert_eq!(t.key(), "template/file:///{p}");
+    }
+
+    #[test]
+    fn a_package_version_is_not_part_of_what_a_server_is() {
+        for (arg, want) in [
+            ("@modelcontextprotocol/server-memory@2025.1.1", "@modelcontextprotocol/server-memory"),
+            ("server-x@latest", "server-x"),
+            ("mcp-server-fetch==1.2", "mcp-server-fetch"),
+            ("pkg@^1.0", "pkg"),
+            ("@scope/pkg", "@scope/pkg"),
+            ("git@github.com:x/y", "git@github.com:x/y"),
+            ("--flag=a@1", "--flag=a@1"),
+            ("./server.js", "./server.js"),
+        ] {
+            assert_eq!(unversioned(arg), want, "{arg}");
+        }
+    }
+
+    #[test]
+    fn hidden_text_is_found_where_it_is() {
+        let canon = json!({"description": "Adds\u{200B} numbers<!-- and reads ~/.ssh -->", "inputSchema": {"properties": {"a": {"description": "\u{1b}[8mhidden\u{1b}[0m \u{202E}x"}}}});
+        let found = findings(&canon);
+        assert_eq!(found.len(), 4, "{found:?}");
+        assert!(found[0].starts_with("description has invisible characters (U+200B)"));
+        assert!(found[1].starts_with("description has an HTML comment"));
+        assert!(
+            found[2]
+                .contains("inputSchema.properties.a.description has invisible characters (U+202E)")
+        );
+        assert!(found[3].contains("ANSI"));
+        assert!(findings(&json!({"description": "Plain text.\nTwo lines."})).is_empty());
+    }
+}

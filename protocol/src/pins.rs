@@ -1,0 +1,196 @@
+//! Tool-definition pins (`mcp/review`, `mcp/accept`, `mcp/reject`, the `mcp/toolsChanged`
+//! event): the first catalog a server lists is pinned (each tool's, prompt's and resource
+//! template's canonical form, hashed and signed); a later definition that differs, or one that
+//! is new, is held (not offered to any session) until it is accepted.
+
+use serde::{Deserialize, Serialize};
+
+use crate::common::SessionId;
+use crate::mcp::ServerParams;
+
+/// What the daemon does when a server's definitions differ from their pins (the daemon's
+/// `--tool-pinning`, or a server's `pinning` in geminid's own `servers.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum PinMode {
+    /// Pin on first use; hold a changed or new definition until it is accepted.
+    #[default]
+    Enforce,
+    /// Pin on first use; say when a definition changed, but offer it.
+    Warn,
+    /// No pins.
+    Off,
+}
+
+impl PinMode {
+    /// As it is written in settings and flags.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Enforce => "enforce",
+            Self::Warn => "warn",
+            Self::Off => "off",
+        }
+    }
+}
+
+/// What kind of definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum DefinitionKind {
+    /// A tool (by its name).
+    Tool,
+    /// A prompt (by its name).
+    Prompt,
+    /// A resource template (by its `uriTemplate`).
+    ResourceTemplate,
+}
+
+impl DefinitionKind {
+    /// In words.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Prompt => "prompt",
+            Self::ResourceTemplate => "resource template",
+        }
+    }
+}
+
+/// How a definition differs from its pin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum Change {
+    /// It was not there when the server was pinned.
+    New,
+    /// Its canonical form differs from the pinned one.
+    Changed,
+    /// The server's pins do not verify under the integrity key (edited, or the key changed):
+    /// nothing of it is taken as pinned.
+    Unverified,
+}
+
+impl Change {
+    /// In words.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Changed => "changed",
+            Self::Unverified => "pins unverified",
+        }
+    }
+}
+
+/// One definition that differs from its pin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HeldDefinition {
+    /// What it is.
+    pub kind: DefinitionKind,
+    /// Its name (a template's `uriTemplate`).
+    pub name: String,
+    /// How it differs.
+    pub change: Change,
+    /// Held: not offered to any session, calls refused (`toolHeld`). False where the server's
+    /// pinning is `warn` or it has `trust: true`: it is offered, and said.
+    pub held: bool,
+    /// Someone looked and said no (`mcp/reject`); it stays held.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rejected: bool,
+}
+
+/// A server's pins as `mcp/listServers` shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PinStatus {
+    /// Its pinning (`trust: true` makes `enforce` a `warn`).
+    pub mode: PinMode,
+    /// Definitions pinned.
+    pub pinned: u32,
+    /// When they were first pinned (milliseconds since the epoch).
+    pub since_ms: u64,
+    /// They were pinned by this daemon run, on first use (trust on first use).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub first_use: bool,
+    /// What differs from the pins, in the server's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub differs: Vec<HeldDefinition>,
+}
+
+/// `mcp/toolsChanged`: a server listed definitions that differ from their pins (on a
+/// reconnect, a `list_changed`, a `ttlMs` relist, a daemon restart), or differs no longer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsChanged {
+    /// The server's name.
+    pub server: String,
+    /// The first 12 hex digits of its identity.
+    pub identity: String,
+    /// The sessions using it.
+    pub sessions: Vec<SessionId>,
+    /// What differs now (empty: everything is as pinned again).
+    pub differs: Vec<HeldDefinition>,
+}
+
+/// `mcp/review`'s answer for one definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewItem {
+    /// What differs.
+    #[serde(flatten)]
+    pub definition: HeldDefinition,
+    /// The pinned canonical form (absent for a new one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<serde_json::Value>,
+    /// The canonical form the server lists now.
+    pub listed: serde_json::Value,
+    /// What a reader may miss in the listed text: invisible characters (zero-width, bidi
+    /// controls), HTML comments, ANSI escapes; one sentence each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<String>,
+}
+
+/// Result of `mcp/review`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewResult {
+    /// The server's name.
+    pub server: String,
+    /// Its pinning.
+    pub mode: PinMode,
+    /// Each definition that differs from its pin.
+    pub items: Vec<ReviewItem>,
+}
+
+/// `mcp/accept` and `mcp/reject`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PinsParams {
+    /// Which server.
+    #[serde(flatten)]
+    pub server: ServerParams,
+    /// Which of its differing definitions, by name; empty: all of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+}
+
+/// Result of `mcp/accept` and `mcp/reject`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PinsResult {
+    /// The server's name.
+    pub server: String,
+    /// The definitions pinned anew (accept) or marked rejected (reject).
+    pub done: Vec<String>,
+    /// What still differs.
+    pub differs: Vec<HeldDefinition>,
+}
