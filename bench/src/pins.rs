@@ -39,13 +39,13 @@ fn in_process() -> anyhow::Result<(Duration, Duration, Duration)> {
     let refs: Vec<&Value> = tools.iter().collect();
     let pins = Pins::with_key_text(Store::temporary()?, &"ab".repeat(32), PinMode::Enforce);
     let t = Instant::now();
-    let first = pins.check("k", "srv", "bench", canon::defs(&refs, &[], &[]));
+    let first = pins.check("k", "srv", "bench", &canon::items(&refs, &[], &[]));
     let first_use = t.elapsed();
     anyhow::ensure!(first.first_use, "not pinned: {:?}", first.problem);
     let (mut checks, mut compiles) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         let t = Instant::now();
-        let v = pins.check("k", "srv", "bench", canon::defs(&refs, &[], &[]));
+        let v = pins.check("k", "srv", "bench", &canon::items(&refs, &[], &[]));
         checks.push(t.elapsed());
         anyhow::ensure!(v.differs.is_empty());
         let t = Instant::now();

@@ -112,8 +112,7 @@ pub(super) async fn offer(
     let l = listed.clone();
     let verdict = tokio::task::spawn_blocking(move || {
         let tools: Vec<&serde_json::Value> = l.tools.iter().map(|t| &t.raw).collect();
-        let defs = canon::defs(&tools, &l.prompts, &l.templates);
-        pins.check(&key, &name, &source, defs)
+        pins.check(&key, &name, &source, &canon::items(&tools, &l.prompts, &l.templates))
     })
     .await
     .unwrap_or_else(|e| Verdict {

@@ -6,8 +6,6 @@ use geminid_protocol::pins::DefinitionKind;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::extensions::integrity::stable_stringify;
-
 /// One definition a server listed, in canonical form.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Def {
@@ -44,16 +42,93 @@ impl Def {
                 canon.insert((*field).to_owned(), v.clone());
             }
         }
-        let key = if kind == DefinitionKind::ResourceTemplate { "uriTemplate" } else { "name" };
-        let name = raw.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
-        let canon = Value::Object(canon);
-        let sha256 = hex(&Sha256::digest(stable_stringify(&canon).as_bytes()));
-        Self { kind, name, canon, sha256 }
+        let sha256 = digest(kind, raw, &mut Vec::new());
+        Self { kind, name: name_of(kind, raw).to_owned(), canon: Value::Object(canon), sha256 }
     }
 
     /// Its key in a server's pins: `tool/NAME`, `prompt/NAME`, `template/URI`.
     pub fn key(&self) -> String {
         key_of(self.kind, &self.name)
+    }
+}
+
+/// One definition as listed: what it is, and the object.
+pub type Item<'a> = (DefinitionKind, &'a Value);
+
+/// Every definition of a listing, in its order: tools, prompts, resource templates.
+pub fn items<'a>(
+    tools: &[&'a Value],
+    prompts: &'a [Value],
+    templates: &'a [Value],
+) -> Vec<Item<'a>> {
+    let tools = tools.iter().map(|t| (DefinitionKind::Tool, *t));
+    let prompts = prompts.iter().map(|p| (DefinitionKind::Prompt, p));
+    let templates = templates.iter().map(|t| (DefinitionKind::ResourceTemplate, t));
+    tools.chain(prompts).chain(templates).collect()
+}
+
+/// The name a definition is known by (a template's `uriTemplate`).
+pub fn name_of(kind: DefinitionKind, raw: &Value) -> &str {
+    let key = if kind == DefinitionKind::ResourceTemplate { "uriTemplate" } else { "name" };
+    raw.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// SHA-256 (hex) of the canonical form of `raw`'s pinned fields, written straight from the
+/// listed object (no copy of it): each object's keys in byte order, strings as JSON escapes
+/// them. `buf` is scratch space, reused across calls.
+pub fn digest(kind: DefinitionKind, raw: &Value, buf: &mut Vec<u8>) -> String {
+    buf.clear();
+    buf.push(b'{');
+    let mut first = true;
+    for field in fields(kind) {
+        let Some(v) = raw.get(*field).filter(|v| !v.is_null()) else { continue };
+        if !first {
+            buf.push(b',');
+        }
+        first = false;
+        write_str(field, buf);
+        buf.push(b':');
+        write_canon(v, buf);
+    }
+    buf.push(b'}');
+    hex(&Sha256::digest(&buf[..]))
+}
+
+fn write_str(s: &str, out: &mut Vec<u8>) {
+    // Writing a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+fn write_canon(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (k, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(k, out);
+                out.push(b':');
+                write_canon(item, out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canon(item, out);
+            }
+            out.push(b']');
+        }
+        Value::String(s) => write_str(s, out),
+        other => {
+            let _ = serde_json::to_writer(&mut *out, other);
+        }
     }
 }
 
@@ -67,16 +142,14 @@ pub fn key_of(kind: DefinitionKind, name: &str) -> String {
     format!("{k}/{name}")
 }
 
-/// Every definition of a listing, in its order: tools, prompts, resource templates.
-pub fn defs(tools: &[&Value], prompts: &[Value], templates: &[Value]) -> Vec<Def> {
-    let tools = tools.iter().map(|t| Def::of(DefinitionKind::Tool, t));
-    let prompts = prompts.iter().map(|p| Def::of(DefinitionKind::Prompt, p));
-    let templates = templates.iter().map(|t| Def::of(DefinitionKind::ResourceTemplate, t));
-    tools.chain(prompts).chain(templates).collect()
-}
-
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 /// `arg` without a package version: `@scope/pkg@1.2.3` and `pkg@latest` are `@scope/pkg` and

@@ -21,7 +21,7 @@ use geminid_protocol::pins::{Change, PinMode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use self::canon::{Def, hex};
+use self::canon::{Def, Item, hex};
 use crate::extensions::integrity::{hmac_sha256, same, stable_stringify};
 use crate::secrets::Secret;
 use crate::store::Store;
@@ -195,43 +195,37 @@ impl Pins {
 
     /// Compare a listing with the pins kept under `pin_key` (blocking: the store, and the key
     /// on first need). Nothing pinned yet: the listing is pinned now (first use). Pins that do
-    /// not verify: every definition differs (`unverified`).
-    pub fn check(&self, pin_key: &str, server: &str, source: &str, defs: Vec<Def>) -> Verdict {
+    /// not verify: every definition differs (`unverified`). Only what differs is copied out of
+    /// the listing.
+    pub fn check(&self, pin_key: &str, server: &str, source: &str, items: &[Item<'_>]) -> Verdict {
         match self.load(pin_key) {
             Loaded::None => {
                 let since_ms = crate::clock::now_ms();
+                let defs = items.iter().map(|(kind, raw)| Def::of(*kind, raw));
                 let record = Record {
                     v: RECORD_VERSION,
                     server: server.to_owned(),
                     source: source.to_owned(),
                     since_ms,
                     defs: defs
-                        .iter()
-                        .map(|d| {
-                            (d.key(), Pinned { sha256: d.sha256.clone(), def: d.canon.clone() })
-                        })
+                        .map(|d| (d.key(), Pinned { sha256: d.sha256, def: d.canon }))
                         .collect(),
                     rejected: BTreeMap::new(),
                     mac: String::new(),
                 };
+                let pinned = record.defs.len();
                 let problem = self.write(pin_key, record).err().map(|e| {
                     format!(
                         "its tool definitions could not be pinned ({e}); they are used unpinned"
                     )
                 });
-                Verdict {
-                    pinned: defs.len(),
-                    since_ms,
-                    first_use: problem.is_none(),
-                    differs: vec![],
-                    problem,
-                }
+                Verdict { pinned, since_ms, first_use: problem.is_none(), differs: vec![], problem }
             }
             Loaded::Unverified(why) => Verdict {
-                differs: defs
-                    .into_iter()
-                    .map(|def| Differ {
-                        def,
+                differs: items
+                    .iter()
+                    .map(|(kind, raw)| Differ {
+                        def: Def::of(*kind, raw),
                         change: Change::Unverified,
                         pinned: None,
                         rejected: false,
@@ -244,19 +238,18 @@ impl Pins {
                 ..Verdict::default()
             },
             Loaded::Verified(record) => {
-                let differs = defs
-                    .into_iter()
-                    .filter_map(|def| {
-                        let key = def.key();
-                        let (change, pinned) = match record.defs.get(&key) {
-                            Some(p) if p.sha256 == def.sha256 => return None,
-                            Some(p) => (Change::Changed, Some(p.def.clone())),
-                            None => (Change::New, None),
-                        };
-                        let rejected = record.rejected.get(&key) == Some(&def.sha256);
-                        Some(Differ { def, change, pinned, rejected })
-                    })
-                    .collect();
+                let (mut buf, mut differs) = (Vec::with_capacity(1024), Vec::new());
+                for (kind, raw) in items {
+                    let key = canon::key_of(*kind, canon::name_of(*kind, raw));
+                    let sha256 = canon::digest(*kind, raw, &mut buf);
+                    let (change, pinned) = match record.defs.get(&key) {
+                        Some(p) if p.sha256 == sha256 => continue,
+                        Some(p) => (Change::Changed, Some(p.def.clone())),
+                        None => (Change::New, None),
+                    };
+                    let rejected = record.rejected.get(&key) == Some(&sha256);
+                    differs.push(Differ { def: Def::of(*kind, raw), change, pinned, rejected });
+                }
                 Verdict {
                     pinned: record.defs.len(),
                     since_ms: record.since_ms,
