@@ -196,8 +196,9 @@ pub async fn run(
             if json {
                 output::json(&r)?;
             } else {
+                // Turned off, Gemini CLI discovers none (`--json` still lists them, for editors).
                 let mut shown: Vec<&SkillInfo> =
-                    r.skills.iter().filter(|s| all || !s.built_in).collect();
+                    r.skills.iter().filter(|s| r.skills_enabled && (all || !s.built_in)).collect();
                 // Gemini CLI's order: built-in ones last, then by name.
                 shown.sort_by_key(|s| (s.built_in, s.name.to_lowercase()));
                 if shown.is_empty() {

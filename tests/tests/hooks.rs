@@ -382,7 +382,7 @@ mod in_calls {
     async fn after_tool_adds_context_or_blocks_and_hooks_fire_runs_the_other_events()
     -> anyhow::Result<()> {
         let p = with_hooks(json!({
-            "AfterTool": [def("echo", r#"python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["tool_input"]["text"]; print(json.dumps({"decision":"deny","reason":"hidden"}) if t=="secret" else json.dumps({"hookSpecificOutput":{"additionalContext":"saw <"+d["tool_response"]["llmContent"][0]["text"][:5]+">"}}))'"#)],
+            "AfterTool": [def("echo", r#"python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["tool_input"]["text"]; print(json.dumps({"decision":"deny","reason":"hidden"}) if t=="secret" else json.dumps({"hookSpecificOutput":{"additionalContext":"saw <"+d["tool_response"]["llmContent"][0]["text"][:5]+">"+(" error="+repr(d["tool_response"]["error"]) if "error" in d["tool_response"] else "")}}))'"#)],
             "SessionStart": [def("startup", "echo started"), def("resume", "echo resumed")],
             "BeforeAgent": [
                 {"sequential": true, "hooks": [{"type": "command", "command": "echo '{\"hookSpecificOutput\": {\"additionalContext\": \"first\"}}'"}]},
@@ -394,7 +394,8 @@ mod in_calls {
         let last = out["parts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
         assert_eq!(last["text"], "<hook_context>saw &lt;&lt;untr&gt;</hook_context>");
         let (_, message) = echo(&p, "secret").await.unwrap_err();
-        assert_eq!(message, "Tool result blocked: hidden");
+        // Gemini CLI sends the hook's reason as it is.
+        assert_eq!(message, "hidden");
 
         let fire = |event: &str, input: Value| {
             p.call::<Value>(

@@ -104,6 +104,13 @@ async fn precedence_trust_edits_and_enablement() -> anyhow::Result<()> {
         out.starts_with("Discovered Agent Skills:\n\nreview [Enabled]\n  Description: edited\n"),
         "{out}"
     );
+    // Skills turned off: Gemini CLI's words, and ours on stderr (`--json` still lists them).
+    let settings = home.root().join("home/.gemini/settings.json");
+    std::fs::write(&settings, r#"{"skills": {"enabled": false}}"#)?;
+    let (code, out, err) = home.gemctl_run(&["skills", "list"])?;
+    assert_eq!((code, out.as_str()), (0, "No skills discovered.\n"), "{err}");
+    assert!(err.contains("skills are turned off"), "{err}");
+    assert!(find(&listed(&home)?, "review").is_some());
     Ok(())
 }
 

@@ -356,11 +356,13 @@ impl AfterTool for HookSeat {
             if !call.server.is_empty() {
                 fields.insert("mcp_context".into(), mcp_context(call));
             }
-            let error = outcome.is_error.then(|| outcome.display.clone());
-            fields.insert(
-                "tool_response".into(),
-                json!({ "llmContent": outcome.parts, "returnDisplay": outcome.display, "error": error }),
-            );
+            // Gemini CLI's `error` is undefined on success: no key at all once stringified.
+            let mut response =
+                json!({ "llmContent": outcome.parts, "returnDisplay": outcome.display });
+            if outcome.is_error {
+                response["error"] = json!(outcome.display);
+            }
+            fields.insert("tool_response".into(), response);
             let fired =
                 self.fire_for(&call.session, HookEvent::AfterTool, Some(&call.name), fields).await;
             let Some(o) = fired.ok().flatten().and_then(|f| f.merged) else { return After::Keep };
@@ -368,7 +370,8 @@ impl AfterTool for HookSeat {
                 return After::Stop(effective_reason(&o));
             }
             if is_blocking(&o) {
-                return After::Block(format!("Tool result blocked: {}", effective_reason(&o)));
+                // The model reads the hook's reason as it is, as Gemini CLI sends it.
+                return After::Block(effective_reason(&o));
             }
             let specific = o.get("hookSpecificOutput");
             if let Some(tail) = specific.and_then(|s| s.get("tailToolCallRequest"))

@@ -129,9 +129,14 @@ impl Policy for Guard {
         let mut note =
             PolicyNote { decision: v.decision, rule: v.rule.map(source), confirmation: None };
         let why = || reason(v.decision, v.rule, p.mode, interactive);
+        // "denied by the rule in F" reads after "is"; the default's reason is a sentence.
+        let is = || match v.rule {
+            Some(_) => format!("is {}", why()),
+            None => format!("is denied: {}", why()),
+        };
         let decision = match v.decision {
             Rule::Allow => Decision::Allow,
-            Rule::Deny => Decision::Deny(format!("the call to '{}' is {}", call.name, why())),
+            Rule::Deny => Decision::Deny(format!("the call to '{}' {}", call.name, is())),
             Rule::AskUser if p.approvals.contains(&call.name) => {
                 note.confirmation = Some(AuditConfirmation::Remembered);
                 Decision::Allow
@@ -144,15 +149,17 @@ impl Policy for Guard {
                 });
                 Decision::Allow
             }
-            Rule::AskUser if call.server.is_empty() => {
-                Decision::Ask(format!("Allow the call to '{}'? It is {}.", call.name, why()))
+            Rule::AskUser => {
+                let server = match call.server.as_str() {
+                    "" => String::new(),
+                    s => format!(" (server '{s}')"),
+                };
+                let it = match v.rule {
+                    Some(_) => format!("It is {}.", why()),
+                    None => "No policy rule decides it.".to_owned(),
+                };
+                Decision::Ask(format!("Allow the call to '{}'{server}? {it}", call.name))
             }
-            Rule::AskUser => Decision::Ask(format!(
-                "Allow the call to '{}' (server '{}')? It is {}.",
-                call.name,
-                call.server,
-                why()
-            )),
         };
         (decision, Some(note))
     }
