@@ -266,6 +266,42 @@ async fn a_headless_session_hides_what_no_rule_allows_but_its_person_may_call_it
     Ok(())
 }
 
+/// `tools.exclude: ["pid"]` hides `mcp_ft_pid` as Gemini CLI's registry does (it checks an MCP
+/// tool's own name as well as its full one), even on a trusted server, and a call to it is
+/// refused whoever makes it.
+#[tokio::test]
+async fn tools_exclude_names_an_mcp_tool_by_its_own_name_too() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    std::fs::write(
+        home.root().join("home/.gemini/settings.json"),
+        json!({
+            "mcpServers": { "ft": { "command": geminid_tests::mcp::fixture(), "trust": true } },
+            "tools": { "exclude": ["pid", "mcp_ft_env"] }
+        })
+        .to_string(),
+    )?;
+    let daemon = Daemon::start(&home, FAST).await?;
+    let client = daemon.client().await?;
+    let create = geminid_protocol::session::SessionCreateParams {
+        workspace: home.workspace().display().to_string(),
+        env: Some(shell_env(&home, &[])),
+        ..Default::default()
+    };
+    let session = client.create(create).await?.id;
+    let list = |all| ToolsListParams { session: session.clone(), raw: false, all };
+    let shown: Vec<String> =
+        client.tools_list(list(false)).await?.tools.iter().map(|t| t.name.clone()).collect();
+    assert!(shown.contains(&"mcp_ft_echo".to_owned()), "{shown:?}");
+    assert!(!shown.iter().any(|n| n == "mcp_ft_pid" || n == "mcp_ft_env"), "{shown:?}");
+    let all = client.tools_list(list(true)).await?;
+    let why = all.tools.iter().find(|t| t.name == "mcp_ft_pid").and_then(|t| t.hidden.clone());
+    assert!(why.as_deref().is_some_and(|w| w.contains("tools.exclude")), "{why:?}");
+    let pid = ToolsCallParams { name: "mcp_ft_pid".into(), confirmed: true, ..echo(&session, "x") };
+    let (code, message) = failure(client.tools_call(pid).await);
+    assert_eq!(code, ErrorCode::PolicyDenied.code(), "{message}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn session_approvals_survive_a_restart_and_always_is_saved_for_good() -> anyhow::Result<()> {
     let s = Setup::new(json!({ "fx": stdio(&[]) })).await?;

@@ -33,6 +33,9 @@ struct Prepared {
     tools: Option<HashSet<String>>,
     /// Tools approved for the rest of the session.
     approvals: HashSet<String>,
+    /// `tools.exclude` (with the extensions' exclusions joined to it): Gemini CLI also hides an
+    /// MCP tool whose own name (after `mcp_{server}_`) is listed.
+    excluded: HashSet<String>,
     policy: SessionPolicy,
 }
 
@@ -86,6 +89,13 @@ impl Guard {
         let interactive = Self::interactive(&core, state.interactive, &route.to);
         let effective = core.effective(session)?;
         let policy = core.policies.for_session(core.config.paths(), &effective, interactive);
+        let excluded = effective
+            .public
+            .settings
+            .pointer("/tools/exclude")
+            .and_then(Value::as_array)
+            .map(|l| l.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
         let p = Arc::new(Prepared {
             epoch,
             interactive,
@@ -95,6 +105,7 @@ impl Guard {
             subagent,
             tools,
             approvals: state.approvals.iter().cloned().collect(),
+            excluded,
             policy,
         });
         self.prepared.put(session, epoch, p.clone());
@@ -220,6 +231,19 @@ impl ToolFilter for Guard {
             && !tools.iter().any(|t| t.strip_suffix('*').is_some_and(|pre| name.starts_with(pre)))
         {
             let why = format!("the subagent '{agent}' is not given this tool");
+            return Some(Hidden { why, by_default: false });
+        }
+        // An MCP tool's own name in `tools.exclude` hides it, as Gemini CLI's registry does
+        // (it checks the name after the server's prefix as well as the full one).
+        if let Some(server) = server
+            && let Some(own) = name.strip_prefix(&crate::catalog::naming::fqn(server, ""))
+            && !own.is_empty()
+            && p.excluded.contains(own)
+        {
+            let why = format!(
+                "`tools.exclude` lists '{own}', the tool's own name on its server (Gemini CLI \
+                 excludes it by that name too)"
+            );
             return Some(Hidden { why, by_default: false });
         }
         let tc =
