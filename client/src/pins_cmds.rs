@@ -79,14 +79,12 @@ pub fn list_line(p: &PinStatus, server: &str) -> Option<String> {
 pub fn visible(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        let hidden = matches!(c,
-            '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}' | '\u{180E}' | '\u{061C}'
-            | '\u{E0000}'..='\u{E007F}');
         match c {
             '\u{1b}' => out.push_str("⟨ESC⟩"),
             '\n' | '\t' => out.push(c),
-            c if hidden || c.is_control() => out.push_str(&format!("⟨U+{:04X}⟩", u32::from(c))),
+            c if geminid_protocol::pins::invisible(c) || c.is_control() => {
+                out.push_str(&format!("⟨U+{:04X}⟩", u32::from(c)))
+            }
             c => out.push(c),
         }
     }

@@ -234,17 +234,10 @@ fn walk(v: &Value, at: &str, out: &mut Vec<String>) {
     }
 }
 
-/// A character a reader does not see: zero-width, bidi controls, other format characters.
-pub fn invisible(c: char) -> bool {
-    matches!(c,
-        '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
-        | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}' | '\u{180E}' | '\u{061C}'
-        | '\u{E0000}'..='\u{E007F}')
-}
-
 fn inspect(s: &str, at: &str, out: &mut Vec<String>) {
     let hidden: Vec<String> = {
-        let mut seen: Vec<char> = s.chars().filter(|c| invisible(*c)).collect();
+        let mut seen: Vec<char> =
+            s.chars().filter(|c| geminid_protocol::pins::invisible(*c)).collect();
         seen.sort_unstable();
         seen.dedup();
         seen.iter().map(|c| format!("U+{:04X}", u32::from(*c))).collect()

@@ -22,7 +22,7 @@ impl Store {
         tree.flush().map(drop).map_err(|e| self.err(e))
     }
 
-    /// Every pins record's key (for tests and `doctor`).
+    /// Every pins record's key (for tests that edit a record).
     pub fn pins_keys(&self) -> Vec<String> {
         let Ok(open) = self.handles() else { return vec![] };
         let Ok(tree) = open.db.open_tree(TREE) else { return vec![] };
