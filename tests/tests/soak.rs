@@ -311,10 +311,14 @@ async fn approve(
         })
     };
     let ask = loop {
-        match tokio::time::timeout(Duration::from_secs(20), asks.next()).await? {
-            Some(Ok(AskNotice::Asked { ask })) => break ask,
-            Some(Ok(_)) => continue,
-            other => anyhow::bail!("no confirmation asked: {other:?}"),
+        match tokio::time::timeout(Duration::from_secs(20), asks.next()).await {
+            Ok(Some(Ok(AskNotice::Asked { ask }))) => break ask,
+            Ok(Some(Ok(_))) => continue,
+            Ok(other) => anyhow::bail!("no confirmation asked: {other:?}"),
+            Err(_) => {
+                let call = if call.is_finished() { Some(call.await) } else { None };
+                anyhow::bail!("no confirmation asked within 20 s; the call: {call:?}");
+            }
         }
     };
     let p = ConfirmationRespondParams {
@@ -326,6 +330,33 @@ async fn approve(
     client.confirmation_respond(p).await?;
     call.await??;
     Ok(session)
+}
+
+/// Start the daemon again after the chaos stopped it. A start that fails is a violation,
+/// reported with the end of its log (a whole log would bury the report); two more tries
+/// follow so that the rest of the soak still checks something.
+async fn restart(home: &TestHome, args: &[&str], rec: &Record) -> anyhow::Result<Daemon> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let failure = match Daemon::spawn(home, args) {
+            Ok(d) => match d.wait_ready().await {
+                Ok(()) => return Ok(d),
+                Err(e) => {
+                    let first = e.to_string().lines().next().unwrap_or_default().to_owned();
+                    let log = d.log();
+                    let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    format!("the daemon did not come up: {first}\n{}", tail.join("\n"))
+                }
+            },
+            Err(e) => format!("the daemon could not be spawned: {e}"),
+        };
+        rec.violation(failure.clone());
+        if tries == 3 {
+            anyhow::bail!("three starts in a row failed; the last: {failure}");
+        }
+    }
 }
 
 fn fixtures(home: &TestHome) -> Vec<u32> {
@@ -409,7 +440,7 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
                         rec.violation("the daemon did not stop within 20 s of SIGTERM".into());
                     }
                 }
-                *d = Daemon::start(&home, &args).await?;
+                *d = restart(&home, &args, &rec).await?;
                 let kept = match d.client().await {
                     Ok(c) => c.get(SessionIdParams { id: approved.clone() }).await.ok(),
                     Err(_) => None,
@@ -513,6 +544,11 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
     let violations =
         rec.violations.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     assert!(rec.answered.load(Ordering::Relaxed) > 0, "no call was answered");
-    assert!(violations.is_empty(), "{} invariant violations: {violations:#?}", violations.len());
+    assert!(
+        violations.is_empty(),
+        "{} invariant violations:\n- {}",
+        violations.len(),
+        violations.join("\n- ")
+    );
     Ok(())
 }
