@@ -357,8 +357,33 @@ async fn first_sight_links_and_the_key() -> anyhow::Result<()> {
         gemini.join("gemini-extension.json"),
         r#"{"name": "from-gemini", "version": "1"}"#,
     )?;
+    // Two Gemini CLI leaves out, with a warning on its stderr: a manifest without a version, and
+    // one that is not JSON. geminid lists them as not loaded, saying why (README, "Where
+    // geminid differs"), and takes nothing from them.
+    let unversioned = extensions_dir(&home).join("unversioned");
+    std::fs::create_dir_all(&unversioned)?;
+    std::fs::write(
+        unversioned.join("gemini-extension.json"),
+        r#"{"name": "unversioned", "mcpServers": {"fx": {"command": "true"}}}"#,
+    )?;
+    let broken = extensions_dir(&home).join("broken");
+    std::fs::create_dir_all(&broken)?;
+    std::fs::write(broken.join("gemini-extension.json"), "{\"name\": \"broken\",")?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert_eq!(one(&home, "from-gemini")?["integrity"], "recorded");
+    let listed = list(&home)?;
+    for (folder, said) in [("unversioned", "missing \"version\""), ("broken", "")] {
+        let e = listed
+            .iter()
+            .find(|e| e["path"].as_str().is_some_and(|p| p.ends_with(folder)))
+            .ok_or_else(|| anyhow::anyhow!("{folder} is not listed: {listed:?}"))?;
+        assert_eq!(e["active"], false, "{e}");
+        let why = e["whyInactive"].as_str().unwrap_or_default();
+        assert!(why.contains("its manifest cannot be used") && why.contains(said), "{e}");
+        let file = e["diagnostics"][0]["file"].as_str().unwrap_or_default();
+        assert!(file.ends_with("gemini-extension.json"), "{e}");
+    }
+    assert!(!servers(&home)?.iter().any(|(n, _)| n == "fx"));
     let (code, out, _) = home.gemctl_run(&["extensions", "verify"])?;
     assert_eq!(code, 0, "{out}");
     assert_eq!(one(&home, "from-gemini")?["integrity"], "verified");
