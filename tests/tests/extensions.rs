@@ -267,6 +267,10 @@ async fn enablement_per_workspace_and_settings_override() -> anyhow::Result<()> 
     })
     .await;
     assert!(ok, "{}", home.gemctl_json(&["config", "show"])?);
+    // It runs as the extension's server, and `mcp list` says so (README: `gemini mcp list`
+    // shows the settings entry alone).
+    let fx: Vec<_> = servers(&home)?.into_iter().filter(|(n, _)| n == "fx").collect();
+    assert_eq!(fx, [("fx".to_owned(), json!("ext-a"))]);
 
     // Disabled for this workspace only: written as Gemini CLI writes it.
     let r = home.gemctl_json(&["extensions", "disable", "ext-a", "--scope", "workspace"])?;

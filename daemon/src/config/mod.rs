@@ -458,7 +458,14 @@ impl Loader {
                     pr.message,
                 ));
             }
-            let blocked = if !trust.trusted {
+            // As Gemini CLI's `mcp list` has it, admin settings, `mcp.allowed` and
+            // `mcp.excluded` block a server before an untrusted folder disables it.
+            let listed_out = gate.blocked(name).filter(|b| {
+                matches!(b, BlockReason::Admin | BlockReason::Allowlist | BlockReason::Excludelist)
+            });
+            let blocked = if let Some(b) = listed_out {
+                Some(b)
+            } else if !trust.trusted {
                 Some(BlockReason::UntrustedFolder)
             } else if config.is_none() {
                 Some(BlockReason::Invalid)
@@ -489,7 +496,8 @@ impl Loader {
                 servers.insert(name.clone(), spec);
             }
         }
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        // `entries` keep the settings files' order (a later scope's entry in the place of the
+        // earlier one it replaces), extensions' servers after them, as Gemini CLI lists them.
         diags.sort_by(|a, b| {
             b.severity.cmp(&a.severity).then_with(|| a.file.cmp(&b.file)).then(a.line.cmp(&b.line))
         });

@@ -81,7 +81,8 @@ fn scopes_merge_in_order_and_servers_come_whole_from_the_highest() -> anyhow::Re
     assert_eq!(e.public.settings["ui"], json!({"theme": "admin", "x": 1}));
     assert_eq!(
         servers(&e),
-        [("mine".into(), Scope::User, None), ("shared".into(), Scope::Workspace, None)]
+        // The workspace's entry in the place of the user's (settings order, not names').
+        [("shared".into(), Scope::Workspace, None), ("mine".into(), Scope::User, None)]
     );
     let shared = &e.servers["shared"].config;
     assert_eq!(
@@ -186,8 +187,8 @@ fn diagnostics_name_file_line_and_field() -> anyhow::Result<()> {
         servers(&e),
         [
             ("bad".into(), Scope::User, Some(BlockReason::Invalid)),
-            ("none".into(), Scope::User, Some(BlockReason::Invalid)),
             ("odd".into(), Scope::User, None),
+            ("none".into(), Scope::User, Some(BlockReason::Invalid)),
         ]
     );
     Ok(())
@@ -353,5 +354,47 @@ fn mcp_server_command_adds_a_server_named_mcp() -> anyhow::Result<()> {
     h.write(&h.paths.system, r#"{"admin": {"mcp": {"config": {"x": {}}}}}"#)?;
     let e = loader.effective(&h.ws, &env, &BTreeSet::new());
     assert!(!e.servers.contains_key("mcp"));
+    Ok(())
+}
+
+#[test]
+fn servers_keep_the_settings_order_and_a_listed_out_server_is_blocked_even_untrusted()
+-> anyhow::Result<()> {
+    let h = Home::new()?;
+    h.write(
+        &h.paths.user,
+        r#"{"mcpServers": {"zeta": {"command": "z"}, "alpha": {"command": "a"}, "mid": {"command": "m"}},
+            "mcp": {"excluded": ["mid"]}}"#,
+    )?;
+    h.write(
+        &h.workspace_file(),
+        r#"{"mcpServers": {"beta": {"command": "b"}, "zeta": {"command": "z2"}}}"#,
+    )?;
+    let loader = Loader::new(h.paths.clone());
+    // Untrusted: `mcp.excluded` blocks before the folder disables (Gemini CLI's "Blocked").
+    let e = loader.effective(&h.ws, &Env::new(), &BTreeSet::new());
+    assert!(!e.public.trust.trusted);
+    let blocked: Vec<_> = servers(&e).into_iter().map(|(n, _, b)| (n, b)).collect();
+    assert_eq!(
+        blocked,
+        [
+            ("zeta".into(), Some(BlockReason::UntrustedFolder)),
+            ("alpha".into(), Some(BlockReason::UntrustedFolder)),
+            ("mid".into(), Some(BlockReason::Excludelist)),
+            ("beta".into(), Some(BlockReason::UntrustedFolder)),
+        ]
+    );
+    // Trusted: the workspace's `zeta` takes the user entry's place; its new `beta` comes last.
+    h.trust_workspace()?;
+    let e = loader.effective(&h.ws, &Env::new(), &BTreeSet::new());
+    assert_eq!(
+        servers(&e),
+        [
+            ("zeta".into(), Scope::Workspace, None),
+            ("alpha".into(), Scope::User, None),
+            ("mid".into(), Scope::User, Some(BlockReason::Excludelist)),
+            ("beta".into(), Scope::Workspace, None),
+        ]
+    );
     Ok(())
 }

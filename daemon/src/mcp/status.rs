@@ -241,7 +241,10 @@ impl Supervisor {
             status.extension = view.config.servers.get(&name).and_then(|s| s.extension.clone());
             out.push(status);
         }
-        out.sort_by(|a, b| (a.scope, &a.name).cmp(&(b.scope, &b.name)));
+        // In the order of the settings files, as Gemini CLI lists them.
+        let written = &view.config.public.mcp_servers;
+        let place = |name: &str| written.iter().position(|e| e.name == name);
+        out.sort_by_cached_key(|s| (place(&s.name).unwrap_or(usize::MAX), s.name.clone()));
         out
     }
 
