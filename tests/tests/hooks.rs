@@ -379,6 +379,31 @@ mod in_calls {
     }
 
     #[tokio::test]
+    async fn a_hook_of_an_mcp_tool_is_told_the_servers_connection_as_gemini_cli_tells_it()
+    -> anyhow::Result<()> {
+        let p = with_hooks(json!({
+            "BeforeTool": [def("^mcp_fx_pid$", "cat > \"$GEMINI_CWD/before.json\"")],
+            "AfterTool": [def("^mcp_fx_pid$", "cat > \"$GEMINI_CWD/after.json\"")],
+        }))
+        .await?;
+        let out: Value = p
+            .call("tools/call", json!({ "session": p.session, "name": "mcp_fx_pid", "args": {} }))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        assert_eq!(out["result"]["isError"], json!(false), "{out}");
+        let mut want = stdio(&[]);
+        want["server_name"] = json!("fx");
+        want["tool_name"] = json!("pid");
+        for file in ["before.json", "after.json"] {
+            let seen: Value =
+                serde_json::from_str(&std::fs::read_to_string(p.home.workspace().join(file))?)?;
+            assert_eq!(seen["mcp_context"], want, "{file}: {seen}");
+        }
+        p.shutdown().await;
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn after_tool_adds_context_or_blocks_and_hooks_fire_runs_the_other_events()
     -> anyhow::Result<()> {
         let p = with_hooks(json!({

@@ -31,6 +31,8 @@ struct Prepared {
     plans: PathBuf,
     trusted: bool,
     env: Arc<crate::config::env::Env>,
+    /// Each configured server's connection details for a hook's `mcp_context`.
+    servers: std::collections::HashMap<String, Map<String, Value>>,
     /// The workspace file's hooks not yet announced (taken by the first answer that says so).
     new_project_hooks: Mutex<Option<NewHooks>>,
 }
@@ -145,6 +147,11 @@ impl HookSeat {
             cwd,
             trusted: c.trust.trusted,
             env: core.session_env(session),
+            servers: effective
+                .servers
+                .iter()
+                .map(|(n, s)| (n.clone(), connection(&s.shown)))
+                .collect(),
         });
         self.prepared.put(session, epoch, p.clone());
         Ok(p)
@@ -268,9 +275,30 @@ impl HookSeat {
     }
 }
 
-/// What Gemini CLI tells a hook of an MCP tool's server (a custom tool has none).
-fn mcp_context(call: &Call) -> Value {
-    json!({ "server_name": call.server, "tool_name": call.tool })
+/// What Gemini CLI tells a hook of an MCP tool's server (a custom tool has none): its names,
+/// then the server's connection details, as written (a `$VAR` stays a reference, so no secret
+/// a variable holds reaches a hook this way) and without a URL's password.
+fn mcp_context(call: &Call, p: &Prepared) -> Value {
+    let mut context = Map::new();
+    context.insert("server_name".into(), json!(call.server));
+    context.insert("tool_name".into(), json!(call.tool));
+    if let Some(connection) = p.servers.get(&call.server) {
+        context.extend(connection.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    Value::Object(context)
+}
+
+/// `command`, `args`, `cwd`, `url` (else `httpUrl`) and `tcp`, where a server's entry has them.
+fn connection(c: &crate::config::mcp::McpServerConfig) -> Map<String, Value> {
+    let redact = |u: &String| json!(crate::config::env::redact_urls(u));
+    let fields = [
+        ("command", c.command.as_ref().map(|v| json!(v))),
+        ("args", c.args.as_ref().map(|v| json!(v))),
+        ("cwd", c.cwd.as_ref().map(|v| json!(v))),
+        ("url", c.url.as_ref().or(c.http_url.as_ref()).map(redact)),
+        ("tcp", c.tcp.as_ref().map(|v| json!(v))),
+    ];
+    fields.into_iter().filter_map(|(k, v)| Some((k.to_owned(), v?))).collect()
 }
 
 impl BeforeTool for HookSeat {
@@ -286,7 +314,7 @@ impl BeforeTool for HookSeat {
             fields
                 .insert("tool_input".into(), Value::Object(call.args.clone().unwrap_or_default()));
             if !call.server.is_empty() {
-                fields.insert("mcp_context".into(), mcp_context(call));
+                fields.insert("mcp_context".into(), mcp_context(call, &p));
             }
             if let Some(original) = &call.tail_of {
                 fields.insert("original_request_name".into(), json!(original));
@@ -354,7 +382,7 @@ impl AfterTool for HookSeat {
             fields
                 .insert("tool_input".into(), Value::Object(call.args.clone().unwrap_or_default()));
             if !call.server.is_empty() {
-                fields.insert("mcp_context".into(), mcp_context(call));
+                fields.insert("mcp_context".into(), mcp_context(call, &p));
             }
             // Gemini CLI's `error` is undefined on success: no key at all once stringified.
             let mut response =
@@ -385,5 +413,23 @@ impl AfterTool for HookSeat {
                 _ => After::Keep,
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hooks_connection_details_keep_references_and_hide_a_urls_password() {
+        let c: crate::config::mcp::McpServerConfig = serde_json::from_value(json!({
+            "httpUrl": "https://me:hunter2@example.com/mcp", "args": ["$TOKEN"], "command": "x"
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let got = Value::Object(connection(&c));
+        assert_eq!(
+            got,
+            json!({"command": "x", "args": ["$TOKEN"], "url": "https://[redacted]@example.com/mcp"})
+        );
     }
 }
