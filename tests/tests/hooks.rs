@@ -303,10 +303,12 @@ mod in_calls {
         let out = echo(&p, "loud").await.unwrap();
         assert_eq!(out["result"]["content"][0]["text"], "LOUD");
         let note = out["parts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
-        assert_eq!(
-            note["text"],
-            "[System] Tool input parameters (text) were modified by a hook before execution."
-        );
+        let said =
+            "[System] Tool input parameters (text) were modified by a hook before execution.";
+        // After a blank line, as Gemini CLI appends it, and in the functionResponse too.
+        assert_eq!(note["text"], format!("\n\n{said}"));
+        let output = &out["functionResponse"]["functionResponse"]["response"]["output"];
+        assert!(output.as_str().is_some_and(|o| o.ends_with(&format!("\n\n\n{said}"))), "{out}");
         assert_eq!(echo(&p, "fine").await.unwrap()["result"]["content"][0]["text"], "fine");
         // Plain text on exit 2 denies, for the tool its matcher names only; mcp/callTool too.
         let (_, message) = p
@@ -417,7 +419,10 @@ mod in_calls {
         })).await?;
         let out = echo(&p, "hello").await.unwrap();
         let last = out["parts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
-        assert_eq!(last["text"], "<hook_context>saw &lt;&lt;untr&gt;</hook_context>");
+        let context = "<hook_context>saw &lt;&lt;untr&gt;</hook_context>";
+        assert_eq!(last["text"], format!("\n\n{context}"));
+        let output = &out["functionResponse"]["functionResponse"]["response"]["output"];
+        assert!(output.as_str().is_some_and(|o| o.ends_with(&format!("\n\n\n{context}"))), "{out}");
         let (_, message) = echo(&p, "secret").await.unwrap_err();
         // Gemini CLI sends the hook's reason as it is.
         assert_eq!(message, "hidden");

@@ -142,6 +142,27 @@ pub struct Outcome {
     pub notes: Vec<String>,
     /// The `seq` of the last `tools/progress` event the call emitted, if it emitted any.
     pub last_progress: Option<u64>,
+    /// The model gets one text (a custom tool's output), not a list of parts.
+    pub one_text: bool,
+}
+
+impl Outcome {
+    /// Add `note` to what the model gets, as Gemini CLI appends it to a tool's `llmContent`
+    /// (after a blank line: to the text itself, or as a part of its own), and so to the
+    /// `functionResponse` of a result (an error's response is the error alone, there too).
+    fn tell_model(&mut self, call: &Call, note: String) {
+        let piece = format!("\n\n{note}");
+        let last = self.parts.last_mut().filter(|_| self.one_text);
+        match last.and_then(|p| p.get_mut("text")) {
+            Some(Value::String(text)) => text.push_str(&piece),
+            _ => self.parts.push(serde_json::json!({ "text": piece })),
+        }
+        if !self.is_error {
+            let id = call.call_id.as_deref();
+            self.function_response = convert::function_response(&call.name, id, &self.parts);
+        }
+        self.notes.push(note);
+    }
 }
 
 /// Where a resolved call goes.
@@ -367,8 +388,7 @@ impl Pipeline {
                 "[System] Tool input parameters ({}) were modified by a hook before execution.",
                 keys.join(", ")
             );
-            outcome.parts.push(serde_json::json!({ "text": note }));
-            outcome.notes.push(note);
+            outcome.tell_model(call, note);
         }
         if let Some((name, args)) = self.after_tool(call, &mut outcome).await? {
             // The tail call's result replaces this one; it goes through every step itself.
@@ -504,6 +524,7 @@ impl Pipeline {
             display,
             notes: Vec::new(),
             last_progress: None,
+            one_text: false,
         }
     }
 
@@ -527,6 +548,7 @@ impl Pipeline {
             display: text,
             notes: Vec::new(),
             last_progress: None,
+            one_text: true,
         }
     }
 
@@ -542,8 +564,7 @@ impl Pipeline {
             After::Block(why) => Err(CallError::HookBlocked(why)),
             After::Stop(why) => Err(CallError::Stopped(why)),
             After::AddContext(text) => {
-                outcome.parts.push(serde_json::json!({ "text": text }));
-                outcome.notes.push(text);
+                outcome.tell_model(call, text);
                 Ok(None)
             }
             After::Tail { name, args } if call.tail_of.is_none() => Ok(Some((name, args))),
@@ -554,3 +575,6 @@ impl Pipeline {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
