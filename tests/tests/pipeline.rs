@@ -206,7 +206,12 @@ async fn after_tool_can_add_context_or_withhold_the_result() -> anyhow::Result<(
     *rec.after.lock().unwrap_or_else(PoisonError::into_inner) =
         Some(After::AddContext("note from a hook".into()));
     let out = tools_call(&p, json!({"text": "hi"})).await.unwrap();
-    assert_eq!(out["parts"].as_array().unwrap().last().unwrap()["text"], "note from a hook");
+    // Appended after a blank line, as Gemini CLI appends a hook's context, and in the
+    // functionResponse the model reads as well as in the parts.
+    let parts = out["parts"].as_array().unwrap();
+    assert_eq!(parts.last().unwrap()["text"], "\n\nnote from a hook");
+    let response = out["functionResponse"].to_string();
+    assert!(response.contains("note from a hook"), "{out}");
     *rec.after.lock().unwrap_or_else(PoisonError::into_inner) =
         Some(After::Block("secret output".into()));
     let (code, message) = tools_call(&p, json!({"text": "hi"})).await.unwrap_err();
