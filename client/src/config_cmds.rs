@@ -1,7 +1,6 @@
 //! `gemctl config`, `gemctl trust|untrust` and `gemctl mcp add|remove|enable|disable`: the
 //! flags and messages of `gemini mcp` (COMPAT §1.7), over the daemon's configuration methods.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -197,16 +196,17 @@ pub fn parse_header(raw: &str) -> anyhow::Result<Pair> {
     }
 }
 
-/// Parse repeated `KEY=value` / `Key: value` flags into a map; entries the parser drops (an
-/// empty value) are left out, malformed ones are an error.
+/// Parse repeated `KEY=value` / `Key: value` flags into a map, in the order given (a key
+/// given twice keeps its first place and its last value, as Gemini CLI writes them); entries
+/// the parser drops (an empty value) are left out, malformed ones are an error.
 fn pairs(
     items: &[String],
     parse: fn(&str) -> anyhow::Result<Pair>,
-) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut out = BTreeMap::new();
+) -> anyhow::Result<Map<String, Value>> {
+    let mut out = Map::new();
     for item in items {
         if let Some((k, v)) = parse(item)? {
-            out.insert(k, v);
+            out.insert(k, Value::String(v));
         }
     }
     Ok(out)
@@ -502,7 +502,7 @@ pub async fn mcp(
                 return output::json(&r);
             }
             if session_only {
-                outln!("Session disable cleared for '{}'.", r.name);
+                outln!("✓ Session disable cleared for '{}'.", r.name);
             } else {
                 outln!("✓ MCP server '{}' enabled.", r.name);
             }
@@ -652,5 +652,12 @@ mod tests {
         );
         assert!(parse_header("NoColon").is_err());
         assert!(parse_header(": v").is_err());
+    }
+
+    #[test]
+    fn pairs_keep_the_order_given_as_gemini_cli_writes_them() {
+        let items = ["FOO=bar", "BAZ=qux", "FOO=again"].map(str::to_owned);
+        let got = pairs(&items, parse_env).unwrap_or_default();
+        assert_eq!(Value::Object(got).to_string(), r#"{"FOO":"again","BAZ":"qux"}"#);
     }
 }

@@ -403,7 +403,7 @@ async fn enable_and_disable_persistently_and_per_session() -> anyhow::Result<()>
     );
     assert_eq!(
         stdout(&home.gemctl(&["mcp", "enable", "Alpha", "--session-only"])?),
-        "Session disable cleared for 'Alpha'.\n"
+        "✓ Session disable cleared for 'Alpha'.\n"
     );
     assert_eq!(blocked(&home.gemctl_json(&["config", "show"])?, "Alpha"), None);
 
