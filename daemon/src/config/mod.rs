@@ -241,6 +241,21 @@ impl Loader {
         (true, kept, Some(d))
     }
 
+    /// Take every file that is missing now as deleted, without its [`VANISH_GRACE`]: an
+    /// explicit reload (`gemctl mcp reload`) says the edits are done, and a file deleted just
+    /// before it must not keep its last contents for another second.
+    pub fn take_deletions(&self) {
+        let mut cache = self.last_good.lock().unwrap_or_else(|e| e.into_inner());
+        let mut vanished = self.vanished.lock().unwrap_or_else(|e| e.into_inner());
+        cache.retain(|path, _| {
+            let kept = std::fs::symlink_metadata(path).is_ok();
+            if !kept {
+                vanished.remove(path);
+            }
+            kept
+        });
+    }
+
     /// When a file that disappeared should be read again to count as deleted (the earliest
     /// end of a [`VANISH_GRACE`]), if one is pending.
     pub fn next_recheck(&self) -> Option<std::time::Instant> {

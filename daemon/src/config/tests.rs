@@ -219,6 +219,26 @@ fn a_broken_file_keeps_its_last_good_contents() -> anyhow::Result<()> {
 }
 
 #[test]
+fn an_explicit_reload_takes_a_deleted_file_as_deleted_at_once() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    h.trust_workspace()?;
+    let loader = Loader::new(h.paths.clone());
+    h.write(&h.paths.user, r#"{"mcpServers": {"s": {"command": "s"}, "t": {"command": "t"}}}"#)?;
+    h.write(&h.paths.enablement, r#"{"s": {"enabled": false}}"#)?;
+    let blocked = |e: &Effective| e.servers.get("s").and_then(|s| s.blocked);
+    assert!(blocked(&loader.effective(&h.ws, &Env::new(), &BTreeSet::new())).is_some());
+    std::fs::remove_file(&h.paths.enablement)?;
+    // Within the grace, a read keeps the last contents (an editor's delete and rewrite)...
+    assert!(blocked(&loader.effective(&h.ws, &Env::new(), &BTreeSet::new())).is_some());
+    // ...but `gemctl mcp reload` says the edits are done: gone now, the rest kept.
+    loader.take_deletions();
+    let e = loader.effective(&h.ws, &Env::new(), &BTreeSet::new());
+    assert_eq!((blocked(&e), e.servers.len()), (None, 2));
+    assert!(loader.next_recheck().is_none());
+    Ok(())
+}
+
+#[test]
 fn allow_and_exclude_lists_consolidate_across_scopes() -> anyhow::Result<()> {
     let h = Home::new()?;
     h.trust_workspace()?;
