@@ -115,7 +115,11 @@ async fn wait_for(
 ) -> ServerStatus {
     let deadline = Instant::now() + timeout;
     loop {
-        let servers = list(client, session).await.unwrap_or_default();
+        // A list that fails is said with the failure (a flaky run must explain itself).
+        let (servers, error) = match list(client, session).await {
+            Ok(servers) => (servers, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
         if let Some(s) = servers.iter().find(|s| s.name == server) {
             if ok(s) {
                 return s.clone();
@@ -124,7 +128,7 @@ async fn wait_for(
                 panic!("server {server} never reached the expected state; last: {s:#?}");
             }
         } else if Instant::now() > deadline {
-            panic!("server {server} not listed: {servers:#?}");
+            panic!("server {server} not listed: {servers:#?} (the list failed: {error:?})");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -781,8 +785,9 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     let target = format!("{} --flag", fixture());
     assert!(
         out.starts_with(
-            "Warning: MCP servers are configured but disabled because this folder is untrusted. \
-             `gemctl trust` trusts it.\n"
+            "Warning: MCP servers are configured but disabled because this folder is untrusted.\n\
+             User-level servers are also suppressed in untrusted folders to prevent accidental \
+             side-effects.\n    "
         ),
         "{out}"
     );
@@ -1043,10 +1048,12 @@ async fn mcp_list_reads_as_gemini_clis_list_does() -> anyhow::Result<()> {
     assert_eq!(
         lines[..2],
         [
-            "Warning: MCP servers are configured but disabled because this folder is untrusted. `gemctl trust` trusts it.",
+            "Warning: MCP servers are configured but disabled because this folder is untrusted.",
             "User-level servers are also suppressed in untrusted folders to prevent accidental side-effects.",
         ]
     );
+    // Ours, indented as the servers' details are: why, and the fix.
+    assert!(lines[2].starts_with("    ") && lines[2].contains("`gemctl trust` trusts it"), "{out}");
     for want in [
         "○ test-server: /test/server  (stdio) - Disabled",
         "○ user-server: http://127.0.0.1:9/user (http) - Disabled",

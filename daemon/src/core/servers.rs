@@ -51,9 +51,9 @@ fn list_warnings(config: &Effective) -> Vec<String> {
     let mut out = Vec::new();
     let c = &config.public;
     if !c.trust.trusted && !c.mcp_servers.is_empty() {
+        // Gemini CLI's two lines as it prints them; ours (why, and the fix) indented below.
         out.push(
-            "Warning: MCP servers are configured but disabled because this folder is untrusted. \
-             `gemctl trust` trusts it."
+            "Warning: MCP servers are configured but disabled because this folder is untrusted."
                 .to_owned(),
         );
         out.push(
@@ -61,7 +61,9 @@ fn list_warnings(config: &Effective) -> Vec<String> {
              side-effects."
                 .to_owned(),
         );
-        out.push(format!("({}: {})", c.workspace, c.trust.reason));
+        let reason = &c.trust.reason;
+        let fix = if reason.contains("gemctl trust") { "" } else { "; `gemctl trust` trusts it" };
+        out.push(format!("    {}: {reason}{fix}", c.workspace));
     }
     let errors: Vec<String> = c
         .diagnostics
