@@ -426,6 +426,9 @@ def run(s):
     import gemini_e2e
     gemini_e2e.run(s)
 
+    import differential
+    differential.run(s)
+
 
 def main():
     ap = argparse.ArgumentParser()
