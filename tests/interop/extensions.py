@@ -48,14 +48,19 @@ def run(s):
         make("by-geminid", "1.1.0")
         code, out = g("extensions", "update", "by-geminid")
         expect("cannot be verified" not in out and "1.0.0 → 1.1.0" in out, out[-1500:])
-        # Files changed outside geminid: named as an update from elsewhere until accepted.
-        e = ext("by-geminid")
-        expect(e["integrity"] == "tampered" and "outside geminid" in e.get("whyInactive", ""), e)
-        s.gemctl("extensions", "accept", "by-geminid")
+        # An update from its recorded (signed) local source: legitimate, no accept needed.
         e = ext("by-geminid")
         expect(e["integrity"] == "verified" and e["version"] == "1.1.0" and e["active"], e)
+        # Anyone else's edit of the installed files is still tampering.
+        installed = os.path.join(s.home, ".gemini", "extensions", "by-geminid", "GEMINI.md")
+        with open(installed, "a") as f:
+            f.write("appended by someone else\n")
+        e = ext("by-geminid")
+        expect(e["integrity"] == "tampered" and not e["active"], e)
+        s.gemctl("extensions", "accept", "by-geminid")
+        expect(ext("by-geminid")["integrity"] == "verified", ext("by-geminid"))
 
-    s.check("extensions", "installed by geminid: Gemini CLI lists it and updates it (its integrity check passes)", by_geminid)
+    s.check("extensions", "installed by geminid, updated by Gemini CLI: legitimate (no accept); an edit is tampering", by_geminid)
 
     def by_gemini():
         src = make("by-gemini", "2.0.0")
@@ -64,5 +69,11 @@ def run(s):
         e = ext("by-gemini")
         expect(e["integrity"] in ("verified", "recorded") and e["active"], e)
         expect(any(f.endswith("by-gemini/GEMINI.md") for f in e["contextFiles"]), e)
+        # Gemini CLI updates its own install: legitimate to geminid too.
+        make("by-gemini", "2.1.0")
+        code, out = g("extensions", "update", "by-gemini")
+        expect("2.0.0 → 2.1.0" in out, out[-1500:])
+        e = ext("by-gemini")
+        expect(e["integrity"] == "verified" and e["version"] == "2.1.0" and e["active"], e)
 
-    s.check("extensions", "installed by Gemini CLI: geminid verifies its integrity record with the shared key", by_gemini)
+    s.check("extensions", "installed and updated by Gemini CLI: geminid verifies its record with the shared key and takes the update", by_gemini)

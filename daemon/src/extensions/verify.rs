@@ -64,12 +64,15 @@ impl Extensions {
             Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
         };
         // Gemini CLI's store lives outside the folder: checked at every scan.
+        let mut signed_metadata = None;
         if let Some(meta) = metadata {
             let reference = ReferenceStore::new(&self.gemini_dir, key.clone());
             if let Err(e) = reference.load() {
                 return Checked::bad(IntegrityState::Tampered, e.to_string());
             }
-            if reference.verify(name, Some(meta)) == Status::Invalid {
+            let status = reference.verify(name, Some(meta));
+            signed_metadata = (status == Status::Verified).then_some(meta);
+            if status == Status::Invalid {
                 return Checked::bad(
                     IntegrityState::Tampered,
                     format!(
@@ -118,7 +121,22 @@ impl Extensions {
             },
             Some(r) => {
                 let changes = files::compare(&r.files, &hashes);
+                let source = signed_metadata.and_then(|m| from_its_source(m, &hashes));
                 if changes.is_empty() {
+                    Checked { at, state: IntegrityState::Verified, changes: None, why: None }
+                } else if let Some(source) = source {
+                    // Gemini CLI's `extensions update` of a local install: legitimate.
+                    let r = Record::new(name, version, hashes, &key);
+                    if let Err(e) = self.put_record(name, &r) {
+                        return Checked::bad(IntegrityState::Unverifiable, e.to_string());
+                    }
+                    tracing::info!(
+                        extension = name,
+                        source,
+                        version,
+                        changed = %changes.describe(),
+                        "extension updated from its recorded source: its files are recorded"
+                    );
                     Checked { at, state: IntegrityState::Verified, changes: None, why: None }
                 } else {
                     let why = match (r.version.as_deref(), version) {
@@ -192,4 +210,21 @@ impl Extensions {
         }
         Ok(())
     }
+}
+
+/// The source an extension's files were updated from, when that is its recorded install
+/// source: a `local` install (the source named in install metadata that Gemini CLI's store
+/// signs) whose folder now holds exactly the installed files. That is what Gemini CLI's
+/// `extensions update` does, and all a third party could do the same way is what the source
+/// folder's owner could have the next update install anyway. A git or GitHub release source
+/// would have to be fetched to be compared: such an update stays "changed outside geminid".
+fn from_its_source(metadata: &Value, installed: &files::Hashes) -> Option<String> {
+    if metadata.get("type")?.as_str()? != "local" {
+        return None;
+    }
+    let source = Path::new(metadata.get("source")?.as_str()?);
+    let theirs = files::hash_all(source).ok()?;
+    let mut ours = installed.clone();
+    ours.remove(super::manifest::INSTALL_FILE);
+    (!theirs.is_empty() && theirs == ours).then(|| source.display().to_string())
 }
