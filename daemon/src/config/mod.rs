@@ -12,6 +12,7 @@ pub(crate) mod env;
 pub(crate) mod extend;
 pub(crate) mod files;
 pub(crate) mod import;
+mod last_good;
 pub(crate) mod mcp;
 pub(crate) mod merge;
 pub(crate) mod ops;
@@ -30,7 +31,7 @@ use geminid_protocol::config::{
 use serde_json::Value;
 
 use env::Env;
-use files::{FileRead, diagnostic, position, read_object};
+use files::{diagnostic, position};
 use mcp::McpServerConfig;
 
 /// Where Gemini CLI's files are (COMPAT §0).
@@ -188,79 +189,6 @@ impl Loader {
     /// The paths it reads.
     pub fn paths(&self) -> &ConfigPaths {
         &self.paths
-    }
-
-    /// Read `path`: (exists, contents in effect, problem).
-    fn read(&self, path: &Path) -> (bool, Option<(Value, String)>, Option<Diagnostic>) {
-        self.read_checked(path, |_| Ok(()), "the file is ignored until it is fixed")
-    }
-
-    /// Read `path`, whose contents must also pass `check`: (exists, contents in effect,
-    /// problem). Every input file goes through here, so a file that stops parsing (an editor
-    /// mid-save, a typo) keeps its last good contents in effect for as long as the daemon has
-    /// seen some; `unknown` says what holds before it has.
-    fn read_checked(
-        &self,
-        path: &Path,
-        check: impl Fn(&Value) -> Result<(), String>,
-        unknown: &str,
-    ) -> (bool, Option<(Value, String)>, Option<Diagnostic>) {
-        let mut cache = self.last_good.lock().unwrap_or_else(|e| e.into_inner());
-        let mut vanished = self.vanished.lock().unwrap_or_else(|e| e.into_inner());
-        let failed = match read_object(path) {
-            FileRead::Missing => {
-                if let Some(kept) = cache.get(path) {
-                    let since =
-                        *vanished.entry(path.to_path_buf()).or_insert_with(std::time::Instant::now);
-                    if since.elapsed() < VANISH_GRACE {
-                        return (true, Some(kept.clone()), None);
-                    }
-                }
-                vanished.remove(path);
-                cache.remove(path);
-                return (false, None, None);
-            }
-            FileRead::Parsed { value, text } => match check(&value) {
-                Ok(()) => {
-                    vanished.remove(path);
-                    cache.insert(path.to_path_buf(), (value.clone(), text.clone()));
-                    return (true, Some((value, text)), None);
-                }
-                Err(message) => files::diagnostic(Severity::Error, path, None, message),
-            },
-            FileRead::Failed(d) => d,
-        };
-        let mut d = failed;
-        let kept = cache.get(path).cloned();
-        if kept.is_some() {
-            d.message.push_str("; its last good contents stay in effect");
-        } else {
-            d.message.push_str("; ");
-            d.message.push_str(unknown);
-        }
-        (true, kept, Some(d))
-    }
-
-    /// Take every file that is missing now as deleted, without its [`VANISH_GRACE`]: an
-    /// explicit reload (`gemctl mcp reload`) says the edits are done, and a file deleted just
-    /// before it must not keep its last contents for another second.
-    pub fn take_deletions(&self) {
-        let mut cache = self.last_good.lock().unwrap_or_else(|e| e.into_inner());
-        let mut vanished = self.vanished.lock().unwrap_or_else(|e| e.into_inner());
-        cache.retain(|path, _| {
-            let kept = std::fs::symlink_metadata(path).is_ok();
-            if !kept {
-                vanished.remove(path);
-            }
-            kept
-        });
-    }
-
-    /// When a file that disappeared should be read again to count as deleted (the earliest
-    /// end of a [`VANISH_GRACE`]), if one is pending.
-    pub fn next_recheck(&self) -> Option<std::time::Instant> {
-        let vanished = self.vanished.lock().unwrap_or_else(|e| e.into_inner());
-        vanished.values().min().map(|since| *since + VANISH_GRACE)
     }
 
     /// The trust rules in effect, and a problem with their file.
