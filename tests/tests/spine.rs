@@ -373,3 +373,29 @@ async fn killed_clients_are_detached_and_their_subscriptions_freed() -> anyhow::
     assert!(freed, "killed client still counted: {:?}", c.status().await?);
     Ok(())
 }
+
+/// A daemon killed while it was starting a server leaves its lock with the child it had just
+/// forked, until that child's exec closes it: a start right after the kill waits that out
+/// (the soak met it), while a live daemon's lock is refused at once (the test above).
+#[tokio::test]
+async fn a_lock_left_by_a_daemon_that_is_gone_is_waited_for() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let mut gone = std::process::Command::new("true").spawn()?;
+    let dead = gone.id();
+    gone.wait()?;
+    let lock = geminid_protocol::socket::lock_path(&home.socket());
+    let mut held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&lock)?;
+    held.try_lock()?;
+    std::io::Write::write_all(&mut held, format!("{dead}\n").as_bytes())?;
+    let daemon = Daemon::spawn(&home, &[])?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(held);
+    daemon.wait_ready().await?;
+    assert!(daemon.client().await?.status().await.is_ok());
+    Ok(())
+}

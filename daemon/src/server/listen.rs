@@ -131,6 +131,25 @@ pub fn adopt(fd: std::os::fd::OwnedFd, socket: &Path, lock: &Path) -> Result<Bou
     Ok(Bound { listener: Listener::from(listener), socket: socket.to_path_buf(), lock: lock_file })
 }
 
+/// How long a start waits for a lock whose daemon is gone (see [`take_lock`]).
+const ORPHANED_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Whether process `pid` exists (a zombie counts: its parent has not reaped it yet).
+#[cfg(unix)]
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    // EPERM: it exists, as another user's process.
+    !matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+#[cfg(not(unix))]
+fn alive(_pid: u32) -> bool {
+    true
+}
+
 /// Take the exclusive lock and write our pid into it; if another process holds it, report its pid.
 fn take_lock(lock: &Path, socket: &Path) -> Result<File, ListenError> {
     let mut opts = OpenOptions::new();
@@ -141,17 +160,27 @@ fn take_lock(lock: &Path, socket: &Path) -> Result<File, ListenError> {
         opts.mode(0o600);
     }
     let mut file = opts.open(lock).map_err(io_err("cannot open lock file", lock))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut text = String::new();
-            let _ = file.read_to_string(&mut text);
-            return Err(ListenError::AlreadyRunning {
-                pid: text.trim().parse().ok(),
-                socket: socket.to_path_buf(),
-            });
+    let started = std::time::Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = file.rewind();
+                let _ = file.read_to_string(&mut text);
+                let pid: Option<u32> = text.trim().parse().ok();
+                // A daemon killed while it was starting a server leaves the lock (and its
+                // socket) with the child it had just forked, until that child's exec closes
+                // them: a moment, which a start right after the kill must wait out. A daemon
+                // that is alive holds it for good.
+                if pid.is_some_and(|p| !alive(p)) && started.elapsed() < ORPHANED_LOCK_WAIT {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    continue;
+                }
+                return Err(ListenError::AlreadyRunning { pid, socket: socket.to_path_buf() });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_err("cannot lock", lock)(e)),
         }
-        Err(std::fs::TryLockError::Error(e)) => return Err(io_err("cannot lock", lock)(e)),
     }
     let write_pid = |f: &mut File| -> io::Result<()> {
         f.set_len(0)?;
