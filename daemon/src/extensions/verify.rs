@@ -121,10 +121,11 @@ impl Extensions {
             },
             Some(r) => {
                 let changes = files::compare(&r.files, &hashes);
-                let source = signed_metadata.and_then(|m| from_its_source(m, &hashes));
+                // The source folder is hashed only when the installed files changed.
+                let source = || signed_metadata.and_then(|m| from_its_source(m, &hashes));
                 if changes.is_empty() {
                     Checked { at, state: IntegrityState::Verified, changes: None, why: None }
-                } else if let Some(source) = source {
+                } else if let Some(source) = source() {
                     // Gemini CLI's `extensions update` of a local install: legitimate.
                     let r = Record::new(name, version, hashes, &key);
                     if let Err(e) = self.put_record(name, &r) {
