@@ -105,7 +105,14 @@ pub async fn start(socket: &Path, idle_exit: Option<Duration>) -> anyhow::Result
     // Where this run's lines begin: the file keeps earlier daemons' lines (audit C3).
     let start_at = log_file.metadata().map_or(0, |m| m.len());
     let mut cmd = std::process::Command::new(&bin);
-    cmd.arg("--socket").arg(socket).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log_file);
+    // Stderr to the log as well, for what is written before the daemon opens it (a bad flag).
+    cmd.arg("--socket")
+        .arg(socket)
+        .arg("--log-file")
+        .arg(&log)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log_file);
     if let Some(after) = idle_exit {
         cmd.arg("--idle-exit").arg(humantime::format_duration(after).to_string());
     }
@@ -177,7 +184,8 @@ async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
 /// The last lines this run wrote to the log (from byte `start_at`).
 fn log_tail(log: &Path, start_at: u64) -> String {
     let bytes = std::fs::read(log).unwrap_or_default();
-    let from = usize::try_from(start_at).unwrap_or(0).min(bytes.len());
+    // A file shorter than where this run began was rotated at its start: all of it is this run's.
+    let from = usize::try_from(start_at).ok().filter(|&at| at <= bytes.len()).unwrap_or(0);
     let text = String::from_utf8_lossy(&bytes[from..]);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(10)..].join("\n")

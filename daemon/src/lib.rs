@@ -23,6 +23,7 @@ mod fuzz;
 pub mod gateway;
 pub mod hooks;
 mod literal;
+pub mod log_file;
 pub mod mcp;
 pub mod paths;
 pub mod pins;

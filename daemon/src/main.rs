@@ -11,7 +11,7 @@ use geminid::core::{Core, DaemonInfo};
 use geminid::events::DEFAULT_SUBSCRIBER_BUFFER;
 use geminid::mcp::{self, McpOptions};
 use geminid::server::{self, DEFAULT_MAX_CONNECTIONS};
-use geminid::{paths, settings_file, store::Store};
+use geminid::{log_file, paths, settings_file, store::Store};
 use geminid_protocol::DEFAULT_MAX_MESSAGE_SIZE;
 use geminid_protocol::daemon::Limits;
 use geminid_protocol::socket::{SOCKET_ENV, socket_path};
@@ -53,6 +53,14 @@ struct Args {
     /// Log format on stderr (filter with RUST_LOG, default `info`)
     #[arg(long, env = "GEMINID_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Write the log to FILE (stderr too) instead of stderr; past --log-max-size it becomes
+    /// FILE.1, replacing the previous one, and a new FILE begins. gemctl's autostart uses the
+    /// socket's path with `.log`
+    #[arg(long, env = "GEMINID_LOG_FILE", value_name = "FILE")]
+    log_file: Option<PathBuf>,
+    /// Size at which --log-file is rotated; `unlimited` never rotates it
+    #[arg(long, env = "GEMINID_LOG_MAX_SIZE", default_value = "10MiB", value_parser = log_max_size, value_name = "SIZE")]
+    log_max_size: LogMaxSize,
     /// Most client connections served at once
     #[arg(long, env = "GEMINID_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N")]
     max_connections: u32,
@@ -133,6 +141,18 @@ struct Args {
     worker_threads: u16,
 }
 
+/// `--log-max-size`: a size, or `None` for `unlimited`.
+#[derive(Debug, Clone, Copy)]
+struct LogMaxSize(Option<u64>);
+
+fn log_max_size(text: &str) -> Result<LogMaxSize, String> {
+    let size = mcp::parse_budget(text)?;
+    if size.is_some_and(|s| s < log_file::MIN_MAX_SIZE) {
+        return Err(format!("'{text}' is too small: at least {} bytes", log_file::MIN_MAX_SIZE));
+    }
+    Ok(LogMaxSize(size))
+}
+
 fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(a) => a,
@@ -141,7 +161,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(args.log_format);
+    let log = match &args.log_file {
+        None => None,
+        Some(path) => match log_file::RotatingLog::open(path, args.log_max_size.0) {
+            Ok(log) => Some(log),
+            Err(e) => {
+                eprintln!("geminid: cannot open the log file {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+    };
+    init_logging(args.log_format, log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(usize::from(args.worker_threads))
         .enable_all()
@@ -191,8 +221,19 @@ fn stderr_is_journal() -> bool {
     same
 }
 
-fn init_logging(format: LogFormat) {
+fn init_logging(format: LogFormat, file: Option<log_file::RotatingLog>) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    if let Some(file) = file {
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::sync::Mutex::new(file))
+            .with_ansi(false);
+        match format {
+            LogFormat::Text => builder.init(),
+            LogFormat::Json => builder.json().init(),
+        }
+        return;
+    }
     // Under systemd, text logs go to journald itself, with each event's fields as journal
     // fields (SESSION=, SERVER=, ...: `journalctl --user -u geminid SERVER=github`).
     #[cfg(unix)]

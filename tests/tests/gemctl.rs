@@ -359,6 +359,47 @@ async fn a_daemon_gemctl_starts_reads_the_settings_file() -> anyhow::Result<()> 
 }
 
 #[tokio::test]
+async fn the_log_of_a_daemon_gemctl_starts_is_rotated() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let dir = home.root().join("config/geminid");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("config.toml"), "log-max-size = \"4KiB\"\n")?;
+    let log = std::path::PathBuf::from(format!("{}.log", home.socket().display()));
+    let old = std::path::PathBuf::from(format!("{}.log.1", home.socket().display()));
+    // An earlier run's log, already past the size: rotated as the daemon opens it.
+    std::fs::create_dir_all(home.socket().parent().unwrap_or(home.root()))?;
+    std::fs::write(&log, "an earlier daemon's line\n".repeat(200))?;
+    // Each new session is a line at the default level; a plain command attaching the
+    // directory's session is not (it was a pair of lines per command).
+    for _ in 0..3 {
+        assert!(home.gemctl(&["session", "list"])?.status.success());
+    }
+    assert!(std::fs::read_to_string(&old)?.starts_with("an earlier daemon's line"));
+    let quiet = std::fs::read_to_string(&log)?;
+    assert!(!quiet.contains("session attached"), "{quiet}");
+    for _ in 0..60 {
+        assert!(home.gemctl(&["session", "new"])?.status.success());
+    }
+    let (now, before) = (std::fs::read_to_string(&log)?, std::fs::read_to_string(&old)?);
+    assert!(!before.contains("an earlier daemon's line"), "rotated only once: {before}");
+    assert!(before.contains("session created"), "{before}");
+    for text in [&now, &before] {
+        assert!(text.len() <= 4096, "{} bytes", text.len());
+        assert!(text.is_empty() || text.ends_with('\n'), "a line was split: {text}");
+    }
+    // Nothing else beside the two files.
+    let logs = std::fs::read_dir(home.socket().parent().unwrap_or(home.root()))?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".log"))
+        .count();
+    assert_eq!(logs, 2);
+    // Its last lines go to the current file.
+    home.gemctl_json(&["daemon", "stop"])?;
+    assert!(std::fs::read_to_string(&log)?.contains("stopped"));
+    Ok(())
+}
+
+#[tokio::test]
 async fn idle_default_sessions_are_closed_and_nothing_else() -> anyhow::Result<()> {
     let home = TestHome::new()?;
     geminid_tests::mcp::write_user_settings(&home, json!({ "x": geminid_tests::mcp::stdio(&[]) }))?;

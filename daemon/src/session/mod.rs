@@ -186,7 +186,13 @@ impl Sessions {
             }
         }
         let session = self.view(rec);
-        tracing::info!(session = %session.id, workspace = %session.workspace, created, "session attached");
+        // Every gemctl command attaches its directory's session: only a new one is worth a line
+        // at the default level (the log grew by a pair per command, audit M4).
+        if created {
+            tracing::info!(session = %session.id, workspace = %session.workspace, "session created");
+        } else {
+            tracing::debug!(session = %session.id, workspace = %session.workspace, "session attached");
+        }
         self.events.emit(match created {
             true => EventBody::SessionCreated(session.clone()),
             false => EventBody::SessionAttached(session.clone()),
@@ -239,7 +245,7 @@ impl Sessions {
             }
         }
         let session = self.view(rec);
-        tracing::info!(session = %id, conn = conn.0, "session attached");
+        tracing::debug!(session = %id, conn = conn.0, "session attached");
         self.events.emit(EventBody::SessionAttached(session.clone()));
         Ok(session)
     }
@@ -256,7 +262,7 @@ impl Sessions {
         }
         let session = self.view(rec);
         if was_attached {
-            tracing::info!(session = %id, conn = conn.0, "session detached");
+            tracing::debug!(session = %id, conn = conn.0, "session detached");
             self.events.emit(EventBody::SessionDetached(session.clone()));
         }
         Ok(session)
