@@ -462,12 +462,37 @@ fn not_here(e: &anyhow::Error) -> bool {
     [ErrorCode::ServerNotFound, ErrorCode::ServerUnavailable].iter().any(|c| code == Some(c.code()))
 }
 
+/// An error's JSON-RPC code and its name: the daemon's, or for what gemctl met itself,
+/// `notRunning`, `cannotConnect` or `clientError` (no code: it never reached the daemon).
+fn error_kind(e: &anyhow::Error) -> (Option<i32>, &'static str) {
+    use geminid_protocol::client::ConnectError;
+    use geminid_protocol::error::ErrorCode;
+    for cause in e.chain() {
+        if let Some(call) = cause.downcast_ref::<CallError>() {
+            return (Some(call.code), code_name(call.code).unwrap_or("clientError"));
+        }
+        if let Some(connect) = cause.downcast_ref::<ConnectError>() {
+            return match connect {
+                ConnectError::NotRunning { .. } => (None, "notRunning"),
+                ConnectError::VersionMismatch(_) => {
+                    let code = ErrorCode::VersionMismatch;
+                    (Some(code.code()), code.name())
+                }
+                ConnectError::Rpc(jsonrpsee::core::client::Error::Call(obj)) => {
+                    (Some(obj.code()), code_name(obj.code()).unwrap_or("clientError"))
+                }
+                _ => (None, "cannotConnect"),
+            };
+        }
+    }
+    (None, "clientError")
+}
+
 /// Errors go to stderr; with `--json` also as `{"error": {...}}` on stdout.
 fn report(e: &anyhow::Error, json: bool) {
     eprintln!("gemctl: {e:#}");
     if json {
-        let code = e.chain().find_map(|c| c.downcast_ref::<CallError>().map(|c| c.code));
-        let name = code.and_then(code_name);
+        let (code, name) = error_kind(e);
         let body = serde_json::json!({ "error": { "message": format!("{e:#}"), "code": code, "name": name } });
         outln!("{body}");
     }

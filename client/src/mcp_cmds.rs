@@ -126,6 +126,8 @@ pub async fn run(
                 .await
                 .map_err(call_error("mcp/listServers"))?;
             if json {
+                // Scripts get one shape, the array; what a person should read goes to stderr.
+                output::warnings_to_stderr(&r.warnings);
                 output::json(&r.servers)?
             } else if all {
                 output::running_servers(&r.servers)
@@ -153,6 +155,7 @@ pub async fn run(
                 .await
                 .map_err(call_error("mcp/start"))?;
             if json {
+                output::warnings_to_stderr(&r.warnings);
                 output::json(&r.servers)?
             } else {
                 output::warnings(&r.warnings);

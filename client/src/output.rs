@@ -313,6 +313,13 @@ pub fn warnings(lines: &[String]) {
     }
 }
 
+/// The same warnings under `--json`, where stdout holds only the JSON value.
+pub fn warnings_to_stderr(lines: &[String]) {
+    for l in lines {
+        eprintln!("{l}");
+    }
+}
+
 /// `gemctl mcp list --all`: every running copy, with the identity that tells copies of one
 /// name apart and the sessions that use it.
 pub fn running_servers(list: &[ServerStatus]) {

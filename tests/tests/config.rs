@@ -242,6 +242,11 @@ async fn trust_decides_what_the_workspace_contributes() -> anyhow::Result<()> {
     );
     let out = home.gemctl(&["config", "show"])?;
     assert!(stdout(&out).contains("not trusted; `gemctl trust` trusts it"), "{}", stdout(&out));
+    // `--json mcp list` keeps its one shape on stdout and says the warning on stderr (audit M6).
+    let (code, out, err) = home.gemctl_run(&["--json", "mcp", "list"])?;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out)?.as_array().map(Vec::len), Some(2), "{out}");
+    assert!(err.contains("disabled because this folder is untrusted"), "{err}");
 
     let t = home.gemctl_json(&["trust"])?;
     assert_eq!(t["level"], "TRUST_FOLDER");

@@ -23,6 +23,13 @@ async fn status_start_stop_and_autostart() -> anyhow::Result<()> {
     let out = home.gemctl(&["--no-autostart", "session", "list"])?;
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--no-autostart"));
+    // An error gemctl meets itself still has a name a script can test (audit polish).
+    let out = home.gemctl(&["--json", "--no-autostart", "session", "list"])?;
+    let err = serde_json::from_slice::<Value>(&out.stdout)?;
+    assert_eq!(
+        (&err["error"]["name"], &err["error"]["code"]),
+        (&json!("notRunning"), &Value::Null)
+    );
     assert_eq!(home.gemctl_json(&["session", "list"])?, Value::Array(vec![]));
 
     let started = home.gemctl_json(&["daemon", "start"])?;
