@@ -229,7 +229,15 @@ pub async fn run(
                 r.skills.iter().find(|s| s.name == name || s.name.to_lowercase() == lower)
             else {
                 let names: Vec<&str> = r.skills.iter().map(|s| s.name.as_str()).collect();
-                eprintln!("gemctl: no skill named \"{name}\" here (skills: {})", names.join(", "));
+                match geminid_protocol::suggest::closest(&name, names.iter().copied()) {
+                    Some(n) => {
+                        eprintln!("gemctl: no skill named \"{name}\" here (did you mean \"{n}\"?)")
+                    }
+                    None => eprintln!(
+                        "gemctl: no skill named \"{name}\" here (skills: {})",
+                        names.join(", ")
+                    ),
+                }
                 return Ok(ExitCode::from(1));
             };
             if json {

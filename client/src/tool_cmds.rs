@@ -110,9 +110,12 @@ pub async fn tools(
                 .await
                 .map_err(call_error("mcp/listServers"))?;
             let Some(found) = listed.servers.iter().find(|s| &s.name == name) else {
-                anyhow::bail!(
-                    "no MCP server named '{name}' in this session (`gemctl mcp list` shows them)"
-                );
+                let names = listed.servers.iter().map(|s| s.name.as_str());
+                let hint = match geminid_protocol::suggest::closest(name, names) {
+                    Some(n) => format!("did you mean '{n}'?"),
+                    None => "`gemctl mcp list` shows them".to_owned(),
+                };
+                anyhow::bail!("no MCP server named '{name}' in this session ({hint})");
             };
             // No tools because it is not running: that is a failure, and why is said.
             if found.state != geminid_protocol::mcp::ServerState::Connected {
@@ -173,7 +176,17 @@ pub async fn describe(client: &Client, session: String, name: String) -> anyhow:
         Some(t) => t,
         None => match r.tools.iter().filter(|t| t.tool == name).collect::<Vec<_>>()[..] {
             [t] => t,
-            [] => anyhow::bail!("no tool named '{name}' (gemctl mcp tools lists them)"),
+            [] => {
+                let near = geminid_protocol::suggest::closest(
+                    &name,
+                    r.tools.iter().map(|t| t.name.as_str()),
+                );
+                // (A tool's own name was taken above when only one server has it.)
+                match near {
+                    Some(n) => anyhow::bail!("no tool named '{name}' (did you mean '{n}'?)"),
+                    None => anyhow::bail!("no tool named '{name}' (gemctl mcp tools lists them)"),
+                }
+            }
             ref several => anyhow::bail!(
                 "several servers have a tool '{name}': {}; give its full name",
                 several.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")

@@ -27,6 +27,7 @@ pub mod policy;
 pub mod session;
 pub mod skills;
 pub mod socket;
+pub mod suggest;
 pub mod tools;
 
 /// The protocol version. Bumped on any incompatible change to a method, type or event; a client

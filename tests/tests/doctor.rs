@@ -60,13 +60,18 @@ async fn a_healthy_setup_passes_and_each_broken_one_names_its_fix() -> anyhow::R
     // warning.
     assert_eq!(find(&f, "secrets", "").map(|s| s["status"].clone()), Some("warning".into()));
 
-    // A program that is not there; a remote server nobody listens for.
+    // A program that is not there; one misspelt (audit M3); a remote server nobody listens for.
+    let bin = home.root().join("bin");
+    std::fs::create_dir_all(&bin)?;
+    std::fs::write(bin.join("my-mcp-server"), "#!/bin/sh\n")?;
+    std::fs::set_permissions(bin.join("my-mcp-server"), std::fs::Permissions::from_mode(0o755))?;
     let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     write_user_settings(
         &home,
         json!({
             "fx": stdio(&[]),
             "gone": { "command": "geminid-no-such-program" },
+            "typo": { "command": "my-mcp-sevrer", "env": { "PATH": bin.display().to_string() } },
             "far": { "httpUrl": format!("http://user:hunter2@127.0.0.1:{closed}/mcp") }
         }),
     )?;
@@ -76,6 +81,10 @@ async fn a_healthy_setup_passes_and_each_broken_one_names_its_fix() -> anyhow::R
     let missing = find(&f, "command", "geminid-no-such-program").unwrap_or_else(|| panic!("{f:?}"));
     assert_eq!(missing["status"], "error");
     assert!(missing["fix"].as_str().is_some_and(|x| x.contains("gemctl mcp restart gone")));
+    assert!(!missing["message"].as_str().unwrap_or_default().contains("did you mean"), "{missing}");
+    let typo = find(&f, "command", "my-mcp-sevrer").unwrap_or_else(|| panic!("{f:?}"));
+    let said = typo["message"].as_str().unwrap_or_default();
+    assert!(said.ends_with("(did you mean `my-mcp-server`?)"), "{typo}");
     let far = find(&f, "remote", "cannot be reached").unwrap_or_else(|| panic!("{f:?}"));
     assert_eq!(far["status"], "error");
     assert!(!serde_json::to_string(&f)?.contains("hunter2"), "a URL password was shown");

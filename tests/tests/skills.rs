@@ -210,6 +210,9 @@ async fn install_link_uninstall() -> anyhow::Result<()> {
     let (code, _, err) = home.gemctl_run(&["skills", "uninstall", "one"])?;
     assert_ne!(code, 0);
     assert!(err.contains("no skill named"), "{err}");
+    let (code, _, err) = home.gemctl_run(&["skills", "show", "tow"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("no skill named \"tow\" here (did you mean \"two\"?)"), "{err}");
     Ok(())
 }
 

@@ -457,6 +457,28 @@ async fn gemctl_tools_describe_and_call() -> anyhow::Result<()> {
 
     let (code, out, err) = run(&["call", "mcp_rich_echo", r#"{"text": "from gemctl"}"#])?;
     assert_eq!((code, out.as_str()), (0, "from gemctl\n"), "{err}");
+    // A name that names nothing gets the one likely meant, never called through it (audit
+    // M3): a tool's own name for its full name, a typo, a server's name with a slip.
+    for (given, want) in [
+        (
+            &["call", "echo", "{}"][..],
+            "no tool named 'echo' in this session (`gemctl mcp tools` lists them; did you mean 'mcp_rich_echo'?)",
+        ),
+        (&["call", "mcp_rich_ehco", "{}"][..], "did you mean 'mcp_rich_echo'?"),
+        (
+            &["mcp", "describe", "mcp_rich_tpyed"][..],
+            "no tool named 'mcp_rich_tpyed' (did you mean 'mcp_rich_typed'?)",
+        ),
+        (
+            &["mcp", "tools", "rihc"][..],
+            "no MCP server named 'rihc' in this session (did you mean 'rich'?)",
+        ),
+        (&["mcp", "logs", "Rich"][..], "did you mean 'rich'?"),
+    ] {
+        let (code, out, err) = run(given)?;
+        assert_ne!(code, 0, "{given:?}: {out}");
+        assert!(err.contains(want), "{given:?}: {err}");
+    }
     // Progress on stderr when asked (by default only on a terminal).
     // The answer can overtake the last progress event on the socket: every step is shown all
     // the same (a race, so tried several times).

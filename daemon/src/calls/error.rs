@@ -67,12 +67,18 @@ pub enum CallError {
 
 impl CallError {
     /// A tool that is not in the table, said by the state of the server that would have it.
-    pub(super) fn missing(explained: Option<(ServerState, String)>, name: &str) -> Self {
+    /// `near`: the session's tool `name` most likely meant, named and never called.
+    pub(super) fn missing(
+        explained: Option<(ServerState, String)>,
+        name: &str,
+        near: Option<&str>,
+    ) -> Self {
+        let near = near.map(|n| format!("; did you mean '{n}'?")).unwrap_or_default();
         match explained {
-            Some((ServerState::Connected, why)) => Self::ToolNotFound(why),
+            Some((ServerState::Connected, why)) => Self::ToolNotFound(format!("{why}{near}")),
             Some((_, why)) => Self::Unavailable(why),
             None => Self::ToolNotFound(format!(
-                "no tool named '{name}' in this session (`gemctl mcp tools` lists them)"
+                "no tool named '{name}' in this session (`gemctl mcp tools` lists them{near})"
             )),
         }
     }

@@ -49,7 +49,14 @@ impl Pipeline {
                             return Err(CallError::Held(why));
                         }
                         let why = self.mcp.explain_missing_tool(&req.session, name);
-                        return Err(CallError::missing(why, name));
+                        // Hidden ones too: a person may call those policy only asks about.
+                        let names = st
+                            .tools
+                            .iter()
+                            .chain(st.hidden.values().map(|(_, t)| t))
+                            .map(|t| (t.fqn.as_str(), t.tool().name.as_str()));
+                        let near = geminid_protocol::suggest::tool(name, names);
+                        return Err(CallError::missing(why, name, near));
                     }
                 };
                 let tool = t.tool();
@@ -121,12 +128,11 @@ impl Pipeline {
 /// Why `mcp/callTool` found no tool `tool` on `server`: the server did not list it (a near
 /// miss by case or spaces is named, never called).
 fn unlisted(server: &str, tool: &str, catalog: &crate::mcp::catalog::Catalog) -> String {
-    let fold = |s: &str| s.trim().to_lowercase();
-    match catalog.tools.iter().find(|t| fold(&t.name) == fold(tool)) {
+    match geminid_protocol::suggest::closest(tool, catalog.tools.iter().map(|t| t.name.as_str())) {
         Some(near) => format!(
             "MCP server '{server}' lists no tool named '{tool}' (names are exact: did you mean \
              '{}'?)",
-            near.name
+            near
         ),
         None => format!(
             "MCP server '{server}' lists no tool named '{tool}' (`gemctl mcp tools {server}` \

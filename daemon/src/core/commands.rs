@@ -203,9 +203,17 @@ impl Core {
             built_ins: Vec::new(),
         })?;
         let name = p.name.strip_prefix('/').unwrap_or(&p.name);
-        let Some(info) = listed.commands.into_iter().find(|c| c.name == name) else {
+        let Some(info) = listed.commands.iter().find(|c| c.name == name).cloned() else {
+            let near = geminid_protocol::suggest::closest(
+                name,
+                listed.commands.iter().map(|c| c.name.as_str()),
+            );
+            let hint = match near {
+                Some(n) => format!("did you mean /{n}?"),
+                None => "`gemctl commands list` shows them".to_owned(),
+            };
             return Err(SkillError::NotFound(format!(
-                "no command named /{name} in this session (`gemctl commands list` shows them)"
+                "no command named /{name} in this session ({hint})"
             ))
             .into());
         };

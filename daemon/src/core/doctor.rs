@@ -108,7 +108,8 @@ impl Core {
                             Error,
                             format!(
                                 "server '{name}' runs `{command}`, which is not on the PATH its \
-                                 session gives it"
+                                 session gives it{}",
+                                near_on_path(command, path.map(String::as_str))
                             ),
                             Some(format!(
                                 "install {command} (or give its full path in the entry's `command`), \
@@ -184,4 +185,20 @@ async fn reach(name: &str, url: &str) -> Finding {
             Some("check the URL, the network and any proxy".to_owned()),
         ),
     }
+}
+
+/// ` (did you mean `X`?)` for a program on `path` whose name is close to `command`'s.
+fn near_on_path(command: &str, path: Option<&str>) -> String {
+    if command.contains(std::path::MAIN_SEPARATOR) || command.contains('/') {
+        return String::new();
+    }
+    let names: Vec<String> = std::env::split_paths(path.unwrap_or_default())
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    geminid_protocol::suggest::closest(command, names.iter().map(String::as_str))
+        .map(|n| format!(" (did you mean `{n}`?)"))
+        .unwrap_or_default()
 }

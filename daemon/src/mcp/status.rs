@@ -99,8 +99,10 @@ impl Supervisor {
     pub fn find_planned(&self, view: SessionView<'_>, name: &str) -> Result<Arc<Server>, McpError> {
         let resolved = Self::entries(view, self.pins.mode);
         let Some((entry, _)) = resolved.get(name) else {
+            let near =
+                geminid_protocol::suggest::did_you_mean(name, resolved.keys().map(|k| k.as_str()));
             return Err(McpError::NotFound(format!(
-                "no MCP server named '{name}' in this session"
+                "no MCP server named '{name}' in this session{near}"
             )));
         };
         let inner = self.inner();

@@ -362,10 +362,8 @@ impl Supervisor {
             // Exactly the entry's name: a name that crosses the socket is resolved once, to
             // one server, before policy, hooks and audit see it ("A" or " a" is not "a").
             let entry = entries.get(name).ok_or_else(|| {
-                let near = entries.keys().find(|n| {
-                    crate::config::enablement::normalize(n)
-                        == crate::config::enablement::normalize(name)
-                });
+                let near =
+                    geminid_protocol::suggest::closest(name, entries.keys().map(String::as_str));
                 McpError::NotFound(match near {
                     Some(n) => format!(
                         "no MCP server named '{name}' in this session (names are exact: did you \
@@ -384,10 +382,18 @@ impl Supervisor {
             [] if let Some(r) = inner.retired.iter().find(|r| r.server.name == name) => {
                 Ok(r.server.clone())
             }
-            [] => Err(McpError::NotFound(format!(
-                "no MCP server named '{name}' is running or ran lately (`gemctl mcp list` shows \
-                 this directory's servers)"
-            ))),
+            [] => {
+                let known = inner
+                    .servers
+                    .values()
+                    .map(|s| s.name.as_str())
+                    .chain(inner.retired.iter().map(|r| r.server.name.as_str()));
+                let near = geminid_protocol::suggest::did_you_mean(name, known);
+                Err(McpError::NotFound(format!(
+                    "no MCP server named '{name}' is running or ran lately{near} (`gemctl mcp \
+                     list` shows this directory's servers)"
+                )))
+            }
             _ => Err(McpError::NotFound(format!(
                 "{} different servers named '{name}' are running; name a session (`gemctl \
                  --session ID`; `gemctl mcp list --all` shows whose each is)",
