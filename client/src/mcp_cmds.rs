@@ -173,7 +173,7 @@ pub async fn run(
             if json {
                 output::json(&s)?;
             } else {
-                output::servers(std::slice::from_ref(&s));
+                output::server(&s);
             }
             if s.state != ServerState::Connected {
                 return Err(crate::Failed.into());

@@ -342,73 +342,80 @@ fn servers_with(list: &[ServerStatus], copies: bool) {
     }
     outln!("Configured MCP servers:\n");
     for s in list {
-        let ext = s.extension.as_ref().map(|e| format!(" (from {e})")).unwrap_or_default();
-        let mut extra = Vec::new();
-        if let Some(pid) = s.pid {
-            extra.push(format!("pid {pid}"));
-        }
-        if let Some(up) = s.uptime_secs {
-            extra.push(format!("up {}", uptime(up)));
-        }
-        if s.restarts > 0 {
-            extra.push(count(u64::from(s.restarts), "restart"));
-        }
-        if let Some(t) = s.tools {
-            extra.push(count(u64::from(t), "tool"));
-        }
-        if s.sessions.len() > 1 {
-            extra.push(format!("shared by {} sessions", s.sessions.len()));
-        }
-        if let Some(idle) = s.idle_secs {
-            use geminid_protocol::mcp::KeepWarm;
-            let kept = match (s.keep_warm, s.stops_in_secs) {
-                (Some(KeepWarm::Never), _) => "stopping (keepWarm: never)".to_owned(),
-                (_, None) => "kept warm (keepWarm: always)".to_owned(),
-                (_, Some(left)) => format!("kept warm {} more", uptime(left)),
-            };
-            extra.push(format!("idle {}, {kept}", uptime(idle)));
-            if let Some(bytes) = s.rss_bytes {
-                extra.push(format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20)));
-            }
-        }
-        let extra =
-            if extra.is_empty() { String::new() } else { format!(" ({})", extra.join(", ")) };
-        let state = match s.unresponsive_secs {
-            Some(secs) => format!("Unresponsive (no answer to pings for {})", uptime(secs)),
-            None => s.state.label().to_owned(),
+        server_lines(s, copies);
+    }
+}
+
+/// One server of a list, or alone (`mcp restart NAME`: no list header).
+pub fn server(s: &ServerStatus) {
+    server_lines(s, false);
+}
+
+fn server_lines(s: &ServerStatus, copies: bool) {
+    let ext = s.extension.as_ref().map(|e| format!(" (from {e})")).unwrap_or_default();
+    let mut extra = Vec::new();
+    if let Some(pid) = s.pid {
+        extra.push(format!("pid {pid}"));
+    }
+    if let Some(up) = s.uptime_secs {
+        extra.push(format!("up {}", uptime(up)));
+    }
+    if s.restarts > 0 {
+        extra.push(count(u64::from(s.restarts), "restart"));
+    }
+    if let Some(t) = s.tools {
+        extra.push(count(u64::from(t), "tool"));
+    }
+    if s.sessions.len() > 1 {
+        extra.push(format!("shared by {} sessions", s.sessions.len()));
+    }
+    if let Some(idle) = s.idle_secs {
+        use geminid_protocol::mcp::KeepWarm;
+        let kept = match (s.keep_warm, s.stops_in_secs) {
+            (Some(KeepWarm::Never), _) => "stopping (keepWarm: never)".to_owned(),
+            (_, None) => "kept warm (keepWarm: always)".to_owned(),
+            (_, Some(left)) => format!("kept warm {} more", uptime(left)),
         };
-        outln!(
-            "{} {}{ext}: {} ({}) - {state}{extra}",
-            if s.unresponsive_secs.is_some() { "⚠" } else { state_icon(s.state) },
-            s.name,
-            s.target,
-            s.transport.label()
-        );
-        if let Some(e) = &s.last_error {
-            outln!("    {e}");
+        extra.push(format!("idle {}, {kept}", uptime(idle)));
+        if let Some(bytes) = s.rss_bytes {
+            extra.push(format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20)));
         }
-        for p in &s.problems {
-            outln!("    warning: {p}");
-        }
-        if let Some(line) = s.pins.as_ref().and_then(|p| crate::pins_cmds::list_line(p, &s.name)) {
-            outln!("{line}");
-        }
-        if copies {
-            let id = s.identity.as_deref().unwrap_or("-");
-            let users = if s.sessions.is_empty() {
-                "none (kept warm)".to_owned()
-            } else {
-                s.sessions.join(", ")
-            };
-            let mcp =
-                s.protocol_version.as_deref().map(|v| format!("; MCP {v}")).unwrap_or_default();
-            outln!("    identity {id}; sessions: {users}{mcp}");
-            if !s.roots.is_empty() {
-                outln!(
-                    "    roots {} (it asks for roots: one copy per set of roots)",
-                    s.roots.join(" ")
-                );
-            }
+    }
+    let extra = if extra.is_empty() { String::new() } else { format!(" ({})", extra.join(", ")) };
+    let state = match s.unresponsive_secs {
+        Some(secs) => format!("Unresponsive (no answer to pings for {})", uptime(secs)),
+        None => s.state.label().to_owned(),
+    };
+    outln!(
+        "{} {}{ext}: {} ({}) - {state}{extra}",
+        if s.unresponsive_secs.is_some() { "⚠" } else { state_icon(s.state) },
+        s.name,
+        s.target,
+        s.transport.label()
+    );
+    if let Some(e) = &s.last_error {
+        outln!("    {e}");
+    }
+    for p in &s.problems {
+        outln!("    warning: {p}");
+    }
+    if let Some(line) = s.pins.as_ref().and_then(|p| crate::pins_cmds::list_line(p, &s.name)) {
+        outln!("{line}");
+    }
+    if copies {
+        let id = s.identity.as_deref().unwrap_or("-");
+        let users = if s.sessions.is_empty() {
+            "none (kept warm)".to_owned()
+        } else {
+            s.sessions.join(", ")
+        };
+        let mcp = s.protocol_version.as_deref().map(|v| format!("; MCP {v}")).unwrap_or_default();
+        outln!("    identity {id}; sessions: {users}{mcp}");
+        if !s.roots.is_empty() {
+            outln!(
+                "    roots {} (it asks for roots: one copy per set of roots)",
+                s.roots.join(" ")
+            );
         }
     }
 }

@@ -123,7 +123,7 @@ pub async fn tools(
                 anyhow::bail!(
                     "MCP server '{name}' is not running ({}){why} (`gemctl mcp logs {name}` shows \
                      its output)",
-                    found.state.label().to_lowercase()
+                    found.state.phrase()
                 );
             }
         }

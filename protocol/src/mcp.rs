@@ -42,6 +42,19 @@ impl ServerState {
             Self::CrashLoop => "Crash loop",
         }
     }
+
+    /// What follows "the server is" in a sentence: `in crash loop`, `waiting for sign-in`.
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Self::Disabled => "disabled",
+            Self::Blocked => "blocked",
+            Self::Connecting => "connecting",
+            Self::Connected => "connected",
+            Self::Disconnected => "disconnected",
+            Self::NeedsAuth => "waiting for sign-in",
+            Self::CrashLoop => "in crash loop",
+        }
+    }
 }
 
 /// How a server is reached.

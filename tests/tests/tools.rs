@@ -149,6 +149,12 @@ async fn calls_validate_convert_and_report_errors() -> anyhow::Result<()> {
     assert!(e.contains("\"y\" is a required property"), "{e}");
     let e = call(c, s, "mcp_rich_echo", json!({"text": 5})).await.err().unwrap_or_default();
     assert!(e.contains("/text: 5 is not of type \"string\""), "{e}");
+    // Every problem at once, so one retry can fix them all (it named only the first).
+    let e = call(c, s, "mcp_rich_typed", json!({"at": {"x": "1"}})).await.err().unwrap_or_default();
+    assert!(
+        e.contains("\"y\" is a required property") && e.contains("/at/x: \"1\" is not of type"),
+        "{e}"
+    );
     let ok = call(
         c,
         s,

@@ -349,7 +349,7 @@ fn build(entries: &[RunningEntry], custom: Option<Arc<Discovery>>) -> SessionToo
         if snapshot.state != ServerState::Connected {
             out.diagnostics.push(format!(
                 "MCP server '{name}' is {}: its tools are not listed",
-                snapshot.state.label().to_lowercase()
+                snapshot.state.phrase()
             ));
             continue;
         }

@@ -124,12 +124,14 @@ impl Core {
                     let status = core.reconnect(&session, &remote.name).await;
                     let (outcome, message) = match &status {
                         Some(s) if s.state == ServerState::Connected => (AuthStep::Connected, None),
-                        Some(s) => (
-                            AuthStep::Failed,
-                            Some(s.last_error.clone().unwrap_or_else(|| {
-                                format!("the server is {}", s.state.label().to_lowercase())
-                            })),
-                        ),
+                        Some(s) => {
+                            (
+                                AuthStep::Failed,
+                                Some(s.last_error.clone().unwrap_or_else(|| {
+                                    format!("the server is {}", s.state.phrase())
+                                })),
+                            )
+                        }
                         None => (AuthStep::Failed, Some("the server did not start".into())),
                     };
                     tx.send_modify(|p| {

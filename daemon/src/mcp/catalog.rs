@@ -334,17 +334,59 @@ pub(crate) fn compile(schema: Option<&serde_json::Value>) -> Validation {
     jsonschema::options().with_draft(draft).build(schema).map_err(|e| e.to_string())
 }
 
-/// Check arguments against a compiled schema: `Err` names the first failing path.
+/// Most problems one error names (a model fixes them in one go; past this, "and N more").
+const PROBLEMS_SAID: usize = 5;
+
+/// Check arguments against a compiled schema: `Err` names each failing path (up to
+/// [`PROBLEMS_SAID`]), `; `-separated.
 pub(crate) fn check_args(
     v: &jsonschema::Validator,
     args: &serde_json::Value,
 ) -> Result<(), String> {
-    match v.iter_errors(args).next() {
-        None => Ok(()),
-        Some(e) => {
-            let path = e.instance_path().to_string();
-            let at = if path.is_empty() { "the arguments".to_owned() } else { path };
-            Err(format!("{at}: {e}"))
+    let mut said = Vec::new();
+    let mut more = 0usize;
+    for e in v.iter_errors(args) {
+        if said.len() == PROBLEMS_SAID {
+            more += 1;
+            continue;
         }
+        let path = e.instance_path().to_string();
+        let at = if path.is_empty() { "the arguments".to_owned() } else { path };
+        said.push(format!("{at}: {e}"));
+    }
+    match (said.is_empty(), more) {
+        (true, _) => Ok(()),
+        (false, 0) => Err(said.join("; ")),
+        (false, n) => Err(format!("{}; and {n} more", said.join("; "))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn every_problem_is_said_up_to_five() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "a": { "type": "string" }, "n": { "type": "integer" } },
+            "required": ["a", "b"]
+        });
+        let v = super::compile(Some(&schema)).unwrap();
+        assert_eq!(super::check_args(&v, &json!({"a": "x", "b": 1})), Ok(()));
+        let e = super::check_args(&v, &json!({"a": 5, "n": "x"})).unwrap_err();
+        let said: Vec<&str> = e.split("; ").collect();
+        assert_eq!(said.len(), 3, "{e}");
+        assert!(said.iter().any(|p| p.starts_with("/a: 5 is not of type")), "{e}");
+        assert!(said.iter().any(|p| p.starts_with("/n: ")), "{e}");
+        assert!(said.iter().any(|p| p.starts_with("the arguments: \"b\" is a required")), "{e}");
+        let many = json!({
+            "type": "object",
+            "properties": (0..8).map(|i| (format!("p{i}"), json!({"type": "string"}))).collect::<serde_json::Map<_, _>>()
+        });
+        let v = super::compile(Some(&many)).unwrap();
+        let args: serde_json::Map<_, _> = (0..8).map(|i| (format!("p{i}"), json!(i))).collect();
+        let e = super::check_args(&v, &serde_json::Value::Object(args)).unwrap_err();
+        assert!(e.ends_with("; and 3 more"), "{e}");
     }
 }

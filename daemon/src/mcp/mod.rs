@@ -232,7 +232,7 @@ impl Inner {
                 }),
             Binding::NotRun { state, reason, .. } => Err(McpError::Unavailable(format!(
                 "MCP server '{name}' is {}: {reason}",
-                state.label().to_lowercase()
+                state.phrase()
             ))),
         }
     }

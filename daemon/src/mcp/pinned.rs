@@ -240,7 +240,7 @@ impl super::Supervisor {
                 "MCP server '{}' has not listed its definitions yet ({}); `gemctl mcp list` \
                  shows when it is connected",
                 server.name,
-                server.snapshot().state.label().to_lowercase()
+                server.snapshot().state.phrase()
             ))
         })
     }

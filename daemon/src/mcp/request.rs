@@ -306,7 +306,7 @@ fn unavailable(name: &str, s: &server::Snapshot) -> String {
             let state = match s.state {
                 // Connected but no connection: it is being stopped or restarted.
                 ServerState::Connected => "stopping".to_owned(),
-                other => other.label().to_lowercase(),
+                other => other.phrase().to_owned(),
             };
             format!("MCP server '{name}' is {state}")
         }

@@ -293,7 +293,7 @@ impl Supervisor {
                 None => (ServerState::Disconnected, None),
             },
         };
-        let what = state.label().to_lowercase();
+        let what = state.phrase();
         let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
         let text = match state {
             ServerState::Connected => format!(

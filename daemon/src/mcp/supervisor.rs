@@ -513,7 +513,7 @@ impl Supervisor {
                 ServerState::Connected => servers.push((name.clone(), server.clone())),
                 state => notes.push(format!(
                     "MCP server '{name}' is {}: its catalog is not listed",
-                    state.label().to_lowercase()
+                    state.phrase()
                 )),
             }
         }
