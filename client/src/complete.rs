@@ -50,27 +50,95 @@ pub fn registration(shell: Shell) -> anyhow::Result<()> {
 pub fn man_pages(cmd: clap::Command, dir: &Path) -> anyhow::Result<Vec<String>> {
     std::fs::create_dir_all(dir)?;
     let mut written = Vec::new();
-    write_pages(cmd, "gemctl", dir, &mut written)?;
+    write_pages(cmd, &[], dir, &mut written)?;
     Ok(written)
 }
 
 fn write_pages(
     cmd: clap::Command,
-    name: &str,
+    path: &[&str],
     dir: &Path,
     written: &mut Vec<String>,
 ) -> anyhow::Result<()> {
-    let cmd = cmd.name(name.to_owned());
-    let path = dir.join(format!("{name}.1"));
+    let words: Vec<&str> = std::iter::once("gemctl").chain(path.iter().copied()).collect();
+    // The page is `gemctl-mcp-add`; its synopsis is what one types, `gemctl mcp add`.
+    let cmd = cmd.name(words.join("-")).bin_name(words.join(" "));
+    let file = dir.join(format!("{}.1", words.join("-")));
+    let man = clap_mangen::Man::new(cmd.clone());
     let mut buf = Vec::new();
-    clap_mangen::Man::new(cmd.clone()).render(&mut buf)?;
-    std::fs::write(&path, buf)?;
-    written.push(path.display().to_string());
+    man.render_title(&mut buf)?;
+    man.render_name_section(&mut buf)?;
+    man.render_synopsis_section(&mut buf)?;
+    man.render_description_section(&mut buf)?;
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(&mut buf)?;
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        man.render_subcommands_section(&mut buf)?;
+    }
+    if let Some(examples) = crate::examples::roff(&path.join(" ")) {
+        buf.extend_from_slice(examples.as_bytes());
+    }
+    if path.is_empty() {
+        man.render_version_section(&mut buf)?;
+    }
+    std::fs::write(&file, buf)?;
+    written.push(file.display().to_string());
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        let sub_name = format!("{name}-{}", sub.get_name());
-        write_pages(sub.clone(), &sub_name, dir, written)?;
+        let mut sub_path = path.to_vec();
+        sub_path.push(sub.get_name());
+        write_pages(sub.clone(), &sub_path, dir, written)?;
     }
     Ok(())
+}
+
+/// `gemctl man`'s default: `$XDG_DATA_HOME/man/man1`, else `~/.local/share/man/man1`.
+pub fn user_man_dir() -> anyhow::Result<std::path::PathBuf> {
+    let data = match std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        Some(d) => std::path::PathBuf::from(d),
+        None => {
+            let home = std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .ok_or_else(|| anyhow::anyhow!("HOME is not set: name the directory"))?;
+            std::path::PathBuf::from(home).join(".local/share")
+        }
+    };
+    Ok(data.join("man/man1"))
+}
+
+/// How to make `man` find pages written into `dir` (`.../man/man1`), when it would not: man
+/// looks in `MANPATH`, or without one beside each `bin` directory on `PATH` (`D/../share/man`,
+/// `D/../man`).
+pub fn man_path_hint(dir: &Path) -> Option<String> {
+    let root = dir.parent().filter(|_| dir.file_name().is_some_and(|n| n == "man1"))?;
+    let same = |p: &Path| {
+        std::fs::canonicalize(p)
+            .ok()
+            .zip(std::fs::canonicalize(root).ok())
+            .is_some_and(|(a, b)| a == b)
+    };
+    let found = match std::env::var_os("MANPATH").filter(|m| !m.is_empty()) {
+        Some(m) => std::env::split_paths(&m).any(|p| same(&p)),
+        None => std::env::var_os("PATH").is_some_and(|p| {
+            std::env::split_paths(&p)
+                .filter_map(|d| d.parent().map(Path::to_path_buf))
+                .any(|up| same(&up.join("share/man")) || same(&up.join("man")))
+        }),
+    };
+    if found {
+        return None;
+    }
+    let mut hint = format!(
+        "man looks there only when it is on MANPATH: export MANPATH=\"{}:$MANPATH\"",
+        root.display()
+    );
+    // `D/share/man` is found without MANPATH when `D/bin` is on PATH.
+    if root.ends_with("share/man")
+        && let Some(bin) = root.parent().and_then(Path::parent).map(|d| d.join("bin"))
+    {
+        hint.push_str(&format!(", or put {} on PATH", bin.display()));
+    }
+    Some(hint)
 }
 
 /// Ask the daemon (if one answers at once; never starting one) and map its answer to names.

@@ -8,6 +8,7 @@ mod config_cmds;
 mod daemon;
 mod doctor;
 mod elicit;
+mod examples;
 mod ext_cmds;
 mod ext_new;
 mod hooks_cmds;
@@ -41,8 +42,8 @@ use crate::output::outln;
 /// Exit code of `gemctl status` when no daemon is running.
 const EXIT_NOT_RUNNING: u8 = 3;
 
-/// gemctl: control geminid, the per-user daemon for Gemini CLI's MCP servers, extensions,
-/// skills, hooks and policy.
+/// Control geminid, the per-user daemon for Gemini CLI's MCP servers, extensions, skills,
+/// hooks and policy.
 #[derive(Debug, Parser)]
 #[command(version = geminid_protocol::VERSION_LINE)]
 struct Cli {
@@ -202,7 +203,7 @@ enum Command {
     },
     /// Write gemctl's man pages (gemctl.1 and one per command) into DIR
     Man {
-        /// Where [default: ./man]
+        /// Where [default: $XDG_DATA_HOME/man/man1, else ~/.local/share/man/man1]
         dir: Option<PathBuf>,
     },
     /// Trust a folder (default: the current directory)
@@ -345,12 +346,15 @@ enum SessionCommand {
     },
 }
 
+/// gemctl's command line, with each command's examples (`--help`, man pages, completion).
+fn command() -> clap::Command {
+    examples::attach(<Cli as clap::CommandFactory>::command())
+}
+
 fn main() -> ExitCode {
     // A shell asking for completions (`GEMCTL_COMPLETE=bash gemctl -- WORDS`): answer and exit
     // (before the runtime: a completer that asks the daemon runs its own).
-    clap_complete::CompleteEnv::with_factory(<Cli as clap::CommandFactory>::command)
-        .var(complete::VAR)
-        .complete();
+    clap_complete::CompleteEnv::with_factory(command).var(complete::VAR).complete();
     match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => {
             let code = rt.block_on(gemctl_main());
@@ -372,7 +376,7 @@ async fn gemctl_main() -> ExitCode {
         eprintln!("error: {hint}");
         return ExitCode::from(2);
     }
-    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let matches = command().get_matches();
     let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -682,12 +686,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Man { dir } => {
-            let dir = dir.unwrap_or_else(|| PathBuf::from("man"));
-            let written = complete::man_pages(<Cli as clap::CommandFactory>::command(), &dir)?;
+            let dir = match dir {
+                Some(d) => d,
+                None => complete::user_man_dir()?,
+            };
+            let written = complete::man_pages(command(), &dir)?;
             if cli.json {
                 output::json(&written)?;
             } else {
                 outln!("wrote {} man pages in {}", written.len(), dir.display());
+                if let Some(hint) = complete::man_path_hint(&dir) {
+                    eprintln!("note: {hint}");
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

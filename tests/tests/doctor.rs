@@ -176,5 +176,26 @@ fn man_pages_are_written_for_every_command() -> anyhow::Result<()> {
     assert!(top.starts_with(".ie \\n(.g .ds Aq") || top.contains(".TH gemctl 1"), "{top}");
     let restart = std::fs::read_to_string(dir.join("gemctl-mcp-restart.1"))?;
     assert!(restart.contains(".TH gemctl-mcp-restart"), "{restart}");
+    // What one types in the synopsis, not the page's name; no "gemctl - gemctl:" (audit M7).
+    assert!(restart.contains("\\fBgemctl mcp restart\\fR"), "{restart}");
+    assert!(!top.contains("gemctl \\- gemctl:"), "{top}");
+    // The commands a new user reaches for first have examples, in the page and in --help.
+    let add = std::fs::read_to_string(dir.join("gemctl-mcp-add.1"))?;
+    assert!(add.contains(".SH EXAMPLES") && add.contains("server\\-memory"), "{add}");
+    let (_, help, _) = home.gemctl_run(&["mcp", "add", "--help"])?;
+    assert!(help.contains("Examples:\n  gemctl mcp add -s user memory npx"), "{help}");
+
+    // Without a directory: where man looks for a user's pages, and how to make it look.
+    let out =
+        home.gemctl_cmd(&["man"]).env("PATH", "/usr/bin:/bin").env_remove("MANPATH").output()?;
+    let pages = home.root().join("home/.local/share/man/man1");
+    assert!(pages.join("gemctl-mcp-add.1").is_file());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("export MANPATH=") && err.contains(".local/bin on PATH"), "{err}");
+    let local_bin = home.root().join("home/.local/bin");
+    std::fs::create_dir_all(&local_bin)?;
+    let path = format!("{}:/usr/bin:/bin", local_bin.display());
+    let out = home.gemctl_cmd(&["man"]).env("PATH", path).env_remove("MANPATH").output()?;
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "found through PATH: nothing to say");
     Ok(())
 }
