@@ -3,7 +3,7 @@
 //! `gemctl completions SHELL` prints a script that registers gemctl's completer with the shell:
 //! on Tab the shell runs `GEMCTL_COMPLETE=SHELL gemctl -- WORDS...` and gemctl answers from its
 //! clap definitions (clap_complete's dynamic engine), asking the running daemon for the names
-//! only it knows (servers, tools, sessions). A daemon that does not answer within a moment gives
+//! only it knows (servers, tools, sessions, extensions, skills). A daemon that does not answer within a moment gives
 //! no names, never an error or a start. `gemctl man DIR` writes a man page per command.
 
 use std::ffi::OsStr;
@@ -212,6 +212,34 @@ pub fn tools(current: &OsStr) -> Vec<CompletionCandidate> {
                 })
                 .collect()
         },
+        current,
+    )
+}
+
+/// Installed extensions, for `extensions update|uninstall|enable|disable|verify|accept`.
+pub fn extensions(current: &OsStr) -> Vec<CompletionCandidate> {
+    use geminid_protocol::api::ExtensionsApiClient;
+    ask(
+        async |c| {
+            let session = default_session(&c).await?;
+            let p = geminid_protocol::extensions::ExtensionsListParams { session };
+            c.extensions_list(p).await.ok()
+        },
+        |r| r.extensions.into_iter().map(|e| (e.name, e.description)).collect(),
+        current,
+    )
+}
+
+/// The current directory's skills, for `skills show|uninstall|enable|disable|activate`.
+pub fn skills(current: &OsStr) -> Vec<CompletionCandidate> {
+    use geminid_protocol::api::SkillsApiClient;
+    ask(
+        async |c| {
+            let session = default_session(&c).await?;
+            let p = geminid_protocol::skills::SkillsListParams { session, instructions: false };
+            c.skills_list(p).await.ok()
+        },
+        |r| r.skills.into_iter().map(|s| (s.name, Some(s.description))).collect(),
         current,
     )
 }

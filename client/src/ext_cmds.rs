@@ -44,7 +44,7 @@ pub enum ExtensionsCommand {
     /// if the new one fails to install or load
     Update {
         /// The extension
-        #[arg(required_unless_present = "all")]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions), required_unless_present = "all")]
         name: Option<String>,
         /// Every installed extension (linked ones excepted)
         #[arg(long, conflicts_with = "name")]
@@ -67,11 +67,13 @@ pub enum ExtensionsCommand {
     /// Remove an installed extension with its integrity records and enablement rules
     Uninstall {
         /// The extension
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
         name: String,
     },
     /// Enable an extension (everywhere, or here and below with --scope workspace)
     Enable {
         /// The extension
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
         name: String,
         /// user (default) or workspace
         #[arg(short, long, default_value = "user", value_parser = parse_scope)]
@@ -80,6 +82,7 @@ pub enum ExtensionsCommand {
     /// Disable an extension (everywhere, or here and below with --scope workspace)
     Disable {
         /// The extension
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
         name: String,
         /// user (default) or workspace
         #[arg(short, long, default_value = "user", value_parser = parse_scope)]
@@ -89,11 +92,13 @@ pub enum ExtensionsCommand {
     /// records (exit 1 when one does)
     Verify {
         /// One extension
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
         name: Option<String>,
     },
     /// Re-sign an extension's files as they are now, after an edit you made on purpose
     Accept {
         /// The extension
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
         name: String,
     },
     /// Write a starter extension into a new folder (then `gemctl extensions link PATH`)

@@ -156,6 +156,26 @@ async fn bash_completes_commands_and_the_daemons_names() -> anyhow::Result<()> {
     assert!(servers.lines().any(|l| l.trim() == "fx"), "{servers:?}");
     let tools = complete("gemctl call mcp_fx_e")?;
     assert!(tools.lines().any(|l| l.trim() == "mcp_fx_echo"), "{tools:?}");
+    // Extension and skill names too (audit M5).
+    let src = home.root().join("hello-ext");
+    std::fs::create_dir_all(&src)?;
+    std::fs::write(
+        src.join("gemini-extension.json"),
+        r#"{"name": "hello-ext", "version": "1.0.0"}"#,
+    )?;
+    let (code, out, err) =
+        home.gemctl_run(&["extensions", "install", &src.display().to_string(), "--consent"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let skill = home.root().join("home/.gemini/skills/tidy-up");
+    std::fs::create_dir_all(&skill)?;
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: tidy-up\ndescription: Tidies.\n---\nDo it.\n",
+    )?;
+    let extensions = complete("gemctl extensions uninstall hel")?;
+    assert_eq!(extensions.trim(), "hello-ext", "{extensions:?}");
+    let skills = complete("gemctl skills show ti")?;
+    assert_eq!(skills.trim(), "tidy-up", "{skills:?}");
 
     for shell in ["zsh", "fish"] {
         let out = home.gemctl(&["completions", shell])?;
