@@ -123,10 +123,11 @@ pub async fn run(
         output::json(&serde_json::json!({ "ok": !failed, "findings": out }))?;
     } else {
         for f in &out {
+            use crate::color::{Tone, paint};
             let mark = match f.status {
-                FindingStatus::Ok => "ok   ",
-                FindingStatus::Warning => "warn ",
-                FindingStatus::Error => "ERROR",
+                FindingStatus::Ok => paint("ok   ", Tone::Good),
+                FindingStatus::Warning => paint("warn ", Tone::Warn),
+                FindingStatus::Error => paint("ERROR", Tone::Bad),
             };
             outln!("{mark} {:<8} {}", f.check, f.message);
             if let Some(fix) = &f.fix {

@@ -3,6 +3,7 @@
 mod attach;
 mod auth_cmds;
 mod bridge;
+mod color;
 mod complete;
 mod config_cmds;
 mod daemon;
@@ -494,7 +495,7 @@ fn error_kind(e: &anyhow::Error) -> (Option<i32>, &'static str) {
 
 /// Errors go to stderr; with `--json` also as `{"error": {...}}` on stdout.
 fn report(e: &anyhow::Error, json: bool) {
-    eprintln!("gemctl: {e:#}");
+    eprintln!("{} {e:#}", color::paint_err("gemctl:", color::Tone::Bad));
     if json {
         let (code, name) = error_kind(e);
         let body = serde_json::json!({ "error": { "message": format!("{e:#}"), "code": code, "name": name } });

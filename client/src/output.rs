@@ -8,6 +8,8 @@ use geminid_protocol::mcp::{LogLine, ServerState, ServerStatus};
 use geminid_protocol::session::Session;
 use serde::Serialize;
 
+use crate::color::{Tone, paint};
+
 /// `println!` for the command's output, handed to stdout in one write: when stdout is gone
 /// (`gemctl … | head`), the process ends quietly, as command-line tools do, instead of
 /// panicking.
@@ -292,6 +294,19 @@ fn count(n: u64, noun: &str) -> String {
     if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
 }
 
+/// The colour `gemini mcp list` gives a state's icon.
+pub fn state_tone(state: ServerState) -> Tone {
+    match state {
+        ServerState::Connected => Tone::Good,
+        ServerState::Connecting => Tone::Warn,
+        ServerState::Disabled => Tone::Dim,
+        ServerState::Blocked
+        | ServerState::Disconnected
+        | ServerState::NeedsAuth
+        | ServerState::CrashLoop => Tone::Bad,
+    }
+}
+
 /// The icon `gemini mcp list` shows for a state.
 pub fn state_icon(state: ServerState) -> &'static str {
     match state {
@@ -388,16 +403,20 @@ fn server_lines(s: &ServerStatus, copies: bool) {
     };
     outln!(
         "{} {}{ext}: {} ({}) - {state}{extra}",
-        if s.unresponsive_secs.is_some() { "⚠" } else { state_icon(s.state) },
+        if s.unresponsive_secs.is_some() {
+            paint("⚠", Tone::Warn)
+        } else {
+            paint(state_icon(s.state), state_tone(s.state))
+        },
         s.name,
         s.target,
         s.transport.label()
     );
     if let Some(e) = &s.last_error {
-        outln!("    {e}");
+        outln!("    {}", paint(e, Tone::Bad));
     }
     for p in &s.problems {
-        outln!("    warning: {p}");
+        outln!("    {} {p}", paint("warning:", Tone::Warn));
     }
     if let Some(line) = s.pins.as_ref().and_then(|p| crate::pins_cmds::list_line(p, &s.name)) {
         outln!("{line}");

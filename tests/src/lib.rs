@@ -113,7 +113,9 @@ impl TestHome {
             .env("GEMINI_CLI_SYSTEM_SETTINGS_PATH", self.root().join("etc").join("settings.json"))
             .env_remove("GEMINI_CLI_SYSTEM_DEFAULTS_PATH")
             .env_remove("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
-            .env_remove("GEMINI_CLI_TRUST_WORKSPACE");
+            .env_remove("GEMINI_CLI_TRUST_WORKSPACE")
+            // Output as in a pipe: no colour forced on by the machine running the tests.
+            .env_remove("CLICOLOR_FORCE");
         match &self.bus {
             Some(address) => cmd.env("DBUS_SESSION_BUS_ADDRESS", address),
             None => cmd.env_remove("DBUS_SESSION_BUS_ADDRESS"),

@@ -908,6 +908,16 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     assert_eq!(code, 0, "{out}{err}");
     // The one server, without a list's header.
     assert!(out.starts_with("✓ fx: ") && out.contains("Connected"), "{out}");
+    // Colour as Gemini CLI's list has it, where asked for (a terminal; forced here), and never
+    // with NO_COLOR (audit M1). A pipe gets none: every other test reads it so.
+    let coloured = |vars: &[(&str, &str)]| -> anyhow::Result<String> {
+        let out = home.gemctl_cmd(&["mcp", "list"]).envs(vars.iter().copied()).output()?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let forced = coloured(&[("CLICOLOR_FORCE", "1")])?;
+    assert!(forced.contains("\x1b[32m✓\x1b[0m fx: "), "{forced:?}");
+    let plain = coloured(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")])?;
+    assert!(plain.contains("\n✓ fx: ") && !plain.contains('\x1b'), "{plain:?}");
     Ok(())
 }
 
