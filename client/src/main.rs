@@ -831,16 +831,24 @@ async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
     };
     // Hello and status go out together (one round trip less); hello is checked first, so a
     // version mismatch is still reported as such.
-    let (hello, status) =
-        tokio::join!(geminid_protocol::client::handshake(&client, &opts), client.status());
+    use geminid_protocol::api::McpApiClient;
+    let (hello, status, servers) = tokio::join!(
+        geminid_protocol::client::handshake(&client, &opts),
+        client.status(),
+        client.mcp_list_servers(None)
+    );
     hello?;
     let status = status.map_err(call_error("daemon/status"))?;
+    // Every server the daemon runs, summed up (`mcp list --all` has them one by one).
+    let servers = servers.map_err(call_error("mcp/listServers"))?.servers;
+    let summary = output::ServersSummary::of(&servers);
     if json {
         let mut v = serde_json::to_value(&status)?;
         v["running"] = true.into();
+        v["servers"] = serde_json::to_value(&summary)?;
         output::json(&v)?;
     } else {
-        output::status(&status);
+        output::status(&status, &summary);
     }
     Ok(ExitCode::SUCCESS)
 }

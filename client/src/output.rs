@@ -49,14 +49,53 @@ pub fn json_line<T: Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The servers the daemon runs, counted for `gemctl status`.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServersSummary {
+    /// How many.
+    pub running: usize,
+    /// How many in each state, by its label (`Connected`, `Crash loop`, ...).
+    pub by_state: std::collections::BTreeMap<&'static str, usize>,
+    /// How many no session uses (kept warm).
+    pub idle: usize,
+}
+
+impl ServersSummary {
+    pub fn of(servers: &[ServerStatus]) -> Self {
+        let mut s = Self { running: servers.len(), ..Self::default() };
+        for server in servers {
+            *s.by_state.entry(server.state.label()).or_default() += 1;
+            s.idle += usize::from(server.idle_secs.is_some());
+        }
+        s
+    }
+
+    fn text(&self) -> String {
+        if self.running == 0 {
+            return "none running".to_owned();
+        }
+        let states: Vec<String> = self
+            .by_state
+            .iter()
+            .map(|(label, n)| format!("{n} {}", label.to_lowercase()))
+            .collect();
+        let idle = match self.idle {
+            0 => String::new(),
+            n => format!(", {n} idle (kept warm)"),
+        };
+        format!("{} running ({}){idle}", self.running, states.join(", "))
+    }
+}
+
 /// `gemctl status`.
-pub fn status(s: &StatusResult) {
+pub fn status(s: &StatusResult, servers: &ServersSummary) {
     // One write: stdout is line-buffered and flushes at every newline it is given, so the
     // text is formatted first and handed over whole.
     let text = format!(
         "geminid {} (protocol {}), pid {}\n  up:          {} (since {})\n  socket:      {}\n  \
-         data dir:    {}\n  sessions:    {} ({} attached)\n  connections: {} ({} subscribed to \
-         events)",
+         data dir:    {}\n  sessions:    {} ({} attached)\n  servers:     {}\n  connections: {} \
+         ({} subscribed to events)",
         s.version,
         s.protocol_version,
         s.pid,
@@ -66,6 +105,7 @@ pub fn status(s: &StatusResult) {
         s.data_dir,
         s.sessions.total,
         s.sessions.attached,
+        servers.text(),
         s.connections,
         s.subscribers
     );

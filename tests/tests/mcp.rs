@@ -914,6 +914,15 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
         let out = home.gemctl_cmd(&["mcp", "list"]).envs(vars.iter().copied()).output()?;
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     };
+    // Status sums up what the daemon runs (audit M8).
+    let status = home.gemctl_json(&["status"])?;
+    assert_eq!(
+        (status["servers"]["running"].clone(), status["servers"]["byState"]["Connected"].clone()),
+        (json!(1), json!(1)),
+        "{status}"
+    );
+    let (_, text, _) = home.gemctl_run(&["status"])?;
+    assert!(text.contains("\n  servers:     1 running (1 connected)"), "{text}");
     let forced = coloured(&[("CLICOLOR_FORCE", "1")])?;
     assert!(forced.contains("\x1b[32m✓\x1b[0m fx: "), "{forced:?}");
     let plain = coloured(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")])?;
