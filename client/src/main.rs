@@ -17,6 +17,7 @@ mod mcp_cmds;
 mod output;
 mod pins_cmds;
 mod policy_cmds;
+mod progress;
 mod serve;
 mod service;
 mod skill_cmds;

@@ -81,7 +81,7 @@ pub enum RuntimeCommand {
 
 /// A server that was meant to run and did not (a disabled or blocked one is not a failure).
 fn failed(s: &ServerStatus) -> bool {
-    matches!(s.state, ServerState::Disconnected | ServerState::CrashLoop | ServerState::NeedsAuth)
+    failed_state(s.state)
 }
 
 impl RuntimeCommand {
@@ -150,10 +150,15 @@ pub async fn run(
         }
         RuntimeCommand::Start => {
             let session = session.unwrap_or_default();
-            let r = client
-                .mcp_start(StartParams { session, wait: true })
-                .await
-                .map_err(call_error("mcp/start"))?;
+            let mut shown = crate::progress::Progress::on_stderr();
+            let start = client.mcp_start(StartParams { session: session.clone(), wait: true });
+            let r = if shown.is_live() && !json {
+                starting(client, &session, start, &mut shown).await
+            } else {
+                start.await
+            }
+            .map_err(call_error("mcp/start"))?;
+            shown.finish();
             if json {
                 output::warnings_to_stderr(&r.warnings);
                 output::json(&r.servers)?
@@ -236,4 +241,65 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// Wait for `start` while saying, on one line, how many of the session's servers are ready
+/// and which are still awaited (`mcp start` on a terminal).
+async fn starting<T>(
+    client: &Client,
+    session: &str,
+    start: impl std::future::Future<Output = Result<T, jsonrpsee::core::client::Error>>,
+    shown: &mut crate::progress::Progress,
+) -> Result<T, jsonrpsee::core::client::Error> {
+    use geminid_protocol::event::{EventBody, EventsSubscribeParams};
+    let kinds = Some(vec!["mcp/serverState".to_owned()]);
+    let params = EventsSubscribeParams { session: Some(session.to_owned()), kinds };
+    let (sub, listed) = tokio::join!(
+        client.subscribe_events(Some(params)),
+        client.mcp_list_servers(Some(ListServersParams { session: Some(session.to_owned()) }))
+    );
+    let (Ok(mut sub), Ok(listed)) = (sub, listed) else { return start.await };
+    // What will start, and where each stands.
+    let mut states: std::collections::BTreeMap<String, ServerState> = listed
+        .servers
+        .into_iter()
+        .filter(|s| !matches!(s.state, ServerState::Disabled | ServerState::Blocked))
+        .map(|s| (s.name, ServerState::Connecting))
+        .collect();
+    if states.is_empty() {
+        return start.await;
+    }
+    tokio::pin!(start);
+    loop {
+        let ready = states.values().filter(|s| **s == ServerState::Connected).count();
+        let failed = states.values().filter(|s| failed_state(**s)).count();
+        let waiting: Vec<&str> = states
+            .iter()
+            .filter(|(_, s)| **s == ServerState::Connecting)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let failed = if failed > 0 { format!(", {failed} failed") } else { String::new() };
+        shown.status(&format!(
+            "starting: {ready} of {} ready{failed}; waiting for {}",
+            states.len(),
+            waiting.join(", ")
+        ));
+        tokio::select! {
+            r = &mut start => return r,
+            event = sub.next() => match event {
+                Some(Ok(event)) => {
+                    if let EventBody::McpServerState(s) = event.body
+                        && let Some(state) = states.get_mut(&s.server.name)
+                    {
+                        *state = s.server.state;
+                    }
+                }
+                _ => return start.await,
+            },
+        }
+    }
+}
+
+fn failed_state(s: ServerState) -> bool {
+    matches!(s, ServerState::Disconnected | ServerState::CrashLoop | ServerState::NeedsAuth)
 }

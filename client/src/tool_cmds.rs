@@ -241,12 +241,13 @@ pub async fn call(
     let call = client.tools_call(params);
     tokio::pin!(call);
     let mut seen = 0;
+    let mut shown = crate::progress::Progress::on_stderr();
     let r = loop {
         let Some(sub) = progress.as_mut() else { break call.await };
         tokio::select! {
             r = &mut call => break r,
             event = sub.next() => match event {
-                Some(Ok(event)) => seen = show_progress(&event, &call_id).max(seen),
+                Some(Ok(event)) => seen = show_progress(&mut shown, &event, &call_id).max(seen),
                 // The stream ended or lagged: the call goes on without progress.
                 _ => progress = None,
             },
@@ -259,13 +260,14 @@ pub async fn call(
         let rest = async {
             while seen < last {
                 match sub.next().await {
-                    Some(Ok(event)) => seen = show_progress(&event, &call_id).max(seen),
+                    Some(Ok(event)) => seen = show_progress(&mut shown, &event, &call_id).max(seen),
                     _ => break,
                 }
             }
         };
         let _ = tokio::time::timeout(PROGRESS_CATCH_UP, rest).await;
     }
+    shown.finish();
     if json {
         output::json(&r)?;
     } else if r.is_error {
@@ -284,14 +286,13 @@ pub async fn call(
 /// How long the call's last progress events are waited for after its answer.
 const PROGRESS_CATCH_UP: Duration = Duration::from_secs(2);
 
-/// One progress line on stderr, if `event` is progress of the call `call_id`: its `seq` if
-/// so, else 0.
-fn show_progress(event: &Event, call_id: &str) -> u64 {
+/// Show `event` if it is progress of the call `call_id`: its `seq` if so, else 0.
+fn show_progress(shown: &mut crate::progress::Progress, event: &Event, call_id: &str) -> u64 {
     let EventBody::ToolProgress(p) = &event.body else { return 0 };
     if p.call_id.as_deref() != Some(call_id) {
         return 0;
     }
-    eprintln!("progress: {}", output::progress(p));
+    shown.call(p);
     event.seq
 }
 

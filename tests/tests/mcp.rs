@@ -1278,3 +1278,28 @@ async fn a_servers_log_messages_go_into_its_log_with_their_level() -> anyhow::Re
     assert!(out.contains("[message] [info] fixture: sleeping 1 ms"), "{out}");
     Ok(())
 }
+
+#[tokio::test]
+async fn mcp_start_on_a_terminal_says_what_it_waits_for() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let missing = json!({ "command": "/nonexistent/mcp-server-xyz" });
+    let slow = stdio(&["--startup-delay-ms", "1500"]);
+    write_user_settings(&home, json!({ "fx": stdio(&[]), "slow": slow, "broken": missing }))?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    // A pty from `script`: the line is redrawn as servers settle, and cleared before the list.
+    let out = home.command("script", &["-qefc", "gemctl mcp start", "/dev/null"]).output()?;
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "broken failed: {tty}");
+    assert!(
+        tty.contains("\r\x1b[Kstarting: 0 of 3 ready; waiting for broken, fx, slow"),
+        "{tty:?}"
+    );
+    assert!(tty.contains("of 3 ready, 1 failed; waiting for slow"), "{tty:?}");
+    assert!(tty.contains("\r\x1b[KConfigured MCP servers:"), "{tty:?}");
+    // In a pipe: nothing but the list, as before.
+    let (code, out, err) = home.gemctl_run(&["mcp", "start"])?;
+    assert_eq!(code, 1);
+    assert!(out.starts_with("Configured MCP servers:") && !err.contains("starting:"), "{out}{err}");
+    Ok(())
+}

@@ -499,6 +499,14 @@ async fn gemctl_tools_describe_and_call() -> anyhow::Result<()> {
     let (code, _, err) = run(&["call", "mcp_rich_progress", steps])?;
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("progress:"), "{err}");
+    // On a terminal (a pty from `script`): one line redrawn with a bar, gone at the end (audit
+    // M8).
+    let line = r#"gemctl call mcp_rich_progress '{"steps": 3}'"#;
+    let out = home.command("script", &["-qefc", line, "/dev/null"]).output()?;
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    assert!(tty.contains("\r\x1b[K[#######-------------] 1/3 step 1"), "{tty:?}");
+    assert!(tty.contains("\r\x1b[K[####################] 3/3 step 3\r\x1b[K3 steps"), "{tty:?}");
     // A reader that goes away (`gemctl … | head`) ends gemctl quietly.
     let mut child = home
         .gemctl_cmd(&["--json", "mcp", "tools"])
