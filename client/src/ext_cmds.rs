@@ -371,9 +371,12 @@ async fn with_progress<T>(
     let mut sub =
         client.subscribe_events(Some(params)).await.map_err(call_error("events/subscribe"))?;
     tokio::pin!(call);
-    let show = |e: &geminid_protocol::event::Event| {
+    // On a terminal one line redrawn, cleared at the end; elsewhere a line per step.
+    let mut shown = crate::progress::Progress::on_stderr();
+    let mut show = |e: &geminid_protocol::event::Event| {
         if let EventBody::ExtensionProgress(p) = &e.body {
-            eprintln!("{}: {}", p.what, p.step);
+            let step = format!("{}: {}", p.what, p.step);
+            if shown.is_live() { shown.status(&step) } else { eprintln!("{step}") }
         }
     };
     loop {
