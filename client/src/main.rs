@@ -932,7 +932,12 @@ async fn session(
                     let id = resolve_id(client, id).await?;
                     client.get(SessionIdParams { id }).await.map_err(call_error("session/get"))?
                 }
-                None => for_session(client, selected).await?,
+                None => {
+                    // Attached to find it: its count is of the others (audit polish).
+                    let mut s = for_session(client, selected).await?;
+                    s.attached_connections = s.attached_connections.saturating_sub(1);
+                    s
+                }
             };
             one(&s)?;
         }

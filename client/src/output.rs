@@ -189,10 +189,15 @@ pub fn sessions(list: &[Session]) {
                 if s.is_default { "yes" } else { "" }.to_owned(),
                 s.attached_connections.to_string(),
                 s.last_seen_at.clone(),
+                s.state
+                    .derived
+                    .as_ref()
+                    .map(|d| format!("{} ({})", d.parent, d.name))
+                    .unwrap_or_default(),
             ]
         })
         .collect();
-    table(&["ID", "WORKSPACE", "DEFAULT", "ATTACHED", "LAST SEEN"], &rows);
+    table(&["ID", "WORKSPACE", "DEFAULT", "ATTACHED", "LAST SEEN", "PARENT"], &rows);
 }
 
 /// `gemctl session show` / `new`.
@@ -202,6 +207,9 @@ pub fn session(s: &Session) {
     outln!("  created:    {}", s.created_at);
     outln!("  last seen:  {}", s.last_seen_at);
     outln!("  attached:   {} connection(s)", s.attached_connections);
+    if let Some(d) = &s.state.derived {
+        outln!("  subagent:   '{}' of {} (path {})", d.name, d.parent, d.path);
+    }
     let env = match s.env_source {
         geminid_protocol::session::EnvSource::Client => "from the attached client",
         geminid_protocol::session::EnvSource::Daemon => "the daemon's own",

@@ -106,6 +106,8 @@ async fn session_commands_and_the_default_session() -> anyhow::Result<()> {
     let _daemon = Daemon::start(&home, &[]).await?;
     let default = home.gemctl_json(&["session", "show"])?;
     assert_eq!(default["isDefault"], true);
+    // Its own connection is not counted (audit polish).
+    assert_eq!(default["attachedConnections"], 0);
     assert_eq!(home.gemctl_json(&["session", "show"])?["id"], default["id"], "default not reused");
     let new = home.gemctl_json(&["session", "new"])?;
     assert_eq!(new["isDefault"], false);
@@ -146,8 +148,21 @@ async fn session_commands_and_the_default_session() -> anyhow::Result<()> {
     let out = home.gemctl(&["session", "list"])?;
     let text = String::from_utf8_lossy(&out.stdout);
     let header: Vec<&str> = text.lines().next().unwrap_or_default().split_whitespace().collect();
-    assert_eq!(header, ["ID", "WORKSPACE", "DEFAULT", "ATTACHED", "LAST", "SEEN"], "{text}");
+    assert_eq!(
+        header,
+        ["ID", "WORKSPACE", "DEFAULT", "ATTACHED", "LAST", "SEEN", "PARENT"],
+        "{text}"
+    );
     assert!(text.contains(" yes "), "{text}");
+    // A subagent's session names its parent, in the list and in show.
+    let parent = default["id"].as_str().unwrap_or_default();
+    let sub = home.gemctl_json(&["session", "derive", parent, "helper"])?;
+    let sub_id = sub["id"].as_str().unwrap_or_default();
+    let text = String::from_utf8_lossy(&home.gemctl(&["session", "list"])?.stdout).into_owned();
+    let row = text.lines().find(|l| l.starts_with(sub_id)).unwrap_or_default();
+    assert!(row.ends_with(&format!("{parent} (helper)")), "{text}");
+    let (_, shown, _) = home.gemctl_run(&["session", "show", sub_id])?;
+    assert!(shown.contains(&format!("  subagent:   'helper' of {parent} (path ")), "{shown}");
     Ok(())
 }
 
