@@ -72,6 +72,8 @@ struct Cli {
 enum Command {
     /// Show the daemon's status (exit code 3 if it is not running)
     Status,
+    /// gemctl's version and, if one is running, the daemon's (never starts one)
+    Version,
     /// Start or stop the daemon
     #[command(subcommand)]
     Daemon(DaemonCommand),
@@ -233,6 +235,7 @@ impl Command {
         use mcp_cmds::RuntimeCommand;
         match self {
             Self::Status
+            | Self::Version
             | Self::Daemon(_)
             | Self::Events
             | Self::Rpc
@@ -509,6 +512,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let autostart = !cli.no_autostart;
     match cli.command {
         Command::Status => status(&socket, cli.json).await,
+        Command::Version => version(&socket, cli.json).await,
         Command::Daemon(DaemonCommand::Start) => daemon_start(&socket, cli.json).await,
         Command::Daemon(DaemonCommand::Stop) => daemon_stop(&socket, cli.json).await,
         Command::Daemon(DaemonCommand::InstallService { socket_activation, no_enable }) => {
@@ -850,6 +854,39 @@ async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
         output::json(&v)?;
     } else {
         output::status(&status, &summary);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn version(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let daemon = match daemon::connect_running(socket).await {
+        Ok((_, hello)) => Some(hello),
+        Err(ConnectError::NotRunning { .. }) => None,
+        // Versions that do not match are what this command is asked for to see.
+        Err(ConnectError::VersionMismatch(why)) if !json => {
+            outln!("gemctl {}", geminid_protocol::VERSION_LINE);
+            outln!("{why}");
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if json {
+        output::json(&serde_json::json!({
+            "gemctl": geminid_protocol::DAEMON_VERSION,
+            "protocolVersion": geminid_protocol::PROTOCOL_VERSION,
+            "daemon": daemon,
+        }))?;
+    } else {
+        outln!("gemctl {}", geminid_protocol::VERSION_LINE);
+        match daemon {
+            Some(h) => outln!(
+                "geminid {} (protocol {}), pid {}",
+                h.daemon_version,
+                h.protocol_version,
+                h.pid
+            ),
+            None => outln!("geminid is not running on {}", socket.display()),
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

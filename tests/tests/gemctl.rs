@@ -19,6 +19,11 @@ async fn status_start_stop_and_autostart() -> anyhow::Result<()> {
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(serde_json::from_slice::<Value>(&out.stdout)?["running"], false);
 
+    // `version` never starts one (it said "a similar subcommand exists: 'session'").
+    let (code, out, _) = home.gemctl_run(&["version"])?;
+    assert_eq!(code, 0);
+    assert!(out.starts_with("gemctl 0.") && out.contains("geminid is not running on"), "{out}");
+    assert!(!alive_daemon(&home), "version started a daemon");
     // --no-autostart refuses; a session command otherwise starts the daemon.
     let out = home.gemctl(&["--no-autostart", "session", "list"])?;
     assert!(!out.status.success());
@@ -38,6 +43,8 @@ async fn status_start_stop_and_autostart() -> anyhow::Result<()> {
     assert!(alive(pid));
     let status = home.gemctl_json(&["status"])?;
     assert_eq!(status["pid"], pid);
+    let (_, out, _) = home.gemctl_run(&["version"])?;
+    assert!(out.contains(&format!("(protocol 2), pid {pid}\n")), "{out}");
     assert_eq!(status["running"], true);
     // The log an autostarted daemon writes and the database's files are the owner's only.
     use std::os::unix::fs::PermissionsExt;
@@ -61,6 +68,11 @@ async fn status_start_stop_and_autostart() -> anyhow::Result<()> {
     assert_eq!(fresh["started"], true);
     home.gemctl_json(&["daemon", "stop"])?;
     Ok(())
+}
+
+/// Whether a daemon answers on the home's socket.
+fn alive_daemon(home: &TestHome) -> bool {
+    home.gemctl(&["--no-autostart", "status"]).is_ok_and(|o| o.status.success())
 }
 
 /// The process is gone, or has exited and waits to be reaped by whoever adopted it.
