@@ -77,12 +77,17 @@ async fn install_contribute_tamper_accept_uninstall() -> anyhow::Result<()> {
     let daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let src = make(&home, "my-ext", "my-ext", json!({"excludeTools": ["run_shell_command"]}))?;
+    std::fs::create_dir_all(src.join("commands/git"))?;
+    std::fs::write(src.join("commands/summarize.toml"), "prompt = \"Sum up.\"\n")?;
+    std::fs::write(src.join("commands/git/commit.toml"), "prompt = \"Commit.\"\n")?;
 
     // Without consent (and nobody at a terminal): what it brings is said, nothing installed.
     let (code, out, err) =
         home.gemctl_run(&["extensions", "install", &src.display().to_string()])?;
     assert_ne!(code, 0, "{out}{err}");
     assert!(err.contains("* fx (local):") && err.contains("hooks"), "{err}");
+    // Commands as one types them, not their files (audit polish).
+    assert!(err.contains("It brings custom commands: /git:commit, /summarize\n"), "{err}");
     assert!(err.contains("--consent"), "{err}");
     assert!(list(&home)?.is_empty());
 

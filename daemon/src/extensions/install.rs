@@ -66,12 +66,14 @@ pub fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> String {
             names.join(", ")
         ));
     }
-    for (folder, what) in [
-        ("skills", "agent skills"),
-        ("commands", "custom commands"),
-        ("agents", "agent definitions"),
-        ("policies", "policy rules"),
-    ] {
+    // Commands by the names one types (`/git:commit`), not their files (audit polish).
+    let commands = command_names(&dir.join("commands"));
+    if !commands.is_empty() {
+        out.push(format!("It brings custom commands: {}", commands.join(", ")));
+    }
+    for (folder, what) in
+        [("skills", "agent skills"), ("agents", "agent definitions"), ("policies", "policy rules")]
+    {
         let mut entries: Vec<String> = std::fs::read_dir(dir.join(folder))
             .into_iter()
             .flatten()
@@ -88,6 +90,30 @@ pub fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> String {
         "Extensions run with your permissions. Install only what you trust: {SIGNED}"
     ));
     out.join("\n")
+}
+
+/// The commands a commands folder holds, as typed (`/git:commit`), sorted; at most the first
+/// [`crate::commands::load::MAX_FILES`] files are looked at.
+fn command_names(base: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut pending = vec![base.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            seen += 1;
+            if seen > crate::commands::load::MAX_FILES {
+                break;
+            }
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "toml") {
+                names.push(format!("/{}", crate::commands::load::name_of(base, &path)));
+            }
+        }
+    }
+    names.sort();
+    names
 }
 
 /// Copy `from` into `to` (which must not exist). A symlink is copied as a link only when it
