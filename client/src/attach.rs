@@ -53,7 +53,10 @@ fn show_ask(ask: &Ask, forms: &mut std::collections::HashMap<String, Elicitation
                 if let Fed::Ask(p) = e.start() {
                     eprintln!("{p}");
                 }
-                eprintln!("  (`!decline` or `!cancel` at any prompt)");
+                // A URL's own prompt says how to answer it.
+                if e.url().is_none() {
+                    eprintln!("  (`!decline` or `!cancel` at any prompt)");
+                }
                 forms.insert(ask.id.clone(), e);
             }
             None => eprintln!("  this elicitation cannot be answered here"),

@@ -13,7 +13,72 @@ pub enum Kind {
     Number,
     Integer,
     Boolean,
-    OneOf(Vec<String>),
+    /// One of these options.
+    OneOf(Vec<Choice>),
+    /// Any of these options (an array).
+    ManyOf(Vec<Choice>),
+}
+
+/// An option of a select: the value sent, and the title shown (the value when untitled).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    value: String,
+    title: String,
+}
+
+/// The options of an enum schema, in each shape the MCP specification gives one: `enum`
+/// (with the legacy `enumNames` as titles), or `oneOf`/`anyOf` of `{const, title}`.
+fn choices(p: &Value) -> Option<Vec<Choice>> {
+    if let Some(values) = p.get("enum").and_then(Value::as_array) {
+        let names = p.get("enumNames").and_then(Value::as_array);
+        return Some(
+            values
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| {
+                    let value = v.as_str()?.to_owned();
+                    let title = names
+                        .and_then(|n| n.get(i))
+                        .and_then(Value::as_str)
+                        .map_or_else(|| value.clone(), str::to_owned);
+                    Some(Choice { value, title })
+                })
+                .collect(),
+        );
+    }
+    let options = p.get("oneOf").or_else(|| p.get("anyOf")).and_then(Value::as_array)?;
+    Some(
+        options
+            .iter()
+            .filter_map(|o| {
+                let value = o.get("const")?.as_str()?.to_owned();
+                let title = o
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| value.clone(), str::to_owned);
+                Some(Choice { value, title })
+            })
+            .collect(),
+    )
+}
+
+/// `Title One [one] | Title Two [two]`, or `one | two` when untitled.
+fn show_choices(options: &[Choice]) -> String {
+    let shown: Vec<String> = options
+        .iter()
+        .map(|c| {
+            if c.title == c.value { c.value.clone() } else { format!("{} [{}]", c.title, c.value) }
+        })
+        .collect();
+    shown.join(" | ")
+}
+
+/// The option a typed word names: its value or its title, in any case.
+fn pick<'a>(options: &'a [Choice], typed: &str) -> Option<&'a Choice> {
+    let typed = typed.trim();
+    options
+        .iter()
+        .find(|c| c.value.eq_ignore_ascii_case(typed) || c.title.eq_ignore_ascii_case(typed))
 }
 
 /// One field of a form.
@@ -48,13 +113,13 @@ pub enum Fed {
 }
 
 fn kind_of(p: &Value) -> Kind {
-    let choices = p.get("enum").or_else(|| p.pointer("/items/enum")).and_then(Value::as_array);
-    if let Some(values) = choices {
-        return Kind::OneOf(values.iter().filter_map(Value::as_str).map(str::to_owned).collect());
+    if p.get("type").and_then(Value::as_str) == Some("array")
+        && let Some(options) = p.get("items").and_then(choices)
+    {
+        return Kind::ManyOf(options);
     }
-    if let Some(options) = p.get("oneOf").and_then(Value::as_array) {
-        let consts = options.iter().filter_map(|o| o.get("const").and_then(Value::as_str));
-        return Kind::OneOf(consts.map(str::to_owned).collect());
+    if let Some(options) = choices(p) {
+        return Kind::OneOf(options);
     }
     match p.get("type").and_then(Value::as_str) {
         Some("number") => Kind::Number,
@@ -104,9 +169,9 @@ impl Elicitation {
     /// without fields is answered at once: `Fed::Done`.
     pub fn start(&mut self) -> Fed {
         match self {
-            Self::Url { url } => {
-                Fed::Ask(format!("  open {url}\n  (y once done there, n to decline, !cancel)"))
-            }
+            Self::Url { url } => Fed::Ask(format!(
+                "  open {url}\n  (y once done there, n or `!decline` to decline, `!cancel`)"
+            )),
             Self::Form { .. } => self.prompt(),
         }
     }
@@ -121,10 +186,15 @@ impl Elicitation {
             Kind::Number => "a number".to_owned(),
             Kind::Integer => "a whole number".to_owned(),
             Kind::Boolean => "y or n".to_owned(),
-            Kind::OneOf(v) => v.join(" | "),
+            Kind::OneOf(v) => show_choices(v),
+            Kind::ManyOf(v) => format!("any of {}, comma-separated", show_choices(v)),
         };
         let default = match &f.default {
             Some(Value::String(s)) => format!(", empty for {s}"),
+            Some(Value::Array(a)) => {
+                let items: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
+                format!(", empty for {}", items.join(", "))
+            }
             Some(d) => format!(", empty for {d}"),
             None if !f.required => ", empty to leave out".to_owned(),
             None => String::new(),
@@ -196,10 +266,29 @@ fn parse(kind: &Kind, typed: &str) -> Result<Value, String> {
             "n" | "no" | "false" => Ok(Value::Bool(false)),
             _ => Err("answer y or n".into()),
         },
-        Kind::OneOf(values) => match values.iter().find(|v| v.eq_ignore_ascii_case(typed)) {
-            Some(v) => Ok(Value::String(v.clone())),
-            None => Err(format!("one of {}", values.join(", "))),
+        Kind::OneOf(options) => match pick(options, typed) {
+            Some(c) => Ok(Value::String(c.value.clone())),
+            None => Err(format!("one of {}", show_choices(options))),
         },
+        Kind::ManyOf(options) => {
+            let mut picked = Vec::new();
+            for word in typed.split(',').filter(|w| !w.trim().is_empty()) {
+                match pick(options, word) {
+                    Some(c) if !picked.contains(&Value::String(c.value.clone())) => {
+                        picked.push(Value::String(c.value.clone()));
+                    }
+                    Some(_) => {}
+                    None => {
+                        return Err(format!(
+                            "{:?} is none of {}",
+                            word.trim(),
+                            show_choices(options)
+                        ));
+                    }
+                }
+            }
+            Ok(Value::Array(picked))
+        }
     }
 }
 
@@ -278,13 +367,55 @@ mod tests {
         );
         assert_eq!(e.feed("x"), Fed::Again("\"x\" is not a whole number".into()));
         assert!(matches!(e.feed(""), Fed::Ask(p) if p.contains("red | green")));
-        assert_eq!(e.feed("blue"), Fed::Again("one of red, green".into()));
+        assert_eq!(e.feed("blue"), Fed::Again("one of red | green".into()));
         assert!(matches!(e.feed("GREEN"), Fed::Ask(p) if p.contains("y or n")));
         assert_eq!(
             e.feed("y"),
             Fed::Done(
                 json!({"action": "accept", "content": {"name": "Grace Hopper", "age": 36, "colour": "green", "ok": true}})
             )
+        );
+    }
+
+    /// Each enum shape of the MCP specification (2025-11-25): titled options are shown by
+    /// title and take the title or the value; a multi-select answers an array.
+    #[test]
+    fn selects_titled_untitled_single_and_multiple() {
+        let schema = json!({"type": "object", "properties": {
+            "hero": {"type": "string", "oneOf": [
+                {"const": "hero-1", "title": "Ada"}, {"const": "hero-2", "title": "Grace"}]},
+            "fish": {"type": "array", "items": {"anyOf": [
+                {"const": "fish-1", "title": "Trout"}, {"const": "fish-2", "title": "Pike"}]},
+                "default": ["fish-1"]},
+            "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b", "c"]}},
+            "size": {"type": "string", "enum": ["s", "l"], "enumNames": ["Small", "Large"]},
+        }});
+        let mut e = Elicitation::of(&ask(json!({"requestedSchema": schema}))).unwrap();
+        assert!(
+            matches!(e.start(), Fed::Ask(p) if p.contains("(Ada [hero-1] | Grace [hero-2], empty to leave out)"))
+        );
+        let fish = e.feed("grace");
+        assert!(
+            matches!(&fish, Fed::Ask(p) if p.contains("any of Trout [fish-1] | Pike [fish-2], comma-separated, empty for fish-1")),
+            "{fish:?}"
+        );
+        assert!(matches!(e.feed("Trout, cod"), Fed::Again(w) if w.contains("\"cod\" is none of")));
+        assert!(
+            matches!(e.feed("pike, fish-1, Pike"), Fed::Ask(p) if p.contains("any of a | b | c"))
+        );
+        assert!(matches!(e.feed("c,a"), Fed::Ask(p) if p.contains("(Small [s] | Large [l],")));
+        assert_eq!(
+            e.feed("large"),
+            Fed::Done(json!({"action": "accept", "content": {
+                "hero": "hero-2", "fish": ["fish-2", "fish-1"], "tags": ["c", "a"], "size": "l"}}))
+        );
+        // An empty answer takes the array default.
+        let mut e = Elicitation::of(&ask(json!({"requestedSchema": {"type": "object", "properties": {
+            "fish": {"type": "array", "items": {"type": "string", "enum": ["fish-1"]}, "default": ["fish-1"]}}}}))).unwrap();
+        e.start();
+        assert_eq!(
+            e.feed(""),
+            Fed::Done(json!({"action": "accept", "content": {"fish": ["fish-1"]}}))
         );
     }
 
