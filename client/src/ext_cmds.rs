@@ -70,7 +70,8 @@ pub enum ExtensionsCommand {
         #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
         name: String,
     },
-    /// Enable an extension (everywhere, or here and below with --scope workspace)
+    /// Enable an extension: in every folder under your home folder (Gemini CLI's user scope),
+    /// or here and below with --scope workspace
     Enable {
         /// The extension
         #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
@@ -79,7 +80,8 @@ pub enum ExtensionsCommand {
         #[arg(short, long, default_value = "user", value_parser = parse_scope)]
         scope: WriteScope,
     },
-    /// Disable an extension (everywhere, or here and below with --scope workspace)
+    /// Disable an extension: in every folder under your home folder (Gemini CLI's user scope),
+    /// or here and below with --scope workspace
     Disable {
         /// The extension
         #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
@@ -513,6 +515,14 @@ async fn set_enabled(
     } else {
         let now = if r.enabled { "enabled" } else { "disabled" };
         outln!("Extension \"{}\": rule {} written; here it is {now}.", r.name, r.rule);
+        // The user scope is Gemini CLI's: every folder under the home folder, no other.
+        if r.enabled != enabled {
+            eprintln!(
+                "note: the user scope covers the folders under your home folder; this one is \
+                 not among them: `--scope workspace` {} it here",
+                if enabled { "enables" } else { "disables" }
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -277,6 +277,17 @@ async fn enablement_per_workspace_and_settings_override() -> anyhow::Result<()> 
     let fx: Vec<_> = servers(&home)?.into_iter().filter(|(n, _)| n == "fx").collect();
     assert_eq!(fx, [("fx".to_owned(), json!("ext-a"))]);
 
+    // The user scope is the home folder's, as Gemini CLI's: this workspace lies outside it, and
+    // the command says so instead of "everywhere" (audit C1).
+    let (code, out, err) = home.gemctl_run(&["extensions", "disable", "ext-a"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("here it is enabled") && err.contains("`--scope workspace` disables it here"),
+        "{out}{err}"
+    );
+    let (_, _, err) = home.gemctl_run(&["extensions", "enable", "ext-a"])?;
+    assert!(!err.contains("note:"), "enabled here as asked: nothing to say: {err}");
+
     // Disabled for this workspace only: written as Gemini CLI writes it.
     let r = home.gemctl_json(&["extensions", "disable", "ext-a", "--scope", "workspace"])?;
     assert_eq!(r["enabled"], false);
