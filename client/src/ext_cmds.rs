@@ -55,6 +55,10 @@ pub enum ExtensionsCommand {
         /// Agree to what a new version brings, when that changed, without being asked
         #[arg(long)]
         consent: bool,
+        /// For an extension installed from git: follow this tag, branch or commit from now on
+        /// (an install pinned to a tag never moves by itself)
+        #[arg(long = "ref", value_name = "REF", conflicts_with = "all")]
+        reference: Option<String>,
     },
     /// Link a development folder as an extension: read in place, not verified
     Link {
@@ -280,8 +284,9 @@ pub async fn run(
             };
             install(client, p, true, json).await
         }
-        ExtensionsCommand::Update { name, all, check, consent } => {
-            update(client, ExtensionUpdateParams { session, name, all, check, consent }, json).await
+        ExtensionsCommand::Update { name, all, check, consent, reference } => {
+            let p = ExtensionUpdateParams { session, name, all, check, consent, reference };
+            update(client, p, json).await
         }
         ExtensionsCommand::Uninstall { name } => {
             let r = client
@@ -488,7 +493,14 @@ async fn update(
                      agree)",
                     e.name
                 ),
-                (None, false, None) => format!("{}: {} is up to date", e.name, e.version),
+                (None, false, None) => match &e.pinned {
+                    Some(r) => format!(
+                        "{}: {} is up to date with {r}, the ref it is pinned to (`gemctl \
+                         extensions update {} --ref REF` follows another)",
+                        e.name, e.version, e.name
+                    ),
+                    None => format!("{}: {} is up to date", e.name, e.version),
+                },
             };
             outln!("{line}");
         }

@@ -240,6 +240,10 @@ pub struct ExtensionUpdateParams {
     /// The person agreed to what a new version brings when that changed.
     #[serde(default)]
     pub consent: bool,
+    /// For one extension installed from git: follow this ref (a tag, branch or commit) from
+    /// now on instead of the one recorded.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
 }
 
 /// One extension's line in `extensions/update`'s result.
@@ -265,6 +269,10 @@ pub struct ExtensionUpdateEntry {
     /// Why it could not be checked or updated (the installed version stays).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The git ref its install follows, when one was given (`--ref`): a tag never moves, so
+    /// newer tags are not updates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<String>,
 }
 
 /// Result of `extensions/update`.

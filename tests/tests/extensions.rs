@@ -589,6 +589,23 @@ async fn git_install_and_updates_with_a_real_rollback() -> anyhow::Result<()> {
         home.gemctl_run(&["extensions", "install", &url, "--ref", "v1", "--consent"])?;
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(one(&home, "git-ext")?["version"], "1.0.0");
+    // A newer tag is no update of a tag pin: said as a pin, not as plainly up to date, and
+    // `--ref` follows the new one (audit C12).
+    git(&repo, &["tag", "v2"])?;
+    let (code, out, _) = home.gemctl_run(&["extensions", "update", "git-ext", "--check"])?;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("git-ext: 1.0.0 is up to date with v1, the ref it is pinned to (`gemctl extensions update git-ext --ref REF`"), "{out}");
+    let check = home.gemctl_json(&["extensions", "update", "git-ext", "--check", "--ref", "v2"])?;
+    assert!(check["extensions"][0]["available"].is_string(), "{check}");
+    assert_eq!(one(&home, "git-ext")?["version"], "1.0.0", "--check changes nothing");
+    let (code, out, err) =
+        home.gemctl_run(&["extensions", "update", "git-ext", "--ref", "v2", "--consent"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("updated 1.0.0 -> 1.2.0"), "{out}");
+    let (_, out, _) = home.gemctl_run(&["extensions", "update", "git-ext", "--check"])?;
+    assert!(out.contains("up to date with v2"), "the new pin is recorded: {out}");
+    let (code, _, err) = home.gemctl_run(&["extensions", "update", "--all", "--ref", "v2"])?;
+    assert_eq!(code, 2, "{err}");
     Ok(())
 }
 

@@ -207,8 +207,17 @@ impl Core {
             )
             .into());
         }
+        if p.reference.is_some() && p.all {
+            return Err(ExtensionError::Refused(
+                "--ref moves one extension's pin: name it instead of `--all`".into(),
+            )
+            .into());
+        }
         let name = if p.all { None } else { p.name.clone() };
-        let found = self.on_extensions(move |x| x.check_updates(name.as_deref())).await?;
+        let reference = p.reference.clone();
+        let found = self
+            .on_extensions(move |x| x.check_updates(name.as_deref(), reference.as_deref()))
+            .await?;
         let mut out = Vec::new();
         let mut changed = false;
         for a in found {
@@ -220,11 +229,15 @@ impl Core {
                 to: None,
                 consent: None,
                 error: a.error,
+                pinned: a.pinned,
             };
             if !p.check && a.update.is_some() {
-                let (n, consent) = (a.name.clone(), p.consent);
+                let (n, consent, reference) = (a.name.clone(), p.consent, p.reference.clone());
                 let progress = self.progress(&p.session, &a.name);
-                match self.on_extensions(move |x| x.update(&n, consent, &progress)).await {
+                let update = move |x: &crate::extensions::Extensions| {
+                    x.update(&n, consent, reference.as_deref(), &progress)
+                };
+                match self.on_extensions(update).await {
                     Ok(u) => {
                         changed |= u.updated;
                         entry.updated = u.updated;

@@ -74,7 +74,8 @@ fn an_update_that_fails_after_the_swap_puts_the_old_version_back() -> anyhow::Re
     }
     let steps = std::sync::Mutex::new(Vec::new());
     let progress = |s: &str| steps.lock().unwrap_or_else(|e| e.into_inner()).push(s.to_owned());
-    let err = x.update("big", true, &progress).err().map(|e| e.to_string()).unwrap_or_default();
+    let err =
+        x.update("big", true, None, &progress).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("more than"), "{err}");
     let steps = steps.into_inner().unwrap_or_default();
     assert!(steps.iter().any(|s| s == "swapping in the new version"), "{steps:?}");

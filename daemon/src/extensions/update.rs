@@ -27,6 +27,21 @@ pub struct Available {
     pub update: Option<String>,
     /// Why it could not be checked.
     pub error: Option<String>,
+    /// The git ref its install follows (`--ref`), if one was given: a tag never moves.
+    pub pinned: Option<String>,
+}
+
+/// `source` following `reference` instead of the one recorded, for `update --ref`.
+fn repinned(source: Source, reference: Option<&str>) -> Result<Source, ExtensionError> {
+    match (source, reference) {
+        (s, None) => Ok(s),
+        (Source::Git { url, .. }, Some(r)) => {
+            Ok(Source::Git { url, reference: Some(r.to_owned()) })
+        }
+        (_, Some(_)) => Err(ExtensionError::Refused(
+            "--ref is for extensions installed from git; this one has no refs".into(),
+        )),
+    }
 }
 
 /// What an update did.
@@ -46,7 +61,12 @@ pub struct Updated {
 
 impl Extensions {
     /// Whether updates are available (`name`, or every installed one that is not linked).
-    pub fn check_updates(&self, name: Option<&str>) -> Result<Vec<Available>, ExtensionError> {
+    /// `reference`: check against this git ref instead of the recorded one (`update --ref`).
+    pub fn check_updates(
+        &self,
+        name: Option<&str>,
+        reference: Option<&str>,
+    ) -> Result<Vec<Available>, ExtensionError> {
         let scan = self.rescan(false);
         if let Some(n) = name
             && scan.find(n).is_none()
@@ -62,7 +82,14 @@ impl Extensions {
             }
             let version = e.manifest.as_ref().map(|m| m.version.clone()).unwrap_or_default();
             let migrated = e.manifest.as_ref().and_then(|m| m.migrated_to.clone());
-            let source = e.metadata.as_ref().and_then(Source::of_metadata);
+            let source = match e.metadata.as_ref().and_then(Source::of_metadata) {
+                Some(s) => Some(repinned(s, reference)?),
+                None => None,
+            };
+            let pinned = match &source {
+                Some(Source::Git { reference, .. }) => reference.clone(),
+                _ => None,
+            };
             let (update, error) = match (migrated, source) {
                 (Some(to), _) => (Some(format!("migrated to {to}")), None),
                 (None, None) => {
@@ -73,16 +100,18 @@ impl Extensions {
                     Err(err) => (None, Some(err.to_string())),
                 },
             };
-            out.push(Available { name: e.name.clone(), version, update, error });
+            out.push(Available { name: e.name.clone(), version, update, error, pinned });
         }
         Ok(out)
     }
 
     /// Update `name` from its source (or the source it migrated to).
+    /// `reference`: fetch this git ref instead of the recorded one, and record it.
     pub fn update(
         &self,
         name: &str,
         consent: bool,
+        reference: Option<&str>,
         progress: &dyn Fn(&str),
     ) -> Result<Updated, ExtensionError> {
         let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
@@ -117,6 +146,7 @@ impl Extensions {
         if let Some(to) = &old.migrated_to {
             source = Source::infer(to, None, Path::new("/"))?;
         }
+        let source = repinned(source, reference)?;
         let staging = self.staging("updating")?;
         let result = self.update_staged(&e, &old, &source, &staging, consent, progress);
         if staging.exists() {
