@@ -104,6 +104,7 @@ pub async fn status(client: &Client, session: String, json: bool) -> anyhow::Res
             AuthState::Expired => "expired (sign in again)",
             AuthState::None => "not signed in",
             AuthState::Google => "Google credentials",
+            AuthState::Header => "sends the Authorization header its settings give (no sign-in)",
         };
         let mut line = format!("{}: {state}", s.name);
         if let Some(at) = s.expires_at_ms {

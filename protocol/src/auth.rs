@@ -120,6 +120,8 @@ pub enum AuthState {
     None,
     /// Uses Google credentials, not a stored token.
     Google,
+    /// Sends the `Authorization` header its settings give: nothing to sign in to.
+    Header,
 }
 
 /// A row of `auth/status`.

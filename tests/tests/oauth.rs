@@ -267,3 +267,38 @@ async fn a_sign_in_that_goes_wrong_says_why_and_stores_nothing() -> anyhow::Resu
     assert!(!shown.0.contains(TOKEN_PREFIX), "a test token was shown");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_server_behind_a_header_has_nothing_to_sign_in_to() -> anyhow::Result<()> {
+    // A plain server (no OAuth anywhere), reached with a static Authorization header, and the
+    // same server without one.
+    let fx = NetFixture::start("--http", &[])?;
+    let s = Setup::with_args(
+        json!({
+            "notes": { "httpUrl": fx.url, "headers": { "Authorization": "Bearer static-token" } },
+            "bare": { "httpUrl": fx.url }
+        }),
+        &[],
+    )
+    .await?;
+    anyhow::ensure!(s.home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
+    let mut shown = Shown::default();
+    // Status says the header is how it authenticates, not "not signed in" (audit C14).
+    let (_, out, _) = gemctl(&s.home, &s.session, &["mcp", "auth", "--status"], &mut shown)?;
+    assert!(
+        out.contains("notes: sends the Authorization header its settings give (no sign-in)"),
+        "{out}"
+    );
+    assert!(out.contains("bare: not signed in"), "{out}");
+    let (code, _, err) = gemctl(&s.home, &s.session, &["mcp", "auth", "notes"], &mut shown)?;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("no OAuth metadata found") && err.contains("nothing to sign in to"),
+        "{err}"
+    );
+    let (code, _, err) = gemctl(&s.home, &s.session, &["mcp", "auth", "bare"], &mut shown)?;
+    assert_ne!(code, 0);
+    assert!(err.contains("`oauth.authorizationUrl` and `oauth.tokenUrl`"), "{err}");
+    assert!(!shown.0.contains("static-token"), "the header's token was shown");
+    Ok(())
+}

@@ -85,8 +85,20 @@ impl Core {
         callback_port: Option<u16>,
     ) -> Result<AuthBegun, AuthFailure> {
         let remote = self.remote(session, name)?;
-        let sign_in =
-            self.auth.begin(&remote.target, callback_port).await.map_err(AuthFailure::Failed)?;
+        let sign_in = self.auth.begin(&remote.target, callback_port).await.map_err(|e| {
+            // No OAuth here at all: say why that may be fine, or what to set (audit C14).
+            if !e.starts_with("no OAuth metadata found") {
+                return AuthFailure::Failed(e);
+            }
+            let hint = if remote.header_auth {
+                "; it sends the Authorization header its settings give, so there is nothing to \
+                 sign in to"
+            } else {
+                "; a server whose OAuth endpoints are elsewhere names them in its entry's \
+                 `oauth.authorizationUrl` and `oauth.tokenUrl`"
+            };
+            AuthFailure::Failed(format!("{e}{hint}"))
+        })?;
         let attempt = uuid::Uuid::new_v4().simple().to_string();
         let begun = AuthBegun {
             attempt: attempt.clone(),
@@ -218,7 +230,7 @@ impl Core {
                 None => AuthEntry {
                     name: r.name,
                     url: r.shown,
-                    state: AuthState::None,
+                    state: if r.header_auth { AuthState::Header } else { AuthState::None },
                     issuer: None,
                     expires_at_ms: None,
                     refreshable: false,

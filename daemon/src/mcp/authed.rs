@@ -349,6 +349,8 @@ pub(crate) struct Remote {
     pub shown: String,
     /// Its token's target.
     pub target: Target,
+    /// Its settings send an `Authorization` header of their own (a static token).
+    pub header_auth: bool,
 }
 
 /// The session's remote servers (those it could run; a blocked one is left out).
@@ -357,9 +359,13 @@ pub(crate) fn remotes(view: super::SessionView<'_>) -> Vec<Remote> {
         .into_iter()
         .filter_map(|(name, (_, launch))| {
             let (spec, _, shown) = launch?;
-            let super::spec::LaunchSpec::Network { url, oauth, .. } = spec else { return None };
+            let super::spec::LaunchSpec::Network { url, oauth, headers, .. } = spec else {
+                return None;
+            };
+            let header_auth =
+                headers.expose().keys().any(|k| k.eq_ignore_ascii_case("authorization"));
             let target = Target { name: name.clone(), url, settings: oauth };
-            Some(Remote { name, shown, target })
+            Some(Remote { name, shown, target, header_auth })
         })
         .collect()
 }
