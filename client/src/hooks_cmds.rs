@@ -92,7 +92,7 @@ pub async fn run(
                         h.event.clone(),
                         h.name.clone().unwrap_or_else(|| h.command.clone()),
                         h.matcher.clone().unwrap_or_default(),
-                        h.source.clone(),
+                        h.scope.clone(),
                         if h.enabled { "yes".into() } else { "disabled".into() },
                         format!("{} ms", h.timeout_ms),
                     ]
@@ -100,7 +100,7 @@ pub async fn run(
                 .collect();
             output::table_or(
                 "No hooks.",
-                &["EVENT", "HOOK", "MATCHER", "SOURCE", "ENABLED", "TIMEOUT"],
+                &["EVENT", "HOOK", "MATCHER", "SCOPE", "ENABLED", "TIMEOUT"],
                 &rows,
             );
             for w in r.warnings.iter().chain(&r.notice) {

@@ -38,6 +38,11 @@ pub struct HookEntry {
     pub timeout_ms: u64,
     /// Where it is written.
     pub at: String,
+    /// The settings file's scope it is written in (`user`, `workspace`, `system`,
+    /// `system-defaults`), or `extension NAME` (`source` is Gemini CLI's tag, `project` for
+    /// every settings file).
+    #[serde(default)]
+    pub scope: String,
 }
 
 /// `hooks/list`'s result.

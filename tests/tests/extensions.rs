@@ -137,6 +137,7 @@ async fn install_contribute_tamper_accept_uninstall() -> anyhow::Result<()> {
     let hook = hooks["hooks"].as_array().into_iter().flatten().find(|h| h["name"] == "hello");
     let hook = hook.cloned().unwrap_or_default();
     assert_eq!(hook["source"], "extensions", "{hooks}");
+    assert_eq!(hook["scope"], "extension my-ext", "{hooks}");
     assert!(
         hook["command"].as_str().is_some_and(|c| c.contains(&installed.display().to_string())),
         "hydrated: {hook}"

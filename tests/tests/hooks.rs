@@ -472,6 +472,11 @@ async fn gemctl_hooks_list_and_run() -> anyhow::Result<()> {
         out.contains("SessionStart") && out.contains("greet") && out.contains("startup"),
         "{out}"
     );
+    // The user's file is said as such, not by Gemini CLI's `project` tag (audit C15).
+    let header: Vec<&str> = out.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["EVENT", "HOOK", "MATCHER", "SCOPE", "ENABLED", "TIMEOUT"], "{out}");
+    let greet = out.lines().find(|l| l.contains("greet")).unwrap_or_default();
+    assert!(greet.contains(" user ") && !greet.contains("project"), "{out}");
     assert!(err.contains("invalid hook event name \"PreToolUse\""), "{err}");
     let (code, out, err) =
         home.gemctl_run(&["hooks", "run", "SessionStart", "--input", r#"{"source": "startup"}"#])?;

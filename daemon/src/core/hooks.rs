@@ -52,6 +52,19 @@ pub struct HookSeat {
     prepared: PerSession<Prepared>,
 }
 
+/// A settings scope as `hooks list` names it.
+fn scope_name(s: geminid_protocol::common::Scope) -> &'static str {
+    use geminid_protocol::common::Scope;
+    match s {
+        Scope::SystemDefaults => "system-defaults",
+        Scope::Geminid => "geminid",
+        Scope::User => "user",
+        Scope::Workspace => "workspace",
+        Scope::System => "system",
+        Scope::Extension => "extension",
+    }
+}
+
 fn source_name(s: HookSource) -> &'static str {
     match s {
         HookSource::Project => "project",
@@ -117,7 +130,12 @@ impl HookSeat {
             .hook_files
             .iter()
             .zip(&labels)
-            .map(|(f, label)| SettingsHooks { file: label, text: Some(&f.text), hooks: &f.hooks })
+            .map(|(f, label)| SettingsHooks {
+                file: label,
+                scope: scope_name(f.scope),
+                text: Some(&f.text),
+                hooks: &f.hooks,
+            })
             .collect();
         let extension_hooks: Vec<ExtensionHooks> = effective
             .extensions
@@ -191,6 +209,7 @@ impl HookSeat {
                 enabled: e.enabled,
                 timeout_ms: e.hook.timeout_ms,
                 at: e.at.clone(),
+                scope: e.scope.clone(),
             })
             .collect();
         Ok(HooksListResult {

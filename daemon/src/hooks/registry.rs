@@ -18,6 +18,8 @@ const CONFIG_KEYS: [&str; 3] = ["enabled", "disabled", "notifications"];
 pub struct SettingsHooks<'a> {
     /// The file, as problems name it.
     pub file: &'a str,
+    /// Its scope, as `hooks list` shows it (`user`, `workspace`, ...).
+    pub scope: &'a str,
     /// Its text, for the line and column of a problem (none: the path in the JSON only).
     pub text: Option<&'a str>,
     /// Its `hooks` object.
@@ -90,6 +92,8 @@ pub struct Entry {
     pub enabled: bool,
     /// Where it is written (`settings: hooks.BeforeTool[0].hooks[1]`, `extension x: ...`).
     pub at: String,
+    /// The settings scope it is written in (`user`, `workspace`, ...), or `extension NAME`.
+    pub scope: String,
 }
 
 /// A session's hooks and what was wrong with their configuration.
@@ -109,7 +113,7 @@ impl Registry {
     pub fn new(settings: &Value, trusted: bool, extensions: &[ExtensionHooks]) -> Self {
         let files: Vec<_> = settings
             .get("hooks")
-            .map(|hooks| SettingsHooks { file: "settings", text: None, hooks })
+            .map(|hooks| SettingsHooks { file: "settings", scope: "settings", text: None, hooks })
             .into_iter()
             .collect();
         Self::of_files(settings, &files, trusted, extensions)
@@ -137,7 +141,8 @@ impl Registry {
         for f in files {
             if trusted {
                 let place = Place { label: f.file, text: f.text };
-                reg.add(f.hooks, HookSource::Project, place, &BTreeMap::new(), &disabled);
+                let scope = f.scope;
+                reg.add(f.hooks, HookSource::Project, place, scope, &BTreeMap::new(), &disabled);
             } else if f
                 .hooks
                 .as_object()
@@ -152,7 +157,7 @@ impl Registry {
         for ext in extensions {
             let label = format!("extension {}", ext.name);
             let place = Place { label: &label, text: None };
-            reg.add(&ext.hooks, HookSource::Extensions, place, &ext.env, &disabled);
+            reg.add(&ext.hooks, HookSource::Extensions, place, &label, &ext.env, &disabled);
         }
         reg
     }
@@ -162,6 +167,7 @@ impl Registry {
         hooks: &Value,
         source: HookSource,
         place: Place<'_>,
+        scope: &str,
         extra_env: &BTreeMap<String, String>,
         disabled: &[&str],
     ) {
@@ -226,6 +232,7 @@ impl Registry {
                                 sequential,
                                 enabled,
                                 at,
+                                scope: scope.to_owned(),
                             });
                         }
                         Err(why) => self.warnings.push(format!("{at}: {why}; skipped")),
