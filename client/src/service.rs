@@ -29,6 +29,38 @@ struct Done {
     /// The unit that starts geminid, once enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     enabled: Option<String>,
+    /// What the last `systemctl` that failed said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// The socket a unit must name: `socket`, when it is not where systemd's `%t` puts the
+/// default one (`$XDG_RUNTIME_DIR/geminid/geminid.sock`), so that a service started by systemd
+/// listens where this shell's gemctl looks (`GEMINID_SOCKET`, `--socket`, or no runtime dir).
+fn pinned_socket(socket: &Path) -> Option<&Path> {
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map(|d| PathBuf::from(d).join("geminid").join("geminid.sock"));
+    (runtime.as_deref() != Some(socket)).then_some(socket)
+}
+
+/// A quoted `NAME=value` for `Environment=`.
+fn environment(name: &str, value: &Path) -> String {
+    let v = value.display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
+    format!("Environment=\"{name}={v}\"")
+}
+
+/// The socket unit, listening on `pinned` when given.
+pub fn socket_unit(pinned: Option<&Path>) -> String {
+    SOCKET
+        .lines()
+        .map(|l| match pinned {
+            Some(p) if l.starts_with("ListenStream=") => format!("ListenStream={}", p.display()),
+            _ => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 /// `~/.config/systemd/user` (or under `$XDG_CONFIG_HOME`).
@@ -73,11 +105,15 @@ fn exec_word(path: &Path) -> String {
     }
 }
 
-/// The service unit for `geminid`, idle-exiting under socket activation.
-pub fn service_unit(geminid: &Path, socket_activation: bool) -> String {
+/// The service unit for `geminid`, idle-exiting under socket activation, on `pinned` when
+/// given.
+pub fn service_unit(geminid: &Path, socket_activation: bool, pinned: Option<&Path>) -> String {
     let mut exec = format!("ExecStart={}", exec_word(geminid));
     if socket_activation {
         exec.push_str(" --idle-exit 30m");
+    }
+    if let Some(p) = pinned {
+        exec = format!("{}\n{exec}", environment("GEMINID_SOCKET", p));
     }
     SERVICE
         .lines()
@@ -98,6 +134,7 @@ fn systemctl(args: &[&str], done: &mut Done) -> anyhow::Result<bool> {
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         eprintln!("note: `systemctl {}` failed: {}", all.join(" "), err.trim());
+        done.error = Some(err.trim().to_owned());
     }
     Ok(out.status.success())
 }
@@ -131,15 +168,17 @@ pub async fn install(
     let dir = units_dir()?;
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut done = Done::default();
-    write_unit(&dir, "geminid.service", &service_unit(&geminid, socket_activation), &mut done)?;
-    let socket_unit = dir.join("geminid.socket");
+    let pinned = pinned_socket(socket);
+    let service = service_unit(&geminid, socket_activation, pinned);
+    write_unit(&dir, "geminid.service", &service, &mut done)?;
+    let socket_unit_path = dir.join("geminid.socket");
     if socket_activation {
-        write_unit(&dir, "geminid.socket", SOCKET, &mut done)?;
-    } else if socket_unit.exists() {
+        write_unit(&dir, "geminid.socket", &socket_unit(pinned), &mut done)?;
+    } else if socket_unit_path.exists() {
         // From an earlier install with socket activation: the service alone now.
         systemctl(&["disable", "--now", "geminid.socket"], &mut done)?;
-        std::fs::remove_file(&socket_unit)?;
-        done.removed.push(socket_unit.display().to_string());
+        std::fs::remove_file(&socket_unit_path)?;
+        done.removed.push(socket_unit_path.display().to_string());
     }
     let unit = if socket_activation { "geminid.socket" } else { "geminid.service" };
     if enable {
@@ -154,6 +193,9 @@ pub async fn install(
         for w in &done.wrote {
             outln!("wrote {w}");
         }
+        if let Some(p) = pinned {
+            outln!("the units name {}: the socket this gemctl uses", p.display());
+        }
         for r in &done.removed {
             outln!("removed {r}");
         }
@@ -163,6 +205,17 @@ pub async fn install(
                  `systemctl --user status geminid` shows it, `journalctl --user -u geminid` its log",
                 geminid.display()
             ),
+            // No user manager to talk to: say what that means instead of "fix the error".
+            (None, true) if done.error.as_deref().is_some_and(|e| e.contains("connect to bus")) => {
+                outln!(
+                    "not enabled: no systemd user manager answers here (a container, WSL without \
+                     systemd, or a login without a user session). gemctl starts geminid whenever \
+                     a command needs it, so nothing more is needed; where systemd runs, log in \
+                     to a session (or `loginctl enable-linger $USER`) and run this again. The \
+                     units stay in {}",
+                    dir.display()
+                )
+            }
             (None, true) => outln!(
                 "not enabled: run `systemctl --user daemon-reload && systemctl --user enable --now {unit}` once the error above is fixed"
             ),
@@ -213,10 +266,20 @@ mod tests {
 
     #[test]
     fn exec_start_points_at_the_binary_quoted_when_needed() {
-        let plain = service_unit(Path::new("/opt/bin/geminid"), false);
+        let plain = service_unit(Path::new("/opt/bin/geminid"), false, None);
         assert!(plain.contains("\nExecStart=/opt/bin/geminid\n"), "{plain}");
         assert!(plain.contains("Type=notify"));
-        let spaced = service_unit(Path::new("/home/a b/geminid"), true);
+        let spaced = service_unit(Path::new("/home/a b/geminid"), true, None);
         assert!(spaced.contains("\nExecStart=\"/home/a b/geminid\" --idle-exit 30m\n"), "{spaced}");
+        let pinned =
+            service_unit(Path::new("/opt/bin/geminid"), false, Some(Path::new("/s/g.sock")));
+        assert!(
+            pinned.contains(
+                "\nEnvironment=\"GEMINID_SOCKET=/s/g.sock\"\nExecStart=/opt/bin/geminid\n"
+            ),
+            "{pinned}"
+        );
+        assert!(socket_unit(Some(Path::new("/s/g.sock"))).contains("\nListenStream=/s/g.sock\n"));
+        assert!(socket_unit(None).contains("\nListenStream=%t/geminid/geminid.sock\n"));
     }
 }

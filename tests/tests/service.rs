@@ -170,7 +170,13 @@ async fn install_service_writes_units_systemd_accepts_and_enables_them() -> anyh
         service.contains(&format!("\nExecStart={} --idle-exit 30m\n", geminid.display())),
         "{service}"
     );
-    assert!(units.join("geminid.socket").is_file());
+    // This shell's gemctl uses another socket than systemd's default (GEMINID_SOCKET): the
+    // units name it, or the service would listen where gemctl does not look (audit C16).
+    let sock = home.socket().display().to_string();
+    assert!(service.contains(&format!("\nEnvironment=\"GEMINID_SOCKET={sock}\"\n")), "{service}");
+    let socket_unit = std::fs::read_to_string(units.join("geminid.socket"))?;
+    assert!(socket_unit.contains(&format!("\nListenStream={sock}\n")), "{socket_unit}");
+    assert!(said.contains(&format!("the units name {sock}")), "{said}");
     let ran = std::fs::read_to_string(&record)?;
     assert_eq!(ran, "--user daemon-reload\n--user enable --now geminid.socket\n");
 
@@ -193,6 +199,26 @@ async fn install_service_writes_units_systemd_accepts_and_enables_them() -> anyh
     assert!(!units.join("geminid.socket").exists());
     let service = std::fs::read_to_string(units.join("geminid.service"))?;
     assert!(service.contains(&format!("\nExecStart={}\n", geminid.display())), "{service}");
+
+    // No user manager (a container): what that means, not "once the error above is fixed".
+    let busless = home.root().join("systemctl-nobus");
+    std::fs::write(
+        &busless,
+        "#!/bin/sh\necho 'Failed to connect to bus: No such file or directory' >&2\nexit 1\n",
+    )?;
+    std::fs::set_permissions(&busless, std::fs::Permissions::from_mode(0o755))?;
+    let out = home
+        .gemctl_cmd(&["daemon", "install-service"])
+        .env("GEMINID_SYSTEMCTL", &busless)
+        .output()?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("no systemd user manager answers here")
+            && said.contains("gemctl starts geminid whenever"),
+        "{said}"
+    );
+    assert!(!said.contains("once the error above is fixed"), "{said}");
 
     // A daemon already running outside the service is named, with the fix.
     let daemon = Daemon::start(&home, &[]).await?;
