@@ -441,6 +441,8 @@ impl std::error::Error for Failed {}
 struct CallError {
     code: i32,
     message: String,
+    /// The hooks that blocked the call or stopped the turn (the error's `data.hooks`).
+    hooks: Vec<String>,
 }
 
 impl std::fmt::Display for CallError {
@@ -458,7 +460,16 @@ fn call_error(
 ) -> impl FnOnce(jsonrpsee::core::client::Error) -> anyhow::Error {
     move |e| match e {
         jsonrpsee::core::client::Error::Call(obj) => {
-            anyhow::Error::new(CallError { code: obj.code(), message: obj.message().to_owned() })
+            let hooks = obj
+                .data()
+                .and_then(|d| serde_json::from_str::<serde_json::Value>(d.get()).ok())
+                .and_then(|d| serde_json::from_value::<Vec<String>>(d["hooks"].clone()).ok())
+                .unwrap_or_default();
+            anyhow::Error::new(CallError {
+                code: obj.code(),
+                message: obj.message().to_owned(),
+                hooks,
+            })
         }
         other => anyhow::Error::new(other).context(method),
     }
@@ -500,6 +511,18 @@ fn error_kind(e: &anyhow::Error) -> (Option<i32>, &'static str) {
 /// Errors go to stderr; with `--json` also as `{"error": {...}}` on stdout.
 fn report(e: &anyhow::Error, json: bool) {
     eprintln!("{} {e:#}", color::paint_err("gemctl:", color::Tone::Bad));
+    // Which hook decided, and how to turn it off: the message is what the model reads.
+    let hooks = e.chain().find_map(|c| c.downcast_ref::<CallError>()).map(|c| &c.hooks);
+    for hook in hooks.into_iter().flatten() {
+        let word = if hook.contains(char::is_whitespace) {
+            format!("'{}'", hook.replace('\'', "'\\''"))
+        } else {
+            hook.clone()
+        };
+        eprintln!(
+            "note: decided by the hook '{hook}' (`gemctl hooks disable {word}` turns it off)"
+        );
+    }
     if json {
         let (code, name) = error_kind(e);
         let body = serde_json::json!({ "error": { "message": format!("{e:#}"), "code": code, "name": name } });

@@ -652,3 +652,34 @@ async fn migrate_from_claude_code_and_project_hooks_are_announced_once() -> anyh
     assert_eq!(std::fs::read_to_string(&gemini)?, before);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_block_names_its_hook_to_the_person_not_the_model() -> anyhow::Result<()> {
+    use geminid_tests::mcp::{stdio, write_user_settings};
+    let home = TestHome::allowing_mcp()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    // The hooks beside the servers, in the user's own file.
+    let path = home.root().join("home/.gemini/settings.json");
+    let mut settings: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    settings["hooks"] = json!({ "BeforeTool": [{ "matcher": "echo", "hooks": [
+        { "type": "command", "name": "guard", "command": "echo 'not today' >&2; exit 2" }
+    ]}]});
+    std::fs::write(&path, settings.to_string())?;
+    let _daemon = geminid_tests::Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, _, err) = home.gemctl_run(&["call", "mcp_fx_echo", r#"{"text": "x"}"#])?;
+    assert_ne!(code, 0);
+    // The message is Gemini CLI's, as the model reads it; the note under it is for the person
+    // (audit C19).
+    assert!(err.contains("Tool execution blocked: not today\n"), "{err}");
+    assert!(
+        err.contains(
+            "note: decided by the hook 'guard' (`gemctl hooks disable guard` turns it off)"
+        ),
+        "{err}"
+    );
+    let audit = home.gemctl_json(&["audit", "-n", "1"])?;
+    let error = audit["records"][0]["error"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(error, "Tool execution blocked: not today (by hook 'guard')", "{audit}");
+    Ok(())
+}

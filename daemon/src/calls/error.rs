@@ -47,10 +47,10 @@ pub enum CallError {
     Held(String),
     /// A BeforeTool or AfterTool hook blocked it.
     #[error("{0}")]
-    HookBlocked(String),
+    HookBlocked(super::seats::Verdict),
     /// A hook stopped the agent's turn.
     #[error("{0}")]
-    Stopped(String),
+    Stopped(super::seats::Verdict),
     /// Nobody answered the confirmation in time.
     #[error("{0}")]
     ConfirmationTimedOut(String),
@@ -66,6 +66,25 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// The hooks that blocked or stopped it, if hooks did.
+    pub fn hooks(&self) -> &[String] {
+        match self {
+            Self::HookBlocked(v) | Self::Stopped(v) => &v.by,
+            _ => &[],
+        }
+    }
+
+    /// What the audit log keeps: the error, and the hooks that decided it.
+    pub(super) fn audited(&self) -> String {
+        match self.hooks() {
+            [] => self.to_string(),
+            by => format!(
+                "{self} (by hook {})",
+                by.iter().map(|h| format!("'{h}'")).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
+
     /// A tool that is not in the table, said by the state of the server that would have it.
     /// `near`: the session's tool `name` most likely meant, named and never called.
     pub(super) fn missing(

@@ -310,7 +310,7 @@ impl Pipeline {
         let result = self.run(&resolved, &mut audited.call).instrument(span).await;
         let ended = match &result {
             Ok(o) => Ended::Answered { is_error: o.is_error },
-            Err(e) => Ended::Failed(e.to_string()),
+            Err(e) => Ended::Failed(e.audited()),
         };
         let call = audited.end(&ended);
         result.map(|o| (call, o))

@@ -14,6 +14,34 @@ use super::{Call, Outcome};
 use crate::asks::Confirmed;
 pub use crate::catalog::{Hidden, ToolFilter};
 
+/// Why hooks blocked a call or stopped the turn, and which hooks said so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// What the model reads (Gemini CLI's text).
+    pub why: String,
+    /// The hooks that decided it, by name (or command): for the audit log and the caller,
+    /// never for the model.
+    pub by: Vec<String>,
+}
+
+impl From<String> for Verdict {
+    fn from(why: String) -> Self {
+        Self { why, by: Vec::new() }
+    }
+}
+
+impl From<&str> for Verdict {
+    fn from(why: &str) -> Self {
+        why.to_owned().into()
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
 /// What a BeforeTool hook decided.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Before {
@@ -22,9 +50,9 @@ pub enum Before {
     /// Go on with these arguments instead (they are validated again).
     Rewrite(Map<String, Value>),
     /// Do not call the tool; the message says why.
-    Block(String),
+    Block(Verdict),
     /// Stop the agent's turn.
-    Stop(String),
+    Stop(Verdict),
     /// Ask the person first, with this question.
     Ask(String),
 }
@@ -46,9 +74,9 @@ pub enum After {
     /// Keep the result as it is.
     Keep,
     /// Hide the result from the model; the message says why.
-    Block(String),
+    Block(Verdict),
     /// Stop the agent's turn.
-    Stop(String),
+    Stop(Verdict),
     /// Keep it, and add this text for the model.
     AddContext(String),
     /// Call this tool instead (`tailToolCallRequest`): its result replaces this one.

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::Core;
 use super::prepared::PerSession;
-use crate::calls::seats::{After, AfterTool, Before, BeforeTool};
+use crate::calls::seats::{After, AfterTool, Before, BeforeTool, Verdict};
 use crate::calls::{Call, Outcome};
 use crate::clock;
 use crate::hooks::aggregate::{effective_reason, hook_context, is_ask, is_blocking};
@@ -320,6 +320,22 @@ fn connection(c: &crate::config::mcp::McpServerConfig) -> Map<String, Value> {
     fields.into_iter().filter_map(|(k, v)| Some((k.to_owned(), v?))).collect()
 }
 
+/// Whether a hook's output stops the turn.
+fn stops(o: &Map<String, Value>) -> bool {
+    o.get("continue") == Some(&Value::Bool(false))
+}
+
+/// `why`, with the hooks of `fired` whose output `said` it.
+fn verdict(why: String, fired: &Fired, said: fn(&Map<String, Value>) -> bool) -> Verdict {
+    let by = fired
+        .ran
+        .iter()
+        .filter(|r| r.output.as_ref().is_some_and(said))
+        .map(|r| r.hook.label().to_owned())
+        .collect();
+    Verdict { why, by }
+}
+
 impl BeforeTool for HookSeat {
     fn before_tool<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Before> {
         Box::pin(async move {
@@ -340,16 +356,16 @@ impl BeforeTool for HookSeat {
             }
             let fired =
                 self.fire_for(&call.session, HookEvent::BeforeTool, Some(&call.name), fields).await;
-            let Some(o) = fired.ok().flatten().and_then(|f| f.merged) else {
-                return Before::Proceed;
-            };
-            if o.get("continue") == Some(&Value::Bool(false)) {
-                return Before::Stop(effective_reason(&o));
+            let Some(f) = fired.ok().flatten() else { return Before::Proceed };
+            let Some(o) = &f.merged else { return Before::Proceed };
+            if stops(o) {
+                return Before::Stop(verdict(effective_reason(o), &f, stops));
             }
-            if is_blocking(&o) {
-                return Before::Block(format!("Tool execution blocked: {}", effective_reason(&o)));
+            if is_blocking(o) {
+                let why = format!("Tool execution blocked: {}", effective_reason(o));
+                return Before::Block(verdict(why, &f, is_blocking));
             }
-            if is_ask(&o) {
+            if is_ask(o) {
                 let why = o.get("systemMessage").and_then(Value::as_str);
                 return Before::Ask(match why {
                     Some(m) => format!("A hook asks to confirm the call to '{}': {m}", call.name),
@@ -412,13 +428,14 @@ impl AfterTool for HookSeat {
             fields.insert("tool_response".into(), response);
             let fired =
                 self.fire_for(&call.session, HookEvent::AfterTool, Some(&call.name), fields).await;
-            let Some(o) = fired.ok().flatten().and_then(|f| f.merged) else { return After::Keep };
-            if o.get("continue") == Some(&Value::Bool(false)) {
-                return After::Stop(effective_reason(&o));
+            let Some(f) = fired.ok().flatten() else { return After::Keep };
+            let Some(o) = f.merged.clone() else { return After::Keep };
+            if stops(&o) {
+                return After::Stop(verdict(effective_reason(&o), &f, stops));
             }
             if is_blocking(&o) {
                 // The model reads the hook's reason as it is, as Gemini CLI sends it.
-                return After::Block(effective_reason(&o));
+                return After::Block(verdict(effective_reason(&o), &f, is_blocking));
             }
             let specific = o.get("hookSpecificOutput");
             if let Some(tail) = specific.and_then(|s| s.get("tailToolCallRequest"))

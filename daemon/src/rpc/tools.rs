@@ -35,7 +35,11 @@ pub(super) fn call_error(e: CallError) -> ErrorObjectOwned {
         CallError::Stopped(_) => ErrorCode::Stopped,
         CallError::ConfirmationTimedOut(_) => ErrorCode::ConfirmationTimedOut,
     };
-    code.error(e.to_string())
+    match e.hooks() {
+        [] => code.error(e.to_string()),
+        // Which hooks, for the caller (gemctl names them); the message stays the model's.
+        by => code.error_with(e.to_string(), serde_json::json!({ "hooks": by })),
+    }
 }
 
 #[async_trait]
