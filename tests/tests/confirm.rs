@@ -604,6 +604,20 @@ async fn gemctl_attach_answers_from_the_terminal_and_gemctl_confirm_from_scripts
     let child =
         home.gemctl_json(&["session", "derive", &session, "helper", "--tools", "mcp_fx_echo"])?;
     assert_eq!(child["state"]["derived"]["path"], json!(format!("{session}/helper")));
+    // A tool the parent does not have would leave the subagent without it: refused, with the
+    // one likely meant (audit C6); a front-end's own name and a wildcard are taken as given.
+    let (code, _, err) =
+        home.gemctl_run(&["session", "derive", &session, "typo", "--tools", "mcp_fx_ecoh"])?;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("the parent session has no tool 'mcp_fx_ecoh' (did you mean 'mcp_fx_echo'?)"),
+        "{err}"
+    );
+    for tools in ["read_file,mcp_fx_echo", "mcp_fx_*"] {
+        let (code, _, err) =
+            home.gemctl_run(&["session", "derive", &session, "ok", "--tools", tools])?;
+        assert_eq!(code, 0, "{tools}: {err}");
+    }
     let updated = home.gemctl_json(&["session", "update", "--mode", "yolo", "--headless"])?;
     assert_eq!(
         (updated["state"]["approvalMode"].as_str(), updated["state"]["interactive"].as_bool()),

@@ -72,9 +72,53 @@ impl Core {
                 tools.clone_from(&def.info.tools);
             }
         }
+        if let Some(list) = &tools {
+            self.check_derived_tools(&p.parent, list).await?;
+        }
         let s = self.sessions.derive(&p.parent, &name, tools).await?;
         self.track_config(&s.id);
         Ok(s)
+    }
+
+    /// A subagent's tool list names its parent's tools: an MCP or custom tool the parent does
+    /// not have is refused, with the one likely meant (it would leave the subagent without it,
+    /// silently; audit C6). Names with `*`, and names a front-end owns (no `mcp_` or
+    /// `discovered_tool_` prefix), are taken as given. The parent's servers are started to
+    /// know, as the subagent's first call would.
+    async fn check_derived_tools(&self, parent: &str, list: &[String]) -> Result<(), SessionError> {
+        let ours = |n: &&String| {
+            !n.contains('*') && (n.starts_with("mcp_") || n.starts_with("discovered_tool_"))
+        };
+        if !list.iter().any(|n| ours(&n)) {
+            return Ok(());
+        }
+        // The parent's table, as complete as its servers make it; none: nothing to check by.
+        let Ok(table) = self.catalog.session_tools(parent, true).await else { return Ok(()) };
+        let known: Vec<&str> = table
+            .tools
+            .iter()
+            .chain(table.hidden.values().map(|(_, t)| t))
+            .map(|t| t.fqn.as_str())
+            .collect();
+        let unknown: Vec<String> = list
+            .iter()
+            .filter(ours)
+            .filter(|n| !known.contains(&n.as_str()))
+            .map(|n| {
+                format!(
+                    "'{n}'{}",
+                    geminid_protocol::suggest::did_you_mean(n, known.iter().copied())
+                )
+            })
+            .collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        Err(SessionError::InvalidDerive(format!(
+            "the parent session has no tool {}: a subagent's tools are its parent's (`gemctl mcp \
+             tools` lists them) or a front-end's own",
+            unknown.join(", ")
+        )))
     }
 
     /// `confirmation/respond`: the session it was answered for. An "always" is refused (the
