@@ -423,6 +423,9 @@ def run(s):
     import skills
     skills.run(s)
 
+    import fastmcp_oauth
+    fastmcp_oauth.run(s)
+
     import gemini_e2e
     gemini_e2e.run(s)
 

@@ -14,7 +14,7 @@ NPM_PACKAGES=(
   "@modelcontextprotocol/server-memory@2026.8.31"
   "@modelcontextprotocol/server-filesystem@2026.8.31"
 )
-PIP_PACKAGES=("mcp-server-time==2026.10.19" "mcp==2.3.0")
+PIP_PACKAGES=("mcp-server-time==2026.10.19" "mcp==2.3.0" "fastmcp==4.2.3")
 # MCP clients of the gateway; the Inspector needs Node 22, installed from npm beside them.
 CLIENT_PACKAGES=("@modelcontextprotocol/inspector@2.12.0" "@google/gemini-cli@0.61.0")
 NODE22="node@22.23.3"
