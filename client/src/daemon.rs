@@ -127,6 +127,11 @@ pub async fn start(socket: &Path, idle_exit: Option<Duration>) -> anyhow::Result
         match connect_running(socket).await {
             Ok((_, hello)) => return Ok(hello),
             Err(ConnectError::NotRunning { .. }) => {}
+            // The socket a killed daemon left can still be held by a child it was forking
+            // (until that child's exec closes it): a connection there is reset. The new daemon
+            // replaces that socket once it has the lock, so wait for it, up to the deadline.
+            Err(ConnectError::Handshake { .. } | ConnectError::Io { .. })
+                if Instant::now() < deadline => {}
             Err(e) => return Err(e.into()),
         }
         if let Some(status) = child.try_wait()? {

@@ -349,7 +349,14 @@ impl Daemon {
         loop {
             match connect(&self.socket, &options()).await {
                 Ok(_) => return Ok(()),
-                Err(ConnectError::NotRunning { .. }) if Instant::now() < deadline => {
+                // Not listening yet; or the socket a killed daemon left is still held by a
+                // child it was forking (until that child's exec closes it), which takes a
+                // connection and resets it: not up yet either way.
+                Err(
+                    ConnectError::NotRunning { .. }
+                    | ConnectError::Handshake { .. }
+                    | ConnectError::Io { .. },
+                ) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
                 Err(e) => bail!("geminid did not come up: {e}\n{}", self.log()),
