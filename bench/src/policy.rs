@@ -39,8 +39,13 @@ const ALLOW_FX: &str =
 /// 1,000 rules as users write them: exact names, server wildcards, argument patterns and
 /// command prefixes, none of which matches the measured call (so every rule is tried).
 fn thousand_rules() -> String {
+    rules(1000)
+}
+
+/// `n` rules written as [`thousand_rules`] writes them.
+fn rules(n: usize) -> String {
     let mut text = String::new();
-    for i in 0..1000 {
+    for i in 0..n {
         let body = match i % 4 {
             0 => format!("toolName = \"tool_{i}\""),
             1 => format!("mcpName = \"server_{i}\"\ntoolName = \"*\""),
@@ -57,7 +62,43 @@ fn thousand_rules() -> String {
     text
 }
 
+/// Reading a policy file of `n` rules into a set, as a daemon's start or an edit does.
+fn read_rules(text: &str, n: usize) -> anyhow::Result<std::time::Duration> {
+    let t = Instant::now();
+    let loaded = load("bench.toml", std::hint::black_box(text), Tier::User);
+    anyhow::ensure!(loaded.rules.len() == n, "{:?}", loaded.problems.first());
+    std::hint::black_box(PolicySet::new(loaded.rules));
+    Ok(t.elapsed())
+}
+
+/// Files of 1,000 and 10,000 rules read, interleaved: time grows with the rules (issue 39:
+/// it grew with their square, each rule's line counted from the file's start).
+fn reading() -> anyhow::Result<Vec<String>> {
+    eprintln!("policy: files of 1,000 and 10,000 rules read");
+    let (small, large) = (rules(1000), rules(10_000));
+    let (mut s, mut l) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        s.push(read_rules(&small, 1000)?);
+        l.push(read_rules(&large, 10_000)?);
+    }
+    let (s, l) = (stats(s), stats(l));
+    Ok(vec![
+        format!(
+            "| a policy file of 1,000 rules read (parsed, checked, set built; 5 rounds interleaved) | {:.2} ms | {:.2} ms | |",
+            us(s.median) / 1000.0,
+            us(s.p99) / 1000.0
+        ),
+        format!(
+            "| a policy file of 10,000 rules read ({:.1}× the 1,000-rule file: linear is 10×) | {:.2} ms | {:.2} ms | linear in rules |",
+            l.median.as_secs_f64() / s.median.as_secs_f64(),
+            us(l.median) / 1000.0,
+            us(l.p99) / 1000.0
+        ),
+    ])
+}
+
 pub async fn bench() -> anyhow::Result<Vec<String>> {
+    let mut rows = reading()?;
     eprintln!("policy: a decision against 1,000 rules and against none");
     let loaded = load("bench.toml", &thousand_rules(), Tier::User);
     anyhow::ensure!(loaded.rules.len() == 1000, "{:?}", loaded.problems.first());
@@ -99,7 +140,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         worst.push(t.elapsed());
     }
     let (w, e, x) = (stats(with), stats(without), stats(worst));
-    let mut rows = vec![
+    rows.extend(vec![
         format!(
             "| a decision against 1,000 rules, none matching ({ROUNDS} rounds, interleaved with an empty set) | {:.2} µs | {:.2} µs | ≤ 20 µs more per call |",
             us(w.median),
@@ -115,7 +156,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
             us(x.median),
             us(x.p99)
         ),
-    ];
+    ]);
     rows.extend(whole_calls().await?);
     Ok(rows)
 }

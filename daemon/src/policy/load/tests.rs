@@ -229,3 +229,20 @@ fn warnings_do_not_stop_a_rule() {
     assert!(text.iter().any(|m| m.contains("safety_checker")), "{text:?}");
     assert!(l.problems.iter().all(|d| d.severity == Severity::Warning));
 }
+
+#[test]
+fn lines_give_what_counting_from_the_start_gives() {
+    // Counted the slow way, as before: the newlines before, and the characters since the last.
+    fn counted(text: &str, offset: usize) -> (u32, u32) {
+        let before = &text[..offset.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line as u32, column as u32)
+    }
+    for text in ["", "a", "\n", "ab\ncd\n", "\n\nx", "é\nüñ\n[[rule]]\ntoolName = \"ä\"\n"] {
+        let lines = Lines::new(text);
+        for offset in (0..=text.len() + 2).filter(|&o| o > text.len() || text.is_char_boundary(o)) {
+            assert_eq!(lines.position(offset), counted(text, offset), "{text:?} at {offset}");
+        }
+    }
+}
