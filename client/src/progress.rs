@@ -1,6 +1,6 @@
 //! Progress on stderr while a command waits: on a terminal one line redrawn in place (a bar
 //! when the total is known), cleared when the wait ends; elsewhere (`--progress` into a pipe or
-//! a file) one line per step, a step repeated as it was not printed twice.
+//! a file) one line per step, and a step the server repeats is printed once.
 
 use std::io::{IsTerminal, Write};
 
