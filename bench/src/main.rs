@@ -4,7 +4,8 @@
 //!
 //! Run: `cargo build --release --workspace && ./target/release/geminid-bench
 //! [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|oauth|extensions|skills|commands|ab OTHER]` (`mcp`: only the MCP supervision figures;
-//! `policy`: a policy decision against 1,000 rules; `gateway`: a call through `gemctl mcp serve`
+//! `policy`: a policy decision against 1,000 rules; `policy-scale`: a daemon with 1,000 and
+//! 10,000 policy rules (start, edit, list, check, memory); `gateway`: a call through `gemctl mcp serve`
 //! against the same call on the socket, and 4 clients × 5 servers; `elicit`: an elicitation's
 //! answer to its call's result; `oauth`: a call with a cached OAuth token against one without;
 //! `extensions`: 20 extensions of 200 files verified at start, and a reload after one file changed;
@@ -29,6 +30,7 @@ mod mcp;
 mod oauth;
 mod pins;
 mod policy;
+mod policy_scale;
 mod skills;
 mod tools;
 
@@ -93,7 +95,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|pins|config [OTHER]|ab OTHER]";
+    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|policy-scale|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|pins|config [OTHER]|ab OTHER]";
     let (flags, args): (Vec<String>, Vec<String>) =
         std::env::args().skip(1).partition(|a| a.starts_with("--"));
     let mut poll_idle = None;
@@ -108,6 +110,7 @@ async fn main() -> anyhow::Result<()> {
             "tools" => tools::bench().await?,
             "instructions" => instructions::bench().await?,
             "policy" => policy::bench().await?,
+            "policy-scale" => policy_scale::bench().await?,
             "hooks" => hooks::bench().await?,
             "gateway" => gateway::bench().await?,
             "elicit" => elicit::bench().await?,
@@ -136,10 +139,14 @@ async fn main() -> anyhow::Result<()> {
         };
         if section == "ab" {
             println!("| measure | median, this / other | p99, this / other | difference |");
+        } else if section == "policy-scale" {
+            println!(
+                "| measure | median, with the rules | median, with one rule | difference | goal |"
+            );
         } else {
             println!("| measure | median | p99 | target |");
         }
-        println!("|---|---|---|---|");
+        println!("|---|---|---|---|{}", if section == "policy-scale" { "---|" } else { "" });
         println!("{idle_row}");
         for row in rows {
             println!("{row}");

@@ -33,7 +33,7 @@ const CONFIRMS: usize = 300;
 
 /// The one rule every measured session has: `fx`'s tools allowed (in the workspace tier, so
 /// that the 1,000 rules above it are tried first).
-const ALLOW_FX: &str =
+pub(crate) const ALLOW_FX: &str =
     "[[rule]]\ntoolName = \"*\"\nmcpName = \"fx\"\ndecision = \"allow\"\npriority = 1\n";
 
 /// 1,000 rules as users write them: exact names, server wildcards, argument patterns and
@@ -43,7 +43,7 @@ fn thousand_rules() -> String {
 }
 
 /// `n` rules written as [`thousand_rules`] writes them.
-fn rules(n: usize) -> String {
+pub(crate) fn rules(n: usize) -> String {
     let mut text = String::new();
     for i in 0..n {
         let body = match i % 4 {

@@ -10,7 +10,7 @@ use geminid_protocol::common::{Diagnostic, Severity};
 use serde_json::{Map, Value};
 use toml_edit::{Item, TableLike};
 
-use super::pattern::{args_patterns, compile};
+use super::pattern::{ArgsPattern, args_patterns};
 use super::rule::{Origin, Rule};
 use super::{ApprovalMode, Decision, Tier};
 
@@ -391,7 +391,7 @@ fn rule(
         args_patterns(args_pattern.as_deref(), command_prefix.as_deref(), command_regex.as_deref());
     let mut compiled = Vec::with_capacity(patterns.len());
     for p in &patterns {
-        match p.as_deref().map(compile).transpose() {
+        match p.as_deref().map(ArgsPattern::new).transpose() {
             Ok(c) => compiled.push(c),
             Err(why) => {
                 let key = if command_prefix.is_some() {

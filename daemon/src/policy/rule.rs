@@ -1,8 +1,10 @@
 //! One policy rule, and whether it matches a call (Gemini CLI's `ruleMatches`).
 
-use regex::Regex;
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
+use super::pattern::ArgsPattern;
 use super::{ApprovalMode, Decision, Tier, ToolCall};
 
 /// Where a rule was written.
@@ -29,7 +31,7 @@ pub struct Rule {
     /// Only for this MCP server's tools (`*`: any MCP tool).
     pub mcp_name: Option<String>,
     /// Matched against the arguments' stable form.
-    pub args: Option<Regex>,
+    pub args: Option<Arc<ArgsPattern>>,
     /// What it decides.
     pub decision: Decision,
     /// Only in these modes (empty: every mode).
@@ -96,7 +98,11 @@ impl Rule {
     ) -> bool {
         self.matches_ignoring_args(call, mode, interactive)
             && self.args.as_ref().is_none_or(|pattern| match (call.args, stable_args) {
-                (Some(_), Some(text)) => pattern.is_match(text),
+                // A pattern that cannot be built fails closed: its rule denies (or asks)
+                // and never allows.
+                (Some(_), Some(text)) => {
+                    pattern.is_match(text).unwrap_or(self.decision != Decision::Allow)
+                }
                 _ => false,
             })
     }

@@ -5,10 +5,13 @@
 //! `mcp.allowed` 4.1, and in headless sessions with `mcp.autoAllowInHeadless` every
 //! configured server 4.1. The server allows and `tools.core` hold in every mode but plan.
 
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde_json::Value;
 
 use super::load::SHELL_TOOL;
-use super::pattern::{args_patterns, compile};
+use super::pattern::{ArgsPattern, args_patterns};
 use super::rule::{Origin, Rule, mcp_name};
 use super::{ApprovalMode, Decision, Tier};
 
@@ -66,10 +69,11 @@ impl Out {
         modes: &[ApprovalMode],
         narrow: bool,
     ) {
-        let legacy = crate::literal::regex(r"^([a-zA-Z0-9_-]+)\((.*)\)$");
+        static LEGACY: LazyLock<Regex> =
+            LazyLock::new(|| crate::literal::regex(r"^([a-zA-Z0-9_-]+)\((.*)\)$"));
         let mut narrowed = Vec::new();
         for tool in tools {
-            let Some(c) = legacy.captures(tool) else {
+            let Some(c) = LEGACY.captures(tool) else {
                 self.push(setting, shell_normalized(tool), Decision::Allow, priority).modes =
                     modes.to_vec();
                 continue;
@@ -83,7 +87,7 @@ impl Out {
                 narrowed.push(name.clone());
             }
             for p in args_patterns(None, Some(&[c[2].to_owned()]), None).into_iter().flatten() {
-                match compile(&p) {
+                match ArgsPattern::new(&p) {
                     Ok(re) => {
                         let r = self.push(setting, name.clone(), Decision::Allow, priority);
                         r.args = Some(re);

@@ -18,7 +18,7 @@ fn with_mcp(mut r: Rule, server: &str) -> Rule {
 }
 
 fn with_args(mut r: Rule, pattern: &str) -> Rule {
-    r.args = Some(crate::policy::pattern::compile(pattern).unwrap());
+    r.args = Some(crate::policy::pattern::ArgsPattern::new(pattern).unwrap());
     r
 }
 
@@ -466,4 +466,19 @@ fn discovered_tool_star_means_every_custom_tool() {
     // Other patterns with a `*` stay as Gemini CLI reads them: matching nothing.
     let set = PolicySet::new(vec![rule("run_shell*", Allow, 10)]);
     assert_eq!(check(&set, "run_shell_command", None, None), AskUser);
+}
+
+/// A pattern too large to build (found only when first matched, issue 39's lazy patterns)
+/// fails closed: its deny rule denies and its ask rule asks every call it names, and its
+/// allow rule allows none.
+#[test]
+fn a_pattern_that_cannot_be_built_never_allows() {
+    let huge = "\\w{1000}\\w{1000}";
+    let args = Some(json!({"x": "y"}));
+    let deny = PolicySet::new(vec![with_args(rule("t", Deny, 5), huge), rule("t", Allow, 1)]);
+    assert_eq!(check(&deny, "t", None, args.clone()), Deny);
+    let ask = PolicySet::new(vec![with_args(rule("t", AskUser, 5), huge), rule("t", Allow, 1)]);
+    assert_eq!(check(&ask, "t", None, args.clone()), AskUser);
+    let allow = PolicySet::new(vec![with_args(rule("t", Allow, 5), huge), rule("t", Deny, 1)]);
+    assert_eq!(check(&allow, "t", None, args), Deny);
 }

@@ -45,9 +45,9 @@ decision = "allow"
 priority = 100
 "#);
     assert_eq!(r.len(), 2);
-    assert!(r[0].args.as_ref().unwrap().is_match(&cmd("git status")));
-    assert!(r[1].args.as_ref().unwrap().is_match(&cmd("git log")));
-    assert!(!r[0].args.as_ref().unwrap().is_match(&cmd("git log")));
+    assert!(r[0].args.as_ref().unwrap().is_match(&cmd("git status")).unwrap());
+    assert!(r[1].args.as_ref().unwrap().is_match(&cmd("git log")).unwrap());
+    assert!(!r[0].args.as_ref().unwrap().is_match(&cmd("git log")).unwrap());
 
     let r = ok(r#"
 [[rule]]
@@ -96,15 +96,15 @@ priority = 100
 "#);
     let p = r[0].args.as_ref().unwrap();
     assert!(
-        p.is_match(&cmd("git status"))
-            && p.is_match(&cmd("git log --all"))
-            && !p.is_match(&cmd("git branch"))
+        p.is_match(&cmd("git status")).unwrap()
+            && p.is_match(&cmd("git log --all")).unwrap()
+            && !p.is_match(&cmd("git branch")).unwrap()
     );
     let r = ok(
         "[[rule]]\ntoolName = \"run_shell_command\"\ncommandRegex = \"^git status\"\ndecision = \"allow\"\npriority = 100\n",
     );
     assert!(
-        !r[0].args.as_ref().unwrap().is_match(&cmd("git status")),
+        !r[0].args.as_ref().unwrap().is_match(&cmd("git status")).unwrap(),
         "^ anchors at the whole JSON"
     );
 
@@ -130,7 +130,7 @@ priority = 5
         "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"echo (a)\"\ndecision = \"allow\"\npriority = 1\n",
     );
     assert!(
-        r[0].args.as_ref().unwrap().is_match(&cmd("echo (a) b")),
+        r[0].args.as_ref().unwrap().is_match(&cmd("echo (a) b")).unwrap(),
         "special characters are escaped"
     );
 }
