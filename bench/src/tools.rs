@@ -376,7 +376,8 @@ async fn catalog(home: &TestHome, daemon: &Daemon, client: &Client) -> anyhow::R
     eprintln!("tools: catalog");
     let servers: serde_json::Map<String, serde_json::Value> = (0..10)
         .map(|i| {
-            let entry = json!({ "command": fixture(), "args": ["--tools", "94"], "env": { "N": i.to_string() } });
+            // Trusted: pinned but not held, so the tool `grow` adds below is listed at once.
+            let entry = json!({ "command": fixture(), "args": ["--tools", "94"], "env": { "N": i.to_string() }, "trust": true });
             (format!("s{i}"), entry)
         })
         .collect();
