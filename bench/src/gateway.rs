@@ -1,7 +1,8 @@
 //! Issue 19: a tools/call through the gateway against the same call on the socket, in one run,
 //! interleaved (target: within 2×), both as a client sees it through `gemctl mcp serve` and
 //! on the upgraded connection itself; and 4 gateway clients × 5 servers running 5 upstream
-//! processes, not 20.
+//! processes, not 20. Issue 39: the same call through `gemctl mcp serve` against an rmcp
+//! client on the server itself (≤ +150 µs), and 32 concurrent calls on each (≥ 0.8×).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
@@ -21,6 +22,10 @@ use crate::{stats, us};
 
 const WARMUP: usize = 200;
 const CALLS: usize = 2_000;
+/// Concurrent calls on one MCP client, and how many each makes, per throughput round.
+const CALLERS: usize = 32;
+const EACH: usize = 100;
+const ROUNDS: usize = 3;
 
 fn echo(name: &str) -> CallToolRequestParams {
     let mut p = CallToolRequestParams::new(name.to_owned());
@@ -46,10 +51,93 @@ async fn gemctl_serve(
     Ok((c, child))
 }
 
+/// An rmcp client on a fixture server of its own: what an MCP client configured with the
+/// server itself has.
+async fn fixture_direct(
+    args: &[&str],
+) -> anyhow::Result<(RunningService<RoleClient, ()>, tokio::process::Child)> {
+    let mut child = tokio::process::Command::new(geminid_tests::mcp::fixture())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let (Some(out), Some(inp)) = (child.stdout.take(), child.stdin.take()) else {
+        anyhow::bail!("the fixture without pipes");
+    };
+    Ok((().serve((out, inp)).await?, child))
+}
+
+/// Calls a second: [`CALLERS`] tasks making [`EACH`] calls each on one client.
+async fn rate(peer: &rmcp::Peer<RoleClient>, tool: &str) -> anyhow::Result<f64> {
+    let t = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..CALLERS {
+        let (peer, tool) = (peer.clone(), tool.to_owned());
+        tasks.spawn(async move {
+            for _ in 0..EACH {
+                peer.call_tool(echo(&tool)).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r??;
+    }
+    Ok((CALLERS * EACH) as f64 / t.elapsed().as_secs_f64())
+}
+
+/// `server`'s echo through `gemctl mcp serve` against an rmcp client on a fixture of its own
+/// started with `args` (`label`): one call at a time, interleaved, then [`CALLERS`] at once.
+async fn against_the_server(
+    relayed: &RunningService<RoleClient, ()>,
+    server: &str,
+    label: &str,
+    args: &[&str],
+) -> anyhow::Result<Vec<String>> {
+    eprintln!("gateway: through gemctl mcp serve against the server itself, fixture {label}");
+    let (own, _child) = fixture_direct(args).await?;
+    let via = format!("{server}__echo");
+    for _ in 0..WARMUP {
+        relayed.call_tool(echo(&via)).await?;
+        own.call_tool(echo("echo")).await?;
+    }
+    let (mut through, mut alone) = (Vec::new(), Vec::new());
+    for _ in 0..CALLS {
+        let t = Instant::now();
+        relayed.call_tool(echo(&via)).await?;
+        through.push(t.elapsed());
+        let t = Instant::now();
+        own.call_tool(echo("echo")).await?;
+        alone.push(t.elapsed());
+    }
+    let (t, a) = (stats(through), stats(alone));
+    let (mut through, mut alone) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        through.push(rate(relayed.peer(), &via).await?);
+        alone.push(rate(own.peer(), "echo").await?);
+    }
+    through.sort_by(f64::total_cmp);
+    alone.sort_by(f64::total_cmp);
+    let (rt, ra) = (through[ROUNDS / 2], alone[ROUNDS / 2]);
+    Ok(vec![
+        format!(
+            "| a call through `gemctl mcp serve`, fixture {label}: through / on the server itself, interleaved ({:.0} / {:.0} µs) | {:+.0} µs | | ≤ +150 µs |",
+            us(t.median),
+            us(a.median),
+            us(t.median) - us(a.median)
+        ),
+        format!(
+            "| throughput, {CALLERS} concurrent calls on one client, fixture {label}: through `gemctl mcp serve` / on the server itself ({rt:.0} / {ra:.0} calls/s, median of {ROUNDS}) | {:.2}× | | ≥ 0.8× |",
+            rt / ra
+        ),
+    ])
+}
+
 pub async fn bench() -> anyhow::Result<Vec<String>> {
     eprintln!("gateway: tools/call on the socket, through the upgraded connection, through gemctl");
     let home = TestHome::allowing_mcp()?;
-    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]), "fy": stdio(&["--tokio-stdio"]) }))?;
     let daemon = Daemon::launch(&home).log(crate::BENCH_LOG).start().await?;
     anyhow::ensure!(home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
     let client = daemon.client().await?;
@@ -102,6 +190,10 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
             us(g.p99)
         ),
     ];
+    rows.extend(against_the_server(&relayed, "fx", "on its event loop", &[]).await?);
+    rows.extend(
+        against_the_server(&relayed, "fy", "on rmcp's `stdio()`", &["--tokio-stdio"]).await?,
+    );
     drop((direct, relayed));
 
     eprintln!("gateway: 4 clients in 2 workspaces × 5 servers");
