@@ -72,9 +72,41 @@ impl Finished {
     }
 }
 
+/// `program` as the path a child with environment `env`, started in `cwd`, would run: a name
+/// without a `/` looked up on the environment's `PATH` as `execvp(3)` looks (the first
+/// executable file; an empty or relative entry is taken from `cwd`). Unchanged when it has a
+/// `/`, when the environment has no `PATH`, or when nothing is found (the spawn then says
+/// so).
+///
+/// Spawning an absolute path lets the standard library start the child with `posix_spawn`;
+/// a name to look up on a `PATH` the child's environment changes makes it fork the daemon (17
+/// threads and their memory mapped again) and exec each `PATH` entry in turn: a hook's call
+/// paid about a millisecond for that (issue 39).
+#[cfg(unix)]
+pub(crate) fn resolve(program: &OsStr, env: &Env, cwd: &Path) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let as_is = || std::path::PathBuf::from(program);
+    if program.is_empty() || program.as_bytes().contains(&b'/') {
+        return as_is();
+    }
+    let Some(path) = env.get("PATH") else { return as_is() };
+    std::env::split_paths(path)
+        .map(|dir| cwd.join(dir).join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(as_is)
+}
+
 /// Run `job` to its end.
 pub(crate) async fn run(job: Job<'_>) -> Finished {
-    let mut command = tokio::process::Command::new(job.program);
+    #[cfg(unix)]
+    let program = resolve(job.program, job.env, job.cwd);
+    #[cfg(not(unix))]
+    let program = job.program;
+    let mut command = tokio::process::Command::new(program);
     command
         .args(job.args)
         .current_dir(job.cwd)
@@ -310,5 +342,38 @@ mod tests {
         j.program = OsStr::new("/nonexistent/program");
         let f = run(j).await;
         assert!(f.spawn_error.as_deref().is_some_and(|e| e.contains("/nonexistent/program")));
+    }
+
+    /// `execvp(3)`'s lookup: the first executable file on the environment's `PATH` (a
+    /// non-executable one skipped, a relative entry taken from the child's directory); a
+    /// name with a `/`, or an environment without `PATH`, left alone.
+    #[test]
+    fn a_program_is_resolved_on_the_childs_path_as_execvp_does() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let (a, b, rel) = (root.path().join("a"), root.path().join("b"), root.path().join("rel"));
+        for d in [&a, &b, &rel] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let put = |dir: &Path, mode: u32| {
+            let f = dir.join("tool");
+            std::fs::write(&f, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+            f
+        };
+        put(&a, 0o644);
+        let found = put(&b, 0o755);
+        let mut env = Env::new();
+        let path = |dirs: &[&Path]| std::env::join_paths(dirs).unwrap().into_string().unwrap();
+        env.insert("PATH".into(), path(&[&a, &b]));
+        let tool = OsStr::new("tool");
+        assert_eq!(resolve(tool, &env, root.path()), found, "the non-executable one is skipped");
+        env.insert("PATH".into(), path(&[Path::new("rel"), &b]));
+        let relative = put(&rel, 0o755);
+        assert_eq!(resolve(tool, &env, root.path()), relative);
+        assert_eq!(resolve(OsStr::new("./tool"), &env, root.path()), Path::new("./tool"));
+        assert_eq!(resolve(OsStr::new("absent"), &env, root.path()), Path::new("absent"));
+        env.remove("PATH");
+        assert_eq!(resolve(tool, &env, root.path()), Path::new("tool"));
     }
 }

@@ -248,6 +248,13 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
         );
     }
     let (program, prefix) = shell(ctx.env);
+    #[cfg(unix)]
+    let mut cmd = tokio::process::Command::new(crate::proc::resolve(
+        std::ffi::OsStr::new(&program),
+        ctx.env,
+        ctx.cwd,
+    ));
+    #[cfg(not(unix))]
     let mut cmd = tokio::process::Command::new(&program);
     cmd.args(prefix)
         .arg(expand(&hook.command, ctx))
