@@ -21,6 +21,7 @@ pub mod extensions;
 #[cfg(test)]
 mod fuzz;
 pub mod gateway;
+pub mod heap;
 pub mod hooks;
 mod literal;
 pub mod log_file;

@@ -154,6 +154,7 @@ fn log_max_size(text: &str) -> Result<LogMaxSize, String> {
 }
 
 fn main() -> ExitCode {
+    geminid::heap::settle_large_allocations();
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

@@ -80,6 +80,8 @@ impl<'a> Lines<'a> {
 struct Reader<'a> {
     file: &'a str,
     lines: Lines<'a>,
+    /// Where the text being read begins in the file (a `[[rule]]` read on its own).
+    base: usize,
     out: Loaded,
 }
 
@@ -87,7 +89,7 @@ impl Reader<'_> {
     fn say(&mut self, severity: Severity, at: Option<std::ops::Range<usize>>, message: String) {
         let (line, column) = match at {
             Some(r) => {
-                let (l, c) = self.lines.position(r.start);
+                let (l, c) = self.lines.position(r.start + self.base);
                 (Some(l), Some(c))
             }
             None => (None, None),
@@ -129,14 +131,68 @@ fn strings(item: &Item) -> Option<Vec<String>> {
 
 /// Read a policy file's text as tier `tier`; `file` names it in every problem.
 pub fn load(file: &str, text: &str, tier: Tier) -> Loaded {
-    let mut r = Reader { file, lines: Lines::new(text), out: Loaded::default() };
+    let mut r = Reader { file, lines: Lines::new(text), base: 0, out: Loaded::default() };
+    if !by_rule(&mut r, text, tier) {
+        r.base = 0;
+        r.out = Loaded::default();
+        whole(&mut r, text, tier);
+    }
+    r.out.problems.sort_by_key(|d| std::cmp::Reverse(d.severity));
+    r.out
+}
+
+/// Where each line that is exactly `[[rule]]` begins, when nothing but blank lines and comments
+/// comes before the first.
+fn rule_starts(text: &str) -> Option<Vec<usize>> {
+    let mut starts = Vec::new();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim();
+        if t == "[[rule]]" {
+            starts.push(offset);
+        } else if starts.is_empty() && !t.is_empty() && !t.starts_with('#') {
+            return None;
+        }
+        offset += line.len();
+    }
+    (!starts.is_empty()).then_some(starts)
+}
+
+/// Each `[[rule]]` parsed on its own, so that a large file is never held as one document
+/// (one of 10,000 rules built 42 MiB of `toml_edit` nodes, which the allocator kept: issue
+/// 39). The same rules and problems as [`whole`], which reads the file when this cannot: when
+/// something other than rules is in it, or a part does not parse on its own (a `[[rule]]` line
+/// inside a multi-line string splits the string, and neither half parses), or the file does not
+/// parse at all (whose error [`whole`] gives). `false` then, with what was read discarded.
+fn by_rule(r: &mut Reader<'_>, text: &str, tier: Tier) -> bool {
+    let Some(starts) = rule_starts(text) else { return false };
+    let mut n = 0;
+    for (i, &start) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(text.len());
+        let Ok(doc) = toml_edit::Document::parse(&text[start..end]) else { return false };
+        let root = doc.as_table();
+        if root.len() != 1 {
+            return false;
+        }
+        let Some(Item::ArrayOfTables(rules)) = root.get("rule") else { return false };
+        r.base = start;
+        for t in rules.iter() {
+            n += 1;
+            rule(r, n, t, t.span(), tier);
+        }
+    }
+    true
+}
+
+/// The file parsed as one document.
+fn whole(r: &mut Reader<'_>, text: &str, tier: Tier) {
     let doc = match toml_edit::Document::parse(text) {
         Ok(d) => d,
         Err(e) => {
             let message = format!("TOML parsing failed: {}", e.message());
             r.say(Severity::Error, e.span(), message);
             r.out.unreadable = true;
-            return r.out;
+            return;
         }
     };
     let root = doc.as_table();
@@ -159,7 +215,7 @@ pub fn load(file: &str, text: &str, tier: Tier) -> Loaded {
         None => {}
         Some(Item::ArrayOfTables(rules)) => {
             for (i, t) in rules.iter().enumerate() {
-                rule(&mut r, i + 1, t, t.span(), tier);
+                rule(r, i + 1, t, t.span(), tier);
             }
         }
         Some(other) => r.say(
@@ -168,8 +224,6 @@ pub fn load(file: &str, text: &str, tier: Tier) -> Loaded {
             "'rule' must be an array of tables ([[rule]] entries)".to_owned(),
         ),
     }
-    r.out.problems.sort_by_key(|d| std::cmp::Reverse(d.severity));
-    r.out
 }
 
 /// One `[[rule]]`: its rules, or a problem that drops it.
@@ -180,7 +234,7 @@ fn rule(
     at: Option<std::ops::Range<usize>>,
     tier: Tier,
 ) {
-    let line = at.clone().map(|a| r.lines.position(a.start).0);
+    let line = at.clone().map(|a| r.lines.position(a.start + r.base).0);
     let bad = |r: &mut Reader<'_>, at: Option<std::ops::Range<usize>>, why: String| {
         r.say(Severity::Error, at, format!("rule #{n} is not loaded: {why}"));
     };

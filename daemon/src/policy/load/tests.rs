@@ -246,3 +246,73 @@ fn lines_give_what_counting_from_the_start_gives() {
         }
     }
 }
+
+/// A file read one `[[rule]]` at a time gives exactly what it gives read whole: the same rules
+/// from the same lines, the same problems at the same places; and what cannot be read a rule at
+/// a time (a `[[rule]]` line inside a multi-line string, other tables, keys before the first
+/// rule, a file that does not parse) is read whole.
+#[test]
+fn reading_rule_by_rule_gives_what_reading_whole_gives() {
+    fn read_whole(text: &str) -> Loaded {
+        let mut r =
+            Reader { file: "p.toml", lines: Lines::new(text), base: 0, out: Loaded::default() };
+        whole(&mut r, text, Tier::User);
+        r.out.problems.sort_by_key(|d| std::cmp::Reverse(d.severity));
+        r.out
+    }
+    fn seen(l: &Loaded) -> Vec<(String, Option<u32>, String, bool)> {
+        l.rules
+            .iter()
+            .map(|r| {
+                (r.tool_name.clone(), r.origin.line, format!("{:?}", r.decision), r.args.is_some())
+            })
+            .collect()
+    }
+    let cases: &[(&str, bool)] = &[
+        (
+            "# comment\n\n[[rule]]\ntoolName = \"a\"\ndecision = \"allow\"\npriority = 1\n\n  [[rule]]  \ntoolName = \"b\"\ndecision = \"maybe\"\npriority = 2\n[[rule]]\ntoolName = [\"c\", \"d\"]\nargsPattern = \"x\"\ndecision = \"deny\"\npriority = 3\nbogus = 1\n[[rule]]\ntoolName = \"e\"\ndecision = \"deny\"\npriority = 4000\n",
+            true,
+        ),
+        (
+            "[[rule]]\ntoolName = \"a\"\ndecision = \"deny\"\npriority = 1\ndenyMessage = \"\"\"\n[[rule]]\n\"\"\"\n[[rule]]\ntoolName = \"b\"\ndecision = \"deny\"\npriority = 1\n",
+            false,
+        ),
+        (
+            "[[rule]]\ntoolName = \"a\"\ndecision = \"deny\"\npriority = 1\n[rule.toolAnnotations]\nreadOnlyHint = true\n[[rule]]\ntoolName = \"b\"\ndecision = \"deny\"\npriority = 1\n",
+            true,
+        ),
+        (
+            "[[rule]]\ntoolName = \"a\"\ndecision = \"deny\"\npriority = 1\n[[safety_checker]]\nx = 1\n[other]\ny = 2\n",
+            false,
+        ),
+        ("x = 1\n[[rule]]\ntoolName = \"a\"\ndecision = \"deny\"\npriority = 1\n", false),
+        ("[[rule]]\ntoolName = \"a\"\ndecision = \n[[rule]]\ntoolName = \"b\"\n", false),
+        ("rule = 3\n", false),
+        ("", false),
+    ];
+    for (text, split) in cases {
+        assert_eq!(
+            rule_starts(text).is_some()
+                && by_rule(
+                    &mut Reader {
+                        file: "p.toml",
+                        lines: Lines::new(text),
+                        base: 0,
+                        out: Loaded::default()
+                    },
+                    text,
+                    Tier::User
+                ),
+            *split,
+            "{text}"
+        );
+        let (by, all) = (load("p.toml", text, Tier::User), read_whole(text));
+        assert_eq!(by.problems, all.problems, "{text}");
+        assert_eq!(seen(&by), seen(&all), "{text}");
+        assert_eq!(by.unreadable, all.unreadable, "{text}");
+    }
+    // The first case's problems are where they are in the file.
+    let lines: Vec<Option<u32>> =
+        load("p.toml", cases[0].0, Tier::User).problems.iter().map(|d| d.line).collect();
+    assert_eq!(lines, [Some(10), Some(21), Some(17)]);
+}
