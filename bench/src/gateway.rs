@@ -33,22 +33,24 @@ fn echo(name: &str) -> CallToolRequestParams {
     p
 }
 
+/// An rmcp client on the stdin and stdout of `cmd`, started.
+async fn client_on(
+    mut cmd: tokio::process::Command,
+) -> anyhow::Result<(RunningService<RoleClient, ()>, tokio::process::Child)> {
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
+    let (Some(out), Some(inp)) = (child.stdout.take(), child.stdin.take()) else {
+        anyhow::bail!("{:?} without pipes", cmd.as_std().get_program());
+    };
+    Ok((().serve((out, inp)).await?, child))
+}
+
 async fn gemctl_serve(
     home: &TestHome,
     dir: &std::path::Path,
 ) -> anyhow::Result<(RunningService<RoleClient, ()>, tokio::process::Child)> {
     let mut cmd: tokio::process::Command = home.gemctl_cmd(&["mcp", "serve"]).into();
-    let mut child = cmd
-        .current_dir(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let (Some(out), Some(inp)) = (child.stdout.take(), child.stdin.take()) else {
-        anyhow::bail!("gemctl mcp serve without pipes");
-    };
-    let c = ().serve((out, inp)).await?;
-    Ok((c, child))
+    cmd.current_dir(dir);
+    client_on(cmd).await
 }
 
 /// An rmcp client on a fixture server of its own: what an MCP client configured with the
@@ -56,16 +58,9 @@ async fn gemctl_serve(
 async fn fixture_direct(
     args: &[&str],
 ) -> anyhow::Result<(RunningService<RoleClient, ()>, tokio::process::Child)> {
-    let mut child = tokio::process::Command::new(geminid_tests::mcp::fixture())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let (Some(out), Some(inp)) = (child.stdout.take(), child.stdin.take()) else {
-        anyhow::bail!("the fixture without pipes");
-    };
-    Ok((().serve((out, inp)).await?, child))
+    let mut cmd = tokio::process::Command::new(geminid_tests::mcp::fixture());
+    cmd.args(args);
+    client_on(cmd).await
 }
 
 /// Calls a second: [`CALLERS`] tasks making [`EACH`] calls each on one client.

@@ -178,7 +178,7 @@ async fn session_in(
     Ok(client.create(p).await?.id)
 }
 
-fn echo(session: &str) -> ToolsCallParams {
+pub(crate) fn echo(session: &str) -> ToolsCallParams {
     ToolsCallParams {
         session: session.to_owned(),
         name: "mcp_fx_echo".into(),

@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 use geminid_protocol::api::{PolicyApiClient, SessionApiClient, ToolsApiClient};
 use geminid_protocol::policy::{PolicyCheckParams, PolicyListParams};
 use geminid_protocol::session::SessionCreateParams;
-use geminid_protocol::tools::ToolsCallParams;
 use geminid_tests::mcp::{fixture, shell_env, write_user_settings};
 use geminid_tests::{Daemon, TestHome};
 use serde_json::json;
 
-use crate::policy::{ALLOW_FX, rules};
+use crate::policy::{ALLOW_FX, echo, rules};
 use crate::{rss_kib, stats};
 
 /// Rounds of each measure (daemons started per size).
@@ -29,16 +28,6 @@ struct Round {
     list: Vec<Duration>,
     check: Vec<Duration>,
     rss_kib: u64,
-}
-
-fn call(session: &str) -> ToolsCallParams {
-    ToolsCallParams {
-        session: session.to_owned(),
-        name: "mcp_fx_echo".into(),
-        args: json!({"text": "hi"}).as_object().cloned(),
-        call_id: None,
-        confirmed: false,
-    }
 }
 
 async fn round(n: usize) -> anyhow::Result<Round> {
@@ -60,7 +49,7 @@ async fn round(n: usize) -> anyhow::Result<Round> {
         ..Default::default()
     };
     let session = client.create(p).await?.id;
-    client.tools_call(call(&session)).await?;
+    client.tools_call(echo(&session)).await?;
     let first = started.elapsed();
     let mut list = Vec::with_capacity(ASKS);
     let mut check = Vec::with_capacity(ASKS);
@@ -91,7 +80,7 @@ async fn round(n: usize) -> anyhow::Result<Round> {
     )?;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let t = Instant::now();
-    client.tools_call(call(&session)).await?;
+    client.tools_call(echo(&session)).await?;
     let after_edit = t.elapsed();
     let rss_kib = rss_kib(daemon.pid())?;
     Ok(Round { first, after_edit, list, check, rss_kib })
