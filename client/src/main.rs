@@ -21,6 +21,7 @@ mod progress;
 mod serve;
 mod service;
 mod skill_cmds;
+mod stdio;
 mod tool_cmds;
 
 use std::path::{Path, PathBuf};

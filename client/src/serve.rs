@@ -83,16 +83,17 @@ impl ServeArgs {
 pub async fn run(socket: &Path, session: &str, options: &Options) -> anyhow::Result<()> {
     let stream = gateway::open_with(socket, session, options).await?;
     let (mut from_daemon, mut to_daemon) = tokio::io::split(stream);
-    let mut stdin = tokio::io::stdin();
-    let mut stdout = tokio::io::stdout();
+    // Held whole to the end: dropping it puts stdin's and stdout's flags back.
+    let mut end = crate::stdio::ClientEnd::open();
+    let (stdin, stdout) = (&mut end.input, &mut end.output);
     let up = async {
-        let copied = tokio::io::copy(&mut stdin, &mut to_daemon).await;
+        let copied = tokio::io::copy(stdin, &mut to_daemon).await;
         // The client closed its end: tell the daemon, which then ends the session's gateway.
         let _ = to_daemon.shutdown().await;
         copied
     };
     let down = async {
-        let copied = tokio::io::copy(&mut from_daemon, &mut stdout).await;
+        let copied = tokio::io::copy(&mut from_daemon, stdout).await;
         let _ = stdout.flush().await;
         copied
     };

@@ -414,6 +414,67 @@ async fn four_clients_in_two_workspaces_share_one_upstream_process() -> anyhow::
     Ok(())
 }
 
+/// Whether `fd`'s open file is in non-blocking mode.
+fn nonblocking(fd: &std::os::fd::OwnedFd) -> anyhow::Result<bool> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    Ok(OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?).contains(OFlag::O_NONBLOCK))
+}
+
+#[tokio::test]
+async fn the_relay_reads_pipes_and_socket_pairs_on_its_reactor_and_puts_their_flags_back()
+-> anyhow::Result<()> {
+    use std::os::fd::OwnedFd;
+    let home = TestHome::allowing_mcp()?;
+    settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let serve = || -> anyhow::Result<Command> {
+        let mut cmd: Command = home.gemctl_cmd(&["mcp", "serve"]).into();
+        cmd.stderr(Stdio::inherit()).kill_on_drop(true);
+        Ok(cmd)
+    };
+    let call = |client: RunningService<RoleClient, ()>| async move {
+        let mut p = CallToolRequestParams::new("fx__echo");
+        p.arguments = json!({ "text": "relayed" }).as_object().cloned();
+        let r = serde_json::to_value(client.call_tool(p).await?)?;
+        assert_eq!(r["content"][0]["text"], "relayed", "{r}");
+        // The client closes its end: the relay ends.
+        client.cancel().await?;
+        anyhow::Ok(())
+    };
+
+    // Node's child_process (Gemini CLI, Claude Code) gives a child one end of a socket pair.
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    let kept = OwnedFd::from(theirs.try_clone()?);
+    assert!(!nonblocking(&kept)?);
+    let mut child = serve()?
+        .stdin(Stdio::from(OwnedFd::from(theirs.try_clone()?)))
+        .stdout(Stdio::from(OwnedFd::from(theirs)))
+        .spawn()?;
+    ours.set_nonblocking(true)?;
+    let client = ().serve(tokio::net::UnixStream::from_std(ours)?).await?;
+    assert!(nonblocking(&kept)?, "the socket is read on the relay's reactor");
+    call(client).await?;
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await??;
+    assert!(status.success(), "{status}");
+    assert!(!nonblocking(&kept)?, "the socket's flags are as they were found");
+
+    // Python's subprocess gives pipes.
+    let (in_r, in_w) = std::io::pipe()?;
+    let (out_r, out_w) = std::io::pipe()?;
+    let (kept_in, kept_out) = (OwnedFd::from(in_r.try_clone()?), OwnedFd::from(out_w.try_clone()?));
+    let mut child = serve()?.stdin(Stdio::from(in_r)).stdout(Stdio::from(out_w)).spawn()?;
+    let to = tokio::net::unix::pipe::Sender::from_owned_fd(OwnedFd::from(in_w))?;
+    let from = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(out_r))?;
+    let client = ().serve((from, to)).await?;
+    assert!(nonblocking(&kept_in)? && nonblocking(&kept_out)?, "both pipes on the reactor");
+    call(client).await?;
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await??;
+    assert!(status.success(), "{status}");
+    assert!(!nonblocking(&kept_in)? && !nonblocking(&kept_out)?, "flags as they were found");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_gateway_for_what_does_not_exist_says_so() -> anyhow::Result<()> {
     let home = TestHome::new()?;
