@@ -83,7 +83,8 @@ async fn rate(peer: &rmcp::Peer<RoleClient>, tool: &str) -> anyhow::Result<f64> 
 }
 
 /// `server`'s echo through `gemctl mcp serve` against an rmcp client on a fixture of its own
-/// started with `args` (`label`): one call at a time, interleaved, then [`CALLERS`] at once.
+/// started with `args` (`label`), and against the same hops made by two byte relays (the
+/// floor): one call at a time, interleaved, then [`CALLERS`] at once.
 async fn against_the_server(
     relayed: &RunningService<RoleClient, ()>,
     server: &str,
@@ -92,12 +93,14 @@ async fn against_the_server(
 ) -> anyhow::Result<Vec<String>> {
     eprintln!("gateway: through gemctl mcp serve against the server itself, fixture {label}");
     let (own, _child) = fixture_direct(args).await?;
+    let (hops, _relays) = crate::relay::through_two(args).await?;
     let via = format!("{server}__echo");
     for _ in 0..WARMUP {
         relayed.call_tool(echo(&via)).await?;
         own.call_tool(echo("echo")).await?;
+        hops.call_tool(echo("echo")).await?;
     }
-    let (mut through, mut alone) = (Vec::new(), Vec::new());
+    let (mut through, mut alone, mut floor) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..CALLS {
         let t = Instant::now();
         relayed.call_tool(echo(&via)).await?;
@@ -105,26 +108,42 @@ async fn against_the_server(
         let t = Instant::now();
         own.call_tool(echo("echo")).await?;
         alone.push(t.elapsed());
+        let t = Instant::now();
+        hops.call_tool(echo("echo")).await?;
+        floor.push(t.elapsed());
     }
-    let (t, a) = (stats(through), stats(alone));
-    let (mut through, mut alone) = (Vec::new(), Vec::new());
+    let (t, a, f) = (us(stats(through).median), us(stats(alone).median), us(stats(floor).median));
+    let (mut through, mut alone, mut floor) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         through.push(rate(relayed.peer(), &via).await?);
         alone.push(rate(own.peer(), "echo").await?);
+        floor.push(rate(hops.peer(), "echo").await?);
     }
-    through.sort_by(f64::total_cmp);
-    alone.sort_by(f64::total_cmp);
-    let (rt, ra) = (through[ROUNDS / 2], alone[ROUNDS / 2]);
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[ROUNDS / 2]
+    };
+    let (rt, ra, rf) = (median(through), median(alone), median(floor));
     Ok(vec![
         format!(
-            "| a call through `gemctl mcp serve`, fixture {label}: through / on the server itself, interleaved ({:.0} / {:.0} µs) | {:+.0} µs | | ≤ +150 µs |",
-            us(t.median),
-            us(a.median),
-            us(t.median) - us(a.median)
+            "| a call through `gemctl mcp serve`, fixture {label}: through / on the server itself, interleaved ({t:.0} / {a:.0} µs) | {:+.0} µs | | ≤ +150 µs |",
+            t - a
+        ),
+        format!(
+            "| the floor: the same hops by two byte relays (client → relay → socket → relay → server) / on the server itself ({f:.0} / {a:.0} µs) | {:+.0} µs | | |",
+            f - a
+        ),
+        format!(
+            "| so gemctl's and the daemon's work beyond the hops, fixture {label} | {:+.0} µs | | |",
+            t - f
         ),
         format!(
             "| throughput, {CALLERS} concurrent calls on one client, fixture {label}: through `gemctl mcp serve` / on the server itself ({rt:.0} / {ra:.0} calls/s, median of {ROUNDS}) | {:.2}× | | ≥ 0.8× |",
             rt / ra
+        ),
+        format!(
+            "| the same through the two byte relays / on the server itself ({rf:.0} / {ra:.0} calls/s) | {:.2}× | | |",
+            rf / ra
         ),
     ])
 }

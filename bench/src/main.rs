@@ -15,7 +15,8 @@
 //! `tools`: only the call path and catalog; `instructions`: only the daemon's instructions per
 //! request, which needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary
 //! OTHER, calls interleaved; `--poll-idle`: idle CPUs poll instead of halting for the run,
-//! see `idle.rs`).
+//! see `idle.rs`). `relay …` is not a section: the bench starts itself as the byte relays
+//! that measure the floor of a call's hops (`relay.rs`).
 
 mod ab;
 mod commands;
@@ -31,6 +32,7 @@ mod oauth;
 mod pins;
 mod policy;
 mod policy_scale;
+mod relay;
 mod skills;
 mod tools;
 
@@ -96,8 +98,12 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
     const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|policy-scale|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|pins|config [OTHER]|ab OTHER]";
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().is_some_and(|a| a == "relay") {
+        return relay::run(&argv[1..]).await;
+    }
     let (flags, args): (Vec<String>, Vec<String>) =
-        std::env::args().skip(1).partition(|a| a.starts_with("--"));
+        argv.into_iter().partition(|a| a.starts_with("--"));
     let mut poll_idle = None;
     for flag in &flags {
         anyhow::ensure!(flag == "--poll-idle", "unknown option {flag}\n{USAGE}");

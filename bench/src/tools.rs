@@ -175,14 +175,32 @@ async fn call_path(
         direct_call(format!("warm {i}")).await?;
         via_geminid(client, session, &tool, &format!("warm {i}")).await?;
     }
+    // The floor: the same hops with a byte relay in the daemon's place.
+    let (hops, _relay) = crate::relay::over_socket(io.args()).await?;
+    let hops_call = |text: String| {
+        let peer = hops.peer().clone();
+        async move {
+            let mut p = CallToolRequestParams::new("echo");
+            p.arguments = Some(echo_args(&text));
+            peer.call_tool(p).await?;
+            anyhow::Ok(())
+        }
+    };
+    for i in 0..100 {
+        hops_call(format!("warm {i}")).await?;
+    }
     let me = std::process::id();
     let via_fixture = server_pid(client, session, io.server()).await?;
     let direct_fixture = child.id().unwrap_or(0);
 
     // 1. Latency, sequential, interleaved call by call so both see the same machine.
     eprintln!("tools: latency, {label}");
-    let (mut d, mut g, mut h) =
-        (Vec::with_capacity(CALLS), Vec::with_capacity(CALLS), Vec::with_capacity(CALLS));
+    let (mut d, mut g, mut h, mut f) = (
+        Vec::with_capacity(CALLS),
+        Vec::with_capacity(CALLS),
+        Vec::with_capacity(CALLS),
+        Vec::with_capacity(CALLS),
+    );
     let hello = || geminid_protocol::daemon::HelloParams {
         protocol_version: geminid_protocol::PROTOCOL_VERSION,
         client: None,
@@ -196,8 +214,9 @@ async fn call_path(
             anyhow::Ok(())
         };
         timed(&mut h, hello).await?;
+        timed(&mut f, hops_call(text)).await?;
     }
-    let (d, g, h) = (stats(d), stats(g), stats(h));
+    let (d, g, h, f) = (stats(d), stats(g), stats(h), stats(f));
     // The same in alternating blocks: a direct call right after a call through geminid can
     // find the daemon's threads still settling on the two vCPUs, which slows the baseline.
     let (mut bd, mut bg) = (Vec::with_capacity(CALLS), Vec::with_capacity(CALLS));
@@ -229,6 +248,15 @@ async fn call_path(
         "| of which the socket round trip: `daemon/hello`, alongside | {:.1} µs | {:.1} µs | |",
         us(h.median),
         us(h.p99)
+    ));
+    rows.push(format!(
+        "| the floor: the same hops by a byte relay in the daemon's place (client → socket → relay → server), alongside ({:.1} µs) | {:+.1} µs | | |",
+        us(f.median),
+        us(f.median) - us(d.median)
+    ));
+    rows.push(format!(
+        "| so the daemon's work beyond the hops, {label} | {:+.1} µs | | |",
+        us(g.median) - us(f.median)
     ));
     rows.push(format!(
         "| the same in alternating blocks of {BLOCK}: through geminid / direct ({:.1} / {:.1} µs) | {:.1} µs | | ≤ 150 µs |",

@@ -6,7 +6,8 @@ Binds 127.0.0.1 on a free port and writes it to PORT_FILE. Every request's path 
 LOG_FILE (one JSON object per line). What the "model" does is read from `<LOG_FILE>.plan` at
 each request (JSON: {"suffix": "_echo", "args": {...}}), so one mock serves several runs:
 - a `streamGenerateContent` whose last turn holds a `functionResponse` is answered with text
-  quoting it;
+  quoting it (or, while the conversation holds fewer than the plan's `calls` responses, default
+  1, with the same call again; the plan's `vary` names an argument given the call's number);
 - otherwise with a `functionCall` to the declared function whose name ends with the plan's
   suffix, with the plan's arguments (text saying so when none is declared);
 - `generateContent` with a short text, `countTokens` with a count, anything else `{}`.
@@ -50,13 +51,18 @@ def answer(body):
     contents = body.get("contents") or []
     last = contents[-1] if contents else {}
     responses = [p["functionResponse"] for p in last.get("parts", []) if "functionResponse" in p]
-    if responses:
-        return candidate([{"text": "mock: the tool said " + json.dumps(responses[0])}])
     p = plan()
+    answered = sum(1 for c in contents for part in c.get("parts", []) if "functionResponse" in part)
+    if responses and answered >= p.get("calls", 1):
+        return candidate([{"text": "mock: the tool said " + json.dumps(responses[0])}])
     names = [n for n in declared(body) if n.endswith(p["suffix"])]
     if not names:
         return candidate([{"text": f"mock: no declared tool ends with {p['suffix']}"}])
-    return candidate([{"functionCall": {"name": names[0], "args": p.get("args", {})}}])
+    args = dict(p.get("args", {}))
+    if p.get("vary") in args:
+        # Each call's arguments differ, so that Gemini CLI's loop detection sees no loop.
+        args[p["vary"]] = f"{args[p['vary']]} {answered}"
+    return candidate([{"functionCall": {"name": names[0], "args": args}}])
 
 
 class Handler(BaseHTTPRequestHandler):
