@@ -235,6 +235,8 @@ pub fn reason(
 mod tests {
     use serde_json::{Value, json};
 
+    use geminid_protocol::config as wire_config;
+
     use super::*;
     use crate::policy::ToolCall;
 
@@ -256,6 +258,90 @@ mod tests {
             subagent: None,
         };
         set.decide(&call, mode, interactive).decision
+    }
+
+    fn paths(root: &Path) -> ConfigPaths {
+        ConfigPaths::from_env(|k| match k {
+            "HOME" => Some(root.join("home").into()),
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH" => Some(root.join("etc/settings.json").into()),
+            _ => None,
+        })
+        .unwrap()
+    }
+
+    fn effective(ws: &Path, trusted: bool, settings: Value) -> Effective {
+        Effective {
+            public: wire_config::EffectiveConfig {
+                workspace: ws.display().to_string(),
+                trust: wire_config::TrustInfo { trusted, reason: "test".into() },
+                files: vec![],
+                mcp_servers: vec![],
+                settings,
+                diagnostics: vec![],
+            },
+            servers: Default::default(),
+            shown_settings: json!({}),
+            hook_files: vec![],
+            extensions: vec![],
+        }
+    }
+
+    /// The sets built are kept by their inputs: the same inputs give the very same set; a
+    /// change of a file, the settings, trust or interactivity gives another; a set a file's
+    /// edit made stale is dropped, not kept beside the new one; and no more than
+    /// `KEEP_BUILT` are kept.
+    #[test]
+    fn a_built_set_is_shared_while_its_inputs_stay_and_replaced_when_they_change() {
+        let root = tempfile::tempdir().unwrap();
+        let (p, ws) = (paths(root.path()), root.path().join("ws"));
+        let user = root.path().join("home/.gemini/policies");
+        std::fs::create_dir_all(&user).unwrap();
+        std::fs::create_dir_all(ws.join(".gemini/policies")).unwrap();
+        let rule = |tool: &str| {
+            format!("[[rule]]\ntoolName = \"{tool}\"\ndecision = \"deny\"\npriority = 1\n")
+        };
+        std::fs::write(user.join("u.toml"), rule("a")).unwrap();
+        std::fs::write(ws.join(".gemini/policies/w.toml"), rule("w")).unwrap();
+        let policies = Policies::default();
+        let kept = || policies.built.lock().unwrap().len();
+        let e = effective(&ws, true, json!({}));
+        let first = policies.for_session(&p, &e, true).set;
+        assert!(Arc::ptr_eq(&first, &policies.for_session(&p, &e, true).set), "same inputs");
+        assert_eq!(kept(), 1);
+
+        let others = [
+            policies.for_session(&p, &e, false).set,
+            policies.for_session(&p, &effective(&ws, false, json!({})), true).set,
+            policies
+                .for_session(&p, &effective(&ws, true, json!({"tools": {"allowed": ["x"]}})), true)
+                .set,
+        ];
+        for other in &others {
+            assert!(!Arc::ptr_eq(&first, other), "interactivity, trust or settings changed");
+        }
+        assert_eq!(kept(), 4);
+        let untrusted = policies.for_session(&p, &effective(&ws, false, json!({})), true);
+        assert!(Arc::ptr_eq(&others[1], &untrusted.set), "each kept by its own inputs");
+
+        // An edit: a new set, with the new rule, and the stale one for these inputs is gone.
+        std::fs::write(user.join("u.toml"), rule("b")).unwrap();
+        let edited = policies.for_session(&p, &e, true).set;
+        assert!(!Arc::ptr_eq(&first, &edited));
+        let names = |set: &PolicySet| -> Vec<String> {
+            set.rules().iter().map(|r| r.tool_name.clone()).collect()
+        };
+        assert!(names(&edited).contains(&"b".to_owned()), "{:?}", names(&edited));
+        assert!(!names(&edited).contains(&"a".to_owned()));
+        assert_eq!(kept(), 4, "the stale set was replaced, not kept beside");
+        assert!(Arc::ptr_eq(&edited, &policies.for_session(&p, &e, true).set));
+
+        // Many workspaces: the oldest sets go.
+        for i in 0..KEEP_BUILT + 4 {
+            let w = root.path().join(format!("ws{i}"));
+            policies.for_session(&p, &effective(&w, true, json!({})), true);
+        }
+        assert_eq!(kept(), KEEP_BUILT);
+        assert!(!Arc::ptr_eq(&edited, &policies.for_session(&p, &e, true).set), "evicted");
     }
 
     #[test]
