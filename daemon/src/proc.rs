@@ -117,7 +117,11 @@ pub(crate) async fn run(job: Job<'_>) -> Finished {
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     #[cfg(unix)]
-    command.process_group(0);
+    {
+        // Its argv[0] as written (`bash`), as a shell would give it.
+        command.arg0(job.program);
+        command.process_group(0);
+    }
     let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {

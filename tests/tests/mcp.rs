@@ -241,6 +241,28 @@ async fn child_environment_follows_the_reference_rules() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A command given by its bare name is looked up on the server's own `PATH` (the session's,
+/// not the daemon's), and the server sees its name as written in `argv[0]`, as Gemini CLI
+/// starts it.
+#[tokio::test]
+async fn a_bare_command_is_found_on_the_sessions_path_and_keeps_its_name() -> anyhow::Result<()> {
+    let home = TestHome::allowing_mcp()?;
+    let bin = fixture();
+    let dir = Path::new(&bin).parent().expect("the fixture's directory");
+    let name = Path::new(&bin).file_name().expect("the fixture's name").to_string_lossy();
+    write_user_settings(&home, json!({ "fx": { "command": name } }))?;
+    let daemon = Daemon::start(&home, FAST).await?;
+    let client = daemon.client().await?;
+    let path = format!("/nonexistent:relative/dir:{}:/usr/bin:/bin", dir.display());
+    let s = session(&client, &home.workspace(), shell_env(&home, &[("PATH", &path)])).await?;
+    let pid = call(&client, &s, "fx", "pid", json!({})).await.map_err(anyhow::Error::msg)?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))?;
+    let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+    assert_eq!(String::from_utf8_lossy(argv0), name, "argv[0] as written");
+    assert_eq!(std::fs::read_link(format!("/proc/{pid}/exe"))?, Path::new(&bin));
+    Ok(())
+}
+
 #[tokio::test]
 async fn sessions_share_one_process_per_identity() -> anyhow::Result<()> {
     let home = TestHome::allowing_mcp()?;

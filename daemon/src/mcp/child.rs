@@ -52,7 +52,17 @@ pub(crate) async fn spawn(
     ctx: SpawnContext<'_>,
 ) -> Result<(StdioChild, StdioPipes), String> {
     let log = ctx.log;
-    let mut cmd = Command::new(command);
+    // Looked up on the server's own `PATH` here, so that the child is started with
+    // `posix_spawn` rather than by forking the daemon (see `proc::resolve`).
+    #[cfg(unix)]
+    let program = crate::proc::resolve(
+        command.as_ref(),
+        env,
+        cwd.map_or(std::path::Path::new(""), PathBuf::as_path),
+    );
+    #[cfg(not(unix))]
+    let program = command;
+    let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()
         .envs(env)
@@ -64,7 +74,11 @@ pub(crate) async fn spawn(
         cmd.current_dir(dir);
     }
     #[cfg(unix)]
-    cmd.process_group(0);
+    {
+        // Its argv[0] as written, as Gemini CLI's spawn gives it.
+        cmd.arg0(command);
+        cmd.process_group(0);
+    }
     let child = cmd.spawn().map_err(|e| match (e.kind(), cwd) {
         (std::io::ErrorKind::NotFound, Some(dir)) if !dir.is_dir() => {
             format!("cannot start '{command}': working directory {} does not exist", dir.display())
