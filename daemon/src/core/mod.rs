@@ -166,15 +166,22 @@ impl Core {
             let extensions = extensions.clone();
             Arc::new(move || extensions.integrity_key().map_err(|e| e.to_string()))
         };
-        let pins =
-            crate::pins::Pins::new(store.clone(), key, info.tool_pinning, Some(audit.clone()));
+        let pins = Arc::new(crate::pins::Pins::new(
+            store.clone(),
+            key,
+            info.tool_pinning,
+            Some(audit.clone()),
+        ));
+        // A key replaced in the keychain is taken with the pins signed again (rekey.rs).
+        let signs: Arc<dyn crate::extensions::SignsWithKey> = pins.clone();
+        extensions.also_signed_by(Arc::downgrade(&signs));
         let mcp = Supervisor::new(
             info.mcp,
             events.clone(),
             store.clone(),
             Arc::new(requests),
             auth.clone(),
-            Arc::new(pins),
+            pins,
         );
         Arc::new_cyclic(|me: &std::sync::Weak<Core>| {
             let guard = Arc::new(seat::Guard::new(me.clone()));

@@ -16,9 +16,12 @@ pub mod install;
 pub mod integrity;
 pub mod key;
 pub mod manifest;
+mod rekey;
 pub mod settings;
 pub mod update;
 mod verify;
+
+pub use rekey::SignsWithKey;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -132,8 +135,11 @@ pub struct Extensions {
     secrets: Arc<SecretStore>,
     store: Store,
     events: Arc<EventBus>,
-    /// The integrity key, once read (it is made on first use).
+    /// The integrity key, once read (it is made on first use; replaced by the keychain's
+    /// when that differs, see `rekey.rs`).
     key: Mutex<Option<Secret<String>>>,
+    /// What else signs with the key.
+    signers: Mutex<Vec<std::sync::Weak<dyn SignsWithKey>>>,
     /// Each extension's fingerprint when its files were last hashed, and what that found.
     checked: Mutex<HashMap<String, verify::Checked>>,
     scan: Mutex<Arc<Scan>>,
@@ -159,6 +165,7 @@ impl Extensions {
             store,
             events,
             key: Mutex::default(),
+            signers: Mutex::default(),
             checked: Mutex::default(),
             scan: Mutex::default(),
             busy: Mutex::new(()),

@@ -152,3 +152,66 @@ fn an_update_from_its_recorded_source_is_legitimate_an_edit_is_not() -> anyhow::
     assert_eq!(state(&x).map(|s| s.0), Some(IntegrityState::Tampered));
     Ok(())
 }
+
+/// Gemini CLI and geminid both made the integrity key at the same first moment, and the
+/// keychain kept Gemini CLI's: its store is signed with that key, geminid's records and pins
+/// with the one geminid made. geminid takes the keychain's key and signs its own records again
+/// with it: nothing shows as tampered, now or after a restart (issue 41).
+#[test]
+fn a_key_the_keychain_replaced_is_taken_and_geminids_records_signed_again() -> anyhow::Result<()> {
+    use crate::pins::{Pins, canon};
+    use geminid_protocol::pins::PinMode;
+    let home = tempfile::tempdir()?;
+    let gemini = home.path().join(".gemini");
+    let src = home.path().join("src");
+    std::fs::create_dir_all(&src)?;
+    std::fs::write(src.join(manifest::FILE), r#"{"name": "a", "version": "1"}"#)?;
+    std::fs::write(src.join("GEMINI.md"), "hello")?;
+    let store = Store::temporary()?;
+    let x = Arc::new(Extensions::with_key_file(gemini.clone(), home.path(), store.clone()));
+    let none = BTreeMap::new();
+    let source = fetch::Source::Local(src.clone());
+    x.install(&source, true, &none, home.path(), &|_| {}).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let held = x.integrity_key()?;
+    let source_of_key = {
+        let x = x.clone();
+        Arc::new(move || x.integrity_key().map_err(|e| e.to_string()))
+    };
+    let pins = Arc::new(Pins::new(store.clone(), source_of_key, PinMode::Enforce, None));
+    let signs: Arc<dyn SignsWithKey> = pins.clone();
+    x.also_signed_by(Arc::downgrade(&signs));
+    let tool = serde_json::json!({"name": "t", "inputSchema": {"type": "object"}});
+    let listing = [&tool];
+    assert!(pins.check("k", "srv", "test", &canon::items(&listing, &[], &[])).first_use);
+
+    // Gemini CLI's key lands in the keychain, and its store is signed with it.
+    let theirs = Secret::new("cd".repeat(32));
+    let key_file = gemini.join(key::KEY_FILE);
+    if key_file.exists() {
+        std::fs::write(&key_file, theirs.expose())?;
+    } else {
+        crate::secrets::file_keychain::FileKeychain::new(&gemini)?.set(
+            key::KEYRING_SERVICE,
+            key::KEYRING_ACCOUNT,
+            &theirs,
+        )?;
+    }
+    assert_ne!(held.expose(), theirs.expose());
+    let metadata: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        gemini.join("extensions/a").join(manifest::INSTALL_FILE),
+    )?)?;
+    std::fs::remove_file(gemini.join(integrity::STORE_FILE))?;
+    integrity::ReferenceStore::new(&gemini, theirs.clone()).record("a", &metadata)?;
+
+    let scan = x.rescan(true);
+    assert_eq!(states(&scan), [("a".to_owned(), IntegrityState::Verified)], "{scan:#?}");
+    assert_eq!(x.integrity_key()?.expose(), theirs.expose(), "the keychain's key is taken");
+    // A restart: a new daemon reads the keychain's key and finds everything signed with it.
+    let again = Extensions::with_key_file(gemini.clone(), home.path(), store.clone());
+    assert_eq!(states(&again.rescan(true)), [("a".to_owned(), IntegrityState::Verified)]);
+    let restarted = Pins::with_key_text(store, theirs.expose(), PinMode::Enforce);
+    let verdict = restarted.check("k", "srv", "test", &canon::items(&listing, &[], &[]));
+    assert!(verdict.problem.is_none() && verdict.differs.is_empty(), "{verdict:?}");
+    assert!(!verdict.first_use);
+    Ok(())
+}

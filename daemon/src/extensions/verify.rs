@@ -10,8 +10,9 @@ use geminid_protocol::extensions::IntegrityState;
 use serde_json::Value;
 
 use super::files::{self, Changes, Fingerprint, Record};
-use super::integrity::{ReferenceStore, Status};
+use super::integrity::{ReferenceStore, Status, StoreError};
 use super::{ExtensionError, Extensions};
+use crate::secrets::Secret;
 
 /// What one check found.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,7 +60,7 @@ impl Extensions {
                 }
             }
         };
-        let key = match self.key() {
+        let key = match if metadata.is_some() { self.key_for_store() } else { self.key() } {
             Ok(k) => k,
             Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
         };
@@ -166,11 +167,22 @@ impl Extensions {
         result
     }
 
+    /// The key to use with Gemini CLI's store: the one held, unless it cannot verify the
+    /// store and the keychain now holds another (`rekey.rs`).
+    fn key_for_store(&self) -> Result<Secret<String>, ExtensionError> {
+        let key = self.key()?;
+        let store = ReferenceStore::new(&self.gemini_dir, key.clone());
+        if matches!(store.load(), Err(StoreError::Unverified(_))) && self.adopt_keychain_key() {
+            return self.key();
+        }
+        Ok(key)
+    }
+
     fn remember(&self, name: &str, c: &Checked) {
         self.checked.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned(), c.clone());
     }
 
-    fn put_record(&self, name: &str, r: &Record) -> Result<(), ExtensionError> {
+    pub(super) fn put_record(&self, name: &str, r: &Record) -> Result<(), ExtensionError> {
         let bytes = serde_json::to_vec(r).map_err(|e| ExtensionError::Io(e.to_string()))?;
         self.store.put_extension_record(name, &bytes).map_err(|e| {
             ExtensionError::Integrity(format!("cannot keep the integrity record of {name}: {e}"))
@@ -185,7 +197,7 @@ impl Extensions {
         dir: &Path,
         metadata: Option<&Value>,
     ) -> Result<(), ExtensionError> {
-        let key = self.key()?;
+        let key = if metadata.is_some() { self.key_for_store()? } else { self.key()? };
         let hashes = files::hash_all(dir).map_err(|e| ExtensionError::Io(e.to_string()))?;
         if let Some(meta) = metadata {
             ReferenceStore::new(&self.gemini_dir, key.clone())

@@ -109,6 +109,10 @@ pub enum PinError {
     Store(String),
 }
 
+fn mac_with(key: &Secret<String>, record: &Record, pin_key: &str) -> String {
+    hex(&hmac_sha256(key.expose().as_bytes(), record.signed_text(pin_key).as_bytes()))
+}
+
 /// The pins of every server, over the daemon's store.
 pub struct Pins {
     store: Store,
@@ -145,8 +149,7 @@ impl Pins {
     }
 
     fn mac(&self, record: &Record, pin_key: &str) -> Result<String, String> {
-        let key = (self.key)()?;
-        Ok(hex(&hmac_sha256(key.expose().as_bytes(), record.signed_text(pin_key).as_bytes())))
+        Ok(mac_with(&(self.key)()?, record, pin_key))
     }
 
     fn load(&self, pin_key: &str) -> Loaded {
@@ -331,6 +334,29 @@ fn choose<'a>(differs: &'a [Differ], names: &[String]) -> Result<Vec<&'a Differ>
         }));
     }
     Ok(differs.iter().filter(|d| names.is_empty() || names.contains(&d.def.name)).collect())
+}
+
+impl crate::extensions::SignsWithKey for Pins {
+    /// Every record that verifies under `old`, signed again with `new` (not through the key
+    /// source: the extensions hold their key while they call this).
+    fn resign(&self, old: &Secret<String>, new: &Secret<String>) -> usize {
+        let mut resigned = 0;
+        for pin_key in self.store.pins_keys() {
+            let Ok(Some(bytes)) = self.store.pins_record(&pin_key) else { continue };
+            let Ok(mut record) = serde_json::from_slice::<Record>(&bytes) else { continue };
+            if !same(&mac_with(old, &record, &pin_key), &record.mac) {
+                continue;
+            }
+            record.mac = mac_with(new, &record, &pin_key);
+            let Ok(bytes) = serde_json::to_vec(&record) else { continue };
+            match self.store.put_pins_record(&pin_key, &bytes) {
+                Ok(()) => resigned += 1,
+                Err(e) => tracing::warn!(error = %e, "a server's pins are not signed again"),
+            }
+        }
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        resigned
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,16 @@ impl Store {
         tree.flush().map(drop).map_err(|e| self.err(e))
     }
 
+    /// The name of every extension with a record.
+    pub fn extension_names(&self) -> Vec<String> {
+        let Ok(open) = self.handles() else { return vec![] };
+        let Ok(tree) = open.db.open_tree(TREE) else { return vec![] };
+        tree.iter()
+            .filter_map(|item| item.ok())
+            .filter_map(|(k, _)| String::from_utf8(k.to_vec()).ok())
+            .collect()
+    }
+
     /// Forget `name`'s record (uninstall).
     pub fn delete_extension_record(&self, name: &str) -> Result<(), StoreError> {
         let open = self.handles_for_write()?;
