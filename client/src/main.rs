@@ -3,6 +3,7 @@
 mod attach;
 mod auth_cmds;
 mod bridge;
+mod collate;
 mod color;
 mod complete;
 mod config_cmds;

@@ -204,8 +204,12 @@ pub async fn run(
                 // Turned off, Gemini CLI discovers none (`--json` still lists them, for editors).
                 let mut shown: Vec<&SkillInfo> =
                     r.skills.iter().filter(|s| r.skills_enabled && (all || !s.built_in)).collect();
-                // Gemini CLI's order: built-in ones last, then by name.
-                shown.sort_by_key(|s| (s.built_in, s.name.to_lowercase()));
+                // Gemini CLI's order: built-in ones last, then by name (`localeCompare`).
+                shown.sort_by(|a, b| {
+                    a.built_in
+                        .cmp(&b.built_in)
+                        .then_with(|| crate::collate::locale_compare(&a.name, &b.name))
+                });
                 if shown.is_empty() {
                     outln!("No skills discovered.");
                 } else {

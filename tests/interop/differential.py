@@ -6,6 +6,10 @@ set-up from a seeded generator (plus hand-picked edge cases), in a home of its o
 of its own, and compares `gemini mcp list` with `gemctl mcp list` (every line Gemini CLI prints:
 headers, warnings, and one per server with its name, origin, target, transport and state). Every
 server is unreachable (`true`, port 9), so both say the same state without racing a start.
+Then `gemini skills list` against `gemctl skills list` (`GEMINID_DIFF_SKILL_CASES` seeded
+cases, default 16): skills in the user's and the workspace's folders with names that differ
+only in case, `skills.disabled` in either settings file, skills turned off, three kinds of
+trust; each skill's name, state, description and location, in order.
 
 A difference is accepted only when a line of the README's "Where geminid differs from Gemini
 CLI" explains it; `ACCEPTED` names that line, and the suite fails if the README no longer has
@@ -30,6 +34,7 @@ import homes
 
 SEED = int(os.environ.get("GEMINID_DIFF_SEED", "41"))
 CASES = int(os.environ.get("GEMINID_DIFF_CASES", "40"))
+SKILL_CASES = int(os.environ.get("GEMINID_DIFF_SKILL_CASES", "16"))
 
 # Names that differ only in case or spacing are distinct entries to both (settings keys are
 # exact); enablement and the allow/exclude lists compare them lower-cased and trimmed.
@@ -99,6 +104,49 @@ def generate(rng):
         enablement = {n.lower(): {"enabled": False} for n in rng.sample(NAMES, rng.randint(1, 2))}
     trust = rng.choice(["env-true", "trusted", "untrusted", "no-rule", "trust-off"])
     return user, ws, enablement, trust
+
+
+SKILL_NAMES = ["alpha", "Alpha", "beta", "Zeta", "my-skill", "gamma_2"]
+SKILL_LIST_NAMES = SKILL_NAMES + ["ALPHA", "zeta", " beta "]
+
+
+def skills_case(rng):
+    """One skills case: (user skills, workspace skills, user settings, workspace settings,
+    trust), the skills as {name: description}."""
+    user_skills = {n: f"user {n}" for n in rng.sample(SKILL_NAMES, rng.randint(0, 3))}
+    ws_skills = {n: f"workspace {n}" for n in rng.sample(SKILL_NAMES, rng.randint(0, 3))}
+    user, ws = {}, {}
+    for settings in (user, ws):
+        if rng.random() < 0.4:
+            settings["skills"] = {"disabled": rng.sample(SKILL_LIST_NAMES, rng.randint(1, 2))}
+    if rng.random() < 0.1:
+        user.setdefault("skills", {})["enabled"] = False
+    trust = rng.choice(["env-true", "trusted", "untrusted"])
+    return user_skills, ws_skills, user, ws, trust
+
+
+SKILL_ENTRY = re.compile(r"^(\S.*) \[(Enabled|Disabled)\]$")
+
+
+def skill_rows(out):
+    """`skills list` as rows: its heading, then one row per skill with what Gemini CLI prints
+    of it (name, state, description, location). geminid's own detail lines (`Source:`,
+    `Overrides:`) and both tools' warnings are not compared: the README's skills line says
+    how they differ."""
+    rows, entry = [], None
+    for line in out.splitlines():
+        m = SKILL_ENTRY.match(line)
+        if m:
+            entry = {"name": m[1], "state": m[2]}
+            rows.append(entry)
+        elif line.startswith("  ") and entry is not None:
+            key, _, value = line.strip().partition(":")
+            if key in ("Description", "Location"):
+                entry[key] = value.strip()
+        elif line.strip() in ("Discovered Agent Skills:", "No skills discovered."):
+            rows.append(line.strip())
+            entry = None
+    return [r if isinstance(r, str) else json.dumps(r) for r in rows]
 
 
 def hand_picked():
@@ -272,6 +320,38 @@ def run(s):
                 expect(not differ, f"case {n} ({setup}):\n      " + "\n      ".join(differ))
 
             s.check("differential", f"mcp list, {what}", case)
+
+        for i in range(SKILL_CASES):
+            user_skills, ws_skills, user, ws_settings, trust = skills_case(rng)
+
+            def case(i=i, user_skills=user_skills, ws_skills=ws_skills, user=user,
+                     ws_settings=ws_settings, trust=trust):
+                ws = h.set_up(1000 + i, user, ws_settings, None, trust)
+                skills_dir = os.path.join(h.home, ".gemini", "skills")
+                shutil.rmtree(skills_dir, ignore_errors=True)
+                for base, skills in ((skills_dir, user_skills),
+                                     (os.path.join(ws, ".gemini", "skills"), ws_skills)):
+                    for name, description in skills.items():
+                        folder = os.path.join(base, name)
+                        os.makedirs(folder, exist_ok=True)
+                        with open(os.path.join(folder, "SKILL.md"), "w") as f:
+                            f.write(f"---\nname: {name}\ndescription: {description}\n---\nDo it.\n")
+                code, theirs = gemini_cli.run([h.gemini, "skills", "list"], h.env(trust), ws, 120)
+                expect(code == 0, f"gemini skills list exited {code}: {theirs[-1500:]}")
+                code, ours, err = h.gemctl(["skills", "list"], ws, trust)
+                expect(code == 0, f"gemctl skills list exited {code}: {err}")
+                differ = []
+                for x, y in pairs(skill_rows(theirs), skill_rows(ours)):
+                    if x == y:
+                        totals["agreed"] += 1
+                    else:
+                        totals["differ"] += 1
+                        differ.append(f"Gemini CLI: {x}\n      geminid:    {y}")
+                setup = json.dumps({"user skills": user_skills, "workspace skills": ws_skills,
+                                    "user": user, "workspace": ws_settings, "trust": trust})
+                expect(not differ, f"skills case {i} ({setup}):\n      " + "\n      ".join(differ))
+
+            s.check("differential", f"skills list, seed {SEED} case {i}", case)
     finally:
         h.stop()
         print(f"differential: {totals['agreed']} rows agreed, {totals['accepted']} accepted "
