@@ -46,6 +46,8 @@ pub async fn run(args: &[String]) -> anyhow::Result<()> {
         [side, socket, program, rest @ ..] if side == "back" => {
             let listener = tokio::net::UnixListener::bind(socket)?;
             let (conn, _) = listener.accept().await?;
+            // The one connection is taken: the socket's name is not needed any more.
+            let _ = std::fs::remove_file(socket);
             let mut child = Command::new(program)
                 .args(rest)
                 .stdin(Stdio::piped())
