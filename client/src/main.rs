@@ -3,7 +3,6 @@
 mod attach;
 mod auth_cmds;
 mod bridge;
-mod collate;
 mod color;
 mod complete;
 mod config_cmds;

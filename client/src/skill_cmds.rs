@@ -208,7 +208,7 @@ pub async fn run(
                 shown.sort_by(|a, b| {
                     a.built_in
                         .cmp(&b.built_in)
-                        .then_with(|| crate::collate::locale_compare(&a.name, &b.name))
+                        .then_with(|| geminid_protocol::collate::locale_compare(&a.name, &b.name))
                 });
                 if shown.is_empty() {
                     outln!("No skills discovered.");

@@ -12,6 +12,7 @@ pub mod api;
 pub mod asks;
 pub mod auth;
 pub mod client;
+pub mod collate;
 pub mod commands;
 pub mod common;
 pub mod config;

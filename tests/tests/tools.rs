@@ -278,6 +278,18 @@ async fn results_that_break_the_schema_still_convert() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Gemini CLI declares MCP tools by server name as JavaScript's `localeCompare` orders names
+/// (its `ToolRegistry.sortTools`): `alpha`, `beta`, `Zeta`, not byte order's `Zeta` first.
+#[tokio::test]
+async fn servers_tools_come_in_gemini_clis_name_order() -> anyhow::Result<()> {
+    let t = setup(json!({ "Zeta": stdio(&[]), "alpha": stdio(&[]), "beta": stdio(&[]) })).await?;
+    let l = list(&t, false).await?;
+    let servers: Vec<&str> =
+        l.tools.iter().filter(|t| t.tool == "echo").map(|t| t.server.as_str()).collect();
+    assert_eq!(servers, ["alpha", "beta", "Zeta"]);
+    Ok(())
+}
+
 #[tokio::test]
 async fn colliding_names_are_renamed_and_reported() -> anyhow::Result<()> {
     // "f x" and "f_x" sanitize to the same prefix: every tool collides.

@@ -229,7 +229,7 @@ pub(crate) struct Tables {
 
 impl Tables {
     /// A session's tools: its custom tools first (`custom`, as discovered), then its servers
-    /// in name order, each one's tools in its order, include/exclude applied. A name already
+    /// in Gemini CLI's name order (`localeCompare`), each one's tools in its order, include/exclude applied. A name already
     /// taken gets `__2`, `__3`, ... (the first in that order keeps it), and the rename is
     /// reported in the diagnostics.
     ///
@@ -341,6 +341,10 @@ fn build(entries: &[RunningEntry], custom: Option<Arc<Discovery>>) -> SessionToo
             });
         }
     }
+    // Gemini CLI's order: by server name as `localeCompare` orders it (`alpha` before `Zeta`),
+    // each server's tools in its own order.
+    let mut entries: Vec<&RunningEntry> = entries.iter().collect();
+    entries.sort_by(|a, b| geminid_protocol::collate::locale_compare(&a.name, &b.name));
     for entry in entries {
         let Some(server) = &entry.server else { continue };
         let name = &entry.name;

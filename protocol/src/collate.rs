@@ -1,8 +1,10 @@
 //! Names in the order Gemini CLI lists them: JavaScript's `localeCompare` (ICU's root
 //! collation) as it orders ASCII names. Whitespace, then punctuation in ICU's order, then
-//! digits, then letters, case aside; only where that ties does case count, lower case first. So `alpha` < `Alpha` < `b` and
-//! `gamma_2` < `gamma2`. A letter beyond ASCII is ordered by its lower case after every ASCII
+//! digits, then letters, case aside; only where that ties does case count, lower case first.
+//! So `alpha` < `Alpha` < `b` and `gamma_2` < `gamma2`. A letter beyond ASCII is ordered by its lower case after every ASCII
 //! letter (ICU would place `é` beside `e`); names Gemini CLI lists are ASCII in practice.
+//! Used by gemctl (`skills list`) and the daemon (a session's MCP servers, whose tools Gemini
+//! CLI declares by server name).
 
 use std::cmp::Ordering;
 
