@@ -23,12 +23,7 @@ impl Store {
 
     /// The name of every extension with a record.
     pub fn extension_names(&self) -> Vec<String> {
-        let Ok(open) = self.handles() else { return vec![] };
-        let Ok(tree) = open.db.open_tree(TREE) else { return vec![] };
-        tree.iter()
-            .filter_map(|item| item.ok())
-            .filter_map(|(k, _)| String::from_utf8(k.to_vec()).ok())
-            .collect()
+        self.keys_of(TREE)
     }
 
     /// Forget `name`'s record (uninstall).

@@ -320,6 +320,16 @@ impl Store {
         self.reopen()
     }
 
+    /// Every key of `tree` that is UTF-8 (none when the database cannot be read).
+    fn keys_of(&self, tree: &str) -> Vec<String> {
+        let Ok(open) = self.handles() else { return vec![] };
+        let Ok(tree) = open.db.open_tree(tree) else { return vec![] };
+        tree.iter()
+            .filter_map(|item| item.ok())
+            .filter_map(|(k, _)| String::from_utf8(k.to_vec()).ok())
+            .collect()
+    }
+
     /// The open handles, for writing: after an I/O failure (sled keeps failing once one
     /// happened) sled is opened afresh first, so writes work again once the disk has room.
     fn handles_for_write(&self) -> Result<Arc<Open>, StoreError> {

@@ -22,13 +22,8 @@ impl Store {
         tree.flush().map(drop).map_err(|e| self.err(e))
     }
 
-    /// Every pins record's key (for tests that edit a record).
+    /// Every pins record's key.
     pub fn pins_keys(&self) -> Vec<String> {
-        let Ok(open) = self.handles() else { return vec![] };
-        let Ok(tree) = open.db.open_tree(TREE) else { return vec![] };
-        tree.iter()
-            .filter_map(|item| item.ok())
-            .filter_map(|(k, _)| String::from_utf8(k.to_vec()).ok())
-            .collect()
+        self.keys_of(TREE)
     }
 }
