@@ -206,14 +206,15 @@ fn problem(path: &Path, message: String) -> Diagnostic {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
 
     const RULE: &str = "[[rule]]\ntoolName = \"a\"\ndecision = \"allow\"\npriority = 1\n";
 
-    fn paths(root: &Path) -> ConfigPaths {
+    /// Configuration paths of a home under `root` (system settings in `root/etc`).
+    pub(in crate::policy) fn paths(root: &Path) -> ConfigPaths {
         ConfigPaths::from_env(|k| match k {
             "HOME" => Some(root.join("home").into()),
             "GEMINI_CLI_SYSTEM_SETTINGS_PATH" => Some(root.join("etc/settings.json").into()),

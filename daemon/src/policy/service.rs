@@ -239,6 +239,7 @@ mod tests {
 
     use super::*;
     use crate::policy::ToolCall;
+    use crate::policy::files::tests::paths;
 
     fn decide(
         tool: &str,
@@ -258,15 +259,6 @@ mod tests {
             subagent: None,
         };
         set.decide(&call, mode, interactive).decision
-    }
-
-    fn paths(root: &Path) -> ConfigPaths {
-        ConfigPaths::from_env(|k| match k {
-            "HOME" => Some(root.join("home").into()),
-            "GEMINI_CLI_SYSTEM_SETTINGS_PATH" => Some(root.join("etc/settings.json").into()),
-            _ => None,
-        })
-        .unwrap()
     }
 
     fn effective(ws: &Path, trusted: bool, settings: Value) -> Effective {
