@@ -19,14 +19,12 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gemini_cli  # noqa: E402
-from warm_bench import CACHE, ROOT, Home  # noqa: E402
+from warm_bench import CACHE, ROOT, Home, start_mock  # noqa: E402
 
 
 def turn(h, log, calls):
@@ -59,16 +57,8 @@ def main():
     ap.add_argument("--calls", type=int, default=4)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release"))
     a = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="geminid-turn-mock-")
-    log, port_file = os.path.join(tmp, "model.jsonl"), os.path.join(tmp, "port")
-    with open(log + ".plan", "w") as f:
-        json.dump({"suffix": "_echo", "args": {"message": "hi"}, "vary": "message",
-                   "calls": a.calls}, f)
-    mock = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "interop",
-                                                          "mock_gemini.py"), port_file, log])
-    while not os.path.exists(port_file):
-        time.sleep(0.05)
-    port = int(open(port_file).read())
+    tmp, log, mock, port = start_mock("turn", {"suffix": "_echo", "args": {"message": "hi"},
+                                               "vary": "message", "calls": a.calls})
     direct, gateway = Home(a.bin, port, "direct"), Home(a.bin, port, "gateway")
     first = {"direct": [], "gateway": []}
     later = {"direct": [], "gateway": []}

@@ -133,6 +133,20 @@ class Home:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def start_mock(kind, plan):
+    """The loopback mock model with `plan`, in a new temporary folder: (folder, its request
+    log, the process, its port)."""
+    tmp = tempfile.mkdtemp(prefix=f"geminid-{kind}-mock-")
+    log, port_file = os.path.join(tmp, "model.jsonl"), os.path.join(tmp, "port")
+    with open(log + ".plan", "w") as f:
+        json.dump(plan, f)
+    mock = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "interop",
+                                                          "mock_gemini.py"), port_file, log])
+    while not os.path.exists(port_file):
+        time.sleep(0.05)
+    return tmp, log, mock, int(open(port_file).read())
+
+
 def first_request(h, log):
     """Seconds from launching `gemini -p` to its first model request, and the MCP functions
     it declared."""
@@ -160,15 +174,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release"))
     a = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="geminid-warm-mock-")
-    log, port_file = os.path.join(tmp, "model.jsonl"), os.path.join(tmp, "port")
-    with open(log + ".plan", "w") as f:
-        json.dump({"suffix": "_none", "args": {}}, f)
-    mock = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "interop",
-                                                          "mock_gemini.py"), port_file, log])
-    while not os.path.exists(port_file):
-        time.sleep(0.05)
-    port = int(open(port_file).read())
+    tmp, log, mock, port = start_mock("warm", {"suffix": "_none", "args": {}})
     floor, direct = Home(a.bin, port, "none"), Home(a.bin, port, "direct")
     old, kept = Home(a.bin, port, "gateway"), Home(a.bin, port, "gateway")
     rows = {k: [] for k in ("floor", "direct", "pause, 60s", "pause, kept", "restart, now",
