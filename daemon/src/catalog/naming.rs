@@ -121,10 +121,12 @@ pub(crate) fn offers_wait_for_previous(input: Option<&Value>) -> bool {
 fn nullable_pairs(v: &mut Value) {
     match v {
         Value::Object(map) => {
+            // Gemini CLI's rule exactly: two types, the first `"null"` found, the other one
+            // taken when it is a string (so `["null", "null"]` becomes `"null"`, nullable).
             if let Some(Value::Array(types)) = map.get("type")
                 && types.len() == 2
-                && types.iter().any(|t| t == "null")
-                && let Some(other) = types.iter().find(|t| *t != "null" && t.is_string()).cloned()
+                && let Some(at) = types.iter().position(|t| t == "null")
+                && let Some(other) = types.get(1 - at).filter(|t| t.is_string()).cloned()
             {
                 map.insert("type".into(), other);
                 map.insert("nullable".into(), Value::Bool(true));
@@ -190,6 +192,18 @@ mod tests {
         assert_eq!(out["properties"]["d"], input["properties"]["d"]);
         assert_eq!(out["additionalProperties"], false);
         assert_eq!(out["properties"]["wait_for_previous"]["type"], "boolean");
+        // Gemini CLI's transform run on the same edge cases (node, Gemini CLI 0.61's code).
+        let edge = json!({"type": "object", "properties": {
+            "nn": {"type": ["null", "null"]},
+            "n5": {"type": ["null", 5]},
+            "three": {"type": ["null", "string", "null"]},
+            "first": {"type": ["string", "null"]}
+        }});
+        let out = parameters_schema(Some(&edge));
+        assert_eq!(out["properties"]["nn"], json!({"type": "null", "nullable": true}));
+        assert_eq!(out["properties"]["n5"], json!({"type": ["null", 5]}));
+        assert_eq!(out["properties"]["three"], json!({"type": ["null", "string", "null"]}));
+        assert_eq!(out["properties"]["first"], json!({"type": "string", "nullable": true}));
         let empty = parameters_schema(None);
         assert_eq!(empty["type"], "object");
         assert_eq!(empty["properties"]["wait_for_previous"]["description"], WAIT_FOR_PREVIOUS);

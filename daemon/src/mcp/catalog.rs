@@ -323,15 +323,35 @@ pub(crate) async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Dur
 /// A tool's input schema, compiled; or why it could not be (calls then go unvalidated).
 pub(crate) type Validation = Result<jsonschema::Validator, String>;
 
-/// Compile a tool's input schema (once per catalog: see [`discover`]).
+/// Compile a tool's input schema (once per catalog: see [`discover`]), as Gemini CLI's
+/// `SchemaValidator` does: draft-07 without `$schema` or with draft-07's, 2020-12 with exactly
+/// its URI, formats checked (ajv-formats' known ones; others ignored). A schema it cannot
+/// compile, another draft's among them, leaves calls unvalidated (Gemini CLI skips validation
+/// there too, and the server still checks its own input).
 pub(crate) fn compile(schema: Option<&serde_json::Value>) -> Validation {
     let Some(schema) = schema else { return Err("the tool has no input schema".into()) };
-    let draft = if schema["$schema"] == "https://json-schema.org/draft/2020-12/schema" {
-        jsonschema::Draft::Draft202012
-    } else {
-        jsonschema::Draft::Draft7
+    let draft = match schema.get("$schema") {
+        None => jsonschema::Draft::Draft7,
+        Some(s) if s == "https://json-schema.org/draft/2020-12/schema" => {
+            jsonschema::Draft::Draft202012
+        }
+        Some(s)
+            if s == "http://json-schema.org/draft-07/schema#"
+                || s == "http://json-schema.org/draft-07/schema" =>
+        {
+            jsonschema::Draft::Draft7
+        }
+        Some(other) => {
+            return Err(format!(
+                "its $schema {other} is neither draft-07 nor 2020-12, which Gemini CLI validates against"
+            ));
+        }
     };
-    jsonschema::options().with_draft(draft).build(schema).map_err(|e| e.to_string())
+    jsonschema::options()
+        .with_draft(draft)
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|e| e.to_string())
 }
 
 /// Most problems one error names (a model fixes them in one go; past this, "and N more").
@@ -364,6 +384,121 @@ pub(crate) fn check_args(
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    /// Gemini CLI's `schemaValidator.test.ts` cases and the edges around them, with the
+    /// answers its validator gives (ajv 8 and ajv-formats as Gemini CLI 0.61 sets them up, run
+    /// in Node): `Some(valid)`, or `None` where it cannot compile the schema and skips.
+    #[test]
+    fn validation_as_gemini_clis_validator_answers() {
+        let obj = |props: serde_json::Value| json!({"type": "object", "properties": props});
+        let with = |mut s: serde_json::Value, schema: &str| {
+            s["$schema"] = json!(schema);
+            s
+        };
+        let name = obj(json!({"name": {"type": "string"}}));
+        let date = obj(json!({"today": {"type": "string", "format": "date"}}));
+        let cases = [
+            (date.clone(), json!({"today": "2025-04-08"}), Some(true)),
+            (date.clone(), json!({"today": "this is not a date"}), Some(false)),
+            (
+                obj(json!({"d": {"type": "string", "format": "google-duration"}})),
+                json!({"d": "10s"}),
+                Some(true),
+            ),
+            (
+                with(name.clone(), "http://json-schema.org/draft-07/schema#"),
+                json!({"name": 5}),
+                Some(false),
+            ),
+            (
+                with(name.clone(), "http://json-schema.org/draft-07/schema"),
+                json!({"name": 5}),
+                Some(false),
+            ),
+            (
+                with(name.clone(), "https://json-schema.org/draft/2030-99/schema"),
+                json!({"name": 5}),
+                None,
+            ),
+            (
+                with(name.clone(), "https://json-schema.org/draft/2019-09/schema"),
+                json!({"name": 5}),
+                None,
+            ),
+            (
+                with(name.clone(), "http://json-schema.org/draft-04/schema#"),
+                json!({"name": 5}),
+                None,
+            ),
+            (
+                with(name.clone(), "https://json-schema.org/draft/2020-12/schema#"),
+                json!({"name": 5}),
+                None,
+            ),
+            (
+                with(name.clone(), "https://json-schema.org/draft/2020-12/schema"),
+                json!({"name": 5}),
+                Some(false),
+            ),
+            (
+                with(name, "https://json-schema.org/draft/2020-12/schema"),
+                json!({"name": "x"}),
+                Some(true),
+            ),
+            (
+                with(date, "https://json-schema.org/draft/2020-12/schema"),
+                json!({"today": "nope"}),
+                Some(false),
+            ),
+            (
+                with(
+                    obj(
+                        json!({"c": {"type": "array", "prefixItems": [{"type": "number"}], "items": false}}),
+                    ),
+                    "https://json-schema.org/draft/2020-12/schema",
+                ),
+                json!({"c": [1, 2]}),
+                Some(false),
+            ),
+            (obj(json!({"n": {"type": ["null", "null"]}})), json!({"n": 5}), None),
+            (json!({"type": "object", "properties": [{"type": "string"}]}), json!({"0": 5}), None),
+            (
+                obj(json!({"e": {"type": "string", "enum": ["A"], "enum-descriptions": ["a"]}})),
+                json!({"e": "B"}),
+                Some(false),
+            ),
+            (
+                obj(json!({"m": {"type": "string", "format": "email"}})),
+                json!({"m": "not-an-email"}),
+                Some(false),
+            ),
+            (
+                obj(json!({"u": {"type": "string", "format": "uri"}})),
+                json!({"u": "not a uri"}),
+                Some(false),
+            ),
+            (
+                obj(json!({"t": {"type": "string", "format": "date-time"}})),
+                json!({"t": "2025-04-08T10:00:00Z"}),
+                Some(true),
+            ),
+            (
+                obj(json!({"t": {"type": "string", "format": "time"}})),
+                json!({"t": "10:00:00"}),
+                Some(false),
+            ),
+            (
+                obj(json!({"n": {"type": "integer", "format": "int32"}})),
+                json!({"n": 5}),
+                Some(true),
+            ),
+        ];
+        for (schema, args, want) in cases {
+            let got =
+                super::compile(Some(&schema)).ok().map(|v| super::check_args(&v, &args).is_ok());
+            assert_eq!(got, want, "{schema} with {args}");
+        }
+    }
 
     #[test]
     fn every_problem_is_said_up_to_five() {
