@@ -251,12 +251,7 @@ impl Loader {
         let folder_trust = pointer_bool(&base, "/security/folderTrust/enabled").unwrap_or(true);
         let (rules, trust_problem) = self.trust_rules();
         diags.extend(trust_problem);
-        let trust = trust::decide(
-            &rules,
-            workspace,
-            folder_trust,
-            env.get("GEMINI_CLI_TRUST_WORKSPACE").map(String::as_str),
-        );
+        let trust = trust::decide(&rules, workspace, folder_trust, Some(env));
 
         let contributions =
             crate::extensions::contribute::for_workspace(extensions, workspace, trust.trusted, env);

@@ -40,17 +40,24 @@ pub(crate) fn trust_get(
     raw: &str,
     folder_trust: bool,
 ) -> Result<TrustGetResult, OpError> {
-    let path = canonical_dir(raw)?;
+    // A folder that does not exist (yet) is answered by the rules as written, as Gemini CLI's
+    // `isPathTrusted` answers it; one that exists must be a directory.
+    let path = match std::fs::symlink_metadata(raw) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && Path::new(raw).is_absolute() => {
+            Path::new(raw).components().collect()
+        }
+        _ => canonical_dir(raw)?,
+    };
     let (rules, problem) = trust::load(&paths.trusted_folders);
     if let Some(d) = problem {
         return Err(OpError::Refused(d.message));
     }
     let key = path.display().to_string();
-    Ok(TrustGetResult {
-        trust: trust::decide(&rules, &path, folder_trust, None),
-        rule: rules.rules.get(&key).copied(),
-        path: key,
-    })
+    let mut info = trust::decide(&rules, &path, folder_trust, None);
+    if !path.exists() {
+        info.reason.push_str(" (the folder does not exist)");
+    }
+    Ok(TrustGetResult { trust: info, rule: rules.rules.get(&key).copied(), path: key })
 }
 
 /// `trust/set`: write or remove the rule for a directory (0600, atomic).

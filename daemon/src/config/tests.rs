@@ -418,3 +418,29 @@ fn servers_keep_the_settings_order_and_a_listed_out_server_is_blocked_even_untru
     );
     Ok(())
 }
+
+/// `trust/get` on a folder that does not exist answers by the rules as written (Gemini CLI's
+/// `isPathTrusted` does), says that it does not exist, and still refuses a file or a relative
+/// path.
+#[test]
+fn trust_get_answers_for_a_folder_not_made_yet() -> anyhow::Result<()> {
+    let h = Home::new()?;
+    let ws = std::fs::canonicalize(&h.ws)?;
+    let rules = json!({ ws.display().to_string(): "TRUST_FOLDER" });
+    h.write(&h.paths.trusted_folders, &rules.to_string())?;
+    let missing = ws.join("later/deeper");
+    let r = ops::trust_get(&h.paths, &missing.display().to_string(), true)?;
+    assert_eq!((r.path.as_str(), r.trust.trusted), (missing.to_str().unwrap_or_default(), true));
+    assert!(r.trust.reason.ends_with("(the folder does not exist)"), "{}", r.trust.reason);
+    let outside = h.dir.path().join("nowhere");
+    let r = ops::trust_get(&h.paths, &outside.display().to_string(), true)?;
+    assert!(!r.trust.trusted);
+    assert_eq!(
+        ops::trust_get(&h.paths, &ws.display().to_string(), true)?.trust.reason,
+        format!("rule {} (TRUST_FOLDER)", ws.display())
+    );
+    h.write(&h.ws.join("file"), "x")?;
+    assert!(ops::trust_get(&h.paths, &h.ws.join("file").display().to_string(), true).is_err());
+    assert!(ops::trust_get(&h.paths, "relative/path", true).is_err());
+    Ok(())
+}

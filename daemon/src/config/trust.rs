@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 pub(crate) use geminid_protocol::config::TrustLevel;
 use geminid_protocol::config::{Diagnostic, TrustInfo};
 
+use super::env::Env;
 use super::files::{FileRead, diagnostic, read_object};
 
 /// The rules of `trustedFolders.json`.
@@ -55,14 +56,20 @@ fn normalize(p: &Path) -> PathBuf {
 }
 
 /// Whether `location` is trusted. `folder_trust_enabled` is `security.folderTrust.enabled`;
-/// `env_override` is `GEMINI_CLI_TRUST_WORKSPACE` from the session's environment.
+/// `env` is the session's environment, where `GEMINI_RESTRICTED_MODE=true` and
+/// `GEMINI_CLI_TRUST_WORKSPACE=false` distrust and `GEMINI_CLI_TRUST_WORKSPACE=true` trusts
+/// (Gemini CLI's `checkPathTrust`, in that order).
 pub(crate) fn decide(
     rules: &TrustRules,
     location: &Path,
     folder_trust_enabled: bool,
-    env_override: Option<&str>,
+    env: Option<&Env>,
 ) -> TrustInfo {
-    match env_override {
+    let var = |name: &str| env.and_then(|e| e.get(name)).map(String::as_str);
+    if var("GEMINI_RESTRICTED_MODE") == Some("true") {
+        return TrustInfo { trusted: false, reason: "GEMINI_RESTRICTED_MODE=true".into() };
+    }
+    match var("GEMINI_CLI_TRUST_WORKSPACE") {
         Some("true") => {
             return TrustInfo { trusted: true, reason: "GEMINI_CLI_TRUST_WORKSPACE=true".into() };
         }
@@ -133,9 +140,21 @@ mod tests {
         let none = TrustRules::default();
         assert!(!decide(&none, &a, true, None).trusted);
         assert!(decide(&none, &a, false, None).trusted);
-        assert!(decide(&none, &a, true, Some("true")).trusted);
+        let env = |pairs: &[(&str, &str)]| -> Env {
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        };
+        assert!(
+            decide(&none, &a, true, Some(&env(&[("GEMINI_CLI_TRUST_WORKSPACE", "true")]))).trusted
+        );
         let all = rules(&[(&a, TrustLevel::TrustFolder)]);
-        assert!(!decide(&all, &a, true, Some("false")).trusted);
+        assert!(
+            !decide(&all, &a, true, Some(&env(&[("GEMINI_CLI_TRUST_WORKSPACE", "false")]))).trusted
+        );
+        // Restricted mode distrusts before the override trusts, and with folder trust off.
+        let restricted =
+            env(&[("GEMINI_RESTRICTED_MODE", "true"), ("GEMINI_CLI_TRUST_WORKSPACE", "true")]);
+        assert!(!decide(&all, &a, false, Some(&restricted)).trusted);
+        assert!(decide(&all, &a, true, Some(&env(&[("GEMINI_RESTRICTED_MODE", "1")]))).trusted);
         Ok(())
     }
 
