@@ -1,6 +1,6 @@
 //! MCP prompts as slash commands and resources as `@` references (COMPAT §2.7–2.8).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -12,24 +12,26 @@ pub(crate) fn command_name(prompt: &str) -> String {
     WS.replace_all(prompt.trim(), "-").into_owned()
 }
 
-/// Command names for `(server, prompt)` pairs in order: a name more than one server offers is
-/// renamed `<server>.<name>` for every one of them; a name still taken gets `2`, `3`, ...
+/// Command names for `(server, prompt)` pairs in order, by the slash-command resolver
+/// (`commands/list` gives them the same names): a name more than one server offers becomes
+/// `<server>.<name>` for each, a number appended while that is taken.
 pub(crate) fn command_names(prompts: &[(String, String)]) -> Vec<String> {
-    let mut count: HashMap<String, usize> = HashMap::new();
-    for (_, p) in prompts {
-        *count.entry(command_name(p)).or_default() += 1;
-    }
-    let mut taken: HashMap<String, usize> = HashMap::new();
-    prompts
+    use crate::commands::resolve::{Candidate, resolve};
+    use geminid_protocol::commands::CommandKind;
+    let all: Vec<Candidate> = prompts
         .iter()
-        .map(|(server, p)| {
-            let base = command_name(p);
-            let name = if count[&base] > 1 { format!("{server}.{base}") } else { base };
-            let n = taken.entry(name.clone()).or_default();
-            *n += 1;
-            if *n == 1 { name } else { format!("{name}{n}") }
+        .map(|(server, p)| Candidate {
+            name: command_name(p),
+            kind: CommandKind::McpPrompt,
+            extension: None,
+            server: Some(server.clone()),
         })
-        .collect()
+        .collect();
+    let mut out = vec![String::new(); all.len()];
+    for (name, i) in resolve(&all).0 {
+        out[i] = name;
+    }
+    out
 }
 
 /// A prompt argument as the server declared it.
@@ -136,9 +138,13 @@ pub(crate) fn parse_reference<'a>(
 pub(crate) fn resource_parts(uri: &str, contents: &[Value]) -> Vec<Value> {
     let mut parts = vec![json!({ "text": format!("\nContent from @{uri}:\n") })];
     for c in contents {
-        if let Some(text) = c["text"].as_str() {
+        // Gemini CLI's `convertResourceContentsToParts`: a nested `resource` stands for the
+        // item, and an empty text or blob is nothing (JavaScript's falsy `""`).
+        let c = if c["resource"].is_object() { &c["resource"] } else { c };
+        let nonempty = |k: &str| c[k].as_str().filter(|s| !s.is_empty());
+        if let Some(text) = nonempty("text") {
             parts.push(json!({ "text": text }));
-        } else if let Some(blob) = c["blob"].as_str() {
+        } else if let Some(blob) = nonempty("blob") {
             let mime = c["mimeType"].as_str().unwrap_or("application/octet-stream");
             let padding = blob.bytes().rev().take_while(|b| *b == b'=').count();
             let bytes = (blob.len() / 4 * 3).saturating_sub(padding);
@@ -318,7 +324,7 @@ mod tests {
             ("a".into(), "plain".into()),
             ("c".into(), "a.greet".into()),
         ]);
-        assert_eq!(names, ["a.greet", "b.greet", "plain", "a.greet2"]);
+        assert_eq!(names, ["a.greet1", "b.greet", "plain", "a.greet"]);
     }
 
     #[test]
@@ -343,6 +349,25 @@ mod tests {
                 json!({"text": "\nContent from @u:\n"}),
                 json!({"text": "t"}),
                 json!({"text": "[Binary resource content image/png, 3 bytes]"})
+            ]
+        );
+        // Empty text and blob give nothing; an empty text next to a blob gives the blob; a
+        // nested `resource` is read as the item (Gemini CLI's own conversion).
+        let parts = resource_parts(
+            "u",
+            &[
+                json!({"text": ""}),
+                json!({"text": "", "blob": "AAAA", "mimeType": "image/png"}),
+                json!({"blob": ""}),
+                json!({"resource": {"text": "inner"}, "text": "outer"}),
+            ],
+        );
+        assert_eq!(
+            parts,
+            vec![
+                json!({"text": "\nContent from @u:\n"}),
+                json!({"text": "[Binary resource content image/png, 3 bytes]"}),
+                json!({"text": "inner"})
             ]
         );
     }

@@ -97,7 +97,13 @@ pub fn resolve(all: &[Candidate]) -> (BTreeMap<String, usize>, Vec<CommandConfli
             first.insert(c.name.clone(), i);
             c.name.clone()
         };
-        names.insert(final_name, i);
+        if let Some(displaced) = names.insert(final_name.clone(), i) {
+            // A name taken by a rename before, claimed now as a command's own: Gemini CLI's
+            // map drops the renamed command; here it keeps a numbered name.
+            let to = renamed(&all[displaced].name, &all[displaced], &names);
+            names.insert(to.clone(), displaced);
+            note(&mut conflicts, &final_name, displaced, &to, i);
+        }
     }
     (names, conflicts)
 }
@@ -164,6 +170,34 @@ mod tests {
                 c("t", ExtensionFile, Some("e"), None),
             ]),
             [("e:t".into(), 2), ("user.t".into(), 0), ("workspace.t".into(), 1)]
+        );
+        // A rename's number when the prefixed name is taken (Gemini CLI's `gcp:deploy1`).
+        assert_eq!(
+            finals(&[
+                c("deploy", UserFile, None, None),
+                c("gcp:deploy", UserFile, None, None),
+                c("deploy", ExtensionFile, Some("gcp"), None),
+            ]),
+            [("gcp:deploy".into(), 1), ("gcp:deploy1".into(), 2), ("user.deploy".into(), 0)]
+        );
+        // Three MCP prompts: all three prefixed by their servers.
+        assert_eq!(
+            finals(&[
+                c("t", McpPrompt, None, Some("s1")),
+                c("t", McpPrompt, None, Some("s2")),
+                c("t", McpPrompt, None, Some("s3")),
+            ]),
+            [("s1.t".into(), 0), ("s2.t".into(), 1), ("s3.t".into(), 2)]
+        );
+        // A later command whose own name is a rename given before: Gemini CLI's map loses the
+        // renamed one (`a.greet` is `c`'s alone there); it keeps a number here.
+        assert_eq!(
+            finals(&[
+                c("greet", McpPrompt, None, Some("a")),
+                c("greet", McpPrompt, None, Some("b")),
+                c("a.greet", McpPrompt, None, Some("c")),
+            ]),
+            [("a.greet".into(), 2), ("a.greet1".into(), 0), ("b.greet".into(), 1)]
         );
     }
 }
