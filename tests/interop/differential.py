@@ -9,7 +9,10 @@ server is unreachable (`true`, port 9), so both say the same state without racin
 Then `gemini skills list` against `gemctl skills list` (`GEMINID_DIFF_SKILL_CASES` seeded
 cases, default 16): skills in the user's and the workspace's folders with names that differ
 only in case, `skills.disabled` in either settings file, skills turned off, three kinds of
-trust; each skill's name, state, description and location, in order.
+trust (restricted mode among them); each skill's name, state, description and location, in
+order. Then `GEMINID_DIFF_HOOK_CASES` (default 4) hook cases (differential_hooks.py): the
+stdin BeforeTool and AfterTool hooks read and the functionResponse, Gemini CLI's `-p` against
+`gemctl call`.
 
 A difference is accepted only when a line of the README's "Where geminid differs from Gemini
 CLI" explains it; `ACCEPTED` names that line, and the suite fails if the README no longer has
@@ -29,12 +32,14 @@ import subprocess
 import tempfile
 import time
 
+import differential_hooks
 import gemini_cli
 import homes
 
 SEED = int(os.environ.get("GEMINID_DIFF_SEED", "41"))
 CASES = int(os.environ.get("GEMINID_DIFF_CASES", "40"))
 SKILL_CASES = int(os.environ.get("GEMINID_DIFF_SKILL_CASES", "16"))
+HOOK_CASES = int(os.environ.get("GEMINID_DIFF_HOOK_CASES", "4"))
 
 # Names that differ only in case or spacing are distinct entries to both (settings keys are
 # exact); enablement and the allow/exclude lists compare them lower-cased and trimmed.
@@ -102,7 +107,7 @@ def generate(rng):
     enablement = None
     if rng.random() < 0.4:
         enablement = {n.lower(): {"enabled": False} for n in rng.sample(NAMES, rng.randint(1, 2))}
-    trust = rng.choice(["env-true", "trusted", "untrusted", "no-rule", "trust-off"])
+    trust = rng.choice(["env-true", "trusted", "untrusted", "no-rule", "trust-off", "restricted"])
     return user, ws, enablement, trust
 
 
@@ -121,7 +126,7 @@ def skills_case(rng):
             settings["skills"] = {"disabled": rng.sample(SKILL_LIST_NAMES, rng.randint(1, 2))}
     if rng.random() < 0.1:
         user.setdefault("skills", {})["enabled"] = False
-    trust = rng.choice(["env-true", "trusted", "untrusted"])
+    trust = rng.choice(["env-true", "trusted", "untrusted", "restricted"])
     return user_skills, ws_skills, user, ws, trust
 
 
@@ -189,7 +194,10 @@ class Home:
 
     def env(self, trust):
         e = homes.env(self.tmp, self.s.bin, GEMINI_CLI_NO_RELAUNCH="true")
-        if trust != "env-true":
+        if trust == "restricted":
+            # Restricted mode distrusts before GEMINI_CLI_TRUST_WORKSPACE=true trusts.
+            e["GEMINI_RESTRICTED_MODE"] = "true"
+        elif trust != "env-true":
             e.pop("GEMINI_CLI_TRUST_WORKSPACE", None)
         return e
 
@@ -352,6 +360,8 @@ def run(s):
                 expect(not differ, f"skills case {i} ({setup}):\n      " + "\n      ".join(differ))
 
             s.check("differential", f"skills list, seed {SEED} case {i}", case)
+
+        differential_hooks.run(s, h, totals, rng, HOOK_CASES, expect)
     finally:
         h.stop()
         print(f"differential: {totals['agreed']} rows agreed, {totals['accepted']} accepted "

@@ -303,8 +303,7 @@ mod in_calls {
         let out = echo(&p, "loud").await.unwrap();
         assert_eq!(out["result"]["content"][0]["text"], "LOUD");
         let note = out["parts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
-        let said =
-            "[System] Tool input parameters (text) were modified by a hook before execution.";
+        let said = "[System] Tool input parameters were modified by a hook before execution.";
         // After a blank line, as Gemini CLI appends it, and in the functionResponse too.
         assert_eq!(note["text"], format!("\n\n{said}"));
         let output = &out["functionResponse"]["functionResponse"]["response"]["output"];

@@ -380,16 +380,6 @@ impl Pipeline {
         };
         let mut outcome = if large { crate::config::files::off_loop(convert) } else { convert() };
         outcome.last_progress = last_progress;
-        let keys: Vec<&str> =
-            rewritten.iter().map(String::as_str).filter(|k| !k.is_empty()).collect();
-        if !keys.is_empty() {
-            // Gemini CLI's note to the model.
-            let note = format!(
-                "[System] Tool input parameters ({}) were modified by a hook before execution.",
-                keys.join(", ")
-            );
-            outcome.tell_model(call, note);
-        }
         if let Some((name, args)) = self.after_tool(call, &mut outcome).await? {
             // The tail call's result replaces this one; it goes through every step itself.
             let tail = CallRequest {
@@ -403,6 +393,11 @@ impl Pipeline {
             };
             let (_, o) = Box::pin(self.call(tail)).await?;
             outcome = Outcome { last_progress, ..o };
+        } else if rewritten.iter().any(|k| !k.is_empty()) {
+            // Gemini CLI's scheduler tells the model after the AfterTool hooks have run (so
+            // they do not read it), in these words (its per-key wording is another path's).
+            let note = "[System] Tool input parameters were modified by a hook before execution.";
+            outcome.tell_model(call, note.to_owned());
         }
         Ok(outcome)
     }
