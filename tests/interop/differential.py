@@ -8,7 +8,7 @@ headers, warnings, and one per server with its name, origin, target, transport a
 server is unreachable (`true`, port 9), so both say the same state without racing a start.
 Then `gemini skills list` against `gemctl skills list` (`GEMINID_DIFF_SKILL_CASES` seeded
 cases, default 16): skills in the user's and the workspace's folders with names that differ
-only in case, `skills.disabled` in either settings file, skills turned off, three kinds of
+only in case, `skills.disabled` in either settings file, skills turned off, four kinds of
 trust (restricted mode among them); each skill's name, state, description and location, in
 order. Then `GEMINID_DIFF_HOOK_CASES` (default 4) hook cases (differential_hooks.py): the
 stdin BeforeTool and AfterTool hooks read and the functionResponse, Gemini CLI's `-p` against
