@@ -380,26 +380,37 @@ mod tests {
         assert_eq!(read_input(&path).ok().flatten().as_deref(), Some("{}"));
         assert!(t.elapsed() < SETTLE, "waited again: {:?}", t.elapsed());
 
+        // A writer stalled for a whole settle time (a loaded machine) lets a version settle, and
+        // taking it is then right: such a try is run again, a refusal is what is asserted.
         let busy = dir.path().join("busy.json");
         std::fs::write(&busy, "{}").unwrap();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let writer = {
-            let (busy, stop) = (busy.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut n = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    n += 1;
-                    let _ = std::fs::write(&busy, format!("{{\"n\": {n}}}"));
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            })
-        };
-        let got = read_input(&busy);
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        writer.join().unwrap();
-        assert!(
-            matches!(&got, Err(InputError::Refused(why)) if why.contains("kept changing")),
-            "{got:?}"
-        );
+        for attempt in 1..=5 {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let writer = {
+                let (busy, stop) = (busy.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let (mut n, mut last, mut widest) = (0u64, Instant::now(), Duration::ZERO);
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        n += 1;
+                        let _ = std::fs::write(&busy, format!("{{\"n\": {n}}}"));
+                        widest = widest.max(last.elapsed());
+                        last = Instant::now();
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    widest
+                })
+            };
+            let got = read_input(&busy);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let widest = writer.join().unwrap();
+            if got.is_ok() && widest >= SETTLE && attempt < 5 {
+                continue;
+            }
+            assert!(
+                matches!(&got, Err(InputError::Refused(why)) if why.contains("kept changing")),
+                "{got:?} (the writer's widest gap {widest:?})"
+            );
+            break;
+        }
     }
 }
