@@ -10,9 +10,9 @@ Then `gemini skills list` against `gemctl skills list` (`GEMINID_DIFF_SKILL_CASE
 cases, default 16): skills in the user's and the workspace's folders with names that differ
 only in case, `skills.disabled` in either settings file, skills turned off, four kinds of
 trust (restricted mode among them); each skill's name, state, description and location, in
-order. Then `GEMINID_DIFF_HOOK_CASES` (default 4) hook cases (differential_hooks.py): the
-stdin BeforeTool and AfterTool hooks read and the functionResponse, Gemini CLI's `-p` against
-`gemctl call`.
+order. Then `GEMINID_DIFF_HOOK_CASES` (default 6) hook cases (differential_hooks.py): the
+stdin BeforeTool and AfterTool hooks read and the functionResponse, or the error a stopped
+call gives, Gemini CLI's `-p` against `gemctl call`.
 
 A difference is accepted only when a line of the README's "Where geminid differs from Gemini
 CLI" explains it; `ACCEPTED` names that line, and the suite fails if the README no longer has
@@ -39,7 +39,7 @@ import homes
 SEED = int(os.environ.get("GEMINID_DIFF_SEED", "41"))
 CASES = int(os.environ.get("GEMINID_DIFF_CASES", "40"))
 SKILL_CASES = int(os.environ.get("GEMINID_DIFF_SKILL_CASES", "16"))
-HOOK_CASES = int(os.environ.get("GEMINID_DIFF_HOOK_CASES", "4"))
+HOOK_CASES = int(os.environ.get("GEMINID_DIFF_HOOK_CASES", "6"))
 
 # Names that differ only in case or spacing are distinct entries to both (settings keys are
 # exact); enablement and the allow/exclude lists compare them lower-cased and trimmed.

@@ -2,11 +2,15 @@
 --yolo`, its model a loopback mock that calls `mcp_fx_echo`) and the same call made through
 geminid (`gemctl --json call`), with the same BeforeTool and AfterTool hooks in
 `~/.gemini/settings.json`. Each hook writes the JSON it reads on stdin to a file and answers
-with the case's outcome (seeded: nothing or rewritten input; nothing or added context).
+with the case's outcome: for BeforeTool nothing, a rewritten input, a deny or exit code 2; for
+AfterTool nothing, added context, a block or exit code 2 (six hand-picked cases that hold each
+outcome, then seeded ones).
 
 Compared field by field: what each hook read (all but `session_id`, `transcript_path` and
 `timestamp`, which name each tool's own session), and the `functionResponse` the model gets
-(its `response`; Gemini CLI's carries the model's call id).
+(its `response`; Gemini CLI's carries the model's call id). A call a hook stops is, in
+geminid, an error answer to `gemctl call`: its message is compared as the `{"error": ...}`
+response Gemini CLI sends.
 """
 
 import json
@@ -18,10 +22,10 @@ import sys
 import gemini_cli
 import warm_bench
 
-# Outcomes that let the call through. A deny, exit code 2 or an AfterTool block make
-# `gemctl call` answer with an error rather than a functionResponse: comparing those is next.
-BEFORE = ["pass", "rewrite"]
-AFTER = ["pass", "context"]
+# Each hook's outcome: nothing, a rewritten input, a deny, exit code 2; nothing, added
+# context, a block, exit code 2. A call a hook stops is compared as the error the model reads.
+BEFORE = ["pass", "rewrite", "deny", "exit2"]
+AFTER = ["pass", "context", "block", "exit2"]
 VOLATILE = {"session_id", "transcript_path", "timestamp"}
 
 HOOK = r'''
@@ -47,7 +51,8 @@ if outcome in answers:
 
 
 def cases(rng, n):
-    out = [("pass", "pass"), ("rewrite", "context")]
+    out = [("pass", "pass"), ("rewrite", "context"), ("deny", "pass"), ("exit2", "pass"),
+           ("pass", "block"), ("rewrite", "exit2")]
     out += [(rng.choice(BEFORE), rng.choice(AFTER)) for _ in range(max(0, n - len(out)))]
     return out[:n]
 
@@ -144,7 +149,10 @@ def run(s, h, totals, rng, count, expect):
                             r = json.loads(p.stdout)
                         except ValueError:
                             raise AssertionError(f"gemctl call printed no result: {p.stdout}{p.stderr}")
-                        response = r["functionResponse"]["functionResponse"].get("response")
+                        if "error" in r:
+                            response = {"error": r["error"].get("message")}
+                        else:
+                            response = r["functionResponse"]["functionResponse"].get("response")
                     dumps[who] = rows(read_dump(dump), response)
                     shutil.rmtree(dump, ignore_errors=True)
                 theirs, ours = dict(dumps["gemini"]), dict(dumps["geminid"])
