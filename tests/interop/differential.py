@@ -12,7 +12,9 @@ only in case, `skills.disabled` in either settings file, skills turned off, four
 trust (restricted mode among them); each skill's name, state, description and location, in
 order. Then `GEMINID_DIFF_HOOK_CASES` (default 6) hook cases (differential_hooks.py): the
 stdin BeforeTool and AfterTool hooks read and the functionResponse, or the error a stopped
-call gives, Gemini CLI's `-p` against `gemctl call`.
+call gives, Gemini CLI's `-p` against `gemctl call`. Then `GEMINID_DIFF_EXTENSION_CASES`
+(default 8) extension cases (differential_extensions.py): each install, update, disable and
+uninstall done by either tool, `extensions list` compared field by field, no false tamper.
 
 A difference is accepted only when a line of the README's "Where geminid differs from Gemini
 CLI" explains it; `ACCEPTED` names that line, and the suite fails if the README no longer has
@@ -32,6 +34,7 @@ import subprocess
 import tempfile
 import time
 
+import differential_extensions
 import differential_hooks
 import gemini_cli
 import homes
@@ -40,6 +43,7 @@ SEED = int(os.environ.get("GEMINID_DIFF_SEED", "41"))
 CASES = int(os.environ.get("GEMINID_DIFF_CASES", "40"))
 SKILL_CASES = int(os.environ.get("GEMINID_DIFF_SKILL_CASES", "16"))
 HOOK_CASES = int(os.environ.get("GEMINID_DIFF_HOOK_CASES", "6"))
+EXTENSION_CASES = int(os.environ.get("GEMINID_DIFF_EXTENSION_CASES", "8"))
 
 # Names that differ only in case or spacing are distinct entries to both (settings keys are
 # exact); enablement and the allow/exclude lists compare them lower-cased and trimmed.
@@ -362,6 +366,7 @@ def run(s):
             s.check("differential", f"skills list, seed {SEED} case {i}", case)
 
         differential_hooks.run(s, h, totals, rng, HOOK_CASES, expect)
+        differential_extensions.run(s, h, totals, rng, EXTENSION_CASES, expect)
     finally:
         h.stop()
         print(f"differential: {totals['agreed']} rows agreed, {totals['accepted']} accepted "
