@@ -15,6 +15,9 @@ stdin BeforeTool and AfterTool hooks read and the functionResponse, or the error
 call gives, Gemini CLI's `-p` against `gemctl call`. Then `GEMINID_DIFF_EXTENSION_CASES`
 (default 8) extension cases (differential_extensions.py): each install, update, disable and
 uninstall done by either tool, `extensions list` compared field by field, no false tamper.
+Then ten hand-picked and `GEMINID_DIFF_POLICY_CASES` (default 20) seeded policy cases
+(differential_policy.py): rules in `~/.gemini/policies/`, whether `gemini -p` offers and runs
+the tool against geminid's headless decision.
 
 A difference is accepted only when a line of the README's "Where geminid differs from Gemini
 CLI" explains it; `ACCEPTED` names that line, and the suite fails if the README no longer has
@@ -36,6 +39,7 @@ import time
 
 import differential_extensions
 import differential_hooks
+import differential_policy
 import gemini_cli
 import homes
 
@@ -44,6 +48,7 @@ CASES = int(os.environ.get("GEMINID_DIFF_CASES", "40"))
 SKILL_CASES = int(os.environ.get("GEMINID_DIFF_SKILL_CASES", "16"))
 HOOK_CASES = int(os.environ.get("GEMINID_DIFF_HOOK_CASES", "6"))
 EXTENSION_CASES = int(os.environ.get("GEMINID_DIFF_EXTENSION_CASES", "8"))
+POLICY_CASES = int(os.environ.get("GEMINID_DIFF_POLICY_CASES", "20"))
 
 # Names that differ only in case or spacing are distinct entries to both (settings keys are
 # exact); enablement and the allow/exclude lists compare them lower-cased and trimmed.
@@ -367,6 +372,7 @@ def run(s):
 
         differential_hooks.run(s, h, totals, rng, HOOK_CASES, expect)
         differential_extensions.run(s, h, totals, rng, EXTENSION_CASES, expect)
+        differential_policy.run(s, h, totals, rng, POLICY_CASES, expect)
     finally:
         h.stop()
         print(f"differential: {totals['agreed']} rows agreed, {totals['accepted']} accepted "

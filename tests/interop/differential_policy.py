@@ -1,0 +1,202 @@
+"""The differential suite's policy cases: what a headless session decides for one MCP tool call,
+Gemini CLI 0.61's `gemini -p` (its model a loopback mock that calls `mcp_fx_echo`) against
+geminid on the same `~/.gemini/policies/` file and settings.
+
+A case writes one to three seeded rules (a tool name exact, with a wildcard or almost right; an
+`mcpName`; allow, deny or ask_user; a priority; an argument pattern) and maybe the server's
+`trust`, `tools.allowed` or `tools.exclude`, and the arguments the model sends. Compared:
+whether the tool is offered to the model (Gemini CLI's declarations; geminid's `mcp tools`
+not `hidden`) and whether the call runs (Gemini CLI's functionResponse has an
+`output`; geminid's `policy check --headless` allows, and the tool is offered), and which
+rules each refuses. Gemini CLI skips the whole file for one bad rule, geminid only that rule
+(the README says so): such a case asks Gemini CLI again without the rules it named. The
+messages of a refusal differ on purpose (the README says why) and are not compared.
+"""
+
+import json
+import os
+import re
+import shutil
+
+import gemini_cli
+import warm_bench
+
+TOOL_NAMES = ["mcp_fx_echo", "mcp_fx_*", "mcp_*", "mcp_fx_ech", "mcp_fx2_echo", "mcp_f_echo",
+              "mcp_fx_echo*", None]
+SERVERS = ["fx", "fx2", "f"]
+PATTERNS = ['"text":"secret', "hello", "^\\{", "nothing-like-this"]
+TEXTS = ["hello", "secret value"]
+# Gemini CLI names each field that breaks its schema: `Field "rule.2.priority": ...`.
+REFUSED = re.compile(r'Field "rule\.(\d+)[."]')
+README = ("a rule that breaks the schema (priority 1000, a `decision` of `maybe`) costs only "
+          "itself, said with its file, line and column; Gemini CLI skips the whole file")
+
+
+def rule(rng):
+    r = {}
+    name = rng.choice(TOOL_NAMES)
+    if name is not None:
+        r["toolName"] = name
+    if name is None or rng.random() < 0.3:
+        r["mcpName"] = rng.choice(SERVERS)
+    r["decision"] = rng.choice(["allow", "deny", "ask_user"])
+    if rng.random() < 0.85:  # both refuse a rule without one
+        r["priority"] = rng.randrange(1, 999)
+    if rng.random() < 0.3:
+        r["argsPattern"] = rng.choice(PATTERNS)
+    return r
+
+
+def toml(rules):
+    out = []
+    for r in rules:
+        out.append("[[rule]]")
+        for k, v in r.items():
+            out.append(f"{k} = {json.dumps(v)}")
+        out.append("")
+    return "\n".join(out)
+
+
+def case(rng):
+    rules = [rule(rng) for _ in range(1 + rng.randrange(3))]
+    server = {}
+    if rng.random() < 0.2:
+        server["trust"] = True
+    tools = {}
+    if rng.random() < 0.15:
+        tools["allowed"] = [rng.choice(["mcp_fx_echo", "mcp_fx_*", "echo"])]
+    if rng.random() < 0.1:
+        tools["exclude"] = [rng.choice(["mcp_fx_echo", "echo"])]
+    return rules, server, tools, rng.choice(TEXTS)
+
+
+def hand_picked():
+    """(rules, server fields, tools settings, text): the edges, each on its own."""
+    return [
+        ([], {}, {}, "hello"),
+        ([], {"trust": True}, {}, "hello"),
+        ([{"toolName": "mcp_fx_echo", "decision": "allow"}], {}, {}, "hello"),
+        ([{"mcpName": "fx", "decision": "allow"}], {}, {}, "hello"),
+        ([{"toolName": "mcp_fx_*", "decision": "allow"},
+          {"toolName": "mcp_fx_echo", "decision": "deny", "priority": 10}], {}, {}, "hello"),
+        ([{"toolName": "mcp_fx_echo", "decision": "allow", "argsPattern": '"text":"secret'}],
+         {}, {}, "secret value"),
+        ([{"toolName": "mcp_fx_echo", "decision": "allow", "argsPattern": '"text":"secret'}],
+         {}, {}, "hello"),
+        ([{"toolName": "mcp_fx_ech", "decision": "allow"}], {}, {}, "hello"),
+        ([], {"trust": True}, {"exclude": ["mcp_fx_echo"]}, "hello"),
+        ([], {}, {"allowed": ["mcp_fx_echo"]}, "hello"),
+    ]
+
+
+def settings(fixture, server, tools):
+    out = {"security": {"auth": {"selectedType": "gemini-api-key"}},
+           "mcpServers": {"fx": dict({"command": fixture}, **server)}}
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+def function_responses(log, start):
+    found, declared = [], set()
+    with open(log) as f:
+        f.seek(start)
+        for line in f:
+            if not line.strip():
+                continue
+            body = json.loads(line)["body"]
+            for t in body.get("tools") or []:
+                declared |= {d.get("name") for d in t.get("functionDeclarations") or []}
+            for c in body.get("contents") or []:
+                found += [p["functionResponse"] for p in c.get("parts", []) if "functionResponse" in p]
+    return found, declared
+
+
+def run(s, h, totals, rng, count, expect):
+    """The hand-picked cases and `count` seeded ones in the home `h` of the differential suite."""
+    tmp, log, mock, port = warm_bench.start_mock("differential-policy",
+                                                 {"suffix": "mcp_fx_echo", "args": {}})
+    fixture = os.path.join(s.bin, "mcp-fixture")
+    gemini_dir = os.path.join(h.home, ".gemini")
+    user_file = os.path.join(gemini_dir, "settings.json")
+    policy_file = os.path.join(gemini_dir, "policies", "differential.toml")
+    ws = os.path.join(h.tmp, "ws-policy")
+    os.makedirs(ws, exist_ok=True)
+    env = dict(h.env("env-true"), GEMINI_API_KEY="interop-fake-key",
+               GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{port}")
+    with open(os.path.join(s.root, "README.md")) as f:
+        expect(README in " ".join(f.read().split()), f"the README no longer says: {README}")
+    cases = [(f"hand-picked {i}", *c) for i, c in enumerate(hand_picked())]
+    cases += [(f"seed case {i}", *case(rng)) for i in range(count)]
+    try:
+        for what, rules, server, tools, text in cases:
+            def one(rules=rules, server=server, tools=tools, text=text):
+                os.makedirs(os.path.dirname(policy_file), exist_ok=True)
+                h.write(os.path.join(gemini_dir, "trustedFolders.json"), {})
+                h.write(user_file, settings(fixture, server, tools))
+                h.write(os.path.join(gemini_dir, "mcp-server-enablement.json"), None)
+                args = {"text": text}
+                with open(log + ".plan", "w") as f:
+                    json.dump({"suffix": "mcp_fx_echo", "args": args}, f)
+
+                def gemini(rules):
+                    with open(policy_file, "w") as f:
+                        f.write(toml(rules))
+                    start = os.path.getsize(log) if os.path.exists(log) else 0
+                    argv = [h.gemini, "-p", "call the tool", "-m", "gemini-2.5-flash"]
+                    code, out = gemini_cli.run(argv, env, ws, 180)
+                    responses, declared = function_responses(log, start)
+                    expect(len(responses) <= 1, f"Gemini CLI sent {len(responses)} functionResponses")
+                    runs = bool(responses) and "output" in (responses[0].get("response") or {})
+                    refused = {int(n) for n in REFUSED.findall(out)}
+                    return {"offered": "mcp_fx_echo" in declared, "runs": runs}, refused, out
+
+                theirs, refused, out = gemini(rules)
+                if refused:
+                    # Gemini CLI skips the whole file for one bad rule, geminid only that rule
+                    # (the README says so): Gemini CLI is asked again without it.
+                    kept = [r for i, r in enumerate(rules) if i not in refused]
+                    theirs, _, out = gemini(kept)
+                    with open(policy_file, "w") as f:
+                        f.write(toml(rules))
+                    totals["accepted"] += 1
+
+                h.gemctl(["mcp", "reload"], ws, "env-true")
+                _, listed, err = h.gemctl(["--json", "policy", "list"], ws, "env-true")
+                starts = [i + 1 for i, line in enumerate(toml(rules).splitlines()) if line == "[[rule]]"]
+                ours_refused = {max(i for i, at in enumerate(starts) if at <= d["line"])
+                                for d in json.loads(listed)["diagnostics"]
+                                if d["file"].endswith("differential.toml") and d["severity"] == "error"
+                                and d.get("line")}
+                _, listed, err = h.gemctl(["--json", "mcp", "tools"], ws, "env-true")
+                try:
+                    tool = [t for t in json.loads(listed)["tools"] if t["name"] == "mcp_fx_echo"]
+                except ValueError:
+                    raise AssertionError(f"gemctl mcp tools: {listed}{err}")
+                offered = bool(tool) and not tool[0].get("hidden")
+                _, decided, err = h.gemctl(["--json", "policy", "check", "mcp_fx_echo",
+                                            json.dumps(args), "--headless"], ws, "env-true")
+                decision = json.loads(decided)["decision"]
+                ours = {"offered": offered, "runs": offered and decision == "allow"}
+                theirs["refused rules"], ours["refused rules"] = sorted(refused), sorted(ours_refused)
+
+                differ = []
+                for field in ("offered", "runs", "refused rules"):
+                    if theirs[field] == ours[field]:
+                        totals["agreed"] += 1
+                    else:
+                        totals["differ"] += 1
+                        differ.append(f"{field}: Gemini CLI {theirs[field]}, geminid {ours[field]}"
+                                      f" (geminid decided {decision})")
+                setup = json.dumps({"rules": rules, "server": server, "tools": tools, "args": args})
+                expect(not differ, f"{setup}:\n      " + "\n      ".join(differ)
+                       + (f"\n      Gemini CLI: {out[-800:]}" if differ else ""))
+
+            s.check("differential", f"policy in -p, {what}", one)
+    finally:
+        if os.path.exists(policy_file):
+            os.remove(policy_file)
+        h.write(user_file, {})
+        mock.terminate()
+        mock.wait(timeout=10)
+        shutil.rmtree(tmp, ignore_errors=True)
