@@ -164,6 +164,8 @@ def run(s, h, totals, rng, count, expect):
                 for man, *_, remover in steps:
                     by(remover, "uninstall", man["name"])
                 compare(n, "uninstalled", steps)
+            except AssertionError as e:
+                raise AssertionError(f"{e}\n      steps: {json.dumps(steps)}") from None
             finally:
                 shutil.rmtree(os.path.join(h.tmp, f"ext-{n}"), ignore_errors=True)
                 for man, *_ in steps:

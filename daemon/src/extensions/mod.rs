@@ -253,6 +253,7 @@ impl Extensions {
                 Enablement::default()
             }
         };
+        let mut listed = true;
         let mut dirs: Vec<PathBuf> = match std::fs::read_dir(&self.root) {
             Ok(entries) => entries
                 .filter_map(Result::ok)
@@ -262,6 +263,7 @@ impl Extensions {
                 .collect(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => {
+                listed = false;
                 diagnostics.push(diagnostic(
                     Severity::Error,
                     &self.root,
@@ -298,6 +300,9 @@ impl Extensions {
             }
         }
         installed.sort_by(|a, b| a.name.cmp(&b.name).then(a.dir.cmp(&b.dir)));
+        if listed {
+            self.forget_departed(&installed);
+        }
         Scan { installed: installed.into_iter().map(Arc::new).collect(), enablement, diagnostics }
     }
 

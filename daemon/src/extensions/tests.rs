@@ -215,3 +215,54 @@ fn a_key_the_keychain_replaced_is_taken_and_geminids_records_signed_again() -> a
     assert!(!verdict.first_use);
     Ok(())
 }
+
+/// Gemini CLI's uninstall removes the folder and leaves geminid's record behind. The record is
+/// forgotten at the next scan, so the name installed again (another version, by either tool)
+/// is a first sight, not tampering, and an update from there is not refused (found by the
+/// differential suite). While a folder cannot be named by its manifest, every record stays.
+#[test]
+fn the_record_of_an_extension_removed_outside_geminid_is_forgotten() -> anyhow::Result<()> {
+    let home = tempfile::tempdir()?;
+    let gemini = home.path().join(".gemini");
+    let root = gemini.join("extensions");
+    let src = home.path().join("src");
+    std::fs::create_dir_all(&src)?;
+    let version = |v: &str| {
+        std::fs::write(src.join(manifest::FILE), format!(r#"{{"name": "kit", "version": "{v}"}}"#))
+    };
+    version("1")?;
+    std::fs::write(src.join("GEMINI.md"), "v1")?;
+    let x = Extensions::with_key_file(gemini.clone(), home.path(), Store::temporary()?);
+    let none = BTreeMap::new();
+    let source = fetch::Source::Local(src.clone());
+    x.install(&source, true, &none, home.path(), &|_| {}).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let metadata = std::fs::read(root.join("kit").join(manifest::INSTALL_FILE))?;
+    assert!(x.store.extension_record("kit").is_some());
+
+    std::fs::remove_dir_all(root.join("kit"))?;
+    std::fs::create_dir_all(root.join("odd"))?;
+    std::fs::write(root.join("odd").join(manifest::FILE), "{ not json")?;
+    x.rescan(false);
+    assert!(x.store.extension_record("kit").is_some(), "kept while a folder has no name");
+    std::fs::remove_dir_all(root.join("odd"))?;
+    x.rescan(false);
+    assert!(x.store.extension_record("kit").is_none(), "forgotten once gone");
+
+    // Installed again as Gemini CLI installs (a copy and its install metadata), at version 2;
+    // the source moves on to version 3 before geminid looks.
+    version("2")?;
+    std::fs::write(src.join("GEMINI.md"), "v2")?;
+    std::fs::create_dir_all(root.join("kit"))?;
+    copy_over(&src, &root.join("kit"))?;
+    std::fs::write(root.join("kit").join(manifest::INSTALL_FILE), &metadata)?;
+    version("3")?;
+    let scan = x.rescan(false);
+    let e = scan.find("kit").ok_or_else(|| anyhow::anyhow!("gone"))?;
+    assert_eq!((e.integrity, e.loadable()), (IntegrityState::Recorded, true), "{e:?}");
+    x.update("kit", true, None, &|_| {}).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let scan = x.rescan(true);
+    let e = scan.find("kit").ok_or_else(|| anyhow::anyhow!("gone"))?;
+    assert_eq!(e.manifest.as_ref().map(|m| m.version.as_str()), Some("3"));
+    assert_eq!((e.integrity, e.loadable()), (IntegrityState::Verified, true));
+    Ok(())
+}

@@ -210,6 +210,34 @@ impl Extensions {
         Ok(())
     }
 
+    /// Forget geminid's records of extensions that are gone (Gemini CLI's uninstall leaves
+    /// them behind): a later install under the name is then a first sight, not a mismatch with
+    /// the departed one's files (an update by either tool would be refused). Only after a scan
+    /// that named every folder by its manifest: a folder whose manifest cannot be read could be
+    /// a recorded one, renamed.
+    pub(super) fn forget_departed(&self, installed: &[super::Installed]) {
+        if installed.iter().any(|e| e.manifest.is_none()) {
+            return;
+        }
+        let present: std::collections::HashSet<&str> =
+            installed.iter().map(|e| e.name.as_str()).collect();
+        for name in self.store.extension_names() {
+            if present.contains(name.as_str()) {
+                continue;
+            }
+            self.checked.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
+            match self.store.delete_extension_record(&name) {
+                Ok(()) => tracing::info!(
+                    extension = name,
+                    "extension gone (uninstalled outside geminid): its integrity record is forgotten"
+                ),
+                Err(e) => {
+                    tracing::warn!(extension = name, error = %e, "its integrity record stays")
+                }
+            }
+        }
+    }
+
     /// Forget `name`'s records (uninstall). Gemini CLI's store is left alone when it cannot be
     /// verified (its message says how to reset it).
     pub(super) fn unsign(&self, name: &str) -> Result<(), ExtensionError> {
