@@ -289,7 +289,7 @@ mod in_calls {
         let p = with_hooks(json!({ "BeforeTool": [
             def("echo", r#"python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["tool_input"]["text"]; print(json.dumps({"decision":"block","reason":"no "+t}) if t=="bad" else json.dumps({"continue": False, "stopReason": "halt"}) if t=="stop" else json.dumps({"hookSpecificOutput":{"tool_input":{"text": t.upper()}}}) if t=="loud" else "")'"#),
             def("^mcp_fx_pid$", "echo pid-hook >&2; exit 2"),
-        ]})).await?;
+        ], "AfterTool": [def("echo", "cat > \"$GEMINI_CWD/after.json\"")] })).await?;
         let (code, message) = echo(&p, "bad").await.unwrap_err();
         assert_eq!(
             (code, message.as_str()),
@@ -308,6 +308,11 @@ mod in_calls {
         assert_eq!(note["text"], format!("\n\n{said}"));
         let output = &out["functionResponse"]["functionResponse"]["response"]["output"];
         assert!(output.as_str().is_some_and(|o| o.ends_with(&format!("\n\n\n{said}"))), "{out}");
+        // Added after the AfterTool hooks ran (0.61's scheduler): they read the result alone.
+        let after = std::fs::read_to_string(p.home.workspace().join("after.json"))?;
+        let after: Value = serde_json::from_str(&after)?;
+        let read = after["tool_response"]["llmContent"].to_string();
+        assert!(read.contains("LOUD") && !read.contains("[System]"), "{after}");
         assert_eq!(echo(&p, "fine").await.unwrap()["result"]["content"][0]["text"], "fine");
         // Plain text on exit 2 denies, for the tool its matcher names only; mcp/callTool too.
         let (_, message) = p

@@ -174,6 +174,15 @@ enum Via {
     Discovered(Arc<Discovery>),
 }
 
+/// What the BeforeTool hooks did to a call's arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rewrite {
+    No,
+    /// Rewritten to what they were.
+    Same,
+    Changed,
+}
+
 /// The pipeline and what it owns: the call-id registry and progress routing.
 #[derive(Debug)]
 pub struct Pipeline {
@@ -368,7 +377,7 @@ impl Pipeline {
 
     async fn steps(&self, r: &Resolved, call: &mut Call) -> Result<Outcome, CallError> {
         let rewritten = self.before_tool(call).await?;
-        let shown_args = self.validate(r, call, !rewritten.is_empty())?;
+        let shown_args = self.validate(r, call, rewritten != Rewrite::No)?;
         self.policy(call).await?;
         let (result, last_progress) = self.dispatch(r, call).await?;
         // A result of megabytes takes the worker a while to convert: off the event loop, so
@@ -393,7 +402,7 @@ impl Pipeline {
             };
             let (_, o) = Box::pin(self.call(tail)).await?;
             outcome = Outcome { last_progress, ..o };
-        } else if rewritten.iter().any(|k| !k.is_empty()) {
+        } else if rewritten == Rewrite::Changed {
             // Gemini CLI's scheduler tells the model after the AfterTool hooks have run (so
             // they do not read it), in these words (its per-key wording is another path's).
             let note = "[System] Tool input parameters were modified by a hook before execution.";
@@ -402,30 +411,22 @@ impl Pipeline {
         Ok(outcome)
     }
 
-    /// Step 2: BeforeTool hooks: the argument names they rewrote, if they did (empty: none).
-    async fn before_tool(&self, call: &mut Call) -> Result<Vec<String>, CallError> {
-        let Some(seat) = &self.seats.before_tool else { return Ok(Vec::new()) };
+    /// Step 2: BeforeTool hooks: whether they rewrote the arguments, and to something else.
+    async fn before_tool(&self, call: &mut Call) -> Result<Rewrite, CallError> {
+        let Some(seat) = &self.seats.before_tool else { return Ok(Rewrite::No) };
         match seat.before_tool(call).await {
-            Before::Proceed => Ok(Vec::new()),
+            Before::Proceed => Ok(Rewrite::No),
             Before::Rewrite(args) => {
                 let old = call.args.take().unwrap_or_default();
-                let mut changed: Vec<String> = args
-                    .iter()
-                    .filter(|(k, v)| old.get(*k) != Some(v))
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                changed.extend(old.keys().filter(|k| !args.contains_key(*k)).cloned());
+                let same = old == args;
                 call.args = Some(args);
                 // Rewritten to the same: still validated again, said to the model as no change.
-                if changed.is_empty() {
-                    changed.push(String::new());
-                }
-                Ok(changed)
+                Ok(if same { Rewrite::Same } else { Rewrite::Changed })
             }
             Before::Block(why) => Err(CallError::HookBlocked(why)),
             Before::Stop(why) => Err(CallError::Stopped(why)),
             Before::Ask(question) => {
-                self.confirm(call, question).await.map(|_| Vec::new()).map_err(|u| u.error)
+                self.confirm(call, question).await.map(|_| Rewrite::No).map_err(|u| u.error)
             }
         }
     }
