@@ -6,8 +6,10 @@ geminid verifies. Run from checks.py on the same daemon and home.
 
 import json
 import os
+import subprocess
 
 import gemini_cli
+import git_http
 
 
 def expect(cond, what):
@@ -77,3 +79,72 @@ def run(s):
         expect(e["integrity"] == "verified" and e["version"] == "2.1.0" and e["active"], e)
 
     s.check("extensions", "installed and updated by Gemini CLI: geminid verifies its record with the shared key and takes the update", by_gemini)
+
+    # Git sources, served over smart HTTP on 127.0.0.1 (Gemini CLI takes no file:// URL).
+    git_root = os.path.join(s.tmp, "git-root")
+    os.makedirs(git_root, exist_ok=True)
+    server = git_http.GitHttp(git_root)
+
+    def sh(cwd, *args):
+        p = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com",
+                            "-c", "init.defaultBranch=main", *args], cwd=cwd,
+                           capture_output=True, text=True)
+        expect(p.returncode == 0, f"git {args}: {p.stderr}")
+
+    def repo(name, version):
+        """The bare repository `name.git` served, at `version`; its URL."""
+        work = os.path.join(s.tmp, "git-work", name)
+        if not os.path.isdir(work):
+            os.makedirs(work)
+            sh(work, "init", "-q")
+        with open(os.path.join(work, "gemini-extension.json"), "w") as f:
+            json.dump({"name": name, "version": version}, f)
+        with open(os.path.join(work, "GEMINI.md"), "w") as f:
+            f.write(f"{name} {version}\n")
+        sh(work, "add", "-A")
+        sh(work, "commit", "-q", "-m", version)
+        bare = os.path.join(git_root, f"{name}.git")
+        if not os.path.isdir(bare):
+            sh(s.tmp, "clone", "-q", "--bare", work, bare)
+        else:
+            sh(work, "push", "-q", bare, "HEAD:main")
+        return server.url(f"{name}.git")
+
+    def git_by_geminid():
+        url = repo("git-by-geminid", "1.0.0")
+        s.gemctl("extensions", "install", url, "--consent")
+        expect(ext("git-by-geminid")["integrity"] == "verified", ext("git-by-geminid"))
+        repo("git-by-geminid", "1.1.0")
+        code, out = g("extensions", "update", "git-by-geminid")
+        expect(code == 0 and "1.0.0 → 1.1.0" in out, out[-1500:])
+        # The repository cloned again Gemini CLI's way gives these files: legitimate.
+        e = ext("git-by-geminid")
+        expect(e["integrity"] == "verified" and e["version"] == "1.1.0" and e["active"], e)
+        installed = os.path.join(s.home, ".gemini", "extensions", "git-by-geminid", "GEMINI.md")
+        with open(installed, "a") as f:
+            f.write("appended by someone else\n")
+        e = ext("git-by-geminid")
+        expect(e["integrity"] == "tampered" and not e["active"], e)
+
+    def git_by_gemini():
+        url = repo("git-by-gemini", "3.0.0")
+        code, out = g("extensions", "install", url, "--consent")
+        expect(code == 0 and "installed successfully" in out, out[-1500:])
+        e = ext("git-by-gemini")
+        expect(e["integrity"] in ("verified", "recorded") and e["active"], e)
+        repo("git-by-gemini", "3.1.0")
+        code, out = g("extensions", "update", "git-by-gemini")
+        expect(code == 0 and "3.0.0 → 3.1.0" in out, out[-1500:])
+        e = ext("git-by-gemini")
+        expect(e["integrity"] == "verified" and e["version"] == "3.1.0" and e["active"], e)
+        # geminid updates what Gemini CLI installed from git, and Gemini CLI sees it.
+        repo("git-by-gemini", "3.2.0")
+        s.gemctl("extensions", "update", "git-by-gemini")
+        code, out = g("extensions", "list")
+        expect(code == 0 and "git-by-gemini (3.2.0)" in out, out[-1500:])
+
+    try:
+        s.check("extensions", "installed by geminid from git, updated by Gemini CLI: legitimate (cloned again to compare); an edit is tampering", git_by_geminid)
+        s.check("extensions", "installed and updated from git by Gemini CLI, then by geminid: legitimate each time", git_by_gemini)
+    finally:
+        server.stop()

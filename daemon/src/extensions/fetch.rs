@@ -4,7 +4,9 @@
 //! top-level folder stripped, as GitHub's release archives have).
 //!
 //! Source inference follows Gemini CLI (`http://`, `https://`, `git@`, `ssh://`, `sso://`,
-//! `github:`, `gitlab:` are git), plus `file://` (a repository on this machine).
+//! `github:`, `gitlab:` are git), plus `file://` (a repository on this machine). Every git run
+//! ignores the user's and the system's git config and overrides the settings that run commands,
+//! as Gemini CLI's `getSafeGitEnv` does.
 
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
@@ -160,9 +162,43 @@ impl Source {
     }
 }
 
+/// Settings no repository's own `.git/config` (nor the user's) may set for a git geminid runs:
+/// Gemini CLI's `getSafeGitEnv`, so that a clone made here is the one Gemini CLI makes.
+const SAFE_CONFIG: &[(&str, &str)] = &[
+    ("credential.helper", ""),
+    ("core.fsmonitor", ""),
+    ("core.hooksPath", ""),
+    ("core.sshCommand", ""),
+    ("core.pager", "cat"),
+    ("core.editor", ""),
+    ("sequence.editor", ""),
+    ("diff.external", ""),
+];
+
 /// Run git; its stdout, or its last stderr line as the error.
 fn git(args: &[&str], cwd: Option<&Path>) -> Result<String, ExtensionError> {
+    git_within(args, cwd, GIT_TIMEOUT)
+}
+
+fn git_within(
+    args: &[&str],
+    cwd: Option<&Path>,
+    limit: Duration,
+) -> Result<String, ExtensionError> {
     let mut cmd = Command::new("git");
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("GIT_CONFIG_") {
+            cmd.env_remove(key);
+        }
+    }
+    let null = if cfg!(windows) { "NUL" } else { "/dev/null" };
+    cmd.env("GIT_CONFIG_GLOBAL", null)
+        .env("GIT_CONFIG_SYSTEM", null)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_COUNT", SAFE_CONFIG.len().to_string());
+    for (i, (key, value)) in SAFE_CONFIG.iter().enumerate() {
+        cmd.env(format!("GIT_CONFIG_KEY_{i}"), key).env(format!("GIT_CONFIG_VALUE_{i}"), value);
+    }
     cmd.args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(Stdio::null())
@@ -180,12 +216,12 @@ fn git(args: &[&str], cwd: Option<&Path>) -> Result<String, ExtensionError> {
     loop {
         match child.try_wait() {
             Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() > GIT_TIMEOUT => {
+            Ok(None) if started.elapsed() > limit => {
                 let _ = child.kill();
                 return Err(ExtensionError::Io(format!(
                     "git {} took more than {}s; stopped",
                     args.first().unwrap_or(&""),
-                    GIT_TIMEOUT.as_secs()
+                    limit.as_secs()
                 )));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
@@ -199,6 +235,24 @@ fn git(args: &[&str], cwd: Option<&Path>) -> Result<String, ExtensionError> {
     let err = String::from_utf8_lossy(&out.stderr);
     let why = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message").trim();
     Err(ExtensionError::Refused(format!("git {} failed: {why}", args.first().unwrap_or(&""))))
+}
+
+/// Clone `url` at `reference` (its HEAD without one) into `into` (which must not exist) as
+/// Gemini CLI 0.61's `cloneFromGit` does (a shallow clone, the ref fetched, `FETCH_HEAD`
+/// checked out), each step within `limit`: the folder, `.git` and all, is the one Gemini CLI's
+/// install or update of it copies in.
+pub fn clone_as_gemini_cli(
+    url: &str,
+    reference: Option<&str>,
+    into: &Path,
+    limit: Duration,
+) -> Result<(), ExtensionError> {
+    std::fs::create_dir(into)
+        .map_err(|e| ExtensionError::Io(format!("cannot make {}: {e}", into.display())))?;
+    git_within(&["clone", "--quiet", "--depth", "1", url, "./"], Some(into), limit)?;
+    git_within(&["fetch", "--quiet", "origin", reference.unwrap_or("HEAD")], Some(into), limit)?;
+    git_within(&["checkout", "--quiet", "FETCH_HEAD"], Some(into), limit)?;
+    Ok(())
 }
 
 fn clone(url: &str, reference: Option<&str>, into: &Path) -> Result<(), ExtensionError> {

@@ -266,3 +266,82 @@ fn the_record_of_an_extension_removed_outside_geminid_is_forgotten() -> anyhow::
     assert_eq!((e.integrity, e.loadable()), (IntegrityState::Verified, true));
     Ok(())
 }
+
+fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(["-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .output()?;
+    anyhow::ensure!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(())
+}
+
+/// Gemini CLI's `extensions update` of a git install: a new clone of the recorded repository
+/// copied over the folder, `.git` and all. geminid clones the repository again the way Gemini
+/// CLI does and takes the update when the files and commit are the same; a file edited in the
+/// folder, an edited `.git/config`, or a repository that has moved on since is tampering.
+#[test]
+fn an_update_from_its_recorded_repository_is_legitimate() -> anyhow::Result<()> {
+    let home = tempfile::tempdir()?;
+    let gemini = home.path().join(".gemini");
+    let repo = home.path().join("repo");
+    std::fs::create_dir_all(&repo)?;
+    git(&repo, &["init", "-q"])?;
+    let commit = |version: &str| -> anyhow::Result<()> {
+        let manifest = format!(r#"{{"name": "gx", "version": "{version}"}}"#);
+        std::fs::write(repo.join(manifest::FILE), manifest)?;
+        std::fs::write(repo.join("GEMINI.md"), format!("v{version}"))?;
+        git(&repo, &["add", "-A"])?;
+        git(&repo, &["commit", "-q", "-m", version])
+    };
+    commit("1")?;
+    let url = format!("file://{}", repo.display());
+    let x = Extensions::with_key_file(gemini.clone(), home.path(), Store::temporary()?);
+    let none = BTreeMap::new();
+    let source = fetch::Source::Git { url: url.clone(), reference: None };
+    x.install(&source, true, &none, home.path(), &|_| {}).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let installed = gemini.join("extensions/gx");
+    let metadata = std::fs::read(installed.join(manifest::INSTALL_FILE))?;
+    let state = |x: &Extensions| x.rescan(false).find("gx").map(|e| (e.integrity, e.loadable()));
+    assert_eq!(state(&x), Some((IntegrityState::Verified, true)));
+
+    // As Gemini CLI updates it: cloned (its way) into a temporary folder, copied over.
+    let update = |n: &str| -> anyhow::Result<()> {
+        let clone = home.path().join(format!("clone-{n}"));
+        fetch::clone_as_gemini_cli(&url, None, &clone, fetch::GIT_TIMEOUT)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        std::fs::remove_dir_all(&installed)?;
+        std::fs::create_dir_all(&installed)?;
+        copy_over(&clone, &installed)?;
+        std::fs::write(installed.join(manifest::INSTALL_FILE), &metadata)?;
+        Ok(())
+    };
+    commit("2")?;
+    update("a")?;
+    assert_eq!(state(&x), Some((IntegrityState::Verified, true)));
+    let scan = x.rescan(true);
+    let version = scan.find("gx").and_then(|e| e.manifest.as_ref()).map(|m| m.version.clone());
+    assert_eq!(version.as_deref(), Some("2"));
+
+    // Its `.git/config` edited (a command for git to run): not what a clone gives.
+    let config = installed.join(".git/config");
+    let clean = std::fs::read_to_string(&config)?;
+    commit("3")?;
+    update("b")?;
+    std::fs::write(&config, format!("{clean}[core]\n\tfsmonitor = touch /tmp/owned\n"))?;
+    assert_eq!(state(&x).map(|s| s.0), Some(IntegrityState::Tampered));
+    std::fs::write(&config, &clean)?;
+    assert_eq!(state(&x), Some((IntegrityState::Verified, true)));
+
+    // A working-tree file edited; then an update whose repository has moved on since.
+    std::fs::write(installed.join("GEMINI.md"), "something else")?;
+    assert_eq!(state(&x).map(|s| s.0), Some(IntegrityState::Tampered));
+    x.accept("gx")?;
+    commit("4")?;
+    update("c")?;
+    commit("5")?;
+    assert_eq!(state(&x).map(|s| s.0), Some(IntegrityState::Tampered));
+    Ok(())
+}

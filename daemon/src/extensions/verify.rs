@@ -2,7 +2,9 @@
 //! metadata (`extension_integrity.json`) and geminid's signed record of every file
 //! ([`files::Record`], in the store). An extension seen for the first time (installed by Gemini
 //! CLI) is recorded then; from then on any change to any file keeps it from loading until the
-//! person accepts it or reinstalls. Files are hashed again only when their fingerprint moved.
+//! person accepts it or reinstalls, unless its signed install metadata names a source that
+//! gives exactly those files now (Gemini CLI's `extensions update` of a local or git install).
+//! Files are hashed again only when their fingerprint moved.
 
 use std::path::Path;
 
@@ -254,18 +256,59 @@ impl Extensions {
 }
 
 /// The source an extension's files were updated from, when that is its recorded install
-/// source: a `local` install (the source named in install metadata that Gemini CLI's store
-/// signs) whose folder now holds exactly the installed files. That is what Gemini CLI's
-/// `extensions update` does, and all a third party could do the same way is what the source
-/// folder's owner could have the next update install anyway. A git or GitHub release source
-/// would have to be fetched to be compared: such an update stays "changed outside geminid".
+/// source (named in install metadata that Gemini CLI's store signs): what Gemini CLI's
+/// `extensions update` does. All a third party could do the same way is install what the
+/// source's owner could have the next update install anyway.
 fn from_its_source(metadata: &Value, installed: &files::Hashes) -> Option<String> {
-    if metadata.get("type")?.as_str()? != "local" {
-        return None;
+    match metadata.get("type")?.as_str()? {
+        "local" => from_its_folder(metadata, installed),
+        "git" => from_its_repository(metadata, installed),
+        _ => None,
     }
+}
+
+/// A `local` install whose source folder now holds exactly the installed files.
+fn from_its_folder(metadata: &Value, installed: &files::Hashes) -> Option<String> {
     let source = Path::new(metadata.get("source")?.as_str()?);
     let theirs = files::hash_all(source).ok()?;
     let mut ours = installed.clone();
     ours.remove(super::manifest::INSTALL_FILE);
     (!theirs.is_empty() && theirs == ours).then(|| source.display().to_string())
+}
+
+/// How long each git step of cloning a repository to compare may take (a scan waits for it).
+const COMPARE_CLONE_STEP: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Files of `.git` each clone writes its own way (packs, index, logs, refs): git runs none of
+/// them, and geminid reads none; the commit checked out is `HEAD`, which is compared, as are
+/// `config`, `hooks/` and every other file.
+fn per_clone(path: &str) -> bool {
+    const DIRS: &[&str] = &[".git/objects/", ".git/logs/", ".git/refs/"];
+    const FILES: &[&str] =
+        &[".git/index", ".git/FETCH_HEAD", ".git/ORIG_HEAD", ".git/packed-refs", ".git/shallow"];
+    DIRS.iter().any(|d| path.starts_with(d)) || FILES.contains(&path)
+}
+
+/// A `git` install whose repository, cloned again at its recorded ref the way Gemini CLI clones
+/// it, gives exactly the installed files and commit: Gemini CLI's update copies its clone in
+/// whole, `.git` included. Where Gemini CLI put a GitHub token in the remote's URL,
+/// `.git/config` differs, and such an update stays "changed outside geminid".
+fn from_its_repository(metadata: &Value, installed: &files::Hashes) -> Option<String> {
+    let url = metadata.get("source")?.as_str()?;
+    let reference = metadata.get("ref").and_then(Value::as_str);
+    let tmp = tempfile::tempdir().ok()?;
+    let into = tmp.path().join("clone");
+    if let Err(e) = super::fetch::clone_as_gemini_cli(url, reference, &into, COMPARE_CLONE_STEP) {
+        tracing::info!(source = url, error = %e, "an extension's repository cannot be cloned to compare with its changed files");
+        return None;
+    }
+    let theirs = files::hash_all(&into).ok()?;
+    let kept = |h: &files::Hashes| -> Vec<(String, String)> {
+        h.iter()
+            .filter(|(p, _)| !per_clone(p) && p.as_str() != super::manifest::INSTALL_FILE)
+            .map(|(p, h)| (p.clone(), h.clone()))
+            .collect()
+    };
+    let ours = kept(installed);
+    (ours.iter().any(|(p, _)| p == ".git/HEAD") && kept(&theirs) == ours).then(|| url.to_owned())
 }
