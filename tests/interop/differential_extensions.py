@@ -1,8 +1,9 @@
 """The differential suite's extension cases: Gemini CLI 0.61 and geminid manage the same
 extensions in one home, each step done by either tool (seeded), and list them side by side.
 
-A case makes one to three local extensions (a version, a description, servers, context files,
-excluded tools), then for each: installs it with one tool, maybe updates it to a new version
+A case makes one to three extensions (a version, a description, servers, context files,
+excluded tools), each in a local folder or a git repository served on 127.0.0.1
+(git_http.py), then for each: installs it with one tool, maybe updates it to a new version
 with one tool, maybe disables it for the user or for the workspace with one tool. Then
 `gemini extensions list` is compared with `gemctl --json extensions list` field by field: for
 each extension its version, whether it is enabled in the workspace and for the user (`gemctl`
@@ -16,6 +17,7 @@ import os
 import shutil
 
 import gemini_cli
+import git_http
 
 NAMES = ["alpha-kit", "Beta", "gamma-2", "delta"]
 SERVERS = ["srv", "files", "Search"]
@@ -40,14 +42,16 @@ def extension(rng, name):
 
 
 def case(rng):
-    """[(manifest, context kind, installer, updater or None, (scope, tool) or None, remover)]"""
+    """[(manifest, context kind, source kind, installer, updater or None, (scope, tool) or
+    None, remover)]"""
     tools = ["gemini", "geminid"]
     out = []
     for name in rng.sample(NAMES, 1 + rng.randrange(3)):
         man, context = extension(rng, name)
-        updater = rng.choice(tools) if rng.random() < 0.3 else None
+        kind = rng.choice(["local", "local", "git"])
+        updater = rng.choice(tools) if rng.random() < 0.4 else None
         disable = (rng.choice(["user", "workspace"]), rng.choice(tools)) if rng.random() < 0.5 else None
-        out.append((man, context, rng.choice(tools), updater, disable, rng.choice(tools)))
+        out.append((man, context, kind, rng.choice(tools), updater, disable, rng.choice(tools)))
     return out
 
 
@@ -140,36 +144,50 @@ def run(s, h, totals, rng, count, expect):
         expect(not differ, f"extension case {n}, {what} ({json.dumps(steps)}):\n      "
                + "\n      ".join(differ))
 
-    for n in range(count):
-        steps = case(rng)
+    server = git_http.GitHttp(os.path.join(h.tmp, "git-root"))
 
-        def one(n=n, steps=steps):
-            try:
-                for man, context, installer, updater, disable, _ in steps:
-                    src = os.path.join(h.tmp, f"ext-{n}", man["name"])
-                    h.write(os.path.join(src, "gemini-extension.json"), man)
-                    for f in {"none": [], "default": ["GEMINI.md"], "named": ["CONTEXT.md"],
-                              "list": ["A.md", "B.md"]}[context]:
-                        with open(os.path.join(src, f), "w") as out:
-                            out.write(f"{man['name']} {f}\n")
-                    by(installer, "install", src, "--consent")
-                    if updater:
-                        man = dict(man, version="2.0.0")
-                        h.write(os.path.join(src, "gemini-extension.json"), man)
-                        by(updater, "update", man["name"])
-                    if disable:
-                        scope, tool = disable
-                        by(tool, "disable", man["name"], "--scope", scope)
-                compare(n, "installed", steps)
-                for man, *_, remover in steps:
-                    by(remover, "uninstall", man["name"])
-                compare(n, "uninstalled", steps)
-            except AssertionError as e:
-                raise AssertionError(f"{e}\n      steps: {json.dumps(steps)}") from None
-            finally:
-                shutil.rmtree(os.path.join(h.tmp, f"ext-{n}"), ignore_errors=True)
-                for man, *_ in steps:
-                    h.gemctl(["extensions", "uninstall", man["name"]], ws, "env-true")
+    def publish(n, man, context, kind):
+        """The extension's source, written (or its new version committed): what to install."""
+        files = {"gemini-extension.json": json.dumps(man)}
+        for f in {"none": [], "default": ["GEMINI.md"], "named": ["CONTEXT.md"],
+                  "list": ["A.md", "B.md"]}[context]:
+            files[f] = f"{man['name']} {f}\n"
+        src = os.path.join(h.tmp, f"ext-{n}", man["name"])
+        if kind == "git":
+            return server.publish(src, f"{man['name']}-{n}", files)
+        for rel, text in files.items():
+            os.makedirs(src, exist_ok=True)
+            with open(os.path.join(src, rel), "w") as f:
+                f.write(text)
+        return src
 
-        what = ", ".join(f"{m['name']} by {i}" for m, _, i, *_ in steps)
-        s.check("differential", f"extensions, seed case {n} ({what})", one)
+    try:
+        for n in range(count):
+            steps = case(rng)
+
+            def one(n=n, steps=steps):
+                try:
+                    for man, context, kind, installer, updater, disable, _ in steps:
+                        by(installer, "install", publish(n, man, context, kind), "--consent")
+                        if updater:
+                            man = dict(man, version="2.0.0")
+                            publish(n, man, context, kind)
+                            by(updater, "update", man["name"])
+                        if disable:
+                            scope, tool = disable
+                            by(tool, "disable", man["name"], "--scope", scope)
+                    compare(n, "installed", steps)
+                    for man, *_, remover in steps:
+                        by(remover, "uninstall", man["name"])
+                    compare(n, "uninstalled", steps)
+                except AssertionError as e:
+                    raise AssertionError(f"{e}\n      steps: {json.dumps(steps)}") from None
+                finally:
+                    shutil.rmtree(os.path.join(h.tmp, f"ext-{n}"), ignore_errors=True)
+                    for man, *_ in steps:
+                        h.gemctl(["extensions", "uninstall", man["name"]], ws, "env-true")
+
+            what = ", ".join(f"{m['name']} ({k}) by {i}" for m, _, k, i, *_ in steps)
+            s.check("differential", f"extensions, seed case {n} ({what})", one)
+    finally:
+        server.stop()

@@ -6,7 +6,6 @@ geminid verifies. Run from checks.py on the same daemon and home.
 
 import json
 import os
-import subprocess
 
 import gemini_cli
 import git_http
@@ -85,30 +84,11 @@ def run(s):
     os.makedirs(git_root, exist_ok=True)
     server = git_http.GitHttp(git_root)
 
-    def sh(cwd, *args):
-        p = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com",
-                            "-c", "init.defaultBranch=main", *args], cwd=cwd,
-                           capture_output=True, text=True)
-        expect(p.returncode == 0, f"git {args}: {p.stderr}")
-
     def repo(name, version):
-        """The bare repository `name.git` served, at `version`; its URL."""
-        work = os.path.join(s.tmp, "git-work", name)
-        if not os.path.isdir(work):
-            os.makedirs(work)
-            sh(work, "init", "-q")
-        with open(os.path.join(work, "gemini-extension.json"), "w") as f:
-            json.dump({"name": name, "version": version}, f)
-        with open(os.path.join(work, "GEMINI.md"), "w") as f:
-            f.write(f"{name} {version}\n")
-        sh(work, "add", "-A")
-        sh(work, "commit", "-q", "-m", version)
-        bare = os.path.join(git_root, f"{name}.git")
-        if not os.path.isdir(bare):
-            sh(s.tmp, "clone", "-q", "--bare", work, bare)
-        else:
-            sh(work, "push", "-q", bare, "HEAD:main")
-        return server.url(f"{name}.git")
+        """The repository `name.git` served, at `version`; its URL."""
+        manifest = json.dumps({"name": name, "version": version})
+        return server.publish(os.path.join(s.tmp, "git-work", name), name,
+                              {"gemini-extension.json": manifest, "GEMINI.md": f"{name} {version}\n"})
 
     def git_by_geminid():
         url = repo("git-by-geminid", "1.0.0")

@@ -3,7 +3,8 @@ as CGI) over the repositories under one folder, so that Gemini CLI, which takes 
 `git@`, `ssh`, `sso`, `github:` and `gitlab:` sources as git, installs and updates from a
 repository as it would from a forge.
 
-    server = GitHttp(root); url = server.url("name.git"); ...; server.stop()
+    server = GitHttp(root); url = server.publish(work, "name", {"path": "text"}); ...
+    server.stop()
 """
 
 import os
@@ -12,6 +13,14 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 BACKEND = subprocess.run(["git", "--exec-path"], capture_output=True, text=True).stdout.strip()
+
+
+def git(cwd, *args):
+    p = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com",
+                        "-c", "init.defaultBranch=main", *args], cwd=cwd, capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)}: {p.stderr}")
 
 
 class GitHttp:
@@ -61,6 +70,24 @@ class GitHttp:
 
     def url(self, name):
         return f"http://127.0.0.1:{self.server.server_port}/{name}"
+
+    def publish(self, work, name, files):
+        """Commit `files` ({path: text}) in the working repository `work` (made when new) and
+        serve it as `name.git` (pushed when it is already served); its URL."""
+        if not os.path.isdir(os.path.join(work, ".git")):
+            os.makedirs(work, exist_ok=True)
+            git(work, "init", "-q")
+        for rel, text in files.items():
+            with open(os.path.join(work, rel), "w") as f:
+                f.write(text)
+        git(work, "add", "-A")
+        git(work, "commit", "-q", "-m", "version")
+        bare = os.path.join(self.root, f"{name}.git")
+        if os.path.isdir(bare):
+            git(work, "push", "-q", bare, "HEAD:main")
+        else:
+            git(work, "clone", "-q", "--bare", work, bare)
+        return self.url(f"{name}.git")
 
     def stop(self):
         self.server.shutdown()

@@ -101,6 +101,12 @@ fn inode(m: &std::fs::Metadata) -> (u64, i128) {
 }
 
 impl Listing {
+    /// How long ago its newest file was written (none for an empty folder, or a time ahead).
+    pub fn quiet_for(&self) -> Option<std::time::Duration> {
+        let newest = self.0.iter().filter_map(|(_, _, m)| m.modified().ok()).max()?;
+        newest.elapsed().ok()
+    }
+
     /// The folder's fingerprint: cheap (metadata only).
     pub fn fingerprint(&self) -> Fingerprint {
         Fingerprint(

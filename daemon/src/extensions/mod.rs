@@ -326,7 +326,18 @@ impl Extensions {
         })
     }
 
+    /// Read one extension's folder; again while its files are being written (for a while).
     fn read_one(&self, dir: &Path, force: bool) -> Installed {
+        let started = std::time::Instant::now();
+        loop {
+            let (e, again) = self.read_once(dir, force, started.elapsed() < verify::SETTLE_MAX);
+            if !again {
+                return e;
+            }
+        }
+    }
+
+    fn read_once(&self, dir: &Path, force: bool, may_wait: bool) -> (Installed, bool) {
         let folder_name =
             dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let mut diagnostics = Vec::new();
@@ -374,14 +385,18 @@ impl Extensions {
         e.secrets = self.read_secrets(&e);
         if !linked {
             let version = e.manifest.as_ref().map(|m| m.version.clone());
-            let checked = self.verify(&e.name, version.as_deref(), dir, e.metadata.as_ref(), force);
+            let meta = e.metadata.as_ref();
+            let checked = self.verify(&e.name, version.as_deref(), dir, meta, force, may_wait);
+            if checked.again {
+                return (e, true);
+            }
             e.integrity = checked.state;
             e.changes = checked.changes;
             if e.why_not.is_none() {
                 e.why_not = checked.why;
             }
         }
-        e
+        (e, false)
     }
 
     fn keychain(&self) -> settings::Keychain<'_> {

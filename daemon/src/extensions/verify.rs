@@ -16,6 +16,12 @@ use super::integrity::{ReferenceStore, Status, StoreError};
 use super::{ExtensionError, Extensions};
 use crate::secrets::Secret;
 
+/// How long an extension's changed files must have been left alone to be judged.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(250);
+/// The longest a scan waits for them (a copy still going on then is judged as it is; its
+/// later writes bring another scan).
+pub(super) const SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// What one check found.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Checked {
@@ -25,11 +31,13 @@ pub(super) struct Checked {
     pub changes: Option<Changes>,
     /// Why it may not load.
     pub why: Option<String>,
+    /// Its files were being written: the folder is to be read again.
+    pub again: bool,
 }
 
 impl Checked {
     fn bad(state: IntegrityState, why: String) -> Self {
-        Self { at: Default::default(), state, changes: None, why: Some(why) }
+        Self { at: Default::default(), state, changes: None, why: Some(why), again: false }
     }
 }
 
@@ -42,6 +50,7 @@ impl Extensions {
         dir: &Path,
         metadata: Option<&Value>,
         force: bool,
+        may_wait: bool,
     ) -> Checked {
         // The files first, the key after: on a machine without a keyring the key is derived
         // (scrypt) while the files are hashed (`Extensions::read_all` starts it).
@@ -62,6 +71,26 @@ impl Extensions {
                 }
             }
         };
+        let record = || {
+            self.store
+                .extension_record(name)
+                .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
+        };
+        // Files that differ from their record, written a moment ago: a copy may be under way
+        // (Gemini CLI's update writes file after file). They are judged once left alone, the
+        // folder read again then (its manifest and install metadata too). A first sight is
+        // recorded at once: the rest of a copy is then an update from its source.
+        let differs = hashes
+            .as_ref()
+            .and_then(|h| record().map(|r| !files::compare(&r.files, h).is_empty()))
+            .unwrap_or(false);
+        if may_wait && differs && listing.quiet_for().is_some_and(|q| q < SETTLE) {
+            std::thread::sleep(SETTLE);
+            return Checked {
+                again: true,
+                ..Checked::bad(IntegrityState::Unverifiable, String::new())
+            };
+        }
         let key = match if metadata.is_some() { self.key_for_store() } else { self.key() } {
             Ok(k) => k,
             Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
@@ -91,11 +120,8 @@ impl Extensions {
             return cached
                 .unwrap_or_else(|| Checked::bad(IntegrityState::Unverifiable, String::new()));
         };
-        let record = self
-            .store
-            .extension_record(name)
-            .and_then(|b| serde_json::from_slice::<Record>(&b).ok());
-        let result = match record {
+        // Read after the key: taking the keychain's key signs the records again.
+        let result = match record() {
             None => {
                 // First sight (installed by Gemini CLI, or before geminid kept records).
                 let r = Record::new(name, version, hashes, &key);
@@ -107,8 +133,13 @@ impl Extensions {
                     files = r.files.len(),
                     "extension seen for the first time: its files are recorded"
                 );
-                let verified =
-                    Checked { at, state: IntegrityState::Verified, changes: None, why: None };
+                let verified = Checked {
+                    at,
+                    state: IntegrityState::Verified,
+                    changes: None,
+                    why: None,
+                    again: false,
+                };
                 self.remember(name, &verified);
                 return Checked { state: IntegrityState::Recorded, ..verified };
             }
@@ -116,6 +147,7 @@ impl Extensions {
                 at,
                 state: IntegrityState::Tampered,
                 changes: None,
+                again: false,
                 why: Some(format!(
                     "geminid's integrity record of it is not signed with the current integrity \
                      key (the key was reset, or the record altered): check its files, then \
@@ -127,7 +159,13 @@ impl Extensions {
                 // The source folder is hashed only when the installed files changed.
                 let source = || signed_metadata.and_then(|m| from_its_source(m, &hashes));
                 if changes.is_empty() {
-                    Checked { at, state: IntegrityState::Verified, changes: None, why: None }
+                    Checked {
+                        at,
+                        state: IntegrityState::Verified,
+                        changes: None,
+                        why: None,
+                        again: false,
+                    }
                 } else if let Some(source) = source() {
                     // Gemini CLI's `extensions update` of a local install: legitimate.
                     let r = Record::new(name, version, hashes, &key);
@@ -141,7 +179,13 @@ impl Extensions {
                         changed = %changes.describe(),
                         "extension updated from its recorded source: its files are recorded"
                     );
-                    Checked { at, state: IntegrityState::Verified, changes: None, why: None }
+                    Checked {
+                        at,
+                        state: IntegrityState::Verified,
+                        changes: None,
+                        why: None,
+                        again: false,
+                    }
                 } else {
                     let why = match (r.version.as_deref(), version) {
                         (Some(was), Some(now)) if was != now => format!(
@@ -159,6 +203,7 @@ impl Extensions {
                     Checked {
                         at,
                         state: IntegrityState::Tampered,
+                        again: false,
                         changes: Some(changes),
                         why: Some(why),
                     }
@@ -309,6 +354,16 @@ fn from_its_repository(metadata: &Value, installed: &files::Hashes) -> Option<St
             .map(|(p, h)| (p.clone(), h.clone()))
             .collect()
     };
-    let ours = kept(installed);
-    (ours.iter().any(|(p, _)| p == ".git/HEAD") && kept(&theirs) == ours).then(|| url.to_owned())
+    let (ours, theirs) = (kept(installed), kept(&theirs));
+    if ours.iter().any(|(p, _)| p == ".git/HEAD") && theirs == ours {
+        return Some(url.to_owned());
+    }
+    let differ: Vec<&str> = ours
+        .iter()
+        .chain(&theirs)
+        .filter(|item| !(ours.contains(item) && theirs.contains(item)))
+        .map(|(p, _)| p.as_str())
+        .collect();
+    tracing::info!(source = url, differ = ?differ, "an extension's repository cloned again does not give its changed files");
+    None
 }
