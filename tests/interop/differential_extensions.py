@@ -4,11 +4,11 @@ extensions in one home, each step done by either tool (seeded), and list them si
 A case makes one to three extensions (a version, a description, servers, context files,
 excluded tools), each in a local folder or a git repository served on 127.0.0.1
 (git_http.py), then for each: installs it with one tool, maybe updates it to a new version
-with one tool, maybe disables it for the user or for the workspace with one tool. Then
-`gemini extensions list` is compared with `gemctl --json extensions list` field by field: for
-each extension its version, whether it is enabled in the workspace and for the user (`gemctl`
-run in the home folder), its path, source and install type, context files, MCP servers and
-excluded tools. geminid must hold every one as legitimate (no false tamper, whichever tool
+with one tool, maybe disables it for the user or for the workspace with one tool (and maybe
+enables it again with one tool). Then `gemini extensions list` is compared with `gemctl --json
+extensions list` field by field: for each extension its version, whether it is enabled in the
+workspace and for the user (`gemctl` run in the home folder), its path, source and install
+type, context files, MCP servers and excluded tools. geminid must hold every one as legitimate (no false tamper, whichever tool
 wrote it). Last, each is uninstalled with one tool, and both must list nothing.
 """
 
@@ -42,15 +42,18 @@ def extension(rng, name):
 
 
 def case(rng):
-    """[(manifest, context kind, source kind, installer, updater or None, (scope, tool) or
-    None, remover)]"""
+    """[(manifest, context kind, source kind, installer, updater or None, (scope, disabler,
+    enabler or None) or None, remover)]"""
     tools = ["gemini", "geminid"]
     out = []
     for name in rng.sample(NAMES, 1 + rng.randrange(3)):
         man, context = extension(rng, name)
         kind = rng.choice(["local", "local", "git"])
         updater = rng.choice(tools) if rng.random() < 0.4 else None
-        disable = (rng.choice(["user", "workspace"]), rng.choice(tools)) if rng.random() < 0.5 else None
+        disable = None
+        if rng.random() < 0.6:
+            enabler = rng.choice(tools) if rng.random() < 0.4 else None
+            disable = (rng.choice(["user", "workspace"]), rng.choice(tools), enabler)
         out.append((man, context, kind, rng.choice(tools), updater, disable, rng.choice(tools)))
     return out
 
@@ -174,8 +177,10 @@ def run(s, h, totals, rng, count, expect):
                             publish(n, man, context, kind)
                             by(updater, "update", man["name"])
                         if disable:
-                            scope, tool = disable
+                            scope, tool, enabler = disable
                             by(tool, "disable", man["name"], "--scope", scope)
+                            if enabler:
+                                by(enabler, "enable", man["name"], "--scope", scope)
                     compare(n, "installed", steps)
                     for man, *_, remover in steps:
                         by(remover, "uninstall", man["name"])
