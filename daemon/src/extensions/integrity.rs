@@ -25,18 +25,14 @@ use crate::secrets::store::hex;
 /// The store's file name in `~/.gemini`.
 pub const STORE_FILE: &str = "extension_integrity.json";
 
-/// HMAC-SHA256 (RFC 2104).
+/// HMAC-SHA256 (RFC 2104), by the `hmac` crate.
 pub fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
-    const BLOCK: usize = 64;
-    let mut k = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        k[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let pad = |byte: u8| k.map(|b| b ^ byte);
-    let inner = Sha256::new().chain_update(pad(0x36)).chain_update(data).finalize();
-    Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize().into()
+    use hmac::{KeyInit, Mac};
+    // HMAC takes a key of any length (a long one is hashed first), so this cannot fail; were
+    // it to, the zero signature matches nothing a key signs: verification fails closed.
+    let Ok(mut mac) = hmac::Hmac::<Sha256>::new_from_slice(key) else { return [0; 32] };
+    mac.update(data);
+    mac.finalize().into_bytes().into()
 }
 
 /// `json-stable-stringify`: object keys sorted (by UTF-16 code units, as JavaScript sorts),
