@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 
+import differential_hooks
 import gemini_cli
 import git_http
 
@@ -135,15 +136,7 @@ def run(s, h, totals, rng, count, expect):
         false = {k: v for k, v in integrity.items() if v not in ("verified", "recorded")}
         expect(not false, f"extension case {n}, {what}: geminid holds as not legitimate {false}"
                f" ({json.dumps(steps)})")
-        a, b = dict(rows(their)), dict(rows(mine))
-        differ = []
-        for field in sorted(set(a) | set(b)):
-            x, y = a.get(field, "(nothing)"), b.get(field, "(nothing)")
-            if x == y:
-                totals["agreed"] += 1
-            else:
-                totals["differ"] += 1
-                differ.append(f"{field}\n        Gemini CLI: {x}\n        geminid:    {y}")
+        differ = differential_hooks.compare(totals, dict(rows(their)), dict(rows(mine)))
         expect(not differ, f"extension case {n}, {what} ({json.dumps(steps)}):\n      "
                + "\n      ".join(differ))
 

@@ -81,16 +81,34 @@ def read_dump(dump):
 
 
 def function_responses(log, start):
-    found = []
+    """The functionResponses Gemini CLI sent the mock model after `start` in its log, and the
+    names of the functions it declared."""
+    found, declared = [], set()
     with open(log) as f:
         f.seek(start)
         for line in f:
             if not line.strip():
                 continue
             body = json.loads(line)["body"]
+            for t in body.get("tools") or []:
+                declared |= {d.get("name") for d in t.get("functionDeclarations") or []}
             for c in body.get("contents") or []:
                 found += [p["functionResponse"] for p in c.get("parts", []) if "functionResponse" in p]
-    return found
+    return found, declared
+
+
+def compare(totals, theirs, ours):
+    """Two {field: value} answers field by field, counted in `totals`: the differing fields,
+    said."""
+    differ = []
+    for field in sorted(set(theirs) | set(ours)):
+        a, b = theirs.get(field, "(nothing)"), ours.get(field, "(nothing)")
+        if a == b:
+            totals["agreed"] += 1
+        else:
+            totals["differ"] += 1
+            differ.append(f"{field}\n        Gemini CLI: {a}\n        geminid:    {b}")
+    return differ
 
 
 def rows(dumped, response):
@@ -135,7 +153,7 @@ def run(s, h, totals, rng, count, expect):
                         argv = [h.gemini, "-p", "call the tool", "-m", "gemini-2.5-flash", "--yolo"]
                         code, out = gemini_cli.run(argv, env, ws, 180)
                         expect(code == 0, f"gemini -p exited {code}: {out[-1500:]}")
-                        responses = function_responses(log, start)
+                        responses, _ = function_responses(log, start)
                         expect(len(responses) == 1, f"Gemini CLI sent {len(responses)} "
                                f"functionResponses: {out[-1500:]}")
                         response = responses[0].get("response")
@@ -155,15 +173,7 @@ def run(s, h, totals, rng, count, expect):
                             response = r["functionResponse"]["functionResponse"].get("response")
                     dumps[who] = rows(read_dump(dump), response)
                     shutil.rmtree(dump, ignore_errors=True)
-                theirs, ours = dict(dumps["gemini"]), dict(dumps["geminid"])
-                differ = []
-                for field in sorted(set(theirs) | set(ours)):
-                    a, b = theirs.get(field, "(nothing)"), ours.get(field, "(nothing)")
-                    if a == b:
-                        totals["agreed"] += 1
-                    else:
-                        totals["differ"] += 1
-                        differ.append(f"{field}\n        Gemini CLI: {a}\n        geminid:    {b}")
+                differ = compare(totals, dict(dumps["gemini"]), dict(dumps["geminid"]))
                 expect(not differ, f"hooks case {i} (BeforeTool {before}, AfterTool {after}):\n      "
                        + "\n      ".join(differ))
 

@@ -20,6 +20,7 @@ import shutil
 
 import gemini_cli
 import warm_bench
+from differential_hooks import function_responses
 
 TOOL_NAMES = ["mcp_fx_echo", "mcp_fx_*", "mcp_*", "mcp_fx_ech", "mcp_fx2_echo", "mcp_f_echo",
               "mcp_fx_echo*", None]
@@ -95,21 +96,6 @@ def settings(fixture, server, tools):
     if tools:
         out["tools"] = tools
     return out
-
-
-def function_responses(log, start):
-    found, declared = [], set()
-    with open(log) as f:
-        f.seek(start)
-        for line in f:
-            if not line.strip():
-                continue
-            body = json.loads(line)["body"]
-            for t in body.get("tools") or []:
-                declared |= {d.get("name") for d in t.get("functionDeclarations") or []}
-            for c in body.get("contents") or []:
-                found += [p["functionResponse"] for p in c.get("parts", []) if "functionResponse" in p]
-    return found, declared
 
 
 def run(s, h, totals, rng, count, expect):

@@ -36,6 +36,10 @@ pub(super) struct Checked {
 }
 
 impl Checked {
+    fn verified(at: (std::path::PathBuf, Fingerprint)) -> Self {
+        Self { at, state: IntegrityState::Verified, changes: None, why: None, again: false }
+    }
+
     fn bad(state: IntegrityState, why: String) -> Self {
         Self { at: Default::default(), state, changes: None, why: Some(why), again: false }
     }
@@ -133,13 +137,7 @@ impl Extensions {
                     files = r.files.len(),
                     "extension seen for the first time: its files are recorded"
                 );
-                let verified = Checked {
-                    at,
-                    state: IntegrityState::Verified,
-                    changes: None,
-                    why: None,
-                    again: false,
-                };
+                let verified = Checked::verified(at);
                 self.remember(name, &verified);
                 return Checked { state: IntegrityState::Recorded, ..verified };
             }
@@ -159,15 +157,9 @@ impl Extensions {
                 // The source folder is hashed only when the installed files changed.
                 let source = || signed_metadata.and_then(|m| from_its_source(m, &hashes));
                 if changes.is_empty() {
-                    Checked {
-                        at,
-                        state: IntegrityState::Verified,
-                        changes: None,
-                        why: None,
-                        again: false,
-                    }
+                    Checked::verified(at)
                 } else if let Some(source) = source() {
-                    // Gemini CLI's `extensions update` of a local install: legitimate.
+                    // Gemini CLI's `extensions update` of a local or git install: legitimate.
                     let r = Record::new(name, version, hashes, &key);
                     if let Err(e) = self.put_record(name, &r) {
                         return Checked::bad(IntegrityState::Unverifiable, e.to_string());
@@ -179,13 +171,7 @@ impl Extensions {
                         changed = %changes.describe(),
                         "extension updated from its recorded source: its files are recorded"
                     );
-                    Checked {
-                        at,
-                        state: IntegrityState::Verified,
-                        changes: None,
-                        why: None,
-                        again: false,
-                    }
+                    Checked::verified(at)
                 } else {
                     let why = match (r.version.as_deref(), version) {
                         (Some(was), Some(now)) if was != now => format!(
