@@ -41,6 +41,14 @@ def run(s):
                 return e
         raise AssertionError(f"geminid does not list {name}")
 
+    def edited_is_tampering(name):
+        """Someone else appends to the installed GEMINI.md: geminid must stop loading it."""
+        installed = os.path.join(s.home, ".gemini", "extensions", name, "GEMINI.md")
+        with open(installed, "a") as f:
+            f.write("appended by someone else\n")
+        e = ext(name)
+        expect(e["integrity"] == "tampered" and not e["active"], e)
+
     def by_geminid():
         src = make("by-geminid", "1.0.0")
         s.gemctl("extensions", "install", src, "--consent")
@@ -53,11 +61,7 @@ def run(s):
         e = ext("by-geminid")
         expect(e["integrity"] == "verified" and e["version"] == "1.1.0" and e["active"], e)
         # Anyone else's edit of the installed files is still tampering.
-        installed = os.path.join(s.home, ".gemini", "extensions", "by-geminid", "GEMINI.md")
-        with open(installed, "a") as f:
-            f.write("appended by someone else\n")
-        e = ext("by-geminid")
-        expect(e["integrity"] == "tampered" and not e["active"], e)
+        edited_is_tampering("by-geminid")
         s.gemctl("extensions", "accept", "by-geminid")
         expect(ext("by-geminid")["integrity"] == "verified", ext("by-geminid"))
 
@@ -100,11 +104,7 @@ def run(s):
         # The repository cloned again Gemini CLI's way gives these files: legitimate.
         e = ext("git-by-geminid")
         expect(e["integrity"] == "verified" and e["version"] == "1.1.0" and e["active"], e)
-        installed = os.path.join(s.home, ".gemini", "extensions", "git-by-geminid", "GEMINI.md")
-        with open(installed, "a") as f:
-            f.write("appended by someone else\n")
-        e = ext("git-by-geminid")
-        expect(e["integrity"] == "tampered" and not e["active"], e)
+        edited_is_tampering("git-by-geminid")
 
     def git_by_gemini():
         url = repo("git-by-gemini", "3.0.0")
