@@ -65,7 +65,7 @@ async fn new_session(client: &Client, home: &TestHome, dir: &str) -> anyhow::Res
 }
 
 async fn running(client: &Client) -> anyhow::Result<usize> {
-    let p = ListServersParams { session: None };
+    let p = ListServersParams { session: None, usage: false };
     Ok(client.mcp_list_servers(Some(p)).await?.servers.len())
 }
 
@@ -259,7 +259,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     let mut samples = Vec::with_capacity(CRASHES);
     for _ in 0..CRASHES {
         let pid = loop {
-            let p = ListServersParams { session: Some(session.clone()) };
+            let p = ListServersParams { session: Some(session.clone()), usage: false };
             let list = client.mcp_list_servers(Some(p)).await?;
             match list.servers.first() {
                 Some(s) if s.state == ServerState::Connected => break s.pid.context("no pid")?,

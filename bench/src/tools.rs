@@ -389,7 +389,7 @@ fn median(v: &[f64]) -> f64 {
 
 /// The pid of a running server, as `mcp/listServers` reports it.
 async fn server_pid(client: &Client, session: &str, server: &str) -> anyhow::Result<u32> {
-    let p = ListServersParams { session: Some(session.to_owned()) };
+    let p = ListServersParams { session: Some(session.to_owned()), usage: false };
     let list = client.mcp_list_servers(Some(p)).await?;
     list.servers
         .iter()

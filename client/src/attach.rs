@@ -110,7 +110,7 @@ pub async fn confirm(
 
 /// `gemctl confirm` without arguments: the session's pending questions, oldest first.
 pub async fn pending(client: &Client, session: String, json: bool) -> anyhow::Result<()> {
-    let p = geminid_protocol::asks::AsksPendingParams { session: session.clone() };
+    let p = geminid_protocol::asks::AsksPendingParams { session: Some(session.clone()) };
     let r = client.asks_pending(p).await.map_err(call_error("asks/pending"))?;
     if json {
         return output::json(&r.asks);

@@ -186,7 +186,7 @@ pub fn servers(current: &OsStr) -> Vec<CompletionCandidate> {
     ask(
         async |c| {
             let session = default_session(&c).await;
-            let p = geminid_protocol::mcp::ListServersParams { session };
+            let p = geminid_protocol::mcp::ListServersParams { session, usage: false };
             c.mcp_list_servers(Some(p)).await.ok()
         },
         |r| r.servers.into_iter().map(|s| (s.name, Some(s.state.label().to_owned()))).collect(),

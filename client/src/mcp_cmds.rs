@@ -1,4 +1,4 @@
-//! `gemctl mcp list|start|restart|logs|review|accept|reject`: the running servers.
+//! `gemctl mcp list|start|stop|restart|logs|review|accept|reject`: the running servers.
 
 use clap::Subcommand;
 use geminid_protocol::api::McpApiClient;
@@ -19,6 +19,13 @@ pub enum RuntimeCommand {
     },
     /// Start the session's servers now and wait until each has connected or failed
     Start,
+    /// Stop a running server now; it stays stopped until `gemctl mcp restart` (or its
+    /// session's next start)
+    Stop {
+        /// Server name
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
+        name: String,
+    },
     /// Restart a running server (also ends crash-loop and needs-auth)
     Restart {
         /// Server name
@@ -92,6 +99,7 @@ impl RuntimeCommand {
         matches!(
             self,
             Self::Restart { .. }
+                | Self::Stop { .. }
                 | Self::Logs { .. }
                 | Self::Review { .. }
                 | Self::Accept { .. }
@@ -122,7 +130,7 @@ pub async fn run(
         RuntimeCommand::List { all } => {
             let session = if all { None } else { session };
             let r = client
-                .mcp_list_servers(Some(ListServersParams { session }))
+                .mcp_list_servers(Some(ListServersParams { session, usage: false }))
                 .await
                 .map_err(call_error("mcp/listServers"))?;
             if json {
@@ -182,6 +190,17 @@ pub async fn run(
             }
             if s.state != ServerState::Connected {
                 return Err(crate::Failed.into());
+            }
+        }
+        RuntimeCommand::Stop { name } => {
+            let s = client
+                .mcp_stop(ServerParams { session, name })
+                .await
+                .map_err(call_error("mcp/stop"))?;
+            if json {
+                output::json(&s)?;
+            } else {
+                output::server(&s);
             }
         }
         RuntimeCommand::Review { name } => {
@@ -256,7 +275,10 @@ async fn starting<T>(
     let params = EventsSubscribeParams { session: Some(session.to_owned()), kinds };
     let (sub, listed) = tokio::join!(
         client.subscribe_events(Some(params)),
-        client.mcp_list_servers(Some(ListServersParams { session: Some(session.to_owned()) }))
+        client.mcp_list_servers(Some(ListServersParams {
+            session: Some(session.to_owned()),
+            usage: false
+        }))
     );
     let (Ok(mut sub), Ok(listed)) = (sub, listed) else { return start.await };
     // What will start, and where each stands.

@@ -104,7 +104,8 @@ pub async fn tools(
         r.tools = r.tools.iter().filter(|t| &t.server == name).cloned().collect();
         if r.tools.is_empty() {
             use geminid_protocol::api::McpApiClient;
-            let params = geminid_protocol::mcp::ListServersParams { session: Some(session) };
+            let params =
+                geminid_protocol::mcp::ListServersParams { session: Some(session), usage: false };
             let listed = client
                 .mcp_list_servers(Some(params))
                 .await

@@ -14,6 +14,7 @@ use crate::auth::{
     AuthBeginParams, AuthBegun, AuthLogoutParams, AuthLogoutResult, AuthProgress,
     AuthProgressParams, AuthStatusParams, AuthStatusResult,
 };
+use crate::calls::{CallsCancelParams, CallsCancelResult, CallsListParams, CallsListResult};
 use crate::commands::{
     CommandsExpandParams, CommandsExpandResult, CommandsListParams, CommandsListResult,
 };
@@ -204,6 +205,11 @@ pub trait McpApi {
     #[method(name = "start")]
     async fn mcp_start(&self, params: StartParams) -> RpcResult<ListServersResult>;
 
+    /// Stop a running server now; it stays stopped (its sessions' calls to it fail) until
+    /// `mcp/restart` starts it again.
+    #[method(name = "stop")]
+    async fn mcp_stop(&self, params: ServerParams) -> RpcResult<ServerStatus>;
+
     /// Stop and start a running server again (also the way out of `crash-loop` and
     /// `needs-auth`).
     #[method(name = "restart")]
@@ -363,6 +369,20 @@ pub trait TasksApi {
     /// Ask the server to cancel one of the session's tasks.
     #[method(name = "cancel")]
     async fn tasks_cancel(&self, params: TasksCancelParams) -> RpcResult<TasksCancelResult>;
+}
+
+/// `calls/*`: every tool call in flight, whoever made it.
+#[rpc(server, client, namespace = "calls", namespace_separator = "/")]
+pub trait CallsApi {
+    /// The calls in flight (of one session, or of all), oldest first, with their last
+    /// progress.
+    #[method(name = "list")]
+    async fn calls_list(&self, params: Option<CallsListParams>) -> RpcResult<CallsListResult>;
+
+    /// Cancel a call in flight by its `calls/list` id, whoever made it and whether or not
+    /// it has a `callId`.
+    #[method(name = "cancel")]
+    async fn calls_cancel(&self, params: CallsCancelParams) -> RpcResult<CallsCancelResult>;
 }
 
 /// `auth/*`: OAuth sign-in to remote MCP servers. No answer holds a token.

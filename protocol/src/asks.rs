@@ -125,8 +125,9 @@ pub struct AsksRespondResult {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AsksPendingParams {
-    /// The session.
-    pub session: SessionId,
+    /// The session; without it, every session's pending asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
 }
 
 /// `asks/pending`'s result.
@@ -134,6 +135,6 @@ pub struct AsksPendingParams {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AsksPendingResult {
-    /// The session's pending asks, oldest first.
+    /// The pending asks, oldest first.
     pub asks: Vec<Ask>,
 }

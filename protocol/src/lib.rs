@@ -11,6 +11,7 @@
 pub mod api;
 pub mod asks;
 pub mod auth;
+pub mod calls;
 pub mod client;
 pub mod collate;
 pub mod commands;

@@ -176,6 +176,33 @@ pub struct ServerStatus {
     /// Its tool-definition pins (absent while it has listed nothing, or with pinning `off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pins: Option<crate::pins::PinStatus>,
+    /// What it costs and how it is used, when `mcp/listServers` was asked for `usage`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ServerUsage>,
+}
+
+/// A server's resources and calls (`mcp/listServers` with `usage`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ServerUsage {
+    /// CPU time its process tree used so far, user and system, in milliseconds (its process
+    /// group: a stdio server and what it started; where the system tells: Linux). A client
+    /// gets CPU% from two readings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<u64>,
+    /// Resident memory of its process tree in bytes (as `cpuMs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
+    /// Tool calls sent to this process or connection since it was first started.
+    pub calls: u64,
+    /// Those that failed: an error result (`isError`), an error answer, a timeout or a lost
+    /// connection.
+    pub errors: u64,
+    /// Calls in the last 60 seconds.
+    pub calls_last_minute: u32,
+    /// Errors in the last 60 seconds.
+    pub errors_last_minute: u32,
 }
 
 /// `mcp/listServers`.
@@ -187,6 +214,10 @@ pub struct ListServersParams {
     /// running server of the daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionId>,
+    /// Add each running server's `usage` (its process tree read from the system: one pass
+    /// over the process table).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub usage: bool,
 }
 
 /// Result of `mcp/listServers` and `mcp/start`.

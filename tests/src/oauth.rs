@@ -48,7 +48,7 @@ pub async fn settled(
 ) -> anyhow::Result<ServerStatus> {
     let deadline = Instant::now() + limit;
     loop {
-        let params = ListServersParams { session: Some(session.to_owned()) };
+        let params = ListServersParams { session: Some(session.to_owned()), usage: false };
         let listed = client.mcp_list_servers(Some(params)).await?;
         let Some(status) = listed.servers.into_iter().find(|s| s.name == server) else {
             bail!("the session has no server {server}");

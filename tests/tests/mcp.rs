@@ -43,12 +43,15 @@ async fn start(client: &Client, session: &str) -> anyhow::Result<Vec<ServerStatu
 }
 
 async fn list(client: &Client, session: &str) -> anyhow::Result<Vec<ServerStatus>> {
-    let p = ListServersParams { session: Some(session.into()) };
+    let p = ListServersParams { session: Some(session.into()), usage: false };
     Ok(client.mcp_list_servers(Some(p)).await?.servers)
 }
 
 async fn list_all(client: &Client) -> anyhow::Result<Vec<ServerStatus>> {
-    Ok(client.mcp_list_servers(Some(ListServersParams { session: None })).await?.servers)
+    Ok(client
+        .mcp_list_servers(Some(ListServersParams { session: None, usage: false }))
+        .await?
+        .servers)
 }
 
 /// A server's whole log: the session's server of that name, or the running one.

@@ -79,7 +79,10 @@ fn gemctl(
 async fn server(s: &Setup, name: &str) -> anyhow::Result<ServerStatus> {
     let list = s
         .client
-        .mcp_list_servers(Some(ListServersParams { session: Some(s.session.clone()) }))
+        .mcp_list_servers(Some(ListServersParams {
+            session: Some(s.session.clone()),
+            usage: false,
+        }))
         .await?;
     list.servers
         .into_iter()

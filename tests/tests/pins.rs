@@ -62,8 +62,9 @@ async fn session(client: &Client, home: &TestHome, dir: &Path) -> anyhow::Result
 }
 
 async fn status(client: &Client, session: &str, name: &str) -> anyhow::Result<ServerStatus> {
-    let list =
-        client.mcp_list_servers(Some(ListServersParams { session: Some(session.into()) })).await?;
+    let list = client
+        .mcp_list_servers(Some(ListServersParams { session: Some(session.into()), usage: false }))
+        .await?;
     list.servers
         .into_iter()
         .find(|s| s.name == name)

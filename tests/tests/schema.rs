@@ -68,6 +68,7 @@ fn document() -> Value {
         "mcp/reload" => Option<McpReloadParams>, McpReloadResult;
         "mcp/listServers" => Option<ListServersParams>, ListServersResult;
         "mcp/start" => StartParams, ListServersResult;
+        "mcp/stop" => ServerParams, ServerStatus;
         "mcp/restart" => ServerParams, ServerStatus;
         "mcp/logs" => LogsParams, LogsResult;
         "mcp/callTool" => CallToolParams, Value;
@@ -96,6 +97,8 @@ fn document() -> Value {
         "sampling/respond" => ServerAskRespondParams, ServerAskRespondResult;
         "tasks/list" => TasksListParams, TasksListResult;
         "tasks/cancel" => TasksCancelParams, TasksCancelResult;
+        "calls/list" => Option<geminid_protocol::calls::CallsListParams>, geminid_protocol::calls::CallsListResult;
+        "calls/cancel" => geminid_protocol::calls::CallsCancelParams, geminid_protocol::calls::CallsCancelResult;
         "audit/list" => AuditListParams, AuditListResult;
         "hooks/list" => HooksListParams, HooksListResult;
         "hooks/fire" => HooksFireParams, HooksFireResult;

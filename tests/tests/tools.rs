@@ -1145,7 +1145,8 @@ async fn a_malformed_tool_costs_only_itself() -> anyhow::Result<()> {
         "{logs:#?}"
     );
     // `mcp list` says it too, under the server.
-    let params = geminid_protocol::mcp::ListServersParams { session: Some(t.session.clone()) };
+    let params =
+        geminid_protocol::mcp::ListServersParams { session: Some(t.session.clone()), usage: false };
     let servers = t.client.mcp_list_servers(Some(params)).await?.servers;
     let problems = servers.first().map(|s| s.problems.clone()).unwrap_or_default();
     assert!(problems.iter().any(|p| p.contains("its tool 'broken' is left out")), "{servers:#?}");

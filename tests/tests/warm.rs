@@ -21,7 +21,10 @@ use serde_json::{Value, json};
 const QUICK: &[&str] = &["--mcp-backoff", "50ms", "--mcp-stop-grace", "500ms"];
 
 async fn list_all(client: &Client) -> anyhow::Result<Vec<ServerStatus>> {
-    Ok(client.mcp_list_servers(Some(ListServersParams { session: None })).await?.servers)
+    Ok(client
+        .mcp_list_servers(Some(ListServersParams { session: None, usage: false }))
+        .await?
+        .servers)
 }
 
 fn named<'a>(servers: &'a [ServerStatus], name: &str) -> Option<&'a ServerStatus> {
@@ -115,7 +118,8 @@ async fn past_the_budget_the_least_recently_used_idle_server_stops_first() -> an
     assert!(named(&all, "sa").is_none(), "{all:#?}");
     // The stopped one says why where its session looks.
     let a = session_in(&client, &home, &dirs[0]).await?;
-    let listed = client.mcp_list_servers(Some(ListServersParams { session: Some(a) })).await?;
+    let listed =
+        client.mcp_list_servers(Some(ListServersParams { session: Some(a), usage: false })).await?;
     let why = named(&listed.servers, "sa").and_then(|s| s.last_error.clone()).unwrap_or_default();
     assert!(why.contains("memory budget") && why.contains("least recently used"), "{why}");
     // `gemctl mcp list --all` says it in words.

@@ -475,6 +475,11 @@ impl Asks {
         let inner = self.inner();
         inner.pending.values().filter(|p| p.ask.session == session).map(|p| p.ask.clone()).collect()
     }
+
+    /// Every session's pending asks, oldest first.
+    pub fn pending_all(&self) -> Vec<Ask> {
+        self.inner().pending.values().map(|p| p.ask.clone()).collect()
+    }
 }
 
 #[cfg(test)]

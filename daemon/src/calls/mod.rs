@@ -30,7 +30,6 @@ use resolve::Resolved;
 pub mod seats;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -280,6 +279,16 @@ impl Pipeline {
         self.registry.cancel(session, call_id)
     }
 
+    /// `calls/cancel`: whether the call of that number was running.
+    pub fn cancel_number(&self, id: u64) -> bool {
+        self.registry.cancel_number(id)
+    }
+
+    /// `calls/list`: the calls in flight (of one session), oldest first.
+    pub fn in_flight(&self, session: Option<&str>) -> Vec<geminid_protocol::calls::CallInFlight> {
+        self.registry.list(session)
+    }
+
     /// Make a call, through every step: the call as the seats saw it last, and what it
     /// produced.
     pub async fn call(&self, req: CallRequest) -> Result<(Call, Outcome), CallError> {
@@ -362,24 +371,32 @@ impl Pipeline {
         audit.record(&call, &Ended::Failed(why.clone()), Duration::ZERO);
     }
 
-    /// Steps 2 to 8, cancellable as a whole by the call's id.
+    /// Steps 2 to 8, in the registry of calls in flight, cancellable as a whole by the call's
+    /// id or its number.
     async fn run(&self, r: &Resolved, call: &mut Call) -> Result<Outcome, CallError> {
-        let Some(id) = call.call_id.clone() else { return self.steps(r, call).await };
-        let Some(mut registered) = self.registry.register(&call.session, &id) else {
-            return Err(CallError::DuplicateCallId(id));
+        let Some(mut registered) = self.registry.register(call) else {
+            return Err(CallError::DuplicateCallId(call.call_id.clone().unwrap_or_default()));
         };
+        let id = call.call_id.clone().unwrap_or_else(|| format!("#{}", registered.id()));
         let tool = call.name.clone();
+        let progress = registered.progress.clone();
         tokio::select! {
-            outcome = self.steps(r, call) => outcome,
+            outcome = self.steps(r, call, &progress) => outcome,
             Ok(()) = &mut registered.cancelled => Err(CallError::Cancelled { id, tool }),
         }
     }
 
-    async fn steps(&self, r: &Resolved, call: &mut Call) -> Result<Outcome, CallError> {
+    async fn steps(
+        &self,
+        r: &Resolved,
+        call: &mut Call,
+        progress: &Arc<progress::Latest>,
+    ) -> Result<Outcome, CallError> {
         let rewritten = self.before_tool(call).await?;
         let shown_args = self.validate(r, call, rewritten != Rewrite::No)?;
         self.policy(call).await?;
-        let (result, last_progress) = self.dispatch(r, call).await?;
+        let result = self.dispatch(r, call, progress).await?;
+        let last_progress = progress.seq();
         // A result of megabytes takes the worker a while to convert: off the event loop, so
         // that other clients' calls are not held behind it.
         let large = convert::text_bytes(&result) >= convert::LARGE_RESULT;
@@ -464,17 +481,18 @@ impl Pipeline {
         Ok(args)
     }
 
-    /// Step 6: the call on its source, its progress routed to the session. The arguments go
-    /// to the server by move when no later seat will read them (`Call::args` is then empty
-    /// afterwards). With the `seq` of the last progress event it emitted.
+    /// Step 6: the call on its source, its progress routed to the session (and kept in
+    /// `last`). The arguments go to the server by move when no later seat will read them
+    /// (`Call::args` is then empty afterwards). Counted in the server's usage.
     async fn dispatch(
         &self,
         r: &Resolved,
         call: &mut Call,
-    ) -> Result<(Value, Option<u64>), CallError> {
+        last: &Arc<progress::Latest>,
+    ) -> Result<Value, CallError> {
         let server = match &r.via {
             Via::Mcp(server) => server,
-            Via::Discovered(d) => return Ok((d.call(&call.tool, call.args.as_ref()).await, None)),
+            Via::Discovered(d) => return Ok(d.call(&call.tool, call.args.as_ref()).await),
         };
         let args = if self.seats.after_tool.is_some() || self.seats.audit.is_some() {
             call.args.clone()
@@ -487,14 +505,13 @@ impl Pipeline {
             name: call.name.clone(),
         };
         let identity = server.identity.as_str();
-        let last = Arc::new(AtomicU64::new(0));
         let track = |token: &rmcp::model::ProgressToken, id: &rmcp::model::RequestId| {
             self.progress.track(identity, token, id, target, last.clone())
         };
         let result =
-            self.mcp.call_tool(server, &call.session, r.timeout, &call.tool, args, track).await?;
-        let last = last.load(Ordering::Acquire);
-        Ok((result, (last > 0).then_some(last)))
+            self.mcp.call_tool(server, &call.session, r.timeout, &call.tool, args, track).await;
+        server.calls.ended(result.as_ref().map_or(true, convert::is_error));
+        Ok(result?)
     }
 
     /// Step 7: the result as Gemini gets it.

@@ -6,6 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use geminid_protocol::calls::CallProgress;
 use geminid_protocol::event::EventBody;
 use geminid_protocol::tools::ToolProgress;
 use rmcp::model::{ProgressNotificationParam, ProgressToken, RequestId};
@@ -13,14 +14,40 @@ use rmcp::model::{ProgressNotificationParam, ProgressToken, RequestId};
 use crate::events::EventBus;
 use crate::mcp::{Caller, Whose};
 
+/// A call's last progress: the `seq` of the event emitted for it, and what it said.
+#[derive(Debug, Default)]
+pub struct Latest {
+    seq: AtomicU64,
+    said: Mutex<Option<CallProgress>>,
+}
+
+impl Latest {
+    /// An event `seq` said this.
+    pub fn note(&self, seq: u64, progress: f64, total: Option<f64>, message: Option<String>) {
+        let said = CallProgress { progress, total, message };
+        *self.said.lock().unwrap_or_else(|e| e.into_inner()) = Some(said);
+        self.seq.store(seq, Ordering::Release);
+    }
+
+    /// The `seq` of the last event, if there was one.
+    pub fn seq(&self) -> Option<u64> {
+        Some(self.seq.load(Ordering::Acquire)).filter(|s| *s > 0)
+    }
+
+    /// What the last one said.
+    pub fn get(&self) -> Option<CallProgress> {
+        self.said.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 /// A call in flight.
 #[derive(Debug, Clone)]
 struct InFlight {
     caller: Caller,
     identity: String,
     request: RequestId,
-    /// The `seq` of the last progress event emitted for it.
-    last: Arc<AtomicU64>,
+    /// Its last progress.
+    last: Arc<Latest>,
 }
 
 /// Early progress notifications kept for calls still registering.
@@ -73,15 +100,14 @@ impl Router {
     /// Route the notifications of `identity`'s connection with this token to `target` until
     /// the guard drops (and deliver those that came already).
     /// `request` is the call's JSON-RPC id on that connection (what a server request that came
-    /// on its stream is associated with); `last` gets the `seq` of each progress event emitted
-    /// for it.
+    /// on its stream is associated with); `last` gets each progress event emitted for it.
     pub fn track(
         &self,
         identity: &str,
         token: &ProgressToken,
         request: &RequestId,
         target: Caller,
-        last: Arc<AtomicU64>,
+        last: Arc<Latest>,
     ) -> Tracked<'_> {
         let key = key(identity, token);
         let early: Vec<ProgressNotificationParam> = {
@@ -103,20 +129,21 @@ impl Router {
             }
         };
         for n in &early {
-            last.store(self.emit(&target, n), Ordering::Release);
+            self.emit(&target, n, &last);
         }
         Tracked { router: self, key }
     }
 
-    fn emit(&self, t: &Caller, n: &ProgressNotificationParam) -> u64 {
-        self.events.emit(EventBody::ToolProgress(ToolProgress {
+    fn emit(&self, t: &Caller, n: &ProgressNotificationParam, last: &Latest) {
+        let seq = self.events.emit(EventBody::ToolProgress(ToolProgress {
             session: t.session.clone(),
             call_id: t.call_id.clone(),
             name: t.name.clone(),
             progress: n.progress,
             total: n.total,
             message: n.message.clone(),
-        }))
+        }));
+        last.note(seq, n.progress, n.total, n.message.clone());
     }
 }
 
@@ -160,7 +187,7 @@ impl Router {
             target
         };
         if let Some((t, last)) = target {
-            last.store(self.emit(&t, n), Ordering::Release);
+            self.emit(&t, n, &last);
         }
     }
 }
@@ -186,7 +213,7 @@ mod tests {
         let target =
             Caller { session: "s".into(), call_id: Some("c".into()), name: "mcp_a_t".into() };
         router.progress("server-a", &note(1.0));
-        let last = Arc::new(AtomicU64::new(0));
+        let last = Arc::new(Latest::default());
         let guard = router.track("server-a", &token, &RequestId::Number(1), target, last.clone());
         router.progress("server-b", &note(9.0));
         router.progress("server-a", &note(2.0));
@@ -203,6 +230,7 @@ mod tests {
             [1.0, 2.0],
             "the early one delivered, the other connection's and the late one not"
         );
-        assert_eq!(last.load(Ordering::Acquire), 2, "the second event's seq");
+        assert_eq!(last.seq(), Some(2), "the second event's seq");
+        assert_eq!(last.get().map(|p| (p.progress, p.total)), Some((2.0, Some(3.0))));
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! One sweeper task per supervisor, started with the first idle server, wakes at the nearest
 //! deadline, when a server goes idle, and every [`MEASURE_EVERY`] while any is idle (resident
-//! memory grows while a process sits).
+//! memory grows while a process sits). `mcp/stop` takes a server out of service the same way.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use geminid_protocol::mcp::{KeepWarm, ServerStatus};
 
+use super::server::Server;
 use super::{Inner, Supervisor};
 
 /// How often idle servers' memory is measured against the budget.
@@ -24,6 +25,8 @@ const OVER_BUDGET: &str =
     "idle servers were over the memory budget (--mcp-idle-memory); it was the least recently used";
 /// Why a `keepWarm: "never"` server stopped.
 const NOT_KEPT: &str = "no session needed it (keepWarm: never)";
+/// Why a server stopped on request.
+const STOPPED: &str = "stopped by `gemctl mcp stop` (`gemctl mcp restart` starts it again)";
 
 /// The idle servers' bookkeeping, inside the supervisor's lock.
 #[derive(Debug, Default)]
@@ -125,14 +128,14 @@ impl Supervisor {
             }
             self.retire_idle(&mut inner, &stop);
         }
-        let measured = rss_of_groups(groups.iter().map(|(_, _, pid)| *pid));
+        let measured = super::usage::of_groups(groups.iter().map(|(_, _, pid)| *pid));
         let mut over = Vec::new();
         {
             let mut inner = self.inner();
             inner.idle.rss.clear();
             for (id, _, pid) in &groups {
-                if let Some(bytes) = measured.get(pid) {
-                    inner.idle.rss.insert(id.clone(), *bytes);
+                if let Some(held) = measured.get(pid) {
+                    inner.idle.rss.insert(id.clone(), held.rss_bytes);
                 }
             }
             if let Some(budget) = self.opts.idle_memory {
@@ -165,6 +168,24 @@ impl Supervisor {
             next = Some(next.map_or(MEASURE_EVERY, |n| n.min(MEASURE_EVERY)));
         }
         next
+    }
+
+    /// `mcp/stop`: take a running server out of service and stop it now (its log stays, and
+    /// `mcp/restart`, a session's start or a change of its configuration starts it again).
+    /// Its status once stopped; `None` when it was not running.
+    pub async fn stop_server(&self, server: &Arc<Server>) -> Option<ServerStatus> {
+        {
+            let mut inner = self.inner();
+            inner.idle.forget(&server.identity);
+            inner.started_for.remove(&server.identity);
+            let running = inner.servers.remove(&server.identity)?;
+            inner.retire(running, STOPPED);
+        }
+        tracing::info!(server = %server.name, "stopping an MCP server: `gemctl mcp stop`");
+        server.log.push("geminid", "stopped by `gemctl mcp stop`");
+        self.servers_changed();
+        server.stop().await;
+        Some(self.status(server))
     }
 
     /// Take idle servers out of service and stop them in the background.
@@ -235,47 +256,6 @@ pub fn parse_budget(text: &str) -> Result<Option<u64>, String> {
     Ok(Some(bytes as u64))
 }
 
-/// Resident bytes of each process group led by one of `leaders` (a stdio server and whatever
-/// it started: `npx` and its node, a shell and its python), from one pass over `/proc`.
-#[cfg(target_os = "linux")]
-pub(super) fn rss_of_groups(leaders: impl Iterator<Item = u32>) -> HashMap<u32, u64> {
-    let leaders: std::collections::HashSet<u32> = leaders.collect();
-    let mut out = HashMap::new();
-    if leaders.is_empty() {
-        return out;
-    }
-    let Ok(dir) = std::fs::read_dir("/proc") else { return out };
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        // After the command's closing parenthesis: state, ppid, then the process group.
-        let pgrp = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().nth(2));
-        let Some(pgrp) = pgrp.and_then(|p| p.parse::<u32>().ok()) else { continue };
-        if !leaders.contains(&pgrp) {
-            continue;
-        }
-        // `VmRSS:  1234 kB` (in kB whatever the page size).
-        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
-        let kb = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
-        if let Some(kb) = kb {
-            *out.entry(pgrp).or_insert(0) += kb * 1024;
-        }
-    }
-    out
-}
-
-/// Not measured elsewhere: the budget does not apply.
-#[cfg(not(target_os = "linux"))]
-pub(super) fn rss_of_groups(_leaders: impl Iterator<Item = u32>) -> HashMap<u32, u64> {
-    HashMap::new()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,21 +269,5 @@ mod tests {
         assert_eq!(parse_budget("Unlimited"), Ok(None));
         assert!(parse_budget("lots").is_err_and(|e| e.contains("like 512MiB")));
         assert!(parse_budget("5 parsecs").is_err_and(|e| e.contains("unknown unit 'parsecs'")));
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn measures_a_process_group() {
-        // This test process leads no group of its own, but its group's leader is measurable.
-        let pgrp = std::fs::read_to_string("/proc/self/stat")
-            .ok()
-            .and_then(|s| {
-                s.rfind(')').and_then(|i| s[i + 1..].split_whitespace().nth(2).map(str::to_owned))
-            })
-            .and_then(|p| p.parse::<u32>().ok())
-            .expect("own process group");
-        let got = rss_of_groups([pgrp].into_iter());
-        assert!(got.get(&pgrp).is_some_and(|b| *b > 1 << 20), "{got:?}");
-        assert!(rss_of_groups([u32::MAX - 1].into_iter()).is_empty());
     }
 }

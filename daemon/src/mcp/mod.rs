@@ -40,6 +40,7 @@ pub(crate) mod status;
 pub(crate) mod stdio;
 pub(crate) mod supervisor;
 pub(crate) mod task;
+pub(crate) mod usage;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;

@@ -143,6 +143,8 @@ pub struct Server {
     /// Its pinning: its entry's `pinning`, else the daemon's; `enforce` is `warn` for an
     /// entry with `trust: true`.
     pub pinning: geminid_protocol::pins::PinMode,
+    /// The tool calls sent to it.
+    pub(crate) calls: super::usage::Calls,
     pub(super) pins: Mutex<super::pinned::PinState>,
     pub(super) status: watch::Sender<Snapshot>,
     peer: Mutex<Option<Peer<RoleClient>>>,
@@ -201,6 +203,7 @@ impl Server {
             identity: new.identity,
             pin_key,
             pinning: new.pinning,
+            calls: super::usage::Calls::default(),
             pins: Mutex::default(),
             name: new.name,
             scope: new.scope,

@@ -61,6 +61,7 @@ fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> Ser
         roots: vec![],
         rss_bytes: None,
         pins: None,
+        usage: None,
     }
 }
 
@@ -158,6 +159,7 @@ impl Supervisor {
                 .unwrap_or_default(),
             rss_bytes: None,
             pins: server.pin_status(),
+            usage: None,
         };
         inner.idle.describe(&server.identity, self.opts.linger, &mut status);
         status
@@ -168,6 +170,24 @@ impl Supervisor {
         let inner = self.inner();
         let mut out: Vec<ServerStatus> =
             inner.servers.values().map(|s| self.status_of(&inner, s, &s.name, s.scope)).collect();
+        out.sort_by(|a, b| (a.scope, &a.name).cmp(&(b.scope, &b.name)));
+        out
+    }
+
+    /// [`Supervisor::list_all`], each with its usage: its calls, and what its process tree
+    /// holds (one pass over the process table for all of them, outside the lock).
+    pub fn list_all_with_usage(&self) -> Vec<ServerStatus> {
+        let servers: Vec<Arc<Server>> = self.inner().servers.values().cloned().collect();
+        let held = super::usage::of_groups(servers.iter().filter_map(|s| s.snapshot().pid));
+        let inner = self.inner();
+        let mut out: Vec<ServerStatus> = servers
+            .iter()
+            .map(|s| {
+                let mut status = self.status_of(&inner, s, &s.name, s.scope);
+                status.usage = Some(s.calls.usage(status.pid.and_then(|p| held.get(&p))));
+                status
+            })
+            .collect();
         out.sort_by(|a, b| (a.scope, &a.name).cmp(&(b.scope, &b.name)));
         out
     }

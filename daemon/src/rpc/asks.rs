@@ -120,8 +120,11 @@ impl AsksApiServer for Handler {
     }
 
     async fn asks_pending(&self, p: AsksPendingParams) -> RpcResult<AsksPendingResult> {
-        self.core.sessions.record(&p.session).map_err(rpc_error)?;
-        Ok(AsksPendingResult { asks: self.core.asks.pending(&p.session) })
+        let Some(session) = &p.session else {
+            return Ok(AsksPendingResult { asks: self.core.asks.pending_all() });
+        };
+        self.core.sessions.record(session).map_err(rpc_error)?;
+        Ok(AsksPendingResult { asks: self.core.asks.pending(session) })
     }
 }
 

@@ -107,6 +107,10 @@ impl McpApiServer for Handler {
         self.start(p).await
     }
 
+    async fn mcp_stop(&self, p: ServerParams) -> RpcResult<ServerStatus> {
+        self.stop(p).await
+    }
+
     async fn mcp_restart(&self, p: ServerParams) -> RpcResult<ServerStatus> {
         self.restart(p).await
     }

@@ -53,14 +53,30 @@ impl Handler {
         &self,
         p: Option<ListServersParams>,
     ) -> RpcResult<ListServersResult> {
-        match p.and_then(|p| p.session) {
+        let p = p.unwrap_or_default();
+        match p.session {
             Some(id) => self.core.list_servers(&id).map_err(rpc_error),
+            None if p.usage => Ok(ListServersResult {
+                servers: self.core.mcp.list_all_with_usage(),
+                warnings: vec![],
+            }),
             None => Ok(ListServersResult { servers: self.core.mcp.list_all(), warnings: vec![] }),
         }
     }
 
     pub(super) async fn start(&self, p: StartParams) -> RpcResult<ListServersResult> {
         self.core.start(&p.session, p.wait).await.map_err(rpc_error)
+    }
+
+    pub(super) async fn stop(&self, p: ServerParams) -> RpcResult<ServerStatus> {
+        let server = self.find_server(&p)?;
+        match self.core.mcp.stop_server(&server).await {
+            Some(status) => Ok(status),
+            None => Err(ErrorCode::ServerUnavailable.error(format!(
+                "MCP server '{}' is not running (`gemctl mcp restart {}` starts it)",
+                p.name, p.name
+            ))),
+        }
     }
 
     pub(super) async fn restart(&self, p: ServerParams) -> RpcResult<ServerStatus> {

@@ -56,6 +56,7 @@ pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMeth
     module.merge(ElicitationApiServer::into_rpc(handler.clone()))?;
     module.merge(SamplingApiServer::into_rpc(handler.clone()))?;
     module.merge(TasksApiServer::into_rpc(handler.clone()))?;
+    module.merge(geminid_protocol::api::CallsApiServer::into_rpc(handler.clone()))?;
     module.merge(ResourcesApiServer::into_rpc(handler.clone()))?;
     module.merge(AsksApiServer::into_rpc(handler.clone()))?;
     module.merge(AuthApiServer::into_rpc(handler.clone()))?;

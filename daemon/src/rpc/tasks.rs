@@ -1,6 +1,9 @@
-//! `tasks/*`: translation to `mcp::long_calls`.
+//! `tasks/*`: translation to `mcp::long_calls`; `calls/*`: to the call pipeline's registry.
 
-use geminid_protocol::api::TasksApiServer;
+use geminid_protocol::api::{CallsApiServer, TasksApiServer};
+use geminid_protocol::calls::{
+    CallsCancelParams, CallsCancelResult, CallsListParams, CallsListResult,
+};
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::mcp::{
     TasksCancelParams, TasksCancelResult, TasksListParams, TasksListResult,
@@ -26,5 +29,20 @@ impl TasksApiServer for Handler {
             Err(McpError::NotFound(why)) => Err(ErrorCode::InvalidArguments.error(why)),
             Err(e) => Err(mcp_error(e)),
         }
+    }
+}
+
+#[async_trait]
+impl CallsApiServer for Handler {
+    async fn calls_list(&self, p: Option<CallsListParams>) -> RpcResult<CallsListResult> {
+        let session = p.and_then(|p| p.session);
+        if let Some(s) = &session {
+            self.core.sessions.record(s).map_err(rpc_error)?;
+        }
+        Ok(CallsListResult { calls: self.core.calls.in_flight(session.as_deref()) })
+    }
+
+    async fn calls_cancel(&self, p: CallsCancelParams) -> RpcResult<CallsCancelResult> {
+        Ok(CallsCancelResult { cancelled: self.core.calls.cancel_number(p.id) })
     }
 }
