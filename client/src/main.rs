@@ -23,6 +23,7 @@ mod service;
 mod skill_cmds;
 mod stdio;
 mod tool_cmds;
+mod top;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -198,6 +199,18 @@ enum Command {
     /// servers that need a sign-in or keep failing; each finding with its fix (exit 1 on an
     /// error)
     Doctor,
+    /// A live view of everything the daemon holds: servers (state, CPU, memory, calls,
+    /// errors), sessions, calls in flight, what waits for an answer, the audit tail; keys
+    /// restart, stop and start servers, show logs and tools, cancel calls and answer (`?`
+    /// lists them). Never starts a server by itself
+    Top {
+        /// Print one frame as text and exit (for scripts and bug reports)
+        #[arg(long)]
+        once: bool,
+        /// How often to poll, besides refreshing on events
+        #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+        interval: std::time::Duration,
+    },
     /// Print the script that gives SHELL completion of gemctl's commands and of the running
     /// daemon's servers, tools and sessions: `source <(gemctl completions bash)` in ~/.bashrc,
     /// `source <(gemctl completions zsh)` in ~/.zshrc, `gemctl completions fish | source` in
@@ -243,6 +256,7 @@ impl Command {
             | Self::Trust { .. }
             | Self::Completions { .. }
             | Self::Man { .. }
+            | Self::Top { .. }
             | Self::Untrust { .. } => false,
             Self::Confirm { .. } => false,
             // `--session` filters the records (the whole log without it).
@@ -711,6 +725,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             skill_cmds::run_agents(&client, session, cmd, cli.json).await
         }
         Command::Doctor => doctor::run(&socket, autostart, cli.session, cli.json).await,
+        Command::Top { once, interval } => {
+            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            top::run(&client, once, interval).await
+        }
         Command::Completions { shell } => {
             complete::registration(shell)?;
             Ok(ExitCode::SUCCESS)
