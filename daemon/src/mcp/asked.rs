@@ -205,6 +205,7 @@ impl Supervisor {
                             startup_timeout: server.startup_timeout,
                             request_timeout: server.request_timeout,
                             pinning: server.pinning,
+                            log: None,
                         };
                         let s = Server::start(new, self.observer(), self.opts);
                         inner.servers.insert(to.clone(), s.clone());

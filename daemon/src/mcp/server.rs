@@ -181,6 +181,9 @@ pub struct NewServer {
     pub request_timeout: Duration,
     /// See [`Server::pinning`].
     pub pinning: geminid_protocol::pins::PinMode,
+    /// The log of its last run, to go on with (a stopped server started again), so that its
+    /// followers and readers see one log.
+    pub log: Option<Arc<ServerLog>>,
 }
 
 impl Server {
@@ -211,7 +214,7 @@ impl Server {
             target: new.target,
             startup_timeout: new.startup_timeout,
             request_timeout: new.request_timeout,
-            log: Arc::default(),
+            log: new.log.unwrap_or_default(),
             status: watch::Sender::new(snapshot),
             peer: Mutex::default(),
             catalog: Mutex::default(),

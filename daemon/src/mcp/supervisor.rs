@@ -229,6 +229,7 @@ impl Supervisor {
                                     .map_or(self.opts.startup_timeout, Duration::from_millis),
                                 request_timeout: entry.timeout,
                                 pinning: entry.pinning,
+                                log: None,
                             };
                             tracing::info!(server = %name, session = view.id, identity = &identity[..12], "starting MCP server");
                             let server = Server::start(new, self.observer(), self.opts);
@@ -425,6 +426,7 @@ impl Supervisor {
                         startup_timeout: server.startup_timeout,
                         request_timeout: server.request_timeout,
                         pinning: server.pinning,
+                        log: Some(server.log.clone()),
                     };
                     tracing::info!(server = %server.name, "starting a stopped MCP server again");
                     let fresh = Server::start(new, self.observer(), self.opts);

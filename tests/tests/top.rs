@@ -1,0 +1,464 @@
+//! `gemctl top` and what the daemon gives it, in the world a user has (no policy of the tests'
+//! own, the default secrets store): `calls/list` and `calls/cancel`, `mcp/stop`, servers' usage
+//! over the socket; and `top` itself driven in tmux (send-keys, capture-pane) against a real
+//! daemon with real servers: a killed server shows its restart, keys stop and start it, a
+//! confirmation answered in `top` lets the call through, a cancelled call ends, and the
+//! terminal is given back after `q` and after the daemon stops.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use geminid_protocol::api::{CallsApiClient, McpApiClient, SessionApiClient, ToolsApiClient};
+use geminid_protocol::asks::{AskKind, AsksListenParams};
+use geminid_protocol::calls::{CallsCancelParams, CallsListParams};
+use geminid_protocol::client::Client;
+use geminid_protocol::error::ErrorCode;
+use geminid_protocol::mcp::{
+    ListServersParams, ServerParams, ServerState, ServerStatus, StartParams,
+};
+use geminid_protocol::session::{SessionCreateParams, SessionUpdateParams};
+use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult};
+use geminid_tests::mcp::{FAST, shell_env, stdio, write_user_settings};
+use geminid_tests::{Daemon, TestHome, eventually};
+use jsonrpsee::core::client::Error as ClientError;
+use nix::sys::signal::Signal;
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// A daemon in a new user's home (no policy of its own) whose settings hold `servers`, a
+/// client attached to a session of its workspace, and that session's servers started.
+struct World {
+    home: TestHome,
+    daemon: Daemon,
+    client: Client,
+    session: String,
+}
+
+impl World {
+    async fn new(servers: serde_json::Value, interactive: bool) -> anyhow::Result<World> {
+        let home = TestHome::new()?;
+        write_user_settings(&home, servers)?;
+        let daemon = Daemon::start(&home, FAST).await?;
+        let client = daemon.client().await?;
+        let s = client
+            .create(SessionCreateParams {
+                workspace: home.workspace().display().to_string(),
+                env: Some(shell_env(&home, &[])),
+                reuse_default: true,
+                ..Default::default()
+            })
+            .await?;
+        if interactive {
+            let p = SessionUpdateParams {
+                id: s.id.clone(),
+                interactive: Some(true),
+                ..Default::default()
+            };
+            client.update(p).await?;
+        }
+        client.mcp_start(StartParams { session: s.id.clone(), wait: true }).await?;
+        Ok(World { home, daemon, client, session: s.id })
+    }
+
+    async fn running(&self, usage: bool) -> anyhow::Result<Vec<ServerStatus>> {
+        let p = ListServersParams { session: None, usage };
+        Ok(self.client.mcp_list_servers(Some(p)).await?.servers)
+    }
+
+    async fn server(&self, name: &str) -> anyhow::Result<Option<ServerStatus>> {
+        Ok(self.running(true).await?.into_iter().find(|s| s.name == name))
+    }
+
+    fn call(&self, tool: &str, args: serde_json::Value, confirmed: bool) -> ToolsCallParams {
+        ToolsCallParams {
+            session: self.session.clone(),
+            name: tool.to_owned(),
+            args: args.as_object().cloned(),
+            call_id: None,
+            confirmed,
+        }
+    }
+}
+
+fn text_of(r: &ToolsCallResult) -> String {
+    r.result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+fn error_message<T: std::fmt::Debug>(r: Result<T, ClientError>) -> String {
+    match r {
+        Err(ClientError::Call(e)) => e.message().to_owned(),
+        other => format!("not a call error: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn usage_counts_calls_and_errors_and_measures_the_process_tree() -> anyhow::Result<()> {
+    let w = World::new(json!({ "fx": stdio(["--rich"].as_slice()) }), false).await?;
+    let plain = w.running(false).await?;
+    assert!(plain.iter().all(|s| s.usage.is_none()), "usage only when asked: {plain:?}");
+    for i in 0..3 {
+        let r = w
+            .client
+            .tools_call(w.call("mcp_fx_echo", json!({ "text": i.to_string() }), true))
+            .await?;
+        assert!(!r.is_error);
+    }
+    let failed = w.client.tools_call(w.call("mcp_fx_fail", json!({}), true)).await?;
+    assert!(failed.is_error, "{failed:?}");
+    let u = w.server("fx").await?.and_then(|s| s.usage).expect("fx's usage");
+    assert_eq!((u.calls, u.errors), (4, 1), "{u:?}");
+    assert_eq!((u.calls_last_minute, u.errors_last_minute), (4, 1), "{u:?}");
+    assert!(u.rss_bytes.is_some_and(|b| b > 1 << 20), "the fixture's resident memory: {u:?}");
+    assert!(u.cpu_ms.is_some(), "{u:?}");
+    // A call policy refuses never reaches the server: not one of its calls.
+    let refused = w.client.tools_call(w.call("mcp_fx_echo", json!({ "text": "x" }), false)).await;
+    assert!(refused.is_err(), "a headless session's unconfirmed call is denied: {refused:?}");
+    let u = w.server("fx").await?.and_then(|s| s.usage).expect("fx's usage");
+    assert_eq!(u.calls, 4, "{u:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn calls_in_flight_are_listed_with_progress_and_cancelled_by_number() -> anyhow::Result<()> {
+    let w = World::new(json!({ "fx": stdio(["--rich"].as_slice()) }), false).await?;
+    let client2 = w.daemon.client().await?;
+    let slow = w.call("mcp_fx_progress", json!({ "steps": 100, "gap_ms": 100 }), true);
+    let call = tokio::spawn(async move { client2.tools_call(slow).await });
+    let deadline = Instant::now() + WAIT;
+    let c = loop {
+        let calls = w.client.calls_list(None).await?.calls;
+        if let Some(c) = calls.into_iter().find(|c| c.progress.is_some()) {
+            break c;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the call never showed its progress");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        (c.tool.as_str(), c.server.as_str(), c.origin.as_str()),
+        ("mcp_fx_progress", "fx", "tools/call")
+    );
+    assert_eq!(c.session, w.session);
+    assert_eq!(c.call_id, None, "a call without a callId is listed (and cancellable) too");
+    let p = c.progress.clone().expect("progress");
+    assert_eq!(p.total, Some(100.0));
+    assert!(p.message.is_some_and(|m| m.starts_with("step ")));
+    let other = CallsListParams { session: Some("no-such-session".into()) };
+    assert!(w.client.calls_list(Some(other)).await.is_err(), "an unknown session is an error");
+    let mine = CallsListParams { session: Some(w.session.clone()) };
+    assert_eq!(w.client.calls_list(Some(mine)).await?.calls.len(), 1);
+
+    assert!(w.client.calls_cancel(CallsCancelParams { id: c.id }).await?.cancelled);
+    let ended = tokio::time::timeout(WAIT, call).await??;
+    let why = error_message(ended);
+    assert!(why.contains("cancelled"), "{why}");
+    assert!(w.client.calls_list(None).await?.calls.is_empty());
+    assert!(!w.client.calls_cancel(CallsCancelParams { id: c.id }).await?.cancelled, "once");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_stopped_server_stays_stopped_until_restarted() -> anyhow::Result<()> {
+    let w = World::new(json!({ "fx": stdio(&[]) }), false).await?;
+    let before = w.server("fx").await?.expect("fx runs");
+    let pid = before.pid.expect("a pid");
+    let p = ServerParams { session: Some(w.session.clone()), name: "fx".into() };
+    let stopped = w.client.mcp_stop(p.clone()).await?;
+    assert_eq!(stopped.state, ServerState::Disconnected);
+    assert!(w.server("fx").await?.is_none(), "no longer running");
+    assert!(eventually(WAIT, || async { !geminid_tests::alive(pid) }).await, "its process is gone");
+    // Not started again behind the person's back: not by a call, not after a while.
+    let r = w.client.tools_call(w.call("mcp_fx_echo", json!({ "text": "x" }), true)).await;
+    let why = error_message(r);
+    assert!(why.contains("fx"), "{why}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(w.server("fx").await?.is_none(), "still stopped");
+    let again = w.client.mcp_stop(p.clone()).await;
+    match again {
+        Err(ClientError::Call(e)) => {
+            assert_eq!(e.code(), ErrorCode::ServerUnavailable.code());
+            assert!(e.message().contains("not running"), "{}", e.message());
+        }
+        other => panic!("stopping a stopped server: {other:?}"),
+    }
+    let started = w.client.mcp_restart(p).await?;
+    assert_eq!(started.state, ServerState::Connected);
+    assert_ne!(started.pid, Some(pid));
+    let r = w.client.tools_call(w.call("mcp_fx_echo", json!({ "text": "back" }), true)).await?;
+    assert_eq!(text_of(&r), "back");
+    // The command line says the same.
+    let (code, out, err) = w.home.gemctl_run(&["mcp", "stop", "fx"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("fx"), "{out}");
+    let (code, _, err) = w.home.gemctl_run(&["mcp", "stop", "fx"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("not running") && err.contains("gemctl mcp restart fx"), "{err}");
+    Ok(())
+}
+
+/// `gemctl top` in a tmux server of its own, in the home's environment; after it ends, the pane
+/// says how it ended and whether the terminal is back in cooked mode.
+struct Tmux {
+    socket: PathBuf,
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+impl Tmux {
+    fn start(home: &TestHome, size: (u16, u16), env: &[(&str, &str)]) -> anyhow::Result<Tmux> {
+        let socket = home.root().join("tmux.sock");
+        let cmd = home.gemctl_cmd(&["top", "--interval", "300ms"]);
+        // `env`: the unset ones first (it takes `-u` only before assignments).
+        let mut unset = String::new();
+        let mut set = String::new();
+        for (k, v) in cmd.get_envs() {
+            let k = k.to_string_lossy();
+            match v {
+                Some(v) => {
+                    set.push_str(&format!(" {}", quote(&format!("{k}={}", v.to_string_lossy()))))
+                }
+                None => unset.push_str(&format!(" -u {k}")),
+            }
+        }
+        let mut line = format!("env{unset}{set}");
+        for (k, v) in env {
+            line.push_str(&format!(" {}", quote(&format!("{k}={v}"))));
+        }
+        line.push_str(&format!(
+            " {} top --interval 300ms",
+            quote(&cmd.get_program().to_string_lossy())
+        ));
+        let script = format!(
+            "{line}; echo \"TOP-EXITED rc=$?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -e -icanon -e icanon -e -echo -e echo | tr '\\n' ' '; echo; sleep 600"
+        );
+        let status = Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(["-f", "/dev/null", "new-session", "-d", "-s", "top"])
+            .args(["-x", &size.0.to_string(), "-y", &size.1.to_string()])
+            .arg("-c")
+            .arg(home.workspace())
+            .arg(script)
+            .status()?;
+        anyhow::ensure!(status.success(), "tmux would not start (is tmux installed?)");
+        Ok(Tmux { socket })
+    }
+
+    fn tmux(&self, args: &[&str]) -> anyhow::Result<String> {
+        let out = Command::new("tmux").arg("-S").arg(&self.socket).args(args).output()?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The screen as text (`escapes`: with its colours).
+    fn screen(&self, escapes: bool) -> String {
+        let args: &[&str] = if escapes {
+            &["capture-pane", "-p", "-e", "-t", "top"]
+        } else {
+            &["capture-pane", "-p", "-t", "top"]
+        };
+        self.tmux(args).unwrap_or_default()
+    }
+
+    /// One key (tmux's name for it), then a pause, so that `Escape` and the next key are not
+    /// read as one Alt chord.
+    async fn key(&self, key: &str) -> anyhow::Result<()> {
+        self.tmux(&["send-keys", "-t", "top", key])?;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        Ok(())
+    }
+
+    /// Wait until the screen shows what `ok` looks for; the screen then.
+    async fn until(&self, what: &str, ok: impl Fn(&str) -> bool) -> anyhow::Result<String> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let screen = self.screen(false);
+            if ok(&screen) {
+                return Ok(screen);
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!("the screen never showed {what}:\n{screen}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// After `top` ended: it exited 0 and the terminal is in cooked mode with echo.
+    async fn given_back(&self) -> anyhow::Result<String> {
+        let screen = self.until("top's exit", |s| s.contains("TOP-EXITED")).await?;
+        assert!(screen.contains("TOP-EXITED rc=0"), "{screen}");
+        let modes = self.until("the terminal modes", |s| s.contains("icanon")).await?;
+        assert!(
+            modes.contains(" icanon") || modes.contains("\nicanon"),
+            "canonical mode is back:\n{modes}"
+        );
+        assert!(!modes.contains("-icanon") && !modes.contains("-echo"), "{modes}");
+        assert!(!modes.contains("Servers ("), "the alternate screen is left:\n{modes}");
+        Ok(modes)
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+/// Whether a captured screen sets a foreground colour anywhere (tmux writes `38;5;N` or `3N`).
+fn coloured(screen: &str) -> bool {
+    screen.contains("\x1b[38;5;") || (30..38).any(|n| screen.contains(&format!("\x1b[{n}m")))
+}
+
+/// What follows each switch to green on a captured screen.
+fn green(screen: &str) -> String {
+    screen.split("\x1b[38;5;2m").skip(1).chain(screen.split("\x1b[32m").skip(1)).collect()
+}
+
+/// A server's row as words: name, state, pid, up, restarts, tools, sessions, cpu, rss, calls/s,
+/// errors.
+fn row<'a>(screen: &'a str, name: &str) -> Option<Vec<&'a str>> {
+    screen.lines().find_map(|l| {
+        let words: Vec<&str> =
+            l.trim_matches(|c| c == '│' || c == ' ').split_whitespace().collect();
+        (words.first() == Some(&name) && words.len() >= 11).then_some(words)
+    })
+}
+
+#[tokio::test]
+async fn top_shows_a_killed_server_restarting_and_stops_and_starts_it() -> anyhow::Result<()> {
+    // Two launch specs (one spec would be one shared process).
+    let w = World::new(json!({ "fx": stdio(&[]), "other": stdio(&["--rich"]) }), false).await?;
+    let pid = w.server("fx").await?.and_then(|s| s.pid).expect("fx's pid");
+    let tmux = Tmux::start(&w.home, (100, 30), &[])?;
+    let screen =
+        tmux.until("fx connected", |s| row(s, "fx").is_some_and(|r| r[1] == "connected")).await?;
+    assert!(screen.contains("Servers (2)") && screen.contains("Sessions (1)"), "{screen}");
+    let words = row(&screen, "fx").expect("fx's row");
+    assert_eq!(words[2], pid.to_string(), "{screen}");
+    // Colour on a terminal: the state is green.
+    let colours = tmux.screen(true);
+    assert!(green(&colours).contains("connected"), "{colours:?}");
+
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL)?;
+    let screen = tmux
+        .until("fx restarted", |s| {
+            row(s, "fx")
+                .is_some_and(|r| r[1] == "connected" && r[4] == "1" && r[2] != pid.to_string())
+        })
+        .await?;
+    assert_eq!(row(&screen, "other").map(|r| r[4]), Some("0"), "{screen}");
+
+    // Sorted by name, fx is the first row and selected: `x` stops it, `s` starts it.
+    tmux.key("x").await?;
+    tmux.until("fx stopped", |s| row(s, "fx").is_some_and(|r| r[1] == "stopped")).await?;
+    assert!(w.server("fx").await?.is_none(), "the daemon stopped it");
+    tmux.key("s").await?;
+    tmux.until("fx started", |s| row(s, "fx").is_some_and(|r| r[1] == "connected")).await?;
+    assert!(w.server("fx").await?.is_some_and(|s| s.state == ServerState::Connected));
+
+    // Its log, followed: what the supervisor did is in it.
+    tmux.key("l").await?;
+    // One log across the stop and the start.
+    let log = tmux.until("fx's log", |s| s.contains("Log of fx")).await?;
+    assert!(log.contains("stopped by `gemctl mcp stop`"), "{log}");
+    assert!(log.contains("starting a stopped") || log.matches("started").count() >= 2, "{log}");
+    tmux.key("Escape").await?;
+    tmux.until("the panes again", |s| s.contains("Servers (2)")).await?;
+    tmux.key("q").await?;
+    tmux.given_back().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_confirmation_answered_in_top_lets_the_call_through_and_a_cancelled_call_ends()
+-> anyhow::Result<()> {
+    let mut w = World::new(json!({ "fx": stdio(["--rich"].as_slice()) }), true).await?;
+    let tmux = Tmux::start(&w.home, (100, 30), &[])?;
+    tmux.until("the servers", |s| row(s, "fx").is_some()).await?;
+
+    // The default policy asks about an MCP tool. The session is interactive and a client of
+    // it listens for confirmations (a Gemini CLI, a `gemctl attach` elsewhere), not answering.
+    let listens =
+        AsksListenParams { session: w.session.clone(), kinds: vec![AskKind::Confirmation] };
+    let _listening = w.client.asks_listen(listens).await?;
+    let asking = w.daemon.client().await?;
+    let p = w.call("mcp_fx_echo", json!({ "text": "through" }), false);
+    let call = tokio::spawn(async move { asking.tools_call(p).await });
+    tmux.until("the question", |s| s.contains("Waiting for you (1)") && s.contains("confirm"))
+        .await?;
+    tmux.key("4").await?;
+    tmux.key("y").await?;
+    let r = tokio::time::timeout(WAIT, call).await???;
+    assert_eq!(text_of(&r), "through");
+    // The audit tail: the call, asked and answered.
+    tmux.until("the answer in the audit", |s| {
+        s.contains("Waiting for you (0)")
+            && s.lines().any(|l| l.contains("mcp_fx_echo") && l.contains("asked"))
+    })
+    .await?;
+
+    // A call that waits until cancelled: listed, and `c` in the calls pane ends it.
+    let waiting = w.daemon.client().await?;
+    let p = w.call("mcp_fx_wait", json!({ "ms": 60000 }), true);
+    let call = tokio::spawn(async move { waiting.tools_call(p).await });
+    tmux.until("the call in flight", |s| {
+        s.contains("Calls in flight (1)") && s.contains("mcp_fx_wait")
+    })
+    .await?;
+    tmux.key("3").await?;
+    tmux.key("c").await?;
+    let ended = tokio::time::timeout(WAIT, call).await??;
+    let why = error_message(ended);
+    assert!(why.contains("cancelled"), "{why}");
+    tmux.until("no call in flight", |s| s.contains("Calls in flight (0)")).await?;
+
+    // The daemon stops: top says so and gives the terminal back.
+    w.daemon.signal(Signal::SIGTERM)?;
+    w.daemon.wait_exit(WAIT).await?;
+    let end = tmux.given_back().await?;
+    assert!(end.contains("shutting down"), "{end}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn top_fits_80_by_24_honours_no_color_and_prints_one_frame_with_once() -> anyhow::Result<()> {
+    let w = World::new(json!({ "fx": stdio(&[]) }), false).await?;
+    let tmux = Tmux::start(&w.home, (80, 24), &[("NO_COLOR", "1")])?;
+    let screen = tmux.until("fx", |s| row(s, "fx").is_some()).await?;
+    for pane in [
+        "Servers (1)",
+        "Sessions (1)",
+        "Calls in flight (0)",
+        "Waiting for you (0)",
+        "Audit",
+        "q quit",
+    ] {
+        assert!(screen.contains(pane), "{pane} at 80×24:\n{screen}");
+    }
+    assert!(!screen.contains("TRANSPORT"), "narrow: no transport column");
+    let colours = tmux.screen(true);
+    assert!(!coloured(&colours), "NO_COLOR: no colour:\n{colours:?}");
+    // Wider: the transport and last error columns.
+    tmux.tmux(&["resize-window", "-t", "top", "-x", "130", "-y", "30"])?;
+    tmux.until("the wide columns", |s| s.contains("TRANSPORT") && s.contains("LAST ERROR")).await?;
+    tmux.key("?").await?;
+    tmux.until("the help", |s| s.contains("gemctl top: everything geminid holds")).await?;
+    tmux.key("Escape").await?;
+    tmux.key("C-c").await?;
+    tmux.given_back().await?;
+
+    // `--once`: one frame as text, at COLUMNS, without a terminal.
+    let out = w.home.gemctl_cmd(&["top", "--once"]).env("COLUMNS", "80").output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(row(&text, "fx").is_some_and(|r| r[1] == "connected"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    assert!(!text.contains('\x1b'), "no escapes in text: {text:?}");
+    // Without a terminal and without --once: a clear error.
+    let (code, _, err) = w.home.gemctl_run(&["top"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("needs a terminal") && err.contains("--once"), "{err}");
+    Ok(())
+}
