@@ -11,7 +11,8 @@
 //! `extensions`: 20 extensions of 200 files verified at start, and a reload after one file changed;
 //! `skills`: 500 skills discovered cold, and again after one SKILL.md changed; `commands`:
 //! `commands/list`'s work over 500 command files, cold and warm; `pins`: tool-definition pins
-//! over 1,000 tools, in process and with a daemon pinning against one that does not;
+//! over 1,000 tools, in process and with a daemon pinning against one that does not; `top`:
+//! `gemctl top`'s CPU watching 20 servers, and the daemon's with and without it;
 //! `tools`: only the call path and catalog; `instructions`: only the daemon's instructions per
 //! request, which needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary
 //! OTHER, calls interleaved; `--poll-idle`: idle CPUs poll instead of halting for the run,
@@ -35,6 +36,7 @@ mod policy_scale;
 mod relay;
 mod skills;
 mod tools;
+mod top;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -97,7 +99,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|policy-scale|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|pins|config [OTHER]|ab OTHER]";
+    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|policy-scale|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|pins|top|config [OTHER]|ab OTHER]";
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().is_some_and(|a| a == "relay") {
         return relay::run(&argv[1..]).await;
@@ -126,6 +128,7 @@ async fn main() -> anyhow::Result<()> {
             "commands" => commands::bench().await?,
             "custom-tools" => custom_tools::bench().await?,
             "pins" => pins::bench().await?,
+            "top" => top::bench().await?,
             "config" => {
                 // `config OTHER`: the same against another build's daemon.
                 let home = TestHome::allowing_mcp()?;

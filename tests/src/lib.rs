@@ -5,6 +5,7 @@ pub mod inproc;
 pub mod keyring;
 pub mod mcp;
 pub mod oauth;
+pub mod tmux;
 
 use std::fs::File;
 use std::os::unix::fs::PermissionsExt;

@@ -5,8 +5,6 @@
 //! confirmation answered in `top` lets the call through, a cancelled call ends, and the
 //! terminal is given back after `q` and after the daemon stops.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use geminid_protocol::api::{CallsApiClient, McpApiClient, SessionApiClient, ToolsApiClient};
@@ -17,9 +15,10 @@ use geminid_protocol::error::ErrorCode;
 use geminid_protocol::mcp::{
     ListServersParams, ServerParams, ServerState, ServerStatus, StartParams,
 };
-use geminid_protocol::session::{SessionCreateParams, SessionUpdateParams};
+use geminid_protocol::session::{SessionCreateParams, SessionDeriveParams, SessionUpdateParams};
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult};
 use geminid_tests::mcp::{FAST, shell_env, stdio, write_user_settings};
+use geminid_tests::tmux::Tmux;
 use geminid_tests::{Daemon, TestHome, eventually};
 use jsonrpsee::core::client::Error as ClientError;
 use nix::sys::signal::Signal;
@@ -197,113 +196,23 @@ async fn a_stopped_server_stays_stopped_until_restarted() -> anyhow::Result<()> 
     Ok(())
 }
 
-/// `gemctl top` in a tmux server of its own, in the home's environment; after it ends, the pane
-/// says how it ended and whether the terminal is back in cooked mode.
-struct Tmux {
-    socket: PathBuf,
+/// `gemctl top` polling every 300 ms on a terminal of `size`.
+fn top(home: &TestHome, size: (u16, u16), env: &[(&str, &str)]) -> anyhow::Result<Tmux> {
+    Tmux::gemctl(home, &["top", "--interval", "300ms"], size, env)
 }
 
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
-
-impl Tmux {
-    fn start(home: &TestHome, size: (u16, u16), env: &[(&str, &str)]) -> anyhow::Result<Tmux> {
-        let socket = home.root().join("tmux.sock");
-        let cmd = home.gemctl_cmd(&["top", "--interval", "300ms"]);
-        // `env`: the unset ones first (it takes `-u` only before assignments).
-        let mut unset = String::new();
-        let mut set = String::new();
-        for (k, v) in cmd.get_envs() {
-            let k = k.to_string_lossy();
-            match v {
-                Some(v) => {
-                    set.push_str(&format!(" {}", quote(&format!("{k}={}", v.to_string_lossy()))))
-                }
-                None => unset.push_str(&format!(" -u {k}")),
-            }
-        }
-        let mut line = format!("env{unset}{set}");
-        for (k, v) in env {
-            line.push_str(&format!(" {}", quote(&format!("{k}={v}"))));
-        }
-        line.push_str(&format!(
-            " {} top --interval 300ms",
-            quote(&cmd.get_program().to_string_lossy())
-        ));
-        let script = format!(
-            "{line}; echo \"TOP-EXITED rc=$?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -e -icanon -e icanon -e -echo -e echo | tr '\\n' ' '; echo; sleep 600"
-        );
-        let status = Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args(["-f", "/dev/null", "new-session", "-d", "-s", "top"])
-            .args(["-x", &size.0.to_string(), "-y", &size.1.to_string()])
-            .arg("-c")
-            .arg(home.workspace())
-            .arg(script)
-            .status()?;
-        anyhow::ensure!(status.success(), "tmux would not start (is tmux installed?)");
-        Ok(Tmux { socket })
-    }
-
-    fn tmux(&self, args: &[&str]) -> anyhow::Result<String> {
-        let out = Command::new("tmux").arg("-S").arg(&self.socket).args(args).output()?;
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-
-    /// The screen as text (`escapes`: with its colours).
-    fn screen(&self, escapes: bool) -> String {
-        let args: &[&str] = if escapes {
-            &["capture-pane", "-p", "-e", "-t", "top"]
-        } else {
-            &["capture-pane", "-p", "-t", "top"]
-        };
-        self.tmux(args).unwrap_or_default()
-    }
-
-    /// One key (tmux's name for it), then a pause, so that `Escape` and the next key are not
-    /// read as one Alt chord.
-    async fn key(&self, key: &str) -> anyhow::Result<()> {
-        self.tmux(&["send-keys", "-t", "top", key])?;
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        Ok(())
-    }
-
-    /// Wait until the screen shows what `ok` looks for; the screen then.
-    async fn until(&self, what: &str, ok: impl Fn(&str) -> bool) -> anyhow::Result<String> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let screen = self.screen(false);
-            if ok(&screen) {
-                return Ok(screen);
-            }
-            if Instant::now() > deadline {
-                anyhow::bail!("the screen never showed {what}:\n{screen}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// After `top` ended: it exited 0 and the terminal is in cooked mode with echo.
-    async fn given_back(&self) -> anyhow::Result<String> {
-        let screen = self.until("top's exit", |s| s.contains("TOP-EXITED")).await?;
-        assert!(screen.contains("TOP-EXITED rc=0"), "{screen}");
-        let modes = self.until("the terminal modes", |s| s.contains("icanon")).await?;
-        assert!(
-            modes.contains(" icanon") || modes.contains("\nicanon"),
-            "canonical mode is back:\n{modes}"
-        );
-        assert!(!modes.contains("-icanon") && !modes.contains("-echo"), "{modes}");
-        assert!(!modes.contains("Servers ("), "the alternate screen is left:\n{modes}");
-        Ok(modes)
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.tmux(&["kill-server"]);
-    }
+/// After `top` ended: it exited 0 and the terminal is in cooked mode with echo.
+async fn given_back(tmux: &Tmux) -> anyhow::Result<String> {
+    let screen = tmux.until(WAIT, "top's exit", |s| s.contains("TOP-EXITED")).await?;
+    assert!(screen.contains("TOP-EXITED rc=0"), "{screen}");
+    let modes = tmux.until(WAIT, "the terminal modes", |s| s.contains("icanon")).await?;
+    assert!(
+        modes.contains(" icanon") || modes.contains("\nicanon"),
+        "canonical mode is back:\n{modes}"
+    );
+    assert!(!modes.contains("-icanon") && !modes.contains("-echo"), "{modes}");
+    assert!(!modes.contains("Servers ("), "the alternate screen is left:\n{modes}");
+    Ok(modes)
 }
 
 /// Whether a captured screen sets a foreground colour anywhere (tmux writes `38;5;N` or `3N`).
@@ -331,9 +240,10 @@ async fn top_shows_a_killed_server_restarting_and_stops_and_starts_it() -> anyho
     // Two launch specs (one spec would be one shared process).
     let w = World::new(json!({ "fx": stdio(&[]), "other": stdio(&["--rich"]) }), false).await?;
     let pid = w.server("fx").await?.and_then(|s| s.pid).expect("fx's pid");
-    let tmux = Tmux::start(&w.home, (100, 30), &[])?;
-    let screen =
-        tmux.until("fx connected", |s| row(s, "fx").is_some_and(|r| r[1] == "connected")).await?;
+    let tmux = top(&w.home, (100, 30), &[])?;
+    let screen = tmux
+        .until(WAIT, "fx connected", |s| row(s, "fx").is_some_and(|r| r[1] == "connected"))
+        .await?;
     assert!(screen.contains("Servers (2)") && screen.contains("Sessions (1)"), "{screen}");
     let words = row(&screen, "fx").expect("fx's row");
     assert_eq!(words[2], pid.to_string(), "{screen}");
@@ -343,7 +253,7 @@ async fn top_shows_a_killed_server_restarting_and_stops_and_starts_it() -> anyho
 
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL)?;
     let screen = tmux
-        .until("fx restarted", |s| {
+        .until(WAIT, "fx restarted", |s| {
             row(s, "fx")
                 .is_some_and(|r| r[1] == "connected" && r[4] == "1" && r[2] != pid.to_string())
         })
@@ -352,59 +262,85 @@ async fn top_shows_a_killed_server_restarting_and_stops_and_starts_it() -> anyho
 
     // Sorted by name, fx is the first row and selected: `x` stops it, `s` starts it.
     tmux.key("x").await?;
-    tmux.until("fx stopped", |s| row(s, "fx").is_some_and(|r| r[1] == "stopped")).await?;
+    tmux.until(WAIT, "fx stopped", |s| row(s, "fx").is_some_and(|r| r[1] == "stopped")).await?;
     assert!(w.server("fx").await?.is_none(), "the daemon stopped it");
     tmux.key("s").await?;
-    tmux.until("fx started", |s| row(s, "fx").is_some_and(|r| r[1] == "connected")).await?;
+    tmux.until(WAIT, "fx started", |s| row(s, "fx").is_some_and(|r| r[1] == "connected")).await?;
     assert!(w.server("fx").await?.is_some_and(|s| s.state == ServerState::Connected));
 
     // Its log, followed: what the supervisor did is in it.
     tmux.key("l").await?;
     // One log across the stop and the start.
-    let log = tmux.until("fx's log", |s| s.contains("Log of fx")).await?;
+    let log = tmux.until(WAIT, "fx's log", |s| s.contains("Log of fx")).await?;
     assert!(log.contains("stopped by `gemctl mcp stop`"), "{log}");
     assert!(log.contains("starting a stopped") || log.matches("started").count() >= 2, "{log}");
     tmux.key("Escape").await?;
-    tmux.until("the panes again", |s| s.contains("Servers (2)")).await?;
+    tmux.until(WAIT, "the panes again", |s| s.contains("Servers (2)")).await?;
     tmux.key("q").await?;
-    tmux.given_back().await?;
+    given_back(&tmux).await?;
     Ok(())
 }
 
 #[tokio::test]
 async fn a_confirmation_answered_in_top_lets_the_call_through_and_a_cancelled_call_ends()
 -> anyhow::Result<()> {
-    let mut w = World::new(json!({ "fx": stdio(["--rich"].as_slice()) }), true).await?;
-    let tmux = Tmux::start(&w.home, (100, 30), &[])?;
-    tmux.until("the servers", |s| row(s, "fx").is_some()).await?;
+    let mut w = World::new(json!({ "fx": stdio(&["--rich", "--asks"]) }), true).await?;
+    let tmux = top(&w.home, (100, 30), &[])?;
+    tmux.until(WAIT, "the servers", |s| row(s, "fx").is_some()).await?;
 
     // The default policy asks about an MCP tool. The session is interactive and a client of
     // it listens for confirmations (a Gemini CLI, a `gemctl attach` elsewhere), not answering.
-    let listens =
-        AsksListenParams { session: w.session.clone(), kinds: vec![AskKind::Confirmation] };
+    let kinds = vec![AskKind::Confirmation, AskKind::Elicitation];
+    let listens = AsksListenParams { session: w.session.clone(), kinds };
     let _listening = w.client.asks_listen(listens).await?;
     let asking = w.daemon.client().await?;
     let p = w.call("mcp_fx_echo", json!({ "text": "through" }), false);
     let call = tokio::spawn(async move { asking.tools_call(p).await });
-    tmux.until("the question", |s| s.contains("Waiting for you (1)") && s.contains("confirm"))
-        .await?;
+    tmux.until(WAIT, "the question", |s| {
+        s.contains("Waiting for you (1)") && s.contains("confirm")
+    })
+    .await?;
     tmux.key("4").await?;
     tmux.key("y").await?;
     let r = tokio::time::timeout(WAIT, call).await???;
     assert_eq!(text_of(&r), "through");
     // The audit tail: the call, asked and answered.
-    tmux.until("the answer in the audit", |s| {
+    tmux.until(WAIT, "the answer in the audit", |s| {
         s.contains("Waiting for you (0)")
             && s.lines().any(|l| l.contains("mcp_fx_echo") && l.contains("asked"))
     })
     .await?;
 
-    // A call that waits until cancelled: listed, and `c` in the calls pane ends it.
+    // A server's form, answered field by field in top (`⏎`): a required field left empty is
+    // asked again, an empty line takes a default.
+    let asking = w.daemon.client().await?;
+    let p = w.call("mcp_fx_ask", json!({ "message": "Who are you?" }), true);
+    let call = tokio::spawn(async move { asking.tools_call(p).await });
+    tmux.until(WAIT, "the form", |s| s.contains("Waiting for you (1)") && s.contains("form"))
+        .await?;
+    tmux.key("Enter").await?;
+    tmux.until(WAIT, "its first field", |s| s.contains("Who are you?") && s.contains("Name"))
+        .await?;
+    tmux.key("Enter").await?;
+    tmux.until(WAIT, "the field asked again", |s| s.contains("Name is required")).await?;
+    for key in ["Grace", "Enter", "Enter", "blue", "Enter", "Enter"] {
+        tmux.key(key).await?;
+    }
+    let r = tokio::time::timeout(WAIT, call).await???;
+    let answer: serde_json::Value = serde_json::from_str(&r.display)?;
+    assert_eq!(
+        answer,
+        json!({ "action": "accept", "content": { "name": "Grace", "age": 36, "colour": "blue", "subscribe": false } })
+    );
+
+    // A long call: listed with its progress, and `c` in the calls pane ends it.
     let waiting = w.daemon.client().await?;
-    let p = w.call("mcp_fx_wait", json!({ "ms": 60000 }), true);
+    let p = w.call("mcp_fx_progress", json!({ "steps": 600, "gap_ms": 100 }), true);
     let call = tokio::spawn(async move { waiting.tools_call(p).await });
-    tmux.until("the call in flight", |s| {
-        s.contains("Calls in flight (1)") && s.contains("mcp_fx_wait")
+    // With its progress: `step N` of 600, in percent.
+    tmux.until(WAIT, "the call in flight and its progress", |s| {
+        s.contains("Calls in flight (1)")
+            && s.lines().any(|l| l.contains("mcp_fx_progress") && l.contains("% step "))
     })
     .await?;
     tmux.key("3").await?;
@@ -412,12 +348,12 @@ async fn a_confirmation_answered_in_top_lets_the_call_through_and_a_cancelled_ca
     let ended = tokio::time::timeout(WAIT, call).await??;
     let why = error_message(ended);
     assert!(why.contains("cancelled"), "{why}");
-    tmux.until("no call in flight", |s| s.contains("Calls in flight (0)")).await?;
+    tmux.until(WAIT, "no call in flight", |s| s.contains("Calls in flight (0)")).await?;
 
     // The daemon stops: top says so and gives the terminal back.
     w.daemon.signal(Signal::SIGTERM)?;
     w.daemon.wait_exit(WAIT).await?;
-    let end = tmux.given_back().await?;
+    let end = given_back(&tmux).await?;
     assert!(end.contains("shutting down"), "{end}");
     Ok(())
 }
@@ -425,11 +361,22 @@ async fn a_confirmation_answered_in_top_lets_the_call_through_and_a_cancelled_ca
 #[tokio::test]
 async fn top_fits_80_by_24_honours_no_color_and_prints_one_frame_with_once() -> anyhow::Result<()> {
     let w = World::new(json!({ "fx": stdio(&[]) }), false).await?;
-    let tmux = Tmux::start(&w.home, (80, 24), &[("NO_COLOR", "1")])?;
-    let screen = tmux.until("fx", |s| row(s, "fx").is_some()).await?;
+    let derived = SessionDeriveParams {
+        parent: w.session.clone(),
+        name: "researcher".into(),
+        ..Default::default()
+    };
+    w.client.derive(derived).await?;
+    let tmux = top(&w.home, (80, 24), &[("NO_COLOR", "1")])?;
+    let screen = tmux.until(WAIT, "fx", |s| row(s, "fx").is_some()).await?;
+    // The derived session under its parent.
+    let lines: Vec<&str> = screen.lines().collect();
+    let parent = lines.iter().position(|l| l.contains(&w.session[..8]));
+    let child = lines.iter().position(|l| l.contains("└ researcher"));
+    assert!(parent.is_some_and(|p| child == Some(p + 1)), "{screen}");
     for pane in [
         "Servers (1)",
-        "Sessions (1)",
+        "Sessions (2)",
         "Calls in flight (0)",
         "Waiting for you (0)",
         "Audit",
@@ -442,12 +389,13 @@ async fn top_fits_80_by_24_honours_no_color_and_prints_one_frame_with_once() -> 
     assert!(!coloured(&colours), "NO_COLOR: no colour:\n{colours:?}");
     // Wider: the transport and last error columns.
     tmux.tmux(&["resize-window", "-t", "top", "-x", "130", "-y", "30"])?;
-    tmux.until("the wide columns", |s| s.contains("TRANSPORT") && s.contains("LAST ERROR")).await?;
+    tmux.until(WAIT, "the wide columns", |s| s.contains("TRANSPORT") && s.contains("LAST ERROR"))
+        .await?;
     tmux.key("?").await?;
-    tmux.until("the help", |s| s.contains("gemctl top: everything geminid holds")).await?;
+    tmux.until(WAIT, "the help", |s| s.contains("gemctl top: everything geminid holds")).await?;
     tmux.key("Escape").await?;
     tmux.key("C-c").await?;
-    tmux.given_back().await?;
+    given_back(&tmux).await?;
 
     // `--once`: one frame as text, at COLUMNS, without a terminal.
     let out = w.home.gemctl_cmd(&["top", "--once"]).env("COLUMNS", "80").output()?;

@@ -4,7 +4,6 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use geminid_protocol::api::{
     CallsApiClient, ConfirmationApiClient, ElicitationApiClient, McpApiClient, ToolsApiClient,
 };
@@ -14,6 +13,7 @@ use geminid_protocol::client::{Client, Subscription};
 use geminid_protocol::mcp::{LogLine, LogsParams, ServerAskRespondParams, ServerParams};
 use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
 use geminid_protocol::tools::ToolsListParams;
+use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use serde_json::json;
 
 use super::Overlay;

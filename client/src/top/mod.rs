@@ -104,7 +104,7 @@ async fn print_once(client: &Client) -> anyhow::Result<ExitCode> {
     let width = std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.parse::<u16>().ok())
-        .or_else(|| crossterm::terminal::size().ok().map(|(w, _)| w))
+        .or_else(|| ratatui::crossterm::terminal::size().ok().map(|(w, _)| w))
         .unwrap_or(120)
         .max(60);
     let sessions = view::session_lines(&top.snap.sessions).len().max(top.snap.calls.len());
@@ -127,14 +127,30 @@ async fn print_once(client: &Client) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Events that change what is shown.
-fn worth_a_refresh(body: &EventBody) -> bool {
-    !matches!(body, EventBody::HookRan(_) | EventBody::ExtensionProgress(_))
-}
+/// The events that change what is shown (each brings the next poll forward).
+const WATCHED: &[&str] = &[
+    "session/created",
+    "session/attached",
+    "session/detached",
+    "session/closed",
+    "daemon/shuttingDown",
+    "mcp/serverState",
+    "catalog/changed",
+    "tools/progress",
+    "confirmation/requested",
+    "elicitation/requested",
+    "sampling/requested",
+    "mcp/toolsChanged",
+];
+
+/// How soon after an event the screen is refreshed: a burst (a server's progress
+/// notifications) is one refresh, and at most four a second.
+const AFTER_EVENT: Duration = Duration::from_millis(250);
 
 /// The live screen until `q`; why it ended otherwise (the daemon stopped).
 async fn live(client: &Client, interval: Duration) -> anyhow::Result<Option<String>> {
-    let params = EventsSubscribeParams { session: None, kinds: None };
+    let kinds = Some(WATCHED.iter().map(|k| (*k).to_owned()).collect());
+    let params = EventsSubscribeParams { session: None, kinds };
     let mut events =
         client.subscribe_events(Some(params)).await.map_err(call_error("events/subscribe"))?;
     let mut top = Top::new(colour());
@@ -143,7 +159,7 @@ async fn live(client: &Client, interval: Duration) -> anyhow::Result<Option<Stri
     let (keys_tx, mut keys) = tokio::sync::mpsc::channel(64);
     // crossterm reads the terminal blocking: on a thread of its own, for as long as we run.
     std::thread::spawn(move || {
-        while let Ok(ev) = crossterm::event::read() {
+        while let Ok(ev) = ratatui::crossterm::event::read() {
             if keys_tx.blocking_send(ev).is_err() {
                 break;
             }
@@ -191,8 +207,8 @@ async fn live(client: &Client, interval: Duration) -> anyhow::Result<Option<Stri
                     if let EventBody::DaemonShuttingDown(s) = &e.body {
                         return Ok(Some(format!("geminid is shutting down ({})", s.reason)));
                     }
-                    if worth_a_refresh(&e.body) && soon.is_none() {
-                        soon = Some(tokio::time::Instant::now() + Duration::from_millis(100));
+                    if soon.is_none() {
+                        soon = Some(tokio::time::Instant::now() + AFTER_EVENT);
                     }
                     false
                 }

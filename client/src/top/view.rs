@@ -114,7 +114,7 @@ pub fn draw(f: &mut Frame<'_>, top: &Top, overlay: Option<&Overlay>) {
     ])
     .areas(body);
     let [sessions_a, calls_a] =
-        Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(middle);
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(middle);
     servers(f, servers_a, top);
     sessions(f, sessions_a, top);
     calls(f, calls_a, top);
@@ -205,19 +205,21 @@ fn servers(f: &mut Frame<'_>, area: Rect, top: &Top) {
     f.render_stateful_widget(table, area, &mut state);
 }
 
-fn mode(s: &Session) -> String {
+/// A session's approval mode, and whether it asks a person (`yes`: interactive, `no`:
+/// headless, `auto`: while a client listens for confirmations).
+fn mode(s: &Session) -> (&'static str, &'static str) {
     let m = match s.state.approval_mode {
         ApprovalMode::Default => "default",
         ApprovalMode::AutoEdit => "autoEdit",
         ApprovalMode::Yolo => "yolo",
         ApprovalMode::Plan => "plan",
     };
-    let how = match s.state.interactive {
-        Some(true) => "interactive",
-        Some(false) => "headless",
+    let asks = match s.state.interactive {
+        Some(true) => "yes",
+        Some(false) => "no",
         None => "auto",
     };
-    format!("{m}/{how}")
+    (m, asks)
 }
 
 /// Sessions as a tree: each root, then the sessions derived from it, indented.
@@ -260,18 +262,25 @@ fn sessions(f: &mut Frame<'_>, area: Rect, top: &Top) {
         let ws = std::path::Path::new(&s.workspace)
             .file_name()
             .map_or_else(|| s.workspace.clone(), |n| n.to_string_lossy().into_owned());
+        let (m, asks) = mode(s);
         TableRow::new(vec![
             Cell::from(name),
             Cell::from(ws),
             Cell::from(s.attached_connections.to_string()),
-            Cell::from(mode(s)),
+            Cell::from(m),
+            Cell::from(asks),
         ])
     });
-    let widths =
-        [Constraint::Min(8), Constraint::Min(8), Constraint::Length(3), Constraint::Length(16)];
+    let widths = [
+        Constraint::Min(12),
+        Constraint::Fill(1),
+        Constraint::Length(2),
+        Constraint::Length(8),
+        Constraint::Length(4),
+    ];
     let table = Table::new(rows, widths)
         .header(
-            TableRow::new(vec!["SESSION", "WORKSPACE", "CL", "MODE"])
+            TableRow::new(vec!["SESSION", "WORKSPACE", "CL", "MODE", "ASKS"])
                 .style(Style::new().add_modifier(Modifier::BOLD)),
         )
         .block(block(top, Pane::Sessions, format!("Sessions ({})", lines.len())))
