@@ -5,10 +5,9 @@
 
 use std::time::Duration;
 
-use geminid_protocol::api::{McpApiClient, SessionApiClient};
+use geminid_protocol::api::McpApiClient;
 use geminid_protocol::mcp::StartParams;
-use geminid_protocol::session::SessionCreateParams;
-use geminid_tests::mcp::{shell_env, stdio, write_user_settings};
+use geminid_tests::mcp::{new_session, stdio, write_user_settings};
 use geminid_tests::tmux::Tmux;
 use geminid_tests::{Daemon, TestHome};
 use serde_json::{Map, Value};
@@ -35,14 +34,8 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     write_user_settings(&home, Value::Object(servers))?;
     let daemon = Daemon::launch(&home).log(crate::BENCH_LOG).start().await?;
     let client = daemon.client().await?;
-    let session = client
-        .create(SessionCreateParams {
-            workspace: home.workspace().display().to_string(),
-            env: Some(shell_env(&home, &[])),
-            ..Default::default()
-        })
-        .await?;
-    let started = client.mcp_start(StartParams { session: session.id, wait: true }).await?;
+    let session = new_session(&client, &home).await?;
+    let started = client.mcp_start(StartParams { session, wait: true }).await?;
     anyhow::ensure!(started.servers.len() == SERVERS, "{} servers started", started.servers.len());
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (mut alone, mut watched, mut own) = (Vec::new(), Vec::new(), Vec::new());

@@ -95,18 +95,23 @@ impl Setup {
         let args = [FAST, extra].concat();
         let daemon = Daemon::start(&home, &args).await?;
         let client = daemon.client().await?;
-        let workspace = home.workspace().display().to_string();
-        let env = shell_env(&home, &[]);
-        let s = client
-            .create(SessionCreateParams {
-                workspace,
-                env: Some(env),
-                reuse_default: false,
-                ..Default::default()
-            })
-            .await?;
-        Ok(Self { home, daemon, client, session: s.id })
+        let session = new_session(&client, &home).await?;
+        Ok(Self { home, daemon, client, session })
     }
+}
+
+/// A new session of `home`'s workspace with a user's shell environment ([`shell_env`]),
+/// attached to `client`: its id.
+pub async fn new_session(client: &Client, home: &TestHome) -> anyhow::Result<String> {
+    let s = client
+        .create(SessionCreateParams {
+            workspace: home.workspace().display().to_string(),
+            env: Some(shell_env(home, &[])),
+            reuse_default: false,
+            ..Default::default()
+        })
+        .await?;
+    Ok(s.id)
 }
 
 /// The fixture over a network transport on loopback (`--http` or `--sse`, after `flags`),

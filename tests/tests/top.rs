@@ -15,9 +15,9 @@ use geminid_protocol::error::ErrorCode;
 use geminid_protocol::mcp::{
     ListServersParams, ServerParams, ServerState, ServerStatus, StartParams,
 };
-use geminid_protocol::session::{SessionCreateParams, SessionDeriveParams, SessionUpdateParams};
+use geminid_protocol::session::{SessionDeriveParams, SessionUpdateParams};
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult};
-use geminid_tests::mcp::{FAST, shell_env, stdio, write_user_settings};
+use geminid_tests::mcp::{FAST, new_session, stdio, write_user_settings};
 use geminid_tests::tmux::Tmux;
 use geminid_tests::{Daemon, TestHome, eventually};
 use jsonrpsee::core::client::Error as ClientError;
@@ -41,24 +41,17 @@ impl World {
         write_user_settings(&home, servers)?;
         let daemon = Daemon::start(&home, FAST).await?;
         let client = daemon.client().await?;
-        let s = client
-            .create(SessionCreateParams {
-                workspace: home.workspace().display().to_string(),
-                env: Some(shell_env(&home, &[])),
-                reuse_default: true,
-                ..Default::default()
-            })
-            .await?;
+        let session = new_session(&client, &home).await?;
         if interactive {
             let p = SessionUpdateParams {
-                id: s.id.clone(),
+                id: session.clone(),
                 interactive: Some(true),
                 ..Default::default()
             };
             client.update(p).await?;
         }
-        client.mcp_start(StartParams { session: s.id.clone(), wait: true }).await?;
-        Ok(World { home, daemon, client, session: s.id })
+        client.mcp_start(StartParams { session: session.clone(), wait: true }).await?;
+        Ok(World { home, daemon, client, session })
     }
 
     async fn running(&self, usage: bool) -> anyhow::Result<Vec<ServerStatus>> {
