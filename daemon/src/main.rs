@@ -227,6 +227,7 @@ fn init_logging(format: LogFormat, file: Option<log_file::RotatingLog>) {
     if let Some(file) = file {
         let builder = tracing_subscriber::fmt()
             .with_env_filter(filter)
+            // std's Mutex: tracing-subscriber implements `MakeWriter` for it, not parking_lot's.
             .with_writer(std::sync::Mutex::new(file))
             .with_ansi(false);
         match format {

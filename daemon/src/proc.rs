@@ -201,11 +201,11 @@ pub(crate) async fn run(job: Job<'_>) -> Finished {
 
 /// An output stream's first bytes, and whether there was more.
 #[derive(Debug, Clone, Default)]
-struct Kept(Arc<std::sync::Mutex<(Vec<u8>, bool)>>);
+struct Kept(Arc<parking_lot::Mutex<(Vec<u8>, bool)>>);
 
 impl Kept {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<u8>, bool)> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, (Vec<u8>, bool)> {
+        self.0.lock()
     }
 
     fn take(&self) -> (String, bool) {

@@ -7,9 +7,10 @@
 //! call is cancelled or its client went away): dropping the future cancels it, and listeners
 //! are told. A client that listens again (after a reconnect) is sent every pending ask first.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use geminid_protocol::asks::{Ask, AskNotice, Settled};
@@ -273,8 +274,8 @@ impl Drop for Asking<'_> {
 }
 
 impl Asks {
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn inner(&self) -> parking_lot::MutexGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     fn notify(&self, notice: AskNotice) {

@@ -1,9 +1,10 @@
 //! The Google providers' side of [`Auth`]: which credentials file and IAM endpoint, the cached
 //! tokens, one fetch at a time per server.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::google::{self, Adc};
 use super::service::{Auth, AuthError, Target};
@@ -58,17 +59,11 @@ impl Auth {
         refused: Option<&Secret<String>>,
     ) -> Result<Secret<String>, AuthError> {
         let seat = &self.google;
-        let cached = || seat.tokens.lock().unwrap_or_else(|e| e.into_inner()).get(&t.url).cloned();
+        let cached = || seat.tokens.lock().get(&t.url).cloned();
         if let Some(c) = cached().filter(|c| google::fresh(c) && Some(&c.access) != refused) {
             return Ok(c.access);
         }
-        let flight = seat
-            .flights
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(t.url.clone())
-            .or_default()
-            .clone();
+        let flight = seat.flights.lock().entry(t.url.clone()).or_default().clone();
         let _one = flight.lock().await;
         if let Some(c) = cached().filter(|c| google::fresh(c) && Some(&c.access) != refused) {
             return Ok(c.access);
@@ -106,7 +101,7 @@ impl Auth {
             Provider::Dynamic => return Err(AuthError::NeedsAuth("not a Google provider".into())),
         }
         .map_err(AuthError::Unavailable)?;
-        seat.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(t.url.clone(), token.clone());
+        seat.tokens.lock().insert(t.url.clone(), token.clone());
         Ok(token.access)
     }
 }

@@ -7,10 +7,11 @@
 //! only over the token it refreshed, and a refused refresh (`invalid_grant`) deletes only
 //! that token. A network error or a 5xx is retried with backoff and deletes nothing.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::discovery;
@@ -85,14 +86,14 @@ pub(super) struct Slot {
 
 impl Slot {
     pub(super) fn held(&self) -> Option<Arc<Credential>> {
-        match &*self.cached.lock().unwrap_or_else(|e| e.into_inner()) {
+        match &*self.cached.lock() {
             Cached::Held(c) => Some(c.clone()),
             _ => None,
         }
     }
 
     pub(super) fn set(&self, c: Option<Arc<Credential>>) {
-        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = match c {
+        *self.cached.lock() = match c {
             Some(c) => Cached::Held(c),
             None => Cached::Absent,
         };
@@ -151,12 +152,7 @@ impl Auth {
     }
 
     pub(super) fn slot(&self, resource: &str) -> Arc<Slot> {
-        self.slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(resource.to_owned())
-            .or_default()
-            .clone()
+        self.slots.lock().entry(resource.to_owned()).or_default().clone()
     }
 
     pub(super) async fn blocking<T: Send + 'static>(
@@ -177,7 +173,7 @@ impl Auth {
     pub async fn credential(&self, t: &Target) -> Result<Option<Arc<Credential>>, AuthError> {
         let Some(resource) = t.resource() else { return Ok(None) };
         let slot = self.slot(&resource);
-        match &*slot.cached.lock().unwrap_or_else(|e| e.into_inner()) {
+        match &*slot.cached.lock() {
             Cached::Held(c) => return Ok(Some(c.clone())),
             Cached::Absent => return Ok(None),
             Cached::Unknown => {}
@@ -372,7 +368,7 @@ impl Auth {
                              removed: {}",
                             t.sign_in_hint()
                         );
-                        *slot.gone.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
+                        *slot.gone.lock() = Some(why.clone());
                         Err(AuthError::NeedsAuth(why))
                     }
                 };
@@ -423,7 +419,7 @@ impl Auth {
     pub fn challenged(&self, t: &Target, header: &str) {
         let Some(resource) = t.resource() else { return };
         let slot = self.slot(&resource);
-        *slot.challenge.lock().unwrap_or_else(|e| e.into_inner()) = Some(header.to_owned());
+        *slot.challenge.lock() = Some(header.to_owned());
     }
 
     /// The server refused the token for lack of `scope` (`403 insufficient_scope`): the next
@@ -431,7 +427,7 @@ impl Auth {
     pub fn step_up(&self, t: &Target, scope: &str) {
         let Some(resource) = t.resource() else { return };
         let slot = self.slot(&resource);
-        let mut wanted = slot.wanted.lock().unwrap_or_else(|e| e.into_inner());
+        let mut wanted = slot.wanted.lock();
         for s in scope.split_whitespace() {
             if !wanted.iter().any(|w| w == s) {
                 wanted.push(s.to_owned());
@@ -444,7 +440,7 @@ impl Auth {
     /// the next sign-in).
     pub fn why_gone(&self, t: &Target) -> Option<String> {
         let slot = self.slot(&t.resource()?);
-        slot.gone.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        slot.gone.lock().clone()
     }
 
     /// Forget a server's credentials; whether there were any.

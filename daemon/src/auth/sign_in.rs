@@ -57,9 +57,7 @@ impl Auth {
                 resource,
             },
             _ => {
-                let seen = t.resource().and_then(|r| {
-                    self.slot(&r).challenge.lock().unwrap_or_else(|e| e.into_inner()).clone()
-                });
+                let seen = t.resource().and_then(|r| self.slot(&r).challenge.lock().clone());
                 let challenge = match seen {
                     Some(c) => Some(c),
                     None => self.challenge(&t.url).await,
@@ -76,7 +74,7 @@ impl Auth {
         // 2026-07-28 authorization spec asks).
         if let Some(resource) = t.resource() {
             let slot = self.slot(&resource);
-            let wanted = slot.wanted.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let wanted = slot.wanted.lock().clone();
             if !wanted.is_empty() {
                 let granted = slot.held().and_then(|c| c.token.scope.clone()).unwrap_or_default();
                 let all = granted.split_whitespace().map(str::to_owned).chain(wanted);
@@ -241,8 +239,8 @@ impl Auth {
         let kept = c.clone();
         self.blocking(move |s| s.put(&kept)).await.map_err(|e| e.to_string())?;
         slot.set(Some(Arc::new(c)));
-        *slot.gone.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        slot.wanted.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        *slot.gone.lock() = None;
+        slot.wanted.lock().clear();
         Ok(())
     }
 }

@@ -1,8 +1,9 @@
 //! A loopback HTTP server for the auth tests: answers each path from its routes (settable once
 //! its address is known; 404 otherwise) and records every request it was sent.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -72,8 +73,8 @@ impl Site {
                     let method = parts.next().unwrap_or_default().to_owned();
                     let target = parts.next().unwrap_or("/").to_owned();
                     let path = target.split('?').next().unwrap_or_default().to_owned();
-                    log.lock().unwrap().push(Seen { method, target, headers, body });
-                    let found = routes.lock().unwrap().get(&path).cloned();
+                    log.lock().push(Seen { method, target, headers, body });
+                    let found = routes.lock().get(&path).cloned();
                     let (status, ctype, body) =
                         found.unwrap_or((404, "text/plain", "not found".into()));
                     let reply = format!(
@@ -88,14 +89,13 @@ impl Site {
     }
 
     pub(super) fn route(&self, path: &str, answer: Answer) {
-        self.routes.lock().unwrap().insert(path.to_owned(), answer);
+        self.routes.lock().insert(path.to_owned(), answer);
     }
 
     /// The requests for `path`, oldest first.
     pub(super) fn seen(&self, path: &str) -> Vec<Seen> {
         self.seen
             .lock()
-            .unwrap()
             .iter()
             .filter(|s| s.target.split('?').next() == Some(path))
             .cloned()

@@ -2,9 +2,10 @@
 //! the session and call that asked for it as a `tools/progress` event, and a server's request
 //! is matched to the call that caused it ([`Router::whose`]).
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use geminid_protocol::calls::CallProgress;
 use geminid_protocol::event::EventBody;
@@ -25,7 +26,7 @@ impl Latest {
     /// An event `seq` said this.
     pub fn note(&self, seq: u64, progress: f64, total: Option<f64>, message: Option<String>) {
         let said = CallProgress { progress, total, message };
-        *self.said.lock().unwrap_or_else(|e| e.into_inner()) = Some(said);
+        *self.said.lock() = Some(said);
         self.seq.store(seq, Ordering::Release);
     }
 
@@ -36,7 +37,7 @@ impl Latest {
 
     /// What the last one said.
     pub fn get(&self) -> Option<CallProgress> {
-        self.said.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.said.lock().clone()
     }
 }
 
@@ -93,8 +94,8 @@ impl Router {
         Self { events, table: Mutex::default() }
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    fn table(&self) -> parking_lot::MutexGuard<'_, Table> {
+        self.table.lock()
     }
 
     /// Route the notifications of `identity`'s connection with this token to `target` until

@@ -1,9 +1,10 @@
 //! Every call in flight, whoever made it: `calls/list` shows them with their progress,
 //! `calls/cancel` reaches any of them by its number, and `tools/cancel` those with a call id.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use geminid_protocol::calls::CallInFlight;
@@ -77,8 +78,8 @@ impl Registered<'_> {
 }
 
 impl Registry {
-    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    fn table(&self) -> parking_lot::MutexGuard<'_, Table> {
+        self.table.lock()
     }
 
     /// Put a call in the table. `None` when a call with its id is already in progress in the

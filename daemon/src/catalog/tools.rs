@@ -1,7 +1,8 @@
 //! A session's tool table: every tool it may call, by fully qualified name.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use geminid_protocol::mcp::ServerState;
@@ -245,8 +246,7 @@ impl Tables {
         let now = mcp.generation();
         let stamp = filter.map_or(0, |f| f.stamp(session));
         let custom_at = custom.as_ref().map_or(0, |d| d.generation);
-        if let Some((at, stamped, found, hit)) =
-            self.by_session.lock().unwrap_or_else(|e| e.into_inner()).get(session)
+        if let Some((at, stamped, found, hit)) = self.by_session.lock().get(session)
             && *at == now
             && *stamped == stamp
             && *found == custom_at
@@ -256,14 +256,14 @@ impl Tables {
         let entries = mcp.running_entries(session)?;
         let key = table_key(&entries, custom.as_deref());
         let shared = {
-            let by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+            let by_key = self.by_key.lock();
             if by_key.0 == now.servers { by_key.1.get(&key).cloned() } else { None }
         };
         let table = match shared {
             Some(t) => t,
             None => {
                 let t = Arc::new(build(&entries, custom));
-                let mut by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+                let mut by_key = self.by_key.lock();
                 if by_key.0 != now.servers {
                     *by_key = (now.servers, HashMap::new());
                 }
@@ -277,14 +277,14 @@ impl Tables {
         };
         // Stored under the generation read before the entries: a change meanwhile makes the
         // next lookup build again.
-        let mut by_session = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
+        let mut by_session = self.by_session.lock();
         by_session.insert(session.to_owned(), (now, stamp, custom_at, table.clone()));
         Ok(table)
     }
 
     /// Forget a session's table (it closed).
     pub(crate) fn forget(&self, session: &str) {
-        self.by_session.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
+        self.by_session.lock().remove(session);
     }
 }
 

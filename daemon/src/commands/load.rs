@@ -3,11 +3,12 @@
 //! `description` optional; the name is the path without `.toml`, each segment sanitized and
 //! cut at 50 characters, joined by `:`. Each file is parsed again only when it changes.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use geminid_protocol::common::{Diagnostic, Severity};
 
@@ -205,8 +206,8 @@ impl Cache {
         self.reads.load(Ordering::Relaxed)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (Stamp, Parsed)>> {
-        self.files.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<PathBuf, (Stamp, Parsed)>> {
+        self.files.lock()
     }
 
     /// The commands under `dir` (none if it does not exist).

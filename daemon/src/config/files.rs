@@ -99,19 +99,19 @@ fn stamp(m: &std::fs::Metadata) -> Stamp {
 
 /// The version of each input file last seen settled: read again unchanged, it is not waited
 /// for again (a file stamped in the future would otherwise cost its settle time on every read).
-static SETTLED: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<PathBuf, Stamp>>> =
+static SETTLED: std::sync::LazyLock<parking_lot::Mutex<std::collections::HashMap<PathBuf, Stamp>>> =
     std::sync::LazyLock::new(Default::default);
 
 /// Past this many files remembered, the memory starts afresh.
 const SETTLED_REMEMBERED: usize = 4096;
 
 fn settled_before(path: &Path, m: &std::fs::Metadata) -> bool {
-    let seen = SETTLED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let seen = SETTLED.lock();
     seen.get(path) == Some(&stamp(m))
 }
 
 fn remember_settled(path: &Path, m: &std::fs::Metadata) {
-    let mut seen = SETTLED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut seen = SETTLED.lock();
     if seen.len() >= SETTLED_REMEMBERED {
         seen.clear();
     }

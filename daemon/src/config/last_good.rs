@@ -26,8 +26,8 @@ impl Loader {
         check: impl Fn(&Value) -> Result<(), String>,
         unknown: &str,
     ) -> (bool, Option<(Value, String)>, Option<Diagnostic>) {
-        let mut cache = self.last_good.lock().unwrap_or_else(|e| e.into_inner());
-        let mut vanished = self.vanished.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.last_good.lock();
+        let mut vanished = self.vanished.lock();
         let failed = match read_object(path) {
             FileRead::Missing => {
                 if let Some(kept) = cache.get(path) {
@@ -66,8 +66,8 @@ impl Loader {
     /// explicit reload (`gemctl mcp reload`) says the edits are done, and a file deleted just
     /// before it must not keep its last contents for another second.
     pub fn take_deletions(&self) {
-        let mut cache = self.last_good.lock().unwrap_or_else(|e| e.into_inner());
-        let mut vanished = self.vanished.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.last_good.lock();
+        let mut vanished = self.vanished.lock();
         cache.retain(|path, _| {
             let kept = std::fs::symlink_metadata(path).is_ok();
             if !kept {
@@ -80,7 +80,7 @@ impl Loader {
     /// When a file that disappeared should be read again to count as deleted (the earliest
     /// end of a [`VANISH_GRACE`]), if one is pending.
     pub fn next_recheck(&self) -> Option<std::time::Instant> {
-        let vanished = self.vanished.lock().unwrap_or_else(|e| e.into_inner());
+        let vanished = self.vanished.lock();
         vanished.values().min().map(|since| *since + VANISH_GRACE)
     }
 }

@@ -20,10 +20,10 @@ pub(crate) mod trust;
 pub(crate) mod unset;
 pub(crate) mod write;
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use geminid_protocol::config::{
     BlockReason, Diagnostic, EffectiveConfig, McpServerEntry, Scope, SettingsFile, Severity,

@@ -2,8 +2,9 @@
 //! loopback callback, the exchange, the reconnect) and a client follows its steps with
 //! `auth/progress`; a browser is opened by the client, never by the daemon.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use geminid_protocol::auth::{
@@ -111,11 +112,7 @@ impl Core {
         let first =
             AuthProgress { seq: 1, step: AuthStep::WaitingForBrowser, message: None, server: None };
         let (tx, rx) = watch::channel(first);
-        self.sign_ins
-            .attempts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(attempt.clone(), rx);
+        self.sign_ins.attempts.lock().insert(attempt.clone(), rx);
         tracing::info!(server = %remote.name, client = sign_in.client, "sign-in started; waiting for the browser");
         let (core, session) = (self.clone(), session.to_owned());
         let within = self.info.mcp.oauth_timeout;
@@ -155,7 +152,7 @@ impl Core {
                 }
             }
             tokio::time::sleep(KEEP_DONE).await;
-            core.sign_ins.attempts.lock().unwrap_or_else(|e| e.into_inner()).remove(&attempt);
+            core.sign_ins.attempts.lock().remove(&attempt);
         });
         Ok(begun)
     }
@@ -191,8 +188,7 @@ impl Core {
         attempt: &str,
         after: u32,
     ) -> Result<AuthProgress, AuthFailure> {
-        let rx =
-            self.sign_ins.attempts.lock().unwrap_or_else(|e| e.into_inner()).get(attempt).cloned();
+        let rx = self.sign_ins.attempts.lock().get(attempt).cloned();
         let Some(mut rx) = rx else {
             return Err(AuthFailure::NotFound(format!(
                 "no sign-in {attempt:?} (it ended more than {} ago, or never began)",

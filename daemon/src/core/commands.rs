@@ -412,11 +412,11 @@ pub struct Lists {
 
 /// Each session's [`Listed`].
 #[derive(Debug, Default)]
-pub(crate) struct CommandViews(std::sync::Mutex<std::collections::HashMap<String, Listed>>);
+pub(crate) struct CommandViews(parking_lot::Mutex<std::collections::HashMap<String, Listed>>);
 
 impl CommandViews {
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Listed>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, std::collections::HashMap<String, Listed>> {
+        self.0.lock()
     }
 }
 

@@ -2,8 +2,9 @@
 //! `hooks/list` and `hooks/fire` for the events front-ends own. Each session's registry is
 //! built once and kept until a reload (its files changed) or the session's trust changes.
 
+use parking_lot::Mutex;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use futures::future::BoxFuture;
 use geminid_protocol::event::EventBody;
@@ -181,7 +182,7 @@ impl HookSeat {
 
     /// The one-time warning about new project hooks, if this answer is the first to carry it.
     fn take_notice(&self, p: &Prepared) -> Option<String> {
-        let new = p.new_project_hooks.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let new = p.new_project_hooks.lock().take()?;
         let core = self.core.upgrade()?;
         let file = self.trusted_file(&core);
         let mut text = trusted::notice(&file, &new.shown);

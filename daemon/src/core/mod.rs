@@ -112,7 +112,7 @@ pub struct Core {
     connections: AtomicU32,
     /// Each known session's configuration as of the last reload: what changes are diffed
     /// against. Only a reload moves it forward, so no change goes unannounced.
-    baselines: std::sync::Mutex<HashMap<String, Effective>>,
+    baselines: parking_lot::Mutex<HashMap<String, Effective>>,
     /// Serializes reloads (file watcher, `mcp/reload`, enablement changes).
     reload_lock: tokio::sync::Mutex<()>,
     /// Woken when the set of files to watch may have changed (a new session).
@@ -237,7 +237,7 @@ impl Core {
                 started_ms: clock::now_ms(),
                 started: Instant::now(),
                 connections: AtomicU32::new(0),
-                baselines: std::sync::Mutex::default(),
+                baselines: parking_lot::Mutex::default(),
                 reload_lock: tokio::sync::Mutex::new(()),
                 watch_changed: tokio::sync::Notify::new(),
                 shutdown: CancellationToken::new(),
@@ -266,8 +266,8 @@ impl Core {
         Ok(self.config.effective_with(Path::new(&rec.workspace), &env, &disabled, &extensions))
     }
 
-    fn baselines(&self) -> std::sync::MutexGuard<'_, HashMap<String, Effective>> {
-        self.baselines.lock().unwrap_or_else(|e| e.into_inner())
+    fn baselines(&self) -> parking_lot::MutexGuard<'_, HashMap<String, Effective>> {
+        self.baselines.lock()
     }
 
     /// A session's effective configuration, read now. The first read makes the session

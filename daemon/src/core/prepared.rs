@@ -1,9 +1,10 @@
 //! What the seats prepare per session (policy's rules, the hooks registry), kept until an
 //! epoch moves: a reload, or a change of something they are made of.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 /// Per-session values, each stored with the epoch it was prepared at.
 #[derive(Debug)]
@@ -32,18 +33,18 @@ impl<T> PerSession<T> {
     /// The session's value if it was prepared at the current epoch, with that epoch.
     pub(crate) fn current(&self, session: &str) -> Option<(u64, Arc<T>)> {
         let now = self.epoch();
-        let map = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.by_session.lock();
         map.get(session).filter(|(at, _)| *at == now).cloned()
     }
 
     /// Keep a value prepared at `epoch`.
     pub(crate) fn put(&self, session: &str, epoch: u64, value: Arc<T>) {
-        let mut map = self.by_session.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.by_session.lock();
         map.insert(session.to_owned(), (epoch, value));
     }
 
     /// Forget a session (it closed).
     pub(crate) fn forget(&self, session: &str) {
-        self.by_session.lock().unwrap_or_else(|e| e.into_inner()).remove(session);
+        self.by_session.lock().remove(session);
     }
 }

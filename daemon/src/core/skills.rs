@@ -555,11 +555,11 @@ fn view_of(reg: &Registry) -> View {
 
 /// Each session's [`View`].
 #[derive(Debug, Default)]
-pub(crate) struct Views(std::sync::Mutex<std::collections::HashMap<String, View>>);
+pub(crate) struct Views(parking_lot::Mutex<std::collections::HashMap<String, View>>);
 
 impl Views {
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, View>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, std::collections::HashMap<String, View>> {
+        self.0.lock()
     }
 
     /// Forget a session (it closed).

@@ -8,9 +8,10 @@
 //! within the idle period (`--mcp-linger`): what would still be running had the daemon not
 //! stopped.
 
+use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use geminid_protocol::mcp::KeepWarm;
@@ -78,8 +79,8 @@ impl Recent {
         }
     }
 
-    fn list(&self) -> std::sync::MutexGuard<'_, Vec<Used>> {
-        self.list.lock().unwrap_or_else(|e| e.into_inner())
+    fn list(&self) -> parking_lot::MutexGuard<'_, Vec<Used>> {
+        self.list.lock()
     }
 
     /// A session in `workspace` started its servers.

@@ -19,11 +19,12 @@ pub(crate) mod decls;
 #[cfg(test)]
 mod tests;
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use geminid_protocol::event::EventBody;
@@ -243,12 +244,12 @@ impl Registry {
         }
     }
 
-    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<Spec, Run>> {
-        self.runs.lock().unwrap_or_else(|e| e.into_inner())
+    fn runs(&self) -> parking_lot::MutexGuard<'_, HashMap<Spec, Run>> {
+        self.runs.lock()
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Discovery>>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    fn sessions(&self) -> parking_lot::MutexGuard<'_, HashMap<String, Arc<Discovery>>> {
+        self.sessions.lock()
     }
 
     /// The session's custom tools as last discovered (nothing before its first need).

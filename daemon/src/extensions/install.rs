@@ -242,7 +242,7 @@ impl Extensions {
         home: &Path,
         progress: &dyn Fn(&str),
     ) -> Result<Outcome, ExtensionError> {
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = self.busy.lock();
         let staging = self.staging("installing")?;
         let result = self.install_staged(source, &staging, consent, settings, home, progress);
         if staging.exists() {
@@ -302,7 +302,7 @@ impl Extensions {
         consent: bool,
         home: &Path,
     ) -> Result<Outcome, ExtensionError> {
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = self.busy.lock();
         let source = std::fs::canonicalize(source).map_err(|e| {
             ExtensionError::Refused(format!("cannot link {}: {e}", source.display()))
         })?;
@@ -331,7 +331,7 @@ impl Extensions {
 
     /// Uninstall `name`: its folder, its records and its enablement rules.
     pub fn uninstall(&self, name: &str) -> Result<(String, PathBuf), ExtensionError> {
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = self.busy.lock();
         let scan = self.rescan_locked(false);
         let e = scan.find(name).ok_or_else(|| ExtensionError::NotFound(name.to_owned()))?.clone();
         std::fs::remove_dir_all(&e.dir).map_err(|err| {
@@ -348,7 +348,7 @@ impl Extensions {
 
     /// Re-sign `name`'s files as they are (a deliberate local edit).
     pub fn accept(&self, name: &str) -> Result<(), ExtensionError> {
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = self.busy.lock();
         let scan = self.rescan_locked(false);
         let e = scan.find(name).ok_or_else(|| ExtensionError::NotFound(name.to_owned()))?.clone();
         if e.install_type() == Some("link") {
@@ -373,7 +373,7 @@ impl Extensions {
         enabled: bool,
         scope: &Path,
     ) -> Result<(String, String), ExtensionError> {
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = self.busy.lock();
         let scan = self.rescan_locked(false);
         let e = scan.find(name).ok_or_else(|| ExtensionError::NotFound(name.to_owned()))?.clone();
         let rule = self.set_rule(&e.name, enabled, scope)?;

@@ -23,9 +23,10 @@ mod verify;
 
 pub use rekey::SignsWithKey;
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use geminid_protocol::config::{Diagnostic, Severity};
 use geminid_protocol::extensions::{ExtensionInfo, FileChanges, IntegrityState};
@@ -192,7 +193,7 @@ impl Extensions {
 
     /// The last scan.
     pub fn current(&self) -> Arc<Scan> {
-        self.scan.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.scan.lock().clone()
     }
 
     /// The integrity key (made on first need), which tool-definition pins are signed with too.
@@ -201,7 +202,7 @@ impl Extensions {
     }
 
     fn key(&self) -> Result<Secret<String>, ExtensionError> {
-        let mut held = self.key.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.key.lock();
         if let Some(k) = held.as_ref() {
             return Ok(k.clone());
         }
@@ -214,7 +215,7 @@ impl Extensions {
     /// Scan the folder again (blocking: hashing may read many files); `force` hashes every
     /// extension whatever its fingerprint. Announces each extension newly found tampered.
     pub fn rescan(&self, force: bool) -> Arc<Scan> {
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = self.busy.lock();
         self.rescan_locked(force)
     }
 
@@ -237,7 +238,7 @@ impl Extensions {
                 ));
             }
         }
-        *self.scan.lock().unwrap_or_else(|e| e.into_inner()) = scan.clone();
+        *self.scan.lock() = scan.clone();
         scan
     }
 
@@ -275,7 +276,7 @@ impl Extensions {
         };
         dirs.sort();
         // The key (derived with scrypt where there is no keyring) while the files are hashed.
-        let unlocked = self.key.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        let unlocked = self.key.lock().is_some();
         let mut installed = std::thread::scope(|scope| {
             if !unlocked && !dirs.is_empty() {
                 scope.spawn(|| self.key().map(drop));

@@ -26,13 +26,13 @@ pub trait SignsWithKey: Send + Sync + std::fmt::Debug {
 impl Extensions {
     /// Have `signer`'s records signed again when the key is replaced (held weakly).
     pub fn also_signed_by(&self, signer: Weak<dyn SignsWithKey>) {
-        self.signers.lock().unwrap_or_else(|e| e.into_inner()).push(signer);
+        self.signers.lock().push(signer);
     }
 
     /// Read the keychain's key again; if it is not the key held, take it and sign again with
     /// it what the held key signed. Whether the key was replaced.
     pub(super) fn adopt_keychain_key(&self) -> bool {
-        let mut held = self.key.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.key.lock();
         let Some(old) = held.clone() else { return false };
         let new = match key::integrity_key(&self.secrets, &self.gemini_dir) {
             Ok(k) => k,
@@ -64,18 +64,13 @@ impl Extensions {
                 }
             }
         }
-        let signers: Vec<Arc<dyn SignsWithKey>> = self
-            .signers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
+        let signers: Vec<Arc<dyn SignsWithKey>> =
+            self.signers.lock().iter().filter_map(Weak::upgrade).collect();
         for signer in signers {
             resigned += signer.resign(&old, &new);
         }
         *held = Some(new);
-        self.checked.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.checked.lock().clear();
         tracing::info!(
             resigned,
             "the extension integrity key in the keychain is not the one geminid held (both \

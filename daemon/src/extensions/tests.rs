@@ -74,12 +74,12 @@ fn an_update_that_fails_after_the_swap_puts_the_old_version_back() -> anyhow::Re
     for i in 0..files::MAX_FILES {
         std::fs::write(many.join(i.to_string()), "")?;
     }
-    let steps = std::sync::Mutex::new(Vec::new());
-    let progress = |s: &str| steps.lock().unwrap_or_else(|e| e.into_inner()).push(s.to_owned());
+    let steps = parking_lot::Mutex::new(Vec::new());
+    let progress = |s: &str| steps.lock().push(s.to_owned());
     let err =
         x.update("big", true, None, &progress).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("more than"), "{err}");
-    let steps = steps.into_inner().unwrap_or_default();
+    let steps = steps.into_inner();
     assert!(steps.iter().any(|s| s == "swapping in the new version"), "{steps:?}");
     assert!(steps.iter().any(|s| s == "rolling back"), "{steps:?}");
     let e = x.rescan(true);

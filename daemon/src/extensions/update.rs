@@ -114,7 +114,7 @@ impl Extensions {
         reference: Option<&str>,
         progress: &dyn Fn(&str),
     ) -> Result<Updated, ExtensionError> {
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = self.busy.lock();
         let scan = self.rescan_locked(false);
         let e = scan.find(name).ok_or_else(|| ExtensionError::NotFound(name.to_owned()))?.clone();
         if e.install_type() == Some("link") {

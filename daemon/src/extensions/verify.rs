@@ -63,7 +63,7 @@ impl Extensions {
             Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
         };
         let at = (dir.to_path_buf(), listing.fingerprint());
-        let cached = self.checked.lock().unwrap_or_else(|e| e.into_inner()).get(name).cloned();
+        let cached = self.checked.lock().get(name).cloned();
         let cached = cached.filter(|c| !force && c.at == at);
         let hashes = match &cached {
             Some(_) => None,
@@ -212,7 +212,7 @@ impl Extensions {
     }
 
     fn remember(&self, name: &str, c: &Checked) {
-        self.checked.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned(), c.clone());
+        self.checked.lock().insert(name.to_owned(), c.clone());
     }
 
     pub(super) fn put_record(&self, name: &str, r: &Record) -> Result<(), ExtensionError> {
@@ -239,7 +239,7 @@ impl Extensions {
         }
         let version = super::manifest::read(dir).ok().map(|(m, _)| m.version);
         self.put_record(name, &Record::new(name, version.as_deref(), hashes, &key))?;
-        self.checked.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+        self.checked.lock().remove(name);
         Ok(())
     }
 
@@ -258,7 +258,7 @@ impl Extensions {
             if present.contains(name.as_str()) {
                 continue;
             }
-            self.checked.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
+            self.checked.lock().remove(&name);
             match self.store.delete_extension_record(&name) {
                 Ok(()) => tracing::info!(
                     extension = name,
@@ -274,7 +274,7 @@ impl Extensions {
     /// Forget `name`'s records (uninstall). Gemini CLI's store is left alone when it cannot be
     /// verified (its message says how to reset it).
     pub(super) fn unsign(&self, name: &str) -> Result<(), ExtensionError> {
-        self.checked.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+        self.checked.lock().remove(name);
         self.store
             .delete_extension_record(name)
             .map_err(|e| ExtensionError::Integrity(e.to_string()))?;

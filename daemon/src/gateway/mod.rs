@@ -19,9 +19,10 @@ pub mod names;
 mod notify;
 pub(crate) mod route;
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use geminid_protocol::gateway::{Confirm, Names};
 use rmcp::model::{
@@ -206,12 +207,14 @@ impl Gateway {
         }
     }
 
-    fn subscribed(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<(String, String)>> {
-        self.subscribed.lock().unwrap_or_else(|e| e.into_inner())
+    fn subscribed(
+        &self,
+    ) -> parking_lot::MutexGuard<'_, std::collections::HashSet<(String, String)>> {
+        self.subscribed.lock()
     }
 
-    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    fn seen(&self) -> parking_lot::MutexGuard<'_, Seen> {
+        self.seen.lock()
     }
 
     /// The answer to a call that ran: its result as the server gave it, with what hooks added

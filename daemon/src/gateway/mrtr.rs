@@ -11,9 +11,10 @@
 //! is cancelled when it lapses. The asks keep their own deadlines: one nobody answers in time
 //! is declined as for any client.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use geminid_protocol::asks::{Ask, AskKind, AskNotice};
@@ -117,7 +118,7 @@ impl Default for Rounds {
 
 impl Drop for Rounds {
     fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let state = self.state.get_mut();
         if let Some((stop, _)) = &state.listening {
             stop.cancel();
         }
@@ -149,8 +150,8 @@ fn invalid(message: String) -> McpError {
 }
 
 impl Rounds {
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn state(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     fn prefix(&self) -> String {

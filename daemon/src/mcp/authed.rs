@@ -3,9 +3,10 @@
 //! asking [`Auth`] for a new one (refreshed once, however many requests were refused) and
 //! sending the request again, once.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -72,7 +73,7 @@ impl AuthedHttp {
 
     /// Close the connection of `token` when its credentials are gone.
     pub(crate) fn close_on_loss(&self, token: rmcp::service::RunningServiceCancellationToken) {
-        *self.on_loss.lock().unwrap_or_else(|e| e.into_inner()) = Some(token);
+        *self.on_loss.lock() = Some(token);
     }
 
     /// Why a connection failed (with a 401, or a 403 for lack of scope, or otherwise), in the
@@ -122,16 +123,16 @@ impl AuthedHttp {
 
     /// Why the last request could not carry a token, if it could not.
     pub(crate) fn failure(&self) -> Option<AuthError> {
-        self.failure.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.failure.lock().clone()
     }
 
     fn note(&self, e: Option<AuthError>) {
         if matches!(e, Some(AuthError::NeedsAuth(_)))
-            && let Some(close) = self.on_loss.lock().unwrap_or_else(|e| e.into_inner()).take()
+            && let Some(close) = self.on_loss.lock().take()
         {
             close.cancel();
         }
-        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = e;
+        *self.failure.lock() = e;
     }
 
     async fn token(&self) -> Option<Secret<String>> {

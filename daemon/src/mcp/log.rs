@@ -1,7 +1,7 @@
 //! A server's bounded log: its stderr, stray stdout lines and what the supervisor did.
 
+use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::Mutex;
 
 use geminid_protocol::mcp::LogLine;
 use tokio::sync::broadcast;
@@ -52,7 +52,7 @@ impl ServerLog {
         }
         let line = LogLine { at: clock::rfc3339(clock::now_ms()), stream: stream.to_owned(), text };
         {
-            let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ring = self.ring.lock();
             ring.bytes += line.text.len();
             ring.lines.push_back(line.clone());
             while ring.lines.len() > LOG_MAX_LINES || ring.bytes > LOG_MAX_BYTES {
@@ -66,7 +66,7 @@ impl ServerLog {
 
     /// The newest `n` lines (all if `None`), oldest first, and how many were dropped.
     pub fn tail(&self, n: Option<usize>) -> (Vec<LogLine>, u64) {
-        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        let ring = self.ring.lock();
         let skip = n.map_or(0, |n| ring.lines.len().saturating_sub(n));
         (ring.lines.iter().skip(skip).cloned().collect(), ring.dropped)
     }

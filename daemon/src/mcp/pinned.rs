@@ -55,8 +55,8 @@ pub(crate) fn refusal(server: &str, d: &Differ) -> String {
 }
 
 impl Server {
-    fn pin_state(&self) -> std::sync::MutexGuard<'_, PinState> {
-        self.pins.lock().unwrap_or_else(|e| e.into_inner())
+    fn pin_state(&self) -> parking_lot::MutexGuard<'_, PinState> {
+        self.pins.lock()
     }
 
     /// Its last comparison with its pins (none before it listed, or with pinning `off`).

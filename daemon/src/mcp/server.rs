@@ -9,7 +9,8 @@
 //!                                                           or a configuration change)
 //! ```
 
-use std::sync::{Arc, Mutex, Weak};
+use parking_lot::Mutex;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use geminid_protocol::config::Scope;
@@ -244,7 +245,7 @@ impl Server {
                 });
             }
         });
-        *server.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+        *server.task.lock() = Some(task);
         server
     }
 
@@ -260,7 +261,7 @@ impl Server {
 
     /// The connection, while connected.
     pub fn peer(&self) -> Option<Peer<RoleClient>> {
-        self.peer.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.peer.lock().clone()
     }
 
     /// Tell its task.
@@ -271,7 +272,7 @@ impl Server {
     /// Stop it and wait until its process is gone.
     pub async fn stop(&self) {
         self.send(Cmd::Stop);
-        let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let task = self.task.lock().take();
         if let Some(task) = task {
             let _ = task.await;
         }
@@ -279,19 +280,19 @@ impl Server {
 
     /// Its catalog as of its last discovery (empty before it first connected).
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.catalog.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default()
+        self.catalog.lock().clone().unwrap_or_default()
     }
 
     /// (tools, prompts, resources) of its last discovery; `None` before the first.
     pub fn counts(&self) -> Option<(u32, u32, u32)> {
-        self.catalog.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|c| c.counts())
+        self.catalog.lock().as_ref().map(|c| c.counts())
     }
 
     pub(super) fn set_catalog(&self, catalog: Arc<Catalog>) {
-        *self.catalog.lock().unwrap_or_else(|e| e.into_inner()) = Some(catalog);
+        *self.catalog.lock() = Some(catalog);
     }
 
     pub(super) fn set_peer(&self, peer: Option<Peer<RoleClient>>) {
-        *self.peer.lock().unwrap_or_else(|e| e.into_inner()) = peer;
+        *self.peer.lock() = peer;
     }
 }

@@ -1,9 +1,10 @@
 //! The supervisor: one [`Server`] per identity, shared by the sessions that need it.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use geminid_protocol::event::EventBody;
@@ -79,7 +80,7 @@ impl Supervisor {
     }
 
     pub(super) fn inner(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock()
     }
 
     /// What its server tasks report to: itself, through [`server::Observer`].

@@ -2,8 +2,8 @@
 //! minute) and what its process tree holds (resident memory, CPU time), read from `/proc` in
 //! one pass for every server asked about.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Instant;
 
 use geminid_protocol::mcp::ServerUsage;
@@ -39,8 +39,8 @@ impl Default for Calls {
 }
 
 impl Calls {
-    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner())
+    fn counts(&self) -> parking_lot::MutexGuard<'_, Counts> {
+        self.counts.lock()
     }
 
     fn second(&self, at: Instant) -> u64 {

@@ -14,8 +14,9 @@
 
 pub mod canon;
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use geminid_protocol::pins::{Change, PinMode};
 use serde::{Deserialize, Serialize};
@@ -153,7 +154,7 @@ impl Pins {
     }
 
     fn load(&self, pin_key: &str) -> Loaded {
-        if let Some(l) = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(pin_key) {
+        if let Some(l) = self.loaded.lock().get(pin_key) {
             return l.clone();
         }
         let loaded = match self.store.pins_record(pin_key) {
@@ -178,10 +179,7 @@ impl Pins {
                 },
             },
         };
-        self.loaded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(pin_key.to_owned(), loaded.clone());
+        self.loaded.lock().insert(pin_key.to_owned(), loaded.clone());
         loaded
     }
 
@@ -189,10 +187,7 @@ impl Pins {
         record.mac = self.mac(&record, pin_key)?;
         let bytes = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
         self.store.put_pins_record(pin_key, &bytes).map_err(|e| e.to_string())?;
-        self.loaded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(pin_key.to_owned(), Loaded::Verified(Arc::new(record)));
+        self.loaded.lock().insert(pin_key.to_owned(), Loaded::Verified(Arc::new(record)));
         Ok(())
     }
 
@@ -354,7 +349,7 @@ impl crate::extensions::SignsWithKey for Pins {
                 Err(e) => tracing::warn!(error = %e, "a server's pins are not signed again"),
             }
         }
-        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.loaded.lock().clear();
         resigned
     }
 }

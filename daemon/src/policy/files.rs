@@ -8,9 +8,10 @@
 //! or one `.toml` file. A file that stops parsing (an editor mid-save) keeps its last good
 //! rules, and says why.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use geminid_protocol::common::{Diagnostic, Severity};
 use serde_json::Value;
@@ -156,7 +157,7 @@ impl Reader {
     }
 
     fn file(&self, file: &Path, tier: Tier, out: &mut Read) {
-        let lock = || self.last_good.lock().unwrap_or_else(|e| e.into_inner());
+        let lock = || self.last_good.lock();
         let why = match read_input(file) {
             Ok(None) => return,
             Ok(Some(text)) => {

@@ -1,7 +1,8 @@
 //! A session's policy: its places' rules and the rules its settings imply, as one set.
 
+use parking_lot::Mutex;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use geminid_protocol::common::{Diagnostic, Severity};
 use geminid_protocol::policy as wire;
@@ -85,7 +86,7 @@ impl Policies {
         }
         let key = settings.to_string();
         let mut problems = read.problems;
-        let lock = || self.built.lock().unwrap_or_else(|e| e.into_inner());
+        let lock = || self.built.lock();
         let same = |b: &Built| {
             b.interactive == interactive
                 && b.places == at
@@ -295,7 +296,7 @@ mod tests {
         std::fs::write(user.join("u.toml"), rule("a")).unwrap();
         std::fs::write(ws.join(".gemini/policies/w.toml"), rule("w")).unwrap();
         let policies = Policies::default();
-        let kept = || policies.built.lock().unwrap().len();
+        let kept = || policies.built.lock().len();
         let e = effective(&ws, true, json!({}));
         let first = policies.for_session(&p, &e, true).set;
         assert!(Arc::ptr_eq(&first, &policies.for_session(&p, &e, true).set), "same inputs");

@@ -11,9 +11,10 @@
 //! The calls block (the keyring is a D-Bus round trip, or a file): async callers run them
 //! with `tokio::task::spawn_blocking`.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use super::Secret;
 
@@ -217,7 +218,7 @@ impl SecretStore {
 
     /// Read, change and write the file back whole: a temporary file (0600) renamed over it.
     fn edit(&self, change: impl FnOnce(&mut FileForm)) -> Result<(), SecretsError> {
-        let _one = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = self.writing.lock();
         let mut form = self.read_file()?;
         change(&mut form);
         form.version = 1;
@@ -251,8 +252,9 @@ mod keyring {
     //! answer with a bound (a hung D-Bus must not hang a start or an RPC), and a panic inside
     //! the crate is an error, never the daemon's end.
 
+    use parking_lot::Mutex;
+    use std::sync::OnceLock;
     use std::sync::mpsc;
-    use std::sync::{Mutex, OnceLock};
     use std::time::Duration;
 
     use super::{SERVICE, Secret, SecretsError};
@@ -283,7 +285,6 @@ mod keyring {
             Mutex::new(started.ok().map(|_| tx))
         });
         slot.lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
             .ok_or_else(|| SecretsError::Keyring("cannot start the keyring thread".to_owned()))
     }

@@ -5,9 +5,10 @@
 //! environment are runtime state, held here in memory only. Mutations are serialized by one
 //! async lock so that "get or create the default session" and close never race.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use geminid_protocol::common::{ClientEnv, SessionId};
 use geminid_protocol::event::EventBody;
@@ -108,7 +109,7 @@ impl Sessions {
     fn runtime(&self) -> MutexGuard<'_, Runtime> {
         // A panic while holding this lock cannot leave the maps half-updated in a way that
         // matters more than stopping the daemon would, so keep serving.
-        self.runtime.lock().unwrap_or_else(|e| e.into_inner())
+        self.runtime.lock()
     }
 
     fn view(&self, rec: SessionRecord) -> Session {

@@ -2,11 +2,12 @@
 //! it (hidden folders, `node_modules` and `.git` skipped; linked folders followed, as
 //! `skills link` makes them), each file parsed once and again only when it changes.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use geminid_protocol::common::{Diagnostic, Severity};
 
@@ -163,8 +164,8 @@ impl Cache {
         out
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (Stamp, Parsed)>> {
-        self.files.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<PathBuf, (Stamp, Parsed)>> {
+        self.files.lock()
     }
 
     /// One `SKILL.md`, from the cache while its stamp is unchanged.

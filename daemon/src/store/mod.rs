@@ -223,7 +223,7 @@ struct Shared {
     /// Whether `path` is a directory on disk (not a temporary database).
     on_disk: bool,
     /// `None` only while a reopen failed; the next use tries again.
-    open: std::sync::RwLock<Option<Arc<Open>>>,
+    open: parking_lot::RwLock<Option<Arc<Open>>>,
     /// Set when sled failed on I/O (a full disk): sled keeps failing after that until it is
     /// opened again, so the next use reopens it.
     broken: AtomicBool,
@@ -279,7 +279,7 @@ impl Store {
                 path,
                 config,
                 on_disk,
-                open: std::sync::RwLock::new(Some(Arc::new(open))),
+                open: parking_lot::RwLock::new(Some(Arc::new(open))),
                 broken: AtomicBool::new(false),
                 session_count: AtomicUsize::new(count),
                 manifest_behind: AtomicBool::new(false),
@@ -314,7 +314,7 @@ impl Store {
 
     /// The open handles, for reading: a database whose writes failed still serves reads.
     fn handles(&self) -> Result<Arc<Open>, StoreError> {
-        if let Some(open) = self.shared.open.read().unwrap_or_else(|e| e.into_inner()).clone() {
+        if let Some(open) = self.shared.open.read().clone() {
             return Ok(open);
         }
         self.reopen()
@@ -342,7 +342,7 @@ impl Store {
     /// Close sled and open it again. Everything acknowledged was flushed, so nothing
     /// acknowledged is lost; what failed to be written is gone, as its caller was told.
     fn reopen(&self) -> Result<Arc<Open>, StoreError> {
-        let mut slot = self.shared.open.write().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.shared.open.write();
         if let Some(open) = slot.as_ref()
             && !self.shared.broken.load(Ordering::Acquire)
         {
