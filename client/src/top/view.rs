@@ -89,6 +89,12 @@ fn block<'a>(top: &Top, pane: Pane, title: String) -> Block<'a> {
     Block::new().borders(Borders::ALL).border_style(style).title(format!("{mark}{title}"))
 }
 
+/// A pane's table state: its selection shown while it has the focus and a line to select.
+fn selection(top: &Top, pane: Pane) -> TableState {
+    TableState::default()
+        .with_selected((top.focus == pane && top.len(pane) > 0).then(|| top.selected(pane)))
+}
+
 fn highlight(top: &Top) -> Style {
     if top.color {
         Style::new().bg(Color::DarkGray)
@@ -199,10 +205,7 @@ fn servers(f: &mut Frame<'_>, area: Rect, top: &Top) {
         .header(TableRow::new(head).style(head_style))
         .block(block(top, Pane::Servers, title))
         .row_highlight_style(highlight(top));
-    let mut state = TableState::default().with_selected(
-        (top.focus == Pane::Servers && !top.rows.is_empty()).then(|| top.selected(Pane::Servers)),
-    );
-    f.render_stateful_widget(table, area, &mut state);
+    f.render_stateful_widget(table, area, &mut selection(top, Pane::Servers));
 }
 
 /// A session's approval mode, and whether it asks a person (`yes`: interactive, `no`:
@@ -285,10 +288,7 @@ fn sessions(f: &mut Frame<'_>, area: Rect, top: &Top) {
         )
         .block(block(top, Pane::Sessions, format!("Sessions ({})", lines.len())))
         .row_highlight_style(highlight(top));
-    let mut state = TableState::default().with_selected(
-        (top.focus == Pane::Sessions && !lines.is_empty()).then(|| top.selected(Pane::Sessions)),
-    );
-    f.render_stateful_widget(table, area, &mut state);
+    f.render_stateful_widget(table, area, &mut selection(top, Pane::Sessions));
 }
 
 fn calls(f: &mut Frame<'_>, area: Rect, top: &Top) {
@@ -317,10 +317,7 @@ fn calls(f: &mut Frame<'_>, area: Rect, top: &Top) {
         )
         .block(block(top, Pane::Calls, format!("Calls in flight ({})", top.snap.calls.len())))
         .row_highlight_style(highlight(top));
-    let mut state = TableState::default().with_selected(
-        (top.focus == Pane::Calls && !top.snap.calls.is_empty()).then(|| top.selected(Pane::Calls)),
-    );
-    f.render_stateful_widget(table, area, &mut state);
+    f.render_stateful_widget(table, area, &mut selection(top, Pane::Calls));
 }
 
 fn asks(f: &mut Frame<'_>, area: Rect, top: &Top) {
@@ -359,10 +356,7 @@ fn asks(f: &mut Frame<'_>, area: Rect, top: &Top) {
     let table = Table::new(rows, widths)
         .block(block(top, Pane::Asks, title))
         .row_highlight_style(highlight(top));
-    let mut state = TableState::default().with_selected(
-        (top.focus == Pane::Asks && !top.snap.asks.is_empty()).then(|| top.selected(Pane::Asks)),
-    );
-    f.render_stateful_widget(table, area, &mut state);
+    f.render_stateful_widget(table, area, &mut selection(top, Pane::Asks));
 }
 
 fn audit(f: &mut Frame<'_>, area: Rect, top: &Top) {
@@ -394,10 +388,7 @@ fn audit(f: &mut Frame<'_>, area: Rect, top: &Top) {
     let table = Table::new(rows, widths)
         .block(block(top, Pane::Audit, "Audit (newest first)".to_owned()))
         .row_highlight_style(highlight(top));
-    let mut state = TableState::default().with_selected(
-        (top.focus == Pane::Audit && !top.snap.audit.is_empty()).then(|| top.selected(Pane::Audit)),
-    );
-    f.render_stateful_widget(table, area, &mut state);
+    f.render_stateful_widget(table, area, &mut selection(top, Pane::Audit));
 }
 
 /// The keys of the focused pane.
