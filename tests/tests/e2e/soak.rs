@@ -7,7 +7,7 @@
 //! session still there after each restart; at the end, no process left, the daemon's memory
 //! high-water mark printed, and no canary secret in any log.
 //!
-//! `GEMINID_SOAK_SECS=120 cargo test -p geminid-tests --test soak -- --ignored --nocapture`
+//! `GEMINID_SOAK_SECS=120 cargo test -p geminid-tests --test e2e soak:: -- --ignored --nocapture`
 //! (`.ci/run` runs it for two minutes; docs/RELIABILITY.md has longer runs).
 
 use std::collections::BTreeMap;
@@ -368,7 +368,7 @@ fn fixtures(home: &TestHome) -> Vec<u32> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the soak runs on its own: GEMINID_SOAK_SECS=120 cargo test -p geminid-tests --test soak -- --ignored"]
+#[ignore = "the soak runs on its own: GEMINID_SOAK_SECS=120 cargo test -p geminid-tests --test e2e soak:: -- --ignored"]
 async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
     let secs: u64 =
         std::env::var("GEMINID_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(120);

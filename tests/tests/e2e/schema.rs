@@ -1,6 +1,6 @@
 //! docs/protocol.schema.json: a JSON Schema of every method's params and result and of every
 //! notification, generated from the protocol crate's types. The test fails when the file
-//! drifts from the code; `GEMINID_BLESS=1 cargo test -p geminid-tests --test schema` writes it.
+//! drifts from the code; `GEMINID_BLESS=1 cargo test -p geminid-tests --test e2e schema::` writes it.
 
 use std::collections::BTreeSet;
 
@@ -134,7 +134,7 @@ fn document() -> Value {
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "geminid protocol",
-        "description": "Each method's params (sent as one object, or as [object]) and result; for a subscription, the items of its notifications. Generated from the geminid-protocol crate by tests/tests/schema.rs.",
+        "description": "Each method's params (sent as one object, or as [object]) and result; for a subscription, the items of its notifications. Generated from the geminid-protocol crate by tests/tests/e2e/schema.rs.",
         "protocolVersion": geminid_protocol::PROTOCOL_VERSION,
         "methods": methods,
         "$defs": g.take_definitions(true),
@@ -152,7 +152,7 @@ fn docs_protocol_schema_json_matches_the_code() {
     assert!(
         on_disk == text,
         "docs/protocol.schema.json is out of date with the protocol crate's types: run \
-         `GEMINID_BLESS=1 cargo test -p geminid-tests --test schema` and commit the file"
+         `GEMINID_BLESS=1 cargo test -p geminid-tests --test e2e schema::` and commit the file"
     );
 }
 

@@ -1,0 +1,39 @@
+//! The end-to-end tests, one binary: each module starts the real `geminid` and `gemctl` on
+//! temporary sockets and homes (the fixture MCP server in `tests/src/`, real third-party ones
+//! in `tests/interop/`). One binary links the daemon once instead of once per file, and its
+//! tests share the runner's threads. Run a file's tests with a filter on its module:
+//! `cargo test -p geminid-tests --test e2e gateway::`. The soak is ignored here and runs on its
+//! own (`soak.rs`).
+
+mod bad_input;
+mod client;
+mod commands;
+mod config;
+mod confirm;
+mod custom_tools;
+mod doctor;
+mod examples;
+mod extensions;
+mod fixture;
+mod gateway;
+mod gemctl;
+mod hooks;
+mod keyring;
+mod mcp;
+mod oauth;
+mod pins;
+mod pipeline;
+mod policy;
+mod reload;
+mod safe_defaults;
+mod schema;
+mod server_asks;
+mod service;
+mod skills;
+mod soak;
+mod spine;
+mod storage;
+mod tasks;
+mod tools;
+mod top;
+mod warm;
