@@ -1,5 +1,10 @@
 //! `gemctl`: the command-line client of geminid.
 
+#![allow(
+    rustdoc::invalid_html_tags,
+    reason = "doc comments on the command line's types are clap's help text, where `<server>` is a placeholder shown as written"
+)]
+
 mod attach;
 mod auth_cmds;
 mod bridge;

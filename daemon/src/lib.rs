@@ -35,6 +35,10 @@ pub(crate) mod secrets;
 pub mod server;
 pub mod session;
 pub mod settings_file;
+#[cfg_attr(
+    windows,
+    allow(dead_code, reason = "hooks and custom commands run through bash on Unix only")
+)]
 pub(crate) mod shell;
 pub mod skills;
 pub mod store;

@@ -9,7 +9,7 @@ pub(crate) fn regex(pattern: &str) -> Regex {
     Regex::new(pattern).expect("a pattern written in the source compiles")
 }
 
-/// [`regex`], matching case-insensitively.
+/// [`regex()`], matching case-insensitively.
 #[allow(clippy::expect_used, reason = "a literal pattern, compiled by the tests")]
 pub(crate) fn regex_ignoring_case(pattern: &str) -> Regex {
     RegexBuilder::new(pattern)

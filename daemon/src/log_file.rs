@@ -25,6 +25,7 @@ pub struct RotatingLog {
     file: File,
     len: u64,
     /// Point stderr at the current file (the daemon; not a test process).
+    #[cfg_attr(not(unix), allow(dead_code, reason = "stderr is pointed at the file on Unix only"))]
     stderr: bool,
 }
 

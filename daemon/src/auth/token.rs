@@ -1,6 +1,6 @@
 //! Talking to the token endpoint (COMPAT §3.3 step 7, §3.5) and the registration endpoint
 //! (§3.3 step 4): the code exchanged for a token, a token refreshed, a public client
-//! registered. Tokens are [`Secret`]s: their Debug and Display print `[redacted]`, and error
+//! registered. Tokens are `Secret`s: their Debug and Display print `[redacted]`, and error
 //! messages quote the server's `error` and description, never a token.
 
 use serde_json::{Value, json};

@@ -3,13 +3,13 @@
 //! orders them), and `tools.callCommand` runs one with the tool's own name as its argument and
 //! the arguments as JSON on stdin.
 //!
-//! - [`argv`]: the discovery command split as Gemini CLI splits it (no shell);
-//! - [`decls`]: its output read as Gemini CLI reads it, and the description suffix;
+//! - `argv.rs`: the discovery command split as Gemini CLI splits it (no shell);
+//! - `decls.rs`: its output read as Gemini CLI reads it, and the description suffix;
 //! - here: [`Registry`], one discovery per distinct [`Spec`] (command, call command, workspace,
 //!   environment) shared by every session that has it, run on first need and again when the
-//!   spec changes or on `tools/refresh`; and [`Discovery::call`].
+//!   spec changes or on `tools/refresh`; and `Discovery::call`.
 //!
-//! Both commands run through [`crate::proc`]: in the workspace, with the session's environment,
+//! Both commands run through `crate::proc`: in the workspace, with the session's environment,
 //! each output bounded ([`MAX_OUTPUT`]: past it the run is stopped, as Gemini CLI stops a
 //! discovery), within a deadline (`--tool-discovery-timeout`, `--tool-call-timeout`), the
 //! process group stopped after.

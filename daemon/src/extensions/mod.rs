@@ -4,7 +4,7 @@
 //!
 //! [`Extensions`] keeps one [`Scan`] of the folder: every extension's manifest read and
 //! validated, and its files checked against geminid's signed record and Gemini CLI's integrity
-//! store ([`verify`]). A scan runs at start, on every reload (the watcher sees the folder) and
+//! store (`verify`). A scan runs at start, on every reload (the watcher sees the folder) and
 //! after each change made through the daemon; a session's view ([`contribute`]) is computed
 //! from the last scan without touching the disk beyond a context file's existence.
 

@@ -74,6 +74,10 @@ pub fn format_env(values: &BTreeMap<String, String>) -> Result<String, Extension
 /// Where Gemini CLI's keychain is: the OS keyring, else its FileKeychain.
 pub(super) struct Keychain<'a> {
     pub(super) secrets: &'a SecretStore,
+    #[cfg_attr(
+        windows,
+        allow(dead_code, reason = "Windows keeps Gemini CLI's keychain in the OS keyring only")
+    )]
     pub(super) gemini_dir: &'a Path,
 }
 

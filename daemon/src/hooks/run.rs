@@ -122,6 +122,7 @@ pub(crate) fn shell(env: &BTreeMap<String, String>) -> (String, &'static [&'stat
 
 /// The variables Gemini CLI substitutes in a hook's command, each also in the hook's
 /// environment.
+#[cfg(not(windows))]
 const SUBSTITUTED: [&str; 5] = [
     "GEMINI_PROJECT_DIR",
     "GEMINI_CWD",

@@ -1,5 +1,5 @@
 //! What servers ask of their client, answered for the session whose call caused it: an
-//! elicitation or a sampling request goes to that session's clients (through [`Callers`]),
+//! elicitation or a sampling request goes to that session's clients (through [`Callers`](super::Callers)),
 //! `roots/list` is answered with its roots. Where the transport cannot say which call caused
 //! a request (stdio, SSE), it is the one session with calls in flight on the server; with
 //! none, or several, an elicitation is declined and a sampling request refused at once, and

@@ -343,11 +343,11 @@ pub(crate) fn group_alive(pgid: u32) -> bool {
 
 /// Windows has no process groups here; `kill_on_drop` and `start_kill` stop the child.
 #[cfg(not(unix))]
-pub fn signal_group(_pgid: u32, _sig: Signal) {}
+pub(crate) fn signal_group(_pgid: u32, _sig: Signal) {}
 
 /// See the Unix version.
 #[cfg(not(unix))]
-pub fn group_alive(_pgid: u32) -> bool {
+pub(crate) fn group_alive(_pgid: u32) -> bool {
     false
 }
 

@@ -106,7 +106,7 @@ pub struct Snapshot {
     pub transport: Wire,
     /// Finished connection attempts.
     pub attempts: u64,
-    /// Since when it has not answered a ping (while connected; see [`pinger`]).
+    /// Since when it has not answered a ping (while connected; see `pinger`).
     pub unresponsive_since: Option<Instant>,
 }
 

@@ -1,7 +1,7 @@
 //! Tool-call policy, as Gemini CLI's policy engine decides it (COMPAT §8): TOML rules in tiers,
 //! matched against a call, the highest effective priority deciding.
 //!
-//! - [`stringify`]: the arguments' stable form that `argsPattern` is matched against;
+//! - [`stringify`](mod@stringify): the arguments' stable form that `argsPattern` is matched against;
 //! - [`pattern`]: `argsPattern`, `commandPrefix`, `commandRegex` as regular expressions, and
 //!   the patterns refused;
 //! - [`rule`]: one rule and whether it matches a call;

@@ -94,7 +94,7 @@ pub struct ArgsPattern {
 }
 
 impl ArgsPattern {
-    /// A JavaScript-flavoured pattern checked as [`compile`] checks it (refused when unsafe,
+    /// A JavaScript-flavoured pattern checked as `compile` checks it (refused when unsafe,
     /// not valid, or using look-around or backreferences), without building its matcher.
     pub fn new(pattern: &str) -> Result<Arc<Self>, String> {
         if let Some(why) = unsafe_reason(pattern) {

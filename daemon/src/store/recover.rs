@@ -63,6 +63,7 @@ impl Damage {
 }
 
 /// Room sled needs to open: it may write a segment (512 KiB) at once.
+#[cfg(unix)]
 const ROOM_TO_OPEN: u64 = 2 * 512 * 1024;
 
 /// Whether the disk holding `dir` has room for sled to open.
