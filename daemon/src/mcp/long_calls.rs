@@ -233,11 +233,7 @@ impl Supervisor {
             ))
         })?;
         peer.cancel_task(CancelTaskParams::new(rec.task.task_id.clone())).await.map_err(|e| {
-            super::McpError::Server(format!(
-                "MCP server '{}': {}",
-                rec.task.server,
-                super::connect::error_chain(&e)
-            ))
+            super::McpError::of_service(&rec.task.server, &e, super::connect::error_chain(&e))
         })?;
         Ok(rec.task)
     }

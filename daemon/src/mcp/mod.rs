@@ -24,6 +24,7 @@ pub(crate) mod authed;
 pub(crate) mod catalog;
 pub(crate) mod child;
 pub(crate) mod connect;
+pub(crate) mod error;
 pub(crate) mod idle;
 pub(crate) mod log;
 pub(crate) mod long_calls;
@@ -54,6 +55,7 @@ use self::spec::LaunchSpec;
 use crate::config::Effective;
 use crate::config::env::Env;
 
+pub use error::McpError;
 pub use idle::{Budget, budget_arg, parse_budget};
 pub use supervisor::Supervisor;
 
@@ -250,20 +252,6 @@ impl Inner {
         ids.sort();
         ids
     }
-}
-
-/// Errors of the runtime methods.
-#[derive(Debug, thiserror::Error)]
-pub enum McpError {
-    /// No entry has that name.
-    #[error("{0}")]
-    NotFound(String),
-    /// It exists but is not connected.
-    #[error("{0}")]
-    Unavailable(String),
-    /// The server answered with an error or not in time.
-    #[error("{0}")]
-    Server(String),
 }
 
 /// A session's connected servers by name, and notes on the ones that are not connected.

@@ -55,28 +55,6 @@ async fn send_call(
     response
 }
 
-/// A server's error answer in words; the codes of the 2026-07-28 era say what to do.
-fn answered(name: &str, e: &rmcp::ErrorData) -> String {
-    use rmcp::model::ErrorCode;
-    let message = &e.message;
-    match e.code {
-        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY => format!(
-            "MCP server '{name}' needs a capability this call did not declare ({message}): a \
-             session declares elicitation or sampling while one of its clients answers them \
-             (`gemctl attach`, or an editor listening with `asks/listen`)"
-        ),
-        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION => format!(
-            "MCP server '{name}' does not speak the protocol revision it agreed to ({message}); \
-             `gemctl mcp restart {name}` connects afresh"
-        ),
-        ErrorCode::HEADER_MISMATCH => format!(
-            "MCP server '{name}' refused the request's HTTP headers ({message}): a proxy in \
-             between may rewrite them"
-        ),
-        _ => format!("MCP server '{name}' answered: {message}"),
-    }
-}
-
 /// The stdio transport keeps a `tools/call` answer as JSON: one that is `input_required`, or a
 /// task, is read as such.
 fn input_required_as_such(
@@ -271,7 +249,7 @@ impl Supervisor {
         };
         match result {
             Ok(Ok(r)) => Ok(r),
-            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(McpError::Server(answered(name, &e))),
+            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(McpError::answered(name, &e)),
             Ok(Err(e)) => {
                 // The connection usually reports the end before the process's exit is seen:
                 // give the supervisor a moment to learn the cause.
@@ -289,10 +267,7 @@ impl Supervisor {
                     ))),
                 }
             }
-            Err(_) => Err(McpError::Server(format!(
-                "MCP server '{name}' did not answer within {}",
-                humantime::format_duration(timeout)
-            ))),
+            Err(_) => Err(McpError::TimedOut { server: name.clone(), after: timeout }),
         }
     }
 }

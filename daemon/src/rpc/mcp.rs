@@ -24,7 +24,10 @@ pub(super) fn mcp_error(e: McpError) -> ErrorObjectOwned {
     let code = match &e {
         McpError::NotFound(_) => ErrorCode::ServerNotFound,
         McpError::Unavailable(_) => ErrorCode::ServerUnavailable,
-        McpError::Server(_) => ErrorCode::ServerError,
+        // An error answer, no answer in time, or a transport fault: the message says which.
+        McpError::Answered { .. } | McpError::TimedOut { .. } | McpError::Transport(_) => {
+            ErrorCode::ServerError
+        }
     };
     code.error(e.to_string())
 }
