@@ -23,9 +23,12 @@ mod fuzz;
 pub mod gateway;
 pub mod heap;
 pub mod hooks;
+#[cfg(test)]
+mod layers;
 mod literal;
 pub mod log_file;
 pub mod mcp;
+pub(crate) mod naming;
 pub mod paths;
 pub mod pins;
 pub mod policy;

@@ -2,7 +2,7 @@
 //! directory, an environment, bytes on stdin, each output stream bounded, a deadline. The child
 //! leads its own process group, so whatever it starts is stopped with it: SIGTERM to the group
 //! when the deadline passes (or an output outgrows its bound, where that stops the run), SIGKILL
-//! to what is left after [`crate::hooks::run::KILL_GRACE`]. Custom tools (their discovery and
+//! to what is left after [`KILL_GRACE`]. Custom tools (their discovery and
 //! call commands) and custom commands' `!{…}` run through here.
 
 use std::ffi::OsStr;
@@ -13,6 +13,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
+
+/// Between SIGTERM and SIGKILL.
+#[cfg(unix)]
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(5);
 
 use crate::config::env::Env;
 
@@ -223,7 +227,7 @@ pub(crate) async fn stop(pgid: u32, child: &mut tokio::process::Child) {
         use nix::sys::signal::{Signal, killpg};
         let group = nix::unistd::Pid::from_raw(pid);
         let _ = killpg(group, Signal::SIGTERM);
-        let until = std::time::Instant::now() + crate::hooks::run::KILL_GRACE;
+        let until = std::time::Instant::now() + KILL_GRACE;
         loop {
             let _ = child.try_wait();
             if killpg(group, None).is_err() || std::time::Instant::now() >= until {

@@ -19,6 +19,7 @@
 //! confirmation), in `ask.rs`. An empty seat ([`seats`]) lets everything through.
 
 mod ask;
+mod audited;
 pub(crate) mod convert;
 pub(crate) mod error;
 pub(crate) mod progress;
@@ -41,10 +42,11 @@ pub use self::requests::ServerRequests;
 pub use self::seats::{After, Before, Decision, Ended, PolicyNote, Route, Seats};
 
 use crate::asks::Asks;
-use crate::catalog::{Catalog, naming};
+use crate::catalog::Catalog;
 use crate::discovered::Discovery;
 use crate::mcp::Supervisor;
 use crate::mcp::server::Server;
+use crate::naming;
 
 /// How long a confirmation waits for an answer, unless the daemon is told otherwise.
 pub const CONFIRM_DEADLINE: Duration = Duration::from_secs(300);

@@ -8,10 +8,10 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::{CallError, CallRequest, Pipeline, Target, Via};
-use crate::catalog::naming;
 use crate::catalog::tools::Source;
 use crate::mcp::Supervisor;
 use crate::mcp::catalog::Validation;
+use crate::naming;
 
 /// A resolved tool (step 1).
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 //!
 //! - [`Catalog`]: the service (a session's tool table, its prompts and resources; its servers
 //!   are started on first use through [`Starter`]);
-//! - [`naming`]: fully qualified tool names, include/exclude, the schema transforms;
+//! - `crate::naming`: fully qualified tool names, include/exclude, the schema transforms;
 //! - [`tools`]: a session's tool table, built from its sources (its custom tools, discovered
 //!   through [`crate::discovered`], and its MCP servers) and shared by every session
 //!   configured alike;
@@ -15,7 +15,6 @@
 //! a call to one is refused with the rule's reason) applies where every table is built.
 
 pub(crate) mod error;
-pub(crate) mod naming;
 pub(crate) mod prompts;
 pub(crate) mod tools;
 pub(crate) mod view;
@@ -29,6 +28,7 @@ pub(crate) use view::ResourceRef;
 
 use crate::discovered::{Discovery, Registry, Spec};
 use crate::mcp::Supervisor;
+use crate::naming;
 use crate::session::SessionError;
 
 /// What the catalog needs of the daemon that owns it: starting a session's servers and what its

@@ -9,11 +9,11 @@ use geminid_protocol::mcp::ServerState;
 use geminid_protocol::tools::{FunctionDeclaration, ToolEntry, ToolKind, ToolList};
 use serde_json::value::RawValue;
 
-use super::naming;
 use crate::discovered::{Discovery, decls};
 use crate::mcp::catalog::{Catalog, Tool};
 use crate::mcp::server::Server;
 use crate::mcp::{Generation, McpError, RunningEntry, Supervisor};
+use crate::naming;
 
 /// Where a tool comes from, and so where its calls go.
 #[derive(Debug, Clone)]

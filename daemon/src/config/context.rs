@@ -120,7 +120,7 @@ pub(crate) fn files(effective: &Effective, home: &Path, env: &Env) -> Vec<Contex
     if effective.public.trust.trusted {
         let workspace = Path::new(&effective.public.workspace);
         let markers = markers(settings);
-        let mut project: Vec<PathBuf> = crate::mcp::roots::dirs(workspace, settings, env)
+        let mut project: Vec<PathBuf> = super::folders::dirs(workspace, settings, env)
             .iter()
             .flat_map(|dir| {
                 let stop = project_root(dir, &markers).unwrap_or_else(|| dir.clone());

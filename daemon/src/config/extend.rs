@@ -4,13 +4,70 @@
 //! second extension's server of a name already taken is skipped with a warning. The tools
 //! extensions exclude join `tools.exclude`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use geminid_protocol::config::{Diagnostic, Severity};
 use serde_json::{Map, Value};
 
+use super::env::Env;
 use super::files::{diagnostic, position};
-use crate::extensions::contribute::Contribution;
+use crate::secrets::Secret;
+
+/// One enabled extension's share of a session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Contribution {
+    /// The extension.
+    pub name: String,
+    /// Its manifest file and text (where its servers are written).
+    pub manifest_path: PathBuf,
+    /// The manifest's text.
+    pub manifest_text: String,
+    /// Its MCP servers, hydrated for the workspace, without `trust` (they may hold a
+    /// setting's secret).
+    pub servers: Secret<Map<String, Value>>,
+    /// The same with only the path variables hydrated: what is shown (an expanded `$TOKEN`
+    /// must not be).
+    pub servers_shown: Map<String, Value>,
+    /// Tools it excludes everywhere.
+    pub exclude_tools: Vec<String>,
+    /// Its hooks, hydrated.
+    pub hooks: Option<Value>,
+    /// Its settings' values (each hook's environment gets them; sensitive ones among them).
+    pub settings: Secret<BTreeMap<String, String>>,
+    /// Its context files that exist.
+    pub context_files: Vec<PathBuf>,
+    /// Its `policies/` folder (tier 2), if it has one.
+    pub policies: Option<PathBuf>,
+    /// Its `skills/`, `commands/` and `agents/` folders that exist, for those registries.
+    pub skills: Option<PathBuf>,
+    /// Its `commands/` folder.
+    pub commands: Option<PathBuf>,
+    /// Its `agents/` folder.
+    pub agents: Option<PathBuf>,
+}
+
+/// The installed extensions as the configuration sees them: `extensions::Scan` answers, so
+/// this layer needs nothing of the extensions' own.
+pub trait Extensions {
+    /// The names of the servers the extensions declare: a gateway entry of geminid's own
+    /// settings named as one of them yields to it.
+    fn server_names(&self) -> BTreeSet<String>;
+    /// The shares of the extensions enabled in `workspace` that can load, for a session whose
+    /// environment is `env`.
+    fn contributions(&self, workspace: &Path, trusted: bool, env: &Env) -> Vec<Contribution>;
+}
+
+/// No extensions.
+impl Extensions for () {
+    fn server_names(&self) -> BTreeSet<String> {
+        BTreeSet::new()
+    }
+
+    fn contributions(&self, _: &Path, _: bool, _: &Env) -> Vec<Contribution> {
+        Vec::new()
+    }
+}
 
 /// `override_` over `base`, as Gemini CLI merges a settings entry over an extension's.
 pub(crate) fn merge_server(base: &Value, override_: &Value) -> Value {

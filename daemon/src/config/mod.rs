@@ -11,6 +11,7 @@ pub(crate) mod enablement;
 pub(crate) mod env;
 pub(crate) mod extend;
 pub(crate) mod files;
+pub(crate) mod folders;
 pub(crate) mod import;
 mod last_good;
 pub(crate) mod mcp;
@@ -139,7 +140,7 @@ pub struct Effective {
     /// reads them file by file to say where a problem is).
     pub hook_files: Vec<HookFile>,
     /// What the extensions enabled in the workspace contribute, in name order.
-    pub extensions: Vec<crate::extensions::contribute::Contribution>,
+    pub extensions: Vec<extend::Contribution>,
 }
 
 /// One settings file's `hooks` (expanded) and its text.
@@ -223,7 +224,7 @@ impl Loader {
         env: &Env,
         session_disabled: &BTreeSet<String>,
     ) -> Effective {
-        self.effective_with(workspace, env, session_disabled, &Default::default())
+        self.effective_with(workspace, env, session_disabled, &())
     }
 
     /// [`Loader::effective`] with the extensions of `extensions` that are enabled there.
@@ -232,7 +233,7 @@ impl Loader {
         workspace: &Path,
         env: &Env,
         session_disabled: &BTreeSet<String>,
-        extensions: &crate::extensions::Scan,
+        extensions: &dyn extend::Extensions,
     ) -> Effective {
         let mut diags = Vec::new();
         let p = &self.paths;
@@ -243,7 +244,7 @@ impl Loader {
         let system = self.layer(Scope::System, p.system.clone(), env, &mut diags);
         // Gateway entries named as one of geminid's servers or an extension's yield to them.
         let mut own_servers = import::server_names(own.value.as_ref());
-        own_servers.extend(extensions.servers().into_keys());
+        own_servers.extend(extensions.server_names());
 
         // Trust is decided from the scopes that do not depend on it.
         let base =
@@ -253,8 +254,7 @@ impl Loader {
         diags.extend(trust_problem);
         let trust = trust::decide(&rules, workspace, folder_trust, Some(env));
 
-        let contributions =
-            crate::extensions::contribute::for_workspace(extensions, workspace, trust.trusted, env);
+        let contributions = extensions.contributions(workspace, trust.trusted, env);
         let mut layers = vec![defaults, own, user];
         if let Some(path) = p.workspace_settings(workspace) {
             let mut ws = self.layer(Scope::Workspace, path, env, &mut diags);

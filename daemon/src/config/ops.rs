@@ -213,64 +213,6 @@ pub(crate) fn set_hook_enabled(
     Ok((file, list, others))
 }
 
-/// `hooks/migrate`: Claude Code's hooks of `workspace` (`.claude/settings.json`, then
-/// `.claude/settings.local.json`, as Claude Code reads both) added to its project settings.
-/// Returns the sources read, the file, what was migrated, the events changed, and whether it
-/// was written.
-pub(crate) fn hooks_migrate(
-    paths: &ConfigPaths,
-    workspace: &Path,
-    dry_run: bool,
-) -> Result<geminid_protocol::hooks::HooksMigrateResult, OpError> {
-    use crate::hooks::migrate;
-    let file = scope_file(paths, workspace, WriteScope::Project)?;
-    let claude = workspace.join(".claude");
-    let mut sources = Vec::new();
-    let mut migrated = migrate::Migrated::default();
-    for name in ["settings.json", "settings.local.json"] {
-        let source = claude.join(name);
-        if std::fs::symlink_metadata(&source).is_err() {
-            continue;
-        }
-        let text = read_text(&source)?;
-        let value = super::files::parse_object(&text).map_err(|(pos, message)| {
-            let at = pos.map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default();
-            OpError::Refused(format!("{}{at}: {message}; nothing was migrated", source.display()))
-        })?;
-        migrated.absorb(migrate::from_claude(&value), &source.display().to_string());
-        sources.push(source.display().to_string());
-    }
-    if sources.is_empty() {
-        return Err(OpError::Refused(format!(
-            "no Claude Code settings in {} (settings.json or settings.local.json)",
-            claude.display()
-        )));
-    }
-    let text = read_text(&file)?;
-    let existing = if text.trim().is_empty() {
-        None
-    } else {
-        super::files::parse_object(&text).ok().and_then(|v| v.get("hooks").cloned())
-    };
-    let changed = migrate::merge(existing.as_ref(), &migrated.hooks);
-    let mut new_text = text.clone();
-    for (event, defs) in &changed {
-        new_text = edit_settings(&file, &new_text, "hooks", event, Some(defs))?.0;
-    }
-    let written = !dry_run && !changed.is_empty();
-    if written {
-        atomic_write(&file, &new_text, None)?;
-    }
-    Ok(geminid_protocol::hooks::HooksMigrateResult {
-        sources,
-        file: file.display().to_string(),
-        hooks: migrated.hooks,
-        changed: changed.keys().cloned().collect(),
-        notes: migrated.notes,
-        written,
-    })
-}
-
 /// The strings of the list at `pointer` in a settings text (none when it cannot be read).
 fn names_at(text: &str, pointer: &str) -> Vec<String> {
     super::files::parse_object(text)

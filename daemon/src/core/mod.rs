@@ -65,6 +65,9 @@ pub struct DaemonInfo {
     pub tool_pinning: geminid_protocol::pins::PinMode,
 }
 
+/// How long in-flight calls get to finish once shutdown begins (then `calls_cut`).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// The daemon's state.
 #[derive(Debug)]
 pub struct Core {
@@ -102,8 +105,8 @@ pub struct Core {
     pub hooks: Arc<hooks::HookSeat>,
     /// The record of every call.
     pub audit: Arc<crate::audit::AuditLog>,
-    /// The daemon's own environment, for sessions whose client sent none.
-    /// The daemon's own environment (it may hold the user's tokens).
+    /// The daemon's own environment, for sessions whose client sent none (it may hold the
+    /// user's tokens).
     daemon_env: Secret<Arc<Env>>,
     store: Store,
     info: DaemonInfo,
@@ -263,7 +266,7 @@ impl Core {
         let disabled = rec.state.disabled_servers.iter().cloned().collect();
         let env = self.session_env(session);
         let extensions = self.extensions.current();
-        Ok(self.config.effective_with(Path::new(&rec.workspace), &env, &disabled, &extensions))
+        Ok(self.config.effective_with(Path::new(&rec.workspace), &env, &disabled, &*extensions))
     }
 
     fn baselines(&self) -> parking_lot::MutexGuard<'_, HashMap<String, Effective>> {

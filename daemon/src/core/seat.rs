@@ -236,7 +236,7 @@ impl ToolFilter for Guard {
         // An MCP tool's own name in `tools.exclude` hides it, as Gemini CLI's registry does
         // (it checks the name after the server's prefix as well as the full one).
         if let Some(server) = server
-            && let Some(own) = name.strip_prefix(&crate::catalog::naming::fqn(server, ""))
+            && let Some(own) = name.strip_prefix(&crate::naming::fqn(server, ""))
             && !own.is_empty()
             && p.excluded.contains(own)
         {

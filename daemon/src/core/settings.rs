@@ -165,7 +165,7 @@ impl Core {
         dry_run: bool,
     ) -> Result<geminid_protocol::hooks::HooksMigrateResult, ChangeError> {
         let ws = self.workspace(session)?;
-        let mut r = ops::hooks_migrate(self.config.paths(), &ws, dry_run)?;
+        let mut r = crate::hooks::migrate::into_workspace(self.config.paths(), &ws, dry_run)?;
         if r.written {
             self.written(Some(session), "hooks/migrate").await;
         }

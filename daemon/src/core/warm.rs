@@ -255,8 +255,12 @@ impl Core {
             return None;
         }
         let env = used.env.clone().unwrap_or_else(|| self.daemon_env.expose().as_ref().clone());
-        let mut config =
-            self.config.effective_with(workspace, &env, &used.disabled, &self.extensions.current());
+        let mut config = self.config.effective_with(
+            workspace,
+            &env,
+            &used.disabled,
+            &*self.extensions.current(),
+        );
         config
             .servers
             .retain(|_, s| s.blocked.is_none() && s.config.keep_warm != Some(KeepWarm::Never));

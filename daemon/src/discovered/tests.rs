@@ -175,7 +175,7 @@ async fn gemini_cli_tool_registry_cases() {
         }
     });
     let (decls, _) = decls::parse(&json!([declared]).to_string()).unwrap();
-    let schema = crate::catalog::naming::with_wait_for_previous(decls[0].parameters.clone());
+    let schema = crate::naming::with_wait_for_previous(decls[0].parameters.clone());
     assert_eq!(
         schema,
         json!({

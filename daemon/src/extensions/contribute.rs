@@ -7,7 +7,7 @@
 //! `$VAR` references before the session's environment does.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
@@ -17,38 +17,7 @@ use crate::config::env::Env;
 use crate::config::files::read_input;
 use crate::secrets::Secret;
 
-/// One enabled extension's share of a session.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Contribution {
-    /// The extension.
-    pub name: String,
-    /// Its manifest file and text (where its servers are written).
-    pub manifest_path: PathBuf,
-    /// The manifest's text.
-    pub manifest_text: String,
-    /// Its MCP servers, hydrated for the workspace, without `trust` (they may hold a
-    /// setting's secret).
-    pub servers: Secret<Map<String, Value>>,
-    /// The same with only the path variables hydrated: what is shown (an expanded `$TOKEN`
-    /// must not be).
-    pub servers_shown: Map<String, Value>,
-    /// Tools it excludes everywhere.
-    pub exclude_tools: Vec<String>,
-    /// Its hooks, hydrated.
-    pub hooks: Option<Value>,
-    /// Its settings' values (each hook's environment gets them; sensitive ones among them).
-    pub settings: Secret<BTreeMap<String, String>>,
-    /// Its context files that exist.
-    pub context_files: Vec<PathBuf>,
-    /// Its `policies/` folder (tier 2), if it has one.
-    pub policies: Option<PathBuf>,
-    /// Its `skills/`, `commands/` and `agents/` folders that exist, for those registries.
-    pub skills: Option<PathBuf>,
-    /// Its `commands/` folder.
-    pub commands: Option<PathBuf>,
-    /// Its `agents/` folder.
-    pub agents: Option<PathBuf>,
-}
+pub use crate::config::extend::Contribution;
 
 /// `KEY=value` lines as dotenv reads them: `#` comments, an optional `export `, values in
 /// single quotes as written, in double quotes with `\n` as a newline, bare ones trimmed and cut
@@ -87,6 +56,16 @@ fn read_dotenv(path: &Path) -> BTreeMap<String, String> {
     match read_input(path) {
         Ok(Some(text)) => parse_dotenv(&text),
         _ => BTreeMap::new(),
+    }
+}
+
+impl crate::config::extend::Extensions for Scan {
+    fn server_names(&self) -> std::collections::BTreeSet<String> {
+        self.servers().into_keys().collect()
+    }
+
+    fn contributions(&self, workspace: &Path, trusted: bool, env: &Env) -> Vec<Contribution> {
+        for_workspace(self, workspace, trusted, env)
     }
 }
 

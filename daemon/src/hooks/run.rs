@@ -2,7 +2,7 @@
 //! `$GEMINI_*` references substituted (shell-escaped), the session's environment plus the
 //! `GEMINI_*` variables and the hook's `env`, the event's input as JSON on stdin, the session's
 //! directory as cwd. Past its `timeout` the hook's whole process group gets SIGTERM, then
-//! SIGKILL after [`KILL_GRACE`]. Each output stream is kept up to [`MAX_OUTPUT`] (the rest is
+//! SIGKILL after `proc::KILL_GRACE`. Each output stream is kept up to [`MAX_OUTPUT`] (the rest is
 //! read and dropped, and the cut is said).
 //!
 //! What the output means (the source's rules, which its docs get wrong): the trimmed stdout,
@@ -23,8 +23,6 @@ use super::{HookCommand, HookEvent, HookSource};
 
 /// Output kept per stream.
 pub const MAX_OUTPUT: usize = 1 << 20;
-/// Between SIGTERM and SIGKILL.
-pub const KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// Where and for whom a hook runs.
 #[derive(Debug, Clone, Copy)]

@@ -295,7 +295,7 @@ impl super::Supervisor {
             let origin = if accept { "pins/accept" } else { "pins/reject" };
             for name in &done {
                 let tool = if server.catalog_listed().tool(name).is_some() {
-                    crate::catalog::naming::fqn(&server.name, name)
+                    crate::naming::fqn(&server.name, name)
                 } else {
                     name.clone()
                 };
@@ -321,7 +321,7 @@ impl super::Supervisor {
 /// How the audit log names a definition: a tool by its fully qualified name.
 fn audit_name(server: &Server, d: &HeldDefinition) -> String {
     match d.kind {
-        DefinitionKind::Tool => crate::catalog::naming::fqn(&server.name, &d.name),
+        DefinitionKind::Tool => crate::naming::fqn(&server.name, &d.name),
         _ => format!("{} {}", d.kind.label(), d.name),
     }
 }

@@ -1,7 +1,7 @@
 //! Roots: what `roots/list` answers for a session, and who may share a server that asks.
 //!
-//! A session's roots are its workspace and its `context.includeDirectories` (a relative one
-//! against the workspace, `~` against `HOME`), as `file://` URIs named by their last
+//! A session's roots are its folders (`config::folders`: its workspace and its
+//! `context.includeDirectories`), as `file://` URIs named by their last
 //! component, in that order and without repeats: what Gemini CLI's `roots/list` answers.
 //!
 //! Sharing: a server is shared by identity (its launch spec). Once a server has asked for
@@ -11,13 +11,14 @@
 //! ([`split_identity`]). The server that asked first keeps the sessions whose roots it was
 //! given; the others move to their own at once.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::config::env::Env;
+use crate::config::folders::dirs;
 
 /// One root.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -30,56 +31,6 @@ pub(crate) struct Root {
 
 /// A session's roots, in order.
 pub(crate) type Roots = Arc<[Root]>;
-
-fn expand(dir: &str, workspace: &Path, env: &Env) -> Option<PathBuf> {
-    let dir = dir.trim();
-    if dir.is_empty() {
-        return None;
-    }
-    let path = match dir.strip_prefix('~') {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
-            let home = env.get("HOME").filter(|h| Path::new(h.as_str()).is_absolute())?;
-            PathBuf::from(home).join(rest.trim_start_matches('/'))
-        }
-        _ => workspace.join(dir),
-    };
-    Some(normalize(&path))
-}
-
-/// `.` and `..` taken out without touching the file system (a folder that does not exist yet
-/// is still a root; a server asking finds out).
-fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
-/// A session's folders: its workspace, then `context.includeDirectories` (expanded, each
-/// once).
-pub(crate) fn dirs(workspace: &Path, settings: &Value, env: &Env) -> Vec<PathBuf> {
-    let extra = settings
-        .pointer("/context/includeDirectories")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter_map(|d| expand(d, workspace, env));
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for d in std::iter::once(normalize(workspace)).chain(extra) {
-        if !dirs.contains(&d) {
-            dirs.push(d);
-        }
-    }
-    dirs
-}
 
 /// The roots of a session in `workspace` with these merged settings.
 pub(crate) fn of(workspace: &Path, settings: &Value, env: &Env) -> Roots {

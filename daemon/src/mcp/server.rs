@@ -202,7 +202,7 @@ impl Server {
             attempts: 0,
             unresponsive_since: None,
         };
-        let pin_key = crate::pins::canon::pin_key(&new.name, &new.spec);
+        let pin_key = crate::pins::canon::pin_key(&new.name, new.spec.pin_source());
         let server = Arc::new(Self {
             identity: new.identity,
             pin_key,

@@ -241,6 +241,33 @@ pub(crate) fn default_cwd(scope: Scope, workspace: &Path, env: &Env) -> Option<P
 }
 
 impl LaunchSpec {
+    /// What it runs, as its pins are keyed (`pins::canon::pin_key`): the command and its
+    /// arguments without package versions, and its folder; or the URL without credentials,
+    /// query or fragment. Never its environment, headers or credentials.
+    pub(crate) fn pin_source(&self) -> String {
+        match self {
+            Self::Stdio { command, args, cwd, .. } => {
+                let mut words = vec![command.clone()];
+                words.extend(args.iter().map(|a| crate::pins::canon::unversioned(a).to_owned()));
+                let mut text = words.join(" ");
+                if let Some(cwd) = cwd {
+                    text.push_str(&format!(" (in {})", cwd.display()));
+                }
+                text
+            }
+            Self::Network { url, .. } => match reqwest::Url::parse(url) {
+                Ok(mut u) => {
+                    let _ = u.set_username("");
+                    let _ = u.set_password(None);
+                    u.set_query(None);
+                    u.set_fragment(None);
+                    u.to_string()
+                }
+                Err(_) => url.clone(),
+            },
+        }
+    }
+
     /// The identity: a SHA-256 of the spec's canonical JSON (without the inherited
     /// environment), hex.
     pub fn identity(&self) -> String {

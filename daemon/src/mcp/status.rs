@@ -8,8 +8,8 @@ use geminid_protocol::mcp::{ServerState, ServerStatus, Transport as Wire};
 
 use super::server::{Server, planned_transport};
 use super::{Binding, Inner, McpError, SessionView, Supervisor};
-use crate::catalog::naming;
 use crate::config::env::redact_urls;
+use crate::naming;
 
 /// `command args…` or the URL. As Gemini CLI prints it: a space after the command even with
 /// no arguments (`gemini mcp list` shows `srv  (stdio)`).

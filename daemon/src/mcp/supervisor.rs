@@ -19,9 +19,9 @@ use super::{
     Binding, Callers, DEFAULT_REQUEST_TIMEOUT, Entry, Generation, Inner, McpError, McpOptions,
     Resolved, RunningEntry, SessionServers, SessionView, orphans, roots,
 };
-use crate::catalog::naming;
 use crate::config::env::Redaction;
 use crate::events::EventBus;
+use crate::naming;
 use crate::store::Store;
 
 /// Owns every MCP server process and connection.

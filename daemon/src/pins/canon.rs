@@ -154,7 +154,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// `arg` without a package version: `@scope/pkg@1.2.3` and `pkg@latest` are `@scope/pkg` and
 /// `pkg`, `pkg==1.2` is `pkg`. Anything else (a path, a flag, `user@host`) is kept.
-fn unversioned(arg: &str) -> &str {
+pub(crate) fn unversioned(arg: &str) -> &str {
     if let Some(i) = arg.find("==").or_else(|| arg.find(">=")).or_else(|| arg.find("~="))
         && i > 0
         && !arg.starts_with('-')
@@ -176,33 +176,11 @@ fn unversioned(arg: &str) -> &str {
     }
 }
 
-/// The key a server's pins are kept under: its name and what it runs, without package
-/// versions (a server that updates keeps its pins, so what the update changed is held for
-/// review), nor its environment, headers or credentials. Another command or URL under the
-/// same name is another server, pinned on its first use.
-pub fn pin_key(name: &str, spec: &crate::mcp::spec::LaunchSpec) -> (String, String) {
-    use crate::mcp::spec::LaunchSpec;
-    let source = match spec {
-        LaunchSpec::Stdio { command, args, cwd, .. } => {
-            let mut words = vec![command.clone()];
-            words.extend(args.iter().map(|a| unversioned(a).to_owned()));
-            let mut text = words.join(" ");
-            if let Some(cwd) = cwd {
-                text.push_str(&format!(" (in {})", cwd.display()));
-            }
-            text
-        }
-        LaunchSpec::Network { url, .. } => match reqwest::Url::parse(url) {
-            Ok(mut u) => {
-                let _ = u.set_username("");
-                let _ = u.set_password(None);
-                u.set_query(None);
-                u.set_fragment(None);
-                u.to_string()
-            }
-            Err(_) => url.clone(),
-        },
-    };
+/// The key a server's pins are kept under, from its name and `source`: what it runs, without
+/// package versions (`mcp::spec::LaunchSpec::pin_source`), so that a server that updates
+/// keeps its pins and what the update changed is held for review. Another command or URL under
+/// the same name is another server, pinned on its first use.
+pub fn pin_key(name: &str, source: String) -> (String, String) {
     let key = hex(&Sha256::digest(format!("{name}\n{source}").as_bytes()));
     (key, source)
 }

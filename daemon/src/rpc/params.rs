@@ -83,7 +83,7 @@ where
                 "geminid is shutting down ({}): the call was still running after the {}s grace \
                  and was stopped",
                 reason(&core),
-                crate::server::SHUTDOWN_GRACE.as_secs()
+                crate::core::SHUTDOWN_GRACE.as_secs()
             )),
         ),
     }

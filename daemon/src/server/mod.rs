@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-use crate::core::Core;
+use crate::core::{Core, SHUTDOWN_GRACE};
 use crate::rpc::{self, Intake};
 use crate::session::ConnId;
 #[cfg(unix)]
@@ -24,8 +24,6 @@ pub use listen::{Bound, ListenError, bind, lock_path};
 
 /// Default limit of client connections served at once.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
-/// How long in-flight calls get to finish once shutdown begins.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// How long the answers to calls cut at the end of the grace get to go out.
 const ANSWER_GRACE: Duration = Duration::from_secs(2);
 /// How long subscribers get to receive the shutting-down event before connections close.
