@@ -19,7 +19,7 @@ pub(crate) mod prompts;
 pub(crate) mod tools;
 pub(crate) mod view;
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 pub(crate) use error::CatalogError;
 pub use tools::{Hidden, ToolFilter};
@@ -45,7 +45,7 @@ pub trait Starter: Send + Sync {
 pub struct Catalog {
     mcp: Arc<Supervisor>,
     tables: Tables,
-    starter: Weak<dyn Starter>,
+    starter: Arc<dyn Starter>,
     filter: Option<Arc<dyn ToolFilter>>,
     discovered: Arc<Registry>,
 }
@@ -62,7 +62,7 @@ impl Catalog {
     pub fn new(
         mcp: Arc<Supervisor>,
         discovered: Arc<Registry>,
-        starter: Weak<dyn Starter>,
+        starter: Arc<dyn Starter>,
         filter: Option<Arc<dyn ToolFilter>>,
     ) -> Self {
         Self { mcp, tables: Tables::default(), starter, filter, discovered }
@@ -81,7 +81,7 @@ impl Catalog {
     }
 
     fn discovery_spec(&self, session: &str) -> Option<Spec> {
-        self.starter.upgrade().and_then(|s| s.discovery_spec(session))
+        self.starter.discovery_spec(session)
     }
 
     /// The session's custom tools, discovered first if they have not been for its current
@@ -100,10 +100,7 @@ impl Catalog {
         if self.mcp.is_active(session) {
             return Ok(());
         }
-        match self.starter.upgrade() {
-            Some(s) => s.ensure_servers(session),
-            None => Ok(()),
-        }
+        self.starter.ensure_servers(session)
     }
 
     /// The session's tool table as it is now (its servers must have been started).

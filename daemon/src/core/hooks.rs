@@ -4,18 +4,19 @@
 
 use parking_lot::Mutex;
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use geminid_protocol::event::EventBody;
 use geminid_protocol::hooks::{HookEntry, HookRan, HookRun, HooksFireResult, HooksListResult};
 use serde_json::{Map, Value, json};
 
-use super::Core;
+use super::configs::Configs;
 use super::prepared::PerSession;
 use crate::calls::seats::{After, AfterTool, Before, BeforeTool, Verdict};
 use crate::calls::{Call, Outcome};
 use crate::clock;
+use crate::events::EventBus;
 use crate::hooks::aggregate::{effective_reason, hook_context, is_ask, is_blocking};
 use crate::hooks::exec::{Fired, fire};
 use crate::hooks::plan::plan;
@@ -49,7 +50,8 @@ struct NewHooks {
 /// The hooks of every session.
 #[derive(Debug)]
 pub struct HookSeat {
-    core: Weak<Core>,
+    config: Arc<Configs>,
+    events: Arc<EventBus>,
     prepared: PerSession<Prepared>,
 }
 
@@ -98,8 +100,8 @@ fn wire(r: &Ran) -> HookRun {
 }
 
 impl HookSeat {
-    pub(super) fn new(core: Weak<Core>) -> Self {
-        Self { core, prepared: PerSession::default() }
+    pub(super) fn new(config: Arc<Configs>, events: Arc<EventBus>) -> Self {
+        Self { config, events, prepared: PerSession::default() }
     }
 
     /// The configuration may have changed: build registries again on next use.
@@ -113,15 +115,12 @@ impl HookSeat {
     }
 
     fn prepare(&self, session: &str) -> Result<Arc<Prepared>, SessionError> {
-        let Some(core) = self.core.upgrade() else {
-            return Err(SessionError::NotFound(session.to_owned()));
-        };
         let epoch = self.prepared.epoch();
         let cached = self.prepared.current(session).map(|(_, p)| p);
         if let Some(p) = cached {
             return Ok(p);
         }
-        let effective = core.effective(session)?;
+        let effective = self.config.effective(session)?;
         let c = &effective.public;
         let cwd = PathBuf::from(&c.workspace);
         let project = cwd.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -149,7 +148,7 @@ impl HookSeat {
                 })
             })
             .collect();
-        let trusted_file = self.trusted_file(&core);
+        let trusted_file = self.trusted_file();
         let new_project_hooks = effective
             .hook_files
             .iter()
@@ -162,10 +161,10 @@ impl HookSeat {
         let p = Arc::new(Prepared {
             new_project_hooks: Mutex::new(new_project_hooks),
             registry: Registry::of_files(&c.settings, &files, c.trust.trusted, &extension_hooks),
-            plans: core.config.paths().home.join(".gemini").join("tmp").join(project).join("plans"),
+            plans: self.config.paths().home.join(".gemini").join("tmp").join(project).join("plans"),
             cwd,
             trusted: c.trust.trusted,
-            env: core.session_env(session),
+            env: self.config.session_env(session),
             servers: effective
                 .servers
                 .iter()
@@ -176,15 +175,14 @@ impl HookSeat {
         Ok(p)
     }
 
-    fn trusted_file(&self, core: &Core) -> PathBuf {
-        core.config.paths().home.join(".gemini").join("trusted_hooks.json")
+    fn trusted_file(&self) -> PathBuf {
+        self.config.paths().home.join(".gemini").join("trusted_hooks.json")
     }
 
     /// The one-time warning about new project hooks, if this answer is the first to carry it.
     fn take_notice(&self, p: &Prepared) -> Option<String> {
         let new = p.new_project_hooks.lock().take()?;
-        let core = self.core.upgrade()?;
-        let file = self.trusted_file(&core);
+        let file = self.trusted_file();
         let mut text = trusted::notice(&file, &new.shown);
         if let Err(why) = trusted::record(&file, &new.project, &new.keys) {
             text.push_str(&format!(" Not recorded, so it is said again: {why}"));
@@ -247,21 +245,19 @@ impl HookSeat {
             trusted: p.trusted,
         };
         let fired = fire(&planned, event, Value::Object(input), &ctx).await;
-        if let Some(core) = self.core.upgrade() {
-            for r in &fired.ran {
-                core.events.emit(EventBody::HookRan(HookRan {
-                    session: session.to_owned(),
-                    event: event.name().to_owned(),
-                    hook: r.hook.label().to_owned(),
-                    source: source_name(r.hook.source).to_owned(),
-                    duration_ms: u64::try_from(r.took.as_millis()).unwrap_or(u64::MAX),
-                    exit_code: r.exit_code,
-                    success: r.success,
-                    error: r.error.clone(),
-                }));
-                if !r.success {
-                    tracing::warn!(session, event = event.name(), hook = r.hook.label(), error = ?r.error, exit = ?r.exit_code, "a hook failed");
-                }
+        for r in &fired.ran {
+            self.events.emit(EventBody::HookRan(HookRan {
+                session: session.to_owned(),
+                event: event.name().to_owned(),
+                hook: r.hook.label().to_owned(),
+                source: source_name(r.hook.source).to_owned(),
+                duration_ms: u64::try_from(r.took.as_millis()).unwrap_or(u64::MAX),
+                exit_code: r.exit_code,
+                success: r.success,
+                error: r.error.clone(),
+            }));
+            if !r.success {
+                tracing::warn!(session, event = event.name(), hook = r.hook.label(), error = ?r.error, exit = ?r.exit_code, "a hook failed");
             }
         }
         Ok(Some(fired))

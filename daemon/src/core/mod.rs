@@ -2,6 +2,7 @@
 
 pub mod auth;
 mod commands;
+pub mod configs;
 mod doctor;
 mod extensions;
 pub(crate) use extensions::ExtensionsError;
@@ -36,7 +37,7 @@ use crate::config::env::Env;
 use crate::config::{Effective, Loader};
 use crate::events::EventBus;
 use crate::mcp::{McpOptions, SessionView, Supervisor};
-use crate::secrets::{Secret, SecretStore};
+use crate::secrets::SecretStore;
 use crate::session::{SessionError, Sessions};
 use crate::store::Store;
 
@@ -72,11 +73,11 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Core {
     /// Sessions.
-    pub sessions: Sessions,
+    pub sessions: Arc<Sessions>,
     /// The event bus.
     pub events: Arc<EventBus>,
-    /// Gemini CLI's configuration files.
-    pub config: Loader,
+    /// Each session's effective configuration, from Gemini CLI's files.
+    pub config: Arc<configs::Configs>,
     /// The MCP servers.
     pub mcp: Arc<Supervisor>,
     /// Each session's tools, prompts and resources.
@@ -95,31 +96,23 @@ pub struct Core {
     pub lists: commands::Lists,
     /// Sign-ins under way.
     sign_ins: auth::SignIns,
-    /// Workspaces used lately, warmed at the next start.
-    recent: warm::Recent,
+    /// Starts a session's servers (for the catalog, too), noting the workspaces used lately.
+    starter: Arc<starter::SessionStarter>,
     /// Sessions' tool-call policies (their files' last good rules).
-    pub policies: crate::policy::service::Policies,
+    pub policies: Arc<crate::policy::service::Policies>,
     /// Policy in the call pipeline, with each session's rules prepared.
     pub guard: Arc<seat::Guard>,
     /// Hooks: the tool events in the pipeline, and the events front-ends fire.
     pub hooks: Arc<hooks::HookSeat>,
     /// The record of every call.
     pub audit: Arc<crate::audit::AuditLog>,
-    /// The daemon's own environment, for sessions whose client sent none (it may hold the
-    /// user's tokens).
-    daemon_env: Secret<Arc<Env>>,
     store: Store,
     info: DaemonInfo,
     started_ms: u64,
     started: Instant,
     connections: AtomicU32,
-    /// Each known session's configuration as of the last reload: what changes are diffed
-    /// against. Only a reload moves it forward, so no change goes unannounced.
-    baselines: parking_lot::Mutex<HashMap<String, Effective>>,
     /// Serializes reloads (file watcher, `mcp/reload`, enablement changes).
     reload_lock: tokio::sync::Mutex<()>,
-    /// Woken when the set of files to watch may have changed (a new session).
-    pub watch_changed: tokio::sync::Notify,
     shutdown: CancellationToken,
     shutdown_reason: OnceLock<String>,
     /// Cancelled when the shutdown grace is over: calls still running are answered
@@ -186,67 +179,80 @@ impl Core {
             auth.clone(),
             pins,
         );
-        Arc::new_cyclic(|me: &std::sync::Weak<Core>| {
-            let guard = Arc::new(seat::Guard::new(me.clone()));
-            let hook_seat = Arc::new(hooks::HookSeat::new(me.clone()));
-            let seats = seats.unwrap_or_else(|| Seats {
-                before_tool: Some(hook_seat.clone()),
-                after_tool: Some(hook_seat.clone()),
-                policy: Some(guard.clone()),
-                tool_filter: Some(guard.clone()),
-                audit: Some(audit.clone()),
-            });
-            let discovered =
-                Arc::new(crate::discovered::Registry::new(info.custom_tools, events.clone()));
-            let catalog = Arc::new(Catalog::new(
-                mcp.clone(),
-                discovered,
-                me.clone(),
-                seats.tool_filter.clone(),
-            ));
-            let parts = Parts {
-                mcp: mcp.clone(),
-                catalog: catalog.clone(),
-                asks: asks.clone(),
-                events: events.clone(),
-                progress,
-                confirm_deadline: info.confirm_timeout,
-            };
-            Self {
-                sessions: Sessions::new(store.clone(), events.clone()),
-                calls: Pipeline::new(parts, seats),
-                mcp,
-                catalog,
-                asks,
-                secrets,
-                auth,
-                extensions,
-                lists: commands::Lists::default(),
-                sign_ins: auth::SignIns::default(),
-                recent: warm::Recent::new(info.warm_workspaces),
-                policies: crate::policy::service::Policies::default(),
-                guard,
-                hooks: hook_seat,
-                audit,
-                events,
-                config,
-                daemon_env: Secret::new(Arc::new(
-                    std::env::vars()
-                        .filter(|(k, _)| !crate::systemd::PRIVATE_VARS.contains(&k.as_str()))
-                        .collect(),
-                )),
-                store,
-                info,
-                started_ms: clock::now_ms(),
-                started: Instant::now(),
-                connections: AtomicU32::new(0),
-                baselines: parking_lot::Mutex::default(),
-                reload_lock: tokio::sync::Mutex::new(()),
-                watch_changed: tokio::sync::Notify::new(),
-                shutdown: CancellationToken::new(),
-                shutdown_reason: OnceLock::new(),
-                calls_cut: CancellationToken::new(),
-            }
+        let sessions = Arc::new(Sessions::new(store.clone(), events.clone()));
+        let daemon_env = std::env::vars()
+            .filter(|(k, _)| !crate::systemd::PRIVATE_VARS.contains(&k.as_str()))
+            .collect();
+        let config = Arc::new(configs::Configs::new(
+            config,
+            sessions.clone(),
+            extensions.clone(),
+            daemon_env,
+        ));
+        let policies = Arc::new(crate::policy::service::Policies::default());
+        let guard = Arc::new(seat::Guard::new(
+            config.clone(),
+            sessions.clone(),
+            asks.clone(),
+            policies.clone(),
+        ));
+        let hook_seat = Arc::new(hooks::HookSeat::new(config.clone(), events.clone()));
+        let seats = seats.unwrap_or_else(|| Seats {
+            before_tool: Some(hook_seat.clone()),
+            after_tool: Some(hook_seat.clone()),
+            policy: Some(guard.clone()),
+            tool_filter: Some(guard.clone()),
+            audit: Some(audit.clone()),
+        });
+        let starter = Arc::new(starter::SessionStarter::new(
+            config.clone(),
+            sessions.clone(),
+            mcp.clone(),
+            warm::Recent::new(info.warm_workspaces),
+        ));
+        let discovered =
+            Arc::new(crate::discovered::Registry::new(info.custom_tools, events.clone()));
+        let catalog = Arc::new(Catalog::new(
+            mcp.clone(),
+            discovered,
+            starter.clone(),
+            seats.tool_filter.clone(),
+        ));
+        let parts = Parts {
+            mcp: mcp.clone(),
+            catalog: catalog.clone(),
+            asks: asks.clone(),
+            events: events.clone(),
+            progress,
+            confirm_deadline: info.confirm_timeout,
+        };
+        Arc::new(Self {
+            sessions,
+            calls: Pipeline::new(parts, seats),
+            mcp,
+            catalog,
+            asks,
+            secrets,
+            auth,
+            extensions,
+            lists: commands::Lists::default(),
+            sign_ins: auth::SignIns::default(),
+            starter,
+            policies,
+            guard,
+            hooks: hook_seat,
+            audit,
+            events,
+            config,
+            store,
+            info,
+            started_ms: clock::now_ms(),
+            started: Instant::now(),
+            connections: AtomicU32::new(0),
+            reload_lock: tokio::sync::Mutex::new(()),
+            shutdown: CancellationToken::new(),
+            shutdown_reason: OnceLock::new(),
+            calls_cut: CancellationToken::new(),
         })
     }
 
@@ -256,40 +262,28 @@ impl Core {
     }
 
     /// The environment a session's configuration expands against: its client's, else the
-    /// daemon's.
+    /// daemon's own.
     pub fn session_env(&self, session: &str) -> Arc<Env> {
-        self.sessions.client_env(session).unwrap_or_else(|| self.daemon_env.expose().clone())
+        self.config.session_env(session)
     }
 
     fn compute(&self, session: &str) -> Result<Effective, SessionError> {
-        let rec = self.sessions.record(session)?;
-        let disabled = rec.state.disabled_servers.iter().cloned().collect();
-        let env = self.session_env(session);
-        let extensions = self.extensions.current();
-        Ok(self.config.effective_with(Path::new(&rec.workspace), &env, &disabled, &*extensions))
+        self.config.compute(session)
     }
 
     fn baselines(&self) -> parking_lot::MutexGuard<'_, HashMap<String, Effective>> {
-        self.baselines.lock()
+        self.config.baselines()
     }
 
     /// A session's effective configuration, read now. The first read makes the session
     /// known: its files are watched and later changes are announced.
     pub fn effective(&self, session: &str) -> Result<Effective, SessionError> {
-        let e = self.compute(session)?;
-        let mut known = self.baselines();
-        if !known.contains_key(session) {
-            known.insert(session.to_owned(), e.clone());
-            self.watch_changed.notify_one();
-        }
-        Ok(e)
+        self.config.effective(session)
     }
 
     /// Make a session known (watched, its changes announced) if it is not already.
     pub fn track_config(&self, session: &str) {
-        if !self.baselines().contains_key(session) {
-            let _ = self.effective(session);
-        }
+        self.config.track(session);
     }
 
     /// Re-read the configuration of every known session (and `ensure`, if given), emit one
@@ -443,11 +437,7 @@ impl Core {
     /// The session needs its MCP servers: start or share them (`mcp/start`, calls). Also
     /// used when an active session re-attaches with a new environment.
     pub fn start_servers(&self, session: &str) -> Result<(), SessionError> {
-        let config = self.effective(session)?;
-        let env = self.session_env(session);
-        self.mcp.sync(SessionView { id: session, config: &config, env: &env }, &[]);
-        self.note_used(session);
-        Ok(())
+        self.starter.start(session)
     }
 
     /// `mcp/start`: the session needs its servers; with `wait`, until each has connected or

@@ -4,19 +4,19 @@
 //! approvals, or whether a person is there to answer).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::Core;
+use super::configs::Configs;
 use super::prepared::PerSession;
-use crate::asks::{AskKind, Confirmed};
+use crate::asks::{AskKind, Asks, Confirmed};
 use crate::calls::seats::{Hidden, Policy, PolicyNote, Route, ToolFilter};
 use crate::calls::{Call, Decision};
-use crate::policy::service::{SessionPolicy, reason, source};
+use crate::policy::service::{Policies, SessionPolicy, reason, source};
 use crate::policy::{ApprovalMode, Decision as Rule, ToolCall, saved};
-use crate::session::SessionError;
+use crate::session::{SessionError, Sessions};
 use geminid_protocol::policy::AuditConfirmation;
 
 /// A session's policy as the seat uses it.
@@ -39,16 +39,24 @@ struct Prepared {
     policy: SessionPolicy,
 }
 
-/// The policy seat and static filter of a [`Core`].
+/// The policy seat and static filter of the call pipeline.
 #[derive(Debug)]
 pub struct Guard {
-    core: Weak<Core>,
+    config: Arc<Configs>,
+    sessions: Arc<Sessions>,
+    asks: Arc<Asks>,
+    policies: Arc<Policies>,
     prepared: PerSession<Prepared>,
 }
 
 impl Guard {
-    pub(super) fn new(core: Weak<Core>) -> Self {
-        Self { core, prepared: PerSession::default() }
+    pub(super) fn new(
+        config: Arc<Configs>,
+        sessions: Arc<Sessions>,
+        asks: Arc<Asks>,
+        policies: Arc<Policies>,
+    ) -> Self {
+        Self { config, sessions, asks, policies, prepared: PerSession::default() }
     }
 
     /// Something sessions' rules are made of changed: prepare them again on next use.
@@ -61,22 +69,19 @@ impl Guard {
         self.prepared.forget(session);
     }
 
-    fn interactive(core: &Core, forced: Option<bool>, root: &str) -> bool {
-        forced.unwrap_or_else(|| core.asks.answers(root, AskKind::Confirmation))
+    fn interactive(&self, forced: Option<bool>, root: &str) -> bool {
+        forced.unwrap_or_else(|| self.asks.answers(root, AskKind::Confirmation))
     }
 
     fn prepare(&self, session: &str) -> Result<Arc<Prepared>, SessionError> {
-        let Some(core) = self.core.upgrade() else {
-            return Err(SessionError::NotFound(session.to_owned()));
-        };
         let epoch = self.prepared.epoch();
         let cached = self.prepared.current(session).map(|(_, p)| p);
         if let Some(p) = cached
-            && Self::interactive(&core, p.forced, &p.route.to) == p.interactive
+            && self.interactive(p.forced, &p.route.to) == p.interactive
         {
             return Ok(p);
         }
-        let rec = core.sessions.record(session)?;
+        let rec = self.sessions.record(session)?;
         let state = &rec.state;
         let (route, subagent, tools) = match &state.derived {
             Some(d) => (
@@ -86,9 +91,9 @@ impl Guard {
             ),
             None => (Route { to: session.to_owned(), path: session.to_owned() }, None, None),
         };
-        let interactive = Self::interactive(&core, state.interactive, &route.to);
-        let effective = core.effective(session)?;
-        let policy = core.policies.for_session(core.config.paths(), &effective, interactive);
+        let interactive = self.interactive(state.interactive, &route.to);
+        let effective = self.config.effective(session)?;
+        let policy = self.policies.for_session(self.config.paths(), &effective, interactive);
         let excluded = effective
             .public
             .settings
@@ -181,19 +186,18 @@ impl Policy for Guard {
         confirmed: Confirmed,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let Some(core) = self.core.upgrade() else { return Ok(()) };
             let saved = match confirmed {
                 Confirmed::Once | Confirmed::Deny => return Ok(()),
                 Confirmed::Session => Ok(()),
                 Confirmed::Always => {
-                    let file = saved::path(core.config.paths());
+                    let file = saved::path(self.config.paths());
                     saved::save(&file, &call.tool, Some(&call.server)).map(drop)
                 }
             };
             // Kept with the session either way: an "always" that could not be saved still
             // holds for the session.
             let name = call.name.clone();
-            let kept = core
+            let kept = self
                 .sessions
                 .update_state(&call.session, |s| {
                     if !s.approvals.contains(&name) {

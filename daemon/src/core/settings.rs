@@ -81,7 +81,7 @@ impl Core {
     /// can still override it per session).
     fn folder_trust_enabled(&self) -> bool {
         let home = self.config.paths().home.clone();
-        let e = self.config.effective(&home, &Default::default(), &Default::default());
+        let e = self.config.loader().effective(&home, &Default::default(), &Default::default());
         e.public
             .settings
             .pointer("/security/folderTrust/enabled")

@@ -387,7 +387,7 @@ impl Core {
         .map_err(|e| SkillError::Io(format!("the install failed: {e}")))??;
         if result.installed {
             tracing::info!(skills = ?names, target = %target.display(), link, "skills installed");
-            self.watch_changed.notify_one();
+            self.config.watch_changed().notify_one();
         }
         Ok(result)
     }

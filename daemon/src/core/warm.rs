@@ -61,7 +61,7 @@ struct Stored {
 /// The recently used workspaces, newest first.
 #[derive(Debug)]
 pub(crate) struct Recent {
-    kept: usize,
+    pub(super) kept: usize,
     list: Mutex<Vec<Used>>,
     /// Noted since the last write.
     changed: tokio::sync::Notify,
@@ -84,7 +84,7 @@ impl Recent {
     }
 
     /// A session in `workspace` started its servers.
-    fn note(&self, workspace: &str, env: Option<&Env>, disabled: BTreeSet<String>) {
+    pub(super) fn note(&self, workspace: &str, env: Option<&Env>, disabled: BTreeSet<String>) {
         if self.kept == 0 {
             return;
         }
@@ -168,7 +168,7 @@ impl Core {
         let held: u64 = idle.iter().filter_map(|s| s.rss_bytes).sum();
         let mib = |b: u64| format!("{:.0} MiB", b as f64 / f64::from(1 << 20));
         let budget = o.idle_memory.map_or_else(|| "no memory bound".to_owned(), mib);
-        let warmed = match self.recent.kept {
+        let warmed = match self.starter.recent.kept {
             0 => "none are started at the daemon's start (--mcp-warm-workspaces 0)".to_owned(),
             n => format!("the servers of up to {n} recent workspaces start with the daemon"),
         };
@@ -197,17 +197,6 @@ impl Core {
         }
     }
 
-    /// A session started its servers: remember its workspace for the next daemon start.
-    pub(super) fn note_used(&self, session: &str) {
-        if self.recent.kept == 0 {
-            return;
-        }
-        let Ok(rec) = self.sessions.record(session) else { return };
-        let env = self.sessions.client_env(session);
-        let disabled = rec.state.disabled_servers.iter().cloned().collect();
-        self.recent.note(&rec.workspace, env.as_deref(), disabled);
-    }
-
     /// At start, in the background: start the servers of the workspaces used within the idle
     /// period, then keep the list written as it changes. With warming off, forget any list a
     /// previous run kept.
@@ -215,14 +204,15 @@ impl Core {
         let core = self.clone();
         tokio::spawn(async move {
             let secrets = core.secrets.clone();
-            if core.recent.kept == 0 {
+            if core.starter.recent.kept == 0 {
                 let _ = tokio::task::spawn_blocking(move || secrets.delete(SECRET)).await;
                 return;
             }
-            core.recent.merge_stored(load(secrets).await);
+            core.starter.recent.merge_stored(load(secrets).await);
             let linger = u64::try_from(core.info.mcp.linger.as_millis()).unwrap_or(u64::MAX);
             let now = clock::now_ms();
             let due: Vec<Used> = core
+                .starter
                 .recent
                 .list()
                 .iter()
@@ -254,8 +244,8 @@ impl Core {
         if !workspace.is_dir() {
             return None;
         }
-        let env = used.env.clone().unwrap_or_else(|| self.daemon_env.expose().as_ref().clone());
-        let mut config = self.config.effective_with(
+        let env = used.env.clone().unwrap_or_else(|| self.config.daemon_env().as_ref().clone());
+        let mut config = self.config.loader().effective_with(
             workspace,
             &env,
             &used.disabled,
@@ -275,7 +265,7 @@ impl Core {
     async fn keep_written(&self) {
         loop {
             tokio::select! {
-                _ = self.recent.changed.notified() => {}
+                _ = self.starter.recent.changed.notified() => {}
                 _ = self.shutdown.cancelled() => return,
             }
             tokio::select! {
@@ -292,10 +282,10 @@ impl Core {
     }
 
     async fn write_recent(&self) {
-        if !self.recent.dirty.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        if !self.starter.recent.dirty.swap(false, std::sync::atomic::Ordering::SeqCst) {
             return;
         }
-        let (secrets, value) = (self.secrets.clone(), self.recent.encoded());
+        let (secrets, value) = (self.secrets.clone(), self.starter.recent.encoded());
         match tokio::task::spawn_blocking(move || secrets.set(SECRET, &value)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "cannot keep the recent workspaces"),

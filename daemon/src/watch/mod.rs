@@ -121,7 +121,7 @@ async fn run(
     loop {
         // A file that vanished is read again once its grace is over (then it counts as deleted,
         // unless it came back meanwhile, which its own events announce first).
-        let recheck = core.config.next_recheck();
+        let recheck = core.config.loader().next_recheck();
         let grace_over = async move {
             match recheck {
                 Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -131,7 +131,7 @@ async fn run(
         tokio::select! {
             () = core.shutdown_token().cancelled() => return,
             () = grace_over => tracing::debug!("a vanished input file's grace is over"),
-            () = core.watch_changed.notified() => {
+            () = core.config.watch_changed().notified() => {
                 let now = Targets::with_trees(core.watched_files(), core.watched_dirs());
                 if now == targets {
                     continue;
