@@ -481,3 +481,27 @@ impl Core {
         out
     }
 }
+
+/// Custom commands as an input: their folders (and each folder in them); after a reload,
+/// `commands/changed` for each session whose commands differ.
+#[derive(Debug)]
+pub(super) struct CommandsInput;
+
+impl super::reload::Input for CommandsInput {
+    fn name(&self) -> &'static str {
+        "commands"
+    }
+
+    fn watch(
+        &self,
+        core: &Core,
+        _: &[crate::config::Effective],
+        into: &mut super::reload::Watched,
+    ) {
+        into.dirs.extend(core.command_dirs());
+    }
+
+    fn after(&self, core: &Core, known: &[String]) {
+        core.commands_check(known);
+    }
+}

@@ -271,3 +271,32 @@ impl Core {
         Ok(ExtensionUninstallResult { name, path: path.display().to_string() })
     }
 }
+
+/// Extensions as an input: their folder, scanned again before every reload (what they
+/// contribute is part of the sessions' configurations).
+#[derive(Debug)]
+pub(super) struct ExtensionsInput;
+
+impl super::reload::Input for ExtensionsInput {
+    fn name(&self) -> &'static str {
+        "extensions"
+    }
+
+    fn watch(
+        &self,
+        core: &Core,
+        _: &[crate::config::Effective],
+        into: &mut super::reload::Watched,
+    ) {
+        into.dirs.extend(core.extensions.watched_dirs());
+    }
+
+    fn before<'a>(&'a self, core: &'a Core) -> futures::future::BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let extensions = core.extensions.clone();
+            if let Err(e) = tokio::task::spawn_blocking(move || extensions.rescan(false)).await {
+                tracing::warn!(error = %e, "the extensions scan failed");
+            }
+        })
+    }
+}

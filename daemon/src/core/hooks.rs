@@ -449,6 +449,30 @@ impl AfterTool for HookSeat {
     }
 }
 
+/// Hooks as an input: they live in the settings files and the extensions (watched as
+/// theirs), so a reload only drops every session's prepared registry.
+#[derive(Debug)]
+pub(super) struct HooksInput;
+
+impl super::reload::Input for HooksInput {
+    fn name(&self) -> &'static str {
+        "hooks"
+    }
+
+    fn watch(
+        &self,
+        _: &super::Core,
+        _: &[crate::config::Effective],
+        _: &mut super::reload::Watched,
+    ) {
+    }
+
+    fn before<'a>(&'a self, core: &'a super::Core) -> BoxFuture<'a, ()> {
+        core.hooks.changed();
+        Box::pin(std::future::ready(()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@ pub(crate) use extensions::ExtensionsError;
 pub mod hooks;
 pub(crate) mod policy;
 mod prepared;
+pub(crate) mod reload;
 pub mod seat;
 mod servers;
 pub(crate) mod settings;
@@ -18,7 +19,7 @@ mod warm;
 pub(crate) use skills::SkillsError;
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -113,6 +114,8 @@ pub struct Core {
     connections: AtomicU32,
     /// Serializes reloads (file watcher, `mcp/reload`, enablement changes).
     reload_lock: tokio::sync::Mutex<()>,
+    /// The parts that own input files, in the order a reload runs them.
+    inputs: Vec<Box<dyn reload::Input>>,
     shutdown: CancellationToken,
     shutdown_reason: OnceLock<String>,
     /// Cancelled when the shutdown grace is over: calls still running are answered
@@ -250,6 +253,7 @@ impl Core {
             started: Instant::now(),
             connections: AtomicU32::new(0),
             reload_lock: tokio::sync::Mutex::new(()),
+            inputs: reload::inputs(),
             shutdown: CancellationToken::new(),
             shutdown_reason: OnceLock::new(),
             calls_cut: CancellationToken::new(),
@@ -294,14 +298,7 @@ impl Core {
         reason: &str,
     ) -> Result<Vec<ConfigChanged>, SessionError> {
         let _serial = self.reload_lock.lock().await;
-        // Extensions first: what they contribute is part of every session's configuration.
-        let extensions = self.extensions.clone();
-        if let Err(e) = tokio::task::spawn_blocking(move || extensions.rescan(false)).await {
-            tracing::warn!(error = %e, "the extensions scan failed");
-        }
-        // Policy files are read when a session's rules are prepared: any reload may change them.
-        self.guard.changed();
-        self.hooks.changed();
+        self.inputs_before().await;
         if let Some(id) = ensure {
             self.sessions.record(id)?;
         }
@@ -333,64 +330,8 @@ impl Core {
             }
         }
         let known: Vec<String> = self.baselines().keys().cloned().collect();
-        self.skills_check(known);
+        self.inputs_after(&known);
         Ok(changes)
-    }
-
-    /// Every file whose change can change a known session's configuration.
-    pub fn watched_files(&self) -> BTreeSet<PathBuf> {
-        let p = self.config.paths();
-        let mut files: BTreeSet<PathBuf> =
-            [&p.user, &p.geminid, &p.system, &p.system_defaults, &p.trusted_folders, &p.enablement]
-                .into_iter()
-                .cloned()
-                .collect();
-        for e in self.baselines().values() {
-            let c = &e.public;
-            files.extend(p.workspace_settings(Path::new(&c.workspace)));
-            // A policy place that is one file (`policyPaths`).
-            let places = crate::policy::files::places(
-                p,
-                Path::new(&c.workspace),
-                c.trust.trusted,
-                &c.settings,
-            );
-            files.extend(
-                places
-                    .into_iter()
-                    .map(|pl| pl.path)
-                    .filter(|f| f.extension().is_some_and(|x| x == "toml")),
-            );
-        }
-        files
-    }
-
-    /// Every directory whose entries can change a known session's policy (its policy
-    /// places that are directories; a place that is a file is in [`Core::watched_files`]).
-    pub fn watched_dirs(&self) -> BTreeSet<PathBuf> {
-        let p = self.config.paths();
-        let mut dirs: BTreeSet<PathBuf> = self.extensions.watched_dirs().into_iter().collect();
-        dirs.extend(self.skill_dirs());
-        dirs.insert(p.home.join(".gemini").join("policies"));
-        if let Some(system) = p.system.parent() {
-            dirs.insert(system.join("policies"));
-        }
-        for e in self.baselines().values() {
-            let c = &e.public;
-            let places = crate::policy::files::places(
-                p,
-                Path::new(&c.workspace),
-                c.trust.trusted,
-                &c.settings,
-            );
-            for place in places {
-                if place.path.extension().is_some_and(|x| x == "toml") {
-                    continue;
-                }
-                dirs.insert(place.path);
-            }
-        }
-        dirs
     }
 
     /// Close the default sessions idle for `max_idle` that hold nothing of their own (see

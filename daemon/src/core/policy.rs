@@ -207,3 +207,44 @@ pub enum ConfirmError {
     #[error("{0}; answer once, session or deny instead")]
     CannotSave(String),
 }
+
+/// Policy files as an input: the user's and the system's policy folders, and each known
+/// session's policy places (a `.toml` file by name, a folder by its entries). They are read
+/// when a session's rules are prepared, so before a reload every prepared set is dropped.
+#[derive(Debug)]
+pub(super) struct PolicyInput;
+
+impl super::reload::Input for PolicyInput {
+    fn name(&self) -> &'static str {
+        "policy"
+    }
+
+    fn watch(
+        &self,
+        core: &Core,
+        known: &[crate::config::Effective],
+        into: &mut super::reload::Watched,
+    ) {
+        let p = core.config.paths();
+        into.dirs.insert(p.home.join(".gemini").join("policies"));
+        if let Some(system) = p.system.parent() {
+            into.dirs.insert(system.join("policies"));
+        }
+        for e in known {
+            let c = &e.public;
+            let workspace = std::path::Path::new(&c.workspace);
+            for place in crate::policy::files::places(p, workspace, c.trust.trusted, &c.settings) {
+                if place.path.extension().is_some_and(|x| x == "toml") {
+                    into.files.insert(place.path);
+                } else {
+                    into.dirs.insert(place.path);
+                }
+            }
+        }
+    }
+
+    fn before<'a>(&'a self, core: &'a Core) -> futures::future::BoxFuture<'a, ()> {
+        core.guard.changed();
+        Box::pin(std::future::ready(()))
+    }
+}

@@ -237,3 +237,32 @@ impl Core {
         Ok(McpEnableResult { name: entry.name.clone(), enabled, session_only })
     }
 }
+
+/// Gemini CLI's settings as an input: every scope's file, the trusted folders and the
+/// enablement file, and each known session's workspace settings. Reading them again is the
+/// reload itself (`Core::reload_config`), so there is nothing to do before or after.
+#[derive(Debug)]
+pub(super) struct SettingsInput;
+
+impl super::reload::Input for SettingsInput {
+    fn name(&self) -> &'static str {
+        "settings"
+    }
+
+    fn watch(
+        &self,
+        core: &Core,
+        known: &[crate::config::Effective],
+        into: &mut super::reload::Watched,
+    ) {
+        let p = core.config.paths();
+        into.files.extend(
+            [&p.user, &p.geminid, &p.system, &p.system_defaults, &p.trusted_folders, &p.enablement]
+                .into_iter()
+                .cloned(),
+        );
+        for e in known {
+            into.files.extend(p.workspace_settings(std::path::Path::new(&e.public.workspace)));
+        }
+    }
+}

@@ -473,11 +473,10 @@ impl Core {
 
     /// Announce `skills/changed` for each of `ids` whose skills differ from what was last
     /// seen (the first look only records).
-    pub(crate) fn skills_check(&self, ids: Vec<String>) {
-        let known = ids.clone();
+    pub(crate) fn skills_check(&self, ids: &[String]) {
         for id in ids {
-            let Ok((reg, _)) = self.skill_registry(&id) else {
-                self.lists.skill_views.lock().remove(&id);
+            let Ok((reg, _)) = self.skill_registry(id) else {
+                self.lists.skill_views.lock().remove(id);
                 continue;
             };
             let view = view_of(&reg);
@@ -493,10 +492,9 @@ impl Core {
             tracing::info!(session = %id, ?changed, "skills changed");
             let enabled = reg.enabled().map(|e| e.skill.name.clone()).collect();
             self.events.emit(geminid_protocol::event::EventBody::SkillsChanged(
-                geminid_protocol::skills::SkillsChanged { session: id, enabled, changed },
+                geminid_protocol::skills::SkillsChanged { session: id.clone(), enabled, changed },
             ));
         }
-        self.commands_check(&known);
     }
 
     /// The skills and agents folders of every known session, and each folder in them (a
@@ -520,7 +518,7 @@ impl Core {
                 roots.extend(x.skills.iter().chain(&x.agents).cloned());
             }
         }
-        let mut out = self.command_dirs();
+        let mut out = Vec::new();
         for root in roots {
             for entry in std::fs::read_dir(&root).into_iter().flatten().filter_map(Result::ok) {
                 let path = entry.path();
@@ -565,5 +563,24 @@ impl Views {
     /// Forget a session (it closed).
     pub(super) fn forget(&self, session: &str) {
         self.lock().remove(session);
+    }
+}
+
+/// Skills and agent definitions as an input: their folders (and each folder in them), read
+/// when asked; after a reload, `skills/changed` for each session whose skills differ.
+#[derive(Debug)]
+pub(super) struct SkillsInput;
+
+impl super::reload::Input for SkillsInput {
+    fn name(&self) -> &'static str {
+        "skills"
+    }
+
+    fn watch(&self, core: &Core, _: &[Effective], into: &mut super::reload::Watched) {
+        into.dirs.extend(core.skill_dirs());
+    }
+
+    fn after(&self, core: &Core, known: &[String]) {
+        core.skills_check(known);
     }
 }

@@ -40,6 +40,11 @@ impl Targets {
         Self::with_trees(files, BTreeSet::new())
     }
 
+    /// What the daemon's inputs name (`core::reload`).
+    fn of_inputs(w: crate::core::reload::Watched) -> Self {
+        Self::with_trees(w.files, w.dirs)
+    }
+
     fn with_trees(files: BTreeSet<PathBuf>, trees: BTreeSet<PathBuf>) -> Self {
         let mut all = files.clone();
         for f in &files {
@@ -116,7 +121,7 @@ async fn run(
     mut rx: mpsc::Receiver<notify::Result<notify::Event>>,
 ) {
     let mut watched = BTreeSet::new();
-    let mut targets = Targets::with_trees(core.watched_files(), core.watched_dirs());
+    let mut targets = Targets::of_inputs(core.watched());
     sync(&mut watcher, &mut watched, &targets);
     loop {
         // A file that vanished is read again once its grace is over (then it counts as deleted,
@@ -132,7 +137,7 @@ async fn run(
             () = core.shutdown_token().cancelled() => return,
             () = grace_over => tracing::debug!("a vanished input file's grace is over"),
             () = core.config.watch_changed().notified() => {
-                let now = Targets::with_trees(core.watched_files(), core.watched_dirs());
+                let now = Targets::of_inputs(core.watched());
                 if now == targets {
                     continue;
                 }
@@ -163,7 +168,7 @@ async fn run(
             }
         }
         // Watch new directories first, so a write right after this reload is not missed.
-        targets = Targets::with_trees(core.watched_files(), core.watched_dirs());
+        targets = Targets::of_inputs(core.watched());
         sync(&mut watcher, &mut watched, &targets);
         if let Err(e) = core.reload_config(None, "watch").await {
             tracing::warn!(error = %e, "reload failed");
