@@ -7,8 +7,8 @@
 #![warn(unreachable_pub)]
 
 pub(crate) mod asks;
-pub mod audit;
-pub mod auth;
+pub(crate) mod audit;
+pub(crate) mod auth;
 pub mod calls;
 pub(crate) mod catalog;
 pub(crate) mod clock;
@@ -20,7 +20,7 @@ pub mod events;
 pub mod extensions;
 #[cfg(test)]
 mod fuzz;
-pub mod gateway;
+pub(crate) mod gateway;
 pub mod heap;
 pub mod hooks;
 #[cfg(test)]

@@ -10,11 +10,11 @@ use crate::clock;
 use crate::store::Store;
 
 /// Records kept; the oldest go first.
-pub const KEEP: u64 = 10_000;
+pub(crate) const KEEP: u64 = 10_000;
 /// `audit/list`'s default page.
-pub const DEFAULT_LIMIT: u32 = 50;
+pub(crate) const DEFAULT_LIMIT: u32 = 50;
 /// `audit/list`'s largest page.
-pub const MAX_LIMIT: u32 = 1_000;
+pub(crate) const MAX_LIMIT: u32 = 1_000;
 
 /// The audit log over the daemon's store.
 #[derive(Debug)]

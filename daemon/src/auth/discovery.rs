@@ -42,7 +42,7 @@ pub struct OAuthEndpoints {
 
 /// Why discovery failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DiscoveryError {
+pub(crate) enum DiscoveryError {
     /// The protected-resource metadata names another resource: a hard failure (a server must
     /// not obtain tokens meant for another).
     #[error(
@@ -97,13 +97,13 @@ fn path_of(u: &reqwest::Url) -> String {
 }
 
 /// The `resource` parameter for a server URL: without query or fragment.
-pub fn resource_parameter(server_url: &str) -> Result<String, DiscoveryError> {
+pub(crate) fn resource_parameter(server_url: &str) -> Result<String, DiscoveryError> {
     let u = parse(server_url)?;
     Ok(format!("{}{}", origin(&u), u.path()))
 }
 
 /// Protected-resource metadata locations: the path inserted after the host, then the root.
-pub fn protected_resource_urls(server_url: &str) -> Result<Vec<String>, DiscoveryError> {
+pub(crate) fn protected_resource_urls(server_url: &str) -> Result<Vec<String>, DiscoveryError> {
     let u = parse(server_url)?;
     let (o, p) = (origin(&u), path_of(&u));
     let root = format!("{o}/.well-known/oauth-protected-resource");
@@ -113,7 +113,7 @@ pub fn protected_resource_urls(server_url: &str) -> Result<Vec<String>, Discover
 /// Authorization-server metadata locations for an issuer, in the reference's order: with a
 /// path P, `/.well-known/oauth-authorization-server/P`, `/.well-known/openid-configuration/P`,
 /// `P/.well-known/openid-configuration`, then the two at the root.
-pub fn authorization_server_urls(issuer: &str) -> Result<Vec<String>, DiscoveryError> {
+pub(crate) fn authorization_server_urls(issuer: &str) -> Result<Vec<String>, DiscoveryError> {
     let u = parse(issuer)?;
     let (o, p) = (origin(&u), path_of(&u));
     let oauth = format!("{o}/.well-known/oauth-authorization-server");
@@ -132,7 +132,7 @@ pub fn authorization_server_urls(issuer: &str) -> Result<Vec<String>, DiscoveryE
 }
 
 /// A parameter of a `WWW-Authenticate: Bearer ...` challenge (`resource_metadata`, `scope`).
-pub fn challenge_param(header: &str, name: &str) -> Option<String> {
+pub(crate) fn challenge_param(header: &str, name: &str) -> Option<String> {
     let mut rest = header;
     while let Some(at) = rest.find(name) {
         let before = rest[..at].chars().last();
@@ -202,7 +202,7 @@ fn endpoints(meta: &Value, scopes: Vec<String>, resource: String) -> Option<OAut
 }
 
 /// Discover where a server's users authorize and get tokens, from its 401 challenge (if any).
-pub async fn discover(
+pub(crate) async fn discover(
     client: &reqwest::Client,
     server_url: &str,
     challenge: Option<&str>,

@@ -15,10 +15,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::discovery::OAuthEndpoints;
 
 /// How long the user has to finish in the browser.
-pub const CALLBACK_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const CALLBACK_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The callback path.
-pub const CALLBACK_PATH: &str = "/oauth/callback";
+pub(crate) const CALLBACK_PATH: &str = "/oauth/callback";
 
 /// base64url without padding (RFC 4648 §5).
 pub(crate) fn base64url(bytes: &[u8]) -> String {
@@ -42,7 +42,7 @@ fn random_hex(uuids: usize) -> String {
 
 /// A PKCE pair and the `state` of one authorization attempt.
 #[derive(Clone)]
-pub struct Attempt {
+pub(crate) struct Attempt {
     /// The code verifier (96 characters; kept until the code is exchanged).
     pub verifier: String,
     /// `state`.
@@ -57,12 +57,12 @@ impl std::fmt::Debug for Attempt {
 
 impl Attempt {
     /// A fresh verifier and state.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self { verifier: random_hex(3), state: random_hex(1) }
     }
 
     /// The S256 challenge of the verifier.
-    pub fn challenge(&self) -> String {
+    pub(crate) fn challenge(&self) -> String {
         challenge_of(&self.verifier)
     }
 }
@@ -74,12 +74,12 @@ impl Default for Attempt {
 }
 
 /// `BASE64URL(SHA256(verifier))`.
-pub fn challenge_of(verifier: &str) -> String {
+pub(crate) fn challenge_of(verifier: &str) -> String {
     base64url(&Sha256::digest(verifier.as_bytes()))
 }
 
 /// The URL the user opens: COMPAT §3.3 step 5's parameters.
-pub fn authorization_url(
+pub(crate) fn authorization_url(
     endpoints: &OAuthEndpoints,
     client_id: &str,
     redirect_uri: &str,
@@ -110,7 +110,7 @@ pub fn authorization_url(
 
 /// Why the callback brought no code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CallbackError {
+pub(crate) enum CallbackError {
     /// The authorization server said no (`error`, `error_description`).
     #[error("the authorization server answered {0}")]
     Denied(String),
@@ -140,14 +140,14 @@ pub enum CallbackError {
 
 /// A bound callback listener, waiting to be used.
 #[derive(Debug)]
-pub struct Callback {
+pub(crate) struct Callback {
     listener: tokio::net::TcpListener,
     port: u16,
 }
 
 /// What the callback checks.
 #[derive(Debug, Clone, Default)]
-pub struct Expect {
+pub(crate) struct Expect {
     /// The attempt's `state`.
     pub state: String,
     /// The issuer, when known.
@@ -191,7 +191,7 @@ fn query(target: &str) -> Vec<(String, String)> {
 
 impl Callback {
     /// Listen on 127.0.0.1: `port` (0 lets the system pick).
-    pub async fn bind(port: u16) -> Result<Self, CallbackError> {
+    pub(crate) async fn bind(port: u16) -> Result<Self, CallbackError> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
             .map_err(|e| CallbackError::Listen(port, e.to_string()))?;
@@ -201,13 +201,17 @@ impl Callback {
     }
 
     /// The redirect URI to register and send.
-    pub fn redirect_uri(&self) -> String {
+    pub(crate) fn redirect_uri(&self) -> String {
         format!("http://127.0.0.1:{}{CALLBACK_PATH}", self.port)
     }
 
     /// Wait for the browser's redirect (other paths are answered 404 and waited past) and
     /// return the code, or why there is none.
-    pub async fn code(self, expect: &Expect, within: Duration) -> Result<String, CallbackError> {
+    pub(crate) async fn code(
+        self,
+        expect: &Expect,
+        within: Duration,
+    ) -> Result<String, CallbackError> {
         let wait = async {
             loop {
                 let Ok((mut stream, _)) = self.listener.accept().await else { continue };

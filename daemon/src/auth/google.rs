@@ -18,16 +18,16 @@ use crate::clock;
 use crate::secrets::Secret;
 
 /// Where Google's token endpoint is, when the file does not say.
-pub const DEFAULT_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
+pub(crate) const DEFAULT_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 
 /// The IAM Credentials API.
-pub const IAM_URL: &str = "https://iamcredentials.googleapis.com";
+pub(crate) const IAM_URL: &str = "https://iamcredentials.googleapis.com";
 
 /// The scope the ADC token for the IAM call is asked for.
 const CLOUD_PLATFORM: &str = "https://www.googleapis.com/auth/cloud-platform";
 
 /// Whether `google_credentials` may send a token to `url`'s host (Gemini CLI's list).
-pub fn host_allowed(url: &str) -> Result<(), String> {
+pub(crate) fn host_allowed(url: &str) -> Result<(), String> {
     let host = reqwest::Url::parse(url)
         .ok()
         .and_then(|u| u.host_str().map(str::to_owned))
@@ -43,7 +43,7 @@ pub fn host_allowed(url: &str) -> Result<(), String> {
 
 /// Application Default Credentials, as read from their file.
 #[derive(Debug, Clone)]
-pub enum Adc {
+pub(crate) enum Adc {
     /// `"type": "authorized_user"` (`gcloud auth application-default login`).
     AuthorizedUser {
         /// `client_id`.
@@ -74,7 +74,7 @@ pub enum Adc {
 
 impl Adc {
     /// The project billed for quota, when the file names one.
-    pub fn quota_project(&self) -> Option<&str> {
+    pub(crate) fn quota_project(&self) -> Option<&str> {
         match self {
             Self::AuthorizedUser { quota_project, .. }
             | Self::ServiceAccount { quota_project, .. } => quota_project.as_deref(),
@@ -83,7 +83,7 @@ impl Adc {
 }
 
 /// The credentials file: `GOOGLE_APPLICATION_CREDENTIALS`, else gcloud's.
-pub fn adc_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+pub(crate) fn adc_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
     if let Some(p) = env("GOOGLE_APPLICATION_CREDENTIALS").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
@@ -99,7 +99,7 @@ pub fn adc_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
 }
 
 /// Read a credentials file.
-pub fn read_adc(path: &Path) -> Result<Adc, String> {
+pub(crate) fn read_adc(path: &Path) -> Result<Adc, String> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         format!(
             "cannot read Google Application Default Credentials at {}: {e} (`gcloud auth \
@@ -136,7 +136,7 @@ pub fn read_adc(path: &Path) -> Result<Adc, String> {
 }
 
 /// An access token from the credentials, for `scopes`: the token and when it expires.
-pub async fn access_token(
+pub(crate) async fn access_token(
     http: &reqwest::Client,
     adc: &Adc,
     scopes: &[String],
@@ -174,7 +174,7 @@ pub async fn access_token(
 }
 
 /// An ID token for `audience`, minted for `service_account` with an ADC access token.
-pub async fn id_token(
+pub(crate) async fn id_token(
     http: &reqwest::Client,
     iam_url: &str,
     adc: &Adc,
@@ -212,7 +212,7 @@ pub async fn id_token(
 }
 
 /// Whether a cached token may still be sent.
-pub fn fresh(t: &Token) -> bool {
+pub(crate) fn fresh(t: &Token) -> bool {
     t.expires_at_ms.is_some_and(|at| clock::now_ms().saturating_add(EXPIRY_MARGIN_MS) < at)
 }
 

@@ -11,7 +11,7 @@ use crate::secrets::Secret;
 
 /// One server's credentials as Gemini CLI stored them.
 #[derive(Debug, Clone)]
-pub struct Imported {
+pub(crate) struct Imported {
     /// `serverName`.
     pub server: String,
     /// The token.
@@ -26,7 +26,7 @@ pub struct Imported {
 
 /// Why the file was not imported.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ImportError {
+pub(crate) enum ImportError {
     /// Others may read it: its tokens are not trusted to be the user's alone.
     #[error("{} is readable by others (mode {mode:o}): not imported; `chmod 600 {}` fixes it", .path.display(), .path.display())]
     LoosePermissions {
@@ -78,7 +78,7 @@ struct Stored {
 }
 
 /// The credentials in Gemini CLI's token file; none when there is no file.
-pub fn read(path: &Path) -> Result<Vec<Imported>, ImportError> {
+pub(crate) fn read(path: &Path) -> Result<Vec<Imported>, ImportError> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

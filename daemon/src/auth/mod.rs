@@ -6,19 +6,18 @@
 //! ([`Auth`]) owns them all: single-flight refresh, sign-in and sign-out; `settings` reads an
 //! entry's `oauth` object.
 
-pub mod discovery;
-pub mod flow;
-pub mod google;
-pub mod google_seat;
-pub mod import;
-pub mod service;
-pub mod settings;
-pub mod sign_in;
-pub mod store;
+pub(crate) mod discovery;
+pub(crate) mod flow;
+pub(crate) mod google;
+pub(crate) mod google_seat;
+pub(crate) mod import;
+pub(crate) mod service;
+pub(crate) mod settings;
+pub(crate) mod sign_in;
+pub(crate) mod store;
 #[cfg(test)]
 mod test_site;
-pub mod token;
+pub(crate) mod token;
 
-pub use service::{Auth, AuthError, Target};
-pub use settings::OAuthSettings;
-pub use sign_in::SignIn;
+pub(crate) use service::{Auth, AuthError, Target};
+pub(crate) use settings::OAuthSettings;

@@ -74,29 +74,29 @@ struct Form {
 }
 
 /// The entry name of a server URL's credentials.
-pub fn entry_name(resource: &str) -> String {
+pub(crate) fn entry_name(resource: &str) -> String {
     format!("oauth/{resource}")
 }
 
 /// Credentials in the secrets store.
 #[derive(Debug, Clone)]
-pub struct CredentialStore {
+pub(crate) struct CredentialStore {
     secrets: Arc<SecretStore>,
 }
 
 impl CredentialStore {
     /// Over `secrets`.
-    pub fn new(secrets: Arc<SecretStore>) -> Self {
+    pub(crate) fn new(secrets: Arc<SecretStore>) -> Self {
         Self { secrets }
     }
 
     /// Where they are kept, in words.
-    pub fn backend(&self) -> String {
+    pub(crate) fn backend(&self) -> String {
         self.secrets.backend().to_string()
     }
 
     /// A server URL's credentials.
-    pub fn get(&self, resource: &str) -> Result<Option<Credential>, SecretsError> {
+    pub(crate) fn get(&self, resource: &str) -> Result<Option<Credential>, SecretsError> {
         let Some(bytes) = self.secrets.get(&entry_name(resource))? else { return Ok(None) };
         let form: Form = match serde_json::from_slice(bytes.expose()) {
             Ok(f) => f,
@@ -132,7 +132,7 @@ impl CredentialStore {
     }
 
     /// Store `c`, replacing what was there.
-    pub fn put(&self, c: &Credential) -> Result<(), SecretsError> {
+    pub(crate) fn put(&self, c: &Credential) -> Result<(), SecretsError> {
         let form = Form {
             version: 1,
             resource: c.resource.clone(),
@@ -156,7 +156,7 @@ impl CredentialStore {
 
     /// Replace `expected` by `new` (or delete it, with `None`) only if `expected` is still
     /// what is stored; what is stored now either way.
-    pub fn swap(
+    pub(crate) fn swap(
         &self,
         expected: &Credential,
         new: Option<&Credential>,
@@ -179,24 +179,24 @@ impl CredentialStore {
     }
 
     /// Whether the marker `name` is set.
-    pub fn has_marker(&self, name: &str) -> Result<bool, SecretsError> {
+    pub(crate) fn has_marker(&self, name: &str) -> Result<bool, SecretsError> {
         Ok(self.secrets.get(name)?.is_some())
     }
 
     /// Set the marker `name`.
-    pub fn set_marker(&self, name: &str) -> Result<(), SecretsError> {
+    pub(crate) fn set_marker(&self, name: &str) -> Result<(), SecretsError> {
         self.secrets.set(name, &Secret::new(b"1".to_vec()))
     }
 
     /// Forget a server URL's credentials; whether there were any.
-    pub fn delete(&self, resource: &str) -> Result<bool, SecretsError> {
+    pub(crate) fn delete(&self, resource: &str) -> Result<bool, SecretsError> {
         self.secrets.delete(&entry_name(resource))
     }
 }
 
 /// What [`CredentialStore::swap`] did.
 #[derive(Debug)]
-pub enum Swapped {
+pub(crate) enum Swapped {
     /// The expected credential was replaced (or deleted).
     Done,
     /// Something else is stored (or nothing): that, untouched.

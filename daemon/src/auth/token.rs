@@ -9,7 +9,7 @@ use crate::secrets::Secret;
 
 /// A token is treated as expired this long before its `expires_in` says (the reference's
 /// margin).
-pub const EXPIRY_MARGIN_MS: u64 = 5 * 60 * 1000;
+pub(crate) const EXPIRY_MARGIN_MS: u64 = 5 * 60 * 1000;
 
 /// An access token and what came with it.
 #[derive(Debug, Clone)]
@@ -36,7 +36,7 @@ impl Token {
 
 /// Why the token endpoint gave no token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TokenError {
+pub(crate) enum TokenError {
     /// The grant (code or refresh token) was refused: `invalid_grant`. For a refresh, the
     /// stored credentials may be deleted, if they are still the ones that failed.
     #[error("the authorization server refused the grant (invalid_grant{})", .0.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
@@ -65,7 +65,7 @@ pub enum TokenError {
 
 impl TokenError {
     /// Whether it may pass with time (network, 5xx), so nothing stored should go for it.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         matches!(self, Self::Unreachable(_))
     }
 }
@@ -116,7 +116,7 @@ impl ClientAuth {
 
 /// The form of a token request; `client_secret`, `audience`, `resource` when there are.
 #[derive(Debug, Clone, Default)]
-pub struct Client<'a> {
+pub(crate) struct Client<'a> {
     /// `client_id`.
     pub id: &'a str,
     /// `client_secret`, for a confidential client.
@@ -206,7 +206,7 @@ async fn post_form(
 }
 
 /// The JWT-bearer grant (RFC 7523): a signed assertion for a token.
-pub async fn jwt_bearer(
+pub(crate) async fn jwt_bearer(
     http: &reqwest::Client,
     url: &str,
     assertion: &str,
@@ -288,7 +288,7 @@ async fn answer(
 }
 
 /// Exchange an authorization code (with its PKCE verifier).
-pub async fn exchange_code(
+pub(crate) async fn exchange_code(
     http: &reqwest::Client,
     token_url: &str,
     client: &Client<'_>,
@@ -308,7 +308,7 @@ pub async fn exchange_code(
 
 /// Refresh a token; a response without a new refresh token keeps the old one (and without a
 /// scope, the old scope).
-pub async fn refresh(
+pub(crate) async fn refresh(
     http: &reqwest::Client,
     token_url: &str,
     client: &Client<'_>,
@@ -335,7 +335,7 @@ pub async fn refresh(
 
 /// A client dynamic registration made.
 #[derive(Debug, Clone)]
-pub struct Registered {
+pub(crate) struct Registered {
     /// `client_id`.
     pub id: String,
     /// `client_secret`, when the server made a confidential client.
@@ -347,7 +347,7 @@ pub struct Registered {
 /// Register geminid (dynamic client registration): a public client (`none`) where the
 /// authorization server takes one, else the confidential method it offers, whose secret is
 /// kept with the token (Gemini CLI registers public clients only).
-pub async fn register(
+pub(crate) async fn register(
     http: &reqwest::Client,
     registration_url: &str,
     redirect_uri: &str,

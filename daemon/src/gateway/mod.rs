@@ -15,7 +15,7 @@ mod forward;
 mod http;
 mod lists;
 mod mrtr;
-pub mod names;
+pub(crate) mod names;
 mod notify;
 pub(crate) mod route;
 
@@ -55,7 +55,7 @@ fn is_gateway_call(id: &str) -> bool {
 
 /// What a gateway serves of its session, and who confirms.
 #[derive(Debug, Clone, Default)]
-pub struct Serving {
+pub(crate) struct Serving {
     /// How tools and prompts are named.
     pub names: Names,
     /// Only this server (its entry name, checked exactly when the gateway opens).
@@ -70,7 +70,7 @@ pub struct Serving {
 /// One downstream client's gateway over one session (cheap to clone: the handler rmcp serves
 /// and the task following the session's events share it).
 #[derive(Debug, Clone)]
-pub struct Gateway(Arc<Inner>);
+pub(crate) struct Gateway(Arc<Inner>);
 
 impl std::ops::Deref for Gateway {
     type Target = Inner;
@@ -81,7 +81,7 @@ impl std::ops::Deref for Gateway {
 
 /// What a gateway knows.
 #[derive(Debug)]
-pub struct Inner {
+pub(crate) struct Inner {
     core: Arc<Core>,
     session: String,
     serving: Serving,
@@ -126,7 +126,11 @@ fn catalog_error(e: CatalogError) -> McpError {
 impl Gateway {
     /// The session's servers' instructions, as the gateway's own; one server's as it gives
     /// them.
-    pub async fn instructions(core: &Core, session: &str, server: Option<&str>) -> Option<String> {
+    pub(crate) async fn instructions(
+        core: &Core,
+        session: &str,
+        server: Option<&str>,
+    ) -> Option<String> {
         let i = core.catalog.instructions(session).await.ok()?;
         match server {
             Some(one) => i.servers.into_iter().find(|(n, _)| n == one).map(|(_, text)| text),
@@ -159,7 +163,7 @@ impl Gateway {
 
     /// A gateway for `session`, serving it as `serving` says, for a client reached through
     /// the daemon's connection `conn` (the one attached to the session).
-    pub fn new(
+    pub(crate) fn new(
         core: Arc<Core>,
         session: String,
         serving: Serving,

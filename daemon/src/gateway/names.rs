@@ -13,11 +13,11 @@ use geminid_protocol::gateway::Names;
 use sha2::{Digest, Sha256};
 
 /// The longest name served.
-pub const MAX_NAME: usize = 64;
+pub(crate) const MAX_NAME: usize = 64;
 
 /// One item to name: its server, its own name, and its name in the session (Gemini's).
 #[derive(Debug, Clone, Copy)]
-pub struct Item<'a> {
+pub(crate) struct Item<'a> {
     /// The server's entry name.
     pub server: &'a str,
     /// The server's name for it.
@@ -28,7 +28,7 @@ pub struct Item<'a> {
 
 /// Served names and back.
 #[derive(Debug, Default)]
-pub struct NameMap {
+pub(crate) struct NameMap {
     /// In the items' order: the served name of each.
     pub served: Vec<String>,
     /// Served name → position in the items.
@@ -55,7 +55,7 @@ fn fit(name: &str, max: usize) -> String {
 }
 
 /// Name `items` for a client.
-pub fn build(items: &[Item<'_>], mode: Names) -> NameMap {
+pub(crate) fn build(items: &[Item<'_>], mode: Names) -> NameMap {
     let mut map = NameMap::default();
     for (i, item) in items.iter().enumerate() {
         let base = match mode {
