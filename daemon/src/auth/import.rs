@@ -28,6 +28,7 @@ pub(crate) struct Imported {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum ImportError {
     /// Others may read it: its tokens are not trusted to be the user's alone.
+    #[cfg_attr(not(unix), allow(dead_code, reason = "permission bits are read on Unix only"))]
     #[error("{} is readable by others (mode {mode:o}): not imported; `chmod 600 {}` fixes it", .path.display(), .path.display())]
     LoosePermissions {
         /// The file.
