@@ -123,7 +123,7 @@ impl Core {
 
     /// `confirmation/respond`: the session it was answered for. An "always" is refused (the
     /// confirmation stays pending) while the file it would be saved in cannot take it.
-    pub fn confirm(&self, p: ConfirmationRespondParams) -> Result<String, ConfirmError> {
+    pub(crate) fn confirm(&self, p: ConfirmationRespondParams) -> Result<String, ConfirmError> {
         if p.outcome == ConfirmOutcome::Always {
             crate::policy::saved::check(&crate::policy::saved::path(self.config.paths()))
                 .map_err(ConfirmError::CannotSave)?;
@@ -199,13 +199,13 @@ impl Core {
 
 /// Why `confirmation/respond` refused an answer.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfirmError {
+pub(crate) enum ConfirmError {
     /// Not pending, another session's, or a bad answer.
     #[error(transparent)]
     Respond(#[from] RespondError),
     /// "Always" cannot be saved.
     #[error("{0}; answer once, session or deny instead")]
-    CannotSave(String),
+    CannotSave(crate::policy::saved::SaveError),
 }
 
 /// Policy files as an input: the user's and the system's policy folders, and each known

@@ -191,7 +191,9 @@ impl Policy for Guard {
                 Confirmed::Session => Ok(()),
                 Confirmed::Always => {
                     let file = saved::path(self.config.paths());
-                    saved::save(&file, &call.tool, Some(&call.server)).map(drop)
+                    saved::save(&file, &call.tool, Some(&call.server))
+                        .map(drop)
+                        .map_err(|e| e.to_string())
                 }
             };
             // Kept with the session either way: an "always" that could not be saved still

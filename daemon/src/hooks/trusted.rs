@@ -3,11 +3,11 @@
 //! file it has already warned about; a hook not in it is announced once and then recorded. It
 //! warns, it does not block: the hooks run either way.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::config::write::{atomic_write, read_text};
+use crate::config::write::{WriteError, atomic_write, read_text};
 
 /// A hook's key in the file: `name:command` (an empty name when it has none).
 fn key(hook: &Map<String, Value>) -> Option<String> {
@@ -43,19 +43,30 @@ pub fn keys(hooks: &Value) -> Vec<(String, String)> {
     out
 }
 
+/// Why the announced hooks could not be recorded; the file is left as it was.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RecordError {
+    /// It could not be read or written.
+    #[error(transparent)]
+    File(#[from] WriteError),
+    /// It holds something else than a JSON object.
+    #[error("{} is not a JSON object; fix or delete it (it is not rewritten)", .0.display())]
+    NotAnObject(PathBuf),
+    /// What it would hold could not be written as JSON.
+    #[error("the announced hooks cannot be written as JSON: {0}")]
+    Json(serde_json::Error),
+}
+
 /// The file's contents; an unreadable or unparsable file is an error naming it, and is not
 /// rewritten (what it holds would be lost).
-fn load(file: &Path) -> Result<Map<String, Value>, String> {
-    let text = read_text(file).map_err(|e| e.to_string())?;
+fn load(file: &Path) -> Result<Map<String, Value>, RecordError> {
+    let text = read_text(file)?;
     if text.trim().is_empty() {
         return Ok(Map::new());
     }
     match serde_json::from_str(&text) {
         Ok(Value::Object(m)) => Ok(m),
-        _ => Err(format!(
-            "{} is not a JSON object; fix or delete it (it is not rewritten)",
-            file.display()
-        )),
+        _ => Err(RecordError::NotAnObject(file.to_owned())),
     }
 }
 
@@ -77,7 +88,11 @@ pub fn new_hooks(file: &Path, project: &str, keys: &[(String, String)]) -> Vec<S
 }
 
 /// Record `keys` as announced for `project`, keeping every other entry.
-pub fn record(file: &Path, project: &str, keys: &[(String, String)]) -> Result<(), String> {
+pub(crate) fn record(
+    file: &Path,
+    project: &str,
+    keys: &[(String, String)],
+) -> Result<(), RecordError> {
     let mut all = load(file)?;
     let entry = all.entry(project.to_owned()).or_insert_with(|| Value::Array(Vec::new()));
     if !entry.is_array() {
@@ -90,8 +105,8 @@ pub fn record(file: &Path, project: &str, keys: &[(String, String)]) -> Result<(
             }
         }
     }
-    let text = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?;
-    atomic_write(file, &format!("{text}\n"), None).map_err(|e| e.to_string())
+    let text = serde_json::to_string_pretty(&all).map_err(RecordError::Json)?;
+    Ok(atomic_write(file, &format!("{text}\n"), None)?)
 }
 
 /// The warning the user sees once.
@@ -146,7 +161,8 @@ mod tests {
 
         std::fs::write(&file, "{ not json").unwrap();
         let err = record(&file, "/p", &k).unwrap_err();
-        assert!(err.contains("not rewritten"), "{err}");
+        assert!(matches!(err, RecordError::NotAnObject(_)), "{err:?}");
+        assert!(err.to_string().contains("not rewritten"), "{err}");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "{ not json");
     }
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use toml_edit::{DocumentMut, Item, Table, value};
 
 use crate::config::ConfigPaths;
-use crate::config::write::{atomic_write, read_text};
+use crate::config::write::{WriteError, atomic_write, read_text};
 
 /// The priority of a saved rule.
 pub const PRIORITY: i64 = 950;
@@ -18,8 +18,32 @@ pub fn path(paths: &ConfigPaths) -> PathBuf {
     paths.home.join(".gemini").join("policies").join("auto-saved.toml")
 }
 
-fn read(path: &Path) -> Result<DocumentMut, String> {
-    let text = read_text(path).map_err(|e| e.to_string())?;
+/// Why a rule could not be saved; the file is left as it was.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SaveError {
+    /// It could not be read or written.
+    #[error(transparent)]
+    File(#[from] WriteError),
+    /// It is not TOML.
+    #[error(
+        "{}{at}: not valid TOML ({message}); it is left as it is: fix or delete it to save approvals",
+        path.display()
+    )]
+    NotToml {
+        /// The file.
+        path: PathBuf,
+        /// Where (`:line:column`), when the parser says.
+        at: String,
+        /// What the parser said.
+        message: String,
+    },
+    /// Its `rule` is something else than an array of tables.
+    #[error("{}: `rule` is not an array of tables ([[rule]]); it is left as it is", .0.display())]
+    NotRules(PathBuf),
+}
+
+fn read(path: &Path) -> Result<DocumentMut, SaveError> {
+    let text = read_text(path)?;
     text.parse::<DocumentMut>().map_err(|e| {
         let at = e.span().map(|s| {
             let before = &text[..s.start.min(text.len())];
@@ -27,30 +51,26 @@ fn read(path: &Path) -> Result<DocumentMut, String> {
             let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
             format!(":{line}:{column}")
         });
-        format!(
-            "{}{}: not valid TOML ({}); it is left as it is: fix or delete it to save approvals",
-            path.display(),
-            at.unwrap_or_default(),
-            e.message()
-        )
+        SaveError::NotToml {
+            path: path.to_owned(),
+            at: at.unwrap_or_default(),
+            message: e.message().to_owned(),
+        }
     })
 }
 
 /// Whether a rule could be saved now (the file is absent or valid TOML).
-pub fn check(path: &Path) -> Result<(), String> {
+pub(crate) fn check(path: &Path) -> Result<(), SaveError> {
     read(path).map(drop)
 }
 
 /// Save an allow rule for `tool` (a server's own name for it, with `server`; or a built-in's
 /// name): `Ok(false)` when the file has that rule already.
-pub fn save(path: &Path, tool: &str, server: Option<&str>) -> Result<bool, String> {
+pub(crate) fn save(path: &Path, tool: &str, server: Option<&str>) -> Result<bool, SaveError> {
     let mut doc = read(path)?;
     let rules = doc.entry("rule").or_insert(Item::ArrayOfTables(Default::default()));
     let Some(rules) = rules.as_array_of_tables_mut() else {
-        return Err(format!(
-            "{}: `rule` is not an array of tables ([[rule]]); it is left as it is",
-            path.display()
-        ));
+        return Err(SaveError::NotRules(path.to_owned()));
     };
     let same = |t: &Table| {
         t.get("toolName").and_then(Item::as_str) == Some(tool)
@@ -70,7 +90,7 @@ pub fn save(path: &Path, tool: &str, server: Option<&str>) -> Result<bool, Strin
     rule.insert("decision", value("allow"));
     rule.insert("priority", value(PRIORITY));
     rules.push(rule);
-    atomic_write(path, &doc.to_string(), None).map_err(|e| e.to_string())?;
+    atomic_write(path, &doc.to_string(), None)?;
     Ok(true)
 }
 
@@ -122,14 +142,19 @@ mod tests {
         let file = dir.path().join("auto-saved.toml");
         std::fs::write(&file, "[[rule]\ntoolName = ").unwrap();
         let err = save(&file, "search", Some("docs")).unwrap_err();
+        assert!(matches!(err, SaveError::NotToml { .. }), "{err:?}");
+        let err = err.to_string();
         assert!(err.contains("auto-saved.toml:1:") && err.contains("left as it is"), "{err}");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "[[rule]\ntoolName = ");
         assert!(check(&file).is_err());
         std::fs::write(&file, "rule = 3\n").unwrap();
-        assert!(save(&file, "search", None).unwrap_err().contains("not an array of tables"));
+        let err = save(&file, "search", None).unwrap_err();
+        assert!(matches!(err, SaveError::NotRules(_)), "{err:?}");
+        assert!(err.to_string().contains("not an array of tables"), "{err}");
         let dir_file = dir.path().join("dir.toml");
         std::fs::create_dir(&dir_file).unwrap();
-        assert!(save(&dir_file, "search", None).is_err());
+        let err = save(&dir_file, "search", None).unwrap_err();
+        assert!(matches!(err, SaveError::File(_)), "{err:?}");
         assert!(dir_file.is_dir());
     }
 }
