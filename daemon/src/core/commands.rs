@@ -401,11 +401,11 @@ fn listed_of(list: &CommandsListResult) -> Listed {
 /// changes), and what each session was last told of them (for `skills/changed` and
 /// `commands/changed`).
 #[derive(Debug, Default)]
-pub struct Lists {
+pub(super) struct Lists {
     /// Every `SKILL.md` read.
-    pub skills: crate::skills::load::Cache,
+    pub(super) skills: crate::skills::load::Cache,
     /// Every command file read.
-    pub commands: load::Cache,
+    pub(super) commands: load::Cache,
     pub(super) skill_views: super::skills::Views,
     command_views: CommandViews,
 }

@@ -88,21 +88,21 @@ pub struct Core {
     /// The pipeline every tool call goes through.
     pub calls: Pipeline,
     /// Long-lived secrets (OAuth tokens, the integrity key): the OS keyring or a 0600 file.
-    pub secrets: Arc<SecretStore>,
+    secrets: Arc<SecretStore>,
     /// OAuth tokens of remote servers.
-    pub auth: Arc<crate::auth::Auth>,
+    auth: Arc<crate::auth::Auth>,
     /// Installed extensions, their integrity and enablement.
     pub extensions: Arc<crate::extensions::Extensions>,
     /// Skill and command files as parsed, and what each session was last told of them.
-    pub lists: commands::Lists,
+    lists: commands::Lists,
     /// Sign-ins under way.
     sign_ins: auth::SignIns,
     /// Starts a session's servers (for the catalog, too), noting the workspaces used lately.
     starter: Arc<starter::SessionStarter>,
     /// Sessions' tool-call policies (their files' last good rules).
-    pub policies: Arc<crate::policy::service::Policies>,
+    policies: Arc<crate::policy::service::Policies>,
     /// Policy in the call pipeline, with each session's rules prepared.
-    pub guard: Arc<seat::Guard>,
+    guard: Arc<seat::Guard>,
     /// Hooks: the tool events in the pipeline, and the events front-ends fire.
     pub hooks: Arc<hooks::HookSeat>,
     /// The record of every call.
