@@ -50,22 +50,7 @@ impl AuditLog {
     /// A record of something that is not a call, about `server`'s `tool` (tool-definition
     /// pins: a definition held, accepted or rejected): `origin` says what.
     pub fn note(&self, server: &str, tool: &str, origin: &str, error: Option<String>) {
-        self.write(|seq| AuditRecord {
-            seq,
-            time: clock::rfc3339(clock::now_ms()),
-            session: String::new(),
-            tool: tool.to_owned(),
-            server: server.to_owned(),
-            origin: origin.to_owned(),
-            arg_keys: vec![],
-            args_hash: None,
-            decision: None,
-            rule: None,
-            confirmation: None,
-            duration_ms: 0,
-            ok: error.is_none(),
-            error,
-        });
+        self.write(|seq| noted(seq, server, tool, origin, error));
     }
 
     /// Numbers one record, which `make` builds from its number, and writes it. The call
@@ -76,6 +61,26 @@ impl AuditLog {
         if let Err(e) = self.store.put_audit(seq, &rec, KEEP) {
             tracing::warn!(error = %e, tool = %rec.tool, "the audit record was not written");
         }
+    }
+}
+
+/// Record `seq`, of something that is not a call (see [`AuditLog::note`]).
+fn noted(seq: u64, server: &str, tool: &str, origin: &str, error: Option<String>) -> AuditRecord {
+    AuditRecord {
+        seq,
+        time: clock::rfc3339(clock::now_ms()),
+        session: String::new(),
+        tool: tool.to_owned(),
+        server: server.to_owned(),
+        origin: origin.to_owned(),
+        arg_keys: vec![],
+        args_hash: None,
+        decision: None,
+        rule: None,
+        confirmation: None,
+        duration_ms: 0,
+        ok: error.is_none(),
+        error,
     }
 }
 
@@ -90,22 +95,7 @@ mod tests {
         let log = AuditLog::new(store.clone());
         for _ in 0..5 {
             let seq = log.next.fetch_add(1, Ordering::Relaxed);
-            let rec = AuditRecord {
-                seq,
-                time: String::new(),
-                session: "s1".into(),
-                tool: "echo".into(),
-                server: "fx".into(),
-                origin: "tools/call".into(),
-                arg_keys: vec![],
-                args_hash: None,
-                decision: None,
-                rule: None,
-                confirmation: None,
-                duration_ms: 0,
-                ok: true,
-                error: None,
-            };
+            let rec = noted(seq, "fx", "echo", "pins/hold", None);
             store.put_audit(seq, &rec, 3).unwrap();
         }
         let all = log.list(&AuditListParams { limit: Some(100), ..Default::default() });
