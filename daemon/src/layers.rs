@@ -23,6 +23,23 @@ fn layers() -> BTreeMap<String, u32> {
     out
 }
 
+/// Every `.rs` file below `dir`.
+pub(crate) fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
+    }
+    files
+}
+
 /// The daemon's top-level modules, each with its files.
 fn modules() -> BTreeMap<String, Vec<PathBuf>> {
     let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
@@ -31,19 +48,7 @@ fn modules() -> BTreeMap<String, Vec<PathBuf>> {
         let path = entry.unwrap().path();
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
         if path.is_dir() {
-            let mut files = Vec::new();
-            let mut stack = vec![path];
-            while let Some(dir) = stack.pop() {
-                for e in std::fs::read_dir(&dir).unwrap() {
-                    let p = e.unwrap().path();
-                    if p.is_dir() {
-                        stack.push(p);
-                    } else if p.extension().is_some_and(|x| x == "rs") {
-                        files.push(p);
-                    }
-                }
-            }
-            out.insert(name, files);
+            out.insert(name, rust_files(&path));
         } else if path.extension().is_some_and(|x| x == "rs")
             && !["lib", "main", "layers"].contains(&name.as_str())
         {

@@ -63,19 +63,12 @@ mod tests {
     /// two things (docs/ARCHITECTURE.md names each file's concern).
     #[test]
     fn no_source_file_reaches_600_lines() {
-        let mut stack = vec![std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))];
+        let src = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
         let mut long = Vec::new();
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    let lines = std::fs::read_to_string(&path).unwrap().lines().count();
-                    if lines >= 600 {
-                        long.push(format!("{} ({lines} lines)", path.display()));
-                    }
-                }
+        for path in crate::layers::rust_files(src) {
+            let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+            if lines >= 600 {
+                long.push(format!("{} ({lines} lines)", path.display()));
             }
         }
         assert!(long.is_empty(), "split these by concern: {long:?}");
