@@ -4,8 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use geminid::commands::load::Cache;
-use geminid::commands::resolve::{Candidate, resolve};
+use geminid::testing::commands::{Cache, Candidate, resolve};
 use geminid_protocol::commands::CommandKind;
 
 use crate::{ms, read_all, stats};

@@ -2,14 +2,14 @@
 //! (target ≤ 50 ms), side by side with only reading those files; and a reload after one file
 //! changed, which must hash that one extension again and no other.
 //!
-//! In process, through `geminid::extensions::Extensions` as the daemon uses it: a start is a
+//! In process, through `geminid::testing::Extensions` as the daemon uses it: a start is a
 //! fresh instance (nothing cached) over records already kept; a reload is a scan of the same
 //! instance. The files are in the page cache, as on a machine where the user works.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use geminid::extensions::Extensions;
+use geminid::testing::Extensions;
 use geminid_protocol::extensions::IntegrityState;
 
 use crate::{ms, read_all, stats};
@@ -46,7 +46,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     make(&root)?;
     let data = home.data_dir();
     std::fs::create_dir_all(&data)?;
-    let store = geminid::store::Store::temporary()?;
+    let store = geminid::testing::Store::temporary()?;
     // The first scan records every extension (first sight), as after installing them.
     let first = Extensions::with_key_file(gemini.clone(), &data, store.clone());
     let scan = first.rescan(false);
@@ -106,7 +106,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     let tiny = tiny_gemini.join("extensions/tiny");
     std::fs::create_dir_all(&tiny)?;
     std::fs::write(tiny.join("gemini-extension.json"), r#"{"name": "tiny", "version": "1"}"#)?;
-    let tiny_store = geminid::store::Store::temporary()?;
+    let tiny_store = geminid::testing::Store::temporary()?;
     Extensions::with_key_file(tiny_gemini.clone(), &data, tiny_store.clone()).rescan(false);
     let mut unlock = Vec::new();
     for _ in 0..ROUNDS {

@@ -1,5 +1,5 @@
 //! What the hook runner adds: five hooks running `true` in parallel through
-//! `geminid::hooks::exec::fire` (bash, stdin JSON, bounded output, timeout), against five
+//! `geminid::testing::hooks::fire` (bash, stdin JSON, bounded output, timeout), against five
 //! `true` processes spawned directly at once, interleaved in one run (the issue-18 target:
 //! ≤ 5 ms more than the slowest of them). And what one BeforeTool hook adds to a whole
 //! `tools/call` beyond its own process (issue 39: ≤ 0.5 ms): calls in a session whose
@@ -10,11 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use geminid::hooks::HookEvent;
-use geminid::hooks::exec::fire;
-use geminid::hooks::plan::plan;
-use geminid::hooks::registry::Registry;
-use geminid::hooks::run::Context;
+use geminid::testing::hooks::{Context, HookEvent, Registry, fire, plan};
 use serde_json::json;
 
 use crate::{ms, stats};

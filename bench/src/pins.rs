@@ -6,8 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use geminid::pins::{Pins, canon};
-use geminid::store::Store;
+use geminid::testing::{Pins, Store, canon};
 use geminid_protocol::api::{McpApiClient, SessionApiClient, ToolsApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::mcp::{ServerParams, StartParams};

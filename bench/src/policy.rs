@@ -17,9 +17,7 @@ use geminid_protocol::tools::ToolsCallParams;
 use geminid_tests::mcp::{fixture, shell_env, write_user_settings};
 use geminid_tests::{Daemon, TestHome};
 
-use geminid::policy::engine::PolicySet;
-use geminid::policy::load::load;
-use geminid::policy::{ApprovalMode, Tier, ToolCall};
+use geminid::testing::policy::{ApprovalMode, PolicySet, Tier, ToolCall, load};
 use serde_json::json;
 
 use crate::{stats, us};

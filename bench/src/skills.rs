@@ -4,8 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use geminid::skills::load::Cache;
-use geminid::skills::registry::{Registry, places};
+use geminid::testing::skills::{Cache, Registry, places};
 
 use crate::{ms, read_all, stats};
 

@@ -1,16 +1,17 @@
 //! How the C allocator treats the daemon's large, short-lived buffers.
 
 /// Allocations this large are mapped on their own and unmapped when freed.
-pub const MMAP_THRESHOLD: i32 = 128 * 1024;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) const MMAP_THRESHOLD: i32 = 128 * 1024;
 
-/// Fix glibc's threshold for mapping an allocation on its own at [`MMAP_THRESHOLD`] (its
+/// Fix glibc's threshold for mapping an allocation on its own at `MMAP_THRESHOLD` (its
 /// default, which it otherwise raises, up to 32 MiB, each time such a block is freed). Raised,
 /// every later large buffer (a `policy/list` answer of 10,000 rules is 2 MiB of JSON) comes
 /// from the arena of the thread that made it and stays in the daemon's resident memory once
 /// freed: five `policy list`s of 10,000 rules kept 20 MiB, one per worker thread's arena; with
 /// the threshold fixed they keep 1.5 MiB (issue 39). To be called first thing in `main`,
 /// before any thread starts. Elsewhere than glibc, nothing to do.
-pub fn settle_large_allocations() {
+pub(crate) fn settle_large_allocations() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[allow(
         unsafe_code,

@@ -1,52 +1,57 @@
 //! geminid: the per-user daemon that owns Gemini CLI's extensibility layer.
 //!
-//! The daemon's core ([`core::Core`]) is a plain struct built from a [`store::Store`]; it knows
-//! nothing of sockets or JSON-RPC, so unit tests construct it directly. [`server`] owns the
-//! control socket and the accept loop, and [`rpc`] translates JSON-RPC calls into core calls.
+//! Two modules are public. [`start`] is the whole process (`main.rs` calls
+//! [`start::main`]); [`testing`] is what the tests crate and the bench reach. Everything else
+//! is crate-private, laid out in layers that docs/ARCHITECTURE.md lists and a test holds: the
+//! core (`core::Core`) is a plain struct built from a store that knows nothing of sockets or
+//! JSON-RPC; `server` owns the control socket and the accept loop, and `rpc` translates
+//! JSON-RPC calls into calls on the core.
 
 #![warn(unreachable_pub)]
 
 pub(crate) mod asks;
 pub(crate) mod audit;
 pub(crate) mod auth;
-pub mod calls;
+pub(crate) mod calls;
 pub(crate) mod catalog;
 pub(crate) mod clock;
-pub mod commands;
-pub mod config;
-pub mod core;
-pub mod discovered;
-pub mod events;
-pub mod extensions;
+pub(crate) mod commands;
+pub(crate) mod config;
+pub(crate) mod core;
+pub(crate) mod discovered;
+pub(crate) mod events;
+pub(crate) mod extensions;
 #[cfg(test)]
 mod fuzz;
 pub(crate) mod gateway;
-pub mod heap;
-pub mod hooks;
+pub(crate) mod heap;
+pub(crate) mod hooks;
 #[cfg(test)]
 mod layers;
 mod literal;
-pub mod log_file;
-pub mod mcp;
+pub(crate) mod log_file;
+pub(crate) mod mcp;
 pub(crate) mod naming;
-pub mod paths;
-pub mod pins;
-pub mod policy;
+pub(crate) mod paths;
+pub(crate) mod pins;
+pub(crate) mod policy;
 pub(crate) mod proc;
-pub mod rpc;
+pub(crate) mod rpc;
 pub(crate) mod secrets;
-pub mod server;
-pub mod session;
-pub mod settings_file;
+pub(crate) mod server;
+pub(crate) mod session;
+pub(crate) mod settings_file;
 #[cfg_attr(
     windows,
     allow(dead_code, reason = "hooks and custom commands run through bash on Unix only")
 )]
 pub(crate) mod shell;
-pub mod skills;
-pub mod store;
-pub mod systemd;
-pub mod watch;
+pub(crate) mod skills;
+pub mod start;
+pub(crate) mod store;
+pub(crate) mod systemd;
+pub mod testing;
+pub(crate) mod watch;
 
 /// What a caught panic said (its message, when it was text), for an error answer or a log line.
 pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {

@@ -10,15 +10,12 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-/// `--log-max-size`'s default.
-pub const DEFAULT_MAX_SIZE: u64 = 10 << 20;
-
 /// The smallest size accepted: one log line with its fields must fit.
-pub const MIN_MAX_SIZE: u64 = 4 << 10;
+pub(crate) const MIN_MAX_SIZE: u64 = 4 << 10;
 
 /// The log file, rotated by size. Wrap it in a `Mutex` to give it to the log layer.
 #[derive(Debug)]
-pub struct RotatingLog {
+pub(crate) struct RotatingLog {
     path: PathBuf,
     /// `None`: never rotated.
     max: Option<u64>,
@@ -30,7 +27,7 @@ pub struct RotatingLog {
 }
 
 /// Where the previous file goes: `FILE.1`.
-pub fn rotated_path(path: &Path) -> PathBuf {
+pub(crate) fn rotated_path(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(".1");
     PathBuf::from(p)
@@ -48,7 +45,7 @@ fn open_append(path: &Path) -> io::Result<File> {
 impl RotatingLog {
     /// Open (append to) `path`, rotating first when it is already past `max`, and point stderr
     /// at it.
-    pub fn open(path: &Path, max: Option<u64>) -> io::Result<Self> {
+    pub(crate) fn open(path: &Path, max: Option<u64>) -> io::Result<Self> {
         let file = open_append(path)?;
         let len = file.metadata()?.len();
         let mut log = Self { path: path.to_owned(), max, file, len, stderr: true };

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 /// Create `dir` and its missing parents, private to this user (0700 on Unix); an existing
 /// directory is left as it is.
-pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+pub(crate) fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -17,10 +17,10 @@ pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
 /// Why no data directory could be worked out.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot work out the data directory: set XDG_STATE_HOME or HOME, or pass --data-dir")]
-pub struct NoDataDir;
+pub(crate) struct NoDataDir;
 
 /// The data directory from an explicit choice or the environment supplied by the caller.
-pub fn data_dir_from(
+pub(crate) fn data_dir_from(
     explicit: Option<PathBuf>,
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Result<PathBuf, NoDataDir> {

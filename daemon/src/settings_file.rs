@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 /// The variable naming the file.
-pub const CONFIG_ENV: &str = "GEMINID_CONFIG";
+pub(crate) const CONFIG_ENV: &str = "GEMINID_CONFIG";
 
 /// Flags the file may not set: where the file itself is, and the socket (clients find the
 /// daemon by the socket they are given, not by the daemon's file).
@@ -15,7 +15,7 @@ const NOT_IN_FILE: &[&str] = &["config", "socket", "help", "version"];
 
 /// Why the file cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum FileError {
+pub(crate) enum FileError {
     /// It could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Read {
@@ -38,7 +38,7 @@ pub enum FileError {
 /// Where the file is: `--config` (looked for in `argv` before the flags are parsed), else
 /// `GEMINID_CONFIG`, else the XDG place; and whether it was named explicitly (then it must
 /// exist).
-pub fn locate(
+pub(crate) fn locate(
     argv: &[std::ffi::OsString],
     env: impl Fn(&str) -> Option<std::ffi::OsString>,
 ) -> Option<(PathBuf, bool)> {
@@ -67,7 +67,7 @@ pub fn locate(
 
 /// The file's `key = value` pairs, values as the flag would be written. A missing file that
 /// was not named is no settings.
-pub fn read(path: &Path, named: bool) -> Result<Vec<(String, String)>, FileError> {
+pub(crate) fn read(path: &Path, named: bool) -> Result<Vec<(String, String)>, FileError> {
     let text = match std::fs::metadata(path) {
         Ok(m) if !m.is_file() => {
             return Err(FileError::Invalid {
@@ -112,7 +112,7 @@ fn parse(text: &str) -> Result<Vec<(String, String)>, String> {
 
 /// Make each pair the default of the flag of that name; a key that names no flag is an
 /// error that lists the ones there are.
-pub fn apply(
+pub(crate) fn apply(
     mut cmd: clap::Command,
     path: &Path,
     pairs: &[(String, String)],

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// The variables systemd sets for the daemon alone: children must not inherit them (an MCP
 /// server that sees `LISTEN_FDS` or `NOTIFY_SOCKET` could take them for its own).
-pub const PRIVATE_VARS: &[&str] = &[
+pub(crate) const PRIVATE_VARS: &[&str] = &[
     "LISTEN_PID",
     "LISTEN_FDS",
     "LISTEN_FDNAMES",
@@ -27,7 +27,7 @@ const LISTEN_FDS_START: i32 = 3;
 /// The listening socket systemd passed this process, if it did (`LISTEN_PID` is ours and
 /// `LISTEN_FDS` is at least 1; a second one is refused: geminid listens on one socket).
 #[cfg(unix)]
-pub fn listen_fd(
+pub(crate) fn listen_fd(
     var: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<std::os::fd::OwnedFd>, String> {
     use std::os::fd::{FromRawFd, OwnedFd};
@@ -85,7 +85,7 @@ fn check_listener(fd: &std::os::fd::OwnedFd) -> Result<(), String> {
 
 /// The path a passed Unix socket is bound to, if it has one.
 #[cfg(unix)]
-pub fn socket_path(fd: &std::os::fd::OwnedFd) -> Option<std::path::PathBuf> {
+pub(crate) fn socket_path(fd: &std::os::fd::OwnedFd) -> Option<std::path::PathBuf> {
     use nix::sys::socket::{UnixAddr, getsockname};
     use std::os::fd::AsRawFd;
     let addr = getsockname::<UnixAddr>(fd.as_raw_fd()).ok()?;
@@ -94,7 +94,7 @@ pub fn socket_path(fd: &std::os::fd::OwnedFd) -> Option<std::path::PathBuf> {
 
 /// Where service notifications go, if systemd asked for them.
 #[derive(Debug, Clone)]
-pub struct Notifier {
+pub(crate) struct Notifier {
     #[cfg(unix)]
     target: Option<String>,
     watchdog: Option<Duration>,
@@ -102,7 +102,7 @@ pub struct Notifier {
 
 impl Notifier {
     /// From the environment systemd gave the daemon.
-    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Self {
+    pub(crate) fn from_env(var: impl Fn(&str) -> Option<String>) -> Self {
         let mine = |pid: Option<String>| {
             pid.and_then(|p| p.trim().parse::<u32>().ok()).is_none_or(|p| p == std::process::id())
         };
@@ -118,7 +118,7 @@ impl Notifier {
     }
 
     /// Whether systemd listens.
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         #[cfg(unix)]
         return self.target.is_some();
         #[cfg(not(unix))]
@@ -126,12 +126,12 @@ impl Notifier {
     }
 
     /// How often to send `WATCHDOG=1` (half the interval systemd set), if it set one.
-    pub fn watchdog_every(&self) -> Option<Duration> {
+    pub(crate) fn watchdog_every(&self) -> Option<Duration> {
         self.watchdog.filter(|_| self.enabled()).map(|w| w / 2)
     }
 
     /// Send `state` (newline-separated `KEY=value` lines). Failures are logged, not fatal.
-    pub fn notify(&self, state: &str) {
+    pub(crate) fn notify(&self, state: &str) {
         #[cfg(unix)]
         if let Some(target) = &self.target
             && let Err(e) = send(target, state)

@@ -1,16 +1,11 @@
-//! The in-process harness: a real [`Core`] over a temporary home and store, with the daemon's
+//! The in-process harness: a real core ([`Daemon`]) over a temporary home and store, with the daemon's
 //! RPC methods driven without a socket. For matrices (policy rules, hook outcomes, asks) that
 //! must run in milliseconds; the MCP servers behind it are real (the fixture, over stdio).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use geminid::config::{ConfigPaths, Loader};
-use geminid::core::{Core, DaemonInfo};
-use geminid::mcp::McpOptions;
-use geminid::session::ConnId;
-use geminid::store::Store;
+use geminid::testing::{ConfigPaths, ConnId, CustomTools, Daemon, DaemonInfo, McpOptions, Store};
 use geminid_protocol::daemon::Limits;
 use geminid_protocol::session::SessionCreateParams;
 use jsonrpsee::Methods;
@@ -19,7 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-pub use geminid::calls::Seats;
+pub use geminid::testing::calls::Seats;
 
 use crate::TestHome;
 use crate::mcp::{shell_env, write_user_settings};
@@ -35,7 +30,7 @@ pub const CONN: ConnId = ConnId(0);
 #[derive(Debug)]
 pub struct InProcess {
     /// The core.
-    pub core: Arc<Core>,
+    pub core: Daemon,
     /// The session.
     pub session: String,
     methods: Methods,
@@ -91,17 +86,14 @@ impl InProcess {
             // In the test process itself, whose session bus (on a developer's desktop) is the
             // real one: the daemon-starting harness (`TestHome`) runs the default store.
             secrets_file_only: true,
-            custom_tools: geminid::discovered::Options::default(),
+            custom_tools: CustomTools::default(),
             warm_workspaces: 0,
             tool_pinning: Default::default(),
         };
         let store = Store::open(&data_dir)?;
-        let core = match seats {
-            Some(seats) => Core::with_seats(store, info, Loader::new(paths), seats),
-            None => Core::new(store, info, Loader::new(paths)),
-        };
-        core.sessions.connection_opened(CONN);
-        let methods = geminid::rpc::methods(core.clone()).context("registering the methods")?;
+        let core = Daemon::new(store, info, paths, seats);
+        core.connection_opened(CONN);
+        let methods = core.methods().context("registering the methods")?;
         let mut me = Self { core, session: String::new(), methods, home };
         let params = SessionCreateParams {
             workspace: me.home.workspace().display().to_string(),
@@ -167,6 +159,6 @@ impl InProcess {
 
     /// Stop every server (and wait for their processes to be gone).
     pub async fn shutdown(&self) {
-        self.core.mcp.shutdown().await;
+        self.core.shutdown().await;
     }
 }

@@ -29,7 +29,7 @@ const RECENT: usize = 1024;
 
 /// Why an ask got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AskError {
+pub(crate) enum AskError {
     /// No client attached to the session listens for this kind.
     #[error("no client attached to this session answers {0} asks (`asks/listen`)")]
     NoAnswerer(&'static str),
@@ -43,7 +43,7 @@ pub enum AskError {
 
 /// Why an answer was refused (`confirmation/respond`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RespondError {
+pub(crate) enum RespondError {
     /// No such ask, pending or recently settled.
     #[error(
         "no confirmation {0} is pending (`gemctl confirm` lists this directory's session's; `asks/pending` any session's)"
@@ -91,7 +91,7 @@ pub enum Confirmed {
 
 impl Confirmed {
     /// Its name on the wire.
-    pub fn outcome(self) -> geminid_protocol::policy::ConfirmOutcome {
+    pub(crate) fn outcome(self) -> geminid_protocol::policy::ConfirmOutcome {
         use geminid_protocol::policy::ConfirmOutcome as O;
         match self {
             Self::Once => O::Once,
@@ -102,7 +102,7 @@ impl Confirmed {
     }
 
     /// `{"outcome": "once" | "session" | "always" | "deny"}`.
-    pub fn parse(answer: &Value) -> Result<Self, AskError> {
+    pub(crate) fn parse(answer: &Value) -> Result<Self, AskError> {
         match answer.get("outcome").and_then(Value::as_str) {
             Some("once") => Ok(Self::Once),
             Some("session") => Ok(Self::Session),
@@ -201,7 +201,7 @@ impl Inner {
 
 /// Every pending ask, and who can answer.
 #[derive(Debug)]
-pub struct Asks {
+pub(crate) struct Asks {
     inner: Mutex<Inner>,
     next: AtomicU64,
     notices: broadcast::Sender<Arc<AskNotice>>,
@@ -219,7 +219,7 @@ impl Default for Asks {
 
 /// A listening stream; it stops counting as an answerer when dropped.
 #[derive(Debug)]
-pub struct Listening<'a> {
+pub(crate) struct Listening<'a> {
     asks: &'a Asks,
     id: u64,
     listener: Listener,
@@ -232,7 +232,11 @@ pub struct Listening<'a> {
 impl Listening<'_> {
     /// Whether this listener is sent a notice: asks of its session and kinds, and the
     /// settlement of any ask it was sent.
-    pub fn wants(&self, notice: &AskNotice, sent: &std::collections::HashSet<String>) -> bool {
+    pub(crate) fn wants(
+        &self,
+        notice: &AskNotice,
+        sent: &std::collections::HashSet<String>,
+    ) -> bool {
         match notice {
             AskNotice::Asked { ask } => {
                 self.listener.takes(&ask.session, ask.kind, ask.call_id.as_deref())
@@ -285,7 +289,8 @@ impl Asks {
 
     /// Ask the session's clients, and wait for the first answer (its shape checked for the
     /// kind) until `deadline`.
-    pub async fn ask(
+    #[cfg(test)]
+    pub(crate) async fn ask(
         &self,
         session: &str,
         call_id: Option<&str>,
@@ -300,7 +305,7 @@ impl Asks {
     /// [`Asks::ask`], calling `asked` with the ask once it is pending (before listeners are
     /// told).
     #[allow(clippy::too_many_arguments)]
-    pub async fn ask_then(
+    pub(crate) async fn ask_then(
         &self,
         session: &str,
         call_id: Option<&str>,
@@ -346,13 +351,13 @@ impl Asks {
 
     /// Start listening on a session for some kinds (the caller checked that the connection
     /// is attached to it).
-    pub fn listen(&self, session: &str, conn: ConnId, kinds: &[AskKind]) -> Listening<'_> {
+    pub(crate) fn listen(&self, session: &str, conn: ConnId, kinds: &[AskKind]) -> Listening<'_> {
         self.listen_to(session, conn, kinds, None)
     }
 
     /// [`Asks::listen`] for the asks of the calls whose ids start with `calls` only (other
     /// calls' asks do not count this stream as an answerer).
-    pub fn listen_to(
+    pub(crate) fn listen_to(
         &self,
         session: &str,
         _conn: ConnId,
@@ -383,7 +388,7 @@ impl Asks {
 
     /// Answer an ask: `Ok(false)` when it is no longer pending (or never was); an answer of
     /// the wrong shape is refused and the ask stays pending.
-    pub fn respond(&self, session: &str, id: &str, answer: Value) -> Result<bool, AskError> {
+    pub(crate) fn respond(&self, session: &str, id: &str, answer: Value) -> Result<bool, AskError> {
         let taken = {
             let mut inner = self.inner();
             let found = inner
@@ -408,7 +413,7 @@ impl Asks {
 
     /// Answer an ask by its id alone, refusing (with why) one that is another session's than
     /// `session` (when given), no longer pending, or unknown. Returns its session.
-    pub fn respond_by_id(
+    pub(crate) fn respond_by_id(
         &self,
         session: Option<&str>,
         id: &str,
@@ -461,24 +466,24 @@ impl Asks {
     }
 
     /// The kind of a pending ask.
-    pub fn kind_of(&self, id: &str) -> Option<AskKind> {
+    pub(crate) fn kind_of(&self, id: &str) -> Option<AskKind> {
         self.inner().pending.values().find(|p| p.ask.id == id).map(|p| p.ask.kind)
     }
 
     /// Whether a client attached to the session listens for asks of this kind.
     /// (A stream that answers only some calls' asks counts.)
-    pub fn answers(&self, session: &str, kind: AskKind) -> bool {
+    pub(crate) fn answers(&self, session: &str, kind: AskKind) -> bool {
         self.inner().listeners.values().any(|l| l.session == session && l.kinds.contains(&kind))
     }
 
     /// A session's pending asks, oldest first.
-    pub fn pending(&self, session: &str) -> Vec<Ask> {
+    pub(crate) fn pending(&self, session: &str) -> Vec<Ask> {
         let inner = self.inner();
         inner.pending.values().filter(|p| p.ask.session == session).map(|p| p.ask.clone()).collect()
     }
 
     /// Every session's pending asks, oldest first.
-    pub fn pending_all(&self) -> Vec<Ask> {
+    pub(crate) fn pending_all(&self) -> Vec<Ask> {
         self.inner().pending.values().map(|p| p.ask.clone()).collect()
     }
 }

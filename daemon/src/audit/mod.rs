@@ -25,13 +25,13 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// The log in `store`, numbering on from its last record.
-    pub fn new(store: Store) -> Self {
+    pub(crate) fn new(store: Store) -> Self {
         let next = store.last_audit_seq() + 1;
         Self { store, next: AtomicU64::new(next) }
     }
 
     /// `audit/list`: newest first.
-    pub fn list(&self, p: &AuditListParams) -> AuditListResult {
+    pub(crate) fn list(&self, p: &AuditListParams) -> AuditListResult {
         let limit = p.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let mut records = Vec::new();
@@ -49,13 +49,13 @@ impl AuditLog {
 
     /// A record of something that is not a call, about `server`'s `tool` (tool-definition
     /// pins: a definition held, accepted or rejected): `origin` says what.
-    pub fn note(&self, server: &str, tool: &str, origin: &str, error: Option<String>) {
+    pub(crate) fn note(&self, server: &str, tool: &str, origin: &str, error: Option<String>) {
         self.write(|seq| noted(seq, server, tool, origin, error));
     }
 
     /// Numbers one record, which `make` builds from its number, and writes it. The call
     /// pipeline's records are built in `calls::audited`.
-    pub fn write(&self, make: impl FnOnce(u64) -> AuditRecord) {
+    pub(crate) fn write(&self, make: impl FnOnce(u64) -> AuditRecord) {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
         let rec = make(seq);
         if let Err(e) = self.store.put_audit(seq, &rec, KEEP) {

@@ -18,7 +18,7 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What discovery found: where to send the user and where to get tokens.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OAuthEndpoints {
+pub(crate) struct OAuthEndpoints {
     /// `authorization_endpoint`.
     pub authorization_url: String,
     /// `token_endpoint`.

@@ -14,7 +14,7 @@ use crate::secrets::Secret;
 
 /// Where Google credentials come from, and the tokens made from them.
 #[derive(Debug, Default)]
-pub struct GoogleSeat {
+pub(crate) struct GoogleSeat {
     /// The ADC file (`None`: no `HOME` to find it under).
     pub(super) adc_file: Option<PathBuf>,
     /// The IAM Credentials API's base URL.
@@ -25,7 +25,7 @@ pub struct GoogleSeat {
 
 impl GoogleSeat {
     /// From the daemon's environment.
-    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Self {
+    pub(crate) fn from_env(env: impl Fn(&str) -> Option<String>) -> Self {
         Self {
             adc_file: google::adc_path(&env),
             iam_url: env("GEMINID_GOOGLE_IAM_URL").unwrap_or_else(|| google::IAM_URL.to_owned()),
@@ -45,7 +45,7 @@ impl GoogleSeat {
     }
 
     /// The project for `X-Goog-User-Project`, when the credentials name one.
-    pub fn quota_project(&self) -> Option<String> {
+    pub(crate) fn quota_project(&self) -> Option<String> {
         self.adc().ok()?.quota_project().map(str::to_owned)
     }
 }

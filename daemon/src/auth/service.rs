@@ -10,7 +10,6 @@
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -27,7 +26,7 @@ const REFRESH_TRIES: u32 = 3;
 
 /// Why no token could be given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AuthError {
+pub(crate) enum AuthError {
     /// Only a sign-in helps (`gemctl mcp auth NAME`); the message says why.
     #[error("{0}")]
     NeedsAuth(String),
@@ -38,7 +37,7 @@ pub enum AuthError {
 
 /// The server a token is for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Target {
+pub(crate) struct Target {
     /// Its name (for messages and for import from Gemini CLI).
     pub name: String,
     /// Its URL.
@@ -50,7 +49,7 @@ pub struct Target {
 impl Target {
     /// The `resource` of its tokens (the URL without query or fragment); `None` for a URL
     /// that is not http(s), which connects to nothing anyway.
-    pub fn resource(&self) -> Option<String> {
+    pub(crate) fn resource(&self) -> Option<String> {
         discovery::resource_parameter(&self.url).ok()
     }
 
@@ -107,15 +106,13 @@ fn r_import_marker(server: &str) -> String {
 
 /// Every server's OAuth credentials.
 #[derive(Debug)]
-pub struct Auth {
+pub(crate) struct Auth {
     store: CredentialStore,
     pub(super) http: reqwest::Client,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     /// Gemini CLI's token file, read once for import.
     gemini_tokens: PathBuf,
     imported: OnceLock<Result<Vec<Imported>, String>>,
-    /// Refresh requests sent (for status and tests).
-    refreshes: AtomicU64,
     /// The first retry's delay (it quadruples).
     backoff: Duration,
     /// Tokens of the Google providers.
@@ -124,7 +121,7 @@ pub struct Auth {
 
 impl Auth {
     /// Over the daemon's secrets; Gemini CLI's tokens are imported from `gemini_dir`.
-    pub fn new(secrets: Arc<SecretStore>, gemini_dir: PathBuf) -> Self {
+    pub(crate) fn new(secrets: Arc<SecretStore>, gemini_dir: PathBuf) -> Self {
         Self {
             store: CredentialStore::new(secrets),
             http: reqwest::Client::builder()
@@ -135,20 +132,14 @@ impl Auth {
             slots: Mutex::default(),
             gemini_tokens: gemini_dir.join("mcp-oauth-tokens.json"),
             imported: OnceLock::new(),
-            refreshes: AtomicU64::new(0),
             backoff: Duration::from_millis(250),
             google: super::google_seat::GoogleSeat::from_env(|k| std::env::var(k).ok()),
         }
     }
 
     /// Where tokens are kept, in words.
-    pub fn storage(&self) -> String {
+    pub(crate) fn storage(&self) -> String {
         self.store.backend()
-    }
-
-    /// Refresh requests sent so far.
-    pub fn refreshes(&self) -> u64 {
-        self.refreshes.load(Ordering::Relaxed)
     }
 
     pub(super) fn slot(&self, resource: &str) -> Arc<Slot> {
@@ -170,7 +161,10 @@ impl Auth {
     }
 
     /// The server's credentials: cached, else stored, else imported from Gemini CLI.
-    pub async fn credential(&self, t: &Target) -> Result<Option<Arc<Credential>>, AuthError> {
+    pub(crate) async fn credential(
+        &self,
+        t: &Target,
+    ) -> Result<Option<Arc<Credential>>, AuthError> {
         let Some(resource) = t.resource() else { return Ok(None) };
         let slot = self.slot(&resource);
         match &*slot.cached.lock() {
@@ -206,7 +200,7 @@ impl Auth {
     }
 
     /// Problems reading Gemini CLI's token file (nothing was imported from it).
-    pub fn import_warnings(&self) -> Vec<String> {
+    pub(crate) fn import_warnings(&self) -> Vec<String> {
         match self.imported_list() {
             Err(e) => vec![e.clone()],
             Ok(_) => Vec::new(),
@@ -246,7 +240,7 @@ impl Auth {
 
     /// The access token to send to the server, refreshed first if it has expired; `None`
     /// when there are no credentials (the request goes without, and a 401 says to sign in).
-    pub async fn bearer(&self, t: &Target) -> Result<Option<Secret<String>>, AuthError> {
+    pub(crate) async fn bearer(&self, t: &Target) -> Result<Option<Secret<String>>, AuthError> {
         if t.settings.provider != super::settings::Provider::Dynamic {
             return self.google_bearer(t, None).await.map(Some);
         }
@@ -259,7 +253,7 @@ impl Auth {
 
     /// The server answered 401 to `sent`: a token someone already replaced is answered with
     /// the new one; else the token is refreshed (once, however many callers ask).
-    pub async fn rejected(
+    pub(crate) async fn rejected(
         &self,
         t: &Target,
         sent: &Secret<String>,
@@ -328,7 +322,6 @@ impl Auth {
         let mut tries = 0;
         let outcome = loop {
             tries += 1;
-            self.refreshes.fetch_add(1, Ordering::Relaxed);
             let r = token::refresh(
                 &self.http,
                 &seen.token_url,
@@ -416,7 +409,7 @@ impl Auth {
     }
 
     /// The server answered 401 with this challenge.
-    pub fn challenged(&self, t: &Target, header: &str) {
+    pub(crate) fn challenged(&self, t: &Target, header: &str) {
         let Some(resource) = t.resource() else { return };
         let slot = self.slot(&resource);
         *slot.challenge.lock() = Some(header.to_owned());
@@ -424,7 +417,7 @@ impl Auth {
 
     /// The server refused the token for lack of `scope` (`403 insufficient_scope`): the next
     /// sign-in asks for it too, with what was granted before (step-up).
-    pub fn step_up(&self, t: &Target, scope: &str) {
+    pub(crate) fn step_up(&self, t: &Target, scope: &str) {
         let Some(resource) = t.resource() else { return };
         let slot = self.slot(&resource);
         let mut wanted = slot.wanted.lock();
@@ -438,13 +431,13 @@ impl Auth {
 
     /// Why the server's credentials were removed, if a refused refresh removed them (until
     /// the next sign-in).
-    pub fn why_gone(&self, t: &Target) -> Option<String> {
+    pub(crate) fn why_gone(&self, t: &Target) -> Option<String> {
         let slot = self.slot(&t.resource()?);
         slot.gone.lock().clone()
     }
 
     /// Forget a server's credentials; whether there were any.
-    pub async fn logout(&self, t: &Target) -> Result<bool, AuthError> {
+    pub(crate) async fn logout(&self, t: &Target) -> Result<bool, AuthError> {
         let Some(resource) = t.resource() else { return Ok(false) };
         let slot = self.slot(&resource);
         let _flight = slot.flight.lock().await;

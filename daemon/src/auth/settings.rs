@@ -9,7 +9,7 @@ use crate::secrets::Secret;
 /// Where a server's tokens come from (`authProviderType`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Provider {
+pub(crate) enum Provider {
     /// OAuth with discovery and a sign-in (`dynamic_discovery`, the default).
     #[default]
     Dynamic,
@@ -28,7 +28,7 @@ pub enum Provider {
 /// What the user configured for a server's OAuth; all optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct OAuthSettings {
+pub(crate) struct OAuthSettings {
     /// `enabled`: Gemini CLI starts the browser flow on a 401 only with it; geminid never
     /// opens a browser from the daemon and says to run `gemctl mcp auth` either way.
     pub enabled: bool,
@@ -71,7 +71,7 @@ fn list(map: &Map<String, Value>, key: &str) -> Vec<String> {
 impl OAuthSettings {
     /// From an entry: its `oauth` object, `authProviderType`, `targetAudience` and
     /// `targetServiceAccount`.
-    pub fn of_entry(c: &crate::config::mcp::McpServerConfig) -> Self {
+    pub(crate) fn of_entry(c: &crate::config::mcp::McpServerConfig) -> Self {
         use crate::config::mcp::AuthProviderType as T;
         let provider = match c.auth_provider_type {
             None | Some(T::DynamicDiscovery) => Provider::Dynamic,
@@ -85,7 +85,7 @@ impl OAuthSettings {
     }
 
     /// From an entry's `oauth` object (none: all defaults).
-    pub fn from_config(map: Option<&Map<String, Value>>) -> Self {
+    pub(crate) fn from_config(map: Option<&Map<String, Value>>) -> Self {
         let Some(m) = map else { return Self::default() };
         Self {
             enabled: m.get("enabled").and_then(Value::as_bool).unwrap_or(false),
@@ -103,7 +103,7 @@ impl OAuthSettings {
     }
 
     /// The port `redirectUri` names, if any.
-    pub fn redirect_port(&self) -> Option<u16> {
+    pub(crate) fn redirect_port(&self) -> Option<u16> {
         let u = reqwest::Url::parse(self.redirect_uri.as_deref()?).ok()?;
         u.port_or_known_default()
     }

@@ -15,7 +15,7 @@ use crate::secrets::Secret;
 
 /// A sign-in between `begin` and the browser's return.
 #[derive(Debug)]
-pub struct SignIn {
+pub(crate) struct SignIn {
     /// The URL to open.
     pub url: String,
     /// Where the browser comes back.
@@ -34,7 +34,7 @@ pub struct SignIn {
 impl Auth {
     /// Start a sign-in: discovery (unless `authorizationUrl` and `tokenUrl` are configured),
     /// the callback listener, the client's identity, and the URL to open.
-    pub async fn begin(&self, t: &Target, port: Option<u16>) -> Result<SignIn, String> {
+    pub(crate) async fn begin(&self, t: &Target, port: Option<u16>) -> Result<SignIn, String> {
         let s = &t.settings;
         if s.provider != super::settings::Provider::Dynamic {
             return Err(format!(
@@ -172,7 +172,7 @@ impl Auth {
 
     /// Wait for the browser, exchange the code, and store the token. `exchanging` is called
     /// once the code has come.
-    pub async fn finish(
+    pub(crate) async fn finish(
         &self,
         t: &Target,
         sign_in: SignIn,

@@ -17,7 +17,7 @@ use crate::secrets::{Secret, SecretStore};
 
 /// One server's credentials.
 #[derive(Debug, Clone)]
-pub struct Credential {
+pub(crate) struct Credential {
     /// The server URL without query or fragment: what the entry is named by.
     pub resource: String,
     /// The `resource` of its token requests: the one the server's metadata names (the server
@@ -45,7 +45,7 @@ pub struct Credential {
 impl Credential {
     /// Whether `other` holds the same token (access and refresh): what compare-and-swap
     /// compares.
-    pub fn same_token(&self, other: &Credential) -> bool {
+    pub(crate) fn same_token(&self, other: &Credential) -> bool {
         self.token.access == other.token.access && self.token.refresh == other.token.refresh
     }
 }

@@ -13,7 +13,7 @@ pub(crate) const EXPIRY_MARGIN_MS: u64 = 5 * 60 * 1000;
 
 /// An access token and what came with it.
 #[derive(Debug, Clone)]
-pub struct Token {
+pub(crate) struct Token {
     /// `access_token`.
     pub access: Secret<String>,
     /// `refresh_token`, when the server gave one (or an earlier one it did not replace).
@@ -29,7 +29,7 @@ pub struct Token {
 impl Token {
     /// Whether it is expired, or will be within [`EXPIRY_MARGIN_MS`]; one without an expiry
     /// never is.
-    pub fn is_expired(&self, now_ms: u64) -> bool {
+    pub(crate) fn is_expired(&self, now_ms: u64) -> bool {
         self.expires_at_ms.is_some_and(|at| now_ms.saturating_add(EXPIRY_MARGIN_MS) >= at)
     }
 }
@@ -72,7 +72,7 @@ impl TokenError {
 
 /// How a client proves itself at the token endpoint (RFC 6749 §2.3.1).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ClientAuth {
+pub(crate) enum ClientAuth {
     /// A public client: `client_id` in the form, no secret.
     #[default]
     None,
@@ -85,7 +85,7 @@ pub enum ClientAuth {
 impl ClientAuth {
     /// The method for a client with or without a secret, given the authorization server's
     /// `token_endpoint_auth_methods_supported` (absent: Basic, the RFC's default).
-    pub fn choose(supported: &[String], has_secret: bool) -> Self {
+    pub(crate) fn choose(supported: &[String], has_secret: bool) -> Self {
         let offers = |m: &str| supported.iter().any(|s| s == m);
         match has_secret {
             false => Self::None,
@@ -96,7 +96,7 @@ impl ClientAuth {
     }
 
     /// Its name in registration metadata.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::None => "none",
             Self::Basic => "client_secret_basic",
@@ -105,7 +105,7 @@ impl ClientAuth {
     }
 
     /// From its name (anything else: none).
-    pub fn from_name(name: &str) -> Self {
+    pub(crate) fn from_name(name: &str) -> Self {
         match name {
             "client_secret_basic" => Self::Basic,
             "client_secret_post" => Self::Post,

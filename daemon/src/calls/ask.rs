@@ -24,7 +24,7 @@ impl Pipeline {
 
     /// A call to one of the daemon's own tools (`activate_skill`): only policy's decision and
     /// the confirmation it asks for (which also shows `about`), audited as a call.
-    pub async fn authorize(&self, call: &mut Call, about: &str) -> Result<(), CallError> {
+    pub(crate) async fn authorize(&self, call: &mut Call, about: &str) -> Result<(), CallError> {
         let started = std::time::Instant::now();
         let result = self.policy_about(call, Some(about)).await;
         if let Some(audit) = &self.seats.audit {

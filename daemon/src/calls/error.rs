@@ -9,7 +9,7 @@ use crate::session::SessionError;
 
 /// Why a tool call did not produce a result.
 #[derive(Debug, thiserror::Error)]
-pub enum CallError {
+pub(crate) enum CallError {
     /// The session is unknown, or its servers could not be started.
     #[error(transparent)]
     Session(#[from] SessionError),
@@ -67,7 +67,7 @@ pub enum CallError {
 
 impl CallError {
     /// The hooks that blocked or stopped it, if hooks did.
-    pub fn hooks(&self) -> &[String] {
+    pub(crate) fn hooks(&self) -> &[String] {
         match self {
             Self::HookBlocked(v) | Self::Stopped(v) => &v.by,
             _ => &[],

@@ -28,7 +28,7 @@ pub(crate) mod requests;
 mod resolve;
 
 use resolve::Resolved;
-pub mod seats;
+pub(crate) mod seats;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,10 +36,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
-pub use self::error::CallError;
-pub use self::progress::Router;
-pub use self::requests::ServerRequests;
-pub use self::seats::{After, Before, Decision, Ended, PolicyNote, Route, Seats};
+pub(crate) use self::error::CallError;
+pub(crate) use self::progress::Router;
+pub(crate) use self::requests::ServerRequests;
+pub(crate) use self::seats::{After, Before, Decision, Ended, PolicyNote, Route, Seats};
 
 use crate::asks::Asks;
 use crate::catalog::Catalog;
@@ -47,9 +47,6 @@ use crate::discovered::Discovery;
 use crate::mcp::Supervisor;
 use crate::mcp::server::Server;
 use crate::naming;
-
-/// How long a confirmation waits for an answer, unless the daemon is told otherwise.
-pub const CONFIRM_DEADLINE: Duration = Duration::from_secs(300);
 
 /// Who made a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +61,7 @@ pub enum Origin {
 
 /// Which tool.
 #[derive(Debug, Clone)]
-pub enum Target {
+pub(crate) enum Target {
     /// By its fully qualified name in the session's tool table.
     Tool(String),
     /// By the server's entry name and the tool's own name.
@@ -78,7 +75,7 @@ pub enum Target {
 
 /// A call as an entry point hands it over.
 #[derive(Debug, Clone)]
-pub struct CallRequest {
+pub(crate) struct CallRequest {
     /// The session calling.
     pub session: String,
     /// The tool.
@@ -186,7 +183,7 @@ enum Rewrite {
 
 /// The pipeline and what it owns: the call-id registry and progress routing.
 #[derive(Debug)]
-pub struct Pipeline {
+pub(crate) struct Pipeline {
     mcp: Arc<Supervisor>,
     catalog: Arc<Catalog>,
     asks: Arc<Asks>,
@@ -199,7 +196,7 @@ pub struct Pipeline {
 
 /// What a pipeline is built from besides its seats.
 #[derive(Debug)]
-pub struct Parts {
+pub(crate) struct Parts {
     /// The servers.
     pub mcp: Arc<Supervisor>,
     /// The sessions' tables.
@@ -262,7 +259,7 @@ impl Drop for Audited<'_> {
 
 impl Pipeline {
     /// A pipeline over these parts.
-    pub fn new(parts: Parts, seats: Seats) -> Self {
+    pub(crate) fn new(parts: Parts, seats: Seats) -> Self {
         let Parts { mcp, catalog, asks, events, progress, confirm_deadline } = parts;
         Self {
             mcp,
@@ -277,23 +274,26 @@ impl Pipeline {
     }
 
     /// `tools/cancel`: whether a call with that id was running.
-    pub fn cancel(&self, session: &str, call_id: &str) -> bool {
+    pub(crate) fn cancel(&self, session: &str, call_id: &str) -> bool {
         self.registry.cancel(session, call_id)
     }
 
     /// `calls/cancel`: whether the call of that number was running.
-    pub fn cancel_number(&self, id: u64) -> bool {
+    pub(crate) fn cancel_number(&self, id: u64) -> bool {
         self.registry.cancel_number(id)
     }
 
     /// `calls/list`: the calls in flight (of one session), oldest first.
-    pub fn in_flight(&self, session: Option<&str>) -> Vec<geminid_protocol::calls::CallInFlight> {
+    pub(crate) fn in_flight(
+        &self,
+        session: Option<&str>,
+    ) -> Vec<geminid_protocol::calls::CallInFlight> {
         self.registry.list(session)
     }
 
     /// Make a call, through every step: the call as the seats saw it last, and what it
     /// produced.
-    pub async fn call(&self, req: CallRequest) -> Result<(Call, Outcome), CallError> {
+    pub(crate) async fn call(&self, req: CallRequest) -> Result<(Call, Outcome), CallError> {
         let resolved = match self.resolve(&req).await {
             Ok(r) => r,
             Err(e) => {

@@ -17,26 +17,32 @@ use crate::mcp::{Caller, Whose};
 
 /// A call's last progress: the `seq` of the event emitted for it, and what it said.
 #[derive(Debug, Default)]
-pub struct Latest {
+pub(crate) struct Latest {
     seq: AtomicU64,
     said: Mutex<Option<CallProgress>>,
 }
 
 impl Latest {
     /// An event `seq` said this.
-    pub fn note(&self, seq: u64, progress: f64, total: Option<f64>, message: Option<String>) {
+    pub(crate) fn note(
+        &self,
+        seq: u64,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    ) {
         let said = CallProgress { progress, total, message };
         *self.said.lock() = Some(said);
         self.seq.store(seq, Ordering::Release);
     }
 
     /// The `seq` of the last event, if there was one.
-    pub fn seq(&self) -> Option<u64> {
+    pub(crate) fn seq(&self) -> Option<u64> {
         Some(self.seq.load(Ordering::Acquire)).filter(|s| *s > 0)
     }
 
     /// What the last one said.
-    pub fn get(&self) -> Option<CallProgress> {
+    pub(crate) fn get(&self) -> Option<CallProgress> {
         self.said.lock().clone()
     }
 }
@@ -66,7 +72,7 @@ struct Table {
 /// Where progress notifications go, by server identity and progress token (tokens are only
 /// unique per connection).
 #[derive(Debug)]
-pub struct Router {
+pub(crate) struct Router {
     events: Arc<EventBus>,
     table: Mutex<Table>,
 }
@@ -77,7 +83,7 @@ fn key(identity: &str, token: &ProgressToken) -> String {
 
 /// Stops routing a call's progress when dropped.
 #[derive(Debug)]
-pub struct Tracked<'a> {
+pub(crate) struct Tracked<'a> {
     router: &'a Router,
     key: String,
 }
@@ -90,7 +96,7 @@ impl Drop for Tracked<'_> {
 
 impl Router {
     /// A router emitting on `events`.
-    pub fn new(events: Arc<EventBus>) -> Self {
+    pub(crate) fn new(events: Arc<EventBus>) -> Self {
         Self { events, table: Mutex::default() }
     }
 
@@ -102,7 +108,7 @@ impl Router {
     /// the guard drops (and deliver those that came already).
     /// `request` is the call's JSON-RPC id on that connection (what a server request that came
     /// on its stream is associated with); `last` gets each progress event emitted for it.
-    pub fn track(
+    pub(crate) fn track(
         &self,
         identity: &str,
         token: &ProgressToken,
@@ -153,7 +159,7 @@ impl Router {
     /// the transport names the stream it came on, else the one session with calls in flight
     /// on that connection (several calls of one session count as that session's; their
     /// first is named).
-    pub fn whose(&self, identity: &str, origin: Option<&RequestId>) -> Whose {
+    pub(crate) fn whose(&self, identity: &str, origin: Option<&RequestId>) -> Whose {
         let t = self.table();
         let mut here: Vec<&InFlight> =
             t.targets.values().filter(|f| f.identity == identity).collect();
@@ -174,7 +180,7 @@ impl Router {
     }
 
     /// A progress notification arrived from the server of `identity`.
-    pub fn progress(&self, identity: &str, n: &ProgressNotificationParam) {
+    pub(crate) fn progress(&self, identity: &str, n: &ProgressNotificationParam) {
         let key = key(identity, &n.progress_token);
         let target = {
             let mut t = self.table();

@@ -28,7 +28,7 @@ use crate::mcp::{Caller, Callers, Whose};
 
 /// The calls in flight and the people who answer for them: the daemon's [`Callers`].
 #[derive(Debug, Clone)]
-pub struct ServerRequests {
+pub(crate) struct ServerRequests {
     router: Arc<Router>,
     asks: Arc<Asks>,
     events: Arc<EventBus>,
@@ -38,7 +38,7 @@ pub struct ServerRequests {
 impl ServerRequests {
     /// Requests routed by `router`'s calls in flight, asked through `asks`, waiting up to
     /// `deadline` for an answer.
-    pub fn new(
+    pub(crate) fn new(
         router: Arc<Router>,
         asks: Arc<Asks>,
         events: Arc<EventBus>,

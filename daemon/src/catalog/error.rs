@@ -5,7 +5,7 @@ use crate::session::SessionError;
 
 /// Why a list, a prompt or a resource could not be had.
 #[derive(Debug, thiserror::Error)]
-pub enum CatalogError {
+pub(crate) enum CatalogError {
     /// The session is unknown, or its servers could not be started.
     #[error(transparent)]
     Session(#[from] SessionError),

@@ -33,7 +33,7 @@ use crate::session::SessionError;
 
 /// What the catalog needs of the daemon that owns it: starting a session's servers and what its
 /// custom tools come from (both read the session's configuration).
-pub trait Starter: Send + Sync {
+pub(crate) trait Starter: Send + Sync {
     /// Start the session's servers unless it has them.
     fn ensure_servers(&self, session: &str) -> Result<(), SessionError>;
 
@@ -42,7 +42,7 @@ pub trait Starter: Send + Sync {
 }
 
 /// A session's tools, prompts and resources.
-pub struct Catalog {
+pub(crate) struct Catalog {
     mcp: Arc<Supervisor>,
     tables: Tables,
     starter: Arc<dyn Starter>,
@@ -59,7 +59,7 @@ impl std::fmt::Debug for Catalog {
 impl Catalog {
     /// A catalog over the supervisor's servers and the custom tools `discovered` finds;
     /// `starter` starts a session's servers, `filter` is policy's static filter.
-    pub fn new(
+    pub(crate) fn new(
         mcp: Arc<Supervisor>,
         discovered: Arc<Registry>,
         starter: Arc<dyn Starter>,
@@ -69,7 +69,7 @@ impl Catalog {
     }
 
     /// Why policy's static filter hides a server's tool from the session, if it does.
-    pub fn hides(
+    pub(crate) fn hides(
         &self,
         session: &str,
         server: &str,
@@ -86,17 +86,17 @@ impl Catalog {
 
     /// The session's custom tools, discovered first if they have not been for its current
     /// settings.
-    pub async fn custom_tools(&self, session: &str) -> Option<Arc<Discovery>> {
+    pub(crate) async fn custom_tools(&self, session: &str) -> Option<Arc<Discovery>> {
         self.discovered.ensure(session, self.discovery_spec(session)).await
     }
 
     /// `tools/refresh`: run the session's discovery command again.
-    pub async fn refresh_custom_tools(&self, session: &str) -> Option<Arc<Discovery>> {
+    pub(crate) async fn refresh_custom_tools(&self, session: &str) -> Option<Arc<Discovery>> {
         self.discovered.refresh(session, self.discovery_spec(session)).await
     }
 
     /// The session's servers, started if it had not.
-    pub fn ensure_servers(&self, session: &str) -> Result<(), SessionError> {
+    pub(crate) fn ensure_servers(&self, session: &str) -> Result<(), SessionError> {
         if self.mcp.is_active(session) {
             return Ok(());
         }
@@ -104,7 +104,7 @@ impl Catalog {
     }
 
     /// The session's tool table as it is now (its servers must have been started).
-    pub fn tools_now(&self, session: &str) -> Result<Arc<SessionTools>, CatalogError> {
+    pub(crate) fn tools_now(&self, session: &str) -> Result<Arc<SessionTools>, CatalogError> {
         let custom = self.discovered.current(session);
         Ok(self.tables.session(&self.mcp, session, self.filter.as_deref(), custom)?)
     }
@@ -114,7 +114,7 @@ impl Catalog {
     /// or a call whose tool is not there yet, sees the same catalog as the request that
     /// started the servers; without, the table as it is now (a call to a server that is up
     /// never waits for one that is still starting).
-    pub async fn session_tools(
+    pub(crate) async fn session_tools(
         &self,
         session: &str,
         complete: bool,

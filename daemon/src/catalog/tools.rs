@@ -17,7 +17,7 @@ use crate::naming;
 
 /// Where a tool comes from, and so where its calls go.
 #[derive(Debug, Clone)]
-pub enum Source {
+pub(crate) enum Source {
     /// An MCP server: the catalog it listed, and the tool's position in it.
     Mcp {
         /// The server.
@@ -38,7 +38,7 @@ pub enum Source {
 
 /// One tool of a session.
 #[derive(Debug, Clone)]
-pub struct SessionTool {
+pub(crate) struct SessionTool {
     /// Its fully qualified name.
     pub fqn: String,
     /// Its server's name in the session's settings (empty for a custom tool).
@@ -53,7 +53,7 @@ pub struct SessionTool {
 
 impl SessionTool {
     /// The tool as an MCP tool (a custom tool's is made from its declaration).
-    pub fn tool(&self) -> &Tool {
+    pub(crate) fn tool(&self) -> &Tool {
         match &self.source {
             Source::Mcp { catalog, index, .. } => &catalog.tools[*index],
             Source::Discovered { discovery, index } => &discovery.tools[*index],
@@ -61,7 +61,7 @@ impl SessionTool {
     }
 
     /// The server it belongs to; none for a custom tool.
-    pub fn server(&self) -> Option<&Arc<Server>> {
+    pub(crate) fn server(&self) -> Option<&Arc<Server>> {
         match &self.source {
             Source::Mcp { server, .. } => Some(server),
             Source::Discovered { .. } => None,
@@ -80,7 +80,7 @@ impl SessionTool {
 /// A session's tools and what to know about them. Shared by every session whose servers,
 /// names and filters are the same.
 #[derive(Debug, Default)]
-pub struct SessionTools {
+pub(crate) struct SessionTools {
     /// In order.
     pub tools: Vec<SessionTool>,
     /// Collisions and missing servers.
@@ -162,13 +162,13 @@ impl SessionTools {
 
 impl SessionTools {
     /// A tool by its fully qualified name.
-    pub fn get(&self, fqn: &str) -> Option<&SessionTool> {
+    pub(crate) fn get(&self, fqn: &str) -> Option<&SessionTool> {
         self.by_name.get(fqn).map(|i| &self.tools[*i])
     }
 
     /// The `tools/list` entries and, after them, the tools policy hides (by name, each with
     /// why).
-    pub fn entries_all(&self, raw: bool) -> ToolList {
+    pub(crate) fn entries_all(&self, raw: bool) -> ToolList {
         let mut hidden: Vec<_> = self.hidden.iter().collect();
         hidden.sort_by(|a, b| a.0.cmp(b.0));
         let all: Arc<[ToolEntry]> = self
@@ -182,7 +182,7 @@ impl SessionTools {
 
     /// The `tools/list` entries; with `raw`, each carries its MCP tool object too (built
     /// afresh: only the plain list is kept).
-    pub fn entries(&self, raw: bool) -> ToolList {
+    pub(crate) fn entries(&self, raw: bool) -> ToolList {
         if !raw && let Some(built) = self.entries.get() {
             return built.clone();
         }

@@ -25,7 +25,7 @@ fn offers(catalog: &crate::mcp::catalog::Catalog, uri: &str) -> bool {
 
 /// Which resource a `resources/read` names.
 #[derive(Debug, Clone, Default)]
-pub struct ResourceRef {
+pub(crate) struct ResourceRef {
     /// The server's entry name.
     pub server: Option<String>,
     /// The URI.
@@ -44,7 +44,10 @@ impl Catalog {
 
     /// Every connected server's instructions, and the text Gemini CLI appends to its system
     /// prompt.
-    pub async fn instructions(&self, session: &str) -> Result<InstructionsResult, CatalogError> {
+    pub(crate) async fn instructions(
+        &self,
+        session: &str,
+    ) -> Result<InstructionsResult, CatalogError> {
         let (servers, _) = self.servers(session).await?;
         let list: Vec<(String, String)> = servers
             .iter()
@@ -62,7 +65,7 @@ impl Catalog {
     }
 
     /// Every prompt with its command name, its server, and the notes on servers not listed.
-    pub async fn prompts(
+    pub(crate) async fn prompts(
         &self,
         session: &str,
     ) -> Result<(Vec<(PromptEntry, Arc<Server>)>, Vec<String>), CatalogError> {
@@ -97,7 +100,7 @@ impl Catalog {
 
     /// Get a prompt by its command name: `args` is a command line parsed as Gemini CLI parses
     /// one, `arguments` named values that count as given before it.
-    pub async fn get_prompt(
+    pub(crate) async fn get_prompt(
         &self,
         session: &str,
         name: &str,
@@ -157,7 +160,7 @@ impl Catalog {
     }
 
     /// A request to one of the session's servers, by its entry name (for the gateway).
-    pub async fn on_server<T, Fut>(
+    pub(crate) async fn on_server<T, Fut>(
         &self,
         session: &str,
         server_name: &str,
@@ -179,7 +182,7 @@ impl Catalog {
     /// The first of the session's servers (by name) that offers `uri`: lists it, or has a
     /// template that matches it or is it (the gateway serves a URI two servers list once);
     /// `among` only that server.
-    pub async fn first_offering(
+    pub(crate) async fn first_offering(
         &self,
         session: &str,
         uri: &str,
@@ -201,20 +204,20 @@ impl Catalog {
     }
 
     /// The session's connected servers: (entry name, identity).
-    pub async fn identities(&self, session: &str) -> Vec<(String, String)> {
+    pub(crate) async fn identities(&self, session: &str) -> Vec<(String, String)> {
         let Ok((servers, _)) = self.servers(session).await else { return Vec::new() };
         servers.iter().map(|(n, s)| (n.clone(), s.identity.clone())).collect()
     }
 
     /// The identity of one of the session's servers (whose notifications name it so).
-    pub async fn identity_of(&self, session: &str, server_name: &str) -> Option<String> {
+    pub(crate) async fn identity_of(&self, session: &str, server_name: &str) -> Option<String> {
         let (servers, _) = self.servers(session).await.ok()?;
         servers.iter().find(|(n, _)| n == server_name).map(|(_, s)| s.identity.clone())
     }
 
     /// Refused unless `name` is exactly one of the session's server entries (the gateway of
     /// one server): why, naming a near miss.
-    pub fn check_server(&self, session: &str, name: &str) -> Result<(), String> {
+    pub(crate) fn check_server(&self, session: &str, name: &str) -> Result<(), String> {
         self.ensure_servers(session).map_err(|e| e.to_string())?;
         match self.mcp.find(Some(session), name) {
             Err(crate::mcp::McpError::NotFound(why)) => Err(why),
@@ -223,7 +226,7 @@ impl Catalog {
     }
 
     /// A prompt by its server and own name, as the server answers (for the gateway).
-    pub async fn get_prompt_raw(
+    pub(crate) async fn get_prompt_raw(
         &self,
         session: &str,
         server_name: &str,
@@ -239,7 +242,10 @@ impl Catalog {
     }
 
     /// The session's resources and resource templates.
-    pub async fn resources(&self, session: &str) -> Result<ResourcesListResult, CatalogError> {
+    pub(crate) async fn resources(
+        &self,
+        session: &str,
+    ) -> Result<ResourcesListResult, CatalogError> {
         let (servers, diagnostics) = self.servers(session).await?;
         let mut out = ResourcesListResult { diagnostics, ..Default::default() };
         for (name, server) in &servers {
@@ -261,7 +267,7 @@ impl Catalog {
 
     /// Read a resource: by server and URI, a reference (`@server:uri`), or a bare URI exactly
     /// one server offers. Only a URI the server lists, or one its templates match, is read.
-    pub async fn read_resource(
+    pub(crate) async fn read_resource(
         &self,
         session: &str,
         which: ResourceRef,

@@ -10,9 +10,9 @@ use super::ignore::Ignore;
 use super::injections;
 
 /// The placeholder for what the person typed after the command.
-pub const ARGS: &str = "{{args}}";
+pub(crate) const ARGS: &str = "{{args}}";
 /// The largest file `@{path}` includes, and the most a folder's files may add up to.
-pub const MAX_INCLUDED: u64 = 1 << 20;
+pub(crate) const MAX_INCLUDED: u64 = 1 << 20;
 
 use crate::hooks::run::shell_quote;
 
@@ -48,7 +48,7 @@ fn read_text(file: &Path, budget: &mut u64) -> Result<String, String> {
 
 /// The content `@{given}` stands for, as Gemini CLI lays out a file or a folder's files; what
 /// the workspace's ignore files name is left out (said in `notes` for a file named alone).
-pub fn include(
+pub(crate) fn include(
     workspace: &Path,
     given: &str,
     ignore: &Ignore,
@@ -102,7 +102,11 @@ pub fn include(
 
 /// Step 1: every `@{path}` replaced by its content; one that cannot be read stays as written
 /// and is noted.
-pub fn at_files(prompt: &str, workspace: &Path, notes: &mut Vec<String>) -> Result<String, String> {
+pub(crate) fn at_files(
+    prompt: &str,
+    workspace: &Path,
+    notes: &mut Vec<String>,
+) -> Result<String, String> {
     let found = injections(prompt, "@{")?;
     let ignore = Ignore::of(workspace);
     let mut out = String::new();
@@ -123,11 +127,11 @@ pub fn at_files(prompt: &str, workspace: &Path, notes: &mut Vec<String>) -> Resu
 }
 
 /// The environment variable a `!{cmd}` finds the invocation's arguments in.
-pub const ARGS_VAR: &str = "GEMINID_ARGS";
+pub(crate) const ARGS_VAR: &str = "GEMINID_ARGS";
 
 /// One `!{cmd}` of a prompt, in its two forms.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShellCommand {
+pub(crate) struct ShellCommand {
     /// With `{{args}}` as Gemini CLI puts it in (shell-escaped): what policy checks and a
     /// person confirms.
     pub shown: String,
@@ -138,7 +142,7 @@ pub struct ShellCommand {
 
 /// The `!{cmd}` injections of a prompt (empty ones left out). A `{{args}}` where no reference
 /// is safe (a here-document, arithmetic) refuses the command, naming its line.
-pub fn shell_commands(
+pub(crate) fn shell_commands(
     prompt: &str,
     args: &str,
 ) -> Result<Vec<(super::Injection, ShellCommand)>, String> {
@@ -175,7 +179,7 @@ fn runnable(content: &str, quoted: &str) -> Result<String, crate::shell::Context
 
 /// Step 2's assembly: the prompt with each `!{cmd}` replaced by `outputs` (in order) and
 /// `{{args}}` raw elsewhere; empty `!{}` vanish.
-pub fn assemble(prompt: &str, args: &str, outputs: &[String]) -> Result<String, String> {
+pub(crate) fn assemble(prompt: &str, args: &str, outputs: &[String]) -> Result<String, String> {
     let mut out = String::new();
     let mut last = 0;
     let mut next = outputs.iter();
@@ -192,7 +196,7 @@ pub fn assemble(prompt: &str, args: &str, outputs: &[String]) -> Result<String, 
 
 /// Step 3: without `{{args}}` in the prompt, the invocation as typed is appended when it had
 /// arguments.
-pub fn default_args(text: String, uses_args: bool, name: &str, args: &str) -> String {
+pub(crate) fn default_args(text: String, uses_args: bool, name: &str, args: &str) -> String {
     if uses_args || args.trim().is_empty() {
         return text;
     }

@@ -17,7 +17,7 @@ struct Pattern {
 
 /// The patterns of a workspace.
 #[derive(Debug, Default)]
-pub struct Ignore {
+pub(crate) struct Ignore {
     patterns: Vec<Pattern>,
 }
 
@@ -67,7 +67,7 @@ fn glob_regex(glob: &str, anchored: bool) -> Option<Regex> {
 
 impl Ignore {
     /// Patterns from an ignore file's text.
-    pub fn add(&mut self, text: &str) {
+    pub(crate) fn add(&mut self, text: &str) {
         for line in text.lines() {
             let line = line.trim_end();
             if line.is_empty() || line.starts_with('#') {
@@ -90,7 +90,7 @@ impl Ignore {
     }
 
     /// The ignore files of `workspace`.
-    pub fn of(workspace: &Path) -> Self {
+    pub(crate) fn of(workspace: &Path) -> Self {
         let mut out = Self::default();
         let mut read = |name: &str| {
             if let Ok(Some(text)) = crate::config::files::read_input(&workspace.join(name)) {
@@ -115,7 +115,7 @@ impl Ignore {
     }
 
     /// Whether the file at `rel` (relative to the workspace, `/`-separated) is ignored.
-    pub fn ignores(&self, rel: &str) -> bool {
+    pub(crate) fn ignores(&self, rel: &str) -> bool {
         if self.patterns.is_empty() {
             return false;
         }

@@ -16,10 +16,10 @@ use crate::config::files::diagnostic;
 use crate::policy::load::position;
 
 /// The largest command file read.
-pub const MAX_COMMAND_FILE: u64 = 1 << 20;
+pub(crate) const MAX_COMMAND_FILE: u64 = 1 << 20;
 /// Files looked at in one commands folder at most (a folder of a million files, or a link to
 /// `/`, stops here, said).
-pub const MAX_FILES: usize = 10_000;
+pub(crate) const MAX_FILES: usize = 10_000;
 
 /// One command file as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +51,7 @@ fn segment(s: &str) -> String {
 }
 
 /// The command name of `file` under `base`.
-pub fn name_of(base: &Path, file: &Path) -> String {
+pub(crate) fn name_of(base: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(base).unwrap_or(file);
     let mut parts: Vec<String> =
         rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
@@ -65,7 +65,7 @@ pub fn name_of(base: &Path, file: &Path) -> String {
 
 /// Text fit for one line of a list, as Gemini CLI shows descriptions: control and bidi
 /// characters removed, whitespace runs made one space, at most `max` characters.
-pub fn for_display(text: &str, max: usize) -> String {
+pub(crate) fn for_display(text: &str, max: usize) -> String {
     let unsafe_char = |c: char| {
         let u = c as u32;
         (u <= 0x08)
@@ -129,7 +129,7 @@ fn strip_ansi(text: &str) -> String {
 }
 
 /// Parse one command file's text.
-pub fn parse(base: &Path, file: &Path, text: &str) -> Result<FileCommand, Diagnostic> {
+pub(crate) fn parse(base: &Path, file: &Path, text: &str) -> Result<FileCommand, Diagnostic> {
     let error = |at: Option<std::ops::Range<usize>>, why: String| {
         let pos = at.map(|r| position(text, r.start));
         diagnostic(Severity::Error, file, pos, format!("{why}; the command is not loaded"))
@@ -300,7 +300,7 @@ fn read(base: &Path, file: &Path, meta: &std::fs::Metadata) -> Result<FileComman
 }
 
 /// The prompt of one command file, read now.
-pub fn prompt_of(file: &Path) -> Result<String, Diagnostic> {
+pub(crate) fn prompt_of(file: &Path) -> Result<String, Diagnostic> {
     let meta = std::fs::metadata(file)
         .map_err(|e| diagnostic(Severity::Error, file, None, format!("cannot be read: {e}")))?;
     read(file.parent().unwrap_or(file), file, &meta).map(|c| c.prompt)

@@ -2,15 +2,15 @@
 //! front-end offers for them, MCP prompts and skills after Gemini CLI's conflict rules
 //! ([`resolve`]).
 
-pub mod expand;
-pub mod ignore;
-pub mod load;
-pub mod resolve;
+pub(crate) mod expand;
+pub(crate) mod ignore;
+pub(crate) mod load;
+pub(crate) mod resolve;
 
 /// An injection (`!{...}` or `@{...}`) in a prompt: where it starts and ends (after its `}`),
 /// and what is inside, trimmed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Injection {
+pub(crate) struct Injection {
     /// Where its trigger starts (a byte offset).
     pub start: usize,
     /// After its closing brace.
@@ -21,7 +21,7 @@ pub struct Injection {
 
 /// The injections of `trigger` in `prompt`, braces counted as Gemini CLI counts them; an
 /// unclosed one is an error naming where it starts.
-pub fn injections(prompt: &str, trigger: &str) -> Result<Vec<Injection>, String> {
+pub(crate) fn injections(prompt: &str, trigger: &str) -> Result<Vec<Injection>, String> {
     let mut out = Vec::new();
     let mut from = 0;
     while let Some(found) = prompt[from..].find(trigger) {
@@ -60,7 +60,7 @@ pub fn injections(prompt: &str, trigger: &str) -> Result<Vec<Injection>, String>
 }
 
 /// Both kinds of injection balance in `prompt`.
-pub fn check_braces(prompt: &str) -> Result<(), String> {
+pub(crate) fn check_braces(prompt: &str) -> Result<(), String> {
     injections(prompt, "@{")?;
     injections(prompt, "!{")?;
     Ok(())

@@ -16,7 +16,7 @@ use crate::secrets::Secret;
 
 /// One enabled extension's share of a session.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Contribution {
+pub(crate) struct Contribution {
     /// The extension.
     pub name: String,
     /// Its manifest file and text (where its servers are written).
@@ -49,7 +49,7 @@ pub struct Contribution {
 
 /// The installed extensions as the configuration sees them: `extensions::Scan` answers, so
 /// this layer needs nothing of the extensions' own.
-pub trait Extensions {
+pub(crate) trait Extensions {
     /// The names of the servers the extensions declare: a gateway entry of geminid's own
     /// settings named as one of them yields to it.
     fn server_names(&self) -> BTreeSet<String>;

@@ -65,7 +65,7 @@ impl Loader {
     /// Take every file that is missing now as deleted, without its [`VANISH_GRACE`]: an
     /// explicit reload (`gemctl mcp reload`) says the edits are done, and a file deleted just
     /// before it must not keep its last contents for another second.
-    pub fn take_deletions(&self) {
+    pub(crate) fn take_deletions(&self) {
         let mut cache = self.last_good.lock();
         let mut vanished = self.vanished.lock();
         cache.retain(|path, _| {
@@ -79,7 +79,7 @@ impl Loader {
 
     /// When a file that disappeared should be read again to count as deleted (the earliest
     /// end of a [`VANISH_GRACE`]), if one is pending.
-    pub fn next_recheck(&self) -> Option<std::time::Instant> {
+    pub(crate) fn next_recheck(&self) -> Option<std::time::Instant> {
         let vanished = self.vanished.lock();
         vanished.values().min().map(|since| *since + VANISH_GRACE)
     }

@@ -15,7 +15,7 @@ use serde_json::Value;
 /// `type` of a network server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum TransportType {
+pub(crate) enum TransportType {
     /// Legacy HTTP+SSE.
     Sse,
     /// Streamable HTTP.
@@ -27,7 +27,7 @@ pub enum TransportType {
 /// `authProviderType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum AuthProviderType {
+pub(crate) enum AuthProviderType {
     /// OAuth with discovery (default).
     DynamicDiscovery,
     /// Google application-default credentials.
@@ -42,7 +42,7 @@ pub enum AuthProviderType {
 #[derive(Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)]
-pub struct McpServerConfig {
+pub(crate) struct McpServerConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -172,7 +172,7 @@ impl Problem {
 
 impl McpServerConfig {
     /// The transport Gemini CLI would pick: `stdio`, `sse` or `http`.
-    pub fn transport(&self) -> &'static str {
+    pub(crate) fn transport(&self) -> &'static str {
         if self.http_url.is_some() {
             "http"
         } else if self.url.is_some() {
@@ -421,7 +421,7 @@ pub(crate) fn server_command(line: &str, env: &super::env::Env) -> Result<Vec<St
 impl McpServerConfig {
     /// Whether this entry is geminid's own gateway: `gemctl mcp serve ...` (a client's entry
     /// for the daemon, in a file the daemon reads too).
-    pub fn is_gateway(&self) -> bool {
+    pub(crate) fn is_gateway(&self) -> bool {
         let is_gemctl = self
             .command
             .as_deref()

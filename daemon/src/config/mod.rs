@@ -97,7 +97,7 @@ impl ConfigPaths {
     }
 
     /// The workspace settings file; none when the workspace is the home directory.
-    pub fn workspace_settings(&self, workspace: &Path) -> Option<PathBuf> {
+    pub(crate) fn workspace_settings(&self, workspace: &Path) -> Option<PathBuf> {
         let same = |a: &Path, b: &Path| {
             std::fs::canonicalize(a)
                 .ok()
@@ -110,7 +110,7 @@ impl ConfigPaths {
 
 /// A configured server as the rest of the daemon sees it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ServerSpec {
+pub(crate) struct ServerSpec {
     /// Its configuration (settings-expanded; spawn-time expansion happens at spawn).
     pub config: McpServerConfig,
     /// Its configuration as written (`$VAR` not expanded): what is shown of it (a target
@@ -128,7 +128,7 @@ pub struct ServerSpec {
 
 /// One session's effective configuration.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Effective {
+pub(crate) struct Effective {
     /// What `config/get` returns.
     pub public: EffectiveConfig,
     /// Valid servers by name (blocked ones included, with their reason).
@@ -145,7 +145,7 @@ pub struct Effective {
 
 /// One settings file's `hooks` (expanded) and its text.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HookFile {
+pub(crate) struct HookFile {
     /// Its scope.
     pub scope: Scope,
     /// The file.
@@ -170,7 +170,7 @@ struct Layer {
 
 /// Reads the files and remembers their last good contents.
 #[derive(Debug)]
-pub struct Loader {
+pub(crate) struct Loader {
     paths: ConfigPaths,
     last_good: Mutex<HashMap<PathBuf, (Value, String)>>,
     /// Files seen missing that had contents, and since when: some editors save by deleting
@@ -179,16 +179,16 @@ pub struct Loader {
 }
 
 /// How long a file that disappeared keeps its last contents before it counts as deleted.
-pub const VANISH_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+pub(crate) const VANISH_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Loader {
     /// A loader for these paths.
-    pub fn new(paths: ConfigPaths) -> Self {
+    pub(crate) fn new(paths: ConfigPaths) -> Self {
         Self { paths, last_good: Mutex::default(), vanished: Mutex::default() }
     }
 
     /// The paths it reads.
-    pub fn paths(&self) -> &ConfigPaths {
+    pub(crate) fn paths(&self) -> &ConfigPaths {
         &self.paths
     }
 
@@ -218,7 +218,7 @@ impl Loader {
 
     /// The effective configuration for a session in `workspace` whose environment is `env`,
     /// with `session_disabled` servers disabled for it, and no extensions.
-    pub fn effective(
+    pub(crate) fn effective(
         &self,
         workspace: &Path,
         env: &Env,
@@ -228,7 +228,7 @@ impl Loader {
     }
 
     /// [`Loader::effective`] with the extensions of `extensions` that are enabled there.
-    pub fn effective_with(
+    pub(crate) fn effective_with(
         &self,
         workspace: &Path,
         env: &Env,

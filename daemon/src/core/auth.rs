@@ -33,7 +33,7 @@ pub(crate) struct SignIns {
 
 /// Why an `auth/*` request failed.
 #[derive(Debug, thiserror::Error)]
-pub enum AuthFailure {
+pub(crate) enum AuthFailure {
     /// The session is unknown.
     #[error(transparent)]
     Session(#[from] SessionError),
@@ -79,7 +79,7 @@ impl Core {
     }
 
     /// Start signing in to a server; the daemon then waits for the browser.
-    pub async fn auth_begin(
+    pub(crate) async fn auth_begin(
         self: &Arc<Self>,
         session: &str,
         name: &str,
@@ -183,7 +183,7 @@ impl Core {
     }
 
     /// The sign-in's next step after `after` (or, after a while, its current one).
-    pub async fn auth_progress(
+    pub(crate) async fn auth_progress(
         &self,
         attempt: &str,
         after: u32,
@@ -200,7 +200,7 @@ impl Core {
     }
 
     /// Every remote server's credentials, as far as they may be shown.
-    pub async fn auth_status(&self, session: &str) -> Result<AuthStatusResult, AuthFailure> {
+    pub(crate) async fn auth_status(&self, session: &str) -> Result<AuthStatusResult, AuthFailure> {
         let mut servers = Vec::new();
         for r in self.remotes(session)? {
             if r.target.settings.provider != crate::auth::settings::Provider::Dynamic {
@@ -262,7 +262,7 @@ impl Core {
     }
 
     /// Forget a server's credentials, and restart it if it runs (it then needs a sign-in).
-    pub async fn auth_logout(&self, session: &str, name: &str) -> Result<bool, AuthFailure> {
+    pub(crate) async fn auth_logout(&self, session: &str, name: &str) -> Result<bool, AuthFailure> {
         let remote = self.remote(session, name)?;
         let removed = self
             .auth

@@ -16,7 +16,7 @@ use crate::session::{SessionError, Sessions};
 
 /// Sessions' effective configurations.
 #[derive(Debug)]
-pub struct Configs {
+pub(crate) struct Configs {
     loader: Loader,
     sessions: Arc<Sessions>,
     extensions: Arc<Extensions>,
@@ -49,12 +49,12 @@ impl Configs {
     }
 
     /// Gemini CLI's files.
-    pub fn loader(&self) -> &Loader {
+    pub(crate) fn loader(&self) -> &Loader {
         &self.loader
     }
 
     /// Where they are.
-    pub fn paths(&self) -> &ConfigPaths {
+    pub(crate) fn paths(&self) -> &ConfigPaths {
         self.loader.paths()
     }
 
@@ -65,7 +65,7 @@ impl Configs {
 
     /// The environment a session's configuration expands against: its client's, else the
     /// daemon's own.
-    pub fn session_env(&self, session: &str) -> Arc<Env> {
+    pub(crate) fn session_env(&self, session: &str) -> Arc<Env> {
         self.sessions.client_env(session).unwrap_or_else(|| self.daemon_env.expose().clone())
     }
 
@@ -85,7 +85,7 @@ impl Configs {
 
     /// A session's effective configuration, read now. The first read makes the session
     /// known: its files are watched and later changes are announced.
-    pub fn effective(&self, session: &str) -> Result<Effective, SessionError> {
+    pub(crate) fn effective(&self, session: &str) -> Result<Effective, SessionError> {
         let e = self.compute(session)?;
         let mut known = self.baselines();
         if !known.contains_key(session) {
@@ -96,14 +96,14 @@ impl Configs {
     }
 
     /// Make a session known (watched, its changes announced) if it is not already.
-    pub fn track(&self, session: &str) {
+    pub(crate) fn track(&self, session: &str) {
         if !self.baselines().contains_key(session) {
             let _ = self.effective(session);
         }
     }
 
     /// Woken when the set of files to watch may have changed.
-    pub fn watch_changed(&self) -> &tokio::sync::Notify {
+    pub(crate) fn watch_changed(&self) -> &tokio::sync::Notify {
         &self.watch_changed
     }
 }

@@ -25,7 +25,7 @@ pub(super) fn finding(
 
 impl Core {
     /// Check the session's setup.
-    pub async fn doctor(&self, session: &str) -> Result<DoctorResult, SessionError> {
+    pub(crate) async fn doctor(&self, session: &str) -> Result<DoctorResult, SessionError> {
         let config = self.effective(session)?;
         let env = self.session_env(session);
         let mut out = Vec::new();

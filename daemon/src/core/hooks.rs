@@ -49,7 +49,7 @@ struct NewHooks {
 
 /// The hooks of every session.
 #[derive(Debug)]
-pub struct HookSeat {
+pub(crate) struct HookSeat {
     config: Arc<Configs>,
     events: Arc<EventBus>,
     prepared: PerSession<Prepared>,
@@ -105,12 +105,12 @@ impl HookSeat {
     }
 
     /// The configuration may have changed: build registries again on next use.
-    pub fn changed(&self) {
+    pub(crate) fn changed(&self) {
         self.prepared.changed();
     }
 
     /// Forget a session (it closed).
-    pub fn forget(&self, session: &str) {
+    pub(crate) fn forget(&self, session: &str) {
         self.prepared.forget(session);
     }
 
@@ -192,7 +192,7 @@ impl HookSeat {
     }
 
     /// `hooks/list`.
-    pub fn list(&self, session: &str) -> Result<HooksListResult, SessionError> {
+    pub(crate) fn list(&self, session: &str) -> Result<HooksListResult, SessionError> {
         let p = self.prepare(session)?;
         let mut entries: Vec<_> = p.registry.entries.iter().collect();
         entries.sort_by_key(|e| (e.event, e.hook.source));
@@ -264,7 +264,7 @@ impl HookSeat {
     }
 
     /// `hooks/fire`.
-    pub async fn fire_event(
+    pub(crate) async fn fire_event(
         &self,
         session: &str,
         event: HookEvent,

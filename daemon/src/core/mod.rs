@@ -1,19 +1,19 @@
 //! The daemon's core: everything it owns, constructible without a socket.
 
-pub mod auth;
+pub(crate) mod auth;
 mod commands;
-pub mod configs;
+pub(crate) mod configs;
 mod doctor;
 mod extensions;
 pub(crate) use extensions::ExtensionsError;
-pub mod hooks;
+pub(crate) mod hooks;
 pub(crate) mod policy;
 mod prepared;
 pub(crate) mod reload;
-pub mod seat;
+pub(crate) mod seat;
 mod servers;
 pub(crate) mod settings;
-pub mod skills;
+pub(crate) mod skills;
 mod starter;
 mod warm;
 pub(crate) use skills::SkillsError;
@@ -68,11 +68,11 @@ pub struct DaemonInfo {
 }
 
 /// How long in-flight calls get to finish once shutdown begins (then `calls_cut`).
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// The daemon's state.
 #[derive(Debug)]
-pub struct Core {
+pub(crate) struct Core {
     /// Sessions.
     pub sessions: Arc<Sessions>,
     /// The event bus.
@@ -126,12 +126,17 @@ pub struct Core {
 impl Core {
     /// A core over an opened store, its call pipeline's seats filled by its own policy and
     /// audit log.
-    pub fn new(store: Store, info: DaemonInfo, config: Loader) -> Arc<Self> {
+    pub(crate) fn new(store: Store, info: DaemonInfo, config: Loader) -> Arc<Self> {
         Self::build(store, info, config, None)
     }
 
     /// A core whose call pipeline has these seats (and no others).
-    pub fn with_seats(store: Store, info: DaemonInfo, config: Loader, seats: Seats) -> Arc<Self> {
+    pub(crate) fn with_seats(
+        store: Store,
+        info: DaemonInfo,
+        config: Loader,
+        seats: Seats,
+    ) -> Arc<Self> {
         Self::build(store, info, config, Some(seats))
     }
 
@@ -261,13 +266,13 @@ impl Core {
     }
 
     /// The limits it enforces.
-    pub fn limits(&self) -> Limits {
+    pub(crate) fn limits(&self) -> Limits {
         self.info.limits
     }
 
     /// The environment a session's configuration expands against: its client's, else the
     /// daemon's own.
-    pub fn session_env(&self, session: &str) -> Arc<Env> {
+    pub(crate) fn session_env(&self, session: &str) -> Arc<Env> {
         self.config.session_env(session)
     }
 
@@ -281,18 +286,18 @@ impl Core {
 
     /// A session's effective configuration, read now. The first read makes the session
     /// known: its files are watched and later changes are announced.
-    pub fn effective(&self, session: &str) -> Result<Effective, SessionError> {
+    pub(crate) fn effective(&self, session: &str) -> Result<Effective, SessionError> {
         self.config.effective(session)
     }
 
     /// Make a session known (watched, its changes announced) if it is not already.
-    pub fn track_config(&self, session: &str) {
+    pub(crate) fn track_config(&self, session: &str) {
         self.config.track(session);
     }
 
     /// Re-read the configuration of every known session (and `ensure`, if given), emit one
     /// `config/changed` event per session whose configuration changed, and return them.
-    pub async fn reload_config(
+    pub(crate) async fn reload_config(
         &self,
         ensure: Option<&str>,
         reason: &str,
@@ -336,7 +341,7 @@ impl Core {
 
     /// Close the default sessions idle for `max_idle` that hold nothing of their own (see
     /// [`Sessions::idle_defaults`]); returns how many.
-    pub async fn prune_sessions(&self, max_idle: Duration) -> Result<usize, SessionError> {
+    pub(crate) async fn prune_sessions(&self, max_idle: Duration) -> Result<usize, SessionError> {
         let ids = self.sessions.idle_defaults(max_idle)?;
         for id in &ids {
             match self.close_session(id).await {
@@ -352,7 +357,7 @@ impl Core {
 
     /// Close a session and stop tracking its configuration; the sessions derived from it
     /// are closed first.
-    pub async fn close_session(&self, id: &str) -> Result<Session, SessionError> {
+    pub(crate) async fn close_session(&self, id: &str) -> Result<Session, SessionError> {
         self.sessions.record(id)?;
         let order = self.with_descendants(id);
         let mut closed = None;
@@ -377,14 +382,14 @@ impl Core {
 
     /// The session needs its MCP servers: start or share them (`mcp/start`, calls). Also
     /// used when an active session re-attaches with a new environment.
-    pub fn start_servers(&self, session: &str) -> Result<(), SessionError> {
+    pub(crate) fn start_servers(&self, session: &str) -> Result<(), SessionError> {
         self.starter.start(session)
     }
 
     /// `mcp/start`: the session needs its servers; with `wait`, until each has connected or
     /// failed its first attempt. Servers are needed while someone is attached: a start for a
     /// session nobody is attached to only lasts the linger period.
-    pub async fn start(
+    pub(crate) async fn start(
         &self,
         session: &str,
         wait: bool,
@@ -402,7 +407,7 @@ impl Core {
     }
 
     /// These sessions lost their last connection: their servers may go (after the linger).
-    pub fn sessions_unattached(&self, ids: &[String]) {
+    pub(crate) fn sessions_unattached(&self, ids: &[String]) {
         // Connections close on their own during a shutdown; a session's servers must keep
         // serving the calls still running (of other connections) until the end of the grace,
         // when every server is stopped anyway.
@@ -431,12 +436,12 @@ impl Core {
     }
 
     /// The database.
-    pub fn store(&self) -> &Store {
+    pub(crate) fn store(&self) -> &Store {
         &self.store
     }
 
     /// `daemon/status`.
-    pub fn status(&self) -> StatusResult {
+    pub(crate) fn status(&self) -> StatusResult {
         let (total, attached) = self.sessions.counts();
         let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         StatusResult {
@@ -456,7 +461,7 @@ impl Core {
     }
 
     /// Begin a graceful shutdown; the first reason wins and later requests are no-ops.
-    pub fn request_shutdown(&self, reason: &str) {
+    pub(crate) fn request_shutdown(&self, reason: &str) {
         if self.shutdown_reason.set(reason.to_owned()).is_ok() {
             tracing::info!(reason, "shutting down");
             self.events
@@ -466,37 +471,37 @@ impl Core {
     }
 
     /// The daemon's data directory.
-    pub fn data_dir(&self) -> std::path::PathBuf {
+    pub(crate) fn data_dir(&self) -> std::path::PathBuf {
         self.info.data_dir.clone()
     }
 
     /// Cancelled when shutdown begins.
-    pub fn shutdown_token(&self) -> &CancellationToken {
+    pub(crate) fn shutdown_token(&self) -> &CancellationToken {
         &self.shutdown
     }
 
     /// Why the daemon is shutting down, once it is.
-    pub fn shutdown_reason(&self) -> Option<&str> {
+    pub(crate) fn shutdown_reason(&self) -> Option<&str> {
         self.shutdown_reason.get().map(String::as_str)
     }
 
     /// Cancelled once the shutdown grace is over (see [`Core::cut_calls`]).
-    pub fn calls_cut(&self) -> &CancellationToken {
+    pub(crate) fn calls_cut(&self) -> &CancellationToken {
         &self.calls_cut
     }
 
     /// End the shutdown grace: every call still running is answered `shuttingDown`.
-    pub fn cut_calls(&self) {
+    pub(crate) fn cut_calls(&self) {
         self.calls_cut.cancel();
     }
 
     /// Count a new connection.
-    pub fn connection_opened(&self) {
+    pub(crate) fn connection_opened(&self) {
         self.connections.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Forget a connection.
-    pub fn connection_closed(&self) {
+    pub(crate) fn connection_closed(&self) {
         self.connections.fetch_sub(1, Ordering::Relaxed);
     }
 }

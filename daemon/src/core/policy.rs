@@ -17,14 +17,14 @@ impl Core {
     /// Whether the session is interactive: as it was set (`session/create`, `session/update`),
     /// else whether a client attached to it (to its root, for a derived session) listens for
     /// confirmations.
-    pub fn interactive(&self, session: &str) -> bool {
+    pub(crate) fn interactive(&self, session: &str) -> bool {
         self.guard
             .interactive_now(session)
             .unwrap_or_else(|_| self.asks.answers(session, AskKind::Confirmation))
     }
 
     /// `session/update`.
-    pub async fn update_session(
+    pub(crate) async fn update_session(
         &self,
         p: SessionUpdateParams,
     ) -> Result<geminid_protocol::session::Session, SessionError> {
@@ -50,7 +50,7 @@ impl Core {
     }
 
     /// `session/derive`.
-    pub async fn derive_session(
+    pub(crate) async fn derive_session(
         &self,
         p: SessionDeriveParams,
     ) -> Result<geminid_protocol::session::Session, SessionError> {
@@ -137,7 +137,10 @@ impl Core {
     }
 
     /// `policy/check`.
-    pub fn policy_check(&self, p: PolicyCheckParams) -> Result<PolicyCheckResult, SessionError> {
+    pub(crate) fn policy_check(
+        &self,
+        p: PolicyCheckParams,
+    ) -> Result<PolicyCheckResult, SessionError> {
         let effective = self.effective(&p.session)?;
         let interactive = p.interactive.unwrap_or_else(|| self.interactive(&p.session));
         let mode = p.mode.unwrap_or_default();
@@ -182,7 +185,10 @@ impl Core {
     }
 
     /// `policy/list`.
-    pub fn policy_list(&self, p: PolicyListParams) -> Result<PolicyListResult, SessionError> {
+    pub(crate) fn policy_list(
+        &self,
+        p: PolicyListParams,
+    ) -> Result<PolicyListResult, SessionError> {
         let effective = self.effective(&p.session)?;
         let interactive = self.interactive(&p.session);
         let policy = self.policies.for_session(self.config.paths(), &effective, interactive);

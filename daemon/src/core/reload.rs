@@ -16,7 +16,7 @@ use crate::config::Effective;
 
 /// What the watcher watches: files by name, and directories for their entries.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Watched {
+pub(crate) struct Watched {
     /// Files whose change matters.
     pub files: BTreeSet<PathBuf>,
     /// Directories whose entries' changes matter.
@@ -57,7 +57,7 @@ pub(crate) fn inputs() -> Vec<Box<dyn Input>> {
 impl Core {
     /// What the watcher watches for the sessions known now: every input's files and
     /// directories.
-    pub fn watched(&self) -> Watched {
+    pub(crate) fn watched(&self) -> Watched {
         let known: Vec<Effective> = self.baselines().values().cloned().collect();
         let mut watched = Watched::default();
         for input in &self.inputs {

@@ -41,7 +41,7 @@ struct Prepared {
 
 /// The policy seat and static filter of the call pipeline.
 #[derive(Debug)]
-pub struct Guard {
+pub(crate) struct Guard {
     config: Arc<Configs>,
     sessions: Arc<Sessions>,
     asks: Arc<Asks>,
@@ -60,12 +60,12 @@ impl Guard {
     }
 
     /// Something sessions' rules are made of changed: prepare them again on next use.
-    pub fn changed(&self) {
+    pub(crate) fn changed(&self) {
         self.prepared.changed();
     }
 
     /// Forget a session (it closed).
-    pub fn forget(&self, session: &str) {
+    pub(crate) fn forget(&self, session: &str) {
         self.prepared.forget(session);
     }
 
@@ -118,7 +118,7 @@ impl Guard {
     }
 
     /// Whether the session is interactive now.
-    pub fn interactive_now(&self, session: &str) -> Result<bool, SessionError> {
+    pub(crate) fn interactive_now(&self, session: &str) -> Result<bool, SessionError> {
         self.prepare(session).map(|p| p.interactive)
     }
 }

@@ -11,7 +11,7 @@ use crate::session::SessionError;
 
 impl Core {
     /// A session's servers as `mcp/listServers` shows them; starts nothing.
-    pub fn list_servers(
+    pub(crate) fn list_servers(
         &self,
         session: &str,
     ) -> Result<geminid_protocol::mcp::ListServersResult, SessionError> {
@@ -29,7 +29,7 @@ impl Core {
     /// The server the session's entry `name` means: the one it runs, or, when the session
     /// runs none now (its clients left; the servers linger), the one its settings resolve
     /// to, running or stopped lately.
-    pub fn server_of(&self, session: &str, name: &str) -> Result<Arc<Server>, McpError> {
+    pub(crate) fn server_of(&self, session: &str, name: &str) -> Result<Arc<Server>, McpError> {
         match self.mcp.find(Some(session), name) {
             Err(McpError::Unavailable(why)) if !self.mcp.runs_session(session) => {
                 let known = self.baselines().get(session).cloned();

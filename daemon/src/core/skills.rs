@@ -23,7 +23,7 @@ use crate::skills::registry::{self, Place, Registry};
 use crate::skills::{SkillError, agents, install, tree};
 
 /// The tool name skills are activated as (policy rules name it).
-pub const ACTIVATE_SKILL: &str = "activate_skill";
+pub(crate) const ACTIVATE_SKILL: &str = "activate_skill";
 
 /// Why a `skills/*` or `agents/*` request failed.
 #[derive(Debug, thiserror::Error)]

@@ -200,7 +200,7 @@ impl Core {
     /// At start, in the background: start the servers of the workspaces used within the idle
     /// period, then keep the list written as it changes. With warming off, forget any list a
     /// previous run kept.
-    pub fn warm_up(self: &Arc<Self>) {
+    pub(crate) fn warm_up(self: &Arc<Self>) {
         let core = self.clone();
         tokio::spawn(async move {
             let secrets = core.secrets.clone();
@@ -277,7 +277,7 @@ impl Core {
     }
 
     /// At shutdown: write what was noted and not yet written.
-    pub async fn flush_recent(&self) {
+    pub(crate) async fn flush_recent(&self) {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.write_recent()).await;
     }
 

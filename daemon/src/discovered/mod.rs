@@ -38,11 +38,11 @@ use crate::mcp::catalog::Tool;
 use crate::proc::{Job, Overflow};
 
 /// Bytes kept of each output stream of either command (Gemini CLI's discovery limit).
-pub const MAX_OUTPUT: usize = 10 * 1024 * 1024;
+pub(crate) const MAX_OUTPUT: usize = 10 * 1024 * 1024;
 /// How long a discovery may take, unless the daemon is told otherwise.
-pub const DEFAULT_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a call may take, unless the daemon is told otherwise (an MCP call's default).
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The daemon's knobs for custom tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +61,7 @@ impl Default for Options {
 
 /// What a session's custom tools come from.
 #[derive(Clone)]
-pub struct Spec {
+pub(crate) struct Spec {
     /// `tools.discoveryCommand`.
     pub discovery: String,
     /// `tools.callCommand`, when set.
@@ -103,7 +103,7 @@ impl Hash for Spec {
 
 /// One run of a discovery command and the tools it declared.
 #[derive(Debug)]
-pub struct Discovery {
+pub(crate) struct Discovery {
     /// Tells runs apart (a session's table is rebuilt when its discovery's changes).
     pub generation: u64,
     /// What it ran.
@@ -124,12 +124,12 @@ pub struct Discovery {
 
 impl Discovery {
     /// How long one of its calls may take.
-    pub fn call_timeout(&self) -> Duration {
+    pub(crate) fn call_timeout(&self) -> Duration {
         self.call_timeout
     }
 
     /// What `tools/refresh` and the `tools/discovered` event say of it.
-    pub fn summary(&self) -> ToolDiscovery {
+    pub(crate) fn summary(&self) -> ToolDiscovery {
         ToolDiscovery {
             command: self.spec.discovery.clone(),
             call_command: self.spec.call.clone(),
@@ -224,7 +224,7 @@ type Run = Arc<OnceCell<Arc<Discovery>>>;
 
 /// Every session's custom tools.
 #[derive(Debug)]
-pub struct Registry {
+pub(crate) struct Registry {
     options: Options,
     events: Arc<EventBus>,
     next: AtomicU64,
@@ -234,7 +234,7 @@ pub struct Registry {
 
 impl Registry {
     /// A registry announcing discoveries on `events`.
-    pub fn new(options: Options, events: Arc<EventBus>) -> Self {
+    pub(crate) fn new(options: Options, events: Arc<EventBus>) -> Self {
         Self {
             options,
             events,
@@ -253,14 +253,14 @@ impl Registry {
     }
 
     /// The session's custom tools as last discovered (nothing before its first need).
-    pub fn current(&self, session: &str) -> Option<Arc<Discovery>> {
+    pub(crate) fn current(&self, session: &str) -> Option<Arc<Discovery>> {
         self.sessions().get(session).cloned()
     }
 
     /// The session's custom tools for `spec` (none without one): discovered now if nothing has
     /// run that spec yet, by this session or another; a session whose spec changed (its
     /// settings, workspace or environment) gets the new spec's.
-    pub async fn ensure(&self, session: &str, spec: Option<Spec>) -> Option<Arc<Discovery>> {
+    pub(crate) async fn ensure(&self, session: &str, spec: Option<Spec>) -> Option<Arc<Discovery>> {
         let Some(spec) = spec else {
             self.sessions().remove(session);
             return None;
@@ -279,7 +279,11 @@ impl Registry {
 
     /// `tools/refresh`: run the session's discovery command again (every session with the same
     /// spec gets the new tools).
-    pub async fn refresh(&self, session: &str, spec: Option<Spec>) -> Option<Arc<Discovery>> {
+    pub(crate) async fn refresh(
+        &self,
+        session: &str,
+        spec: Option<Spec>,
+    ) -> Option<Arc<Discovery>> {
         let Some(spec) = spec else {
             self.sessions().remove(session);
             return None;
@@ -311,7 +315,7 @@ impl Registry {
     }
 
     /// Forget a session (it closed).
-    pub fn forget(&self, session: &str) {
+    pub(crate) fn forget(&self, session: &str) {
         self.sessions().remove(session);
     }
 

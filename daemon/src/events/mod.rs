@@ -12,11 +12,11 @@ use tokio::sync::broadcast;
 use crate::clock;
 
 /// Events buffered per subscriber before it is dropped as too slow.
-pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 1024;
+pub(crate) const DEFAULT_SUBSCRIBER_BUFFER: usize = 1024;
 
 /// An event with its JSON form, built once at emit time.
 #[derive(Debug)]
-pub struct Published {
+pub(crate) struct Published {
     /// The event.
     pub event: Event,
     /// Its serialized form.
@@ -25,7 +25,7 @@ pub struct Published {
 
 /// Fan-out of events to subscribers.
 #[derive(Debug)]
-pub struct EventBus {
+pub(crate) struct EventBus {
     tx: broadcast::Sender<Arc<Published>>,
     seq: AtomicU64,
     capacity: usize,
@@ -33,19 +33,19 @@ pub struct EventBus {
 
 impl EventBus {
     /// A bus whose subscribers may lag by at most `capacity` events.
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         let (tx, _) = broadcast::channel(capacity.max(1));
         Self { tx, seq: AtomicU64::new(0), capacity }
     }
 
     /// The per-subscriber buffer.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
 
     /// Publish an event to current subscribers; its `seq` (0: it could not be serialized and
     /// nobody got it).
-    pub fn emit(&self, body: EventBody) -> u64 {
+    pub(crate) fn emit(&self, body: EventBody) -> u64 {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let event = Event { seq, timestamp: clock::rfc3339(clock::now_ms()), body };
         let json = match serde_json::value::to_raw_value(&event) {
@@ -62,12 +62,12 @@ impl EventBus {
     }
 
     /// A new subscription, starting with the next event.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Published>> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Published>> {
         self.tx.subscribe()
     }
 
     /// Subscribers now.
-    pub fn subscriber_count(&self) -> usize {
+    pub(crate) fn subscriber_count(&self) -> usize {
         self.tx.receiver_count()
     }
 }

@@ -17,12 +17,12 @@ use crate::config::env::Env;
 use crate::config::files::read_input;
 use crate::secrets::Secret;
 
-pub use crate::config::extend::Contribution;
+pub(crate) use crate::config::extend::Contribution;
 
 /// `KEY=value` lines as dotenv reads them: `#` comments, an optional `export `, values in
 /// single quotes as written, in double quotes with `\n` as a newline, bare ones trimmed and cut
 /// at ` #`.
-pub fn parse_dotenv(text: &str) -> BTreeMap<String, String> {
+pub(crate) fn parse_dotenv(text: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for line in text.lines() {
         let line = line.trim();
@@ -71,7 +71,12 @@ impl crate::config::extend::Extensions for Scan {
 
 /// The contributions of the extensions enabled in `workspace` that can load, for a session
 /// whose environment is `env`.
-pub fn for_workspace(scan: &Scan, workspace: &Path, trusted: bool, env: &Env) -> Vec<Contribution> {
+pub(crate) fn for_workspace(
+    scan: &Scan,
+    workspace: &Path,
+    trusted: bool,
+    env: &Env,
+) -> Vec<Contribution> {
     scan.installed
         .iter()
         .filter(|e| e.loadable() && scan.enablement.is_enabled(&e.name, workspace))

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::Value;
 
 /// The file's name, in `~/.gemini/extensions`.
-pub const FILE: &str = "extension-enablement.json";
+pub(crate) const FILE: &str = "extension-enablement.json";
 
 /// One rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +102,7 @@ pub struct Enablement {
 impl Enablement {
     /// From the file's JSON; entries that are not `{ "overrides": [strings] }` are ignored,
     /// as Gemini CLI ignores a file that fails its schema.
-    pub fn from_value(v: &Value) -> Self {
+    pub(crate) fn from_value(v: &Value) -> Self {
         let rules = v
             .as_object()
             .into_iter()
@@ -118,7 +118,7 @@ impl Enablement {
     }
 
     /// As the file holds it.
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let map = self
             .rules
             .iter()
@@ -129,7 +129,7 @@ impl Enablement {
 
     /// Whether `name` is enabled in `workspace` (enabled by default; the last matching rule
     /// wins).
-    pub fn is_enabled(&self, name: &str, workspace: &Path) -> bool {
+    pub(crate) fn is_enabled(&self, name: &str, workspace: &Path) -> bool {
         let path = slashed(&workspace.to_string_lossy());
         let mut enabled = true;
         for rule in self.rules.get(name).into_iter().flatten().map(|r| Rule::from_file(r)) {
@@ -141,13 +141,13 @@ impl Enablement {
     }
 
     /// The rules written for `name`.
-    pub fn rules(&self, name: &str) -> &[String] {
+    pub(crate) fn rules(&self, name: &str) -> &[String] {
         self.rules.get(name).map_or(&[], Vec::as_slice)
     }
 
     /// Enable (or, with `disable`, disable) `name` at `scope` (and below it with `subdirs`):
     /// the new rule is added last, and the rules it conflicts with, repeats or covers go.
-    pub fn set(&mut self, name: &str, enabled: bool, subdirs: bool, scope: &Path) {
+    pub(crate) fn set(&mut self, name: &str, enabled: bool, subdirs: bool, scope: &Path) {
         let input = format!("{}{}", if enabled { "" } else { "!" }, scope.to_string_lossy());
         let new = Rule::from_input(&input, subdirs);
         let list = self.rules.entry(name.to_owned()).or_default();
@@ -159,7 +159,7 @@ impl Enablement {
     }
 
     /// Forget `name` (uninstall).
-    pub fn remove(&mut self, name: &str) -> bool {
+    pub(crate) fn remove(&mut self, name: &str) -> bool {
         self.rules.remove(name).is_some()
     }
 }

@@ -18,13 +18,13 @@ use serde_json::{Value, json};
 use super::ExtensionError;
 
 /// How long a clone may take.
-pub const GIT_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(300);
 /// The most an archive may unpack to (a zip bomb stops here).
-pub const MAX_UNPACKED: u64 = 512 << 20;
+pub(crate) const MAX_UNPACKED: u64 = 512 << 20;
 
 /// Where an extension comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// A folder on this machine.
     Local(PathBuf),
     /// A git repository, at a ref (branch, tag or commit) or its HEAD.
@@ -44,7 +44,7 @@ fn is_archive(p: &str) -> bool {
 
 impl Source {
     /// What `source` names; relative paths are taken from `base`.
-    pub fn infer(
+    pub(crate) fn infer(
         source: &str,
         reference: Option<String>,
         base: &Path,
@@ -76,7 +76,7 @@ impl Source {
     }
 
     /// From an installed extension's metadata (for updates).
-    pub fn of_metadata(metadata: &Value) -> Option<Self> {
+    pub(crate) fn of_metadata(metadata: &Value) -> Option<Self> {
         let source = metadata.get("source")?.as_str()?;
         let reference = metadata.get("ref").and_then(Value::as_str).map(str::to_owned);
         match metadata.get("type")?.as_str()? {
@@ -88,7 +88,7 @@ impl Source {
     }
 
     /// The install metadata Gemini CLI writes for it.
-    pub fn metadata(&self) -> Value {
+    pub(crate) fn metadata(&self) -> Value {
         match self {
             Self::Local(p) | Self::Archive(p) => {
                 json!({ "source": p.display().to_string(), "type": "local" })
@@ -101,7 +101,7 @@ impl Source {
     }
 
     /// Bring the files into `into` (which must not exist); `progress` is told each step.
-    pub fn fetch(&self, into: &Path, progress: &dyn Fn(&str)) -> Result<(), ExtensionError> {
+    pub(crate) fn fetch(&self, into: &Path, progress: &dyn Fn(&str)) -> Result<(), ExtensionError> {
         match self {
             Self::Local(from) => {
                 progress(&format!("copying {}", from.display()));
@@ -134,7 +134,7 @@ impl Source {
 
     /// Whether an update is available: the source's version, or its ref's commit, differs
     /// from what is installed at `dir` (version `installed`).
-    pub fn check_update(
+    pub(crate) fn check_update(
         &self,
         dir: &Path,
         installed: &str,
@@ -241,7 +241,7 @@ fn git_within(
 /// Gemini CLI 0.61's `cloneFromGit` does (a shallow clone, the ref fetched, `FETCH_HEAD`
 /// checked out), each step within `limit`: the folder, `.git` and all, is the one Gemini CLI's
 /// install or update of it copies in.
-pub fn clone_as_gemini_cli(
+pub(crate) fn clone_as_gemini_cli(
     url: &str,
     reference: Option<&str>,
     into: &Path,

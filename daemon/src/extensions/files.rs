@@ -20,21 +20,21 @@ use crate::secrets::store::hex;
 
 /// Files an extension may hold before it is refused (a mistake, such as an installed
 /// `node_modules`, should not stall every load).
-pub const MAX_FILES: usize = 20_000;
+pub(crate) const MAX_FILES: usize = 20_000;
 /// Files left out of the record: the user's settings for the extension, not its code.
 const NOT_RECORDED: &[&str] = &[".env"];
 
 /// The hash of every file, by its path relative to the extension's folder (`/`-separated).
-pub type Hashes = BTreeMap<String, String>;
+pub(crate) type Hashes = BTreeMap<String, String>;
 
 /// Sizes, times and inodes of every file: equal fingerprints mean nothing was written.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Fingerprint(Vec<(String, u64, i128, i128, u64)>);
+pub(crate) struct Fingerprint(Vec<(String, u64, i128, i128, u64)>);
 
 /// Why a folder could not be read whole.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("cannot read {}: {why}", .path.display())]
-pub struct WalkError {
+pub(crate) struct WalkError {
     /// What could not be read.
     pub path: PathBuf,
     /// Why.
@@ -44,10 +44,10 @@ pub struct WalkError {
 /// Every recorded file of a folder (symlinks not followed), sorted by relative path: read once
 /// per check, for both the fingerprint and, when that moved, the hashes.
 #[derive(Debug)]
-pub struct Listing(Vec<(String, PathBuf, std::fs::Metadata)>);
+pub(crate) struct Listing(Vec<(String, PathBuf, std::fs::Metadata)>);
 
 /// List the recorded files under `dir`.
-pub fn list(dir: &Path) -> Result<Listing, WalkError> {
+pub(crate) fn list(dir: &Path) -> Result<Listing, WalkError> {
     walk(dir).map(Listing)
 }
 
@@ -102,13 +102,13 @@ fn inode(m: &std::fs::Metadata) -> (u64, i128) {
 
 impl Listing {
     /// How long ago its newest file was written (none for an empty folder, or a time ahead).
-    pub fn quiet_for(&self) -> Option<std::time::Duration> {
+    pub(crate) fn quiet_for(&self) -> Option<std::time::Duration> {
         let newest = self.0.iter().filter_map(|(_, _, m)| m.modified().ok()).max()?;
         newest.elapsed().ok()
     }
 
     /// The folder's fingerprint: cheap (metadata only).
-    pub fn fingerprint(&self) -> Fingerprint {
+    pub(crate) fn fingerprint(&self) -> Fingerprint {
         Fingerprint(
             self.0
                 .iter()
@@ -122,12 +122,12 @@ impl Listing {
 }
 
 /// The hash of every recorded file under `dir`.
-pub fn hash_all(dir: &Path) -> Result<Hashes, WalkError> {
+pub(crate) fn hash_all(dir: &Path) -> Result<Hashes, WalkError> {
     hash_listed(&list(dir)?)
 }
 
 /// The hash of every file of a listing.
-pub fn hash_listed(listing: &Listing) -> Result<Hashes, WalkError> {
+pub(crate) fn hash_listed(listing: &Listing) -> Result<Hashes, WalkError> {
     let mut out = Hashes::new();
     let mut buf = vec![0u8; 64 * 1024];
     for (rel, path, meta) in &listing.0 {
@@ -158,7 +158,7 @@ pub fn hash_listed(listing: &Listing) -> Result<Hashes, WalkError> {
 
 /// The signed record, as kept in the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// Format version.
     pub v: u32,
     /// The manifest's version when signed (to tell an update made elsewhere by its name).
@@ -176,14 +176,19 @@ fn signed_text(name: &str, version: Option<&str>, files: &Hashes) -> String {
 
 impl Record {
     /// `files` of `name` at `version`, signed with `key`.
-    pub fn new(name: &str, version: Option<&str>, files: Hashes, key: &Secret<String>) -> Self {
+    pub(crate) fn new(
+        name: &str,
+        version: Option<&str>,
+        files: Hashes,
+        key: &Secret<String>,
+    ) -> Self {
         let text = signed_text(name, version, &files);
         let signature = hex(&hmac_sha256(key.expose().as_bytes(), text.as_bytes()));
         Self { v: 1, version: version.map(str::to_owned), files, signature }
     }
 
     /// Whether the signature is `key`'s over `name` and this record.
-    pub fn is_signed(&self, name: &str, key: &Secret<String>) -> bool {
+    pub(crate) fn is_signed(&self, name: &str, key: &Secret<String>) -> bool {
         let again = Self::new(name, self.version.as_deref(), self.files.clone(), key);
         same(&again.signature, &self.signature)
     }
@@ -202,12 +207,12 @@ pub struct Changes {
 
 impl Changes {
     /// No difference.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.changed.is_empty() && self.added.is_empty() && self.removed.is_empty()
     }
 
     /// `changed: a; added: b`, for a message.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         [("changed", &self.changed), ("added", &self.added), ("removed", &self.removed)]
             .into_iter()
             .filter(|(_, l)| !l.is_empty())
@@ -218,7 +223,7 @@ impl Changes {
 }
 
 /// What differs between `recorded` and `now`.
-pub fn compare(recorded: &Hashes, now: &Hashes) -> Changes {
+pub(crate) fn compare(recorded: &Hashes, now: &Hashes) -> Changes {
     let mut c = Changes::default();
     for (f, h) in now {
         match recorded.get(f) {

@@ -24,7 +24,7 @@ const LINKED: &str = "a link is the folder itself: its files are not signed, and
 
 /// What the person agrees to: everything the extension brings that can run or change what the
 /// model sees.
-pub fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> String {
+pub(crate) fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> String {
     let mut out = vec![format!("Installing extension \"{}\" {}.", m.name, m.version)];
     if let Some(Value::Object(servers)) = m.raw.get("mcpServers") {
         out.push("It runs these MCP servers:".into());
@@ -181,7 +181,7 @@ pub(super) fn checked_manifest(dir: &Path) -> Result<(Manifest, Option<Value>), 
 
 /// What an install or link did, or would do without consent.
 #[derive(Debug)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Installed (false: consent is needed).
     pub installed: bool,
     /// What the person agrees to.
@@ -234,7 +234,7 @@ impl Extensions {
     /// install metadata and signed, then renamed into place. Without `consent`, only says what
     /// it would bring (and installs nothing). `home` is where the user-scope enablement rule
     /// points; `progress` is told each step.
-    pub fn install(
+    pub(crate) fn install(
         &self,
         source: &Source,
         consent: bool,
@@ -296,7 +296,7 @@ impl Extensions {
     }
 
     /// Link the development folder `source`: read in place, never verified.
-    pub fn link(
+    pub(crate) fn link(
         &self,
         source: &Path,
         consent: bool,
@@ -330,7 +330,7 @@ impl Extensions {
     }
 
     /// Uninstall `name`: its folder, its records and its enablement rules.
-    pub fn uninstall(&self, name: &str) -> Result<(String, PathBuf), ExtensionError> {
+    pub(crate) fn uninstall(&self, name: &str) -> Result<(String, PathBuf), ExtensionError> {
         let _busy = self.busy.lock();
         let scan = self.rescan_locked(false);
         let e = scan.find(name).ok_or_else(|| ExtensionError::NotFound(name.to_owned()))?.clone();
@@ -347,7 +347,7 @@ impl Extensions {
     }
 
     /// Re-sign `name`'s files as they are (a deliberate local edit).
-    pub fn accept(&self, name: &str) -> Result<(), ExtensionError> {
+    pub(crate) fn accept(&self, name: &str) -> Result<(), ExtensionError> {
         let _busy = self.busy.lock();
         let scan = self.rescan_locked(false);
         let e = scan.find(name).ok_or_else(|| ExtensionError::NotFound(name.to_owned()))?.clone();
@@ -367,7 +367,7 @@ impl Extensions {
     }
 
     /// Enable or disable `name` at `scope` and below; returns the rule written.
-    pub fn set_enabled(
+    pub(crate) fn set_enabled(
         &self,
         name: &str,
         enabled: bool,

@@ -23,10 +23,10 @@ use crate::secrets::Secret;
 use crate::secrets::store::hex;
 
 /// The store's file name in `~/.gemini`.
-pub const STORE_FILE: &str = "extension_integrity.json";
+pub(crate) const STORE_FILE: &str = "extension_integrity.json";
 
 /// HMAC-SHA256 (RFC 2104), by the `hmac` crate.
-pub fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
+pub(crate) fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
     use hmac::{KeyInit, Mac};
     // HMAC takes a key of any length (a long one is hashed first), so this cannot fail; were
     // it to, the zero signature matches nothing a key signs: verification fails closed.
@@ -37,7 +37,7 @@ pub fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
 
 /// `json-stable-stringify`: object keys sorted (by UTF-16 code units, as JavaScript sorts),
 /// no whitespace, strings and numbers as `JSON.stringify` writes them.
-pub fn stable_stringify(v: &Value) -> String {
+pub(crate) fn stable_stringify(v: &Value) -> String {
     match v {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
@@ -62,7 +62,7 @@ pub(crate) fn same(a: &str, b: &str) -> bool {
 
 /// One extension's record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// SHA-256 (hex) of the install metadata's stable form.
     pub hash: String,
     /// HMAC-SHA256 (hex) of `hash`.
@@ -77,7 +77,7 @@ struct File {
 
 /// What a verification found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     /// The record matches.
     Verified,
     /// No metadata, or no record of the extension.
@@ -88,7 +88,7 @@ pub enum Status {
 
 /// Why the store cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
+pub(crate) enum StoreError {
     /// It does not parse (Gemini CLI's words, without its stray brace).
     #[error("Failed to parse extension integrity store. Please delete {} to reset it.", .0.display())]
     Parse(PathBuf),
@@ -107,14 +107,14 @@ pub enum StoreError {
 
 /// The store at `~/.gemini/extension_integrity.json`, under a key.
 #[derive(Debug)]
-pub struct ReferenceStore {
+pub(crate) struct ReferenceStore {
     path: PathBuf,
     key: Secret<String>,
 }
 
 impl ReferenceStore {
     /// The store in `gemini_dir`, signed with `key` (the hex text).
-    pub fn new(gemini_dir: &Path, key: Secret<String>) -> Self {
+    pub(crate) fn new(gemini_dir: &Path, key: Secret<String>) -> Self {
         Self { path: gemini_dir.join(STORE_FILE), key }
     }
 
@@ -123,14 +123,14 @@ impl ReferenceStore {
     }
 
     /// The record install metadata should have.
-    pub fn record_for(&self, metadata: &Value) -> Record {
+    pub(crate) fn record_for(&self, metadata: &Value) -> Record {
         let hash = hex(&Sha256::digest(stable_stringify(metadata).as_bytes()));
         let signature = self.sign(&hash);
         Record { hash, signature }
     }
 
     /// Every record, once the store's own signature checks out; none when there is no file.
-    pub fn load(&self) -> Result<BTreeMap<String, Record>, StoreError> {
+    pub(crate) fn load(&self) -> Result<BTreeMap<String, Record>, StoreError> {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
@@ -148,7 +148,7 @@ impl ReferenceStore {
     }
 
     /// Whether `metadata` is what was recorded for `name`.
-    pub fn verify(&self, name: &str, metadata: Option<&Value>) -> Status {
+    pub(crate) fn verify(&self, name: &str, metadata: Option<&Value>) -> Status {
         let Some(metadata) = metadata else { return Status::Missing };
         let Ok(store) = self.load() else { return Status::Invalid };
         let Some(recorded) = store.get(name) else { return Status::Missing };
@@ -161,14 +161,14 @@ impl ReferenceStore {
     }
 
     /// Record `metadata` for `name` (a store that cannot be verified is not overwritten).
-    pub fn record(&self, name: &str, metadata: &Value) -> Result<(), StoreError> {
+    pub(crate) fn record(&self, name: &str, metadata: &Value) -> Result<(), StoreError> {
         let mut store = self.load()?;
         store.insert(name.to_owned(), self.record_for(metadata));
         self.save(store)
     }
 
     /// Drop `name`'s record (uninstall).
-    pub fn forget(&self, name: &str) -> Result<(), StoreError> {
+    pub(crate) fn forget(&self, name: &str) -> Result<(), StoreError> {
         let mut store = self.load()?;
         if store.remove(name).is_some() {
             self.save(store)?;

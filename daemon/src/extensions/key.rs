@@ -12,15 +12,15 @@ use std::path::{Path, PathBuf};
 use crate::secrets::{Secret, SecretStore};
 
 /// Gemini CLI's keyring service for the key.
-pub const KEYRING_SERVICE: &str = "gemini-cli-extension-integrity";
+pub(crate) const KEYRING_SERVICE: &str = "gemini-cli-extension-integrity";
 /// Gemini CLI's keyring account for the key.
-pub const KEYRING_ACCOUNT: &str = "secret-key";
+pub(crate) const KEYRING_ACCOUNT: &str = "secret-key";
 /// The fallback file in `~/.gemini`.
-pub const KEY_FILE: &str = "integrity.key";
+pub(crate) const KEY_FILE: &str = "integrity.key";
 
 /// Why there is no key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeyError {
+pub(crate) enum KeyError {
     /// The key file holds something else than a key.
     #[error(
         "{} is not an extension integrity key (64 hex digits): delete it and \
@@ -50,7 +50,10 @@ fn fresh() -> Result<String, String> {
 }
 
 /// The key: the keyring's, else the file's; made (and kept) on first use.
-pub fn integrity_key(secrets: &SecretStore, gemini_dir: &Path) -> Result<Secret<String>, KeyError> {
+pub(crate) fn integrity_key(
+    secrets: &SecretStore,
+    gemini_dir: &Path,
+) -> Result<Secret<String>, KeyError> {
     if secrets.uses_keyring() {
         match secrets.get_in(KEYRING_SERVICE, KEYRING_ACCOUNT) {
             Ok(Some(bytes)) => {
@@ -143,7 +146,7 @@ fn in_file_keychain(secrets: &SecretStore, gemini_dir: &Path) -> Result<Secret<S
 }
 
 /// The key file's key, made if there is none.
-pub fn from_file(path: &Path) -> Result<Secret<String>, KeyError> {
+pub(crate) fn from_file(path: &Path) -> Result<Secret<String>, KeyError> {
     let io = |e: std::io::Error| KeyError::Io { path: path.to_owned(), why: e.to_string() };
     match std::fs::read_to_string(path) {
         Ok(text) => {

@@ -14,11 +14,11 @@ use crate::config::env::{Env, expand_settings_value};
 use crate::config::files::{self, FileRead, diagnostic, position};
 
 /// The manifest's file name.
-pub const FILE: &str = "gemini-extension.json";
+pub(crate) const FILE: &str = "gemini-extension.json";
 /// The install metadata's file name.
-pub const INSTALL_FILE: &str = ".gemini-extension-install.json";
+pub(crate) const INSTALL_FILE: &str = ".gemini-extension-install.json";
 /// The context file an extension has when its manifest names none.
-pub const DEFAULT_CONTEXT_FILE: &str = "GEMINI.md";
+pub(crate) const DEFAULT_CONTEXT_FILE: &str = "GEMINI.md";
 
 /// A declared setting (`settings[]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,12 +57,12 @@ pub struct Manifest {
 }
 
 /// Whether `name` is a valid extension name (`^[a-zA-Z0-9-]+$`).
-pub fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
 /// Whether `rel` stays inside the folder it is relative to (no `..` above it, not absolute).
-pub fn stays_inside(rel: &str) -> bool {
+pub(crate) fn stays_inside(rel: &str) -> bool {
     let mut depth = 0i32;
     for c in Path::new(rel).components() {
         match c {
@@ -82,7 +82,7 @@ pub fn stays_inside(rel: &str) -> bool {
 
 /// Read and validate the manifest of the extension at `dir`: the manifest and its warnings,
 /// or the errors that keep the extension from loading.
-pub fn read(dir: &Path) -> Result<(Manifest, Vec<Diagnostic>), Vec<Diagnostic>> {
+pub(crate) fn read(dir: &Path) -> Result<(Manifest, Vec<Diagnostic>), Vec<Diagnostic>> {
     let path = dir.join(FILE);
     let (value, text) = match files::read_object(&path) {
         FileRead::Parsed { value, text } => (value, text),
@@ -214,7 +214,7 @@ pub fn read(dir: &Path) -> Result<(Manifest, Vec<Diagnostic>), Vec<Diagnostic>> 
 }
 
 /// What `${...}` may name while hydrating an extension's files for one workspace.
-pub fn variables(extension_path: &Path, workspace: &Path) -> BTreeMap<String, String> {
+pub(crate) fn variables(extension_path: &Path, workspace: &Path) -> BTreeMap<String, String> {
     let sep = std::path::MAIN_SEPARATOR_STR.to_owned();
     BTreeMap::from([
         ("extensionPath".to_owned(), extension_path.display().to_string()),
@@ -226,7 +226,7 @@ pub fn variables(extension_path: &Path, workspace: &Path) -> BTreeMap<String, St
 
 /// `${key}` replaced by its value where `vars` has the key; other text untouched (Gemini
 /// CLI's `hydrateString`: the shortest `${...}`).
-pub fn hydrate_str(s: &str, vars: &BTreeMap<String, String>) -> String {
+pub(crate) fn hydrate_str(s: &str, vars: &BTreeMap<String, String>) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(start) = rest.find("${") {
@@ -244,7 +244,7 @@ pub fn hydrate_str(s: &str, vars: &BTreeMap<String, String>) -> String {
 }
 
 /// Every string in `v` hydrated (keys of objects are left as they are).
-pub fn hydrate_value(v: &mut Value, vars: &BTreeMap<String, String>) {
+pub(crate) fn hydrate_value(v: &mut Value, vars: &BTreeMap<String, String>) {
     match v {
         Value::String(s) => *s = hydrate_str(s, vars),
         Value::Array(items) => items.iter_mut().for_each(|i| hydrate_value(i, vars)),
@@ -255,7 +255,7 @@ pub fn hydrate_value(v: &mut Value, vars: &BTreeMap<String, String>) {
 
 /// A value of an extension hydrated for a workspace: the path variables, then the environment
 /// variables (the extension's settings over the session's environment).
-pub fn hydrate(v: &Value, vars: &BTreeMap<String, String>, env: &Env) -> Value {
+pub(crate) fn hydrate(v: &Value, vars: &BTreeMap<String, String>, env: &Env) -> Value {
     let mut v = v.clone();
     hydrate_value(&mut v, vars);
     expand_settings_value(&mut v, env);
@@ -263,7 +263,7 @@ pub fn hydrate(v: &Value, vars: &BTreeMap<String, String>, env: &Env) -> Value {
 }
 
 /// The context files of an extension at `dir` that exist, in the manifest's order.
-pub fn existing_context_files(dir: &Path, m: &Manifest) -> Vec<PathBuf> {
+pub(crate) fn existing_context_files(dir: &Path, m: &Manifest) -> Vec<PathBuf> {
     m.context_files.iter().map(|f| dir.join(f)).filter(|p| p.is_file()).collect()
 }
 

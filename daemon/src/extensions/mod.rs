@@ -8,20 +8,20 @@
 //! after each change made through the daemon; a session's view ([`contribute`]) is computed
 //! from the last scan without touching the disk beyond a context file's existence.
 
-pub mod contribute;
-pub mod enablement;
-pub mod fetch;
-pub mod files;
-pub mod install;
-pub mod integrity;
-pub mod key;
-pub mod manifest;
+pub(crate) mod contribute;
+pub(crate) mod enablement;
+pub(crate) mod fetch;
+pub(crate) mod files;
+pub(crate) mod install;
+pub(crate) mod integrity;
+pub(crate) mod key;
+pub(crate) mod manifest;
 mod rekey;
-pub mod settings;
-pub mod update;
+pub(crate) mod settings;
+pub(crate) mod update;
 mod verify;
 
-pub use rekey::SignsWithKey;
+pub(crate) use rekey::SignsWithKey;
 
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
@@ -68,12 +68,12 @@ pub struct Installed {
 
 impl Installed {
     /// The install metadata's `type`.
-    pub fn install_type(&self) -> Option<&str> {
+    pub(crate) fn install_type(&self) -> Option<&str> {
         self.metadata.as_ref()?.get("type")?.as_str()
     }
 
     /// Readable, verified (or linked) and not shadowed by another of its name.
-    pub fn loadable(&self) -> bool {
+    pub(crate) fn loadable(&self) -> bool {
         self.why_not.is_none() && self.manifest.is_some()
     }
 }
@@ -91,13 +91,13 @@ pub struct Scan {
 
 impl Scan {
     /// The extension named `name`, compared case-insensitively (as Gemini CLI finds one).
-    pub fn find(&self, name: &str) -> Option<&Arc<Installed>> {
+    pub(crate) fn find(&self, name: &str) -> Option<&Arc<Installed>> {
         self.installed.iter().find(|e| e.name.eq_ignore_ascii_case(name))
     }
 
     /// The MCP servers the extensions that can load declare, by name, as written (the first
     /// extension's where two declare one name, as Gemini CLI keeps it).
-    pub fn servers(&self) -> BTreeMap<String, Value> {
+    pub(crate) fn servers(&self) -> BTreeMap<String, Value> {
         let mut out = BTreeMap::new();
         for e in self.installed.iter().filter(|e| e.loadable()) {
             let declared = e.manifest.as_ref().and_then(|m| m.raw.get("mcpServers"));
@@ -111,7 +111,7 @@ impl Scan {
 
 /// Why an extension operation failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ExtensionError {
+pub(crate) enum ExtensionError {
     /// No installed extension has that name.
     #[error("no extension named \"{0}\" is installed (`gemctl extensions list` shows them)")]
     NotFound(String),
@@ -153,7 +153,7 @@ pub struct Extensions {
 
 impl Extensions {
     /// The extensions of the home whose `.gemini` is `gemini_dir` (not scanned yet).
-    pub fn new(
+    pub(crate) fn new(
         gemini_dir: PathBuf,
         secrets: Arc<SecretStore>,
         store: Store,
@@ -186,18 +186,13 @@ impl Extensions {
         self.hashed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// `~/.gemini/extensions`.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// The last scan.
-    pub fn current(&self) -> Arc<Scan> {
+    pub(crate) fn current(&self) -> Arc<Scan> {
         self.scan.lock().clone()
     }
 
     /// The integrity key (made on first need), which tool-definition pins are signed with too.
-    pub fn integrity_key(&self) -> Result<Secret<String>, ExtensionError> {
+    pub(crate) fn integrity_key(&self) -> Result<Secret<String>, ExtensionError> {
         self.key()
     }
 
@@ -470,7 +465,7 @@ impl Extensions {
     }
 
     /// What a session sees of `e`: `enabled` for its workspace, `active` if also loaded.
-    pub fn info(e: &Installed, enabled: bool) -> ExtensionInfo {
+    pub(crate) fn info(e: &Installed, enabled: bool) -> ExtensionInfo {
         let m = e.manifest.as_ref();
         let servers = m
             .and_then(|m| m.raw.get("mcpServers"))
@@ -535,7 +530,7 @@ impl Extensions {
 
     /// Every directory whose entries can change an extension: the folder, each extension's
     /// folders (and a linked one's source), so the watcher sees an edit anywhere in them.
-    pub fn watched_dirs(&self) -> Vec<PathBuf> {
+    pub(crate) fn watched_dirs(&self) -> Vec<PathBuf> {
         let mut dirs = vec![self.root.clone()];
         for e in &self.current().installed {
             dirs.push(e.dir.clone());

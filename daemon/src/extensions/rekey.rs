@@ -18,14 +18,14 @@ use super::{Extensions, key};
 use crate::secrets::Secret;
 
 /// Something else that signs with the integrity key, and re-signs when it is replaced.
-pub trait SignsWithKey: Send + Sync + std::fmt::Debug {
+pub(crate) trait SignsWithKey: Send + Sync + std::fmt::Debug {
     /// Sign again with `new` what verifies under `old`; how many records that was.
     fn resign(&self, old: &Secret<String>, new: &Secret<String>) -> usize;
 }
 
 impl Extensions {
     /// Have `signer`'s records signed again when the key is replaced (held weakly).
-    pub fn also_signed_by(&self, signer: Weak<dyn SignsWithKey>) {
+    pub(crate) fn also_signed_by(&self, signer: Weak<dyn SignsWithKey>) {
         self.signers.lock().push(signer);
     }
 

@@ -17,7 +17,7 @@ use crate::secrets::store::hex;
 use crate::secrets::{Secret, SecretStore};
 
 /// The prefix of a secret's account.
-pub const SECRET_PREFIX: &str = "__secret__";
+pub(crate) const SECRET_PREFIX: &str = "__secret__";
 
 /// `https://github.com/owner/repo` for a GitHub source.
 fn github_url(source: &str) -> Option<String> {
@@ -33,7 +33,7 @@ fn github_url(source: &str) -> Option<String> {
 }
 
 /// The extension's id, as Gemini CLI computes it.
-pub fn extension_id(name: &str, metadata: Option<&Value>) -> String {
+pub(crate) fn extension_id(name: &str, metadata: Option<&Value>) -> String {
     let source = metadata.and_then(|m| m.get("source")).and_then(Value::as_str);
     let remote = metadata
         .and_then(|m| m.get("type"))
@@ -48,12 +48,12 @@ pub fn extension_id(name: &str, metadata: Option<&Value>) -> String {
 }
 
 /// The keychain service of an extension's user-scope secrets.
-pub fn keychain_service(name: &str, id: &str) -> String {
+pub(crate) fn keychain_service(name: &str, id: &str) -> String {
     format!("Gemini CLI Extensions {name} {id}")
 }
 
 /// `.env` text for these values, as Gemini CLI formats it.
-pub fn format_env(values: &BTreeMap<String, String>) -> Result<String, ExtensionError> {
+pub(crate) fn format_env(values: &BTreeMap<String, String>) -> Result<String, ExtensionError> {
     let mut out = String::new();
     for (k, v) in values {
         if v.contains('\n') || v.contains('\r') {
@@ -134,7 +134,10 @@ impl NoFileKeychain {
 }
 
 /// Check `given` against the manifest's settings: each must be declared.
-pub fn check_given(m: &Manifest, given: &BTreeMap<String, String>) -> Result<(), ExtensionError> {
+pub(crate) fn check_given(
+    m: &Manifest,
+    given: &BTreeMap<String, String>,
+) -> Result<(), ExtensionError> {
     for k in given.keys() {
         if !m.settings.iter().any(|s| &s.env_var == k) {
             let known: Vec<&str> = m.settings.iter().map(|s| s.env_var.as_str()).collect();

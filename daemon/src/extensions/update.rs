@@ -18,7 +18,7 @@ use super::{ExtensionError, Extensions};
 
 /// What an update check found for one extension.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Available {
+pub(crate) struct Available {
     /// The extension.
     pub name: String,
     /// Its installed version.
@@ -46,7 +46,7 @@ fn repinned(source: Source, reference: Option<&str>) -> Result<Source, Extension
 
 /// What an update did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Updated {
+pub(crate) struct Updated {
     /// The extension.
     pub name: String,
     /// The version before.
@@ -62,7 +62,7 @@ pub struct Updated {
 impl Extensions {
     /// Whether updates are available (`name`, or every installed one that is not linked).
     /// `reference`: check against this git ref instead of the recorded one (`update --ref`).
-    pub fn check_updates(
+    pub(crate) fn check_updates(
         &self,
         name: Option<&str>,
         reference: Option<&str>,
@@ -107,7 +107,7 @@ impl Extensions {
 
     /// Update `name` from its source (or the source it migrated to).
     /// `reference`: fetch this git ref instead of the recorded one, and record it.
-    pub fn update(
+    pub(crate) fn update(
         &self,
         name: &str,
         consent: bool,

@@ -22,18 +22,21 @@ fn truthy(v: Option<&Value>) -> bool {
 }
 
 /// Whether an output's decision blocks (`block`, `deny`).
-pub fn is_blocking(o: &Map<String, Value>) -> bool {
+pub(crate) fn is_blocking(o: &Map<String, Value>) -> bool {
     matches!(o.get("decision").and_then(Value::as_str), Some("block" | "deny"))
 }
 
 /// Whether it asks the person (`ask`).
-pub fn is_ask(o: &Map<String, Value>) -> bool {
+pub(crate) fn is_ask(o: &Map<String, Value>) -> bool {
     o.get("decision").and_then(Value::as_str) == Some("ask")
 }
 
 /// The merged output of `outputs` (in the order the hooks were planned), or `None` when no
 /// hook produced one.
-pub fn merge(event: HookEvent, outputs: &[Map<String, Value>]) -> Option<Map<String, Value>> {
+pub(crate) fn merge(
+    event: HookEvent,
+    outputs: &[Map<String, Value>],
+) -> Option<Map<String, Value>> {
     if outputs.is_empty() {
         return None;
     }
@@ -162,13 +165,13 @@ fn tool_selection(outputs: &[Map<String, Value>]) -> Map<String, Value> {
 }
 
 /// `additionalContext` as the model gets it: `<` and `>` escaped, wrapped in `<hook_context>`.
-pub fn hook_context(text: &str) -> String {
+pub(crate) fn hook_context(text: &str) -> String {
     format!("<hook_context>{}</hook_context>", text.replace('<', "&lt;").replace('>', "&gt;"))
 }
 
 /// A blocking or stopping output's reason: `stopReason`, else `reason`, else Gemini CLI's
 /// `No reason provided`.
-pub fn effective_reason(o: &Map<String, Value>) -> String {
+pub(crate) fn effective_reason(o: &Map<String, Value>) -> String {
     text(o.get("stopReason"))
         .or_else(|| text(o.get("reason")))
         .unwrap_or_else(|| "No reason provided".to_owned())

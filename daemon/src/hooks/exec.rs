@@ -22,7 +22,7 @@ pub struct Fired {
 }
 
 /// The input the next hook of a sequential plan gets, after `output`.
-pub fn chain(event: HookEvent, input: &mut Value, output: &Map<String, Value>) {
+pub(crate) fn chain(event: HookEvent, input: &mut Value, output: &Map<String, Value>) {
     let Some(Value::Object(specific)) = output.get("hookSpecificOutput") else { return };
     let Some(input) = input.as_object_mut() else { return };
     match event {

@@ -46,7 +46,7 @@ const TOOLS: [(&str, &str); 10] = [
 
 /// What came out of one Claude Code settings object.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Migrated {
+pub(crate) struct Migrated {
     /// Gemini CLI's `hooks`: events to definitions, in Claude's order.
     pub hooks: Map<String, Value>,
     /// What was left out or changed beyond renaming, for the user.
@@ -65,7 +65,7 @@ impl Migrated {
     }
 
     /// Take in what another file gave, after this one's; its notes prefixed with `source`.
-    pub fn absorb(&mut self, other: Migrated, source: &str) {
+    pub(crate) fn absorb(&mut self, other: Migrated, source: &str) {
         self.notes.extend(other.notes.into_iter().map(|n| format!("{source}: {n}")));
         for (event, defs) in other.hooks {
             let defs = match defs {
@@ -79,7 +79,7 @@ impl Migrated {
 
 /// Tool names in a matcher, as whole words (`Edit|MultiEdit` → `replace|replace`); Claude's MCP
 /// names `mcp__server__tool` become Gemini's `mcp_server_tool`.
-pub fn matcher(m: &str) -> String {
+pub(crate) fn matcher(m: &str) -> String {
     let mut out = m.to_owned();
     for (claude, gemini) in TOOLS {
         let word = crate::literal::regex(&format!(r"\b{claude}\b"));
@@ -90,7 +90,7 @@ pub fn matcher(m: &str) -> String {
 }
 
 /// A hook's command, `$CLAUDE_PROJECT_DIR` (either spelling) now `$GEMINI_PROJECT_DIR`.
-pub fn command(c: &str) -> String {
+pub(crate) fn command(c: &str) -> String {
     c.replace("$CLAUDE_PROJECT_DIR", "$GEMINI_PROJECT_DIR")
         .replace("${CLAUDE_PROJECT_DIR}", "${GEMINI_PROJECT_DIR}")
 }
@@ -133,7 +133,7 @@ fn hook(h: &Value, at: &str, notes: &mut Vec<String>) -> Option<Value> {
 }
 
 /// Migrate a Claude Code settings object (its `hooks`).
-pub fn from_claude(settings: &Value) -> Migrated {
+pub(crate) fn from_claude(settings: &Value) -> Migrated {
     let mut m = Migrated::default();
     let Some(events) = settings.get("hooks").and_then(Value::as_object) else { return m };
     for (name, defs) in events {
@@ -186,7 +186,7 @@ pub fn from_claude(settings: &Value) -> Migrated {
 /// Add `migrated` to a settings file's `hooks` (`existing`, per event): each definition not
 /// already there is appended, so running the migration twice changes nothing and the file's
 /// own hooks stay. Returns the new arrays of the events that changed.
-pub fn merge(existing: Option<&Value>, migrated: &Map<String, Value>) -> Map<String, Value> {
+pub(crate) fn merge(existing: Option<&Value>, migrated: &Map<String, Value>) -> Map<String, Value> {
     let mut changed = Map::new();
     for (event, defs) in migrated {
         let mut now: Vec<Value> = existing

@@ -10,13 +10,13 @@
 //! - [`exec`]: a plan run in parallel or in sequence (each hook's changes passed on), then
 //!   aggregated.
 
-pub mod aggregate;
-pub mod exec;
-pub mod migrate;
-pub mod plan;
-pub mod registry;
-pub mod run;
-pub mod trusted;
+pub(crate) mod aggregate;
+pub(crate) mod exec;
+pub(crate) mod migrate;
+pub(crate) mod plan;
+pub(crate) mod registry;
+pub(crate) mod run;
+pub(crate) mod trusted;
 
 use std::collections::BTreeMap;
 
@@ -66,7 +66,7 @@ impl HookEvent {
     ];
 
     /// Its name in settings files.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::BeforeTool => "BeforeTool",
             Self::AfterTool => "AfterTool",
@@ -84,13 +84,13 @@ impl HookEvent {
 
     /// The event a settings key names (exactly: `beforeTool` or Claude's `PreToolUse` are
     /// not events).
-    pub fn named(name: &str) -> Option<Self> {
+    pub(crate) fn named(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|e| e.name() == name)
     }
 
     /// How its matcher is read: against a tool's name (a regular expression), against the
     /// event's trigger (exactly), or not at all.
-    pub fn matcher_kind(self) -> MatcherKind {
+    pub(crate) fn matcher_kind(self) -> MatcherKind {
         match self {
             Self::BeforeTool | Self::AfterTool => MatcherKind::ToolName,
             Self::SessionStart | Self::SessionEnd | Self::PreCompress => MatcherKind::Trigger,
@@ -101,7 +101,7 @@ impl HookEvent {
 
 /// How an event's matchers are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MatcherKind {
+pub(crate) enum MatcherKind {
     /// An unanchored regular expression over the tool's name (an invalid one is compared
     /// literally).
     ToolName,
@@ -143,16 +143,16 @@ pub struct HookCommand {
 }
 
 /// The default `timeout`, in milliseconds.
-pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 
 impl HookCommand {
     /// The name `hooksConfig.disabled` and messages know it by: its name, else its command.
-    pub fn label(&self) -> &str {
+    pub(crate) fn label(&self) -> &str {
         self.name.as_deref().filter(|n| !n.is_empty()).unwrap_or(&self.command)
     }
 
     /// Gemini CLI's de-duplication key, `name:command`.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         format!("{}:{}", self.name.as_deref().unwrap_or(""), self.command)
     }
 }

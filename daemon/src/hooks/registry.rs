@@ -15,7 +15,7 @@ const CONFIG_KEYS: [&str; 3] = ["enabled", "disabled", "notifications"];
 
 /// One settings file's `hooks`, in the order the scopes merge (their arrays concatenate).
 #[derive(Debug, Clone, Copy)]
-pub struct SettingsHooks<'a> {
+pub(crate) struct SettingsHooks<'a> {
     /// The file, as problems name it.
     pub file: &'a str,
     /// Its scope, as `hooks list` shows it (`user`, `workspace`, ...).
@@ -66,7 +66,7 @@ impl Matcher {
     }
 
     /// Whether the event's context (a tool's name, a trigger) matches; no context matches.
-    pub fn matches(&self, context: Option<&str>) -> bool {
+    pub(crate) fn matches(&self, context: Option<&str>) -> bool {
         match (self, context) {
             (Self::All, _) | (_, None) => true,
             (Self::Regex(r), Some(c)) => r.is_match(c),
@@ -121,7 +121,7 @@ impl Registry {
 
     /// The same, with the settings' hooks read file by file (`files`, in merge order) so each
     /// problem names its file, line and column; `settings` (merged) gives `hooksConfig`.
-    pub fn of_files(
+    pub(crate) fn of_files(
         settings: &Value,
         files: &[SettingsHooks<'_>],
         trusted: bool,

@@ -137,7 +137,7 @@ const SUBSTITUTED: [&str; 5] = [
 /// value, as Gemini CLI pastes it there), and inside double quotes, a here-document or
 /// arithmetic as written, where bash expands it from the environment itself.
 #[cfg(not(windows))]
-pub fn expand(command: &str, _ctx: &Context<'_>) -> String {
+pub(crate) fn expand(command: &str, _ctx: &Context<'_>) -> String {
     use crate::shell::{Context as Quoting, reference, rewrite};
     let mut out = command.to_owned();
     for var in SUBSTITUTED {
@@ -156,7 +156,7 @@ pub fn expand(command: &str, _ctx: &Context<'_>) -> String {
 
 /// PowerShell: Gemini CLI's substitutions, shell-escaped.
 #[cfg(windows)]
-pub fn expand(command: &str, ctx: &Context<'_>) -> String {
+pub(crate) fn expand(command: &str, ctx: &Context<'_>) -> String {
     let cwd = shell_quote(&ctx.cwd.display().to_string());
     let plans = shell_quote(&ctx.plans_dir.display().to_string());
     let session = shell_quote(ctx.session_id);
@@ -169,7 +169,11 @@ pub fn expand(command: &str, ctx: &Context<'_>) -> String {
 }
 
 /// What a hook's output says (see the module's rules).
-pub fn interpret(stdout: &str, stderr: &str, exit: i32) -> Option<(Map<String, Value>, Format)> {
+pub(crate) fn interpret(
+    stdout: &str,
+    stderr: &str,
+    exit: i32,
+) -> Option<(Map<String, Value>, Format)> {
     let text = match stdout.trim() {
         "" => stderr.trim(),
         t => t,

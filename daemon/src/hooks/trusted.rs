@@ -22,7 +22,7 @@ fn key(hook: &Map<String, Value>) -> Option<String> {
 }
 
 /// Each hook of a settings file's `hooks`: its key and how it is shown (name, else command).
-pub fn keys(hooks: &Value) -> Vec<(String, String)> {
+pub(crate) fn keys(hooks: &Value) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     let Some(events) = hooks.as_object() else { return out };
     for defs in events.values().filter_map(Value::as_array) {
@@ -71,7 +71,7 @@ fn load(file: &Path) -> Result<Map<String, Value>, RecordError> {
 }
 
 /// The hooks of `project`'s settings file (`keys`) that `file` does not know yet, as shown.
-pub fn new_hooks(file: &Path, project: &str, keys: &[(String, String)]) -> Vec<String> {
+pub(crate) fn new_hooks(file: &Path, project: &str, keys: &[(String, String)]) -> Vec<String> {
     let known = load(file).unwrap_or_default();
     let known: Vec<&str> = known
         .get(project)
@@ -110,7 +110,7 @@ pub(crate) fn record(
 }
 
 /// The warning the user sees once.
-pub fn notice(file: &Path, new: &[String]) -> String {
+pub(crate) fn notice(file: &Path, new: &[String]) -> String {
     let list: String = new.iter().map(|h| format!("\n  - {h}")).collect();
     format!(
         "This workspace's settings define project hooks you have not been told about:{list}\n\

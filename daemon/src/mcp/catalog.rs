@@ -11,7 +11,7 @@ use serde_json::Value;
 
 /// One tool a server offers.
 #[derive(Debug, Clone)]
-pub struct Tool {
+pub(crate) struct Tool {
     /// Its name, as the server gave it.
     pub name: String,
     /// The `Tool` object, as the server sent it.
@@ -35,19 +35,19 @@ impl Tool {
     }
 
     /// Its `description`, or nothing.
-    pub fn description(&self) -> &str {
+    pub(crate) fn description(&self) -> &str {
         self.raw["description"].as_str().unwrap_or_default()
     }
 
     /// Its `inputSchema`.
-    pub fn input_schema(&self) -> Option<&Value> {
+    pub(crate) fn input_schema(&self) -> Option<&Value> {
         self.raw.get("inputSchema")
     }
 }
 
 /// What a server offers.
 #[derive(Debug, Clone, Default)]
-pub struct Catalog {
+pub(crate) struct Catalog {
     /// Its tools, in its order.
     pub tools: Vec<Tool>,
     /// `Prompt` objects.
@@ -91,7 +91,7 @@ fn names(items: &[Value], key: &str) -> Vec<String> {
 impl Catalog {
     /// The catalog with its tools' schemas compiled (on the blocking pool): done once, for a
     /// catalog about to be installed.
-    pub async fn compiled(mut self) -> Self {
+    pub(crate) async fn compiled(mut self) -> Self {
         let inputs: Vec<Option<Value>> =
             self.tools.iter().map(|t| t.input_schema().cloned()).collect();
         let count = inputs.len();
@@ -110,19 +110,19 @@ impl Catalog {
     }
 
     /// (tools, prompts, resources).
-    pub fn counts(&self) -> (u32, u32, u32) {
+    pub(crate) fn counts(&self) -> (u32, u32, u32) {
         let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
         (n(self.tools.len()), n(self.prompts.len()), n(self.resources.len()))
     }
 
     /// The tool named `name`.
-    pub fn tool(&self, name: &str) -> Option<&Tool> {
+    pub(crate) fn tool(&self, name: &str) -> Option<&Tool> {
         self.tools.iter().find(|t| t.name == name)
     }
 
     /// Whether the two list the same names and URIs (Gemini CLI's test for "nothing
     /// changed yet" after a list_changed).
-    pub fn same_names(&self, other: &Self) -> bool {
+    pub(crate) fn same_names(&self, other: &Self) -> bool {
         self.tools.iter().map(|t| &t.name).eq(other.tools.iter().map(|t| &t.name))
             && names(&self.prompts, "name") == names(&other.prompts, "name")
             && names(&self.resources, "uri") == names(&other.resources, "uri")

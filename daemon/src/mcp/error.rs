@@ -8,7 +8,7 @@ use std::time::Duration;
 
 /// Errors of the runtime methods.
 #[derive(Debug, thiserror::Error)]
-pub enum McpError {
+pub(crate) enum McpError {
     /// No entry has that name.
     #[error("{0}")]
     NotFound(String),

@@ -173,7 +173,7 @@ impl Supervisor {
     /// `mcp/stop`: take a running server out of service and stop it now (its log stays, and
     /// `mcp/restart`, a session's start or a change of its configuration starts it again).
     /// Its status once stopped; `None` when it was not running.
-    pub async fn stop_server(&self, server: &Arc<Server>) -> Option<ServerStatus> {
+    pub(crate) async fn stop_server(&self, server: &Arc<Server>) -> Option<ServerStatus> {
         {
             let mut inner = self.inner();
             inner.idle.forget(&server.identity);
@@ -219,15 +219,15 @@ async fn sweeper(me: Weak<Supervisor>, wake: Arc<tokio::sync::Notify>) {
 
 /// `--mcp-idle-memory` as a flag's value: the bytes, or no bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Budget(pub Option<u64>);
+pub(crate) struct Budget(pub Option<u64>);
 
 /// [`parse_budget`], for the flag.
-pub fn budget_arg(text: &str) -> Result<Budget, String> {
+pub(crate) fn budget_arg(text: &str) -> Result<Budget, String> {
     parse_budget(text).map(Budget)
 }
 
 /// `--mcp-idle-memory`: `512MiB`, `1GiB`, `300MB`, `2000000` (bytes), or `unlimited`.
-pub fn parse_budget(text: &str) -> Result<Option<u64>, String> {
+pub(crate) fn parse_budget(text: &str) -> Result<Option<u64>, String> {
     let t = text.trim();
     if t.eq_ignore_ascii_case("unlimited") {
         return Ok(None);

@@ -26,7 +26,7 @@ struct Ring {
 
 /// A bounded log with live followers.
 #[derive(Debug)]
-pub struct ServerLog {
+pub(crate) struct ServerLog {
     ring: Mutex<Ring>,
     follow: broadcast::Sender<LogLine>,
 }
@@ -39,7 +39,7 @@ impl Default for ServerLog {
 
 impl ServerLog {
     /// Append a line from `stream` (`stderr`, `stdout` or `geminid`).
-    pub fn push(&self, stream: &str, text: &str) {
+    pub(crate) fn push(&self, stream: &str, text: &str) {
         let text = crate::config::env::redact_urls(text);
         let mut text = text.trim_end_matches(['\r', '\n']).to_owned();
         if text.len() > LOG_MAX_LINE {
@@ -65,14 +65,14 @@ impl ServerLog {
     }
 
     /// The newest `n` lines (all if `None`), oldest first, and how many were dropped.
-    pub fn tail(&self, n: Option<usize>) -> (Vec<LogLine>, u64) {
+    pub(crate) fn tail(&self, n: Option<usize>) -> (Vec<LogLine>, u64) {
         let ring = self.ring.lock();
         let skip = n.map_or(0, |n| ring.lines.len().saturating_sub(n));
         (ring.lines.iter().skip(skip).cloned().collect(), ring.dropped)
     }
 
     /// New lines as they come.
-    pub fn follow(&self) -> broadcast::Receiver<LogLine> {
+    pub(crate) fn follow(&self) -> broadcast::Receiver<LogLine> {
         self.follow.subscribe()
     }
 

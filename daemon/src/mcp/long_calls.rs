@@ -209,12 +209,16 @@ impl Supervisor {
     }
 
     /// A session's tasks, newest first.
-    pub fn tasks(&self, session: &str) -> Vec<McpTask> {
+    pub(crate) fn tasks(&self, session: &str) -> Vec<McpTask> {
         self.store().tasks_of(session).into_iter().map(|r| r.task).collect()
     }
 
     /// Ask the server to cancel one of the session's tasks.
-    pub async fn cancel_task(&self, session: &str, id: &str) -> Result<McpTask, super::McpError> {
+    pub(crate) async fn cancel_task(
+        &self,
+        session: &str,
+        id: &str,
+    ) -> Result<McpTask, super::McpError> {
         let rec = self.store().tasks_of(session).into_iter().find(|r| r.task.id == id).ok_or_else(
             || {
                 super::McpError::NotFound(format!(

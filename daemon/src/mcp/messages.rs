@@ -8,7 +8,7 @@ use super::Supervisor;
 /// A server's log message as it sent it.
 #[derive(Debug)]
 #[allow(deprecated, reason = "logging is SEP-2577-deprecated; servers of the earlier eras use it")]
-pub struct ServerMessage {
+pub(crate) struct ServerMessage {
     /// The server's identity.
     pub identity: String,
     /// The message.
@@ -20,7 +20,7 @@ pub(super) const KEPT: usize = 256;
 
 impl Supervisor {
     /// Servers' log messages from now on.
-    pub fn messages(&self) -> tokio::sync::broadcast::Receiver<Arc<ServerMessage>> {
+    pub(crate) fn messages(&self) -> tokio::sync::broadcast::Receiver<Arc<ServerMessage>> {
         self.messages.subscribe()
     }
 

@@ -55,59 +55,59 @@ use self::spec::LaunchSpec;
 use crate::config::Effective;
 use crate::config::env::Env;
 
-pub use error::McpError;
-pub use idle::{Budget, budget_arg, parse_budget};
-pub use supervisor::Supervisor;
+pub(crate) use error::McpError;
+pub(crate) use idle::{Budget, budget_arg, parse_budget};
+pub(crate) use supervisor::Supervisor;
 
 /// Where a request a 2026-07-28 server made as an input request carries the server's key for
 /// it on its way to an ask (`_meta`; the ask keeps it as `detail.inputKey`).
-pub const INPUT_KEY: &str = "dev.geminid/inputKey";
+pub(crate) const INPUT_KEY: &str = "dev.geminid/inputKey";
 
 /// How long a server keeps running after the last session that needed it let go: a working
 /// day's gaps (lunch, meetings, an afternoon on something else), so the next Gemini CLI of the
 /// day finds its servers running; not overnight. An idle server costs memory, not CPU (a
 /// ping every 30 s); its start costs each new session seconds (see README, "Kept warm").
-pub const DEFAULT_LINGER: Duration = Duration::from_secs(8 * 3600);
+pub(crate) const DEFAULT_LINGER: Duration = Duration::from_secs(8 * 3600);
 /// How much resident memory idle servers may hold together before the least recently used
 /// one stops (about eight typical Node or Python servers).
-pub const DEFAULT_IDLE_MEMORY: u64 = 512 << 20;
+pub(crate) const DEFAULT_IDLE_MEMORY: u64 = 512 << 20;
 /// First delay before restarting a failed server; doubles with each failure in a row.
-pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 /// Longest delay between restarts.
-pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// Failures in a row before a server is parked in `crash-loop`.
-pub const DEFAULT_RESTART_BUDGET: u32 = 5;
+pub(crate) const DEFAULT_RESTART_BUDGET: u32 = 5;
 /// A server connected this long has its failure count reset when it next fails.
-pub const DEFAULT_STABLE_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_STABLE_AFTER: Duration = Duration::from_secs(60);
 /// Between SIGTERM and SIGKILL.
-pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(3);
 /// Start-up (spawn or connect, and the MCP handshake) for servers without `timeout`.
-pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a connected server is pinged (see `server::pinger`).
-pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_PING_EVERY: Duration = Duration::from_secs(30);
 /// Each request to a server without `timeout` (Gemini CLI's default, 10 minutes).
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Supervision settings (daemon flags).
 #[derive(Debug, Clone, Copy)]
 pub struct McpOptions {
-    /// See [`DEFAULT_LINGER`].
+    /// How long a server keeps running after no session needs it (`DEFAULT_LINGER`).
     pub linger: Duration,
-    /// See [`DEFAULT_IDLE_MEMORY`]; `None`: no bound.
+    /// Resident memory idle servers may hold together (`DEFAULT_IDLE_MEMORY`); `None`: no bound.
     pub idle_memory: Option<u64>,
-    /// See [`DEFAULT_BACKOFF_INITIAL`].
+    /// First delay before restarting a failed server (`DEFAULT_BACKOFF_INITIAL`).
     pub backoff_initial: Duration,
-    /// See [`DEFAULT_BACKOFF_MAX`].
+    /// Longest delay between restarts (`DEFAULT_BACKOFF_MAX`).
     pub backoff_max: Duration,
-    /// See [`DEFAULT_RESTART_BUDGET`].
+    /// Failures in a row before a server is parked (`DEFAULT_RESTART_BUDGET`).
     pub restart_budget: u32,
-    /// See [`DEFAULT_STABLE_AFTER`].
+    /// Connected this long, a server's failures count afresh (`DEFAULT_STABLE_AFTER`).
     pub stable_after: Duration,
-    /// See [`DEFAULT_STOP_GRACE`].
+    /// Between SIGTERM and SIGKILL (`DEFAULT_STOP_GRACE`).
     pub stop_grace: Duration,
-    /// See [`DEFAULT_STARTUP_TIMEOUT`].
+    /// Start-up limit for servers without `timeout` (`DEFAULT_STARTUP_TIMEOUT`).
     pub startup_timeout: Duration,
-    /// See [`DEFAULT_PING_EVERY`]; zero turns pings off.
+    /// How often a connected server is pinged (`DEFAULT_PING_EVERY`); zero turns pings off.
     pub ping_every: Duration,
     /// How long a sign-in waits for the browser (`crate::auth::flow::CALLBACK_TIMEOUT`).
     pub oauth_timeout: Duration,
@@ -132,7 +132,7 @@ impl Default for McpOptions {
 
 impl McpOptions {
     /// The delay after the `failures`-th failure in a row (1-based).
-    pub fn backoff(&self, failures: u32) -> Duration {
+    pub(crate) fn backoff(&self, failures: u32) -> Duration {
         let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(20));
         self.backoff_initial.saturating_mul(factor).min(self.backoff_max)
     }
@@ -255,11 +255,11 @@ impl Inner {
 }
 
 /// A session's connected servers by name, and notes on the ones that are not connected.
-pub type SessionServers = (Vec<(String, Arc<Server>)>, Vec<String>);
+pub(crate) type SessionServers = (Vec<(String, Arc<Server>)>, Vec<String>);
 
 /// A session's view of its configuration, as the supervisor needs it.
 #[derive(Debug, Clone, Copy)]
-pub struct SessionView<'a> {
+pub(crate) struct SessionView<'a> {
     /// Its id.
     pub id: &'a str,
     /// Its effective configuration.
@@ -271,7 +271,7 @@ pub struct SessionView<'a> {
 /// Where the supervisor is, as far as a session's tool table is concerned: a table built at
 /// one generation is stale once either number moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Generation {
+pub(crate) struct Generation {
     /// Moves when a server starts, stops, changes state or lists a new catalog.
     pub servers: u64,
     /// Moves when a session's entries change (it synced or was released).
@@ -280,7 +280,7 @@ pub struct Generation {
 
 /// One of a session's entries that runs as a server, as the catalog reads it.
 #[derive(Debug, Clone)]
-pub struct RunningEntry {
+pub(crate) struct RunningEntry {
     /// The entry's name in the session's settings.
     pub name: String,
     /// The identity it runs as.
@@ -298,7 +298,7 @@ pub struct RunningEntry {
 /// The call behind something a server sent: its progress notifications and its requests
 /// (elicitation, sampling, roots) belong to the session whose call caused them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
+pub(crate) struct Caller {
     /// The session that called.
     pub session: String,
     /// The caller's call id.
@@ -309,7 +309,7 @@ pub struct Caller {
 
 /// Whose call a server's request belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Whose {
+pub(crate) enum Whose {
     /// This call's (by the stream it came on, or as the one session with calls in flight).
     One(Caller),
     /// No call of any session is in flight on that server.
@@ -326,7 +326,7 @@ pub enum Whose {
     deprecated,
     reason = "sampling and roots are SEP-2577-deprecated; servers of the eras before 2026-07-28 use them"
 )]
-pub trait Callers: Send + Sync + std::fmt::Debug {
+pub(crate) trait Callers: Send + Sync + std::fmt::Debug {
     /// A progress notification arrived from the server of `identity`.
     fn progress(&self, identity: &str, params: &rmcp::model::ProgressNotificationParam);
     /// What a call of `session` declares to a server of the 2026-07-28 era in its own

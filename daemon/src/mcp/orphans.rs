@@ -24,7 +24,7 @@ pub(crate) enum Outcome {
 
 /// What may not start yet: the identities whose orphan is still being stopped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Held {
+pub(crate) struct Held {
     /// Identity → orphans of it still being stopped.
     identities: HashMap<String, usize>,
     /// Orphans recorded without an identity (by an older daemon): every start waits.
@@ -33,7 +33,7 @@ pub struct Held {
 
 impl Held {
     /// What the records of `orphans` hold.
-    pub fn of(orphans: &[ChildRecord]) -> Self {
+    pub(crate) fn of(orphans: &[ChildRecord]) -> Self {
         let mut held = Self::default();
         for rec in orphans {
             match &rec.identity {
@@ -45,12 +45,12 @@ impl Held {
     }
 
     /// Whether a server of `identity` must wait.
-    pub fn holds(&self, identity: &str) -> bool {
+    pub(crate) fn holds(&self, identity: &str) -> bool {
         self.unknown > 0 || self.identities.contains_key(identity)
     }
 
     /// `rec`'s orphan is gone.
-    pub fn release(&mut self, rec: &ChildRecord) {
+    pub(crate) fn release(&mut self, rec: &ChildRecord) {
         match &rec.identity {
             Some(id) => {
                 if let Some(n) = self.identities.get_mut(id) {

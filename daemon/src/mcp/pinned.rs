@@ -60,17 +60,17 @@ impl Server {
     }
 
     /// Its last comparison with its pins (none before it listed, or with pinning `off`).
-    pub fn pin_verdict(&self) -> Option<Arc<Verdict>> {
+    pub(crate) fn pin_verdict(&self) -> Option<Arc<Verdict>> {
         self.pin_state().verdict.clone()
     }
 
     /// Everything it listed, held definitions included.
-    pub fn catalog_listed(&self) -> Arc<Catalog> {
+    pub(crate) fn catalog_listed(&self) -> Arc<Catalog> {
         self.pin_state().listed.clone().unwrap_or_else(|| self.catalog())
     }
 
     /// Its pins as `mcp/listServers` shows them.
-    pub fn pin_status(&self) -> Option<PinStatus> {
+    pub(crate) fn pin_status(&self) -> Option<PinStatus> {
         let state = self.pin_state();
         let v = state.verdict.as_ref()?;
         Some(PinStatus {
@@ -83,7 +83,7 @@ impl Server {
     }
 
     /// Why its tool `tool` may not be called, when it is held.
-    pub fn held_tool(&self, tool: &str) -> Option<String> {
+    pub(crate) fn held_tool(&self, tool: &str) -> Option<String> {
         if self.pinning != PinMode::Enforce {
             return None;
         }
@@ -188,7 +188,7 @@ pub(super) async fn offer(
 
 /// Why `mcp/review`, `mcp/accept` or `mcp/reject` could not be done.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReviewError {
+pub(crate) enum ReviewError {
     /// The server has no comparison to review (not listed yet, or pinning is off).
     #[error("{0}")]
     NothingListed(String),
@@ -246,7 +246,7 @@ impl super::Supervisor {
     }
 
     /// `mcp/review`.
-    pub fn review(
+    pub(crate) fn review(
         &self,
         server: &Server,
     ) -> Result<geminid_protocol::pins::ReviewResult, ReviewError> {
@@ -271,7 +271,7 @@ impl super::Supervisor {
     }
 
     /// `mcp/accept` (`accept`) or `mcp/reject`: then the server's catalog is offered anew.
-    pub async fn settle_pins(
+    pub(crate) async fn settle_pins(
         &self,
         server: &Arc<Server>,
         names: Vec<String>,

@@ -198,7 +198,7 @@ impl Supervisor {
     /// Call a tool on a server for `session`; fails at once if the server dies meanwhile. `sent` is told
     /// the request's progress token once it is on its way (to route the server's progress
     /// notifications); what it returns is held until the answer.
-    pub async fn call_tool<G>(
+    pub(crate) async fn call_tool<G>(
         &self,
         server: &Arc<Server>,
         session: &str,
@@ -214,7 +214,7 @@ impl Supervisor {
     }
 
     /// Why `server` cannot take a request now; none while it is connected.
-    pub fn not_connected(server: &Server) -> Option<McpError> {
+    pub(crate) fn not_connected(server: &Server) -> Option<McpError> {
         server
             .peer()
             .is_none()
@@ -224,7 +224,7 @@ impl Supervisor {
     /// One request to a server, as `send` makes it: fails at once if the server is not
     /// connected or dies meanwhile (naming the cause), and after `timeout` (the calling
     /// session's, see [`Supervisor::timeout_for`]).
-    pub async fn request<T, Fut>(
+    pub(crate) async fn request<T, Fut>(
         &self,
         server: &Arc<Server>,
         timeout: Duration,

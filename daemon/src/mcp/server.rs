@@ -29,7 +29,7 @@ use crate::store::Store;
 
 /// What the task is told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cmd {
+pub(crate) enum Cmd {
     /// Stop and start again, forgetting past failures.
     Restart,
     /// Stop for good.
@@ -42,7 +42,7 @@ pub enum Cmd {
     deprecated,
     reason = "sampling and roots are SEP-2577-deprecated; servers of the eras before 2026-07-28 use them"
 )]
-pub trait Observer: Send + Sync {
+pub(crate) trait Observer: Send + Sync {
     /// Its state, pid or restart count changed; it was `previous`.
     fn state_changed(&self, server: &Arc<Server>, previous: ServerState);
     /// Its catalog changed (a `list_changed` refresh).
@@ -91,7 +91,7 @@ pub trait Observer: Send + Sync {
 
 /// A server's runtime state.
 #[derive(Debug, Clone)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Its state.
     pub state: ServerState,
     /// The child's pid.
@@ -112,14 +112,14 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Whether the first attempt since the last (re)start has finished.
-    pub fn settled(&self) -> bool {
+    pub(crate) fn settled(&self) -> bool {
         self.attempts > 0 && self.state != ServerState::Connecting
     }
 }
 
 /// One server process or connection, shared by every session whose spec has its identity.
 #[derive(Debug)]
-pub struct Server {
+pub(crate) struct Server {
     /// The hash of its launch spec.
     pub identity: String,
     /// The name of the session entry that started it.
@@ -165,7 +165,7 @@ pub(crate) fn planned_transport(spec: &LaunchSpec) -> Wire {
 
 /// What it was started with.
 #[derive(Debug)]
-pub struct NewServer {
+pub(crate) struct NewServer {
     /// See [`Server::identity`].
     pub identity: String,
     /// See [`Server::name`].
@@ -189,7 +189,7 @@ pub struct NewServer {
 
 impl Server {
     /// Create it and start its task.
-    pub fn start(new: NewServer, sup: Weak<dyn Observer>, opts: McpOptions) -> Arc<Self> {
+    pub(crate) fn start(new: NewServer, sup: Weak<dyn Observer>, opts: McpOptions) -> Arc<Self> {
         let (cmds, rx) = watch::channel(Mailbox::default());
         let rx = Commands::new(rx);
         let snapshot = Snapshot {
@@ -250,27 +250,27 @@ impl Server {
     }
 
     /// Its state now.
-    pub fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         self.status.borrow().clone()
     }
 
     /// Watch its state.
-    pub fn watch(&self) -> watch::Receiver<Snapshot> {
+    pub(crate) fn watch(&self) -> watch::Receiver<Snapshot> {
         self.status.subscribe()
     }
 
     /// The connection, while connected.
-    pub fn peer(&self) -> Option<Peer<RoleClient>> {
+    pub(crate) fn peer(&self) -> Option<Peer<RoleClient>> {
         self.peer.lock().clone()
     }
 
     /// Tell its task.
-    pub fn send(&self, cmd: Cmd) {
+    pub(crate) fn send(&self, cmd: Cmd) {
         self.cmds.send_modify(|m| m.post(cmd));
     }
 
     /// Stop it and wait until its process is gone.
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         self.send(Cmd::Stop);
         let task = self.task.lock().take();
         if let Some(task) = task {
@@ -279,12 +279,12 @@ impl Server {
     }
 
     /// Its catalog as of its last discovery (empty before it first connected).
-    pub fn catalog(&self) -> Arc<Catalog> {
+    pub(crate) fn catalog(&self) -> Arc<Catalog> {
         self.catalog.lock().clone().unwrap_or_default()
     }
 
     /// (tools, prompts, resources) of its last discovery; `None` before the first.
-    pub fn counts(&self) -> Option<(u32, u32, u32)> {
+    pub(crate) fn counts(&self) -> Option<(u32, u32, u32)> {
         self.catalog.lock().as_ref().map(|c| c.counts())
     }
 

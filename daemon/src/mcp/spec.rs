@@ -45,7 +45,7 @@ pub(crate) const VOLATILE_ENV: &[&str] = &[
 /// How a network server is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Network {
+pub(crate) enum Network {
     /// Streamable HTTP only (`httpUrl`, or `url` with `type: "http"`).
     StreamableHttp,
     /// Legacy HTTP+SSE only (`url` with `type: "sse"`).
@@ -57,7 +57,7 @@ pub enum Network {
 /// What to launch or connect to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "transport")]
-pub enum LaunchSpec {
+pub(crate) enum LaunchSpec {
     /// A child process speaking MCP on stdin/stdout.
     Stdio {
         /// The executable (no shell).
@@ -270,7 +270,7 @@ impl LaunchSpec {
 
     /// The identity: a SHA-256 of the spec's canonical JSON (without the inherited
     /// environment), hex.
-    pub fn identity(&self) -> String {
+    pub(crate) fn identity(&self) -> String {
         // Maps are BTreeMaps, so the JSON is canonical.
         let json = serde_json::to_vec(self).unwrap_or_default();
         Sha256::digest(&json).iter().map(|b| format!("{b:02x}")).collect()

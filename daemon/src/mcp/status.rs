@@ -91,13 +91,17 @@ pub(super) fn block_text(reason: BlockReason) -> (ServerState, &'static str) {
 
 impl Supervisor {
     /// Whether the session runs its servers now (it has bindings).
-    pub fn runs_session(&self, session: &str) -> bool {
+    pub(crate) fn runs_session(&self, session: &str) -> bool {
         self.inner().sessions.contains_key(session)
     }
 
     /// The server a session's entry `name` resolves to when the session runs none (its
     /// settings in `view`): the one of that identity running for others, or stopped lately.
-    pub fn find_planned(&self, view: SessionView<'_>, name: &str) -> Result<Arc<Server>, McpError> {
+    pub(crate) fn find_planned(
+        &self,
+        view: SessionView<'_>,
+        name: &str,
+    ) -> Result<Arc<Server>, McpError> {
         let resolved = Self::entries(view, self.pins.mode);
         let Some((entry, _)) = resolved.get(name) else {
             let near =
@@ -166,7 +170,7 @@ impl Supervisor {
     }
 
     /// Every running server (for `mcp/listServers` without a session).
-    pub fn list_all(&self) -> Vec<ServerStatus> {
+    pub(crate) fn list_all(&self) -> Vec<ServerStatus> {
         let inner = self.inner();
         let mut out: Vec<ServerStatus> =
             inner.servers.values().map(|s| self.status_of(&inner, s, &s.name, s.scope)).collect();
@@ -176,7 +180,7 @@ impl Supervisor {
 
     /// [`Supervisor::list_all`], each with its usage: its calls, and what its process tree
     /// holds (one pass over the process table for all of them, outside the lock).
-    pub fn list_all_with_usage(&self) -> Vec<ServerStatus> {
+    pub(crate) fn list_all_with_usage(&self) -> Vec<ServerStatus> {
         let servers: Vec<Arc<Server>> = self.inner().servers.values().cloned().collect();
         let held = super::usage::of_groups(servers.iter().filter_map(|s| s.snapshot().pid));
         let inner = self.inner();
@@ -195,7 +199,7 @@ impl Supervisor {
     /// A session's entries and their state. Never starts anything: an entry of a session that
     /// has not asked for its servers shows the state of a server another session runs for the
     /// same identity, else `disconnected`.
-    pub fn list_session(&self, view: SessionView<'_>) -> Vec<ServerStatus> {
+    pub(crate) fn list_session(&self, view: SessionView<'_>) -> Vec<ServerStatus> {
         let inner = self.inner();
         let active = inner.sessions.get(view.id);
         let resolved = Self::entries(view, self.pins.mode);
@@ -271,7 +275,7 @@ impl Supervisor {
     }
 
     /// One server's status, named as it was started.
-    pub fn status(&self, server: &Arc<Server>) -> ServerStatus {
+    pub(crate) fn status(&self, server: &Arc<Server>) -> ServerStatus {
         self.status_of(&self.inner(), server, &server.name, server.scope)
     }
 
@@ -280,7 +284,7 @@ impl Supervisor {
     /// name fits the tool's.
     /// Why the session's tool `fqn` is not in its table, when it is held for differing from
     /// its pin.
-    pub fn held_in_session(&self, session: &str, fqn: &str) -> Option<String> {
+    pub(crate) fn held_in_session(&self, session: &str, fqn: &str) -> Option<String> {
         let inner = self.inner();
         let entries = inner.sessions.get(session)?;
         entries.iter().find_map(|(name, entry)| {
@@ -295,7 +299,11 @@ impl Supervisor {
         })
     }
 
-    pub fn explain_missing_tool(&self, session: &str, fqn: &str) -> Option<(ServerState, String)> {
+    pub(crate) fn explain_missing_tool(
+        &self,
+        session: &str,
+        fqn: &str,
+    ) -> Option<(ServerState, String)> {
         let inner = self.inner();
         let entries = inner.sessions.get(session)?;
         // The longest fitting prefix wins: `mcp_a_b_x` is server `a_b`'s before server `a`'s.

@@ -26,7 +26,7 @@ use crate::store::Store;
 
 /// Owns every MCP server process and connection.
 #[derive(Debug)]
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     pub(super) opts: McpOptions,
     pub(super) events: Arc<EventBus>,
     store: Store,
@@ -50,7 +50,7 @@ pub struct Supervisor {
 
 impl Supervisor {
     /// A supervisor; nothing runs until a session needs it.
-    pub fn new(
+    pub(crate) fn new(
         opts: McpOptions,
         events: Arc<EventBus>,
         store: Store,
@@ -89,14 +89,14 @@ impl Supervisor {
     }
 
     /// The database (for child pid records).
-    pub fn store(&self) -> &Store {
+    pub(crate) fn store(&self) -> &Store {
         &self.store
     }
 
     /// Stop the children a killed daemon left behind, in the background and all at once; a
     /// server starts only once the orphan of its own identity is gone (every server waits
     /// for an orphan recorded without one).
-    pub fn clean_orphans(&self, grace: Duration) {
+    pub(crate) fn clean_orphans(&self, grace: Duration) {
         let left = orphans::left_behind(&self.store);
         if left.is_empty() {
             return;
@@ -116,7 +116,7 @@ impl Supervisor {
     }
 
     /// What may not start yet (see [`Supervisor::clean_orphans`]).
-    pub fn start_gate(&self) -> tokio::sync::watch::Receiver<orphans::Held> {
+    pub(crate) fn start_gate(&self) -> tokio::sync::watch::Receiver<orphans::Held> {
         self.start_gate.subscribe()
     }
 
@@ -186,7 +186,7 @@ impl Supervisor {
     /// no longer runs (a configuration change). `changed` names entries whose configuration
     /// changed; those parked in crash-loop or needs-auth with an unchanged identity get a
     /// fresh start.
-    pub fn sync(&self, view: SessionView<'_>, changed: &[String]) {
+    pub(crate) fn sync(&self, view: SessionView<'_>, changed: &[String]) {
         let resolved = Self::entries(view, self.pins.mode);
         let mut released = Vec::new();
         let mut kick = Vec::new();
@@ -288,13 +288,13 @@ impl Supervisor {
     }
 
     /// Whether a session currently needs its servers.
-    pub fn is_active(&self, session: &str) -> bool {
+    pub(crate) fn is_active(&self, session: &str) -> bool {
         self.inner().sessions.contains_key(session)
     }
 
     /// The session no longer needs its servers (its last connection went, or it closed).
     /// Servers nobody else uses stop after the linger period.
-    pub fn release_session(&self, session: &str) {
+    pub(crate) fn release_session(&self, session: &str) {
         let mut inner = self.inner();
         let Some(entries) = inner.sessions.remove(session) else { return };
         self.sessions_changed();
@@ -338,7 +338,7 @@ impl Supervisor {
     /// How long `session` waits for an answer from `server`: the `timeout` of its entry that
     /// runs as that server (sessions sharing a server may set different ones), else the
     /// server's own.
-    pub fn timeout_for(&self, session: &str, server: &Server) -> Duration {
+    pub(crate) fn timeout_for(&self, session: &str, server: &Server) -> Duration {
         let inner = self.inner();
         inner
             .sessions
@@ -353,7 +353,7 @@ impl Supervisor {
 
     /// The running server an entry name means: the session's, or (without a session) the one
     /// running server of that name.
-    pub fn find(&self, session: Option<&str>, name: &str) -> Result<Arc<Server>, McpError> {
+    pub(crate) fn find(&self, session: Option<&str>, name: &str) -> Result<Arc<Server>, McpError> {
         let inner = self.inner();
         if let Some(id) = session {
             let entries = inner.sessions.get(id).ok_or_else(|| {
@@ -407,7 +407,7 @@ impl Supervisor {
     /// Restart a server and wait until its first attempt settles. A server that was stopped
     /// (see [`Supervisor::find`]) starts again, for as long as a session needs it or the
     /// linger period.
-    pub async fn restart(&self, server: &Arc<Server>) -> ServerStatus {
+    pub(crate) async fn restart(&self, server: &Arc<Server>) -> ServerStatus {
         let revived = {
             let mut inner = self.inner();
             let running = inner.servers.get(&server.identity).cloned();
@@ -462,20 +462,20 @@ impl Supervisor {
     }
 
     /// Wait (up to each one's start-up timeout) until the session's servers have settled.
-    pub async fn settle(&self, session: &str) {
+    pub(crate) async fn settle(&self, session: &str) {
         self.settle_where(session, |_| true).await;
     }
 
     /// Wait until the servers that could have the tool `fqn` have settled (those whose names
     /// fit it; every one if none does), not the others.
-    pub async fn settle_for_tool(&self, session: &str, fqn: &str) {
+    pub(crate) async fn settle_for_tool(&self, session: &str, fqn: &str) {
         let fits = |name: &str| naming::is_of_server(fqn, name);
         let any = self.inner().sessions.get(session).is_some_and(|e| e.keys().any(|n| fits(n)));
         self.settle_where(session, |name| !any || fits(name)).await;
     }
 
     /// Wait until the session's server of entry `name` has settled.
-    pub async fn settle_server(&self, session: &str, name: &str) {
+    pub(crate) async fn settle_server(&self, session: &str, name: &str) {
         let key = crate::config::enablement::normalize(name);
         self.settle_where(session, |n| crate::config::enablement::normalize(n) == key).await;
     }
@@ -502,7 +502,7 @@ impl Supervisor {
     }
 
     /// A session's connected servers by name, and a note for each one that is not connected.
-    pub fn session_servers(&self, session: &str) -> Result<SessionServers, McpError> {
+    pub(crate) fn session_servers(&self, session: &str) -> Result<SessionServers, McpError> {
         let inner = self.inner();
         let entries = inner.sessions.get(session).ok_or_else(|| {
             McpError::Unavailable(format!("session {session} has not started its MCP servers"))
@@ -535,7 +535,7 @@ impl Supervisor {
     }
 
     /// See [`Generation`]: read before what a table is built from.
-    pub fn generation(&self) -> Generation {
+    pub(crate) fn generation(&self) -> Generation {
         Generation {
             servers: self.servers_generation.load(Ordering::SeqCst),
             sessions: self.sessions_generation.load(Ordering::SeqCst),
@@ -544,7 +544,7 @@ impl Supervisor {
 
     /// A session's entries that run as a server, in name order (what its tool table is built
     /// from).
-    pub fn running_entries(&self, session: &str) -> Result<Vec<RunningEntry>, McpError> {
+    pub(crate) fn running_entries(&self, session: &str) -> Result<Vec<RunningEntry>, McpError> {
         let inner = self.inner();
         let entries = inner.sessions.get(session).ok_or_else(|| {
             McpError::Unavailable(format!("session {session} has not started its MCP servers"))
@@ -566,7 +566,7 @@ impl Supervisor {
     }
 
     /// Stop every server and wait for their processes to be gone. Nothing starts afterwards.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let servers: Vec<Arc<Server>> = {
             let mut inner = self.inner();
             inner.closed = true;

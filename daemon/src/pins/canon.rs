@@ -35,7 +35,7 @@ fn fields(kind: DefinitionKind) -> &'static [&'static str] {
 
 impl Def {
     /// The definition `raw` of `kind`, canonical.
-    pub fn of(kind: DefinitionKind, raw: &Value) -> Self {
+    pub(crate) fn of(kind: DefinitionKind, raw: &Value) -> Self {
         let mut canon = Map::new();
         for field in fields(kind) {
             if let Some(v) = raw.get(*field).filter(|v| !v.is_null()) {
@@ -47,7 +47,7 @@ impl Def {
     }
 
     /// Its key in a server's pins: `tool/NAME`, `prompt/NAME`, `template/URI`.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         key_of(self.kind, &self.name)
     }
 }
@@ -68,7 +68,7 @@ pub fn items<'a>(
 }
 
 /// The name a definition is known by (a template's `uriTemplate`).
-pub fn name_of(kind: DefinitionKind, raw: &Value) -> &str {
+pub(crate) fn name_of(kind: DefinitionKind, raw: &Value) -> &str {
     let key = if kind == DefinitionKind::ResourceTemplate { "uriTemplate" } else { "name" };
     raw.get(key).and_then(Value::as_str).unwrap_or_default()
 }
@@ -76,7 +76,7 @@ pub fn name_of(kind: DefinitionKind, raw: &Value) -> &str {
 /// SHA-256 (hex) of the canonical form of `raw`'s pinned fields, written straight from the
 /// listed object (no copy of it): each object's keys in byte order, strings as JSON escapes
 /// them. `buf` is scratch space, reused across calls.
-pub fn digest(kind: DefinitionKind, raw: &Value, buf: &mut Vec<u8>) -> String {
+pub(crate) fn digest(kind: DefinitionKind, raw: &Value, buf: &mut Vec<u8>) -> String {
     buf.clear();
     buf.push(b'{');
     let mut first = true;
@@ -133,7 +133,7 @@ fn write_canon(v: &Value, out: &mut Vec<u8>) {
 }
 
 /// See [`Def::key`].
-pub fn key_of(kind: DefinitionKind, name: &str) -> String {
+pub(crate) fn key_of(kind: DefinitionKind, name: &str) -> String {
     let k = match kind {
         DefinitionKind::Tool => "tool",
         DefinitionKind::Prompt => "prompt",
@@ -180,14 +180,14 @@ pub(crate) fn unversioned(arg: &str) -> &str {
 /// package versions (`mcp::spec::LaunchSpec::pin_source`), so that a server that updates
 /// keeps its pins and what the update changed is held for review. Another command or URL under
 /// the same name is another server, pinned on its first use.
-pub fn pin_key(name: &str, source: String) -> (String, String) {
+pub(crate) fn pin_key(name: &str, source: String) -> (String, String) {
     let key = hex(&Sha256::digest(format!("{name}\n{source}").as_bytes()));
     (key, source)
 }
 
 /// What a reader may miss in a definition's text: one sentence per kind of thing found, with
 /// where (`description`, `inputSchema.properties.x.description`, ...).
-pub fn findings(canon: &Value) -> Vec<String> {
+pub(crate) fn findings(canon: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk(canon, "", &mut out);
     out

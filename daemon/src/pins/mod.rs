@@ -31,7 +31,7 @@ use crate::store::Store;
 const RECORD_VERSION: u32 = 1;
 
 /// Where the integrity key comes from (the extensions' key, shared).
-pub type KeySource = Arc<dyn Fn() -> Result<Secret<String>, String> + Send + Sync>;
+pub(crate) type KeySource = Arc<dyn Fn() -> Result<Secret<String>, String> + Send + Sync>;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Pinned {
@@ -101,7 +101,7 @@ pub struct Verdict {
 
 /// Why an accept or a reject was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PinError {
+pub(crate) enum PinError {
     /// A name given differs in nothing.
     #[error("{0}")]
     NotDiffering(String),
@@ -133,7 +133,7 @@ impl std::fmt::Debug for Pins {
 
 impl Pins {
     /// Pins in `store`, signed with the key `key` gives.
-    pub fn new(
+    pub(crate) fn new(
         store: Store,
         key: KeySource,
         mode: PinMode,
@@ -260,7 +260,7 @@ impl Pins {
     }
 
     /// Pin these of `differs` (by name; all when `names` is empty) as listed now.
-    pub fn accept(
+    pub(crate) fn accept(
         &self,
         pin_key: &str,
         server: &str,
@@ -293,7 +293,7 @@ impl Pins {
     }
 
     /// Mark these of `differs` rejected (they stay held).
-    pub fn reject(
+    pub(crate) fn reject(
         &self,
         pin_key: &str,
         server: &str,

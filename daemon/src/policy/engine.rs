@@ -93,7 +93,7 @@ impl PolicySet {
     }
 
     /// Every rule, in the order they are tried.
-    pub fn rules(&self) -> &[Rule] {
+    pub(crate) fn rules(&self) -> &[Rule] {
         &self.rules
     }
 
@@ -133,7 +133,7 @@ impl PolicySet {
     /// rules that look at arguments (they deny only some calls) and stopping at any other
     /// that does (it allows or asks about some); with none, the default does. `Some` holds
     /// the deciding rule (`None` inside: the default denied it).
-    pub fn excludes(
+    pub(crate) fn excludes(
         &self,
         call: &ToolCall<'_>,
         mode: ApprovalMode,

@@ -24,7 +24,7 @@ use crate::config::files::{InputError, read_input};
 
 /// A place policy files are read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Place {
+pub(crate) struct Place {
     /// A directory or a `.toml` file.
     pub path: PathBuf,
     /// The tier its rules are in.
@@ -32,7 +32,7 @@ pub struct Place {
 }
 
 /// A session's policy places, lowest tier first.
-pub fn places(
+pub(crate) fn places(
     paths: &ConfigPaths,
     workspace: &Path,
     trusted: bool,
@@ -92,13 +92,13 @@ struct Parsed {
 
 /// Reads policy places, keeping each file's last good rules.
 #[derive(Debug, Default)]
-pub struct Reader {
+pub(crate) struct Reader {
     last_good: Mutex<HashMap<PathBuf, Parsed>>,
 }
 
 /// What reading a session's places gave.
 #[derive(Debug, Default)]
-pub struct Read {
+pub(crate) struct Read {
     /// Each file's rules, in the order the files are read (lowest tier first). A file whose
     /// text has not changed gives the same `Arc` as before.
     pub files: Vec<Arc<Vec<Rule>>>,
@@ -108,14 +108,15 @@ pub struct Read {
 
 impl Read {
     /// Every rule, in file order.
-    pub fn rules(&self) -> impl Iterator<Item = &Rule> {
+    #[cfg(test)]
+    pub(crate) fn rules(&self) -> impl Iterator<Item = &Rule> {
         self.files.iter().flat_map(|f| f.iter())
     }
 }
 
 impl Reader {
     /// The rules of every place, and what is wrong in them (a missing place is no problem).
-    pub fn read(&self, places: &[Place]) -> Read {
+    pub(crate) fn read(&self, places: &[Place]) -> Read {
         let mut out = Read::default();
         for place in places {
             let files = match std::fs::metadata(&place.path) {

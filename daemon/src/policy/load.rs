@@ -15,7 +15,7 @@ use super::rule::{Origin, Rule};
 use super::{ApprovalMode, Decision, Tier};
 
 /// The shell tool, the one `commandPrefix` and `commandRegex` are for.
-pub const SHELL_TOOL: &str = "run_shell_command";
+pub(crate) const SHELL_TOOL: &str = "run_shell_command";
 
 /// Fields a `[[rule]]` may have.
 const FIELDS: &[&str] = &[

@@ -11,20 +11,20 @@
 //! - [`engine`]: a set of rules and the decision for a call;
 //! - [`service`]: a session's policy (its places' rules and its settings' rules), and its wire forms.
 
-pub mod engine;
-pub mod files;
-pub mod load;
-pub mod pattern;
-pub mod rule;
-pub mod saved;
-pub mod service;
-pub mod settings;
-pub mod stringify;
+pub(crate) mod engine;
+pub(crate) mod files;
+pub(crate) mod load;
+pub(crate) mod pattern;
+pub(crate) mod rule;
+pub(crate) mod saved;
+pub(crate) mod service;
+pub(crate) mod settings;
+pub(crate) mod stringify;
 
-pub use geminid_protocol::policy::{ApprovalMode, PolicyDecision as Decision};
+pub(crate) use geminid_protocol::policy::{ApprovalMode, PolicyDecision as Decision};
 
 /// The approval mode a policy file names (`modes = [...]`): the wire names.
-pub fn mode_named(name: &str) -> Option<ApprovalMode> {
+pub(crate) fn mode_named(name: &str) -> Option<ApprovalMode> {
     serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
 }
 
@@ -46,7 +46,7 @@ pub enum Tier {
 
 impl Tier {
     /// Its name, as Gemini CLI prints it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Default => "default",
             Self::Extension => "extension",

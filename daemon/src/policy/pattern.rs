@@ -11,11 +11,11 @@ use std::sync::{Arc, LazyLock, OnceLock};
 use regex::Regex;
 
 /// Longest pattern accepted (Gemini CLI's limit).
-pub const MAX_PATTERN: usize = 2048;
+pub(crate) const MAX_PATTERN: usize = 2048;
 
 /// `text` with every character a `RegExp` gives a meaning escaped (Gemini CLI's
 /// `escapeRegex`: ``-[]{}()*+?.,\^$|#`` whitespace and `"`).
-pub fn escape_regex(text: &str) -> String {
+pub(crate) fn escape_regex(text: &str) -> String {
     let mut out = String::with_capacity(text.len() * 2);
     for c in text.chars() {
         if "-[]{}()*+?.,\\^$|#\"".contains(c) || c.is_whitespace() {
@@ -29,7 +29,7 @@ pub fn escape_regex(text: &str) -> String {
 /// Why a pattern is refused, if it is: too long, or a nested quantifier (`(a+)+`, `(.*)*`),
 /// which Gemini CLI refuses as a ReDoS risk (refused here too, so that a file is read the same
 /// by both).
-pub fn unsafe_reason(pattern: &str) -> Option<String> {
+pub(crate) fn unsafe_reason(pattern: &str) -> Option<String> {
     if pattern.len() > MAX_PATTERN {
         return Some(format!("it is longer than {MAX_PATTERN} characters"));
     }
@@ -49,7 +49,7 @@ pub fn unsafe_reason(pattern: &str) -> Option<String> {
 
 /// The regular expressions a rule's argument fields stand for: one per `commandPrefix`, or the
 /// `commandRegex`, or the `argsPattern` (`None`: the rule looks at no arguments).
-pub fn args_patterns(
+pub(crate) fn args_patterns(
     args_pattern: Option<&str>,
     command_prefix: Option<&[String]>,
     command_regex: Option<&str>,
@@ -96,7 +96,7 @@ pub struct ArgsPattern {
 impl ArgsPattern {
     /// A JavaScript-flavoured pattern checked as `compile` checks it (refused when unsafe,
     /// not valid, or using look-around or backreferences), without building its matcher.
-    pub fn new(pattern: &str) -> Result<Arc<Self>, String> {
+    pub(crate) fn new(pattern: &str) -> Result<Arc<Self>, String> {
         if let Some(why) = unsafe_reason(pattern) {
             return Err(format!("unsafe pattern: {why}"));
         }
@@ -107,7 +107,7 @@ impl ArgsPattern {
 
     /// Whether `text` matches; `None` when the matcher cannot be built after all (it would be
     /// larger than the `regex` crate's size limit), which is logged once.
-    pub fn is_match(&self, text: &str) -> Option<bool> {
+    pub(crate) fn is_match(&self, text: &str) -> Option<bool> {
         let compiled = self.compiled.get_or_init(|| match Regex::new(&self.translated) {
             Ok(r) => Some(r),
             Err(e) => {

@@ -55,7 +55,7 @@ const DISCOVERED_ALL: &str = "discovered_tool_*";
 
 /// `mcp_{server}_{tool}`, as the rule side names MCP tools (Gemini CLI's `formatMcpToolName`:
 /// not sanitized; `*` for both is `mcp_*`, a `*` tool `mcp_{server}_*`).
-pub fn mcp_name(server: &str, tool: &str) -> String {
+pub(crate) fn mcp_name(server: &str, tool: &str) -> String {
     match (server, tool) {
         ("*", "*") => format!("{MCP_PREFIX}*"),
         ("*", tool) => format!("{MCP_PREFIX}*_{tool}"),
@@ -66,7 +66,7 @@ pub fn mcp_name(server: &str, tool: &str) -> String {
 
 impl Rule {
     /// A rule for `tool_name` deciding `decision`, with no other condition.
-    pub fn new(tool_name: String, decision: Decision, origin: Origin) -> Self {
+    pub(crate) fn new(tool_name: String, decision: Decision, origin: Origin) -> Self {
         Self {
             tool_name,
             subagent: None,
@@ -83,13 +83,13 @@ impl Rule {
     }
 
     /// `tier + priority / 1000`.
-    pub fn effective_priority(&self) -> f64 {
+    pub(crate) fn effective_priority(&self) -> f64 {
         f64::from(self.origin.tier as u8) + f64::from(self.origin.priority) / 1000.0
     }
 
     /// Whether the rule applies to `call` in `mode`; `stable_args` is the call's arguments'
     /// stable form (computed once per decision).
-    pub fn matches(
+    pub(crate) fn matches(
         &self,
         call: &ToolCall<'_>,
         stable_args: Option<&str>,
@@ -108,7 +108,7 @@ impl Rule {
     }
 
     /// Whether the rule applies to `call` in `mode`, whatever its arguments.
-    pub fn matches_ignoring_args(
+    pub(crate) fn matches_ignoring_args(
         &self,
         call: &ToolCall<'_>,
         mode: ApprovalMode,

@@ -11,10 +11,10 @@ use crate::config::ConfigPaths;
 use crate::config::write::{WriteError, atomic_write, read_text};
 
 /// The priority of a saved rule.
-pub const PRIORITY: i64 = 950;
+pub(crate) const PRIORITY: i64 = 950;
 
 /// Where the rules are saved.
-pub fn path(paths: &ConfigPaths) -> PathBuf {
+pub(crate) fn path(paths: &ConfigPaths) -> PathBuf {
     paths.home.join(".gemini").join("policies").join("auto-saved.toml")
 }
 

@@ -16,7 +16,7 @@ use crate::config::{ConfigPaths, Effective};
 
 /// Reads sessions' policies, keeping each file's last good rules and the sets last built.
 #[derive(Debug, Default)]
-pub struct Policies {
+pub(crate) struct Policies {
     reader: Reader,
     built: Mutex<Vec<Built>>,
 }
@@ -41,7 +41,7 @@ struct Built {
 
 /// A session's rules and the problems in its files.
 #[derive(Debug)]
-pub struct SessionPolicy {
+pub(crate) struct SessionPolicy {
     /// The rules.
     pub set: Arc<PolicySet>,
     /// Problems in the policy files.
@@ -51,7 +51,7 @@ pub struct SessionPolicy {
 impl Policies {
     /// The policy of a session whose configuration is `effective`, for an interactive
     /// session or not (headless sessions may auto-allow their servers).
-    pub fn for_session(
+    pub(crate) fn for_session(
         &self,
         paths: &ConfigPaths,
         effective: &Effective,
@@ -152,11 +152,11 @@ fn extension_may(rule: &Rule, problems: &mut Vec<Diagnostic>) -> bool {
 }
 
 /// The name the built-in rule file is shown by.
-pub const DEFAULTS_FILE: &str = "(built in) defaults.toml";
+pub(crate) const DEFAULTS_FILE: &str = "(built in) defaults.toml";
 
 /// geminid's default tier: rules giving Gemini CLI's default decisions
 /// (`daemon/policies/defaults.toml`, compiled in).
-pub fn defaults() -> &'static [Rule] {
+pub(crate) fn defaults() -> &'static [Rule] {
     static RULES: std::sync::OnceLock<Vec<Rule>> = std::sync::OnceLock::new();
     RULES.get_or_init(|| {
         let text = include_str!("../../policies/defaults.toml");
@@ -170,7 +170,7 @@ pub fn defaults() -> &'static [Rule] {
 }
 
 /// Where a rule is written, on the wire.
-pub fn source(r: &Rule) -> wire::PolicyRuleSource {
+pub(crate) fn source(r: &Rule) -> wire::PolicyRuleSource {
     wire::PolicyRuleSource {
         file: r.origin.file.clone(),
         line: r.origin.line,
@@ -181,7 +181,7 @@ pub fn source(r: &Rule) -> wire::PolicyRuleSource {
 }
 
 /// A rule as `policy/list` shows it.
-pub fn entry(r: &Rule) -> wire::PolicyRuleEntry {
+pub(crate) fn entry(r: &Rule) -> wire::PolicyRuleEntry {
     wire::PolicyRuleEntry {
         tool_name: r.tool_name.clone(),
         mcp_name: r.mcp_name.clone(),
@@ -196,7 +196,7 @@ pub fn entry(r: &Rule) -> wire::PolicyRuleEntry {
 }
 
 /// Why a verdict is what it is, in words.
-pub fn reason(
+pub(crate) fn reason(
     decision: Decision,
     rule: Option<&Rule>,
     mode: ApprovalMode,

@@ -109,7 +109,7 @@ impl Out {
 
 /// The rules `settings` (the merged settings object) imply for a session that is (or is
 /// not) interactive.
-pub fn settings_rules(settings: &Value, interactive: bool) -> Vec<Rule> {
+pub(crate) fn settings_rules(settings: &Value, interactive: bool) -> Vec<Rule> {
     let mut out = Out(Vec::new());
     for server in list(settings, "/mcp/excluded") {
         out.server("mcp.excluded", server, Decision::Deny, 900);

@@ -6,14 +6,15 @@
 use serde_json::{Map, Value};
 
 /// The stable form of `args`.
-pub fn stable_stringify(args: &Value) -> String {
+#[cfg(test)]
+pub(crate) fn stable_stringify(args: &Value) -> String {
     let mut out = String::new();
     write(&mut out, args, true);
     out
 }
 
 /// The stable form of an arguments object.
-pub fn stable_stringify_map(args: &Map<String, Value>) -> String {
+pub(crate) fn stable_stringify_map(args: &Map<String, Value>) -> String {
     let mut out = String::new();
     write_map(&mut out, args, true);
     out

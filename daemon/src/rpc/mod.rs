@@ -28,19 +28,19 @@ use geminid_protocol::api::{
 };
 use jsonrpsee::{Extensions, Methods, RpcModule};
 
-pub use params::Intake;
+pub(crate) use params::Intake;
 
 use crate::core::Core;
 use crate::session::ConnId;
 
 /// Implements every namespace's server trait over the core.
 #[derive(Debug, Clone)]
-pub struct Handler {
+pub(crate) struct Handler {
     core: Arc<Core>,
 }
 
 /// Every method the daemon serves.
-pub fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMethodError> {
+pub(crate) fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMethodError> {
     let handler = Handler { core };
     let mut module = RpcModule::new(());
     module.merge(DaemonApiServer::into_rpc(handler.clone()))?;
@@ -138,7 +138,7 @@ pub(crate) mod tests {
             },
             mcp: crate::mcp::McpOptions::default(),
             secrets_file_only: true,
-            confirm_timeout: crate::calls::CONFIRM_DEADLINE,
+            confirm_timeout: std::time::Duration::from_secs(300),
             custom_tools: crate::discovered::Options::default(),
             warm_workspaces: 0,
             tool_pinning: Default::default(),

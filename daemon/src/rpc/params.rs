@@ -29,7 +29,7 @@ use crate::core::Core;
 /// The RPC middleware every call passes through: named params made positional, requests
 /// with an unusable id answered, and calls during shutdown answered.
 #[derive(Clone)]
-pub struct Intake<S> {
+pub(crate) struct Intake<S> {
     inner: S,
     methods: Methods,
     core: Arc<Core>,
@@ -43,7 +43,7 @@ impl<S> std::fmt::Debug for Intake<S> {
 
 impl<S> Intake<S> {
     /// Wrap `inner`; `methods` are the daemon's methods (the ones it serves).
-    pub fn new(inner: S, methods: Methods, core: Arc<Core>) -> Self {
+    pub(crate) fn new(inner: S, methods: Methods, core: Arc<Core>) -> Self {
         Self { inner, methods, core }
     }
 

@@ -33,18 +33,13 @@ pub struct Secret<T>(T);
 
 impl<T> Secret<T> {
     /// Wrap `value`.
-    pub fn new(value: T) -> Self {
+    pub(crate) fn new(value: T) -> Self {
         Self(value)
     }
 
     /// The value, for the one place that needs it.
-    pub fn expose(&self) -> &T {
+    pub(crate) fn expose(&self) -> &T {
         &self.0
-    }
-
-    /// The value, by move.
-    pub fn into_exposed(self) -> T {
-        self.0
     }
 }
 

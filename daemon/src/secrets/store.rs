@@ -26,7 +26,7 @@ pub(crate) const FILE_NAME: &str = "secrets.json";
 
 /// Why a secret could not be read or written.
 #[derive(Debug, thiserror::Error)]
-pub enum SecretsError {
+pub(crate) enum SecretsError {
     /// The keyring failed (it was reachable when the daemon chose it).
     #[error("the OS keyring failed: {0}")]
     Keyring(String),
@@ -42,7 +42,7 @@ pub enum SecretsError {
 
 /// Which store is in use.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Backend {
+pub(crate) enum Backend {
     /// The OS keyring.
     Keyring,
     /// The 0600 file; `why` says why the keyring was not used.
@@ -65,7 +65,7 @@ impl std::fmt::Display for Backend {
 
 /// The secrets store.
 #[derive(Debug)]
-pub struct SecretStore {
+pub(crate) struct SecretStore {
     file: PathBuf,
     /// Chosen on first use.
     backend: OnceLock<Backend>,
@@ -97,7 +97,7 @@ pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
 
 impl SecretStore {
     /// A store whose fallback file is in `data_dir`; the keyring is tried on first use.
-    pub fn new(data_dir: &Path) -> Self {
+    pub(crate) fn new(data_dir: &Path) -> Self {
         Self {
             file: data_dir.join(FILE_NAME),
             backend: OnceLock::new(),
@@ -107,12 +107,12 @@ impl SecretStore {
     }
 
     /// A store that only ever uses the file in `data_dir`.
-    pub fn file_only(data_dir: &Path) -> Self {
+    pub(crate) fn file_only(data_dir: &Path) -> Self {
         Self { file_only: true, ..Self::new(data_dir) }
     }
 
     /// The store in use (choosing it if nothing has yet).
-    pub fn backend(&self) -> &Backend {
+    pub(crate) fn backend(&self) -> &Backend {
         self.backend.get_or_init(|| {
             let why = if self.file_only {
                 "the file was asked for".to_owned()
@@ -131,7 +131,7 @@ impl SecretStore {
     }
 
     /// A secret by name.
-    pub fn get(&self, name: &str) -> Result<Option<Secret<Vec<u8>>>, SecretsError> {
+    pub(crate) fn get(&self, name: &str) -> Result<Option<Secret<Vec<u8>>>, SecretsError> {
         match self.backend() {
             Backend::Keyring => keyring::get(name),
             Backend::File { .. } => {
@@ -146,7 +146,7 @@ impl SecretStore {
     }
 
     /// Keep a secret under `name`, replacing what was there.
-    pub fn set(&self, name: &str, value: &Secret<Vec<u8>>) -> Result<(), SecretsError> {
+    pub(crate) fn set(&self, name: &str, value: &Secret<Vec<u8>>) -> Result<(), SecretsError> {
         match self.backend() {
             Backend::Keyring => keyring::set(name, value),
             Backend::File { .. } => self.edit(|form| {
@@ -156,7 +156,7 @@ impl SecretStore {
     }
 
     /// Forget a secret; whether there was one.
-    pub fn delete(&self, name: &str) -> Result<bool, SecretsError> {
+    pub(crate) fn delete(&self, name: &str) -> Result<bool, SecretsError> {
         match self.backend() {
             Backend::Keyring => keyring::delete(name),
             Backend::File { .. } => {
@@ -168,13 +168,13 @@ impl SecretStore {
     }
 
     /// Whether the OS keyring is in use.
-    pub fn uses_keyring(&self) -> bool {
+    pub(crate) fn uses_keyring(&self) -> bool {
         matches!(self.backend(), Backend::Keyring)
     }
 
     /// A secret another program keeps in the OS keyring, under its own `service` (the
     /// extension integrity key Gemini CLI shares); an error where the keyring is not in use.
-    pub fn get_in(
+    pub(crate) fn get_in(
         &self,
         service: &str,
         account: &str,
@@ -186,7 +186,7 @@ impl SecretStore {
     }
 
     /// Keep a secret in the OS keyring under `service`; an error where it is not in use.
-    pub fn set_in(
+    pub(crate) fn set_in(
         &self,
         service: &str,
         account: &str,

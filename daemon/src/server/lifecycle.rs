@@ -11,7 +11,7 @@ use crate::systemd::Notifier;
 const STATUS_EVERY: Duration = Duration::from_secs(2);
 
 /// The status line systemd shows (`systemctl --user status geminid`).
-pub fn status_line(core: &Core) -> String {
+pub(crate) fn status_line(core: &Core) -> String {
     let (sessions, attached) = core.sessions.counts();
     let servers = core.mcp.list_all().len();
     let plural =
@@ -25,7 +25,7 @@ pub fn status_line(core: &Core) -> String {
 
 /// Whether nothing needs the daemon now: no connection, no attached session, no server running
 /// (a server lingering after its last session keeps it until it stops).
-pub fn idle(core: &Core) -> bool {
+pub(crate) fn idle(core: &Core) -> bool {
     core.status().connections == 0
         && core.sessions.counts().1 == 0
         && core.mcp.list_all().is_empty()
@@ -34,7 +34,7 @@ pub fn idle(core: &Core) -> bool {
 /// Start the tasks: `READY=1` now (the socket is bound and about to be served), the status
 /// line while it changes, the watchdog while the event loop turns, `STOPPING=1` when shutdown
 /// begins, and the idle exit when `idle_exit` is set.
-pub fn spawn(core: Arc<Core>, notifier: Notifier, idle_exit: Option<Duration>) {
+pub(crate) fn spawn(core: Arc<Core>, notifier: Notifier, idle_exit: Option<Duration>) {
     if notifier.enabled() {
         let status = status_line(&core);
         notifier.notify(&format!("READY=1\nMAINPID={}\nSTATUS={status}", std::process::id()));

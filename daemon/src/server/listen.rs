@@ -13,7 +13,7 @@ use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
 
 /// Why the socket could not be claimed.
 #[derive(Debug, thiserror::Error)]
-pub enum ListenError {
+pub(crate) enum ListenError {
     /// Another daemon owns the socket.
     #[error("geminid is already running{} on {}; stop it with `gemctl daemon stop`", match pid { Some(p) => format!(" (pid {p})"), None => String::new() }, socket.display())]
     AlreadyRunning {
@@ -23,6 +23,7 @@ pub enum ListenError {
         socket: PathBuf,
     },
     /// The socket's directory is not private to this user.
+    #[cfg(unix)]
     #[error("refusing to listen: the socket directory {} {problem}; {fix}", dir.display())]
     UnsafeDir {
         /// The directory.
@@ -33,6 +34,7 @@ pub enum ListenError {
         fix: String,
     },
     /// The socket systemd passed lets others connect.
+    #[cfg(unix)]
     #[error("refusing the socket systemd passed: {} has mode {mode:o}, which lets other users connect; set SocketMode=0600 in geminid.socket", path.display())]
     OpenSocket {
         /// The socket.
@@ -41,6 +43,7 @@ pub enum ListenError {
         mode: u32,
     },
     /// Something that is not a socket sits at the socket path.
+    #[cfg(unix)]
     #[error("refusing to listen: {} exists and is not a socket; remove it or choose another --socket", .0.display())]
     NotASocket(PathBuf),
     /// An OS call failed.
@@ -63,7 +66,7 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Lis
 /// A claimed socket: the listener and the lock that keeps it ours. Dropping it removes the
 /// socket file (interprocess reclaims the name) and releases the lock.
 #[derive(Debug)]
-pub struct Bound {
+pub(crate) struct Bound {
     /// The listener.
     pub listener: Listener,
     /// The socket path.
@@ -72,7 +75,7 @@ pub struct Bound {
 }
 
 /// The lock file that guards `socket` (held until the daemon's process exits).
-pub fn lock_path(socket: &Path, data_dir: &Path) -> PathBuf {
+pub(crate) fn lock_path(socket: &Path, data_dir: &Path) -> PathBuf {
     #[cfg(unix)]
     {
         let _ = data_dir;
@@ -86,7 +89,7 @@ pub fn lock_path(socket: &Path, data_dir: &Path) -> PathBuf {
 }
 
 /// Claim `socket`, guarded by the lock file at `lock`.
-pub fn bind(socket: &Path, lock: &Path) -> Result<Bound, ListenError> {
+pub(crate) fn bind(socket: &Path, lock: &Path) -> Result<Bound, ListenError> {
     #[cfg(unix)]
     if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) {
         unix::private_dir(dir)?;
@@ -112,7 +115,11 @@ pub fn bind(socket: &Path, lock: &Path) -> Result<Bound, ListenError> {
 /// making passes), and the lock is taken, so no second daemon serves the same path. Dropping it
 /// leaves the socket file to systemd.
 #[cfg(unix)]
-pub fn adopt(fd: std::os::fd::OwnedFd, socket: &Path, lock: &Path) -> Result<Bound, ListenError> {
+pub(crate) fn adopt(
+    fd: std::os::fd::OwnedFd,
+    socket: &Path,
+    lock: &Path,
+) -> Result<Bound, ListenError> {
     use std::os::unix::fs::PermissionsExt;
     if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) {
         unix::private_dir(dir)?;

@@ -1,7 +1,7 @@
 //! The accept loop: one jsonrpsee service per accepted local-socket connection (HTTP/1.1 with
 //! WebSocket upgrade), a connection limit, a peer check, and graceful shutdown.
 
-pub mod lifecycle;
+pub(crate) mod lifecycle;
 pub(crate) mod listen;
 
 use std::sync::Arc;
@@ -19,11 +19,11 @@ use crate::core::{Core, SHUTDOWN_GRACE};
 use crate::rpc::{self, Intake};
 use crate::session::ConnId;
 #[cfg(unix)]
-pub use listen::adopt;
-pub use listen::{Bound, ListenError, bind, lock_path};
+pub(crate) use listen::adopt;
+pub(crate) use listen::{Bound, bind, lock_path};
 
 /// Default limit of client connections served at once.
-pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
+pub(crate) const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
 /// How long the answers to calls cut at the end of the grace get to go out.
 const ANSWER_GRACE: Duration = Duration::from_secs(2);
 /// How long subscribers get to receive the shutting-down event before connections close.
@@ -34,7 +34,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// Serve `bound` until the core's shutdown token fires, then shut down gracefully: stop
 /// accepting (the socket file is removed), let in-flight calls finish within
 /// [`SHUTDOWN_GRACE`], and flush the database.
-pub async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
+pub(crate) async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
     let limits = core.limits();
     let config = ServerConfig::builder()
         .max_request_body_size(limits.max_message_size)

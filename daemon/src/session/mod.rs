@@ -28,7 +28,7 @@ pub struct ConnId(pub u32);
 
 /// Session errors.
 #[derive(Debug, thiserror::Error)]
-pub enum SessionError {
+pub(crate) enum SessionError {
     /// No such session.
     #[error("no session with id {0:?}; `gemctl session list` shows the sessions that exist")]
     NotFound(SessionId),
@@ -92,7 +92,7 @@ impl Runtime {
 
 /// The session registry.
 #[derive(Debug)]
-pub struct Sessions {
+pub(crate) struct Sessions {
     store: Store,
     events: Arc<EventBus>,
     runtime: Mutex<Runtime>,
@@ -101,7 +101,7 @@ pub struct Sessions {
 
 impl Sessions {
     /// A registry over `store`, announcing changes on `events`.
-    pub fn new(store: Store, events: Arc<EventBus>) -> Self {
+    pub(crate) fn new(store: Store, events: Arc<EventBus>) -> Self {
         let runtime = Runtime { total: store.session_count(), ..Runtime::default() };
         Self { store, events, runtime: Mutex::new(runtime), write: tokio::sync::Mutex::new(()) }
     }
@@ -129,7 +129,7 @@ impl Sessions {
     }
 
     /// A session's stored record.
-    pub fn record(&self, id: &str) -> Result<SessionRecord, SessionError> {
+    pub(crate) fn record(&self, id: &str) -> Result<SessionRecord, SessionError> {
         self.store.session(id)?.ok_or_else(|| SessionError::NotFound(id.to_owned()))
     }
 
@@ -140,7 +140,7 @@ impl Sessions {
     }
 
     /// Create a session (or reuse the workspace's default one) and attach `conn` to it.
-    pub async fn create(
+    pub(crate) async fn create(
         &self,
         conn: ConnId,
         params: SessionCreateParams,
@@ -202,12 +202,15 @@ impl Sessions {
     }
 
     /// One session.
-    pub fn get(&self, id: &str) -> Result<Session, SessionError> {
+    pub(crate) fn get(&self, id: &str) -> Result<Session, SessionError> {
         Ok(self.view(self.record(id)?))
     }
 
     /// A page of sessions, oldest first.
-    pub fn list(&self, params: SessionListParams) -> Result<SessionListResult, SessionError> {
+    pub(crate) fn list(
+        &self,
+        params: SessionListParams,
+    ) -> Result<SessionListResult, SessionError> {
         let limit = params.limit.unwrap_or(SESSION_LIST_MAX_PAGE).clamp(1, SESSION_LIST_MAX_PAGE);
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let workspace = params.workspace.map(|w| canonical_workspace(&w).unwrap_or(w));
@@ -228,7 +231,7 @@ impl Sessions {
     }
 
     /// Attach `conn` to an existing session, replacing its environment if one is given.
-    pub async fn attach(
+    pub(crate) async fn attach(
         &self,
         conn: ConnId,
         id: &str,
@@ -253,7 +256,7 @@ impl Sessions {
 
     /// Detach `conn` from a session. Detaching a connection that is not attached is not an
     /// error (the result shows the count), but the session must exist.
-    pub async fn detach(&self, conn: ConnId, id: &str) -> Result<Session, SessionError> {
+    pub(crate) async fn detach(&self, conn: ConnId, id: &str) -> Result<Session, SessionError> {
         let _w = self.write.lock().await;
         let mut rec = self.record(id)?;
         let was_attached = self.runtime().detach(id, conn);
@@ -272,7 +275,7 @@ impl Sessions {
     /// Default sessions nobody has used for `max_idle` and that hold nothing of their own
     /// (no session-only disables, approvals or skills): `gemctl` makes one per directory it is
     /// ever run in, and `session/create` with `reuseDefault` makes it again on next use.
-    pub fn idle_defaults(
+    pub(crate) fn idle_defaults(
         &self,
         max_idle: std::time::Duration,
     ) -> Result<Vec<SessionId>, SessionError> {
@@ -291,7 +294,7 @@ impl Sessions {
     }
 
     /// Close a session: detach every connection and delete it.
-    pub async fn close(&self, id: &str) -> Result<Session, SessionError> {
+    pub(crate) async fn close(&self, id: &str) -> Result<Session, SessionError> {
         let _w = self.write.lock().await;
         let rec = self.record(id)?;
         self.store.delete_session(&rec)?;
@@ -315,7 +318,7 @@ impl Sessions {
 
     /// Change a session's stored state; `change` may refuse. Returns the session as it is
     /// now.
-    pub async fn update_state<E>(
+    pub(crate) async fn update_state<E>(
         &self,
         id: &str,
         change: impl FnOnce(&mut SessionState) -> Result<(), E>,
@@ -332,7 +335,7 @@ impl Sessions {
     /// A subagent's session under `parent`: the same workspace and client environment, the
     /// parent's approval mode and interactivity, its place in `state.derived`. Not attached
     /// to any connection: its confirmations go to the root's clients.
-    pub async fn derive(
+    pub(crate) async fn derive(
         &self,
         parent: &str,
         name: &str,
@@ -389,7 +392,7 @@ impl Sessions {
     }
 
     /// The sessions derived directly from `parent`.
-    pub fn children(&self, parent: &str) -> Result<Vec<SessionId>, SessionError> {
+    pub(crate) fn children(&self, parent: &str) -> Result<Vec<SessionId>, SessionError> {
         let mut out = Vec::new();
         for rec in self.store.sessions_after(None) {
             let rec = rec?;
@@ -402,7 +405,7 @@ impl Sessions {
 
     /// Disable (or re-enable) a server for one session only; stored with the session, so it
     /// holds for every client of the session and across restarts.
-    pub async fn set_server_disabled(
+    pub(crate) async fn set_server_disabled(
         &self,
         id: &str,
         name: &str,
@@ -421,13 +424,13 @@ impl Sessions {
     }
 
     /// A connection opened: it may attach sessions until [`Sessions::connection_closed`].
-    pub fn connection_opened(&self, conn: ConnId) {
+    pub(crate) fn connection_opened(&self, conn: ConnId) {
         self.runtime().live.insert(conn);
     }
 
     /// A connection went away: detach it from everything it was attached to. Returns the
     /// sessions left with no connection.
-    pub async fn connection_closed(&self, conn: ConnId) -> Vec<SessionId> {
+    pub(crate) async fn connection_closed(&self, conn: ConnId) -> Vec<SessionId> {
         let ids: Vec<SessionId> = {
             let mut rt = self.runtime();
             rt.live.remove(&conn);
@@ -445,18 +448,18 @@ impl Sessions {
     }
 
     /// Whether the connection is attached to the session.
-    pub fn is_attached(&self, conn: ConnId, id: &str) -> bool {
+    pub(crate) fn is_attached(&self, conn: ConnId, id: &str) -> bool {
         self.runtime().attached.get(id).is_some_and(|c| c.contains(&conn))
     }
 
     /// The environment a session's servers inherit: the client's if one was sent, else `None`
     /// (meaning the daemon's own).
-    pub fn client_env(&self, id: &str) -> Option<Arc<ClientEnv>> {
+    pub(crate) fn client_env(&self, id: &str) -> Option<Arc<ClientEnv>> {
         self.runtime().envs.get(id).map(|e| e.expose().clone())
     }
 
     /// (total sessions, sessions with at least one connection attached).
-    pub fn counts(&self) -> (usize, usize) {
+    pub(crate) fn counts(&self) -> (usize, usize) {
         let rt = self.runtime();
         (rt.total, rt.attached.len())
     }

@@ -52,7 +52,7 @@ struct Remote {
 
 /// One agent definition as read.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Agent {
+pub(crate) struct Agent {
     /// What is shown.
     pub info: AgentInfo,
     /// Its system prompt (a local agent's body).
@@ -61,7 +61,7 @@ pub struct Agent {
 
 /// A folder's agents and the problems met.
 #[derive(Debug, Default)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// Agents, in file order.
     pub agents: Vec<Agent>,
     /// Files that did not load.
@@ -69,7 +69,7 @@ pub struct Loaded {
 }
 
 /// Where a session's agent folders are, lowest precedence first.
-pub fn places(
+pub(crate) fn places(
     home: &Path,
     workspace: &Path,
     trusted: bool,
@@ -95,7 +95,9 @@ pub fn places(
 }
 
 /// Every agent of `places`, a later one overriding an earlier one of the same name.
-pub fn registry(places: &[(SkillSource, PathBuf)]) -> (BTreeMap<String, Agent>, Vec<Diagnostic>) {
+pub(crate) fn registry(
+    places: &[(SkillSource, PathBuf)],
+) -> (BTreeMap<String, Agent>, Vec<Diagnostic>) {
     let mut agents: BTreeMap<String, Agent> = BTreeMap::new();
     let mut diagnostics = Vec::new();
     for (source, dir) in places {
@@ -122,7 +124,7 @@ pub fn registry(places: &[(SkillSource, PathBuf)]) -> (BTreeMap<String, Agent>, 
 }
 
 /// The agents of one folder: its `*.md` files not starting with `_`.
-pub fn load_dir(dir: &Path, source: &SkillSource) -> Loaded {
+pub(crate) fn load_dir(dir: &Path, source: &SkillSource) -> Loaded {
     let mut out = Loaded::default();
     let Ok(entries) = std::fs::read_dir(dir) else { return out };
     let mut files: Vec<PathBuf> = entries
@@ -164,7 +166,7 @@ fn read(file: &Path, source: &SkillSource) -> Result<Vec<Agent>, Diagnostic> {
 type Problem = (Option<(u32, u32)>, String);
 
 /// An agent file's text as its definitions (a list of remote agents may share one file).
-pub fn parse(file: &Path, text: &str, source: &SkillSource) -> Result<Vec<Agent>, Problem> {
+pub(crate) fn parse(file: &Path, text: &str, source: &SkillSource) -> Result<Vec<Agent>, Problem> {
     let Some(split) = frontmatter::split(text) else {
         return Err((
             Some((1, 1)),

@@ -11,7 +11,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 /// A file split at its frontmatter.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Split<'a> {
+pub(crate) struct Split<'a> {
     /// The frontmatter's text, without the `---` lines.
     pub frontmatter: &'a str,
     /// What follows it (absent when nothing follows the closing `---` line).
@@ -19,7 +19,7 @@ pub struct Split<'a> {
 }
 
 /// Split `text` at its frontmatter; `None` when it has none.
-pub fn split(text: &str) -> Option<Split<'_>> {
+pub(crate) fn split(text: &str) -> Option<Split<'_>> {
     let rest = text.strip_prefix("---\r\n").or_else(|| text.strip_prefix("---\n"))?;
     let end = rest.find("\n---")?;
     let frontmatter = rest[..end].strip_suffix('\r').unwrap_or(&rest[..end]);
@@ -30,7 +30,7 @@ pub fn split(text: &str) -> Option<Split<'_>> {
 
 /// A YAML frontmatter that could not be read: the parser's message and its line (1-based).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct YamlError {
+pub(crate) struct YamlError {
     /// What is wrong.
     pub message: String,
     /// Its line within the frontmatter.
@@ -40,7 +40,7 @@ pub struct YamlError {
 }
 
 /// The frontmatter as YAML: its first document (`Null` for an empty one).
-pub fn yaml(frontmatter: &str) -> Result<Yaml, YamlError> {
+pub(crate) fn yaml(frontmatter: &str) -> Result<Yaml, YamlError> {
     let docs = YamlLoader::load_from_str(frontmatter).map_err(|e| YamlError {
         message: e.info().to_owned(),
         line: e.marker().line(),
@@ -51,7 +51,7 @@ pub fn yaml(frontmatter: &str) -> Result<Yaml, YamlError> {
 
 /// A YAML value as JSON, for validating with serde: mapping keys become strings, floats
 /// numbers, aliases and unrepresentable values null.
-pub fn to_json(y: &Yaml) -> Value {
+pub(crate) fn to_json(y: &Yaml) -> Value {
     match y {
         Yaml::Real(s) => s
             .parse::<f64>()
@@ -82,7 +82,7 @@ pub fn to_json(y: &Yaml) -> Value {
 
 /// A skill's `name` and `description`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NameAndDescription {
+pub(crate) struct NameAndDescription {
     /// `name`, as written.
     pub name: String,
     /// `description`.
@@ -91,7 +91,7 @@ pub struct NameAndDescription {
 
 /// Why a skill's frontmatter gave no name and description.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unreadable {
+pub(crate) enum Unreadable {
     /// Neither YAML nor the line reader found both; `yaml` is YAML's own complaint, if it had
     /// one, and `missing` names the fields not found.
     Missing {
@@ -103,7 +103,7 @@ pub enum Unreadable {
 }
 
 /// `name` and `description` from a skill's frontmatter: YAML first, then line by line.
-pub fn name_and_description(frontmatter: &str) -> Result<NameAndDescription, Unreadable> {
+pub(crate) fn name_and_description(frontmatter: &str) -> Result<NameAndDescription, Unreadable> {
     let parsed = yaml(frontmatter);
     if let Ok(Yaml::Hash(h)) = &parsed {
         let field = |k: &str| match h.get(&Yaml::String(k.to_owned())) {
@@ -160,7 +160,7 @@ fn by_lines(frontmatter: &str) -> (Option<String>, Option<String>) {
 }
 
 /// A skill's name made safe as a file name, as Gemini CLI does (`:\/<>*?"|` become `-`).
-pub fn sanitize_name(name: &str) -> String {
+pub(crate) fn sanitize_name(name: &str) -> String {
     name.chars()
         .map(|c| {
             if matches!(c, ':' | '\\' | '/' | '<' | '>' | '*' | '?' | '"' | '|') { '-' } else { c }

@@ -14,7 +14,7 @@ use crate::extensions::fetch::Source;
 
 /// What an install would do, and the folder it read (kept until the install is done).
 #[derive(Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The skills found, each with where it goes.
     pub skills: Vec<(Skill, PathBuf, bool)>,
     /// What the person agrees to.
@@ -25,7 +25,7 @@ pub struct Plan {
 
 impl Plan {
     /// The wire form of what is placed.
-    pub fn installed(&self) -> Vec<InstalledSkill> {
+    pub(crate) fn installed(&self) -> Vec<InstalledSkill> {
         self.skills
             .iter()
             .map(|(s, to, replaces)| InstalledSkill {
@@ -48,7 +48,7 @@ fn io(what: &Path, e: std::io::Error) -> SkillError {
 
 /// Read the source (fetching a git repository or unpacking an archive into a staging folder
 /// beside `target`) and plan the install into `target`.
-pub fn plan(
+pub(crate) fn plan(
     source: &str,
     base: &Path,
     sub: Option<&str>,
@@ -152,7 +152,7 @@ pub fn plan(
 }
 
 /// Carry out a plan: copy (or link) each skill's folder to its place.
-pub fn apply(plan: &Plan, target: &Path, link: bool) -> Result<(), SkillError> {
+pub(crate) fn apply(plan: &Plan, target: &Path, link: bool) -> Result<(), SkillError> {
     std::fs::create_dir_all(target).map_err(|e| io(target, e))?;
     for (skill, to, _) in &plan.skills {
         let from = skill.dir();
@@ -172,7 +172,7 @@ pub fn apply(plan: &Plan, target: &Path, link: bool) -> Result<(), SkillError> {
 }
 
 /// Remove a folder, or only the link when it is one.
-pub fn remove_entry(path: &Path) -> Result<(), SkillError> {
+pub(crate) fn remove_entry(path: &Path) -> Result<(), SkillError> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(io(path, e)),
@@ -194,7 +194,7 @@ fn symlink_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// The folder of the skill named `name` in `skills_dir` (one directly under it).
-pub fn find(skills_dir: &Path, name: &str) -> Result<PathBuf, SkillError> {
+pub(crate) fn find(skills_dir: &Path, name: &str) -> Result<PathBuf, SkillError> {
     let found = Cache::default().folder(skills_dir);
     let lower = name.to_lowercase();
     let skill = found

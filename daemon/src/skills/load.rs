@@ -15,11 +15,11 @@ use super::frontmatter::{self, Unreadable};
 use crate::config::files::diagnostic;
 
 /// The file that makes a folder a skill.
-pub const SKILL_FILE: &str = "SKILL.md";
+pub(crate) const SKILL_FILE: &str = "SKILL.md";
 
 /// The largest `SKILL.md` read: its body is what a model gets on activation, and a file
 /// larger than this is a mistake (a log, a dataset) that would cost every session.
-pub const MAX_SKILL_FILE: u64 = 1 << 20;
+pub(crate) const MAX_SKILL_FILE: u64 = 1 << 20;
 
 /// One skill as its file says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,14 +36,14 @@ pub struct Skill {
 
 impl Skill {
     /// The skill's folder.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         self.location.parent().unwrap_or(&self.location)
     }
 }
 
 /// What one folder holds.
 #[derive(Debug, Clone, Default)]
-pub struct Folder {
+pub(crate) struct Folder {
     /// Its skills, in path order.
     pub skills: Vec<Arc<Skill>>,
     /// Why files that looked like skills did not load.
@@ -92,7 +92,7 @@ impl Cache {
     }
 
     /// The skills of `dir` (none if it does not exist).
-    pub fn folder(&self, dir: &Path) -> Folder {
+    pub(crate) fn folder(&self, dir: &Path) -> Folder {
         let mut out = Folder::default();
         let mut seen: HashMap<PathBuf, PathBuf> = HashMap::new();
         // (file, reached through a link): only those need resolving to find duplicates.
@@ -195,7 +195,7 @@ impl Cache {
 }
 
 /// Read and parse one `SKILL.md`.
-pub fn read_skill(file: &Path, meta: &std::fs::Metadata) -> Result<Skill, Diagnostic> {
+pub(crate) fn read_skill(file: &Path, meta: &std::fs::Metadata) -> Result<Skill, Diagnostic> {
     let error = |pos: Option<(u32, u32)>, why: String| {
         diagnostic(Severity::Error, file, pos, format!("{why}; the skill is not loaded"))
     };
@@ -229,7 +229,7 @@ pub fn read_skill(file: &Path, meta: &std::fs::Metadata) -> Result<Skill, Diagno
 }
 
 /// A `SKILL.md`'s text as a skill, or where and why not.
-pub fn parse_skill(file: &Path, text: &str) -> Result<Skill, (Option<(u32, u32)>, String)> {
+pub(crate) fn parse_skill(file: &Path, text: &str) -> Result<Skill, (Option<(u32, u32)>, String)> {
     let Some(split) = frontmatter::split(text) else {
         return Err((
             Some((1, 1)),

@@ -7,19 +7,19 @@
 //! - [`install`] installs, links and uninstalls;
 //! - [`agents`] reads agent definitions.
 
-pub mod agents;
-pub mod frontmatter;
-pub mod install;
-pub mod load;
-pub mod registry;
-pub mod tree;
+pub(crate) mod agents;
+pub(crate) mod frontmatter;
+pub(crate) mod install;
+pub(crate) mod load;
+pub(crate) mod registry;
+pub(crate) mod tree;
 
 #[cfg(test)]
 mod tests;
 
 /// Why a skills request failed.
 #[derive(Debug, thiserror::Error)]
-pub enum SkillError {
+pub(crate) enum SkillError {
     /// No such skill (or agent).
     #[error("{0}")]
     NotFound(String),
@@ -32,7 +32,7 @@ pub enum SkillError {
 }
 
 /// The activation text a model gets (Gemini CLI's `<activated_skill>` shape).
-pub fn activation_text(name: &str, body: &str, resources: &str) -> String {
+pub(crate) fn activation_text(name: &str, body: &str, resources: &str) -> String {
     format!(
         "<activated_skill name=\"{name}\">\n  <instructions>\n    {body}\n  </instructions>\n\n  \
          <available_resources>\n    {resources}\n  </available_resources>\n</activated_skill>"

@@ -75,7 +75,7 @@ pub struct Entry {
 
 impl Entry {
     /// The wire form.
-    pub fn info(&self) -> SkillInfo {
+    pub(crate) fn info(&self) -> SkillInfo {
         SkillInfo {
             name: self.skill.name.clone(),
             description: self.skill.description.clone(),
@@ -112,7 +112,7 @@ impl Registry {
     }
 
     /// The same, with skills MCP servers serve: above the user's, below the workspace's.
-    pub fn resolve_with(
+    pub(crate) fn resolve_with(
         cache: &Cache,
         places: &[Place],
         served: Vec<(Arc<Skill>, Place)>,
@@ -141,7 +141,7 @@ impl Registry {
     }
 
     /// A skill above what is there (a later folder's, or an MCP server's).
-    pub fn add(&mut self, skill: Arc<Skill>, place: Place) {
+    pub(crate) fn add(&mut self, skill: Arc<Skill>, place: Place) {
         let name = skill.name.clone();
         let entry = Entry { skill, place, enabled: true, overrides: Vec::new() };
         let Some(old) = self.skills.remove(&name) else {
@@ -177,7 +177,7 @@ impl Registry {
     }
 
     /// A skill by name, exactly or else without case (as Gemini CLI's lookup).
-    pub fn get(&self, name: &str) -> Option<&Entry> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Entry> {
         self.skills.get(name).or_else(|| {
             let lower = name.to_lowercase();
             self.skills.values().find(|e| e.skill.name.to_lowercase() == lower)
@@ -185,13 +185,13 @@ impl Registry {
     }
 
     /// The enabled skills, by name.
-    pub fn enabled(&self) -> impl Iterator<Item = &Entry> {
+    pub(crate) fn enabled(&self) -> impl Iterator<Item = &Entry> {
         self.skills.values().filter(|e| e.enabled)
     }
 }
 
 /// A place in words, for messages.
-pub fn scope_words(p: &Place) -> String {
+pub(crate) fn scope_words(p: &Place) -> String {
     match (&p.scope, &p.owner) {
         (SkillScope::Extension, Some(ext)) => format!("the extension '{ext}'"),
         (SkillScope::Mcp, Some(server)) => format!("the MCP server '{server}'"),
@@ -209,7 +209,7 @@ fn xml(text: &str) -> String {
 
 /// The system prompt section a model sees: Gemini CLI's `# Available Agent Skills` with one
 /// `<skill>` per enabled skill (empty when there is none).
-pub fn prompt(registry: &Registry) -> String {
+pub(crate) fn prompt(registry: &Registry) -> String {
     let skills: Vec<String> = registry
         .enabled()
         .map(|e| {

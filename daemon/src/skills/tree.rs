@@ -6,7 +6,7 @@
 use std::path::Path;
 
 /// Entries shown at most.
-pub const MAX_ITEMS: usize = 200;
+pub(crate) const MAX_ITEMS: usize = 200;
 const MORE: &str = "...";
 const NOT_ENTERED: [&str; 4] = ["node_modules", ".git", "dist", "__pycache__"];
 
@@ -21,7 +21,7 @@ struct Node {
 }
 
 /// The tree of `dir` as text, or a one-line error when it cannot be read.
-pub fn render(dir: &Path) -> String {
+pub(crate) fn render(dir: &Path) -> String {
     let shown = dir.display();
     let sep = std::path::MAIN_SEPARATOR;
     let mut nodes = vec![Node::default()];

@@ -17,7 +17,12 @@ impl Store {
     /// twice, to make the batch atomic, which cost every call two disk writes and a wake-up of
     /// sled's I/O threads (a quarter of the daemon's CPU under calls; issue 39). Nothing needs
     /// the record and the removal together.
-    pub fn put_audit<T: Serialize>(&self, seq: u64, rec: &T, keep: u64) -> Result<(), StoreError> {
+    pub(crate) fn put_audit<T: Serialize>(
+        &self,
+        seq: u64,
+        rec: &T,
+        keep: u64,
+    ) -> Result<(), StoreError> {
         let open = self.handles_for_write()?;
         open.audit
             .insert(seq.to_be_bytes(), encode(rec, AUDIT_RECORD_VERSION))
@@ -29,14 +34,14 @@ impl Store {
     }
 
     /// The last audit record's `seq` (0 when there is none).
-    pub fn last_audit_seq(&self) -> u64 {
+    pub(crate) fn last_audit_seq(&self) -> u64 {
         let Ok(open) = self.handles() else { return 0 };
         let last = open.audit.last().ok().flatten();
         last.and_then(|(k, _)| Some(u64::from_be_bytes(k.as_ref().try_into().ok()?))).unwrap_or(0)
     }
 
     /// Audit records newest first, until `take` returns false; unreadable ones are skipped.
-    pub fn audit_newest_first<T: DeserializeOwned>(&self, mut take: impl FnMut(T) -> bool) {
+    pub(crate) fn audit_newest_first<T: DeserializeOwned>(&self, mut take: impl FnMut(T) -> bool) {
         let Ok(open) = self.handles() else { return };
         for item in open.audit.iter().rev() {
             let Ok((k, v)) = item else { continue };

@@ -7,14 +7,14 @@ const TREE: &str = "extensions";
 
 impl Store {
     /// `name`'s record as written; none when there is none (or the database cannot be read).
-    pub fn extension_record(&self, name: &str) -> Option<Vec<u8>> {
+    pub(crate) fn extension_record(&self, name: &str) -> Option<Vec<u8>> {
         let open = self.handles().ok()?;
         let tree = open.db.open_tree(TREE).ok()?;
         tree.get(name.as_bytes()).ok().flatten().map(|v| v.to_vec())
     }
 
     /// Keep `name`'s record (durable before this returns).
-    pub fn put_extension_record(&self, name: &str, record: &[u8]) -> Result<(), StoreError> {
+    pub(crate) fn put_extension_record(&self, name: &str, record: &[u8]) -> Result<(), StoreError> {
         let open = self.handles_for_write()?;
         let tree = open.db.open_tree(TREE).map_err(|e| self.err(e))?;
         tree.insert(name.as_bytes(), record).map_err(|e| self.err(e))?;
@@ -22,12 +22,12 @@ impl Store {
     }
 
     /// The name of every extension with a record.
-    pub fn extension_names(&self) -> Vec<String> {
+    pub(crate) fn extension_names(&self) -> Vec<String> {
         self.keys_of(TREE)
     }
 
     /// Forget `name`'s record (uninstall).
-    pub fn delete_extension_record(&self, name: &str) -> Result<(), StoreError> {
+    pub(crate) fn delete_extension_record(&self, name: &str) -> Result<(), StoreError> {
         let open = self.handles_for_write()?;
         let tree = open.db.open_tree(TREE).map_err(|e| self.err(e))?;
         tree.remove(name.as_bytes()).map_err(|e| self.err(e))?;

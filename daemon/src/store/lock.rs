@@ -35,12 +35,12 @@ pub(super) fn owner_only(dir: &Path) {
 /// The lock a daemon holds on its database directory for as long as its process lives
 /// (`geminid.db.lock` in it, naming the holder): sled's own lock error names no one.
 #[derive(Debug)]
-pub struct DirLock {
+pub(crate) struct DirLock {
     _file: std::fs::File,
 }
 
 /// Take the database directory's lock, or say which daemon holds it.
-pub fn lock_dir(dir: &Path, socket: &Path) -> Result<DirLock, StoreError> {
+pub(crate) fn lock_dir(dir: &Path, socket: &Path) -> Result<DirLock, StoreError> {
     use std::io::{Read, Seek, Write};
     let path = dir.join("geminid.db.lock");
     let lock_err = |source| StoreError::Lock { path: dir.to_path_buf(), source };

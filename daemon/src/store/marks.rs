@@ -6,7 +6,7 @@ use super::{Store, StoreError};
 
 impl Store {
     /// The marks in `set`; none when the database cannot be read.
-    pub fn marked(&self, set: &str) -> HashSet<String> {
+    pub(crate) fn marked(&self, set: &str) -> HashSet<String> {
         let Ok(open) = self.handles() else { return HashSet::new() };
         let Ok(tree) = open.db.open_tree(format!("marks/{set}")) else { return HashSet::new() };
         tree.iter()
@@ -16,7 +16,7 @@ impl Store {
     }
 
     /// Add `key` to `set`.
-    pub fn mark(&self, set: &str, key: &str) -> Result<(), StoreError> {
+    pub(crate) fn mark(&self, set: &str, key: &str) -> Result<(), StoreError> {
         let open = self.handles_for_write()?;
         let tree = open.db.open_tree(format!("marks/{set}")).map_err(|e| self.err(e))?;
         tree.insert(key.as_bytes(), &[] as &[u8]).map_err(|e| self.err(e))?;

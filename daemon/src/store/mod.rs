@@ -13,8 +13,8 @@ mod pins;
 mod recover;
 pub(crate) mod tasks;
 
+pub(crate) use lock::lock_dir;
 use lock::owner_only;
-pub use lock::{DirLock, lock_dir};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,9 +26,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// Version of the database layout; stored under `meta/schema`.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 /// Version of [`SessionRecord`] as written by this build.
-pub const SESSION_RECORD_VERSION: u32 = 1;
+pub(crate) const SESSION_RECORD_VERSION: u32 = 1;
 /// sled's page cache; the database is small, and the daemon's idle memory matters more.
 const CACHE_CAPACITY_BYTES: u64 = 4 * 1024 * 1024;
 /// Background flush interval for writes not flushed explicitly.
@@ -129,7 +129,7 @@ fn sled_message(path: &Path, source: &sled::Error) -> String {
 /// A session as persisted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionRecord {
+pub(crate) struct SessionRecord {
     /// Its id.
     pub id: SessionId,
     /// Canonical workspace path.
@@ -158,13 +158,13 @@ struct VersionOnly {
 }
 
 /// Version of [`ChildRecord`].
-pub const CHILD_RECORD_VERSION: u32 = 1;
+pub(crate) const CHILD_RECORD_VERSION: u32 = 1;
 
 /// A stdio server process the daemon started, so that a daemon killed before it could stop it
 /// finds it on its next start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ChildRecord {
+pub(crate) struct ChildRecord {
     /// Its pid, which is also its process group id.
     pub pid: u32,
     /// Its start time (`/proc/PID/stat`), to tell it apart from a later process with that pid.
@@ -245,7 +245,7 @@ impl Store {
     /// Open (or create) the database in `dir`. A database found damaged (its file gone, sled
     /// unable to open it, or fewer sessions than it last held) is moved aside into
     /// `damaged-<time>/`, what could still be read is carried over into a fresh one, and the
-    /// loss is kept for [`Store::damage`].
+    /// loss is kept for `Store::damage`.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let config = sled::Config::new()
             .path(dir)
@@ -288,18 +288,13 @@ impl Store {
         }
     }
 
-    /// Where the database lives.
-    pub fn path(&self) -> &Path {
-        &self.shared.path
-    }
-
     /// What was found damaged when it was opened, if anything.
-    pub fn damage(&self) -> Option<&recover::Damage> {
+    pub(crate) fn damage(&self) -> Option<&recover::Damage> {
         self.shared.damage.as_ref()
     }
 
     /// What `daemon/status` should say about the database.
-    pub fn warnings(&self) -> Vec<String> {
+    pub(crate) fn warnings(&self) -> Vec<String> {
         let mut out: Vec<String> =
             self.damage().map(recover::Damage::message).into_iter().collect();
         if self.shared.broken.load(Ordering::Acquire) {
@@ -393,7 +388,7 @@ impl Store {
     }
 
     /// One session.
-    pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+    pub(crate) fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         let key = session_key(id);
         match self.handles()?.sessions.get(&key).map_err(|e| self.err(e))? {
             Some(bytes) => decode(&key, &bytes, SESSION_RECORD_VERSION).map(Some),
@@ -403,7 +398,7 @@ impl Store {
 
     /// Sessions in id order (= creation order), starting after `after`. Records that cannot be
     /// decoded are skipped with a warning rather than failing the whole listing.
-    pub fn sessions_after(
+    pub(crate) fn sessions_after(
         &self,
         after: Option<&str>,
     ) -> impl Iterator<Item = Result<SessionRecord, StoreError>> + '_ {
@@ -440,18 +435,18 @@ impl Store {
     }
 
     /// The number of session records.
-    pub fn session_count(&self) -> usize {
+    pub(crate) fn session_count(&self) -> usize {
         self.handles().map_or(0, |o| o.sessions.scan_prefix(SESSION_PREFIX).count())
     }
 
     /// The default session id of a workspace.
-    pub fn default_session(&self, workspace: &str) -> Result<Option<SessionId>, StoreError> {
+    pub(crate) fn default_session(&self, workspace: &str) -> Result<Option<SessionId>, StoreError> {
         let v = self.handles()?.sessions.get(default_key(workspace)).map_err(|e| self.err(e))?;
         Ok(v.map(|b| String::from_utf8_lossy(&b).into_owned()))
     }
 
     /// Write a session (and, for a default session, its workspace's pointer) atomically.
-    pub fn put_session(&self, rec: &SessionRecord) -> Result<(), StoreError> {
+    pub(crate) fn put_session(&self, rec: &SessionRecord) -> Result<(), StoreError> {
         let open = self.handles_for_write()?;
         let key = session_key(&rec.id);
         let new = !open.sessions.contains_key(&key).map_err(|e| self.err(e))?;
@@ -471,7 +466,7 @@ impl Store {
     }
 
     /// Delete a session and, if it is its workspace's default, the pointer to it.
-    pub fn delete_session(&self, rec: &SessionRecord) -> Result<(), StoreError> {
+    pub(crate) fn delete_session(&self, rec: &SessionRecord) -> Result<(), StoreError> {
         let open = self.handles_for_write()?;
         let key = session_key(&rec.id);
         if open.sessions.contains_key(&key).map_err(|e| self.err(e))? {
@@ -491,7 +486,7 @@ impl Store {
     }
 
     /// Record a child process (flushed at once: it must survive a SIGKILL of the daemon).
-    pub async fn put_child(&self, rec: &ChildRecord) -> Result<(), StoreError> {
+    pub(crate) async fn put_child(&self, rec: &ChildRecord) -> Result<(), StoreError> {
         let open = self.handles_for_write()?;
         open.children
             .insert(rec.pid.to_be_bytes(), encode(rec, CHILD_RECORD_VERSION))
@@ -507,7 +502,7 @@ impl Store {
     }
 
     /// Forget a child process (it was stopped and reaped).
-    pub fn remove_child(&self, pid: u32) -> Result<(), StoreError> {
+    pub(crate) fn remove_child(&self, pid: u32) -> Result<(), StoreError> {
         self.handles_for_write()?
             .children
             .remove(pid.to_be_bytes())
@@ -516,7 +511,7 @@ impl Store {
     }
 
     /// Every recorded child process; unreadable records are skipped with a warning.
-    pub fn children(&self) -> Vec<ChildRecord> {
+    pub(crate) fn children(&self) -> Vec<ChildRecord> {
         let Ok(open) = self.handles() else { return Vec::new() };
         open.children
             .iter()
@@ -530,7 +525,7 @@ impl Store {
     }
 
     /// Make everything written so far durable (and the manifest with it).
-    pub async fn flush(&self) -> Result<(), StoreError> {
+    pub(crate) async fn flush(&self) -> Result<(), StoreError> {
         let open = self.handles_for_write()?;
         let db = open.db.clone();
         drop(open);

@@ -32,7 +32,7 @@ struct Manifest {
 
 /// What was found wrong with the database when it was opened.
 #[derive(Debug, Clone)]
-pub struct Damage {
+pub(crate) struct Damage {
     /// What was wrong.
     pub what: String,
     /// Where the damaged copy was moved.
@@ -45,7 +45,7 @@ pub struct Damage {
 
 impl Damage {
     /// One sentence for the log and `daemon/status`.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         let lost = match self.expected {
             Some(n) => format!(
                 "{} of its {n} sessions were lost, {} recovered",

@@ -12,7 +12,7 @@ const FINISHED_KEPT: usize = 200;
 
 /// A task and the identity of the server that runs it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TaskRecord {
+pub(crate) struct TaskRecord {
     /// The server's full identity.
     pub identity: String,
     /// The task.
@@ -30,7 +30,7 @@ impl Store {
     }
 
     /// Keep a task as it stands now (durable at once: tasks are few and outlive restarts).
-    pub fn put_task(&self, rec: &TaskRecord) -> Result<(), StoreError> {
+    pub(crate) fn put_task(&self, rec: &TaskRecord) -> Result<(), StoreError> {
         let tree = self.tasks_tree()?;
         let bytes = serde_json::to_vec(rec).unwrap_or_default();
         tree.insert(key(&rec.task.session, &rec.task.id), bytes).map_err(|e| self.err(e))?;
@@ -58,7 +58,7 @@ impl Store {
     }
 
     /// A session's tasks, newest first; unreadable records are skipped.
-    pub fn tasks_of(&self, session: &str) -> Vec<TaskRecord> {
+    pub(crate) fn tasks_of(&self, session: &str) -> Vec<TaskRecord> {
         let Ok(tree) = self.tasks_tree() else { return Vec::new() };
         let mut out: Vec<TaskRecord> = tree
             .scan_prefix([session.as_bytes(), b"\0"].concat())
@@ -70,7 +70,7 @@ impl Store {
     }
 
     /// Every task not yet final, of every session.
-    pub fn open_tasks(&self) -> Vec<TaskRecord> {
+    pub(crate) fn open_tasks(&self) -> Vec<TaskRecord> {
         let Ok(tree) = self.tasks_tree() else { return Vec::new() };
         tree.iter()
             .filter_map(Result::ok)

@@ -17,9 +17,9 @@ use tokio::time::Instant;
 use crate::core::Core;
 
 /// Quiet time after the last change before reloading.
-pub const QUIET: Duration = Duration::from_millis(50);
+pub(crate) const QUIET: Duration = Duration::from_millis(50);
 /// Longest wait between the first change and the reload.
-pub const MAX_DELAY: Duration = Duration::from_millis(500);
+pub(crate) const MAX_DELAY: Duration = Duration::from_millis(500);
 /// Watcher events buffered before further ones are dropped (a reload is coming by then).
 const EVENT_BUFFER: usize = 1024;
 
@@ -80,7 +80,7 @@ impl Targets {
 }
 
 /// Start watching on behalf of `core`; runs until shutdown.
-pub fn spawn(core: Arc<Core>) -> notify::Result<()> {
+pub(crate) fn spawn(core: Arc<Core>) -> notify::Result<()> {
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
     let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         // Reading a file is not a change. Dropped here, on the watcher's thread, rather than

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use geminid::hooks::run::{Context, Format, MAX_OUTPUT, run};
-use geminid::hooks::{HookCommand, HookEvent, HookSource};
+use geminid::testing::hooks::{
+    Context, Format, HookCommand, HookEvent, HookSource, MAX_OUTPUT, run,
+};
 use geminid_tests::TestHome;
 use serde_json::{Value, json};
 
@@ -213,9 +214,7 @@ async fn a_settings_hook_does_not_run_in_an_untrusted_folder() -> anyhow::Result
 #[tokio::test]
 async fn a_sequential_plan_passes_changes_on_and_the_outputs_are_aggregated() -> anyhow::Result<()>
 {
-    use geminid::hooks::exec::fire;
-    use geminid::hooks::plan::plan;
-    use geminid::hooks::registry::Registry;
+    use geminid::testing::hooks::{Registry, fire, plan};
     let home = TestHome::new()?;
     let env = env();
     let c = ctx(&home, &env);

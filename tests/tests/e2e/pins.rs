@@ -290,7 +290,7 @@ async fn a_pin_store_edited_by_hand_is_tampering_and_holds_everything() -> anyho
     }
     // Someone makes the pinned description match what they will serve.
     {
-        let store = geminid::store::Store::open(&home.data_dir())?;
+        let store = geminid::testing::Store::open(&home.data_dir())?;
         let keys = store.pins_keys();
         assert_eq!(keys.len(), 1, "{keys:?}");
         let record = String::from_utf8(store.pins_record(&keys[0])?.unwrap_or_default())?;

@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use geminid::calls::seats::{AfterTool, Audit, BeforeTool, Hidden, Policy, ToolFilter};
-use geminid::calls::{After, Before, Call, Decision, Ended, Origin, Outcome, PolicyNote, Seats};
+use geminid::testing::calls::{
+    After, AfterTool, Audit, Before, BeforeTool, Call, Decision, Ended, Hidden, Origin, Outcome,
+    Policy, PolicyNote, Seats, ToolFilter,
+};
 use geminid_protocol::error::ErrorCode;
 use geminid_tests::inproc::InProcess;
 use geminid_tests::mcp::stdio;

@@ -159,8 +159,7 @@ fn docs_protocol_schema_json_matches_the_code() {
 #[tokio::test]
 async fn the_schema_covers_every_method_the_daemon_serves() -> anyhow::Result<()> {
     let p = InProcess::new(json!({}), Seats::default()).await?;
-    let served: BTreeSet<String> =
-        geminid::rpc::methods(p.core.clone())?.method_names().map(str::to_owned).collect();
+    let served: BTreeSet<String> = p.core.methods()?.method_names().map(str::to_owned).collect();
     let doc = document();
     let described: BTreeSet<String> = doc["methods"].as_object().unwrap().keys().cloned().collect();
     assert_eq!(served, described, "methods served vs. described in the schema");
