@@ -168,7 +168,7 @@ impl Core {
         extensions.rescan(false);
         let key = {
             let extensions = extensions.clone();
-            Arc::new(move || extensions.integrity_key().map_err(|e| e.to_string()))
+            Arc::new(move || extensions.integrity_key())
         };
         let pins = Arc::new(crate::pins::Pins::new(
             store.clone(),

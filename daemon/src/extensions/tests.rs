@@ -196,7 +196,7 @@ fn a_key_the_keychain_replaced_is_taken_and_geminids_records_signed_again() -> a
     let held = x.integrity_key()?;
     let source_of_key = {
         let x = x.clone();
-        Arc::new(move || x.integrity_key().map_err(|e| e.to_string()))
+        Arc::new(move || x.integrity_key())
     };
     let pins = Arc::new(Pins::new(store.clone(), source_of_key, PinMode::Enforce, None));
     let signs: Arc<dyn SignsWithKey> = pins.clone();

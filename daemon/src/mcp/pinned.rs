@@ -187,7 +187,7 @@ pub(super) async fn offer(
 }
 
 /// Why `mcp/review`, `mcp/accept` or `mcp/reject` could not be done.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum ReviewError {
     /// The server has no comparison to review (not listed yet, or pinning is off).
     #[error("{0}")]
@@ -289,7 +289,8 @@ impl super::Supervisor {
             }
         })
         .await
-        .map_err(|e| crate::pins::PinError::Store(e.to_string()))??;
+        .map_err(crate::pins::KeepError::from)
+        .map_err(crate::pins::PinError::from)??;
         tracing::info!(server = %server.name, accepted = accept, names = ?done, "pins settled");
         if let Some(audit) = &self.pins.audit {
             let origin = if accept { "pins/accept" } else { "pins/reject" };

@@ -23,15 +23,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use self::canon::{Def, Item, hex};
+use crate::extensions::ExtensionError;
 use crate::extensions::integrity::{hmac_sha256, same, stable_stringify};
 use crate::secrets::Secret;
 use crate::store::Store;
+use crate::store::StoreError;
 
 /// Version of [`Record`] as written by this build.
 const RECORD_VERSION: u32 = 1;
 
 /// Where the integrity key comes from (the extensions' key, shared).
-pub(crate) type KeySource = Arc<dyn Fn() -> Result<Secret<String>, String> + Send + Sync>;
+pub(crate) type KeySource = Arc<dyn Fn() -> Result<Secret<String>, ExtensionError> + Send + Sync>;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Pinned {
@@ -100,14 +102,31 @@ pub struct Verdict {
 }
 
 /// Why an accept or a reject was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum PinError {
     /// A name given differs in nothing.
     #[error("{0}")]
     NotDiffering(String),
     /// The pins could not be signed or written.
-    #[error("{0}")]
-    Store(String),
+    #[error(transparent)]
+    Keep(#[from] KeepError),
+}
+
+/// Why pins could not be signed or written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum KeepError {
+    /// There is no integrity key to sign them with.
+    #[error(transparent)]
+    Key(#[from] ExtensionError),
+    /// The record could not be written out as JSON.
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    /// The store refused them.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The work stopped before it was done (the daemon is shutting down).
+    #[error("the pins were not written: {0}")]
+    Stopped(#[from] tokio::task::JoinError),
 }
 
 fn mac_with(key: &Secret<String>, record: &Record, pin_key: &str) -> String {
@@ -149,7 +168,7 @@ impl Pins {
         Self::new(store, Arc::new(move || Ok(Secret::new(key.clone()))), mode, None)
     }
 
-    fn mac(&self, record: &Record, pin_key: &str) -> Result<String, String> {
+    fn mac(&self, record: &Record, pin_key: &str) -> Result<String, ExtensionError> {
         Ok(mac_with(&(self.key)()?, record, pin_key))
     }
 
@@ -183,10 +202,10 @@ impl Pins {
         loaded
     }
 
-    fn write(&self, pin_key: &str, mut record: Record) -> Result<(), String> {
+    fn write(&self, pin_key: &str, mut record: Record) -> Result<(), KeepError> {
         record.mac = self.mac(&record, pin_key)?;
-        let bytes = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
-        self.store.put_pins_record(pin_key, &bytes).map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec(&record)?;
+        self.store.put_pins_record(pin_key, &bytes)?;
         self.loaded.lock().insert(pin_key.to_owned(), Loaded::Verified(Arc::new(record)));
         Ok(())
     }
@@ -288,7 +307,7 @@ impl Pins {
                 .defs
                 .insert(key, Pinned { sha256: d.def.sha256.clone(), def: d.def.canon.clone() });
         }
-        self.write(pin_key, record).map_err(PinError::Store)?;
+        self.write(pin_key, record)?;
         Ok(chosen.iter().map(|d| d.def.name.clone()).collect())
     }
 
@@ -311,7 +330,7 @@ impl Pins {
         for d in &chosen {
             record.rejected.insert(d.def.key(), d.def.sha256.clone());
         }
-        self.write(pin_key, record).map_err(PinError::Store)?;
+        self.write(pin_key, record)?;
         Ok(chosen.iter().map(|d| d.def.name.clone()).collect())
     }
 }

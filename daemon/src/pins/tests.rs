@@ -101,9 +101,28 @@ fn pins_of_one_server_do_not_verify_for_another() {
 #[test]
 fn no_key_means_no_pins_and_says_why() {
     let store = Store::temporary().unwrap();
-    let none: KeySource = Arc::new(|| Err("the keyring is locked".to_owned()));
+    let none: KeySource =
+        Arc::new(|| Err(ExtensionError::Integrity("the keyring is locked".to_owned())));
     let pins = Pins::new(store, none, PinMode::Enforce, None);
     let v = pins.check("k", "srv", "s", &tools(&[tool("a", "A")]));
     assert!(!v.first_use && v.differs.is_empty());
     assert!(v.problem.unwrap().contains("the keyring is locked"));
+}
+
+#[test]
+fn an_accept_without_a_key_is_a_keeping_error_that_names_the_key() {
+    let store = Store::temporary().unwrap();
+    let pins = Pins::new(store.clone(), key("ab"), PinMode::Enforce, None);
+    pins.check("k", "srv", "s", &tools(&[tool("a", "A")]));
+    let v = pins.check("k", "srv", "s", &tools(&[tool("a", "changed")]));
+    assert_eq!(v.differs.len(), 1);
+    let locked: KeySource =
+        Arc::new(|| Err(ExtensionError::Integrity("the keyring is locked".to_owned())));
+    let keyless = Pins::new(store, locked, PinMode::Enforce, None);
+    let err = keyless.accept("k", "srv", "s", &v.differs, &["a".to_owned()]).unwrap_err();
+    assert!(matches!(err, PinError::Keep(KeepError::Key(_))), "{err:?}");
+    assert!(err.to_string().contains("the keyring is locked"), "{err}");
+    // Nothing was written: the pin still holds the first description.
+    let again = pins.check("k", "srv", "s", &tools(&[tool("a", "changed")]));
+    assert_eq!(again.differs.len(), 1);
 }

@@ -38,7 +38,7 @@ fn review_error(e: crate::mcp::pinned::ReviewError) -> ErrorObjectOwned {
     let code = match &e {
         ReviewError::NothingListed(_) => ErrorCode::ServerUnavailable,
         ReviewError::Pins(PinError::NotDiffering(_)) => ErrorCode::ToolNotFound,
-        ReviewError::Pins(PinError::Store(_)) => ErrorCode::IntegrityFailed,
+        ReviewError::Pins(PinError::Keep(_)) => ErrorCode::IntegrityFailed,
     };
     code.error(e.to_string())
 }
