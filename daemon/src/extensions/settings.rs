@@ -81,18 +81,37 @@ pub(super) struct Keychain<'a> {
     pub(super) gemini_dir: &'a Path,
 }
 
+/// Why Gemini CLI's keychain could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum KeychainError {
+    /// The OS keyring failed.
+    #[error(transparent)]
+    Keyring(#[from] crate::secrets::store::SecretsError),
+    /// Gemini CLI's FileKeychain (`gemini-credentials.json`) could not be opened or written.
+    #[cfg(not(windows))]
+    #[error(transparent)]
+    File(#[from] crate::secrets::file_keychain::FileKeychainError),
+    /// No keyring answers, and the FileKeychain is not used on Windows.
+    #[cfg(windows)]
+    #[error("no keyring answers, and Gemini CLI's FileKeychain is not read on Windows")]
+    NoFile,
+}
+
 impl Keychain<'_> {
     /// `service`/`account`'s secret.
     pub(super) fn get(
         &self,
         service: &str,
         account: &str,
-    ) -> Result<Option<Secret<String>>, String> {
+    ) -> Result<Option<Secret<String>>, KeychainError> {
         if self.secrets.uses_keyring() {
-            let got = self.secrets.get_in(service, account).map_err(|e| e.to_string())?;
+            let got = self.secrets.get_in(service, account)?;
             return Ok(got.map(|b| Secret::new(String::from_utf8_lossy(b.expose()).into_owned())));
         }
-        self.file()?.get(service, account).map_err(|e| e.to_string())
+        #[cfg(not(windows))]
+        return Ok(self.file()?.get(service, account)?);
+        #[cfg(windows)]
+        Ok(None)
     }
 
     /// Keep `value` as `service`/`account`.
@@ -101,35 +120,20 @@ impl Keychain<'_> {
         service: &str,
         account: &str,
         value: &Secret<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), KeychainError> {
         if self.secrets.uses_keyring() {
             let bytes = Secret::new(value.expose().clone().into_bytes());
-            return self.secrets.set_in(service, account, &bytes).map_err(|e| e.to_string());
+            return Ok(self.secrets.set_in(service, account, &bytes)?);
         }
-        self.file()?.set(service, account, value).map_err(|e| e.to_string())
+        #[cfg(not(windows))]
+        return Ok(self.file()?.set(service, account, value)?);
+        #[cfg(windows)]
+        Err(KeychainError::NoFile)
     }
 
     #[cfg(not(windows))]
-    fn file(&self) -> Result<crate::secrets::file_keychain::FileKeychain, String> {
-        crate::secrets::file_keychain::FileKeychain::new(self.gemini_dir).map_err(|e| e.to_string())
-    }
-
-    #[cfg(windows)]
-    fn file(&self) -> Result<NoFileKeychain, String> {
-        Err("no keyring answers, and Gemini CLI's FileKeychain is not read on Windows".into())
-    }
-}
-
-#[cfg(windows)]
-struct NoFileKeychain;
-
-#[cfg(windows)]
-impl NoFileKeychain {
-    fn get(&self, _: &str, _: &str) -> Result<Option<Secret<String>>, String> {
-        Ok(None)
-    }
-    fn set(&self, _: &str, _: &str, _: &Secret<String>) -> Result<(), String> {
-        Err("no keychain".into())
+    fn file(&self) -> Result<crate::secrets::file_keychain::FileKeychain, KeychainError> {
+        Ok(crate::secrets::file_keychain::FileKeychain::new(self.gemini_dir)?)
     }
 }
 
