@@ -12,6 +12,7 @@ mod prepared;
 pub(crate) mod reload;
 pub(crate) mod seat;
 mod servers;
+pub(crate) mod services;
 pub(crate) mod settings;
 pub(crate) mod skills;
 mod starter;
@@ -86,7 +87,7 @@ pub(crate) struct Core {
     /// Questions pending for a person.
     pub asks: Arc<Asks>,
     /// The pipeline every tool call goes through.
-    pub calls: Pipeline,
+    pub calls: Arc<Pipeline>,
     /// Long-lived secrets (OAuth tokens, the integrity key): the OS keyring or a 0600 file.
     secrets: Arc<SecretStore>,
     /// OAuth tokens of remote servers.
@@ -236,7 +237,7 @@ impl Core {
         };
         Arc::new(Self {
             sessions,
-            calls: Pipeline::new(parts, seats),
+            calls: Arc::new(Pipeline::new(parts, seats)),
             mcp,
             catalog,
             asks,

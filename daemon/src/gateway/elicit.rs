@@ -109,7 +109,7 @@ async fn ask_client(gw: Gateway, peer: Peer<RoleServer>, ask: Ask, settled: ones
             return;
         }
     };
-    if let Err(e) = gw.core.asks.respond(&gw.session, &ask.id, answer) {
+    if let Err(e) = gw.services.asks.respond(&gw.session, &ask.id, answer) {
         tracing::debug!(id = %ask.id, error = %e, "gateway: the confirmation's answer was refused");
     }
 }
@@ -138,7 +138,7 @@ pub(super) async fn answer(
     kinds: Vec<AskKind>,
     gone: CancellationToken,
 ) {
-    let asks = gw.core.asks.clone();
+    let asks = gw.services.asks.clone();
     let mut listening = asks.listen(&gw.session, conn, &kinds);
     // The session is interactive now, so its table shows what needs a person: a list the
     // client took before this began is announced as changed.
@@ -160,7 +160,7 @@ pub(super) async fn answer(
             n = listening.notices.recv() => match n {
                 Ok(n) => n,
                 Err(RecvError::Lagged(_)) => {
-                    for ask in gw.core.asks.pending(&gw.session) {
+                    for ask in gw.services.asks.pending(&gw.session) {
                         if kinds.contains(&ask.kind)
                             && !waiting.contains_key(&ask.id)
                             && gw.answers(&ask)

@@ -16,7 +16,7 @@ impl Gateway {
     /// The server (entry name) offering a resource URI or template.
     pub(super) async fn owner_of_uri(&self, uri: &str) -> Result<String, McpError> {
         let among = self.serving.server.as_deref();
-        let owner = self.core.catalog.first_offering(&self.session, uri, among).await;
+        let owner = self.services.catalog.first_offering(&self.session, uri, among).await;
         owner.map_err(catalog_error)?.ok_or_else(|| {
             let data = Some(serde_json::json!({ "uri": uri }));
             McpError::resource_not_found(format!("no server here offers {uri}"), data)
@@ -44,7 +44,7 @@ impl Gateway {
             _ => return Err(McpError::invalid_params("an unknown kind of reference", None)),
         };
         request.meta = None;
-        let catalog = &self.core.catalog;
+        let catalog = &self.services.catalog;
         let mut done = catalog
             .on_server(&self.session, &server, |peer| async move { peer.complete(request).await })
             .await
@@ -63,10 +63,10 @@ impl Gateway {
     )]
     pub(super) async fn forward_subscribe(&self, uri: String) -> Result<(), McpError> {
         let server = self.owner_of_uri(&uri).await?;
-        let identity = self.core.catalog.identity_of(&self.session, &server).await;
+        let identity = self.services.catalog.identity_of(&self.session, &server).await;
         let key: String = identity.unwrap_or_default().chars().take(12).collect();
         let params = SubscribeRequestParams::new(uri.clone());
-        let catalog = &self.core.catalog;
+        let catalog = &self.services.catalog;
         let listened = catalog
             .on_server(&self.session, &server, |peer| async move {
                 if crate::mcp::connect::is_modern(&peer) {
@@ -81,7 +81,7 @@ impl Gateway {
             .await
             .map_err(catalog_error)?;
         if let Some(mut sub) = listened {
-            let (events, server, key) = (self.core.events.clone(), server.clone(), key.clone());
+            let (events, server, key) = (self.services.events.clone(), server.clone(), key.clone());
             tokio::spawn(async move {
                 while let Ok(Some(n)) = sub.next().await {
                     if let rmcp::model::ServerNotification::ResourceUpdatedNotification(u) = n {

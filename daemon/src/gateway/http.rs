@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tower_service::Service as _;
 
 use super::{Gateway, Serving};
-use crate::core::Core;
+use crate::core::services::Services;
 use crate::secrets::Secret;
 use crate::session::ConnId;
 
@@ -195,14 +195,14 @@ fn unauthorized() -> Response<Body> {
 /// Serve HTTP on `listener` until `control` (the upgraded connection that asked) closes or the
 /// daemon shuts down. The first line written on `control` says where, and the token if new.
 pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
-    core: Arc<Core>,
+    services: Arc<Services>,
     session: String,
     serving: Serving,
     conn: ConnId,
     listener: TcpListener,
     mut control: C,
 ) {
-    let (token, new, file) = match token(&core.data_dir()) {
+    let (token, new, file) = match token(&services.data_dir) {
         Ok(t) => t,
         Err(why) => {
             let line = json!({ "error": why }).to_string();
@@ -219,10 +219,10 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
     if control.write_all(format!("{said}\n").as_bytes()).await.is_err() {
         return;
     }
-    let instructions = Gateway::instructions(&core, &session, serving.server.as_deref()).await;
+    let instructions = Gateway::instructions(&services, &session, serving.server.as_deref()).await;
     let stop = CancellationToken::new();
     let config = StreamableHttpServerConfig::default().with_cancellation_token(stop.clone());
-    let (c, s) = (core.clone(), session.clone());
+    let (c, s) = (services.clone(), session.clone());
     let service = StreamableHttpService::new(
         move || Ok(Gateway::new(c.clone(), s.clone(), serving.clone(), conn, instructions.clone())),
         Arc::new(LocalSessionManager::default()),
@@ -230,7 +230,7 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
     );
     tracing::info!(%session, url = %said["url"], "gateway listening over HTTP");
     let mut eof = [0u8; 64];
-    let shutdown = core.shutdown_token().clone();
+    let shutdown = services.shutdown.clone();
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let accepted = tokio::select! {

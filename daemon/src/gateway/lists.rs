@@ -62,8 +62,12 @@ impl Gateway {
     /// nobody would confirm them when the client confirms) and the names they are served
     /// under.
     pub(super) async fn tools(&self) -> Result<Served, McpError> {
-        let st =
-            self.core.catalog.session_tools(&self.session, true).await.map_err(catalog_error)?;
+        let st = self
+            .services
+            .catalog
+            .session_tools(&self.session, true)
+            .await
+            .map_err(catalog_error)?;
         let mut picks: Vec<Pick> = (0..st.tools.len())
             .filter(|&i| self.serves(&st.tools[i].server_name))
             .map(Pick::Listed)
@@ -120,7 +124,7 @@ impl Gateway {
         &self,
     ) -> Result<Vec<(String, String, String, Value)>, McpError> {
         let (mut entries, _) =
-            self.core.catalog.prompts(&self.session).await.map_err(catalog_error)?;
+            self.services.catalog.prompts(&self.session).await.map_err(catalog_error)?;
         entries.retain(|(e, _)| self.serves(&e.server));
         let fqns: Vec<String> = entries.iter().map(|(e, _)| e.name.clone()).collect();
         let items: Vec<Item<'_>> = entries
@@ -147,7 +151,7 @@ impl Gateway {
     pub(super) async fn resources(
         &self,
     ) -> Result<geminid_protocol::tools::ResourcesListResult, McpError> {
-        let mut r = self.core.catalog.resources(&self.session).await.map_err(catalog_error)?;
+        let mut r = self.services.catalog.resources(&self.session).await.map_err(catalog_error)?;
         if self.serving.server.is_some() {
             r.resources.retain(|e| self.serves(&e.server));
             r.templates.retain(|t| t["server"].as_str().is_some_and(|s| self.serves(s)));
@@ -201,7 +205,7 @@ impl Gateway {
 
     /// Follow the session's events for this client until it goes.
     pub(super) async fn follow(self, to: notify::Announce, gone: CancellationToken) {
-        let mut events = self.core.events.subscribe();
+        let mut events = self.services.events.subscribe();
         loop {
             let ev = tokio::select! {
                 () = gone.cancelled() => return,

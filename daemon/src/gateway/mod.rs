@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 use crate::calls::{CallError, CallRequest, Origin, Target};
 use crate::catalog::CatalogError;
 use crate::catalog::view::ResourceRef;
-use crate::core::Core;
+use crate::core::services::Services;
 use crate::session::ConnId;
 use lists::{fingerprint, resources_fingerprint};
 
@@ -82,7 +82,7 @@ impl std::ops::Deref for Gateway {
 /// What a gateway knows.
 #[derive(Debug)]
 pub(crate) struct Inner {
-    core: Arc<Core>,
+    services: Arc<Services>,
     session: String,
     serving: Serving,
     /// The lowest severity of the servers' log messages passed on (`logging/setLevel`).
@@ -127,11 +127,11 @@ impl Gateway {
     /// The session's servers' instructions, as the gateway's own; one server's as it gives
     /// them.
     pub(crate) async fn instructions(
-        core: &Core,
+        services: &Services,
         session: &str,
         server: Option<&str>,
     ) -> Option<String> {
-        let i = core.catalog.instructions(session).await.ok()?;
+        let i = services.catalog.instructions(session).await.ok()?;
         match server {
             Some(one) => i.servers.into_iter().find(|(n, _)| n == one).map(|(_, text)| text),
             None => Some(i.system_prompt).filter(|p| !p.is_empty()),
@@ -164,14 +164,14 @@ impl Gateway {
     /// A gateway for `session`, serving it as `serving` says, for a client reached through
     /// the daemon's connection `conn` (the one attached to the session).
     pub(crate) fn new(
-        core: Arc<Core>,
+        services: Arc<Services>,
         session: String,
         serving: Serving,
         conn: ConnId,
         instructions: Option<String>,
     ) -> Self {
         Self(Arc::new(Inner {
-            core,
+            services,
             session,
             serving,
             min_level: std::sync::atomic::AtomicU8::new(0),
@@ -367,14 +367,14 @@ impl ServerHandler for Gateway {
             tail_of: None,
         };
         let cancel = {
-            let (ct, core, session, id) =
-                (context.ct.clone(), self.core.clone(), self.session.clone(), call_id);
+            let (ct, services, session, id) =
+                (context.ct.clone(), self.services.clone(), self.session.clone(), call_id);
             tokio::spawn(async move {
                 ct.cancelled().await;
-                core.calls.cancel(&session, &id);
+                services.calls.cancel(&session, &id);
             })
         };
-        let done = self.core.calls.call(req).await;
+        let done = self.services.calls.call(req).await;
         cancel.abort();
         drop(finished);
         if let Some(p) = progress {
@@ -408,7 +408,7 @@ impl ServerHandler for Gateway {
             ));
         };
         let raw = self
-            .core
+            .services
             .catalog
             .get_prompt_raw(&self.session, &server, &own, request.arguments)
             .await
@@ -515,7 +515,7 @@ impl ServerHandler for Gateway {
         let server = self.owner_of_uri(&request.uri).await?;
         let which =
             ResourceRef { server: Some(server), uri: Some(request.uri.clone()), reference: None };
-        let read = self.core.catalog.read_resource(&self.session, which).await;
+        let read = self.services.catalog.read_resource(&self.session, which).await;
         let read = read.map_err(|e| match e {
             CatalogError::NotInCatalog(m) => {
                 McpError::resource_not_found(m, Some(serde_json::json!({ "uri": request.uri })))

@@ -78,7 +78,7 @@ impl Round {
                     "reason": "the client did not declare elicitation, so it cannot be asked" }),
                 _ => return,
             };
-            let _ = gw.core.asks.respond(&gw.session, &ask.id, refusal);
+            let _ = gw.services.asks.respond(&gw.session, &ask.id, refusal);
             return;
         }
         let given = ask.detail.get("inputKey").and_then(Value::as_str).map(str::to_owned);
@@ -175,7 +175,7 @@ impl Rounds {
             }
             (stop, all)
         };
-        let (rounds, asks) = (Arc::downgrade(self), gw.core.asks.clone());
+        let (rounds, asks) = (Arc::downgrade(self), gw.services.asks.clone());
         let (session, conn, prefix) = (gw.session.clone(), gw.conn, self.prefix());
         let (ready, listening_now) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -260,8 +260,8 @@ impl Rounds {
                 self.state().calls.insert(call_id.clone(), tx);
                 let req = start(call_id.clone());
                 relaying = relay(&call_id);
-                let core = gw.core.clone();
-                let task = tokio::spawn(async move { core.calls.call(req).await });
+                let services = gw.services.clone();
+                let task = tokio::spawn(async move { services.calls.call(req).await });
                 Round { tool: tool.to_owned(), call_id, task, asks: rx, outstanding: Vec::new() }
             }
         };
@@ -271,7 +271,7 @@ impl Rounds {
             let Some(i) = round.outstanding.iter().position(|(k, _)| *k == key) else { continue };
             let (key, ask) = round.outstanding.remove(i);
             let value = answer(&ask, response, &client);
-            if let Err(e) = gw.core.asks.respond(&gw.session, &ask.id, value) {
+            if let Err(e) = gw.services.asks.respond(&gw.session, &ask.id, value) {
                 // Kept under the same state, for a retry with a better answer.
                 round.outstanding.insert(i, (key.clone(), ask));
                 if let Some(state) = request_state {
@@ -298,7 +298,7 @@ impl Rounds {
     ) -> Result<Turn, McpError> {
         loop {
             let still: HashSet<String> =
-                gw.core.asks.pending(&gw.session).into_iter().map(|a| a.id).collect();
+                gw.services.asks.pending(&gw.session).into_iter().map(|a| a.id).collect();
             round.outstanding.retain(|(_, a)| still.contains(&a.id));
             if !round.outstanding.is_empty() {
                 let requests: InputRequests = round
@@ -326,7 +326,7 @@ impl Rounds {
                     }
                 }
                 () = ct.cancelled() => {
-                    gw.core.calls.cancel(&gw.session, &round.call_id);
+                    gw.services.calls.cancel(&gw.session, &round.call_id);
                     self.state().calls.remove(&round.call_id);
                     return Err(McpError::internal_error("the call was cancelled", None));
                 }
@@ -338,14 +338,15 @@ impl Rounds {
     fn park(self: &Arc<Self>, gw: &Gateway, state: String, round: Round) {
         let call_id = round.call_id.clone();
         self.state().parked.insert(state.clone(), round);
-        let (rounds, core, session) = (Arc::downgrade(self), gw.core.clone(), gw.session.clone());
+        let (rounds, services, session) =
+            (Arc::downgrade(self), gw.services.clone(), gw.session.clone());
         tokio::spawn(async move {
             tokio::time::sleep(ROUND_TTL).await;
             let Some(rounds) = rounds.upgrade() else { return };
             let lapsed = rounds.state().parked.remove(&state);
             if lapsed.is_some() {
                 tracing::info!(%session, call = %call_id, "gateway: no retry came; the call is cancelled");
-                core.calls.cancel(&session, &call_id);
+                services.calls.cancel(&session, &call_id);
                 rounds.state().calls.remove(&call_id);
             }
         });

@@ -26,7 +26,7 @@ pub(super) fn progress(
     call_id: String,
     mut ended: tokio::sync::oneshot::Receiver<()>,
 ) -> JoinHandle<()> {
-    let mut events = gw.core.events.subscribe();
+    let mut events = gw.services.events.subscribe();
     let session = gw.session.clone();
     tokio::spawn(async move {
         let forward = async |p: &Published| {
@@ -80,7 +80,7 @@ impl Gateway {
         reason = "logging is SEP-2577-deprecated; clients of the earlier eras use it"
     )]
     pub(super) async fn pass_logs(self, peer: Peer<RoleServer>, gone: CancellationToken) {
-        let mut messages = self.core.mcp.messages();
+        let mut messages = self.services.mcp.messages();
         loop {
             let m = tokio::select! {
                 () = gone.cancelled() => return,
@@ -104,7 +104,7 @@ impl Gateway {
 
     /// Whether the server of `identity` is one this gateway serves.
     async fn serves_identity(&self, identity: &str) -> bool {
-        let servers = self.core.catalog.identities(&self.session).await;
+        let servers = self.services.catalog.identities(&self.session).await;
         servers.iter().any(|(name, id)| id == identity && self.serves(name))
     }
 

@@ -17,7 +17,7 @@ use rmcp::ServiceExt as _;
 use tokio_util::task::TaskTracker;
 
 use super::{Gateway, Serving};
-use crate::core::Core;
+use crate::core::services::Services;
 use crate::session::ConnId;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -26,7 +26,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Debug, Clone)]
 pub(crate) struct Routed<S> {
     inner: S,
-    core: Arc<Core>,
+    services: Arc<Services>,
     conn: ConnId,
     /// The connection's gateway task, which outlives hyper's part of the connection: the
     /// accept loop waits for it before it detaches the connection's sessions.
@@ -34,8 +34,8 @@ pub(crate) struct Routed<S> {
 }
 
 impl<S> Routed<S> {
-    pub(crate) fn new(inner: S, core: Arc<Core>, conn: ConnId, tasks: TaskTracker) -> Self {
-        Self { inner, core, conn, tasks }
+    pub(crate) fn new(inner: S, services: Arc<Services>, conn: ConnId, tasks: TaskTracker) -> Self {
+        Self { inner, services, conn, tasks }
     }
 }
 
@@ -97,7 +97,7 @@ fn decode(s: &str) -> String {
 
 /// Check the request, answer 101, and serve the gateway on the upgraded connection.
 async fn open(
-    core: Arc<Core>,
+    services: Arc<Services>,
     conn: ConnId,
     tasks: TaskTracker,
     req: Request<Incoming>,
@@ -130,15 +130,15 @@ async fn open(
         },
     };
     // Attached for as long as the connection lasts (the accept loop detaches it at close).
-    if let Err(e) = core.sessions.attach(conn, &session, None).await {
+    if let Err(e) = services.sessions.attach(conn, &session, None).await {
         return answer(StatusCode::NOT_FOUND, e.to_string());
     }
     // One server's gateway: exactly one of the session's entries (one not running now, being
     // disabled or untrusted, is served empty until it runs), or an extension's server (empty
     // where its extension is disabled, as Gemini CLI has no such server there).
     if let Some(name) = &server
-        && let Err(why) = core.catalog.check_server(&session, name)
-        && !core.extensions.current().servers().contains_key(name)
+        && let Err(why) = services.catalog.check_server(&session, name)
+        && !services.extensions.current().servers().contains_key(name)
     {
         return answer(StatusCode::NOT_FOUND, why);
     }
@@ -148,8 +148,15 @@ async fn open(
         tasks.spawn(async move {
             match upgraded.await {
                 Ok(io) => {
-                    super::http::serve(core, session, serving, conn, listener, TokioIo::new(io))
-                        .await;
+                    super::http::serve(
+                        services,
+                        session,
+                        serving,
+                        conn,
+                        listener,
+                        TokioIo::new(io),
+                    )
+                    .await;
                 }
                 Err(e) => tracing::debug!(error = %e, "gateway: the upgrade did not complete"),
             }
@@ -165,8 +172,9 @@ async fn open(
             }
         };
         let (read, write) = tokio::io::split(io);
-        let instructions = Gateway::instructions(&core, &session, serving.server.as_deref()).await;
-        let gateway = Gateway::new(core.clone(), session.clone(), serving, conn, instructions);
+        let instructions =
+            Gateway::instructions(&services, &session, serving.server.as_deref()).await;
+        let gateway = Gateway::new(services.clone(), session.clone(), serving, conn, instructions);
         tracing::info!(%session, conn = conn.0, "gateway opened");
         let running = match gateway.serve((read, write)).await {
             Ok(r) => r,
@@ -175,7 +183,7 @@ async fn open(
                 return;
             }
         };
-        let shutdown = core.shutdown_token().clone();
+        let shutdown = services.shutdown.clone();
         tokio::select! {
             _ = running.waiting() => {}
             () = shutdown.cancelled() => {}
@@ -213,8 +221,8 @@ where
 
     fn call(&mut self, req: Request<Incoming>) -> Self::Future {
         if is_gateway(&req) {
-            let (core, conn, tasks) = (self.core.clone(), self.conn, self.tasks.clone());
-            return Box::pin(async move { Ok(open(core, conn, tasks, req).await) });
+            let (services, conn, tasks) = (self.services.clone(), self.conn, self.tasks.clone());
+            return Box::pin(async move { Ok(open(services, conn, tasks, req).await) });
         }
         Box::pin(self.inner.call(req))
     }

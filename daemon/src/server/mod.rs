@@ -56,6 +56,8 @@ pub(crate) async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
     let tracker = TaskTracker::new();
     let Bound { listener, socket, lock } = bound;
     let mut next_id: u32 = 0;
+    // What the gateway, on a connection that upgrades to it, is given (not the core).
+    let services = core.services();
 
     loop {
         let stream = tokio::select! {
@@ -86,14 +88,13 @@ pub(crate) async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
         // ends when this resolves. Only both together mean the client is gone.
         let session_closed = svc.on_session_closed();
         let stopped = stop_handle.clone().shutdown();
-        let core = core.clone();
+        let (core, services) = (core.clone(), services.clone());
         core.connection_opened();
         core.sessions.connection_opened(conn);
         tracker.spawn(async move {
             tracing::debug!(conn = conn.0, "connection opened");
             let gateway = TaskTracker::new();
-            let routed =
-                crate::gateway::route::Routed::new(svc, core.clone(), conn, gateway.clone());
+            let routed = crate::gateway::route::Routed::new(svc, services, conn, gateway.clone());
             let serve = serve_with_graceful_shutdown(stream, routed, stopped);
             let (served, ()) = tokio::join!(serve, session_closed);
             // An upgraded connection serving the gateway lasts until its client goes.
