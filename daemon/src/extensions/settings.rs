@@ -111,7 +111,7 @@ impl Keychain<'_> {
         #[cfg(not(windows))]
         return Ok(self.file()?.get(service, account)?);
         #[cfg(windows)]
-        Ok(None)
+        Err(KeychainError::NoFile)
     }
 
     /// Keep `value` as `service`/`account`.
