@@ -85,11 +85,11 @@ impl Daemon {
 
     /// A client connected on `conn` (requests carry it; a session attaches to it).
     pub fn connection_opened(&self, conn: ConnId) {
-        self.0.sessions.connection_opened(conn);
+        self.0.services().sessions.connection_opened(conn);
     }
 
     /// Stop every MCP server and wait for their processes to be gone.
     pub async fn shutdown(&self) {
-        self.0.mcp.shutdown().await;
+        self.0.services().mcp.shutdown().await;
     }
 }

@@ -160,8 +160,8 @@ impl Core {
     /// Restart a server with its new credentials (starting the session's servers if they
     /// are not running); its status once the attempt settled.
     async fn reconnect(&self, session: &str, name: &str) -> Option<ServerStatus> {
-        let first = match self.mcp.find(Some(session), name) {
-            Ok(server) => self.mcp.restart(&server).await,
+        let first = match self.services.mcp.find(Some(session), name) {
+            Ok(server) => self.services.mcp.restart(&server).await,
             Err(_) => {
                 let started = self.start(session, true).await.ok()?;
                 started.servers.into_iter().find(|s| s.name == name)?
@@ -270,8 +270,8 @@ impl Core {
             .await
             .map_err(|e| AuthFailure::Failed(e.to_string()))?;
         tracing::info!(server = %remote.name, removed, "signed out");
-        if let Ok(server) = self.mcp.find(Some(session), &remote.name) {
-            self.mcp.restart(&server).await;
+        if let Ok(server) = self.services.mcp.find(Some(session), &remote.name) {
+            self.services.mcp.restart(&server).await;
         }
         Ok(removed)
     }

@@ -83,7 +83,7 @@ impl Core {
             push(cand, info);
         }
         // MCP prompts of the session's connected servers (none are started for this).
-        if let Ok((servers, _)) = self.mcp.session_servers(&p.session) {
+        if let Ok((servers, _)) = self.services.mcp.session_servers(&p.session) {
             for (server, s) in servers {
                 for prompt in &s.catalog().prompts {
                     let Some(raw) = prompt["name"].as_str() else { continue };
@@ -234,6 +234,7 @@ impl Core {
             CommandKind::McpPrompt => {
                 let server = info.server.clone().unwrap_or_default();
                 let (entries, _) = self
+                    .services
                     .catalog
                     .prompts(&p.session)
                     .await
@@ -251,6 +252,7 @@ impl Core {
                         ))
                     })?;
                 let got = self
+                    .services
                     .catalog
                     .get_prompt(&p.session, &entry.name, Some(p.args.clone()), None)
                     .await
@@ -277,7 +279,7 @@ impl Core {
     ) -> Result<CommandsExpandResult, SkillsError> {
         let refused =
             |why: String| SkillsError::from(SkillError::Refused(format!("/{name}: {why}")));
-        let workspace = PathBuf::from(self.sessions.record(&p.session)?.workspace);
+        let workspace = PathBuf::from(self.services.sessions.record(&p.session)?.workspace);
         let mut out = CommandsExpandResult::default();
         let uses_args = prompt.contains(expand::ARGS);
         // 1. `@{path}`.
@@ -439,7 +441,7 @@ impl Core {
                 names.into_iter().filter(|n| old.get(*n) != now.get(*n)).cloned().collect();
             if !changed.is_empty() {
                 tracing::info!(session = %id, ?changed, "commands changed");
-                self.events.emit(geminid_protocol::event::EventBody::CommandsChanged(
+                self.services.events.emit(geminid_protocol::event::EventBody::CommandsChanged(
                     geminid_protocol::commands::CommandsChanged { session: id.clone(), changed },
                 ));
             }

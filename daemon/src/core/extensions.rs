@@ -30,7 +30,7 @@ pub(crate) enum ExtensionsError {
 
 impl Core {
     fn workspace_of(&self, session: &str) -> Result<PathBuf, SessionError> {
-        Ok(self.sessions.record(session)?.workspace.into())
+        Ok(self.services.sessions.record(session)?.workspace.into())
     }
 
     /// Run `f` on the extensions on a blocking thread.
@@ -38,7 +38,7 @@ impl Core {
         &self,
         f: impl FnOnce(&Extensions) -> Result<T, ExtensionError> + Send + 'static,
     ) -> Result<T, ExtensionsError> {
-        let ext = self.extensions.clone();
+        let ext = self.services.extensions.clone();
         tokio::task::spawn_blocking(move || f(&ext))
             .await
             .map_err(|e| ExtensionError::Io(format!("the extensions task failed: {e}")))?
@@ -62,7 +62,7 @@ impl Core {
     }
 
     fn one(&self, workspace: &Path, name: &str) -> Result<ExtensionInfo, ExtensionsError> {
-        Self::listing(&self.extensions.current(), workspace, Some(name))
+        Self::listing(&self.services.extensions.current(), workspace, Some(name))
             .extensions
             .into_iter()
             .next()
@@ -75,7 +75,7 @@ impl Core {
         session: &str,
     ) -> Result<ExtensionsListResult, ExtensionsError> {
         let ws = self.workspace_of(session)?;
-        Ok(Self::listing(&self.extensions.current(), &ws, None))
+        Ok(Self::listing(&self.services.extensions.current(), &ws, None))
     }
 
     /// `extensions/verify`: every file hashed again now.
@@ -128,13 +128,14 @@ impl Core {
             if enabled { "extensions/enable" } else { "extensions/disable" },
         )
         .await;
-        let now = self.extensions.current().enablement.is_enabled(&name, &ws);
+        let now = self.services.extensions.current().enablement.is_enabled(&name, &ws);
         Ok(ExtensionEnableResult { name, rule, enabled: now })
     }
 
     /// Tells the session's subscribers each step of an install or update.
     fn progress(&self, session: &str, what: &str) -> impl Fn(&str) + Send + 'static {
-        let (events, session, what) = (self.events.clone(), session.to_owned(), what.to_owned());
+        let (events, session, what) =
+            (self.services.events.clone(), session.to_owned(), what.to_owned());
         move |step: &str| {
             events.emit(EventBody::ExtensionProgress(ExtensionProgress {
                 session: session.clone(),
@@ -288,12 +289,12 @@ impl super::reload::Input for ExtensionsInput {
         _: &[crate::config::Effective],
         into: &mut super::reload::Watched,
     ) {
-        into.dirs.extend(core.extensions.watched_dirs());
+        into.dirs.extend(core.services.extensions.watched_dirs());
     }
 
     fn before<'a>(&'a self, core: &'a Core) -> futures::future::BoxFuture<'a, ()> {
         Box::pin(async move {
-            let extensions = core.extensions.clone();
+            let extensions = core.services.extensions.clone();
             if let Err(e) = tokio::task::spawn_blocking(move || extensions.rescan(false)).await {
                 tracing::warn!(error = %e, "the extensions scan failed");
             }

@@ -468,7 +468,7 @@ impl super::reload::Input for HooksInput {
     }
 
     fn before<'a>(&'a self, core: &'a super::Core) -> BoxFuture<'a, ()> {
-        core.hooks.changed();
+        core.services.hooks.changed();
         Box::pin(std::future::ready(()))
     }
 }

@@ -74,26 +74,15 @@ pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// The daemon's state.
 #[derive(Debug)]
 pub(crate) struct Core {
-    /// Sessions.
-    pub sessions: Arc<Sessions>,
-    /// The event bus.
-    pub events: Arc<EventBus>,
+    /// The services the edges reach (sessions, events, servers, catalog, asks, the call
+    /// pipeline, extensions) and the shutdown token: one set, shared with rpc and the gateway.
+    services: Arc<services::Services>,
     /// Each session's effective configuration, from Gemini CLI's files.
-    pub config: Arc<configs::Configs>,
-    /// The MCP servers.
-    pub mcp: Arc<Supervisor>,
-    /// Each session's tools, prompts and resources.
-    pub catalog: Arc<Catalog>,
-    /// Questions pending for a person.
-    pub asks: Arc<Asks>,
-    /// The pipeline every tool call goes through.
-    pub calls: Arc<Pipeline>,
+    config: Arc<configs::Configs>,
     /// Long-lived secrets (OAuth tokens, the integrity key): the OS keyring or a 0600 file.
     secrets: Arc<SecretStore>,
     /// OAuth tokens of remote servers.
     auth: Arc<crate::auth::Auth>,
-    /// Installed extensions, their integrity and enablement.
-    pub extensions: Arc<crate::extensions::Extensions>,
     /// Skill and command files as parsed, and what each session was last told of them.
     lists: commands::Lists,
     /// Sign-ins under way.
@@ -104,10 +93,6 @@ pub(crate) struct Core {
     policies: Arc<crate::policy::service::Policies>,
     /// Policy in the call pipeline, with each session's rules prepared.
     guard: Arc<seat::Guard>,
-    /// Hooks: the tool events in the pipeline, and the events front-ends fire.
-    pub hooks: Arc<hooks::HookSeat>,
-    /// The record of every call.
-    pub audit: Arc<crate::audit::AuditLog>,
     store: Store,
     info: DaemonInfo,
     started_ms: u64,
@@ -117,7 +102,6 @@ pub(crate) struct Core {
     reload_lock: tokio::sync::Mutex<()>,
     /// The parts that own input files, in the order a reload runs them.
     inputs: Vec<Box<dyn reload::Input>>,
-    shutdown: CancellationToken,
     shutdown_reason: OnceLock<String>,
     /// Cancelled when the shutdown grace is over: calls still running are answered
     /// `shuttingDown` and stopped.
@@ -235,24 +219,29 @@ impl Core {
             progress,
             confirm_deadline: info.confirm_timeout,
         };
-        Arc::new(Self {
+        let services = Arc::new(services::Services {
             sessions,
-            calls: Arc::new(Pipeline::new(parts, seats)),
+            events,
             mcp,
             catalog,
             asks,
+            calls: Arc::new(Pipeline::new(parts, seats)),
+            extensions,
+            hooks: hook_seat,
+            audit,
+            shutdown: CancellationToken::new(),
+            data_dir: info.data_dir.clone(),
+        });
+        Arc::new(Self {
+            services,
+            config,
             secrets,
             auth,
-            extensions,
             lists: commands::Lists::default(),
             sign_ins: auth::SignIns::default(),
             starter,
             policies,
             guard,
-            hooks: hook_seat,
-            audit,
-            events,
-            config,
             store,
             info,
             started_ms: clock::now_ms(),
@@ -260,7 +249,6 @@ impl Core {
             connections: AtomicU32::new(0),
             reload_lock: tokio::sync::Mutex::new(()),
             inputs: reload::inputs(),
-            shutdown: CancellationToken::new(),
             shutdown_reason: OnceLock::new(),
             calls_cut: CancellationToken::new(),
         })
@@ -306,7 +294,7 @@ impl Core {
         let _serial = self.reload_lock.lock().await;
         self.inputs_before().await;
         if let Some(id) = ensure {
-            self.sessions.record(id)?;
+            self.services.sessions.record(id)?;
         }
         let mut ids: BTreeSet<String> = self.baselines().keys().cloned().collect();
         ids.extend(ensure.map(str::to_owned));
@@ -325,12 +313,14 @@ impl Core {
                 old.and_then(|old| crate::config::diff::diff(&id, reason, &old, &new))
             {
                 tracing::info!(session = %id, reason, added = ?change.servers_added, removed = ?change.servers_removed, changed = ?change.servers_changed, "configuration changed");
-                self.events.emit(EventBody::ConfigChanged(change.clone()));
-                if self.mcp.is_active(&id) {
+                self.services.events.emit(EventBody::ConfigChanged(change.clone()));
+                if self.services.mcp.is_active(&id) {
                     let env = self.session_env(&id);
                     let mut touched = change.servers_changed.clone();
                     touched.extend(change.enablement_changed.iter().cloned());
-                    self.mcp.sync(SessionView { id: &id, config: &new, env: &env }, &touched);
+                    self.services
+                        .mcp
+                        .sync(SessionView { id: &id, config: &new, env: &env }, &touched);
                 }
                 changes.push(change);
             }
@@ -340,10 +330,20 @@ impl Core {
         Ok(changes)
     }
 
+    /// `mcp/reload`: the edits are done, so files missing now are taken as deleted at once,
+    /// then every known session (and `ensure`) is re-read as in [`Core::reload_config`].
+    pub(crate) async fn reload_requested(
+        &self,
+        ensure: Option<&str>,
+    ) -> Result<Vec<ConfigChanged>, SessionError> {
+        self.config.loader().take_deletions();
+        self.reload_config(ensure, "mcp/reload").await
+    }
+
     /// Close the default sessions idle for `max_idle` that hold nothing of their own (see
     /// [`Sessions::idle_defaults`]); returns how many.
     pub(crate) async fn prune_sessions(&self, max_idle: Duration) -> Result<usize, SessionError> {
-        let ids = self.sessions.idle_defaults(max_idle)?;
+        let ids = self.services.sessions.idle_defaults(max_idle)?;
         for id in &ids {
             match self.close_session(id).await {
                 Ok(_) | Err(SessionError::NotFound(_)) => {}
@@ -359,20 +359,20 @@ impl Core {
     /// Close a session and stop tracking its configuration; the sessions derived from it
     /// are closed first.
     pub(crate) async fn close_session(&self, id: &str) -> Result<Session, SessionError> {
-        self.sessions.record(id)?;
+        self.services.sessions.record(id)?;
         let order = self.with_descendants(id);
         let mut closed = None;
         for sid in order.iter().rev() {
-            let s = match self.sessions.close(sid).await {
+            let s = match self.services.sessions.close(sid).await {
                 Ok(s) => s,
                 Err(SessionError::NotFound(_)) if sid != id => continue,
                 Err(e) => return Err(e),
             };
             self.baselines().remove(sid);
-            self.mcp.release_session(sid);
-            self.catalog.forget(sid);
+            self.services.mcp.release_session(sid);
+            self.services.catalog.forget(sid);
             self.guard.forget(sid);
-            self.hooks.forget(sid);
+            self.services.hooks.forget(sid);
             self.forget_lists(sid);
             if sid == id {
                 closed = Some(s);
@@ -397,12 +397,12 @@ impl Core {
     ) -> Result<geminid_protocol::mcp::ListServersResult, SessionError> {
         self.start_servers(session)?;
         if wait {
-            self.mcp.settle(session).await;
+            self.services.mcp.settle(session).await;
         }
         let result = self.list_servers(session)?;
-        if self.sessions.get(session)?.attached_connections == 0 {
-            self.mcp.release_session(session);
-            self.catalog.forget(session);
+        if self.services.sessions.get(session)?.attached_connections == 0 {
+            self.services.mcp.release_session(session);
+            self.services.catalog.forget(session);
         }
         Ok(result)
     }
@@ -412,15 +412,15 @@ impl Core {
         // Connections close on their own during a shutdown; a session's servers must keep
         // serving the calls still running (of other connections) until the end of the grace,
         // when every server is stopped anyway.
-        if self.shutdown.is_cancelled() {
+        if self.services.shutdown.is_cancelled() {
             return;
         }
         for id in ids {
             // A derived session has no connection of its own: it lets its servers go with
             // its root's last client.
             for sid in self.with_descendants(id) {
-                self.mcp.release_session(&sid);
-                self.catalog.forget(&sid);
+                self.services.mcp.release_session(&sid);
+                self.services.catalog.forget(&sid);
             }
         }
     }
@@ -430,7 +430,7 @@ impl Core {
         let mut out = vec![id.to_owned()];
         let mut i = 0;
         while let Some(next) = out.get(i).cloned() {
-            out.extend(self.sessions.children(&next).unwrap_or_default());
+            out.extend(self.services.sessions.children(&next).unwrap_or_default());
             i += 1;
         }
         out
@@ -443,7 +443,7 @@ impl Core {
 
     /// `daemon/status`.
     pub(crate) fn status(&self) -> StatusResult {
-        let (total, attached) = self.sessions.counts();
+        let (total, attached) = self.services.sessions.counts();
         let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         StatusResult {
             version: DAEMON_VERSION.to_owned(),
@@ -455,7 +455,7 @@ impl Core {
             data_dir: self.info.data_dir.display().to_string(),
             sessions: SessionCounts { total: to_u32(total), attached: to_u32(attached) },
             connections: self.connections.load(Ordering::Relaxed),
-            subscribers: to_u32(self.events.subscriber_count()),
+            subscribers: to_u32(self.services.events.subscriber_count()),
             limits: self.info.limits,
             warnings: self.store.warnings(),
         }
@@ -465,20 +465,16 @@ impl Core {
     pub(crate) fn request_shutdown(&self, reason: &str) {
         if self.shutdown_reason.set(reason.to_owned()).is_ok() {
             tracing::info!(reason, "shutting down");
-            self.events
+            self.services
+                .events
                 .emit(EventBody::DaemonShuttingDown(ShuttingDown { reason: reason.to_owned() }));
-            self.shutdown.cancel();
+            self.services.shutdown.cancel();
         }
-    }
-
-    /// The daemon's data directory.
-    pub(crate) fn data_dir(&self) -> std::path::PathBuf {
-        self.info.data_dir.clone()
     }
 
     /// Cancelled when shutdown begins.
     pub(crate) fn shutdown_token(&self) -> &CancellationToken {
-        &self.shutdown
+        &self.services.shutdown
     }
 
     /// Why the daemon is shutting down, once it is.

@@ -20,7 +20,7 @@ impl Core {
     pub(crate) fn interactive(&self, session: &str) -> bool {
         self.guard
             .interactive_now(session)
-            .unwrap_or_else(|_| self.asks.answers(session, AskKind::Confirmation))
+            .unwrap_or_else(|_| self.services.asks.answers(session, AskKind::Confirmation))
     }
 
     /// `session/update`.
@@ -29,6 +29,7 @@ impl Core {
         p: SessionUpdateParams,
     ) -> Result<geminid_protocol::session::Session, SessionError> {
         let changed = self
+            .services
             .sessions
             .update_state(&p.id, |s| {
                 if let Some(mode) = p.approval_mode {
@@ -75,7 +76,7 @@ impl Core {
         if let Some(list) = &tools {
             self.check_derived_tools(&p.parent, list).await?;
         }
-        let s = self.sessions.derive(&p.parent, &name, tools).await?;
+        let s = self.services.sessions.derive(&p.parent, &name, tools).await?;
         self.track_config(&s.id);
         Ok(s)
     }
@@ -93,7 +94,9 @@ impl Core {
             return Ok(());
         }
         // The parent's table, as complete as its servers make it; none: nothing to check by.
-        let Ok(table) = self.catalog.session_tools(parent, true).await else { return Ok(()) };
+        let Ok(table) = self.services.catalog.session_tools(parent, true).await else {
+            return Ok(());
+        };
         let known: Vec<&str> = table
             .tools
             .iter()
@@ -133,7 +136,7 @@ impl Core {
         if let Some(reason) = p.reason {
             answer["reason"] = serde_json::Value::String(reason);
         }
-        Ok(self.asks.respond_by_id(p.session.as_deref(), &p.id, answer)?)
+        Ok(self.services.asks.respond_by_id(p.session.as_deref(), &p.id, answer)?)
     }
 
     /// `policy/check`.
@@ -148,7 +151,8 @@ impl Core {
         // Without `serverName`, the server (and annotations) the call would have: the one the
         // session's table lists the tool under, else the configured server whose `mcp_<name>_`
         // prefix it carries (the longest).
-        let listed = p.server_name.is_none().then(|| self.catalog.tools_now(&p.session).ok());
+        let listed =
+            p.server_name.is_none().then(|| self.services.catalog.tools_now(&p.session).ok());
         let listed = listed.flatten();
         let found = listed
             .as_ref()

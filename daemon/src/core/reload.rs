@@ -66,6 +66,17 @@ impl Core {
         watched
     }
 
+    /// When a file that vanished should be read again, to count as deleted (the watcher
+    /// wakes then).
+    pub(crate) fn next_recheck(&self) -> Option<std::time::Instant> {
+        self.config.loader().next_recheck()
+    }
+
+    /// Notified when what the watcher should watch may have changed (a session became known).
+    pub(crate) fn watch_changed(&self) -> &tokio::sync::Notify {
+        self.config.watch_changed()
+    }
+
     /// Each input takes in what changed, before the configurations are read again.
     pub(super) async fn inputs_before(&self) {
         for input in &self.inputs {

@@ -22,7 +22,7 @@ impl Core {
         };
         let env = self.session_env(session);
         let servers =
-            self.mcp.list_session(SessionView { id: session, config: &config, env: &env });
+            self.services.mcp.list_session(SessionView { id: session, config: &config, env: &env });
         Ok(geminid_protocol::mcp::ListServersResult { servers, warnings: list_warnings(&config) })
     }
 
@@ -30,14 +30,16 @@ impl Core {
     /// runs none now (its clients left; the servers linger), the one its settings resolve
     /// to, running or stopped lately.
     pub(crate) fn server_of(&self, session: &str, name: &str) -> Result<Arc<Server>, McpError> {
-        match self.mcp.find(Some(session), name) {
-            Err(McpError::Unavailable(why)) if !self.mcp.runs_session(session) => {
+        match self.services.mcp.find(Some(session), name) {
+            Err(McpError::Unavailable(why)) if !self.services.mcp.runs_session(session) => {
                 let known = self.baselines().get(session).cloned();
                 let Some(config) = known.or_else(|| self.compute(session).ok()) else {
                     return Err(McpError::Unavailable(why));
                 };
                 let env = self.session_env(session);
-                self.mcp.find_planned(SessionView { id: session, config: &config, env: &env }, name)
+                self.services
+                    .mcp
+                    .find_planned(SessionView { id: session, config: &config, env: &env }, name)
             }
             other => other,
         }

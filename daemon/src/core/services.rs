@@ -1,7 +1,9 @@
-//! What the MCP gateway reaches: handles to the services it uses, and no methods. The gateway
-//! is given these, not the [`Core`], so it cannot reach what it has no business with (reloads,
-//! installs, policy files, sign-ins): everything it does goes through a session's catalog, the
-//! call pipeline and the asks, as a client's would.
+//! What the edges reach: handles to the services a client's requests use, and no methods.
+//! The core holds one set and shares it. The gateway is given these, not the [`Core`], so it
+//! cannot reach what it has no business with (reloads, installs, policy files, sign-ins):
+//! everything it does goes through a session's catalog, the call pipeline and the asks, as a
+//! client's would. rpc uses them directly where a method needs nothing else, and the core
+//! where a method orchestrates (an install, then a reload).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,7 +11,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::Core;
+use super::hooks::HookSeat;
 use crate::asks::Asks;
+use crate::audit::AuditLog;
 use crate::calls::Pipeline;
 use crate::catalog::Catalog;
 use crate::events::EventBus;
@@ -17,7 +21,7 @@ use crate::extensions::Extensions;
 use crate::mcp::Supervisor;
 use crate::session::Sessions;
 
-/// The gateway's services.
+/// The services the edges reach.
 #[derive(Debug, Clone)]
 pub(crate) struct Services {
     /// Sessions (a gateway connection attaches to one).
@@ -34,6 +38,10 @@ pub(crate) struct Services {
     pub(crate) calls: Arc<Pipeline>,
     /// Installed extensions (whose servers a gateway may serve alone).
     pub(crate) extensions: Arc<Extensions>,
+    /// Hooks: the tool events in the pipeline, and the events front-ends fire.
+    pub(crate) hooks: Arc<HookSeat>,
+    /// The record of every call.
+    pub(crate) audit: Arc<AuditLog>,
     /// Cancelled when the daemon begins to shut down.
     pub(crate) shutdown: CancellationToken,
     /// The daemon's data directory (the HTTP gateway's token file).
@@ -41,18 +49,8 @@ pub(crate) struct Services {
 }
 
 impl Core {
-    /// The gateway's services: handles to the same services the core holds.
-    pub(crate) fn services(&self) -> Arc<Services> {
-        Arc::new(Services {
-            sessions: self.sessions.clone(),
-            events: self.events.clone(),
-            mcp: self.mcp.clone(),
-            catalog: self.catalog.clone(),
-            asks: self.asks.clone(),
-            calls: self.calls.clone(),
-            extensions: self.extensions.clone(),
-            shutdown: self.shutdown_token().clone(),
-            data_dir: self.data_dir(),
-        })
+    /// The services the edges reach: the ones the core holds, not copies.
+    pub(crate) fn services(&self) -> &Arc<Services> {
+        &self.services
     }
 }

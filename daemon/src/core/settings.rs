@@ -29,7 +29,7 @@ pub(crate) enum ChangeError {
 
 impl Core {
     fn workspace(&self, session: &str) -> Result<std::path::PathBuf, SessionError> {
-        Ok(self.sessions.record(session)?.workspace.into())
+        Ok(self.services.sessions.record(session)?.workspace.into())
     }
 
     /// A settings or trust file was just written: apply it before answering (the watcher's
@@ -146,7 +146,7 @@ impl Core {
     ) -> Result<geminid_protocol::config::McpImportResult, ChangeError> {
         self.workspace(session)?;
         let paths = self.config.paths();
-        let extensions = self.extensions.current().servers();
+        let extensions = self.services.extensions.current().servers();
         let r = if p.undo {
             crate::config::import::mcp_unimport(paths, &extensions, p.dry_run)?
         } else {
@@ -224,11 +224,11 @@ impl Core {
             ))));
         }
         if session_only {
-            self.sessions.set_server_disabled(session, &entry.name, !enabled).await?;
+            self.services.sessions.set_server_disabled(session, &entry.name, !enabled).await?;
         } else {
             ops::set_enabled(self.config.paths(), &entry.name, enabled)?;
             if enabled {
-                self.sessions.set_server_disabled(session, &entry.name, false).await?;
+                self.services.sessions.set_server_disabled(session, &entry.name, false).await?;
             }
         }
         // Announce it now (a session-only change touches no file the watcher could see).

@@ -113,7 +113,9 @@ impl Core {
     /// servers are not running has none.
     fn served_skills(&self, session: &str) -> (Vec<(Arc<Skill>, Place)>, Vec<Diagnostic>) {
         let (mut out, mut notes) = (Vec::new(), Vec::new());
-        let Ok((servers, _)) = self.mcp.session_servers(session) else { return (out, notes) };
+        let Ok((servers, _)) = self.services.mcp.session_servers(session) else {
+            return (out, notes);
+        };
         for (name, server) in servers {
             let catalog = server.catalog();
             for problem in catalog.problems.iter().filter(|p| p.contains("its skills")) {
@@ -159,8 +161,11 @@ impl Core {
         server_name: &str,
         uri: &str,
     ) -> Result<(String, String), SkillsError> {
-        let (servers, _) =
-            self.mcp.session_servers(session).map_err(|e| SkillError::Io(e.to_string()))?;
+        let (servers, _) = self
+            .services
+            .mcp
+            .session_servers(session)
+            .map_err(|e| SkillError::Io(e.to_string()))?;
         let Some((_, server)) = servers.into_iter().find(|(n, _)| n == server_name) else {
             return Err(
                 SkillError::Io(format!("MCP server '{server_name}' is not connected")).into()
@@ -170,8 +175,9 @@ impl Core {
         let files: Vec<Value> =
             listed.as_ref().and_then(|v| v["resources"].as_array().cloned()).unwrap_or_default();
         let params = rmcp::model::ReadResourceRequestParams::new(uri.to_owned());
-        let timeout = self.mcp.timeout_for(session, &server);
+        let timeout = self.services.mcp.timeout_for(session, &server);
         let read = self
+            .services
             .mcp
             .request(&server, timeout, |peer| async move { peer.read_resource(params).await })
             .await
@@ -224,7 +230,7 @@ impl Core {
     ) -> Result<SkillsListResult, SkillsError> {
         let (reg, e) = self.skill_registry(session)?;
         self.seen(session, &reg);
-        let activated = self.sessions.record(session)?.state.activated_skills;
+        let activated = self.services.sessions.record(session)?.state.activated_skills;
         let info = |entry: &registry::Entry| {
             let mut i = entry.info();
             if instructions && !entry.skill.body.is_empty() {
@@ -309,12 +315,13 @@ impl Core {
                 registry::scope_words(&entry.place),
                 entry.skill.description
             );
-            self.calls.authorize(&mut call, &about).await?;
+            self.services.calls.authorize(&mut call, &about).await?;
         }
         let dir_text = dir.display().to_string();
         let (n, d) = (name.clone(), dir_text.clone());
         let mut already = false;
         let changed = self
+            .services
             .sessions
             .update_state(&p.session, |s| {
                 already = s.activated_skills.contains(&n);
@@ -346,7 +353,7 @@ impl Core {
         Ok(match scope {
             SkillInstallScope::User => self.home().join(".gemini").join("skills"),
             SkillInstallScope::Workspace => {
-                let ws = PathBuf::from(self.sessions.record(session)?.workspace);
+                let ws = PathBuf::from(self.services.sessions.record(session)?.workspace);
                 if ws == self.home() {
                     return Err(SkillError::Refused(
                         "the workspace is the home directory: use --scope user".into(),
@@ -365,7 +372,7 @@ impl Core {
         link: bool,
     ) -> Result<SkillInstallResult, SkillsError> {
         let target = self.skills_target(&p.session, p.scope)?;
-        let base = PathBuf::from(self.sessions.record(&p.session)?.workspace);
+        let base = PathBuf::from(self.services.sessions.record(&p.session)?.workspace);
         let t = target.clone();
         let (result, names) = tokio::task::spawn_blocking(move || {
             let plan = install::plan(&p.source, &base, p.path.as_deref(), &t, link)?;
@@ -421,7 +428,7 @@ impl Core {
         enabled: bool,
         scope: WriteScope,
     ) -> Result<SkillEnableResult, SkillsError> {
-        let ws = PathBuf::from(self.sessions.record(session)?.workspace);
+        let ws = PathBuf::from(self.services.sessions.record(session)?.workspace);
         let (files, still) =
             crate::config::ops::set_skill_enabled(self.config.paths(), &ws, scope, name, enabled)
                 .map_err(|e| SkillError::Refused(e.to_string()))?;
@@ -491,7 +498,7 @@ impl Core {
             }
             tracing::info!(session = %id, ?changed, "skills changed");
             let enabled = reg.enabled().map(|e| e.skill.name.clone()).collect();
-            self.events.emit(geminid_protocol::event::EventBody::SkillsChanged(
+            self.services.events.emit(geminid_protocol::event::EventBody::SkillsChanged(
                 geminid_protocol::skills::SkillsChanged { session: id.clone(), enabled, changed },
             ));
         }

@@ -164,7 +164,7 @@ impl Core {
         use geminid_protocol::daemon::FindingStatus;
         let o = &self.info.mcp;
         let idle: Vec<_> =
-            self.mcp.list_all().into_iter().filter(|s| s.idle_secs.is_some()).collect();
+            self.services.mcp.list_all().into_iter().filter(|s| s.idle_secs.is_some()).collect();
         let held: u64 = idle.iter().filter_map(|s| s.rss_bytes).sum();
         let mib = |b: u64| format!("{:.0} MiB", b as f64 / f64::from(1 << 20));
         let budget = o.idle_memory.map_or_else(|| "no memory bound".to_owned(), mib);
@@ -230,8 +230,8 @@ impl Core {
             for (n, (config, env)) in plans.iter().enumerate() {
                 tokio::task::yield_now().await;
                 let id = format!("warm-up-{n}");
-                core.mcp.sync(SessionView { id: &id, config, env }, &[]);
-                core.mcp.release_session(&id);
+                core.services.mcp.sync(SessionView { id: &id, config, env }, &[]);
+                core.services.mcp.release_session(&id);
             }
             core.keep_written().await;
         });
@@ -249,7 +249,7 @@ impl Core {
             workspace,
             &env,
             &used.disabled,
-            &*self.extensions.current(),
+            &*self.services.extensions.current(),
         );
         config
             .servers
@@ -266,11 +266,11 @@ impl Core {
         loop {
             tokio::select! {
                 _ = self.starter.recent.changed.notified() => {}
-                _ = self.shutdown.cancelled() => return,
+                _ = self.services.shutdown.cancelled() => return,
             }
             tokio::select! {
                 _ = tokio::time::sleep(WRITE_AFTER) => {}
-                _ = self.shutdown.cancelled() => return,
+                _ = self.services.shutdown.cancelled() => return,
             }
             self.write_recent().await;
         }

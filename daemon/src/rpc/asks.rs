@@ -38,7 +38,7 @@ impl AsksApiServer for Handler {
         p: AsksListenParams,
     ) -> SubscriptionResult {
         let conn = ConnId(u32::try_from(pending.connection_id().0).unwrap_or(u32::MAX));
-        if let Err(e) = self.core.sessions.record(&p.session) {
+        if let Err(e) = self.services.sessions.record(&p.session) {
             pending.reject(rpc_error(e)).await;
             return Ok(());
         }
@@ -53,7 +53,7 @@ impl AsksApiServer for Handler {
                 .await;
             return Ok(());
         }
-        if !self.core.sessions.is_attached(conn, &p.session) {
+        if !self.services.sessions.is_attached(conn, &p.session) {
             pending
                 .reject(invalid(format!(
                     "this connection is not attached to session {}: only its clients answer its \
@@ -63,7 +63,7 @@ impl AsksApiServer for Handler {
                 .await;
             return Ok(());
         }
-        let mut listening = self.core.asks.listen(&p.session, conn, &p.kinds);
+        let mut listening = self.services.asks.listen(&p.session, conn, &p.kinds);
         let sink = pending.accept().await?;
         let mut sent: HashSet<String> = HashSet::new();
         for ask in std::mem::take(&mut listening.pending) {
@@ -79,7 +79,7 @@ impl AsksApiServer for Handler {
                     Ok(n) => n,
                     // Missed notices: send what is pending now and was not sent.
                     Err(RecvError::Lagged(_)) => {
-                        for ask in self.core.asks.pending(&p.session) {
+                        for ask in self.services.asks.pending(&p.session) {
                             if p.kinds.contains(&ask.kind) && sent.insert(ask.id.clone())
                                 && !send(&sink, &AskNotice::Asked { ask }).await
                             {
@@ -94,7 +94,7 @@ impl AsksApiServer for Handler {
             if !listening.wants(&notice, &sent) {
                 continue;
             }
-            if !self.core.sessions.is_attached(conn, &p.session) {
+            if !self.services.sessions.is_attached(conn, &p.session) {
                 return Err(format!("the connection detached from session {}", p.session).into());
             }
             match &*notice {
@@ -112,8 +112,8 @@ impl AsksApiServer for Handler {
     }
 
     async fn asks_respond(&self, p: AsksRespondParams) -> RpcResult<AsksRespondResult> {
-        self.core.sessions.record(&p.session).map_err(rpc_error)?;
-        match self.core.asks.respond(&p.session, &p.id, p.answer) {
+        self.services.sessions.record(&p.session).map_err(rpc_error)?;
+        match self.services.asks.respond(&p.session, &p.id, p.answer) {
             Ok(accepted) => Ok(AsksRespondResult { accepted }),
             Err(e) => Err(ErrorCode::InvalidArguments.error(e.to_string())),
         }
@@ -121,10 +121,10 @@ impl AsksApiServer for Handler {
 
     async fn asks_pending(&self, p: AsksPendingParams) -> RpcResult<AsksPendingResult> {
         let Some(session) = &p.session else {
-            return Ok(AsksPendingResult { asks: self.core.asks.pending_all() });
+            return Ok(AsksPendingResult { asks: self.services.asks.pending_all() });
         };
-        self.core.sessions.record(session).map_err(rpc_error)?;
-        Ok(AsksPendingResult { asks: self.core.asks.pending(session) })
+        self.services.sessions.record(session).map_err(rpc_error)?;
+        Ok(AsksPendingResult { asks: self.services.asks.pending(session) })
     }
 }
 
@@ -137,10 +137,10 @@ impl Handler {
         p: ServerAskRespondParams,
     ) -> RpcResult<ServerAskRespondResult> {
         if let Some(s) = &p.session {
-            self.core.sessions.record(s).map_err(rpc_error)?;
+            self.services.sessions.record(s).map_err(rpc_error)?;
         }
         let name = crate::asks::kind_name(kind);
-        if let Some(found) = self.core.asks.kind_of(&p.id)
+        if let Some(found) = self.services.asks.kind_of(&p.id)
             && found != kind
         {
             let other = crate::asks::kind_name(found);
@@ -154,7 +154,7 @@ impl Handler {
                 }
             )));
         }
-        match self.core.asks.respond_by_id(p.session.as_deref(), &p.id, p.result) {
+        match self.services.asks.respond_by_id(p.session.as_deref(), &p.id, p.result) {
             Ok(session) => Ok(ServerAskRespondResult { session }),
             Err(e) => Err(ErrorCode::InvalidArguments.error(e.to_string())),
         }

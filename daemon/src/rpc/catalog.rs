@@ -28,7 +28,7 @@ pub(super) fn catalog_error(e: CatalogError) -> ErrorObjectOwned {
 
 impl Handler {
     pub(super) async fn instructions(&self, p: CatalogParams) -> RpcResult<InstructionsResult> {
-        self.core.catalog.instructions(&p.session).await.map_err(catalog_error)
+        self.services.catalog.instructions(&p.session).await.map_err(catalog_error)
     }
 }
 
@@ -36,7 +36,7 @@ impl Handler {
 impl PromptsApiServer for Handler {
     async fn prompts_list(&self, p: CatalogParams) -> RpcResult<PromptsListResult> {
         let (entries, diagnostics) =
-            self.core.catalog.prompts(&p.session).await.map_err(catalog_error)?;
+            self.services.catalog.prompts(&p.session).await.map_err(catalog_error)?;
         Ok(PromptsListResult {
             prompts: entries.into_iter().map(|(e, _)| e).collect(),
             diagnostics,
@@ -44,7 +44,7 @@ impl PromptsApiServer for Handler {
     }
 
     async fn prompts_get(&self, p: PromptsGetParams) -> RpcResult<PromptsGetResult> {
-        let got = self.core.catalog.get_prompt(&p.session, &p.name, p.args, p.arguments);
+        let got = self.services.catalog.get_prompt(&p.session, &p.name, p.args, p.arguments);
         got.await.map_err(catalog_error)
     }
 }
@@ -52,11 +52,11 @@ impl PromptsApiServer for Handler {
 #[async_trait]
 impl ResourcesApiServer for Handler {
     async fn resources_list(&self, p: CatalogParams) -> RpcResult<ResourcesListResult> {
-        self.core.catalog.resources(&p.session).await.map_err(catalog_error)
+        self.services.catalog.resources(&p.session).await.map_err(catalog_error)
     }
 
     async fn resources_read(&self, p: ResourcesReadParams) -> RpcResult<ResourcesReadResult> {
         let which = ResourceRef { server: p.server, uri: p.uri, reference: p.reference };
-        self.core.catalog.read_resource(&p.session, which).await.map_err(catalog_error)
+        self.services.catalog.read_resource(&p.session, which).await.map_err(catalog_error)
     }
 }

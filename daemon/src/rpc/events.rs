@@ -47,16 +47,16 @@ impl EventsApiServer for Handler {
             return Ok(());
         }
         if let Some(id) = &filter.session
-            && let Err(e) = self.core.sessions.get(id)
+            && let Err(e) = self.services.sessions.get(id)
         {
             pending.reject(ErrorCode::SessionNotFound.error(e.to_string())).await;
             return Ok(());
         }
         // Subscribe before accepting so that nothing emitted after the reply is missed.
-        let mut rx = self.core.events.subscribe();
+        let mut rx = self.services.events.subscribe();
         let mut sink = pending.accept().await?;
         let conn = sink.connection_id().0;
-        let buffer = self.core.events.capacity();
+        let buffer = self.services.events.capacity();
         loop {
             let published = tokio::select! {
                 _ = sink.closed() => return Ok(()),

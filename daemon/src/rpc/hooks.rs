@@ -16,7 +16,7 @@ use crate::hooks::HookEvent;
 #[async_trait]
 impl HooksApiServer for Handler {
     async fn hooks_list(&self, p: HooksListParams) -> RpcResult<HooksListResult> {
-        self.core.hooks.list(&p.session).map_err(rpc_error)
+        self.services.hooks.list(&p.session).map_err(rpc_error)
     }
 
     async fn hooks_fire(&self, p: HooksFireParams) -> RpcResult<HooksFireResult> {
@@ -34,8 +34,8 @@ impl HooksApiServer for Handler {
                 event.name()
             )));
         }
-        self.core.sessions.record(&p.session).map_err(rpc_error)?;
-        self.core.hooks.fire_event(&p.session, event, p.input).await.map_err(rpc_error)
+        self.services.sessions.record(&p.session).map_err(rpc_error)?;
+        self.services.hooks.fire_event(&p.session, event, p.input).await.map_err(rpc_error)
     }
 
     async fn hooks_enable(&self, p: HooksEnableParams) -> RpcResult<HooksEnableResult> {

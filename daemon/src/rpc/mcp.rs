@@ -46,10 +46,10 @@ fn review_error(e: crate::mcp::pinned::ReviewError) -> ErrorObjectOwned {
 impl Handler {
     fn find_server(&self, p: &ServerParams) -> RpcResult<Arc<Server>> {
         if let Some(id) = &p.session {
-            self.core.sessions.record(id).map_err(rpc_error)?;
+            self.services.sessions.record(id).map_err(rpc_error)?;
             return self.core.server_of(id, &p.name).map_err(mcp_error);
         }
-        self.core.mcp.find(None, &p.name).map_err(mcp_error)
+        self.services.mcp.find(None, &p.name).map_err(mcp_error)
     }
 
     pub(super) async fn list_servers(
@@ -60,10 +60,12 @@ impl Handler {
         match p.session {
             Some(id) => self.core.list_servers(&id).map_err(rpc_error),
             None if p.usage => Ok(ListServersResult {
-                servers: self.core.mcp.list_all_with_usage(),
+                servers: self.services.mcp.list_all_with_usage(),
                 warnings: vec![],
             }),
-            None => Ok(ListServersResult { servers: self.core.mcp.list_all(), warnings: vec![] }),
+            None => {
+                Ok(ListServersResult { servers: self.services.mcp.list_all(), warnings: vec![] })
+            }
         }
     }
 
@@ -73,7 +75,7 @@ impl Handler {
 
     pub(super) async fn stop(&self, p: ServerParams) -> RpcResult<ServerStatus> {
         let server = self.find_server(&p)?;
-        match self.core.mcp.stop_server(&server).await {
+        match self.services.mcp.stop_server(&server).await {
             Some(status) => Ok(status),
             None => Err(ErrorCode::ServerUnavailable.error(format!(
                 "MCP server '{}' is not running (`gemctl mcp restart {}` starts it)",
@@ -84,7 +86,7 @@ impl Handler {
 
     pub(super) async fn restart(&self, p: ServerParams) -> RpcResult<ServerStatus> {
         if let Some(id) = &p.session {
-            self.core.sessions.record(id).map_err(rpc_error)?;
+            self.services.sessions.record(id).map_err(rpc_error)?;
             let configured = || {
                 let config = self.core.effective(id).ok();
                 config.and_then(|c| c.servers.get(&p.name).map(|s| s.blocked.is_none()))
@@ -97,12 +99,12 @@ impl Handler {
                 tracing::info!(server = %p.name, "restart of a server not started yet: starting the session's servers");
                 self.core.start(id, true).await.map_err(rpc_error)?;
                 let server = self.core.server_of(id, &p.name).map_err(mcp_error)?;
-                return Ok(self.core.mcp.status(&server));
+                return Ok(self.services.mcp.status(&server));
             }
         }
         let server = self.find_server(&p)?;
         tracing::info!(server = %server.name, "restart requested");
-        Ok(self.core.mcp.restart(&server).await)
+        Ok(self.services.mcp.restart(&server).await)
     }
 
     pub(super) async fn logs(&self, p: LogsParams) -> RpcResult<LogsResult> {
@@ -153,7 +155,7 @@ impl Handler {
         p: ServerParams,
     ) -> RpcResult<geminid_protocol::pins::ReviewResult> {
         let server = self.find_server(&p)?;
-        self.core.mcp.review(&server).map_err(review_error)
+        self.services.mcp.review(&server).map_err(review_error)
     }
 
     pub(super) async fn settle_pins(
@@ -162,7 +164,7 @@ impl Handler {
         accept: bool,
     ) -> RpcResult<geminid_protocol::pins::PinsResult> {
         let server = self.find_server(&p.server)?;
-        self.core.mcp.settle_pins(&server, p.names, accept).await.map_err(review_error)
+        self.services.mcp.settle_pins(&server, p.names, accept).await.map_err(review_error)
     }
 
     pub(super) async fn call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {
@@ -175,7 +177,7 @@ impl Handler {
             confirmed: p.confirmed,
             tail_of: None,
         };
-        let (_, outcome) = self.core.calls.call(request).await.map_err(call_error)?;
+        let (_, outcome) = self.services.calls.call(request).await.map_err(call_error)?;
         Ok(outcome.result)
     }
 }

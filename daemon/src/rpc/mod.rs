@@ -1,5 +1,7 @@
-//! The JSON-RPC surface: one file per namespace, each translating calls into [`Core`] calls.
-//! No logic lives here beyond argument plumbing and error mapping.
+//! The JSON-RPC surface: one file per namespace, each translating calls into calls of the
+//! services (reads, calls, asks, events) or, where a method orchestrates across them (an
+//! install, then a reload), of the [`Core`]. No logic lives here beyond argument plumbing
+//! and error mapping.
 
 mod asks;
 mod auth;
@@ -31,17 +33,21 @@ use jsonrpsee::{Extensions, Methods, RpcModule};
 pub(crate) use params::Intake;
 
 use crate::core::Core;
+use crate::core::services::Services;
 use crate::session::ConnId;
 
-/// Implements every namespace's server trait over the core.
+/// Implements every namespace's server trait over the services and the core.
 #[derive(Debug, Clone)]
 pub(crate) struct Handler {
+    /// The services a method uses directly.
+    services: Arc<Services>,
+    /// What orchestrates across services: reloads, installs, settings, sign-ins.
     core: Arc<Core>,
 }
 
 /// Every method the daemon serves.
 pub(crate) fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMethodError> {
-    let handler = Handler { core };
+    let handler = Handler { services: core.services().clone(), core };
     let mut module = RpcModule::new(());
     module.merge(DaemonApiServer::into_rpc(handler.clone()))?;
     module.merge(SessionApiServer::into_rpc(handler.clone()))?;

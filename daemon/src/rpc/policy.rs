@@ -35,7 +35,7 @@ impl ConfirmationApiServer for Handler {
         p: ConfirmationRespondParams,
     ) -> RpcResult<ConfirmationRespondResult> {
         if let Some(s) = &p.session {
-            self.core.sessions.record(s).map_err(rpc_error)?;
+            self.services.sessions.record(s).map_err(rpc_error)?;
         }
         match self.core.confirm(p) {
             Ok(session) => Ok(ConfirmationRespondResult { session }),
@@ -49,8 +49,8 @@ impl AuditApiServer for Handler {
     async fn audit_list(&self, p: Option<AuditListParams>) -> RpcResult<AuditListResult> {
         let p = p.unwrap_or_default();
         if let Some(s) = &p.session {
-            self.core.sessions.record(s).map_err(rpc_error)?;
+            self.services.sessions.record(s).map_err(rpc_error)?;
         }
-        Ok(self.core.audit.list(&p))
+        Ok(self.services.audit.list(&p))
     }
 }

@@ -38,13 +38,13 @@ impl SessionApiServer for Handler {
     }
 
     async fn create(&self, ext: &Extensions, params: SessionCreateParams) -> RpcResult<Session> {
-        let s = self.core.sessions.create(conn_id(ext), params).await.map_err(rpc_error)?;
+        let s = self.services.sessions.create(conn_id(ext), params).await.map_err(rpc_error)?;
         self.core.track_config(&s.id);
         Ok(s)
     }
 
     async fn get(&self, params: SessionIdParams) -> RpcResult<Session> {
-        self.core.sessions.get(&params.id).map_err(rpc_error)
+        self.services.sessions.get(&params.id).map_err(rpc_error)
     }
 
     async fn list(&self, params: Option<SessionListParams>) -> RpcResult<SessionListResult> {
@@ -57,18 +57,19 @@ impl SessionApiServer for Handler {
                 None::<()>,
             ));
         }
-        self.core.sessions.list(params).map_err(rpc_error)
+        self.services.sessions.list(params).map_err(rpc_error)
     }
 
     async fn attach(&self, ext: &Extensions, params: SessionAttachParams) -> RpcResult<Session> {
         let conn = conn_id(ext);
-        let s = self.core.sessions.attach(conn, &params.id, params.env).await.map_err(rpc_error)?;
+        let s =
+            self.services.sessions.attach(conn, &params.id, params.env).await.map_err(rpc_error)?;
         self.core.track_config(&s.id);
         Ok(s)
     }
 
     async fn detach(&self, ext: &Extensions, params: SessionIdParams) -> RpcResult<Session> {
-        let s = self.core.sessions.detach(conn_id(ext), &params.id).await.map_err(rpc_error)?;
+        let s = self.services.sessions.detach(conn_id(ext), &params.id).await.map_err(rpc_error)?;
         if s.attached_connections == 0 {
             self.core.sessions_unattached(std::slice::from_ref(&s.id));
         }

@@ -18,13 +18,13 @@ use crate::mcp::McpError;
 #[async_trait]
 impl TasksApiServer for Handler {
     async fn tasks_list(&self, p: TasksListParams) -> RpcResult<TasksListResult> {
-        self.core.sessions.record(&p.session).map_err(rpc_error)?;
-        Ok(TasksListResult { tasks: self.core.mcp.tasks(&p.session) })
+        self.services.sessions.record(&p.session).map_err(rpc_error)?;
+        Ok(TasksListResult { tasks: self.services.mcp.tasks(&p.session) })
     }
 
     async fn tasks_cancel(&self, p: TasksCancelParams) -> RpcResult<TasksCancelResult> {
-        self.core.sessions.record(&p.session).map_err(rpc_error)?;
-        match self.core.mcp.cancel_task(&p.session, &p.id).await {
+        self.services.sessions.record(&p.session).map_err(rpc_error)?;
+        match self.services.mcp.cancel_task(&p.session, &p.id).await {
             Ok(task) => Ok(TasksCancelResult { task }),
             Err(McpError::NotFound(why)) => Err(ErrorCode::InvalidArguments.error(why)),
             Err(e) => Err(mcp_error(e)),
@@ -37,12 +37,12 @@ impl CallsApiServer for Handler {
     async fn calls_list(&self, p: Option<CallsListParams>) -> RpcResult<CallsListResult> {
         let session = p.and_then(|p| p.session);
         if let Some(s) = &session {
-            self.core.sessions.record(s).map_err(rpc_error)?;
+            self.services.sessions.record(s).map_err(rpc_error)?;
         }
-        Ok(CallsListResult { calls: self.core.calls.in_flight(session.as_deref()) })
+        Ok(CallsListResult { calls: self.services.calls.in_flight(session.as_deref()) })
     }
 
     async fn calls_cancel(&self, p: CallsCancelParams) -> RpcResult<CallsCancelResult> {
-        Ok(CallsCancelResult { cancelled: self.core.calls.cancel_number(p.id) })
+        Ok(CallsCancelResult { cancelled: self.services.calls.cancel_number(p.id) })
     }
 }

@@ -45,7 +45,7 @@ pub(super) fn call_error(e: CallError) -> ErrorObjectOwned {
 #[async_trait]
 impl ToolsApiServer for Handler {
     async fn tools_list(&self, p: ToolsListParams) -> RpcResult<ToolsListResult> {
-        let st = self.core.catalog.session_tools(&p.session, true).await;
+        let st = self.services.catalog.session_tools(&p.session, true).await;
         let st = st.map_err(super::catalog::catalog_error)?;
         let tools = if p.all { st.entries_all(p.raw) } else { st.entries(p.raw) };
         let mut diagnostics = st.diagnostics.clone();
@@ -61,8 +61,8 @@ impl ToolsApiServer for Handler {
     }
 
     async fn tools_cancel(&self, p: ToolsCancelParams) -> RpcResult<ToolsCancelResult> {
-        self.core.sessions.record(&p.session).map_err(rpc_error)?;
-        Ok(ToolsCancelResult { cancelled: self.core.calls.cancel(&p.session, &p.call_id) })
+        self.services.sessions.record(&p.session).map_err(rpc_error)?;
+        Ok(ToolsCancelResult { cancelled: self.services.calls.cancel(&p.session, &p.call_id) })
     }
 
     async fn tools_instructions(&self, p: CatalogParams) -> RpcResult<InstructionsResult> {
@@ -70,9 +70,9 @@ impl ToolsApiServer for Handler {
     }
 
     async fn tools_refresh(&self, p: ToolsRefreshParams) -> RpcResult<ToolsRefreshResult> {
-        self.core.sessions.record(&p.session).map_err(rpc_error)?;
+        self.services.sessions.record(&p.session).map_err(rpc_error)?;
         self.core.track_config(&p.session);
-        let found = self.core.catalog.refresh_custom_tools(&p.session).await;
+        let found = self.services.catalog.refresh_custom_tools(&p.session).await;
         Ok(ToolsRefreshResult { discovery: found.map(|d| d.summary()) })
     }
 
@@ -86,7 +86,7 @@ impl ToolsApiServer for Handler {
             confirmed: p.confirmed,
             tail_of: None,
         };
-        let (call, o) = self.core.calls.call(request).await.map_err(call_error)?;
+        let (call, o) = self.services.calls.call(request).await.map_err(call_error)?;
         Ok(ToolsCallResult {
             name: p.name,
             server: call.server,

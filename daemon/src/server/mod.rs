@@ -57,7 +57,7 @@ pub(crate) async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
     let Bound { listener, socket, lock } = bound;
     let mut next_id: u32 = 0;
     // What the gateway, on a connection that upgrades to it, is given (not the core).
-    let services = core.services();
+    let services = core.services().clone();
 
     loop {
         let stream = tokio::select! {
@@ -90,7 +90,7 @@ pub(crate) async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
         let stopped = stop_handle.clone().shutdown();
         let (core, services) = (core.clone(), services.clone());
         core.connection_opened();
-        core.sessions.connection_opened(conn);
+        core.services().sessions.connection_opened(conn);
         tracker.spawn(async move {
             tracing::debug!(conn = conn.0, "connection opened");
             let gateway = TaskTracker::new();
@@ -103,7 +103,7 @@ pub(crate) async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
             if let Err(e) = served {
                 tracing::debug!(conn = conn.0, error = %e, "connection ended with an error");
             }
-            let unattached = core.sessions.connection_closed(conn).await;
+            let unattached = core.services().sessions.connection_closed(conn).await;
             core.sessions_unattached(&unattached);
             core.connection_closed();
             tracing::debug!(conn = conn.0, "connection closed");
@@ -117,7 +117,7 @@ pub(crate) async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
     // Every subscription ends once it has forwarded the shutting-down event; let them do so
     // before connections close, or a subscriber could miss it.
     let drained = async {
-        while core.events.subscriber_count() > 0 {
+        while core.services().events.subscriber_count() > 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     };
@@ -134,7 +134,7 @@ pub(crate) async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
         }
     }
     core.flush_recent().await;
-    core.mcp.shutdown().await;
+    core.services().mcp.shutdown().await;
     // Every write a client was told about is flushed already; a failure here (a full disk)
     // loses only bookkeeping, and is said.
     if let Err(e) = core.store().flush().await {

@@ -126,7 +126,7 @@ async fn run(
     loop {
         // A file that vanished is read again once its grace is over (then it counts as deleted,
         // unless it came back meanwhile, which its own events announce first).
-        let recheck = core.config.loader().next_recheck();
+        let recheck = core.next_recheck();
         let grace_over = async move {
             match recheck {
                 Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -136,7 +136,7 @@ async fn run(
         tokio::select! {
             () = core.shutdown_token().cancelled() => return,
             () = grace_over => tracing::debug!("a vanished input file's grace is over"),
-            () = core.config.watch_changed().notified() => {
+            () = core.watch_changed().notified() => {
                 let now = Targets::of_inputs(core.watched());
                 if now == targets {
                     continue;
