@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::token::{self, ClientAuth, EXPIRY_MARGIN_MS, Token};
+use super::token::{self, ClientAuth, EXPIRY_MARGIN_MS, Token, TokenError};
 use crate::clock;
 use crate::secrets::Secret;
 
@@ -26,19 +26,79 @@ pub(crate) const IAM_URL: &str = "https://iamcredentials.googleapis.com";
 /// The scope the ADC token for the IAM call is asked for.
 const CLOUD_PLATFORM: &str = "https://www.googleapis.com/auth/cloud-platform";
 
+/// Why a Google provider has no token.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GoogleError {
+    /// `google_credentials` sends tokens only to Google's hosts (Gemini CLI's words).
+    #[error("Host \"{0}\" is not an allowed host for Google Credential provider.")]
+    HostNotAllowed(String),
+    /// The credentials file could not be read.
+    #[error("cannot read Google Application Default Credentials at {}: {source} (`gcloud auth application-default login` writes them)", path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not JSON.
+    #[error("{}: not a credentials file ({source})", path.display())]
+    NotCredentials {
+        /// The file.
+        path: PathBuf,
+        /// Where it stopped parsing.
+        source: serde_json::Error,
+    },
+    /// The file lacks a field its type needs.
+    #[error("{}: no \"{field}\"", path.display())]
+    Missing {
+        /// The file.
+        path: PathBuf,
+        /// The field.
+        field: &'static str,
+    },
+    /// Credentials of a type geminid does not read.
+    #[error("{}: credentials of type {kind:?} are not supported (authorized_user and service_account are)", path.display())]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// Its `type`, if any.
+        kind: Option<String>,
+    },
+    /// The service account's assertion could not be signed (its key).
+    #[error(transparent)]
+    Assertion(#[from] jwt::AssertionError),
+    /// Google's token endpoint gave no token.
+    #[error("Google's token endpoint {url}: {source}")]
+    TokenEndpoint {
+        /// The endpoint (the file's `token_uri`).
+        url: String,
+        /// What it answered.
+        source: TokenError,
+    },
+    /// The IAM Credentials API could not be reached.
+    #[error("the IAM Credentials API could not be reached: {0}")]
+    IamUnreachable(reqwest::Error),
+    /// The IAM Credentials API gave no ID token.
+    #[error("the IAM Credentials API refused an ID token for {account} ({status}): {why}")]
+    IamRefused {
+        /// The service account it was asked for.
+        account: String,
+        /// The HTTP status.
+        status: reqwest::StatusCode,
+        /// Its `error.message`, or that the answer held no token.
+        why: String,
+    },
+}
+
 /// Whether `google_credentials` may send a token to `url`'s host (Gemini CLI's list).
-pub(crate) fn host_allowed(url: &str) -> Result<(), String> {
+pub(crate) fn host_allowed(url: &str) -> Result<(), GoogleError> {
     let host = reqwest::Url::parse(url)
         .ok()
         .and_then(|u| u.host_str().map(str::to_owned))
         .unwrap_or_default();
     let google = host.strip_suffix(".googleapis.com").is_some_and(|p| !p.is_empty());
     let luci = host == "luci.app" || host.ends_with(".luci.app");
-    if google || luci {
-        Ok(())
-    } else {
-        Err(format!("Host \"{host}\" is not an allowed host for Google Credential provider."))
-    }
+    if google || luci { Ok(()) } else { Err(GoogleError::HostNotAllowed(host)) }
 }
 
 /// Application Default Credentials, as read from their file.
@@ -99,18 +159,16 @@ pub(crate) fn adc_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> 
 }
 
 /// Read a credentials file.
-pub(crate) fn read_adc(path: &Path) -> Result<Adc, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        format!(
-            "cannot read Google Application Default Credentials at {}: {e} (`gcloud auth \
-             application-default login` writes them)",
-            path.display()
-        )
-    })?;
+pub(crate) fn read_adc(path: &Path) -> Result<Adc, GoogleError> {
+    let path_buf = || path.to_path_buf();
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| GoogleError::Unreadable { path: path_buf(), source })?;
     let v: Value = serde_json::from_str(&text)
-        .map_err(|e| format!("{}: not a credentials file ({e})", path.display()))?;
+        .map_err(|source| GoogleError::NotCredentials { path: path_buf(), source })?;
     let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-    let need = |k: &str| s(k).ok_or_else(|| format!("{}: no \"{k}\"", path.display()));
+    let need = |field: &'static str| {
+        s(field).ok_or_else(|| GoogleError::Missing { path: path_buf(), field })
+    };
     let token_uri = s("token_uri").unwrap_or_else(|| DEFAULT_TOKEN_URI.to_owned());
     match s("type").as_deref() {
         Some("authorized_user") => Ok(Adc::AuthorizedUser {
@@ -127,11 +185,7 @@ pub(crate) fn read_adc(path: &Path) -> Result<Adc, String> {
             token_uri,
             quota_project: s("quota_project_id"),
         }),
-        other => Err(format!(
-            "{}: credentials of type {other:?} are not supported (authorized_user and \
-             service_account are)",
-            path.display()
-        )),
+        other => Err(GoogleError::Unsupported { path: path_buf(), kind: other.map(str::to_owned) }),
     }
 }
 
@@ -140,7 +194,9 @@ pub(crate) async fn access_token(
     http: &reqwest::Client,
     adc: &Adc,
     scopes: &[String],
-) -> Result<Token, String> {
+) -> Result<Token, GoogleError> {
+    let endpoint =
+        |source| GoogleError::TokenEndpoint { url: token_uri_of(adc).to_owned(), source };
     let now = clock::now_ms();
     match adc {
         Adc::AuthorizedUser { client_id, client_secret, refresh_token, token_uri, .. } => {
@@ -157,18 +213,14 @@ pub(crate) async fn access_token(
                 token_type: "Bearer".into(),
                 scope: None,
             };
-            token::refresh(http, token_uri, &client, &old, scopes, now)
-                .await
-                .map_err(|e| format!("Google's token endpoint {token_uri}: {e}"))
+            token::refresh(http, token_uri, &client, &old, scopes, now).await.map_err(endpoint)
         }
         Adc::ServiceAccount { email, private_key, key_id, token_uri, .. } => {
             let scope =
                 if scopes.is_empty() { CLOUD_PLATFORM.to_owned() } else { scopes.join(" ") };
             let assertion =
                 jwt::sign(email, key_id.as_deref(), &scope, token_uri, now / 1000, private_key)?;
-            token::jwt_bearer(http, token_uri, &assertion, now)
-                .await
-                .map_err(|e| format!("Google's token endpoint {token_uri}: {e}"))
+            token::jwt_bearer(http, token_uri, &assertion, now).await.map_err(endpoint)
         }
     }
 }
@@ -180,7 +232,7 @@ pub(crate) async fn id_token(
     adc: &Adc,
     audience: &str,
     service_account: &str,
-) -> Result<Token, String> {
+) -> Result<Token, GoogleError> {
     let access = access_token(http, adc, &[CLOUD_PLATFORM.to_owned()]).await?;
     let sa: String = url_escape(service_account);
     let url = format!(
@@ -193,14 +245,16 @@ pub(crate) async fn id_token(
         .json(&json!({ "audience": audience, "includeEmail": true }))
         .send()
         .await
-        .map_err(|e| format!("the IAM Credentials API could not be reached: {e}"))?;
+        .map_err(GoogleError::IamUnreachable)?;
     let status = r.status();
     let body: Value = r.json().await.unwrap_or(Value::Null);
     let Some(token) = body.get("token").and_then(Value::as_str).filter(|t| !t.is_empty()) else {
         let why = body["error"]["message"].as_str().unwrap_or("no token in the answer");
-        return Err(format!(
-            "the IAM Credentials API refused an ID token for {service_account} ({status}): {why}"
-        ));
+        return Err(GoogleError::IamRefused {
+            account: service_account.to_owned(),
+            status,
+            why: why.to_owned(),
+        });
     };
     Ok(Token {
         expires_at_ms: jwt::expiry_ms(token),
@@ -209,6 +263,13 @@ pub(crate) async fn id_token(
         token_type: "Bearer".into(),
         scope: None,
     })
+}
+
+/// The token endpoint the credentials name.
+fn token_uri_of(adc: &Adc) -> &str {
+    match adc {
+        Adc::AuthorizedUser { token_uri, .. } | Adc::ServiceAccount { token_uri, .. } => token_uri,
+    }
 }
 
 /// Whether a cached token may still be sent.

@@ -41,7 +41,7 @@ impl GoogleSeat {
                     .into(),
             )
         })?;
-        google::read_adc(path).map_err(AuthError::NeedsAuth)
+        google::read_adc(path).map_err(|e| AuthError::NeedsAuth(e.to_string()))
     }
 
     /// The project for `X-Goog-User-Project`, when the credentials name one.
@@ -71,7 +71,7 @@ impl Auth {
         let adc = seat.adc()?;
         let token = match &t.settings.provider {
             Provider::GoogleCredentials => {
-                google::host_allowed(&t.url).map_err(AuthError::NeedsAuth)?;
+                google::host_allowed(&t.url).map_err(|e| AuthError::NeedsAuth(e.to_string()))?;
                 if t.settings.scopes.is_empty() {
                     return Err(AuthError::NeedsAuth(
                         "Scopes must be provided in the oauth config for Google Credentials \
@@ -100,7 +100,7 @@ impl Auth {
             }
             Provider::Dynamic => return Err(AuthError::NeedsAuth("not a Google provider".into())),
         }
-        .map_err(AuthError::Unavailable)?;
+        .map_err(|e| AuthError::Unavailable(e.to_string()))?;
         seat.tokens.lock().insert(t.url.clone(), token.clone());
         Ok(token.access)
     }

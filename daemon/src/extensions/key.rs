@@ -43,9 +43,9 @@ fn valid(text: &str) -> bool {
 }
 
 /// A fresh key: 32 bytes from the OS's random source, hex.
-fn fresh() -> Result<String, String> {
+fn fresh() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no random source: {e}"))?;
+    getrandom::fill(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
@@ -67,7 +67,8 @@ pub(crate) fn integrity_key(
             }
             Ok(None) => {
                 let path = gemini_dir.join(KEY_FILE);
-                let key = fresh().map_err(|why| KeyError::Io { path, why })?;
+                let key = fresh()
+                    .map_err(|e| KeyError::Io { path, why: format!("no random source: {e}") })?;
                 match secrets.set_in(
                     KEYRING_SERVICE,
                     KEYRING_ACCOUNT,
@@ -109,13 +110,28 @@ fn stamp(path: &Path) -> Option<String> {
     Some(format!("{}:{}:{}:{}", m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
 }
 
+/// Why Gemini CLI's FileKeychain gave no key.
+#[cfg(not(windows))]
+#[derive(Debug, thiserror::Error)]
+enum FileKeyError {
+    /// The file could not be opened, read or written.
+    #[error(transparent)]
+    File(#[from] crate::secrets::file_keychain::FileKeychainError),
+    /// It holds no key, and none could be made.
+    #[error("no random source: {0}")]
+    Random(#[from] getrandom::Error),
+}
+
 /// The key in Gemini CLI's FileKeychain (`gemini-credentials.json`), made there if it has none.
 /// Any string Gemini CLI stored is its key, as Gemini CLI uses it. Opening that file costs a
 /// scrypt derivation (tens of milliseconds), so the key is also kept in geminid's own secrets
 /// (0600, or the keyring), tagged with the file's stamp: a start whose file did not change
 /// skips the derivation.
 #[cfg(not(windows))]
-fn in_file_keychain(secrets: &SecretStore, gemini_dir: &Path) -> Result<Secret<String>, String> {
+fn in_file_keychain(
+    secrets: &SecretStore,
+    gemini_dir: &Path,
+) -> Result<Secret<String>, FileKeyError> {
     use crate::secrets::file_keychain::{FILE, FileKeychain};
     let path = gemini_dir.join(FILE);
     if let (Some(now), Ok(Some(cached))) = (stamp(&path), secrets.get(CACHED)) {
@@ -127,12 +143,12 @@ fn in_file_keychain(secrets: &SecretStore, gemini_dir: &Path) -> Result<Secret<S
             return Ok(Secret::new(key.to_owned()));
         }
     }
-    let kc = FileKeychain::new(gemini_dir).map_err(|e| e.to_string())?;
-    let key = match kc.get(KEYRING_SERVICE, KEYRING_ACCOUNT).map_err(|e| e.to_string())? {
+    let kc = FileKeychain::new(gemini_dir)?;
+    let key = match kc.get(KEYRING_SERVICE, KEYRING_ACCOUNT)? {
         Some(key) if !key.expose().is_empty() => key,
         _ => {
             let key = Secret::new(fresh()?);
-            kc.set(KEYRING_SERVICE, KEYRING_ACCOUNT, &key).map_err(|e| e.to_string())?;
+            kc.set(KEYRING_SERVICE, KEYRING_ACCOUNT, &key)?;
             key
         }
     };
@@ -161,7 +177,10 @@ pub(crate) fn from_file(path: &Path) -> Result<Secret<String>, KeyError> {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(io)?;
             }
-            let key = fresh().map_err(|why| KeyError::Io { path: path.to_owned(), why })?;
+            let key = fresh().map_err(|e| KeyError::Io {
+                path: path.to_owned(),
+                why: format!("no random source: {e}"),
+            })?;
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create_new(true);
             #[cfg(unix)]

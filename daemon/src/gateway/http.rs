@@ -50,21 +50,47 @@ pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection on which no byte moved for this long is closed.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Why the HTTP gateway cannot listen, or has no token.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum HttpError {
+    /// `http=` is not an address.
+    #[error("{0} is not an address and port (e.g. 127.0.0.1:8765)")]
+    NotAnAddress(String),
+    /// `http=` is not a loopback address.
+    #[error("{0} is not a loopback address: the gateway listens on 127.0.0.1 or ::1 only")]
+    NotLoopback(SocketAddr),
+    /// The address is taken, or not ours to bind.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The token file exists but cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    ReadToken {
+        /// The token file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A new token could not be written.
+    #[error(transparent)]
+    WriteToken(#[from] crate::config::write::WriteError),
+}
+
 /// Bind `addr`, which must be a loopback address.
-pub(super) async fn bind(addr: &str) -> Result<TcpListener, String> {
-    let parsed: SocketAddr = addr
-        .parse()
-        .map_err(|_| format!("{addr} is not an address and port (e.g. 127.0.0.1:8765)"))?;
+pub(super) async fn bind(addr: &str) -> Result<TcpListener, HttpError> {
+    let parsed: SocketAddr = addr.parse().map_err(|_| HttpError::NotAnAddress(addr.to_owned()))?;
     if !parsed.ip().is_loopback() {
-        return Err(format!(
-            "{addr} is not a loopback address: the gateway listens on 127.0.0.1 or ::1 only"
-        ));
+        return Err(HttpError::NotLoopback(parsed));
     }
-    TcpListener::bind(parsed).await.map_err(|e| format!("cannot listen on {addr}: {e}"))
+    TcpListener::bind(parsed).await.map_err(|source| HttpError::Bind { addr: parsed, source })
 }
 
 /// The token, and whether it was made now (then it is shown to the user once).
-fn token(data_dir: &Path) -> Result<(Secret<String>, bool, PathBuf), String> {
+fn token(data_dir: &Path) -> Result<(Secret<String>, bool, PathBuf), HttpError> {
     let file = data_dir.join(TOKEN_FILE);
     match std::fs::read_to_string(&file) {
         Ok(t) if !t.trim().is_empty() => {
@@ -72,11 +98,10 @@ fn token(data_dir: &Path) -> Result<(Secret<String>, bool, PathBuf), String> {
         }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
+        Err(source) => return Err(HttpError::ReadToken { path: file, source }),
     }
     let made = format!("gmd_{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
-    crate::config::write::atomic_write(&file, &format!("{made}\n"), Some(0o600))
-        .map_err(|e| e.to_string())?;
+    crate::config::write::atomic_write(&file, &format!("{made}\n"), Some(0o600))?;
     Ok((Secret::new(made), true, file))
 }
 
@@ -205,7 +230,7 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
     let (token, new, file) = match token(&services.data_dir) {
         Ok(t) => t,
         Err(why) => {
-            let line = json!({ "error": why }).to_string();
+            let line = json!({ "error": why.to_string() }).to_string();
             let _ = control.write_all(format!("{line}\n").as_bytes()).await;
             return;
         }
@@ -277,4 +302,27 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
     }
     stop.cancel();
     tracing::info!(%session, "gateway stopped listening over HTTP");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_a_loopback_address_and_port_is_bound() {
+        for (addr, want) in [
+            ("8765", "is not an address and port (e.g. 127.0.0.1:8765)"),
+            ("localhost:8765", "is not an address and port"),
+            ("0.0.0.0:0", "0.0.0.0:0 is not a loopback address"),
+            ("192.0.2.1:80", "is not a loopback address"),
+        ] {
+            let e = bind(addr).await.unwrap_err();
+            assert!(e.to_string().contains(want), "{addr}: {e}");
+        }
+        let taken = bind("127.0.0.1:0").await.unwrap();
+        let at = taken.local_addr().unwrap().to_string();
+        let e = bind(&at).await.unwrap_err();
+        assert!(matches!(e, HttpError::Bind { .. }), "{e:?}");
+        assert!(e.to_string().starts_with(&format!("cannot listen on {at}: ")), "{e}");
+    }
 }

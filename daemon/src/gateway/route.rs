@@ -126,7 +126,7 @@ async fn open(
         None => None,
         Some(addr) => match super::http::bind(&addr).await {
             Ok(l) => Some(l),
-            Err(why) => return answer(StatusCode::BAD_REQUEST, why),
+            Err(why) => return answer(StatusCode::BAD_REQUEST, why.to_string()),
         },
     };
     // Attached for as long as the connection lasts (the accept loop detaches it at close).

@@ -36,6 +36,28 @@ fn pem_der(pem: &str) -> Option<Vec<u8>> {
     unbase64(body)
 }
 
+/// Why a service account's assertion could not be signed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AssertionError {
+    /// `private_key` holds no PEM `PRIVATE KEY` block.
+    #[error("the service account's private_key is not a PEM \"PRIVATE KEY\"")]
+    NotPem,
+    /// The key is not an RSA key in PKCS #8.
+    #[cfg(not(windows))]
+    #[error("the service account's private_key is not an RSA key: {0}")]
+    NotRsa(String),
+    /// Signing failed.
+    #[cfg(not(windows))]
+    #[error("signing the service account's assertion failed")]
+    Signing,
+    /// Not on this platform.
+    #[cfg(windows)]
+    #[error(
+        "service_account credentials files are not supported on Windows yet; use `gcloud auth application-default login` (authorized_user)"
+    )]
+    Unsupported,
+}
+
 /// The signed assertion a service account presents for a token (one hour).
 pub(super) fn sign(
     email: &str,
@@ -44,7 +66,7 @@ pub(super) fn sign(
     audience: &str,
     now_secs: u64,
     private_key: &Secret<String>,
-) -> Result<String, String> {
+) -> Result<String, AssertionError> {
     let mut header = json!({ "alg": "RS256", "typ": "JWT" });
     if let Some(kid) = key_id {
         header["kid"] = json!(kid);
@@ -57,28 +79,24 @@ pub(super) fn sign(
         base64url(header.to_string().as_bytes()),
         base64url(claims.to_string().as_bytes())
     );
-    let der = pem_der(private_key.expose())
-        .ok_or("the service account's private_key is not a PEM \"PRIVATE KEY\"")?;
+    let der = pem_der(private_key.expose()).ok_or(AssertionError::NotPem)?;
     let signature = rs256(&der, input.as_bytes())?;
     Ok(format!("{input}.{}", base64url(&signature)))
 }
 
 #[cfg(not(windows))]
-fn rs256(pkcs8: &[u8], message: &[u8]) -> Result<Vec<u8>, String> {
+fn rs256(pkcs8: &[u8], message: &[u8]) -> Result<Vec<u8>, AssertionError> {
     use aws_lc_rs::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
-    let key = RsaKeyPair::from_pkcs8(pkcs8)
-        .map_err(|e| format!("the service account's private_key is not an RSA key: {e}"))?;
+    let key = RsaKeyPair::from_pkcs8(pkcs8).map_err(|e| AssertionError::NotRsa(e.to_string()))?;
     let mut signature = vec![0u8; key.public_modulus_len()];
     key.sign(&RSA_PKCS1_SHA256, &aws_lc_rs::rand::SystemRandom::new(), message, &mut signature)
-        .map_err(|_| "signing the service account's assertion failed".to_owned())?;
+        .map_err(|_| AssertionError::Signing)?;
     Ok(signature)
 }
 
 #[cfg(windows)]
-fn rs256(_: &[u8], _: &[u8]) -> Result<Vec<u8>, String> {
-    Err("service_account credentials files are not supported on Windows yet; use \
-         `gcloud auth application-default login` (authorized_user)"
-        .to_owned())
+fn rs256(_: &[u8], _: &[u8]) -> Result<Vec<u8>, AssertionError> {
+    Err(AssertionError::Unsupported)
 }
 
 /// A JWT's `exp`, in milliseconds since the Unix epoch.

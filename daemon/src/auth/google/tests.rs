@@ -48,7 +48,7 @@ fn the_allowed_hosts_are_gemini_clis() {
         assert_eq!(host_allowed(url).is_ok(), ok, "{url}");
     }
     assert_eq!(
-        host_allowed("https://example.com").unwrap_err(),
+        host_allowed("https://example.com").unwrap_err().to_string(),
         "Host \"example.com\" is not an allowed host for Google Credential provider."
     );
 }
@@ -249,4 +249,37 @@ async fn a_service_account_signs_its_assertion_with_rs256() {
     public
         .verify(signed.as_bytes(), &jwt::unbase64(parts[2]).unwrap())
         .expect("a valid RS256 signature");
+}
+
+#[test]
+fn a_credentials_file_that_cannot_be_used_says_why_and_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("adc.json");
+    type Is = fn(&GoogleError) -> bool;
+    let cases: [(&str, Is, &str); 3] = [
+        ("{", |e| matches!(e, GoogleError::NotCredentials { .. }), "not a credentials file"),
+        (
+            r#"{"type": "authorized_user", "client_id": "c", "client_secret": "s"}"#,
+            |e| matches!(e, GoogleError::Missing { field: "refresh_token", .. }),
+            "no \"refresh_token\"",
+        ),
+        (
+            r#"{"type": "external_account"}"#,
+            |e| matches!(e, GoogleError::Unsupported { kind: Some(k), .. } if k == "external_account"),
+            "authorized_user and service_account are",
+        ),
+    ];
+    for (text, kind, words) in cases {
+        std::fs::write(&path, text).unwrap();
+        let e = read_adc(&path).unwrap_err();
+        assert!(kind(&e), "{text}: {e:?}");
+        let said = e.to_string();
+        assert!(said.contains(words) && said.contains("adc.json"), "{text}: {said}");
+    }
+    // A key that is no PEM is read (as Gemini CLI reads it) and refused when it signs.
+    let e = jwt::sign("e", None, "s", "http://t", 0, &Secret::new("k".into())).unwrap_err();
+    assert!(matches!(e, jwt::AssertionError::NotPem), "{e:?}");
+    let e = read_adc(&dir.path().join("absent.json")).unwrap_err();
+    assert!(matches!(e, GoogleError::Unreadable { .. }), "{e:?}");
+    assert!(e.to_string().contains("gcloud auth application-default login"), "{e}");
 }
