@@ -11,8 +11,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use futures::{FutureExt as _, StreamExt};
 use geminid_protocol::asks::Ask;
 use geminid_protocol::client::{Client, Subscription};
 use geminid_protocol::event::{EventBody, EventsSubscribeParams};
@@ -220,7 +220,16 @@ async fn live(client: &Client, interval: Duration) -> anyhow::Result<Option<Stri
             soon = None;
             match Snapshot::fetch(client).await {
                 Ok(snap) => top.update(snap, Instant::now()),
-                Err(e) => return Ok(Some(format!("geminid stopped answering: {e:#}"))),
+                Err(e) => {
+                    // A daemon that shuts down says so before its connections close: the
+                    // event may be waiting behind the refresh that met the closed connection.
+                    while let Some(Some(Ok(ev))) = events.next().now_or_never() {
+                        if let EventBody::DaemonShuttingDown(s) = &ev.body {
+                            return Ok(Some(format!("geminid is shutting down ({})", s.reason)));
+                        }
+                    }
+                    return Ok(Some(format!("geminid stopped answering: {e:#}")));
+                }
             }
         }
     }
