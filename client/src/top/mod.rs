@@ -11,8 +11,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use futures::{FutureExt as _, StreamExt};
 use geminid_protocol::asks::Ask;
 use geminid_protocol::client::{Client, Subscription};
 use geminid_protocol::event::{EventBody, EventsSubscribeParams};
@@ -127,6 +127,10 @@ async fn print_once(client: &Client) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// How long a failed refresh waits for the subscription's last events (a shutdown is said
+/// before the connection closes).
+const LAST_WORDS: Duration = Duration::from_millis(500);
+
 /// The events that change what is shown (each brings the next poll forward).
 const WATCHED: &[&str] = &[
     "session/created",
@@ -221,14 +225,22 @@ async fn live(client: &Client, interval: Duration) -> anyhow::Result<Option<Stri
             match Snapshot::fetch(client).await {
                 Ok(snap) => top.update(snap, Instant::now()),
                 Err(e) => {
-                    // A daemon that shuts down says so before its connections close: the
-                    // event may be waiting behind the refresh that met the closed connection.
-                    while let Some(Some(Ok(ev))) = events.next().now_or_never() {
-                        if let EventBody::DaemonShuttingDown(s) = &ev.body {
-                            return Ok(Some(format!("geminid is shutting down ({})", s.reason)));
+                    // A daemon that shuts down says so before its connections close, but the
+                    // refresh can meet the closed connection before the client has handed
+                    // the event on: read what the subscription still gives (it ends with the
+                    // connection), for a moment at most.
+                    let said = tokio::time::timeout(LAST_WORDS, async {
+                        while let Some(Ok(ev)) = events.next().await {
+                            if let EventBody::DaemonShuttingDown(s) = &ev.body {
+                                return Some(format!("geminid is shutting down ({})", s.reason));
+                            }
                         }
-                    }
-                    return Ok(Some(format!("geminid stopped answering: {e:#}")));
+                        None
+                    });
+                    let said = said.await.ok().flatten();
+                    return Ok(Some(
+                        said.unwrap_or_else(|| format!("geminid stopped answering: {e:#}")),
+                    ));
                 }
             }
         }
