@@ -349,7 +349,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "geminid started"
     );
     spawn_signal_handler(core.clone())?;
-    crate::watch::spawn(core.clone()).context("cannot start the file watcher")?;
+    crate::watch::spawn(core.reloader().clone()).context("cannot start the file watcher")?;
     if !args.session_prune_after.is_zero() {
         let (core, age) = (core.clone(), args.session_prune_after);
         if let Err(e) = core.prune_sessions(age).await {

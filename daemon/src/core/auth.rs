@@ -59,7 +59,7 @@ impl Core {
         let known = self.baselines().get(session).cloned();
         let config = match known {
             Some(c) => c,
-            None => self.compute(session)?,
+            None => self.config.compute(session)?,
         };
         let env = self.session_env(session);
         Ok(authed::remotes(SessionView { id: session, config: &config, env: &env }))

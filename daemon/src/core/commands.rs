@@ -1,6 +1,7 @@
-//! `commands/list` and `commands/expand` for the core: a session's slash commands (skills, MCP
-//! prompts, file commands) in Gemini CLI's order, named after its conflict rules, and what one
-//! sends to the model.
+//! The commands service (`commands/list`, and `commands/changed` after a reload as its
+//! [`Input`](super::reload::Input)): a session's slash commands (skills, MCP prompts, file
+//! commands) in Gemini CLI's order, named after its conflict rules. `commands/expand`, what one
+//! sends to the model, is the core's: it asks the session's policy.
 
 use std::path::{Path, PathBuf};
 
@@ -12,20 +13,45 @@ use geminid_protocol::common::Diagnostic;
 use geminid_protocol::policy::{PolicyCheckParams, PolicyDecision};
 use geminid_protocol::skills::SkillScope;
 
+use std::sync::Arc;
+
 use super::Core;
+use super::configs::Configs;
+use super::services::Services;
+use super::skills::Skills;
 use super::skills::SkillsError;
 use crate::commands::expand::ShellCommand;
 use crate::commands::resolve::{Candidate, resolve};
 use crate::commands::{expand, load};
 use crate::skills::SkillError;
 
-impl Core {
+/// Slash commands: each session's list, and what each session was last told of it.
+#[derive(Debug)]
+pub(crate) struct Commands {
+    config: Arc<Configs>,
+    services: Arc<Services>,
+    /// A session's skills are commands too.
+    skills: Arc<Skills>,
+    /// Every command file read.
+    files: load::Cache,
+    /// What each session was last told (for `commands/changed`).
+    views: CommandViews,
+}
+
+impl Commands {
+    pub(super) fn new(config: Arc<Configs>, services: Arc<Services>, skills: Arc<Skills>) -> Self {
+        Self {
+            config,
+            services,
+            skills,
+            files: load::Cache::default(),
+            views: CommandViews::default(),
+        }
+    }
+
     /// `commands/list`.
-    pub(crate) fn commands_list(
-        &self,
-        p: &CommandsListParams,
-    ) -> Result<CommandsListResult, SkillsError> {
-        let (reg, e) = self.skill_registry(&p.session)?;
+    pub(crate) fn list(&self, p: &CommandsListParams) -> Result<CommandsListResult, SkillsError> {
+        let (reg, e) = self.skills.registry(&p.session)?;
         let c = &e.public;
         let ws = Path::new(&c.workspace);
         let home = self.config.paths().home.clone();
@@ -127,7 +153,7 @@ impl Core {
             exts.sort();
             dirs.extend(exts.into_iter().map(|(n, d)| (d, CommandKind::ExtensionFile, Some(n))));
             for (dir, kind, ext) in dirs {
-                let folder = crate::config::files::off_loop(|| self.lists.commands.folder(&dir));
+                let folder = crate::config::files::off_loop(|| self.files.folder(&dir));
                 diagnostics.extend(folder.diagnostics);
                 for f in folder.commands {
                     let description = match &ext {
@@ -180,11 +206,7 @@ impl Core {
         }
         let result = CommandsListResult { commands, conflicts, diagnostics };
         // What a client was told: changes from here on are announced.
-        self.lists
-            .command_views
-            .lock()
-            .entry(p.session.clone())
-            .or_insert_with(|| listed_of(&result));
+        self.views.lock().entry(p.session.clone()).or_insert_with(|| listed_of(&result));
         Ok(result)
     }
 }
@@ -198,10 +220,9 @@ impl Core {
         &self,
         p: CommandsExpandParams,
     ) -> Result<CommandsExpandResult, SkillsError> {
-        let listed = self.commands_list(&CommandsListParams {
-            session: p.session.clone(),
-            built_ins: Vec::new(),
-        })?;
+        let listed = self
+            .commands
+            .list(&CommandsListParams { session: p.session.clone(), built_ins: Vec::new() })?;
         let name = p.name.strip_prefix('/').unwrap_or(&p.name);
         let Some(info) = listed.commands.iter().find(|c| c.name == name).cloned() else {
             let near = geminid_protocol::suggest::closest(
@@ -399,19 +420,6 @@ fn listed_of(list: &CommandsListResult) -> Listed {
         .collect()
 }
 
-/// What the core keeps of skill and command files: each file as parsed (again only when it
-/// changes), and what each session was last told of them (for `skills/changed` and
-/// `commands/changed`).
-#[derive(Debug, Default)]
-pub(super) struct Lists {
-    /// Every `SKILL.md` read.
-    pub(super) skills: crate::skills::load::Cache,
-    /// Every command file read.
-    pub(super) commands: load::Cache,
-    pub(super) skill_views: super::skills::Views,
-    command_views: CommandViews,
-}
-
 /// Each session's [`Listed`].
 #[derive(Debug, Default)]
 pub(crate) struct CommandViews(parking_lot::Mutex<std::collections::HashMap<String, Listed>>);
@@ -422,18 +430,18 @@ impl CommandViews {
     }
 }
 
-impl Core {
+impl Commands {
     /// Announce `commands/changed` for each of `ids` whose commands differ from what was last
     /// seen (the first look only records).
-    pub(crate) fn commands_check(&self, ids: &[String]) {
+    pub(crate) fn check(&self, ids: &[String]) {
         for id in ids {
             let p = CommandsListParams { session: id.clone(), built_ins: Vec::new() };
-            let Ok(list) = self.commands_list(&p) else {
-                self.lists.command_views.lock().remove(id);
+            let Ok(list) = self.list(&p) else {
+                self.views.lock().remove(id);
                 continue;
             };
             let now = listed_of(&list);
-            let Some(old) = self.lists.command_views.lock().insert(id.clone(), now.clone()) else {
+            let Some(old) = self.views.lock().insert(id.clone(), now.clone()) else {
                 continue;
             };
             let names: std::collections::BTreeSet<&String> = old.keys().chain(now.keys()).collect();
@@ -448,17 +456,16 @@ impl Core {
         }
     }
 
-    /// Forget a closed session's announced skills and commands.
-    pub(crate) fn forget_lists(&self, session: &str) {
-        self.lists.skill_views.forget(session);
-        self.lists.command_views.lock().remove(session);
+    /// Forget a closed session's announced commands.
+    pub(crate) fn forget(&self, session: &str) {
+        self.views.lock().remove(session);
     }
 
     /// Every commands folder of the known sessions, and every folder in them.
-    pub(crate) fn command_dirs(&self) -> Vec<PathBuf> {
+    pub(crate) fn dirs(&self) -> Vec<PathBuf> {
         let home = self.config.paths().home.clone();
         let mut roots = vec![home.join(".gemini").join("commands")];
-        for e in self.baselines().values() {
+        for e in self.config.baselines().values() {
             let ws = PathBuf::from(&e.public.workspace);
             if e.public.trust.trusted && ws != home {
                 roots.push(ws.join(".gemini").join("commands"));
@@ -487,23 +494,18 @@ impl Core {
 /// Custom commands as an input: their folders (and each folder in them); after a reload,
 /// `commands/changed` for each session whose commands differ.
 #[derive(Debug)]
-pub(super) struct CommandsInput;
+pub(super) struct CommandsInput(pub(super) Arc<Commands>);
 
 impl super::reload::Input for CommandsInput {
     fn name(&self) -> &'static str {
         "commands"
     }
 
-    fn watch(
-        &self,
-        core: &Core,
-        _: &[crate::config::Effective],
-        into: &mut super::reload::Watched,
-    ) {
-        into.dirs.extend(core.command_dirs());
+    fn watch(&self, _: &[crate::config::Effective], into: &mut super::reload::Watched) {
+        into.dirs.extend(self.0.dirs());
     }
 
-    fn after(&self, core: &Core, known: &[String]) {
-        core.commands_check(known);
+    fn after(&self, known: &[String]) {
+        self.0.check(known);
     }
 }

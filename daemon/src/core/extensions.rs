@@ -46,7 +46,7 @@ impl Core {
     }
 
     async fn extensions_changed(&self, session: &str, reason: &str) {
-        if let Err(e) = self.reload_config(Some(session), reason).await {
+        if let Err(e) = self.reloader.reload(Some(session), reason).await {
             tracing::warn!(reason, error = %e, "could not apply the extensions' change at once");
         }
     }
@@ -276,25 +276,20 @@ impl Core {
 /// Extensions as an input: their folder, scanned again before every reload (what they
 /// contribute is part of the sessions' configurations).
 #[derive(Debug)]
-pub(super) struct ExtensionsInput;
+pub(super) struct ExtensionsInput(pub(super) std::sync::Arc<crate::extensions::Extensions>);
 
 impl super::reload::Input for ExtensionsInput {
     fn name(&self) -> &'static str {
         "extensions"
     }
 
-    fn watch(
-        &self,
-        core: &Core,
-        _: &[crate::config::Effective],
-        into: &mut super::reload::Watched,
-    ) {
-        into.dirs.extend(core.services.extensions.watched_dirs());
+    fn watch(&self, _: &[crate::config::Effective], into: &mut super::reload::Watched) {
+        into.dirs.extend(self.0.watched_dirs());
     }
 
-    fn before<'a>(&'a self, core: &'a Core) -> futures::future::BoxFuture<'a, ()> {
+    fn before(&self) -> futures::future::BoxFuture<'_, ()> {
         Box::pin(async move {
-            let extensions = core.services.extensions.clone();
+            let extensions = self.0.clone();
             if let Err(e) = tokio::task::spawn_blocking(move || extensions.rescan(false)).await {
                 tracing::warn!(error = %e, "the extensions scan failed");
             }

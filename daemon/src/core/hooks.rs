@@ -452,23 +452,17 @@ impl AfterTool for HookSeat {
 /// Hooks as an input: they live in the settings files and the extensions (watched as
 /// theirs), so a reload only drops every session's prepared registry.
 #[derive(Debug)]
-pub(super) struct HooksInput;
+pub(super) struct HooksInput(pub(super) Arc<HookSeat>);
 
 impl super::reload::Input for HooksInput {
     fn name(&self) -> &'static str {
         "hooks"
     }
 
-    fn watch(
-        &self,
-        _: &super::Core,
-        _: &[crate::config::Effective],
-        _: &mut super::reload::Watched,
-    ) {
-    }
+    fn watch(&self, _: &[crate::config::Effective], _: &mut super::reload::Watched) {}
 
-    fn before<'a>(&'a self, core: &'a super::Core) -> BoxFuture<'a, ()> {
-        core.services.hooks.changed();
+    fn before(&self) -> BoxFuture<'_, ()> {
+        self.0.changed();
         Box::pin(std::future::ready(()))
     }
 }

@@ -1,7 +1,7 @@
 //! The daemon's core: everything it owns, constructible without a socket.
 
 pub(crate) mod auth;
-mod commands;
+pub(crate) mod commands;
 pub(crate) mod configs;
 mod doctor;
 mod extensions;
@@ -19,14 +19,14 @@ mod starter;
 mod warm;
 pub(crate) use skills::SkillsError;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use geminid_protocol::daemon::{Limits, SessionCounts, StatusResult};
-use geminid_protocol::event::{ConfigChanged, EventBody, ShuttingDown};
+use geminid_protocol::event::{EventBody, ShuttingDown};
 use geminid_protocol::session::Session;
 use geminid_protocol::{DAEMON_VERSION, PROTOCOL_VERSION};
 use tokio_util::sync::CancellationToken;
@@ -38,7 +38,7 @@ use crate::clock;
 use crate::config::env::Env;
 use crate::config::{Effective, Loader};
 use crate::events::EventBus;
-use crate::mcp::{McpOptions, SessionView, Supervisor};
+use crate::mcp::{McpOptions, Supervisor};
 use crate::secrets::SecretStore;
 use crate::session::{SessionError, Sessions};
 use crate::store::Store;
@@ -83,8 +83,12 @@ pub(crate) struct Core {
     secrets: Arc<SecretStore>,
     /// OAuth tokens of remote servers.
     auth: Arc<crate::auth::Auth>,
-    /// Skill and command files as parsed, and what each session was last told of them.
-    lists: commands::Lists,
+    /// Skills and agent definitions.
+    skills: Arc<skills::Skills>,
+    /// Slash commands.
+    commands: Arc<commands::Commands>,
+    /// Runs reloads over the inputs.
+    reloader: Arc<reload::Reloader>,
     /// Sign-ins under way.
     sign_ins: auth::SignIns,
     /// Starts a session's servers (for the catalog, too), noting the workspaces used lately.
@@ -98,10 +102,6 @@ pub(crate) struct Core {
     started_ms: u64,
     started: Instant,
     connections: AtomicU32,
-    /// Serializes reloads (file watcher, `mcp/reload`, enablement changes).
-    reload_lock: tokio::sync::Mutex<()>,
-    /// The parts that own input files, in the order a reload runs them.
-    inputs: Vec<Box<dyn reload::Input>>,
     shutdown_reason: OnceLock<String>,
     /// Cancelled when the shutdown grace is over: calls still running are answered
     /// `shuttingDown` and stopped.
@@ -232,12 +232,28 @@ impl Core {
             shutdown: CancellationToken::new(),
             data_dir: info.data_dir.clone(),
         });
+        let skills = Arc::new(skills::Skills::new(config.clone(), services.clone()));
+        let commands =
+            Arc::new(commands::Commands::new(config.clone(), services.clone(), skills.clone()));
+        // Extensions come first: what they contribute is part of every session's
+        // configuration, and of the policy, hooks, skills and commands read after it.
+        let inputs: Vec<Box<dyn reload::Input>> = vec![
+            Box::new(extensions::ExtensionsInput(services.extensions.clone())),
+            Box::new(settings::SettingsInput(config.clone())),
+            Box::new(policy::PolicyInput { config: config.clone(), guard: guard.clone() }),
+            Box::new(hooks::HooksInput(services.hooks.clone())),
+            Box::new(skills::SkillsInput(skills.clone())),
+            Box::new(commands::CommandsInput(commands.clone())),
+        ];
+        let reloader = Arc::new(reload::Reloader::new(config.clone(), services.clone(), inputs));
         Arc::new(Self {
             services,
             config,
             secrets,
             auth,
-            lists: commands::Lists::default(),
+            skills,
+            commands,
+            reloader,
             sign_ins: auth::SignIns::default(),
             starter,
             policies,
@@ -247,8 +263,6 @@ impl Core {
             started_ms: clock::now_ms(),
             started: Instant::now(),
             connections: AtomicU32::new(0),
-            reload_lock: tokio::sync::Mutex::new(()),
-            inputs: reload::inputs(),
             shutdown_reason: OnceLock::new(),
             calls_cut: CancellationToken::new(),
         })
@@ -265,10 +279,6 @@ impl Core {
         self.config.session_env(session)
     }
 
-    fn compute(&self, session: &str) -> Result<Effective, SessionError> {
-        self.config.compute(session)
-    }
-
     fn baselines(&self) -> parking_lot::MutexGuard<'_, HashMap<String, Effective>> {
         self.config.baselines()
     }
@@ -282,62 +292,6 @@ impl Core {
     /// Make a session known (watched, its changes announced) if it is not already.
     pub(crate) fn track_config(&self, session: &str) {
         self.config.track(session);
-    }
-
-    /// Re-read the configuration of every known session (and `ensure`, if given), emit one
-    /// `config/changed` event per session whose configuration changed, and return them.
-    pub(crate) async fn reload_config(
-        &self,
-        ensure: Option<&str>,
-        reason: &str,
-    ) -> Result<Vec<ConfigChanged>, SessionError> {
-        let _serial = self.reload_lock.lock().await;
-        self.inputs_before().await;
-        if let Some(id) = ensure {
-            self.services.sessions.record(id)?;
-        }
-        let mut ids: BTreeSet<String> = self.baselines().keys().cloned().collect();
-        ids.extend(ensure.map(str::to_owned));
-        let mut changes = Vec::new();
-        for id in ids {
-            let new = match self.compute(&id) {
-                Ok(e) => e,
-                Err(SessionError::NotFound(_)) => {
-                    self.baselines().remove(&id);
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            let old = self.baselines().insert(id.clone(), new.clone());
-            if let Some(change) =
-                old.and_then(|old| crate::config::diff::diff(&id, reason, &old, &new))
-            {
-                tracing::info!(session = %id, reason, added = ?change.servers_added, removed = ?change.servers_removed, changed = ?change.servers_changed, "configuration changed");
-                self.services.events.emit(EventBody::ConfigChanged(change.clone()));
-                if self.services.mcp.is_active(&id) {
-                    let env = self.session_env(&id);
-                    let mut touched = change.servers_changed.clone();
-                    touched.extend(change.enablement_changed.iter().cloned());
-                    self.services
-                        .mcp
-                        .sync(SessionView { id: &id, config: &new, env: &env }, &touched);
-                }
-                changes.push(change);
-            }
-        }
-        let known: Vec<String> = self.baselines().keys().cloned().collect();
-        self.inputs_after(&known);
-        Ok(changes)
-    }
-
-    /// `mcp/reload`: the edits are done, so files missing now are taken as deleted at once,
-    /// then every known session (and `ensure`) is re-read as in [`Core::reload_config`].
-    pub(crate) async fn reload_requested(
-        &self,
-        ensure: Option<&str>,
-    ) -> Result<Vec<ConfigChanged>, SessionError> {
-        self.config.loader().take_deletions();
-        self.reload_config(ensure, "mcp/reload").await
     }
 
     /// Close the default sessions idle for `max_idle` that hold nothing of their own (see
@@ -373,7 +327,8 @@ impl Core {
             self.services.catalog.forget(sid);
             self.guard.forget(sid);
             self.services.hooks.forget(sid);
-            self.forget_lists(sid);
+            self.skills.forget(sid);
+            self.commands.forget(sid);
             if sid == id {
                 closed = Some(s);
             }

@@ -57,7 +57,7 @@ impl Core {
     ) -> Result<geminid_protocol::session::Session, SessionError> {
         let (mut name, mut tools) = (p.name, p.tools);
         if let Some(agent) = &p.agent {
-            let (agents, _) = self.agent_registry(&p.parent)?;
+            let (agents, _) = self.skills.agent_registry(&p.parent)?;
             let Some(def) = agents.get(agent) else {
                 let known: Vec<&str> = agents.keys().map(String::as_str).collect();
                 return Err(SessionError::InvalidDerive(format!(
@@ -222,20 +222,18 @@ pub(crate) enum ConfirmError {
 /// session's policy places (a `.toml` file by name, a folder by its entries). They are read
 /// when a session's rules are prepared, so before a reload every prepared set is dropped.
 #[derive(Debug)]
-pub(super) struct PolicyInput;
+pub(super) struct PolicyInput {
+    pub(super) config: std::sync::Arc<super::configs::Configs>,
+    pub(super) guard: std::sync::Arc<super::seat::Guard>,
+}
 
 impl super::reload::Input for PolicyInput {
     fn name(&self) -> &'static str {
         "policy"
     }
 
-    fn watch(
-        &self,
-        core: &Core,
-        known: &[crate::config::Effective],
-        into: &mut super::reload::Watched,
-    ) {
-        let p = core.config.paths();
+    fn watch(&self, known: &[crate::config::Effective], into: &mut super::reload::Watched) {
+        let p = self.config.paths();
         into.dirs.insert(p.home.join(".gemini").join("policies"));
         if let Some(system) = p.system.parent() {
             into.dirs.insert(system.join("policies"));
@@ -253,8 +251,8 @@ impl super::reload::Input for PolicyInput {
         }
     }
 
-    fn before<'a>(&'a self, core: &'a Core) -> futures::future::BoxFuture<'a, ()> {
-        core.guard.changed();
+    fn before(&self) -> futures::future::BoxFuture<'_, ()> {
+        self.guard.changed();
         Box::pin(std::future::ready(()))
     }
 }

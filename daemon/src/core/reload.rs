@@ -1,18 +1,24 @@
-//! Reload as a registry. Each part of the daemon that owns input files is an [`Input`]: it
-//! names the files and directories the watcher must see for the sessions known now, takes in
-//! what changed before the sessions' configurations are read again, and announces what changed
-//! for it after. A reload (the watcher, `mcp/reload`, a change made through the daemon) runs
-//! the inputs of [`inputs`] in their order around reading the configurations; the watcher
-//! watches the union of what they name. A new input-owning feature implements [`Input`] in its
-//! own file and is listed once, in [`inputs`].
+//! Reload as a registry, and the service that runs it. Each part of the daemon that owns input
+//! files is an [`Input`] holding the state it reloads: it names the files and directories the
+//! watcher must see for the sessions known now, takes in what changed before the sessions'
+//! configurations are read again, and announces what changed for it after. The [`Reloader`]
+//! (asked by the watcher, `mcp/reload` and the changes made through the daemon) runs its inputs
+//! in their order around reading the configurations, one reload at a time; the watcher watches
+//! the union of what they name. A new input-owning feature implements [`Input`] in its own
+//! file, and the core, which builds every service, hands it to the reloader.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use geminid_protocol::event::{ConfigChanged, EventBody};
 
-use super::Core;
+use super::configs::Configs;
+use super::services::Services;
 use crate::config::Effective;
+use crate::mcp::SessionView;
+use crate::session::SessionError;
 
 /// What the watcher watches: files by name, and directories for their entries.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -23,45 +29,59 @@ pub(crate) struct Watched {
     pub dirs: BTreeSet<PathBuf>,
 }
 
-/// One part of the daemon that owns input files.
+/// One part of the daemon that owns input files, holding what it reloads.
 pub(crate) trait Input: Send + Sync + std::fmt::Debug {
     /// What it is, for logs.
     fn name(&self) -> &'static str;
 
     /// The files and directories whose changes it must see, for the sessions `known` now.
-    fn watch(&self, core: &Core, known: &[Effective], into: &mut Watched);
+    fn watch(&self, known: &[Effective], into: &mut Watched);
 
     /// Before the sessions' configurations are read again: take in what changed.
-    fn before<'a>(&'a self, _core: &'a Core) -> BoxFuture<'a, ()> {
+    fn before(&self) -> BoxFuture<'_, ()> {
         Box::pin(std::future::ready(()))
     }
 
     /// After they were read: announce what changed for it in each of the `known` sessions.
-    fn after(&self, _core: &Core, _known: &[String]) {}
+    fn after(&self, _known: &[String]) {}
 }
 
-/// Every input, in the order a reload runs them. Extensions come first: what they contribute
-/// is part of every session's configuration, and of the policy, hooks, skills and commands
-/// read after it.
-pub(crate) fn inputs() -> Vec<Box<dyn Input>> {
-    vec![
-        Box::new(super::extensions::ExtensionsInput),
-        Box::new(super::settings::SettingsInput),
-        Box::new(super::policy::PolicyInput),
-        Box::new(super::hooks::HooksInput),
-        Box::new(super::skills::SkillsInput),
-        Box::new(super::commands::CommandsInput),
-    ]
+/// Runs reloads: the sessions' configurations read again between what the inputs do before
+/// and after, one reload at a time.
+#[derive(Debug)]
+pub(crate) struct Reloader {
+    config: Arc<Configs>,
+    services: Arc<Services>,
+    /// Serializes reloads (file watcher, `mcp/reload`, changes made through the daemon).
+    lock: tokio::sync::Mutex<()>,
+    /// The parts that own input files, in the order a reload runs them.
+    inputs: Vec<Box<dyn Input>>,
 }
 
-impl Core {
+impl Reloader {
+    /// A reloader running `inputs` in this order.
+    pub(super) fn new(
+        config: Arc<Configs>,
+        services: Arc<Services>,
+        inputs: Vec<Box<dyn Input>>,
+    ) -> Self {
+        let reloader = Self { config, services, lock: tokio::sync::Mutex::new(()), inputs };
+        tracing::debug!(inputs = ?reloader.names(), "reload inputs");
+        reloader
+    }
+
+    /// The inputs' names, in the order a reload runs them.
+    pub(crate) fn names(&self) -> Vec<&'static str> {
+        self.inputs.iter().map(|i| i.name()).collect()
+    }
+
     /// What the watcher watches for the sessions known now: every input's files and
     /// directories.
     pub(crate) fn watched(&self) -> Watched {
-        let known: Vec<Effective> = self.baselines().values().cloned().collect();
+        let known: Vec<Effective> = self.config.baselines().values().cloned().collect();
         let mut watched = Watched::default();
         for input in &self.inputs {
-            input.watch(self, &known, &mut watched);
+            input.watch(&known, &mut watched);
         }
         watched
     }
@@ -77,20 +97,71 @@ impl Core {
         self.config.watch_changed()
     }
 
-    /// Each input takes in what changed, before the configurations are read again.
-    pub(super) async fn inputs_before(&self) {
-        for input in &self.inputs {
-            tracing::trace!(input = input.name(), "reload: before");
-            input.before(self).await;
-        }
+    /// Cancelled when the daemon begins to shut down (the watcher stops then).
+    pub(crate) fn shutdown(&self) -> &tokio_util::sync::CancellationToken {
+        &self.services.shutdown
     }
 
-    /// Each input announces what changed for the `known` sessions.
-    pub(super) fn inputs_after(&self, known: &[String]) {
+    /// Re-read the configuration of every known session (and `ensure`, if given), emit one
+    /// `config/changed` event per session whose configuration changed, and return them.
+    pub(crate) async fn reload(
+        &self,
+        ensure: Option<&str>,
+        reason: &str,
+    ) -> Result<Vec<ConfigChanged>, SessionError> {
+        let _serial = self.lock.lock().await;
+        for input in &self.inputs {
+            tracing::trace!(input = input.name(), "reload: before");
+            input.before().await;
+        }
+        if let Some(id) = ensure {
+            self.services.sessions.record(id)?;
+        }
+        let mut ids: BTreeSet<String> = self.config.baselines().keys().cloned().collect();
+        ids.extend(ensure.map(str::to_owned));
+        let mut changes = Vec::new();
+        for id in ids {
+            let new = match self.config.compute(&id) {
+                Ok(e) => e,
+                Err(SessionError::NotFound(_)) => {
+                    self.config.baselines().remove(&id);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let old = self.config.baselines().insert(id.clone(), new.clone());
+            if let Some(change) =
+                old.and_then(|old| crate::config::diff::diff(&id, reason, &old, &new))
+            {
+                tracing::info!(session = %id, reason, added = ?change.servers_added, removed = ?change.servers_removed, changed = ?change.servers_changed, "configuration changed");
+                self.services.events.emit(EventBody::ConfigChanged(change.clone()));
+                if self.services.mcp.is_active(&id) {
+                    let env = self.config.session_env(&id);
+                    let mut touched = change.servers_changed.clone();
+                    touched.extend(change.enablement_changed.iter().cloned());
+                    self.services
+                        .mcp
+                        .sync(SessionView { id: &id, config: &new, env: &env }, &touched);
+                }
+                changes.push(change);
+            }
+        }
+        let known: Vec<String> = self.config.baselines().keys().cloned().collect();
         for input in &self.inputs {
             tracing::trace!(input = input.name(), "reload: after");
-            input.after(self, known);
+            input.after(&known);
         }
+        Ok(changes)
+    }
+
+    /// `mcp/reload`: the edits are done, so files missing now are taken as deleted at once,
+    /// then every known session (and `ensure`) is re-read as in [`Reloader::reload`].
+    pub(crate) async fn requested(
+        &self,
+        ensure: Option<&str>,
+    ) -> Result<Vec<ConfigChanged>, SessionError> {
+        self.config.loader().take_deletions();
+        self.reload(ensure, "mcp/reload").await
     }
 }
 
@@ -99,10 +170,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_input_is_listed_once_extensions_first() {
-        let names: Vec<&str> = inputs().iter().map(|i| i.name()).collect();
+    fn the_core_hands_each_input_once_extensions_first() -> anyhow::Result<()> {
+        let (_dir, core) = crate::rpc::tests::core()?;
+        let names = core.reloader().names();
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.first(), Some(&"extensions"), "{names:?}");
+        assert_eq!(
+            names,
+            ["extensions", "settings", "policy", "hooks", "skills", "commands"],
+            "extensions first: what they contribute is read by every input after them"
+        );
+        Ok(())
     }
 }

@@ -18,7 +18,7 @@ impl Core {
         let known = self.baselines().get(session).cloned();
         let config = match known {
             Some(c) => c,
-            None => self.compute(session)?,
+            None => self.config.compute(session)?,
         };
         let env = self.session_env(session);
         let servers =
@@ -33,7 +33,7 @@ impl Core {
         match self.services.mcp.find(Some(session), name) {
             Err(McpError::Unavailable(why)) if !self.services.mcp.runs_session(session) => {
                 let known = self.baselines().get(session).cloned();
-                let Some(config) = known.or_else(|| self.compute(session).ok()) else {
+                let Some(config) = known.or_else(|| self.config.compute(session).ok()) else {
                     return Err(McpError::Unavailable(why));
                 };
                 let env = self.session_env(session);

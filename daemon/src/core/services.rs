@@ -53,4 +53,19 @@ impl Core {
     pub(crate) fn services(&self) -> &Arc<Services> {
         &self.services
     }
+
+    /// The skills service (`skills/*`, `agents/*`).
+    pub(crate) fn skills(&self) -> &Arc<super::skills::Skills> {
+        &self.skills
+    }
+
+    /// The commands service (`commands/list`).
+    pub(crate) fn commands(&self) -> &Arc<super::commands::Commands> {
+        &self.commands
+    }
+
+    /// The reloads (the watcher, `mcp/reload`).
+    pub(crate) fn reloader(&self) -> &Arc<super::reload::Reloader> {
+        &self.reloader
+    }
 }

@@ -35,7 +35,7 @@ impl Core {
     /// A settings or trust file was just written: apply it before answering (the watcher's
     /// reload would come only a moment later, and comes anyway).
     async fn written(&self, session: Option<&str>, reason: &str) {
-        if let Err(e) = self.reload_config(session, reason).await {
+        if let Err(e) = self.reloader.reload(session, reason).await {
             tracing::warn!(reason, error = %e, "could not apply the written file at once");
         }
     }
@@ -233,29 +233,24 @@ impl Core {
         }
         // Announce it now (a session-only change touches no file the watcher could see).
         let reason = if enabled { "mcp/enable" } else { "mcp/disable" };
-        self.reload_config(Some(session), reason).await?;
+        self.reloader.reload(Some(session), reason).await?;
         Ok(McpEnableResult { name: entry.name.clone(), enabled, session_only })
     }
 }
 
 /// Gemini CLI's settings as an input: every scope's file, the trusted folders and the
 /// enablement file, and each known session's workspace settings. Reading them again is the
-/// reload itself (`Core::reload_config`), so there is nothing to do before or after.
+/// reload itself (`Reloader::reload`), so there is nothing to do before or after.
 #[derive(Debug)]
-pub(super) struct SettingsInput;
+pub(super) struct SettingsInput(pub(super) std::sync::Arc<super::configs::Configs>);
 
 impl super::reload::Input for SettingsInput {
     fn name(&self) -> &'static str {
         "settings"
     }
 
-    fn watch(
-        &self,
-        core: &Core,
-        known: &[crate::config::Effective],
-        into: &mut super::reload::Watched,
-    ) {
-        let p = core.config.paths();
+    fn watch(&self, known: &[crate::config::Effective], into: &mut super::reload::Watched) {
+        let p = self.0.paths();
         into.files.extend(
             [&p.user, &p.geminid, &p.system, &p.system_defaults, &p.trusted_folders, &p.enablement]
                 .into_iter()

@@ -93,7 +93,7 @@ impl McpApiServer for Handler {
 
     async fn mcp_reload(&self, p: Option<McpReloadParams>) -> RpcResult<McpReloadResult> {
         let session = p.and_then(|p| p.session);
-        let changes = self.core.reload_requested(session.as_deref()).await.map_err(rpc_error)?;
+        let changes = self.reloader.requested(session.as_deref()).await.map_err(rpc_error)?;
         Ok(McpReloadResult { changes })
     }
 

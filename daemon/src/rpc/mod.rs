@@ -33,7 +33,10 @@ use jsonrpsee::{Extensions, Methods, RpcModule};
 pub(crate) use params::Intake;
 
 use crate::core::Core;
+use crate::core::commands::Commands;
+use crate::core::reload::Reloader;
 use crate::core::services::Services;
+use crate::core::skills::Skills;
 use crate::session::ConnId;
 
 /// Implements every namespace's server trait over the services and the core.
@@ -41,13 +44,25 @@ use crate::session::ConnId;
 pub(crate) struct Handler {
     /// The services a method uses directly.
     services: Arc<Services>,
+    /// Skills and agent definitions.
+    skills: Arc<Skills>,
+    /// Slash commands.
+    commands: Arc<Commands>,
+    /// Reloads (`mcp/reload`, and what a change made through the daemon asks).
+    reloader: Arc<Reloader>,
     /// What orchestrates across services: reloads, installs, settings, sign-ins.
     core: Arc<Core>,
 }
 
 /// Every method the daemon serves.
 pub(crate) fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::RegisterMethodError> {
-    let handler = Handler { services: core.services().clone(), core };
+    let handler = Handler {
+        services: core.services().clone(),
+        skills: core.skills().clone(),
+        commands: core.commands().clone(),
+        reloader: core.reloader().clone(),
+        core,
+    };
     let mut module = RpcModule::new(());
     module.merge(DaemonApiServer::into_rpc(handler.clone()))?;
     module.merge(SessionApiServer::into_rpc(handler.clone()))?;

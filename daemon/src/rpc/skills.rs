@@ -34,36 +34,36 @@ fn skills_error(e: SkillsError) -> ErrorObjectOwned {
 #[async_trait]
 impl SkillsApiServer for Handler {
     async fn skills_list(&self, p: SkillsListParams) -> RpcResult<SkillsListResult> {
-        self.core.skills_list(&p.session, p.instructions).map_err(skills_error)
+        self.skills.list(&p.session, p.instructions).map_err(skills_error)
     }
 
     async fn skills_prompt(&self, p: SkillsListParams) -> RpcResult<SkillsPromptResult> {
-        self.core.skills_prompt(&p.session).map_err(skills_error)
+        self.skills.prompt(&p.session).map_err(skills_error)
     }
 
     async fn skills_activate(&self, p: SkillActivateParams) -> RpcResult<SkillActivateResult> {
-        self.core.skills_activate(p).await.map_err(skills_error)
+        self.skills.activate(p).await.map_err(skills_error)
     }
 
     async fn skills_install(&self, p: SkillInstallParams) -> RpcResult<SkillInstallResult> {
-        self.core.skills_install(p, false).await.map_err(skills_error)
+        self.skills.install(p, false).await.map_err(skills_error)
     }
 
     async fn skills_link(&self, p: SkillInstallParams) -> RpcResult<SkillInstallResult> {
-        self.core.skills_install(p, true).await.map_err(skills_error)
+        self.skills.install(p, true).await.map_err(skills_error)
     }
 
     async fn skills_uninstall(&self, p: SkillUninstallParams) -> RpcResult<SkillUninstallResult> {
-        self.core.skills_uninstall(&p.session, &p.name, p.scope).await.map_err(skills_error)
+        self.skills.uninstall(&p.session, &p.name, p.scope).await.map_err(skills_error)
     }
 
     async fn skills_enable(&self, p: SkillEnableParams) -> RpcResult<SkillEnableResult> {
-        let r = self.core.skills_set_enabled(&p.session, &p.name, true, p.scope).await;
+        let r = self.skills.set_enabled(&self.reloader, &p.session, &p.name, true, p.scope).await;
         r.map_err(skills_error)
     }
 
     async fn skills_disable(&self, p: SkillEnableParams) -> RpcResult<SkillEnableResult> {
-        let r = self.core.skills_set_enabled(&p.session, &p.name, false, p.scope).await;
+        let r = self.skills.set_enabled(&self.reloader, &p.session, &p.name, false, p.scope).await;
         r.map_err(skills_error)
     }
 }
@@ -71,7 +71,7 @@ impl SkillsApiServer for Handler {
 #[async_trait]
 impl AgentsApiServer for Handler {
     async fn agents_list(&self, p: SkillsListParams) -> RpcResult<AgentsListResult> {
-        self.core.agents_list(&p.session).map_err(skills_error)
+        self.skills.agents(&p.session).map_err(skills_error)
     }
 }
 
@@ -81,7 +81,7 @@ impl geminid_protocol::api::CommandsApiServer for Handler {
         &self,
         p: geminid_protocol::commands::CommandsListParams,
     ) -> RpcResult<geminid_protocol::commands::CommandsListResult> {
-        self.core.commands_list(&p).map_err(skills_error)
+        self.commands.list(&p).map_err(skills_error)
     }
 
     async fn commands_expand(

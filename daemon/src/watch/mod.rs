@@ -14,7 +14,7 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::core::Core;
+use crate::core::reload::Reloader;
 
 /// Quiet time after the last change before reloading.
 pub(crate) const QUIET: Duration = Duration::from_millis(50);
@@ -79,8 +79,8 @@ impl Targets {
     }
 }
 
-/// Start watching on behalf of `core`; runs until shutdown.
-pub(crate) fn spawn(core: Arc<Core>) -> notify::Result<()> {
+/// Start watching the inputs of `reloader`, reloading when they change; runs until shutdown.
+pub(crate) fn spawn(reloader: Arc<Reloader>) -> notify::Result<()> {
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
     let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         // Reading a file is not a change. Dropped here, on the watcher's thread, rather than
@@ -92,7 +92,7 @@ pub(crate) fn spawn(core: Arc<Core>) -> notify::Result<()> {
         }
         let _ = tx.try_send(res);
     })?;
-    tokio::spawn(run(core, watcher, rx));
+    tokio::spawn(run(reloader, watcher, rx));
     Ok(())
 }
 
@@ -116,17 +116,17 @@ fn sync(watcher: &mut RecommendedWatcher, watched: &mut BTreeSet<PathBuf>, targe
 }
 
 async fn run(
-    core: Arc<Core>,
+    reloader: Arc<Reloader>,
     mut watcher: RecommendedWatcher,
     mut rx: mpsc::Receiver<notify::Result<notify::Event>>,
 ) {
     let mut watched = BTreeSet::new();
-    let mut targets = Targets::of_inputs(core.watched());
+    let mut targets = Targets::of_inputs(reloader.watched());
     sync(&mut watcher, &mut watched, &targets);
     loop {
         // A file that vanished is read again once its grace is over (then it counts as deleted,
         // unless it came back meanwhile, which its own events announce first).
-        let recheck = core.next_recheck();
+        let recheck = reloader.next_recheck();
         let grace_over = async move {
             match recheck {
                 Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -134,10 +134,10 @@ async fn run(
             }
         };
         tokio::select! {
-            () = core.shutdown_token().cancelled() => return,
+            () = reloader.shutdown().cancelled() => return,
             () = grace_over => tracing::debug!("a vanished input file's grace is over"),
-            () = core.watch_changed().notified() => {
-                let now = Targets::of_inputs(core.watched());
+            () = reloader.watch_changed().notified() => {
+                let now = Targets::of_inputs(reloader.watched());
                 if now == targets {
                     continue;
                 }
@@ -168,9 +168,9 @@ async fn run(
             }
         }
         // Watch new directories first, so a write right after this reload is not missed.
-        targets = Targets::of_inputs(core.watched());
+        targets = Targets::of_inputs(reloader.watched());
         sync(&mut watcher, &mut watched, &targets);
-        if let Err(e) = core.reload_config(None, "watch").await {
+        if let Err(e) = reloader.reload(None, "watch").await {
             tracing::warn!(error = %e, "reload failed");
         }
     }

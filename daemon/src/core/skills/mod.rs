@@ -1,26 +1,28 @@
-//! `skills/*` and `agents/*` for the core: each session's registries, read through the core's
-//! skill cache (a `SKILL.md` is parsed again only when it changed), and activation through the
-//! call pipeline's policy step as Gemini CLI's `activate_skill` tool.
+//! The skills service (`skills/*` and `agents/*`): each session's registries, read through its
+//! skill cache (a `SKILL.md` is parsed again only when it changed), activation through the call
+//! pipeline's policy step as Gemini CLI's `activate_skill` tool, installs, and `skills/changed`
+//! after a reload (its [`Input`](super::reload::Input)).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use geminid_protocol::common::{Diagnostic, Severity};
-use geminid_protocol::config::WriteScope;
 use geminid_protocol::skills::{
-    AgentsListResult, SkillActivateParams, SkillActivateResult, SkillEnableResult,
-    SkillInstallParams, SkillInstallResult, SkillInstallScope, SkillScope, SkillUninstallResult,
-    SkillsListResult, SkillsPromptResult,
+    AgentsListResult, SkillActivateParams, SkillActivateResult, SkillScope, SkillsListResult,
+    SkillsPromptResult,
 };
 use serde_json::Value;
 
-use super::Core;
+mod install;
+
+use super::configs::Configs;
+use super::services::Services;
 use crate::calls::{Call, CallError, Origin};
 use crate::config::Effective;
 use crate::session::SessionError;
 use crate::skills::load::Skill;
 use crate::skills::registry::{self, Place, Registry};
-use crate::skills::{SkillError, agents, install, tree};
+use crate::skills::{SkillError, agents, tree};
 
 /// The tool name skills are activated as (policy rules name it).
 pub(crate) const ACTIVATE_SKILL: &str = "activate_skill";
@@ -54,7 +56,23 @@ fn disabled_names(settings: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-impl Core {
+/// Skills and agent definitions: what a session has, its activations and installs, and what
+/// each session was last told of them.
+#[derive(Debug)]
+pub(crate) struct Skills {
+    config: Arc<Configs>,
+    services: Arc<Services>,
+    /// Every `SKILL.md` read.
+    files: crate::skills::load::Cache,
+    /// What each session was last told (for `skills/changed`).
+    views: Views,
+}
+
+impl Skills {
+    pub(super) fn new(config: Arc<Configs>, services: Arc<Services>) -> Self {
+        Self { config, services, files: Default::default(), views: Views::default() }
+    }
+
     fn home(&self) -> PathBuf {
         self.config.paths().home.clone()
     }
@@ -80,20 +98,17 @@ impl Core {
     }
 
     /// A session's skills, and notes about what was skipped.
-    pub(crate) fn skill_registry(
-        &self,
-        session: &str,
-    ) -> Result<(Registry, Effective), SessionError> {
-        let e = self.effective(session)?;
+    pub(crate) fn registry(&self, session: &str) -> Result<(Registry, Effective), SessionError> {
+        let e = self.config.effective(session)?;
         let c = &e.public;
         let ws = Path::new(&c.workspace);
         let exts: Vec<(String, PathBuf)> =
             e.extensions.iter().filter_map(|x| Some((x.name.clone(), x.skills.clone()?))).collect();
         let places = registry::places(&self.home(), ws, c.trust.trusted, &exts);
-        let (served, notes) = self.served_skills(session);
+        let (served, notes) = self.served(session);
         let disabled = disabled_names(&c.settings);
         let mut reg = crate::config::files::off_loop(|| {
-            Registry::resolve_with(&self.lists.skills, &places, served, &disabled)
+            Registry::resolve_with(&self.files, &places, served, &disabled)
         });
         reg.diagnostics.extend(notes);
         let ws_dirs = [ws.join(".gemini").join("skills"), ws.join(".agents").join("skills")];
@@ -111,7 +126,7 @@ impl Core {
     /// The skills the session's connected MCP servers serve (MCP Skills extension), and their
     /// servers' failures to list them. Servers are not started for this: a session whose
     /// servers are not running has none.
-    fn served_skills(&self, session: &str) -> (Vec<(Arc<Skill>, Place)>, Vec<Diagnostic>) {
+    fn served(&self, session: &str) -> (Vec<(Arc<Skill>, Place)>, Vec<Diagnostic>) {
         let (mut out, mut notes) = (Vec::new(), Vec::new());
         let Ok((servers, _)) = self.services.mcp.session_servers(session) else {
             return (out, notes);
@@ -155,7 +170,7 @@ impl Core {
 
     /// An MCP server's skill: its `SKILL.md` read over `resources/read` (checked against the
     /// digest the server listed), its body, and its files as the tree.
-    async fn served_skill(
+    async fn read_served(
         &self,
         session: &str,
         server_name: &str,
@@ -218,17 +233,17 @@ impl Core {
 
     /// What a client was told: changes from here on are announced.
     fn seen(&self, session: &str, reg: &Registry) {
-        self.lists.skill_views.lock().entry(session.to_owned()).or_insert_with(|| view_of(reg));
+        self.views.lock().entry(session.to_owned()).or_insert_with(|| view_of(reg));
     }
 
     /// `skills/list`.
     /// With `instructions`, each skill's body too.
-    pub(crate) fn skills_list(
+    pub(crate) fn list(
         &self,
         session: &str,
         instructions: bool,
     ) -> Result<SkillsListResult, SkillsError> {
-        let (reg, e) = self.skill_registry(session)?;
+        let (reg, e) = self.registry(session)?;
         self.seen(session, &reg);
         let activated = self.services.sessions.record(session)?.state.activated_skills;
         let info = |entry: &registry::Entry| {
@@ -247,8 +262,8 @@ impl Core {
     }
 
     /// `skills/prompt`.
-    pub(crate) fn skills_prompt(&self, session: &str) -> Result<SkillsPromptResult, SkillsError> {
-        let (reg, _) = self.skill_registry(session)?;
+    pub(crate) fn prompt(&self, session: &str) -> Result<SkillsPromptResult, SkillsError> {
+        let (reg, _) = self.registry(session)?;
         self.seen(session, &reg);
         Ok(SkillsPromptResult {
             prompt: registry::prompt(&reg),
@@ -258,11 +273,11 @@ impl Core {
 
     /// `skills/activate`: policy decides (built-in skills skip it), then the skill is recorded
     /// on the session and its folder added to the session's allowed paths.
-    pub(crate) async fn skills_activate(
+    pub(crate) async fn activate(
         &self,
         p: SkillActivateParams,
     ) -> Result<SkillActivateResult, SkillsError> {
-        let (reg, _) = self.skill_registry(&p.session)?;
+        let (reg, _) = self.registry(&p.session)?;
         let Some(entry) = reg.get(&p.name).filter(|e| e.enabled).cloned() else {
             let available: Vec<&str> = reg.enabled().map(|e| e.skill.name.as_str()).collect();
             let disabled = reg.get(&p.name).is_some();
@@ -283,7 +298,7 @@ impl Core {
         let (body, resources) = match &entry.place.owner {
             Some(server) if served => {
                 let uri = entry.skill.location.display().to_string();
-                self.served_skill(&p.session, server, &uri).await?
+                self.read_served(&p.session, server, &uri).await?
             }
             _ => {
                 let shown = dir.clone();
@@ -345,117 +360,13 @@ impl Core {
         })
     }
 
-    fn skills_target(
-        &self,
-        session: &str,
-        scope: SkillInstallScope,
-    ) -> Result<PathBuf, SkillsError> {
-        Ok(match scope {
-            SkillInstallScope::User => self.home().join(".gemini").join("skills"),
-            SkillInstallScope::Workspace => {
-                let ws = PathBuf::from(self.services.sessions.record(session)?.workspace);
-                if ws == self.home() {
-                    return Err(SkillError::Refused(
-                        "the workspace is the home directory: use --scope user".into(),
-                    )
-                    .into());
-                }
-                ws.join(".gemini").join("skills")
-            }
-        })
-    }
-
-    /// `skills/install` and `skills/link`.
-    pub(crate) async fn skills_install(
-        &self,
-        p: SkillInstallParams,
-        link: bool,
-    ) -> Result<SkillInstallResult, SkillsError> {
-        let target = self.skills_target(&p.session, p.scope)?;
-        let base = PathBuf::from(self.services.sessions.record(&p.session)?.workspace);
-        let t = target.clone();
-        let (result, names) = tokio::task::spawn_blocking(move || {
-            let plan = install::plan(&p.source, &base, p.path.as_deref(), &t, link)?;
-            if p.consent {
-                install::apply(&plan, &t, link)?;
-            }
-            let names: Vec<String> = plan.skills.iter().map(|s| s.0.name.clone()).collect();
-            Ok::<_, SkillError>((
-                SkillInstallResult {
-                    installed: p.consent,
-                    skills: plan.installed(),
-                    consent: plan.consent.clone(),
-                    target: t.display().to_string(),
-                },
-                names,
-            ))
-        })
-        .await
-        .map_err(|e| SkillError::Io(format!("the install failed: {e}")))??;
-        if result.installed {
-            tracing::info!(skills = ?names, target = %target.display(), link, "skills installed");
-            self.config.watch_changed().notify_one();
-        }
-        Ok(result)
-    }
-
-    /// `skills/uninstall`.
-    pub(crate) async fn skills_uninstall(
-        &self,
-        session: &str,
-        name: &str,
-        scope: SkillInstallScope,
-    ) -> Result<SkillUninstallResult, SkillsError> {
-        let target = self.skills_target(session, scope)?;
-        let n = name.to_owned();
-        let removed = tokio::task::spawn_blocking(move || {
-            let dir = install::find(&target, &n)?;
-            install::remove_entry(&dir)?;
-            Ok::<_, SkillError>(dir)
-        })
-        .await
-        .map_err(|e| SkillError::Io(format!("the uninstall failed: {e}")))??;
-        tracing::info!(skill = name, removed = %removed.display(), "skill uninstalled");
-        Ok(SkillUninstallResult { name: name.to_owned(), removed: removed.display().to_string() })
-    }
-
-    /// `skills/enable` and `skills/disable`: `skills.disabled` in the settings files (disable:
-    /// the scope's; enable: the user's and the workspace's), then the configuration reloaded.
-    pub(crate) async fn skills_set_enabled(
-        &self,
-        session: &str,
-        name: &str,
-        enabled: bool,
-        scope: WriteScope,
-    ) -> Result<SkillEnableResult, SkillsError> {
-        let ws = PathBuf::from(self.services.sessions.record(session)?.workspace);
-        let (files, still) =
-            crate::config::ops::set_skill_enabled(self.config.paths(), &ws, scope, name, enabled)
-                .map_err(|e| SkillError::Refused(e.to_string()))?;
-        if let Err(e) = self
-            .reload_config(Some(session), if enabled { "skills/enable" } else { "skills/disable" })
-            .await
-        {
-            tracing::warn!(error = %e, "could not apply the skills change at once");
-        }
-        let (reg, e) = self.skill_registry(session)?;
-        let now = reg.get(name).is_some_and(|x| x.enabled)
-            || (enabled && reg.get(name).is_none() && skills_on(&e.public.settings));
-        Ok(SkillEnableResult {
-            name: name.to_owned(),
-            files: files.iter().map(|f| f.display().to_string()).collect(),
-            enabled: now,
-            still_disabled_in: still,
-        })
-    }
-
     /// A session's agent definitions.
     pub(crate) fn agent_registry(
         &self,
         session: &str,
     ) -> Result<(std::collections::BTreeMap<String, agents::Agent>, Vec<Diagnostic>), SessionError>
     {
-        let e = self.effective(session)?;
+        let e = self.config.effective(session)?;
         let c = &e.public;
         let ws = Path::new(&c.workspace);
         let exts: Vec<(String, PathBuf)> =
@@ -473,21 +384,21 @@ impl Core {
     }
 
     /// `agents/list`.
-    pub(crate) fn agents_list(&self, session: &str) -> Result<AgentsListResult, SkillsError> {
+    pub(crate) fn agents(&self, session: &str) -> Result<AgentsListResult, SkillsError> {
         let (list, diagnostics) = self.agent_registry(session)?;
         Ok(AgentsListResult { agents: list.into_values().map(|a| a.info).collect(), diagnostics })
     }
 
     /// Announce `skills/changed` for each of `ids` whose skills differ from what was last
     /// seen (the first look only records).
-    pub(crate) fn skills_check(&self, ids: &[String]) {
+    pub(crate) fn check(&self, ids: &[String]) {
         for id in ids {
-            let Ok((reg, _)) = self.skill_registry(id) else {
-                self.lists.skill_views.lock().remove(id);
+            let Ok((reg, _)) = self.registry(id) else {
+                self.views.lock().remove(id);
                 continue;
             };
             let view = view_of(&reg);
-            let old = self.lists.skill_views.lock().insert(id.clone(), view.clone());
+            let old = self.views.lock().insert(id.clone(), view.clone());
             let Some(old) = old else { continue };
             let names: std::collections::BTreeSet<&String> =
                 old.keys().chain(view.keys()).collect();
@@ -504,16 +415,21 @@ impl Core {
         }
     }
 
+    /// Forget a closed session's announced skills.
+    pub(crate) fn forget(&self, session: &str) {
+        self.views.lock().remove(session);
+    }
+
     /// The skills and agents folders of every known session, and each folder in them (a
     /// skill's `SKILL.md` changing must be seen), with a linked folder's target.
-    pub(crate) fn skill_dirs(&self) -> Vec<PathBuf> {
+    pub(crate) fn dirs(&self) -> Vec<PathBuf> {
         let home = self.home();
         let mut roots = vec![
             home.join(".gemini").join("skills"),
             home.join(".agents").join("skills"),
             home.join(".gemini").join("agents"),
         ];
-        let known: Vec<Effective> = self.baselines().values().cloned().collect();
+        let known: Vec<Effective> = self.config.baselines().values().cloned().collect();
         for e in known {
             let ws = PathBuf::from(&e.public.workspace);
             if e.public.trust.trusted && ws != home {
@@ -566,28 +482,23 @@ impl Views {
     fn lock(&self) -> parking_lot::MutexGuard<'_, std::collections::HashMap<String, View>> {
         self.0.lock()
     }
-
-    /// Forget a session (it closed).
-    pub(super) fn forget(&self, session: &str) {
-        self.lock().remove(session);
-    }
 }
 
 /// Skills and agent definitions as an input: their folders (and each folder in them), read
 /// when asked; after a reload, `skills/changed` for each session whose skills differ.
 #[derive(Debug)]
-pub(super) struct SkillsInput;
+pub(super) struct SkillsInput(pub(super) Arc<Skills>);
 
 impl super::reload::Input for SkillsInput {
     fn name(&self) -> &'static str {
         "skills"
     }
 
-    fn watch(&self, core: &Core, _: &[Effective], into: &mut super::reload::Watched) {
-        into.dirs.extend(core.skill_dirs());
+    fn watch(&self, _: &[Effective], into: &mut super::reload::Watched) {
+        into.dirs.extend(self.0.dirs());
     }
 
-    fn after(&self, core: &Core, known: &[String]) {
-        core.skills_check(known);
+    fn after(&self, known: &[String]) {
+        self.0.check(known);
     }
 }
