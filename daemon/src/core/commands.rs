@@ -1,7 +1,7 @@
-//! The commands service (`commands/list`, and `commands/changed` after a reload as its
-//! [`Input`](super::reload::Input)): a session's slash commands (skills, MCP prompts, file
-//! commands) in Gemini CLI's order, named after its conflict rules. `commands/expand`, what one
-//! sends to the model, is the core's: it asks the session's policy.
+//! The commands service: a session's slash commands (skills, MCP prompts, file commands) in
+//! Gemini CLI's order, named after its conflict rules (`commands/list`), what one sends to the
+//! model (`commands/expand`, its shell lines asked of the session's policy first), and
+//! `commands/changed` after a reload (its [`Input`](super::reload::Input)).
 
 use std::path::{Path, PathBuf};
 
@@ -15,8 +15,8 @@ use geminid_protocol::skills::SkillScope;
 
 use std::sync::Arc;
 
-use super::Core;
 use super::configs::Configs;
+use super::policy::SessionPolicy;
 use super::services::Services;
 use super::skills::Skills;
 use super::skills::SkillsError;
@@ -32,6 +32,8 @@ pub(crate) struct Commands {
     services: Arc<Services>,
     /// A session's skills are commands too.
     skills: Arc<Skills>,
+    /// Asked about a command's shell lines before they run.
+    policy: Arc<SessionPolicy>,
     /// Every command file read.
     files: load::Cache,
     /// What each session was last told (for `commands/changed`).
@@ -39,11 +41,17 @@ pub(crate) struct Commands {
 }
 
 impl Commands {
-    pub(super) fn new(config: Arc<Configs>, services: Arc<Services>, skills: Arc<Skills>) -> Self {
+    pub(super) fn new(
+        config: Arc<Configs>,
+        services: Arc<Services>,
+        skills: Arc<Skills>,
+        policy: Arc<SessionPolicy>,
+    ) -> Self {
         Self {
             config,
             services,
             skills,
+            policy,
             files: load::Cache::default(),
             views: CommandViews::default(),
         }
@@ -214,15 +222,14 @@ impl Commands {
 /// How long a command's `!{cmd}` may run.
 pub(crate) const SHELL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-impl Core {
+impl Commands {
     /// `commands/expand`.
-    pub(crate) async fn commands_expand(
+    pub(crate) async fn expand(
         &self,
         p: CommandsExpandParams,
     ) -> Result<CommandsExpandResult, SkillsError> {
-        let listed = self
-            .commands
-            .list(&CommandsListParams { session: p.session.clone(), built_ins: Vec::new() })?;
+        let listed =
+            self.list(&CommandsListParams { session: p.session.clone(), built_ins: Vec::new() })?;
         let name = p.name.strip_prefix('/').unwrap_or(&p.name);
         let Some(info) = listed.commands.iter().find(|c| c.name == name).cloned() else {
             let near = geminid_protocol::suggest::closest(
@@ -322,7 +329,7 @@ impl Core {
                 interactive: p.confirmed.then_some(true),
                 ..Default::default()
             };
-            let v = self.policy_check(check)?;
+            let v = self.policy.check(check)?;
             match v.decision {
                 PolicyDecision::Allow => {}
                 PolicyDecision::Deny => {
@@ -339,7 +346,7 @@ impl Core {
             out.needs_confirmation.dedup();
             return Ok(out);
         }
-        let mut env = (*self.session_env(&p.session)).clone();
+        let mut env = (*self.config.session_env(&p.session)).clone();
         env.insert(expand::ARGS_VAR.to_owned(), p.args.clone());
         let mut outputs = Vec::new();
         for (_, ShellCommand { shown: cmd, run }) in &commands {

@@ -93,10 +93,8 @@ pub(crate) struct Core {
     sign_ins: auth::SignIns,
     /// Starts a session's servers (for the catalog, too), noting the workspaces used lately.
     starter: Arc<starter::SessionStarter>,
-    /// Sessions' tool-call policies (their files' last good rules).
-    policies: Arc<crate::policy::service::Policies>,
-    /// Policy in the call pipeline, with each session's rules prepared.
-    guard: Arc<seat::Guard>,
+    /// Each session's policy, asked outside a call.
+    policy: Arc<policy::SessionPolicy>,
     store: Store,
     info: DaemonInfo,
     started_ms: u64,
@@ -232,9 +230,19 @@ impl Core {
             shutdown: CancellationToken::new(),
             data_dir: info.data_dir.clone(),
         });
+        let policy = Arc::new(policy::SessionPolicy::new(
+            config.clone(),
+            services.clone(),
+            policies,
+            guard.clone(),
+        ));
         let skills = Arc::new(skills::Skills::new(config.clone(), services.clone()));
-        let commands =
-            Arc::new(commands::Commands::new(config.clone(), services.clone(), skills.clone()));
+        let commands = Arc::new(commands::Commands::new(
+            config.clone(),
+            services.clone(),
+            skills.clone(),
+            policy.clone(),
+        ));
         // Extensions come first: what they contribute is part of every session's
         // configuration, and of the policy, hooks, skills and commands read after it.
         let inputs: Vec<Box<dyn reload::Input>> = vec![
@@ -256,8 +264,7 @@ impl Core {
             reloader,
             sign_ins: auth::SignIns::default(),
             starter,
-            policies,
-            guard,
+            policy,
             store,
             info,
             started_ms: clock::now_ms(),
@@ -325,7 +332,7 @@ impl Core {
             self.baselines().remove(sid);
             self.services.mcp.release_session(sid);
             self.services.catalog.forget(sid);
-            self.guard.forget(sid);
+            self.policy.forget(sid);
             self.services.hooks.forget(sid);
             self.skills.forget(sid);
             self.commands.forget(sid);

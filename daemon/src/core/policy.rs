@@ -1,4 +1,7 @@
-//! `policy/check` and `policy/list`: the session's policy, asked without making a call.
+//! The policy service: a session's policy asked without making a call (`policy/check`,
+//! `policy/list`, a command's shell lines), confirmations answered, and the session settings
+//! the policy reads (`session/update`). `session/derive`, which reads the agent definitions
+//! and the parent's tools, is the core's.
 
 use geminid_protocol::policy::{
     PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult,
@@ -7,17 +10,43 @@ use geminid_protocol::policy::{
 use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
 use geminid_protocol::session::{SessionDeriveParams, SessionUpdateParams};
 
+use std::sync::Arc;
+
 use super::Core;
+use super::configs::Configs;
+use super::seat::Guard;
+use super::services::Services;
 use crate::asks::{AskKind, RespondError};
 use crate::policy::ToolCall;
+use crate::policy::service::Policies;
 use crate::policy::service::{entry, reason, source};
 use crate::session::SessionError;
 
-impl Core {
+/// Each session's policy, asked and answered outside a call.
+#[derive(Debug)]
+pub(crate) struct SessionPolicy {
+    config: Arc<Configs>,
+    services: Arc<Services>,
+    /// Sessions' tool-call policies (their files' last good rules).
+    policies: Arc<Policies>,
+    /// The pipeline's policy seat, with each session's rules prepared.
+    guard: Arc<Guard>,
+}
+
+impl SessionPolicy {
+    pub(super) fn new(
+        config: Arc<Configs>,
+        services: Arc<Services>,
+        policies: Arc<Policies>,
+        guard: Arc<Guard>,
+    ) -> Self {
+        Self { config, services, policies, guard }
+    }
+
     /// Whether the session is interactive: as it was set (`session/create`, `session/update`),
     /// else whether a client attached to it (to its root, for a derived session) listens for
     /// confirmations.
-    pub(crate) fn interactive(&self, session: &str) -> bool {
+    fn interactive(&self, session: &str) -> bool {
         self.guard
             .interactive_now(session)
             .unwrap_or_else(|_| self.services.asks.answers(session, AskKind::Confirmation))
@@ -50,6 +79,91 @@ impl Core {
         Ok(session)
     }
 
+    /// `confirmation/respond`: the session it was answered for. An "always" is refused (the
+    /// confirmation stays pending) while the file it would be saved in cannot take it.
+    pub(crate) fn confirm(&self, p: ConfirmationRespondParams) -> Result<String, ConfirmError> {
+        if p.outcome == ConfirmOutcome::Always {
+            crate::policy::saved::check(&crate::policy::saved::path(self.config.paths()))
+                .map_err(ConfirmError::CannotSave)?;
+        }
+        // The asks channel's confirmation answer: the outcome by its wire name.
+        let mut answer = serde_json::json!({ "outcome": p.outcome });
+        if let Some(reason) = p.reason {
+            answer["reason"] = serde_json::Value::String(reason);
+        }
+        Ok(self.services.asks.respond_by_id(p.session.as_deref(), &p.id, answer)?)
+    }
+
+    /// `policy/check`.
+    pub(crate) fn check(&self, p: PolicyCheckParams) -> Result<PolicyCheckResult, SessionError> {
+        let effective = self.config.effective(&p.session)?;
+        let interactive = p.interactive.unwrap_or_else(|| self.interactive(&p.session));
+        let mode = p.mode.unwrap_or_default();
+        let policy = self.policies.for_session(self.config.paths(), &effective, interactive);
+        // Without `serverName`, the server (and annotations) the call would have: the one the
+        // session's table lists the tool under, else the configured server whose `mcp_<name>_`
+        // prefix it carries (the longest).
+        let listed =
+            p.server_name.is_none().then(|| self.services.catalog.tools_now(&p.session).ok());
+        let listed = listed.flatten();
+        let found = listed
+            .as_ref()
+            .and_then(|st| st.get(&p.tool).or_else(|| st.hidden.get(&p.tool).map(|(_, t)| t)));
+        let annotations = found.and_then(|t| t.tool().raw.get("annotations")?.as_object());
+        let configured = || {
+            effective
+                .servers
+                .keys()
+                .filter(|s| {
+                    p.tool.strip_prefix("mcp_").is_some_and(|r| r.starts_with(&format!("{s}_")))
+                })
+                .max_by_key(|s| s.len())
+                .cloned()
+        };
+        let server = match (&p.server_name, found) {
+            (Some(s), _) => Some(s.clone()),
+            (None, Some(t)) => Some(t.server_name.clone()).filter(|s| !s.is_empty()),
+            (None, None) => configured(),
+        };
+        let call = ToolCall {
+            name: &p.tool,
+            server: server.as_deref(),
+            args: p.args.as_ref().and_then(serde_json::Value::as_object),
+            annotations,
+            subagent: p.subagent.as_deref(),
+        };
+        let v = policy.set.decide(&call, mode, interactive);
+        Ok(PolicyCheckResult {
+            decision: v.decision,
+            rule: v.rule.map(source),
+            reason: reason(v.decision, v.rule, mode, interactive),
+        })
+    }
+
+    /// `policy/list`.
+    pub(crate) fn list(&self, p: PolicyListParams) -> Result<PolicyListResult, SessionError> {
+        let effective = self.config.effective(&p.session)?;
+        let interactive = self.interactive(&p.session);
+        let policy = self.policies.for_session(self.config.paths(), &effective, interactive);
+        let rules = policy
+            .set
+            .rules()
+            .iter()
+            .filter(|r| p.tier.as_deref().is_none_or(|t| t == r.origin.tier.name()))
+            .map(entry)
+            .collect();
+        Ok(PolicyListResult { rules, diagnostics: policy.problems })
+    }
+}
+
+impl SessionPolicy {
+    /// Forget a closed session's prepared rules.
+    pub(crate) fn forget(&self, session: &str) {
+        self.guard.forget(session);
+    }
+}
+
+impl Core {
     /// `session/derive`.
     pub(crate) async fn derive_session(
         &self,
@@ -122,88 +236,6 @@ impl Core {
              tools` lists them) or a front-end's own",
             unknown.join(", ")
         )))
-    }
-
-    /// `confirmation/respond`: the session it was answered for. An "always" is refused (the
-    /// confirmation stays pending) while the file it would be saved in cannot take it.
-    pub(crate) fn confirm(&self, p: ConfirmationRespondParams) -> Result<String, ConfirmError> {
-        if p.outcome == ConfirmOutcome::Always {
-            crate::policy::saved::check(&crate::policy::saved::path(self.config.paths()))
-                .map_err(ConfirmError::CannotSave)?;
-        }
-        // The asks channel's confirmation answer: the outcome by its wire name.
-        let mut answer = serde_json::json!({ "outcome": p.outcome });
-        if let Some(reason) = p.reason {
-            answer["reason"] = serde_json::Value::String(reason);
-        }
-        Ok(self.services.asks.respond_by_id(p.session.as_deref(), &p.id, answer)?)
-    }
-
-    /// `policy/check`.
-    pub(crate) fn policy_check(
-        &self,
-        p: PolicyCheckParams,
-    ) -> Result<PolicyCheckResult, SessionError> {
-        let effective = self.effective(&p.session)?;
-        let interactive = p.interactive.unwrap_or_else(|| self.interactive(&p.session));
-        let mode = p.mode.unwrap_or_default();
-        let policy = self.policies.for_session(self.config.paths(), &effective, interactive);
-        // Without `serverName`, the server (and annotations) the call would have: the one the
-        // session's table lists the tool under, else the configured server whose `mcp_<name>_`
-        // prefix it carries (the longest).
-        let listed =
-            p.server_name.is_none().then(|| self.services.catalog.tools_now(&p.session).ok());
-        let listed = listed.flatten();
-        let found = listed
-            .as_ref()
-            .and_then(|st| st.get(&p.tool).or_else(|| st.hidden.get(&p.tool).map(|(_, t)| t)));
-        let annotations = found.and_then(|t| t.tool().raw.get("annotations")?.as_object());
-        let configured = || {
-            effective
-                .servers
-                .keys()
-                .filter(|s| {
-                    p.tool.strip_prefix("mcp_").is_some_and(|r| r.starts_with(&format!("{s}_")))
-                })
-                .max_by_key(|s| s.len())
-                .cloned()
-        };
-        let server = match (&p.server_name, found) {
-            (Some(s), _) => Some(s.clone()),
-            (None, Some(t)) => Some(t.server_name.clone()).filter(|s| !s.is_empty()),
-            (None, None) => configured(),
-        };
-        let call = ToolCall {
-            name: &p.tool,
-            server: server.as_deref(),
-            args: p.args.as_ref().and_then(serde_json::Value::as_object),
-            annotations,
-            subagent: p.subagent.as_deref(),
-        };
-        let v = policy.set.decide(&call, mode, interactive);
-        Ok(PolicyCheckResult {
-            decision: v.decision,
-            rule: v.rule.map(source),
-            reason: reason(v.decision, v.rule, mode, interactive),
-        })
-    }
-
-    /// `policy/list`.
-    pub(crate) fn policy_list(
-        &self,
-        p: PolicyListParams,
-    ) -> Result<PolicyListResult, SessionError> {
-        let effective = self.effective(&p.session)?;
-        let interactive = self.interactive(&p.session);
-        let policy = self.policies.for_session(self.config.paths(), &effective, interactive);
-        let rules = policy
-            .set
-            .rules()
-            .iter()
-            .filter(|r| p.tier.as_deref().is_none_or(|t| t == r.origin.tier.name()))
-            .map(entry)
-            .collect();
-        Ok(PolicyListResult { rules, diagnostics: policy.problems })
     }
 }
 

@@ -64,6 +64,11 @@ impl Core {
         &self.commands
     }
 
+    /// The policy service (`policy/*`, `confirmation/respond`, `session/update`).
+    pub(crate) fn policy(&self) -> &Arc<super::policy::SessionPolicy> {
+        &self.policy
+    }
+
     /// The reloads (the watcher, `mcp/reload`).
     pub(crate) fn reloader(&self) -> &Arc<super::reload::Reloader> {
         &self.reloader

@@ -34,6 +34,7 @@ pub(crate) use params::Intake;
 
 use crate::core::Core;
 use crate::core::commands::Commands;
+use crate::core::policy::SessionPolicy;
 use crate::core::reload::Reloader;
 use crate::core::services::Services;
 use crate::core::skills::Skills;
@@ -48,6 +49,8 @@ pub(crate) struct Handler {
     skills: Arc<Skills>,
     /// Slash commands.
     commands: Arc<Commands>,
+    /// Each session's policy, asked outside a call.
+    policy: Arc<SessionPolicy>,
     /// Reloads (`mcp/reload`, and what a change made through the daemon asks).
     reloader: Arc<Reloader>,
     /// What orchestrates across services: reloads, installs, settings, sign-ins.
@@ -60,6 +63,7 @@ pub(crate) fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::Regis
         services: core.services().clone(),
         skills: core.skills().clone(),
         commands: core.commands().clone(),
+        policy: core.policy().clone(),
         reloader: core.reloader().clone(),
         core,
     };

@@ -20,11 +20,11 @@ impl PolicyApiServer for Handler {
             return Err(ErrorCode::InvalidArguments
                 .error(format!("a call's arguments are a JSON object, not {args}")));
         }
-        self.core.policy_check(p).map_err(rpc_error)
+        self.policy.check(p).map_err(rpc_error)
     }
 
     async fn policy_list(&self, p: PolicyListParams) -> RpcResult<PolicyListResult> {
-        self.core.policy_list(p).map_err(rpc_error)
+        self.policy.list(p).map_err(rpc_error)
     }
 }
 
@@ -37,7 +37,7 @@ impl ConfirmationApiServer for Handler {
         if let Some(s) = &p.session {
             self.services.sessions.record(s).map_err(rpc_error)?;
         }
-        match self.core.confirm(p) {
+        match self.policy.confirm(p) {
             Ok(session) => Ok(ConfirmationRespondResult { session }),
             Err(e) => Err(ErrorCode::InvalidArguments.error(e.to_string())),
         }

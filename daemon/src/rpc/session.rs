@@ -30,7 +30,7 @@ pub(super) fn rpc_error(e: SessionError) -> ErrorObjectOwned {
 #[async_trait]
 impl SessionApiServer for Handler {
     async fn update(&self, params: SessionUpdateParams) -> RpcResult<Session> {
-        self.core.update_session(params).await.map_err(rpc_error)
+        self.policy.update_session(params).await.map_err(rpc_error)
     }
 
     async fn derive(&self, params: SessionDeriveParams) -> RpcResult<Session> {

@@ -88,6 +88,6 @@ impl geminid_protocol::api::CommandsApiServer for Handler {
         &self,
         p: geminid_protocol::commands::CommandsExpandParams,
     ) -> RpcResult<geminid_protocol::commands::CommandsExpandResult> {
-        self.core.commands_expand(p).await.map_err(skills_error)
+        self.commands.expand(p).await.map_err(skills_error)
     }
 }
