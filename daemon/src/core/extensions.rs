@@ -1,6 +1,6 @@
-//! `extensions/*` for the core: each change made in the extensions folder (on a blocking
-//! thread: copying and hashing read many files), then the configuration reloaded, so the
-//! caller's next request sees the extension's servers and hooks come or go.
+//! The extensions service (`extensions/*`): each change made in the extensions folder (on a
+//! blocking thread: copying and hashing read many files), then the configuration reloaded, so
+//! the caller's next request sees the extension's servers and hooks come or go.
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +12,11 @@ use geminid_protocol::extensions::{
     ExtensionUpdateParams, ExtensionUpdateResult, ExtensionsListResult,
 };
 
-use super::Core;
+use std::sync::Arc;
+
+use super::configs::Configs;
+use super::reload::Reloader;
+use super::services::Services;
 use crate::extensions::fetch::Source;
 use crate::extensions::{ExtensionError, Extensions, Scan};
 use crate::session::SessionError;
@@ -28,7 +32,24 @@ pub(crate) enum ExtensionsError {
     Extension(#[from] ExtensionError),
 }
 
-impl Core {
+/// Extensions listed, verified, installed, updated, enabled and removed.
+#[derive(Debug)]
+pub(crate) struct ExtensionService {
+    config: Arc<Configs>,
+    services: Arc<Services>,
+    /// Each change is applied by a reload.
+    reloader: Arc<Reloader>,
+}
+
+impl ExtensionService {
+    pub(super) fn new(
+        config: Arc<Configs>,
+        services: Arc<Services>,
+        reloader: Arc<Reloader>,
+    ) -> Self {
+        Self { config, services, reloader }
+    }
+
     fn workspace_of(&self, session: &str) -> Result<PathBuf, SessionError> {
         Ok(self.services.sessions.record(session)?.workspace.into())
     }
@@ -70,16 +91,13 @@ impl Core {
     }
 
     /// `extensions/list`.
-    pub(crate) fn extensions_list(
-        &self,
-        session: &str,
-    ) -> Result<ExtensionsListResult, ExtensionsError> {
+    pub(crate) fn list(&self, session: &str) -> Result<ExtensionsListResult, ExtensionsError> {
         let ws = self.workspace_of(session)?;
         Ok(Self::listing(&self.services.extensions.current(), &ws, None))
     }
 
     /// `extensions/verify`: every file hashed again now.
-    pub(crate) async fn extensions_verify(
+    pub(crate) async fn verify(
         &self,
         session: &str,
         name: Option<&str>,
@@ -96,7 +114,7 @@ impl Core {
     }
 
     /// `extensions/accept`.
-    pub(crate) async fn extensions_accept(
+    pub(crate) async fn accept(
         &self,
         session: &str,
         name: &str,
@@ -109,7 +127,7 @@ impl Core {
     }
 
     /// `extensions/enable` and `extensions/disable`.
-    pub(crate) async fn extensions_set_enabled(
+    pub(crate) async fn set_enabled(
         &self,
         session: &str,
         name: &str,
@@ -146,7 +164,7 @@ impl Core {
     }
 
     /// `extensions/install` (`link`: `extensions/link`).
-    pub(crate) async fn extensions_install(
+    pub(crate) async fn install(
         &self,
         session: &str,
         p: &ExtensionInstallParams,
@@ -197,7 +215,7 @@ impl Core {
     }
 
     /// `extensions/update`.
-    pub(crate) async fn extensions_update(
+    pub(crate) async fn update(
         &self,
         p: &ExtensionUpdateParams,
     ) -> Result<ExtensionUpdateResult, ExtensionsError> {
@@ -259,7 +277,7 @@ impl Core {
     }
 
     /// `extensions/uninstall`.
-    pub(crate) async fn extensions_uninstall(
+    pub(crate) async fn uninstall(
         &self,
         session: &str,
         name: &str,

@@ -4,7 +4,7 @@ pub(crate) mod auth;
 pub(crate) mod commands;
 pub(crate) mod configs;
 mod doctor;
-mod extensions;
+pub(crate) mod extensions;
 pub(crate) use extensions::ExtensionsError;
 pub(crate) mod hooks;
 pub(crate) mod policy;
@@ -89,6 +89,10 @@ pub(crate) struct Core {
     commands: Arc<commands::Commands>,
     /// Runs reloads over the inputs.
     reloader: Arc<reload::Reloader>,
+    /// Extensions installed, updated, enabled and removed.
+    extensions: Arc<extensions::ExtensionService>,
+    /// Gemini CLI's files read and changed.
+    settings: Arc<settings::Settings>,
     /// Sign-ins under way.
     sign_ins: auth::SignIns,
     /// Starts a session's servers (for the catalog, too), noting the workspaces used lately.
@@ -254,6 +258,13 @@ impl Core {
             Box::new(commands::CommandsInput(commands.clone())),
         ];
         let reloader = Arc::new(reload::Reloader::new(config.clone(), services.clone(), inputs));
+        let settings =
+            Arc::new(settings::Settings::new(config.clone(), services.clone(), reloader.clone()));
+        let extensions = Arc::new(extensions::ExtensionService::new(
+            config.clone(),
+            services.clone(),
+            reloader.clone(),
+        ));
         Arc::new(Self {
             services,
             config,
@@ -262,6 +273,8 @@ impl Core {
             skills,
             commands,
             reloader,
+            extensions,
+            settings,
             sign_ins: auth::SignIns::default(),
             starter,
             policy,

@@ -2,8 +2,7 @@
 //! The core holds one set and shares it. The gateway is given these, not the [`Core`], so it
 //! cannot reach what it has no business with (reloads, installs, policy files, sign-ins):
 //! everything it does goes through a session's catalog, the call pipeline and the asks, as a
-//! client's would. rpc uses them directly where a method needs nothing else, and the core
-//! where a method orchestrates (an install, then a reload).
+//! client's would. rpc uses them, and the feature services the core hands out below.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -67,6 +66,16 @@ impl Core {
     /// The policy service (`policy/*`, `confirmation/respond`, `session/update`).
     pub(crate) fn policy(&self) -> &Arc<super::policy::SessionPolicy> {
         &self.policy
+    }
+
+    /// The extensions service (`extensions/*`).
+    pub(crate) fn extensions(&self) -> &Arc<super::extensions::ExtensionService> {
+        &self.extensions
+    }
+
+    /// The settings service (`config/*`, `trust/*`, `mcp/add|remove|enable|disable`).
+    pub(crate) fn settings(&self) -> &Arc<super::settings::Settings> {
+        &self.settings
     }
 
     /// The reloads (the watcher, `mcp/reload`).

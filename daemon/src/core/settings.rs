@@ -1,6 +1,7 @@
-//! Changes to Gemini CLI's files through the daemon (`config/*`, `trust/*`, `mcp/add`,
-//! `mcp/remove`, `mcp/enable`, `mcp/disable`): each applied before it is answered, so the
-//! caller's next request sees it.
+//! The settings service: Gemini CLI's files read (`config/get`, `context/*`) and changed
+//! through the daemon (`config/*`, `trust/*`, `mcp/add`, `mcp/remove`, `mcp/enable`,
+//! `mcp/disable`, `hooks/enable`, `hooks/migrate`): each change applied by a reload before it
+//! is answered, so the caller's next request sees it.
 
 use geminid_protocol::config::{
     BlockReason, EffectiveConfig, McpAddResult, McpEnableResult, McpRemoveResult, TrustGetResult,
@@ -8,7 +9,11 @@ use geminid_protocol::config::{
 };
 use serde_json::Value;
 
-use super::Core;
+use std::sync::Arc;
+
+use super::configs::Configs;
+use super::reload::Reloader;
+use super::services::Services;
 use crate::config::enablement;
 use crate::config::ops::{self, OpError};
 use crate::session::SessionError;
@@ -27,7 +32,24 @@ pub(crate) enum ChangeError {
     NoSuchServer(String),
 }
 
-impl Core {
+/// Gemini CLI's settings, trust and enablement files, read and changed for a session.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    config: Arc<Configs>,
+    services: Arc<Services>,
+    /// Each change is applied by a reload.
+    reloader: Arc<Reloader>,
+}
+
+impl Settings {
+    pub(super) fn new(
+        config: Arc<Configs>,
+        services: Arc<Services>,
+        reloader: Arc<Reloader>,
+    ) -> Self {
+        Self { config, services, reloader }
+    }
+
     fn workspace(&self, session: &str) -> Result<std::path::PathBuf, SessionError> {
         Ok(self.services.sessions.record(session)?.workspace.into())
     }
@@ -47,7 +69,7 @@ impl Core {
         session: &str,
         show_secrets: bool,
     ) -> Result<EffectiveConfig, SessionError> {
-        let e = self.effective(session)?;
+        let e = self.config.effective(session)?;
         if !show_secrets {
             return Ok(EffectiveConfig { settings: e.shown_settings, ..e.public });
         }
@@ -68,8 +90,8 @@ impl Core {
         &self,
         session: &str,
     ) -> Result<geminid_protocol::config::ContextFilesResult, SessionError> {
-        let e = self.effective(session)?;
-        let env = self.session_env(session);
+        let e = self.config.effective(session)?;
+        let env = self.config.session_env(session);
         let home = &self.config.paths().home;
         Ok(geminid_protocol::config::ContextFilesResult {
             names: crate::config::context::file_names(&e.public.settings),
@@ -169,7 +191,7 @@ impl Core {
         if r.written {
             self.written(Some(session), "hooks/migrate").await;
         }
-        if !self.effective(session)?.public.trust.trusted && !r.changed.is_empty() {
+        if !self.config.effective(session)?.public.trust.trusted && !r.changed.is_empty() {
             r.notes.push(
                 "this folder is not trusted: its settings' hooks do not run until `gemctl trust`"
                     .to_owned(),
@@ -201,7 +223,7 @@ impl Core {
         enabled: bool,
         session_only: bool,
     ) -> Result<McpEnableResult, ChangeError> {
-        let effective = self.effective(session)?;
+        let effective = self.config.effective(session)?;
         let key = enablement::normalize(name);
         let Some(entry) =
             effective.public.mcp_servers.iter().find(|s| enablement::normalize(&s.name) == key)

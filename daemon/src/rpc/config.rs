@@ -36,7 +36,7 @@ pub(super) fn change_error(e: ChangeError) -> ErrorObjectOwned {
 #[async_trait]
 impl ConfigApiServer for Handler {
     async fn config_get(&self, p: ConfigParams) -> RpcResult<EffectiveConfig> {
-        self.core.config_view(&p.session, p.show_secrets).map_err(rpc_error)
+        self.settings.config_view(&p.session, p.show_secrets).map_err(rpc_error)
     }
 
     async fn config_diagnostics(&self, p: ConfigParams) -> RpcResult<DiagnosticsResult> {
@@ -51,43 +51,43 @@ impl ContextApiServer for Handler {
         &self,
         p: geminid_protocol::config::ContextFilesParams,
     ) -> RpcResult<geminid_protocol::config::ContextFilesResult> {
-        self.core.context_files(&p.session).map_err(rpc_error)
+        self.settings.context_files(&p.session).map_err(rpc_error)
     }
 }
 
 #[async_trait]
 impl TrustApiServer for Handler {
     async fn trust_get(&self, p: TrustGetParams) -> RpcResult<TrustGetResult> {
-        self.core.trust_get(&p.path).map_err(change_error)
+        self.settings.trust_get(&p.path).map_err(change_error)
     }
 
     async fn trust_set(&self, p: TrustSetParams) -> RpcResult<TrustSetResult> {
-        self.core.trust_set(&p.path, p.level).await.map_err(change_error)
+        self.settings.trust_set(&p.path, p.level).await.map_err(change_error)
     }
 }
 
 #[async_trait]
 impl McpApiServer for Handler {
     async fn mcp_add(&self, p: McpAddParams) -> RpcResult<McpAddResult> {
-        let added = self.core.mcp_add(&p.session, p.scope, &p.name, &p.config);
+        let added = self.settings.mcp_add(&p.session, p.scope, &p.name, &p.config);
         added.await.map_err(change_error)
     }
 
     async fn mcp_import(&self, p: McpImportParams) -> RpcResult<McpImportResult> {
-        self.core.mcp_import(&p.session, &p).await.map_err(change_error)
+        self.settings.mcp_import(&p.session, &p).await.map_err(change_error)
     }
 
     async fn mcp_remove(&self, p: McpRemoveParams) -> RpcResult<McpRemoveResult> {
-        self.core.mcp_remove(&p.session, p.scope, &p.name).await.map_err(change_error)
+        self.settings.mcp_remove(&p.session, p.scope, &p.name).await.map_err(change_error)
     }
 
     async fn mcp_enable(&self, p: McpEnableParams) -> RpcResult<McpEnableResult> {
-        let changed = self.core.set_enabled(&p.session, &p.name, true, p.session_only);
+        let changed = self.settings.set_enabled(&p.session, &p.name, true, p.session_only);
         changed.await.map_err(change_error)
     }
 
     async fn mcp_disable(&self, p: McpEnableParams) -> RpcResult<McpEnableResult> {
-        let changed = self.core.set_enabled(&p.session, &p.name, false, p.session_only);
+        let changed = self.settings.set_enabled(&p.session, &p.name, false, p.session_only);
         changed.await.map_err(change_error)
     }
 

@@ -33,25 +33,25 @@ fn extensions_error(e: ExtensionsError) -> ErrorObjectOwned {
 #[async_trait]
 impl ExtensionsApiServer for Handler {
     async fn extensions_list(&self, p: ExtensionsListParams) -> RpcResult<ExtensionsListResult> {
-        self.core.extensions_list(&p.session).map_err(extensions_error)
+        self.extensions.list(&p.session).map_err(extensions_error)
     }
 
     async fn extensions_verify(
         &self,
         p: ExtensionsVerifyParams,
     ) -> RpcResult<ExtensionsListResult> {
-        self.core.extensions_verify(&p.session, p.name.as_deref()).await.map_err(extensions_error)
+        self.extensions.verify(&p.session, p.name.as_deref()).await.map_err(extensions_error)
     }
 
     async fn extensions_accept(&self, p: ExtensionNameParams) -> RpcResult<ExtensionInfo> {
-        self.core.extensions_accept(&p.session, &p.name).await.map_err(extensions_error)
+        self.extensions.accept(&p.session, &p.name).await.map_err(extensions_error)
     }
 
     async fn extensions_enable(
         &self,
         p: ExtensionEnableParams,
     ) -> RpcResult<ExtensionEnableResult> {
-        let r = self.core.extensions_set_enabled(&p.session, &p.name, true, p.scope).await;
+        let r = self.extensions.set_enabled(&p.session, &p.name, true, p.scope).await;
         r.map_err(extensions_error)
     }
 
@@ -59,7 +59,7 @@ impl ExtensionsApiServer for Handler {
         &self,
         p: ExtensionEnableParams,
     ) -> RpcResult<ExtensionEnableResult> {
-        let r = self.core.extensions_set_enabled(&p.session, &p.name, false, p.scope).await;
+        let r = self.extensions.set_enabled(&p.session, &p.name, false, p.scope).await;
         r.map_err(extensions_error)
     }
 
@@ -67,7 +67,7 @@ impl ExtensionsApiServer for Handler {
         &self,
         p: ExtensionInstallParams,
     ) -> RpcResult<ExtensionInstallResult> {
-        let r = self.core.extensions_install(&p.session, &p.clone(), false).await;
+        let r = self.extensions.install(&p.session, &p.clone(), false).await;
         r.map_err(extensions_error)
     }
 
@@ -75,7 +75,7 @@ impl ExtensionsApiServer for Handler {
         &self,
         p: ExtensionInstallParams,
     ) -> RpcResult<ExtensionInstallResult> {
-        let r = self.core.extensions_install(&p.session, &p.clone(), true).await;
+        let r = self.extensions.install(&p.session, &p.clone(), true).await;
         r.map_err(extensions_error)
     }
 
@@ -83,13 +83,13 @@ impl ExtensionsApiServer for Handler {
         &self,
         p: ExtensionUpdateParams,
     ) -> RpcResult<ExtensionUpdateResult> {
-        self.core.extensions_update(&p).await.map_err(extensions_error)
+        self.extensions.update(&p).await.map_err(extensions_error)
     }
 
     async fn extensions_uninstall(
         &self,
         p: ExtensionNameParams,
     ) -> RpcResult<ExtensionUninstallResult> {
-        self.core.extensions_uninstall(&p.session, &p.name).await.map_err(extensions_error)
+        self.extensions.uninstall(&p.session, &p.name).await.map_err(extensions_error)
     }
 }

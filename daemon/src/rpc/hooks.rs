@@ -40,18 +40,18 @@ impl HooksApiServer for Handler {
 
     async fn hooks_enable(&self, p: HooksEnableParams) -> RpcResult<HooksEnableResult> {
         let scope = p.scope.unwrap_or(WriteScope::User);
-        let changed = self.core.set_hook_enabled(&p.session, scope, &p.name, true).await;
+        let changed = self.settings.set_hook_enabled(&p.session, scope, &p.name, true).await;
         changed.map_err(super::config::change_error)
     }
 
     async fn hooks_disable(&self, p: HooksEnableParams) -> RpcResult<HooksEnableResult> {
         let scope = p.scope.unwrap_or(WriteScope::User);
-        let changed = self.core.set_hook_enabled(&p.session, scope, &p.name, false).await;
+        let changed = self.settings.set_hook_enabled(&p.session, scope, &p.name, false).await;
         changed.map_err(super::config::change_error)
     }
 
     async fn hooks_migrate(&self, p: HooksMigrateParams) -> RpcResult<HooksMigrateResult> {
-        let migrated = self.core.hooks_migrate(&p.session, p.dry_run).await;
+        let migrated = self.settings.hooks_migrate(&p.session, p.dry_run).await;
         migrated.map_err(super::config::change_error)
     }
 }

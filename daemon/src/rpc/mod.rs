@@ -1,7 +1,8 @@
 //! The JSON-RPC surface: one file per namespace, each translating calls into calls of the
-//! services (reads, calls, asks, events) or, where a method orchestrates across them (an
-//! install, then a reload), of the [`Core`]. No logic lives here beyond argument plumbing
-//! and error mapping.
+//! services (reads, calls, asks, events), of the feature services the core built (skills,
+//! commands, policy, settings, extensions, reloads), or, for the sessions' lifecycle, status,
+//! sign-ins and the doctor, of the [`Core`]. No logic lives here beyond argument plumbing and
+//! error mapping.
 
 mod asks;
 mod auth;
@@ -34,9 +35,11 @@ pub(crate) use params::Intake;
 
 use crate::core::Core;
 use crate::core::commands::Commands;
+use crate::core::extensions::ExtensionService;
 use crate::core::policy::SessionPolicy;
 use crate::core::reload::Reloader;
 use crate::core::services::Services;
+use crate::core::settings::Settings;
 use crate::core::skills::Skills;
 use crate::session::ConnId;
 
@@ -51,9 +54,13 @@ pub(crate) struct Handler {
     commands: Arc<Commands>,
     /// Each session's policy, asked outside a call.
     policy: Arc<SessionPolicy>,
+    /// Extensions installed, updated, enabled and removed.
+    extensions: Arc<ExtensionService>,
+    /// Gemini CLI's files read and changed.
+    settings: Arc<Settings>,
     /// Reloads (`mcp/reload`, and what a change made through the daemon asks).
     reloader: Arc<Reloader>,
-    /// What orchestrates across services: reloads, installs, settings, sign-ins.
+    /// The sessions' lifecycle, status, sign-ins and the doctor.
     core: Arc<Core>,
 }
 
@@ -64,6 +71,8 @@ pub(crate) fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::Regis
         skills: core.skills().clone(),
         commands: core.commands().clone(),
         policy: core.policy().clone(),
+        extensions: core.extensions().clone(),
+        settings: core.settings().clone(),
         reloader: core.reloader().clone(),
         core,
     };
