@@ -13,10 +13,13 @@ use geminid_protocol::auth::{
 use geminid_protocol::mcp::{ServerState, ServerStatus};
 use tokio::sync::watch;
 
-use super::Core;
+use super::configs::Configs;
+use super::servers::SessionServers;
+use super::services::Services;
+use crate::auth::Auth;
 use crate::clock;
-use crate::mcp::SessionView;
 use crate::mcp::authed::{self, Remote};
+use crate::mcp::{McpOptions, SessionView};
 use crate::session::SessionError;
 
 /// How long `auth/progress` waits for the next step before answering with the current one.
@@ -25,9 +28,17 @@ const PROGRESS_POLL: Duration = Duration::from_secs(30);
 /// How long a finished sign-in's outcome stays readable.
 const KEEP_DONE: Duration = Duration::from_secs(120);
 
-/// Sign-ins under way (and finished lately), by attempt id.
-#[derive(Debug, Default)]
+/// Sign-ins: those under way (and finished lately), by attempt id, and the credentials kept.
+#[derive(Debug)]
 pub(crate) struct SignIns {
+    auth: Arc<Auth>,
+    config: Arc<Configs>,
+    services: Arc<Services>,
+    servers: Arc<SessionServers>,
+    /// How long a sign-in waits for the browser.
+    within: Duration,
+    /// How long a server reconnecting with its new credentials may take to settle.
+    settle_within: Duration,
     attempts: Mutex<HashMap<String, watch::Receiver<AuthProgress>>>,
 }
 
@@ -53,15 +64,29 @@ fn step(tx: &watch::Sender<AuthProgress>, step: AuthStep, message: Option<String
     });
 }
 
-impl Core {
+impl SignIns {
+    pub(super) fn new(
+        auth: Arc<Auth>,
+        config: Arc<Configs>,
+        services: Arc<Services>,
+        servers: Arc<SessionServers>,
+        mcp: &McpOptions,
+    ) -> Self {
+        Self {
+            auth,
+            config,
+            services,
+            servers,
+            within: mcp.oauth_timeout,
+            settle_within: mcp.startup_timeout,
+            attempts: Mutex::default(),
+        }
+    }
+
     /// The session's remote servers.
-    pub(crate) fn remotes(&self, session: &str) -> Result<Vec<Remote>, SessionError> {
-        let known = self.baselines().get(session).cloned();
-        let config = match known {
-            Some(c) => c,
-            None => self.config.compute(session)?,
-        };
-        let env = self.session_env(session);
+    fn remotes(&self, session: &str) -> Result<Vec<Remote>, SessionError> {
+        let config = self.config.last_told(session)?;
+        let env = self.config.session_env(session);
         Ok(authed::remotes(SessionView { id: session, config: &config, env: &env }))
     }
 
@@ -79,7 +104,7 @@ impl Core {
     }
 
     /// Start signing in to a server; the daemon then waits for the browser.
-    pub(crate) async fn auth_begin(
+    pub(crate) async fn begin(
         self: &Arc<Self>,
         session: &str,
         name: &str,
@@ -107,18 +132,18 @@ impl Core {
             redirect_uri: sign_in.redirect_uri.clone(),
             issuer: sign_in.endpoints.issuer.clone(),
             client: sign_in.client.to_owned(),
-            timeout_ms: u64::try_from(self.info.mcp.oauth_timeout.as_millis()).unwrap_or(u64::MAX),
+            timeout_ms: u64::try_from(self.within.as_millis()).unwrap_or(u64::MAX),
         };
         let first =
             AuthProgress { seq: 1, step: AuthStep::WaitingForBrowser, message: None, server: None };
         let (tx, rx) = watch::channel(first);
-        self.sign_ins.attempts.lock().insert(attempt.clone(), rx);
+        self.attempts.lock().insert(attempt.clone(), rx);
         tracing::info!(server = %remote.name, client = sign_in.client, "sign-in started; waiting for the browser");
-        let (core, session) = (self.clone(), session.to_owned());
-        let within = self.info.mcp.oauth_timeout;
+        let (this, session) = (self.clone(), session.to_owned());
+        let within = self.within;
         tokio::spawn(async move {
             let t = &remote.target;
-            let done = core
+            let done = this
                 .auth
                 .finish(t, sign_in, within, || step(&tx, AuthStep::Exchanging, None))
                 .await;
@@ -130,7 +155,7 @@ impl Core {
                 Ok(()) => {
                     tracing::info!(server = %remote.name, "signed in; reconnecting");
                     step(&tx, AuthStep::Reconnecting, None);
-                    let status = core.reconnect(&session, &remote.name).await;
+                    let status = this.reconnect(&session, &remote.name).await;
                     let (outcome, message) = match &status {
                         Some(s) if s.state == ServerState::Connected => (AuthStep::Connected, None),
                         Some(s) => {
@@ -152,7 +177,7 @@ impl Core {
                 }
             }
             tokio::time::sleep(KEEP_DONE).await;
-            core.sign_ins.attempts.lock().remove(&attempt);
+            this.attempts.lock().remove(&attempt);
         });
         Ok(begun)
     }
@@ -163,7 +188,7 @@ impl Core {
         let first = match self.services.mcp.find(Some(session), name) {
             Ok(server) => self.services.mcp.restart(&server).await,
             Err(_) => {
-                let started = self.start(session, true).await.ok()?;
+                let started = self.servers.start(session, true).await.ok()?;
                 started.servers.into_iter().find(|s| s.name == name)?
             }
         };
@@ -173,22 +198,22 @@ impl Core {
             !matches!(s.state, ServerState::Disconnected | ServerState::Connecting)
         };
         let mut last = first;
-        let until = tokio::time::Instant::now() + self.info.mcp.startup_timeout;
+        let until = tokio::time::Instant::now() + self.settle_within;
         while !settled(&last) && tokio::time::Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let now = self.list_servers(session).ok()?.servers.into_iter().find(|s| s.name == name);
+            let now = self.servers.list(session).ok()?.servers.into_iter().find(|s| s.name == name);
             last = now?;
         }
         Some(last)
     }
 
     /// The sign-in's next step after `after` (or, after a while, its current one).
-    pub(crate) async fn auth_progress(
+    pub(crate) async fn progress(
         &self,
         attempt: &str,
         after: u32,
     ) -> Result<AuthProgress, AuthFailure> {
-        let rx = self.sign_ins.attempts.lock().get(attempt).cloned();
+        let rx = self.attempts.lock().get(attempt).cloned();
         let Some(mut rx) = rx else {
             return Err(AuthFailure::NotFound(format!(
                 "no sign-in {attempt:?} (it ended more than {} ago, or never began)",
@@ -200,7 +225,7 @@ impl Core {
     }
 
     /// Every remote server's credentials, as far as they may be shown.
-    pub(crate) async fn auth_status(&self, session: &str) -> Result<AuthStatusResult, AuthFailure> {
+    pub(crate) async fn status(&self, session: &str) -> Result<AuthStatusResult, AuthFailure> {
         let mut servers = Vec::new();
         for r in self.remotes(session)? {
             if r.target.settings.provider != crate::auth::settings::Provider::Dynamic {
@@ -262,7 +287,7 @@ impl Core {
     }
 
     /// Forget a server's credentials, and restart it if it runs (it then needs a sign-in).
-    pub(crate) async fn auth_logout(&self, session: &str, name: &str) -> Result<bool, AuthFailure> {
+    pub(crate) async fn logout(&self, session: &str, name: &str) -> Result<bool, AuthFailure> {
         let remote = self.remote(session, name)?;
         let removed = self
             .auth

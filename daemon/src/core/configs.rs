@@ -83,6 +83,16 @@ impl Configs {
         self.baselines.lock()
     }
 
+    /// A session's configuration as it was last told (read now if it is not known yet),
+    /// without making it known: what a listing shows without starting anything.
+    pub(super) fn last_told(&self, session: &str) -> Result<Effective, SessionError> {
+        let known = self.baselines().get(session).cloned();
+        match known {
+            Some(c) => Ok(c),
+            None => self.compute(session),
+        }
+    }
+
     /// A session's effective configuration, read now. The first read makes the session
     /// known: its files are watched and later changes are announced.
     pub(crate) fn effective(&self, session: &str) -> Result<Effective, SessionError> {

@@ -26,8 +26,8 @@ pub(super) fn finding(
 impl Core {
     /// Check the session's setup.
     pub(crate) async fn doctor(&self, session: &str) -> Result<DoctorResult, SessionError> {
-        let config = self.effective(session)?;
-        let env = self.session_env(session);
+        let config = self.config.effective(session)?;
+        let env = self.config.session_env(session);
         let mut out = Vec::new();
         use FindingStatus::{Error, Ok, Warning};
 
@@ -85,7 +85,7 @@ impl Core {
             ));
         }
 
-        let statuses = self.list_servers(session)?.servers;
+        let statuses = self.servers.list(session)?.servers;
         for (name, spec) in &config.servers {
             if spec.blocked.is_some() {
                 continue;

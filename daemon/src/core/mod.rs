@@ -11,7 +11,7 @@ pub(crate) mod policy;
 mod prepared;
 pub(crate) mod reload;
 pub(crate) mod seat;
-mod servers;
+pub(crate) mod servers;
 pub(crate) mod services;
 pub(crate) mod settings;
 pub(crate) mod skills;
@@ -19,7 +19,6 @@ mod starter;
 mod warm;
 pub(crate) use skills::SkillsError;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -35,8 +34,7 @@ use crate::asks::Asks;
 use crate::calls::{Parts, Pipeline, Router, Seats, ServerRequests};
 use crate::catalog::Catalog;
 use crate::clock;
-use crate::config::env::Env;
-use crate::config::{Effective, Loader};
+use crate::config::Loader;
 use crate::events::EventBus;
 use crate::mcp::{McpOptions, Supervisor};
 use crate::secrets::SecretStore;
@@ -81,8 +79,6 @@ pub(crate) struct Core {
     config: Arc<configs::Configs>,
     /// Long-lived secrets (OAuth tokens, the integrity key): the OS keyring or a 0600 file.
     secrets: Arc<SecretStore>,
-    /// OAuth tokens of remote servers.
-    auth: Arc<crate::auth::Auth>,
     /// Skills and agent definitions.
     skills: Arc<skills::Skills>,
     /// Slash commands.
@@ -93,8 +89,10 @@ pub(crate) struct Core {
     extensions: Arc<extensions::ExtensionService>,
     /// Gemini CLI's files read and changed.
     settings: Arc<settings::Settings>,
-    /// Sign-ins under way.
-    sign_ins: auth::SignIns,
+    /// Sign-ins to remote servers, and their credentials.
+    sign_ins: Arc<auth::SignIns>,
+    /// Sessions' servers, listed and started.
+    servers: Arc<servers::SessionServers>,
     /// Starts a session's servers (for the catalog, too), noting the workspaces used lately.
     starter: Arc<starter::SessionStarter>,
     /// Each session's policy, asked outside a call.
@@ -258,6 +256,18 @@ impl Core {
             Box::new(commands::CommandsInput(commands.clone())),
         ];
         let reloader = Arc::new(reload::Reloader::new(config.clone(), services.clone(), inputs));
+        let servers = Arc::new(servers::SessionServers::new(
+            config.clone(),
+            services.clone(),
+            starter.clone(),
+        ));
+        let sign_ins = Arc::new(auth::SignIns::new(
+            auth,
+            config.clone(),
+            services.clone(),
+            servers.clone(),
+            &info.mcp,
+        ));
         let settings =
             Arc::new(settings::Settings::new(config.clone(), services.clone(), reloader.clone()));
         let extensions = Arc::new(extensions::ExtensionService::new(
@@ -269,13 +279,13 @@ impl Core {
             services,
             config,
             secrets,
-            auth,
             skills,
             commands,
             reloader,
             extensions,
             settings,
-            sign_ins: auth::SignIns::default(),
+            sign_ins,
+            servers,
             starter,
             policy,
             store,
@@ -291,27 +301,6 @@ impl Core {
     /// The limits it enforces.
     pub(crate) fn limits(&self) -> Limits {
         self.info.limits
-    }
-
-    /// The environment a session's configuration expands against: its client's, else the
-    /// daemon's own.
-    pub(crate) fn session_env(&self, session: &str) -> Arc<Env> {
-        self.config.session_env(session)
-    }
-
-    fn baselines(&self) -> parking_lot::MutexGuard<'_, HashMap<String, Effective>> {
-        self.config.baselines()
-    }
-
-    /// A session's effective configuration, read now. The first read makes the session
-    /// known: its files are watched and later changes are announced.
-    pub(crate) fn effective(&self, session: &str) -> Result<Effective, SessionError> {
-        self.config.effective(session)
-    }
-
-    /// Make a session known (watched, its changes announced) if it is not already.
-    pub(crate) fn track_config(&self, session: &str) {
-        self.config.track(session);
     }
 
     /// Close the default sessions idle for `max_idle` that hold nothing of their own (see
@@ -342,7 +331,7 @@ impl Core {
                 Err(SessionError::NotFound(_)) if sid != id => continue,
                 Err(e) => return Err(e),
             };
-            self.baselines().remove(sid);
+            self.config.baselines().remove(sid);
             self.services.mcp.release_session(sid);
             self.services.catalog.forget(sid);
             self.policy.forget(sid);
@@ -354,32 +343,6 @@ impl Core {
             }
         }
         closed.ok_or_else(|| SessionError::NotFound(id.to_owned()))
-    }
-
-    /// The session needs its MCP servers: start or share them (`mcp/start`, calls). Also
-    /// used when an active session re-attaches with a new environment.
-    pub(crate) fn start_servers(&self, session: &str) -> Result<(), SessionError> {
-        self.starter.start(session)
-    }
-
-    /// `mcp/start`: the session needs its servers; with `wait`, until each has connected or
-    /// failed its first attempt. Servers are needed while someone is attached: a start for a
-    /// session nobody is attached to only lasts the linger period.
-    pub(crate) async fn start(
-        &self,
-        session: &str,
-        wait: bool,
-    ) -> Result<geminid_protocol::mcp::ListServersResult, SessionError> {
-        self.start_servers(session)?;
-        if wait {
-            self.services.mcp.settle(session).await;
-        }
-        let result = self.list_servers(session)?;
-        if self.services.sessions.get(session)?.attached_connections == 0 {
-            self.services.mcp.release_session(session);
-            self.services.catalog.forget(session);
-        }
-        Ok(result)
     }
 
     /// These sessions lost their last connection: their servers may go (after the linger).

@@ -191,7 +191,7 @@ impl Core {
             self.check_derived_tools(&p.parent, list).await?;
         }
         let s = self.services.sessions.derive(&p.parent, &name, tools).await?;
-        self.track_config(&s.id);
+        self.config.track(&s.id);
         Ok(s)
     }
 

@@ -1,29 +1,62 @@
-//! A session's servers by name: `mcp/listServers`, and the server `mcp/logs` and
+//! A session's servers (`mcp/listServers`, `mcp/start`), and the server `mcp/logs` and
 //! `mcp/restart` mean, whether or not the session runs its servers now.
 
 use std::sync::Arc;
 
-use super::Core;
+use geminid_protocol::mcp::ListServersResult;
+
+use super::configs::Configs;
+use super::services::Services;
+use super::starter::SessionStarter;
 use crate::config::Effective;
 use crate::mcp::server::Server;
 use crate::mcp::{McpError, SessionView};
 use crate::session::SessionError;
 
-impl Core {
+/// Sessions' servers, listed and started.
+#[derive(Debug)]
+pub(crate) struct SessionServers {
+    config: Arc<Configs>,
+    services: Arc<Services>,
+    starter: Arc<SessionStarter>,
+}
+
+impl SessionServers {
+    pub(super) fn new(
+        config: Arc<Configs>,
+        services: Arc<Services>,
+        starter: Arc<SessionStarter>,
+    ) -> Self {
+        Self { config, services, starter }
+    }
+
     /// A session's servers as `mcp/listServers` shows them; starts nothing.
-    pub(crate) fn list_servers(
-        &self,
-        session: &str,
-    ) -> Result<geminid_protocol::mcp::ListServersResult, SessionError> {
-        let known = self.baselines().get(session).cloned();
-        let config = match known {
-            Some(c) => c,
-            None => self.config.compute(session)?,
-        };
-        let env = self.session_env(session);
+    pub(crate) fn list(&self, session: &str) -> Result<ListServersResult, SessionError> {
+        let config = self.config.last_told(session)?;
+        let env = self.config.session_env(session);
         let servers =
             self.services.mcp.list_session(SessionView { id: session, config: &config, env: &env });
-        Ok(geminid_protocol::mcp::ListServersResult { servers, warnings: list_warnings(&config) })
+        Ok(ListServersResult { servers, warnings: list_warnings(&config) })
+    }
+
+    /// `mcp/start`: the session needs its servers; with `wait`, until each has connected or
+    /// failed its first attempt. Servers are needed while someone is attached: a start for a
+    /// session nobody is attached to only lasts the linger period.
+    pub(crate) async fn start(
+        &self,
+        session: &str,
+        wait: bool,
+    ) -> Result<ListServersResult, SessionError> {
+        self.starter.start(session)?;
+        if wait {
+            self.services.mcp.settle(session).await;
+        }
+        let result = self.list(session)?;
+        if self.services.sessions.get(session)?.attached_connections == 0 {
+            self.services.mcp.release_session(session);
+            self.services.catalog.forget(session);
+        }
+        Ok(result)
     }
 
     /// The server the session's entry `name` means: the one it runs, or, when the session
@@ -32,11 +65,10 @@ impl Core {
     pub(crate) fn server_of(&self, session: &str, name: &str) -> Result<Arc<Server>, McpError> {
         match self.services.mcp.find(Some(session), name) {
             Err(McpError::Unavailable(why)) if !self.services.mcp.runs_session(session) => {
-                let known = self.baselines().get(session).cloned();
-                let Some(config) = known.or_else(|| self.config.compute(session).ok()) else {
+                let Ok(config) = self.config.last_told(session) else {
                     return Err(McpError::Unavailable(why));
                 };
-                let env = self.session_env(session);
+                let env = self.config.session_env(session);
                 self.services
                     .mcp
                     .find_planned(SessionView { id: session, config: &config, env: &env }, name)

@@ -53,6 +53,11 @@ impl Core {
         &self.services
     }
 
+    /// Each session's effective configuration (read, and made known to reloads).
+    pub(crate) fn configs(&self) -> &Arc<super::configs::Configs> {
+        &self.config
+    }
+
     /// The skills service (`skills/*`, `agents/*`).
     pub(crate) fn skills(&self) -> &Arc<super::skills::Skills> {
         &self.skills
@@ -76,6 +81,16 @@ impl Core {
     /// The settings service (`config/*`, `trust/*`, `mcp/add|remove|enable|disable`).
     pub(crate) fn settings(&self) -> &Arc<super::settings::Settings> {
         &self.settings
+    }
+
+    /// Sessions' servers (`mcp/listServers`, `mcp/start`, the server a name means).
+    pub(crate) fn servers(&self) -> &Arc<super::servers::SessionServers> {
+        &self.servers
+    }
+
+    /// Sign-ins (`auth/*`).
+    pub(crate) fn sign_ins(&self) -> &Arc<super::auth::SignIns> {
+        &self.sign_ins
     }
 
     /// The reloads (the watcher, `mcp/reload`).

@@ -24,19 +24,19 @@ fn auth_error(e: AuthFailure) -> ErrorObjectOwned {
 #[async_trait]
 impl AuthApiServer for Handler {
     async fn auth_begin(&self, p: AuthBeginParams) -> RpcResult<AuthBegun> {
-        self.core.auth_begin(&p.session, &p.name, p.callback_port).await.map_err(auth_error)
+        self.sign_ins.begin(&p.session, &p.name, p.callback_port).await.map_err(auth_error)
     }
 
     async fn auth_progress(&self, p: AuthProgressParams) -> RpcResult<AuthProgress> {
-        self.core.auth_progress(&p.attempt, p.after).await.map_err(auth_error)
+        self.sign_ins.progress(&p.attempt, p.after).await.map_err(auth_error)
     }
 
     async fn auth_status(&self, p: AuthStatusParams) -> RpcResult<AuthStatusResult> {
-        self.core.auth_status(&p.session).await.map_err(auth_error)
+        self.sign_ins.status(&p.session).await.map_err(auth_error)
     }
 
     async fn auth_logout(&self, p: AuthLogoutParams) -> RpcResult<AuthLogoutResult> {
-        let removed = self.core.auth_logout(&p.session, &p.name).await.map_err(auth_error)?;
+        let removed = self.sign_ins.logout(&p.session, &p.name).await.map_err(auth_error)?;
         Ok(AuthLogoutResult { name: p.name, removed })
     }
 }

@@ -40,7 +40,7 @@ impl ConfigApiServer for Handler {
     }
 
     async fn config_diagnostics(&self, p: ConfigParams) -> RpcResult<DiagnosticsResult> {
-        let diagnostics = self.core.effective(&p.session).map_err(rpc_error)?.public.diagnostics;
+        let diagnostics = self.config.effective(&p.session).map_err(rpc_error)?.public.diagnostics;
         Ok(DiagnosticsResult { diagnostics })
     }
 }

@@ -47,7 +47,7 @@ impl Handler {
     fn find_server(&self, p: &ServerParams) -> RpcResult<Arc<Server>> {
         if let Some(id) = &p.session {
             self.services.sessions.record(id).map_err(rpc_error)?;
-            return self.core.server_of(id, &p.name).map_err(mcp_error);
+            return self.servers.server_of(id, &p.name).map_err(mcp_error);
         }
         self.services.mcp.find(None, &p.name).map_err(mcp_error)
     }
@@ -58,7 +58,7 @@ impl Handler {
     ) -> RpcResult<ListServersResult> {
         let p = p.unwrap_or_default();
         match p.session {
-            Some(id) => self.core.list_servers(&id).map_err(rpc_error),
+            Some(id) => self.servers.list(&id).map_err(rpc_error),
             None if p.usage => Ok(ListServersResult {
                 servers: self.services.mcp.list_all_with_usage(),
                 warnings: vec![],
@@ -70,7 +70,7 @@ impl Handler {
     }
 
     pub(super) async fn start(&self, p: StartParams) -> RpcResult<ListServersResult> {
-        self.core.start(&p.session, p.wait).await.map_err(rpc_error)
+        self.servers.start(&p.session, p.wait).await.map_err(rpc_error)
     }
 
     pub(super) async fn stop(&self, p: ServerParams) -> RpcResult<ServerStatus> {
@@ -88,17 +88,17 @@ impl Handler {
         if let Some(id) = &p.session {
             self.services.sessions.record(id).map_err(rpc_error)?;
             let configured = || {
-                let config = self.core.effective(id).ok();
+                let config = self.config.effective(id).ok();
                 config.and_then(|c| c.servers.get(&p.name).map(|s| s.blocked.is_none()))
             };
             // Configured here, may run, and not started since the daemon started: start it as
             // `mcp start` would (new-user audit C8: it was "not running or ran lately").
-            if matches!(self.core.server_of(id, &p.name), Err(McpError::Unavailable(_)))
+            if matches!(self.servers.server_of(id, &p.name), Err(McpError::Unavailable(_)))
                 && configured() == Some(true)
             {
                 tracing::info!(server = %p.name, "restart of a server not started yet: starting the session's servers");
-                self.core.start(id, true).await.map_err(rpc_error)?;
-                let server = self.core.server_of(id, &p.name).map_err(mcp_error)?;
+                self.servers.start(id, true).await.map_err(rpc_error)?;
+                let server = self.servers.server_of(id, &p.name).map_err(mcp_error)?;
                 return Ok(self.services.mcp.status(&server));
             }
         }

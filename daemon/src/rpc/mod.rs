@@ -1,7 +1,7 @@
 //! The JSON-RPC surface: one file per namespace, each translating calls into calls of the
 //! services (reads, calls, asks, events), of the feature services the core built (skills,
-//! commands, policy, settings, extensions, reloads), or, for the sessions' lifecycle, status,
-//! sign-ins and the doctor, of the [`Core`]. No logic lives here beyond argument plumbing and
+//! commands, policy, settings, extensions, reloads, sessions' servers, sign-ins), or, for the
+//! sessions' lifecycle, status and the doctor, of the [`Core`]. No logic lives here beyond argument plumbing and
 //! error mapping.
 
 mod asks;
@@ -34,10 +34,13 @@ use jsonrpsee::{Extensions, Methods, RpcModule};
 pub(crate) use params::Intake;
 
 use crate::core::Core;
+use crate::core::auth::SignIns;
 use crate::core::commands::Commands;
+use crate::core::configs::Configs;
 use crate::core::extensions::ExtensionService;
 use crate::core::policy::SessionPolicy;
 use crate::core::reload::Reloader;
+use crate::core::servers::SessionServers;
 use crate::core::services::Services;
 use crate::core::settings::Settings;
 use crate::core::skills::Skills;
@@ -60,7 +63,13 @@ pub(crate) struct Handler {
     settings: Arc<Settings>,
     /// Reloads (`mcp/reload`, and what a change made through the daemon asks).
     reloader: Arc<Reloader>,
-    /// The sessions' lifecycle, status, sign-ins and the doctor.
+    /// Each session's effective configuration.
+    config: Arc<Configs>,
+    /// Sessions' servers, listed and started.
+    servers: Arc<SessionServers>,
+    /// Sign-ins to remote servers.
+    sign_ins: Arc<SignIns>,
+    /// The sessions' lifecycle, status and the doctor.
     core: Arc<Core>,
 }
 
@@ -74,6 +83,9 @@ pub(crate) fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::Regis
         extensions: core.extensions().clone(),
         settings: core.settings().clone(),
         reloader: core.reloader().clone(),
+        config: core.configs().clone(),
+        servers: core.servers().clone(),
+        sign_ins: core.sign_ins().clone(),
         core,
     };
     let mut module = RpcModule::new(());

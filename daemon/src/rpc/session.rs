@@ -39,7 +39,7 @@ impl SessionApiServer for Handler {
 
     async fn create(&self, ext: &Extensions, params: SessionCreateParams) -> RpcResult<Session> {
         let s = self.services.sessions.create(conn_id(ext), params).await.map_err(rpc_error)?;
-        self.core.track_config(&s.id);
+        self.config.track(&s.id);
         Ok(s)
     }
 
@@ -64,7 +64,7 @@ impl SessionApiServer for Handler {
         let conn = conn_id(ext);
         let s =
             self.services.sessions.attach(conn, &params.id, params.env).await.map_err(rpc_error)?;
-        self.core.track_config(&s.id);
+        self.config.track(&s.id);
         Ok(s)
     }
 

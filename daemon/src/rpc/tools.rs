@@ -71,7 +71,7 @@ impl ToolsApiServer for Handler {
 
     async fn tools_refresh(&self, p: ToolsRefreshParams) -> RpcResult<ToolsRefreshResult> {
         self.services.sessions.record(&p.session).map_err(rpc_error)?;
-        self.core.track_config(&p.session);
+        self.config.track(&p.session);
         let found = self.services.catalog.refresh_custom_tools(&p.session).await;
         Ok(ToolsRefreshResult { discovery: found.map(|d| d.summary()) })
     }
