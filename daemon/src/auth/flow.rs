@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::discovery::OAuthEndpoints;
+use super::sign_in::SignInError;
 
 /// How long the user has to finish in the browser.
 pub(crate) const CALLBACK_TIMEOUT: Duration = Duration::from_secs(300);
@@ -85,9 +86,9 @@ pub(crate) fn authorization_url(
     redirect_uri: &str,
     attempt: &Attempt,
     audiences: &[String],
-) -> Result<String, String> {
+) -> Result<String, SignInError> {
     let mut url = reqwest::Url::parse(&endpoints.authorization_url).map_err(|e| {
-        format!("the authorization endpoint {:?} is not a URL: {e}", endpoints.authorization_url)
+        SignInError::BadEndpoint(endpoints.authorization_url.clone(), e.to_string())
     })?;
     {
         let mut q = url.query_pairs_mut();

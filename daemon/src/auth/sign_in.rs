@@ -5,13 +5,48 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::discovery::{self, OAuthEndpoints};
-use super::flow::{self, Callback, Expect};
-use super::service::{Auth, Target};
+use super::discovery::{self, DiscoveryError, OAuthEndpoints};
+use super::flow::{self, Callback, CallbackError, Expect};
+use super::service::{Auth, AuthError, Target};
 use super::store::Credential;
-use super::token::{self, Token};
+use super::token::{self, Token, TokenError};
 use crate::clock;
 use crate::secrets::Secret;
+
+/// Why a sign-in could not start or did not end with a token kept.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SignInError {
+    /// The server uses Google's credentials, which are renewed elsewhere.
+    #[error(
+        "'{0}' uses Google credentials (authProviderType), not a sign-in: \
+         `gcloud auth application-default login` renews them"
+    )]
+    Google(String),
+    /// Discovery found no endpoints (or endpoints it must refuse).
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// No client identity: no `clientId`, and the server registers none.
+    #[error(
+        "the authorization server offers no dynamic client registration: set \
+         `oauth.clientId` for '{0}' in settings.json"
+    )]
+    NoRegistration(String),
+    /// Dynamic client registration failed.
+    #[error("client registration failed: {0}")]
+    Registration(#[source] TokenError),
+    /// The authorization endpoint is not a URL.
+    #[error("the authorization endpoint {0:?} is not a URL: {1}")]
+    BadEndpoint(String, String),
+    /// The loopback callback could not listen, or brought no code.
+    #[error(transparent)]
+    Callback(#[from] CallbackError),
+    /// The code could not be exchanged for a token.
+    #[error("exchanging the code failed: {0}")]
+    Exchange(#[source] TokenError),
+    /// The token could not be kept.
+    #[error(transparent)]
+    Store(#[from] AuthError),
+}
 
 /// A sign-in between `begin` and the browser's return.
 #[derive(Debug)]
@@ -34,16 +69,12 @@ pub(crate) struct SignIn {
 impl Auth {
     /// Start a sign-in: discovery (unless `authorizationUrl` and `tokenUrl` are configured),
     /// the callback listener, the client's identity, and the URL to open.
-    pub(crate) async fn begin(&self, t: &Target, port: Option<u16>) -> Result<SignIn, String> {
+    pub(crate) async fn begin(&self, t: &Target, port: Option<u16>) -> Result<SignIn, SignInError> {
         let s = &t.settings;
         if s.provider != super::settings::Provider::Dynamic {
-            return Err(format!(
-                "'{}' uses Google credentials (authProviderType), not a sign-in: \
-                 `gcloud auth application-default login` renews them",
-                t.name
-            ));
+            return Err(SignInError::Google(t.name.clone()));
         }
-        let resource = discovery::resource_parameter(&t.url).map_err(|e| e.to_string())?;
+        let resource = discovery::resource_parameter(&t.url)?;
         let mut endpoints = match (&s.authorization_url, &s.token_url) {
             (Some(a), Some(tk)) => OAuthEndpoints {
                 authorization_url: a.clone(),
@@ -62,9 +93,7 @@ impl Auth {
                     Some(c) => Some(c),
                     None => self.challenge(&t.url).await,
                 };
-                discovery::discover(&self.http, &t.url, challenge.as_deref())
-                    .await
-                    .map_err(|e| e.to_string())?
+                discovery::discover(&self.http, &t.url, challenge.as_deref()).await?
             }
         };
         if !s.scopes.is_empty() {
@@ -89,7 +118,7 @@ impl Auth {
             endpoints.registration_url.clone_from(&s.registration_url);
         }
         let port = port.or_else(|| s.redirect_port()).unwrap_or(0);
-        let callback = Callback::bind(port).await.map_err(|e| e.to_string())?;
+        let callback = Callback::bind(port).await?;
         let redirect_uri = s.redirect_uri.clone().unwrap_or_else(|| callback.redirect_uri());
         let configured = s.client_secret.expose().clone().map(Secret::new);
         let methods = &endpoints.auth_methods;
@@ -104,16 +133,12 @@ impl Auth {
                 }
                 (None, _) => {
                     let Some(reg) = &endpoints.registration_url else {
-                        return Err(format!(
-                            "the authorization server offers no dynamic client registration: set \
-                         `oauth.clientId` for '{}' in settings.json",
-                            t.name
-                        ));
+                        return Err(SignInError::NoRegistration(t.name.clone()));
                     };
                     let r =
                         token::register(&self.http, reg, &redirect_uri, &endpoints.scopes, methods)
                             .await
-                            .map_err(|e| format!("client registration failed: {e}"))?;
+                            .map_err(SignInError::Registration)?;
                     (r.id, r.secret, r.auth, "registered")
                 }
             };
@@ -178,7 +203,7 @@ impl Auth {
         sign_in: SignIn,
         within: Duration,
         exchanging: impl FnOnce(),
-    ) -> Result<(), String> {
+    ) -> Result<(), SignInError> {
         let SignIn {
             redirect_uri,
             endpoints,
@@ -194,7 +219,7 @@ impl Auth {
             issuer: endpoints.issuer.clone(),
             iss_required: endpoints.iss_supported,
         };
-        let code = callback.code(&expect, within).await.map_err(|e| e.to_string())?;
+        let code = callback.code(&expect, within).await?;
         exchanging();
         let client = token::Client {
             id: &client_id,
@@ -213,7 +238,7 @@ impl Auth {
             clock::now_ms(),
         )
         .await
-        .map_err(|e| format!("exchanging the code failed: {e}"))
+        .map_err(SignInError::Exchange)
         .map(|mut token| {
             // Granted as asked, when the answer does not say (what a step-up adds to).
             if token.scope.is_none() && !endpoints.scopes.is_empty() {
@@ -237,7 +262,7 @@ impl Auth {
         let slot = self.slot(&c.resource);
         let _flight = slot.flight.lock().await;
         let kept = c.clone();
-        self.blocking(move |s| s.put(&kept)).await.map_err(|e| e.to_string())?;
+        self.blocking(move |s| s.put(&kept)).await?;
         slot.set(Some(Arc::new(c)));
         *slot.gone.lock() = None;
         slot.wanted.lock().clear();

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::ignore::Ignore;
-use super::injections;
+use super::{ExpandError, injections};
 
 /// The placeholder for what the person typed after the command.
 pub(crate) const ARGS: &str = "{{args}}";
@@ -17,29 +17,25 @@ pub(crate) const MAX_INCLUDED: u64 = 1 << 20;
 use crate::hooks::run::shell_quote;
 
 /// The absolute path `@{given}` names, if it is inside `workspace`.
-fn inside(workspace: &Path, given: &str) -> Result<PathBuf, String> {
+fn inside(workspace: &Path, given: &str) -> Result<PathBuf, ExpandError> {
     let root = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     let joined =
         if Path::new(given).is_absolute() { PathBuf::from(given) } else { root.join(given) };
-    let real = std::fs::canonicalize(&joined)
-        .map_err(|_| format!("Path not found in workspace: {given}"))?;
+    let real =
+        std::fs::canonicalize(&joined).map_err(|_| ExpandError::NotFound(given.to_owned()))?;
     if !real.starts_with(&root) {
-        return Err(format!("{given} is outside the workspace ({}): not included", root.display()));
+        return Err(ExpandError::Outside { given: given.to_owned(), root });
     }
     Ok(real)
 }
 
-fn read_text(file: &Path, budget: &mut u64) -> Result<String, String> {
+fn read_text(file: &Path, budget: &mut u64) -> Result<String, ExpandError> {
     let mut bytes = Vec::new();
     std::fs::File::open(file)
         .and_then(|f| f.take(*budget + 1).read_to_end(&mut bytes))
-        .map_err(|e| format!("{}: {e}", file.display()))?;
+        .map_err(|source| ExpandError::Read { file: file.to_path_buf(), source })?;
     if bytes.len() as u64 > *budget {
-        return Err(format!(
-            "{} is larger than the {} KiB that may be included",
-            file.display(),
-            MAX_INCLUDED >> 10
-        ));
+        return Err(ExpandError::TooLarge(file.to_path_buf()));
     }
     *budget -= bytes.len() as u64;
     Ok(String::from_utf8(bytes)
@@ -53,7 +49,7 @@ pub(crate) fn include(
     given: &str,
     ignore: &Ignore,
     notes: &mut Vec<String>,
-) -> Result<String, String> {
+) -> Result<String, ExpandError> {
     let path = inside(workspace, given)?;
     let root = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     let rel_of = |p: &Path| p.strip_prefix(&root).unwrap_or(p).to_string_lossy().replace('\\', "/");
@@ -106,7 +102,7 @@ pub(crate) fn at_files(
     prompt: &str,
     workspace: &Path,
     notes: &mut Vec<String>,
-) -> Result<String, String> {
+) -> Result<String, ExpandError> {
     let found = injections(prompt, "@{")?;
     let ignore = Ignore::of(workspace);
     let mut out = String::new();
@@ -145,7 +141,7 @@ pub(crate) struct ShellCommand {
 pub(crate) fn shell_commands(
     prompt: &str,
     args: &str,
-) -> Result<Vec<(super::Injection, ShellCommand)>, String> {
+) -> Result<Vec<(super::Injection, ShellCommand)>, ExpandError> {
     let quoted = shell_quote(args);
     injections(prompt, "!{")?
         .into_iter()
@@ -154,12 +150,11 @@ pub(crate) fn shell_commands(
             let shown = i.content.replace(ARGS, &quoted);
             let run = runnable(&i.content, &quoted).map_err(|context| {
                 let line = prompt.get(..i.start).map_or(0, |b| b.matches('\n').count()) + 1;
-                format!(
-                    "line {line}: `{ARGS}` {} in `!{{{}}}` cannot be given to the shell \
-                     safely, so nothing runs; put it outside quotes or inside double quotes",
-                    context.describe(),
-                    i.content
-                )
+                ExpandError::UnsafeArgs {
+                    line,
+                    context: context.describe(),
+                    content: i.content.clone(),
+                }
             })?;
             Ok((i, ShellCommand { shown, run }))
         })
@@ -179,7 +174,11 @@ fn runnable(content: &str, quoted: &str) -> Result<String, crate::shell::Context
 
 /// Step 2's assembly: the prompt with each `!{cmd}` replaced by `outputs` (in order) and
 /// `{{args}}` raw elsewhere; empty `!{}` vanish.
-pub(crate) fn assemble(prompt: &str, args: &str, outputs: &[String]) -> Result<String, String> {
+pub(crate) fn assemble(
+    prompt: &str,
+    args: &str,
+    outputs: &[String],
+) -> Result<String, ExpandError> {
     let mut out = String::new();
     let mut last = 0;
     let mut next = outputs.iter();
@@ -208,14 +207,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quoting_and_assembly() -> Result<(), String> {
+    fn quoting_and_assembly() -> anyhow::Result<()> {
         #[cfg(unix)]
         assert_eq!(shell_quote("it's; rm -rf /"), "'it'\\''s; rm -rf /'");
         let cmds = shell_commands("x !{grep {{args}} f} y !{} z", "a b")?;
         assert_eq!(cmds.iter().map(|c| c.1.shown.as_str()).collect::<Vec<_>>(), ["grep 'a b' f"]);
         #[cfg(unix)]
         assert_eq!(cmds[0].1.run, "grep \"${GEMINID_ARGS}\" f");
-        let e = shell_commands("one\ntwo !{cat <<E\n{{args}}\nE}", "a").unwrap_err();
+        let e = shell_commands("one\ntwo !{cat <<E\n{{args}}\nE}", "a").unwrap_err().to_string();
         assert!(e.starts_with("line 2:") && e.contains("here-document"), "{e}");
         let text = assemble("see {{args}}: !{grep {{args}} f}!{}.", "a b", &["OUT".to_owned()])?;
         assert_eq!(text, "see a b: OUT.");

@@ -156,7 +156,7 @@ pub(crate) fn parse(base: &Path, file: &Path, text: &str) -> Result<FileCommand,
         },
     };
     if let Err(why) = super::check_braces(&prompt) {
-        return Err(error(root.get("prompt").and_then(toml_edit::Item::span), why));
+        return Err(error(root.get("prompt").and_then(toml_edit::Item::span), why.to_string()));
     }
     let basename = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let description = description

@@ -7,6 +7,57 @@ pub(crate) mod ignore;
 pub(crate) mod load;
 pub(crate) mod resolve;
 
+/// Why a command's prompt cannot be expanded, or an `@{path}` not included.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ExpandError {
+    /// An injection's braces do not balance.
+    #[error(
+        "an unclosed `{trigger}` at character {at}: its braces must balance (paths or commands \
+         with unbalanced braces are not supported)"
+    )]
+    Unclosed {
+        /// `!{` or `@{`.
+        trigger: String,
+        /// Where it starts, in characters.
+        at: usize,
+    },
+    /// `@{path}` names nothing.
+    #[error("Path not found in workspace: {0}")]
+    NotFound(String),
+    /// `@{path}` names something outside the workspace.
+    #[error("{given} is outside the workspace ({}): not included", root.display())]
+    Outside {
+        /// The path as written.
+        given: String,
+        /// The workspace.
+        root: std::path::PathBuf,
+    },
+    /// A file to include could not be read.
+    #[error("{}: {source}", file.display())]
+    Read {
+        /// The file.
+        file: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// What `@{path}` names is larger than may be included.
+    #[error("{} is larger than the {} KiB that may be included", .0.display(), expand::MAX_INCLUDED >> 10)]
+    TooLarge(std::path::PathBuf),
+    /// `{{args}}` stands where no reference to the arguments is safe.
+    #[error(
+        "line {line}: `{{{{args}}}}` {context} in `!{{{content}}}` cannot be given to the \
+         shell safely, so nothing runs; put it outside quotes or inside double quotes"
+    )]
+    UnsafeArgs {
+        /// The line of the prompt.
+        line: usize,
+        /// Where it stands (a here-document, arithmetic).
+        context: &'static str,
+        /// The injection as written.
+        content: String,
+    },
+}
+
 /// An injection (`!{...}` or `@{...}`) in a prompt: where it starts and ends (after its `}`),
 /// and what is inside, trimmed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +72,7 @@ pub(crate) struct Injection {
 
 /// The injections of `trigger` in `prompt`, braces counted as Gemini CLI counts them; an
 /// unclosed one is an error naming where it starts.
-pub(crate) fn injections(prompt: &str, trigger: &str) -> Result<Vec<Injection>, String> {
+pub(crate) fn injections(prompt: &str, trigger: &str) -> Result<Vec<Injection>, ExpandError> {
     let mut out = Vec::new();
     let mut from = 0;
     while let Some(found) = prompt[from..].find(trigger) {
@@ -44,10 +95,7 @@ pub(crate) fn injections(prompt: &str, trigger: &str) -> Result<Vec<Injection>, 
         }
         let Some(close) = end else {
             let at = prompt[..start].chars().count();
-            return Err(format!(
-                "an unclosed `{trigger}` at character {at}: its braces must balance (paths or \
-                 commands with unbalanced braces are not supported)"
-            ));
+            return Err(ExpandError::Unclosed { trigger: trigger.to_owned(), at });
         };
         out.push(Injection {
             start,
@@ -60,7 +108,7 @@ pub(crate) fn injections(prompt: &str, trigger: &str) -> Result<Vec<Injection>, 
 }
 
 /// Both kinds of injection balance in `prompt`.
-pub(crate) fn check_braces(prompt: &str) -> Result<(), String> {
+pub(crate) fn check_braces(prompt: &str) -> Result<(), ExpandError> {
     injections(prompt, "@{")?;
     injections(prompt, "!{")?;
     Ok(())

@@ -135,14 +135,14 @@ fn injections_balance_as_gemini_cli_counts_them() {
     let got = super::injections("a !{echo {x}} b !{ls}", "!{").expect("balanced");
     let contents: Vec<&str> = got.iter().map(|i| i.content.as_str()).collect();
     assert_eq!(contents, ["echo {x}", "ls"]);
-    let e = super::injections("x @{a", "@{").expect_err("unclosed");
+    let e = super::injections("x @{a", "@{").expect_err("unclosed").to_string();
     assert!(e.contains("character 2"), "{e}");
 }
 
 /// Gemini CLI's shellProcessor cases (`prompt-processors/shellProcessor.test.ts`) as data: the
 /// command each injection resolves to, and the text around it.
 #[test]
-fn gemini_cli_shell_processor_cases() -> Result<(), String> {
+fn gemini_cli_shell_processor_cases() -> anyhow::Result<()> {
     use super::expand::{assemble, shell_commands};
     let args = "some 'arg' \"here\"";
     let quoted = crate::hooks::run::shell_quote(args);
@@ -226,7 +226,7 @@ fn gemini_cli_at_file_processor_cases() -> anyhow::Result<()> {
         at_files("no trigger here", ws, &mut notes).map_err(|e| anyhow::anyhow!(e))?,
         "no trigger here"
     );
-    let e = at_files("broken @{start.txt", ws, &mut notes).expect_err("unclosed");
+    let e = at_files("broken @{start.txt", ws, &mut notes).expect_err("unclosed").to_string();
     assert!(e.contains("unclosed `@{`"), "{e}");
     Ok(())
 }

@@ -17,6 +17,8 @@ use super::configs::Configs;
 use super::servers::SessionServers;
 use super::services::Services;
 use crate::auth::Auth;
+use crate::auth::discovery::DiscoveryError;
+use crate::auth::sign_in::SignInError;
 use crate::clock;
 use crate::mcp::authed::{self, Remote};
 use crate::mcp::{McpOptions, SessionView};
@@ -113,8 +115,8 @@ impl SignIns {
         let remote = self.remote(session, name)?;
         let sign_in = self.auth.begin(&remote.target, callback_port).await.map_err(|e| {
             // No OAuth here at all: say why that may be fine, or what to set (audit C14).
-            if !e.starts_with("no OAuth metadata found") {
-                return AuthFailure::Failed(e);
+            if !matches!(e, SignInError::Discovery(DiscoveryError::NotFound(..))) {
+                return AuthFailure::Failed(e.to_string());
             }
             let hint = if remote.header_auth {
                 "; it sends the Authorization header its settings give, so there is nothing to \
@@ -150,7 +152,7 @@ impl SignIns {
             match done {
                 Err(why) => {
                     tracing::warn!(server = %remote.name, reason = %why, "sign-in failed");
-                    step(&tx, AuthStep::Failed, Some(why));
+                    step(&tx, AuthStep::Failed, Some(why.to_string()));
                 }
                 Ok(()) => {
                     tracing::info!(server = %remote.name, "signed in; reconnecting");

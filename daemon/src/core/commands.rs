@@ -20,6 +20,7 @@ use super::policy::SessionPolicy;
 use super::services::Services;
 use super::skills::Skills;
 use super::skills::SkillsError;
+use crate::commands::ExpandError;
 use crate::commands::expand::ShellCommand;
 use crate::commands::resolve::{Candidate, resolve};
 use crate::commands::{expand, load};
@@ -306,7 +307,7 @@ impl Commands {
         prompt: &str,
     ) -> Result<CommandsExpandResult, SkillsError> {
         let refused =
-            |why: String| SkillsError::from(SkillError::Refused(format!("/{name}: {why}")));
+            |why: ExpandError| SkillsError::from(SkillError::Refused(format!("/{name}: {why}")));
         let workspace = PathBuf::from(self.services.sessions.record(&p.session)?.workspace);
         let mut out = CommandsExpandResult::default();
         let uses_args = prompt.contains(expand::ARGS);
