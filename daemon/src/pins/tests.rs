@@ -58,12 +58,12 @@ fn pins_are_kept_and_an_edited_record_or_another_key_is_not_trusted() {
     let dir = tempfile::tempdir().unwrap();
     let listing = || vec![tool("a", "A"), tool("b", "B")];
     {
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open_again(dir.path()).unwrap();
         let pins = Pins::new(store, key("ab"), PinMode::Enforce, None);
         assert!(pins.check("k", "srv", "s", &tools(&listing())).first_use);
     }
     {
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open_again(dir.path()).unwrap();
         let pins = Pins::new(store.clone(), key("ab"), PinMode::Enforce, None);
         let v = pins.check("k", "srv", "s", &tools(&listing()));
         assert!(!v.first_use && v.differs.is_empty(), "kept across a restart: {v:?}");
@@ -72,7 +72,7 @@ fn pins_are_kept_and_an_edited_record_or_another_key_is_not_trusted() {
         store.put_pins_record("k", text.replace("\"A\"", "\"A, and more\"").as_bytes()).unwrap();
     }
     for k in ["ab", "cd"] {
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open_again(dir.path()).unwrap();
         let pins = Pins::new(store, key(k), PinMode::Enforce, None);
         let v = pins.check("k", "srv", "s", &tools(&[tool("a", "A, and more"), tool("b", "B")]));
         assert_eq!(v.differs.len(), 2, "nothing counts as pinned: {v:?}");
@@ -80,7 +80,7 @@ fn pins_are_kept_and_an_edited_record_or_another_key_is_not_trusted() {
         assert!(v.problem.as_deref().unwrap().contains("do not verify"), "{:?}", v.problem);
     }
     // Accepting re-pins what is listed, under the current key.
-    let store = Store::open(dir.path()).unwrap();
+    let store = Store::open_again(dir.path()).unwrap();
     let pins = Pins::new(store, key("cd"), PinMode::Enforce, None);
     let v = pins.check("k", "srv", "s", &tools(&listing()));
     pins.accept("k", "srv", "s", &v.differs, &[]).unwrap();

@@ -129,7 +129,7 @@ async fn sessions_survive_reopen_but_env_and_attachments_do_not() -> anyhow::Res
         assert_eq!(sessions.client_env(&s.id).as_deref(), Some(&env));
         s.id
     };
-    let (sessions, _rx) = registry(Store::open(db.path())?);
+    let (sessions, _rx) = registry(Store::open_again(db.path())?);
     let s = sessions.get(&id)?;
     assert_eq!((s.attached_connections, s.env_source), (0, EnvSource::Daemon));
     assert_eq!(sessions.client_env(&id), None);

@@ -258,6 +258,22 @@ impl Store {
         Ok(store)
     }
 
+    /// Open the database again in the same process, as a restart would: sled's flusher may
+    /// hold the file lock a moment after the last handle is dropped, so it is waited for (up
+    /// to 10 s). A real restart is another process, whose predecessor has exited.
+    #[cfg(test)]
+    pub(crate) fn open_again(dir: &Path) -> Result<Self, StoreError> {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let opened = Self::open(dir);
+            let busy = |e: &StoreError| e.to_string().contains("could not acquire lock");
+            if !opened.as_ref().is_err_and(busy) || std::time::Instant::now() > until {
+                return opened;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// A throwaway in-memory database, for tests.
     pub fn temporary() -> Result<Self, StoreError> {
         let config = sled::Config::new().temporary(true);
