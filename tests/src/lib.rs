@@ -438,6 +438,15 @@ pub fn alive(pid: u32) -> bool {
     i32::try_from(pid).is_ok_and(|p| kill(Pid::from_raw(p), None).is_ok())
 }
 
+/// Whether a process has ended: it does not exist, or it is a zombie waiting to be reaped
+/// by someone else.
+pub fn process_gone(pid: u32) -> bool {
+    !alive(pid)
+        || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
+}
+
 /// Send raw bytes on a fresh connection to `socket` and read whatever comes back until the
 /// daemon closes the connection or `timeout` passes.
 pub async fn raw_exchange(

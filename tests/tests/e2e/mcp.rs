@@ -19,7 +19,7 @@ use geminid_protocol::mcp::{
 };
 use geminid_protocol::session::SessionCreateParams;
 use geminid_tests::mcp::{FAST, NetFixture, Setup, fixture, shell_env, stdio, write_user_settings};
-use geminid_tests::{Daemon, TestHome, alive, eventually};
+use geminid_tests::{Daemon, TestHome, alive, eventually, process_gone};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use pretty_assertions::assert_eq;
@@ -135,14 +135,6 @@ async fn wait_for(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-fn process_gone(pid: u32) -> bool {
-    !alive(pid)
-        || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-            // A zombie waiting to be reaped by someone else counts as gone.
-            s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'))
-        })
 }
 
 async fn gone_within(pid: u32, timeout: Duration) -> bool {

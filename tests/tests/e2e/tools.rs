@@ -1099,20 +1099,52 @@ async fn a_server_that_never_lists_holds_up_nobody() -> anyhow::Result<()> {
 }
 
 /// A server that lingered out is still stopping (it ignores SIGTERM) when its session comes
-/// back: the call goes to a new copy, never to the one on its way out.
+/// back: the call goes to a new copy, never to the one on its way out. The test waits for the
+/// daemon to take the server out of service (it leaves `mcp/listServers`), not for a time, and
+/// the stop grace is the default (3 s), so the call lands inside it on any machine.
 #[tokio::test]
 async fn a_call_after_the_linger_never_reaches_the_stopping_server() -> anyhow::Result<()> {
+    use geminid_protocol::mcp::ListServersParams;
     use geminid_protocol::session::SessionIdParams;
-    let t =
-        setup(json!({ "slowstop": stdio(&["--ignore-sigterm", "--survive-stdin-eof"]) })).await?;
-    let (c, s) = (&t.client, t.session.as_str());
-    let first = call(c, s, "mcp_slowstop_pid", json!({})).await.map_err(anyhow::Error::msg)?;
-    c.detach(SessionIdParams { id: s.into() }).await?;
-    // Linger 300 ms, then a stop that waits the 500 ms grace before SIGKILL.
-    tokio::time::sleep(Duration::from_millis(450)).await;
-    c.attach(geminid_protocol::session::SessionAttachParams { id: s.into(), env: None }).await?;
-    let second = call(c, s, "mcp_slowstop_pid", json!({})).await.map_err(anyhow::Error::msg)?;
+    let home = TestHome::allowing_mcp()?;
+    write_user_settings(
+        &home,
+        json!({ "slowstop": stdio(&["--ignore-sigterm", "--survive-stdin-eof"]) }),
+    )?;
+    // FAST without its short stop grace.
+    let args: Vec<&str> = FAST
+        .chunks(2)
+        .filter(|kv| kv.first() != Some(&"--mcp-stop-grace"))
+        .flatten()
+        .copied()
+        .collect();
+    let daemon = Daemon::start(&home, &args).await?;
+    let c = &daemon.client().await?;
+    let s = geminid_tests::mcp::new_session(c, &home).await?;
+    let first = call(c, &s, "mcp_slowstop_pid", json!({})).await.map_err(anyhow::Error::msg)?;
+    let old: u32 = first.display.parse()?;
+    c.detach(SessionIdParams { id: s.clone() }).await?;
+    let out_of_service = || async {
+        let all = ListServersParams { session: None, usage: false };
+        c.mcp_list_servers(Some(all))
+            .await
+            .is_ok_and(|l| l.servers.iter().all(|x| x.name != "slowstop"))
+    };
+    assert!(
+        geminid_tests::eventually(Duration::from_secs(10), out_of_service).await,
+        "the server outlived its linger"
+    );
+    c.attach(geminid_protocol::session::SessionAttachParams { id: s.clone(), env: None }).await?;
+    let second = call(c, &s, "mcp_slowstop_pid", json!({})).await.map_err(anyhow::Error::msg)?;
     assert_ne!(first.display, second.display, "a new process answers");
+    let stopping = !geminid_tests::process_gone(old);
+    assert!(stopping, "the old copy was still stopping when the call landed");
+    // And the stop ends: SIGKILL after the grace.
+    let gone = || async move { geminid_tests::process_gone(old) };
+    assert!(
+        geminid_tests::eventually(Duration::from_secs(15), gone).await,
+        "{old} outlived its stop"
+    );
     Ok(())
 }
 
