@@ -15,13 +15,12 @@ use tokio::sync::watch;
 
 use super::configs::Configs;
 use super::servers::SessionServers;
-use super::services::Services;
 use crate::auth::Auth;
 use crate::auth::discovery::DiscoveryError;
 use crate::auth::sign_in::SignInError;
 use crate::clock;
 use crate::mcp::authed::{self, Remote};
-use crate::mcp::{McpOptions, SessionView};
+use crate::mcp::{McpOptions, SessionView, Supervisor};
 use crate::session::SessionError;
 
 /// How long `auth/progress` waits for the next step before answering with the current one.
@@ -30,12 +29,14 @@ const PROGRESS_POLL: Duration = Duration::from_secs(30);
 /// How long a finished sign-in's outcome stays readable.
 const KEEP_DONE: Duration = Duration::from_secs(120);
 
-/// Sign-ins: those under way (and finished lately), by attempt id, and the credentials kept.
+/// Sign-ins: those under way (and finished lately), by attempt id; credentials shown and
+/// forgotten.
 #[derive(Debug)]
 pub(crate) struct SignIns {
     auth: Arc<Auth>,
     config: Arc<Configs>,
-    services: Arc<Services>,
+    /// The servers a sign-in or sign-out restarts.
+    mcp: Arc<Supervisor>,
     servers: Arc<SessionServers>,
     /// How long a sign-in waits for the browser.
     within: Duration,
@@ -70,17 +71,17 @@ impl SignIns {
     pub(super) fn new(
         auth: Arc<Auth>,
         config: Arc<Configs>,
-        services: Arc<Services>,
+        mcp: Arc<Supervisor>,
         servers: Arc<SessionServers>,
-        mcp: &McpOptions,
+        options: &McpOptions,
     ) -> Self {
         Self {
             auth,
             config,
-            services,
+            mcp,
             servers,
-            within: mcp.oauth_timeout,
-            settle_within: mcp.startup_timeout,
+            within: options.oauth_timeout,
+            settle_within: options.startup_timeout,
             attempts: Mutex::default(),
         }
     }
@@ -187,8 +188,8 @@ impl SignIns {
     /// Restart a server with its new credentials (starting the session's servers if they
     /// are not running); its status once the attempt settled.
     async fn reconnect(&self, session: &str, name: &str) -> Option<ServerStatus> {
-        let first = match self.services.mcp.find(Some(session), name) {
-            Ok(server) => self.services.mcp.restart(&server).await,
+        let first = match self.mcp.find(Some(session), name) {
+            Ok(server) => self.mcp.restart(&server).await,
             Err(_) => {
                 let started = self.servers.start(session, true).await.ok()?;
                 started.servers.into_iter().find(|s| s.name == name)?
@@ -297,8 +298,8 @@ impl SignIns {
             .await
             .map_err(|e| AuthFailure::Failed(e.to_string()))?;
         tracing::info!(server = %remote.name, removed, "signed out");
-        if let Ok(server) = self.services.mcp.find(Some(session), &remote.name) {
-            self.services.mcp.restart(&server).await;
+        if let Ok(server) = self.mcp.find(Some(session), &remote.name) {
+            self.mcp.restart(&server).await;
         }
         Ok(removed)
     }

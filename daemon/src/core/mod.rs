@@ -264,7 +264,7 @@ impl Core {
         let sign_ins = Arc::new(auth::SignIns::new(
             auth,
             config.clone(),
-            services.clone(),
+            services.mcp.clone(),
             servers.clone(),
             &info.mcp,
         ));

@@ -1,8 +1,8 @@
 //! The JSON-RPC surface: one file per namespace, each translating calls into calls of the
 //! services (reads, calls, asks, events), of the feature services the core built (skills,
 //! commands, policy, settings, extensions, reloads, sessions' servers, sign-ins), or, for the
-//! sessions' lifecycle, status and the doctor, of the [`Core`]. No logic lives here beyond argument plumbing and
-//! error mapping.
+//! sessions' lifecycle, status and the doctor, of the [`Core`]. No logic lives here beyond
+//! argument plumbing and error mapping.
 
 mod asks;
 mod auth;
