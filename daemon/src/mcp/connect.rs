@@ -260,12 +260,15 @@ pub(crate) async fn connect(
             let (stdout, stdin) = pipes;
             let transport = StdioTransport::new(stdout, stdin).with_log(log.clone());
             let transport = Routed::new(transport, identity, handler.sup.clone());
-            match tokio::time::timeout(
-                timeout,
-                handler.serve_with_lifecycle(transport, lifecycle()),
-            )
-            .await
-            {
+            // The era probe and the handshake share the attempt's limit: a server slow to
+            // answer its first message is waited for, in either era (`era`).
+            let info = handler.get_info();
+            let handshake = async {
+                let (transport, lifecycle) =
+                    super::era::probe(transport, &info, super::era::PATIENCE).await?;
+                handler.serve_with_lifecycle(transport, lifecycle).await
+            };
+            match tokio::time::timeout(timeout, handshake).await {
                 Ok(Ok(service)) => Ok(running(service, Wire::Stdio, Some(proc))),
                 Ok(Err(e)) => {
                     // Give a dying child a moment so its exit status explains the failure.

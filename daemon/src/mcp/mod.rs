@@ -13,7 +13,8 @@
 //! - `long_calls` follows the tool calls a server turns into tasks;
 //! - `asked` answers what servers ask of their client (elicitation, sampling, roots) for the
 //!   session whose call caused it, and `roots` is what a session's roots are;
-//! - `connect`, `child`, `stdio` and `sse` are the transports; `orphans` cleans up after a
+//! - `connect`, `child`, `stdio` and `sse` are the transports, and `era` finds which protocol
+//!   era a stdio server speaks however long it takes to answer; `orphans` cleans up after a
 //!   daemon that was killed; `log` keeps each server's stderr and events.
 //!
 //! What a session sees of the servers (names, filters, the tool table) is `crate::catalog`'s;
@@ -24,6 +25,7 @@ pub(crate) mod authed;
 pub(crate) mod catalog;
 pub(crate) mod child;
 pub(crate) mod connect;
+pub(crate) mod era;
 pub(crate) mod error;
 pub(crate) mod idle;
 pub(crate) mod log;

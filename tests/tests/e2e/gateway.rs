@@ -1391,3 +1391,35 @@ async fn a_confirmation_goes_with_the_client_whose_call_raised_it() -> anyhow::R
     drop(yes);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_server_that_takes_45_seconds_to_answer_is_served_in_either_era() -> anyhow::Result<()> {
+    // A JVM, a docker pull, a first `npx` on a busy machine: far past the era probe's patience
+    // (10 s), within the limit the user gave (issue 63, B2).
+    let home = TestHome::allowing_mcp()?;
+    let slow = |era: &[&str]| {
+        let mut args = era.to_vec();
+        args.extend(["--startup-delay-ms", "45000"]);
+        stdio(&args)
+    };
+    settings(&home, json!({ "legacy": slow(&[]), "modern": slow(&["--modern"]) }))?;
+    let _daemon = Daemon::start(&home, &["--mcp-startup-timeout", "2m"]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let s = serve(&home, None, &[]).await?;
+    let both = || async {
+        s.client.list_all_tools().await.is_ok_and(|t| {
+            ["legacy__echo", "modern__echo"].iter().all(|n| t.iter().any(|t| t.name == *n))
+        })
+    };
+    assert!(geminid_tests::eventually(Duration::from_secs(110), both).await, "both listed");
+    for server in ["legacy", "modern"] {
+        let answer = text_of(&s, &format!("{server}__echo"), json!({"text": "late"})).await?;
+        assert_eq!(answer, (false, "late".into()), "{server}");
+        let (code, out, _) = home.gemctl_run(&["mcp", "logs", server])?;
+        assert_eq!(code, 0);
+        let starts = out.lines().filter(|l| l.contains("[geminid] started ")).count();
+        assert_eq!(starts, 1, "{server} connected on its first start: {out}");
+    }
+    s.client.cancel().await?;
+    Ok(())
+}

@@ -30,6 +30,7 @@ mod schema;
 mod server_asks;
 mod service;
 mod skills;
+mod slow_start;
 mod soak;
 mod spine;
 mod storage;
