@@ -87,6 +87,7 @@ mod tests {
             shown_settings: serde_json::json!({}),
             hook_files: vec![],
             extensions: vec![],
+            refusing: vec![],
         }
     }
 

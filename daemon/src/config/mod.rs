@@ -2,8 +2,10 @@
 //! merge, env expansion and redaction, folder trust and MCP enablement.
 //!
 //! [`Loader::effective`] computes one session's view (its workspace, trust and environment).
-//! The loader remembers each file's last good contents, so a file that stops parsing (an editor
-//! mid-save, a typo) keeps its previous contents in effect while the error is reported.
+//! The loader remembers each file's last good contents (in the store too, so across restarts),
+//! so a file that stops parsing (an editor mid-save, a typo) keeps its previous contents in
+//! effect while the error is reported; a file that guards calls with no good version known
+//! refuses the session's calls instead (`last_good.rs`).
 
 pub(crate) mod context;
 pub(crate) mod diff;
@@ -33,6 +35,8 @@ use serde_json::Value;
 
 use env::Env;
 use files::{diagnostic, position};
+pub(crate) use last_good::located;
+use last_good::{Kept, Read, Role};
 use mcp::McpServerConfig;
 
 /// Where Gemini CLI's files are (COMPAT §0).
@@ -141,6 +145,10 @@ pub(crate) struct Effective {
     pub hook_files: Vec<HookFile>,
     /// What the extensions enabled in the workspace contribute, in name order.
     pub extensions: Vec<extend::Contribution>,
+    /// The problems of the files that guard calls (the settings scopes that apply, the
+    /// enablement file) and give nothing: they do not parse and no good version of them is
+    /// known. While there is one, every tool call of the session is refused with it.
+    pub refusing: Vec<Diagnostic>,
 }
 
 /// One settings file's `hooks` (expanded) and its text.
@@ -166,16 +174,25 @@ struct Layer {
     /// Its contents as written (what is shown: an expanded secret must not be).
     raw: Option<Value>,
     text: String,
+    /// How reading it went (its problem is said once its role is known).
+    read: Read,
 }
 
 /// Reads the files and remembers their last good contents.
 #[derive(Debug)]
 pub(crate) struct Loader {
     paths: ConfigPaths,
-    last_good: Mutex<HashMap<PathBuf, (Value, String)>>,
+    last_good: Mutex<HashMap<PathBuf, Kept>>,
     /// Files seen missing that had contents, and since when: some editors save by deleting
     /// the file and writing it anew, and that gap must not stop its servers.
     vanished: Mutex<HashMap<PathBuf, std::time::Instant>>,
+    /// Files whose last good contents were looked up in the store, each with why the copy
+    /// kept there cannot be used, if it cannot.
+    recalled: Mutex<HashMap<PathBuf, Option<String>>>,
+    /// Each file that had a problem when it was last read, as `daemon/status` says it.
+    broken: Mutex<BTreeMap<PathBuf, String>>,
+    /// Where last good contents outlive the daemon; none in tests of the loader alone.
+    store: Option<crate::store::Store>,
 }
 
 /// How long a file that disappeared keeps its last contents before it counts as deleted.
@@ -184,7 +201,14 @@ pub(crate) const VANISH_GRACE: std::time::Duration = std::time::Duration::from_s
 impl Loader {
     /// A loader for these paths.
     pub(crate) fn new(paths: ConfigPaths) -> Self {
-        Self { paths, last_good: Mutex::default(), vanished: Mutex::default() }
+        Self {
+            paths,
+            last_good: Mutex::default(),
+            vanished: Mutex::default(),
+            recalled: Mutex::default(),
+            broken: Mutex::default(),
+            store: None,
+        }
     }
 
     /// The paths it reads.
@@ -196,16 +220,16 @@ impl Loader {
     fn trust_rules(&self) -> (trust::TrustRules, Option<Diagnostic>) {
         let path = &self.paths.trusted_folders;
         let check = |v: &Value| trust::rules_from(v.clone()).map(|_| ());
-        let (_, content, problem) =
-            self.read_checked(path, check, "until it is fixed, no folder is trusted");
-        let rules = content.and_then(|(v, _)| trust::rules_from(v).ok()).unwrap_or_default();
+        let (read, problem) = self.read_as(path, check, Role::Trust);
+        let rules = read.content.and_then(|(v, _)| trust::rules_from(v).ok()).unwrap_or_default();
         (rules, problem)
     }
 
-    fn layer(&self, scope: Scope, path: PathBuf, env: &Env, diags: &mut Vec<Diagnostic>) -> Layer {
-        let (exists, content, problem) = self.read(&path);
-        diags.extend(problem);
-        let (value, raw, text) = match content {
+    /// A settings scope's file, read; its problem is said by [`Loader::settle_layers`].
+    fn layer(&self, scope: Scope, path: PathBuf, env: &Env) -> Layer {
+        let mut read = self.read_checked(&path, |_| Ok(()));
+        let exists = read.exists;
+        let (value, raw, text) = match read.content.take() {
             Some((raw, t)) => {
                 let mut v = raw.clone();
                 env::expand_settings_value(&mut v, env);
@@ -213,7 +237,31 @@ impl Loader {
             }
             None => (None, None, String::new()),
         };
-        Layer { scope, applied: value.is_some(), path, exists, value, raw, text }
+        Layer { scope, applied: value.is_some(), path, exists, value, raw, text, read }
+    }
+
+    /// Each settings layer's problem, said now that trust is known: a file that guards calls
+    /// (every scope but geminid's own, the workspace's only in a trusted folder) and gives
+    /// nothing refuses the session's calls.
+    fn settle_layers(
+        &self,
+        layers: &[Layer],
+        trusted: bool,
+        diags: &mut Vec<Diagnostic>,
+        refusing: &mut Vec<Diagnostic>,
+    ) {
+        for l in layers {
+            let role = match l.scope {
+                Scope::Geminid => Role::Ignored,
+                Scope::Workspace if !trusted => Role::Ignored,
+                _ => Role::Guards,
+            };
+            let Some(d) = self.settle(&l.path, &l.read, role) else { continue };
+            if l.read.unusable && role.refuses() {
+                refusing.push(d.clone());
+            }
+            diags.push(d);
+        }
     }
 
     /// The effective configuration for a session in `workspace` whose environment is `env`,
@@ -237,11 +285,11 @@ impl Loader {
     ) -> Effective {
         let mut diags = Vec::new();
         let p = &self.paths;
-        let defaults =
-            self.layer(Scope::SystemDefaults, p.system_defaults.clone(), env, &mut diags);
-        let user = self.layer(Scope::User, p.user.clone(), env, &mut diags);
-        let own = self.layer(Scope::Geminid, p.geminid.clone(), env, &mut diags);
-        let system = self.layer(Scope::System, p.system.clone(), env, &mut diags);
+        let mut refusing = Vec::new();
+        let defaults = self.layer(Scope::SystemDefaults, p.system_defaults.clone(), env);
+        let user = self.layer(Scope::User, p.user.clone(), env);
+        let own = self.layer(Scope::Geminid, p.geminid.clone(), env);
+        let system = self.layer(Scope::System, p.system.clone(), env);
         // Gateway entries named as one of geminid's servers or an extension's yield to them.
         let mut own_servers = import::server_names(own.value.as_ref());
         own_servers.extend(extensions.server_names());
@@ -257,11 +305,12 @@ impl Loader {
         let contributions = extensions.contributions(workspace, trust.trusted, env);
         let mut layers = vec![defaults, own, user];
         if let Some(path) = p.workspace_settings(workspace) {
-            let mut ws = self.layer(Scope::Workspace, path, env, &mut diags);
+            let mut ws = self.layer(Scope::Workspace, path, env);
             ws.applied &= trust.trusted;
             layers.push(ws);
         }
         layers.push(system);
+        self.settle_layers(&layers, trust.trusted, &mut diags, &mut refusing);
         import::yield_to_own(&own_servers, &mut layers);
         let applied: Vec<&Layer> = layers.iter().filter(|l| l.applied).collect();
         let mut merged = merge::merge_all(applied.iter().filter_map(|l| l.value.as_ref()));
@@ -272,7 +321,7 @@ impl Loader {
             m.remove("mcpServers");
         }
 
-        let gate = self.gate(&merged, &applied, session_disabled, &mut diags);
+        let gate = self.gate(&merged, &applied, session_disabled, &mut diags, &mut refusing);
         // In an untrusted folder nothing runs, but every configured server is listed, the
         // workspace's too (as Gemini CLI lists them: all disabled), so the user sees what
         // trusting the folder would start.
@@ -358,6 +407,7 @@ impl Loader {
                 value: Some(serde_json::json!({ "mcpServers": own })),
                 raw: None,
                 text: contributions[*i].manifest_text.clone(),
+                read: Read::given(),
             })
             .collect();
         let listed: Vec<&Layer> = ext_layers.iter().chain(listed.iter().copied()).collect();
@@ -469,6 +519,7 @@ impl Loader {
             shown_settings,
             hook_files,
             extensions: contributions,
+            refusing,
         }
     }
 
@@ -478,6 +529,7 @@ impl Loader {
         applied: &[&Layer],
         session: &BTreeSet<String>,
         diags: &mut Vec<Diagnostic>,
+        refusing: &mut Vec<Diagnostic>,
     ) -> enablement::Gate {
         let names = |v: &Value| -> BTreeSet<String> {
             v.as_array()
@@ -502,13 +554,12 @@ impl Loader {
                 excluded.extend(names(list));
             }
         }
-        let (_, content, problem) = self.read_checked(
-            &self.paths.enablement,
-            |_| Ok(()),
-            "until it is fixed, it disables no server",
-        );
+        let (read, problem) = self.read_as(&self.paths.enablement, |_| Ok(()), Role::Enablement);
+        if read.unusable {
+            refusing.extend(problem.clone());
+        }
         diags.extend(problem);
-        let file = content.map(|(v, _)| enablement::disabled_in(&v)).unwrap_or_default();
+        let file = read.content.map(|(v, _)| enablement::disabled_in(&v)).unwrap_or_default();
         enablement::Gate {
             admin_enabled: pointer_bool(merged, "/admin/mcp/enabled").unwrap_or(true),
             allowed,

@@ -181,7 +181,13 @@ fn diagnostics_name_file_line_and_field() -> anyhow::Result<()> {
     assert_eq!(find("\"none\"").map(|x| (x.0, x.2)), Some((Severity::Error, Some(5))));
     let parse = find("invalid JSON").unwrap_or_else(|| panic!("{d:?}"));
     assert_eq!((parse.0, parse.1.as_str()), (Severity::Error, "settings.json"));
-    assert!(parse.3.contains("ignored until it is fixed"));
+    // A trusted workspace's file guards calls: with no good version, they are refused.
+    assert!(
+        parse.3.contains("every tool call of a session that reads it is refused"),
+        "{}",
+        parse.3
+    );
+    assert_eq!(e.refusing.len(), 1, "{:?}", e.refusing);
     assert_eq!(d[0].0, Severity::Error, "errors first");
     assert_eq!(
         servers(&e),
@@ -215,6 +221,64 @@ fn a_broken_file_keeps_its_last_good_contents() -> anyhow::Result<()> {
         "deleted means gone"
     );
     assert!(loader.next_recheck().is_none());
+    Ok(())
+}
+
+/// With a store, the last good contents outlive the loader (a daemon's restart): a file broken
+/// at the next start keeps them, said with when they were read; with none (a first start, a
+/// damaged copy) a file that guards calls refuses them, an untrusted workspace's does not.
+#[test]
+fn last_good_contents_outlive_the_daemon_and_a_file_with_none_refuses_calls() -> anyhow::Result<()>
+{
+    let h = Home::new()?;
+    h.trust_workspace()?;
+    let store = crate::store::Store::temporary()?;
+    let start = || Loader::new(h.paths.clone()).with_store(store.clone());
+    let read = |l: &Loader| l.effective(&h.ws, &Env::new(), &BTreeSet::new());
+    h.write(&h.paths.user, r#"{"mcpServers": {"s": {"command": "good"}}}"#)?;
+    assert!(read(&start()).refusing.is_empty());
+
+    h.write(&h.paths.user, "{\n  \"mcpServers\" {")?;
+    let e = read(&start());
+    assert_eq!(e.servers["s"].config.command.as_deref(), Some("good"));
+    assert!(e.refusing.is_empty(), "{:?}", e.refusing);
+    let d = &e.public.diagnostics[0];
+    assert_eq!((d.line, d.column), (Some(2), Some(16)), "{d:?}");
+    assert!(d.message.contains("its last good contents, as geminid read them at 20"), "{d:?}");
+
+    // A damaged copy is no copy, and says so; the file refuses calls until it is fixed.
+    let key = h.paths.user.display().to_string();
+    store.put_last_good_record(&key, b"\xa5\xa5 not a record")?;
+    let loader = start();
+    let e = read(&loader);
+    assert!(e.servers.is_empty());
+    assert_eq!(e.refusing.len(), 1, "{:?}", e.public.diagnostics);
+    let why = &e.refusing[0].message;
+    assert!(
+        why.contains("the copy of its last good contents geminid kept cannot be used"),
+        "{why}"
+    );
+    assert!(why.contains("every tool call of a session that reads it is refused"), "{why}");
+    assert!(loader.warnings().iter().any(|w| w.contains("settings.json:2:16: invalid JSON")));
+    h.write(&h.paths.user, r#"{"mcpServers": {"s": {"command": "fixed"}}}"#)?;
+    assert!(read(&loader).refusing.is_empty());
+    assert!(loader.warnings().is_empty(), "{:?}", loader.warnings());
+    h.write(&h.paths.user, "{")?;
+    assert_eq!(read(&start()).servers["s"].config.command.as_deref(), Some("fixed"));
+
+    // A deleted file's contents are not kept: broken after that, it has none.
+    std::fs::remove_file(&h.paths.user)?;
+    assert!(read(&start()).servers.is_empty());
+    h.write(&h.paths.user, "{")?;
+    assert_eq!(read(&start()).refusing.len(), 1);
+
+    // An untrusted workspace's file applies to nothing: broken, it refuses nothing.
+    std::fs::remove_file(&h.paths.user)?;
+    h.write(&h.paths.trusted_folders, "{}")?;
+    h.write(&h.workspace_file(), "{")?;
+    let e = read(&start());
+    assert!(e.refusing.is_empty(), "{:?}", e.refusing);
+    assert!(e.public.diagnostics.iter().any(|d| d.message.contains("ignored until it is fixed")));
     Ok(())
 }
 

@@ -37,6 +37,9 @@ struct Prepared {
     servers: std::collections::HashMap<String, Map<String, Value>>,
     /// The workspace file's hooks not yet announced (taken by the first answer that says so).
     new_project_hooks: Mutex<Option<NewHooks>>,
+    /// Why every call is refused: a file that guards calls gives nothing (it does not parse,
+    /// and no good version of it is known), so the user's hooks cannot be known.
+    refusal: Option<String>,
 }
 
 /// Project hooks to announce once (`hooks::trusted`).
@@ -158,7 +161,12 @@ impl HookSeat {
                 let shown = trusted::new_hooks(&trusted_file, &c.workspace, &keys);
                 (!shown.is_empty()).then(|| NewHooks { project: c.workspace.clone(), keys, shown })
             });
+        let refusal = (!effective.refusing.is_empty()).then(|| {
+            let each: Vec<String> = effective.refusing.iter().map(crate::config::located).collect();
+            format!("Tool execution refused: {}", each.join("; and "))
+        });
         let p = Arc::new(Prepared {
+            refusal,
             new_project_hooks: Mutex::new(new_project_hooks),
             registry: Registry::of_files(&c.settings, &files, c.trust.trusted, &extension_hooks),
             plans: self.config.paths().home.join(".gemini").join("tmp").join(project).join("plans"),
@@ -214,7 +222,7 @@ impl HookSeat {
         Ok(HooksListResult {
             enabled: !p.registry.switched_off,
             hooks,
-            warnings: p.registry.warnings.clone(),
+            warnings: p.refusal.iter().chain(&p.registry.warnings).cloned().collect(),
             notice: self.take_notice(&p),
         })
     }
@@ -338,6 +346,10 @@ impl BeforeTool for HookSeat {
         Box::pin(async move {
             // The common case, no hook for this tool, costs a map lookup and the matchers.
             let Ok(p) = self.prepare(&call.session) else { return Before::Proceed };
+            // Hooks that cannot be known fail closed: a call they would block must not run.
+            if let Some(why) = &p.refusal {
+                return Before::Block(Verdict::from(why.clone()));
+            }
             if plan(&p.registry, HookEvent::BeforeTool, Some(&call.name)).is_none() {
                 return Before::Proceed;
             }

@@ -177,7 +177,7 @@ impl Core {
             .filter(|(k, _)| !crate::systemd::PRIVATE_VARS.contains(&k.as_str()))
             .collect();
         let config = Arc::new(configs::Configs::new(
-            config,
+            config.with_store(store.clone()),
             sessions.clone(),
             extensions.clone(),
             daemon_env,
@@ -395,7 +395,7 @@ impl Core {
             connections: self.connections.load(Ordering::Relaxed),
             subscribers: to_u32(self.services.events.subscriber_count()),
             limits: self.info.limits,
-            warnings: self.store.warnings(),
+            warnings: [self.store.warnings(), self.config.loader().warnings()].concat(),
         }
     }
 

@@ -276,6 +276,7 @@ mod tests {
             shown_settings: json!({}),
             hook_files: vec![],
             extensions: vec![],
+            refusing: vec![],
         }
     }
 

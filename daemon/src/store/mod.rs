@@ -7,12 +7,14 @@
 
 mod audit;
 mod extensions;
+mod last_good;
 mod lock;
 mod marks;
 mod pins;
 mod recover;
 pub(crate) mod tasks;
 
+pub(crate) use last_good::LastGood;
 pub(crate) use lock::lock_dir;
 use lock::owner_only;
 

@@ -686,3 +686,139 @@ async fn a_block_names_its_hook_to_the_person_not_the_model() -> anyhow::Result<
     assert_eq!(error, "Tool execution blocked: not today (by hook 'guard')", "{audit}");
     Ok(())
 }
+
+/// A user settings file with a BeforeTool hook that blocks every `echo` (the audit's "never
+/// touch prod entities"), and the server in geminid's own file (as `gemctl mcp import` leaves
+/// it), so that the server is there whether or not the settings file parses.
+fn guarded_home() -> anyhow::Result<(TestHome, std::path::PathBuf, String)> {
+    use geminid_tests::mcp::stdio;
+    let home = TestHome::allowing_mcp()?;
+    let own = home.root().join("home/.gemini/geminid");
+    std::fs::create_dir_all(&own)?;
+    std::fs::write(
+        own.join("servers.json"),
+        json!({ "mcpServers": { "fx": stdio(&[]) } }).to_string(),
+    )?;
+    let good = serde_json::to_string_pretty(
+        &json!({ "hooks": { "BeforeTool": [{ "matcher": "echo", "hooks": [
+            { "type": "command", "name": "guard", "command": "echo 'never touch prod entities' >&2; exit 2" }
+        ]}]}}),
+    )?;
+    let path = home.root().join("home/.gemini/settings.json");
+    Ok((home, path, good))
+}
+
+/// `gemctl call mcp_fx_echo`: its exit code and stderr.
+fn call_echo(home: &TestHome) -> anyhow::Result<(i32, String)> {
+    let (code, out, err) = home.gemctl_run(&["call", "mcp_fx_echo", r#"{"text": "prod"}"#])?;
+    Ok((code, format!("{out}{err}")))
+}
+
+const BLOCKED: &str = "Tool execution blocked: never touch prod entities";
+
+/// Audit B4: a settings file that does not parse when the daemon starts, with no good version
+/// known, fails closed: a call its hook would block is refused with the file, line, column and
+/// the fix (`call` and `status` say it), and once it is fixed the hook blocks as before. A
+/// trusted workspace's file that breaks with no good version refuses calls the same way.
+#[tokio::test]
+async fn a_settings_file_broken_at_the_first_start_refuses_calls_until_it_is_fixed()
+-> anyhow::Result<()> {
+    let (home, path, good) = guarded_home()?;
+    // `"hooks" {`: a colon missing on line 2, as the audit broke its file.
+    std::fs::write(&path, good.replacen("\"hooks\":", "\"hooks\"", 1))?;
+    let _daemon = geminid_tests::Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let at = format!("{}:2:11: invalid JSON", path.display());
+
+    let (code, said) = call_echo(&home)?;
+    assert_ne!(code, 0, "the call went through without the user's hooks: {said}");
+    assert!(said.contains("Tool execution refused: ") && said.contains(&at), "{said}\nwanted {at}");
+    assert!(said.contains("fix it and geminid reloads it"), "{said}");
+    let (_, status, _) = home.gemctl_run(&["status"])?;
+    assert!(status.contains(&at) && status.contains("is refused until it is fixed"), "{status}");
+    let (_, listed, err) = home.gemctl_run(&["hooks", "list"])?;
+    assert!(format!("{listed}{err}").contains(&at), "{listed}{err}");
+
+    // Fixed: the reload clears it, and the hook blocks the call as it would have.
+    std::fs::write(&path, &good)?;
+    let blocked = || async { call_echo(&home).is_ok_and(|(_, said)| said.contains(BLOCKED)) };
+    assert!(geminid_tests::eventually(Duration::from_secs(10), blocked).await);
+    let (_, status, _) = home.gemctl_run(&["status"])?;
+    assert!(!status.contains("settings.json"), "{status}");
+
+    // A trusted workspace's file, broken with no good version ever read: refused too.
+    let ws = home.workspace().join(".gemini/settings.json");
+    std::fs::create_dir_all(home.workspace().join(".gemini"))?;
+    std::fs::write(&ws, "{\n  \"tools\": {,\n}")?;
+    let at = format!("{}:2:13: invalid JSON", ws.display());
+    let refused =
+        || async { call_echo(&home).is_ok_and(|(code, said)| code != 0 && said.contains(&at)) };
+    assert!(
+        geminid_tests::eventually(Duration::from_secs(10), refused).await,
+        "{:?}",
+        call_echo(&home)?
+    );
+    std::fs::write(&ws, "{}")?;
+    let blocked = || async { call_echo(&home).is_ok_and(|(_, said)| said.contains(BLOCKED)) };
+    assert!(geminid_tests::eventually(Duration::from_secs(10), blocked).await);
+    Ok(())
+}
+
+/// Audit B4: the last good contents outlive the daemon. A file read good, then broken before
+/// the next start, keeps its hook blocking (and the start says it uses the last good
+/// contents, from when); a damaged copy in the store is no copy: said, calls refused, nothing
+/// crashes.
+#[tokio::test]
+async fn the_last_good_settings_outlive_a_restart_and_a_damaged_copy_is_none() -> anyhow::Result<()>
+{
+    let (home, path, good) = guarded_home()?;
+    std::fs::write(&path, &good)?;
+    let restart = |daemon: Option<geminid_tests::Daemon>| async {
+        if let Some(mut d) = daemon {
+            d.signal(nix::sys::signal::Signal::SIGTERM)?;
+            d.wait_exit(Duration::from_secs(15)).await?;
+        }
+        geminid_tests::Daemon::start(&home, &[]).await
+    };
+    let daemon = restart(None).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, said) = call_echo(&home)?;
+    assert!(code != 0 && said.contains(BLOCKED), "{said}");
+
+    std::fs::write(&path, good.replacen("\"hooks\":", "\"hooks\"", 1))?;
+    let daemon = restart(Some(daemon)).await?;
+    let (code, said) = call_echo(&home)?;
+    assert!(code != 0 && said.contains(BLOCKED), "the last good hook blocks: {said}");
+    let (_, status, _) = home.gemctl_run(&["status"])?;
+    let at = format!("{}:2:11: invalid JSON", path.display());
+    assert!(
+        status.contains(&at)
+            && status.contains("its last good contents, as geminid read them at 20"),
+        "{status}"
+    );
+    let (code, check, _) = home.gemctl_run(&["config", "check"])?;
+    assert_eq!(code, 1);
+    assert!(check.contains("its last good contents, as geminid read them at"), "{check}");
+
+    // The record in the store damaged while the daemon is down.
+    let mut daemon = daemon;
+    daemon.signal(nix::sys::signal::Signal::SIGTERM)?;
+    daemon.wait_exit(Duration::from_secs(15)).await?;
+    {
+        let store = geminid::testing::Store::open(&home.data_dir())?;
+        let keys = store.last_good_keys();
+        let key = path.display().to_string();
+        assert!(keys.contains(&key), "{keys:?}");
+        store.put_last_good_record(&key, b"\xa5\xa5 not a record")?;
+    }
+    let _daemon = restart(None).await?;
+    let (code, said) = call_echo(&home)?;
+    assert!(code != 0 && said.contains("Tool execution refused: ") && said.contains(&at), "{said}");
+    assert!(
+        said.contains("the copy of its last good contents geminid kept cannot be used"),
+        "{said}"
+    );
+    let (code, _, _) = home.gemctl_run(&["status"])?;
+    assert_eq!(code, 0);
+    Ok(())
+}

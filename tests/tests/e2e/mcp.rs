@@ -1107,7 +1107,8 @@ async fn mcp_list_reads_as_gemini_clis_list_does() -> anyhow::Result<()> {
     // Nothing was started to find that out.
     assert!(home.processes().iter().all(|(_, cmd)| !cmd.contains("/test/server")));
 
-    // A user settings file that does not parse when the daemon starts.
+    // A user settings file that does not parse when the daemon starts: pointed at, and the
+    // contents the last daemon read of it stay in effect (audit B4).
     drop(_daemon);
     std::fs::write(home.root().join("home/.gemini/settings.json"), "{\n  \"mcpServers\": {\n")?;
     std::fs::remove_file(project.join("settings.json"))?;
@@ -1116,11 +1117,12 @@ async fn mcp_list_reads_as_gemini_clis_list_does() -> anyhow::Result<()> {
     let (code, out, _) = home.gemctl_run(&["mcp", "list"])?;
     assert_eq!(code, 0);
     assert!(out.contains("home/.gemini/settings.json:2:17: error: invalid JSON"), "{out}");
-    assert!(out.contains("the file is ignored until it is fixed"), "{out}");
+    assert!(out.contains("its last good contents, as geminid read them at 20"), "{out}");
     assert!(
-        out.contains("`gemctl config check` lists every problem.\n\nNo MCP servers configured."),
+        out.contains("`gemctl config check` lists every problem.\n\nConfigured MCP servers:"),
         "{out}"
     );
+    assert!(out.contains("test-server") && !out.contains("project-server"), "{out}");
     Ok(())
 }
 
