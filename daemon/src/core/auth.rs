@@ -185,10 +185,13 @@ impl SignIns {
         Ok(begun)
     }
 
-    /// Restart a server with its new credentials (starting the session's servers if they
-    /// are not running); its status once the attempt settled.
+    /// Restart a server with its new credentials (starting the session's servers if none
+    /// runs it yet); its status once the attempt settled. The server is the one the session's
+    /// entry resolves to whether or not the session runs its servers now: a one-shot `gemctl
+    /// mcp start` leaves it warm in needs-auth with no session using it, and starting the
+    /// session again would only share that parked server, stale error and all (audit B3).
     async fn reconnect(&self, session: &str, name: &str) -> Option<ServerStatus> {
-        let first = match self.mcp.find(Some(session), name) {
+        let first = match self.servers.server_of(session, name) {
             Ok(server) => self.mcp.restart(&server).await,
             Err(_) => {
                 let started = self.servers.start(session, true).await.ok()?;
@@ -298,7 +301,11 @@ impl SignIns {
             .await
             .map_err(|e| AuthFailure::Failed(e.to_string()))?;
         tracing::info!(server = %remote.name, removed, "signed out");
-        if let Ok(server) = self.mcp.find(Some(session), &remote.name) {
+        // Running for this session or kept warm after it: either way it holds the old token.
+        // One stopped lately stays stopped.
+        if let Ok(server) = self.servers.server_of(session, &remote.name)
+            && self.mcp.runs(&server)
+        {
             self.mcp.restart(&server).await;
         }
         Ok(removed)

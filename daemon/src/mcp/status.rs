@@ -95,6 +95,11 @@ impl Supervisor {
         self.inner().sessions.contains_key(session)
     }
 
+    /// Whether `server` runs now (not stopped lately: see [`Supervisor::find`]).
+    pub(crate) fn runs(&self, server: &Arc<Server>) -> bool {
+        self.inner().servers.get(&server.identity).is_some_and(|s| Arc::ptr_eq(s, server))
+    }
+
     /// The server a session's entry `name` resolves to when the session runs none (its
     /// settings in `view`): the one of that identity running for others, or stopped lately.
     pub(crate) fn find_planned(

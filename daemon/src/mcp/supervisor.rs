@@ -408,6 +408,8 @@ impl Supervisor {
     /// (see [`Supervisor::find`]) starts again, for as long as a session needs it or the
     /// linger period.
     pub(crate) async fn restart(&self, server: &Arc<Server>) -> ServerStatus {
+        // Read before the restart is asked for: its attempt may end before this looks again.
+        let before = server.snapshot().attempts;
         let revived = {
             let mut inner = self.inner();
             let running = inner.servers.get(&server.identity).cloned();
@@ -451,7 +453,6 @@ impl Supervisor {
             return self.status(fresh);
         }
         let mut watch = server.watch();
-        let before = watch.borrow().attempts;
         let wait = server.startup_timeout + self.opts.stop_grace * 2;
         let _ = tokio::time::timeout(
             wait,

@@ -7,8 +7,8 @@ use std::time::Duration;
 use geminid_protocol::api::{McpApiClient, ToolsApiClient};
 use geminid_protocol::mcp::{ListServersParams, ServerState, ServerStatus, StartParams};
 use geminid_protocol::tools::ToolsCallParams;
-use geminid_tests::mcp::{NetFixture, Setup, fixture};
-use geminid_tests::{TestHome, eventually};
+use geminid_tests::mcp::{FAST, NetFixture, Setup, fixture, new_session, write_user_settings};
+use geminid_tests::{Daemon, TestHome, eventually};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -62,8 +62,18 @@ fn gemctl(
 ) -> anyhow::Result<(i32, String, String)> {
     let mut all = vec!["--session", session];
     all.extend_from_slice(args);
+    user(home, &all, shown)
+}
+
+/// `gemctl ARGS` as the user types it in the workspace (its default session, which nobody
+/// stays attached to), with `$BROWSER` set to the helper: (code, stdout, stderr).
+fn user(
+    home: &TestHome,
+    args: &[&str],
+    shown: &mut Shown,
+) -> anyhow::Result<(i32, String, String)> {
     let out = home
-        .gemctl_cmd(&all)
+        .gemctl_cmd(args)
         .env("BROWSER", format!("{} --browser", fixture()))
         .env_remove("OAUTH_CALLBACK_PORT")
         .output()?;
@@ -303,5 +313,91 @@ async fn a_server_behind_a_header_has_nothing_to_sign_in_to() -> anyhow::Result<
     assert_ne!(code, 0);
     assert!(err.contains("`oauth.authorizationUrl` and `oauth.tokenUrl`"), "{err}");
     assert!(!shown.0.contains("static-token"), "the header's token was shown");
+    Ok(())
+}
+
+/// Waits until the server `name` runs for no session, kept warm: a one-shot gemctl's session
+/// lets go of its servers when the daemon sees its connection close, a moment after gemctl
+/// exits, and a person's next command comes after that.
+async fn kept_warm_unused(daemon: &Daemon, name: &str) -> anyhow::Result<()> {
+    let client = daemon.client().await?;
+    let all = || ListServersParams { session: None, usage: false };
+    let unused = || async {
+        let listed = client.mcp_list_servers(Some(all())).await;
+        listed.is_ok_and(|l| l.servers.iter().any(|s| s.name == name && s.sessions.is_empty()))
+    };
+    let ok = eventually(WAIT, unused).await;
+    anyhow::ensure!(ok, "{name} still used: {:?}", client.mcp_list_servers(Some(all())).await);
+    Ok(())
+}
+
+/// The first hour in the user's order (audit B3): `gemctl mcp start` leaves the server waiting
+/// in needs-auth, `gemctl mcp auth` signs in, and a call then works; each step a one-shot
+/// gemctl of the workspace's default session, which nobody stays attached to, with servers
+/// kept warm as the daemon's default does. The same order holds when another session started
+/// the server (`mcp/start`) and across a daemon restart.
+#[tokio::test]
+async fn the_first_hour_start_then_sign_in_then_call() -> anyhow::Result<()> {
+    let site = Site::start()?;
+    let home = TestHome::allowing_mcp()?;
+    write_user_settings(&home, json!({ "remote": { "httpUrl": site.fx.url } }))?;
+    // FAST's supervision, but servers kept warm for the session's idle hours, as by default.
+    let mut args: Vec<&str> =
+        FAST.chunks(2).filter(|flag| flag[0] != "--mcp-linger").flatten().copied().collect();
+    args.extend(["--mcp-linger", "1h"]);
+    let mut daemon = Daemon::start(&home, &args).await?;
+    anyhow::ensure!(home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
+    let mut shown = Shown::default();
+    let call = ["call", "mcp_remote_echo", r#"{"text": "first hour"}"#];
+
+    // start (needs-auth) → sign in → call.
+    let (_, out, err) = user(&home, &["mcp", "start"], &mut shown)?;
+    assert!(out.contains("gemctl mcp auth remote"), "needs a sign-in, and says how: {out}{err}");
+    kept_warm_unused(&daemon, "remote").await?;
+    let (code, out, err) = user(&home, &["mcp", "auth", "remote"], &mut shown)?;
+    assert_eq!(code, 0, "signing in to a server waiting in needs-auth: {out}{err}");
+    assert!(err.contains("signed in and connected"), "{err}");
+    let (code, out, err) = user(&home, &call, &mut shown)?;
+    assert_eq!((code, out.trim()), (0, "first hour"), "{err}");
+
+    // Signed out, the warm server needs a sign-in again at once (not its old token).
+    kept_warm_unused(&daemon, "remote").await?;
+    let (code, out, err) = user(&home, &["mcp", "logout", "remote"], &mut shown)?;
+    assert_eq!(code, 0, "{out}{err}");
+    let all = daemon.client().await?.mcp_list_servers(Some(ListServersParams::default())).await?;
+    let remote = all.servers.iter().find(|x| x.name == "remote").map(|x| x.state);
+    assert_eq!(remote, Some(ServerState::NeedsAuth), "signed out: {all:?}");
+    let (code, _, err) = user(&home, &call, &mut shown)?;
+    assert!(code != 0 && err.contains("gemctl mcp auth remote"), "after logout: {err}");
+
+    // Another session (attached, as an editor's) started it: the sign-in from here serves both.
+    let client = daemon.client().await?;
+    let other = new_session(&client, &home).await?;
+    let started = client.mcp_start(StartParams { session: other.clone(), wait: true }).await?;
+    let remote = started.servers.iter().find(|x| x.name == "remote").map(|x| x.state);
+    assert_eq!(remote, Some(ServerState::NeedsAuth), "{started:?}");
+    let (code, out, err) = user(&home, &["mcp", "auth", "remote"], &mut shown)?;
+    assert_eq!(code, 0, "signing in to a server another session waits on: {out}{err}");
+    assert_eq!(client.tools_call(echo(&other, "there")).await?.display, "there");
+    let (code, out, err) = user(&home, &call, &mut shown)?;
+    assert_eq!((code, out.trim()), (0, "first hour"), "{err}");
+    let (code, out, err) = user(&home, &["mcp", "logout", "remote"], &mut shown)?;
+    assert_eq!(code, 0, "{out}{err}");
+    drop(client);
+
+    // After a daemon restart (the warm server comes back needing a sign-in): the same order.
+    daemon.signal(nix::sys::signal::Signal::SIGTERM)?;
+    daemon.wait_exit(WAIT).await?;
+    let daemon = Daemon::start(&home, &args).await?;
+    let (_, out, err) = user(&home, &["mcp", "start"], &mut shown)?;
+    assert!(out.contains("gemctl mcp auth remote"), "needs a sign-in, and says how: {out}{err}");
+    kept_warm_unused(&daemon, "remote").await?;
+    let (code, out, err) = user(&home, &["mcp", "auth", "remote"], &mut shown)?;
+    assert_eq!(code, 0, "signing in after a daemon restart: {out}{err}");
+    let (code, out, err) = user(&home, &call, &mut shown)?;
+    assert_eq!((code, out.trim()), (0, "first hour"), "{err}");
+
+    shown.add(&daemon.log());
+    assert!(!shown.0.contains(TOKEN_PREFIX), "a test token was shown");
     Ok(())
 }
