@@ -738,6 +738,8 @@ async fn a_settings_file_broken_at_the_first_start_refuses_calls_until_it_is_fix
     assert!(status.contains(&at) && status.contains("is refused until it is fixed"), "{status}");
     let (_, listed, err) = home.gemctl_run(&["hooks", "list"])?;
     assert!(format!("{listed}{err}").contains(&at), "{listed}{err}");
+    let (_, doctor, _) = home.gemctl_run(&["doctor"])?;
+    assert!(doctor.contains(&at) && doctor.contains("is refused until it is fixed"), "{doctor}");
 
     // Fixed: the reload clears it, and the hook blocks the call as it would have.
     std::fs::write(&path, &good)?;
