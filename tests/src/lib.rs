@@ -33,12 +33,32 @@ pub fn bin(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// What the binaries the tests start (daemons, `gemctl`, servers) take from the environment
+/// of the process running the tests: what running programs needs (`PATH`: bash, git, node)
+/// and what helps read a failure (a backtrace, a coverage tool's output). Nothing else of the
+/// user's (a token a fixture also names, an XDG directory, a colour setting) reaches them,
+/// so that a test sees the same world on every machine and never writes into the user's.
+pub const PASSED_THROUGH: &[&str] =
+    &["PATH", "RUST_BACKTRACE", "RUST_LIB_BACKTRACE", "LLVM_PROFILE_FILE"];
+
+/// `cmd` with an environment of [`PASSED_THROUGH`] only; a test adds what it means to set.
+pub fn sealed(cmd: &mut Command) -> &mut Command {
+    cmd.env_clear();
+    for key in PASSED_THROUGH {
+        if let Some(value) = std::env::var_os(key) {
+            cmd.env(key, value);
+        }
+    }
+    cmd
+}
+
 /// The user policy [`TestHome::allowing_mcp`] writes: every MCP tool allowed, below any rule a
 /// test writes itself (priority 1).
 pub const ALLOW_MCP: &str = "# Written by the tests: their sessions are headless.\n[[rule]]\ntoolName = \"*\"\nmcpName = \"*\"\ndecision = \"allow\"\npriority = 1\n";
 
-/// A temporary home: `home/` (HOME), `run/` (0700, the socket), `state/` (XDG_STATE_HOME) and
-/// `ws/` (a workspace). Dropping it kills any daemon still holding a lock file in `run/`.
+/// A temporary home: `home/` (HOME), `run/` (0700, the socket), `state/` (XDG_STATE_HOME),
+/// `tmp/` (TMPDIR) and `ws/` (a workspace). Dropping it kills any daemon still holding a lock
+/// file in `run/`.
 ///
 /// Its daemons run as a user's do: the default secrets store (`auto`: the OS keyring where a
 /// Secret Service answers, else the file; no session bus unless [`TestHome::set_session_bus`]
@@ -54,7 +74,7 @@ impl TestHome {
     /// defaults decide), the default secrets store.
     pub fn new() -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("geminid-test-").tempdir()?;
-        for sub in ["home", "home/.gemini", "etc", "run", "state", "ws"] {
+        for sub in ["home", "home/.gemini", "etc", "run", "state", "tmp", "ws"] {
             std::fs::create_dir(dir.path().join(sub))?;
         }
         std::fs::set_permissions(dir.path().join("run"), std::fs::Permissions::from_mode(0o700))?;
@@ -97,30 +117,30 @@ impl TestHome {
         self.root().join("ws")
     }
 
-    /// The environment every spawned binary gets (on top of the test's own, minus overrides).
+    /// The environment every spawned binary gets: [`sealed`] from the test's own (nothing of
+    /// the user's but [`PASSED_THROUGH`]), with every XDG directory, the temporary directory,
+    /// the socket and the system settings in this home.
     fn apply_env(&self, cmd: &mut Command) {
-        cmd.env("HOME", self.root().join("home"))
+        let home = self.root().join("home");
+        sealed(cmd)
             .env("XDG_STATE_HOME", self.root().join("state"))
             .env("XDG_RUNTIME_DIR", self.root().join("run-unused"))
             .env("XDG_CONFIG_HOME", self.root().join("config"))
-            .env_remove("GEMINID_CONFIG")
+            // Where they are without the variables, said: `gemctl man` writes its pages into
+            // the data directory.
+            .env("XDG_DATA_HOME", home.join(".local/share"))
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("HOME", home)
+            .env("TMPDIR", self.root().join("tmp"))
             .env("GEMINID_SOCKET", self.socket())
-            .env_remove("GEMINID_DATA_DIR")
-            // The default store; never the machine's real keyring (no bus but the test's own).
-            .env_remove("GEMINID_SECRETS")
-            .env_remove("GEMINI_CLI_HOME")
             .env("GEMINID_BIN", bin("geminid"))
             // Never read the machine's real system settings.
-            .env("GEMINI_CLI_SYSTEM_SETTINGS_PATH", self.root().join("etc").join("settings.json"))
-            .env_remove("GEMINI_CLI_SYSTEM_DEFAULTS_PATH")
-            .env_remove("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
-            .env_remove("GEMINI_CLI_TRUST_WORKSPACE")
-            // Output as in a pipe: no colour forced on by the machine running the tests.
-            .env_remove("CLICOLOR_FORCE");
-        match &self.bus {
-            Some(address) => cmd.env("DBUS_SESSION_BUS_ADDRESS", address),
-            None => cmd.env_remove("DBUS_SESSION_BUS_ADDRESS"),
-        };
+            .env("GEMINI_CLI_SYSTEM_SETTINGS_PATH", self.root().join("etc").join("settings.json"));
+        if let Some(address) = &self.bus {
+            // The default store finds this test's own Secret Service; without one, none (never
+            // the machine's real keyring).
+            cmd.env("DBUS_SESSION_BUS_ADDRESS", address);
+        }
     }
 
     /// Any program run as a user of this home would (its environment, in its workspace),

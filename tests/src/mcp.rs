@@ -127,7 +127,7 @@ impl NetFixture {
     /// Start it with `mode` (`--http` or `--sse`) and these extra flags.
     pub fn start(mode: &str, flags: &[&str]) -> anyhow::Result<Self> {
         use std::io::BufRead;
-        let mut child = std::process::Command::new(fixture())
+        let mut child = crate::sealed(&mut std::process::Command::new(fixture()))
             .args(flags)
             .args([mode, "127.0.0.1:0"])
             .stdin(std::process::Stdio::null())

@@ -29,7 +29,9 @@ impl Tmux {
     ) -> anyhow::Result<Tmux> {
         let socket = home.root().join("tmux.sock");
         let cmd = home.gemctl_cmd(args);
-        // `env`: the unset ones first (it takes `-u` only before assignments).
+        // `env -i`: the home's environment only, as [`TestHome::gemctl_cmd`] has it ([`crate::sealed`]),
+        // and the terminal tmux gives; the unset ones first (it takes `-u` only before
+        // assignments).
         let mut unset = String::new();
         let mut set = String::new();
         for (k, v) in cmd.get_envs() {
@@ -47,7 +49,7 @@ impl Tmux {
         let program = quote(&cmd.get_program().to_string_lossy());
         let words: Vec<String> = args.iter().map(|a| quote(a)).collect();
         let script = format!(
-            "env{unset}{set} {program} {}; echo \"TOP-EXITED rc=$?\"; stty -a | tr ' ;' '\\n\\n' \
+            "env -i TERM=\"$TERM\"{unset}{set} {program} {}; echo \"TOP-EXITED rc=$?\"; stty -a | tr ' ;' '\\n\\n' \
              | grep -x -e -icanon -e icanon -e -echo -e echo | tr '\\n' ' '; echo; sleep 600",
             words.join(" ")
         );

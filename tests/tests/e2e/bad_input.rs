@@ -379,7 +379,7 @@ async fn another_uid_is_refused() -> anyhow::Result<()> {
     let gemctl = home.root().join("gemctl");
     std::fs::copy(geminid_tests::bin("gemctl"), &gemctl)?;
     std::fs::set_permissions(&gemctl, std::fs::Permissions::from_mode(0o755))?;
-    let out = std::process::Command::new("setpriv")
+    let out = geminid_tests::sealed(&mut std::process::Command::new("setpriv"))
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&gemctl)
         .args(["--no-autostart", "--socket", &daemon.socket().display().to_string(), "status"])

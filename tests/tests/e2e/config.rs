@@ -561,16 +561,8 @@ async fn show_secrets_prints_them_only_to_a_terminal() -> anyhow::Result<()> {
     };
     let gemctl = geminid_tests::bin("gemctl");
     let line = format!("{} --json config show --show-secrets", gemctl.display());
-    let mut cmd = std::process::Command::new(script);
-    cmd.args(["-qec", &line, "/dev/null"])
-        .current_dir(home.workspace())
-        .env("MY_TOKEN", "tok-5150");
-    for (k, v) in home.gemctl_cmd(&[]).get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
+    let mut cmd = home.command(&script.display().to_string(), &["-qec", &line, "/dev/null"]);
+    cmd.env("MY_TOKEN", "tok-5150");
     let shown = cmd.output()?;
     let text = stdout(&shown);
     assert!(shown.status.success(), "{text}{}", String::from_utf8_lossy(&shown.stderr));

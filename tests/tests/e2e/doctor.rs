@@ -140,13 +140,7 @@ async fn bash_completes_commands_and_the_daemons_names() -> anyhow::Result<()> {
             words.get(words.len().wrapping_sub(2)).copied().unwrap_or(""),
         );
         // gemctl's environment for this home (its socket), in bash.
-        let gemctl = home.gemctl_cmd(&[]);
-        let env = gemctl.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned())));
-        let out = std::process::Command::new("bash")
-            .args(["-c", &program])
-            .envs(env)
-            .current_dir(home.workspace())
-            .output()?;
+        let out = home.command("bash", &["-c", &program]).output()?;
         anyhow::ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     };

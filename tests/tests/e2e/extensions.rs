@@ -465,7 +465,10 @@ async fn first_sight_links_and_the_key() -> anyhow::Result<()> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
-    let out = std::process::Command::new("git")
+    // Not the user's git configuration (a signing key, hooks), nor any of their variables.
+    let out = geminid_tests::sealed(&mut std::process::Command::new("git"))
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
         .args([
             "-c",
             "user.name=t",

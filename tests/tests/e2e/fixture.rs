@@ -17,7 +17,7 @@ struct Peer {
 
 impl Peer {
     fn spawn(args: &[&str]) -> anyhow::Result<Self> {
-        let mut child = Command::new(bin("mcp-fixture"))
+        let mut child = geminid_tests::sealed(&mut Command::new(bin("mcp-fixture")))
             .args(args)
             .env("FIXTURE_PROBE", "probe-value")
             .stdin(Stdio::piped())

@@ -27,6 +27,7 @@ mod policy;
 mod reload;
 mod safe_defaults;
 mod schema;
+mod sealed;
 mod server_asks;
 mod service;
 mod skills;

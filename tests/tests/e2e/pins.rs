@@ -394,9 +394,8 @@ async fn pinning_in_gemini_clis_settings_is_a_warning_and_a_bad_flag_is_refused(
     let (code, out, err) = home.gemctl_run(&["config", "check"])?;
     let all = format!("{out}{err}");
     assert!(all.contains("\"pinning\" is geminid's own field"), "{code}: {all}");
-    let out = std::process::Command::new(geminid_tests::bin("geminid"))
-        .args(["--tool-pinning", "strict", "--help"])
-        .output()?;
+    let geminid = geminid_tests::bin("geminid").display().to_string();
+    let out = home.command(&geminid, &["--tool-pinning", "strict", "--help"]).output()?;
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("use enforce, warn or off"), "{err}");
     Ok(())

@@ -181,11 +181,10 @@ async fn install_service_writes_units_systemd_accepts_and_enables_them() -> anyh
     assert_eq!(ran, "--user daemon-reload\n--user enable --now geminid.socket\n");
 
     // systemd itself accepts both units.
-    let verify = std::process::Command::new(systemd_tool("systemd-analyze"))
-        .args(["verify", "--user", "--man=no"])
+    let verify = home
+        .command(&systemd_tool("systemd-analyze"), &["verify", "--user", "--man=no"])
         .arg(units.join("geminid.service"))
         .arg(units.join("geminid.socket"))
-        .env("XDG_CONFIG_HOME", home.root().join("config"))
         .env("XDG_RUNTIME_DIR", home.root().join("run"))
         .output()?;
     let complaints = String::from_utf8_lossy(&verify.stderr);
@@ -242,7 +241,9 @@ fn both_binaries_print_their_version_and_the_protocol_version() -> anyhow::Resul
         geminid_protocol::PROTOCOL_VERSION
     );
     for name in ["geminid", "gemctl"] {
-        let out = std::process::Command::new(bin(name)).arg("--version").output()?;
+        let out = geminid_tests::sealed(&mut std::process::Command::new(bin(name)))
+            .arg("--version")
+            .output()?;
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("{name} {want}"));
     }
     Ok(())

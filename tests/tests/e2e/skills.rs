@@ -352,7 +352,9 @@ async fn install_from_a_git_repository_with_a_path() -> anyhow::Result<()> {
     let repo = home.root().join("src/repo");
     skill(&repo.join("skills"), "from-git", "cloned")?;
     let git = |args: &[&str]| -> anyhow::Result<()> {
-        let ok = std::process::Command::new("git")
+        // Not the user's git configuration (a signing key, hooks): the home's.
+        let ok = home
+            .command("git", &[])
             .args([
                 "-c",
                 "user.name=t",
