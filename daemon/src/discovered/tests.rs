@@ -65,10 +65,12 @@ async fn one_run_per_spec_however_many_ask_at_once() {
 async fn a_discovery_that_fails_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let options = Options { discovery_timeout: Duration::from_millis(500), ..Options::default() };
+    // The default time limit (a minute) for the cases that end by themselves, however busy the
+    // machine; a short one for the one that never ends.
+    let hangs = Options { discovery_timeout: Duration::from_secs(2), ..Options::default() };
     let cases = [
         (script(d, "exit1", "echo broken >&2; exit 1"), "exited with code 1; it wrote: broken"),
-        (script(d, "hang", "sleep 30"), "did not finish within 500ms"),
+        (script(d, "hang", "sleep 600"), "did not finish within 2s"),
         (script(d, "huge", "head -c 20971520 /dev/zero | tr '\\0' x"), "passed the limit"),
         (script(d, "object", r#"echo '{"name": "x"}'"#), "did not print a JSON array"),
         (script(d, "text", "echo hello"), "not JSON"),
@@ -76,14 +78,13 @@ async fn a_discovery_that_fails_says_why() {
         ("/nonexistent/discover".to_owned(), "could not start"),
         ("discover | jq".to_owned(), "shell operator"),
     ];
-    let r = registry(options);
+    let (r, hanging) = (registry(Options::default()), registry(hangs));
     for (cmd, says) in cases {
-        let started = std::time::Instant::now();
+        let r = if cmd.ends_with("hang") { &hanging } else { &r };
         let found = r.ensure("s", Some(spec(d, cmd.clone(), None))).await.unwrap();
         let e = found.error.clone().unwrap_or_default();
         assert!(e.contains(says), "{cmd}: {e}");
         assert!(found.tools.is_empty(), "{cmd}");
-        assert!(started.elapsed() < Duration::from_secs(10), "{cmd} took {:?}", started.elapsed());
         let said: Vec<String> = found.diagnostics().collect();
         assert!(said[0].contains("gemctl tools refresh"), "{said:?}");
     }
@@ -130,12 +131,13 @@ async fn a_call_gets_its_name_and_arguments_and_ends_as_gemini_cli_says() {
     assert!(err);
     assert!(text.ends_with("Exit Code: (none)\nSignal: SIGKILL"), "{text}");
 
-    let quick = Options { call_timeout: Duration::from_millis(300), ..o };
+    // Long enough for a busy machine's shell to start its child and say its pid.
+    let quick = Options { call_timeout: Duration::from_secs(3), ..o };
     let pid_file = d.join("pid");
     let body = format!("sleep 60 & echo $! > {}; wait", pid_file.display());
     let (err, text) = call(d, &body, json!({}), quick).await;
     assert!(err);
-    assert!(text.contains("Error: stopped after 300ms"), "{text}");
+    assert!(text.contains("Error: stopped after 3s"), "{text}");
     let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_owned();
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
