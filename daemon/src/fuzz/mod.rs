@@ -1,9 +1,11 @@
 //! Fuzzing under plain `cargo test`: every parser that reads untrusted input is fed its
 //! committed corpus (`daemon/fuzz/corpus/<target>/`), then random mutations of it for a bounded
 //! time (`GEMINID_FUZZ_SECS` per target, 1 s by default; `GEMINID_FUZZ_SECS=600` for a long run).
-//! A panic, or one input that takes longer than [`SLOW`], is a failure: the input is written
-//! to `daemon/fuzz/crashes/<target>-<hash>` and the test names it; fixed, it moves to the
-//! corpus as a regression case.
+//! A panic, or one input that computes for longer than [`SLOW`], is a failure: the input is
+//! written to `target/<profile>/fuzz-crashes/<target>-<hash>` (never into the checkout) and the
+//! test names it; fixed, it moves to the corpus as a regression case. An input is judged slow by
+//! the CPU time it takes, not by the wall time a busy machine stretches: one that took longer
+//! than [`SLOW`] is run again and timed by its thread's CPU time.
 //!
 //! No coverage guidance (cargo-fuzz needs a nightly toolchain these machines do not have): the
 //! mutations are structure-aware instead, splicing corpus entries and inserting the tokens each
@@ -15,7 +17,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// One input taking longer than this is a failure (a hang or a quadratic blow-up).
+/// One input computing for longer than this is a failure (a hang or a quadratic blow-up).
 const SLOW: Duration = Duration::from_secs(2);
 /// Inputs are cut to this size.
 const MAX_INPUT: usize = 64 * 1024;
@@ -156,6 +158,22 @@ fn dir(kind: &str, target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz").join(kind).join(target)
 }
 
+/// Where failing inputs are saved: the build's own directory (`target/<profile>/fuzz-crashes`,
+/// beside the test binary in `deps/`), so that a test run never writes into the checkout.
+fn crashes_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let deps = exe.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let profile = if deps.ends_with("deps") { deps.parent().map(PathBuf::from) } else { None };
+    profile.unwrap_or_else(std::env::temp_dir).join("fuzz-crashes")
+}
+
+/// The CPU time this thread has run for (`/proc/thread-self/schedstat`, in nanoseconds), where
+/// the kernel says.
+fn cpu_time() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().next()?.parse().ok().map(Duration::from_nanos)
+}
+
 /// The committed corpus of `target`, plus `seeds`.
 fn corpus(target: &str, seeds: &[&[u8]]) -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = seeds.iter().map(|s| s.to_vec()).collect();
@@ -196,20 +214,21 @@ fn failed(crashes: &std::path::Path, target: &str, input: &[u8], what: &str, see
 }
 
 /// Run `target` on its corpus, then on mutations of it until the budget is spent; a failing
-/// input goes to `daemon/fuzz/crashes/`.
+/// input goes to `target/<profile>/fuzz-crashes/`.
 pub(crate) fn fuzz(name: &str, seeds: &[&[u8]], target: impl Fn(&[u8])) {
     let started = Instant::now();
-    let (runs, seed) = fuzz_into(name, seeds, target, budget(), &dir("crashes", ""));
+    let (runs, seed) = fuzz_into(name, seeds, target, budget(), SLOW, &crashes_dir());
     eprintln!("fuzz {name}: {runs} inputs in {:.0?} (GEMINID_FUZZ_SEED={seed})", started.elapsed());
 }
 
-/// [`fuzz`], for `budget`, a failing input saved in `crashes`: how many inputs ran, and the
-/// seed.
+/// [`fuzz`], for `budget`, an input slower than `slow` a failure, a failing input saved in
+/// `crashes`: how many inputs ran, and the seed.
 fn fuzz_into(
     name: &str,
     seeds: &[&[u8]],
     target: impl Fn(&[u8]),
     budget: Duration,
+    slow: Duration,
     crashes: &std::path::Path,
 ) -> (u64, u64) {
     let corpus = corpus(name, seeds);
@@ -226,9 +245,24 @@ fn fuzz_into(
                 .unwrap_or_default();
             failed(crashes, name, input, &format!("a panic ({why})"), seed);
         }
-        if started.elapsed() > SLOW {
-            let took = started.elapsed();
-            failed(crashes, name, input, &format!("one input took {took:?}"), seed);
+        let took = started.elapsed();
+        if took > slow {
+            // Slow on the clock: a loaded machine, or the input. Run again and timed by this
+            // thread's CPU time (the clock again where the kernel does not say), it tells.
+            let (cpu, wall) = (cpu_time(), Instant::now());
+            target(input);
+            let again = match (cpu, cpu_time()) {
+                (Some(before), Some(after)) => after.saturating_sub(before),
+                _ => wall.elapsed(),
+            };
+            if again > slow {
+                let what = format!("one input took {took:?}, and {again:?} of CPU time again");
+                failed(crashes, name, input, &what, seed);
+            }
+            eprintln!(
+                "fuzz {name}: one input took {took:?} on the clock but {again:?} of CPU time: \
+                 the machine was busy, not the input"
+            );
         }
     };
     for input in &corpus {
@@ -259,6 +293,7 @@ mod tests {
                 &[b"{\"a\": 1}"],
                 |i| assert!(!i.windows(2).any(|w| w == b"${"), "a dollar brace"),
                 Duration::from_secs(10),
+                SLOW,
                 crashes.path(),
             )
         }));
@@ -274,15 +309,26 @@ mod tests {
         assert!(input.windows(2).any(|w| w == b"${"), "{input:?}");
     }
 
+    /// An input that computes for longer than the limit fails, however busy the machine.
     #[test]
     fn one_slow_input_is_a_failure() {
+        let slow = Duration::from_millis(200);
         let crashes = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let found = catch_unwind(AssertUnwindSafe(|| {
             fuzz_into(
                 "selftest",
                 &[b"slow"],
-                |_| std::thread::sleep(SLOW + Duration::from_millis(100)),
+                |_| {
+                    let from = cpu_time().unwrap_or_default();
+                    let started = Instant::now();
+                    while cpu_time().map_or(started.elapsed(), |t| t.saturating_sub(from))
+                        < slow + Duration::from_millis(50)
+                    {
+                        std::hint::black_box(0);
+                    }
+                },
                 Duration::ZERO,
+                slow,
                 crashes.path(),
             )
         }));
@@ -291,5 +337,42 @@ mod tests {
             Ok(_) => panic!("a slow input passed"),
         };
         assert!(message.contains("one input took"), "{message}");
+        assert_eq!(std::fs::read_dir(crashes.path()).map(Iterator::count).unwrap_or(0), 1);
+    }
+
+    /// An input that took long on the clock but not on the CPU (the machine was busy: here,
+    /// the target waits) is not a failure, and nothing is saved.
+    #[test]
+    fn an_input_slow_only_on_a_busy_machine_is_not_a_failure() {
+        let slow = Duration::from_millis(200);
+        let crashes = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let first = std::sync::atomic::AtomicBool::new(true);
+        let (runs, _) = fuzz_into(
+            "selftest",
+            &[b"busy"],
+            |_| {
+                if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(slow + Duration::from_millis(100));
+                }
+            },
+            Duration::ZERO,
+            slow,
+            crashes.path(),
+        );
+        assert_eq!(runs, 1);
+        assert_eq!(std::fs::read_dir(crashes.path()).map(Iterator::count).unwrap_or(0), 0);
+    }
+
+    /// Failing inputs are saved in the build's directory, not in the checkout.
+    #[test]
+    fn crashes_are_saved_outside_the_checkout() {
+        let checkout = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let checkout = checkout.parent().unwrap_or(&checkout);
+        let crashes = crashes_dir();
+        assert!(
+            !crashes.starts_with(checkout) || crashes.starts_with(checkout.join("target")),
+            "{}",
+            crashes.display()
+        );
     }
 }
