@@ -160,9 +160,14 @@ pub async fn stream_events(
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut waiting: VecDeque<Ask> = VecDeque::new();
     let mut forms: std::collections::HashMap<String, Elicitation> = Default::default();
+    // One listener for the whole loop: a `ctrl_c()` made anew in each turn misses a Ctrl-C
+    // that comes while an event is printed (the handler, once installed, keeps the signal
+    // from ending the process, and a new listener sees only later ones).
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            _ = &mut ctrl_c => return Ok(ExitCode::SUCCESS),
             item = sub.next() => {
                 let event: Event = match item {
                     Some(Ok(e)) => e,

@@ -239,9 +239,12 @@ pub async fn run(
             }
             let Some(mut sub) = sub else { return Ok(()) };
             let mut skipping = !r.lines.is_empty();
+            // One listener for the whole loop, or a Ctrl-C while a line is printed is missed.
+            let ctrl_c = tokio::signal::ctrl_c();
+            tokio::pin!(ctrl_c);
             loop {
                 let item = tokio::select! {
-                    _ = tokio::signal::ctrl_c() => return Ok(()),
+                    _ = &mut ctrl_c => return Ok(()),
                     item = sub.next() => item,
                 };
                 let line = match item {
