@@ -334,23 +334,33 @@ async fn a_flooding_server_does_not_stall_the_others() -> anyhow::Result<()> {
     call(quiet.clone(), "quiet", "echo", json!({"text": "warm"})).await?;
     call(loud.clone(), "loud", "flood", json!({"count": 0})).await?;
     for args in [json!({"count": 200_000}), json!({"count": 0, "bytes": 15_000_000})] {
+        let flooding = std::time::Instant::now();
         let flood = tokio::spawn(call(loud.clone(), "loud", "flood", args.clone()));
-        let mut took = Vec::new();
+        // Quiet calls answered while the flood goes on, each to its end: a quiet call stalled
+        // behind the flood would end with it, the only one.
+        let mut during = Vec::new();
         while !flood.is_finished() {
             let started = std::time::Instant::now();
             call(quiet.clone(), "quiet", "echo", json!({"text": "still here"})).await?;
-            took.push(started.elapsed());
+            if !flood.is_finished() {
+                during.push(started.elapsed());
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         flood.await??;
-        took.sort();
-        let worst = took.last().copied().unwrap_or_default();
+        let flooded = flooding.elapsed();
+        during.sort();
+        let worst = during.last().copied().unwrap_or_default();
         eprintln!(
-            "{args}: {} quiet calls, median {:?}, worst {worst:?}",
-            took.len(),
-            took.get(took.len() / 2)
+            "{args}: the flood took {flooded:?}; {} quiet calls answered during it, median {:?}, \
+             worst {worst:?}",
+            during.len(),
+            during.get(during.len() / 2)
         );
-        assert!(worst < Duration::from_millis(500), "{args}: a quiet call waited {worst:?}");
+        // Not a time limit, which a busy machine breaks: the flood lasts long enough for
+        // several quiet calls (hundreds on a quiet machine), and none waits for a good part of it.
+        assert!(during.len() >= 3, "{args}: {} quiet calls in {flooded:?}", during.len());
+        assert!(worst < flooded / 2, "{args}: a quiet call waited {worst:?} of {flooded:?}");
     }
     Ok(())
 }
