@@ -20,7 +20,7 @@ pub enum PolicyCommand {
         /// as the call would have it)
         #[arg(long, value_name = "NAME")]
         server: Option<String>,
-        /// Decide in this approval mode (default, autoEdit, yolo, plan)
+        /// Decide in this approval mode instead of the session's (default, autoEdit, yolo, plan)
         #[arg(long, value_parser = parse_mode)]
         mode: Option<ApprovalMode>,
         /// Decide as for an interactive session (someone can confirm)

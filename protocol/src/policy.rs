@@ -49,7 +49,7 @@ pub struct PolicyCheckParams {
     /// The MCP server, for an MCP tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
-    /// The approval mode to decide in (default: `default`).
+    /// The approval mode to decide in (default: the session's, as its calls are decided).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<ApprovalMode>,
     /// Decide as for an interactive session or not (default: whether a client attached to the

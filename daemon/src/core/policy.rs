@@ -17,9 +17,9 @@ use super::configs::Configs;
 use super::seat::Guard;
 use super::services::Services;
 use crate::asks::{AskKind, RespondError};
-use crate::policy::ToolCall;
 use crate::policy::service::Policies;
 use crate::policy::service::{entry, reason, source};
+use crate::policy::{ApprovalMode, ToolCall};
 use crate::session::SessionError;
 
 /// Each session's policy, asked and answered outside a call.
@@ -43,13 +43,14 @@ impl SessionPolicy {
         Self { config, services, policies, guard }
     }
 
-    /// Whether the session is interactive: as it was set (`session/create`, `session/update`),
-    /// else whether a client attached to it (to its root, for a derived session) listens for
-    /// confirmations.
-    fn interactive(&self, session: &str) -> bool {
-        self.guard
-            .interactive_now(session)
-            .unwrap_or_else(|_| self.services.asks.answers(session, AskKind::Confirmation))
+    /// The session's approval mode (`session/create`, `session/update`) and whether it is
+    /// interactive: as it was set, else whether a client attached to it (to its root, for a
+    /// derived session) listens for confirmations. The same the session's calls are decided
+    /// with ([`Guard::standing`]).
+    fn standing(&self, session: &str) -> (ApprovalMode, bool) {
+        self.guard.standing(session).unwrap_or_else(|_| {
+            (ApprovalMode::default(), self.services.asks.answers(session, AskKind::Confirmation))
+        })
     }
 
     /// `session/update`.
@@ -97,8 +98,9 @@ impl SessionPolicy {
     /// `policy/check`.
     pub(crate) fn check(&self, p: PolicyCheckParams) -> Result<PolicyCheckResult, SessionError> {
         let effective = self.config.effective(&p.session)?;
-        let interactive = p.interactive.unwrap_or_else(|| self.interactive(&p.session));
-        let mode = p.mode.unwrap_or_default();
+        // The session's, unless the request says otherwise (`gemctl policy check --mode`).
+        let (mode, interactive) = self.standing(&p.session);
+        let (mode, interactive) = (p.mode.unwrap_or(mode), p.interactive.unwrap_or(interactive));
         let policy = self.policies.for_session(self.config.paths(), &effective, interactive);
         // Without `serverName`, the server (and annotations) the call would have: the one the
         // session's table lists the tool under, else the configured server whose `mcp_<name>_`
@@ -143,7 +145,7 @@ impl SessionPolicy {
     /// `policy/list`.
     pub(crate) fn list(&self, p: PolicyListParams) -> Result<PolicyListResult, SessionError> {
         let effective = self.config.effective(&p.session)?;
-        let interactive = self.interactive(&p.session);
+        let (_, interactive) = self.standing(&p.session);
         let policy = self.policies.for_session(self.config.paths(), &effective, interactive);
         let rules = policy
             .set

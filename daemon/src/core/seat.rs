@@ -117,9 +117,11 @@ impl Guard {
         Ok(p)
     }
 
-    /// Whether the session is interactive now.
-    pub(crate) fn interactive_now(&self, session: &str) -> Result<bool, SessionError> {
-        self.prepare(session).map(|p| p.interactive)
+    /// The session's approval mode and whether it is interactive now, as its calls are
+    /// decided: every check outside a call (`policy/check`, a command's shell lines) takes
+    /// them from here, so none decides in another mode than the session's calls.
+    pub(crate) fn standing(&self, session: &str) -> Result<(ApprovalMode, bool), SessionError> {
+        self.prepare(session).map(|p| (p.mode, p.interactive))
     }
 }
 

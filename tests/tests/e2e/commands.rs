@@ -207,3 +207,51 @@ async fn a_new_command_file_is_announced() -> anyhow::Result<()> {
     assert_eq!(e["payload"]["changed"], serde_json::json!(["ns:two"]), "{e}");
     Ok(())
 }
+
+/// A command's `!{…}` is decided in the session's approval mode, as its calls are (issue 68
+/// item 1): a headless session refuses it by default and in `autoEdit` (shell commands are not
+/// edits) and `plan` (read-only, with Gemini CLI's message), and runs it in `yolo`.
+#[tokio::test]
+async fn a_commands_shell_line_is_decided_in_the_sessions_mode() -> anyhow::Result<()> {
+    use geminid_protocol::policy::ApprovalMode;
+    use geminid_protocol::session::SessionUpdateParams;
+    let home = TestHome::new()?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let user = home.root().join("home/.gemini/commands");
+    write(user.join("touch.toml"), "prompt = \"!{touch made-by-expand}\"")?;
+    let client = daemon.client().await?;
+    let workspace = home.workspace().display().to_string();
+    let session = client.create(SessionCreateParams { workspace, ..Default::default() }).await?;
+    let made = home.workspace().join("made-by-expand");
+    let expand = CommandsExpandParams {
+        session: session.id.clone(),
+        name: "touch".into(),
+        ..Default::default()
+    };
+    for (mode, refused) in [
+        (ApprovalMode::Default, "blocked by policy"),
+        (ApprovalMode::AutoEdit, "blocked by policy"),
+        (ApprovalMode::Plan, "You are in Plan Mode"),
+    ] {
+        let update = SessionUpdateParams {
+            id: session.id.clone(),
+            approval_mode: Some(mode),
+            ..Default::default()
+        };
+        client.update(update).await?;
+        let e = client.commands_expand(expand.clone()).await.expect_err("refused");
+        assert!(e.to_string().contains(refused), "{mode:?}: {e}");
+        assert!(!made.exists(), "{mode:?}: nothing runs");
+    }
+    let update = SessionUpdateParams {
+        id: session.id.clone(),
+        approval_mode: Some(ApprovalMode::Yolo),
+        ..Default::default()
+    };
+    client.update(update).await?;
+    let r = client.commands_expand(expand).await?;
+    assert_eq!((r.ran.len(), r.needs_confirmation.len()), (1, 0), "{r:?}");
+    assert!(made.exists(), "yolo runs it, as Gemini CLI does");
+    Ok(())
+}

@@ -209,3 +209,65 @@ async fn gemctl_policy_check_and_list() -> anyhow::Result<()> {
     assert!(err.contains("not a mode"), "{err}");
     Ok(())
 }
+
+/// `gemctl policy check` decides in the session's approval mode, as the session's calls are
+/// decided (audit B5): a headless session's call to an MCP tool no rule names is denied by
+/// default and allowed in `yolo`, and `policy check` says the same in each mode; `--mode`
+/// still asks about another.
+#[tokio::test]
+async fn policy_check_decides_in_the_sessions_mode() -> anyhow::Result<()> {
+    use geminid_protocol::api::ToolsApiClient;
+    use geminid_protocol::tools::ToolsCallParams;
+    use geminid_tests::mcp::{FAST, new_session, write_user_settings};
+    use geminid_tests::{Daemon, TestHome};
+    // A new user's home: no rule of theirs, so the mode and the defaults decide.
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": { "command": fixture() } }))?;
+    let daemon = Daemon::start(&home, FAST).await?;
+    anyhow::ensure!(home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
+    let client = daemon.client().await?;
+    let session = new_session(&client, &home).await?;
+    let decide = |tool: &str, extra: &[&str]| -> anyhow::Result<String> {
+        let args = [&["--session", session.as_str(), "policy", "check", tool][..], extra].concat();
+        let v = home.gemctl_json(&args)?;
+        Ok(format!("{} {}", v["decision"].as_str().unwrap_or("?"), v["reason"]))
+    };
+    let call = || {
+        client.tools_call(ToolsCallParams {
+            session: session.clone(),
+            name: "mcp_fx_echo".into(),
+            args: json!({ "text": "hi" }).as_object().cloned(),
+            call_id: None,
+            confirmed: false,
+        })
+    };
+    // (mode, the MCP tool, write_file, run_shell_command)
+    let modes = [
+        ("default", "deny", "deny", "deny"),
+        ("yolo", "allow", "allow", "allow"),
+        ("autoEdit", "deny", "allow", "deny"),
+        ("plan", "deny", "deny", "deny"),
+    ];
+    for (mode, mcp, write, shell) in modes {
+        let (code, out, err) = home.gemctl_run(&["session", "update", &session, "--mode", mode])?;
+        assert_eq!(code, 0, "{out}{err}");
+        let got = [
+            decide("mcp_fx_echo", &["--server", "fx"])?,
+            decide("write_file", &[])?,
+            decide("run_shell_command", &[])?,
+        ];
+        let words: Vec<&str> = got.iter().map(|g| g.split(' ').next().unwrap_or("")).collect();
+        assert_eq!(words, [mcp, write, shell], "in {mode}: {got:#?}");
+        // The call in that session agrees with the check.
+        let called = call().await;
+        assert_eq!(called.is_ok(), mcp == "allow", "in {mode}: {called:?}");
+    }
+    // Plan mode's refusal says why in Gemini CLI's words.
+    assert!(decide("write_file", &[])?.contains("You are in Plan Mode"));
+    // The flag still decides for another mode than the session's.
+    let (code, out, err) = home.gemctl_run(&["session", "update", &session, "--mode", "yolo"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(decide("mcp_fx_echo", &["--server", "fx", "--mode", "default"])?.starts_with("deny"));
+    assert!(decide("mcp_fx_echo", &["--server", "fx"])?.starts_with("allow"));
+    Ok(())
+}
