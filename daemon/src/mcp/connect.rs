@@ -282,8 +282,18 @@ pub(crate) async fn connect(
                         proc.stderr_drained(Duration::from_millis(200)).await;
                     }
                     let how = proc.stop(grace).await;
+                    // A server that answered the handshake with an error, then exited as its
+                    // input closed, is told by its answer; one that went away, by how it went.
+                    let went_away = matches!(
+                        e,
+                        rmcp::service::ClientInitializeError::ConnectionClosed(_)
+                            | rmcp::service::ClientInitializeError::TransportError { .. }
+                    );
                     let cause = match exited {
-                        Some(how) => format!("{how} before completing the MCP handshake"),
+                        Some(how) if went_away => {
+                            format!("{how} before completing the MCP handshake")
+                        }
+                        Some(how) => format!("MCP handshake failed: {e} (it then {how})"),
                         None => format!("MCP handshake failed: {e} (process {how})"),
                     };
                     Err(ConnectError::Failed(with_last_stderr(cause, log)))

@@ -31,10 +31,15 @@ use rmcp::transport::Transport;
 /// know connects after this, and a slow one of either era is still waited for.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(10);
 
-/// The probe's own request ids: strings, where rmcp's are numbers, so no answer is taken for
-/// another's.
-const DISCOVER_ID: &str = "geminid-era-discover";
-const INITIALIZE_ID: &str = "geminid-era-initialize";
+/// The probe's own request ids. Numbers (some servers take no others), far above any id
+/// rmcp's counter (from 0, one per request) reaches, and below 2^53 so that a server that
+/// reads numbers as doubles (JavaScript) answers with the same one.
+const DISCOVER_ID: i64 = 9_007_199_254_740_001;
+const INITIALIZE_ID: i64 = 9_007_199_254_740_002;
+
+/// What the server says before the era is settled (its log messages, mostly) is handed on up
+/// to this many messages; a server that says more before answering loses the rest.
+const PENDING_KEPT: usize = 256;
 
 /// The era geminid prefers, and the one it speaks to a server that has `initialize`.
 fn modern() -> ProtocolVersion {
@@ -66,8 +71,16 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Primed<T> {
 
     fn send(
         &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
+        mut item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        // rmcp's `initialize` carries the client's info as it is, whose version is the newest
+        // (which has no `initialize`): a server of the earlier eras is asked for theirs.
+        if let JsonRpcMessage::Request(r) = &mut item
+            && let ClientRequest::InitializeRequest(init) = &mut r.request
+            && !init.params.protocol_version.has_initialize()
+        {
+            init.params.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+        }
         if let JsonRpcMessage::Request(r) = &item {
             let answer = match (&r.request, self.given.take()) {
                 (ClientRequest::DiscoverRequest(_), Some(Given::Discover(a)))
@@ -121,8 +134,8 @@ fn probe_id(message: &RxJsonRpcMessage<RoleClient>) -> Option<Probe> {
         _ => return None,
     };
     match id {
-        RequestId::String(s) if &**s == DISCOVER_ID => Some(Probe::Discover),
-        RequestId::String(s) if &**s == INITIALIZE_ID => Some(Probe::Initialize),
+        RequestId::Number(DISCOVER_ID) => Some(Probe::Discover),
+        RequestId::Number(INITIALIZE_ID) => Some(Probe::Initialize),
         _ => None,
     }
 }
@@ -167,14 +180,13 @@ fn settle(
         (Some(Err(_)), None) => {
             Some(Settled { lifecycle: ClientLifecycleMode::Initialize, given: None })
         }
-        (Some(Err(_)) | None, Some(Some(Ok(_)))) | (Some(Err(_)), Some(Some(Err(_)))) => {
-            Some(Settled {
-                lifecycle: ClientLifecycleMode::Initialize,
-                given: initialize.take().flatten().map(Given::Initialize),
-            })
-        }
-        // Still waiting: for discover, or (discover failed) for initialize's answer, or
-        // (initialize failed) for a late discover of the 2026-07-28 era.
+        // `initialize` answered, with a result or an error, and discover not (a server of the
+        // earlier eras that ignores methods it does not know): that answer is the era's.
+        (Some(Err(_)) | None, Some(Some(_))) => Some(Settled {
+            lifecycle: ClientLifecycleMode::Initialize,
+            given: initialize.take().flatten().map(Given::Initialize),
+        }),
+        // Still waiting: for discover, or (discover failed) for initialize's answer.
         _ => None,
     }
 }
@@ -224,13 +236,13 @@ pub(crate) async fn probe<T: Transport<RoleClient> + 'static>(
         let answer = match message {
             JsonRpcMessage::Response(r) => Ok(r.result),
             JsonRpcMessage::Error(e) if e.id.is_some() => Err(e.error),
-            // An error without an id answers what the server could not read: ours, the only
-            // requests it has.
+            // An error without an id answers what the server could not read: the one request
+            // it has, while it has one; with two outstanding, it cannot be told which.
             JsonRpcMessage::Error(e) => {
-                if discover.is_none() {
+                if discover.is_none() && initialize.is_none() {
                     discover = Some(Err(e.error));
-                } else if matches!(initialize, Some(None)) {
-                    initialize = Some(Some(Err(e.error)));
+                } else {
+                    tracing::debug!(error = ?e.error, "an error answering no request, ignored");
                 }
                 continue;
             }
@@ -241,8 +253,15 @@ pub(crate) async fn probe<T: Transport<RoleClient> + 'static>(
                 })?;
                 continue;
             }
-            other => {
-                pending.push_back(other);
+            mut other => {
+                // Kept here, it is not being handled: its place in the transport's backlog
+                // goes, or a server that logs much before answering would never be read on.
+                crate::mcp::stdio::handled(&mut other);
+                if pending.len() < PENDING_KEPT {
+                    pending.push_back(other);
+                } else {
+                    tracing::debug!("a message before the handshake past those kept, dropped");
+                }
                 continue;
             }
         };
@@ -257,10 +276,10 @@ pub(crate) async fn probe<T: Transport<RoleClient> + 'static>(
 async fn send<T: Transport<RoleClient> + 'static>(
     inner: &mut T,
     request: ClientRequest,
-    id: &str,
+    id: i64,
     context: &'static str,
 ) -> Result<(), ClientInitializeError> {
-    let message = ClientJsonRpcMessage::request(request, RequestId::String(id.into()));
+    let message = ClientJsonRpcMessage::request(request, RequestId::Number(id));
     inner.send(message).await.map_err(|e| ClientInitializeError::transport::<T>(e, context))
 }
 
@@ -383,10 +402,11 @@ mod tests {
         let client = tokio::spawn(connect(transport, Duration::from_secs(3600)));
         let discover = peer.read().await?;
         peer.write(not_found(&discover["id"])).await?;
-        // rmcp's own `initialize`, under rmcp's own id.
+        // rmcp's own `initialize`, under rmcp's own id, asking for an era that has it.
         let initialize = peer.read().await?;
         assert_eq!(initialize["method"], "initialize");
-        assert!(initialize["id"].is_number(), "{initialize}");
+        assert_eq!(initialize["id"], 0, "{initialize}");
+        assert_eq!(initialize["params"]["protocolVersion"], "2025-11-25", "{initialize}");
         peer.write(initialized(&initialize["id"])).await?;
         assert_eq!(peer.read().await?["method"], "notifications/initialized");
         let service = client.await??;
@@ -421,5 +441,61 @@ mod tests {
         let e = client.await?.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains("closed its output before answering"), "{e}");
         Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_server_that_logs_much_before_answering_is_still_read() -> anyhow::Result<()> {
+        // More than the transport's backlog of notifications in flight (64).
+        let (transport, mut peer) = pipes();
+        let client = tokio::spawn(connect(transport, Duration::from_secs(3600)));
+        let discover = peer.read().await?;
+        assert!(discover["id"].is_number(), "some servers take no other ids: {discover}");
+        for n in 0..300 {
+            peer.write(json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "info", "data": format!("loading {n}")}}))
+                .await?;
+        }
+        peer.write(not_found(&discover["id"])).await?;
+        // Read on past the backlog: rmcp's `initialize` comes (a test that fails, not hangs).
+        let initialize = tokio::time::timeout(Duration::from_secs(30), peer.read()).await??;
+        peer.write(initialized(&initialize["id"])).await?;
+        assert_eq!(peer.read().await?["method"], "notifications/initialized");
+        let service = client.await??;
+        lists(&service, &mut peer).await
+    }
+
+    #[tokio::test]
+    async fn an_error_to_the_initialize_sent_beside_an_unanswered_discover_ends_it()
+    -> anyhow::Result<()> {
+        // A server of the earlier eras that ignores methods it does not know, and refuses us:
+        // its error is the answer, not a wait for a discover answer that never comes.
+        let (transport, mut peer) = pipes();
+        let client = tokio::spawn(connect(transport, Duration::from_millis(20)));
+        let _ignored = peer.read().await?;
+        let initialize = peer.read().await?;
+        peer.write(json!({"jsonrpc": "2.0", "id": initialize["id"],
+            "error": {"code": -32603, "message": "boom"}}))
+            .await?;
+        let e = tokio::time::timeout(Duration::from_secs(30), client).await??;
+        let e = e.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("boom"), "{e}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_error_without_an_id_while_two_requests_wait_answers_neither() -> anyhow::Result<()>
+    {
+        let (transport, mut peer) = pipes();
+        let client = tokio::spawn(connect(transport, Duration::from_millis(20)));
+        let discover = peer.read().await?;
+        let initialize = peer.read().await?;
+        peer.write(not_found(&discover["id"])).await?;
+        peer.write(json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32700, "message": "stray"}}))
+            .await?;
+        peer.write(initialized(&initialize["id"])).await?;
+        assert_eq!(peer.read().await?["method"], "notifications/initialized");
+        let service = client.await??;
+        lists(&service, &mut peer).await
     }
 }

@@ -108,6 +108,15 @@ impl Drop for Handling {
     }
 }
 
+/// Count a received notification as handled though it is not handed to a handler (yet): the
+/// era probe keeps what comes before the handshake.
+pub(crate) fn handled(message: &mut RxJsonRpcMessage<RoleClient>) {
+    use rmcp::model::GetExtensions as _;
+    if let JsonRpcMessage::Notification(n) = message {
+        n.notification.extensions_mut().remove::<Arc<Handling>>();
+    }
+}
+
 /// Where sending an owed error answer is, so a cancelled `receive` neither loses nor
 /// repeats it.
 #[derive(Debug, Clone, Copy)]
