@@ -1,7 +1,8 @@
 //! Warm before it is asked: the workspaces whose sessions started servers lately are
 //! remembered (with the environment their servers were resolved in, which may hold the user's
 //! tokens: kept with the secrets, never in the database), and at the next daemon start their
-//! servers are started in the background, as servers kept warm for the next session.
+//! servers are started in the background, one workspace at a time, as servers kept warm for
+//! the next session.
 //!
 //! A session that arrives while they start shares them (the same launch spec is the same
 //! server) and waits only for the ones it needs. A workspace is warmed only if it was used
@@ -227,11 +228,22 @@ impl Core {
             })
             .await
             .unwrap_or_default();
+            // One workspace at a time, each once its servers have settled: eight workspaces'
+            // servers started at once (20 processes on a 2-core laptop at login) made every
+            // one of them slow to answer. A session that arrives meanwhile starts what it
+            // needs itself, sharing what is already starting.
             for (n, (config, env)) in plans.iter().enumerate() {
                 tokio::task::yield_now().await;
                 let id = format!("warm-up-{n}");
                 core.services.mcp.sync(SessionView { id: &id, config, env }, &[]);
+                let stopping = tokio::select! {
+                    () = core.services.mcp.settle(&id) => false,
+                    () = core.services.shutdown.cancelled() => true,
+                };
                 core.services.mcp.release_session(&id);
+                if stopping {
+                    return;
+                }
             }
             core.keep_written().await;
         });

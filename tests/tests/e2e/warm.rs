@@ -386,3 +386,46 @@ async fn copies_split_by_roots_show_their_roots() -> anyhow::Result<()> {
     assert_eq!(out.matches("one copy per set of roots").count(), 2, "{out}");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_daemon_start_warms_one_workspace_at_a_time() -> anyhow::Result<()> {
+    // Eight workspaces' servers at once made every one slow on a 2-core laptop (issue 63, C3):
+    // the next workspace starts once the servers of the one before have settled.
+    let home = TestHome::new()?;
+    let slow = workspace(&home, "slow", json!({ "slow": stdio(&["--startup-delay-ms", "3000"]) }))?;
+    let quick = workspace(&home, "quick", json!({ "quick": stdio(&[]) }))?;
+    {
+        let mut daemon = Daemon::start(&home, QUICK).await?;
+        let client = daemon.client().await?;
+        // The slow workspace used last: it is warmed first.
+        for dir in [&quick, &slow] {
+            let id = session_started(&client, &home, dir).await?;
+            release(&client, &id).await?;
+        }
+        daemon.signal(Signal::SIGTERM)?;
+        daemon.wait_exit(Duration::from_secs(20)).await?;
+    }
+    let daemon = Daemon::start(&home, QUICK).await?;
+    let client = daemon.client().await?;
+    let seen = std::sync::Mutex::new(Vec::new());
+    let (client, record) = (&client, &seen);
+    let settled = eventually(Duration::from_secs(30), || async move {
+        let all = list_all(client).await.unwrap_or_default();
+        let state = |name| named(&all, name).map(|s| s.state);
+        let now = (state("slow"), state("quick"));
+        record.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(now);
+        now.1 == Some(ServerState::Connected)
+    })
+    .await;
+    let seen = seen.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    assert!(settled, "quick never warmed: {seen:?}\n{}", daemon.log());
+    // While the slow one was starting, the quick one had not been started.
+    let overlapped =
+        seen.iter().any(|(slow, quick)| *slow == Some(ServerState::Connecting) && quick.is_some());
+    assert!(!overlapped, "both workspaces warmed at once: {seen:?}");
+    assert!(
+        seen.iter().any(|(slow, _)| *slow == Some(ServerState::Connecting)),
+        "the slow one was never seen starting: {seen:?}"
+    );
+    Ok(())
+}
