@@ -56,6 +56,13 @@ async fn the_environment_the_tests_run_in_does_not_reach_the_binaries() -> anyho
     .await;
     assert!(up, "fx did not connect: {:?}", home.gemctl_run(&["mcp", "list"]));
     let ours: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    // What the harness sets itself, which a caller may happen to set alike (NO_COLOR=1).
+    let harness: Vec<OsString> = home
+        .gemctl_cmd(&[])
+        .get_envs()
+        .map(|(k, _)| k.to_owned())
+        .chain(["RUST_LOG", "NO_COLOR"].map(OsString::from))
+        .collect();
     for (what, pid) in
         [("geminid", daemon.pid()), ("gemctl", attach.id()), ("the server", server.unwrap_or(0))]
     {
@@ -63,7 +70,9 @@ async fn the_environment_the_tests_run_in_does_not_reach_the_binaries() -> anyho
         let leaked: Vec<_> = theirs
             .iter()
             .filter(|(k, v)| {
-                !PASSED_THROUGH.iter().any(|p| k.as_os_str() == *p) && ours.get(*k) == Some(*v)
+                !PASSED_THROUGH.iter().any(|p| k.as_os_str() == *p)
+                    && !harness.contains(k)
+                    && ours.get(*k) == Some(*v)
             })
             .map(|(k, _)| k.to_string_lossy().into_owned())
             .collect();
