@@ -126,9 +126,15 @@ pub(crate) fn apply(
         let flag = key.replace('_', "-");
         let Some((_, id)) = known.iter().find(|(l, _)| *l == flag) else {
             let names: Vec<&str> = known.iter().map(|(l, _)| l.as_str()).collect();
+            let near = geminid_protocol::suggest::closest(&flag, names.iter().copied())
+                .map(|n| format!(" (did you mean `{n}`?)"))
+                .unwrap_or_default();
             return Err(FileError::Invalid {
                 path: path.to_path_buf(),
-                message: format!("unknown setting `{key}`; the settings are: {}", names.join(", ")),
+                message: format!(
+                    "unknown setting `{key}`{near}; the settings are: {}",
+                    names.join(", ")
+                ),
             });
         };
         let value = value.clone();
@@ -157,6 +163,33 @@ mod tests {
         assert!(parse("[mcp]\nlinger = 1").is_err_and(|e| e.contains("is a table")));
         assert!(parse("x = [1]").is_err_and(|e| e.contains("string, number or boolean")));
         assert!(parse("x = ").is_err());
+    }
+
+    #[test]
+    fn an_unknown_setting_names_the_one_likely_meant() {
+        let cmd = || {
+            clap::Command::new("geminid")
+                .arg(clap::Arg::new("mcp_idle_memory").long("mcp-idle-memory"))
+                .arg(clap::Arg::new("mcp_linger").long("mcp-linger"))
+        };
+        let refused = |key: &str| {
+            let pairs = [(key.to_owned(), "1".to_owned())];
+            apply(cmd(), Path::new("/c.toml"), &pairs).err().map(|e| e.to_string())
+        };
+        assert_eq!(
+            refused("mcp-idle-memroy").as_deref(),
+            Some(
+                "/c.toml: unknown setting `mcp-idle-memroy` (did you mean `mcp-idle-memory`?); \
+                 the settings are: mcp-idle-memory, mcp-linger"
+            )
+        );
+        assert_eq!(
+            refused("colour").as_deref(),
+            Some(
+                "/c.toml: unknown setting `colour`; the settings are: mcp-idle-memory, mcp-linger"
+            )
+        );
+        assert_eq!(refused("mcp_linger"), None);
     }
 
     #[test]

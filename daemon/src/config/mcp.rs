@@ -257,11 +257,19 @@ pub(crate) fn parse_server(name: &str, value: &Value) -> (Option<McpServerConfig
         let message = format!("MCP server \"{name}\" must be an object");
         return (None, vec![Problem { severity: Severity::Error, field: None, message }]);
     };
+    // A misspelt field is answered with the one likely meant (new-user audit M7); one that
+    // meant what starts the server is named again in the error that it has none.
+    let mut meant_start = None;
     for key in map.keys().filter(|k| !KNOWN_FIELDS.contains(&k.as_str())) {
+        let near = geminid_protocol::suggest::closest(key, KNOWN_FIELDS.iter().copied());
+        if let Some(start) = near.filter(|n| ["command", "url", "httpUrl"].contains(n)) {
+            meant_start.get_or_insert(format!(" (\"{key}\" is likely \"{start}\": rename it)"));
+        }
+        let hint = near.map(|n| format!("; did you mean \"{n}\"?")).unwrap_or_default();
         problems.push(Problem {
             severity: Severity::Warning,
             field: Some(key.clone()),
-            message: format!("MCP server \"{name}\": unknown field \"{key}\" (ignored)"),
+            message: format!("MCP server \"{name}\": unknown field \"{key}\" (ignored{hint})"),
         });
     }
     let mut value = value.clone();
@@ -294,7 +302,8 @@ pub(crate) fn parse_server(name: &str, value: &Value) -> (Option<McpServerConfig
             field: None,
             message: format!(
                 "MCP server \"{name}\" has none of \"command\", \"url\" or \"httpUrl\"; add one \
-                 so it can be started"
+                 so it can be started{}",
+                meant_start.unwrap_or_default()
             ),
         });
         return (None, problems);
@@ -556,6 +565,25 @@ mod tests {
             assert_eq!(c.map(|c| c.timeout), Some(None), "{bad}");
             assert_eq!(p[0].severity, Severity::Warning, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_misspelt_field_is_answered_with_the_one_likely_meant() {
+        let (c, p) = parse_server("s", &json!({"comand": "srv", "timout": 5, "colour": 1}));
+        assert!(c.is_none());
+        let said: Vec<&str> = p.iter().map(|p| p.message.as_str()).collect();
+        assert_eq!(
+            said,
+            [
+                "MCP server \"s\": unknown field \"comand\" (ignored; did you mean \"command\"?)",
+                "MCP server \"s\": unknown field \"timout\" (ignored; did you mean \"timeout\"?)",
+                "MCP server \"s\": unknown field \"colour\" (ignored)",
+                "MCP server \"s\" has none of \"command\", \"url\" or \"httpUrl\"; add one so it \
+                 can be started (\"comand\" is likely \"command\": rename it)",
+            ]
+        );
+        let (_, p) = parse_server("s", &json!({"httpurl": "http://127.0.0.1:1/mcp"}));
+        assert!(p[0].message.ends_with("(ignored; did you mean \"httpUrl\"?)"), "{p:?}");
     }
 
     #[test]
