@@ -34,6 +34,25 @@ pub(crate) fn command_names(prompts: &[(String, String)]) -> Vec<String> {
     out
 }
 
+/// The command a person likely meant by `name`, among `(command name, server, prompt)`: a
+/// server-qualified name (`legacy:review`, also with `.`, `/` or `__`) is that server's prompt;
+/// else the one command whose prompt is named `name` (one a conflict renamed); else the closest
+/// command name. For an error's text only: nothing is got through a guess.
+pub(crate) fn likely_meant<'a>(
+    name: &str,
+    commands: &[(&'a str, &'a str, &'a str)],
+) -> Option<&'a str> {
+    let qualified = commands.iter().find(|(_, server, prompt)| {
+        let Some(rest) = name.strip_prefix(*server) else { return false };
+        let bare = rest.trim_start_matches([':', '.', '/', '_']);
+        bare.len() < rest.len() && (bare == *prompt || bare == command_name(prompt))
+    });
+    if let Some((command, ..)) = qualified {
+        return Some(command);
+    }
+    geminid_protocol::suggest::tool(name, commands.iter().map(|(c, _, p)| (*c, *p)))
+}
+
 /// A prompt argument as the server declared it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Arg {
@@ -178,6 +197,33 @@ pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_that_names_no_prompt_is_answered_with_the_one_likely_meant() {
+        let commands = [
+            ("review", "legacy", "review"),
+            ("a.greet", "a", "greet"),
+            ("b.greet", "b", "greet"),
+            ("daily-report", "notes", "daily report"),
+        ];
+        for (given, want) in [
+            ("legacy:review", Some("review")),
+            ("legacy.review", Some("review")),
+            ("legacy__review", Some("review")),
+            ("a:greet", Some("a.greet")),
+            ("b/greet", Some("b.greet")),
+            ("notes:daily report", Some("daily-report")),
+            ("notes:daily-report", Some("daily-report")),
+            ("reveiw", Some("review")),
+            ("/review", Some("review")),
+            ("greet", None), // two servers have it: which is not guessed
+            ("c:greet", None),
+            ("legacyreview", None),
+            ("deploy", None),
+        ] {
+            assert_eq!(likely_meant(given, &commands), want, "{given}");
+        }
+    }
 
     #[test]
     fn uri_templates_match_what_they_expand_to() {

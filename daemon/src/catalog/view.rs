@@ -107,12 +107,20 @@ impl Catalog {
         args: Option<String>,
         arguments: Option<Map<String, Value>>,
     ) -> Result<PromptsGetResult, CatalogError> {
-        let (entries, _) = self.prompts(session).await?;
-        let Some((entry, server)) = entries.into_iter().find(|(e, _)| e.name == name) else {
+        let (mut entries, _) = self.prompts(session).await?;
+        let Some(found) = entries.iter().position(|(e, _)| e.name == name) else {
+            let commands: Vec<(&str, &str, &str)> = entries
+                .iter()
+                .map(|(e, _)| (e.name.as_str(), e.server.as_str(), e.prompt.as_str()))
+                .collect();
+            let near = prompts::likely_meant(name, &commands)
+                .map(|n| format!("; did you mean '{n}'?"))
+                .unwrap_or_default();
             return Err(CatalogError::NotInCatalog(format!(
-                "no prompt named '{name}' in this session"
+                "no prompt named '{name}' in this session (`gemctl mcp prompts` lists them{near})"
             )));
         };
+        let (entry, server) = entries.swap_remove(found);
         let declared = prompts::declared(&json!({ "arguments": entry.arguments }));
         let mut given = arguments.unwrap_or_default();
         let text = args.unwrap_or_default();

@@ -767,6 +767,19 @@ async fn gemctl_prompts_and_resources() -> anyhow::Result<()> {
     let (code, _, err) = run(&["prompt", "pair", "one"])?;
     assert_eq!(code, 1);
     assert!(err.contains("Missing required argument(s): --second"), "{err}");
+    // A name that names no prompt is answered with the one likely meant, which is not got
+    // (new-user audit M7): the server's name before it, or a slip.
+    for (given, meant) in [("rich:greet", "greet"), ("rich.pair", "pair"), ("gret", "greet")] {
+        let (code, out, err) = run(&["prompt", given, "Ann"])?;
+        assert_eq!((code, out.as_str()), (1, ""), "{given}: {err}");
+        assert!(
+            err.contains(&format!(
+                "no prompt named '{given}' in this session (`gemctl mcp prompts` lists them; \
+                 did you mean '{meant}'?)"
+            )),
+            "{given}: {err}"
+        );
+    }
     let (code, out, err) = run(&["mcp", "resources"])?;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("@rich:file:///logo.png") && out.contains("image/png"), "{out}");
