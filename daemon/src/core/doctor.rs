@@ -103,19 +103,11 @@ impl Core {
                             format!("server '{name}' runs {}", found.display()),
                             None,
                         ),
-                        None => finding(
-                            "command",
-                            Error,
-                            format!(
-                                "server '{name}' runs `{command}`, which is not on the PATH its \
-                                 session gives it{}",
-                                near_on_path(command, path.map(String::as_str))
-                            ),
-                            Some(format!(
-                                "install {command} (or give its full path in the entry's `command`), \
-                                 then `gemctl mcp restart {name}`"
-                            )),
-                        ),
+                        None => {
+                            let path = path.map(String::as_str);
+                            let (message, fix) = missing_program(name, command, cwd, path);
+                            finding("command", Error, message, Some(fix))
+                        }
                     });
                 }
                 "http" | "sse" => {
@@ -185,6 +177,44 @@ async fn reach(name: &str, url: &str) -> Finding {
             Some("check the URL, the network and any proxy".to_owned()),
         ),
     }
+}
+
+/// What is said of a stdio server's program that is not found, and the fix. A command given
+/// as a path (absolute, or relative to the server's directory) is looked for there alone, so
+/// the PATH is not what to fix (new-user audit P7).
+fn missing_program(name: &str, command: &str, cwd: &Path, path: Option<&str>) -> (String, String) {
+    let named = Path::new(command);
+    let then = format!("then `gemctl mcp restart {name}`");
+    if !(named.is_absolute() || named.components().count() > 1) {
+        return (
+            format!(
+                "server '{name}' runs `{command}`, which is not on the PATH its session gives it{}",
+                near_on_path(command, path)
+            ),
+            format!("install {command} (or give its full path in the entry's `command`), {then}"),
+        );
+    }
+    let at = cwd.join(named);
+    let said = if named.is_absolute() {
+        format!("server '{name}' runs `{command}`")
+    } else {
+        format!("server '{name}' runs `{command}` ({})", at.display())
+    };
+    if at.exists() {
+        let message = format!("{said}, which is not an executable file");
+        let fix = format!(
+            "make it executable (`chmod +x {}`) or correct the path in the entry's `command`, \
+             {then}",
+            at.display()
+        );
+        return (message, fix);
+    }
+    let message = format!("{said}, which does not exist");
+    let fix = format!(
+        "{} does not exist: install it there or correct the path in the entry's `command`, {then}",
+        at.display()
+    );
+    (message, fix)
 }
 
 /// ` (did you mean `X`?)` for a program on `path` whose name is close to `command`'s.

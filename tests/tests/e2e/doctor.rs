@@ -65,6 +65,7 @@ async fn a_healthy_setup_passes_and_each_broken_one_names_its_fix() -> anyhow::R
     std::fs::create_dir_all(&bin)?;
     std::fs::write(bin.join("my-mcp-server"), "#!/bin/sh\n")?;
     std::fs::set_permissions(bin.join("my-mcp-server"), std::fs::Permissions::from_mode(0o755))?;
+    std::fs::write(bin.join("notes.txt"), "not a program\n")?;
     let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     write_user_settings(
         &home,
@@ -72,6 +73,8 @@ async fn a_healthy_setup_passes_and_each_broken_one_names_its_fix() -> anyhow::R
             "fx": stdio(&[]),
             "gone": { "command": "geminid-no-such-program" },
             "typo": { "command": "my-mcp-sevrer", "env": { "PATH": bin.display().to_string() } },
+            "abs": { "command": bin.join("nowhere/mcp-server").display().to_string() },
+            "plain": { "command": bin.join("notes.txt").display().to_string() },
             "far": { "httpUrl": format!("http://user:hunter2@127.0.0.1:{closed}/mcp") }
         }),
     )?;
@@ -85,6 +88,29 @@ async fn a_healthy_setup_passes_and_each_broken_one_names_its_fix() -> anyhow::R
     let typo = find(&f, "command", "my-mcp-sevrer").unwrap_or_else(|| panic!("{f:?}"));
     let said = typo["message"].as_str().unwrap_or_default();
     assert!(said.ends_with("(did you mean `my-mcp-server`?)"), "{typo}");
+    // A full path is looked for there alone: the fix is the path, not the PATH (audit P7).
+    let abs = find(&f, "command", "nowhere/mcp-server").unwrap_or_else(|| panic!("{f:?}"));
+    let nowhere = bin.join("nowhere/mcp-server");
+    assert_eq!(
+        (abs["message"].as_str(), abs["fix"].as_str()),
+        (
+            Some(
+                format!("server 'abs' runs `{}`, which does not exist", nowhere.display()).as_str()
+            ),
+            Some(
+                format!(
+                    "{} does not exist: install it there or correct the path in the entry's \
+                     `command`, then `gemctl mcp restart abs`",
+                    nowhere.display()
+                )
+                .as_str()
+            )
+        ),
+        "{abs}"
+    );
+    let plain = find(&f, "command", "notes.txt").unwrap_or_else(|| panic!("{f:?}"));
+    assert!(plain["message"].as_str().is_some_and(|m| m.ends_with("is not an executable file")));
+    assert!(plain["fix"].as_str().is_some_and(|x| x.contains("chmod +x")), "{plain}");
     let far = find(&f, "remote", "cannot be reached").unwrap_or_else(|| panic!("{f:?}"));
     assert_eq!(far["status"], "error");
     assert!(!serde_json::to_string(&f)?.contains("hunter2"), "a URL password was shown");
