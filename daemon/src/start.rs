@@ -76,9 +76,13 @@ struct Args {
     #[arg(long, env = "GEMINID_MCP_LINGER", default_value = "8h", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_linger: Duration,
     /// Resident memory idle MCP servers (no session uses them) may hold together; past it the
-    /// least recently used stops first. `unlimited` removes the bound
-    #[arg(long, env = "GEMINID_MCP_IDLE_MEMORY", default_value = "512MiB", value_parser = mcp::budget_arg, value_name = "SIZE")]
+    /// least recently used stops first. `auto`: an eighth of the machine's memory, at least
+    /// 2 GiB; `unlimited` removes the bound
+    #[arg(long, env = "GEMINID_MCP_IDLE_MEMORY", default_value = "auto", value_parser = mcp::budget_arg, value_name = "SIZE")]
     mcp_idle_memory: mcp::Budget,
+    /// An MCP server used within this long is never stopped for --mcp-idle-memory
+    #[arg(long, env = "GEMINID_MCP_IDLE_MEMORY_AFTER", default_value = "5m", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    mcp_idle_memory_after: Duration,
     /// At start, the servers of this many recently used workspaces are started in the
     /// background (their environments are kept with the secrets); `0` turns it off
     #[arg(long, env = "GEMINID_MCP_WARM_WORKSPACES", default_value_t = 8, value_name = "N")]
@@ -305,6 +309,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let mcp = McpOptions {
         linger: args.mcp_linger,
         idle_memory: args.mcp_idle_memory.0,
+        budget_min_idle: args.mcp_idle_memory_after,
         backoff_initial: args.mcp_backoff,
         backoff_max: args.mcp_backoff_max.max(args.mcp_backoff),
         restart_budget: args.mcp_restart_budget,

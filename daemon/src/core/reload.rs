@@ -120,6 +120,8 @@ impl Reloader {
         let mut ids: BTreeSet<String> = self.config.baselines().keys().cloned().collect();
         ids.extend(ensure.map(str::to_owned));
         let mut changes = Vec::new();
+        // Servers a session not running its servers now no longer configures.
+        let mut dropped = std::collections::HashSet::new();
         for id in ids {
             let new = match self.config.compute(&id) {
                 Ok(e) => e,
@@ -130,9 +132,10 @@ impl Reloader {
                 Err(e) => return Err(e),
             };
             let old = self.config.baselines().insert(id.clone(), new.clone());
-            if let Some(change) =
-                old.and_then(|old| crate::config::diff::diff(&id, reason, &old, &new))
-            {
+            if let Some((old, change)) = old.and_then(|old| {
+                let change = crate::config::diff::diff(&id, reason, &old, &new)?;
+                Some((old, change))
+            }) {
                 tracing::info!(session = %id, reason, added = ?change.servers_added, removed = ?change.servers_removed, changed = ?change.servers_changed, "configuration changed");
                 self.services.events.emit(EventBody::ConfigChanged(change.clone()));
                 if self.services.mcp.is_active(&id) {
@@ -142,9 +145,18 @@ impl Reloader {
                     self.services
                         .mcp
                         .sync(SessionView { id: &id, config: &new, env: &env }, &touched);
+                } else {
+                    let env = self.config.session_env(&id);
+                    let mcp = &self.services.mcp;
+                    let now = mcp.configured(SessionView { id: &id, config: &new, env: &env });
+                    let was = mcp.configured(SessionView { id: &id, config: &old, env: &env });
+                    dropped.extend(was.into_iter().filter(|b| !now.contains(b)));
                 }
                 changes.push(change);
             }
+        }
+        if !dropped.is_empty() {
+            self.stop_unconfigured(dropped);
         }
         let known: Vec<String> = self.config.baselines().keys().cloned().collect();
         for input in &self.inputs {
@@ -152,6 +164,22 @@ impl Reloader {
             input.after(&known);
         }
         Ok(changes)
+    }
+
+    /// Stop the servers in `dropped` that no known session's configuration runs any more
+    /// and no session uses: a server removed while no client is attached (`gemctl mcp remove`)
+    /// is not kept warm for hours, nor left crash-looping.
+    fn stop_unconfigured(&self, mut dropped: std::collections::HashSet<String>) {
+        let known: Vec<(String, Effective)> =
+            self.config.baselines().iter().map(|(id, e)| (id.clone(), e.clone())).collect();
+        for (id, config) in &known {
+            let env = self.config.session_env(id);
+            let view = SessionView { id, config, env: &env };
+            for base in self.services.mcp.configured(view) {
+                dropped.remove(&base);
+            }
+        }
+        self.services.mcp.unconfigured(&dropped);
     }
 
     /// `mcp/reload`: the edits are done, so files missing now are taken as deleted at once,

@@ -1,19 +1,21 @@
 //! Servers no session uses: kept warm for the next session, for the idle period
 //! (`--mcp-linger`) and within the idle-memory budget (`--mcp-idle-memory`: past it, the least
-//! recently used idle server stops first), as each entry's `keepWarm` allows.
+//! recently used idle server stops first), as each entry's `keepWarm` allows. A server used
+//! within the last minutes (`--mcp-idle-memory-after`) is never stopped for the budget: each
+//! `gemctl` command lets go of its servers, and the next one would start them again.
 //!
 //! One sweeper task per supervisor, started with the first idle server, wakes at the nearest
 //! deadline, when a server goes idle, and every [`MEASURE_EVERY`] while any is idle (resident
 //! memory grows while a process sits). `mcp/stop` takes a server out of service the same way.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use geminid_protocol::mcp::{KeepWarm, ServerStatus};
 
 use super::server::Server;
-use super::{Inner, Supervisor};
+use super::{Binding, IDLE_MEMORY_FLOOR, IDLE_MEMORY_SHARE, Inner, SessionView, Supervisor};
 
 /// How often idle servers' memory is measured against the budget.
 pub(crate) const MEASURE_EVERY: Duration = Duration::from_secs(30);
@@ -21,10 +23,13 @@ pub(crate) const MEASURE_EVERY: Duration = Duration::from_secs(30);
 /// Why a server that outlived its idle period stopped.
 const EXPIRED: &str = "no session needed it for the idle period (--mcp-linger)";
 /// Why a server stopped for the budget.
-const OVER_BUDGET: &str =
-    "idle servers were over the memory budget (--mcp-idle-memory); it was the least recently used";
+const OVER_BUDGET: &str = "idle servers were over the memory budget (--mcp-idle-memory); it was \
+                           the least recently used; it starts again on next use";
 /// Why a `keepWarm: "never"` server stopped.
 const NOT_KEPT: &str = "no session needed it (keepWarm: never)";
+/// Why a server no configuration has any more stopped.
+const UNCONFIGURED: &str = "no configuration uses it any more (its entry was removed, or changed \
+                            into another server)";
 /// Why a server stopped on request.
 const STOPPED: &str = "stopped by `gemctl mcp stop` (`gemctl mcp restart` starts it again)";
 
@@ -149,8 +154,16 @@ impl Supervisor {
                 counted.sort_by_key(|(_, since, _)| *since);
                 let mut total: u64 =
                     counted.iter().filter_map(|(id, _, _)| inner.idle.rss.get(id)).sum();
-                for (id, _, _) in counted {
+                for (id, since, _) in counted {
                     if total <= budget {
+                        break;
+                    }
+                    // Used lately: kept, and looked at again once it may go (the rest are
+                    // younger still).
+                    let idle = now.saturating_duration_since(*since);
+                    if idle < self.opts.budget_min_idle {
+                        let wait = self.opts.budget_min_idle - idle;
+                        next = Some(next.map_or(wait, |n| n.min(wait)));
                         break;
                     }
                     if inner.idle.since.contains_key(id) && inner.users(id).is_empty() {
@@ -168,6 +181,42 @@ impl Supervisor {
             next = Some(next.map_or(MEASURE_EVERY, |n| n.min(MEASURE_EVERY)));
         }
         next
+    }
+
+    /// The servers (by the identity of their launch spec) a session's configuration runs:
+    /// what [`Supervisor::sync`] would start for it.
+    pub(crate) fn configured(&self, view: SessionView<'_>) -> HashSet<String> {
+        Self::entries(view, self.pins.mode)
+            .into_values()
+            .filter_map(|(entry, _)| match entry.binding {
+                Binding::Runs(base) => Some(base),
+                Binding::NotRun { .. } => None,
+            })
+            .collect()
+    }
+
+    /// A reload left no configuration running these servers (identities of launch specs, as
+    /// [`Supervisor::configured`] gives them): those no session uses stop now (a crash-looping
+    /// one stops retrying), rather than kept warm for a session that cannot ask for them.
+    pub(crate) fn unconfigured(&self, bases: &HashSet<String>) {
+        let gone: Vec<(String, &'static str)> = {
+            let mut inner = self.inner();
+            let gone: Vec<(String, &'static str)> = inner
+                .servers
+                .keys()
+                .filter(|id| {
+                    // A copy split by roots runs under an identity of its own.
+                    let base = inner.started_for.get(*id).map_or(id.as_str(), |(_, b)| b.as_str());
+                    bases.contains(base) && inner.users(id).is_empty()
+                })
+                .map(|id| (id.clone(), UNCONFIGURED))
+                .collect();
+            self.retire_idle(&mut inner, &gone);
+            gone
+        };
+        if !gone.is_empty() {
+            self.servers_changed();
+        }
     }
 
     /// `mcp/stop`: take a running server out of service and stop it now (its log stays, and
@@ -226,11 +275,30 @@ pub(crate) fn budget_arg(text: &str) -> Result<Budget, String> {
     parse_budget(text).map(Budget)
 }
 
-/// `--mcp-idle-memory`: `512MiB`, `1GiB`, `300MB`, `2000000` (bytes), or `unlimited`.
+/// The budget `auto` means: an eighth of the machine's memory (`MemTotal` in
+/// `/proc/meminfo`), at least [`IDLE_MEMORY_FLOOR`] (also where the system does not say).
+pub(crate) fn default_budget() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    budget_of(&meminfo)
+}
+
+fn budget_of(meminfo: &str) -> u64 {
+    let total = meminfo.lines().find_map(|l| {
+        let kib = l.strip_prefix("MemTotal:")?.trim().strip_suffix("kB")?.trim();
+        kib.parse::<u64>().ok()?.checked_mul(1024)
+    });
+    total.map_or(IDLE_MEMORY_FLOOR, |t| (t / IDLE_MEMORY_SHARE).max(IDLE_MEMORY_FLOOR))
+}
+
+/// `--mcp-idle-memory`: `512MiB`, `1GiB`, `300MB`, `2000000` (bytes), `auto` (see
+/// [`default_budget`]) or `unlimited`.
 pub(crate) fn parse_budget(text: &str) -> Result<Option<u64>, String> {
     let t = text.trim();
     if t.eq_ignore_ascii_case("unlimited") {
         return Ok(None);
+    }
+    if t.eq_ignore_ascii_case("auto") {
+        return Ok(Some(default_budget()));
     }
     let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
@@ -245,7 +313,7 @@ pub(crate) fn parse_budget(text: &str) -> Result<Option<u64>, String> {
         "gib" => 1 << 30,
         other => {
             return Err(format!(
-                "unknown unit '{other}' (use B, KB, KiB, MB, MiB, GB, GiB, or `unlimited`)"
+                "unknown unit '{other}' (use B, KB, KiB, MB, MiB, GB, GiB, `auto` or `unlimited`)"
             ));
         }
     };
@@ -269,5 +337,14 @@ mod tests {
         assert_eq!(parse_budget("Unlimited"), Ok(None));
         assert!(parse_budget("lots").is_err_and(|e| e.contains("like 512MiB")));
         assert!(parse_budget("5 parsecs").is_err_and(|e| e.contains("unknown unit 'parsecs'")));
+        assert!(parse_budget("auto").is_ok_and(|b| b.is_some_and(|b| b >= IDLE_MEMORY_FLOOR)));
+    }
+
+    #[test]
+    fn the_default_budget_is_a_share_of_memory_with_a_floor() {
+        let kib = |gib: u64| format!("MemTotal:       {} kB\nMemFree: 1 kB\n", gib << 20);
+        assert_eq!(budget_of(&kib(8)), IDLE_MEMORY_FLOOR, "an 8 GiB laptop: the floor");
+        assert_eq!(budget_of(&kib(32)), 4 << 30, "32 GiB: an eighth");
+        assert_eq!(budget_of(""), IDLE_MEMORY_FLOOR, "no /proc/meminfo");
     }
 }

@@ -70,9 +70,15 @@ pub(crate) const INPUT_KEY: &str = "dev.geminid/inputKey";
 /// day finds its servers running; not overnight. An idle server costs memory, not CPU (a
 /// ping every 30 s); its start costs each new session seconds (see README, "Kept warm").
 pub(crate) const DEFAULT_LINGER: Duration = Duration::from_secs(8 * 3600);
-/// How much resident memory idle servers may hold together before the least recently used
-/// one stops (about eight typical Node or Python servers).
-pub(crate) const DEFAULT_IDLE_MEMORY: u64 = 512 << 20;
+/// The least the idle-memory budget is by default: an ordinary set-up's six to eight Node or
+/// Python servers (55-160 MiB each) fit; 512 MiB did not, and they were stopped seconds after
+/// use and started again (2-3 s) by the next command.
+pub(crate) const IDLE_MEMORY_FLOOR: u64 = 2 << 30;
+/// The share of the machine's memory the idle-memory budget is by default (above the floor).
+pub(crate) const IDLE_MEMORY_SHARE: u64 = 8;
+/// A server idle for less than this is never stopped for the idle-memory budget: `gemctl`
+/// lets go of its servers after each command, so without it use-then-use-again thrashed.
+pub(crate) const DEFAULT_BUDGET_MIN_IDLE: Duration = Duration::from_secs(5 * 60);
 /// First delay before restarting a failed server; doubles with each failure in a row.
 pub(crate) const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 /// Longest delay between restarts.
@@ -95,8 +101,11 @@ pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 pub struct McpOptions {
     /// How long a server keeps running after no session needs it (`DEFAULT_LINGER`).
     pub linger: Duration,
-    /// Resident memory idle servers may hold together (`DEFAULT_IDLE_MEMORY`); `None`: no bound.
+    /// Resident memory idle servers may hold together ([`idle::default_budget`]); `None`: no
+    /// bound.
     pub idle_memory: Option<u64>,
+    /// How long a server is idle before the budget may stop it (`DEFAULT_BUDGET_MIN_IDLE`).
+    pub budget_min_idle: Duration,
     /// First delay before restarting a failed server (`DEFAULT_BACKOFF_INITIAL`).
     pub backoff_initial: Duration,
     /// Longest delay between restarts (`DEFAULT_BACKOFF_MAX`).
@@ -119,7 +128,8 @@ impl Default for McpOptions {
     fn default() -> Self {
         Self {
             linger: DEFAULT_LINGER,
-            idle_memory: Some(DEFAULT_IDLE_MEMORY),
+            idle_memory: Some(IDLE_MEMORY_FLOOR),
+            budget_min_idle: DEFAULT_BUDGET_MIN_IDLE,
             backoff_initial: DEFAULT_BACKOFF_INITIAL,
             backoff_max: DEFAULT_BACKOFF_MAX,
             restart_budget: DEFAULT_RESTART_BUDGET,

@@ -86,7 +86,9 @@ async fn past_the_budget_the_least_recently_used_idle_server_stops_first() -> an
         .iter()
         .map(|n| workspace(&home, n, json!({ format!("s{n}"): stdio(&["--ballast-mib", "60"]) })))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let args = [QUICK, &["--mcp-linger", "1h", "--mcp-idle-memory", "170MiB"]].concat();
+    // The budget applies at once here (by default only to servers idle for 5 minutes).
+    let budget = ["--mcp-idle-memory", "170MiB", "--mcp-idle-memory-after", "0s"];
+    let args = [QUICK, &["--mcp-linger", "1h"], &budget].concat();
     let daemon = Daemon::start(&home, &args).await?;
     let client = daemon.client().await?;
     let mut pids = Vec::new();
@@ -427,5 +429,86 @@ async fn a_daemon_start_warms_one_workspace_at_a_time() -> anyhow::Result<()> {
         seen.iter().any(|(slow, _)| *slow == Some(ServerState::Connecting)),
         "the slow one was never seen starting: {seen:?}"
     );
+    Ok(())
+}
+
+/// A server used a moment ago is not stopped for the idle-memory budget (issue 63, C1): each
+/// `gemctl` command lets go of its servers, and a budget smaller than the set-up stopped them
+/// seconds after use, to be started again (2-3 s) by the next command.
+#[tokio::test]
+async fn a_server_used_lately_is_not_stopped_for_the_memory_budget() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "big": stdio(&["--ballast-mib", "20"]) }))?;
+    // A budget it alone is over; the wait before the budget applies left at its default.
+    let args = [QUICK, &["--mcp-linger", "1h", "--mcp-idle-memory", "1MiB"]].concat();
+    let daemon = Daemon::start(&home, &args).await?;
+    let client = daemon.client().await?;
+    let id = session_started(&client, &home, &home.workspace()).await?;
+    let first = pid(&list_all(&client).await?, "big");
+    release(&client, &id).await?;
+    // The sweep that measures an idle server is the one that stops it over the budget: once
+    // its size is known, the budget has been applied.
+    let measured = eventually(Duration::from_secs(10), || async {
+        list_all(&client)
+            .await
+            .is_ok_and(|all| named(&all, "big").is_none_or(|s| s.rss_bytes.is_some()))
+    })
+    .await;
+    assert!(measured, "never measured: {:#?}", list_all(&client).await?);
+    let all = list_all(&client).await?;
+    let big = named(&all, "big").unwrap_or_else(|| {
+        panic!("stopped for the budget right after its use: {all:#?}\n{}", daemon.log())
+    });
+    assert!(big.rss_bytes.is_some_and(|b| b > 1 << 20) && alive(first), "{big:#?}");
+    // The next command finds it running: the same process, not a new start.
+    let id = session_started(&client, &home, &home.workspace()).await?;
+    assert_eq!(pid(&list_all(&client).await?, "big"), first);
+    release(&client, &id).await?;
+    Ok(())
+}
+
+/// `gemctl mcp remove` (or an edit that makes an entry another server) stops the server it
+/// leaves unconfigured when no session uses it, rather than keeping it warm for hours, and a
+/// crash-looping one stops retrying (issue 63, C2); what is still configured stays warm.
+#[tokio::test]
+async fn a_server_no_configuration_has_stops_at_the_reload() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let missing = json!({ "command": "/nonexistent/mcp-server-c2" });
+    let servers = |edited: &str| {
+        json!({
+            "keep": stdio(&["--startup-delay-ms", "1"]),
+            "gone": stdio(&["--startup-delay-ms", "2"]),
+            "edited": stdio(&["--startup-delay-ms", edited]),
+            "broken": missing.clone(),
+        })
+    };
+    write_user_settings(&home, servers("3"))?;
+    let args = [QUICK, &["--mcp-linger", "1h", "--mcp-warm-workspaces", "0"]].concat();
+    let daemon = Daemon::start(&home, &args).await?;
+    let client = daemon.client().await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    // As a user without a client attached: a command starts the servers and lets go.
+    let (code, out, _) = home.gemctl_run(&["mcp", "start"])?;
+    assert_eq!(code, 1, "broken does not start: {out}");
+    let all = list_all(&client).await?;
+    let (keep, gone, edited) = (pid(&all, "keep"), pid(&all, "gone"), pid(&all, "edited"));
+    assert!(named(&all, "broken").is_some(), "{all:#?}");
+    let (code, out, err) = home.gemctl_run(&["mcp", "remove", "--scope", "user", "gone"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(gone_within(gone, Duration::from_secs(10)).await, "removed, still running");
+    let (code, out, err) = home.gemctl_run(&["mcp", "remove", "--scope", "user", "broken"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let mut now = servers("4");
+    let map = now.as_object_mut().unwrap_or_else(|| unreachable!());
+    map.remove("gone");
+    map.remove("broken");
+    write_user_settings(&home, now)?;
+    let (code, _, err) = home.gemctl_run(&["mcp", "reload"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(gone_within(edited, Duration::from_secs(10)).await, "the old copy of an edited entry");
+    let all = list_all(&client).await?;
+    let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["keep"], "{all:#?}\n{}", daemon.log());
+    assert!(alive(keep), "a server still configured stays warm");
     Ok(())
 }
