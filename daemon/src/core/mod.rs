@@ -182,7 +182,7 @@ impl Core {
             extensions.clone(),
             daemon_env,
         ));
-        let policies = Arc::new(crate::policy::service::Policies::default());
+        let policies = Arc::new(crate::policy::service::Policies::with_store(store.clone()));
         let guard = Arc::new(seat::Guard::new(
             config.clone(),
             sessions.clone(),

@@ -141,6 +141,15 @@ impl Policy for Guard {
             annotations: call.annotations.as_ref(),
             subagent: p.subagent.as_deref(),
         };
+        // A policy file that gives no rules, with no good version known, cannot be known not
+        // to deny this call: it is refused, with where the file breaks and the fix.
+        if !p.policy.refusing.is_empty() {
+            let each: Vec<String> = p.policy.refusing.iter().map(crate::config::located).collect();
+            return (
+                Decision::Deny(format!("Tool execution refused: {}", each.join("; and "))),
+                None,
+            );
+        }
         // A person calling directly is there to confirm: decide as for an interactive session.
         let interactive = p.interactive || call.confirmed;
         let v = p.policy.set.decide(&tc, p.mode, interactive);

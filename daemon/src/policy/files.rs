@@ -6,7 +6,11 @@
 //! refused when others than its owner may write it (or its owner is neither root nor this
 //! user). A place is a directory, whose `*.toml` files are read in name order (not recursively),
 //! or one `.toml` file. A file that stops parsing (an editor mid-save) keeps its last good
-//! rules, and says why.
+//! rules, and says why. With a store, a file's last good text outlives the daemon
+//! (`store/last_good.rs`, as the settings files' does): a daemon that starts while a policy
+//! file does not parse uses the rules an earlier one read, and a file with no good version
+//! known at all makes every call of the sessions that read it refused ([`Read::refusing`]),
+//! rather than run without its deny rules.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -19,8 +23,10 @@ use serde_json::Value;
 use super::Tier;
 use super::load::load;
 use super::rule::Rule;
+use crate::clock;
 use crate::config::ConfigPaths;
 use crate::config::files::{InputError, read_input};
+use crate::store::{LastGood, Store};
 
 /// A place policy files are read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,12 +94,19 @@ struct Parsed {
     text: String,
     rules: Arc<Vec<Rule>>,
     problems: Vec<Diagnostic>,
+    /// Recalled from the store: read well by an earlier daemon at this time (Unix ms).
+    earlier_ms: Option<u64>,
 }
+
+/// A file's rules an earlier daemon kept, and when it read them (Unix ms).
+type Recalled = (Arc<Vec<Rule>>, u64);
 
 /// Reads policy places, keeping each file's last good rules.
 #[derive(Debug, Default)]
 pub(crate) struct Reader {
     last_good: Mutex<HashMap<PathBuf, Parsed>>,
+    /// Where each file's last good text is kept across restarts.
+    store: Option<Store>,
 }
 
 /// What reading a session's places gave.
@@ -104,6 +117,9 @@ pub(crate) struct Read {
     pub files: Vec<Arc<Vec<Rule>>>,
     /// Problems, errors first.
     pub problems: Vec<Diagnostic>,
+    /// Files that give no rules and have no good version known (they do not parse, and no
+    /// daemon read them well before): every call of a session that reads them is refused.
+    pub refusing: Vec<Diagnostic>,
 }
 
 impl Read {
@@ -115,6 +131,11 @@ impl Read {
 }
 
 impl Reader {
+    /// A reader that keeps each file's last good text in `store` too.
+    pub(crate) fn with_store(store: Store) -> Self {
+        Self { last_good: Mutex::default(), store: Some(store) }
+    }
+
     /// The rules of every place, and what is wrong in them (a missing place is no problem).
     pub(crate) fn read(&self, places: &[Place]) -> Read {
         let mut out = Read::default();
@@ -159,6 +180,9 @@ impl Reader {
 
     fn file(&self, file: &Path, tier: Tier, out: &mut Read) {
         let lock = || self.last_good.lock();
+        // What is no file at all (a directory, a FIFO named `.toml`) is not read and refuses
+        // nothing; a file that does not parse or cannot be read guards calls.
+        let mut guards = true;
         let why = match read_input(file) {
             Ok(None) => return,
             Ok(Some(text)) => {
@@ -169,31 +193,105 @@ impl Reader {
                 }
                 let loaded = load(&file.display().to_string(), &text, tier);
                 if !loaded.unreadable {
+                    self.keep(file, &text);
                     let mut rules = loaded.rules;
                     rules.shrink_to_fit();
                     let rules = Arc::new(rules);
                     out.problems.extend(loaded.problems.iter().cloned());
                     out.files.push(rules.clone());
-                    let parsed = Parsed { text, rules, problems: loaded.problems };
+                    let parsed =
+                        Parsed { text, rules, problems: loaded.problems, earlier_ms: None };
                     lock().insert(file.to_owned(), parsed);
                     return;
                 }
                 // An unreadable file has exactly one problem: where it stops parsing.
                 loaded.problems.into_iter().next()
             }
-            Err(InputError::Refused(why)) => Some(problem(file, why)),
+            Err(InputError::Refused(why)) => {
+                guards = false;
+                Some(problem(file, why))
+            }
             Err(InputError::Io(e)) => Some(problem(file, format!("it cannot be read: {e}"))),
         };
         // The file gives nothing now: its last good rules stay, and the problem says so.
-        let last = lock().get(file).map(|p| p.rules.clone());
-        if let Some(mut d) = why {
-            if let Some(r) = &last {
+        let last = lock().get(file).map(|p| (p.rules.clone(), p.earlier_ms));
+        let Some(mut d) = why else {
+            out.files.extend(last.map(|(r, _)| r));
+            return;
+        };
+        let last = match last {
+            None if guards => self.recall(file, tier).map(|kept| kept.map(|(r, at)| (r, Some(at)))),
+            last => Ok(last),
+        };
+        match last {
+            Ok(Some((r, None))) => {
                 d.message =
                     format!("{}; its last good rules ({}) stay in force", d.message, r.len());
+                out.files.push(r);
             }
-            out.problems.push(d);
+            Ok(Some((r, Some(read_ms)))) => {
+                d.message = format!(
+                    "{}; its last good rules ({}), as geminid read them at {}, stay in force \
+                     (fix it and geminid reloads it)",
+                    d.message,
+                    r.len(),
+                    clock::rfc3339(read_ms)
+                );
+                out.files.push(r);
+            }
+            Ok(None) if !guards => {}
+            recalled => {
+                if let Err(why) = recalled {
+                    d.message = format!(
+                        "{}; the copy of its last good rules geminid kept cannot be used ({why})",
+                        d.message
+                    );
+                }
+                d.message.push_str(
+                    "; geminid has no good version of it to use, so every tool call of a \
+                     session that reads it is refused until it is fixed (fix it and geminid \
+                     reloads it)",
+                );
+                out.refusing.push(d.clone());
+            }
         }
-        out.files.extend(last);
+        out.problems.push(d);
+    }
+
+    /// Keep `text` as `file`'s last good text across restarts (written only when it changed).
+    fn keep(&self, file: &Path, text: &str) {
+        let Some(store) = &self.store else { return };
+        let key = file.display().to_string();
+        if store.last_good(&key).ok().flatten().is_some_and(|k| k.text == text) {
+            return;
+        }
+        let record = LastGood { read_ms: clock::now_ms(), text: text.to_owned() };
+        if let Err(e) = store.put_last_good(&key, &record) {
+            tracing::warn!(file = %key, error = %e, "cannot keep a policy file's last good rules");
+        }
+    }
+
+    /// The rules of `file`'s last good text an earlier daemon kept, and when it read them;
+    /// why the copy cannot be used when it cannot.
+    fn recall(&self, file: &Path, tier: Tier) -> Result<Option<Recalled>, String> {
+        let Some(store) = &self.store else { return Ok(None) };
+        let key = file.display().to_string();
+        let Some(kept) = store.last_good(&key).map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        let loaded = load(&key, &kept.text, tier);
+        if loaded.unreadable {
+            return Err("it does not parse either".to_owned());
+        }
+        let rules = Arc::new(loaded.rules);
+        let parsed = Parsed {
+            text: kept.text,
+            rules: rules.clone(),
+            problems: loaded.problems,
+            earlier_ms: Some(kept.read_ms),
+        };
+        self.last_good.lock().insert(file.to_owned(), parsed);
+        Ok(Some((rules, kept.read_ms)))
     }
 }
 
@@ -257,7 +355,7 @@ pub(super) mod tests {
         .unwrap();
         let place = [Place { path: dir.clone(), tier: Tier::User }];
         let reader = Reader::default();
-        let Read { files, problems } = reader.read(&place);
+        let Read { files, problems, .. } = reader.read(&place);
         assert_eq!(files.len(), 1);
         assert_eq!(files[0].len(), 1);
         let text = format!("{problems:#?}");
@@ -292,7 +390,7 @@ pub(super) mod tests {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(Reader::default().read(&place).rules().count(), 1);
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let Read { files, problems } = Reader::default().read(&place);
+        let Read { files, problems, .. } = Reader::default().read(&place);
         assert!(files.is_empty());
         assert!(problems[0].message.contains("chmod go-w"), "{problems:#?}");
         // A single file as a place, and a place that is neither.
@@ -301,5 +399,41 @@ pub(super) mod tests {
         let odd = [Place { path: dir.join("x.txt"), tier: Tier::User }];
         std::fs::write(dir.join("x.txt"), "").unwrap();
         assert!(Reader::default().read(&odd).problems[0].message.contains("neither"));
+    }
+
+    #[test]
+    fn a_file_broken_at_start_uses_the_rules_an_earlier_daemon_kept_or_refuses_calls() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("policies");
+        std::fs::create_dir(&dir).unwrap();
+        let place = [Place { path: dir.clone(), tier: Tier::User }];
+        let store = Store::temporary().unwrap();
+        std::fs::write(dir.join("a.toml"), RULE).unwrap();
+        assert_eq!(Reader::with_store(store.clone()).read(&place).rules().count(), 1);
+        // The next daemon starts while the file does not parse: the kept rules hold.
+        std::fs::write(dir.join("a.toml"), "[[rule]\ntoolName = ").unwrap();
+        let read = Reader::with_store(store.clone()).read(&place);
+        assert_eq!(read.rules().count(), 1, "{:#?}", read.problems);
+        assert!(read.refusing.is_empty());
+        let said = &read.problems[0].message;
+        assert!(said.contains("last good rules (1), as geminid read them at"), "{said}");
+        // With no good version known, every call is refused, and said with where it breaks.
+        let read = Reader::with_store(Store::temporary().unwrap()).read(&place);
+        assert_eq!(read.rules().count(), 0);
+        assert_eq!(read.refusing.len(), 1);
+        assert_eq!(read.refusing[0].line, Some(1));
+        assert!(read.refusing[0].message.contains("every tool call"), "{:#?}", read.refusing);
+        // A damaged copy is no good version, and says so.
+        let key = dir.join("a.toml").display().to_string();
+        store.put_last_good_record(&key, b"\xff not a record").unwrap();
+        let read = Reader::with_store(store).read(&place);
+        assert_eq!(read.refusing.len(), 1);
+        assert!(read.refusing[0].message.contains("cannot be used"), "{:#?}", read.refusing);
+        // No store (a reader of its own): a broken file refuses too.
+        assert_eq!(Reader::default().read(&place).refusing.len(), 1);
+        // What is no file refuses nothing.
+        std::fs::remove_file(dir.join("a.toml")).unwrap();
+        std::fs::create_dir(dir.join("dir.toml")).unwrap();
+        assert!(Reader::default().read(&place).refusing.is_empty());
     }
 }

@@ -21,6 +21,13 @@ pub(crate) struct Policies {
     built: Mutex<Vec<Built>>,
 }
 
+impl Policies {
+    /// Policies whose files' last good text is kept in `store` across restarts.
+    pub(crate) fn with_store(store: crate::store::Store) -> Self {
+        Self { reader: Reader::with_store(store), built: Mutex::default() }
+    }
+}
+
 /// Sets built for this many different inputs are kept (a workspace and its settings each).
 const KEEP_BUILT: usize = 16;
 
@@ -46,6 +53,8 @@ pub(crate) struct SessionPolicy {
     pub set: Arc<PolicySet>,
     /// Problems in the policy files.
     pub problems: Vec<Diagnostic>,
+    /// Files with no good version known: every call is refused while there are any.
+    pub refusing: Vec<Diagnostic>,
 }
 
 impl Policies {
@@ -86,6 +95,7 @@ impl Policies {
         }
         let key = settings.to_string();
         let mut problems = read.problems;
+        let refusing = read.refusing;
         let lock = || self.built.lock();
         let same = |b: &Built| {
             b.interactive == interactive
@@ -96,7 +106,7 @@ impl Policies {
         };
         if let Some(b) = lock().iter().find(|b| same(b)) {
             problems.extend(b.dropped.iter().cloned());
-            return SessionPolicy { set: b.set.clone(), problems };
+            return SessionPolicy { set: b.set.clone(), problems, refusing };
         }
         let mut dropped = Vec::new();
         let mut rules = defaults().to_vec();
@@ -124,7 +134,7 @@ impl Policies {
             set: set.clone(),
             dropped,
         });
-        SessionPolicy { set, problems }
+        SessionPolicy { set, problems, refusing }
     }
 }
 

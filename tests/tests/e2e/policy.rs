@@ -271,3 +271,49 @@ async fn policy_check_decides_in_the_sessions_mode() -> anyhow::Result<()> {
     assert!(decide("mcp_fx_echo", &["--server", "fx"])?.starts_with("allow"));
     Ok(())
 }
+
+/// Issue 63, B4 for policy files: one that does not parse when the daemon starts uses the
+/// rules an earlier daemon read of it; with none known, every call is refused with where the
+/// file breaks, rather than run without its deny rules.
+#[tokio::test]
+async fn a_policy_file_broken_at_start_keeps_its_deny_rules_or_refuses_calls() -> anyhow::Result<()>
+{
+    use geminid_tests::{Daemon, TestHome, eventually, mcp::stdio, mcp::write_user_settings};
+    use nix::sys::signal::Signal;
+    use std::time::Duration;
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let file = home.root().join("home/.gemini/policies/mine.toml");
+    std::fs::create_dir_all(file.parent().unwrap_or(&file))?;
+    let deny = "[[rule]]\nmcpName = \"fx\"\ntoolName = \"echo\"\ndecision = \"deny\"\npriority = 500\ndenyMessage = \"no echo here\"\n";
+    let broken = "[[rule]\nmcpName = \"fx\"\n";
+    std::fs::write(&file, broken)?;
+    let call = || -> anyhow::Result<(i32, String)> {
+        let (code, out, err) = home.gemctl_run(&["call", "mcp_fx_echo", r#"{"text": "hi"}"#])?;
+        Ok((code, format!("{out}{err}")))
+    };
+    let mut daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (code, said) = call()?;
+    let at = format!("{}:1:", file.display());
+    assert_ne!(code, 0, "the call ran without the file's rules: {said}");
+    assert!(said.contains("Tool execution refused: ") && said.contains(&at), "{said}");
+    assert!(said.contains("fix it and geminid reloads it"), "{said}");
+
+    // Fixed: its deny rule holds.
+    std::fs::write(&file, deny)?;
+    let denied = || async { call().is_ok_and(|(c, said)| c != 0 && said.contains("no echo here")) };
+    assert!(eventually(Duration::from_secs(10), denied).await, "{:?}", call()?);
+    daemon.signal(Signal::SIGTERM)?;
+    daemon.wait_exit(Duration::from_secs(20)).await?;
+
+    // Broken again before the next start: the rules the last daemon read still deny.
+    std::fs::write(&file, broken)?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    let (code, said) = call()?;
+    assert!(code != 0 && said.contains("no echo here"), "{said}");
+    let (_, listed, err) = home.gemctl_run(&["policy", "list"])?;
+    let listed = format!("{listed}{err}");
+    assert!(listed.contains("last good rules (1), as geminid read them at"), "{listed}");
+    Ok(())
+}
