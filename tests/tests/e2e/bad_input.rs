@@ -215,7 +215,13 @@ async fn a_silent_client_does_not_block_others() -> anyhow::Result<()> {
         still_serving(&daemon, &id).await?;
     }
     let c = daemon.client().await?;
-    assert_eq!(c.status().await?.connections, 3);
+    // The silent two and this one; the checks' own connections are gone once the daemon has
+    // seen them close, which a busy machine may take a moment to do.
+    let three = eventually(Duration::from_secs(10), || async {
+        c.status().await.is_ok_and(|s| s.connections == 3)
+    })
+    .await;
+    assert!(three, "{:?}", c.status().await.map(|s| s.connections));
     drop((silent, silent_ws));
     assert!(
         eventually(Duration::from_secs(10), || async {
