@@ -11,7 +11,6 @@ mod commands;
 mod config;
 mod confirm;
 mod custom_tools;
-mod docs;
 mod doctor;
 mod examples;
 mod extensions;
