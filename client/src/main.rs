@@ -658,7 +658,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            mcp_cmds::run(&client, cli.session, cmd, cli.json).await?;
+            // A short id (as `top` and `audit` show it) names the session as a whole one does.
+            let session = match cli.session {
+                Some(id) => Some(resolve_id(&client, id).await?),
+                None => None,
+            };
+            mcp_cmds::run(&client, session, cmd, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(cmd) => {

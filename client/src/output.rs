@@ -49,23 +49,56 @@ pub fn json_line<T: Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How many characters of a session id tables show.
+pub const SHORT_SESSION: usize = 8;
+
+/// A session id as every table shows it (`top`, `audit`): its last 8 characters, which
+/// `--session`, `session show` and `session close` take. Not its first: ids begin with their
+/// creation time, so sessions made within a minute share them. `-` for none (a record that
+/// is not a session's call).
+pub fn short_session(id: &str) -> String {
+    if id.is_empty() {
+        return "-".to_owned();
+    }
+    let skip = id.chars().count().saturating_sub(SHORT_SESSION);
+    id.chars().skip(skip).collect()
+}
+
+/// What an audit record is about, as the TOOL column says it: the tool for a call; for a
+/// record of something done to a tool's definition (`origin` `pins/...`), that act and the
+/// tool (`accept mcp_x_echo`), so it is not read as a call of it.
+pub fn audit_subject(r: &geminid_protocol::policy::AuditRecord) -> String {
+    match r.origin.as_str() {
+        "tools/call" | "mcp/callTool" | "gateway" | "" => r.tool.clone(),
+        "pins/accept" => format!("accept {}", r.tool),
+        "pins/reject" => format!("reject {}", r.tool),
+        "pins" | "pins/hold" => format!("hold {}", r.tool),
+        other => format!("{} {}", other.rsplit('/').next().unwrap_or(other), r.tool),
+    }
+}
+
 /// The servers the daemon runs, counted for `gemctl status`.
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServersSummary {
     /// How many.
     pub running: usize,
-    /// How many in each state, by its label (`Connected`, `Crash loop`, ...).
-    pub by_state: std::collections::BTreeMap<&'static str, usize>,
+    /// How many in each state, by the state's protocol name (`connected`, `needs-auth`,
+    /// `crash-loop`, as `mcp/listServers` says it): stable keys for scripts (audit M8).
+    pub by_state: std::collections::BTreeMap<String, usize>,
     /// How many no session uses (kept warm).
     pub idle: usize,
+    /// The same counts by the state's label (`Connected`, `Crash loop`), for the text.
+    #[serde(skip)]
+    by_label: std::collections::BTreeMap<&'static str, usize>,
 }
 
 impl ServersSummary {
     pub fn of(servers: &[ServerStatus]) -> Self {
         let mut s = Self { running: servers.len(), ..Self::default() };
         for server in servers {
-            *s.by_state.entry(server.state.label()).or_default() += 1;
+            *s.by_state.entry(state_id(server.state)).or_default() += 1;
+            *s.by_label.entry(server.state.label()).or_default() += 1;
             s.idle += usize::from(server.idle_secs.is_some());
         }
         s
@@ -76,7 +109,7 @@ impl ServersSummary {
             return "none running".to_owned();
         }
         let states: Vec<String> = self
-            .by_state
+            .by_label
             .iter()
             .map(|(label, n)| format!("{n} {}", label.to_lowercase()))
             .collect();
@@ -85,6 +118,14 @@ impl ServersSummary {
             n => format!(", {n} idle (kept warm)"),
         };
         format!("{} running ({}){idle}", self.running, states.join(", "))
+    }
+}
+
+/// A server state as the protocol writes it (`needs-auth`).
+fn state_id(state: ServerState) -> String {
+    match serde_json::to_value(state) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => state.label().to_owned(),
     }
 }
 

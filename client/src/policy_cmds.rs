@@ -182,8 +182,8 @@ pub async fn audit(
             vec![
                 a.seq.to_string(),
                 a.time.clone(),
-                a.session.chars().rev().take(8).collect::<String>().chars().rev().collect(),
-                a.tool.clone(),
+                output::short_session(&a.session),
+                output::audit_subject(a),
                 a.decision.map(decision).unwrap_or("-").to_owned(),
                 confirmation,
                 format!("{} ms", a.duration_ms),

@@ -98,6 +98,7 @@ pub async fn run(client: &Client, once: bool, interval: Duration) -> anyhow::Res
 /// the terminal's width (or `COLUMNS`, or 120) and as tall as it needs.
 async fn print_once(client: &Client) -> anyhow::Result<ExitCode> {
     let mut top = Top::new(false);
+    top.once = true;
     top.update(Snapshot::fetch(client).await?, Instant::now());
     tokio::time::sleep(Duration::from_millis(500)).await;
     top.update(Snapshot::fetch(client).await?, Instant::now());

@@ -162,6 +162,8 @@ pub struct Top {
     /// The last thing an action said, and when.
     pub message: Option<(String, Instant)>,
     pub color: bool,
+    /// Drawn once as text (`--once`): no focus, no keys to press.
+    pub once: bool,
 }
 
 fn pane_key(p: Pane) -> &'static str {
@@ -186,6 +188,7 @@ impl Top {
             last: HashMap::new(),
             message: None,
             color,
+            once: false,
         }
     }
 

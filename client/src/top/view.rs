@@ -61,9 +61,9 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
-/// A session id as the panes show it: its first 8 characters (what `--session` takes).
+/// A session id as the panes show it: as every table does (what `--session` takes).
 fn short_id(id: &str) -> String {
-    id.chars().take(8).collect()
+    crate::output::short_session(id)
 }
 
 /// `45s`, `12m`, `3h`, `2d`.
@@ -77,7 +77,7 @@ pub fn short_duration(secs: u64) -> String {
 }
 
 fn block<'a>(top: &Top, pane: Pane, title: String) -> Block<'a> {
-    let focused = top.focus == pane;
+    let focused = top.focus == pane && !top.once;
     let style = if focused && top.color {
         Style::new().fg(Color::Cyan)
     } else if focused {
@@ -103,11 +103,20 @@ fn highlight(top: &Top) -> Style {
     }
 }
 
+/// Width of the sessions pane at least: its columns' least (SESSION 12, WORKSPACE 9, CL 2,
+/// MODE 8, ASKS 4), the gaps between them and its borders.
+const SESSIONS_MIN: u16 = 12 + 9 + 2 + 8 + 4 + 4 + 2;
+/// Width the calls pane keeps at least: its columns' least (SESSION 8, TOOL 10, ELAPSED 7,
+/// PROGRESS 6), the gaps between them and its borders.
+const CALLS_MIN: u16 = 8 + 10 + 7 + 6 + 3 + 2;
+
 /// The whole screen.
 pub fn draw(f: &mut Frame<'_>, top: &Top, overlay: Option<&Overlay>) {
     let area = f.area();
+    // One frame as text has no keys to press: no key bar.
+    let foot_h = if top.once { 0 } else { 1 };
     let [head, body, foot] =
-        Layout::vertical([Constraint::Length(1), Constraint::Fill(1), Constraint::Length(1)])
+        Layout::vertical([Constraint::Length(1), Constraint::Fill(1), Constraint::Length(foot_h)])
             .areas(area);
     header(f, head, top);
     let servers_h = (top.rows.len() as u16 + 3).clamp(4, body.height.saturating_mul(2) / 5 + 1);
@@ -119,14 +128,19 @@ pub fn draw(f: &mut Frame<'_>, top: &Top, overlay: Option<&Overlay>) {
         Constraint::Fill(1),
     ])
     .areas(body);
+    // Half each, but the sessions pane no narrower than its columns' headers need (80
+    // columns cut WORKSPACE), while the calls pane keeps its columns' least.
+    let left = (middle.width / 2).max(SESSIONS_MIN).min(middle.width.saturating_sub(CALLS_MIN));
     let [sessions_a, calls_a] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(middle);
+        Layout::horizontal([Constraint::Length(left), Constraint::Fill(1)]).areas(middle);
     servers(f, servers_a, top);
     sessions(f, sessions_a, top);
     calls(f, calls_a, top);
     asks(f, asks_a, top);
     audit(f, audit_a, top);
-    footer(f, foot, top);
+    if !top.once {
+        footer(f, foot, top);
+    }
     if let Some(o) = overlay {
         overlay_view(f, area, top, o);
     }
@@ -345,8 +359,8 @@ fn asks(f: &mut Frame<'_>, area: Rect, top: &Top) {
         Constraint::Fill(1),
         Constraint::Length(5),
     ];
-    let title = if top.snap.asks.is_empty() {
-        "Waiting for you (0)".to_owned()
+    let title = if top.snap.asks.is_empty() || top.once {
+        format!("Waiting for you ({})", top.snap.asks.len())
     } else {
         format!(
             "Waiting for you ({}) · y once  s session  a always  n deny  ⏎ form",
@@ -371,7 +385,7 @@ fn audit(f: &mut Frame<'_>, area: Rect, top: &Top) {
         TableRow::new(vec![
             Cell::from(time),
             Cell::from(short_id(&r.session)),
-            Cell::from(r.tool.clone()),
+            Cell::from(crate::output::audit_subject(r)),
             Cell::from(Span::styled(word, tint(top, color))),
             Cell::from(format!("{}ms", r.duration_ms)),
             Cell::from(r.error.clone().unwrap_or_default()),

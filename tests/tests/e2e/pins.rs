@@ -244,6 +244,17 @@ async fn a_changed_or_new_definition_is_held_from_every_session_until_accepted()
     assert!(names.contains(&"mcp_fx_echo".to_owned()), "{names:?}");
     let (_, why) = call_error(&client, &c, "mcp_fx_env").await.expect("still held");
     assert!(why.contains("was rejected"), "{why}");
+    // The audit table says what was done to a definition, so that an accept is not read as a
+    // successful call of the tool (audit turn 4, C13): TOOL is `accept mcp_fx_echo`.
+    let (code, table, err) = home.gemctl_run(&["audit", "-n", "20"])?;
+    assert_eq!(code, 0, "{err}");
+    let tools: Vec<String> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().skip(3).take(2).collect::<Vec<_>>().join(" "))
+        .filter(|t| t.starts_with("accept ") || t.starts_with("reject "))
+        .collect();
+    assert_eq!(tools, ["reject mcp_fx_env", "accept mcp_fx_echo"], "{table}");
     let (code, _, err) = home.gemctl_run(&["mcp", "accept", "fx", "nonesuch"])?;
     assert_ne!(code, 0);
     assert!(err.contains("'nonesuch' does not differ from its pin"), "{err}");

@@ -364,7 +364,7 @@ async fn top_fits_80_by_24_honours_no_color_and_prints_one_frame_with_once() -> 
     let screen = tmux.until(WAIT, "fx", |s| row(s, "fx").is_some()).await?;
     // The derived session under its parent.
     let lines: Vec<&str> = screen.lines().collect();
-    let parent = lines.iter().position(|l| l.contains(&w.session[..8]));
+    let parent = lines.iter().position(|l| l.contains(&w.session[w.session.len() - 8..]));
     let child = lines.iter().position(|l| l.contains("└ researcher"));
     assert!(parent.is_some_and(|p| child == Some(p + 1)), "{screen}");
     for pane in [
@@ -397,9 +397,53 @@ async fn top_fits_80_by_24_honours_no_color_and_prints_one_frame_with_once() -> 
     assert!(row(&text, "fx").is_some_and(|r| r[1] == "connected"), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
     assert!(!text.contains('\x1b'), "no escapes in text: {text:?}");
+    // Every column's header whole at 80 columns (it read `WORKSPAC`), and no keys to press in
+    // a frame printed as text: no key bar, no pane marked as focused (audit turn 4, P4).
+    assert!(text.contains(" WORKSPACE "), "{text}");
+    for keys in ["q quit", "⇥ pane", "▶"] {
+        assert!(!text.contains(keys), "{keys} in --once:\n{text}");
+    }
     // Without a terminal and without --once: a clear error.
     let (code, _, err) = w.home.gemctl_run(&["top"])?;
     assert_ne!(code, 0);
     assert!(err.contains("needs a terminal") && err.contains("--once"), "{err}");
+    Ok(())
+}
+
+/// Sessions created within the same minute share their ids' first characters (UUIDv7: the
+/// time): `top` and `audit` show the same short id, the last 8 characters, and every command
+/// that takes a session takes it (audit turn 4, C11: `top` showed `01a24dff` twice, `audit`
+/// the end, and `session close 01a24dff` fitted 2 sessions).
+#[tokio::test]
+async fn top_and_audit_show_one_short_session_id_that_commands_take() -> anyhow::Result<()> {
+    let w = World::new(json!({ "fx": stdio(&[]) }), false).await?;
+    let other = new_session(&w.client, &w.home).await?;
+    let short = |id: &str| id[id.len() - 8..].to_owned();
+    let (mine, theirs) = (short(&w.session), short(&other));
+    let (code, out, err) =
+        w.home.gemctl_run(&["--session", &mine, "call", "mcp_fx_echo", r#"{"text": "hi"}"#])?;
+    assert_eq!((code, out.as_str()), (0, "hi\n"), "{err}");
+
+    let out = w.home.gemctl_cmd(&["top", "--once"]).env("COLUMNS", "100").output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let sessions: Vec<&str> = text.lines().filter(|l| l.contains(" ws ")).collect();
+    assert!(sessions.iter().any(|l| l.contains(&mine)), "{text}");
+    assert!(sessions.iter().any(|l| l.contains(&theirs)), "{text}");
+    assert!(!text.contains(&w.session[..8]), "no id's start: {text}");
+    // The audit tail in `top` and `gemctl audit` name the call's session alike.
+    assert!(text.lines().any(|l| l.contains(&mine) && l.contains("mcp_fx_echo")), "{text}");
+    let (code, audit, err) = w.home.gemctl_run(&["audit", "-n", "1"])?;
+    assert_eq!(code, 0, "{err}");
+    let row: Vec<&str> = audit.lines().nth(1).unwrap_or_default().split_whitespace().collect();
+    assert_eq!(row.get(2..4), Some(&[mine.as_str(), "mcp_fx_echo"][..]), "{audit}");
+
+    // The short id shown is taken wherever a session is.
+    let shown = w.home.gemctl_json(&["session", "show", &theirs])?;
+    assert_eq!(shown["id"], json!(other), "{shown}");
+    let (code, out, err) = w.home.gemctl_run(&["--session", &mine, "mcp", "restart", "fx"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = w.home.gemctl_run(&["session", "close", &theirs])?;
+    assert_eq!((code, out.trim()), (0, format!("closed session {other}").as_str()), "{err}");
     Ok(())
 }
