@@ -136,14 +136,32 @@ pub async fn pending(client: &Client, session: String, json: bool) -> anyhow::Re
 /// session's MCP servers are started once the stream is open, so their state changes show,
 /// and kept running for as long as this connection stays attached. With `answer`, the
 /// session's confirmations are shown and answered from stdin (the session is interactive
-/// while this runs; it stops answering at the end of stdin).
+/// while this runs; it stops answering at the end of stdin). `announce` is said on stderr once
+/// Ctrl-C is handled.
 pub async fn stream_events(
     client: &Client,
     session: Option<String>,
     hold: bool,
     answer_from_stdin: bool,
     json: bool,
+    announce: Option<String>,
 ) -> anyhow::Result<ExitCode> {
+    // One listener for the whole run, installed before "Ctrl-C to detach" is said: a Ctrl-C
+    // right after it must detach even where the signal came ignored (a shell's background
+    // job), and a `ctrl_c()` made anew in each turn of the loop below misses one that comes
+    // while an event is printed (once installed, the handler keeps the signal from ending the
+    // process, and a new listener sees only later ones). Its first poll installs it.
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let pressed =
+        std::future::poll_fn(|cx| std::task::Poll::Ready(ctrl_c.as_mut().poll(cx).is_ready()))
+            .await;
+    if pressed {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(line) = announce {
+        eprintln!("{line}");
+    }
     let params = EventsSubscribeParams { session: session.clone(), kinds: None };
     let mut sub =
         client.subscribe_events(Some(params)).await.map_err(call_error("events/subscribe"))?;
@@ -160,11 +178,6 @@ pub async fn stream_events(
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut waiting: VecDeque<Ask> = VecDeque::new();
     let mut forms: std::collections::HashMap<String, Elicitation> = Default::default();
-    // One listener for the whole loop: a `ctrl_c()` made anew in each turn misses a Ctrl-C
-    // that comes while an event is printed (the handler, once installed, keeps the signal
-    // from ending the process, and a new listener sees only later ones).
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     loop {
         tokio::select! {
             _ = &mut ctrl_c => return Ok(ExitCode::SUCCESS),

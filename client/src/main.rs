@@ -572,22 +572,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let session = for_session(&client, id.or(cli.session)).await?;
             use std::io::IsTerminal;
             let answering = answer || (!no_answer && std::io::stdin().is_terminal());
-            if !cli.json {
+            let announce = (!cli.json).then(|| {
                 let how = if answering {
                     "; confirmations and elicitations are answered here"
                 } else {
                     ""
                 };
-                eprintln!(
+                format!(
                     "attached to session {} ({}){how}; Ctrl-C to detach",
                     session.id, session.workspace
-                );
-            }
-            attach::stream_events(&client, Some(session.id), true, answering, cli.json).await
+                )
+            });
+            let id = Some(session.id);
+            attach::stream_events(&client, id, true, answering, cli.json, announce).await
         }
         Command::Events => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
-            attach::stream_events(&client, None, false, false, cli.json).await
+            attach::stream_events(&client, None, false, false, cli.json, None).await
         }
         Command::Confirm { id, outcome, reason } => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;

@@ -581,7 +581,15 @@ async fn attach_ends_at_ctrl_c_and_when_the_daemon_stops() -> anyhow::Result<()>
             .stdout(Stdio::null())
             .spawn()
     };
-    let mut first = attach()?;
+    // Started as a shell starts a background job, with SIGINT ignored: the Ctrl-C pressed as
+    // soon as attach says to detach with it must still detach it.
+    let gemctl = geminid_tests::bin("gemctl").display().to_string();
+    let mut first = home
+        .command("sh", &["-c", "trap '' INT; exec \"$0\" attach --answer", &gemctl])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()?;
     let mut err = geminid_tests::stderr_lines(&mut first);
     geminid_tests::line_with(&mut err, "are answered here").await?;
     let pid = nix::unistd::Pid::from_raw(i32::try_from(first.id())?);
