@@ -60,27 +60,25 @@ impl Core {
             )
         });
 
-        let mut problems = 0;
-        for d in &c.diagnostics {
-            let status = if d.severity == Severity::Error { Error } else { Warning };
-            let at = match (d.line, d.column) {
-                (Some(l), Some(col)) => format!("{}:{l}:{col}", d.file),
-                (Some(l), None) => format!("{}:{l}", d.file),
-                _ => d.file.clone(),
-            };
-            out.push(finding(
-                "config",
-                status,
-                format!("{at}: {}", d.message),
-                Some(format!("edit {}", d.file)),
-            ));
-            problems += 1;
-        }
-        if problems == 0 {
+        out.extend(c.diagnostics.iter().map(|d| problem("config", d)));
+        if c.diagnostics.is_empty() {
             out.push(finding(
                 "config",
                 Ok,
                 "the settings files load without problems".to_owned(),
+                None,
+            ));
+        }
+        // A rule not loaded decides calls otherwise than its file says: said as settings are.
+        let params =
+            geminid_protocol::policy::PolicyListParams { session: session.to_owned(), tier: None };
+        let policy = self.policy.list(params)?.diagnostics;
+        out.extend(policy.iter().map(|d| problem("policy", d)));
+        if policy.is_empty() {
+            out.push(finding(
+                "policy",
+                Ok,
+                "the policy files load without problems".to_owned(),
                 None,
             ));
         }
@@ -141,6 +139,18 @@ impl Core {
         out.push(self.warm_finding());
         std::result::Result::Ok(DoctorResult { findings: out })
     }
+}
+
+/// A problem in an input file, where it is and the file to edit (the message says the fix).
+fn problem(check: &str, d: &geminid_protocol::common::Diagnostic) -> Finding {
+    let status =
+        if d.severity == Severity::Error { FindingStatus::Error } else { FindingStatus::Warning };
+    let at = match (d.line, d.column) {
+        (Some(l), Some(col)) => format!("{}:{l}:{col}", d.file),
+        (Some(l), None) => format!("{}:{l}", d.file),
+        _ => d.file.clone(),
+    };
+    finding(check, status, format!("{at}: {}", d.message), Some(format!("edit {}", d.file)))
 }
 
 /// Whether a remote server's host accepts a connection (nothing is sent).

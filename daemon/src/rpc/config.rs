@@ -40,7 +40,14 @@ impl ConfigApiServer for Handler {
     }
 
     async fn config_diagnostics(&self, p: ConfigParams) -> RpcResult<DiagnosticsResult> {
-        let diagnostics = self.config.effective(&p.session).map_err(rpc_error)?.public.diagnostics;
+        let mut diagnostics =
+            self.config.effective(&p.session).map_err(rpc_error)?.public.diagnostics;
+        // The policy files' problems too (a rule not loaded is a call decided otherwise than
+        // the file says), errors first as the settings' are.
+        let params = geminid_protocol::policy::PolicyListParams { session: p.session, tier: None };
+        let policy = self.policy.list(params).map_err(rpc_error)?.diagnostics;
+        diagnostics.extend(policy);
+        diagnostics.sort_by_key(|d| d.severity != geminid_protocol::config::Severity::Error);
         Ok(DiagnosticsResult { diagnostics })
     }
 }

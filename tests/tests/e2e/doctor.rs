@@ -239,3 +239,32 @@ fn man_pages_are_written_for_every_command() -> anyhow::Result<()> {
     assert_eq!(String::from_utf8_lossy(&out.stderr), "", "found through PATH: nothing to say");
     Ok(())
 }
+
+/// A policy rule that is not loaded is a problem `config check` (exit 1) and `doctor` report
+/// with its file:line:col and the fix, as they report the settings' (issue 63, C6): both said
+/// "no problems" while only `policy list` told.
+#[tokio::test]
+async fn config_check_and_doctor_report_a_policy_rule_not_loaded() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({}))?;
+    let file = home.root().join("home/.gemini/policies/mine.toml");
+    std::fs::create_dir_all(file.parent().unwrap_or(&file))?;
+    std::fs::write(
+        &file,
+        "[[rule]]\ntoolName = \"mcp_time_now\"\ndecision = \"allow\"\npriority = 10\n\n\
+         [[rule]]\nmcpName = \"time\"\ndecision = \"deny\"\npriority = 20\n",
+    )?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let at = format!("{}:6:1: error: rule #2 is not loaded: toolName is required", file.display());
+    let (code, out, err) = home.gemctl_run(&["config", "check"])?;
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains(&at) && out.contains("\"*\" matches every tool"), "{out}");
+    let (code, f) = doctor(&home, &[])?;
+    assert_eq!(code, 1, "{f:?}");
+    let found = find(&f, "policy", &at[at.find(":6:1").unwrap_or(0)..].replace(" error:", ""))
+        .unwrap_or_else(|| panic!("{f:?}"));
+    assert_eq!(found["status"], "error", "{found}");
+    assert!(found["fix"].as_str().is_some_and(|x| x.ends_with("mine.toml")), "{found}");
+    Ok(())
+}
