@@ -102,11 +102,16 @@ pub struct AddArgs {
     args: Vec<String>,
 }
 
+// `display_order`: `gemctl mcp --help` (and its man page) lists the commands in the order a
+// user reaches for them, across this enum and `RuntimeCommand`, flattened in below (it listed
+// them as declared: `reload` between `enable` and `disable`, `list` and `start` last).
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
     /// Add (or replace) a server in the project or user settings
+    #[command(display_order = 2)]
     Add(AddArgs),
     /// Remove a server from the project or user settings
+    #[command(display_order = 3)]
     Remove {
         /// Settings file to edit
         #[arg(short, long, value_enum, default_value = "project")]
@@ -115,6 +120,7 @@ pub enum McpCommand {
         name: String,
     },
     /// Enable a server
+    #[command(display_order = 12)]
     Enable {
         /// Server name
         name: String,
@@ -123,8 +129,10 @@ pub enum McpCommand {
         session_only: bool,
     },
     /// Re-read every settings file now (changes are also picked up automatically)
+    #[command(display_order = 14)]
     Reload,
     /// Disable a server
+    #[command(display_order = 13)]
     Disable {
         /// Server name
         name: String,
@@ -136,6 +144,7 @@ pub enum McpCommand {
     /// moves to geminid's own servers file, and an entry of the same name running `gemctl mcp
     /// serve --server NAME --confirm client` takes its place, so Gemini CLI sees the same tools
     /// under the same names and confirms calls itself as before (the file is backed up first)
+    #[command(display_order = 20)]
     Import {
         /// Print what would move; change nothing
         #[arg(long)]
@@ -144,6 +153,7 @@ pub enum McpCommand {
     /// Undo `gemctl mcp import`: each server Gemini CLI reaches through the gateway goes back to
     /// ~/.gemini/settings.json, and Gemini CLI starts it itself again (the file is backed up
     /// first)
+    #[command(display_order = 21)]
     Unimport {
         /// Print what would move back; change nothing
         #[arg(long)]
@@ -152,9 +162,11 @@ pub enum McpCommand {
     /// Serve the session's whole catalog as one MCP server on stdin/stdout, for any MCP client:
     /// {"command": "gemctl", "args": ["mcp", "serve"]}. Calls go through geminid (shared
     /// servers, policy, hooks, the audit log)
+    #[command(display_order = 22)]
     Serve(crate::serve::ServeArgs),
     /// Sign in to a remote server with OAuth (discovery, the browser, the token), then
     /// reconnect it; `--status` lists every remote server's sign-in state instead
+    #[command(display_order = 15)]
     Auth {
         /// Server name
         #[arg(required_unless_present = "status")]
@@ -164,6 +176,7 @@ pub enum McpCommand {
         status: bool,
     },
     /// Forget a remote server's OAuth credentials
+    #[command(display_order = 16)]
     Logout {
         /// Server name
         name: String,

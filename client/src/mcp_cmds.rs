@@ -9,47 +9,57 @@ use geminid_protocol::mcp::{
 
 use crate::{call_error, output};
 
+// `display_order`: placed among `McpCommand`'s (see there).
 #[derive(Debug, Clone, Subcommand)]
 pub enum RuntimeCommand {
     /// List the session's servers and their state (starts nothing)
+    #[command(display_order = 1)]
     List {
         /// Every server the daemon runs, for all sessions
         #[arg(long)]
         all: bool,
     },
     /// Start the session's servers now and wait until each has connected or failed
+    #[command(display_order = 4)]
     Start,
     /// Stop a running server now; it stays stopped until `gemctl mcp restart` (or its
     /// session's next start)
+    #[command(display_order = 5)]
     Stop {
         /// Server name
         #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
         name: String,
     },
     /// Restart a running server (also ends crash-loop and needs-auth)
+    #[command(display_order = 6)]
     Restart {
         /// Server name
         #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
         name: String,
     },
     /// List the session's tools (their names as Gemini sees them)
+    #[command(display_order = 8)]
     Tools {
         /// Only this server's
         #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
         server: Option<String>,
     },
     /// Show a tool's declaration (schema) and its MCP object
+    #[command(display_order = 9)]
     Describe {
         /// The tool (its full name, or its name on the server)
         #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::tools))]
         tool: String,
     },
     /// List the session's MCP prompts as slash commands
+    #[command(display_order = 10)]
     Prompts,
     /// List the session's MCP resources (`@server:uri` references)
+    #[command(display_order = 11)]
     Resources,
     /// Show what of a server's tools, prompts and resource templates differs from the
     /// definitions pinned on its first use (held until accepted): a diff, hidden text shown
+    #[command(display_order = 17)]
     Review {
         /// Server name
         #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
@@ -57,6 +67,7 @@ pub enum RuntimeCommand {
     },
     /// Pin a server's differing definitions as it lists them now (all, or those named), so
     /// the held ones are offered again
+    #[command(display_order = 18)]
     Accept {
         /// Server name
         #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
@@ -65,6 +76,7 @@ pub enum RuntimeCommand {
         definitions: Vec<String>,
     },
     /// Say no to a server's differing definitions (all, or those named): they stay held
+    #[command(display_order = 19)]
     Reject {
         /// Server name
         #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
@@ -73,6 +85,7 @@ pub enum RuntimeCommand {
         definitions: Vec<String>,
     },
     /// Show a server's log: its stderr and what geminid did
+    #[command(display_order = 7)]
     Logs {
         /// Server name
         #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]

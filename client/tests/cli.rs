@@ -21,6 +21,51 @@ fn help_lists_every_command() {
     }
 }
 
+/// `gemctl mcp --help` lists its commands in the order a user reaches for them (audit turn 4,
+/// P11: `reload` stood between `enable` and `disable`, `list` and `start` near the bottom).
+#[test]
+fn mcp_help_lists_commands_in_the_order_they_are_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = gemctl(&["mcp", "--help"], &dir.path().join("s"));
+    let help = String::from_utf8_lossy(&out.stdout);
+    let listed: Vec<&str> = help
+        .split("\nCommands:\n")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.strip_prefix("  ").filter(|l| !l.starts_with(' ')))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.chars().all(|c| c.is_ascii_lowercase()))
+        .collect();
+    let want = [
+        "list",
+        "add",
+        "remove",
+        "start",
+        "stop",
+        "restart",
+        "logs",
+        "tools",
+        "describe",
+        "prompts",
+        "resources",
+        "enable",
+        "disable",
+        "reload",
+        "auth",
+        "logout",
+        "review",
+        "accept",
+        "reject",
+        "import",
+        "unimport",
+        "serve",
+        "help",
+    ];
+    assert_eq!(listed, want, "{help}");
+}
+
 #[test]
 fn status_without_a_daemon_exits_3_and_starts_nothing() {
     let dir = tempfile::tempdir().unwrap();
