@@ -11,6 +11,7 @@ mod commands;
 mod config;
 mod confirm;
 mod custom_tools;
+mod docs;
 mod doctor;
 mod examples;
 mod extensions;
