@@ -1083,8 +1083,10 @@ async fn discovery_keeps_what_works_and_says_what_did_not() -> anyhow::Result<()
 /// never answers finishes its start within the start-up timeout, saying so.
 #[tokio::test]
 async fn a_server_that_never_lists_holds_up_nobody() -> anyhow::Result<()> {
+    // A start-up timeout long enough that a busy machine's slow answer is not mistaken for
+    // waiting on it.
     let mut hang = stdio(&["--hang-list"]);
-    hang["timeout"] = json!(1500);
+    hang["timeout"] = json!(6000);
     let t = setup(json!({ "hang": hang, "quick": stdio(&[]) })).await?;
     let (c, s) = (&t.client, t.session.as_str());
     // The session's first call: quick answers while hang is still starting.
@@ -1092,15 +1094,11 @@ async fn a_server_that_never_lists_holds_up_nobody() -> anyhow::Result<()> {
     let r =
         call(c, s, "mcp_quick_echo", json!({"text": "now"})).await.map_err(anyhow::Error::msg)?;
     assert_eq!(r.display, "now");
-    assert!(
-        t0.elapsed() < Duration::from_millis(1200),
-        "waited {:?} for another server",
-        t0.elapsed()
-    );
-    // hang's start ends at its start-up timeout (1.5 s), connected without tools and saying why,
+    assert!(t0.elapsed() < Duration::from_secs(4), "waited {:?} for another server", t0.elapsed());
+    // hang's start ends at its start-up timeout (6 s), connected without tools and saying why,
     // not `connecting` for the 10-minute request timeout.
     let listed = list(&t, false).await?;
-    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
     assert!(
         listed.diagnostics.iter().any(|d| d == "MCP server 'hang': listing its tools timed out; it is used without them"),
         "{:#?}",
