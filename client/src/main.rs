@@ -559,6 +559,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Daemon(DaemonCommand::Start) => daemon_start(&socket, cli.json).await,
         Command::Daemon(DaemonCommand::Stop) => daemon_stop(&socket, cli.json).await,
         Command::Daemon(DaemonCommand::InstallService { socket_activation, no_enable }) => {
+            // The units' `Documentation=man:gemctl(1)`, which `systemd-analyze verify` looks
+            // up, names pages that must exist: written first, where `gemctl man` writes them.
+            if let Err(e) =
+                complete::user_man_dir().and_then(|d| complete::man_pages(command(), &d))
+            {
+                eprintln!("note: the man pages the units name were not written: {e:#}");
+            }
             service::install(&socket, socket_activation, !no_enable, cli.json).await
         }
         Command::Daemon(DaemonCommand::UninstallService) => service::uninstall(cli.json),

@@ -179,6 +179,9 @@ async fn install_service_writes_units_systemd_accepts_and_enables_them() -> anyh
     assert!(said.contains(&format!("the units name {sock}")), "{said}");
     let ran = std::fs::read_to_string(&record)?;
     assert_eq!(ran, "--user daemon-reload\n--user enable --now geminid.socket\n");
+    // The page the units' `Documentation=man:gemctl(1)` names is there (audit P6).
+    let page = home.root().join("home/.local/share/man/man1/gemctl.1");
+    assert!(page.is_file(), "{} missing", page.display());
 
     // systemd itself accepts both units.
     let verify = home
