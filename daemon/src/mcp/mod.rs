@@ -101,7 +101,7 @@ pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 pub struct McpOptions {
     /// How long a server keeps running after no session needs it (`DEFAULT_LINGER`).
     pub linger: Duration,
-    /// Resident memory idle servers may hold together ([`idle::default_budget`]); `None`: no
+    /// Resident memory idle servers may hold together (`idle::default_budget`); `None`: no
     /// bound.
     pub idle_memory: Option<u64>,
     /// How long a server is idle before the budget may stop it (`DEFAULT_BUDGET_MIN_IDLE`).
