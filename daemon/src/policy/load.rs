@@ -243,7 +243,10 @@ fn rule(
             r.say(
                 Severity::Warning,
                 item.span(),
-                format!("rule #{n}: unknown field '{key}'; ignored"),
+                format!(
+                    "rule #{n}: unknown field '{key}'; ignored{}",
+                    geminid_protocol::suggest::did_you_mean(key, FIELDS.iter().copied())
+                ),
             );
         }
     }

@@ -225,7 +225,7 @@ fn warnings_do_not_stop_a_rule() {
     assert_eq!(l.rules.len(), 1);
     let text: Vec<&str> = l.problems.iter().map(|d| d.message.as_str()).collect();
     assert!(text.iter().any(|m| m.contains("\"__\" syntax")), "{text:?}");
-    assert!(text.iter().any(|m| m.contains("unknown field 'surprise'")), "{text:?}");
+    assert!(text.iter().any(|m| m.ends_with("unknown field 'surprise'; ignored")), "{text:?}");
     assert!(text.iter().any(|m| m.contains("safety_checker")), "{text:?}");
     assert!(l.problems.iter().all(|d| d.severity == Severity::Warning));
 }
@@ -315,4 +315,20 @@ fn reading_rule_by_rule_gives_what_reading_whole_gives() {
     let lines: Vec<Option<u32>> =
         load("p.toml", cases[0].0, Tier::User).problems.iter().map(|d| d.line).collect();
     assert_eq!(lines, [Some(10), Some(21), Some(17)]);
+}
+
+/// A misspelt field names the one likely meant (new-user audit M7): `toolname` left the rule
+/// without its `toolName`, which is all the error said.
+#[test]
+fn a_misspelt_field_names_the_one_likely_meant() {
+    let l = load(
+        "p.toml",
+        "[[rule]]\ntoolname = \"mcp_srv_tool\"\ndecision = \"deny\"\npriority = 1\n",
+        Tier::User,
+    );
+    let text: Vec<&str> = l.problems.iter().map(|d| d.message.as_str()).collect();
+    assert!(
+        text.contains(&"rule #1: unknown field 'toolname'; ignored (did you mean 'toolName'?)"),
+        "{text:?}"
+    );
 }
