@@ -150,7 +150,7 @@ fn items<T: serde::Serialize>(
             tracing::warn!(server, error = %e, "listing {what} failed");
             problems.push(format!(
                 "listing its {what} failed ({}); it is used without them",
-                super::connect::error_chain(&e)
+                super::failure::error_chain(&e)
             ));
             vec![]
         }

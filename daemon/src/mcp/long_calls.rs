@@ -122,7 +122,7 @@ impl Supervisor {
             let got = match peer.get_task(GetTaskParams::new(rec.task.task_id.clone())).await {
                 Ok(got) => got,
                 Err(e) => {
-                    let why = format!("tasks/get failed: {}", super::connect::error_chain(&e));
+                    let why = format!("tasks/get failed: {}", super::failure::error_chain(&e));
                     self.end_task(rec, TaskState::Lost, None, Some(why.clone()));
                     return Err(failed(why));
                 }
@@ -237,7 +237,7 @@ impl Supervisor {
             ))
         })?;
         peer.cancel_task(CancelTaskParams::new(rec.task.task_id.clone())).await.map_err(|e| {
-            super::McpError::of_service(&rec.task.server, &e, super::connect::error_chain(&e))
+            super::McpError::of_service(&rec.task.server, &e, super::failure::error_chain(&e))
         })?;
         Ok(rec.task)
     }

@@ -27,6 +27,7 @@ pub(crate) mod child;
 pub(crate) mod connect;
 pub(crate) mod era;
 pub(crate) mod error;
+pub(crate) mod failure;
 pub(crate) mod idle;
 pub(crate) mod log;
 pub(crate) mod long_calls;

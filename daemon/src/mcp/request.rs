@@ -263,7 +263,7 @@ impl Supervisor {
                     }
                     _ => Err(McpError::Unavailable(format!(
                         "MCP server '{name}': {}",
-                        spec::scrub(&connect::error_chain(&e), &server.spec, &server.target)
+                        spec::scrub(&super::failure::error_chain(&e), &server.spec, &server.target)
                     ))),
                 }
             }
