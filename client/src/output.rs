@@ -81,12 +81,12 @@ pub fn audit_subject(r: &geminid_protocol::policy::AuditRecord) -> String {
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServersSummary {
-    /// How many.
+    /// How many have a live process or connection (connected or connecting).
     pub running: usize,
-    /// How many in each state, by the state's protocol name (`connected`, `needs-auth`,
+    /// How many in each state, running or not, by the state's protocol name (`connected`, `needs-auth`,
     /// `crash-loop`, as `mcp/listServers` says it): stable keys for scripts (audit M8).
     pub by_state: std::collections::BTreeMap<String, usize>,
-    /// How many no session uses (kept warm).
+    /// How many running ones no session uses (kept warm), as `gemctl doctor` counts them.
     pub idle: usize,
     /// The same counts by the state's label (`Connected`, `Crash loop`), for the text.
     #[serde(skip)]
@@ -95,29 +95,40 @@ pub struct ServersSummary {
 
 impl ServersSummary {
     pub fn of(servers: &[ServerStatus]) -> Self {
-        let mut s = Self { running: servers.len(), ..Self::default() };
+        let mut s = Self::default();
         for server in servers {
             *s.by_state.entry(state_id(server.state)).or_default() += 1;
             *s.by_label.entry(server.state.label()).or_default() += 1;
-            s.idle += usize::from(server.idle_secs.is_some());
+            s.running += usize::from(server.is_live());
+            s.idle += usize::from(server.is_kept_warm());
         }
         s
     }
 
     fn text(&self) -> String {
-        if self.running == 0 {
-            return "none running".to_owned();
-        }
-        let states: Vec<String> = self
-            .by_label
-            .iter()
-            .map(|(label, n)| format!("{n} {}", label.to_lowercase()))
-            .collect();
-        let idle = match self.idle {
-            0 => String::new(),
-            n => format!(", {n} idle (kept warm)"),
+        let live = |label: &str| {
+            [ServerState::Connected, ServerState::Connecting].iter().any(|s| s.label() == label)
         };
-        format!("{} running ({}){idle}", self.running, states.join(", "))
+        let states = |running: bool| -> Vec<String> {
+            self.by_label
+                .iter()
+                .filter(|(label, _)| live(label) == running)
+                .map(|(label, n)| format!("{n} {}", label.to_lowercase()))
+                .collect()
+        };
+        let mut text = match self.running {
+            0 => "none running".to_owned(),
+            n => format!("{n} running ({})", states(true).join(", ")),
+        };
+        if self.idle > 0 {
+            text.push_str(&format!(", {} idle (kept warm)", self.idle));
+        }
+        // Crash loop, disconnected, needs authentication: known, but no process runs.
+        let down = states(false);
+        if !down.is_empty() {
+            text.push_str(&format!("; not running: {}", down.join(", ")));
+        }
+        text
     }
 }
 
@@ -486,14 +497,21 @@ fn server_lines(s: &ServerStatus, copies: bool) {
         }
     }
     let extra = if extra.is_empty() { String::new() } else { format!(" ({})", extra.join(", ")) };
-    let state = match s.unresponsive_secs {
-        Some(secs) => format!("Unresponsive (no answer to pings for {})", uptime(secs)),
-        None => s.state.label().to_owned(),
+    use geminid_protocol::mcp::AtRest;
+    let state = match (s.unresponsive_secs, s.at_rest) {
+        (Some(secs), _) => format!("Unresponsive (no answer to pings for {})", uptime(secs)),
+        // Not started, or stopped on purpose: no failure, so not Gemini CLI's red
+        // "Disconnected" (README, "Where geminid differs from Gemini CLI").
+        (None, Some(AtRest::NotStarted)) => "Not started".to_owned(),
+        (None, Some(AtRest::Stopped)) => "Stopped".to_owned(),
+        (None, None) => s.state.label().to_owned(),
     };
     outln!(
         "{} {}{ext}: {} ({}) - {state}{extra}",
         if s.unresponsive_secs.is_some() {
             paint("⚠", Tone::Warn)
+        } else if s.at_rest.is_some() {
+            paint("○", Tone::Dim)
         } else {
             paint(state_icon(s.state), state_tone(s.state))
         },
@@ -502,7 +520,7 @@ fn server_lines(s: &ServerStatus, copies: bool) {
         s.transport.label()
     );
     if let Some(e) = &s.last_error {
-        outln!("    {}", paint(e, Tone::Bad));
+        outln!("    {}", paint(e, if s.at_rest.is_some() { Tone::Dim } else { Tone::Bad }));
     }
     for p in &s.problems {
         outln!("    {} {p}", paint("warning:", Tone::Warn));
@@ -512,8 +530,10 @@ fn server_lines(s: &ServerStatus, copies: bool) {
     }
     if copies {
         let id = s.identity.as_deref().unwrap_or("-");
-        let users = if s.sessions.is_empty() {
+        let users = if s.sessions.is_empty() && s.is_live() {
             "none (kept warm)".to_owned()
+        } else if s.sessions.is_empty() {
+            "none".to_owned()
         } else {
             s.sessions.join(", ")
         };

@@ -179,6 +179,36 @@ pub struct ServerStatus {
     /// What it costs and how it is used, when `mcp/listServers` was asked for `usage`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<ServerUsage>,
+    /// Why it has no process when that is no failure (`state` is `disconnected` then): not
+    /// started yet, or stopped on purpose; `lastError` says how and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_rest: Option<AtRest>,
+}
+
+impl ServerStatus {
+    /// Whether it has a live process or connection: connected, or connecting.
+    pub fn is_live(&self) -> bool {
+        matches!(self.state, ServerState::Connected | ServerState::Connecting)
+    }
+
+    /// Whether it is kept warm: live, and no session uses it. `gemctl status` and `gemctl
+    /// doctor` count idle servers with this one test.
+    pub fn is_kept_warm(&self) -> bool {
+        self.is_live() && self.idle_secs.is_some()
+    }
+}
+
+/// Why a server an entry runs as has no process, when that is no failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum AtRest {
+    /// Nothing started it since the daemon started: a session's first call or `gemctl mcp
+    /// start` does.
+    NotStarted,
+    /// Stopped on purpose: idle past `--mcp-linger` or the memory budget, `keepWarm: never`,
+    /// `gemctl mcp stop`, or no configuration runs it any more.
+    Stopped,
 }
 
 /// A server's resources and calls (`mcp/listServers` with `usage`).

@@ -58,13 +58,26 @@ LIST_NAMES = NAMES + ["ALPHA", " beta ", "zeta", "gamma"]
 SERVER = re.compile(r"^(\S+) (.+?)(?: \(from ([^)]+)\))?: (.*) \((stdio|http|sse)\) - ([A-Za-z ]+)$")
 
 
+def same_state(theirs, ours):
+    """Gemini CLI connects each server to list it, so one it cannot reach is `✗ Disconnected`;
+    `gemctl mcp list` starts nothing, and says of a server no session started `○ Not started`."""
+    return theirs[6] == ours[6] or (theirs[6] == "Disconnected" and ours[6] == "Not started"
+                                    and theirs[1] == "✗" and ours[1] == "○")
+
+
+def not_started(theirs, ours):
+    """The same server, which Gemini CLI could not reach and geminid has not started."""
+    a, b = SERVER.match(theirs), SERVER.match(ours)
+    return bool(a and b and a.groups()[1:5] == b.groups()[1:5] and same_state(a, b))
+
+
 def extension_over_settings(theirs, ours):
     """Gemini CLI's list shows a settings entry over an extension's server of the same name
     alone; geminid shows it as the extension's server with the entry's fields over it (as
     Gemini CLI runs it), so the name carries `(from EXT)` and the target may gain fields."""
     a, b = SERVER.match(theirs), SERVER.match(ours)
     return bool(a and b and a[3] is None and b[3] == EXTENSION["name"] and a[2] == b[2]
-                and b[2] in EXTENSION["mcpServers"] and a[6] == b[6])
+                and b[2] in EXTENSION["mcpServers"] and same_state(a, b))
 
 
 # (a test of a differing pair of lines, the README line that explains it)
@@ -72,6 +85,8 @@ ACCEPTED = [
     (extension_over_settings,
      "A settings entry that adds fields to an extension's server of the same name shows in "
      "`mcp list` as `(from EXT)`"),
+    (not_started,
+     "`gemctl mcp list` shows a server no session has started as `○ NAME: ... - Not started`"),
 ]
 
 EXTENSION = {

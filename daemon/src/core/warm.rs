@@ -164,8 +164,14 @@ impl Core {
     pub(super) fn warm_finding(&self) -> geminid_protocol::daemon::Finding {
         use geminid_protocol::daemon::FindingStatus;
         let o = &self.info.mcp;
-        let idle: Vec<_> =
-            self.services.mcp.list_all().into_iter().filter(|s| s.idle_secs.is_some()).collect();
+        // Counted as `gemctl status` counts them: a live process no session uses.
+        let idle: Vec<_> = self
+            .services
+            .mcp
+            .list_all()
+            .into_iter()
+            .filter(geminid_protocol::mcp::ServerStatus::is_kept_warm)
+            .collect();
         let held: u64 = idle.iter().filter_map(|s| s.rss_bytes).sum();
         let mib = |b: u64| format!("{:.0} MiB", b as f64 / f64::from(1 << 20));
         let budget = o.idle_memory.map_or_else(|| "no memory bound".to_owned(), mib);
@@ -174,9 +180,11 @@ impl Core {
             n => format!("the servers of up to {n} recent workspaces start with the daemon"),
         };
         let message = format!(
-            "servers no session uses are kept warm for {} within {budget} \
-             (now {} idle, {}); {warmed}: memory traded for each new session's start-up time",
+            "servers no session uses are kept warm for {} within {budget}, none used within {} \
+             stopped for memory (now {} idle, {}); {warmed}: memory traded for each new \
+             session's start-up time",
             humantime::format_duration(o.linger),
+            humantime::format_duration(o.budget_min_idle),
             idle.len(),
             mib(held),
         );

@@ -21,12 +21,13 @@ use super::{Binding, IDLE_MEMORY_FLOOR, IDLE_MEMORY_SHARE, Inner, SessionView, S
 pub(crate) const MEASURE_EVERY: Duration = Duration::from_secs(30);
 
 /// Why a server that outlived its idle period stopped.
-const EXPIRED: &str = "no session needed it for the idle period (--mcp-linger)";
+const EXPIRED: &str =
+    "no session needed it for the idle period (--mcp-linger); it starts again on next use";
 /// Why a server stopped for the budget.
 const OVER_BUDGET: &str = "idle servers were over the memory budget (--mcp-idle-memory); it was \
                            the least recently used; it starts again on next use";
 /// Why a `keepWarm: "never"` server stopped.
-const NOT_KEPT: &str = "no session needed it (keepWarm: never)";
+const NOT_KEPT: &str = "no session needed it (keepWarm: never); it starts again on next use";
 /// Why a server no configuration has any more stopped.
 const UNCONFIGURED: &str = "no configuration uses it any more (its entry was removed, or changed \
                             into another server)";

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use geminid_protocol::config::{BlockReason, Scope};
-use geminid_protocol::mcp::{ServerState, ServerStatus, Transport as Wire};
+use geminid_protocol::mcp::{AtRest, ServerState, ServerStatus, Transport as Wire};
 
 use super::server::{Server, planned_transport};
 use super::{Binding, Inner, McpError, SessionView, Supervisor};
@@ -62,6 +62,7 @@ fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> Ser
         rss_bytes: None,
         pins: None,
         usage: None,
+        at_rest: None,
     }
 }
 
@@ -169,6 +170,7 @@ impl Supervisor {
             rss_bytes: None,
             pins: server.pin_status(),
             usage: None,
+            at_rest: None,
         };
         inner.idle.describe(&server.identity, self.opts.linger, &mut status);
         status
@@ -246,6 +248,11 @@ impl Supervisor {
                             .unwrap_or((Wire::Stdio, String::new()));
                         let mut s = not_running(&name, entry.scope, transport, tgt);
                         s.identity = Some(identity[..12].to_owned());
+                        // Not a failure: said as such, not as a disconnection.
+                        s.at_rest = Some(match inner.retired(identity) {
+                            Some(_) => AtRest::Stopped,
+                            None => AtRest::NotStarted,
+                        });
                         s.last_error = Some(match inner.retired(identity) {
                             Some(r) => format!(
                                 "stopped {} ago: {}",

@@ -512,3 +512,60 @@ async fn a_server_no_configuration_has_stops_at_the_reload() -> anyhow::Result<(
     assert!(alive(keep), "a server still configured stays warm");
     Ok(())
 }
+
+/// State words that do not mislead (issue 63, C12): a server not started yet, or stopped on
+/// purpose, is a neutral `○` in `mcp list`, not a red `✗ Disconnected`; `status` counts as
+/// running only servers with a live process, and its idle count is `doctor`'s.
+#[tokio::test]
+async fn state_words_tell_not_started_stopped_and_running_apart() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let missing = json!({ "command": "/nonexistent/mcp-server-c12" });
+    write_user_settings(&home, json!({ "fx": stdio(&[]), "broken": missing }))?;
+    let args = [QUICK, &["--mcp-linger", "1h", "--mcp-warm-workspaces", "0"]].concat();
+    let daemon = Daemon::start(&home, &args).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let line = |out: &str, name: &str| -> String {
+        let start = format!(" {name}: ");
+        out.lines().find(|l| l.contains(&start)).unwrap_or_default().to_owned()
+    };
+    let (code, out, err) = home.gemctl_run(&["mcp", "list"])?;
+    assert_eq!(code, 0, "{err}");
+    let fx = line(&out, "fx");
+    assert!(fx.starts_with("○ fx: ") && fx.ends_with("(stdio) - Not started"), "{out}");
+    assert!(out.contains("not started yet: it starts with the session's first call"), "{out}");
+
+    // Started by a command and let go: fx kept warm, broken failing with no process.
+    let (code, out, _) = home.gemctl_run(&["mcp", "start"])?;
+    assert_eq!(code, 1, "{out}");
+    let status = home.gemctl_json(&["status"])?;
+    assert_eq!(
+        (status["servers"]["running"].clone(), status["servers"]["idle"].clone()),
+        (json!(1), json!(1)),
+        "{status}"
+    );
+    let (_, text, _) = home.gemctl_run(&["status"])?;
+    assert!(
+        text.contains("servers:     1 running (1 connected), 1 idle (kept warm); not running: 1 "),
+        "{text}"
+    );
+    let doctor = home.gemctl_json(&["doctor"]).or_else(|_| -> anyhow::Result<Value> {
+        // doctor exits 1 for the broken server; its JSON is on stdout all the same.
+        let out = home.gemctl(&["--json", "doctor"])?;
+        Ok(serde_json::from_slice(&out.stdout)?)
+    })?;
+    let warm = doctor["findings"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["check"] == "warm"))
+        .cloned()
+        .unwrap_or_else(|| panic!("{doctor:#}"));
+    assert!(warm["message"].as_str().is_some_and(|m| m.contains("(now 1 idle,")), "{warm:#}");
+
+    // Stopped on purpose: neutral again, with how and when.
+    let (code, out, err) = home.gemctl_run(&["mcp", "stop", "fx"])?;
+    assert_eq!(code, 0, "{out}{err}\n{}", daemon.log());
+    let (_, out, _) = home.gemctl_run(&["mcp", "list"])?;
+    let fx = line(&out, "fx");
+    assert!(fx.starts_with("○ fx: ") && fx.ends_with("(stdio) - Stopped"), "{out}");
+    assert!(out.contains("stopped by `gemctl mcp stop`"), "{out}");
+    Ok(())
+}
