@@ -83,8 +83,9 @@ pub fn audit_subject(r: &geminid_protocol::policy::AuditRecord) -> String {
 pub struct ServersSummary {
     /// How many have a live process or connection (connected or connecting).
     pub running: usize,
-    /// How many in each state, running or not, by the state's protocol name (`connected`, `needs-auth`,
-    /// `crash-loop`, as `mcp/listServers` says it): stable keys for scripts (audit M8).
+    /// How many in each state, running or not, by the state's protocol name (`connected`,
+    /// `needs-auth`, `crash-loop`, as `mcp/listServers` says it): stable keys for scripts
+    /// (audit M8).
     pub by_state: std::collections::BTreeMap<String, usize>,
     /// How many running ones no session uses (kept warm), as `gemctl doctor` counts them.
     pub idle: usize,
