@@ -229,8 +229,14 @@ fn stderr_is_journal() -> bool {
     same
 }
 
+/// The log's filter without `RUST_LOG`: geminid's own events at `info`; rmcp's at `warn`, since
+/// at `info` it logs every list-change notification and each server's whole `peer_info`
+/// (a third of a busy log; audit P8), which geminid says in its own words where it matters.
+const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
 fn init_logging(format: LogFormat, file: Option<log_file::RotatingLog>) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
     if let Some(file) = file {
         let builder = tracing_subscriber::fmt()
             .with_env_filter(filter)
