@@ -374,7 +374,7 @@ async fn a_daemon_gemctl_starts_reads_the_settings_file() -> anyhow::Result<()> 
     for (text, want) in [
         (
             "mcp-lingr = \"1s\"\n",
-            "unknown setting `mcp-lingr`; the settings are: data-dir, log-format",
+            "unknown setting `mcp-lingr` (did you mean `mcp-linger`?); the settings are: data-dir, log-format",
         ),
         ("mcp-linger = \"soon\"\n", "invalid value 'soon' for '--mcp-linger <DURATION>'"),
         ("[mcp]\nlinger = 1\n", "is a table"),
