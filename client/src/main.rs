@@ -685,9 +685,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let session = for_session(&client, cli.session).await?.id;
             let progress =
                 progress || (!no_progress && std::io::IsTerminal::is_terminal(&std::io::stderr()));
-            let ok = tool_cmds::call(&client, session, tool, args, args_file, progress, cli.json)
-                .await?;
-            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            tool_cmds::call(&client, session, tool, args, args_file, progress, cli.json).await
         }
         Command::Prompt { name, args } => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;

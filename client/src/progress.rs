@@ -33,14 +33,20 @@ impl Progress {
         self.live
     }
 
-    /// Show a call's progress.
+    /// Show a call's progress: on a terminal labelled with the tool's name (`mcp_x_build
+    /// [#####-----] 2/10 compiling`), cut to the terminal's width so that it stays one line.
     pub fn call(&mut self, p: &ToolProgress) {
         let text = crate::output::progress(p);
         let bar = match p.total {
             Some(total) if total > 0.0 => bar(p.progress / total),
             _ => String::new(),
         };
-        self.say(&text, &format!("{bar}{text}"));
+        // A terminal of no size (a pty nobody set one for) is not one column wide.
+        let width = ratatui::crossterm::terminal::size()
+            .ok()
+            .filter(|&(w, _)| w > 0)
+            .map_or(usize::MAX, |(w, _)| w.into());
+        self.say(&text, &fit(&format!("{} {bar}{text}", p.name), width));
     }
 
     /// Show a status line (`2 of 5 servers ready`): redrawn on a terminal, else printed when
@@ -85,6 +91,18 @@ impl Drop for Progress {
     }
 }
 
+/// `line` cut to fit in `width` columns less one (a line as wide as the terminal wraps on
+/// some), with `…` where it was cut.
+fn fit(line: &str, width: usize) -> String {
+    let room = width.saturating_sub(1);
+    if line.chars().count() <= room {
+        return line.to_owned();
+    }
+    let mut cut: String = line.chars().take(room.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 /// `[#########-----------] ` for a fraction done.
 fn bar(done: f64) -> String {
     let filled = ((done.clamp(0.0, 1.0) * BAR as f64).round() as usize).min(BAR);
@@ -112,5 +130,7 @@ mod tests {
         assert_eq!(bar(0.5), format!("[{}{}] ", "#".repeat(10), "-".repeat(10)));
         assert_eq!(bar(2.0), format!("[{}] ", "#".repeat(20)));
         assert_eq!(bar(-1.0), format!("[{}] ", "-".repeat(20)));
+        assert_eq!(fit("mcp_x_build [##] 1/2", 80), "mcp_x_build [##] 1/2");
+        assert_eq!(fit("mcp_x_build [##] 1/2", 10), "mcp_x_bu…");
     }
 }

@@ -3,6 +3,7 @@
 
 use std::io::Read;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -10,7 +11,9 @@ use geminid_protocol::api::ToolsApiClient;
 use geminid_protocol::client::Client;
 use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{Event, EventBody};
-use geminid_protocol::tools::{ToolKind, ToolsCallParams, ToolsListParams, ToolsRefreshParams};
+use geminid_protocol::tools::{
+    ToolKind, ToolsCallParams, ToolsCancelParams, ToolsListParams, ToolsRefreshParams,
+};
 use serde_json::Value;
 
 use crate::output::outln;
@@ -206,7 +209,7 @@ pub async fn call(
     args_file: Option<PathBuf>,
     progress: bool,
     json: bool,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<ExitCode> {
     let text = match (args.as_deref(), args_file) {
         (_, Some(f)) => std::fs::read_to_string(&f)
             .with_context(|| format!("cannot read arguments from {}", f.display()))?,
@@ -232,6 +235,18 @@ pub async fn call(
     } else {
         None
     };
+    // Ctrl-C cancels the call and says so. Listened for before the call goes out (its first
+    // poll installs the handler), so that no Ctrl-C ends the process without a word.
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let pressed =
+        std::future::poll_fn(|cx| std::task::Poll::Ready(ctrl_c.as_mut().poll(cx).is_ready()))
+            .await;
+    let (tool, cancel) =
+        (name.clone(), ToolsCancelParams { session: session.clone(), call_id: call_id.clone() });
+    if pressed {
+        return Ok(cancelled(client, &tool, cancel, None).await);
+    }
     let params = ToolsCallParams {
         session,
         name,
@@ -244,10 +259,16 @@ pub async fn call(
     let mut seen = 0;
     let mut shown = crate::progress::Progress::on_stderr();
     let r = loop {
-        let Some(sub) = progress.as_mut() else { break call.await };
+        let next = async {
+            match progress.as_mut() {
+                Some(sub) => sub.next().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             r = &mut call => break r,
-            event = sub.next() => match event {
+            _ = &mut ctrl_c => return Ok(cancelled(client, &tool, cancel, Some(&mut shown)).await),
+            event = next => match event {
                 Some(Ok(event)) => seen = show_progress(&mut shown, &event, &call_id).max(seen),
                 // The stream ended or lagged: the call goes on without progress.
                 _ => progress = None,
@@ -281,7 +302,35 @@ pub async fn call(
     } else {
         outln!("{}", r.display);
     }
-    Ok(!r.is_error)
+    Ok(if r.is_error { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// How long `gemctl call` waits, after Ctrl-C, for the daemon to cancel the call.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// Exit code of a command ended by Ctrl-C (128 + SIGINT), as shells report one.
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Ctrl-C during `gemctl call`: cancel the call (`tools/cancel`) and say what became of it.
+async fn cancelled(
+    client: &Client,
+    tool: &str,
+    cancel: ToolsCancelParams,
+    shown: Option<&mut crate::progress::Progress>,
+) -> ExitCode {
+    if let Some(p) = shown {
+        p.finish();
+    }
+    let why = match tokio::time::timeout(CANCEL_WAIT, client.tools_cancel(cancel)).await {
+        Ok(Ok(r)) if r.cancelled => "geminid told its server to stop it".to_owned(),
+        Ok(Ok(_)) => "it was not running any more".to_owned(),
+        Ok(Err(e)) => format!("geminid did not cancel it ({e}); it does once gemctl has gone"),
+        Err(_) => format!(
+            "geminid did not answer within {CANCEL_WAIT:?}; it cancels the call once gemctl has gone"
+        ),
+    };
+    eprintln!("cancelled: {tool} ({why})");
+    ExitCode::from(EXIT_INTERRUPTED)
 }
 
 /// How long the call's last progress events are waited for after its answer.

@@ -512,28 +512,60 @@ async fn logs_and_restart_by_name_take_this_directorys_server() -> anyhow::Resul
     Ok(())
 }
 
-/// A call whose caller goes away (Ctrl-C on `gemctl call`) is cancelled, and the audit log
-/// still records it, saying so.
+/// Ctrl-C on `gemctl call` cancels the call on its server and says so; a call whose caller
+/// goes away without a word (killed) is cancelled too; the audit log records both, saying so.
 #[tokio::test]
 async fn a_call_whose_caller_goes_away_is_audited() -> anyhow::Result<()> {
+    use geminid_protocol::api::CallsApiClient;
     use geminid_tests::mcp::{stdio, write_user_settings};
     let home = TestHome::new()?;
-    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
-    let _daemon = Daemon::start(&home, &[]).await?;
+    write_user_settings(&home, json!({ "fx": stdio(&["--rich"]) }))?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let client = daemon.client().await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let (code, _, err) = home.gemctl_run(&["mcp", "start"])?;
     assert_eq!(code, 0, "{err}");
-    // Longer than any busy machine takes to get here: the call must end by the Ctrl-C.
+    // Ctrl-C while the call runs (in flight in the daemon: `wait` waits 10 min unless
+    // cancelled): gemctl cancels it and says so, with a shell's code for Ctrl-C (audit turn 4,
+    // P5: it ended with 130 without a word), and the server is told.
+    let caller = home
+        .gemctl_cmd(&["call", "mcp_fx_wait", r#"{"ms": 600000}"#])
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let in_flight = geminid_tests::eventually(Duration::from_secs(60), || async {
+        client.calls_list(None).await.is_ok_and(|r| r.calls.iter().any(|c| c.tool == "mcp_fx_wait"))
+    })
+    .await;
+    assert!(in_flight, "the call did not reach the daemon");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(caller.id())?);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT)?;
+    let out = caller.wait_with_output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_eq!(err, "cancelled: mcp_fx_wait (geminid told its server to stop it)\n");
+    let told = geminid_tests::eventually(Duration::from_secs(60), || async {
+        home.gemctl_run(&["call", "mcp_fx_cancelled"]).is_ok_and(|(_, out, _)| out == "1\n")
+    })
+    .await;
+    assert!(told, "the server never saw the cancellation");
+    let audit = home.gemctl_json(&["audit", "-n", "5"])?;
+    let records = audit["records"].as_array().cloned().unwrap_or_default();
+    let waited = records.iter().find(|r| r["tool"] == "mcp_fx_wait");
+    assert!(
+        waited.is_some_and(|r| r["ok"] == false && r["error"].to_string().contains("cancelled")),
+        "{audit}"
+    );
+
+    // Killed: longer than any busy machine takes to get here, the call must end by the kill.
     let mut caller = home.gemctl_cmd(&["call", "mcp_fx_sleep", r#"{"ms": 600000}"#]).spawn()?;
-    // Running on the server (the fixture's log says it sleeps), then the person presses Ctrl-C.
+    // Running on the server (the fixture's log says it sleeps), then the caller is gone.
     let sleeping = geminid_tests::eventually(Duration::from_secs(60), || async {
         home.gemctl_run(&["mcp", "logs", "fx", "-n", "20"])
             .is_ok_and(|(_, out, _)| out.contains("sleeping 600000 ms"))
     })
     .await;
     assert!(sleeping, "the call did not reach the server");
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(caller.id())?);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT)?;
+    caller.kill()?;
     caller.wait()?;
     let recorded = geminid_tests::eventually(Duration::from_secs(60), || async {
         home.gemctl_json(&["audit", "-n", "1"])

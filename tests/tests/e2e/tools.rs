@@ -517,8 +517,11 @@ async fn gemctl_tools_describe_and_call() -> anyhow::Result<()> {
     let out = home.command("script", &["-qefc", line, "/dev/null"]).output()?;
     let tty = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{tty}");
-    assert!(tty.contains("\r\x1b[K[#######-------------] 1/3 step 1"), "{tty:?}");
-    assert!(tty.contains("\r\x1b[K[####################] 3/3 step 3\r\x1b[K3 steps"), "{tty:?}");
+    // Labelled with the tool's name (audit turn 4, P5: a bare bar said nothing of what).
+    let bar = "\r\x1b[Kmcp_rich_progress [#######-------------] 1/3 step 1";
+    assert!(tty.contains(bar), "{tty:?}");
+    let end = "\r\x1b[Kmcp_rich_progress [####################] 3/3 step 3\r\x1b[K3 steps";
+    assert!(tty.contains(end), "{tty:?}");
     // A reader that goes away (`gemctl … | head`) ends gemctl quietly.
     let mut child = home
         .gemctl_cmd(&["--json", "mcp", "tools"])
