@@ -12,6 +12,7 @@ mod color;
 mod complete;
 mod config_cmds;
 mod daemon;
+mod daemon_cmds;
 mod doctor;
 mod elicit;
 mod examples;
@@ -81,7 +82,7 @@ enum Command {
     Status,
     /// gemctl's version and, if one is running, the daemon's (never starts one)
     Version,
-    /// Start or stop the daemon
+    /// Start, stop or restart the daemon, show its log, run it as a service
     #[command(subcommand)]
     Daemon(DaemonCommand),
     /// Create, list, show and close sessions
@@ -294,6 +295,19 @@ enum DaemonCommand {
     Start,
     /// Stop geminid gracefully and wait for it to exit
     Stop,
+    /// Stop geminid, wait for it to exit and start it again (to read config.toml anew, or
+    /// after an upgrade); one the systemd user service runs is restarted by systemd
+    Restart,
+    /// Print the log of the geminid gemctl starts (<socket>.log); under systemd, say where
+    /// the journal has it
+    Logs {
+        /// Keep printing new lines until Ctrl-C
+        #[arg(short, long)]
+        follow: bool,
+        /// Only the newest N lines
+        #[arg(short = 'n', long, value_name = "N")]
+        lines: Option<usize>,
+    },
     /// Run geminid as a systemd user service: write geminid.service (and, with
     /// --socket-activation, geminid.socket) to ~/.config/systemd/user, then enable and start it
     InstallService {
@@ -558,6 +572,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Version => version(&socket, cli.json).await,
         Command::Daemon(DaemonCommand::Start) => daemon_start(&socket, cli.json).await,
         Command::Daemon(DaemonCommand::Stop) => daemon_stop(&socket, cli.json).await,
+        Command::Daemon(DaemonCommand::Restart) => daemon_cmds::restart(&socket, cli.json).await,
+        Command::Daemon(DaemonCommand::Logs { follow, lines }) => {
+            daemon_cmds::logs(&socket, lines, follow, cli.json).await
+        }
         Command::Daemon(DaemonCommand::InstallService { socket_activation, no_enable }) => {
             // The units' `Documentation=man:gemctl(1)`, which `systemd-analyze verify` looks
             // up, names pages that must exist: written first, where `gemctl man` writes them.

@@ -139,6 +139,15 @@ fn systemctl(args: &[&str], done: &mut Done) -> anyhow::Result<bool> {
     Ok(out.status.success())
 }
 
+/// Run `systemctl --user ARGS`, a failure said on stderr: whether it succeeded. `ran` gets
+/// the command line.
+pub fn systemctl_ok(args: &[&str], ran: &mut Vec<String>) -> anyhow::Result<bool> {
+    let mut done = Done::default();
+    let ok = systemctl(args, &mut done);
+    ran.append(&mut done.ran);
+    ok
+}
+
 fn write_unit(dir: &Path, name: &str, text: &str, done: &mut Done) -> anyhow::Result<()> {
     let path = dir.join(name);
     if std::fs::read_to_string(&path).is_ok_and(|old| old == text) {

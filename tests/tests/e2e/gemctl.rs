@@ -82,6 +82,71 @@ fn exited(pid: u32) -> bool {
     !alive(pid) || stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
 }
 
+/// `gemctl daemon restart` stops the daemon, waits until it has exited and starts a new one
+/// on the same socket (or starts one when none runs); `gemctl daemon logs` prints the log
+/// file of the daemon gemctl starts, its last lines with `-n`, new lines with `--follow`, and
+/// says where the file will be before there is one (audit turn 4, M1).
+#[tokio::test]
+async fn daemon_restart_and_daemon_logs() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let log = format!("{}.log", home.socket().display());
+    let (code, out, err) = home.gemctl_run(&["daemon", "logs"])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with(&format!("no daemon log yet at {log}: ")), "{out}");
+    assert!(!alive_daemon(&home), "daemon logs started a daemon");
+
+    let first = home.gemctl_json(&["daemon", "restart"])?;
+    assert_eq!((&first["started"], &first["restarted"]), (&json!(true), &json!(false)), "{first}");
+    let old = u32::try_from(first["pid"].as_u64().unwrap_or_default())?;
+    // Following from the end, before the restart.
+    let mut follower = home
+        .gemctl_cmd(&["daemon", "logs", "--follow", "-n", "0"])
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let (tx, mut followed) = tokio::sync::mpsc::unbounded_channel();
+    if let Some(out) = follower.stdout.take() {
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    let again = home.gemctl_json(&["daemon", "restart"])?;
+    assert_eq!((&again["restarted"], &again["previousPid"]), (&json!(true), &json!(old)));
+    let new = u32::try_from(again["pid"].as_u64().unwrap_or_default())?;
+    assert_ne!(new, old, "{again}");
+    assert!(exited(old), "restart returned before pid {old} exited");
+    assert_eq!(home.gemctl_json(&["status"])?["pid"], json!(new));
+    // The follower sees the new daemon's lines (the old one's last included).
+    let started = format!("geminid started pid={new}");
+    let seen = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = followed.recv().await {
+            if line.contains(&started) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(follower.id())?);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT)?;
+    let ended = follower.wait()?;
+    assert_eq!(seen, Ok(true), "--follow did not print {started:?}");
+    assert!(ended.success(), "{ended}");
+
+    // Stopped, so that the file no longer grows while it is compared.
+    home.gemctl_json(&["daemon", "stop"])?;
+    let (code, out, err) = home.gemctl_run(&["daemon", "logs", "-n", "2"])?;
+    assert_eq!((code, out.lines().count()), (0, 2), "{out}{err}");
+    let whole = std::fs::read_to_string(&log)?;
+    assert!(whole.ends_with(&out), "the last 2 lines of {log}:\n{out}");
+    let (code, out, _) = home.gemctl_run(&["daemon", "logs"])?;
+    assert_eq!((code, out.as_str()), (0, whole.as_str()));
+    Ok(())
+}
+
 #[tokio::test]
 async fn the_command_after_daemon_stop_starts_a_fresh_daemon() -> anyhow::Result<()> {
     // A daemon gives up its socket first and its database and lock last (after stopping its
