@@ -206,9 +206,21 @@ fn parse_args() -> Result<Args, settings_file::FileError> {
     use clap::{CommandFactory, FromArgMatches};
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let mut cmd = Args::command();
+    // `--help` and `--version` answer whatever the settings file is (a GEMINID_CONFIG naming a
+    // file not there yet, one that does not parse): they read nothing else.
+    let asks = argv
+        .iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| matches!(a.to_str(), Some("-h" | "--help" | "-V" | "--version")));
     if let Some((path, named)) = settings_file::locate(&argv, |k| std::env::var_os(k)) {
-        let pairs = settings_file::read(&path, named)?;
-        cmd = settings_file::apply(cmd, &path, &pairs)?;
+        match settings_file::read(&path, named)
+            .and_then(|pairs| settings_file::apply(cmd.clone(), &path, &pairs))
+        {
+            Ok(with_file) => cmd = with_file,
+            Err(_) if asks => {}
+            Err(e) => return Err(e),
+        }
     }
     let matches = cmd.get_matches_from(argv);
     Ok(Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()))

@@ -5,7 +5,12 @@ use std::process::Command;
 
 #[test]
 fn help_names_the_flags() {
-    let out = Command::new(env!("CARGO_BIN_EXE_geminid")).arg("--help").output();
+    // Whatever the environment the tests run in names (a GEMINID_CONFIG not there), help
+    // answers.
+    let out = Command::new(env!("CARGO_BIN_EXE_geminid"))
+        .arg("--help")
+        .env("GEMINID_CONFIG", "/nonexistent/geminid-config.toml")
+        .output();
     let out = out.unwrap_or_else(|e| panic!("cannot run geminid: {e}"));
     let help = String::from_utf8_lossy(&out.stdout);
     for flag in
@@ -25,6 +30,8 @@ fn nonsense_limits_are_refused_before_anything_is_created() {
         .arg("--data-dir")
         .arg(dir.path().join("data"))
         .args(["--max-connections", "0"])
+        // Sealed from the environment the tests run in (its GEMINID_*, its config file).
+        .env_clear()
         .env("NO_COLOR", "1")
         .output()
         .unwrap_or_else(|e| panic!("cannot run geminid: {e}"));
