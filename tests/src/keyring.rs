@@ -49,7 +49,13 @@ impl SecretService {
         let out = Command::new("dbus-daemon")
             .args(["--session", "--fork", "--print-address=1", "--print-pid=1"])
             .arg(format!("--address=unix:path={}", socket.display()))
+            // Sealed like the keyring below: a session bus makes `dbus-1/services` in the
+            // runtime directory, which must be this one's, not the user's.
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", &home)
+            .env("XDG_RUNTIME_DIR", home.join("run"))
+            .env("XDG_DATA_HOME", home.join("data"))
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .output()
