@@ -537,7 +537,13 @@ async fn state_words_tell_not_started_stopped_and_running_apart() -> anyhow::Res
     // Started by a command and let go: fx kept warm, broken failing with no process.
     let (code, out, _) = home.gemctl_run(&["mcp", "start"])?;
     assert_eq!(code, 1, "{out}");
+    // The one-shot command's session lets go of fx once the daemon has seen it leave.
+    let let_go = eventually(Duration::from_secs(10), || async {
+        home.gemctl_json(&["status"]).is_ok_and(|s| s["servers"]["idle"] == json!(1))
+    })
+    .await;
     let status = home.gemctl_json(&["status"])?;
+    assert!(let_go, "{status}");
     assert_eq!(
         (status["servers"]["running"].clone(), status["servers"]["idle"].clone()),
         (json!(1), json!(1)),
