@@ -100,6 +100,13 @@ impl Setup {
     }
 }
 
+/// How many processes geminid has started for `server` (its log says each start).
+pub fn starts(home: &TestHome, server: &str) -> anyhow::Result<usize> {
+    let (code, out, err) = home.gemctl_run(&["mcp", "logs", server])?;
+    anyhow::ensure!(code == 0, "mcp logs {server}: {out}{err}");
+    Ok(out.lines().filter(|l| l.contains("[geminid] started ")).count())
+}
+
 /// A new session of `home`'s workspace with a user's shell environment ([`shell_env`]),
 /// attached to `client`: its id.
 pub async fn new_session(client: &Client, home: &TestHome) -> anyhow::Result<String> {

@@ -1415,10 +1415,8 @@ async fn a_server_that_takes_45_seconds_to_answer_is_served_in_either_era() -> a
     for server in ["legacy", "modern"] {
         let answer = text_of(&s, &format!("{server}__echo"), json!({"text": "late"})).await?;
         assert_eq!(answer, (false, "late".into()), "{server}");
-        let (code, out, _) = home.gemctl_run(&["mcp", "logs", server])?;
-        assert_eq!(code, 0);
-        let starts = out.lines().filter(|l| l.contains("[geminid] started ")).count();
-        assert_eq!(starts, 1, "{server} connected on its first start: {out}");
+        let starts = geminid_tests::mcp::starts(&home, server)?;
+        assert_eq!(starts, 1, "{server} connected on its first start");
     }
     s.client.cancel().await?;
     Ok(())

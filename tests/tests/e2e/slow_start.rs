@@ -3,16 +3,9 @@
 //! protocol era, within the start-up limit the user gave (issue 63, B2), and a late answer
 //! never breaks the handshake.
 
-use geminid_tests::mcp::{stdio, write_user_settings};
+use geminid_tests::mcp::{starts, stdio, write_user_settings};
 use geminid_tests::{Daemon, TestHome};
 use serde_json::{Value, json};
-
-/// How many processes geminid started for `server` (its log says each start).
-fn starts(home: &TestHome, server: &str) -> anyhow::Result<usize> {
-    let (code, out, err) = home.gemctl_run(&["mcp", "logs", server])?;
-    anyhow::ensure!(code == 0, "mcp logs {server}: {out}{err}");
-    Ok(out.lines().filter(|l| l.contains("[geminid] started ")).count())
-}
 
 fn state_of(list: &Value, server: &str) -> String {
     list.as_array()
