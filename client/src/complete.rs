@@ -19,6 +19,10 @@ pub const VAR: &str = "GEMCTL_COMPLETE";
 /// How long a completion waits for the daemon.
 const ASK_FOR: Duration = Duration::from_millis(500);
 
+/// How long a tool-name completion waits: the session's servers may be (re)starting, which
+/// takes a second or two, and no names at all is worse than a short wait (audit turn 4, C9).
+const TOOLS_FOR: Duration = Duration::from_millis(2500);
+
 /// The shells a registration script is written for.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Shell {
@@ -143,6 +147,7 @@ pub fn man_path_hint(dir: &Path) -> Option<String> {
 
 /// Ask the daemon (if one answers at once; never starting one) and map its answer to names.
 fn ask<T>(
+    budget: Duration,
     call: impl AsyncFnOnce(geminid_protocol::client::Client) -> Option<T>,
     names: impl FnOnce(T) -> Vec<(String, Option<String>)>,
     current: &OsStr,
@@ -157,7 +162,7 @@ fn ask<T>(
             let (client, _) = crate::daemon::connect_running(&socket).await.ok()?;
             call(client).await
         };
-        tokio::time::timeout(ASK_FOR, work).await.ok().flatten()
+        tokio::time::timeout(budget, work).await.ok().flatten()
     });
     answer
         .map(names)
@@ -184,6 +189,7 @@ async fn default_session(client: &geminid_protocol::client::Client) -> Option<St
 pub fn servers(current: &OsStr) -> Vec<CompletionCandidate> {
     use geminid_protocol::api::McpApiClient;
     ask(
+        ASK_FOR,
         async |c| {
             let session = default_session(&c).await;
             let p = geminid_protocol::mcp::ListServersParams { session, usage: false };
@@ -194,13 +200,15 @@ pub fn servers(current: &OsStr) -> Vec<CompletionCandidate> {
     )
 }
 
-/// Tool names of the current directory's session, for `call` and `mcp describe`.
+/// Tool names of the current directory's session, for `call` and `mcp describe`: those policy
+/// hides from the model too (`gemctl call` is how a person calls them).
 pub fn tools(current: &OsStr) -> Vec<CompletionCandidate> {
     use geminid_protocol::api::ToolsApiClient;
     ask(
+        TOOLS_FOR,
         async |c| {
             let session = default_session(&c).await?;
-            let p = geminid_protocol::tools::ToolsListParams { session, raw: false, all: false };
+            let p = geminid_protocol::tools::ToolsListParams { session, raw: false, all: true };
             c.tools_list(p).await.ok()
         },
         |r| {
@@ -220,6 +228,7 @@ pub fn tools(current: &OsStr) -> Vec<CompletionCandidate> {
 pub fn extensions(current: &OsStr) -> Vec<CompletionCandidate> {
     use geminid_protocol::api::ExtensionsApiClient;
     ask(
+        ASK_FOR,
         async |c| {
             let session = default_session(&c).await?;
             let p = geminid_protocol::extensions::ExtensionsListParams { session };
@@ -234,6 +243,7 @@ pub fn extensions(current: &OsStr) -> Vec<CompletionCandidate> {
 pub fn skills(current: &OsStr) -> Vec<CompletionCandidate> {
     use geminid_protocol::api::SkillsApiClient;
     ask(
+        ASK_FOR,
         async |c| {
             let session = default_session(&c).await?;
             let p = geminid_protocol::skills::SkillsListParams { session, instructions: false };
@@ -248,6 +258,7 @@ pub fn skills(current: &OsStr) -> Vec<CompletionCandidate> {
 pub fn sessions(current: &OsStr) -> Vec<CompletionCandidate> {
     use geminid_protocol::api::SessionApiClient;
     ask(
+        ASK_FOR,
         async |c| c.list(None).await.ok(),
         |r| r.sessions.into_iter().map(|s| (s.id, Some(s.workspace))).collect(),
         current,

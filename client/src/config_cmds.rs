@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand, ValueEnum};
 use geminid_protocol::api::{ConfigApiClient, McpApiClient, TrustApiClient};
 use geminid_protocol::client::Client;
@@ -149,6 +149,10 @@ pub enum McpCommand {
         /// Print what would move; change nothing
         #[arg(long)]
         dry_run: bool,
+        /// The gemctl Gemini CLI runs (default: this one, or the `gemctl` on PATH when this one
+        /// lies in a cargo build tree, which `cargo clean` or moving the checkout breaks)
+        #[arg(long, value_name = "PATH")]
+        command: Option<std::path::PathBuf>,
     },
     /// Undo `gemctl mcp import`: each server Gemini CLI reaches through the gateway goes back to
     /// ~/.gemini/settings.json, and Gemini CLI starts it itself again (the file is backed up
@@ -545,8 +549,8 @@ pub async fn mcp(
             outln!("✓ MCP server '{}' disabled{suffix}.", r.name);
         }
         McpCommand::Runtime(cmd) => crate::mcp_cmds::run(client, Some(session), cmd, json).await?,
-        McpCommand::Import { dry_run } => {
-            let exe = std::env::current_exe().context("cannot tell where gemctl is")?;
+        McpCommand::Import { dry_run, command } => {
+            let exe = crate::import_path::choose(command)?;
             let p = geminid_protocol::config::McpImportParams {
                 session,
                 command: exe.display().to_string(),

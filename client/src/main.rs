@@ -16,6 +16,7 @@ mod daemon_cmds;
 mod doctor;
 mod elicit;
 mod examples;
+mod import_path;
 mod ext_cmds;
 mod ext_new;
 mod hooks_cmds;

@@ -153,10 +153,44 @@ pub async fn tools(
         })
         .collect();
     output::table_or(&none("tools"), &["NAME", "SERVER", "DESCRIPTION"], &rows);
-    for d in r.diagnostics.iter().filter(|d| !about_another(d, server.as_deref())) {
+    let notes: Vec<&str> = r
+        .diagnostics
+        .iter()
+        .map(String::as_str)
+        .filter(|d| !about_another(d, server.as_deref()))
+        .collect();
+    for d in grouped(&notes) {
         eprintln!("note: {d}");
     }
     Ok(())
+}
+
+/// The notes, each reason policy hides tools for said once with how many it hides (audit turn
+/// 4, C8: a fresh project printed 43 identical lines, one per hidden tool).
+fn grouped(notes: &[&str]) -> Vec<String> {
+    const HIDDEN: &str = "' is hidden by policy: ";
+    let mut out: Vec<String> = Vec::new();
+    let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
+    for note in notes {
+        let parsed = note.strip_prefix("tool '").and_then(|rest| rest.split_once(HIDDEN));
+        match parsed {
+            Some((tool, why)) => match reasons.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, tools)) => tools.push(tool),
+                None => reasons.push((why, vec![tool])),
+            },
+            None => out.push((*note).to_owned()),
+        }
+    }
+    for (why, tools) in reasons {
+        out.push(match tools.as_slice() {
+            [one] => format!("tool '{one}{HIDDEN}{why}"),
+            many => format!(
+                "{} tools are hidden by policy ([hidden by policy] above): {why}",
+                many.len()
+            ),
+        });
+    }
+    out
 }
 
 /// Whether a note of `tools/list` is about a server other than the one asked for (new-user
@@ -519,7 +553,25 @@ fn state(s: geminid_protocol::mcp::TaskState) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::{about_another, retype};
+    use super::{about_another, grouped, retype};
+
+    #[test]
+    fn tools_hidden_for_one_reason_are_one_note() {
+        let why = "no rule matches, and the session is not interactive: denied";
+        let a = format!("tool 'mcp_a_x' is hidden by policy: {why}");
+        let b = format!("tool 'mcp_b_y' is hidden by policy: {why}");
+        let deny = "tool 'mcp_c_z' is hidden by policy: deny rule";
+        let other = "MCP server 'broken' is disconnected";
+        let notes = grouped(&[&a, other, &b, deny]);
+        assert_eq!(
+            notes,
+            [
+                other.to_owned(),
+                format!("2 tools are hidden by policy ([hidden by policy] above): {why}"),
+                deny.to_owned(),
+            ]
+        );
+    }
 
     #[test]
     fn notes_about_other_servers_are_left_out_of_one_servers_tools() {

@@ -143,7 +143,9 @@ async fn a_healthy_setup_passes_and_each_broken_one_names_its_fix() -> anyhow::R
 
 #[tokio::test]
 async fn bash_completes_commands_and_the_daemons_names() -> anyhow::Result<()> {
-    let home = TestHome::allowing_mcp()?;
+    // No allow-all policy: the headless session's model sees none of fx's tools, and `gemctl
+    // call` (a person) may still call them, so they complete (audit turn 4, C9).
+    let home = TestHome::new()?;
     write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());

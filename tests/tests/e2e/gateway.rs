@@ -690,6 +690,51 @@ fn gemini_settings(home: &TestHome) -> anyhow::Result<Value> {
     jsonc(&text)
 }
 
+/// `mcp import` does not write a build tree's gemctl into Gemini CLI's file when an installed one
+/// is on PATH, and says so when it must (audit turn 4, C10: `cargo clean` broke every server).
+#[tokio::test]
+async fn import_writes_an_installed_gemctl_not_the_build_trees() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let user = home.root().join("home/.gemini/settings.json");
+    std::fs::write(&user, format!("{{\"mcpServers\": {{\"fx\": {}}}}}\n", stdio(&[])))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let command_of = || -> anyhow::Result<String> {
+        Ok(gemini_settings(&home)?["mcpServers"]["fx"]["command"].as_str().unwrap_or("").into())
+    };
+    // Only the build tree's gemctl: written, and said with the fix.
+    let bare =
+        std::env::join_paths([std::path::Path::new("/usr/bin"), std::path::Path::new("/bin")])?;
+    let out = home.gemctl_cmd(&["mcp", "import", "--dry-run"]).env("PATH", &bare).output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("inside a cargo build tree") && err.contains("cargo install"), "{err}");
+    // An installed gemctl on PATH: that one is written, as PATH names it.
+    let bin = home.root().join("installed-bin");
+    std::fs::create_dir_all(&bin)?;
+    let installed = bin.join("gemctl");
+    std::fs::write(&installed, "#!/bin/sh\nexit 0\n")?;
+    std::fs::set_permissions(&installed, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let path = std::env::join_paths([
+        bin.as_path(),
+        std::path::Path::new("/usr/bin"),
+        std::path::Path::new("/bin"),
+    ])?;
+    let out = home.gemctl_cmd(&["mcp", "import"]).env("PATH", &path).output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("build tree"), "{err}");
+    assert_eq!(command_of()?, installed.display().to_string());
+    // An explicit --command that is no program: refused, nothing written.
+    let (code, _, err) = home.gemctl_run(&["mcp", "unimport"])?;
+    assert_eq!(code, 0, "{err}");
+    let before = std::fs::read_to_string(&user)?;
+    let (code, _, err) = home.gemctl_run(&["mcp", "import", "--command", "/nonexistent/gemctl"])?;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--command") && err.contains("not an executable"), "{err}");
+    assert_eq!(std::fs::read_to_string(&user)?, before, "nothing written");
+    Ok(())
+}
+
 #[tokio::test]
 async fn import_moves_gemini_clis_servers_behind_the_gateway() -> anyhow::Result<()> {
     // A Gemini CLI user's world: no policy of their own, servers in their settings, and an
