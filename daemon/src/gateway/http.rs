@@ -6,8 +6,10 @@
 //! `Origin` must come from a loopback origin (a web page elsewhere is refused 403, token or not,
 //! as the MCP transport requires). Each HTTP session is a gateway over the same daemon session.
 //!
-//! Any local user can open connections to the port, so they are bounded: at most
-//! [`MAX_CONNECTIONS`] at once (more are closed at once), a request's headers within
+//! Any local user can open connections to the port, so they are bounded without letting one
+//! who lacks the token deny the one who has it: a connection is kept for the token holder only
+//! once a request on it carried the token; until then it is one of a small pool of its own,
+//! whose oldest is closed to make room (`admit.rs`). A request's headers must come within
 //! [`HEADER_TIMEOUT`], and a connection on which nothing moves for [`IDLE_TIMEOUT`] is closed
 //! (an open event stream carries a keep-alive every 15 s). The token is checked before any work.
 
@@ -33,6 +35,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service as _;
 
+use super::admit::{Admission, MAX_CONNECTIONS};
 use super::{Gateway, Serving};
 use crate::core::services::Services;
 use crate::secrets::Secret;
@@ -41,14 +44,15 @@ use crate::session::ConnId;
 /// The token's file in the daemon's data directory.
 pub(crate) const TOKEN_FILE: &str = "gateway-token";
 
-/// Connections one HTTP listener serves at once; one more is closed as it arrives.
-pub(crate) const MAX_CONNECTIONS: usize = 64;
-
 /// How long a client has to send a request's headers; a half-sent request is closed then.
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connection on which no byte moved for this long is closed.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the accept loop pauses when accepting failed and no connection could be shed
+/// (out of descriptors for some other reason): it would otherwise spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Why the HTTP gateway cannot listen, or has no token.
 #[derive(Debug, thiserror::Error)]
@@ -217,6 +221,17 @@ fn unauthorized() -> Response<Body> {
     r
 }
 
+fn busy() -> Response<Body> {
+    let text = format!(
+        "geminid's gateway serves {MAX_CONNECTIONS} connections with the token at once; close \
+         some (a connection idle for {}s closes by itself)\n",
+        IDLE_TIMEOUT.as_secs()
+    );
+    let mut r = Response::new(Full::new(Bytes::from(text)).boxed());
+    *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    r
+}
+
 /// Serve HTTP on `listener` until `control` (the upgraded connection that asked) closes or the
 /// daemon shuts down. The first line written on `control` says where, and the token if new.
 pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
@@ -256,7 +271,7 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
     tracing::info!(%session, url = %said["url"], "gateway listening over HTTP");
     let mut eof = [0u8; 64];
     let shutdown = services.shutdown.clone();
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let admission = Admission::new();
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -264,23 +279,31 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
             _ = control.read(&mut eof) => break,
             () = shutdown.cancelled() => break,
         };
-        let Ok((tcp, _)) = accepted else { continue };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(
-                limit = MAX_CONNECTIONS,
-                "gateway connection limit reached; closing one"
-            );
-            continue;
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                // Out of descriptors, most likely: the oldest unauthenticated connection goes.
+                if !admission.shed() {
+                    tracing::warn!(error = %e, "gateway accept failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+                continue;
+            }
         };
-        let (service, token) = (service.clone(), token.clone());
+        let place = Arc::new(admission.arrive());
+        let (service, token, admitted) = (service.clone(), token.clone(), place.clone());
         let handler = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let (mut service, token) = (service.clone(), token.clone());
+            let (mut service, token, place) = (service.clone(), token.clone(), admitted.clone());
             async move {
                 if let Some(origin) = foreign_origin(&req) {
                     return Ok::<_, Infallible>(forbidden(&origin));
                 }
                 if !authorized(&req, &token) {
                     return Ok::<_, Infallible>(unauthorized());
+                }
+                if !place.admit() {
+                    tracing::warn!(limit = MAX_CONNECTIONS, "gateway connection limit reached");
+                    return Ok::<_, Infallible>(busy());
                 }
                 service.call(req).await
             }
@@ -295,9 +318,9 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
             tokio::select! {
                 _ = conn => {}
                 () = idle(epoch, last) => {}
+                () = place.closed() => {}
                 () = stopped.cancelled() => {}
             }
-            drop(permit);
         });
     }
     stop.cancel();

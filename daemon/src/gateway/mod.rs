@@ -10,6 +10,7 @@
 //!
 //! The transport is the daemon's socket, upgraded (`route`), with MCP's stdio framing.
 
+mod admit;
 mod elicit;
 mod forward;
 mod http;
