@@ -1047,9 +1047,14 @@ async fn session(
                     client.get(SessionIdParams { id }).await.map_err(call_error("session/get"))?
                 }
                 None => {
-                    // Attached to find it: its count is of the others (audit polish).
-                    let mut s = for_session(client, selected).await?;
-                    s.attached_connections = s.attached_connections.saturating_sub(1);
+                    // Attached to find it: its count is of the others (audit polish). Got
+                    // again for what only `session/get` says (who listens).
+                    let id = for_session(client, selected).await?.id;
+                    let mut s = client
+                        .get(SessionIdParams { id })
+                        .await
+                        .map_err(call_error("session/get"))?;
+                                        s.attached_connections = s.attached_connections.saturating_sub(1);
                     s
                 }
             };

@@ -263,14 +263,40 @@ pub fn session(s: &Session) {
     if let Some(d) = &s.state.derived {
         outln!("  subagent:   '{}' of {} (path {})", d.name, d.parent, d.path);
     }
-    let env = match s.env_source {
-        geminid_protocol::session::EnvSource::Client => "from the attached client",
-        geminid_protocol::session::EnvSource::Daemon => "the daemon's own",
-    };
-    outln!("  env:        {env}");
+    let mode = serde_json::to_value(s.state.approval_mode).unwrap_or_default();
+    outln!("  mode:       {}", mode.as_str().unwrap_or("default"));
+    outln!("  interactive: {}", interactivity(s));
+    match s.env_source {
+        geminid_protocol::session::EnvSource::Client => {
+            let by = if s.env_from_mcp_client {
+                "an MCP client's (through `gemctl mcp serve`)"
+            } else {
+                "a gemctl command's or an editor's"
+            };
+            let since = s.env_since.as_deref().map(|t| format!(" since {t}")).unwrap_or_default();
+            outln!("  env:        {by}{since}; servers it starts inherit it (values not shown):");
+            outln!("              {}", s.env_keys.join(" "));
+        }
+        geminid_protocol::session::EnvSource::Daemon => {
+            outln!("  env:        the daemon's own (no client has given one since it started)")
+        }
+    }
     let list = |v: &[String]| if v.is_empty() { "none".to_owned() } else { v.join(", ") };
     outln!("  disabled servers: {}", list(&s.state.disabled_servers));
     outln!("  activated skills: {}", list(&s.state.activated_skills));
+}
+
+/// Whether a person answers the session's confirmations, and what decides it.
+fn interactivity(s: &Session) -> String {
+    match (s.state.interactive, s.listening) {
+        (Some(true), _) => "yes (set: `gemctl session update --auto` undoes it)".into(),
+        (Some(false), _) => "no, headless (set: `gemctl session update --auto` undoes it)".into(),
+        (None, Some(true)) => "yes: a client listens for confirmations".into(),
+        (None, Some(false)) => "no: no client listens for confirmations, so calls that need \
+                                one are denied (`gemctl attach` in another terminal answers them)"
+            .into(),
+        (None, None) => "while a client listens for confirmations".into(),
+    }
 }
 
 /// One event, human form.

@@ -154,6 +154,21 @@ pub struct Session {
     pub attached_connections: u32,
     /// Where its environment comes from (the values are never returned).
     pub env_source: EnvSource,
+    /// The names of the variables its environment holds (a client's), sorted; never their
+    /// values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_keys: Vec<String>,
+    /// When a client gave the environment it holds (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_since: Option<String>,
+    /// The environment came from an MCP client (`gemctl mcp serve`, started with the client's
+    /// own, often trimmed, environment) rather than from a `gemctl` command or an editor.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub env_from_mcp_client: bool,
+    /// Whether a client attached to it (or to the session its confirmations go to) listens
+    /// for confirmations now; `session/get` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listening: Option<bool>,
     /// Session-scoped overrides.
     pub state: SessionState,
 }

@@ -117,7 +117,9 @@ impl Policies {
                 .filter(|r| extension_may(r, &mut dropped))
                 .cloned(),
         );
-        rules.extend(settings_rules(&settings, interactive));
+        let mut implied = settings_rules(&settings, interactive);
+        credit_extensions(&mut implied, &effective.extensions);
+        rules.extend(implied);
         let set = Arc::new(PolicySet::new(rules));
         problems.extend(dropped.iter().cloned());
         let mut built = lock();
@@ -239,6 +241,16 @@ pub(crate) fn reason(
             "no rule matches; the person is asked (the session is interactive)".to_owned()
         }
         None => "no rule matches, and the session is not interactive: denied".to_owned(),
+    }
+}
+
+/// An extension's `excludeTools` joins `tools.exclude` (as in Gemini CLI); its rule names the
+/// extension, not the user's settings, as where it comes from (issue 63, C17).
+fn credit_extensions(rules: &mut [Rule], extensions: &[crate::config::extend::Contribution]) {
+    for r in rules.iter_mut().filter(|r| r.origin.file == "settings: tools.exclude") {
+        if let Some(c) = extensions.iter().find(|c| c.exclude_tools.contains(&r.tool_name)) {
+            r.origin.file = format!("extension {}: excludeTools", c.name);
+        }
     }
 }
 

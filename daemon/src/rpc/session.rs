@@ -44,7 +44,11 @@ impl SessionApiServer for Handler {
     }
 
     async fn get(&self, params: SessionIdParams) -> RpcResult<Session> {
-        self.services.sessions.get(&params.id).map_err(rpc_error)
+        let mut s = self.services.sessions.get(&params.id).map_err(rpc_error)?;
+        let root = s.state.derived.as_ref().map_or(s.id.as_str(), |d| d.root.as_str());
+        let kind = crate::asks::AskKind::Confirmation;
+        s.listening = Some(self.services.asks.answers(root, kind));
+        Ok(s)
     }
 
     async fn list(&self, params: Option<SessionListParams>) -> RpcResult<SessionListResult> {

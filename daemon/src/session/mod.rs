@@ -58,7 +58,22 @@ struct Runtime {
     attached: HashMap<SessionId, HashSet<ConnId>>,
     by_conn: HashMap<ConnId, HashSet<SessionId>>,
     /// Each session's client environment (it holds the user's tokens).
-    envs: HashMap<SessionId, Secret<Arc<ClientEnv>>>,
+    envs: HashMap<SessionId, HeldEnv>,
+}
+
+/// A client's environment held for a session, and where it came from.
+#[derive(Debug, Clone)]
+struct HeldEnv {
+    env: Secret<Arc<ClientEnv>>,
+    since_ms: u64,
+    /// Given by `gemctl mcp serve` for an MCP client (`envIfUnset`).
+    from_mcp_client: bool,
+}
+
+impl HeldEnv {
+    fn new(env: ClientEnv, from_mcp_client: bool) -> Self {
+        Self { env: Secret::new(Arc::new(env)), since_ms: clock::now_ms(), from_mcp_client }
+    }
 }
 
 impl Runtime {
@@ -114,8 +129,9 @@ impl Sessions {
 
     fn view(&self, rec: SessionRecord) -> Session {
         let rt = self.runtime();
-        let env_source =
-            if rt.envs.contains_key(&rec.id) { EnvSource::Client } else { EnvSource::Daemon };
+        let held = rt.envs.get(&rec.id);
+        let env_source = if held.is_some() { EnvSource::Client } else { EnvSource::Daemon };
+        let env_keys = held.map(|h| h.env.expose().keys().cloned().collect()).unwrap_or_default();
         Session {
             attached_connections: rt.attached_count(&rec.id),
             id: rec.id,
@@ -124,6 +140,10 @@ impl Sessions {
             created_at: clock::rfc3339(rec.created_ms),
             last_seen_at: clock::rfc3339(rec.last_seen_ms),
             env_source,
+            env_keys,
+            env_since: held.map(|h| clock::rfc3339(h.since_ms)),
+            env_from_mcp_client: held.is_some_and(|h| h.from_mcp_client),
+            listening: None,
             state: rec.state,
         }
     }
@@ -183,7 +203,7 @@ impl Sessions {
             if let Some(env) = params.env
                 && !(params.env_if_unset && rt.envs.contains_key(&rec.id))
             {
-                rt.envs.insert(rec.id.clone(), Secret::new(Arc::new(env)));
+                rt.envs.insert(rec.id.clone(), HeldEnv::new(env, params.env_if_unset));
             }
         }
         let session = self.view(rec);
@@ -245,7 +265,7 @@ impl Sessions {
             let mut rt = self.runtime();
             rt.attach(id, conn);
             if let Some(env) = env {
-                rt.envs.insert(id.to_owned(), Secret::new(Arc::new(env)));
+                rt.envs.insert(id.to_owned(), HeldEnv::new(env, false));
             }
         }
         let session = self.view(rec);
@@ -455,7 +475,7 @@ impl Sessions {
     /// The environment a session's servers inherit: the client's if one was sent, else `None`
     /// (meaning the daemon's own).
     pub(crate) fn client_env(&self, id: &str) -> Option<Arc<ClientEnv>> {
-        self.runtime().envs.get(id).map(|e| e.expose().clone())
+        self.runtime().envs.get(id).map(|e| e.env.expose().clone())
     }
 
     /// (total sessions, sessions with at least one connection attached).

@@ -98,6 +98,13 @@ async fn install_contribute_tamper_accept_uninstall() -> anyhow::Result<()> {
     assert_eq!(e["servers"], json!(["fx"]));
     assert_eq!(e["hooks"], 1);
     assert_eq!(e["excludeTools"], json!(["run_shell_command"]));
+    // Its rule says it comes from the extension, not from the user's settings (issue 63, C17).
+    let rules = home.gemctl_json(&["policy", "list"])?;
+    let excluded = rules["rules"].as_array().and_then(|r| {
+        r.iter().find(|r| r["toolName"] == "run_shell_command" && r["decision"] == "deny")
+    });
+    let from = excluded.map(|r| r["source"]["file"].clone()).unwrap_or_default();
+    assert_eq!(from, "extension my-ext: excludeTools", "{rules}");
     assert!(e["contextFiles"][0].as_str().is_some_and(|f| f.ends_with("my-ext/GEMINI.md")), "{e}");
     let installed = extensions_dir(&home).join("my-ext");
     let metadata: Value = serde_json::from_str(&std::fs::read_to_string(

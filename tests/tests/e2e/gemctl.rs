@@ -177,6 +177,42 @@ async fn the_command_after_daemon_stop_starts_a_fresh_daemon() -> anyhow::Result
     Ok(())
 }
 
+/// `session show` says the session's approval mode, whether a person answers its confirmations,
+/// and the names (never the values) of the environment its servers inherit, and from whom
+/// (issue 63, M2 and C5: a yolo session and a trimmed environment were invisible).
+#[tokio::test]
+async fn session_show_says_the_mode_who_answers_and_the_environments_names() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    let secret = "v4lue-never-shown";
+    let show = |extra: &[&str]| -> anyhow::Result<(String, String)> {
+        let mut args = vec!["session", "show"];
+        args.extend_from_slice(extra);
+        let out = home.gemctl_cmd(&args).env("MY_SHELL_VAR", secret).output()?;
+        anyhow::ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        Ok((
+            String::from_utf8_lossy(&out.stdout).into(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        ))
+    };
+    let (text, _) = show(&[])?;
+    assert!(text.contains("mode:       default"), "{text}");
+    assert!(text.contains("interactive: no: no client listens"), "{text}");
+    assert!(text.contains("a gemctl command's") && text.contains("MY_SHELL_VAR"), "{text}");
+    assert!(!text.contains(secret), "{text}");
+    let (code, _, err) =
+        home.gemctl_run(&["session", "update", "--mode", "yolo", "--interactive"])?;
+    assert_eq!(code, 0, "{err}");
+    let (text, _) = show(&[])?;
+    assert!(text.contains("mode:       yolo") && text.contains("interactive: yes (set"), "{text}");
+    let (json, _) = show(&["--json"])?;
+    let v: serde_json::Value = serde_json::from_str(&json)?;
+    assert!(v["envKeys"].as_array().is_some_and(|k| k.iter().any(|k| k == "MY_SHELL_VAR")), "{v}");
+    assert!(v["envSince"].is_string() && !json.contains(secret), "{v}");
+    assert_eq!(v["listening"], false, "{v}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn session_commands_and_the_default_session() -> anyhow::Result<()> {
     let home = TestHome::new()?;
