@@ -389,8 +389,9 @@ pub trait CallsApi {
 #[rpc(server, client, namespace = "auth", namespace_separator = "/")]
 pub trait AuthApi {
     /// Start signing in to a server: discovery, client registration, the loopback listener;
-    /// the URL to open. The daemon then waits (5 minutes) for the browser.
-    #[method(name = "begin")]
+    /// the URL to open. The daemon then waits (5 minutes) for the browser, for as long as this
+    /// connection lasts; a newer sign-in to the same server ends it.
+    #[method(name = "begin", with_extensions)]
     async fn auth_begin(&self, params: AuthBeginParams) -> RpcResult<AuthBegun>;
 
     /// The sign-in's next step after `after` (waiting up to 30 s for it; then the current

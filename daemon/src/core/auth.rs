@@ -1,6 +1,11 @@
 //! Signing in to remote MCP servers (`auth/*`): the daemon runs the whole flow (discovery, the
 //! loopback callback, the exchange, the reconnect) and a client follows its steps with
 //! `auth/progress`; a browser is opened by the client, never by the daemon.
+//!
+//! A sign-in holds a loopback listener until the browser comes back, so there is one per server
+//! at a time (a new `auth/begin` ends the one before, whose listener is closed before the new
+//! one binds, so a fixed callback port is free again), and it lasts only as long as the client
+//! connection that began it: Ctrl-C on `gemctl mcp auth` closes the listener.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -12,6 +17,7 @@ use geminid_protocol::auth::{
 };
 use geminid_protocol::mcp::{ServerState, ServerStatus};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::configs::Configs;
 use super::servers::SessionServers;
@@ -21,7 +27,7 @@ use crate::auth::sign_in::SignInError;
 use crate::clock;
 use crate::mcp::authed::{self, Remote};
 use crate::mcp::{McpOptions, SessionView, Supervisor};
-use crate::session::SessionError;
+use crate::session::{ConnId, SessionError};
 
 /// How long `auth/progress` waits for the next step before answering with the current one.
 const PROGRESS_POLL: Duration = Duration::from_secs(30);
@@ -43,7 +49,25 @@ pub(crate) struct SignIns {
     /// How long a server reconnecting with its new credentials may take to settle.
     settle_within: Duration,
     attempts: Mutex<HashMap<String, watch::Receiver<AuthProgress>>>,
+    /// The sign-in under way for each server (by URL): one at a time.
+    live: Mutex<HashMap<String, Live>>,
+    /// Cancelled when the client connection goes; its sign-ins go with it.
+    conns: Mutex<HashMap<ConnId, CancellationToken>>,
 }
+
+/// The sign-in under way for a server.
+#[derive(Debug)]
+struct Live {
+    attempt: String,
+    /// Cancelled when a newer sign-in to the server begins.
+    replaced: CancellationToken,
+    /// Held from the start of a sign-in until its listener is closed.
+    gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+const REPLACED: &str = "a newer sign-in to this server began, which replaced this one";
+const CLIENT_GONE: &str = "the client that began this sign-in went away (run `gemctl mcp auth \
+                           NAME` again to sign in)";
 
 /// Why an `auth/*` request failed.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +107,43 @@ impl SignIns {
             within: options.oauth_timeout,
             settle_within: options.startup_timeout,
             attempts: Mutex::default(),
+            live: Mutex::default(),
+            conns: Mutex::default(),
+        }
+    }
+
+    /// A client connection went away: its sign-ins end, and their listeners close.
+    pub(crate) fn connection_closed(&self, conn: ConnId) {
+        if let Some(gone) = self.conns.lock().remove(&conn) {
+            gone.cancel();
+        }
+    }
+
+    /// Make `attempt` the server's sign-in, ending the one before: what tells it it was
+    /// replaced, and the gate it holds until its listener is closed.
+    fn replace(
+        &self,
+        server: &str,
+        attempt: &str,
+    ) -> (CancellationToken, Arc<tokio::sync::Mutex<()>>) {
+        let replaced = CancellationToken::new();
+        let mut live = self.live.lock();
+        let entry = live.entry(server.to_owned()).or_insert_with(|| Live {
+            attempt: String::new(),
+            replaced: CancellationToken::new(),
+            gate: Arc::default(),
+        });
+        entry.replaced.cancel();
+        entry.replaced = replaced.clone();
+        attempt.clone_into(&mut entry.attempt);
+        (replaced, entry.gate.clone())
+    }
+
+    /// `attempt`'s listener is closed: forget it, unless a newer one has taken its place.
+    fn ended(&self, server: &str, attempt: &str) {
+        let mut live = self.live.lock();
+        if live.get(server).is_some_and(|l| l.attempt == attempt) {
+            live.remove(server);
         }
     }
 
@@ -109,12 +170,44 @@ impl SignIns {
     /// Start signing in to a server; the daemon then waits for the browser.
     pub(crate) async fn begin(
         self: &Arc<Self>,
+        conn: ConnId,
         session: &str,
         name: &str,
         callback_port: Option<u16>,
     ) -> Result<AuthBegun, AuthFailure> {
         let remote = self.remote(session, name)?;
-        let sign_in = self.auth.begin(&remote.target, callback_port).await.map_err(|e| {
+        let attempt = uuid::Uuid::new_v4().simple().to_string();
+        let server = remote.target.url.clone();
+        let client_gone = self.conns.lock().entry(conn).or_default().clone();
+        let (replaced, gate) = self.replace(&server, &attempt);
+        let cancelled = |why: &str| AuthFailure::Failed(format!("signing in to '{name}': {why}"));
+        let (held, begun) = {
+            let stopped = async {
+                tokio::select! {
+                    () = replaced.cancelled() => REPLACED,
+                    () = client_gone.cancelled() => CLIENT_GONE,
+                }
+            };
+            tokio::pin!(stopped);
+            // The sign-in before (if any) closes its listener first.
+            let held = tokio::select! {
+                held = gate.lock_owned() => held,
+                why = &mut stopped => {
+                    self.ended(&server, &attempt);
+                    return Err(cancelled(why));
+                }
+            };
+            let begun = tokio::select! {
+                begun = self.auth.begin(&remote.target, callback_port) => begun,
+                why = &mut stopped => {
+                    self.ended(&server, &attempt);
+                    return Err(cancelled(why));
+                }
+            };
+            (held, begun)
+        };
+        let sign_in = begun.map_err(|e| {
+            self.ended(&server, &attempt);
             // No OAuth here at all: say why that may be fine, or what to set (audit C14).
             if !matches!(e, SignInError::Discovery(DiscoveryError::NotFound(..))) {
                 return AuthFailure::Failed(e.to_string());
@@ -128,7 +221,6 @@ impl SignIns {
             };
             AuthFailure::Failed(format!("{e}{hint}"))
         })?;
-        let attempt = uuid::Uuid::new_v4().simple().to_string();
         let begun = AuthBegun {
             attempt: attempt.clone(),
             url: sign_in.url.clone(),
@@ -146,14 +238,20 @@ impl SignIns {
         let within = self.within;
         tokio::spawn(async move {
             let t = &remote.target;
-            let done = this
-                .auth
-                .finish(t, sign_in, within, || step(&tx, AuthStep::Exchanging, None))
-                .await;
+            let finish =
+                this.auth.finish(t, sign_in, within, || step(&tx, AuthStep::Exchanging, None));
+            let done = tokio::select! {
+                done = finish => done.map_err(|e| e.to_string()),
+                () = replaced.cancelled() => Err(REPLACED.to_owned()),
+                () = client_gone.cancelled() => Err(CLIENT_GONE.to_owned()),
+            };
+            // The listener is closed: the next sign-in to this server may bind.
+            drop(held);
+            this.ended(&server, &attempt);
             match done {
                 Err(why) => {
                     tracing::warn!(server = %remote.name, reason = %why, "sign-in failed");
-                    step(&tx, AuthStep::Failed, Some(why.to_string()));
+                    step(&tx, AuthStep::Failed, Some(why));
                 }
                 Ok(()) => {
                     tracing::info!(server = %remote.name, "signed in; reconnecting");

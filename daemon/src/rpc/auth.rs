@@ -6,11 +6,12 @@ use geminid_protocol::auth::{
     AuthProgressParams, AuthStatusParams, AuthStatusResult,
 };
 use geminid_protocol::error::ErrorCode;
+use jsonrpsee::Extensions;
 use jsonrpsee::core::{RpcResult, async_trait};
 use jsonrpsee::types::ErrorObjectOwned;
 
-use super::Handler;
 use super::session::rpc_error;
+use super::{Handler, conn_id};
 use crate::core::auth::AuthFailure;
 
 fn auth_error(e: AuthFailure) -> ErrorObjectOwned {
@@ -23,8 +24,9 @@ fn auth_error(e: AuthFailure) -> ErrorObjectOwned {
 
 #[async_trait]
 impl AuthApiServer for Handler {
-    async fn auth_begin(&self, p: AuthBeginParams) -> RpcResult<AuthBegun> {
-        self.sign_ins.begin(&p.session, &p.name, p.callback_port).await.map_err(auth_error)
+    async fn auth_begin(&self, ext: &Extensions, p: AuthBeginParams) -> RpcResult<AuthBegun> {
+        let conn = conn_id(ext);
+        self.sign_ins.begin(conn, &p.session, &p.name, p.callback_port).await.map_err(auth_error)
     }
 
     async fn auth_progress(&self, p: AuthProgressParams) -> RpcResult<AuthProgress> {

@@ -103,6 +103,7 @@ pub(crate) async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
             if let Err(e) = served {
                 tracing::debug!(conn = conn.0, error = %e, "connection ended with an error");
             }
+            core.sign_ins().connection_closed(conn);
             let unattached = core.services().sessions.connection_closed(conn).await;
             core.sessions_unattached(&unattached);
             core.connection_closed();

@@ -281,6 +281,64 @@ async fn a_sign_in_that_goes_wrong_says_why_and_stores_nothing() -> anyhow::Resu
     Ok(())
 }
 
+/// A sign-in holds a loopback listener until the browser comes back, so there is one per server
+/// at a time and it lasts only as long as the client that began it (issue 64, item 13; issue
+/// 63, C16): a second `auth/begin` ends the first, whose listener is closed by the time the
+/// second answers; a client that goes (Ctrl-C on `gemctl mcp auth`) takes its listener along.
+/// Each sign-in used to keep its listener for the whole browser timeout: 1,100 of them ran the
+/// daemon out of descriptors.
+#[tokio::test]
+async fn one_sign_in_per_server_and_it_goes_with_its_client() -> anyhow::Result<()> {
+    use geminid_protocol::api::AuthApiClient;
+    use geminid_protocol::auth::{AuthBeginParams, AuthProgressParams, AuthStep};
+    let site = Site::start()?;
+    let s = Setup::new(json!({ "remote": { "httpUrl": site.fx.url } })).await?;
+    anyhow::ensure!(s.home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
+    let begin = || AuthBeginParams {
+        session: s.session.clone(),
+        name: "remote".into(),
+        callback_port: None,
+    };
+    let listening = |redirect: &str| {
+        let at = redirect.trim_start_matches("http://").split('/').next().unwrap_or_default();
+        std::net::TcpStream::connect(at).is_ok()
+    };
+    let failed = |attempt: String| {
+        let client = &s.client;
+        async move {
+            let mut after = 0;
+            loop {
+                let p = client
+                    .auth_progress(AuthProgressParams { attempt: attempt.clone(), after })
+                    .await?;
+                if p.step.is_done() {
+                    anyhow::ensure!(p.step == AuthStep::Failed, "{p:?}");
+                    return anyhow::Ok(p.message.unwrap_or_default());
+                }
+                after = p.seq;
+            }
+        }
+    };
+
+    let first = s.client.auth_begin(begin()).await?;
+    assert!(listening(&first.redirect_uri), "{first:?}");
+    let second = s.client.auth_begin(begin()).await?;
+    assert!(!listening(&first.redirect_uri), "the replaced sign-in still listens");
+    assert!(listening(&second.redirect_uri), "{second:?}");
+    let why = failed(first.attempt.clone()).await?;
+    assert!(why.contains("a newer sign-in to this server began"), "{why}");
+
+    // A client that began a sign-in and went: its listener closes, and the sign-in says why.
+    let other = s.daemon.client().await?;
+    let third = other.auth_begin(begin()).await?;
+    assert!(!listening(&second.redirect_uri), "the replaced sign-in still listens");
+    drop(other);
+    let why = failed(third.attempt.clone()).await?;
+    assert!(why.contains("the client that began this sign-in went away"), "{why}");
+    assert!(!listening(&third.redirect_uri), "the sign-in of a client that went still listens");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_server_behind_a_header_has_nothing_to_sign_in_to() -> anyhow::Result<()> {
     // A plain server (no OAuth anywhere), reached with a static Authorization header, and the
