@@ -105,6 +105,7 @@ pub async fn status(client: &Client, session: String, json: bool) -> anyhow::Res
             AuthState::None => "not signed in",
             AuthState::Google => "Google credentials",
             AuthState::Header => "sends the Authorization header its settings give (no sign-in)",
+            AuthState::NotNeeded => "needs no sign-in (it connected without one)",
         };
         let mut line = format!("{}: {state}", s.name);
         if let Some(at) = s.expires_at_ms {

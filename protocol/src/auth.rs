@@ -122,6 +122,8 @@ pub enum AuthState {
     Google,
     /// Sends the `Authorization` header its settings give: nothing to sign in to.
     Header,
+    /// No stored credentials, and none needed: it connected without a token.
+    NotNeeded,
 }
 
 /// A row of `auth/status`.

@@ -331,6 +331,10 @@ impl SignIns {
     /// Every remote server's credentials, as far as they may be shown.
     pub(crate) async fn status(&self, session: &str) -> Result<AuthStatusResult, AuthFailure> {
         let mut servers = Vec::new();
+        // A server connected without a token needs none (audit C16: it said "not signed in").
+        let listed = self.servers.list(session).map(|l| l.servers).unwrap_or_default();
+        let connected =
+            |name: &str| listed.iter().any(|s| s.name == name && s.state == ServerState::Connected);
         for r in self.remotes(session)? {
             if r.target.settings.provider != crate::auth::settings::Provider::Dynamic {
                 servers.push(AuthEntry {
@@ -351,11 +355,18 @@ impl SignIns {
                 .credential(&r.target)
                 .await
                 .map_err(|e| AuthFailure::Failed(e.to_string()))?;
+            let needs_none = connected(&r.name);
             let entry = match c {
                 None => AuthEntry {
                     name: r.name,
                     url: r.shown,
-                    state: if r.header_auth { AuthState::Header } else { AuthState::None },
+                    state: if r.header_auth {
+                        AuthState::Header
+                    } else if needs_none {
+                        AuthState::NotNeeded
+                    } else {
+                        AuthState::None
+                    },
                     issuer: None,
                     expires_at_ms: None,
                     refreshable: false,

@@ -361,6 +361,10 @@ async fn a_server_behind_a_header_has_nothing_to_sign_in_to() -> anyhow::Result<
         "{out}"
     );
     assert!(out.contains("bare: not signed in"), "{out}");
+    // Once it has connected without a token, it needs no sign-in (issue 63, C16).
+    s.client.mcp_start(StartParams { session: s.session.clone(), wait: true }).await?;
+    let (_, out, _) = gemctl(&s.home, &s.session, &["mcp", "auth", "--status"], &mut shown)?;
+    assert!(out.contains("bare: needs no sign-in (it connected without one)"), "{out}");
     let (code, _, err) = gemctl(&s.home, &s.session, &["mcp", "auth", "notes"], &mut shown)?;
     assert_ne!(code, 0);
     assert!(
