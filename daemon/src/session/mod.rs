@@ -59,6 +59,9 @@ struct Runtime {
     by_conn: HashMap<ConnId, HashSet<SessionId>>,
     /// Each session's client environment (it holds the user's tokens).
     envs: HashMap<SessionId, HeldEnv>,
+    /// The environment the last `gemctl` command or editor gave (not an MCP client's): the
+    /// user's shell, as near as the daemon knows it.
+    user_env: Option<HeldEnv>,
 }
 
 /// A client's environment held for a session, and where it came from.
@@ -73,6 +76,30 @@ struct HeldEnv {
 impl HeldEnv {
     fn new(env: ClientEnv, from_mcp_client: bool) -> Self {
         Self { env: Secret::new(Arc::new(env)), since_ms: clock::now_ms(), from_mcp_client }
+    }
+}
+
+impl Runtime {
+    /// Hold `env` for session `id`. An MCP client's (`from_mcp_client`: `gemctl mcp serve`,
+    /// which MCP clients start with a trimmed environment; Gemini CLI removes every variable
+    /// named like a token) is completed from the user's last known one: the user's values,
+    /// plus the variables only the client sets (issue 63, C5: a workspace an MCP client
+    /// reached first ran its servers without the shell's tokens).
+    fn give_env(&mut self, id: &str, env: ClientEnv, from_mcp_client: bool) {
+        let held = if !from_mcp_client {
+            let held = HeldEnv::new(env, false);
+            self.user_env = Some(held.clone());
+            held
+        } else if let Some(user) = &self.user_env {
+            let mut completed = (**user.env.expose()).clone();
+            for (k, v) in env {
+                completed.entry(k).or_insert(v);
+            }
+            HeldEnv::new(completed, true)
+        } else {
+            HeldEnv::new(env, true)
+        };
+        self.envs.insert(id.to_owned(), held);
     }
 }
 
@@ -203,7 +230,7 @@ impl Sessions {
             if let Some(env) = params.env
                 && !(params.env_if_unset && rt.envs.contains_key(&rec.id))
             {
-                rt.envs.insert(rec.id.clone(), HeldEnv::new(env, params.env_if_unset));
+                rt.give_env(&rec.id, env, params.env_if_unset);
             }
         }
         let session = self.view(rec);
@@ -265,7 +292,7 @@ impl Sessions {
             let mut rt = self.runtime();
             rt.attach(id, conn);
             if let Some(env) = env {
-                rt.envs.insert(id.to_owned(), HeldEnv::new(env, false));
+                rt.give_env(id, env, false);
             }
         }
         let session = self.view(rec);

@@ -245,6 +245,47 @@ fn settings(home: &TestHome, servers: Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A workspace an MCP client reaches first (its `gemctl mcp serve` started with the client's
+/// trimmed environment, as Gemini CLI and editors start it) runs its servers with the user's
+/// shell environment, completed by what only the client sets (issue 63, C5: they ran without
+/// the shell's tokens, and `$VAR` in an entry expanded to nothing).
+#[tokio::test]
+async fn an_mcp_clients_trimmed_environment_does_not_drop_the_shells_tokens() -> anyhow::Result<()>
+{
+    let home = TestHome::allowing_mcp()?;
+    let mut fx = stdio(&[]);
+    fx["env"] = json!({"ENTRY_TOKEN": "$NOTES_TOKEN"});
+    settings(&home, json!({ "fx": fx }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    // The user's shell, in another folder.
+    let out = home
+        .gemctl_cmd(&["session", "show"])
+        .env("NOTES_TOKEN", "from-shell")
+        .env("SHELL_ONLY", "from-shell")
+        .output()?;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // An MCP client in a new folder (trusted through its parent), without the token.
+    let fresh = home.workspace().join("fresh");
+    std::fs::create_dir_all(&fresh)?;
+    let mut cmd: Command = home.gemctl_cmd(&["mcp", "serve"]).into();
+    cmd.current_dir(&fresh).env_remove("NOTES_TOKEN").env("CLIENT_ONLY", "from-client");
+    cmd.stderr(Stdio::inherit());
+    let (child, pipes) = piped(cmd)?;
+    let heard = Heard::default();
+    let s = Served { client: heard.clone().serve(pipes).await?, heard, child };
+    let env_of = async |name: &str| text_of(&s, "fx__env", json!({ "name": name })).await;
+    assert_eq!(env_of("ENTRY_TOKEN").await?, (false, "from-shell".to_owned()));
+    // Inherited (a token-named one is not, as in Gemini CLI: only an entry's `env` passes it).
+    assert_eq!(env_of("SHELL_ONLY").await?, (false, "from-shell".to_owned()));
+    assert_eq!(env_of("CLIENT_ONLY").await?, (false, "from-client".to_owned()));
+    let shown =
+        home.gemctl_cmd(&["--json", "session", "list", "--workspace"]).arg(&fresh).output()?;
+    let listed: Value = serde_json::from_slice(&shown.stdout)?;
+    assert_eq!(listed[0]["envFromMcpClient"], true, "{listed}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_client_lists_and_calls_the_sessions_catalog_through_the_pipeline() -> anyhow::Result<()>
 {
