@@ -30,6 +30,7 @@ pub mod session;
 pub mod skills;
 pub mod socket;
 pub mod suggest;
+pub mod text;
 pub mod tools;
 
 /// The protocol version. Bumped on any incompatible change to a method, type or event; a client

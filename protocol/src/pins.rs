@@ -34,14 +34,8 @@ impl PinMode {
     }
 }
 
-/// A character a reader does not see: zero-width, bidi controls, other format characters, tag
-/// characters. What `mcp/review`'s findings name, and what a client should write out.
-pub fn invisible(c: char) -> bool {
-    matches!(c,
-        '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
-        | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}' | '\u{180E}' | '\u{061C}'
-        | '\u{E0000}'..='\u{E007F}')
-}
+/// A character a reader does not see ([`crate::text::invisible`], by Unicode property).
+pub use crate::text::invisible;
 
 /// What kind of definition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
