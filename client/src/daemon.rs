@@ -82,6 +82,9 @@ pub async fn start(socket: &Path, idle_exit: Option<Duration>) -> anyhow::Result
         );
     }
     let bin = geminid_binary();
+    // Absolute, since the daemon does not run in this folder.
+    let socket = &std::path::absolute(socket)
+        .with_context(|| format!("cannot resolve the socket path {}", socket.display()))?;
     let log = log_path(socket);
     if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
         let mut b = std::fs::DirBuilder::new();
@@ -116,6 +119,10 @@ pub async fn start(socket: &Path, idle_exit: Option<Duration>) -> anyhow::Result
     if let Some(after) = idle_exit {
         cmd.arg("--idle-exit").arg(humantime::format_duration(after).to_string());
     }
+    // A folder of its own, never the one this command runs in (a repository just cloned,
+    // whose `.git/config` a git run there would read; issue 64, item 2): the socket's, which
+    // is the user's alone (made 0700 above when missing).
+    cmd.current_dir(socket.parent().filter(|d| d.is_dir()).unwrap_or(Path::new("/")));
     // Its own process group, so a Ctrl-C in this terminal does not reach it.
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);

@@ -171,7 +171,10 @@ pub fn main() -> ExitCode {
     };
     let log = match &args.log_file {
         None => None,
-        Some(path) => match log_file::RotatingLog::open(path, args.log_max_size.0) {
+        // Absolute, since the daemon leaves the folder it was started in (rotation reopens it).
+        Some(path) => match std::path::absolute(path)
+            .and_then(|path| log_file::RotatingLog::open(&path, args.log_max_size.0))
+        {
             Ok(log) => Some(log),
             Err(e) => {
                 eprintln!("geminid: cannot open the log file {}: {e}", path.display());
@@ -288,8 +291,10 @@ fn init_logging(format: LogFormat, file: Option<log_file::RotatingLog>) {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let socket = socket_path(args.socket.as_deref())?;
-    let data_dir = paths::data_dir_from(args.data_dir, |k| std::env::var_os(k))?;
+    // Absolute, since the daemon leaves the folder it was started in (below).
+    let socket = std::path::absolute(socket_path(args.socket.as_deref())?)?;
+    let data_dir =
+        std::path::absolute(paths::data_dir_from(args.data_dir, |k| std::env::var_os(k))?)?;
     if args.max_connections == 0 || args.subscriber_buffer == 0 || args.max_message_size < 1024 {
         anyhow::bail!(
             "--max-connections and --subscriber-buffer must be at least 1 and \
@@ -338,6 +343,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         oauth_timeout: args.oauth_timeout,
     };
     let config = Loader::new(ConfigPaths::from_env(|k| std::env::var_os(k))?);
+    // The daemon works in its own folder, never the one it was started in (a repository the
+    // user just cloned, whose `.git/config` a git run there would read; issue 64, item 2).
+    std::env::set_current_dir(&data_dir)
+        .with_context(|| format!("cannot enter the data directory {}", data_dir.display()))?;
     let core = Core::new(
         store,
         DaemonInfo {

@@ -67,7 +67,10 @@ pub struct NoHome;
 impl ConfigPaths {
     /// Paths from the daemon's environment.
     pub fn from_env(var: impl Fn(&str) -> Option<OsString>) -> Result<Self, NoHome> {
-        let var = |k: &str| var(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        // Absolute: the daemon leaves the folder it was started in.
+        let var = |k: &str| {
+            var(k).filter(|v| !v.is_empty()).map(|v| std::path::absolute(&v).unwrap_or(v.into()))
+        };
         let home = var("GEMINI_CLI_HOME")
             .or_else(|| var("HOME"))
             .or_else(|| var("USERPROFILE"))

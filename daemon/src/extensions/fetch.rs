@@ -5,17 +5,16 @@
 //!
 //! Source inference follows Gemini CLI (`http://`, `https://`, `git@`, `ssh://`, `sso://`,
 //! `github:`, `gitlab:` are git), plus `file://` (a repository on this machine). Every git run
-//! ignores the user's and the system's git config and overrides the settings that run commands,
-//! as Gemini CLI's `getSafeGitEnv` does.
+//! goes through `git::run`: no repository, configuration or variable geminid did not choose.
 
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::ExtensionError;
+use super::git::{self, At};
 
 /// How long a clone may take.
 pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -59,6 +58,10 @@ impl Source {
             } else {
                 source.to_owned()
             };
+            git::check_url(&url)?;
+            if let Some(r) = &reference {
+                git::check_ref(r)?;
+            }
             return Ok(Self::Git { url, reference });
         }
         if reference.is_some() {
@@ -152,89 +155,20 @@ impl Source {
             }
             Self::Archive(_) => Ok(None),
             Self::Git { url, reference } => {
-                let remote =
-                    git(&["ls-remote", url, reference.as_deref().unwrap_or("HEAD")], None)?;
+                let url = git::check_url(url)?;
+                let reference = git::check_ref(reference.as_deref().unwrap_or("HEAD"))?;
+                let remote = git(&["ls-remote", "--end-of-options", url, reference], At::Nowhere)?;
                 let remote = remote.split_whitespace().next().unwrap_or_default().to_owned();
-                let local = git(&["rev-parse", "HEAD"], Some(dir)).unwrap_or_default();
+                let local = git(&["rev-parse", "HEAD"], At::Repo(dir)).unwrap_or_default();
                 Ok((!remote.is_empty() && remote != local.trim()).then_some(remote))
             }
         }
     }
 }
 
-/// Settings no repository's own `.git/config` (nor the user's) may set for a git geminid runs:
-/// Gemini CLI's `getSafeGitEnv`, so that a clone made here is the one Gemini CLI makes.
-const SAFE_CONFIG: &[(&str, &str)] = &[
-    ("credential.helper", ""),
-    ("core.fsmonitor", ""),
-    ("core.hooksPath", ""),
-    ("core.sshCommand", ""),
-    ("core.pager", "cat"),
-    ("core.editor", ""),
-    ("sequence.editor", ""),
-    ("diff.external", ""),
-];
-
-/// Run git; its stdout, or its last stderr line as the error.
-fn git(args: &[&str], cwd: Option<&Path>) -> Result<String, ExtensionError> {
-    git_within(args, cwd, GIT_TIMEOUT)
-}
-
-fn git_within(
-    args: &[&str],
-    cwd: Option<&Path>,
-    limit: Duration,
-) -> Result<String, ExtensionError> {
-    let mut cmd = Command::new("git");
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("GIT_CONFIG_") {
-            cmd.env_remove(key);
-        }
-    }
-    let null = if cfg!(windows) { "NUL" } else { "/dev/null" };
-    cmd.env("GIT_CONFIG_GLOBAL", null)
-        .env("GIT_CONFIG_SYSTEM", null)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_COUNT", SAFE_CONFIG.len().to_string());
-    for (i, (key, value)) in SAFE_CONFIG.iter().enumerate() {
-        cmd.env(format!("GIT_CONFIG_KEY_{i}"), key).env(format!("GIT_CONFIG_VALUE_{i}"), value);
-    }
-    cmd.args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(d) = cwd {
-        cmd.current_dir(d);
-    }
-    let mut child = cmd.spawn().map_err(|e| {
-        ExtensionError::Io(format!(
-            "cannot run git ({e}): installing from a repository needs git on the PATH"
-        ))
-    })?;
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() > limit => {
-                let _ = child.kill();
-                return Err(ExtensionError::Io(format!(
-                    "git {} took more than {}s; stopped",
-                    args.first().unwrap_or(&""),
-                    limit.as_secs()
-                )));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(ExtensionError::Io(e.to_string())),
-        }
-    }
-    let out = child.wait_with_output().map_err(|e| ExtensionError::Io(e.to_string()))?;
-    if out.status.success() {
-        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
-    }
-    let err = String::from_utf8_lossy(&out.stderr);
-    let why = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message").trim();
-    Err(ExtensionError::Refused(format!("git {} failed: {why}", args.first().unwrap_or(&""))))
+/// Run git in no repository, within [`GIT_TIMEOUT`].
+fn git(args: &[&str], at: At<'_>) -> Result<String, ExtensionError> {
+    git::run(args, at, GIT_TIMEOUT)
 }
 
 /// Clone `url` at `reference` (its HEAD without one) into `into` (which must not exist) as
@@ -247,23 +181,32 @@ pub(crate) fn clone_as_gemini_cli(
     into: &Path,
     limit: Duration,
 ) -> Result<(), ExtensionError> {
+    let (url, reference) = (git::check_url(url)?, git::check_ref(reference.unwrap_or("HEAD"))?);
     std::fs::create_dir(into)
         .map_err(|e| ExtensionError::Io(format!("cannot make {}: {e}", into.display())))?;
-    git_within(&["clone", "--quiet", "--depth", "1", url, "./"], Some(into), limit)?;
-    git_within(&["fetch", "--quiet", "origin", reference.unwrap_or("HEAD")], Some(into), limit)?;
-    git_within(&["checkout", "--quiet", "FETCH_HEAD"], Some(into), limit)?;
+    let dir = into.display().to_string();
+    let opts = ["--quiet", "--depth", "1", "--end-of-options"];
+    git::run(&[&["clone"], &opts[..], &[url, &dir]].concat(), At::Nowhere, limit)?;
+    git::run(
+        &["fetch", "--quiet", "--end-of-options", "origin", reference],
+        At::Repo(into),
+        limit,
+    )?;
+    git::run(&["checkout", "--quiet", "FETCH_HEAD"], At::Repo(into), limit)?;
     Ok(())
 }
 
 fn clone(url: &str, reference: Option<&str>, into: &Path) -> Result<(), ExtensionError> {
+    let (url, reference) = (git::check_url(url)?, git::check_ref(reference.unwrap_or("HEAD"))?);
     std::fs::create_dir(into)
         .map_err(|e| ExtensionError::Io(format!("cannot make {}: {e}", into.display())))?;
     let dir = into.display().to_string();
-    git(&["init", "--quiet", &dir], None)?;
-    git(&["remote", "add", "origin", url], Some(into))?;
-    git(&["fetch", "--quiet", "--depth", "1", "origin", reference.unwrap_or("HEAD")], Some(into))
-        .map_err(|e| ExtensionError::Refused(format!("cannot clone {url}: {e}")))?;
-    git(&["checkout", "--quiet", "FETCH_HEAD"], Some(into))?;
+    git(&["init", "--quiet", "--end-of-options", &dir], At::Nowhere)?;
+    let repo = At::Repo(into);
+    git(&["remote", "add", "--end-of-options", "origin", url], repo)?;
+    let fetch = ["fetch", "--quiet", "--depth", "1", "--end-of-options", "origin", reference];
+    git(&fetch, repo).map_err(|e| ExtensionError::Refused(format!("cannot clone {url}: {e}")))?;
+    git(&["checkout", "--quiet", "FETCH_HEAD"], repo)?;
     Ok(())
 }
 

@@ -12,6 +12,7 @@ pub(crate) mod contribute;
 pub(crate) mod enablement;
 pub(crate) mod fetch;
 pub(crate) mod files;
+mod git;
 pub(crate) mod install;
 pub(crate) mod integrity;
 pub(crate) mod key;

@@ -36,7 +36,7 @@ fn repinned(source: Source, reference: Option<&str>) -> Result<Source, Extension
     match (source, reference) {
         (s, None) => Ok(s),
         (Source::Git { url, .. }, Some(r)) => {
-            Ok(Source::Git { url, reference: Some(r.to_owned()) })
+            Ok(Source::Git { url, reference: Some(super::git::check_ref(r)?.to_owned()) })
         }
         (_, Some(_)) => Err(ExtensionError::Refused(
             "--ref is for extensions installed from git; this one has no refs".into(),

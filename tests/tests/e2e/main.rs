@@ -19,6 +19,7 @@ mod fixture;
 mod gateway;
 mod gemctl;
 mod hooks;
+mod hostile_git;
 mod keyring;
 mod mcp;
 mod oauth;
