@@ -1,8 +1,10 @@
 //! Extensions' servers among the settings' (COMPAT §1.3): an extension's server joins the
 //! session's servers; a settings entry of the same name overrides it field by field (scalars
 //! and `env` keys from the settings, `includeTools` intersected, `excludeTools` united); a
-//! second extension's server of a name already taken is skipped with a warning. The tools
-//! extensions exclude join `tools.exclude`.
+//! second extension's server of a name already taken is skipped with a warning. An extension's
+//! entry never lowers a protection the user holds (`pinning` below `enforce`, `keepWarm:
+//! "always"`): those fields are ignored with a warning. The tools extensions exclude join
+//! `tools.exclude`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -103,6 +105,73 @@ pub(crate) fn merge_server(base: &Value, override_: &Value) -> Value {
     Value::Object(out)
 }
 
+/// The fields of an extension's server entry that would lower a protection the user holds,
+/// with the values that would: `pinning` below `enforce` (a changed tool definition offered,
+/// or never checked) and `keepWarm: "always"` (kept past the idle period and the idle-memory
+/// budget). A package never lowers a protection; only the user's own files can, so these
+/// fields are taken out of the entry (issue 64, item 8).
+pub(crate) fn withheld(entry: &mut Value) -> Vec<(&'static str, String)> {
+    let Some(map) = entry.as_object_mut() else { return Vec::new() };
+    let mut out = Vec::new();
+    if map.get("pinning").is_some_and(|p| p.as_str() != Some("enforce")) {
+        out.extend(map.remove("pinning").map(|v| ("pinning", v.to_string())));
+    }
+    if map.get("keepWarm").is_some_and(|k| k.as_str() == Some("always")) {
+        out.extend(map.remove("keepWarm").map(|v| ("keepWarm", v.to_string())));
+    }
+    out
+}
+
+/// Fields of a server entry the consent text already says (what runs, where), or that change
+/// nothing of what it does.
+const SAID: &[&str] = &["command", "args", "url", "httpUrl", "type", "description"];
+
+/// What an extension's server entry sets that differs from the defaults, one line each, as the
+/// consent text says it: values that look secret redacted, what the extension may not set
+/// said to be ignored and how the user sets it.
+pub(crate) fn consent_lines(name: &str, entry: &Value) -> Vec<String> {
+    let Some(map) = entry.as_object() else { return Vec::new() };
+    let withheld = withheld(&mut entry.clone());
+    let mut out = Vec::new();
+    for (key, value) in map.iter().filter(|(k, _)| !SAID.contains(&k.as_str())) {
+        let shown = match (key.as_str(), value) {
+            ("env" | "headers", Value::Object(m)) => m
+                .iter()
+                .map(|(k, v)| {
+                    let v = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+                    format!("{k}={}", super::env::display_value(k, &v))
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            ("oauth", Value::Object(m)) => {
+                m.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
+            }
+            ("pinning", Value::String(p)) if p == "enforce" => continue,
+            ("keepWarm", Value::String(k)) if k == "default" => continue,
+            ("trust", Value::Bool(false)) => continue,
+            _ => {
+                let text = value.to_string();
+                match text.char_indices().nth(120) {
+                    Some((cut, _)) => format!("{}…", &text[..cut]),
+                    None => text,
+                }
+            }
+        };
+        let ignored = if withheld.iter().any(|(k, _)| k == key) {
+            format!(
+                " (ignored: an extension never lowers a protection you hold; give \"{name}\": \
+                 {{\"{key}\": {value}}} in ~/.gemini/geminid/servers.json to choose it yourself)"
+            )
+        } else if key == "trust" {
+            " (ignored: only your own settings can trust a server)".to_owned()
+        } else {
+            String::new()
+        };
+        out.push(format!("    sets {key}: {shown}{ignored}"));
+    }
+    out
+}
+
 /// What the extensions add to a session's servers.
 #[derive(Debug, Default)]
 pub(crate) struct Joined {
@@ -137,7 +206,26 @@ pub(crate) fn join_servers(
                 ));
                 continue;
             }
-            let as_written = c.servers_shown.get(name).cloned().unwrap_or_else(|| server.clone());
+            let mut as_written =
+                c.servers_shown.get(name).cloned().unwrap_or_else(|| server.clone());
+            let mut server = server.clone();
+            let taken = withheld(&mut server);
+            withheld(&mut as_written);
+            for (key, value) in taken {
+                diags.push(diagnostic(
+                    Severity::Warning,
+                    &c.manifest_path,
+                    position(&c.manifest_text, &["mcpServers", name, key]),
+                    format!(
+                        "MCP server \"{name}\": extension \"{}\" sets \"{key}\": {value}, which is \
+                         ignored: an extension never lowers a protection you hold; to choose it \
+                         yourself, give \"{name}\": {{\"{key}\": {value}}} under \"mcpServers\" \
+                         in ~/.gemini/geminid/servers.json",
+                        c.name
+                    ),
+                ));
+            }
+            let server = &server;
             match servers.get(name) {
                 Some(settings) => {
                     let merged = merge_server(server, settings);

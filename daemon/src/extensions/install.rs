@@ -45,6 +45,7 @@ pub(crate) fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> S
                 (None, None) => format!("  * {name}"),
             };
             out.push(line);
+            out.extend(crate::config::extend::consent_lines(name, s));
         }
     }
     let context = manifest::existing_context_files(dir, m);

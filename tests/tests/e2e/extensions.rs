@@ -906,3 +906,70 @@ async fn settings_go_to_env_and_the_keychain_and_reach_the_server() -> anyhow::R
     assert!(!listed.contains(secret), "{listed}");
     Ok(())
 }
+
+/// An extension's server entry never lowers a protection the user holds (issue 64, item 8):
+/// its `pinning: "off"` and `keepWarm: "always"` are ignored with a warning naming the key and
+/// the user's own file, the consent text says both, and only that file sets them.
+#[tokio::test]
+async fn an_extension_cannot_lower_pinning_or_keep_its_server_warm() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let mut daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let entry =
+        json!({"command": fixture(), "pinning": "off", "keepWarm": "always", "timeout": 9000});
+    let src = make(&home, "lax", "lax", json!({"mcpServers": {"fx": entry}}))?;
+    let path = src.display().to_string();
+    let (code, _, err) = home.gemctl_run(&["extensions", "install", &path])?;
+    assert_ne!(code, 0, "{err}");
+    for said in [
+        "    sets pinning: \"off\" (ignored: an extension never lowers a protection you hold;",
+        "    sets keepWarm: \"always\" (ignored:",
+        "    sets timeout: 9000\n",
+        "~/.gemini/geminid/servers.json to choose it yourself)",
+    ] {
+        assert!(err.contains(said), "consent does not say {said:?}:\n{err}");
+    }
+    let (code, out, err) = install(&home, &src)?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = home.gemctl_run(&["call", "mcp_fx_echo", r#"{"text": "hi"}"#])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let fx = |home: &TestHome| -> anyhow::Result<Value> {
+        let all = home.gemctl_json(&["mcp", "list"])?;
+        let found = all.as_array().into_iter().flatten().find(|s| s["name"] == "fx").cloned();
+        found.ok_or_else(|| anyhow::anyhow!("no fx in {all}"))
+    };
+    let s = fx(&home)?;
+    assert_eq!((&s["pins"]["mode"], &s["keepWarm"]), (&json!("enforce"), &Value::Null), "{s}");
+    let config = home.gemctl_json(&["config", "show"])?;
+    let warned: Vec<&str> = config["diagnostics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["message"].as_str())
+        .filter(|m| m.contains("which is ignored: an extension never lowers a protection"))
+        .collect();
+    assert_eq!(warned.len(), 2, "{config:#}");
+    assert!(
+        warned.iter().any(|m| m.contains(r#"give "fx": {"pinning": "off"} under "mcpServers""#)),
+        "{warned:?}"
+    );
+    // The user's own file can.
+    let own = home.root().join("home/.gemini/geminid");
+    std::fs::create_dir_all(&own)?;
+    let mine = json!({"mcpServers": {"fx": {"pinning": "off", "keepWarm": "always"}}});
+    std::fs::write(own.join("servers.json"), mine.to_string())?;
+    let read = eventually(Duration::from_secs(10), || async {
+        fx(&home).is_ok_and(|s| s["scope"] == "geminid")
+    })
+    .await;
+    assert!(read, "the user's servers.json was not read: {}", fx(&home)?);
+    // A running server keeps the pinning it started with: a fresh daemon starts it anew.
+    daemon.signal(nix::sys::signal::Signal::SIGTERM)?;
+    daemon.wait_exit(Duration::from_secs(20)).await?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    let (code, out, err) = home.gemctl_run(&["call", "mcp_fx_echo", r#"{"text": "hi"}"#])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let s = fx(&home)?;
+    assert_eq!((&s["pins"], &s["keepWarm"]), (&Value::Null, &json!("always")), "{s}");
+    Ok(())
+}
