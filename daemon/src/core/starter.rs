@@ -37,19 +37,20 @@ impl SessionStarter {
         let config = self.config.effective(session)?;
         let env = self.config.session_env(session);
         self.mcp.sync(SessionView { id: session, config: &config, env: &env }, &[]);
-        self.note_used(session);
+        self.note_used(session, &config);
         Ok(())
     }
 
-    /// A session started its servers: remember its workspace for the next daemon start.
-    fn note_used(&self, session: &str) {
+    /// A session started its servers: remember its workspace for the next daemon start, with
+    /// only the variables its servers need of its environment.
+    fn note_used(&self, session: &str, config: &crate::config::Effective) {
         if self.recent.kept == 0 {
             return;
         }
         let Ok(rec) = self.sessions.record(session) else { return };
-        let env = self.sessions.client_env(session);
+        let env = self.sessions.client_env(session).map(|e| super::warm::kept_env(&e, config));
         let disabled = rec.state.disabled_servers.iter().cloned().collect();
-        self.recent.note(&rec.workspace, env.as_deref(), disabled);
+        self.recent.note(&rec.workspace, env.as_ref(), disabled);
     }
 }
 

@@ -1,8 +1,8 @@
 //! Warm before it is asked: the workspaces whose sessions started servers lately are
-//! remembered (with the environment their servers were resolved in, which may hold the user's
-//! tokens: kept with the secrets, never in the database), and at the next daemon start their
-//! servers are started in the background, one workspace at a time, as servers kept warm for
-//! the next session.
+//! remembered (with the part of the environment their servers were resolved in that they name,
+//! which may hold a token: kept with the secrets, never in the database), and at the next
+//! daemon start their servers are started in the background, one workspace at a time, as
+//! servers kept warm for the next session.
 //!
 //! A session that arrives while they start shares them (the same launch spec is the same
 //! server) and waits only for the ones it needs. A workspace is warmed only if it was used
@@ -30,6 +30,83 @@ const SECRET: &str = "recent-workspaces";
 const WRITE_AFTER: Duration = Duration::from_secs(2);
 /// A workspace used again is noted again at most this often (its time of use).
 const RENOTE_AFTER: u64 = 10 * 60 * 1000;
+
+/// Variables kept for every remembered workspace whether its servers name them or not: what
+/// starting a program needs (finding it, its home, user, shell, locale, temporary and XDG
+/// folders; on Windows their equivalents), and what geminid itself reads of a session's
+/// environment (trust, strict redaction, the settings' paths). `LC_*` and `XDG_*` by prefix.
+const START_VARS: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "PATHEXT",
+    "SYSTEMROOT",
+    "USERPROFILE",
+    "GEMINI_CLI_HOME",
+    "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+    "GEMINI_CLI_TRUST_WORKSPACE",
+    "GEMINI_RESTRICTED_MODE",
+    "GITHUB_SHA",
+    "SURFACE",
+];
+
+/// A variable's name after `$` or `${` (the `%NAME%` of Windows too).
+static REFERENCE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    crate::literal::regex(r"\$\{?([A-Za-z_][A-Za-z0-9_.]*)|%([A-Za-z_][A-Za-z0-9_]*)%")
+});
+
+/// Of a session's environment, what warming its workspace needs: the variables its servers'
+/// entries name (`$VAR`, `${VAR}`, `${VAR:-$OTHER}` in command, args, cwd, env values, url,
+/// headers; and those the values kept name in turn, as expansion chains), those
+/// `security.environmentVariableRedaction.allowed` lets servers have, and [`START_VARS`].
+/// The rest of the shell (its other tokens above all) is not kept (issue 64, item 14). A
+/// server's identity hashes only what its entry names, `PATH` and `HOME`
+/// ([`crate::mcp::spec`]), so a warmed server is the one its session starts.
+pub(super) fn kept_env(env: &Env, config: &crate::config::Effective) -> Env {
+    let mut named: BTreeSet<String> = START_VARS.iter().map(|v| (*v).to_owned()).collect();
+    let mut texts: Vec<String> = Vec::new();
+    for spec in config.servers.values() {
+        for c in [&spec.config, &spec.shown] {
+            texts.extend(c.command.iter().chain(c.args.iter().flatten()).cloned());
+            texts.extend(c.cwd.iter().chain(&c.url).chain(&c.http_url).cloned());
+            texts.extend(c.env.iter().chain(&c.headers).flat_map(|m| m.values().cloned()));
+        }
+    }
+    let allowed = config.public.settings.pointer("/security/environmentVariableRedaction/allowed");
+    named.extend(
+        allowed
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(|v| v.trim().to_owned())),
+    );
+    while let Some(text) = texts.pop() {
+        for c in REFERENCE.captures_iter(&text) {
+            let Some(name) = c.get(1).or_else(|| c.get(2)) else { continue };
+            if named.insert(name.as_str().to_owned())
+                && let Some(value) = env.get(name.as_str())
+            {
+                texts.push(value.clone());
+            }
+        }
+    }
+    env.iter()
+        .filter(|(k, _)| {
+            named.contains(k.as_str())
+                || named.iter().any(|n| n.eq_ignore_ascii_case(k))
+                || k.starts_with("LC_")
+                || k.starts_with("XDG_")
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
 
 /// One workspace, as its last session started servers there.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]

@@ -575,3 +575,85 @@ async fn state_words_tell_not_started_stopped_and_running_apart() -> anyhow::Res
     assert!(out.contains("stopped by `gemctl mcp stop`"), "{out}");
     Ok(())
 }
+
+/// The warm list keeps of a session's environment only what its workspace's servers need
+/// (issue 64, item 14): the variables their entries name (and what those name in turn), and
+/// what starting a program needs; the shell's other tokens are not kept. The server warmed
+/// with that is still the one the workspace's next session shares.
+#[tokio::test]
+async fn the_warm_list_keeps_only_the_variables_the_servers_need() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let mut entry = stdio(&["--startup-delay-ms", "$WARM_ARG"]);
+    entry["env"] = json!({ "REGION": "${WARM_REGION:-eu}", "CHAINED": "$WARM_CHAIN" });
+    let dir = workspace(&home, "refs", json!({ "fx": entry }))?;
+    let shell = shell_env(
+        &home,
+        &[
+            ("WARM_TEST_TOKEN", "tok-9a2c-not-for-any-server"),
+            ("AWS_SECRET_ACCESS_KEY", "not-for-any-server-either"),
+            ("WARM_ARG", "1"),
+            ("WARM_REGION", "us"),
+            ("WARM_CHAIN", "${WARM_LINKED}"),
+            ("WARM_LINKED", "linked"),
+            ("LC_ALL", "C.UTF-8"),
+        ],
+    );
+    let create = |env| SessionCreateParams {
+        workspace: dir.display().to_string(),
+        env: Some(env),
+        reuse_default: false,
+        ..Default::default()
+    };
+    {
+        let mut daemon = Daemon::start(&home, QUICK).await?;
+        let client = daemon.client().await?;
+        let id = client.create(create(shell.clone())).await?.id;
+        client.mcp_start(StartParams { session: id.clone(), wait: true }).await?;
+        release(&client, &id).await?;
+        daemon.signal(Signal::SIGTERM)?;
+        daemon.wait_exit(Duration::from_secs(20)).await?;
+    }
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.data_dir().join("secrets.json"))?)?;
+    let hex = file["secrets"]["recent-workspaces"].as_str().unwrap_or_default();
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .filter_map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+        .collect();
+    let kept: Value = serde_json::from_slice(&bytes)?;
+    let names: Vec<&str> =
+        kept["used"][0]["env"].as_object().into_iter().flatten().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "GEMINI_CLI_TRUST_WORKSPACE",
+            "HOME",
+            "LC_ALL",
+            "PATH",
+            "WARM_ARG",
+            "WARM_CHAIN",
+            "WARM_LINKED",
+            "WARM_REGION"
+        ],
+        "{kept:#}"
+    );
+
+    // Warmed with that, the server is the one the next session (its whole shell) shares.
+    let daemon = Daemon::start(&home, QUICK).await?;
+    let client = daemon.client().await?;
+    let warmed = eventually(Duration::from_secs(15), || async {
+        list_all(&client)
+            .await
+            .is_ok_and(|all| named(&all, "fx").is_some_and(|s| s.state == ServerState::Connected))
+    })
+    .await;
+    assert!(warmed, "not warmed: {:#?}\n{}", list_all(&client).await?, daemon.log());
+    let id = client.create(create(shell)).await?.id;
+    client.mcp_start(StartParams { session: id.clone(), wait: true }).await?;
+    let all = list_all(&client).await?;
+    let copies: Vec<_> = all.iter().filter(|s| s.name == "fx").collect();
+    assert_eq!(copies.len(), 1, "{all:#?}");
+    assert_eq!((copies[0].restarts, copies[0].sessions.len()), (0, 1), "{all:#?}");
+    release(&client, &id).await?;
+    Ok(())
+}
