@@ -386,6 +386,10 @@ async fn copies_split_by_roots_show_their_roots() -> anyhow::Result<()> {
     assert_eq!(roots, [uri(&one), uri(&two)], "{all:#?}");
     let (_, out, _) = home.gemctl_run(&["mcp", "list", "--all"])?;
     assert_eq!(out.matches("one copy per set of roots").count(), 2, "{out}");
+    // `top` tells the copies apart by their roots' folder (issue 63, C4: rows alike).
+    let out = home.gemctl_cmd(&["top", "--once"]).env("COLUMNS", "120").output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("fx (one)") && text.contains("fx (two)"), "{text}");
     Ok(())
 }
 
