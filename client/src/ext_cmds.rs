@@ -167,6 +167,9 @@ fn print_one(e: &ExtensionInfo) {
     if let Some(s) = &e.source {
         outln!("  source: {s} ({})", e.install_type.as_deref().unwrap_or("?"));
     }
+    if let Some(r) = &e.reference {
+        outln!("  ref: {r}");
+    }
     if !e.servers.is_empty() {
         outln!("  MCP servers: {}", e.servers.join(", "));
     }
@@ -178,6 +181,12 @@ fn print_one(e: &ExtensionInfo) {
     }
     if e.hooks > 0 {
         outln!("  hooks: {}", e.hooks);
+    }
+    if !e.skills.is_empty() {
+        outln!("  agent skills: {}", e.skills.join(", "));
+    }
+    if !e.commands.is_empty() {
+        outln!("  custom commands: {}", e.commands.join(", "));
     }
     print_changes(e);
     if let Some(why) = &e.why_inactive {

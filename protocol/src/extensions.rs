@@ -79,6 +79,15 @@ pub struct ExtensionInfo {
     pub exclude_tools: Vec<String>,
     /// How many hooks it brings.
     pub hooks: u32,
+    /// Its agent skills (the folders under `skills/`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<String>,
+    /// Its custom commands, as one types them (`/git:commit`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<String>,
+    /// The git ref it was installed at (install metadata `ref`), if one was given.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
     /// Problems with its files, each with file, line and column.
     pub diagnostics: Vec<Diagnostic>,
 }

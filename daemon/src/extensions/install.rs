@@ -75,15 +75,8 @@ pub(crate) fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> S
     for (folder, what) in
         [("skills", "agent skills"), ("agents", "agent definitions"), ("policies", "policy rules")]
     {
-        let mut entries: Vec<String> = std::fs::read_dir(dir.join(folder))
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| !n.starts_with('.'))
-            .collect();
+        let entries = folder_entries(dir, folder);
         if !entries.is_empty() {
-            entries.sort();
             out.push(format!("It brings {what}: {}", entries.join(", ")));
         }
     }
@@ -95,7 +88,20 @@ pub(crate) fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> S
 
 /// The commands a commands folder holds, as typed (`/git:commit`), sorted; at most the first
 /// [`crate::commands::load::MAX_FILES`] files are looked at.
-fn command_names(base: &Path) -> Vec<String> {
+/// The names in `dir`'s `folder` (its skills, agents, policies), sorted, hidden ones left out.
+pub(super) fn folder_entries(dir: &Path, folder: &str) -> Vec<String> {
+    let mut entries: Vec<String> = std::fs::read_dir(dir.join(folder))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    entries.sort();
+    entries
+}
+
+pub(super) fn command_names(base: &Path) -> Vec<String> {
     let mut names = Vec::new();
     let mut pending = vec![base.to_path_buf()];
     let mut seen = 0usize;

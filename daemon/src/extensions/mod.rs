@@ -525,6 +525,9 @@ impl Extensions {
             context_files,
             exclude_tools: m.map(|m| m.exclude_tools.clone()).unwrap_or_default(),
             hooks: u32::try_from(hooks).unwrap_or(u32::MAX),
+            skills: install::folder_entries(&e.path, "skills"),
+            commands: install::command_names(&e.path.join("commands")),
+            reference: e.metadata.as_ref().and_then(|v| v.get("ref")?.as_str().map(Into::into)),
             diagnostics: e.diagnostics.clone(),
         }
     }

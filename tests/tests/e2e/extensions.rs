@@ -98,6 +98,14 @@ async fn install_contribute_tamper_accept_uninstall() -> anyhow::Result<()> {
     assert_eq!(e["servers"], json!(["fx"]));
     assert_eq!(e["hooks"], 1);
     assert_eq!(e["excludeTools"], json!(["run_shell_command"]));
+    // Its skills and commands, in the list too (issue 63, M3).
+    assert_eq!(
+        (&e["skills"], &e["commands"]),
+        (&json!(["helper"]), &json!(["/git:commit", "/summarize"]))
+    );
+    let (_, listed, _) = home.gemctl_run(&["extensions", "list"])?;
+    assert!(listed.contains("  agent skills: helper\n"), "{listed}");
+    assert!(listed.contains("  custom commands: /git:commit, /summarize\n"), "{listed}");
     // Its rule says it comes from the extension, not from the user's settings (issue 63, C17).
     let rules = home.gemctl_json(&["policy", "list"])?;
     let excluded = rules["rules"].as_array().and_then(|r| {
@@ -600,6 +608,10 @@ async fn git_install_and_updates_with_a_real_rollback() -> anyhow::Result<()> {
         home.gemctl_run(&["extensions", "install", &url, "--ref", "v1", "--consent"])?;
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(one(&home, "git-ext")?["version"], "1.0.0");
+    // The ref it is pinned to is listed, as Gemini CLI lists it (issue 63, M3).
+    assert_eq!(one(&home, "git-ext")?["ref"], "v1");
+    let (_, listed, _) = home.gemctl_run(&["extensions", "list"])?;
+    assert!(listed.contains("  ref: v1\n"), "{listed}");
     // A newer tag is no update of a tag pin: said as a pin, not as plainly up to date, and
     // `--ref` follows the new one (audit C12).
     git(&repo, &["tag", "v2"])?;
