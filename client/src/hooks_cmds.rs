@@ -22,11 +22,18 @@ pub enum HooksCommand {
     /// Fire an event for real and print what each hook did (every event but BeforeTool and
     /// AfterTool, which tool calls fire)
     Run {
-        /// The event (SessionStart, BeforeAgent, Notification, ...)
+        /// The event (SessionStart, BeforeAgent, Notification, ...; BeforeTool and AfterTool
+        /// as a dry run: the hooks run, the tool is not called)
         event: String,
         /// The event's own fields as a JSON object (`{"source": "startup"}`), or `-` for stdin
         #[arg(long)]
         input: Option<String>,
+        /// For BeforeTool and AfterTool: the tool, as the model calls it (`mcp_notes_delete`)
+        #[arg(long)]
+        tool: Option<String>,
+        /// For BeforeTool and AfterTool: the call's arguments as a JSON object
+        #[arg(long, requires = "tool")]
+        args: Option<String>,
     },
     /// Take a hook out of `hooksConfig.disabled` (by its name, or its command)
     Enable {
@@ -108,7 +115,7 @@ pub async fn run(
             }
             Ok(true)
         }
-        HooksCommand::Run { event, input } => {
+        HooksCommand::Run { event, input, tool, args } => {
             let text = match input.as_deref() {
                 None => "{}".to_owned(),
                 Some("-") => {
@@ -118,7 +125,7 @@ pub async fn run(
                 }
                 Some(t) => t.to_owned(),
             };
-            let input = match serde_json::from_str::<serde_json::Value>(&text) {
+            let mut input = match serde_json::from_str::<serde_json::Value>(&text) {
                 Ok(serde_json::Value::Object(m)) => m,
                 Ok(other) => {
                     anyhow::bail!("--input is a JSON object of the event's fields, not {other}")
@@ -127,6 +134,20 @@ pub async fn run(
                     "--input is not JSON ({e}); for example '{{\"source\": \"startup\"}}'"
                 ),
             };
+            if let Some(t) = tool {
+                input.insert("tool_name".into(), t.into());
+            }
+            if let Some(a) = args {
+                match serde_json::from_str::<serde_json::Value>(&a) {
+                    Ok(v @ serde_json::Value::Object(_)) => {
+                        _ = input.insert("tool_input".into(), v)
+                    }
+                    _ => anyhow::bail!(
+                        "--args is the call's arguments as a JSON object, e.g. '{{\"id\": 1}}'"
+                    ),
+                }
+            }
+            let dry_run = ["BeforeTool", "AfterTool"].contains(&event.as_str());
             let r = client
                 .hooks_fire(HooksFireParams { session, event, input })
                 .await
@@ -158,6 +179,9 @@ pub async fn run(
             }
             if let Some(a) = &r.aggregated {
                 outln!("aggregated: {}", serde_json::Value::Object(a.clone()));
+            }
+            if dry_run {
+                outln!("(a dry run: the tool was not called)");
             }
             Ok(r.success)
         }

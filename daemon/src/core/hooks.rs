@@ -282,10 +282,16 @@ impl HookSeat {
             HookEvent::SessionStart => Some("source"),
             HookEvent::SessionEnd => Some("reason"),
             HookEvent::PreCompress => Some("trigger"),
+            HookEvent::BeforeTool | HookEvent::AfterTool => Some("tool_name"),
             _ => None,
         };
         let context = key.and_then(|k| fields.get(k)).and_then(Value::as_str).map(str::to_owned);
-        let notice = self.take_notice(&*self.prepare(session)?);
+        let prepared = self.prepare(session)?;
+        let mut fields = fields;
+        if let (Some(tool), HookEvent::BeforeTool | HookEvent::AfterTool) = (&context, event) {
+            dry_run_fields(tool, &mut fields, &prepared);
+        }
+        let notice = self.take_notice(&prepared);
         let fired = self.fire_for(session, event, context.as_deref(), fields).await?;
         Ok(match fired {
             None => HooksFireResult { aggregated: None, success: true, hooks: Vec::new(), notice },
@@ -310,6 +316,33 @@ fn mcp_context(call: &Call, p: &Prepared) -> Value {
         context.extend(connection.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     Value::Object(context)
+}
+
+/// A dry run's fields as a real call's hooks get them: `tool_input` ({} when absent) and, for
+/// an MCP tool (`mcp_{server}_{tool}` of a server the session has, the longest name that
+/// fits), its `mcp_context`, unless the caller gave them.
+fn dry_run_fields(tool: &str, fields: &mut Map<String, Value>, p: &Prepared) {
+    fields.entry("tool_input").or_insert_with(|| Value::Object(Map::new()));
+    if fields.contains_key("mcp_context") {
+        return;
+    }
+    let server = p
+        .servers
+        .keys()
+        .filter(|s| {
+            tool.strip_prefix("mcp_")
+                .and_then(|t| t.strip_prefix(s.as_str()))
+                .is_some_and(|t| t.starts_with('_'))
+        })
+        .max_by_key(|s| s.len());
+    if let Some(server) = server {
+        let own = &tool["mcp_".len() + server.len() + 1..];
+        let mut context = Map::new();
+        context.insert("server_name".into(), json!(server));
+        context.insert("tool_name".into(), json!(own));
+        context.extend(p.servers[server].iter().map(|(k, v)| (k.clone(), v.clone())));
+        fields.insert("mcp_context".into(), Value::Object(context));
+    }
 }
 
 /// `command`, `args`, `cwd`, `url` (else `httpUrl`) and `tcp`, where a server's entry has them.

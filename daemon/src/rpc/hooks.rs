@@ -28,9 +28,15 @@ impl HooksApiServer for Handler {
                 names()
             )));
         };
-        if matches!(event, HookEvent::BeforeTool | HookEvent::AfterTool) {
+        // A tool's hooks run inside tools/call; fired here they are a dry run for a call that
+        // is not made, which needs the tool (issue 63, C14).
+        let tool_event = matches!(event, HookEvent::BeforeTool | HookEvent::AfterTool);
+        if tool_event && !p.input.get("tool_name").is_some_and(serde_json::Value::is_string) {
             return Err(ErrorCode::InvalidArguments.error(format!(
-                "{} hooks run inside tools/call and mcp/callTool, not through hooks/fire",
+                "a dry run of {} hooks needs the call: input.tool_name (the tool as the model \
+                 calls it) and input.tool_input (its arguments), e.g. `gemctl hooks run {} \
+                 --tool mcp_notes_delete --args '{{\"id\": 1}}'`; nothing is called",
+                event.name(),
                 event.name()
             )));
         }

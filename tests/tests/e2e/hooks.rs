@@ -443,9 +443,10 @@ mod in_calls {
         assert_eq!(agent["aggregated"]["systemMessage"], "p\n\nfirst", "chained: {agent}");
         let none = fire("SessionEnd", json!({"reason": "exit"})).await.unwrap();
         assert_eq!(none, json!({"success": true, "hooks": []}));
-        for (event, want) in
-            [("BeforeTool", "run inside tools/call"), ("PreToolUse", "is not a hook event")]
-        {
+        for (event, want) in [
+            ("BeforeTool", "needs the call: input.tool_name"),
+            ("PreToolUse", "is not a hook event"),
+        ] {
             let (_, message) = fire(event, json!({})).await.unwrap_err();
             assert!(message.contains(want), "{message}");
         }
@@ -461,10 +462,12 @@ mod in_calls {
 #[tokio::test]
 async fn gemctl_hooks_list_and_run() -> anyhow::Result<()> {
     let home = TestHome::new()?;
-    let settings = json!({"hooks": {
+    let settings = json!({"mcpServers": {"notes": {"command": "/bin/true"}}, "hooks": {
         "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "echo hello from a hook", "name": "greet"}]}],
         "Notification": [{"hooks": [{"type": "command", "command": "exit 3"}]}],
         "PreToolUse": [{"hooks": [{"type": "command", "command": "true"}]}],
+        "BeforeTool": [{"matcher": "mcp_notes_delete", "hooks": [{"type": "command", "name": "guard",
+            "command": "cat > seen.json; echo '{\"decision\": \"deny\", \"reason\": \"no deleting\"}'"}]}],
     }});
     std::fs::write(home.root().join("home/.gemini/settings.json"), settings.to_string())?;
     let _daemon = geminid_tests::Daemon::start(&home, &[]).await?;
@@ -495,9 +498,40 @@ async fn gemctl_hooks_list_and_run() -> anyhow::Result<()> {
     let (code, out, _) = home.gemctl_run(&["hooks", "run", "Notification"])?;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("exit 3"), "{out}");
+    // A tool's hooks as a dry run: they run on the call given, nothing is called (issue 63,
+    // C14: BeforeTool was refused, and the hook one most wants to test could not be).
     let (code, _, err) = home.gemctl_run(&["hooks", "run", "BeforeTool"])?;
     assert_ne!(code, 0);
-    assert!(err.contains("run inside tools/call"), "{err}");
+    assert!(err.contains("needs the call") && err.contains("--tool"), "{err}");
+    let (code, out, err) = home.gemctl_run(&[
+        "hooks",
+        "run",
+        "BeforeTool",
+        "--tool",
+        "mcp_notes_delete",
+        "--args",
+        r#"{"id": 1}"#,
+    ])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("guard: exit 0") && out.contains("no deleting"), "{out}");
+    assert!(out.contains("the tool was not called"), "{out}");
+    let seen: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.workspace().join("seen.json"))?)?;
+    assert_eq!(
+        (&seen["tool_name"], &seen["tool_input"]),
+        (&json!("mcp_notes_delete"), &json!({"id": 1}))
+    );
+    assert_eq!(seen["hook_event_name"], "BeforeTool", "{seen}");
+    let context = &seen["mcp_context"];
+    assert_eq!(
+        (&context["server_name"], &context["tool_name"]),
+        (&json!("notes"), &json!("delete"))
+    );
+    assert_eq!(context["command"], "/bin/true", "{seen}");
+    let (code, out, _) =
+        home.gemctl_run(&["hooks", "run", "BeforeTool", "--tool", "mcp_time_now"])?;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("No hook matches."), "{out}");
     let (code, _, err) = home.gemctl_run(&["hooks", "run", "SessionEnd", "--input", "[1]"])?;
     assert_ne!(code, 0);
     assert!(err.contains("JSON object"), "{err}");
