@@ -12,7 +12,7 @@ use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
 use tokio::io::AsyncBufReadExt;
 
 use crate::elicit::{Elicitation, Fed};
-use crate::output::outln;
+use crate::output::{errln, outln};
 use crate::{call_error, output};
 
 /// What an answer typed at `gemctl attach` means: `y` once, `s` this session, `a` always, `n`
@@ -41,38 +41,32 @@ fn outcome_name(o: ConfirmOutcome) -> &'static str {
 fn show_ask(ask: &Ask, forms: &mut std::collections::HashMap<String, Elicitation>) {
     if ask.kind == AskKind::Elicitation {
         let server = ask.detail.get("server").and_then(|s| s.as_str()).unwrap_or("?");
-        eprintln!(
-            "elicit {} (MCP server {server}, session {}): {}",
-            ask.id, ask.session, ask.title
-        );
+        errln!("elicit {} (MCP server {server}, session {}): {}", ask.id, ask.session, ask.title);
         match Elicitation::of(ask) {
             Some(mut e) => {
                 if let Some(url) = e.url() {
                     crate::elicit::open_url(url);
                 }
                 if let Fed::Ask(p) = e.start() {
-                    eprintln!("{p}");
+                    errln!("{p}");
                 }
                 // A URL's own prompt says how to answer it.
                 if e.url().is_none() {
-                    eprintln!("  (`!decline` or `!cancel` at any prompt)");
+                    errln!("  (`!decline` or `!cancel` at any prompt)");
                 }
                 forms.insert(ask.id.clone(), e);
             }
-            None => eprintln!("  this elicitation cannot be answered here"),
+            None => errln!("  this elicitation cannot be answered here"),
         }
         return;
     }
     let args = ask.detail.get("args").filter(|a| !a.is_null()).map(ToString::to_string);
     let path = ask.detail.get("path").and_then(|p| p.as_str()).unwrap_or(&ask.session);
-    eprintln!("confirm {} (session {path}): {}", ask.id, ask.title);
+    errln!("confirm {} (session {path}): {}", ask.id, ask.title);
     if let Some(args) = args {
-        eprintln!("  arguments: {args}");
+        errln!("  arguments: {args}");
     }
-    eprintln!(
-        "  [y] once  [s] for this session  [a] always  [n] deny  (`{} y` for another)",
-        ask.id
-    );
+    errln!("  [y] once  [s] for this session  [a] always  [n] deny  (`{} y` for another)", ask.id);
 }
 
 /// Answer one confirmation.
@@ -160,7 +154,7 @@ pub async fn stream_events(
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(line) = announce {
-        eprintln!("{line}");
+        errln!("{line}");
     }
     let params = EventsSubscribeParams { session: session.clone(), kinds: None };
     let mut sub =
@@ -207,7 +201,7 @@ pub async fn stream_events(
                     if let Some(i) = waiting.iter().position(|a| a.id == id) {
                         waiting.remove(i);
                         forms.remove(&id);
-                        eprintln!("{id}: settled ({})", serde_json::to_value(how).unwrap_or_default().as_str().unwrap_or("?"));
+                        errln!("{id}: settled ({})", serde_json::to_value(how).unwrap_or_default().as_str().unwrap_or("?"));
                     }
                 }
                 Some(Err(e)) => return Err(anyhow::Error::new(e).context("confirmations")),
@@ -218,17 +212,17 @@ pub async fn stream_events(
                     let Some(ask) = waiting.front().cloned() else { continue };
                     let Some(form) = forms.get_mut(&ask.id) else { continue };
                     match form.feed(&line) {
-                        Fed::Ask(p) => eprintln!("{p}"),
-                        Fed::Again(why) => eprintln!("  {why}"),
+                        Fed::Ask(p) => errln!("{p}"),
+                        Fed::Again(why) => errln!("  {why}"),
                         Fed::Done(answer) => {
                             forms.remove(&ask.id);
                             waiting.pop_front();
                             let action = answer["action"].as_str().unwrap_or("?").to_owned();
                             let p = AsksRespondParams { session: ask.session.clone(), id: ask.id.clone(), answer };
                             match client.asks_respond(p).await {
-                                Ok(r) if r.accepted => eprintln!("{}: {action}", ask.id),
-                                Ok(_) => eprintln!("{}: already settled", ask.id),
-                                Err(e) => eprintln!("{}: {e}", ask.id),
+                                Ok(r) if r.accepted => errln!("{}: {action}", ask.id),
+                                Ok(_) => errln!("{}: already settled", ask.id),
+                                Err(e) => errln!("{}: {e}", ask.id),
                             }
                         }
                     }
@@ -240,12 +234,12 @@ pub async fn stream_events(
                         None => (waiting.front().map(|a| a.id.clone()), line.clone()),
                     };
                     let (Some(id), Some(o)) = (id, outcome_typed(&typed)) else {
-                        eprintln!("answer y (once), s (session), a (always) or n (deny), optionally after the ask's id");
+                        errln!("answer y (once), s (session), a (always) or n (deny), optionally after the ask's id");
                         continue;
                     };
                     match answer(client, &id, o, None).await {
-                        Ok(_) => eprintln!("{id}: {}", outcome_name(o)),
-                        Err(e) => eprintln!("{id}: {e:#}"),
+                        Ok(_) => errln!("{id}: {}", outcome_name(o)),
+                        Err(e) => errln!("{id}: {e:#}"),
                     }
                 }
                 // The end of stdin: nobody is left to answer, so stop saying we can (and wait
@@ -255,7 +249,7 @@ pub async fn stream_events(
                         sub.unsubscribe().await.map_err(call_error("asks/unlisten"))?;
                     }
                     if !json {
-                        eprintln!("stdin closed: this attach no longer answers confirmations or elicitations");
+                        errln!("stdin closed: this attach no longer answers confirmations or elicitations");
                     }
                 }
             },

@@ -8,7 +8,7 @@ use geminid_protocol::auth::{
 };
 use geminid_protocol::client::Client;
 
-use crate::output::outln;
+use crate::output::{errln, outln};
 use crate::{call_error, output};
 
 /// `gemctl mcp auth NAME`.
@@ -26,8 +26,8 @@ pub async fn sign_in(
         Err(_) => None,
     };
     if !json {
-        eprintln!("Signing in to MCP server '{name}'…");
-        eprintln!("  discovering its authorization server");
+        errln!("Signing in to MCP server '{name}'…");
+        errln!("  discovering its authorization server");
     }
     let begun = client
         .auth_begin(AuthBeginParams { session, name: name.clone(), callback_port })
@@ -40,10 +40,10 @@ pub async fn sign_in(
             _ => "using the configured client id",
         };
         match &begun.issuer {
-            Some(issuer) => eprintln!("  authorization server: {issuer} ({client_word})"),
-            None => eprintln!("  {client_word}"),
+            Some(issuer) => errln!("  authorization server: {issuer} ({client_word})"),
+            None => errln!("  {client_word}"),
         }
-        eprintln!("  open this URL to sign in (it is opened in your browser when there is one):");
+        errln!("  open this URL to sign in (it is opened in your browser when there is one):");
         outln!("{}", begun.url);
     }
     crate::elicit::open_url(&begun.url);
@@ -55,12 +55,12 @@ pub async fn sign_in(
             .map_err(call_error("auth/progress"))?;
         if p.seq > after && !json {
             match p.step {
-                AuthStep::WaitingForBrowser => eprintln!(
+                AuthStep::WaitingForBrowser => errln!(
                     "  waiting for the browser (up to {})",
                     humantime::format_duration(std::time::Duration::from_millis(begun.timeout_ms))
                 ),
-                AuthStep::Exchanging => eprintln!("  exchanging the code for a token"),
-                AuthStep::Reconnecting => eprintln!("  reconnecting with the new token"),
+                AuthStep::Exchanging => errln!("  exchanging the code for a token"),
+                AuthStep::Reconnecting => errln!("  reconnecting with the new token"),
                 AuthStep::Connected | AuthStep::Failed => {}
             }
         }
@@ -74,7 +74,7 @@ pub async fn sign_in(
     }
     match last.step {
         AuthStep::Connected => {
-            eprintln!("✓ MCP server '{name}' is signed in and connected.");
+            errln!("✓ MCP server '{name}' is signed in and connected.");
             Ok(())
         }
         _ => {

@@ -61,6 +61,18 @@ pub fn paint_err(text: &str, tone: Tone) -> String {
     paint_if(on(true), text, tone)
 }
 
+/// The length of the colour sequence `text` starts with when it is one [`paint`] writes
+/// (a tone's, or the reset): what [`crate::shown::terminal_safe`] lets through.
+pub fn own_sgr(text: &str) -> Option<usize> {
+    let codes = [Tone::Good, Tone::Warn, Tone::Bad, Tone::Dim].map(Tone::code);
+    let body = text.strip_prefix("\x1b[")?;
+    let code = codes
+        .into_iter()
+        .chain(["0"])
+        .find(|c| body.strip_prefix(c).is_some_and(|rest| rest.starts_with('m')))?;
+    Some(code.len() + 3)
+}
+
 fn paint_if(on: bool, text: &str, tone: Tone) -> String {
     if on { format!("\x1b[{}m{text}\x1b[0m", tone.code()) } else { text.to_owned() }
 }

@@ -14,7 +14,7 @@ use geminid_protocol::config::{
 };
 use serde_json::{Map, Value, json};
 
-use crate::output::outln;
+use crate::output::{errln, outln};
 use crate::{call_error, output};
 
 #[derive(Debug, Subcommand)]
@@ -495,14 +495,14 @@ pub async fn mcp(
                 });
                 use geminid_protocol::common::Scope as Where;
                 match found {
-                    Some((Where::User, file)) => eprintln!(
+                    Some((Where::User, file)) => errln!(
                         "note: it is in user settings ({file}): `gemctl mcp remove -s user {name}`"
                     ),
-                    Some((Where::Workspace, file)) => eprintln!(
+                    Some((Where::Workspace, file)) => errln!(
                         "note: it is in project settings ({file}): `gemctl mcp remove {name}` in \
                          that project"
                     ),
-                    Some((other, file)) => eprintln!(
+                    Some((other, file)) => errln!(
                         "note: it comes from {file} ({other:?}), which `mcp remove` does not \
                          edit"
                     ),

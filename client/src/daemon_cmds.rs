@@ -11,7 +11,7 @@ use anyhow::Context;
 use geminid_protocol::api::DaemonApiClient;
 use geminid_protocol::client::ConnectError;
 
-use crate::output::{self, outln};
+use crate::output::{self, errln, outln};
 use crate::{call_error, daemon};
 
 /// The unit `gemctl daemon install-service` writes.
@@ -150,7 +150,7 @@ pub async fn logs(
                 outln!("{note}");
                 return Ok(ExitCode::SUCCESS);
             }
-            eprintln!("{note}; waiting for it (Ctrl-C to stop)");
+            errln!("{note}; waiting for it (Ctrl-C to stop)");
             String::new()
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),

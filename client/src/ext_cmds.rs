@@ -16,7 +16,7 @@ use geminid_protocol::extensions::{
     ExtensionUpdateParams, ExtensionsListParams, ExtensionsVerifyParams, IntegrityState,
 };
 
-use crate::output::outln;
+use crate::output::{err, errln, outln};
 use crate::{call_error, output};
 
 #[derive(Debug, Subcommand)]
@@ -207,7 +207,7 @@ pub(crate) fn ask_yes(question: &str) -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {
         return Ok(false);
     }
-    eprint!("{question} [y/N] ");
+    err!("{question} [y/N] ");
     std::io::stderr().flush()?;
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;
@@ -224,7 +224,7 @@ fn ask_setting(
     }
     let about =
         if s.description.is_empty() { String::new() } else { format!(" ({})", s.description) };
-    eprint!("{}{about}: ", s.name);
+    err!("{}{about}: ", s.name);
     std::io::stderr().flush()?;
     let stty = |arg: &str| {
         std::process::Command::new("stty").arg(arg).stdin(std::process::Stdio::inherit()).status()
@@ -236,7 +236,7 @@ fn ask_setting(
     let read = std::io::stdin().lock().read_line(&mut line);
     if s.sensitive {
         let _ = stty("echo");
-        eprintln!();
+        errln!();
     }
     read?;
     let v = line.trim_end_matches(['\n', '\r']).to_owned();
@@ -270,7 +270,7 @@ pub async fn run(
                 r.extensions.iter().for_each(print_one);
             }
             for d in &r.diagnostics {
-                eprintln!("warning: {}: {}", d.file, d.message);
+                errln!("warning: {}: {}", d.file, d.message);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -392,7 +392,7 @@ async fn with_progress<T>(
     let mut show = |e: &geminid_protocol::event::Event| {
         if let EventBody::ExtensionProgress(p) = &e.body {
             let step = format!("{}: {}", p.what, p.step);
-            if shown.is_live() { shown.status(&step) } else { eprintln!("{step}") }
+            if shown.is_live() { shown.status(&step) } else { errln!("{step}") }
         }
     };
     loop {
@@ -425,7 +425,7 @@ async fn install(
     let mut r =
         with_progress(client, &session, call(p.clone())).await?.map_err(call_error(method))?;
     if !r.installed {
-        eprintln!("{}", r.consent);
+        errln!("{}", r.consent);
         if !ask_yes("Do you want to continue?")? {
             anyhow::bail!(
                 "not installed: nobody agreed to what it brings (answer y at the prompt, or pass \
@@ -469,7 +469,7 @@ async fn update(
         .collect();
     if !p.check && !p.consent && !wanting.is_empty() {
         for e in r.extensions.iter().filter_map(|e| e.consent.as_ref()) {
-            eprintln!("{e}");
+            errln!("{e}");
         }
         if ask_yes("The new versions bring the above. Update?")? {
             p.consent = true;
@@ -538,7 +538,7 @@ async fn set_enabled(
         outln!("Extension \"{}\": rule {} written; here it is {now}.", r.name, r.rule);
         // The user scope is Gemini CLI's: every folder under the home folder, no other.
         if r.enabled != enabled {
-            eprintln!(
+            errln!(
                 "note: the user scope covers the folders under your home folder; this one is \
                  not among them: `--scope workspace` {} it here",
                 if enabled { "enables" } else { "disables" }

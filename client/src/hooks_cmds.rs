@@ -11,7 +11,7 @@ use geminid_protocol::hooks::{
     HooksEnableParams, HooksFireParams, HooksListParams, HooksMigrateParams,
 };
 
-use crate::output::outln;
+use crate::output::{errln, outln};
 use crate::{call_error, output};
 
 #[derive(Debug, Subcommand)]
@@ -111,7 +111,7 @@ pub async fn run(
                 &rows,
             );
             for w in r.warnings.iter().chain(&r.notice) {
-                eprintln!("warning: {w}");
+                errln!("warning: {w}");
             }
             Ok(true)
         }
@@ -157,7 +157,7 @@ pub async fn run(
                 return Ok(r.success);
             }
             if let Some(n) = &r.notice {
-                eprintln!("warning: {n}");
+                errln!("warning: {n}");
             }
             if r.hooks.is_empty() {
                 outln!("No hook matches.");
@@ -198,7 +198,7 @@ pub async fn run(
                 outln!("Read {s}.");
             }
             for n in &r.notes {
-                eprintln!("note: {n}");
+                errln!("note: {n}");
             }
             if r.hooks.is_empty() {
                 outln!("No hooks to migrate.");
@@ -239,9 +239,7 @@ async fn set(
     }
     outln!("Hook \"{name}\" {} in {}.", if enable { "enabled" } else { "disabled" }, r.file);
     for other in &r.still_disabled_in {
-        eprintln!(
-            "warning: {other} still disables it (hooksConfig.disabled of every scope applies)"
-        );
+        errln!("warning: {other} still disables it (hooksConfig.disabled of every scope applies)");
     }
     Ok(true)
 }

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+use crate::output::errln;
+
 /// The path to write: `explicit` when given (it must be an executable file), else this
 /// `gemctl` unless it lies in a build tree and a `gemctl` outside one is on `PATH`. A build-tree
 /// path that has to be written anyway is said, with the fix.
@@ -30,7 +32,7 @@ pub fn choose(explicit: Option<PathBuf>) -> Result<PathBuf> {
     if let Some(found) = on_path(std::env::var_os("PATH").as_deref()) {
         return Ok(found);
     }
-    eprintln!(
+    errln!(
         "note: Gemini CLI's entries will run {}, inside a cargo build tree: `cargo clean` or \
          moving the checkout breaks them. Install gemctl (`cargo install --locked --path client`) \
          and run `gemctl mcp import` again, or give `--command PATH`.",

@@ -16,10 +16,10 @@ mod daemon_cmds;
 mod doctor;
 mod elicit;
 mod examples;
-mod import_path;
 mod ext_cmds;
 mod ext_new;
 mod hooks_cmds;
+mod import_path;
 mod mcp_cmds;
 mod output;
 mod pins_cmds;
@@ -27,6 +27,7 @@ mod policy_cmds;
 mod progress;
 mod serve;
 mod service;
+mod shown;
 mod skill_cmds;
 mod stdio;
 mod tool_cmds;
@@ -48,7 +49,7 @@ use geminid_protocol::session::{
 };
 use geminid_protocol::socket::{SOCKET_ENV, socket_path};
 
-use crate::output::outln;
+use crate::output::{errln, outln};
 
 /// Exit code of `gemctl status` when no daemon is running.
 const EXIT_NOT_RUNNING: u8 = 3;
@@ -404,7 +405,7 @@ fn main() -> ExitCode {
             code
         }
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            errln!("error: cannot start the async runtime: {e}");
             ExitCode::FAILURE
         }
     }
@@ -413,7 +414,7 @@ fn main() -> ExitCode {
 async fn gemctl_main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if let Some(hint) = gemini_flag_hint(&argv) {
-        eprintln!("error: {hint}");
+        errln!("error: {hint}");
         return ExitCode::from(2);
     }
     let matches = command().get_matches();
@@ -426,7 +427,7 @@ async fn gemctl_main() -> ExitCode {
     // refused rather than ignored. (From GEMINID_SESSION it is simply not used there.)
     let typed = matches.value_source("session") == Some(clap::parser::ValueSource::CommandLine);
     if typed && !cli.command.uses_session() {
-        eprintln!(
+        errln!(
             "error: `--session` means nothing for this command (it acts for no session); drop it"
         );
         return ExitCode::from(2);
@@ -545,7 +546,7 @@ fn error_kind(e: &anyhow::Error) -> (Option<i32>, &'static str) {
 
 /// Errors go to stderr; with `--json` also as `{"error": {...}}` on stdout.
 fn report(e: &anyhow::Error, json: bool) {
-    eprintln!("{} {e:#}", color::paint_err("gemctl:", color::Tone::Bad));
+    errln!("{} {e:#}", color::paint_err("gemctl:", color::Tone::Bad));
     // Which hook decided, and how to turn it off: the message is what the model reads.
     let hooks = e.chain().find_map(|c| c.downcast_ref::<CallError>()).map(|c| &c.hooks);
     for hook in hooks.into_iter().flatten() {
@@ -554,9 +555,7 @@ fn report(e: &anyhow::Error, json: bool) {
         } else {
             hook.clone()
         };
-        eprintln!(
-            "note: decided by the hook '{hook}' (`gemctl hooks disable {word}` turns it off)"
-        );
+        errln!("note: decided by the hook '{hook}' (`gemctl hooks disable {word}` turns it off)");
     }
     if json {
         let (code, name) = error_kind(e);
@@ -583,7 +582,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Err(e) =
                 complete::user_man_dir().and_then(|d| complete::man_pages(command(), &d))
             {
-                eprintln!("note: the man pages the units name were not written: {e:#}");
+                errln!("note: the man pages the units name were not written: {e:#}");
             }
             service::install(&socket, socket_activation, !no_enable, cli.json).await
         }
@@ -663,7 +662,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let options = args.options()?;
             if options.confirm == geminid_protocol::gateway::Confirm::Client {
                 // On stderr: stdout is the MCP stream.
-                eprintln!(
+                errln!(
                     "gemctl mcp serve: the client confirms calls itself (--confirm client): \
                      what geminid's policy asks about is allowed as confirmed by it"
                 );
@@ -779,7 +778,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 outln!("wrote {} man pages in {}", written.len(), dir.display());
                 if let Some(hint) = complete::man_path_hint(&dir) {
-                    eprintln!("note: {hint}");
+                    errln!("note: {hint}");
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -1054,7 +1053,7 @@ async fn session(
                         .get(SessionIdParams { id })
                         .await
                         .map_err(call_error("session/get"))?;
-                                        s.attached_connections = s.attached_connections.saturating_sub(1);
+                    s.attached_connections = s.attached_connections.saturating_sub(1);
                     s
                 }
             };

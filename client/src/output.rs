@@ -9,21 +9,69 @@ use geminid_protocol::session::Session;
 use serde::Serialize;
 
 use crate::color::{Tone, paint};
+use crate::shown;
 
 /// `println!` for the command's output, handed to stdout in one write: when stdout is gone
 /// (`gemctl … | head`), the process ends quietly, as command-line tools do, instead of
-/// panicking.
+/// panicking. What it writes passes [`crate::shown::terminal_safe`]; `--json` output
+/// ([`json`]) does not need to.
 macro_rules! outln {
+    () => {
+        $crate::output::write_out("\n")
+    };
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
         let mut line = format!($($arg)*);
         line.push('\n');
-        if let Err(e) = std::io::stdout().lock().write_all(line.as_bytes()) {
-            $crate::output::stdout_failed(&e);
-        }
+        $crate::output::write_out(&$crate::shown::terminal_safe(&line));
     }};
 }
 pub(crate) use outln;
+
+/// `print!`, as [`outln!`] without the line break.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        $crate::output::write_out(&$crate::shown::terminal_safe(&format!($($arg)*)));
+    }};
+}
+pub(crate) use out;
+
+/// `eprintln!` through [`crate::shown::terminal_safe`]: errors and notes quote servers and
+/// files too.
+macro_rules! errln {
+    () => {
+        $crate::output::write_err("\n")
+    };
+    ($($arg:tt)*) => {{
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        $crate::output::write_err(&$crate::shown::terminal_safe(&line));
+    }};
+}
+pub(crate) use errln;
+
+/// `eprint!`, as [`errln!`] without the line break (a question before its answer).
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        $crate::output::write_err(&$crate::shown::terminal_safe(&format!($($arg)*)));
+    }};
+}
+pub(crate) use err;
+
+/// Writes text for stdout in one write (what [`outln!`] and [`out!`] end in).
+pub fn write_out(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        stdout_failed(&e);
+    }
+}
+
+/// Writes text for stderr in one write, flushed (a question waits on the same line).
+pub fn write_err(text: &str) {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
+}
 
 /// Writing the output failed: a reader that went away ends the process with success (it has
 /// what it wanted); anything else is an error.
@@ -31,7 +79,7 @@ pub fn stdout_failed(e: &std::io::Error) -> ! {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         std::process::exit(0);
     }
-    eprintln!("gemctl: cannot write the output: {e}");
+    errln!("gemctl: cannot write the output: {e}");
     std::process::exit(1);
 }
 
@@ -39,13 +87,17 @@ pub fn stdout_failed(e: &std::io::Error) -> ! {
 pub fn json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     // Through a `Value`: parts of some answers arrive pre-serialized (a tool's declaration
     // is sent as the daemon cached it), which the pretty printer would copy as one line.
-    outln!("{}", serde_json::to_string_pretty(&serde_json::to_value(value)?)?);
+    let mut text = serde_json::to_string_pretty(&serde_json::to_value(value)?)?;
+    text.push('\n');
+    write_out(&text);
     Ok(())
 }
 
 /// Print `value` as compact JSON on one line (for streams).
 pub fn json_line<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    outln!("{}", serde_json::to_string(value)?);
+    let mut text = serde_json::to_string(value)?;
+    text.push('\n');
+    write_out(&text);
     Ok(())
 }
 
@@ -162,7 +214,8 @@ pub fn status(s: &StatusResult, servers: &ServersSummary) {
         s.connections,
         s.subscribers
     );
-    let warnings: String = s.warnings.iter().map(|w| format!("\n  warning:     {w}")).collect();
+    let warnings: String =
+        s.warnings.iter().map(|w| format!("\n  warning:     {}", shown::line(w))).collect();
     outln!("{text}{warnings}");
 }
 
@@ -175,7 +228,7 @@ pub fn diagnostic(d: &geminid_protocol::common::Diagnostic) -> String {
     };
     let sev =
         if d.severity == geminid_protocol::common::Severity::Error { "error" } else { "warning" };
-    format!("{}{pos}: {sev}: {}", d.file, d.message)
+    format!("{}{pos}: {sev}: {}", shown::line(&d.file), shown::block(&d.message))
 }
 
 /// Milliseconds since the Unix epoch (what the daemon's deadlines and expiries are in).
@@ -208,10 +261,13 @@ pub fn table_or(none: &str, header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-/// A table with left-aligned columns.
+/// A table with left-aligned columns. Every cell is one line ([`shown::line`]): a cell that
+/// holds a server's or a file's words cannot break the table or act on the terminal.
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let rows: Vec<Vec<String>> =
+        rows.iter().map(|r| r.iter().map(|c| shown::line(c).to_string()).collect()).collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -223,7 +279,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
     };
     line(header.iter().map(|h| (*h).to_owned()).collect());
     for row in rows {
-        line(row.clone());
+        line(row);
     }
 }
 
@@ -301,7 +357,7 @@ fn interactivity(s: &Session) -> String {
 
 /// One event, human form.
 pub fn event(e: &Event) {
-    outln!("{}", event_line(e));
+    outln!("{}", shown::line(&event_line(e)));
 }
 
 /// [`event`]'s line.
@@ -448,7 +504,7 @@ pub fn state_icon(state: ServerState) -> &'static str {
 /// What to read before a server list (an untrusted folder, settings errors), then a blank line.
 pub fn warnings(lines: &[String]) {
     for l in lines {
-        outln!("{l}");
+        outln!("{}", shown::block(l));
     }
     if !lines.is_empty() {
         outln!("");
@@ -458,7 +514,7 @@ pub fn warnings(lines: &[String]) {
 /// The same warnings under `--json`, where stdout holds only the JSON value.
 pub fn warnings_to_stderr(lines: &[String]) {
     for l in lines {
-        eprintln!("{l}");
+        errln!("{l}");
     }
 }
 
@@ -494,7 +550,8 @@ pub fn server(s: &ServerStatus) {
 }
 
 fn server_lines(s: &ServerStatus, copies: bool) {
-    let ext = s.extension.as_ref().map(|e| format!(" (from {e})")).unwrap_or_default();
+    let ext =
+        s.extension.as_ref().map(|e| format!(" (from {})", shown::line(e))).unwrap_or_default();
     let mut extra = Vec::new();
     if let Some(pid) = s.pid {
         extra.push(format!("pid {pid}"));
@@ -542,15 +599,16 @@ fn server_lines(s: &ServerStatus, copies: bool) {
         } else {
             paint(state_icon(s.state), state_tone(s.state))
         },
-        s.name,
-        s.target,
+        shown::line(&s.name),
+        shown::line(&s.target),
         s.transport.label()
     );
     if let Some(e) = &s.last_error {
-        outln!("    {}", paint(e, if s.at_rest.is_some() { Tone::Dim } else { Tone::Bad }));
+        let e = shown::line(e).to_string();
+        outln!("    {}", paint(&e, if s.at_rest.is_some() { Tone::Dim } else { Tone::Bad }));
     }
     for p in &s.problems {
-        outln!("    {} {p}", paint("warning:", Tone::Warn));
+        outln!("    {} {}", paint("warning:", Tone::Warn), shown::line(p));
     }
     if let Some(line) = s.pins.as_ref().and_then(|p| crate::pins_cmds::list_line(p, &s.name)) {
         outln!("{line}");
@@ -565,7 +623,7 @@ fn server_lines(s: &ServerStatus, copies: bool) {
             s.sessions.join(", ")
         };
         let mcp = s.protocol_version.as_deref().map(|v| format!("; MCP {v}")).unwrap_or_default();
-        outln!("    identity {id}; sessions: {users}{mcp}");
+        outln!("    identity {id}; sessions: {users}{}", shown::line(&mcp));
         if !s.roots.is_empty() {
             outln!(
                 "    roots {} (it asks for roots: one copy per set of roots)",
@@ -577,7 +635,7 @@ fn server_lines(s: &ServerStatus, copies: bool) {
 
 /// One log line.
 pub fn log_line(l: &LogLine) {
-    outln!("{} [{}] {}", l.at, l.stream, l.text);
+    outln!("{} [{}] {}", l.at, l.stream, shown::line(&l.text));
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ use geminid_protocol::mcp::ServerParams;
 use geminid_protocol::pins::{HeldDefinition, PinStatus, PinsParams, ReviewItem, ReviewResult};
 use serde_json::Value;
 
-use crate::output::outln;
+use crate::output::{out, outln};
+use crate::shown;
 use crate::{call_error, output};
 
 /// `gemctl mcp review NAME`.
@@ -15,7 +16,7 @@ pub async fn review(client: &Client, server: ServerParams, json: bool) -> anyhow
     if json {
         return output::json(&r);
     }
-    print!("{}", review_text(&r));
+    out!("{}", review_text(&r));
     Ok(())
 }
 
@@ -37,7 +38,7 @@ pub async fn settle(
         return output::json(&r);
     }
     let verb = if accept { "Pinned as listed now" } else { "Rejected (still held)" };
-    outln!("{verb}: {}", r.done.join(", "));
+    outln!("{verb}: {}", shown::line(&r.done.join(", ")));
     if !r.differs.is_empty() {
         outln!("Still differing: {}", r.differs.iter().map(short).collect::<Vec<_>>().join(", "));
     }
@@ -52,7 +53,7 @@ fn short(d: &HeldDefinition) -> String {
     } else {
         "offered"
     };
-    format!("{} {} ({}, {held})", d.kind.label(), d.name, d.change.label())
+    format!("{} {} ({}, {held})", d.kind.label(), shown::line(&d.name), d.change.label())
 }
 
 /// The line `mcp list` prints under a server whose definitions differ from their pins.
@@ -64,31 +65,21 @@ pub fn list_line(p: &PinStatus, server: &str) -> Option<String> {
     }
     let held = p.differs.iter().any(|d| d.held);
     Some(format!(
-        "    {} {}: {}; `gemctl mcp review {server}`",
+        "    {} {}: {}; `gemctl mcp review {}`",
         if held {
             "⚠ held, differing from their pins"
         } else {
             "⚠ differing from their pins (pinning: warn)"
         },
         p.differs.len(),
-        p.differs.iter().map(short).collect::<Vec<_>>().join(", ")
+        p.differs.iter().map(short).collect::<Vec<_>>().join(", "),
+        shown::line(server)
     ))
 }
 
 /// Every character a reader would not see, made visible: `⟨U+200B⟩`, `⟨ESC⟩`.
 pub fn visible(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\u{1b}' => out.push_str("⟨ESC⟩"),
-            '\n' | '\t' => out.push(c),
-            c if geminid_protocol::pins::invisible(c) || c.is_control() => {
-                out.push_str(&format!("⟨U+{:04X}⟩", u32::from(c)))
-            }
-            c => out.push(c),
-        }
-    }
-    out
+    shown::block(text).to_string()
 }
 
 /// A word diff of two texts: kept words as they are, `[-removed-]`, `{+added+}`.
@@ -219,7 +210,7 @@ fn item_text(i: &ReviewItem) -> String {
         }
     }
     for f in &i.findings {
-        out.push_str(&format!("  ⚠ {f}\n"));
+        out.push_str(&format!("  ⚠ {}\n", shown::line(f)));
     }
     out
 }
@@ -229,13 +220,13 @@ pub fn review_text(r: &ReviewResult) -> String {
     if r.items.is_empty() {
         return format!(
             "MCP server '{}' lists every definition as pinned (pinning: {}).\n",
-            r.server,
+            shown::line(&r.server),
             r.mode.label()
         );
     }
     let mut out = format!(
         "MCP server '{}' (pinning: {}): {} differing from their pins\n",
-        r.server,
+        shown::line(&r.server),
         r.mode.label(),
         r.items.len()
     );
@@ -246,7 +237,7 @@ pub fn review_text(r: &ReviewResult) -> String {
     out.push_str(&format!(
         "\n`gemctl mcp accept {s} [NAME…]` pins them as listed now; `gemctl mcp reject {s} \
          [NAME…]` keeps them held.\n",
-        s = r.server
+        s = shown::line(&r.server)
     ));
     out
 }

@@ -36,7 +36,9 @@ impl Progress {
     /// Show a call's progress: on a terminal labelled with the tool's name (`mcp_x_build
     /// [#####-----] 2/10 compiling`), cut to the terminal's width so that it stays one line.
     pub fn call(&mut self, p: &ToolProgress) {
-        let text = crate::output::progress(p);
+        // The tool's name and message are the server's: one line, nothing the terminal acts on.
+        let text = crate::shown::line(&crate::output::progress(p)).to_string();
+        let name = crate::shown::line(&p.name);
         let bar = match p.total {
             Some(total) if total > 0.0 => bar(p.progress / total),
             _ => String::new(),
@@ -46,13 +48,14 @@ impl Progress {
             .ok()
             .filter(|&(w, _)| w > 0)
             .map_or(usize::MAX, |(w, _)| w.into());
-        self.say(&text, &fit(&format!("{} {bar}{text}", p.name), width));
+        self.say(&text, &fit(&format!("{name} {bar}{text}"), width));
     }
 
     /// Show a status line (`2 of 5 servers ready`): redrawn on a terminal, else printed when
     /// it changed.
     pub fn status(&mut self, text: &str) {
-        self.say(text, text);
+        let text = crate::shown::line(text).to_string();
+        self.say(&text, &text);
     }
 
     fn say(&mut self, key: &str, live_text: &str) {

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::output::outln;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use geminid_protocol::gateway::{self, Confirm, Names, Options};
@@ -133,15 +134,15 @@ pub async fn run_http(
     if json {
         crate::output::json_line(&said)?;
     } else {
-        println!("Serving the session's catalog over streamable HTTP at {}", said.url);
+        outln!("Serving the session's catalog over streamable HTTP at {}", said.url);
         match &said.token {
-            Some(t) => println!(
+            Some(t) => outln!(
                 "Bearer token (shown this once; kept in {}, mode 0600):\n{t}",
                 said.token_file
             ),
-            None => println!("Bearer token: in {} (mode 0600)", said.token_file),
+            None => outln!("Bearer token: in {} (mode 0600)", said.token_file),
         }
-        println!("Ctrl-C stops it.");
+        outln!("Ctrl-C stops it.");
     }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use serde::Serialize;
 
-use crate::output::{self, outln};
+use crate::output::{self, errln, outln};
 
 const SERVICE: &str = include_str!("../../systemd/geminid.service");
 const SOCKET: &str = include_str!("../../systemd/geminid.socket");
@@ -133,7 +133,7 @@ fn systemctl(args: &[&str], done: &mut Done) -> anyhow::Result<bool> {
     })?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        eprintln!("note: `systemctl {}` failed: {}", all.join(" "), err.trim());
+        errln!("note: `systemctl {}` failed: {}", all.join(" "), err.trim());
         done.error = Some(err.trim().to_owned());
     }
     Ok(out.status.success())

@@ -16,7 +16,7 @@ use geminid_protocol::skills::{
 };
 
 use crate::ext_cmds::{absolute, ask_yes, parse_scope};
-use crate::output::outln;
+use crate::output::{errln, outln};
 use crate::{call_error, output};
 
 #[derive(Debug, Subcommand)]
@@ -135,7 +135,7 @@ fn parse_install_scope(s: &str) -> Result<SkillInstallScope, String> {
 
 fn print_diagnostics(ds: &[Diagnostic]) {
     for d in ds {
-        eprintln!("{}", output::diagnostic(d));
+        errln!("{}", output::diagnostic(d));
     }
 }
 
@@ -220,7 +220,7 @@ pub async fn run(
                     outln!("");
                 }
                 if !r.skills_enabled {
-                    eprintln!(
+                    errln!(
                         "note: skills are turned off (skills.enabled or admin.skills.enabled is false)"
                     );
                 }
@@ -240,9 +240,9 @@ pub async fn run(
                 let names: Vec<&str> = r.skills.iter().map(|s| s.name.as_str()).collect();
                 match geminid_protocol::suggest::closest(&name, names.iter().copied()) {
                     Some(n) => {
-                        eprintln!("gemctl: no skill named \"{name}\" here (did you mean \"{n}\"?)")
+                        errln!("gemctl: no skill named \"{name}\" here (did you mean \"{n}\"?)")
                     }
-                    None => eprintln!(
+                    None => errln!(
                         "gemctl: no skill named \"{name}\" here (skills: {})",
                         names.join(", ")
                     ),
@@ -336,9 +336,9 @@ async fn install(
     };
     let mut r = call(p.clone()).await.map_err(call_error(method))?;
     if !r.installed {
-        eprintln!("{}", r.consent);
+        errln!("{}", r.consent);
         if !ask_yes("Do you want to continue?")? {
-            eprintln!(
+            errln!(
                 "gemctl: not installed: nothing was agreed to (--consent agrees without asking)"
             );
             return Ok(ExitCode::from(1));
@@ -386,7 +386,7 @@ async fn set_enabled(
             if r.files.is_empty() { "no file changed".to_owned() } else { r.files.join(", ") };
         outln!("Skill \"{}\" {state} ({files}).", r.name);
         for f in &r.still_disabled_in {
-            eprintln!("note: {f} still disables it (geminid does not write that file)");
+            errln!("note: {f} still disables it (geminid does not write that file)");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -417,7 +417,7 @@ pub async fn run_agents(
         }
         AgentsCommand::Show { name } => {
             let Some(a) = r.agents.iter().find(|a| a.name == name) else {
-                eprintln!("gemctl: no agent definition named \"{name}\" here");
+                errln!("gemctl: no agent definition named \"{name}\" here");
                 print_diagnostics(&r.diagnostics);
                 return Ok(ExitCode::from(1));
             };
@@ -449,14 +449,14 @@ pub async fn run_commands(
                 output::json(&r)?;
             } else {
                 if let Some(t) = &r.tool {
-                    eprintln!(
+                    errln!(
                         "first: the tool {} {}",
                         t.name,
                         serde_json::Value::Object(t.args.clone())
                     );
                 }
                 for n in &r.notes {
-                    eprintln!("note: {n}");
+                    errln!("note: {n}");
                 }
                 outln!("{}", r.text);
             }

@@ -16,7 +16,7 @@ use geminid_protocol::tools::{
 };
 use serde_json::Value;
 
-use crate::output::outln;
+use crate::output::{errln, outln};
 use crate::{call_error, output};
 
 /// What to print when a session has none of `what`: the servers may not be running.
@@ -66,7 +66,7 @@ async fn refresh(
         output::json(&r)?;
     } else if let Some(d) = &r.discovery {
         match &d.error {
-            Some(e) => eprintln!("error: tool discovery command `{}` failed: {e}", d.command),
+            Some(e) => errln!("error: tool discovery command `{}` failed: {e}", d.command),
             None => outln!(
                 "`{}` declared {} tool{} in {} ms{}",
                 d.command,
@@ -81,7 +81,7 @@ async fn refresh(
             ),
         }
         for p in &d.problems {
-            eprintln!("note: {p}");
+            errln!("note: {p}");
         }
     } else {
         outln!(
@@ -160,7 +160,7 @@ pub async fn tools(
         .filter(|d| !about_another(d, server.as_deref()))
         .collect();
     for d in grouped(&notes) {
-        eprintln!("note: {d}");
+        errln!("note: {d}");
     }
     Ok(())
 }
@@ -327,10 +327,10 @@ pub async fn call(
     if json {
         output::json(&r)?;
     } else if r.is_error {
-        eprintln!("{}", r.display);
+        errln!("{}", r.display);
         for part in &r.result["content"].as_array().cloned().unwrap_or_default() {
             if let Some(t) = part["text"].as_str() {
-                eprintln!("{t}");
+                errln!("{t}");
             }
         }
     } else {
@@ -363,7 +363,7 @@ async fn cancelled(
             "geminid did not answer within {CANCEL_WAIT:?}; it cancels the call once gemctl has gone"
         ),
     };
-    eprintln!("cancelled: {tool} ({why})");
+    errln!("cancelled: {tool} ({why})");
     ExitCode::from(EXIT_INTERRUPTED)
 }
 

@@ -23,6 +23,7 @@ use ratatui::backend::TestBackend;
 use self::state::{Snapshot, Top};
 use crate::call_error;
 use crate::elicit::Elicitation;
+use crate::output::errln;
 
 /// What covers the panes for a while.
 #[derive(Debug)]
@@ -89,7 +90,7 @@ pub async fn run(client: &Client, once: bool, interval: Duration) -> anyhow::Res
     }
     let why = live(client, interval.max(Duration::from_millis(200))).await?;
     if let Some(why) = why {
-        eprintln!("gemctl top: {why}");
+        errln!("gemctl top: {why}");
     }
     Ok(ExitCode::SUCCESS)
 }

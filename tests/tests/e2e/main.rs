@@ -39,6 +39,7 @@ mod soak;
 mod spine;
 mod storage;
 mod tasks;
+mod terminal_text;
 mod tools;
 mod top;
 mod warm;
