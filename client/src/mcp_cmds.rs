@@ -74,6 +74,11 @@ pub enum RuntimeCommand {
         name: String,
         /// Only these (tool, prompt or resource template names)
         definitions: Vec<String>,
+        /// The digest `gemctl mcp review` printed: pin only what that review showed (refused
+        /// if the server lists it otherwise now). Without it, refused when the server lists a
+        /// definition otherwise than its last review showed
+        #[arg(long)]
+        digest: Option<String>,
     },
     /// Say no to a server's differing definitions (all, or those named): they stay held
     #[command(display_order = 19)]
@@ -219,13 +224,13 @@ pub async fn run(
         RuntimeCommand::Review { name } => {
             crate::pins_cmds::review(client, ServerParams { session, name }, json).await?;
         }
-        RuntimeCommand::Accept { name, definitions } => {
+        RuntimeCommand::Accept { name, definitions, digest } => {
             let server = ServerParams { session, name };
-            crate::pins_cmds::settle(client, server, definitions, true, json).await?;
+            crate::pins_cmds::settle(client, server, definitions, digest, true, json).await?;
         }
         RuntimeCommand::Reject { name, definitions } => {
             let server = ServerParams { session, name };
-            crate::pins_cmds::settle(client, server, definitions, false, json).await?;
+            crate::pins_cmds::settle(client, server, definitions, None, false, json).await?;
         }
         RuntimeCommand::Logs { name, follow, lines } => {
             let server = ServerParams { session, name };

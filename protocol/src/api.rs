@@ -225,12 +225,13 @@ pub trait McpApi {
     async fn mcp_call_tool(&self, params: CallToolParams) -> RpcResult<serde_json::Value>;
 
     /// A running server's definitions that differ from their pins: each pinned and listed
-    /// canonical form, and what a reader may miss in it.
+    /// canonical form, and what a reader may miss in it, with a digest of what it shows.
     #[method(name = "review")]
     async fn mcp_review(&self, params: ServerParams) -> RpcResult<ReviewResult>;
 
     /// Pin the server's definitions as it lists them now (those named, or every one that
-    /// differs): held ones are offered again.
+    /// differs), when that is as the review named by `digest` (or the last one) showed them:
+    /// held ones are offered again.
     #[method(name = "accept")]
     async fn mcp_accept(&self, params: PinsParams) -> RpcResult<PinsResult>;
 

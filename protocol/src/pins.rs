@@ -170,6 +170,13 @@ pub struct ReviewResult {
     pub mode: PinMode,
     /// Each definition that differs from its pin.
     pub items: Vec<ReviewItem>,
+    /// Names exactly what these items show (each definition's kind, name and listed form):
+    /// `mcp/accept` given it pins only what this review showed (empty: nothing differs).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub digest: String,
+    /// Why nothing of the server counts as pinned, when its pin record failed its check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// `mcp/accept` and `mcp/reject`.
@@ -183,6 +190,13 @@ pub struct PinsParams {
     /// Which of its differing definitions, by name; empty: all of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub names: Vec<String>,
+    /// `mcp/accept` only: the `digest` of the `mcp/review` the person read. The accept is
+    /// refused (`toolHeld`: it stays held) when a definition to pin is listed otherwise than
+    /// that review showed it. Without it, the accept is refused when one is listed otherwise
+    /// than the server's last review showed it, and pins what a review shows now when there
+    /// was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// Result of `mcp/accept` and `mcp/reject`.
@@ -196,4 +210,8 @@ pub struct PinsResult {
     pub done: Vec<String>,
     /// What still differs.
     pub differs: Vec<HeldDefinition>,
+    /// An accept without a digest, of a server no review was asked of: what was pinned is
+    /// what `mcp/review` would have shown, unseen.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unreviewed: bool,
 }

@@ -2,8 +2,10 @@
 //! listing, for every session at once, and what differs is held back from the catalog the
 //! sessions and the gateway see (where its pinning is `enforce`).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
 
 use geminid_protocol::pins::{Change, DefinitionKind, HeldDefinition, PinMode, PinStatus};
 
@@ -21,6 +23,27 @@ pub(crate) struct PinState {
     pub listed: Option<Arc<Catalog>>,
     /// Its pins were made by this daemon run (trust on first use).
     pub first_use: bool,
+    /// What its last reviews (`mcp/review`) showed, by their digest, the newest last.
+    pub reviews: VecDeque<(String, BTreeSet<Shown>)>,
+}
+
+/// How many reviews of a server an accept may name by their digest.
+const REVIEWS_KEPT: usize = 8;
+
+/// One definition as a review showed it: its kind, name and the digest of its listed form.
+pub(crate) type Shown = (DefinitionKind, String, String);
+
+fn shown(d: &Differ) -> Shown {
+    (d.def.kind, d.def.name.clone(), d.def.sha256.clone())
+}
+
+/// The digest of a review that showed `items` (what `mcp/accept --digest` names).
+fn review_digest(items: &BTreeSet<Shown>) -> String {
+    let mut h = Sha256::new();
+    for (kind, name, sha256) in items {
+        h.update(format!("{}\t{name}\t{sha256}\n", kind.label()).as_bytes());
+    }
+    canon::hex(&h.finalize()[..16])
 }
 
 /// What differs, as the protocol says it.
@@ -45,7 +68,7 @@ pub(crate) fn refusal(server: &str, d: &Differ) -> String {
         (false, Change::Changed) => "changed since it was pinned".to_owned(),
         (false, Change::New) => "is new since the server's definitions were pinned".to_owned(),
         (false, Change::Unverified) => {
-            "cannot be checked: the server's pins do not verify".to_owned()
+            "cannot be checked: the server's pin record failed its check".to_owned()
         }
     };
     format!(
@@ -192,6 +215,9 @@ pub(crate) enum ReviewError {
     /// The server has no comparison to review (not listed yet, or pinning is off).
     #[error("{0}")]
     NothingListed(String),
+    /// A definition to accept is listed otherwise than the review read showed it.
+    #[error("{0}")]
+    Unreviewed(String),
     /// See [`crate::pins::PinError`].
     #[error(transparent)]
     Pins(#[from] crate::pins::PinError),
@@ -207,13 +233,18 @@ impl super::Supervisor {
             tracing::warn!(server = %server.name, kind = d.kind.label(), name = %d.name, change = d.change.label(), held = d.held, "a definition differs from its pin");
         }
         if let Some(audit) = &self.pins.audit {
+            let problem = server.pin_verdict().and_then(|v| v.problem.clone());
             for d in fresh {
+                let why = match (&problem, d.change, d.held) {
+                    (Some(p), Change::Unverified, _) => p.as_str(),
+                    (_, _, true) => "`gemctl mcp review` shows it",
+                    (_, _, false) => "pinning is warn",
+                };
                 let what = format!(
-                    "{} {} ({}): {}",
+                    "{} {} ({}): {why}",
                     d.kind.label(),
                     d.change.label(),
                     if d.held { "held" } else { "offered" },
-                    if d.held { "`gemctl mcp review` shows it" } else { "pinning is warn" }
                 );
                 audit.note(&server.name, &audit_name(server, d), "pins", Some(what));
             }
@@ -252,6 +283,16 @@ impl super::Supervisor {
     ) -> Result<geminid_protocol::pins::ReviewResult, ReviewError> {
         let v = Self::verdict_of(server)?;
         let held = server.pinning == PinMode::Enforce;
+        let seen: BTreeSet<Shown> = v.differs.iter().map(shown).collect();
+        let digest = if seen.is_empty() { String::new() } else { review_digest(&seen) };
+        if !seen.is_empty() {
+            let reviews = &mut server.pin_state().reviews;
+            reviews.retain(|(d, _)| *d != digest);
+            reviews.push_back((digest.clone(), seen));
+            while reviews.len() > REVIEWS_KEPT {
+                reviews.pop_front();
+            }
+        }
         let items = v
             .differs
             .iter()
@@ -267,7 +308,56 @@ impl super::Supervisor {
             server: server.name.clone(),
             mode: server.pinning,
             items,
+            digest,
+            problem: v.problem.clone(),
         })
+    }
+
+    /// Whether `chosen` (of `differs`) may be pinned: each must be listed as the review named
+    /// by `digest` showed it (or, without one, as the server's last review did). `Ok(true)`:
+    /// no review was asked of the server, so what is pinned is what one would show now.
+    fn reviewed(
+        server: &Server,
+        differs: &[Differ],
+        chosen: &[&Differ],
+        digest: Option<&str>,
+    ) -> Result<bool, ReviewError> {
+        let s = &server.name;
+        let now: BTreeSet<Shown> = differs.iter().map(shown).collect();
+        let state = server.pin_state();
+        let basis = match digest {
+            Some(d) if d == review_digest(&now) => return Ok(false),
+            Some(d) => match state.reviews.iter().find(|(r, _)| r == d) {
+                Some((_, seen)) => seen,
+                None => {
+                    return Err(ReviewError::Unreviewed(format!(
+                        "MCP server '{s}' lists its definitions otherwise than the review of \
+                         digest {d} showed them (or this geminid did not show that review): \
+                         nothing was pinned; `gemctl mcp review {s}` shows them as listed now, \
+                         then accept with the digest it prints"
+                    )));
+                }
+            },
+            None => match state.reviews.back() {
+                Some((_, seen)) => seen,
+                None => return Ok(true),
+            },
+        };
+        let unseen: Vec<String> = chosen
+            .iter()
+            .filter(|d| !basis.contains(&shown(d)))
+            .map(|d| format!("{} {}", d.def.kind.label(), d.def.name))
+            .collect();
+        if unseen.is_empty() {
+            return Ok(false);
+        }
+        Err(ReviewError::Unreviewed(format!(
+            "MCP server '{s}' lists {} otherwise than `gemctl mcp review {s}` showed {}: \
+             nothing was pinned; review again (`gemctl mcp review {s}`), then `gemctl mcp \
+             accept {s} --digest D` with the digest that review prints",
+            unseen.join(", "),
+            if digest.is_some() { "under that digest" } else { "last" }
+        )))
     }
 
     /// `mcp/accept` (`accept`) or `mcp/reject`: then the server's catalog is offered anew.
@@ -275,9 +365,18 @@ impl super::Supervisor {
         &self,
         server: &Arc<Server>,
         names: Vec<String>,
+        digest: Option<String>,
         accept: bool,
     ) -> Result<geminid_protocol::pins::PinsResult, ReviewError> {
         let v = Self::verdict_of(server)?;
+        let unreviewed = accept && {
+            let chosen: Vec<&Differ> = v
+                .differs
+                .iter()
+                .filter(|d| names.is_empty() || names.contains(&d.def.name))
+                .collect();
+            Self::reviewed(server, &v.differs, &chosen, digest.as_deref())?
+        };
         let (pins, s) = (self.pins.clone(), server.clone());
         let chosen = names.clone();
         let done = tokio::task::spawn_blocking(move || {
@@ -315,7 +414,12 @@ impl super::Supervisor {
         server.set_catalog(offer(server, self, listed).await);
         self.catalog_changed(server);
         let differs = server.pin_status().map(|p| p.differs).unwrap_or_default();
-        Ok(geminid_protocol::pins::PinsResult { server: server.name.clone(), done, differs })
+        Ok(geminid_protocol::pins::PinsResult {
+            server: server.name.clone(),
+            done,
+            differs,
+            unreviewed,
+        })
     }
 }
 

@@ -7,7 +7,8 @@
 //! compared: a definition that changed, or is new, differs; where the server's pinning is
 //! `enforce` it is held (the MCP client leaves it out of the server's catalog, so no session or
 //! gateway client sees it, and a call to it is refused) until [`Pins::accept`]. A record that
-//! does not verify is taken as tampering: nothing of that server counts as pinned.
+//! fails its check (its MAC, its parse, a read, or gone where the store says one was written)
+//! is taken as tampering: nothing of that server counts as pinned, never as a first use.
 //!
 //! This module knows records and definitions; which server's catalog is filtered, and when, is
 //! `crate::mcp::pinned`'s.
@@ -176,14 +177,17 @@ impl Pins {
         if let Some(l) = self.loaded.lock().get(pin_key) {
             return l.clone();
         }
+        // Each is why the record failed its check: anything but a record that verifies, or
+        // one never written, holds the server's definitions (never a fresh "first use").
         let loaded = match self.store.pins_record(pin_key) {
             Ok(None) => Loaded::None,
-            Err(e) => return Loaded::Unverified(format!("its pins cannot be read: {e}")),
+            Err(StoreError::Corrupt { reason, .. }) => Loaded::Unverified(reason),
+            Err(e) => return Loaded::Unverified(format!("it cannot be read: {e}")),
             Ok(Some(bytes)) => match serde_json::from_slice::<Record>(&bytes) {
-                Err(e) => Loaded::Unverified(format!("its pins record is not valid ({e})")),
+                Err(e) => Loaded::Unverified(format!("it is not a valid record: {e}")),
                 Ok(r) if r.v > RECORD_VERSION => {
                     return Loaded::Unverified(format!(
-                        "its pins record is of a newer geminid (version {})",
+                        "it is of a newer geminid (version {})",
                         r.v
                     ));
                 }
@@ -191,8 +195,8 @@ impl Pins {
                     Err(e) => return Loaded::Unverified(format!("no integrity key: {e}")),
                     Ok(mac) if same(&mac, &r.mac) => Loaded::Verified(Arc::new(r)),
                     Ok(_) => Loaded::Unverified(
-                        "its pins do not verify under the integrity key (edited, or the key \
-                         changed)"
+                        "its pins do not verify under the integrity key: edited, damaged, or \
+                         the key changed"
                             .to_owned(),
                     ),
                 },
@@ -249,8 +253,8 @@ impl Pins {
                     })
                     .collect(),
                 problem: Some(format!(
-                    "{why}; every definition is held: `gemctl mcp review {server}`, then \
-                     `gemctl mcp accept {server}` pins them anew"
+                    "the pin record for {server} failed its check ({why}), so every definition \
+                     is held: `gemctl mcp review {server}` then `gemctl mcp accept {server}`"
                 )),
                 ..Verdict::default()
             },

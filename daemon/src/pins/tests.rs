@@ -126,3 +126,48 @@ fn an_accept_without_a_key_is_a_keeping_error_that_names_the_key() {
     let again = pins.check("k", "srv", "s", &tools(&[tool("a", "changed")]));
     assert_eq!(again.differs.len(), 1);
 }
+
+/// Issue 64, item 6: a record the store says was written and no longer holds (sled drops its
+/// log from a damaged byte on), or an absent one when that cannot be told, fails its check:
+/// the server is held, never pinned afresh on "first use". A database older than the manifest
+/// pins as before.
+#[test]
+fn a_record_gone_from_the_store_is_no_first_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("geminid.pins.manifest");
+    let listing = || vec![tool("a", "A, and more")];
+    {
+        let store = Store::open_again(dir.path()).unwrap();
+        let pins = Pins::new(store, key("ab"), PinMode::Enforce, None);
+        assert!(pins.check("old", "srv", "s", &tools(&listing())).first_use, "no manifest yet");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        assert!(text.contains("\"old\""), "{text}");
+        // A record the manifest names that the database lost.
+        std::fs::write(&manifest, text.replace("\"old\"", "\"old\",\"gone\"")).unwrap();
+    }
+    let store = Store::open_again(dir.path()).unwrap();
+    let pins = Pins::new(store.clone(), key("ab"), PinMode::Enforce, None);
+    let v = pins.check("gone", "srv", "s", &tools(&listing()));
+    assert!(!v.first_use && v.differs.iter().all(|d| d.change == Change::Unverified), "{v:?}");
+    let problem = v.problem.unwrap();
+    assert!(problem.starts_with("the pin record for srv failed its check (it was written"));
+    assert!(problem.ends_with("`gemctl mcp review srv` then `gemctl mcp accept srv`"));
+    // A manifest that cannot be read cannot tell a new server from a lost one.
+    std::fs::write(&manifest, "{\"v\": 1, \"ke").unwrap();
+    let v = pins.check("new", "srv", "s", &tools(&listing()));
+    assert!(!v.first_use && v.differs.len() == 1, "{v:?}");
+    assert!(v.problem.unwrap().contains("remove it once"));
+    // Accepting keeps the record; a readable manifest is kept up to date again.
+    pins.accept("new", "srv", "s", &v.differs, &[]).unwrap();
+    std::fs::remove_file(&manifest).unwrap();
+    pins.accept(
+        "gone",
+        "srv",
+        "s",
+        &pins.check("gone", "srv", "s", &tools(&listing())).differs,
+        &[],
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    assert!(["old", "new", "gone"].iter().all(|k| text.contains(&format!("\"{k}\""))), "{text}");
+}

@@ -37,6 +37,7 @@ fn review_error(e: crate::mcp::pinned::ReviewError) -> ErrorObjectOwned {
     use crate::pins::PinError;
     let code = match &e {
         ReviewError::NothingListed(_) => ErrorCode::ServerUnavailable,
+        ReviewError::Unreviewed(_) => ErrorCode::ToolHeld,
         ReviewError::Pins(PinError::NotDiffering(_)) => ErrorCode::ToolNotFound,
         ReviewError::Pins(PinError::Keep(_)) => ErrorCode::IntegrityFailed,
     };
@@ -164,7 +165,8 @@ impl Handler {
         accept: bool,
     ) -> RpcResult<geminid_protocol::pins::PinsResult> {
         let server = self.find_server(&p.server)?;
-        self.services.mcp.settle_pins(&server, p.names, accept).await.map_err(review_error)
+        let (names, digest) = (p.names, p.digest);
+        self.services.mcp.settle_pins(&server, names, digest, accept).await.map_err(review_error)
     }
 
     pub(super) async fn call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {

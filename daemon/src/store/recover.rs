@@ -90,9 +90,15 @@ pub(super) fn has_room(dir: &Path) -> bool {
 
 /// Write the manifest atomically (a new file renamed over the old one), owner-only.
 pub(super) fn write_manifest(dir: &Path, sessions: usize) -> std::io::Result<()> {
-    let path = dir.join(MANIFEST);
-    let tmp = dir.join(format!("{MANIFEST}.tmp"));
     let body = serde_json::to_vec(&Manifest { v: 1, sessions }).map_err(std::io::Error::other)?;
+    write_file(&dir.join(MANIFEST), &body)
+}
+
+/// Write `path` atomically (a new file renamed over the old one), owner-only.
+pub(super) fn write_file(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -101,9 +107,9 @@ pub(super) fn write_manifest(dir: &Path, sessions: usize) -> std::io::Result<()>
         opts.mode(0o600);
     }
     let mut f = opts.open(&tmp)?;
-    f.write_all(&body)?;
+    f.write_all(body)?;
     drop(f);
-    std::fs::rename(&tmp, &path)
+    std::fs::rename(&tmp, path)
 }
 
 fn read_manifest(dir: &Path) -> Option<usize> {
