@@ -54,24 +54,30 @@ use crate::output::{errln, outln};
 /// Exit code of `gemctl status` when no daemon is running.
 const EXIT_NOT_RUNNING: u8 = 3;
 
+/// The heading of the options every command takes.
+const GLOBAL: &str = "Global options";
+
 /// Control geminid, the per-user daemon for Gemini CLI's MCP servers, extensions, skills,
 /// hooks and policy.
 #[derive(Debug, Parser)]
 #[command(version = geminid_protocol::VERSION_LINE)]
 struct Cli {
-    /// The daemon's socket [default: $XDG_RUNTIME_DIR/geminid/geminid.sock (without it, /run/user/UID when it is yours), else ~/.gemini/run/geminid.sock]
+    // Every subcommand's help repeats these (clap's global options): one short line each,
+    // under their own heading (audit turn 4, P2: four long texts under every command).
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/geminid/geminid.sock]
     #[arg(long, global = true, env = SOCKET_ENV, value_name = "PATH")]
+    #[arg(help_heading = GLOBAL)]
     socket: Option<PathBuf>,
-    /// Print one JSON value on stdout (one per line for streams) instead of text
-    #[arg(long, global = true)]
+    /// Print JSON on stdout instead of text
+    #[arg(long, global = true, help_heading = GLOBAL)]
     json: bool,
     /// Fail instead of starting geminid when it is not running
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     no_autostart: bool,
-    /// The session to act for: its id, or the start or end of it (4 characters or more, if
-    /// only one session fits) [default: the current directory's default session, created on
-    /// first use]
+    /// The session to act for (an id, or 4+ of its first or last characters) [default: this
+    /// directory's]
     #[arg(long, global = true, env = "GEMINID_SESSION", value_name = "ID")]
+    #[arg(help_heading = GLOBAL)]
     #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::sessions))]
     session: Option<String>,
     #[command(subcommand)]
