@@ -107,7 +107,8 @@ impl Source {
     pub(crate) fn fetch(&self, into: &Path, progress: &dyn Fn(&str)) -> Result<(), ExtensionError> {
         match self {
             Self::Local(from) => {
-                progress(&format!("copying {}", from.display()));
+                // The source is said before each step already (audit turn 4, P3).
+                progress("copying its files");
                 let from = std::fs::canonicalize(from).map_err(|e| {
                     ExtensionError::Refused(format!("cannot install from {}: {e}", from.display()))
                 })?;
@@ -122,13 +123,13 @@ impl Source {
             }
             Self::Git { url, reference } => {
                 progress(&format!(
-                    "cloning {url}{}",
+                    "cloning{}",
                     reference.as_ref().map(|r| format!(" at {r}")).unwrap_or_default()
                 ));
                 clone(url, reference.as_deref(), into)
             }
             Self::Archive(file) => {
-                progress(&format!("unpacking {}", file.display()));
+                progress("unpacking");
                 unpack(file, into)?;
                 strip_single_folder(into)
             }

@@ -22,6 +22,43 @@ const SIGNED: &str = "its files are signed now and checked every time extensions
 const LINKED: &str = "a link is the folder itself: its files are not signed, and each change \
                       to them applies at the next load unchecked.";
 
+/// What the person agrees to when an update brings more: only what is new since the installed
+/// version (`before` and `after` are [`consent_text`] without its first line), each item under
+/// its heading, then the closing line (audit turn 4, P3: an update that added a hook listed
+/// everything the extension brings, under "Installing").
+pub(crate) fn update_consent(
+    name: &str,
+    from: &str,
+    to: &str,
+    before: &str,
+    after: &str,
+) -> String {
+    let known: std::collections::HashSet<&str> = before.lines().collect();
+    let mut out =
+        vec![format!("Updating extension \"{name}\" {from} -> {to}. New in this version:")];
+    let lines: Vec<&str> = after.lines().collect();
+    let (body, last) = lines.split_at(lines.len().saturating_sub(1));
+    let mut heading: Option<&str> = None;
+    let mut heading_said = false;
+    for &line in body {
+        if !line.starts_with(' ') {
+            (heading, heading_said) = (Some(line), false);
+        }
+        if known.contains(line) {
+            continue;
+        }
+        if line.starts_with(' ')
+            && let Some(h) = heading.filter(|_| !heading_said)
+        {
+            out.push(h.to_owned());
+        }
+        heading_said |= heading.is_some_and(|h| h == line) || line.starts_with(' ');
+        out.push(line.to_owned());
+    }
+    out.extend(last.iter().map(|l| (*l).to_owned()));
+    out.join("\n")
+}
+
 /// What the person agrees to: everything the extension brings that can run or change what the
 /// model sees.
 pub(crate) fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> String {

@@ -179,8 +179,10 @@ impl Extensions {
         }
         let strip = |text: String| text.lines().skip(1).collect::<Vec<_>>().join("\n");
         let before = strip(consent_text(old, &e.dir, e.hooks.as_ref()));
-        let after_text = consent_text(&new, staging, hooks.as_ref());
-        let changed = strip(after_text.clone()) != before;
+        let after = strip(consent_text(&new, staging, hooks.as_ref()));
+        let changed = after != before;
+        let after_text =
+            super::install::update_consent(&e.name, &old.version, &new.version, &before, &after);
         let outcome = |updated: bool, to: &str| Updated {
             name: e.name.clone(),
             from: old.version.clone(),

@@ -546,6 +546,7 @@ async fn git_install_and_updates_with_a_real_rollback() -> anyhow::Result<()> {
     let (code, out, err) = home.gemctl_run(&["extensions", "install", &url, "--consent"])?;
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("cloning"), "progress is shown: {err}");
+    assert!(err.lines().all(|l| l.matches(&url).count() <= 1), "the source said once: {err}");
     let e = one(&home, "git-ext")?;
     assert_eq!((e["version"].as_str(), e["installType"].as_str()), (Some("1.0.0"), Some("git")));
     assert_eq!(e["integrity"], "verified");
@@ -593,9 +594,21 @@ async fn git_install_and_updates_with_a_real_rollback() -> anyhow::Result<()> {
             r#"{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "true"}]}]}}"#,
         )],
     )?;
-    let (code, out, _) = home.gemctl_run(&["extensions", "update", "git-ext"])?;
+    let (code, out, err) = home.gemctl_run(&["extensions", "update", "git-ext"])?;
     assert_ne!(code, 0, "{out}");
     assert!(out.contains("--consent"), "{out}");
+    // What is new, not all it brings, under "Updating" (issue 63, P3).
+    let asked = format!("{out}{err}");
+    assert!(
+        asked.contains(
+            "Updating extension \"git-ext\" 1.1.0 -> 1.2.0. New in this version:\nIt has hooks"
+        ),
+        "{asked}"
+    );
+    assert!(
+        !asked.contains("Installing") && !asked.contains("It runs these MCP servers"),
+        "{asked}"
+    );
     assert_eq!(one(&home, "git-ext")?["version"], "1.1.0");
     let (code, out, err) = home.gemctl_run(&["extensions", "update", "--all", "--consent"])?;
     assert_eq!(code, 0, "{out}{err}");
