@@ -460,6 +460,7 @@ pub async fn mcp(
         }
         McpCommand::Add(a) => {
             let config = server_object(&a)?;
+            let session_again = session.clone();
             let p = McpAddParams { session, scope: a.scope.wire(), name: a.name.clone(), config };
             let r = client.mcp_add(p).await.map_err(call_error("mcp/add"))?;
             if json {
@@ -471,6 +472,18 @@ pub async fn mcp(
                 outln!("MCP server \"{n}\" updated in {s} settings.");
             } else {
                 outln!("MCP server \"{n}\" added to {s} settings. ({})", r.transport);
+            }
+            // After `mcp import`, Gemini CLI reaches geminid's servers through the gateway, but
+            // starts one added to its own settings itself (audit turn 4, C10).
+            let imported = |c: &geminid_protocol::config::EffectiveConfig| {
+                c.mcp_servers.iter().any(|e| e.scope == geminid_protocol::common::Scope::Geminid)
+            };
+            let p = ConfigParams { session: session_again, show_secrets: false };
+            if client.config_get(p).await.ok().is_some_and(|c| imported(&c)) {
+                errln!(
+                    "note: Gemini CLI starts \"{n}\" itself (it reads this file), not through \
+                     geminid: `gemctl mcp import` moves it behind geminid with the others"
+                );
             }
         }
         McpCommand::Remove { scope, name } => {

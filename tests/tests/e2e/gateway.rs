@@ -867,6 +867,18 @@ async fn import_moves_gemini_clis_servers_behind_the_gateway() -> anyhow::Result
     assert_eq!(code, 0);
     assert!(out.contains("already reaches"), "{out}");
 
+    // A server added to Gemini CLI's file after the import: Gemini CLI starts it itself, and
+    // that is said with the fix (issue 63, C10).
+    let (code, _, err) =
+        home.gemctl_run(&["mcp", "add", "-s", "user", "later", &geminid_tests::mcp::fixture()])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("Gemini CLI starts \"later\" itself") && err.contains("mcp import"),
+        "{err}"
+    );
+    let (code, _, err) = home.gemctl_run(&["mcp", "remove", "-s", "user", "later"])?;
+    assert_eq!(code, 0, "{err}");
+
     // Undone: the servers are Gemini CLI's again, as they were.
     let (code, out, err) = home.gemctl_run(&["mcp", "unimport"])?;
     assert_eq!(code, 0, "{err}");
