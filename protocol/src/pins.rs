@@ -70,8 +70,9 @@ pub enum Change {
     New,
     /// Its canonical form differs from the pinned one.
     Changed,
-    /// The server's pins do not verify under the integrity key (edited, or the key changed):
-    /// nothing of it is taken as pinned.
+    /// The server's pin record failed its check (it does not verify under the integrity key,
+    /// does not parse, cannot be read, or is gone from the store): nothing of it is taken as
+    /// pinned.
     Unverified,
 }
 
