@@ -260,6 +260,7 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
         return;
     }
     let instructions = Gateway::instructions(&services, &session, serving.server.as_deref()).await;
+    let rounds = serving.rounds.clone();
     let stop = CancellationToken::new();
     let config = StreamableHttpServerConfig::default().with_cancellation_token(stop.clone());
     let (c, s) = (services.clone(), session.clone());
@@ -324,6 +325,8 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
         });
     }
     stop.cancel();
+    // The calls its clients started go with it, and the asks they raised.
+    rounds.end(&services, &session);
     tracing::info!(%session, "gateway stopped listening over HTTP");
 }
 

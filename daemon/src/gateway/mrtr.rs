@@ -8,8 +8,11 @@
 //! `requestState` is a handle to the waiting call: random, kept by the gateway's listener (so
 //! shared by every HTTP request of one `gemctl mcp serve`), and taken once. One that is
 //! unknown, spent, another tool's, or older than [`ROUND_TTL`] is refused; the call it named
-//! is cancelled when it lapses. The asks keep their own deadlines: one nobody answers in time
-//! is declined as for any client.
+//! is cancelled when it lapses. The calls go with their gateway: when the listener (or a stdio
+//! client) goes, [`Rounds::end`] cancels every call it started, which withdraws every ask they
+//! raised, at once; nobody is left to answer them, and an answer from elsewhere would run a
+//! tool for nobody. The asks keep their own deadlines: one nobody answers in time is declined
+//! as for any client.
 
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -26,11 +29,12 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
 use crate::calls::{Call, CallError, CallRequest, Outcome};
+use crate::core::services::Services;
 
 /// How long a call waits for the client's retry after an `input_required` answer.
 pub(super) const ROUND_TTL: Duration = Duration::from_secs(300);
@@ -94,10 +98,12 @@ struct State {
     /// The listener's stop, once it runs, and the kinds it listens for (every kind a request
     /// declared: each request of this era declares its own).
     listening: Option<(CancellationToken, Vec<AskKind>)>,
-    /// Where the asks of each call in flight go.
-    calls: HashMap<String, mpsc::UnboundedSender<Ask>>,
+    /// Where the asks of each call in flight go, and its task's abort handle.
+    calls: HashMap<String, (mpsc::UnboundedSender<Ask>, AbortHandle)>,
     /// The calls waiting for their client's retry, by `requestState`.
     parked: HashMap<String, Round>,
+    /// The gateway went ([`Rounds::end`]): no call starts or parks.
+    ended: bool,
 }
 
 /// The multi round-trip calls of one gateway listener (every HTTP request of one `gemctl mcp
@@ -121,6 +127,10 @@ impl Drop for Rounds {
         let state = self.state.get_mut();
         if let Some((stop, _)) = &state.listening {
             stop.cancel();
+        }
+        // Nobody can continue them now (`end` cancels them sooner, and audited).
+        for (_, abort) in state.calls.values() {
+            abort.abort();
         }
     }
 }
@@ -156,6 +166,31 @@ impl Rounds {
 
     fn prefix(&self) -> String {
         format!("gw{}-", self.id)
+    }
+
+    /// The gateway went (the HTTP listener's `gemctl mcp serve`, or its connection to the
+    /// daemon, or a stdio client): cancel every call it started, in flight or parked, so that
+    /// their asks are withdrawn now rather than at their deadlines, and take no call after.
+    pub(crate) fn end(&self, services: &Services, session: &str) {
+        let (calls, parked, listening) = {
+            let mut state = self.state();
+            state.ended = true;
+            let calls = std::mem::take(&mut state.calls);
+            (calls, std::mem::take(&mut state.parked), state.listening.take())
+        };
+        if let Some((stop, _)) = listening {
+            stop.cancel();
+        }
+        if !calls.is_empty() {
+            tracing::info!(session, calls = calls.len(), "gateway gone: its calls are cancelled");
+        }
+        for (call_id, (_, abort)) in calls {
+            // Not (or no longer) registered: its task goes, and with it whatever it waits on.
+            if !services.calls.cancel(session, &call_id) {
+                abort.abort();
+            }
+        }
+        drop(parked);
     }
 
     /// Listen for the asks of this listener's calls, so that they have an answerer: for
@@ -257,11 +292,23 @@ impl Rounds {
                 let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
                 let call_id = format!("{}{n}", self.prefix());
                 let (tx, rx) = mpsc::unbounded_channel();
-                self.state().calls.insert(call_id.clone(), tx);
                 let req = start(call_id.clone());
-                relaying = relay(&call_id);
                 let services = gw.services.clone();
-                let task = tokio::spawn(async move { services.calls.call(req).await });
+                // Started and entered under the lock `end` takes: every call it misses
+                // starts after it, and is refused.
+                let task = {
+                    let mut state = self.state();
+                    if state.ended {
+                        return Err(McpError::internal_error(
+                            "this gateway has closed: connect again (gemctl mcp serve)",
+                            None,
+                        ));
+                    }
+                    let task = tokio::spawn(async move { services.calls.call(req).await });
+                    state.calls.insert(call_id.clone(), (tx, task.abort_handle()));
+                    task
+                };
+                relaying = relay(&call_id);
                 Round { tool: tool.to_owned(), call_id, task, asks: rx, outstanding: Vec::new() }
             }
         };
@@ -334,10 +381,21 @@ impl Rounds {
         }
     }
 
-    /// Keep `round` for its client's retry under `state`, until [`ROUND_TTL`].
+    /// Keep `round` for its client's retry under `state`, until [`ROUND_TTL`] (or, once the
+    /// gateway went, cancel it: no retry can come).
     fn park(self: &Arc<Self>, gw: &Gateway, state: String, round: Round) {
         let call_id = round.call_id.clone();
-        self.state().parked.insert(state.clone(), round);
+        {
+            let mut parked = self.state();
+            if parked.ended {
+                drop(parked);
+                if !gw.services.calls.cancel(&gw.session, &call_id) {
+                    round.task.abort();
+                }
+                return;
+            }
+            parked.parked.insert(state.clone(), round);
+        }
         let (rounds, services, session) =
             (Arc::downgrade(self), gw.services.clone(), gw.session.clone());
         tokio::spawn(async move {
@@ -357,7 +415,7 @@ impl Rounds {
 fn route(rounds: &Weak<Rounds>, ask: Ask) {
     let Some(rounds) = rounds.upgrade() else { return };
     let Some(call) = ask.call_id.clone() else { return };
-    if let Some(tx) = rounds.state().calls.get(&call) {
+    if let Some((tx, _)) = rounds.state().calls.get(&call) {
         let _ = tx.send(ask);
     }
 }

@@ -174,6 +174,7 @@ async fn open(
         let (read, write) = tokio::io::split(io);
         let instructions =
             Gateway::instructions(&services, &session, serving.server.as_deref()).await;
+        let rounds = serving.rounds.clone();
         let gateway = Gateway::new(services.clone(), session.clone(), serving, conn, instructions);
         tracing::info!(%session, conn = conn.0, "gateway opened");
         let running = match gateway.serve((read, write)).await {
@@ -188,6 +189,8 @@ async fn open(
             _ = running.waiting() => {}
             () = shutdown.cancelled() => {}
         }
+        // Its client's calls of 2026-07-28 go with it, and the asks they raised.
+        rounds.end(&services, &session);
         tracing::info!(%session, conn = conn.0, "gateway closed");
     });
     switching()

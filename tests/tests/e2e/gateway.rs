@@ -1565,3 +1565,161 @@ async fn a_server_that_takes_45_seconds_to_answer_is_served_in_either_era() -> a
     s.client.cancel().await?;
     Ok(())
 }
+
+/// A `tools/call` of a client of 2026-07-28 over the HTTP gateway at `url` (no session: each
+/// request declares its era and capabilities), retried with `retry` (its `requestState` and
+/// `inputResponses`) when given: the JSON-RPC response.
+async fn modern_call(url: &str, token: &str, tool: &str, retry: Value) -> anyhow::Result<Value> {
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { "elicitation": { "form": {} } },
+        "io.modelcontextprotocol/clientInfo": { "name": "e2e", "version": "1" },
+    });
+    let mut params = json!({ "name": tool, "arguments": { "text": "for nobody" }, "_meta": meta });
+    if let (Some(p), Some(r)) = (params.as_object_mut(), retry.as_object()) {
+        p.extend(r.clone());
+    }
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
+    let text = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", tool)
+        .json(&body)
+        .send()
+        .await?
+        .text()
+        .await?;
+    // A JSON body, or an event stream whose last data line is the response.
+    let json = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .rfind(|d| d.starts_with('{'))
+        .unwrap_or(text.trim());
+    serde_json::from_str(json).map_err(|e| anyhow::anyhow!("{e}: {text}"))
+}
+
+/// A call of a client of 2026-07-28 waiting on an ask goes with the HTTP gateway that raised
+/// it: when `gemctl mcp serve --http` goes, the call is cancelled (and audited so) and its ask
+/// withdrawn at once; a late answer is refused, saying why, and the tool never runs. (Issue
+/// 64, item 5: the call and its ask waited out the 5-minute confirmation deadline, and an
+/// answer from anywhere ran the tool for a client that was gone.)
+#[tokio::test]
+async fn a_new_era_call_waiting_on_an_ask_goes_with_its_http_gateway() -> anyhow::Result<()> {
+    use geminid_protocol::api::ConfirmationApiClient as _;
+    use geminid_protocol::asks::AsksPendingParams;
+    use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
+    use tokio::io::AsyncBufReadExt as _;
+    // A new user's home: no policy of theirs, so the call is confirmed first.
+    let home = TestHome::new()?;
+    let log = home.root().join("calls.log");
+    let fx = json!({ "command": geminid_tests::mcp::fixture(), "env": { "FIXTURE_CALL_LOG": log.display().to_string() } });
+    settings(&home, json!({ "fx": fx }))?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let rpc = daemon.client().await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let listen = || -> anyhow::Result<Child> {
+        let mut cmd: Command =
+            home.gemctl_cmd(&["--json", "mcp", "serve", "--http", "127.0.0.1:0"]).into();
+        Ok(cmd.stdout(Stdio::piped()).kill_on_drop(true).spawn()?)
+    };
+    let said = |child: &mut Child| {
+        let out = child.stdout.take();
+        async move {
+            let mut line = String::new();
+            if let Some(out) = out {
+                tokio::io::BufReader::new(out).read_line(&mut line).await?;
+            }
+            anyhow::Ok(serde_json::from_str::<Value>(&line)?)
+        }
+    };
+    let mut gateway = listen()?;
+    let first = said(&mut gateway).await?;
+    let url = first["url"].as_str().unwrap_or_default().to_owned();
+    let token = std::fs::read_to_string(first["tokenFile"].as_str().unwrap_or_default())?;
+    let token = token.trim().to_owned();
+
+    let asked = modern_call(&url, &token, "fx__echo", json!({})).await?;
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    let state = result["requestState"].as_str().unwrap_or_default().to_owned();
+    let key = result["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .ok_or_else(|| anyhow::anyhow!("no input request: {asked}"))?;
+    let pending = rpc.asks_pending(AsksPendingParams { session: None }).await?.asks;
+    let [ask] = pending.as_slice() else { anyhow::bail!("pending: {pending:?}") };
+    let ask = ask.id.clone();
+
+    // The gateway goes: the call ends as cancelled, at once (not at the ask's deadline).
+    gateway.kill().await?;
+    let _ = gateway.wait().await;
+    let cancelled = geminid_tests::eventually(Duration::from_secs(30), || async {
+        home.gemctl_json(&["audit", "-n", "1"]).is_ok_and(|a| {
+            a["records"][0]["tool"] == "mcp_fx_echo"
+                && a["records"][0]["ok"] == false
+                && a["records"][0]["error"].to_string().contains("cancelled")
+        })
+    })
+    .await;
+    let audit = home.gemctl_json(&["audit", "-n", "1"])?;
+    assert!(cancelled, "the call outlived its gateway: {audit}");
+    let pending = rpc.asks_pending(AsksPendingParams { session: None }).await?.asks;
+    assert_eq!(pending, [], "its ask outlived the gateway");
+
+    // A late answer, from anywhere, is refused and says why.
+    let respond = ConfirmationRespondParams {
+        id: ask.clone(),
+        outcome: ConfirmOutcome::Once,
+        reason: None,
+        session: None,
+    };
+    let refused = rpc.confirmation_respond(respond).await;
+    let refused = format!("{refused:?}");
+    assert!(refused.contains(&format!("confirmation {ask} was already cancelled")), "{refused}");
+    // So is the retry through another gateway.
+    let mut again = listen()?;
+    let url = said(&mut again).await?["url"].as_str().unwrap_or_default().to_owned();
+    let retry = json!({ "requestState": state, "inputResponses": { key: { "action": "accept" } } });
+    let retried = modern_call(&url, &token, "fx__echo", retry).await?;
+    assert!(
+        retried["error"]["message"].to_string().contains("requestState is unknown"),
+        "{retried}"
+    );
+
+    // A stdio client's call goes with its `gemctl mcp serve` the same way.
+    use rmcp::service::ClientServiceExt as _;
+    let modern = rmcp::service::ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let (mut child, pipes) = piped(home.gemctl_cmd(&["mcp", "serve"]).into())?;
+    let heard = Heard { answer: Some(ElicitationAction::Accept), ..Heard::default() };
+    let client = heard.serve_with_lifecycle(pipes, modern).await?;
+    let mut p = CallToolRequestParams::new("fx__echo");
+    p.arguments = json!({"text": "for nobody"}).as_object().cloned();
+    let first = client.call_tool_once(p).await?;
+    assert!(matches!(first, rmcp::model::CallToolResponse::InputRequired(_)), "{first:?}");
+    let pending = rpc.asks_pending(AsksPendingParams { session: None }).await?.asks;
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    child.kill().await?;
+    let _ = child.wait().await;
+    let withdrawn = geminid_tests::eventually(Duration::from_secs(30), || async {
+        rpc.asks_pending(AsksPendingParams { session: None }).await.is_ok_and(|a| a.asks.is_empty())
+    })
+    .await;
+    assert!(withdrawn, "the stdio client's ask outlived it");
+    let audit = home.gemctl_json(&["audit", "-n", "2"])?;
+    let cancelled = audit["records"].as_array().map_or(0, |r| {
+        r.iter()
+            .filter(|r| r["ok"] == false && r["error"].to_string().contains("cancelled"))
+            .count()
+    });
+    assert_eq!(cancelled, 2, "{audit}");
+    drop(client);
+    let ran = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!ran.contains("echo"), "the tool ran for a client that was gone: {ran}");
+    Ok(())
+}
