@@ -5,6 +5,7 @@
     reason = "doc comments on the command line's types are clap's help text, where `<server>` is a placeholder shown as written"
 )]
 
+mod ago;
 mod attach;
 mod auth_cmds;
 mod bridge;

@@ -297,7 +297,7 @@ pub fn sessions(list: &[Session]) {
                 s.workspace.clone(),
                 if s.is_default { "yes" } else { "" }.to_owned(),
                 s.attached_connections.to_string(),
-                s.last_seen_at.clone(),
+                crate::ago::age(&s.last_seen_at),
                 s.state
                     .derived
                     .as_ref()
@@ -313,8 +313,8 @@ pub fn sessions(list: &[Session]) {
 pub fn session(s: &Session) {
     outln!("session {}{}", s.id, if s.is_default { " (default for its workspace)" } else { "" });
     outln!("  workspace:  {}", s.workspace);
-    outln!("  created:    {}", s.created_at);
-    outln!("  last seen:  {}", s.last_seen_at);
+    outln!("  created:    {} ({})", s.created_at, crate::ago::ago(&s.created_at));
+    outln!("  last seen:  {} ({})", s.last_seen_at, crate::ago::ago(&s.last_seen_at));
     outln!("  attached:   {} connection(s)", s.attached_connections);
     if let Some(d) = &s.state.derived {
         outln!("  subagent:   '{}' of {} (path {})", d.name, d.parent, d.path);

@@ -181,7 +181,7 @@ pub async fn audit(
             };
             vec![
                 a.seq.to_string(),
-                a.time.clone(),
+                crate::ago::age(&a.time),
                 output::short_session(&a.session),
                 output::audit_subject(a),
                 a.decision.map(decision).unwrap_or("-").to_owned(),
@@ -193,7 +193,7 @@ pub async fn audit(
         .collect();
     output::table_or(
         "No calls recorded.",
-        &["SEQ", "TIME", "SESSION", "TOOL", "POLICY", "CONFIRMATION", "TOOK", "RESULT"],
+        &["SEQ", "AGE", "SESSION", "TOOL", "POLICY", "CONFIRMATION", "TOOK", "RESULT"],
         &rows,
     );
     Ok(())

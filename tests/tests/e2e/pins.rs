@@ -390,8 +390,14 @@ async fn warn_and_trust_offer_a_changed_tool_and_say_so_and_off_pins_nothing() -
     }
     assert!(!names.contains(&"mcp_enforced_echo".to_owned()), "{names:?}");
     let (_, out, _) = home.gemctl_run(&["mcp", "list"])?;
-    assert!(out.contains("differing from their pins (pinning: warn)"), "{out}");
-    assert!(out.contains("held, differing from their pins"), "{out}");
+    assert!(
+        out.contains("3 definitions differ from their pins (offered: pinning is warn)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("from its pin and is held") || out.contains("from their pins and are held"),
+        "{out}"
+    );
     Ok(())
 }
 

@@ -361,7 +361,10 @@ async fn top_fits_80_by_24_honours_no_color_and_prints_one_frame_with_once() -> 
     };
     w.client.derive(derived).await?;
     let tmux = top(&w.home, (80, 24), &[("NO_COLOR", "1")])?;
-    let screen = tmux.until(WAIT, "fx", |s| row(s, "fx").is_some()).await?;
+    // Servers and sessions arrive in separate answers: wait for both (a busy machine drew
+    // the servers first).
+    let both = |s: &str| row(s, "fx").is_some() && s.contains("└ researcher");
+    let screen = tmux.until(WAIT, "fx and the derived session", both).await?;
     // The derived session under its parent.
     let lines: Vec<&str> = screen.lines().collect();
     let parent = lines.iter().position(|l| l.contains(&w.session[w.session.len() - 8..]));
