@@ -3,7 +3,11 @@
 //! leads its own process group, so whatever it starts is stopped with it: SIGTERM to the group
 //! when the deadline passes (or an output outgrows its bound, where that stops the run), SIGKILL
 //! to what is left after [`KILL_GRACE`]. Custom tools (their discovery and
-//! call commands) and custom commands' `!{…}` run through here.
+//! call commands) and custom commands' `!{…}` run through here; hooks use its [`Group`].
+//!
+//! A run's future can be dropped before it ends (its call cancelled, its caller gone, the
+//! daemon shutting down): the [`Group`] it holds then stops the group itself, so nothing a
+//! run started outlives it.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -15,7 +19,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
 /// Between SIGTERM and SIGKILL.
-#[cfg(unix)]
 pub(crate) const KILL_GRACE: Duration = Duration::from_secs(5);
 
 use crate::config::env::Env;
@@ -118,16 +121,12 @@ pub(crate) async fn run(job: Job<'_>) -> Finished {
         .envs(job.env.iter())
         .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
+    // Its argv[0] as written (`bash`), as a shell would give it.
     #[cfg(unix)]
-    {
-        // Its argv[0] as written (`bash`), as a shell would give it.
-        command.arg0(job.program);
-        command.process_group(0);
-    }
-    let mut child = match command.spawn() {
-        Ok(c) => c,
+    command.arg0(job.program);
+    let mut group = match Group::spawn(&mut command) {
+        Ok(g) => g,
         Err(e) => {
             let program = job.program.to_string_lossy();
             return Finished {
@@ -136,8 +135,8 @@ pub(crate) async fn run(job: Job<'_>) -> Finished {
             };
         }
     };
-    let pgid = child.id().unwrap_or(0);
-    if let (Some(bytes), Some(mut stdin)) = (job.stdin, child.stdin.take()) {
+    let (stdin, stdout, stderr) = group.pipes();
+    if let (Some(bytes), Some(mut stdin)) = (job.stdin, stdin) {
         // A child that never reads its input must not hold the run up.
         tokio::spawn(async move {
             let _ = stdin.write_all(&bytes).await;
@@ -145,8 +144,8 @@ pub(crate) async fn run(job: Job<'_>) -> Finished {
     }
     let over = Arc::new(Notify::new());
     let stop_on_over = (job.overflow == Overflow::Stop).then(|| over.clone());
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        stop(pgid, &mut child).await;
+    let (Some(stdout), Some(stderr)) = (stdout, stderr) else {
+        group.stop().await;
         return Finished { spawn_error: Some("no pipes".into()), ..Finished::default() };
     };
     // What the readers kept so far: a run stopped midway still reports it.
@@ -158,7 +157,7 @@ pub(crate) async fn run(job: Job<'_>) -> Finished {
     let finished = {
         // Ended: exited, and both outputs read to their end.
         let work = async {
-            let status = child.wait().await;
+            let status = group.wait().await;
             let _ = (&mut out).await;
             let _ = (&mut err).await;
             status
@@ -173,16 +172,19 @@ pub(crate) async fn run(job: Job<'_>) -> Finished {
         }
     };
     let status = match finished {
-        Some(status) => Some(status),
+        Some(status) => {
+            group.release();
+            Some(status)
+        }
         None => {
-            stop(pgid, &mut child).await;
+            let status = group.stop().await;
             // The group is gone: what it had written is read briefly (a writer that left the
             // group may hold a pipe open).
             let until = std::time::Instant::now() + Duration::from_secs(1);
             while !(out.is_finished() && err.is_finished()) && std::time::Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            child.wait().await.ok()
+            status
         }
     };
     out.abort();
@@ -218,28 +220,176 @@ impl Kept {
     }
 }
 
-/// Stop the child's process group: SIGTERM, then SIGKILL to whatever is left after the grace
-/// (the child itself reaped meanwhile, so that its zombie does not count as left and hold
-/// the whole grace). Also the hook runner's.
-pub(crate) async fn stop(pgid: u32, child: &mut tokio::process::Child) {
-    #[cfg(unix)]
-    if let Ok(pid) = i32::try_from(pgid) {
-        use nix::sys::signal::{Signal, killpg};
-        let group = nix::unistd::Pid::from_raw(pid);
-        let _ = killpg(group, Signal::SIGTERM);
+/// A child that leads its own process group, and the stopping of that group. Whatever ends
+/// a run early stops the whole group: [`Group::stop`] (a deadline, an output past its bound)
+/// sends SIGTERM, waits up to [`KILL_GRACE`] for the group to empty (the child reaped
+/// meanwhile, so that its zombie does not hold the whole grace), sends SIGKILL to what is left
+/// and reaps the child. Dropped before it was released ([`Group::release`]: the run ended by
+/// itself) or stopped (the future that ran it dropped: a cancelled call, a caller gone, the
+/// runtime shutting down), it sends SIGTERM at once and leaves the grace, the SIGKILL and the reaping to a task of its
+/// own; where there is no runtime to run that task, or that task is itself dropped, SIGKILL
+/// at once.
+#[derive(Debug)]
+pub(crate) struct Group {
+    child: Option<tokio::process::Child>,
+    pgid: u32,
+    stage: Stage,
+}
+
+/// Where a [`Group`] is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Running, or ended but not yet released: a drop stops the group.
+    Running,
+    /// SIGTERM sent, in the grace: a drop kills at once.
+    Terminating,
+    /// Released or stopped: nothing more to do.
+    Settled,
+}
+
+impl Group {
+    /// Spawn `command` as the leader of a process group of its own.
+    pub(crate) fn spawn(command: &mut tokio::process::Command) -> std::io::Result<Self> {
+        // The leader alone, should everything below fail to run.
+        command.kill_on_drop(true);
+        #[cfg(unix)]
+        command.process_group(0);
+        let child = command.spawn()?;
+        let pgid = child.id().unwrap_or(0);
+        Ok(Self { child: Some(child), pgid, stage: Stage::Running })
+    }
+
+    /// The child's stdin, stdout and stderr (each once).
+    pub(crate) fn pipes(
+        &mut self,
+    ) -> (
+        Option<tokio::process::ChildStdin>,
+        Option<tokio::process::ChildStdout>,
+        Option<tokio::process::ChildStderr>,
+    ) {
+        match &mut self.child {
+            Some(c) => (c.stdin.take(), c.stdout.take(), c.stderr.take()),
+            None => (None, None, None),
+        }
+    }
+
+    /// Wait for the leader to exit (the group may live on: see [`Group::release`]).
+    pub(crate) async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match &mut self.child {
+            Some(c) => c.wait().await,
+            None => Err(std::io::Error::other("the child was already stopped")),
+        }
+    }
+
+    /// The run ended by itself: what is left of its group is left alone.
+    pub(crate) fn release(&mut self) {
+        self.stage = Stage::Settled;
+    }
+
+    /// Stop the whole group (SIGTERM, the grace, SIGKILL) and reap the child: how it ended.
+    pub(crate) async fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        if self.stage == Stage::Running {
+            self.signal(Kill::Term);
+            self.stage = Stage::Terminating;
+        }
+        self.after_term().await
+    }
+
+    /// The grace after SIGTERM, SIGKILL, the reaping.
+    async fn after_term(&mut self) -> Option<std::process::ExitStatus> {
         let until = std::time::Instant::now() + KILL_GRACE;
         loop {
-            let _ = child.try_wait();
-            if killpg(group, None).is_err() || std::time::Instant::now() >= until {
+            if let Some(c) = &mut self.child {
+                let _ = c.try_wait();
+            }
+            if !self.group_alive() || std::time::Instant::now() >= until {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let _ = killpg(group, Signal::SIGKILL);
+        self.signal(Kill::Kill);
+        let status = match &mut self.child {
+            Some(c) => {
+                let _ = c.start_kill();
+                c.wait().await.ok()
+            }
+            None => None,
+        };
+        self.stage = Stage::Settled;
+        status
     }
+
+    /// Kill the group now (the leader reaped by tokio once it has exited).
+    fn kill_now(&mut self) {
+        self.signal(Kill::Kill);
+        if let Some(c) = &mut self.child {
+            let _ = c.start_kill();
+            let _ = c.try_wait();
+        }
+        self.stage = Stage::Settled;
+    }
+
+    #[cfg(unix)]
+    fn signal(&self, kill: Kill) {
+        use nix::sys::signal::{Signal, killpg};
+        let Ok(raw) = i32::try_from(self.pgid) else { return };
+        if raw <= 1 {
+            return;
+        }
+        let sig = match kill {
+            Kill::Term => Signal::SIGTERM,
+            Kill::Kill => Signal::SIGKILL,
+        };
+        let _ = killpg(nix::unistd::Pid::from_raw(raw), sig);
+    }
+
     #[cfg(not(unix))]
-    let _ = pgid;
-    let _ = child.kill().await;
+    fn signal(&self, _kill: Kill) {}
+
+    #[cfg(unix)]
+    fn group_alive(&self) -> bool {
+        let raw = i32::try_from(self.pgid).unwrap_or(0);
+        raw > 1 && nix::sys::signal::killpg(nix::unistd::Pid::from_raw(raw), None).is_ok()
+    }
+
+    /// Without process groups: while the child has not been reaped.
+    #[cfg(not(unix))]
+    fn group_alive(&self) -> bool {
+        self.child.as_ref().is_some_and(|c| c.id().is_some())
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        match self.stage {
+            Stage::Settled => {}
+            Stage::Terminating => self.kill_now(),
+            Stage::Running => {
+                self.signal(Kill::Term);
+                self.stage = Stage::Terminating;
+                let rest = Self { child: self.child.take(), pgid: self.pgid, stage: self.stage };
+                match tokio::runtime::Handle::try_current() {
+                    Ok(runtime) => {
+                        // Dropped unfinished in turn (the runtime shutting down), `rest`
+                        // kills at once.
+                        runtime.spawn(async move {
+                            let mut rest = rest;
+                            rest.after_term().await;
+                        });
+                    }
+                    Err(_) => drop(rest),
+                }
+                self.stage = Stage::Settled;
+            }
+        }
+    }
+}
+
+/// The two signals a group gets.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    Term,
+    Kill,
 }
 
 /// Read a stream to its end into `kept`, up to `limit` bytes (the rest is read and dropped,

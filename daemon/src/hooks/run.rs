@@ -1,8 +1,9 @@
 //! One hook's process, as Gemini CLI's `HookRunner` runs it: `bash -c` with the command's
 //! `$GEMINI_*` references substituted (shell-escaped), the session's environment plus the
 //! `GEMINI_*` variables and the hook's `env`, the event's input as JSON on stdin, the session's
-//! directory as cwd. Past its `timeout` the hook's whole process group gets SIGTERM, then
-//! SIGKILL after `proc::KILL_GRACE`. Each output stream is kept up to [`MAX_OUTPUT`] (the rest is
+//! directory as cwd. The hook leads a process group of its own (`proc::Group`): past its
+//! `timeout`, or when its run is dropped first (the call cancelled, the caller gone, the
+//! daemon stopping), the whole group gets SIGTERM, then SIGKILL after `proc::KILL_GRACE`. Each output stream is kept up to [`MAX_OUTPUT`] (the rest is
 //! read and dropped, and the cut is said).
 //!
 //! What the output means (the source's rules, which its docs get wrong): the trimmed stdout,
@@ -272,11 +273,8 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
         .envs(&hook.env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    #[cfg(unix)]
-    cmd.process_group(0);
-    let mut child = match cmd.spawn() {
+        .stderr(Stdio::piped());
+    let mut group = match crate::proc::Group::spawn(&mut cmd) {
         Ok(c) => c,
         Err(e) => {
             let why = format!(
@@ -286,8 +284,7 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
             return failed(why, started.elapsed());
         }
     };
-    let pgid = child.id().unwrap_or(0);
-    let stdin = child.stdin.take();
+    let (stdin, stdout, stderr) = group.pipes();
     let body = serde_json::to_vec(input).unwrap_or_default();
     // A hook that never reads its stdin gets EPIPE or a full pipe: neither holds it up.
     let feed = tokio::spawn(async move {
@@ -296,7 +293,8 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
             let _ = s.shutdown().await;
         }
     });
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+    let (Some(stdout), Some(stderr)) = (stdout, stderr) else {
+        group.stop().await;
         return failed(format!("{program} started without its output pipes"), started.elapsed());
     };
     let out = tokio::spawn(bounded(stdout));
@@ -305,7 +303,7 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
     // Gemini CLI waits for the streams to close as well as for the process: a hook that leaves
     // a child holding its output open runs until its timeout.
     let waited = tokio::time::timeout(deadline, async {
-        let status = child.wait().await;
+        let status = group.wait().await;
         let out = out.await;
         let err = err.await;
         (status, out, err)
@@ -313,10 +311,16 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
     .await;
     feed.abort();
     let (status, (stdout, out_cut), (stderr, err_cut)) = match waited {
-        Ok((status, Ok(out), Ok(err))) => (status, out, err),
-        Ok((status, out, err)) => (status, out.unwrap_or_default(), err.unwrap_or_default()),
+        Ok((status, Ok(out), Ok(err))) => {
+            group.release();
+            (status, out, err)
+        }
+        Ok((status, out, err)) => {
+            group.release();
+            (status, out.unwrap_or_default(), err.unwrap_or_default())
+        }
         Err(_) => {
-            crate::proc::stop(pgid, &mut child).await;
+            group.stop().await;
             return failed(
                 format!("Hook timed out after {}ms", hook.timeout_ms),
                 started.elapsed(),

@@ -858,3 +858,100 @@ async fn the_last_good_settings_outlive_a_restart_and_a_damaged_copy_is_none() -
     assert_eq!(code, 0);
     Ok(())
 }
+
+/// Issue 64, item 12: a BeforeTool hook whose call ends before it does (`calls/cancel`, or
+/// its caller's connection gone) is stopped with everything it started, long before its own
+/// timeout: the hook and the child it left sleeping were left running (the child for its whole
+/// 300 s; the daemon killed only the hook's own process).
+#[tokio::test]
+async fn a_hook_whose_call_ends_first_is_stopped_with_everything_it_started() -> anyhow::Result<()>
+{
+    use geminid_protocol::api::{CallsApiClient, McpApiClient, ToolsApiClient};
+    use geminid_protocol::calls::CallsCancelParams;
+    use geminid_protocol::mcp::StartParams;
+    use geminid_protocol::tools::ToolsCallParams;
+    use geminid_tests::mcp::{new_session, stdio, write_user_settings};
+    const WAIT: Duration = Duration::from_secs(15);
+    let home = TestHome::allowing_mcp()?;
+    write_user_settings(&home, json!({ "fx": stdio(&[]) }))?;
+    let dir = home.root().join("pids");
+    std::fs::create_dir_all(&dir)?;
+    let d = dir.display();
+    // Each call's text names its files; the child's file is whole once it is there.
+    let hook = script(
+        &home,
+        "slow_hook.sh",
+        &format!(
+            "tag=$(sed -n 's/.*\"text\":\"\\([a-z]*\\)\".*/\\1/p')\n\
+             echo $$ > {d}/$tag.hook\n\
+             sleep 300 & echo $! > {d}/$tag.tmp; mv {d}/$tag.tmp {d}/$tag.child\n\
+             wait\necho '{{\"decision\": \"allow\"}}'\n"
+        ),
+    );
+    let path = home.root().join("home/.gemini/settings.json");
+    let mut settings: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    settings["hooks"] = json!({ "BeforeTool": [{ "matcher": "echo", "hooks": [
+        { "type": "command", "name": "slow", "command": format!("sh {hook}"), "timeout": 120_000 }
+    ]}]});
+    std::fs::write(&path, settings.to_string())?;
+    let daemon = geminid_tests::Daemon::start(&home, &[]).await?;
+    let client = daemon.client().await?;
+    let session = new_session(&client, &home).await?;
+    client.mcp_start(StartParams { session: session.clone(), wait: true }).await?;
+    let call = |tag: &str| ToolsCallParams {
+        session: session.clone(),
+        name: "mcp_fx_echo".into(),
+        args: json!({ "text": tag }).as_object().cloned(),
+        call_id: None,
+        confirmed: true,
+    };
+    let pids = |tag: &str| -> anyhow::Result<[u32; 2]> {
+        let read = |f: &str| std::fs::read_to_string(dir.join(format!("{tag}.{f}")));
+        Ok([read("hook")?.trim().parse()?, read("child")?.trim().parse()?])
+    };
+    let all_gone = |pids: [u32; 2]| async move {
+        geminid_tests::eventually(WAIT, || async {
+            pids.iter().all(|p| geminid_tests::process_gone(*p))
+        })
+        .await
+    };
+
+    // Cancelled by number.
+    let caller = daemon.client().await?;
+    let p = call("cancelled");
+    let running = tokio::spawn(async move { caller.tools_call(p).await });
+    let started =
+        geminid_tests::eventually(WAIT, || async { dir.join("cancelled.child").exists() });
+    anyhow::ensure!(started.await, "the hook never started its child");
+    let [hook_pid, child_pid] = pids("cancelled")?;
+    assert!(!geminid_tests::process_gone(child_pid), "the hook's child runs");
+    let id = client.calls_list(None).await?.calls.first().map(|c| c.id).expect("the call");
+    assert!(client.calls_cancel(CallsCancelParams { id }).await?.cancelled);
+    let ended = tokio::time::timeout(WAIT, running).await??;
+    assert!(ended.is_err(), "the cancelled call is answered as one: {ended:?}");
+    assert!(
+        all_gone([hook_pid, child_pid]).await,
+        "hook {hook_pid} or its child {child_pid} ran on"
+    );
+
+    // The caller goes away.
+    let caller = daemon.client().await?;
+    let p = call("abandoned");
+    let running = tokio::spawn(async move { caller.tools_call(p).await });
+    let started =
+        geminid_tests::eventually(WAIT, || async { dir.join("abandoned.child").exists() });
+    anyhow::ensure!(started.await, "the hook never started its child");
+    let [hook_pid, child_pid] = pids("abandoned")?;
+    // The task owns the caller's client: aborting it closes the connection.
+    running.abort();
+    let _ = running.await;
+    let ended = geminid_tests::eventually(WAIT, || async {
+        client.calls_list(None).await.is_ok_and(|l| l.calls.is_empty())
+    });
+    assert!(ended.await, "the abandoned call ended");
+    assert!(
+        all_gone([hook_pid, child_pid]).await,
+        "hook {hook_pid} or its child {child_pid} ran on"
+    );
+    Ok(())
+}
