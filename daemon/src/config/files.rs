@@ -67,6 +67,9 @@ pub(crate) enum InputError {
     Refused(String),
     /// Reading it failed.
     Io(std::io::Error),
+    /// It is being rewritten: no version of it settled within [`SETTLE_WAIT`] (the message
+    /// says so). Its last good contents stay; it is read again once it settles.
+    Changing(String),
 }
 
 /// How long an input file must stay unchanged before its contents are taken: an editor that
@@ -82,9 +85,13 @@ pub(crate) const SETTLE_EMPTY: Duration = Duration::from_secs(2);
 /// How often a file being waited for is looked at again.
 const SETTLE_POLL: Duration = Duration::from_millis(10);
 
-/// The longest a reader waits for a file that keeps changing; then it is not read (its last
-/// good contents stay) and the watcher's next event reads it again.
-pub(crate) const SETTLE_MAX: Duration = Duration::from_secs(5);
+/// The longest a reader waits for a file that is changing (a save in progress) to settle;
+/// then none of it is taken, its last good contents stay in effect, and it is read again once
+/// it has settled (the watcher wakes then: [`next_recheck`]). Every tool call reads the input
+/// files, so this bounds what a file rewritten without pause (an editor, a sync tool, a hostile
+/// local process) adds to a call: 250 ms once, not the storm's length. A file given up on
+/// costs later reads nothing for a while, unless a version of it settles (`GIVEN_UP`).
+pub(crate) const SETTLE_WAIT: Duration = Duration::from_millis(250);
 
 /// What identifies one version of a file: size, modification time, inode.
 type Stamp = (u64, Option<SystemTime>, u64);
@@ -118,6 +125,62 @@ fn remember_settled(path: &Path, m: &std::fs::Metadata) {
     seen.insert(path.to_owned(), stamp(m));
 }
 
+/// Files a read gave up on (no version settled within [`SETTLE_WAIT`]), and when: for
+/// [`GIVEN_UP_FOR`] after, while the version there is still unsettled, a later read gives up
+/// at once rather than wait again, so a call that reads a file several times (and the reloads
+/// beside it) waits for it once, not once per read.
+static GIVEN_UP: std::sync::LazyLock<
+    parking_lot::Mutex<std::collections::HashMap<PathBuf, Instant>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// How long a give-up spares later reads their wait (a version that settles ends it sooner).
+const GIVEN_UP_FOR: Duration = Duration::from_secs(1);
+
+/// When a file given up on may have settled (the earliest), for the watcher to read it again
+/// then: its last version is taken when the storm ends even if nothing changes after it (an
+/// emptied file, which settles in [`SETTLE_EMPTY`]).
+static RECHECK: parking_lot::Mutex<Option<Instant>> = parking_lot::Mutex::new(None);
+
+/// Woken when [`RECHECK`] is set, so the watcher (asleep without a change) sees the new time.
+static RECHECK_SET: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+fn given_up_on(path: &Path) -> bool {
+    GIVEN_UP.lock().get(path).is_some_and(|at| at.elapsed() < GIVEN_UP_FOR)
+}
+
+/// A read of `path` gave up on its version `m`: read it again once that may have settled.
+fn give_up(path: &Path, m: &std::fs::Metadata) {
+    let mut given_up = GIVEN_UP.lock();
+    if given_up.len() >= SETTLED_REMEMBERED {
+        given_up.clear();
+    }
+    given_up.insert(path.to_owned(), Instant::now());
+    drop(given_up);
+    let settle = settle_for(m);
+    let at = Instant::now() + age(m).map_or(settle, |a| settle.saturating_sub(a)).max(SETTLE_POLL);
+    let mut recheck = RECHECK.lock();
+    if recheck.is_none_or(|r| at < r) {
+        *recheck = Some(at);
+        RECHECK_SET.notify_one();
+    }
+}
+
+/// When an input file given up on should be read again (a reload then), if one is pending.
+pub(crate) fn next_recheck() -> Option<Instant> {
+    *RECHECK.lock()
+}
+
+/// Woken when [`next_recheck`] may have moved earlier.
+pub(crate) fn recheck_set() -> &'static tokio::sync::Notify {
+    &RECHECK_SET
+}
+
+/// A reload begins: every file is read again now, so no recheck is pending (a read that gives
+/// up again sets one).
+pub(crate) fn recheck_taken() {
+    *RECHECK.lock() = None;
+}
+
 /// How long `m`'s version must be left alone before it is taken.
 fn settle_for(m: &std::fs::Metadata) -> Duration {
     if m.len() == 0 { SETTLE_EMPTY } else { SETTLE }
@@ -132,45 +195,56 @@ fn age(m: &std::fs::Metadata) -> Option<Duration> {
 /// [`MAX_INPUT_FILE`] bytes is read: a FIFO would block the reader until someone writes it,
 /// and a device or a huge file would take time and memory from every client. Only a settled
 /// version is taken: one left unchanged for [`SETTLE`] ([`SETTLE_EMPTY`] for an empty file),
-/// and the same before and after the read; the reader waits for that (up to [`SETTLE_MAX`],
-/// then the file is refused and its last good contents stay). The read itself leaves the
+/// and the same before and after the read; the reader waits for that up to [`SETTLE_WAIT`]
+/// (none at all for a file given up on that has not settled since), then takes none of it
+/// ([`InputError::Changing`]: its last good contents stay). The read itself leaves the
 /// daemon's event loop (`block_in_place`) when it runs on one.
 pub(crate) fn read_input(path: &Path) -> Result<Option<String>, InputError> {
-    let kept_changing = || {
-        InputError::Refused(format!(
-            "it kept changing for {}s; it is read again at its next change, and its last good \
-             contents stay until then",
-            SETTLE_MAX.as_secs()
+    let changing = |m: &std::fs::Metadata| {
+        give_up(path, m);
+        InputError::Changing(format!(
+            "it is being rewritten (no version of it stayed unchanged for {} ms within {} ms); \
+             geminid reads it again once it stops changing (if it never does, stop what keeps \
+             writing it)",
+            settle_for(m).as_millis(),
+            SETTLE_WAIT.as_millis()
         ))
     };
     off_loop(|| {
-        let started = Instant::now();
+        let deadline =
+            Instant::now() + if given_up_on(path) { Duration::ZERO } else { SETTLE_WAIT };
         loop {
             let Some(before) = checked_metadata(path)? else { return Ok(None) };
             let settle = settle_for(&before);
             // A version written within its settle time (or stamped in the future) is watched
-            // for that long: unchanged, it has settled; changed, the new one is watched.
+            // for that long, as long as the deadline allows: unchanged, it has settled;
+            // changed, the new one is watched.
             if age(&before).is_none_or(|a| a < settle) && !settled_before(path, &before) {
-                if started.elapsed() >= SETTLE_MAX {
-                    return Err(kept_changing());
-                }
-                let until =
+                let settled_at =
                     Instant::now() + age(&before).map_or(settle, |a| settle.saturating_sub(a));
+                if Instant::now() >= deadline {
+                    return Err(changing(&before));
+                }
                 #[cfg(test)]
                 tests::WAITS.with(|w| w.set(w.get() + 1));
-                if !unchanged_until(path, &before, until)? {
+                if !unchanged_until(path, &before, settled_at.min(deadline))? {
                     continue;
+                }
+                if Instant::now() < settled_at {
+                    return Err(changing(&before));
                 }
             }
             let text = read_capped(path)?;
             match checked_metadata(path)? {
                 Some(after) if stamp(&after) == stamp(&before) => {
                     remember_settled(path, &after);
+                    GIVEN_UP.lock().remove(path);
                     return Ok(text);
                 }
                 // Written while it was read: read the version that follows.
-                _ if started.elapsed() < SETTLE_MAX => continue,
-                _ => return Err(kept_changing()),
+                Some(_) if Instant::now() < deadline => continue,
+                Some(after) => return Err(changing(&after)),
+                None => return Ok(None),
             }
         }
     })
@@ -247,7 +321,7 @@ pub(crate) fn read_object(path: &Path) -> FileRead {
     let text = match read_input(path) {
         Ok(Some(t)) => t,
         Ok(None) => return FileRead::Missing,
-        Err(InputError::Refused(why)) => return failed(why),
+        Err(InputError::Refused(why) | InputError::Changing(why)) => return failed(why),
         Err(InputError::Io(e)) => return failed(format!("cannot read: {e}")),
     };
     match parse_object(&text) {
@@ -342,26 +416,49 @@ mod tests {
     }
 
     /// An editor's save in place (truncate, a pause, write): a read that starts in the pause
-    /// gets what was written, never the empty moment.
+    /// gets what was written, never the empty moment; one whose pause outlasts what a reader
+    /// waits ([`SETTLE_WAIT`]) gets nothing of the file, and the reads after it wait no more
+    /// until it has settled.
     #[test]
     fn a_save_in_place_is_read_once_it_has_settled() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.toml");
         std::fs::write(&path, "old\n").unwrap();
-        for pause_ms in [5, 60, 400] {
+        for pause_ms in [5, 30, 1000] {
             let f = std::fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
+            let (tx, written) = std::sync::mpsc::channel();
             let writer = std::thread::spawn(move || {
                 use std::io::Write;
                 std::thread::sleep(Duration::from_millis(pause_ms));
                 let mut f = f;
                 f.write_all(b"new rules\n").unwrap();
+                let _ = tx.send(());
             });
-            let started = Instant::now();
-            let got = read_input(&path).ok().flatten();
+            let got = read_input(&path);
+            if pause_ms < 1000 {
+                // The write ends the wait for the empty file's settle time (2 s) at once.
+                assert_eq!(got.ok().flatten().as_deref(), Some("new rules\n"), "{pause_ms} ms");
+                writer.join().unwrap();
+                continue;
+            }
+            // Given up on before the write (which the reader did not wait for): gives nothing.
+            let empty = written.try_recv().is_err();
+            assert!(matches!(&got, Err(InputError::Changing(_))) || !empty, "{got:?}");
+            if empty {
+                let before = waits();
+                assert!(matches!(read_input(&path), Err(InputError::Changing(_))));
+                assert_eq!(waits(), before, "waited again for a file given up on");
+                assert!(next_recheck().is_some(), "no recheck asked for");
+            }
             writer.join().unwrap();
-            assert_eq!(got.as_deref(), Some("new rules\n"), "a {pause_ms} ms pause");
-            // The write ends the wait for the empty file's settle time (2 s) at once.
-            assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+            // Once the write has settled, it is read (no wait while the give-up lasts).
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let mut got = read_input(&path);
+            while matches!(got, Err(InputError::Changing(_))) && Instant::now() < deadline {
+                std::thread::sleep(SETTLE_POLL);
+                got = read_input(&path);
+            }
+            assert_eq!(got.ok().flatten().as_deref(), Some("new rules\n"));
         }
     }
 
@@ -377,7 +474,7 @@ mod tests {
 
     /// A file stamped in the future (a clock ahead, a copy from another machine) costs its
     /// settle time once, not on every read; one that keeps changing is refused after
-    /// [`SETTLE_MAX`].
+    /// [`SETTLE_WAIT`].
     #[test]
     fn a_future_stamp_waits_once_and_a_file_that_keeps_changing_is_refused() {
         let dir = tempfile::tempdir().unwrap();
@@ -442,7 +539,7 @@ mod tests {
                 continue;
             }
             assert!(
-                matches!(&got, Err(InputError::Refused(why)) if why.contains("kept changing")),
+                matches!(&got, Err(InputError::Changing(why)) if why.contains("being rewritten")),
                 "{got:?} after {} writes, none left alone for longer than {widest:?}",
                 writes.len()
             );

@@ -115,9 +115,10 @@ pub(crate) fn read_text(path: &Path) -> Result<String, WriteError> {
         Err(super::files::InputError::Io(source)) => {
             Err(WriteError::Io { path: path.to_path_buf(), source })
         }
-        Err(super::files::InputError::Refused(message)) => {
-            Err(WriteError::Unparsable { path: path.to_path_buf(), message })
-        }
+        Err(
+            super::files::InputError::Refused(message)
+            | super::files::InputError::Changing(message),
+        ) => Err(WriteError::Unparsable { path: path.to_path_buf(), message }),
     }
 }
 

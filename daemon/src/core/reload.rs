@@ -88,8 +88,18 @@ impl Reloader {
 
     /// When a file that vanished should be read again, to count as deleted (the watcher
     /// wakes then).
+    /// A file read gave up on while it was being rewritten is read again too, once it may
+    /// have settled, so its last version is taken when the rewriting stops.
     pub(crate) fn next_recheck(&self) -> Option<std::time::Instant> {
-        self.config.loader().next_recheck()
+        let vanished = self.config.loader().next_recheck();
+        let unsettled = crate::config::files::next_recheck();
+        vanished.into_iter().chain(unsettled).min()
+    }
+
+    /// Woken when [`Reloader::next_recheck`] may have moved earlier without a change (a read
+    /// gave up on a file being rewritten).
+    pub(crate) fn recheck_set(&self) -> &'static tokio::sync::Notify {
+        crate::config::files::recheck_set()
     }
 
     /// Notified when what the watcher should watch may have changed (a session became known).
@@ -110,6 +120,8 @@ impl Reloader {
         reason: &str,
     ) -> Result<Vec<ConfigChanged>, SessionError> {
         let _serial = self.lock.lock().await;
+        // Every file is read again from here on: a read that gives up again asks anew.
+        crate::config::files::recheck_taken();
         for input in &self.inputs {
             tracing::trace!(input = input.name(), "reload: before");
             input.before().await;

@@ -212,6 +212,9 @@ impl Reader {
                 Some(problem(file, why))
             }
             Err(InputError::Io(e)) => Some(problem(file, format!("it cannot be read: {e}"))),
+            // Being rewritten: its last good rules stay in force, or with none known it
+            // guards calls as a file that does not parse does.
+            Err(InputError::Changing(why)) => Some(problem(file, why)),
         };
         // The file gives nothing now: its last good rules stay, and the problem says so.
         let last = lock().get(file).map(|p| (p.rules.clone(), p.earlier_ms));

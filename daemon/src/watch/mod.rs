@@ -125,7 +125,8 @@ async fn run(
     sync(&mut watcher, &mut watched, &targets);
     loop {
         // A file that vanished is read again once its grace is over (then it counts as deleted,
-        // unless it came back meanwhile, which its own events announce first).
+        // unless it came back meanwhile, which its own events announce first); one a read gave
+        // up on while it was being rewritten, once it may have settled.
         let recheck = reloader.next_recheck();
         let grace_over = async move {
             match recheck {
@@ -135,7 +136,9 @@ async fn run(
         };
         tokio::select! {
             () = reloader.shutdown().cancelled() => return,
-            () = grace_over => tracing::debug!("a vanished input file's grace is over"),
+            () = grace_over => tracing::debug!("a vanished or unsettled input file is due"),
+            // A read gave up on a file being rewritten: sleep until it is due instead.
+            () = reloader.recheck_set().notified() => continue,
             () = reloader.watch_changed().notified() => {
                 let now = Targets::of_inputs(reloader.watched());
                 if now == targets {

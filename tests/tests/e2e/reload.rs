@@ -208,3 +208,141 @@ async fn mcp_reload_forces_a_reread_and_enablement_is_announced() -> anyhow::Res
     assert_eq!(String::from_utf8_lossy(&out.stdout), "Reloaded; nothing changed.\n");
     Ok(())
 }
+
+/// Issue 64, item 4: while the user's settings file and a policy file are each saved in place
+/// every 50 ms (truncate, then write: no version is ever left alone long enough to settle),
+/// every call answers in a bounded time with the last good rules: the denied tool is denied
+/// each time and never reaches the server, the allowed one runs. The old reader waited up to
+/// 5 s for each file to settle, on every read a call made, and stalled calls for the whole
+/// storm. When the storm ends, its last version is taken.
+#[tokio::test]
+async fn calls_during_a_storm_of_saves_answer_at_once_with_the_last_good_rules()
+-> anyhow::Result<()> {
+    use geminid_protocol::mcp::CallToolParams;
+    use geminid_tests::mcp::{FAST, fixture, shell_env};
+    use serde_json::json;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// The storm's length; the old reader stalled each call for most of it.
+    const STORM: Duration = Duration::from_secs(12);
+    /// What a call may take while it lasts (a busy machine included): a quarter of it.
+    const BOUND: Duration = Duration::from_secs(3);
+
+    let home = TestHome::new()?;
+    let log = home.root().join("calls.log");
+    let settings = |n: u32| {
+        let entry = json!({"a": {
+            "command": fixture(),
+            "env": {"FIXTURE_CALL_LOG": log.display().to_string()}
+        }});
+        format!("// save {n}\n{}\n", json!({"mcpServers": entry}))
+    };
+    let policy = |said: &str| {
+        format!(
+            "[[rule]]\ntoolName = \"*\"\ndecision = \"allow\"\npriority = 10\n\n[[rule]]\n\
+             mcpName = \"a\"\ntoolName = \"echo\"\ndecision = \"deny\"\npriority = 500\n\
+             denyMessage = \"{said}\"\n"
+        )
+    };
+    let user = home.root().join("home/.gemini/settings.json");
+    let rules = home.root().join("home/.gemini/policies/p.toml");
+    std::fs::create_dir_all(rules.parent().unwrap_or(&rules))?;
+    std::fs::write(&user, settings(0))?;
+    std::fs::write(&rules, policy("denied before"))?;
+    let daemon = Daemon::start(&home, FAST).await?;
+    let client = daemon.client().await?;
+    let s = client
+        .create(SessionCreateParams {
+            workspace: home.workspace().display().to_string(),
+            env: Some(shell_env(&home, &[])),
+            reuse_default: false,
+            ..Default::default()
+        })
+        .await?;
+    let call = |tool: &str| {
+        let p = CallToolParams {
+            session: s.id.clone(),
+            server: "a".to_owned(),
+            tool: tool.to_owned(),
+            arguments: json!({"text": "hi"}).as_object().cloned(),
+            confirmed: false,
+        };
+        let client = &client;
+        async move {
+            let started = Instant::now();
+            let r = client.mcp_call_tool(p).await.map_err(|e| e.to_string());
+            (started.elapsed(), r)
+        }
+    };
+    let (_, started) = call("pid").await;
+    started.map_err(|e| anyhow::anyhow!("the allowed call before the storm failed: {e}"))?;
+
+    // An editor saving in place, as the probe's did: truncate, flush, a pause, write.
+    let save_in_place = |path: &Path, text: &str| -> std::io::Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+        f.set_len(0)?;
+        f.flush()?;
+        std::thread::sleep(Duration::from_millis(2));
+        f.write_all(text.as_bytes())
+    };
+    let over = Arc::new(AtomicBool::new(false));
+    let storm = {
+        let (over, user, rules) = (over.clone(), user.clone(), rules.clone());
+        let texts = [
+            (settings(1), policy("denied in storm A")),
+            (settings(2), policy("denied in storm B")),
+        ];
+        let last = policy("denied after the storm");
+        std::thread::spawn(move || -> std::io::Result<u32> {
+            let until = std::time::Instant::now() + STORM;
+            let mut saves = 0;
+            while std::time::Instant::now() < until {
+                let (s, p) = &texts[saves as usize % 2];
+                save_in_place(&user, s)?;
+                save_in_place(&rules, p)?;
+                saves += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            save_in_place(&rules, &last)?;
+            over.store(true, Ordering::SeqCst);
+            Ok(saves)
+        })
+    };
+    let mut took = Vec::new();
+    while !over.load(Ordering::SeqCst) {
+        for tool in ["echo", "pid"] {
+            let (t, r) = call(tool).await;
+            took.push((tool, t));
+            match (tool, r) {
+                ("echo", Ok(v)) => anyhow::bail!("the denied tool ran during the storm: {v}"),
+                ("echo", Err(e)) => assert!(e.contains("denied"), "{e}"),
+                (_, r) => assert!(r.is_ok(), "the allowed call failed during the storm: {r:?}"),
+            }
+        }
+        // A client's pace, not a wait: the storm, not the calls, should load the machine.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let saves = storm.join().map_err(|_| anyhow::anyhow!("the storm panicked"))??;
+    let slowest = took.iter().map(|t| t.1).max().unwrap_or_default();
+    eprintln!("{} calls during {saves} saves of each file, the slowest {slowest:?}", took.len());
+    assert!(
+        slowest < BOUND && took.len() >= 4,
+        "{} calls during {saves} saves of each file in {STORM:?}, the slowest took {slowest:?}: \
+         {took:?}",
+        took.len()
+    );
+    let ran = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!ran.lines().any(|l| l.contains("echo")), "the denied tool ran: {ran}");
+
+    // The storm is over: its last version is taken.
+    let after =
+        || async { matches!(call("echo").await.1, Err(e) if e.contains("denied after the storm")) };
+    assert!(
+        geminid_tests::eventually(Duration::from_secs(10), after).await,
+        "the last version was not taken: {:?}",
+        call("echo").await
+    );
+    Ok(())
+}
