@@ -4,7 +4,7 @@
 use std::io::Read;
 
 use clap::Subcommand;
-use geminid_protocol::api::HooksApiClient;
+use geminid_protocol::api::{HooksApiClient, ToolsApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::config::WriteScope;
 use geminid_protocol::hooks::{
@@ -12,15 +12,15 @@ use geminid_protocol::hooks::{
 };
 
 use crate::output::{errln, outln};
-use crate::{call_error, output};
+use crate::{call_error, output, shown};
 
 #[derive(Debug, Subcommand)]
 pub enum HooksCommand {
     /// Every hook of the session, in the order its event runs them, and the problems in their
     /// configuration
     List,
-    /// Fire an event for real and print what each hook did (every event but BeforeTool and
-    /// AfterTool, which tool calls fire)
+    /// Fire an event's hooks and print what each did (BeforeTool and AfterTool as a dry run of
+    /// a call that is not made)
     Run {
         /// The event (SessionStart, BeforeAgent, Notification, ...; BeforeTool and AfterTool
         /// as a dry run: the hooks run, the tool is not called)
@@ -28,7 +28,8 @@ pub enum HooksCommand {
         /// The event's own fields as a JSON object (`{"source": "startup"}`), or `-` for stdin
         #[arg(long)]
         input: Option<String>,
-        /// For BeforeTool and AfterTool: the tool, as the model calls it (`mcp_notes_delete`)
+        /// For BeforeTool and AfterTool: the tool, as the model calls it (`mcp_notes_delete`);
+        /// AfterTool's `tool_response` goes in --input
         #[arg(long)]
         tool: Option<String>,
         /// For BeforeTool and AfterTool: the call's arguments as a JSON object
@@ -134,8 +135,17 @@ pub async fn run(
                     "--input is not JSON ({e}); for example '{{\"source\": \"startup\"}}'"
                 ),
             };
-            if let Some(t) = tool {
-                input.insert("tool_name".into(), t.into());
+            let dry_run = ["BeforeTool", "AfterTool"].contains(&event.as_str());
+            if tool.is_some() && !dry_run {
+                anyhow::bail!("--tool and --args are for BeforeTool and AfterTool, not {event}");
+            }
+            if let Some(t) = &tool {
+                if t.trim().is_empty() {
+                    anyhow::bail!(
+                        "--tool is the tool's name as the model calls it, e.g. mcp_notes_delete"
+                    );
+                }
+                input.insert("tool_name".into(), t.clone().into());
             }
             if let Some(a) = args {
                 match serde_json::from_str::<serde_json::Value>(&a) {
@@ -147,7 +157,21 @@ pub async fn run(
                     ),
                 }
             }
-            let dry_run = ["BeforeTool", "AfterTool"].contains(&event.as_str());
+            if let Some(t) = &tool {
+                let p = geminid_protocol::tools::ToolsListParams {
+                    session: session.clone(),
+                    raw: false,
+                    all: true,
+                };
+                let known =
+                    client.tools_list(p).await.map(|r| r.tools.iter().any(|e| e.name == *t));
+                if known.is_ok_and(|k| !k) {
+                    errln!(
+                        "note: this session has no tool named '{}': hooks matching the name ran all the same (`gemctl tools list` names the tools)",
+                        shown::line(t)
+                    );
+                }
+            }
             let r = client
                 .hooks_fire(HooksFireParams { session, event, input })
                 .await

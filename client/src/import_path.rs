@@ -15,11 +15,39 @@ use crate::output::errln;
 /// path that has to be written anyway is said, with the fix.
 pub fn choose(explicit: Option<PathBuf>) -> Result<PathBuf> {
     if let Some(p) = explicit {
+        // A bare name is looked up on PATH, as a shell would.
+        let p = if p.components().count() == 1 && !p.is_absolute() {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            std::env::split_paths(&path).map(|d| d.join(&p)).find(|c| is_executable(c)).unwrap_or(p)
+        } else {
+            p
+        };
         let p = std::path::absolute(&p).with_context(|| format!("{}", p.display()))?;
+        // `..` and `.` resolved in the folder, the file's own name kept (not a link's target).
+        let p = match (p.parent().and_then(|d| std::fs::canonicalize(d).ok()), p.file_name()) {
+            (Some(dir), Some(name)) => dir.join(name),
+            _ => p,
+        };
         if !is_executable(&p) {
             bail!(
                 "{} is not an executable file: give --command the path of an installed gemctl \
                  (`command -v gemctl`)",
+                p.display()
+            );
+        }
+        // geminid tells its gateway entries in Gemini CLI's file by their program's name: an
+        // entry running `gemctl-copy` would be taken for a server of the user's, and moved.
+        if p.file_stem().is_none_or(|n| n != "gemctl") {
+            bail!(
+                "{} is not named gemctl: the entries import writes are known by their program's \
+                 name, so give --command a gemctl (a link named gemctl to it will do)",
+                p.display()
+            );
+        }
+        if in_build_tree(&canonical(&p)) {
+            errln!(
+                "note: {} leads into a cargo build tree: `cargo clean` or moving the checkout \
+                 breaks Gemini CLI's entries (`cargo install --locked --path client` installs one)",
                 p.display()
             );
         }

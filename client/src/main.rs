@@ -816,9 +816,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The environment gemctl sends with `session/create` and `session/attach`.
+/// The environment gemctl sends with `session/create` and `session/attach`: a variable whose
+/// name or value is not UTF-8 is left out (`std::env::vars` panicked on one).
 fn client_env() -> ClientEnv {
-    std::env::vars().collect()
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
 }
 
 fn absolute(dir: Option<PathBuf>) -> anyhow::Result<String> {

@@ -331,7 +331,8 @@ pub fn session(s: &Session) {
             };
             let since = s.env_since.as_deref().map(|t| format!(" since {t}")).unwrap_or_default();
             outln!("  env:        {by}{since}; servers it starts inherit it (values not shown):");
-            outln!("              {}", s.env_keys.join(" "));
+            let keys: Vec<String> = s.env_keys.iter().map(|k| shown::line(k).to_string()).collect();
+            outln!("              {}", keys.join(" "));
         }
         geminid_protocol::session::EnvSource::Daemon => {
             outln!("  env:        the daemon's own (no client has given one since it started)")

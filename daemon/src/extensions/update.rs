@@ -180,7 +180,8 @@ impl Extensions {
         let strip = |text: String| text.lines().skip(1).collect::<Vec<_>>().join("\n");
         let before = strip(consent_text(old, &e.dir, e.hooks.as_ref()));
         let after = strip(consent_text(&new, staging, hooks.as_ref()));
-        let changed = after != before;
+        // Consent again only for more than the installed version brings (removing asks none).
+        let changed = super::install::brings_more(&before, &after);
         let after_text =
             super::install::update_consent(&e.name, &old.version, &new.version, &before, &after);
         let outcome = |updated: bool, to: &str| Updated {

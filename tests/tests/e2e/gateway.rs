@@ -254,7 +254,7 @@ async fn an_mcp_clients_trimmed_environment_does_not_drop_the_shells_tokens() ->
 {
     let home = TestHome::allowing_mcp()?;
     let mut fx = stdio(&[]);
-    fx["env"] = json!({"ENTRY_TOKEN": "$NOTES_TOKEN"});
+    fx["env"] = json!({"ENTRY_TOKEN": "$NOTES_TOKEN", "WHERE": "$PWD"});
     settings(&home, json!({ "fx": fx }))?;
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -263,6 +263,7 @@ async fn an_mcp_clients_trimmed_environment_does_not_drop_the_shells_tokens() ->
         .gemctl_cmd(&["session", "show"])
         .env("NOTES_TOKEN", "from-shell")
         .env("SHELL_ONLY", "from-shell")
+        .env("PWD", "/the/shells/project")
         .output()?;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // An MCP client in a new folder (trusted through its parent), without the token.
@@ -270,6 +271,7 @@ async fn an_mcp_clients_trimmed_environment_does_not_drop_the_shells_tokens() ->
     std::fs::create_dir_all(&fresh)?;
     let mut cmd: Command = home.gemctl_cmd(&["mcp", "serve"]).into();
     cmd.current_dir(&fresh).env_remove("NOTES_TOKEN").env("CLIENT_ONLY", "from-client");
+    cmd.env("PWD", &fresh);
     cmd.stderr(Stdio::inherit());
     let (child, pipes) = piped(cmd)?;
     let heard = Heard::default();
@@ -279,6 +281,8 @@ async fn an_mcp_clients_trimmed_environment_does_not_drop_the_shells_tokens() ->
     // Inherited (a token-named one is not, as in Gemini CLI: only an entry's `env` passes it).
     assert_eq!(env_of("SHELL_ONLY").await?, (false, "from-shell".to_owned()));
     assert_eq!(env_of("CLIENT_ONLY").await?, (false, "from-client".to_owned()));
+    // Where the client is stays the client's (attacked: `$PWD` named the shell's project).
+    assert_eq!(env_of("WHERE").await?, (false, fresh.display().to_string()));
     let shown =
         home.gemctl_cmd(&["--json", "session", "list", "--workspace"]).arg(&fresh).output()?;
     let listed: Value = serde_json::from_slice(&shown.stdout)?;
@@ -772,6 +776,14 @@ async fn import_writes_an_installed_gemctl_not_the_build_trees() -> anyhow::Resu
     let (code, _, err) = home.gemctl_run(&["mcp", "import", "--command", "/nonexistent/gemctl"])?;
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("--command") && err.contains("not an executable"), "{err}");
+    // A program not named gemctl: its entries would not be known as the gateway's, and a
+    // second import would move them as the user's servers (attacked: it did).
+    let copy = bin.join("gemctl-copy");
+    std::fs::copy(&installed, &copy)?;
+    let (code, _, err) =
+        home.gemctl_run(&["mcp", "import", "--command", &copy.display().to_string()])?;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not named gemctl"), "{err}");
     assert_eq!(std::fs::read_to_string(&user)?, before, "nothing written");
     Ok(())
 }

@@ -528,10 +528,16 @@ async fn gemctl_hooks_list_and_run() -> anyhow::Result<()> {
         (&json!("notes"), &json!("delete"))
     );
     assert_eq!(context["command"], "/bin/true", "{seen}");
-    let (code, out, _) =
+    let (code, out, err) =
         home.gemctl_run(&["hooks", "run", "BeforeTool", "--tool", "mcp_time_now"])?;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("No hook matches."), "{out}");
+    // A name the session has no tool of is said (a typo would read as a passing test), and
+    // --tool belongs to the tool events only.
+    assert!(err.contains("no tool named 'mcp_time_now'"), "{err}");
+    let (code, _, err) = home.gemctl_run(&["hooks", "run", "SessionStart", "--tool", "x"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("for BeforeTool and AfterTool"), "{err}");
     let (code, _, err) = home.gemctl_run(&["hooks", "run", "SessionEnd", "--input", "[1]"])?;
     assert_ne!(code, 0);
     assert!(err.contains("JSON object"), "{err}");
