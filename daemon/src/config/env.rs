@@ -314,5 +314,28 @@ pub(crate) fn redact_urls(text: &str) -> std::borrow::Cow<'_, str> {
     USERINFO.replace_all(text, |c: &Captures<'_>| format!("{}{REDACTED}@", &c[1]))
 }
 
+/// Variables that differ between two shells of the same user and mean nothing to a server
+/// (working directory, shell depth, terminal size and ids, per-connection SSH and TTY names).
+/// They are removed from a stdio child's inherited environment.
+pub(crate) const VOLATILE_ENV: &[&str] = &[
+    "PWD",
+    "OLDPWD",
+    "SHLVL",
+    "_",
+    "COLUMNS",
+    "LINES",
+    "TERM_SESSION_ID",
+    "ITERM_SESSION_ID",
+    "WINDOWID",
+    "KITTY_WINDOW_ID",
+    "WEZTERM_PANE",
+    "TMUX_PANE",
+    "STY",
+    "SSH_TTY",
+    "SSH_CLIENT",
+    "SSH_CONNECTION",
+    "GPG_TTY",
+];
+
 #[cfg(test)]
 mod tests;

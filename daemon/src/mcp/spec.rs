@@ -19,28 +19,7 @@ use geminid_protocol::config::Scope;
 use crate::config::env::{Env, Redaction, expand_env_vars, sanitize_environment};
 use crate::config::mcp::{McpServerConfig, TransportType};
 
-/// Variables that differ between two shells of the same user and mean nothing to a server
-/// (working directory, shell depth, terminal size and ids, per-connection SSH and TTY names).
-/// They are removed from a stdio child's inherited environment.
-pub(crate) const VOLATILE_ENV: &[&str] = &[
-    "PWD",
-    "OLDPWD",
-    "SHLVL",
-    "_",
-    "COLUMNS",
-    "LINES",
-    "TERM_SESSION_ID",
-    "ITERM_SESSION_ID",
-    "WINDOWID",
-    "KITTY_WINDOW_ID",
-    "WEZTERM_PANE",
-    "TMUX_PANE",
-    "STY",
-    "SSH_TTY",
-    "SSH_CLIENT",
-    "SSH_CONNECTION",
-    "GPG_TTY",
-];
+pub(crate) use crate::config::env::VOLATILE_ENV;
 
 /// How a network server is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

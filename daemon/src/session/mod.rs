@@ -93,7 +93,7 @@ impl Runtime {
         } else if let Some(user) = &self.user_env {
             let mut completed = (**user.env.expose()).clone();
             // Where the client is (PWD, OLDPWD...) is the client's, not the last shell's.
-            completed.retain(|k, _| !crate::mcp::spec::VOLATILE_ENV.contains(&k.as_str()));
+            completed.retain(|k, _| !crate::config::env::VOLATILE_ENV.contains(&k.as_str()));
             for (k, v) in env {
                 completed.entry(k).or_insert(v);
             }
