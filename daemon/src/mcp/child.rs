@@ -24,6 +24,8 @@ pub(crate) struct StdioChild {
     pub pid: u32,
     store: Option<Store>,
     done: bool,
+    /// The mark its processes carry (`marked`).
+    mark: String,
     stderr_closed: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
@@ -73,6 +75,8 @@ pub(crate) async fn spawn(
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
+    let mark = super::marked::new_mark();
+    cmd.env(super::marked::MARK, &mark);
     #[cfg(unix)]
     {
         // Its argv[0] as written, as Gemini CLI's spawn gives it.
@@ -89,6 +93,7 @@ pub(crate) async fn spawn(
         _ => format!("cannot start '{command}': {e}"),
     })?;
     let pid = child.id().unwrap_or_default();
+    super::marked::lead(&mark, pid);
     if let Some(store) = ctx.store {
         let rec = ChildRecord {
             pid,
@@ -108,6 +113,7 @@ pub(crate) async fn spawn(
         pid,
         store: ctx.store.cloned(),
         done: false,
+        mark,
         stderr_closed: Some(stderr_rx),
     };
     let (Some(stdin), Some(stdout), Some(stderr)) =
@@ -284,12 +290,15 @@ impl StdioChild {
             }
             signal_group(self.pid, Signal::Kill);
         }
+        // And those that left the group (setsid) but carry its mark.
+        super::marked::stop(&self.mark, self.pid, grace).await;
         self.forget();
         how
     }
 
     fn forget(&mut self) {
         self.done = true;
+        super::marked::forget(&self.mark);
         if let Some(store) = &self.store
             && let Err(e) = store.remove_child(self.pid)
         {
@@ -303,6 +312,7 @@ impl Drop for StdioChild {
         if !self.done {
             // Dropped without `stop` (an attempt abandoned mid-way): no grace, but no orphans.
             signal_group(self.pid, Signal::Kill);
+            super::marked::kill_now(&self.mark, self.pid);
             let _ = self.child.start_kill();
             let _ = self.child.try_wait();
             self.forget();

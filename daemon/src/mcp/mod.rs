@@ -31,6 +31,7 @@ pub(crate) mod failure;
 pub(crate) mod idle;
 pub(crate) mod log;
 pub(crate) mod long_calls;
+pub(crate) mod marked;
 pub(crate) mod messages;
 pub(crate) mod order;
 pub(crate) mod orphans;

@@ -123,9 +123,16 @@ pub(crate) fn of_groups(leaders: impl Iterator<Item = u32>) -> HashMap<u32, Held
         let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
         let fields: Vec<&str> = after.split_whitespace().take(13).collect();
         let Some(pgrp) = fields.get(2).and_then(|p| p.parse::<u32>().ok()) else { continue };
-        if !leaders.contains(&pgrp) {
-            continue;
-        }
+        // A process that left its server's group (setsid) is its server's by its mark.
+        let pgrp = if leaders.contains(&pgrp) {
+            pgrp
+        } else {
+            let marked = super::marked::mark_of(&entry.path());
+            match marked.and_then(|m| super::marked::leader_of(&m)) {
+                Some(leader) if leaders.contains(&leader) => leader,
+                _ => continue,
+            }
+        };
         let tick = |i: usize| fields.get(i).and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
         // `VmRSS:  1234 kB` (in kB whatever the page size).
         let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();

@@ -1330,3 +1330,49 @@ async fn mcp_start_on_a_terminal_says_what_it_waits_for() -> anyhow::Result<()> 
     assert!(out.starts_with("Configured MCP servers:") && !err.contains("starting:"), "{out}{err}");
     Ok(())
 }
+
+/// A server's process that leaves its process group (`setsid`, as a daemonizing launcher does)
+/// is still its server's: its memory is counted with the server's, and it is stopped with the
+/// server (issue 64, item 9: it was not counted and outlived `mcp stop` and the daemon).
+#[tokio::test]
+async fn a_setsid_grandchild_is_counted_and_stopped_with_its_server() -> anyhow::Result<()> {
+    let home = TestHome::allowing_mcp()?;
+    let pidfile = home.root().join("grandchild.pid");
+    // The grandchild holds 64 MB in a shell variable, in a session of its own, then waits.
+    let script = format!(
+        "setsid sh -c 'x=$(head -c 67108864 /dev/zero | tr \"\\0\" a); echo $$ > {pid}; \
+         sleep 300; echo ${{#x}}' </dev/null >/dev/null 2>&1 & exec {fixture}",
+        pid = pidfile.display(),
+        fixture = fixture(),
+    );
+    write_user_settings(&home, json!({ "fx": {"command": "sh", "args": ["-c", script]} }))?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let client = daemon.client().await?;
+    let s = session(&client, &home.workspace(), shell_env(&home, &[])).await?;
+    let started = start(&client, &s).await?;
+    assert_eq!(one(&started, "fx").state, ServerState::Connected, "{started:#?}");
+    let written = eventually(Duration::from_secs(30), || async {
+        std::fs::read_to_string(&pidfile).is_ok_and(|p| p.trim().parse::<u32>().is_ok())
+    })
+    .await;
+    assert!(written, "the grandchild did not start");
+    let grandchild: u32 = std::fs::read_to_string(&pidfile)?.trim().parse()?;
+    assert!(alive(grandchild));
+    // Counted: the server's resident memory holds the grandchild's 64 MB.
+    let p = ListServersParams { session: None, usage: true };
+    let rss = |servers: &[ServerStatus]| {
+        one(servers, "fx").usage.as_ref().and_then(|u| u.rss_bytes).unwrap_or_default()
+    };
+    let counted = eventually(Duration::from_secs(10), || async {
+        client.mcp_list_servers(Some(p.clone())).await.is_ok_and(|r| rss(&r.servers) > 64 << 20)
+    })
+    .await;
+    let servers = client.mcp_list_servers(Some(p.clone())).await?.servers;
+    assert!(counted, "rss {} of {:#?}", rss(&servers), one(&servers, "fx").usage);
+    // Stopped with it.
+    let (code, out, err) = home.gemctl_run(&["mcp", "stop", "fx"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let gone = eventually(Duration::from_secs(15), || async { process_gone(grandchild) }).await;
+    assert!(gone, "the setsid grandchild {grandchild} outlived mcp stop");
+    Ok(())
+}
