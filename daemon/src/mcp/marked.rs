@@ -35,6 +35,7 @@ pub(crate) fn forget(mark: &str) {
 }
 
 /// The leader of the processes that carry `mark`.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn leader_of(mark: &str) -> Option<u32> {
     LEADERS.lock().as_ref().and_then(|m| m.get(mark).copied())
 }
@@ -67,7 +68,7 @@ fn strays(mark: &str, pgid: u32) -> Vec<i32> {
         .collect()
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 fn strays(_mark: &str, _pgid: u32) -> Vec<i32> {
     Vec::new()
 }
