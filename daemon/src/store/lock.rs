@@ -1,5 +1,5 @@
 //! The database directory's fences: the lock naming the daemon that holds it, and owner-only
-//! permissions on what sled writes.
+//! permissions on what sled writes, and waiting out sled's own file lock when it is opened again.
 
 use std::path::Path;
 
@@ -72,4 +72,20 @@ pub(crate) fn lock_dir(dir: &Path, socket: &Path) -> Result<DirLock, StoreError>
     };
     write(&mut file).map_err(lock_err)?;
     Ok(DirLock { _file: file })
+}
+
+/// `open()` again while sled's file lock is busy (a handle's flusher letting go), for `within`.
+pub(super) fn lock_waited<T>(
+    within: std::time::Duration,
+    mut open: impl FnMut() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let until = std::time::Instant::now() + within;
+    loop {
+        let opened = open();
+        let busy = |e: &StoreError| e.to_string().contains("could not acquire lock");
+        if !opened.as_ref().is_err_and(busy) || std::time::Instant::now() > until {
+            return opened;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

@@ -16,7 +16,7 @@ pub(crate) mod tasks;
 
 pub(crate) use last_good::LastGood;
 pub(crate) use lock::lock_dir;
-use lock::owner_only;
+use lock::{lock_waited, owner_only};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -265,15 +265,7 @@ impl Store {
     /// to 10 s). A real restart is another process, whose predecessor has exited.
     #[cfg(test)]
     pub(crate) fn open_again(dir: &Path) -> Result<Self, StoreError> {
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let opened = Self::open(dir);
-            let busy = |e: &StoreError| e.to_string().contains("could not acquire lock");
-            if !opened.as_ref().is_err_and(busy) || std::time::Instant::now() > until {
-                return opened;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        lock_waited(std::time::Duration::from_secs(10), || Self::open(dir))
     }
 
     /// A throwaway in-memory database, for tests.
@@ -369,9 +361,11 @@ impl Store {
                 source: sled::Error::Io(std::io::ErrorKind::StorageFull.into()),
             });
         }
-        // sled holds a lock on its file until every handle is gone.
+        // sled holds a lock on its file until every handle is gone, and its flusher thread a
+        // moment after: waited for (a rare path; a busy machine failed the next write).
         drop(slot.take());
-        match Open::new(&self.shared.config, &self.shared.path) {
+        let two = std::time::Duration::from_secs(2);
+        match lock_waited(two, || Open::new(&self.shared.config, &self.shared.path)) {
             Ok(open) => {
                 let count = open.sessions.scan_prefix(SESSION_PREFIX).count();
                 self.shared.session_count.store(count, Ordering::Release);
