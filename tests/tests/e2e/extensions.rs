@@ -479,7 +479,7 @@ async fn first_sight_links_and_the_key() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     // Not the user's git configuration (a signing key, hooks), nor any of their variables.
     let out = geminid_tests::sealed(&mut std::process::Command::new("git"))
         .env("GIT_CONFIG_GLOBAL", "/dev/null")

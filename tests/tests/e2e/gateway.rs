@@ -237,6 +237,24 @@ async fn text_of(s: &Served, name: &str, args: Value) -> anyhow::Result<(bool, S
     Ok((r.is_error == Some(true), text))
 }
 
+/// `gemctl mcp serve --http` on a free port: the process (killed when dropped), and the URL,
+/// token and address it printed.
+async fn http_gateway(home: &TestHome) -> anyhow::Result<(Child, String, String, String)> {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut cmd: Command =
+        home.gemctl_cmd(&["--json", "mcp", "serve", "--http", "127.0.0.1:0"]).into();
+    let mut child = cmd.stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        tokio::io::BufReader::new(out).read_line(&mut line).await?;
+    }
+    let said: Value = serde_json::from_str(&line)?;
+    let url = said["url"].as_str().unwrap_or_default().to_owned();
+    let token = said["token"].as_str().unwrap_or_default().to_owned();
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    Ok((child, url, token, addr))
+}
+
 fn settings(home: &TestHome, servers: Value) -> anyhow::Result<()> {
     std::fs::write(
         home.root().join("home/.gemini/settings.json"),
@@ -1354,22 +1372,12 @@ async fn custom_tools_are_served_beside_the_servers_tools() -> anyhow::Result<()
 async fn the_http_gateway_bounds_connections_and_serves_local_origins_only() -> anyhow::Result<()> {
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let home = TestHome::new()?;
     settings(&home, json!({ "fx": stdio(&[]) }))?;
     let _daemon = Daemon::launch(&home).under(&["prlimit", "--nofile=1024:1024"]).start().await?;
     assert!(home.gemctl(&["trust"])?.status.success());
-    let mut cmd: Command =
-        home.gemctl_cmd(&["--json", "mcp", "serve", "--http", "127.0.0.1:0"]).into();
-    let mut child = cmd.stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
-    let mut line = String::new();
-    if let Some(out) = child.stdout.take() {
-        tokio::io::BufReader::new(out).read_line(&mut line).await?;
-    }
-    let said: Value = serde_json::from_str(&line)?;
-    let url = said["url"].as_str().unwrap_or_default().to_owned();
-    let token = said["token"].as_str().unwrap_or_default().to_owned();
-    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let (_child, url, token, addr) = http_gateway(&home).await?;
 
     let mut flood = Vec::new();
     for _ in 0..1100 {
@@ -1447,22 +1455,11 @@ async fn bare_connections_never_lock_the_token_holder_out_of_the_http_gateway() 
 {
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    use tokio::io::AsyncBufReadExt as _;
     let home = TestHome::allowing_mcp()?;
     settings(&home, json!({ "fx": stdio(&[]) }))?;
     let _daemon = Daemon::launch(&home).under(&["prlimit", "--nofile=1024:1024"]).start().await?;
     assert!(home.gemctl(&["trust"])?.status.success());
-    let mut cmd: Command =
-        home.gemctl_cmd(&["--json", "mcp", "serve", "--http", "127.0.0.1:0"]).into();
-    let mut child = cmd.stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
-    let mut line = String::new();
-    if let Some(out) = child.stdout.take() {
-        tokio::io::BufReader::new(out).read_line(&mut line).await?;
-    }
-    let said: Value = serde_json::from_str(&line)?;
-    let url = said["url"].as_str().unwrap_or_default().to_owned();
-    let token = said["token"].as_str().unwrap_or_default().to_owned();
-    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let (_child, url, token, addr) = http_gateway(&home).await?;
     let mut flood = Vec::new();
     for _ in 0..300 {
         flood.push(tokio::net::TcpStream::connect(&addr).await?);

@@ -6,27 +6,9 @@
 use std::path::Path;
 
 use geminid_tests::TestHome;
-use serde_json::json;
 
-fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
-    // Not the user's git configuration (a signing key, hooks), nor any of their variables.
-    let out = geminid_tests::sealed(&mut std::process::Command::new("git"))
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()?;
-    anyhow::ensure!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(())
-}
+use crate::extensions::git;
+use serde_json::json;
 
 /// A repository at `root/src` holding an extension `gx`; its `file://` URL.
 fn source(root: &Path) -> anyhow::Result<String> {
