@@ -674,6 +674,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                      what geminid's policy asks about is allowed as confirmed by it"
                 );
             }
+            if options.hooks == geminid_protocol::gateway::Hooks::Client {
+                errln!(
+                    "gemctl mcp serve: the client runs the hooks of its settings and extensions \
+                     itself (--hooks client): geminid runs only those of its own servers.json"
+                );
+            }
             match &args.http {
                 Some(_) => serve::run_http(&socket, &session, &options, cli.json).await?,
                 None => serve::run(&socket, &session, &options).await?,

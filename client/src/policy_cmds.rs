@@ -174,6 +174,11 @@ pub async fn audit(
                 Some(C::TimedOut) => "timed out".to_owned(),
                 Some(C::NoAnswerer) => "nobody to ask".to_owned(),
             };
+            // Absent: geminid ran the session's hooks (those that matched).
+            let hooks = match a.hooks {
+                Some(geminid_protocol::policy::AuditHooks::ByClient) => "by the client",
+                None => "",
+            };
             let result = match (&a.error, a.ok) {
                 (_, true) => "ok".to_owned(),
                 (Some(e), false) => format!("error: {}", e.lines().next().unwrap_or_default()),
@@ -186,6 +191,7 @@ pub async fn audit(
                 output::audit_subject(a),
                 a.decision.map(decision).unwrap_or("-").to_owned(),
                 confirmation,
+                hooks.to_owned(),
                 format!("{} ms", a.duration_ms),
                 result,
             ]
@@ -193,7 +199,7 @@ pub async fn audit(
         .collect();
     output::table_or(
         "No calls recorded.",
-        &["SEQ", "AGE", "SESSION", "TOOL", "POLICY", "CONFIRMATION", "TOOK", "RESULT"],
+        &["SEQ", "AGE", "SESSION", "TOOL", "POLICY", "CONFIRMATION", "HOOKS", "TOOK", "RESULT"],
         &rows,
     );
     Ok(())

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::output::outln;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use geminid_protocol::gateway::{self, Confirm, Names, Options};
+use geminid_protocol::gateway::{self, Confirm, Hooks, Names, Options};
 use tokio::io::AsyncWriteExt as _;
 
 #[derive(Debug, Args)]
@@ -33,6 +33,12 @@ pub struct ServeArgs {
     /// allowed as confirmed by it; a deny stays a deny)
     #[arg(long, value_enum, default_value = "geminid")]
     pub confirm: ConfirmArg,
+    /// Who runs the BeforeTool and AfterTool hooks of Gemini CLI's settings files and of the
+    /// extensions: `geminid` (for each call) or `client` (the client runs them itself, as
+    /// Gemini CLI does: geminid runs only the hooks of its own servers.json, and the audit says
+    /// `hooks: by the client`). `gemctl mcp import` writes `client`
+    #[arg(long, value_enum, default_value = "geminid")]
+    pub hooks: HooksArg,
     /// Serve streamable HTTP on this loopback address instead of stdio (e.g. 127.0.0.1:8765;
     /// port 0 picks one), until Ctrl-C. Clients send `Authorization: Bearer <token>`: the token
     /// is printed the first time and kept in the daemon's data directory (0600)
@@ -60,6 +66,15 @@ pub enum ConfirmArg {
     Client,
 }
 
+/// `--hooks`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum HooksArg {
+    /// geminid runs every hook for each call
+    Geminid,
+    /// The client runs the hooks it reads itself
+    Client,
+}
+
 impl ServeArgs {
     /// What to ask the daemon for.
     pub fn options(&self) -> anyhow::Result<Options> {
@@ -76,7 +91,12 @@ impl ServeArgs {
             ConfirmArg::Geminid => Confirm::Geminid,
             ConfirmArg::Client => Confirm::Client,
         };
-        Ok(Options { names, server: self.server.clone(), confirm, http: self.http.clone() })
+        let hooks = match self.hooks {
+            HooksArg::Geminid => Hooks::Geminid,
+            HooksArg::Client => Hooks::Client,
+        };
+        let (server, http) = (self.server.clone(), self.http.clone());
+        Ok(Options { names, server, confirm, hooks, http })
     }
 }
 

@@ -4,7 +4,7 @@
 //! stdin and stdout to such a connection.
 //!
 //! ```text
-//! GET /mcp?session=<id>&names=server[&server=<name>][&confirm=client][&http=<addr>] HTTP/1.1
+//! GET /mcp?session=<id>&names=server[&server=<name>][&confirm=client][&hooks=client][&http=<addr>] HTTP/1.1
 //! Host: localhost
 //! Connection: upgrade
 //! Upgrade: geminid-mcp
@@ -80,6 +80,40 @@ impl Confirm {
     }
 }
 
+/// Who runs the BeforeTool and AfterTool hooks of the sources Gemini CLI reads too (the
+/// settings files of every scope and the extensions' hooks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum Hooks {
+    /// geminid runs every hook of the session for each call.
+    #[default]
+    Geminid,
+    /// The client runs those hooks itself (Gemini CLI does, for every tool it calls, MCP
+    /// tools included): geminid runs only the hooks its client cannot know (those of
+    /// geminid's own `servers.json`), and audits the call's hooks as run by the client.
+    Client,
+}
+
+impl Hooks {
+    /// The query value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Geminid => "geminid",
+            Self::Client => "client",
+        }
+    }
+
+    /// From the query value.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "geminid" => Some(Self::Geminid),
+            "client" => Some(Self::Client),
+            _ => None,
+        }
+    }
+}
+
 /// What a gateway serves, and how.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Options {
@@ -90,6 +124,8 @@ pub struct Options {
     pub server: Option<String>,
     /// Who confirms.
     pub confirm: Confirm,
+    /// Who runs the hooks the client reads too.
+    pub hooks: Hooks,
     /// Listen for streamable HTTP clients here instead (see [`open_with`]).
     pub http: Option<String>,
 }
@@ -218,6 +254,9 @@ pub async fn open_with(
     }
     if options.confirm != Confirm::default() {
         query.push_str(&format!("&confirm={}", options.confirm.as_str()));
+    }
+    if options.hooks != Hooks::default() {
+        query.push_str(&format!("&hooks={}", options.hooks.as_str()));
     }
     if let Some(addr) = &options.http {
         query.push_str(&format!("&http={}", encode(addr)));

@@ -232,6 +232,18 @@ pub enum AuditConfirmation {
     NoAnswerer,
 }
 
+/// Who ran a call's BeforeTool and AfterTool hooks, in its audit record (absent: geminid ran
+/// every hook of the session that matched, as the record's error says when one blocked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum AuditHooks {
+    /// The gateway's client runs the hooks it reads itself (`gemctl mcp serve --hooks
+    /// client`, as `gemctl mcp import` writes it for Gemini CLI): geminid ran none of them,
+    /// only the hooks of its own `servers.json`, if any matched.
+    ByClient,
+}
+
 /// One call as the audit log keeps it. Argument values are not kept: their keys and a hash.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -263,6 +275,9 @@ pub struct AuditRecord {
     /// How a confirmation went, when one was needed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<AuditConfirmation>,
+    /// Who ran the call's hooks, when not geminid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<AuditHooks>,
     /// How long the call took, in milliseconds.
     pub duration_ms: u64,
     /// Whether the tool answered without error.

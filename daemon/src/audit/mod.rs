@@ -78,6 +78,7 @@ fn noted(seq: u64, server: &str, tool: &str, origin: &str, error: Option<String>
         decision: None,
         rule: None,
         confirmation: None,
+        hooks: None,
         duration_ms: 0,
         ok: error.is_none(),
         error,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use geminid_protocol::policy::AuditRecord;
+use geminid_protocol::policy::{AuditHooks, AuditRecord};
 use sha2::{Digest, Sha256};
 
 use super::seats::{Audit, Ended};
@@ -61,6 +61,7 @@ fn record_of(seq: u64, call: &Call, ended: &Ended, took: Duration) -> AuditRecor
         decision: note.map(|n| n.decision),
         rule: note.and_then(|n| n.rule.clone()),
         confirmation: note.and_then(|n| n.confirmation),
+        hooks: call.hooks_by_client.then_some(AuditHooks::ByClient),
         duration_ms: took_ms,
         ok,
         error,
@@ -84,6 +85,7 @@ mod tests {
             args: args.as_object().cloned(),
             annotations: None,
             confirmed: false,
+            hooks_by_client: false,
             policy: None,
             tail_of: None,
         }

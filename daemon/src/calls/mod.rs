@@ -49,9 +49,10 @@ use crate::mcp::server::Server;
 use crate::naming;
 
 /// Who made a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Origin {
     /// `tools/call`: a tool of the session's table, by its Gemini name.
+    #[default]
     ToolsCall,
     /// `mcp/callTool`: a tool of one of the session's servers, by its MCP name.
     McpCallTool,
@@ -88,13 +89,16 @@ pub(crate) struct CallRequest {
     pub origin: Origin,
     /// The caller is the person: an ask counts as confirmed.
     pub confirmed: bool,
+    /// The caller runs the hooks of the sources Gemini CLI reads itself (a gateway client
+    /// served with `hooks=client`): the hook seat leaves them to it.
+    pub hooks_by_client: bool,
     /// This call is an AfterTool hook's `tailToolCallRequest` after the call to this tool
     /// (a tail call makes no further tail call).
     pub tail_of: Option<String>,
 }
 
 /// A call as the seats see it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Call {
     /// The session calling.
     pub session: String,
@@ -115,6 +119,8 @@ pub struct Call {
     pub annotations: Option<Map<String, Value>>,
     /// The caller is the person (`gemctl call`).
     pub confirmed: bool,
+    /// The caller runs the hooks its own settings give (see [`CallRequest::hooks_by_client`]).
+    pub hooks_by_client: bool,
     /// What policy decided, once it has.
     pub policy: Option<PolicyNote>,
     /// The tool whose AfterTool hook asked for this call, for a tail call.
@@ -225,19 +231,7 @@ impl Audited<'_> {
     fn end(mut self, ended: &Ended) -> Call {
         self.record(ended);
         self.done = true;
-        let empty = Call {
-            session: String::new(),
-            origin: self.call.origin,
-            call_id: None,
-            name: String::new(),
-            server: String::new(),
-            tool: String::new(),
-            args: None,
-            annotations: None,
-            confirmed: false,
-            policy: None,
-            tail_of: None,
-        };
+        let empty = Call { origin: self.call.origin, ..Call::default() };
         std::mem::replace(&mut self.call, empty)
     }
 
@@ -311,6 +305,7 @@ impl Pipeline {
             args: req.args,
             annotations: resolved.annotations.clone(),
             confirmed: req.confirmed,
+            hooks_by_client: req.hooks_by_client,
             policy: None,
             tail_of: req.tail_of.clone(),
         };
@@ -367,6 +362,7 @@ impl Pipeline {
             args: req.args.clone(),
             annotations: None,
             confirmed: req.confirmed,
+            hooks_by_client: req.hooks_by_client,
             tail_of: req.tail_of.clone(),
             policy,
         };
@@ -417,6 +413,7 @@ impl Pipeline {
                 call_id: None,
                 origin: call.origin,
                 confirmed: call.confirmed,
+                hooks_by_client: call.hooks_by_client,
                 tail_of: Some(call.name.clone()),
             };
             let (_, o) = Box::pin(self.call(tail)).await?;

@@ -170,6 +170,7 @@ mod tests {
             args: None,
             annotations: None,
             confirmed: false,
+            hooks_by_client: false,
             policy: None,
             tail_of: None,
         }

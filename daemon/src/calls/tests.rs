@@ -14,6 +14,7 @@ fn a_note_for_the_model_follows_a_blank_line_in_its_text_or_its_own_part() {
         args: None,
         annotations: None,
         confirmed: false,
+        hooks_by_client: false,
         policy: None,
         tail_of: None,
     };

@@ -51,7 +51,7 @@ fn gateway_of(v: &Value) -> Option<Option<String>> {
 fn entry_for(command: &str, name: &str, was: Option<&Value>) -> Value {
     let mut entry = json!({
         "command": command,
-        "args": ["mcp", "serve", "--server", name, "--confirm", "client"],
+        "args": ["mcp", "serve", "--server", name, "--confirm", "client", "--hooks", "client"],
     });
     for key in KEPT_FOR_THE_CLIENT {
         if let Some(v) = was.and_then(|w| w.get(key)) {
@@ -154,7 +154,7 @@ pub(crate) fn mcp_import(
         to: to.display().to_string(),
         moved: moving.iter().map(|(n, _)| (*n).clone()).collect(),
         replaced: replaced.clone(),
-        gateway: format!("{command} mcp serve --server <name> --confirm client"),
+        gateway: format!("{command} mcp serve --server <name> --confirm client --hooks client"),
         extensions: gatewayed.iter().map(|(n, _)| (*n).clone()).collect(),
         kept: kept.iter().map(|(n, _)| (*n).clone()).collect(),
         backup,

@@ -19,8 +19,8 @@ use crate::clock;
 use crate::events::EventBus;
 use crate::hooks::aggregate::{effective_reason, hook_context, is_ask, is_blocking};
 use crate::hooks::exec::{Fired, fire};
-use crate::hooks::plan::plan;
-use crate::hooks::registry::{ExtensionHooks, Registry, SettingsHooks};
+use crate::hooks::plan::plan_of;
+use crate::hooks::registry::{Entry, ExtensionHooks, Registry, SettingsHooks};
 use crate::hooks::run::{Context, Ran};
 use crate::hooks::{HookEvent, HookSource, trusted};
 use crate::session::SessionError;
@@ -68,6 +68,17 @@ fn scope_name(s: geminid_protocol::common::Scope) -> &'static str {
         Scope::Workspace => "workspace",
         Scope::System => "system",
         Scope::Extension => "extension",
+    }
+}
+
+/// Which hooks run in geminid for `call`: all of them, or, when its client runs the hooks it
+/// reads itself (a gateway served with `hooks=client`: Gemini CLI reads every settings scope
+/// and the extensions' hooks), only those of geminid's own servers file, which it does not.
+fn runs_here(call: &Call) -> fn(&Entry) -> bool {
+    if call.hooks_by_client {
+        |e| e.scope == scope_name(geminid_protocol::common::Scope::Geminid)
+    } else {
+        |_| true
     }
 }
 
@@ -235,9 +246,10 @@ impl HookSeat {
         event: HookEvent,
         context: Option<&str>,
         fields: Map<String, Value>,
+        keep: fn(&Entry) -> bool,
     ) -> Result<Option<Fired>, SessionError> {
         let p = self.prepare(session)?;
-        let Some(planned) = plan(&p.registry, event, context) else { return Ok(None) };
+        let Some(planned) = plan_of(&p.registry, event, context, keep) else { return Ok(None) };
         let mut input = Map::new();
         input.insert("session_id".into(), json!(session));
         input.insert("transcript_path".into(), json!(""));
@@ -292,7 +304,7 @@ impl HookSeat {
             dry_run_fields(tool, &mut fields, &prepared);
         }
         let notice = self.take_notice(&prepared);
-        let fired = self.fire_for(session, event, context.as_deref(), fields).await?;
+        let fired = self.fire_for(session, event, context.as_deref(), fields, |_| true).await?;
         Ok(match fired {
             None => HooksFireResult { aggregated: None, success: true, hooks: Vec::new(), notice },
             Some(f) => HooksFireResult {
@@ -383,7 +395,8 @@ impl BeforeTool for HookSeat {
             if let Some(why) = &p.refusal {
                 return Before::Block(Verdict::from(why.clone()));
             }
-            if plan(&p.registry, HookEvent::BeforeTool, Some(&call.name)).is_none() {
+            let keep = runs_here(call);
+            if plan_of(&p.registry, HookEvent::BeforeTool, Some(&call.name), keep).is_none() {
                 return Before::Proceed;
             }
             let mut fields = Map::new();
@@ -396,8 +409,8 @@ impl BeforeTool for HookSeat {
             if let Some(original) = &call.tail_of {
                 fields.insert("original_request_name".into(), json!(original));
             }
-            let fired =
-                self.fire_for(&call.session, HookEvent::BeforeTool, Some(&call.name), fields).await;
+            let (session, name) = (&call.session, Some(call.name.as_str()));
+            let fired = self.fire_for(session, HookEvent::BeforeTool, name, fields, keep).await;
             let Some(f) = fired.ok().flatten() else { return Before::Proceed };
             let Some(o) = &f.merged else { return Before::Proceed };
             if stops(o) {
@@ -442,7 +455,9 @@ impl BeforeTool for HookSeat {
                     "toolDisplayName": call.name,
                 }),
             );
-            let _ = self.fire_for(&call.session, HookEvent::Notification, None, fields).await;
+            // geminid's own confirmation, which its client does not know of: its hooks all run.
+            let notify = HookEvent::Notification;
+            let _ = self.fire_for(&call.session, notify, None, fields, |_| true).await;
         })
     }
 }
@@ -451,7 +466,8 @@ impl AfterTool for HookSeat {
     fn after_tool<'a>(&'a self, call: &'a Call, outcome: &'a Outcome) -> BoxFuture<'a, After> {
         Box::pin(async move {
             let Ok(p) = self.prepare(&call.session) else { return After::Keep };
-            if plan(&p.registry, HookEvent::AfterTool, Some(&call.name)).is_none() {
+            let keep = runs_here(call);
+            if plan_of(&p.registry, HookEvent::AfterTool, Some(&call.name), keep).is_none() {
                 return After::Keep;
             }
             let mut fields = Map::new();
@@ -468,8 +484,8 @@ impl AfterTool for HookSeat {
                 response["error"] = json!(outcome.display);
             }
             fields.insert("tool_response".into(), response);
-            let fired =
-                self.fire_for(&call.session, HookEvent::AfterTool, Some(&call.name), fields).await;
+            let (session, name) = (&call.session, Some(call.name.as_str()));
+            let fired = self.fire_for(session, HookEvent::AfterTool, name, fields, keep).await;
             let Some(f) = fired.ok().flatten() else { return After::Keep };
             let Some(o) = f.merged.clone() else { return After::Keep };
             if stops(&o) {

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use geminid_protocol::gateway::{Confirm, Names};
+use geminid_protocol::gateway::{Confirm, Hooks, Names};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
@@ -63,6 +63,8 @@ pub(crate) struct Serving {
     pub server: Option<String>,
     /// Who confirms the calls policy asks about.
     pub confirm: Confirm,
+    /// Who runs the hooks the client reads too.
+    pub hooks: Hooks,
     /// The calls of clients of 2026-07-28 waiting for their retry (every HTTP request of one
     /// listener shares them).
     pub(crate) rounds: Arc<mrtr::Rounds>,
@@ -338,6 +340,7 @@ impl ServerHandler for Gateway {
                 call_id: Some(call_id),
                 origin: Origin::Gateway,
                 confirmed: self.serving.confirm == Confirm::Client,
+                hooks_by_client: self.serving.hooks == Hooks::Client,
                 tail_of: None,
             };
             let (state, responses) = (request.request_state.clone(), request.input_responses);
@@ -365,6 +368,7 @@ impl ServerHandler for Gateway {
             origin: Origin::Gateway,
             // A client that confirms calls itself has, by calling.
             confirmed: self.serving.confirm == Confirm::Client,
+            hooks_by_client: self.serving.hooks == Hooks::Client,
             tail_of: None,
         };
         let cancel = {

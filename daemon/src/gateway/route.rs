@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use geminid_protocol::gateway::{Confirm, Names, PATH, UPGRADE};
+use geminid_protocol::gateway::{Confirm, Hooks, Names, PATH, UPGRADE};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -115,6 +115,10 @@ async fn open(
         Ok(c) => c.unwrap_or_default(),
         Err(why) => return answer(StatusCode::BAD_REQUEST, why),
     };
+    let hooks = match parsed(&req, "hooks", Hooks::parse, "who runs hooks: geminid or client") {
+        Ok(h) => h.unwrap_or_default(),
+        Err(why) => return answer(StatusCode::BAD_REQUEST, why),
+    };
     if names == Names::Own && server.is_none() {
         return answer(
             StatusCode::BAD_REQUEST,
@@ -142,7 +146,7 @@ async fn open(
     {
         return answer(StatusCode::NOT_FOUND, why);
     }
-    let serving = Serving { names, server, confirm, rounds: Default::default() };
+    let serving = Serving { names, server, confirm, hooks, rounds: Default::default() };
     let upgraded = hyper::upgrade::on(req);
     if let Some(listener) = listener {
         tasks.spawn(async move {

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use super::registry::Registry;
+use super::registry::{Entry, Registry};
 use super::{HookCommand, HookEvent};
 
 /// What an event runs.
@@ -19,6 +19,17 @@ pub struct Plan<'a> {
 /// The plan for `event` with its context (a tool's name, a trigger), or `None` when no hook
 /// matches.
 pub fn plan<'a>(reg: &'a Registry, event: HookEvent, context: Option<&str>) -> Option<Plan<'a>> {
+    plan_of(reg, event, context, |_| true)
+}
+
+/// [`plan`] of the entries `keep` keeps (a gateway client that runs the hooks it reads itself
+/// leaves geminid only the others).
+pub(crate) fn plan_of<'a>(
+    reg: &'a Registry,
+    event: HookEvent,
+    context: Option<&str>,
+    keep: fn(&Entry) -> bool,
+) -> Option<Plan<'a>> {
     if reg.switched_off {
         return None;
     }
@@ -28,7 +39,7 @@ pub fn plan<'a>(reg: &'a Registry, event: HookEvent, context: Option<&str>) -> O
     let mut matching: Vec<_> = reg
         .entries
         .iter()
-        .filter(|e| e.event == event && e.enabled && e.matcher.matches(context))
+        .filter(|e| e.event == event && e.enabled && keep(e) && e.matcher.matches(context))
         .collect();
     matching.sort_by_key(|e| e.hook.source);
     for e in matching {

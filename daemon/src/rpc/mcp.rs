@@ -177,6 +177,7 @@ impl Handler {
             call_id: None,
             origin: Origin::McpCallTool,
             confirmed: p.confirmed,
+            hooks_by_client: false,
             tail_of: None,
         };
         let (_, outcome) = self.services.calls.call(request).await.map_err(call_error)?;

@@ -84,6 +84,7 @@ impl ToolsApiServer for Handler {
             call_id: p.call_id,
             origin: Origin::ToolsCall,
             confirmed: p.confirmed,
+            hooks_by_client: false,
             tail_of: None,
         };
         let (call, o) = self.services.calls.call(request).await.map_err(call_error)?;

@@ -838,7 +838,8 @@ async fn import_moves_gemini_clis_servers_behind_the_gateway() -> anyhow::Result
     // Gemini CLI, with what Gemini CLI read of the entry kept on it.
     let parsed = gemini_settings(&home)?;
     let entry = &parsed["mcpServers"]["fx"];
-    assert_eq!(entry["args"], json!(["mcp", "serve", "--server", "fx", "--confirm", "client"]));
+    let gateway = ["mcp", "serve", "--server", "fx", "--confirm", "client", "--hooks", "client"];
+    assert_eq!(entry["args"], json!(gateway));
     assert!(entry["command"].as_str().is_some_and(|c| c.ends_with("gemctl")), "{entry}");
     assert_eq!((&entry["timeout"], &entry["excludeTools"]), (&json!(30000), &json!(["crash"])));
     assert!(parsed["mcpServers"]["fy"].is_object(), "{parsed}");
@@ -946,7 +947,8 @@ async fn import_gives_the_extensions_servers_through_the_gateway_too() -> anyhow
     // gateway's command, run in Gemini CLI's folder rather than the extension's.
     let parsed = gemini_settings(&home)?;
     let entry = &parsed["mcpServers"]["xs"];
-    assert_eq!(entry["args"], json!(["mcp", "serve", "--server", "xs", "--confirm", "client"]));
+    let gateway = ["mcp", "serve", "--server", "xs", "--confirm", "client", "--hooks", "client"];
+    assert_eq!(entry["args"], json!(gateway));
     assert_eq!(entry["cwd"], ".", "{entry}");
     assert!(parsed["mcpServers"].get("xr").is_none(), "{parsed}");
 
@@ -1730,5 +1732,63 @@ async fn a_new_era_call_waiting_on_an_ask_goes_with_its_http_gateway() -> anyhow
     drop(client);
     let ran = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(!ran.contains("echo"), "the tool ran for a client that was gone: {ran}");
+    Ok(())
+}
+
+/// A gateway whose client runs the hooks it reads itself (`--hooks client`, as `gemctl mcp
+/// import` writes for Gemini CLI) runs none of the settings files' hooks for its calls, only
+/// those of geminid's own servers.json, and the audit says the client ran them; without it,
+/// geminid runs each hook once (issue 65, item 3: a user's hooks ran twice per call after
+/// import, once in Gemini CLI and once in geminid).
+#[tokio::test]
+async fn a_client_that_runs_its_own_hooks_gets_none_run_again_by_geminid() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let log = home.root().join("hooks.log");
+    let logs = |what: &str| {
+        let hook = json!({"type": "command", "command": format!("printf '{what}\\n' >> {}", log.display())});
+        json!([{"matcher": "mcp_fx_echo", "hooks": [hook]}])
+    };
+    std::fs::write(
+        home.root().join("home/.gemini/settings.json"),
+        serde_json::to_string(&json!({
+            "mcpServers": { "fx": stdio(&[]) },
+            "hooks": { "BeforeTool": logs("user-before"), "AfterTool": logs("user-after") },
+        }))?,
+    )?;
+    // geminid's own file: Gemini CLI never reads it, so its hooks are geminid's to run.
+    let own = home.root().join("home/.gemini/geminid/servers.json");
+    std::fs::create_dir_all(own.parent().unwrap_or(home.root()))?;
+    let own_hooks = json!({ "BeforeTool": logs("own-before"), "AfterTool": logs("own-after") });
+    std::fs::write(&own, serde_json::to_string(&json!({ "hooks": own_hooks }))?)?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let ran = || -> anyhow::Result<Vec<String>> {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        std::fs::write(&log, "")?;
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        lines.sort();
+        Ok(lines)
+    };
+
+    let s =
+        serve(&home, None, &["--server", "fx", "--confirm", "client", "--hooks", "client"]).await?;
+    let (is_error, text) = text_of(&s, "echo", json!({"text": "once"})).await?;
+    assert!(!is_error && text.contains("once"), "{text}");
+    assert_eq!(ran()?, ["own-after", "own-before"], "the client ran the settings' hooks");
+    let audit = home.gemctl_json(&["audit", "-n", "1"])?;
+    let last = &audit["records"][0];
+    assert_eq!((&last["tool"], &last["hooks"]), (&json!("mcp_fx_echo"), &json!("byClient")));
+    let (_, shown, _) = home.gemctl_run(&["audit", "-n", "1"])?;
+    let row = shown.lines().find(|l| l.contains("mcp_fx_echo")).unwrap_or_default();
+    assert!(shown.contains("HOOKS") && row.matches("by the client").count() == 2, "{shown}");
+    drop(s);
+
+    // A client that runs no hooks of its own: geminid runs every one, once.
+    let s = serve(&home, None, &["--server", "fx", "--confirm", "client"]).await?;
+    let (is_error, text) = text_of(&s, "echo", json!({"text": "twice?"})).await?;
+    assert!(!is_error && text.contains("twice?"), "{text}");
+    assert_eq!(ran()?, ["own-after", "own-before", "user-after", "user-before"]);
+    let audit = home.gemctl_json(&["audit", "-n", "1"])?;
+    assert_eq!(audit["records"][0].get("hooks"), None, "{audit}");
     Ok(())
 }

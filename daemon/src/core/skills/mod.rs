@@ -322,6 +322,7 @@ impl Skills {
                 args: Some(args),
                 annotations: None,
                 confirmed: p.confirmed,
+                hooks_by_client: false,
                 policy: None,
                 tail_of: None,
             };
