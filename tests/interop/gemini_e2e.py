@@ -5,7 +5,8 @@ a tool. In a home of its own (its own daemon), a Gemini CLI user's world: the fi
 
 Checks: the same function names and schemas are declared before and after the import, in `-p`
 and `-p --yolo`; the call reaches the real server, an extension's server's too; the user's deny rule and a geminid hook that
-blocks reach the model as the tool's error; two Gemini CLI processes share one server process.
+blocks reach the model as the tool's error; the user's hooks run once per call after the import
+(Gemini CLI runs them, geminid does not again); two Gemini CLI processes share one server process.
 """
 
 import json
@@ -245,6 +246,46 @@ def steps(s, w):
 
     s.check("gemini-cli", "a geminid BeforeTool hook that blocks reaches the model as the tool's "
             "error", blocked)
+
+    def hooks_once():
+        # The user's own hooks in ~/.gemini/settings.json, which Gemini CLI runs itself: after
+        # the import each runs once per call (Gemini CLI's run), not again in geminid.
+        user = os.path.join(w.home, ".gemini", "settings.json")
+        with open(user) as f:
+            kept = f.read()
+        log = os.path.join(w.tmp, "hooks.jsonl")
+        script = os.path.join(w.tmp, "hook_log.py")
+        with open(script, "w") as f:
+            f.write("import json, sys\n"
+                    "j = json.load(sys.stdin)\n"
+                    f"with open({log!r}, 'a') as f:\n"
+                    "    f.write(json.dumps([j.get('hook_event_name'), "
+                    "'gemini-cli' if j.get('transcript_path') else 'geminid']) + '\\n')\n"
+                    "print(json.dumps({'decision': 'allow'}))\n")
+        hook = [{"matcher": "mcp_fx_echo",
+                 "hooks": [{"type": "command", "command": f"python3 {script}"}]}]
+        with open(user, "w") as f:
+            json.dump(dict(json.loads(kept), hooks={"BeforeTool": hook, "AfterTool": hook}), f,
+                      indent=2)
+        time.sleep(1.0)
+        try:
+            reqs, out = w.ask("mcp_fx_echo", {"text": "hooked once"}, "--yolo")
+            said = json.dumps(responses(reqs))
+            expect("hooked once" in said, f"the call did not reach the model: {said}; {out[-1500:]}")
+            with open(log) as f:
+                ran = sorted(tuple(json.loads(line)) for line in f if line.strip())
+            expect(ran == [("AfterTool", "gemini-cli"), ("BeforeTool", "gemini-cli")],
+                   f"hook runs per call: {ran}")
+            code, audit = w.gemctl_run("--json", "audit", "-n", "1")
+            rec = json.loads(audit)["records"][0]
+            expect(rec["tool"] == "mcp_fx_echo" and rec.get("hooks") == "byClient", rec)
+        finally:
+            with open(user, "w") as f:
+                f.write(kept)
+            time.sleep(1.0)
+
+    s.check("gemini-cli", "after the import, the user's BeforeTool and AfterTool hooks run once "
+            "per call (by Gemini CLI), and the audit says the client ran them", hooks_once)
 
     def shared():
         seen = set()
