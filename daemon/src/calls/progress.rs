@@ -179,6 +179,13 @@ impl Router {
         }
     }
 
+    /// The calls in flight on `identity`'s connection (what a notification that names no
+    /// request, a log message, may belong to).
+    pub(crate) fn in_flight(&self, identity: &str) -> Vec<Caller> {
+        let t = self.table();
+        t.targets.values().filter(|f| f.identity == identity).map(|f| f.caller.clone()).collect()
+    }
+
     /// A progress notification arrived from the server of `identity`.
     pub(crate) fn progress(&self, identity: &str, n: &ProgressNotificationParam) {
         let key = key(identity, &n.progress_token);

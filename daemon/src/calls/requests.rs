@@ -223,6 +223,10 @@ impl Callers for ServerRequests {
         self.router.whose(identity, origin)
     }
 
+    fn in_flight(&self, identity: &str) -> Vec<Caller> {
+        self.router.in_flight(identity)
+    }
+
     fn elicit(
         &self,
         caller: Caller,

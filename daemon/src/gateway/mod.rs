@@ -329,6 +329,10 @@ impl ServerHandler for Gateway {
             ));
         };
         let fqn = served.tool(i).fqn.clone();
+        let identity = match &served.tool(i).source {
+            crate::catalog::tools::Source::Mcp { server, .. } => Some(server.identity.clone()),
+            crate::catalog::tools::Source::Discovered { .. } => None,
+        };
         drop(served);
         if !modern.is_empty() || request.request_state.is_some() {
             let rounds = self.serving.rounds.clone();
@@ -345,7 +349,7 @@ impl ServerHandler for Gateway {
             };
             let (state, responses) = (request.request_state.clone(), request.input_responses);
             let turn = rounds
-                .call(self, &request.name, state, responses, start, &modern, &context)
+                .call(self, &request.name, identity, state, responses, start, &modern, &context)
                 .await?;
             return match turn {
                 mrtr::Turn::Asks(r) => Ok(*r),
@@ -354,12 +358,9 @@ impl ServerHandler for Gateway {
         }
         let n = self.next_call.fetch_add(1, Ordering::Relaxed) + 1;
         let call_id = format!("{}{n}", self.call_prefix());
-        // Progress for this call goes to the client under its own token, all of it before
-        // the result.
-        let (finished, ended) = tokio::sync::oneshot::channel::<()>();
-        let progress = context.meta.get_progress_token().map(|token| {
-            notify::progress(self, context.peer.clone(), token, call_id.clone(), ended)
-        });
+        // Progress for this call goes to the client under its own token, and the log messages
+        // a client of 2026-07-28 asked for with the request, all of it before the result.
+        let relay = notify::Relay::start(self, &context, &call_id, identity);
         let req = CallRequest {
             session: self.session.clone(),
             target: Target::Tool(fqn.clone()),
@@ -381,10 +382,7 @@ impl ServerHandler for Gateway {
         };
         let done = self.services.calls.call(req).await;
         cancel.abort();
-        drop(finished);
-        if let Some(p) = progress {
-            let _ = p.await;
-        }
+        relay.end().await;
         Self::complete(done, &fqn, &request.name)
     }
 

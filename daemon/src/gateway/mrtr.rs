@@ -254,21 +254,16 @@ impl Rounds {
         self: &Arc<Self>,
         gw: &Gateway,
         tool: &str,
+        identity: Option<String>,
         request_state: Option<String>,
         responses: Option<InputResponses>,
         start: impl FnOnce(String) -> CallRequest,
         kinds: &[AskKind],
         context: &RequestContext<RoleServer>,
     ) -> Result<Turn, McpError> {
-        // This request's progress token gets the call's progress while the request lasts.
-        let token = context.meta.get_progress_token();
-        let relay = |call_id: &str| {
-            token.clone().map(|token| {
-                let (finished, ended) = tokio::sync::oneshot::channel::<()>();
-                let peer = context.peer.clone();
-                (finished, super::notify::progress(gw, peer, token, call_id.to_owned(), ended))
-            })
-        };
+        // This request gets the call's progress under its token, and its server's log messages
+        // at the level it asked, while it lasts (`notify::Relay`).
+        let relay = |call_id: &str| super::notify::Relay::start(gw, context, call_id, identity);
         let relaying;
         let mut round = match &request_state {
             Some(state) => {
@@ -328,10 +323,7 @@ impl Rounds {
             }
         }
         let turn = self.wait(gw, round, kinds, context.ct.clone()).await;
-        if let Some((finished, relay)) = relaying {
-            drop(finished);
-            let _ = relay.await;
-        }
+        relaying.end().await;
         turn
     }
 

@@ -162,8 +162,9 @@ impl ClientHandler for Handler {
     }
 
     /// A server's log message (`notifications/message`): into its log, with its level and
-    /// logger, as `mcp/logs` and `mcp/followLogs` show it. (SEP-2577 deprecates logging for
-    /// the 2026-07-28 era; servers of the earlier ones send it.)
+    /// logger, as `mcp/logs` and `mcp/followLogs` show it (the gateway's clients got it as it
+    /// came off the wire, `order`). (SEP-2577 deprecates logging for the 2026-07-28 era;
+    /// servers of the earlier ones send it.)
     #[allow(deprecated)]
     async fn on_logging_message(
         &self,
@@ -171,9 +172,6 @@ impl ClientHandler for Handler {
         _: NotificationContext<RoleClient>,
     ) {
         self.log.push("message", &super::log::message_line(&params));
-        if let Some(sup) = self.sup.upgrade() {
-            sup.message(&self.identity, &params);
-        }
     }
 
     async fn on_progress(

@@ -1,5 +1,8 @@
 //! Servers' log messages (`notifications/message`) as they were sent, for the gateway's
-//! clients (besides the line each leaves in the server's log).
+//! clients (besides the line each leaves in the server's log). A log message names no
+//! request: each is told with the calls in flight on its connection when it came (routed as
+//! it comes off the wire, `order`, so before the answer of a call it came before), which is
+//! what a client of 2026-07-28 that asks a call's messages gets them by.
 
 use std::sync::Arc;
 
@@ -13,6 +16,8 @@ pub(crate) struct ServerMessage {
     pub identity: String,
     /// The message.
     pub params: rmcp::model::LoggingMessageNotificationParam,
+    /// The calls in flight on the server's connection when it came.
+    pub calls: Vec<super::Caller>,
 }
 
 /// Log messages kept for a gateway client that falls behind (it misses older ones).
@@ -35,7 +40,11 @@ impl Supervisor {
         params: &rmcp::model::LoggingMessageNotificationParam,
     ) {
         if self.messages.receiver_count() > 0 {
-            let m = ServerMessage { identity: identity.to_owned(), params: params.clone() };
+            let m = ServerMessage {
+                identity: identity.to_owned(),
+                params: params.clone(),
+                calls: self.callers.in_flight(identity),
+            };
             let _ = self.messages.send(Arc::new(m));
         }
     }

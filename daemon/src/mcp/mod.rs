@@ -350,6 +350,8 @@ pub(crate) trait Callers: Send + Sync + std::fmt::Debug {
     /// `origin` when the transport says (streamable HTTP), else the only session with calls
     /// in flight there.
     fn whose(&self, identity: &str, origin: Option<&rmcp::model::RequestId>) -> Whose;
+    /// The calls in flight on `identity`'s connection.
+    fn in_flight(&self, identity: &str) -> Vec<Caller>;
     /// Ask the caller's clients to fill in a server's elicitation: the protocol's decline
     /// when none of them can, or nobody answers in time.
     fn elicit(

@@ -1,9 +1,10 @@
-//! A call's progress notifications, in order and before its answer. rmcp hands each
-//! notification a server sends to a task of its own and the response straight to the caller,
-//! so progress could be routed out of order, or after its call had its answer (and then be
-//! lost: the call has gone). [`Routed`] routes a connection's progress notifications as they
-//! come off the wire instead, before the next message is read: in the server's order, and all
-//! of them before the answer that follows them.
+//! A call's progress notifications and log messages, in order and before its answer. rmcp
+//! hands each notification a server sends to a task of its own and the response straight to
+//! the caller, so progress could be routed out of order, or after its call had its answer (and
+//! then be lost: the call has gone). [`Routed`] routes a connection's progress notifications
+//! and log messages as they come off the wire instead, before the next message is read: in
+//! the server's order, and all of them before the answer that follows them (a log message
+//! goes on to rmcp too, for the server's log).
 
 use std::sync::Weak;
 
@@ -14,8 +15,8 @@ use rmcp::transport::Transport;
 
 use super::server::Observer;
 
-/// A client transport that routes the progress notifications it receives (and passes every
-/// other message on).
+/// A client transport that routes the progress notifications and log messages it receives
+/// (and passes every other message on, log messages too).
 pub(crate) struct Routed<T> {
     inner: T,
     /// The server's identity (progress tokens are only unique per connection).
@@ -49,6 +50,12 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Routed<T> {
                     sup.progress(&self.identity, &p.params);
                 }
                 continue;
+            }
+            if let Some(JsonRpcMessage::Notification(n)) = &message
+                && let ServerNotification::LoggingMessageNotification(m) = &n.notification
+                && let Some(sup) = self.sup.upgrade()
+            {
+                sup.message(&self.identity, &m.params);
             }
             return message;
         }

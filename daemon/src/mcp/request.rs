@@ -107,10 +107,15 @@ impl Supervisor {
     ) -> Result<serde_json::Value, rmcp::ServiceError> {
         use rmcp::model::ServerResult;
         let identity = server.identity.as_str();
-        // The new era: each request says what its own client can do.
+        // The new era: each request says what its own client can do, and opts in to the
+        // call's log messages (a server of that era sends none without it; those of the
+        // earlier ones send theirs unasked): every level, as those do until a client sets
+        // one, for the server's log and the gateway's clients (which filter by their own).
         let meta = connect::is_modern(peer).then(|| {
             let mut meta = rmcp::model::RequestMetaObject::new();
             meta.set_client_capabilities(self.callers.capabilities(session));
+            #[allow(deprecated, reason = "logging is SEP-2577-deprecated, and still the era's")]
+            meta.set_log_level(rmcp::model::LoggingLevel::Debug);
             meta
         });
         let mut held = None;

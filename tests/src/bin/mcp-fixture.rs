@@ -24,8 +24,9 @@
 //! `--bad-tool` it lists a tool without `inputSchema` and one without a name beside a good one), `--tokio-stdio`
 //! (read and write stdio through rmcp's `stdio()`, i.e. tokio's blocking-thread stdin and
 //! stdout, instead of the event loop; for benchmarks). Every stdio start writes one line to
-//! stderr. `--flood` adds `flood {count, bytes?}` (that many log messages, then an answer
-//! `bytes` longer). `--lenient` matches tool names without case or surrounding spaces; with
+//! stderr. `--flood` adds `flood {count, bytes?, levels?}` (that many log messages, the i-th
+//! at `levels[i % len]`, info without; then an answer `bytes` longer). `--lenient` matches
+//! tool names without case or surrounding spaces; with
 //! `FIXTURE_CALL_LOG=FILE` in its environment, every tool call that reaches it appends the
 //! tool's name to FILE (what really ran, for the security tests).
 
@@ -218,10 +219,15 @@ fn rich_tools() -> Vec<Tool> {
 /// (SEP-2577 deprecates it for the newer one).
 #[allow(deprecated)]
 async fn log_message(peer: &rmcp::Peer<RoleServer>, text: String) {
-    let mut note = rmcp::model::LoggingMessageNotificationParam::new(
-        rmcp::model::LoggingLevel::Info,
-        Value::String(text),
-    );
+    log_at(peer, "info", text).await;
+}
+
+/// The same at `level` (`"debug"`, `"warning"`, ...; info when it is none).
+#[allow(deprecated)]
+async fn log_at(peer: &rmcp::Peer<RoleServer>, level: &str, text: String) {
+    let level = serde_json::from_value(Value::String(level.to_owned()))
+        .unwrap_or(rmcp::model::LoggingLevel::Info);
+    let mut note = rmcp::model::LoggingMessageNotificationParam::new(level, Value::String(text));
     note.logger = Some("fixture".into());
     let _ = peer.notify_logging_message(note).await;
 }
@@ -531,8 +537,12 @@ impl ServerHandler for Fixture {
             }
             "flood" => {
                 let n = arg("count").as_u64().unwrap_or(0);
+                let levels: Vec<String> = serde_json::from_value(arg("levels")).unwrap_or_default();
                 for i in 0..n {
-                    log_message(&context.peer, format!("flood {i}")).await;
+                    let at = usize::try_from(i)
+                        .ok()
+                        .and_then(|i| levels.get(i.checked_rem(levels.len())?).map(String::as_str));
+                    log_at(&context.peer, at.unwrap_or("info"), format!("flood {i}")).await;
                 }
                 let bytes = usize::try_from(arg("bytes").as_u64().unwrap_or(0)).unwrap_or(0);
                 text(format!("flooded {n}{}", "x".repeat(bytes)))
@@ -696,7 +706,8 @@ async fn main() -> anyhow::Result<()> {
         tools.extend(asks::tools(tool));
     }
     if has("--flood") {
-        let count = json!({"count": {"type": "integer"}, "bytes": {"type": "integer"}});
+        let count = json!({"count": {"type": "integer"}, "bytes": {"type": "integer"},
+            "levels": {"type": "array", "items": {"type": "string"}}});
         tools.push(tool(
             "flood",
             "Sends `count` log messages, then an answer `bytes` long",

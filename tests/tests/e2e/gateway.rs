@@ -1045,6 +1045,84 @@ async fn the_servers_log_messages_reach_the_client_at_its_level() -> anyhow::Res
     Ok(())
 }
 
+/// A client of 2026-07-28 has no session to set a log level on: it asks for a call's log
+/// messages with the request (`io.modelcontextprotocol/logLevel` in its `_meta`), and gets
+/// those at or above that level on the request's own stream, before the result; none when it
+/// asks for none. Both ways a call of that era goes: plain, and by multi round-trip (a client
+/// that elicits). (Issue 65, item 6: it got none at all.)
+#[tokio::test]
+async fn a_new_era_client_gets_its_calls_log_messages_at_the_level_it_asks() -> anyhow::Result<()> {
+    let home = TestHome::allowing_mcp()?;
+    settings(&home, json!({ "fx": stdio(&["--flood"]) }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (_gateway, url, token, _) = http_gateway(&home).await?;
+    let flood = |level: Option<&str>, elicits: bool| {
+        let mut meta = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities":
+                if elicits { json!({ "elicitation": { "form": {} } }) } else { json!({}) },
+            "io.modelcontextprotocol/clientInfo": { "name": "e2e", "version": "1" },
+        });
+        if let Some(l) = level {
+            meta["io.modelcontextprotocol/logLevel"] = json!(l);
+        }
+        let args = json!({ "count": 4, "levels": ["debug", "info", "warning", "error"] });
+        let params = json!({ "name": "fx__flood", "arguments": args, "_meta": meta });
+        let body = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params });
+        let (url, token) = (url.clone(), token.clone());
+        async move {
+            let text = reqwest::Client::new()
+                .post(&url)
+                .bearer_auth(&token)
+                .header("Accept", "application/json, text/event-stream")
+                .header("MCP-Protocol-Version", "2026-07-28")
+                .header("Mcp-Method", "tools/call")
+                .header("Mcp-Name", "fx__flood")
+                .json(&body)
+                .send()
+                .await?
+                .text()
+                .await?;
+            // A JSON body, or an event stream of messages: (each log message's level and data,
+            // the result's text).
+            let mut said: Vec<Value> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim)
+                .filter(|d| d.starts_with('{'))
+                .map(serde_json::from_str)
+                .collect::<Result<_, _>>()?;
+            if said.is_empty() {
+                said.push(serde_json::from_str(&text)?);
+            }
+            let last = said.pop().unwrap_or_default();
+            let logs: Vec<(String, String)> = said
+                .iter()
+                .filter(|m| m["method"] == "notifications/message")
+                .map(|m| (m["params"]["level"].to_string(), m["params"]["data"].to_string()))
+                .collect();
+            anyhow::Ok((logs, last["result"]["content"][0]["text"].clone(), text))
+        }
+    };
+    let at = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs.iter().map(|(l, d)| (json!(l).to_string(), json!(d).to_string())).collect()
+    };
+    let (logs, result, text) = flood(Some("warning"), false).await?;
+    assert_eq!(result, "flooded 4", "{text}");
+    assert_eq!(logs, at(&[("warning", "flood 2"), ("error", "flood 3")]), "{text}");
+    let (logs, result, text) = flood(Some("debug"), true).await?;
+    assert_eq!(result, "flooded 4", "{text}");
+    let all =
+        [("debug", "flood 0"), ("info", "flood 1"), ("warning", "flood 2"), ("error", "flood 3")];
+    assert_eq!(logs, at(&all), "{text}");
+    for elicits in [false, true] {
+        let (logs, result, text) = flood(None, elicits).await?;
+        assert_eq!((logs, result), (vec![], json!("flooded 4")), "asked for none: {text}");
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_client_of_the_new_era_gets_result_types_and_listens_for_changes() -> anyhow::Result<()> {
     let home = TestHome::allowing_mcp()?;
