@@ -657,12 +657,27 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Mcp(config_cmds::McpCommand::Serve(args)) => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            // Over stdio, the client's initialize first: a client that confirms calls itself
+            // and declares less than everything servers may ask gets the default session of
+            // its kind, whose servers are told what it declares. Others share the directory's
+            // session with `gemctl attach`, which answers for them (an HTTP gateway serves
+            // many clients): its servers are told everything.
+            let mut end = None;
+            let mut upstream = None;
+            if args.http.is_none() {
+                let mut opened = crate::stdio::ClientEnd::open();
+                let first = serve::read_first(&mut opened.input).await?;
+                if matches!(args.confirm, serve::ConfirmArg::Client) {
+                    upstream = first.declares;
+                }
+                end = Some((opened, first));
+            }
             // An MCP client starts this with its own environment (often trimmed): a session
             // keeps the environment it has, and gets this one only if it has none.
             let session = match (&args.workspace, cli.session) {
-                (Some(dir), _) => for_workspace(&client, dir).await?.id,
+                (Some(dir), _) => for_workspace(&client, dir, upstream).await?.id,
                 (None, Some(id)) => resolve_id(&client, id).await?,
-                (None, None) => for_workspace(&client, Path::new(".")).await?.id,
+                (None, None) => for_workspace(&client, Path::new("."), upstream).await?.id,
             };
             // The gateway's own connection attaches to the session; this one can go.
             drop(client);
@@ -680,9 +695,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                      itself (--hooks client): geminid runs only those of its own servers.json"
                 );
             }
-            match &args.http {
-                Some(_) => serve::run_http(&socket, &session, &options, cli.json).await?,
-                None => serve::run(&socket, &session, &options).await?,
+            match end {
+                None => serve::run_http(&socket, &session, &options, cli.json).await?,
+                Some((end, first)) => serve::run(&socket, &session, &options, end, first).await?,
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -858,14 +873,19 @@ async fn for_session(client: &Client, id: Option<String>) -> anyhow::Result<Sess
     client.create(params).await.map_err(call_error("session/create"))
 }
 
-/// The default session of `dir` (created on first use), given this process's environment only
-/// if it has none (`gemctl mcp serve`).
-async fn for_workspace(client: &Client, dir: &Path) -> anyhow::Result<Session> {
+/// The default session of `dir` for clients that declare `upstream` (created on first use),
+/// given this process's environment only if it has none (`gemctl mcp serve`).
+async fn for_workspace(
+    client: &Client,
+    dir: &Path,
+    upstream: Option<geminid_protocol::session::Declares>,
+) -> anyhow::Result<Session> {
     let params = SessionCreateParams {
         workspace: absolute(Some(dir.to_path_buf()))?,
         env: Some(client_env()),
         env_if_unset: true,
         reuse_default: true,
+        upstream,
         ..SessionCreateParams::default()
     };
     client.create(params).await.map_err(call_error("session/create"))

@@ -9,6 +9,7 @@ use crate::output::outln;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use geminid_protocol::gateway::{self, Confirm, Hooks, Names, Options};
+use geminid_protocol::session::Declares;
 use tokio::io::AsyncWriteExt as _;
 
 #[derive(Debug, Args)]
@@ -100,14 +101,56 @@ impl ServeArgs {
     }
 }
 
-/// Relay stdin and stdout to the gateway of `session` until either side ends.
-pub async fn run(socket: &Path, session: &str, options: &Options) -> anyhow::Result<()> {
+/// The most of the client's first message read before its session is chosen.
+const MAX_FIRST_MESSAGE: usize = 1 << 20;
+
+/// The client's first message (its `initialize`), read before the session is chosen, and what
+/// it declares among what servers may ask: the session's servers are told the same, so they
+/// list what they list for this client.
+pub struct First {
+    bytes: Vec<u8>,
+    /// What the client declares; `None` when the first message does not say (its servers are
+    /// told everything, as before).
+    pub declares: Option<Declares>,
+}
+
+/// Read the client's first line (up to [`MAX_FIRST_MESSAGE`]) from `input`.
+pub async fn read_first(input: &mut crate::stdio::Input) -> anyhow::Result<First> {
+    use tokio::io::AsyncReadExt as _;
+    let mut bytes = Vec::new();
+    let mut b = [0u8; 1];
+    while !bytes.ends_with(b"\n") && bytes.len() < MAX_FIRST_MESSAGE {
+        if input.read(&mut b).await.context("cannot read stdin")? == 0 {
+            break;
+        }
+        bytes.push(b[0]);
+    }
+    let message: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let params = &message["params"];
+    // The handshake's capabilities, or a 2026-07-28 request's own.
+    let capabilities = match message["method"].as_str() {
+        Some("initialize") => Some(&params["capabilities"]),
+        _ => params["_meta"].get("io.modelcontextprotocol/clientCapabilities"),
+    };
+    let declares = capabilities.filter(|c| c.is_object()).map(Declares::of_capabilities);
+    Ok(First { bytes, declares })
+}
+
+/// Relay stdin and stdout (`end`, whose `first` message was read already) to the gateway of
+/// `session` until either side ends.
+pub async fn run(
+    socket: &Path,
+    session: &str,
+    options: &Options,
+    mut end: crate::stdio::ClientEnd,
+    first: First,
+) -> anyhow::Result<()> {
     let stream = gateway::open_with(socket, session, options).await?;
     let (mut from_daemon, mut to_daemon) = tokio::io::split(stream);
-    // Held whole to the end: dropping it puts stdin's and stdout's flags back.
-    let mut end = crate::stdio::ClientEnd::open();
+    // `end` is held whole to the end: dropping it puts stdin's and stdout's flags back.
     let (stdin, stdout) = (&mut end.input, &mut end.output);
     let up = async {
+        to_daemon.write_all(&first.bytes).await?;
         let copied = tokio::io::copy(stdin, &mut to_daemon).await;
         // The client closed its end: tell the daemon, which then ends the session's gateway.
         let _ = to_daemon.shutdown().await;

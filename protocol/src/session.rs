@@ -35,6 +35,61 @@ pub struct SessionCreateParams {
     /// confirmations (`asks/listen`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interactive: Option<bool>,
+    /// What the session's MCP servers are told its clients can answer. Absent: everything
+    /// geminid routes (the default). With `reuseDefault`, the workspace's default session for
+    /// clients that declare exactly this (`gemctl mcp serve` over stdio asks for its client's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<Declares>,
+}
+
+/// What an MCP client declares it answers among what servers may ask (its `initialize`
+/// capabilities): the session's servers are told the same, so they list the tools they list
+/// for such a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Declares {
+    /// It answers elicitations.
+    pub elicitation: bool,
+    /// It answers sampling requests.
+    pub sampling: bool,
+}
+
+impl Declares {
+    /// Everything geminid routes: what servers are told by default.
+    pub const ALL: Self = Self { elicitation: true, sampling: true };
+
+    /// Whether this is [`Declares::ALL`].
+    pub fn is_all(&self) -> bool {
+        *self == Self::ALL
+    }
+
+    /// What an MCP `initialize` request's `capabilities` declare.
+    pub fn of_capabilities(capabilities: &serde_json::Value) -> Self {
+        let has = |k: &str| capabilities.get(k).is_some_and(|v| !v.is_null());
+        Self { elicitation: has("elicitation"), sampling: has("sampling") }
+    }
+
+    /// How it is shown: `all`, or what is left out (`no elicitation, no sampling`).
+    pub fn describe(&self) -> String {
+        let mut out = Vec::new();
+        if !self.elicitation {
+            out.push("no elicitation");
+        }
+        if !self.sampling {
+            out.push("no sampling");
+        }
+        match out.is_empty() {
+            true => "all".into(),
+            false => out.join(", "),
+        }
+    }
+}
+
+impl Default for Declares {
+    fn default() -> Self {
+        Self::ALL
+    }
 }
 
 /// `session/update`: change a session's approval mode or interactivity; absent fields stay.
@@ -196,6 +251,10 @@ pub struct SessionState {
     /// For a derived (subagent) session: where it sits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub derived: Option<Derived>,
+    /// What its servers are told its clients answer; absent: everything (see
+    /// [`SessionCreateParams::upstream`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<Declares>,
 }
 
 /// A derived session's place under its parent.

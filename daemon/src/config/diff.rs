@@ -88,6 +88,7 @@ mod tests {
             hook_files: vec![],
             extensions: vec![],
             refusing: vec![],
+            upstream: None,
         }
     }
 

@@ -152,6 +152,9 @@ pub(crate) struct Effective {
     /// enablement file) and give nothing: they do not parse and no good version of them is
     /// known. While there is one, every tool call of the session is refused with it.
     pub refusing: Vec<Diagnostic>,
+    /// What the session's servers are told its clients answer (its
+    /// `SessionState::upstream`); `None`: everything.
+    pub upstream: Option<geminid_protocol::session::Declares>,
 }
 
 /// One settings file's `hooks` (expanded) and its text.
@@ -523,6 +526,7 @@ impl Loader {
             hook_files,
             extensions: contributions,
             refusing,
+            upstream: None,
         }
     }
 

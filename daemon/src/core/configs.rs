@@ -75,7 +75,10 @@ impl Configs {
         let disabled = rec.state.disabled_servers.iter().cloned().collect();
         let env = self.session_env(session);
         let extensions = self.extensions.current();
-        Ok(self.loader.effective_with(Path::new(&rec.workspace), &env, &disabled, &*extensions))
+        let mut e =
+            self.loader.effective_with(Path::new(&rec.workspace), &env, &disabled, &*extensions);
+        e.upstream = rec.state.upstream;
+        Ok(e)
     }
 
     /// The known sessions' configurations as of the last reload.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use geminid_protocol::DAEMON_VERSION;
 use geminid_protocol::mcp::Transport as Wire;
+use geminid_protocol::session::Declares;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::service::{
@@ -42,6 +43,8 @@ pub(crate) struct Handler {
     identity: String,
     /// Where its `notifications/message` go (`mcp/logs`, `mcp/followLogs`).
     log: Arc<ServerLog>,
+    /// What it is told its clients answer (its spec's).
+    declares: Declares,
 }
 
 impl Handler {
@@ -63,6 +66,20 @@ pub(crate) fn capabilities() -> ClientCapabilities {
         "extensions": { "io.modelcontextprotocol/tasks": {} },
     });
     serde_json::from_value(declared).unwrap_or_default()
+}
+
+/// What a server whose clients answer `declares` is told ([`capabilities`] less what they do
+/// not answer): a server that lists some tools only to clients that can elicit or sample
+/// lists them only where such a client will use them.
+pub(crate) fn capabilities_for(declares: Declares) -> ClientCapabilities {
+    let mut caps = capabilities();
+    if !declares.elicitation {
+        caps.elicitation = None;
+    }
+    if !declares.sampling {
+        caps.sampling = None;
+    }
+    caps
 }
 
 /// Both eras, chosen per server: `server/discover` first (2026-07-28: no handshake, each
@@ -90,7 +107,10 @@ fn gone() -> rmcp::ErrorData {
 
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(capabilities(), Implementation::new("geminid", DAEMON_VERSION))
+        ClientConfig::new(
+            capabilities_for(self.declares),
+            Implementation::new("geminid", DAEMON_VERSION),
+        )
     }
 
     async fn create_elicitation(
@@ -246,7 +266,9 @@ pub(crate) async fn connect(
     notices: mpsc::Sender<Notice>,
 ) -> Result<Running, ConnectError> {
     let Attempt { name, identity, spec, shown, timeout, grace, log, store, sup } = attempt;
-    let handler = Handler { notices, sup, identity: identity.to_owned(), log: log.clone() };
+    let declares = spec.declares();
+    let handler =
+        Handler { notices, sup, identity: identity.to_owned(), log: log.clone(), declares };
     match spec {
         LaunchSpec::Stdio { command, args, cwd, env, .. } => {
             let ctx = child::SpawnContext { server: name, identity, log, store };
@@ -307,7 +329,7 @@ pub(crate) async fn connect(
                 }
             }
         }
-        LaunchSpec::Network { kind, url, headers, oauth } => {
+        LaunchSpec::Network { kind, url, headers, oauth, .. } => {
             let scheme_ok = reqwest::Url::parse(url)
                 .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
             if !scheme_ok {

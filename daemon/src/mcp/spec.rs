@@ -15,6 +15,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use geminid_protocol::config::Scope;
+use geminid_protocol::session::Declares;
 
 use crate::config::env::{Env, Redaction, expand_env_vars, sanitize_environment};
 use crate::config::mcp::{McpServerConfig, TransportType};
@@ -56,6 +57,9 @@ pub(crate) enum LaunchSpec {
         /// removed) with `explicit` on top. Not part of the identity.
         #[serde(skip)]
         env: Secret<BTreeMap<String, String>>,
+        /// What it is told its clients answer (see [`LaunchSpec::telling`]).
+        #[serde(default, skip_serializing_if = "Declares::is_all")]
+        declares: Declares,
     },
     /// A remote server.
     Network {
@@ -69,6 +73,9 @@ pub(crate) enum LaunchSpec {
         /// The entry's `oauth` settings (part of the identity only when there are some).
         #[serde(default, skip_serializing_if = "is_default")]
         oauth: crate::auth::OAuthSettings,
+        /// What it is told its clients answer (see [`LaunchSpec::telling`]).
+        #[serde(default, skip_serializing_if = "Declares::is_all")]
+        declares: Declares,
     },
 }
 
@@ -122,6 +129,7 @@ pub(crate) fn resolve(
             url: url.clone(),
             headers: Secret::new(headers),
             oauth,
+            declares: Declares::ALL,
         });
     }
     let Some(command) = config.command.clone() else {
@@ -150,6 +158,7 @@ pub(crate) fn resolve(
         program,
         explicit: Secret::new(explicit),
         env: Secret::new(child_env),
+        declares: Declares::ALL,
     })
 }
 
@@ -220,10 +229,35 @@ pub(crate) fn default_cwd(scope: Scope, workspace: &Path, env: &Env) -> Option<P
 }
 
 impl LaunchSpec {
+    /// The same server, telling it that its clients answer `declares` (a session's
+    /// `upstream`). Declaring everything (the default) leaves the identity as it always was;
+    /// declaring less makes it another server, as it may list other tools: clients of each
+    /// kind share one process of their own.
+    pub(crate) fn telling(mut self, declares: Declares) -> Self {
+        match &mut self {
+            Self::Stdio { declares: d, .. } | Self::Network { declares: d, .. } => *d = declares,
+        }
+        self
+    }
+
+    /// What it is told its clients answer.
+    pub(crate) fn declares(&self) -> Declares {
+        match self {
+            Self::Stdio { declares, .. } | Self::Network { declares, .. } => *declares,
+        }
+    }
+
     /// What it runs, as its pins are keyed (`pins::canon::pin_key`): the command and its
     /// arguments without package versions, and its folder; or the URL without credentials,
     /// query or fragment. Never its environment, headers or credentials.
     pub(crate) fn pin_source(&self) -> String {
+        // A server told less lists less (its own pins, so neither kind's list holds the
+        // other's); one told everything is pinned as it always was.
+        let declares = self.declares();
+        if !declares.is_all() {
+            let told = self.clone().telling(Declares::ALL).pin_source();
+            return format!("{told} (told: {})", declares.describe());
+        }
         match self {
             Self::Stdio { command, args, cwd, .. } => {
                 let mut words = vec![command.clone()];
@@ -279,6 +313,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_server_told_less_is_another_server_and_one_told_everything_is_unchanged() {
+        let spec = LaunchSpec::Network {
+            kind: Network::StreamableHttp,
+            url: "https://example.com/mcp".into(),
+            headers: Secret::new(BTreeMap::new()),
+            oauth: Default::default(),
+            declares: Declares::ALL,
+        };
+        // The canonical JSON (and so the identity, and the pins and warm lists keyed by it)
+        // of a server told everything is what it was before servers could be told less.
+        let json = serde_json::to_value(&spec).unwrap();
+        let before = serde_json::json!({"transport": "network", "kind": "streamableHttp",
+            "url": "https://example.com/mcp", "headers": {}});
+        assert_eq!(json, before);
+        assert_eq!(spec.pin_source(), "https://example.com/mcp");
+        let none = Declares { elicitation: false, sampling: false };
+        let told = spec.clone().telling(none);
+        assert_ne!(told.identity(), spec.identity());
+        assert_eq!(
+            told.pin_source(),
+            "https://example.com/mcp (told: no elicitation, no sampling)"
+        );
+        let elicits = spec.clone().telling(Declares { elicitation: true, sampling: false });
+        assert_ne!(elicits.identity(), told.identity());
+        assert_eq!(told.clone().telling(Declares::ALL).identity(), spec.identity());
+    }
+
+    #[test]
     fn a_launch_spec_never_prints_its_environment_or_headers() {
         let e = env(&[("PATH", "/bin"), ("TOKEN", "ghp_printme")]);
         let config = McpServerConfig {
@@ -320,6 +382,7 @@ mod tests {
             url: "http://h:9/mcp?key=s3cret".into(),
             headers: Default::default(),
             oauth: Default::default(),
+            declares: Declares::ALL,
         };
         let shown = "http://h:9/mcp?key=${KEY}";
         let text = "error sending request for url (http://h:9/mcp?key=s3cret): refused";
@@ -333,6 +396,7 @@ mod tests {
             url: "http://h:9?key=s3cret".into(),
             headers: Default::default(),
             oauth: Default::default(),
+            declares: Declares::ALL,
         };
         let text = "for url (http://h:9/?key=s3cret)";
         assert_eq!(scrub(text, &bare, "http://h:9?key=$K"), "for url (http://h:9?key=$K)");

@@ -155,6 +155,7 @@ impl Supervisor {
                     (Binding::NotRun { state, reason: e.to_string(), transport, target }, None)
                 }
                 (None, Ok(l)) => {
+                    let l = l.telling(eff.upstream.unwrap_or_default());
                     let target = config_target(&spec.shown).1;
                     (Binding::Runs(l.identity()), Some((l, spec.config.timeout, target)))
                 }

@@ -299,6 +299,7 @@ mod tests {
             hook_files: vec![],
             extensions: vec![],
             refusing: vec![],
+            upstream: None,
         }
     }
 

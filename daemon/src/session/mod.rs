@@ -196,8 +196,11 @@ impl Sessions {
     ) -> Result<Session, SessionError> {
         let workspace = canonical_workspace(&params.workspace)?;
         let _w = self.write.lock().await;
+        // Clients that declare less have a default session of their own kind.
+        let upstream = params.upstream.filter(|d| !d.is_all());
+        let slot = crate::store::default_of(&workspace, upstream);
         let existing = match params.reuse_default {
-            true => match self.store.default_session(&workspace)? {
+            true => match self.store.default_session(&slot)? {
                 Some(id) => self.store.session(&id)?,
                 None => None,
             },
@@ -210,6 +213,7 @@ impl Sessions {
                 let state = SessionState {
                     approval_mode: params.approval_mode.unwrap_or_default(),
                     interactive: params.interactive,
+                    upstream,
                     ..SessionState::default()
                 };
                 let rec = SessionRecord {
@@ -409,6 +413,7 @@ impl Sessions {
         let state = SessionState {
             approval_mode: up.state.approval_mode,
             interactive: up.state.interactive,
+            upstream: up.state.upstream,
             derived: Some(geminid_protocol::session::Derived {
                 parent: parent.to_owned(),
                 root,

@@ -465,7 +465,7 @@ impl Store {
         let mut batch = sled::Batch::default();
         batch.insert(key, encode(rec, SESSION_RECORD_VERSION));
         if rec.is_default {
-            batch.insert(default_key(&rec.workspace), rec.id.as_bytes());
+            batch.insert(default_key(&default_slot(rec)), rec.id.as_bytes());
         }
         open.sessions.apply_batch(batch).map_err(|e| self.err(e))?;
         if new {
@@ -491,8 +491,8 @@ impl Store {
         }
         let mut batch = sled::Batch::default();
         batch.remove(key);
-        if self.default_session(&rec.workspace)?.as_deref() == Some(rec.id.as_str()) {
-            batch.remove(default_key(&rec.workspace));
+        if self.default_session(&default_slot(rec))?.as_deref() == Some(rec.id.as_str()) {
+            batch.remove(default_key(&default_slot(rec)));
         }
         open.sessions.apply_batch(batch).map_err(|e| self.err(e))
     }
@@ -561,6 +561,22 @@ impl Store {
 
 fn session_key(id: &str) -> Vec<u8> {
     [SESSION_PREFIX, id.as_bytes()].concat()
+}
+
+/// Where a default session is found: its workspace, and for clients that declare less than
+/// everything (`SessionState::upstream`), what they declare: each kind has its own.
+pub(crate) fn default_of(
+    workspace: &str,
+    upstream: Option<geminid_protocol::session::Declares>,
+) -> String {
+    match upstream.filter(|d| !d.is_all()) {
+        None => workspace.to_owned(),
+        Some(d) => format!("{workspace}\0upstream={}", d.describe()),
+    }
+}
+
+fn default_slot(rec: &SessionRecord) -> String {
+    default_of(&rec.workspace, rec.state.upstream)
 }
 
 fn default_key(workspace: &str) -> Vec<u8> {

@@ -28,7 +28,9 @@
 //! at `levels[i % len]`, info without; then an answer `bytes` longer). `--lenient` matches
 //! tool names without case or surrounding spaces; with
 //! `FIXTURE_CALL_LOG=FILE` in its environment, every tool call that reaches it appends the
-//! tool's name to FILE (what really ran, for the security tests).
+//! tool's name to FILE (what really ran, for the security tests). `--capable-tools` lists
+//! `elicit_only` and `sample_only` only to a client that declared elicitation or sampling (as
+//! server-everything lists its `trigger-*` tools).
 
 #[path = "../fixture/asks.rs"]
 mod asks;
@@ -349,7 +351,7 @@ impl ServerHandler for Fixture {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         if self.hang_list {
             return std::future::pending().await;
@@ -372,6 +374,15 @@ impl ServerHandler for Fixture {
                 }
             }
         }
+        // `--capable-tools`: listed only to a client that declared what they ask for.
+        let declared = context.peer.peer_info().map(|i| i.capabilities.clone());
+        let elicits = declared.as_ref().is_some_and(|c| c.elicitation.is_some());
+        let samples = declared.as_ref().is_some_and(|c| c.sampling.is_some());
+        tools.retain(|t| match t.name.as_ref() {
+            "elicit_only" => elicits,
+            "sample_only" => samples,
+            _ => true,
+        });
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let (items, next) = page(&tools, cursor, self.page);
         let mut r = ListToolsResult::with_all_items(items);
@@ -704,6 +715,11 @@ async fn main() -> anyhow::Result<()> {
     }
     if has("--asks") {
         tools.extend(asks::tools(tool));
+    }
+    if has("--capable-tools") {
+        let none = json!({});
+        tools.push(tool("elicit_only", "Listed only to a client that elicits", none.clone()));
+        tools.push(tool("sample_only", "Listed only to a client that samples", none));
     }
     if has("--flood") {
         let count = json!({"count": {"type": "integer"}, "bytes": {"type": "integer"},

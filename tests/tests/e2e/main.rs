@@ -42,4 +42,5 @@ mod tasks;
 mod terminal_text;
 mod tools;
 mod top;
+mod upstream;
 mod warm;
