@@ -109,6 +109,29 @@ def run(s):
 
     s.check("gateway", "MCP Inspector CLI lists and calls over streamable HTTP", inspector_http)
 
+    def fastmcp_logs():
+        # FastMCP's Client asks each request's log messages at debug (2026-07-28 has no
+        # logging/setLevel): a call's messages reach its log handler, over stdio and HTTP, from a
+        # server of the earlier eras (SSE) and, asked for in turn by geminid, of the new one.
+        p = subprocess.Popen([c.gemctl, "--json", "mcp", "serve", "--http", "127.0.0.1:0"],
+                             env=s.env(), cwd=s.ws, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            said = json.loads(p.stdout.readline())
+            for server in ("py-sse", "py-http"):
+                for how in ([], [said["url"], said["tokenFile"]]):
+                    out = c.py("fastlogs", f"{server}__note", json.dumps({"text": "hi"}), *how)
+                    where = f"{server} over {'HTTP' if how else 'stdio'}: {out}"
+                    expect(out["version"] == "2026-07-28" and out["text"] == "noted hi", where)
+                    want = [["debug", "debug: hi"], ["info", "info: hi"], ["warning", "warning: hi"]]
+                    expect(out["logs"] == want, where)
+        finally:
+            p.terminate()
+            p.wait(timeout=10)
+
+    s.check("gateway", "FastMCP's Client (2026-07-28) gets a call's log messages over stdio and "
+            "HTTP", fastmcp_logs)
+
     def gemini_cli():
         ghome = os.path.join(s.tmp, "gemini-home")
         os.makedirs(os.path.join(ghome, ".gemini"), exist_ok=True)

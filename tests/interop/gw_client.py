@@ -16,6 +16,10 @@ Scenarios:
   asks                        a client that elicits (accepting with a name), samples (a fixed
                               answer) and has roots calls the everything server's
                               trigger-elicitation-request and trigger-sampling-request
+  fastlogs TOOL ARGS_JSON [URL TOKEN_FILE]
+                              FastMCP's `Client` with every default (2026-07-28, log level
+                              debug asked per request) and a log handler calls TOOL over stdio,
+                              or over streamable HTTP at URL: the log messages it was handed
 """
 
 import json
@@ -50,8 +54,32 @@ async def modern(params, tool, args, prompt, complete):
     return out
 
 
+async def fastlogs(gemctl, tool, args, http):
+    from fastmcp import Client
+    from fastmcp.client.transports import StdioTransport
+    logs = []
+
+    async def on_log(message):
+        logs.append([message.level, message.data])
+
+    if http:
+        with open(http[1]) as f:
+            target = http[0], f.read().strip()
+        client = Client(target[0], auth=target[1], log_handler=on_log)
+    else:
+        client = Client(StdioTransport(gemctl, ["mcp", "serve"], env=dict(os.environ)),
+                        log_handler=on_log)
+    async with client as c:
+        res = await c.call_tool(tool, args, raise_on_error=False)
+        return {"version": c.protocol_version, "text": text(res), "logs": logs}
+
+
 async def main():
     gemctl, scenario, *rest = sys.argv[1:]
+    if scenario == "fastlogs":
+        out = await fastlogs(gemctl, rest[0], json.loads(rest[1]), rest[2:4])
+        print(json.dumps(out), flush=True)
+        return
     # The suite's daemon is on its own socket (GEMINID_SOCKET), which the SDK's trimmed default
     # environment would drop: pass the environment on, as a client entry's `env` would.
     params = StdioServerParameters(command=gemctl, args=["mcp", "serve"], env=dict(os.environ))

@@ -5,7 +5,7 @@ Usage: py_server.py sse|streamable-http PORT   (binds 127.0.0.1 only)
 
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("geminid-interop-py", instructions="A Python SDK server for geminid's interop suite.")
 
@@ -20,6 +20,15 @@ def add(a: int, b: int) -> str:
 def shout(text: str) -> str:
     """Returns the text in capitals."""
     return text.upper()
+
+
+@server.tool()
+async def note(text: str, ctx: Context) -> str:
+    """Logs the text at debug, info and warning (notifications/message), then answers."""
+    await ctx.debug(f"debug: {text}")
+    await ctx.info(f"info: {text}")
+    await ctx.warning(f"warning: {text}")
+    return f"noted {text}"
 
 
 @server.resource("interop://greeting")
