@@ -6,7 +6,8 @@ a tool. In a home of its own (its own daemon), a Gemini CLI user's world: the fi
 Checks: the same function names and schemas are declared before and after the import, in `-p`
 and `-p --yolo`; the call reaches the real server, an extension's server's too; the user's deny rule and a geminid hook that
 blocks reach the model as the tool's error; the user's hooks run once per call after the import
-(Gemini CLI runs them, geminid does not again); two Gemini CLI processes share one server process.
+(Gemini CLI runs them, geminid does not again); two Gemini CLI processes share one server process;
+unimport gives back the bytes `gemini mcp add` wrote.
 """
 
 import json
@@ -322,3 +323,25 @@ def steps(s, w):
         expect("xs" not in servers and "xs" in out, f"the extension's entry stays: {out} {servers}")
 
     s.check("gemini-cli", "`gemctl mcp unimport` gives Gemini CLI its server back", undone)
+
+    def same_bytes():
+        # The file as Gemini CLI writes it (`gemini mcp add`: arrays one item a line, no final
+        # newline); the extension's entry is added by the import and taken out by the undo.
+        user = os.path.join(w.home, ".gemini", "settings.json")
+        with open(user, "w") as f:
+            f.write('{\n  "security": {"auth": {"selectedType": "gemini-api-key"}}\n}')
+        for add in (["fa", w.fixture, "--", "--rich"], ["-t", "http", "web", "http://127.0.0.1:9/mcp"]):
+            code, out = gemini_cli.run([w.gemini, "mcp", "add", "-s", "user", *add], w.env(), w.ws, 120)
+            expect(code == 0, f"gemini mcp add {add}: {out[-1500:]}")
+        with open(user, "rb") as f:
+            before = f.read()
+        expect(b'"fa"' in before and b'"web"' in before, before)
+        for args in (("mcp", "import"), ("mcp", "unimport")):
+            code, out = w.gemctl_run(*args)
+            expect(code == 0 and "fa, web" in out, out)
+        with open(user, "rb") as f:
+            after = f.read()
+        expect(after == before, f"unimport wrote {after!r}, `gemini mcp add` had written {before!r}")
+
+    s.check("gemini-cli", "`gemini mcp add`, `gemctl mcp import`, `gemctl mcp unimport`: "
+            "Gemini CLI's file comes back byte for byte", same_bytes)

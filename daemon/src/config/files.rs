@@ -390,6 +390,16 @@ pub(crate) fn position(text: &str, path: &[&str]) -> Option<(u32, u32)> {
     Some((to_u32(line), to_u32(column)))
 }
 
+/// The bytes of the value at `path` (object keys) in `text`, as written.
+pub(crate) fn value_span(text: &str, path: &[&str]) -> Option<std::ops::Range<usize>> {
+    let ast = parse_to_ast(text, &CollectOptions::default(), &options()).ok()?;
+    let mut value = ast.value.as_ref()?;
+    for key in path {
+        value = &value.as_object()?.get(key)?.value;
+    }
+    Some(value.start()..value.end())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

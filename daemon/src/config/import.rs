@@ -11,7 +11,9 @@
 //! gateway entry named as one of its own servers as that server (`yield_to_own`).
 //!
 //! Gemini CLI's file is copied first and otherwise kept as written; geminid's file is written
-//! before it, so a server is never in neither.
+//! before it, so a server is never in neither. Unimport puts each entry back as the copy holds
+//! it, byte for byte, when geminid's entry is still the one moved (`put_back`): an import and
+//! its undo give back the file the user had, and what they edited since is kept.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -93,6 +95,42 @@ fn back_up(from: &Path, text: &str) -> Result<Option<String>, OpError> {
     }
     atomic_write(&backup, text, None)?;
     Ok(Some(backup.display().to_string()))
+}
+
+/// The copies [`back_up`] made of `from`, newest first.
+fn backups(from: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut backup = from.with_extension("json.before-geminid");
+    let mut n = 1;
+    while backup.exists() {
+        // A copy that cannot be read now is only a copy the entries are not taken from.
+        found.extend(read_text(&backup).ok());
+        n += 1;
+        backup = from.with_extension(format!("json.before-geminid.{n}"));
+    }
+    found.reverse();
+    found
+}
+
+/// `text` with server `name`'s entry set to `entry`: as an earlier copy of the file wrote that
+/// same entry, its bytes (comments, layout) where one did, else as [`edit_settings`] writes it.
+fn put_back(
+    path: &Path,
+    text: &str,
+    name: &str,
+    entry: &Value,
+    copies: &[String],
+) -> Result<String, OpError> {
+    let at = ["mcpServers", name];
+    let written = copies.iter().find_map(|copy| {
+        let v = super::files::parse_object(copy).ok()?;
+        (v.get("mcpServers")?.get(name)? == entry).then_some(())?;
+        copy.get(super::files::value_span(copy, &at)?)
+    });
+    match (written, super::files::value_span(text, &at)) {
+        (Some(was), Some(now)) => Ok(format!("{}{was}{}", &text[..now.start], &text[now.end..])),
+        _ => Ok(edit_settings(path, text, "mcpServers", name, Some(entry))?.0),
+    }
 }
 
 /// The extensions' servers Gemini CLI can reach through the gateway instead of starting them:
@@ -223,8 +261,9 @@ pub(crate) fn mcp_unimport(
     }
     let mut mine = text.clone();
     let mut own = own_text.clone();
+    let copies = backups(from);
     for (n, v) in &back {
-        mine = edit_settings(from, &mine, "mcpServers", n, Some(v))?.0;
+        mine = put_back(from, &mine, n, v, &copies)?;
         own = edit_settings(to, &own, "mcpServers", n, None)?.0;
     }
     for n in &dropped {
@@ -236,4 +275,39 @@ pub(crate) fn mcp_unimport(
         atomic_write(to, &own, Some(0o600))?;
     }
     Ok(result(true, backup))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn paths(root: &Path) -> anyhow::Result<ConfigPaths> {
+        std::fs::create_dir_all(root.join(".gemini"))?;
+        Ok(ConfigPaths::from_env(|k| (k == "HOME").then(|| root.as_os_str().to_owned()))?)
+    }
+
+    /// Gemini CLI's own layout (`gemini mcp add`: arrays one item a line, no final newline), and
+    /// a hand-written one with comments and one-line entries, imported once or twice, with an
+    /// extension's server added and taken out again: unimport gives back the same bytes.
+    #[test]
+    fn unimport_gives_back_the_bytes_import_found() -> anyhow::Result<()> {
+        let written_by_gemini = "{\n  \"security\": {\n    \"auth\": {\n      \"selectedType\": \"gemini-api-key\"\n    }\n  },\n  \"mcpServers\": {\n    \"everything\": {\n      \"command\": \"node\",\n      \"args\": [\n        \"/srv/index.js\",\n        \"stdio\"\n      ]\n    },\n    \"web\": {\n      \"httpUrl\": \"http://127.0.0.1:19499/mcp\"\n    }\n  }\n}";
+        let by_hand = "{\n    // my settings\n    \"mcpServers\": {\n        // the reference server\n        \"everything\": { \"command\": \"node\", \"args\": [ \"/srv/index.js\", \"stdio\" ], \"trust\": false },\n        \"web\": { \"httpUrl\": \"http://127.0.0.1:19499/mcp\", \"timeout\": 30000 } // remote\n    }\n}\n";
+        let extensions = BTreeMap::from([("xs".to_owned(), json!({"command": "x"}))]);
+        for (text, imports) in [(written_by_gemini, 1), (by_hand, 1), (by_hand, 2)] {
+            let dir = tempfile::tempdir()?;
+            let paths = paths(dir.path())?;
+            std::fs::write(&paths.user, text)?;
+            for _ in 0..imports {
+                mcp_import(&paths, "/bin/gemctl", &extensions, false)?;
+            }
+            assert_ne!(std::fs::read_to_string(&paths.user)?, text);
+            let undone = mcp_unimport(&paths, &extensions, false)?;
+            assert_eq!(undone.moved, ["everything", "web"]);
+            assert_eq!(undone.extensions, ["xs"]);
+            assert_eq!(std::fs::read_to_string(&paths.user)?, text, "imported {imports} time(s)");
+        }
+        Ok(())
+    }
 }

@@ -100,7 +100,9 @@ pub(crate) fn edit_settings(
         (None, None) => {}
     }
     let mut out = root.to_string();
-    if !out.ends_with('\n') {
+    // A new file ends in a newline; an existing one keeps its own ending (Gemini CLI writes
+    // none), so that an edit and its undo give back the same bytes.
+    if text.ends_with('\n') && !out.ends_with('\n') {
         out.push('\n');
     }
     Ok((out, existed))

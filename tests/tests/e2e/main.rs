@@ -20,6 +20,7 @@ mod gateway;
 mod gemctl;
 mod hooks;
 mod hostile_git;
+mod import;
 mod keyring;
 mod mcp;
 mod oauth;
