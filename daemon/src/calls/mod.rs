@@ -119,7 +119,7 @@ pub struct Call {
     pub annotations: Option<Map<String, Value>>,
     /// The caller is the person (`gemctl call`).
     pub confirmed: bool,
-    /// The caller runs the hooks its own settings give (see [`CallRequest::hooks_by_client`]).
+    /// The caller runs the hooks of the sources Gemini CLI reads itself (`hooks=client`).
     pub hooks_by_client: bool,
     /// What policy decided, once it has.
     pub policy: Option<PolicyNote>,

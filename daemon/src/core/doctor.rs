@@ -136,9 +136,49 @@ impl Core {
                 _ => {}
             }
         }
+        out.extend(gateway_hooks(&self.config.paths().user));
         out.push(self.warm_finding());
         std::result::Result::Ok(DoctorResult { findings: out })
     }
+}
+
+/// Who runs the hooks of calls through Gemini CLI's gateway entries (`gemctl mcp serve
+/// --confirm client`, as `gemctl mcp import` writes them): Gemini CLI, with `--hooks client`;
+/// an entry an earlier import wrote without it has each of its calls' hooks run twice.
+fn gateway_hooks(user: &Path) -> Option<Finding> {
+    let text = std::fs::read_to_string(user).ok()?;
+    let settings = crate::config::files::parse_object(&text).ok()?;
+    let (mut by_client, mut twice) = (Vec::new(), Vec::new());
+    for (name, entry) in settings.get("mcpServers")?.as_object()? {
+        let args: Vec<&str> = entry
+            .get("args")
+            .and_then(serde_json::Value::as_array)
+            .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+            .unwrap_or_default();
+        let has = |flag: &str, value: &str| args.windows(2).any(|w| w == [flag, value]);
+        if !args.starts_with(&["mcp", "serve"]) || !has("--confirm", "client") {
+            continue;
+        }
+        if has("--hooks", "client") { &mut by_client } else { &mut twice }.push(name.clone());
+    }
+    use FindingStatus::{Ok, Warning};
+    if !twice.is_empty() {
+        let message = format!(
+            "Gemini CLI's entries {} (from an earlier `gemctl mcp import`) have each call's hooks \
+             run twice: by Gemini CLI and again by geminid",
+            twice.join(", ")
+        );
+        let fix = "gemctl mcp import (it rewrites them with --hooks client)".to_owned();
+        return Some(finding("hooks", Warning, message, Some(fix)));
+    }
+    (!by_client.is_empty()).then(|| {
+        let message = format!(
+            "Gemini CLI runs the hooks of its settings and extensions for calls through {}; \
+             geminid runs only those of its own servers.json",
+            by_client.join(", ")
+        );
+        finding("hooks", Ok, message, None)
+    })
 }
 
 /// A problem in an input file, where it is and the file to edit (the message says the fix).

@@ -1868,5 +1868,13 @@ async fn a_client_that_runs_its_own_hooks_gets_none_run_again_by_geminid() -> an
     assert_eq!(ran()?, ["own-after", "own-before", "user-after", "user-before"]);
     let audit = home.gemctl_json(&["audit", "-n", "1"])?;
     assert_eq!(audit["records"][0].get("hooks"), None, "{audit}");
+
+    // An entry an earlier import wrote (no --hooks): the doctor says so, and the fix.
+    let old = json!({"command": "gemctl", "args": ["mcp", "serve", "--server", "fx", "--confirm", "client"]});
+    settings(&home, json!({ "old": old }))?;
+    let doctor = home.gemctl_json(&["doctor"])?;
+    let said = doctor.to_string();
+    assert!(said.contains("'old'") || said.contains("entries old"), "{said}");
+    assert!(said.contains("run twice") && said.contains("gemctl mcp import"), "{said}");
     Ok(())
 }
