@@ -4,7 +4,8 @@ a tool. In a home of its own (its own daemon), a Gemini CLI user's world: the fi
 ~/.gemini/settings.json, no policy of theirs, the default secrets store.
 
 Checks: the same function names and schemas are declared before and after the import, in `-p`
-and `-p --yolo`; the call reaches the real server, an extension's server's too; the user's deny rule and a geminid hook that
+and `-p --yolo`, server-everything's among them (it lists three tools more to a client that
+declares elicitation and sampling, which Gemini CLI does not); the call reaches the real server, an extension's server's too; the user's deny rule and a geminid hook that
 blocks reach the model as the tool's error; the user's hooks run once per call after the import
 (Gemini CLI runs them, geminid does not again); two Gemini CLI processes share one server process;
 unimport gives back the bytes `gemini mcp add` wrote.
@@ -154,8 +155,12 @@ def extension(w):
 def steps(s, w):
     # fx as most servers are; ft trusted (Gemini CLI offers its tools even without --yolo);
     # xs an extension's.
+    # server-everything lists its trigger-* tools only to a client that declares elicitation
+    # or sampling (Gemini CLI declares neither).
+    everything = os.path.join(s.cache, "node_modules", ".bin", "mcp-server-everything")
     w.settings({"fx": {"command": w.fixture, "args": []},
-                "ft": {"command": w.fixture, "args": ["--rich"], "trust": True}})
+                "ft": {"command": w.fixture, "args": ["--rich"], "trust": True},
+                "everything": {"command": everything, "timeout": 20000}})
     extension(w)
     before = {}
 
@@ -165,6 +170,10 @@ def steps(s, w):
             before[flags] = declarations(reqs)
         yolo = sorted(before[("--yolo",)])
         expect("mcp_fx_echo" in yolo and "mcp_xs_echo" in yolo, f"direct --yolo: {yolo}")
+        capable = {f"mcp_everything_trigger-{t}" for t in
+                   ("elicitation-request", "sampling-request", "url-elicitation")}
+        expect("mcp_everything_echo" in yolo and not capable & set(yolo),
+               f"direct --yolo, server-everything: {yolo}")
         plain = sorted(before[()])
         expect("mcp_ft_echo" in plain and "mcp_fx_echo" not in plain, f"direct -p: {plain}")
         said = json.dumps(responses(reqs))
