@@ -4,16 +4,35 @@ that cannot send one (the MCP conformance suite). Everything else passes unchang
 method, path, headers (`Host` and `Origin` too, so the gateway's own checks still see the
 client's), body, and the response streamed as it comes (SSE).
 
-Usage: authproxy.py UPSTREAM_PORT TOKEN_FILE PORT_FILE   (binds 127.0.0.1 on a free port and
-writes it to PORT_FILE)
+Usage: authproxy.py UPSTREAM_PORT TOKEN_FILE PORT_FILE [CALLS_FILE]   (binds 127.0.0.1 on a
+free port and writes it to PORT_FILE; with CALLS_FILE, appends the name of each tool the client
+calls, a line each, so what it called can be held against what geminid ran)
 """
 
 import http.client
+import json
 import os
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 UPSTREAM, TOKEN_FILE, PORT_FILE = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+CALLS_FILE = sys.argv[4] if len(sys.argv) > 4 else None
+CALLS_LOCK = threading.Lock()
+
+
+def note_calls(body):
+    """Append the tools `body` (a JSON-RPC message or batch) calls to CALLS_FILE."""
+    try:
+        msg = json.loads(body)
+    except ValueError:
+        return
+    names = [m["params"]["name"] for m in (msg if isinstance(msg, list) else [msg])
+             if isinstance(m, dict) and m.get("method") == "tools/call"
+             and isinstance(m.get("params"), dict) and "name" in m["params"]]
+    if names:
+        with CALLS_LOCK, open(CALLS_FILE, "a") as f:
+            f.write("".join(f"{n}\n" for n in names))
 HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
        "proxy-authorization", "proxy-connection"}
 
@@ -30,6 +49,8 @@ class Proxy(BaseHTTPRequestHandler):
             token = f.read().strip()
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
+        if CALLS_FILE and body:
+            note_calls(body)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
         headers["Authorization"] = f"Bearer {token}"
         conn = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=120)
