@@ -631,6 +631,9 @@ fn server_lines(s: &ServerStatus, copies: bool) {
                 s.roots.join(" ")
             );
         }
+        if let Some(told) = &s.told {
+            outln!("    told: {} (the copy for clients that declare so)", told.describe());
+        }
     }
 }
 

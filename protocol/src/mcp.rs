@@ -169,6 +169,11 @@ pub struct ServerStatus {
     /// sessions with the same roots (one copy per set).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
+    /// What it is told its clients answer, when that is less than everything: the copy of
+    /// clients of that kind (`gemctl mcp serve --confirm client` for a client that declares
+    /// no elicitation or sampling), which may list fewer tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub told: Option<crate::session::Declares>,
     /// While idle: resident memory of its process group in bytes (stdio, where the system
     /// tells: Linux), what counts against the idle-memory budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]

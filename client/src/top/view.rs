@@ -168,8 +168,9 @@ fn header(f: &mut Frame<'_>, area: Rect, top: &Top) {
 }
 
 /// A server's name, and when another row has the same name (a server that asks for roots runs
-/// one copy per set of roots), what tells its copy apart: its roots' last folder, else its
-/// identity's first digits (audit turn 4, C4: three `everything` rows alike).
+/// one copy per set of roots; one told less runs a copy for the clients that declare less),
+/// what tells its copy apart: its roots' last folder, `told less`, else its identity's first
+/// digits (audit turn 4, C4: three `everything` rows alike).
 fn copy_label(s: &geminid_protocol::mcp::ServerStatus, rows: &[Row]) -> String {
     if rows.iter().filter(|r| r.status.name == s.name).count() < 2 {
         return s.name.clone();
@@ -180,6 +181,7 @@ fn copy_label(s: &geminid_protocol::mcp::ServerStatus, rows: &[Row]) -> String {
     };
     match (s.roots.first(), &s.identity) {
         (Some(root), _) => format!("{} ({})", s.name, folder(root)),
+        (None, _) if s.told.is_some() => format!("{} (told less)", s.name),
         (None, Some(id)) => format!("{} #{}", s.name, id.get(..6).unwrap_or(id)),
         (None, None) => s.name.clone(),
     }

@@ -59,6 +59,7 @@ fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> Ser
         stops_in_secs: None,
         keep_warm: None,
         roots: vec![],
+        told: None,
         rss_bytes: None,
         pins: None,
         usage: None,
@@ -167,6 +168,7 @@ impl Supervisor {
                 .get(&server.identity)
                 .map(|r| r.iter().map(|r| r.uri.clone()).collect())
                 .unwrap_or_default(),
+            told: Some(server.spec.declares()).filter(|d| !d.is_all()),
             rss_bytes: None,
             pins: server.pin_status(),
             usage: None,

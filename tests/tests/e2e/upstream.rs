@@ -130,5 +130,26 @@ async fn a_server_entry_lists_what_the_server_lists_for_the_client_that_uses_it(
         .map(|s| s["pid"].clone())
         .collect();
     assert_eq!(pids, vec![json!(wide.parse::<u64>()?)], "{listed}");
+    // Every copy, each saying what it is told.
+    let all = home.gemctl_json(&["mcp", "list", "--all"])?;
+    let mut told: Vec<(Value, Value)> = all
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["name"] == "fx")
+        .map(|s| (s["pid"].clone(), s["told"].clone()))
+        .collect();
+    told.sort_by_key(|(_, t)| t.to_string());
+    let elicits_pid = c.pid().await?.parse::<u64>()?;
+    let mut expected = vec![
+        (json!(narrow.parse::<u64>()?), json!({"elicitation": false, "sampling": false})),
+        (json!(elicits_pid), json!({"elicitation": true, "sampling": false})),
+        (json!(wide.parse::<u64>()?), Value::Null),
+    ];
+    expected.sort_by_key(|(_, t)| t.to_string());
+    assert_eq!(told, expected, "{all}");
+    let (code, text, _) = home.gemctl_run(&["mcp", "list", "--all"])?;
+    assert_eq!(code, 0);
+    assert!(text.contains("told: no elicitation, no sampling"), "{text}");
     Ok(())
 }
