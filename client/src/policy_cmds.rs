@@ -173,6 +173,7 @@ pub async fn audit(
                 Some(C::ByClient) => "by the client".to_owned(),
                 Some(C::TimedOut) => "timed out".to_owned(),
                 Some(C::NoAnswerer) => "nobody to ask".to_owned(),
+                Some(C::AnswererGone) => "asked client went".to_owned(),
             };
             // Absent: geminid ran the session's hooks (those that matched).
             let hooks = match a.hooks {

@@ -230,6 +230,8 @@ pub enum AuditConfirmation {
     TimedOut,
     /// Nobody could be asked (no interactive client).
     NoAnswerer,
+    /// The client that was asked went before answering (the call is cancelled with it).
+    AnswererGone,
 }
 
 /// Who ran a call's BeforeTool and AfterTool hooks, in its audit record (absent: geminid ran

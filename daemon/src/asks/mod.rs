@@ -33,6 +33,9 @@ pub(crate) enum AskError {
     /// No client attached to the session listens for this kind.
     #[error("no client attached to this session answers {0} asks (`asks/listen`)")]
     NoAnswerer(&'static str),
+    /// Every client that could answer it went while it was pending.
+    #[error("the client that could answer this {0} ask went away before answering")]
+    AnswererGone(&'static str),
     /// The deadline passed.
     #[error("nobody answered within {}", humantime::format_duration(*.0))]
     TimedOut(Duration),
@@ -167,13 +170,36 @@ struct Inner {
     recent: VecDeque<(String, String, Settled)>,
 }
 
-/// One listening stream: its session, the kinds it answers, and, for one that answers only
-/// some calls' asks, the start of their call ids.
+/// Which of its session's asks a listening stream answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Every one (`gemctl attach`, an editor on `asks/listen`): a person is there for the
+    /// whole session.
+    Session,
+    /// Those raised by the gateway client's own calls (ids starting with this prefix,
+    /// `gw<n>-`), and those raised outside any gateway client's call (a server's request
+    /// outside a call, an editor's call); never another gateway client's.
+    Gateway(String),
+    /// Only those raised by the calls whose ids start with this prefix.
+    Calls(String),
+}
+
+/// Whether a call id is one the gateway gave a client's call (`gw{n}-{m}`).
+pub(crate) fn is_gateway_call(id: &str) -> bool {
+    id.strip_prefix("gw").and_then(|rest| rest.split_once('-')).is_some_and(|(n, m)| {
+        !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && !m.is_empty()
+            && m.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// One listening stream: its session, the kinds it answers, and which of the session's asks.
 #[derive(Debug, Clone)]
 struct Listener {
     session: String,
     kinds: Vec<AskKind>,
-    calls: Option<String>,
+    scope: Scope,
 }
 
 impl Listener {
@@ -181,7 +207,13 @@ impl Listener {
     fn takes(&self, session: &str, kind: AskKind, call_id: Option<&str>) -> bool {
         self.session == session
             && self.kinds.contains(&kind)
-            && self.calls.as_deref().is_none_or(|p| call_id.is_some_and(|c| c.starts_with(p)))
+            && match &self.scope {
+                Scope::Session => true,
+                Scope::Gateway(p) => {
+                    call_id.is_none_or(|c| !is_gateway_call(c) || c.starts_with(p.as_str()))
+                }
+                Scope::Calls(p) => call_id.is_some_and(|c| c.starts_with(p.as_str())),
+            }
     }
 }
 
@@ -189,6 +221,28 @@ impl Inner {
     /// Whether a connection listens for `kind` on `session`, for the call `call_id`.
     fn answers(&self, session: &str, kind: AskKind, call_id: Option<&str>) -> bool {
         self.listeners.values().any(|l| l.takes(session, kind, call_id))
+    }
+
+    /// The pending asks `went` answered that nobody listening answers any more, taken out of
+    /// the table (settled as cancelled), with their senders.
+    fn orphaned(&mut self, went: &Listener) -> Vec<Pending> {
+        let gone: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| {
+                let (session, kind, call) = (&p.ask.session, p.ask.kind, p.ask.call_id.as_deref());
+                went.takes(session, kind, call) && !self.answers(session, kind, call)
+            })
+            .map(|(n, _)| *n)
+            .collect();
+        let mut out = Vec::with_capacity(gone.len());
+        for n in gone {
+            if let Some(p) = self.pending.remove(&n) {
+                self.settled(&p.ask, Settled::Cancelled);
+                out.push(p);
+            }
+        }
+        out
     }
 
     fn settled(&mut self, ask: &Ask, how: Settled) {
@@ -248,7 +302,22 @@ impl Listening<'_> {
 
 impl Drop for Listening<'_> {
     fn drop(&mut self) {
-        self.asks.inner().listeners.remove(&self.id);
+        // An ask only this gateway client could answer ends now, rather than at its
+        // deadline: its asker is told nobody is left to answer (the sender dropped). A
+        // person's stream (attach, an editor) may come back: its asks wait for it, and are
+        // sent first when it listens again.
+        let orphaned = {
+            let mut inner = self.asks.inner();
+            inner.listeners.remove(&self.id);
+            match self.listener.scope {
+                Scope::Session => Vec::new(),
+                Scope::Gateway(_) | Scope::Calls(_) => inner.orphaned(&self.listener),
+            }
+        };
+        for p in orphaned {
+            tracing::info!(id = %p.ask.id, "ask withdrawn: the last client that could answer it went");
+            self.asks.notify(AskNotice::Settled { id: p.ask.id, how: Settled::Cancelled });
+        }
     }
 }
 
@@ -340,8 +409,8 @@ impl Asks {
         self.notify(AskNotice::Asked { ask });
         match tokio::time::timeout(deadline, rx).await {
             Ok(Ok(answer)) => Ok(answer),
-            // Unreachable in practice: the sender leaves the table only to send.
-            Ok(Err(_)) => Err(AskError::TimedOut(deadline)),
+            // Taken out of the table unanswered: the last client that could answer it went.
+            Ok(Err(_)) => Err(AskError::AnswererGone(kind_name(kind))),
             Err(_) => {
                 asking.how = Settled::TimedOut;
                 Err(AskError::TimedOut(deadline))
@@ -352,17 +421,17 @@ impl Asks {
     /// Start listening on a session for some kinds (the caller checked that the connection
     /// is attached to it).
     pub(crate) fn listen(&self, session: &str, conn: ConnId, kinds: &[AskKind]) -> Listening<'_> {
-        self.listen_to(session, conn, kinds, None)
+        self.listen_to(session, conn, kinds, Scope::Session)
     }
 
-    /// [`Asks::listen`] for the asks of the calls whose ids start with `calls` only (other
-    /// calls' asks do not count this stream as an answerer).
+    /// [`Asks::listen`] for the asks of `scope` only (other asks do not count this stream as
+    /// their answerer).
     pub(crate) fn listen_to(
         &self,
         session: &str,
         _conn: ConnId,
         kinds: &[AskKind],
-        calls: Option<&str>,
+        scope: Scope,
     ) -> Listening<'_> {
         let mut kinds = kinds.to_vec();
         kinds.sort_by_key(|k| kind_name(*k));
@@ -371,8 +440,7 @@ impl Asks {
         // an ask is either pending here or arrives as a notice, never neither.
         let mut inner = self.inner();
         let notices = self.notices.subscribe();
-        let listener =
-            Listener { session: session.to_owned(), kinds, calls: calls.map(str::to_owned) };
+        let listener = Listener { session: session.to_owned(), kinds, scope };
         let pending = inner
             .pending
             .values()
@@ -474,6 +542,22 @@ impl Asks {
     /// (A stream that answers only some calls' asks counts.)
     pub(crate) fn answers(&self, session: &str, kind: AskKind) -> bool {
         self.inner().listeners.values().any(|l| l.session == session && l.kinds.contains(&kind))
+    }
+
+    /// Whether a client attached to the session answers every ask of this kind raised in it,
+    /// whoever's call raised it (`gemctl attach`, an editor): the session is interactive.
+    /// A gateway client answers its own calls' asks only, so it does not count.
+    pub(crate) fn answers_all(&self, session: &str, kind: AskKind) -> bool {
+        self.inner()
+            .listeners
+            .values()
+            .any(|l| l.session == session && l.kinds.contains(&kind) && l.scope == Scope::Session)
+    }
+
+    /// Whether someone listening would be asked an ask of `kind` raised by the call
+    /// `call_id` of `session`.
+    pub(crate) fn answers_call(&self, session: &str, kind: AskKind, call_id: Option<&str>) -> bool {
+        self.inner().answers(session, kind, call_id)
     }
 
     /// A session's pending asks, oldest first.

@@ -42,7 +42,8 @@ async fn an_ask_nobody_can_answer_fails_at_once_naming_the_kind() {
 #[tokio::test]
 async fn a_listener_for_some_calls_answers_only_their_asks() {
     let asks = Asks::default();
-    let mut mine = asks.listen_to("s", C1, &[AskKind::Confirmation], Some("gw9-"));
+    let mut mine =
+        asks.listen_to("s", C1, &[AskKind::Confirmation], super::Scope::Calls("gw9-".into()));
     assert!(asks.answers("s", AskKind::Confirmation));
     let e = confirm(&asks, "s", Duration::from_secs(5)).await.unwrap_err();
     assert_eq!(e, AskError::NoAnswerer("confirmation"), "call-1 is not one of gw9-'s");
@@ -178,4 +179,93 @@ fn answers_are_checked_for_their_kind() {
     for (kind, answer) in bad {
         assert!(check(kind, &answer).is_err(), "{kind:?} {answer}");
     }
+}
+
+/// A gateway client's stream answers its own calls' asks and those raised outside any
+/// gateway client's call, never another gateway client's; it does not make the session
+/// interactive for everyone.
+#[tokio::test]
+async fn a_gateway_clients_listener_answers_its_own_and_unowned_asks_only() {
+    let asks = Asks::default();
+    let _gw = asks.listen_to("s", C1, &[AskKind::Confirmation], Scope::Gateway("gw3-".into()));
+    assert!(asks.answers("s", AskKind::Confirmation));
+    assert!(!asks.answers_all("s", AskKind::Confirmation), "a gateway client is not everyone's");
+    for (call, takes) in [
+        (Some("gw3-1"), true),
+        (Some("gw3-12"), true),
+        (Some("gw4-1"), false),
+        (Some("gw31-1"), false),
+        (Some("call-1"), true),
+        (None, true),
+    ] {
+        assert_eq!(asks.answers_call("s", AskKind::Confirmation, call), takes, "{call:?}");
+    }
+    let e = asks
+        .ask(
+            "s",
+            Some("gw4-1"),
+            AskKind::Confirmation,
+            "?".into(),
+            json!({}),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e, AskError::NoAnswerer("confirmation"));
+    let _person = asks.listen("s", C2, &[AskKind::Confirmation]);
+    assert!(asks.answers_all("s", AskKind::Confirmation));
+    assert!(asks.answers_call("s", AskKind::Confirmation, Some("gw4-1")));
+}
+
+/// When the last stream that could answer a pending ask goes, the ask ends at once (its
+/// asker is told why) instead of waiting out its deadline; an ask someone else can still
+/// answer stays.
+#[tokio::test]
+async fn an_ask_whose_last_answerer_goes_ends_at_once() {
+    let asks = Asks::default();
+    let mine = asks.listen_to("s", C1, &[AskKind::Confirmation], Scope::Gateway("gw5-".into()));
+    let _person = asks.listen("t", C2, &[AskKind::Confirmation]);
+    let orphan = asks.ask(
+        "s",
+        Some("gw5-1"),
+        AskKind::Confirmation,
+        "?".into(),
+        json!({}),
+        Duration::from_secs(3600),
+    );
+    let drop_it = async {
+        while asks.pending("s").is_empty() {
+            tokio::task::yield_now().await;
+        }
+        drop(mine);
+    };
+    let (got, ()) =
+        tokio::time::timeout(Duration::from_secs(30), async { futures::join!(orphan, drop_it) })
+            .await
+            .expect("the ask ended when its answerer went");
+    let e = got.unwrap_err();
+    assert_eq!(e, AskError::AnswererGone("confirmation"));
+    assert!(e.to_string().contains("went away"), "{e}");
+    assert!(asks.pending("s").is_empty());
+    // Another session's ask, which a person's stream answers, stays when a stream goes.
+    let stays = asks.ask(
+        "t",
+        Some("gw9-1"),
+        AskKind::Confirmation,
+        "?".into(),
+        json!({}),
+        Duration::from_secs(3600),
+    );
+    let other = asks.listen("t", C1, &[AskKind::Elicitation]);
+    let check = async {
+        while asks.pending("t").is_empty() {
+            tokio::task::yield_now().await;
+        }
+        drop(other);
+        assert_eq!(asks.pending("t").len(), 1, "the person's listener still answers it");
+        let id = asks.pending("t")[0].id.clone();
+        asks.respond("t", &id, json!({"outcome": "deny"})).unwrap();
+    };
+    let (r, ()) = futures::join!(stays, check);
+    assert_eq!(r.unwrap(), json!({"outcome": "deny"}));
 }

@@ -123,6 +123,15 @@ impl Pipeline {
                 ));
                 return Err(Unconfirmed { error, how: AuditConfirmation::TimedOut });
             }
+            // Its client went while asked (a gateway client gone without a word): the call
+            // goes with it, as a cancelled call does.
+            Err(AskError::AnswererGone(_)) => {
+                let error = CallError::Cancelled {
+                    id: call.call_id.clone().unwrap_or_default(),
+                    tool: tool.clone(),
+                };
+                return Err(Unconfirmed { error, how: AuditConfirmation::AnswererGone });
+            }
             Err(e) => {
                 let how = match e {
                     AskError::NoAnswerer(_) => AuditConfirmation::NoAnswerer,

@@ -29,6 +29,22 @@ pub(super) struct Resolved {
 }
 
 impl Pipeline {
+    /// Whether the call's caller confirms it itself, or someone listening (its gateway
+    /// client, which elicits) would be asked to: then a tool hidden only because nobody
+    /// would confirm it may be called, and policy decides.
+    fn can_confirm(&self, req: &CallRequest) -> bool {
+        let to = match &self.seats.policy {
+            Some(p) => p.route(&req.session).to,
+            None => req.session.clone(),
+        };
+        req.confirmed
+            || self.asks.answers_call(
+                &to,
+                crate::asks::AskKind::Confirmation,
+                req.call_id.as_deref(),
+            )
+    }
+
     /// Step 1: the tool, its server and what to check its arguments against.
     pub(super) async fn resolve(&self, req: &CallRequest) -> Result<Resolved, CallError> {
         match &req.target {
@@ -41,8 +57,9 @@ impl Pipeline {
                 }
                 let t = match (st.get(name), st.hidden.get(name)) {
                     (Some(t), _) => t,
-                    // The person calling is there to confirm it: policy decides again.
-                    (None, Some((h, t))) if h.by_default && req.confirmed => t,
+                    // The person calling is there to confirm it, or someone listening would be
+                    // asked: policy decides again.
+                    (None, Some((h, t))) if h.by_default && self.can_confirm(req) => t,
                     (None, Some((h, _))) => return Err(CallError::PolicyDenied(h.why.clone())),
                     (None, None) => {
                         if let Some(why) = self.mcp.held_in_session(&req.session, name) {
@@ -105,7 +122,7 @@ impl Pipeline {
                     (Some(listed.validator.clone()), annotations_of(&listed.raw));
                 if let Some(h) =
                     self.catalog.hides(&req.session, server, tool, annotations.as_ref())
-                    && !(h.by_default && req.confirmed)
+                    && !(h.by_default && self.can_confirm(req))
                 {
                     return Err(CallError::PolicyDenied(h.why));
                 }

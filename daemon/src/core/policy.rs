@@ -49,7 +49,10 @@ impl SessionPolicy {
     /// with ([`Guard::standing`]).
     fn standing(&self, session: &str) -> (ApprovalMode, bool) {
         self.guard.standing(session).unwrap_or_else(|_| {
-            (ApprovalMode::default(), self.services.asks.answers(session, AskKind::Confirmation))
+            (
+                ApprovalMode::default(),
+                self.services.asks.answers_all(session, AskKind::Confirmation),
+            )
         })
     }
 

@@ -69,8 +69,23 @@ impl Guard {
         self.prepared.forget(session);
     }
 
+    /// Whether the session is interactive for every caller: set so, or a client attached to
+    /// its root answers every confirmation raised in it (a gateway client answers only its
+    /// own calls', so it makes them interactive, not the session: [`Guard::decide`]).
     fn interactive(&self, forced: Option<bool>, root: &str) -> bool {
-        forced.unwrap_or_else(|| self.asks.answers(root, AskKind::Confirmation))
+        forced.unwrap_or_else(|| self.asks.answers_all(root, AskKind::Confirmation))
+    }
+
+    /// Whether the call is decided as in an interactive session: the session is, or someone
+    /// listening would be asked to confirm this call (its gateway client, which elicits).
+    fn interactive_for(&self, p: &Prepared, call: &Call) -> bool {
+        p.interactive
+            || (p.forced.is_none()
+                && self.asks.answers_call(
+                    &p.route.to,
+                    AskKind::Confirmation,
+                    call.call_id.as_deref(),
+                ))
     }
 
     fn prepare(&self, session: &str) -> Result<Arc<Prepared>, SessionError> {
@@ -151,8 +166,19 @@ impl Policy for Guard {
             );
         }
         // A person calling directly is there to confirm: decide as for an interactive session.
-        let interactive = p.interactive || call.confirmed;
-        let v = p.policy.set.decide(&tc, p.mode, interactive);
+        let interactive = self.interactive_for(&p, call) || call.confirmed;
+        let set = match interactive == p.interactive {
+            true => p.policy.set.clone(),
+            // The rules implied by settings differ between the two (`autoAllowInHeadless`).
+            false => match self.config.effective(&call.session) {
+                Ok(e) => self.policies.for_session(self.config.paths(), &e, interactive).set,
+                Err(e) => {
+                    let why = format!("the session's policy cannot be read: {e}");
+                    return (Decision::Deny(why), None);
+                }
+            },
+        };
+        let v = set.decide(&tc, p.mode, interactive);
         let mut note =
             PolicyNote { decision: v.decision, rule: v.rule.map(source), confirmation: None };
         let why = || reason(v.decision, v.rule, p.mode, interactive);

@@ -137,9 +137,12 @@ pub(super) async fn answer(
     conn: ConnId,
     kinds: Vec<AskKind>,
     gone: CancellationToken,
+    ready: oneshot::Sender<()>,
 ) {
     let asks = gw.services.asks.clone();
-    let mut listening = asks.listen(&gw.session, conn, &kinds);
+    let scope = crate::asks::Scope::Gateway(gw.call_prefix());
+    let mut listening = asks.listen_to(&gw.session, conn, &kinds, scope);
+    let _ = ready.send(());
     // The session is interactive now, so its table shows what needs a person: a list the
     // client took before this began is announced as changed.
     gw.announce_changes(&super::notify::Announce::Peer(peer.clone())).await;
@@ -150,9 +153,7 @@ pub(super) async fn answer(
         tokio::spawn(ask_client(gw.clone(), peer.clone(), ask, rx));
     };
     for ask in std::mem::take(&mut listening.pending) {
-        if gw.answers(&ask) {
-            start(ask, &mut waiting);
-        }
+        start(ask, &mut waiting);
     }
     loop {
         let notice = tokio::select! {
@@ -160,11 +161,14 @@ pub(super) async fn answer(
             n = listening.notices.recv() => match n {
                 Ok(n) => n,
                 Err(RecvError::Lagged(_)) => {
+                    let none = std::collections::HashSet::new();
                     for ask in gw.services.asks.pending(&gw.session) {
-                        if kinds.contains(&ask.kind)
-                            && !waiting.contains_key(&ask.id)
-                            && gw.answers(&ask)
-                        {
+                        let notice = AskNotice::Asked { ask };
+                        if !listening.wants(&notice, &none) {
+                            continue;
+                        }
+                        let AskNotice::Asked { ask } = notice else { continue };
+                        if !waiting.contains_key(&ask.id) {
                             start(ask, &mut waiting);
                         }
                     }
@@ -178,8 +182,7 @@ pub(super) async fn answer(
             continue;
         }
         match &*notice {
-            AskNotice::Asked { ask } if gw.answers(ask) => start(ask.clone(), &mut waiting),
-            AskNotice::Asked { .. } => {}
+            AskNotice::Asked { ask } => start(ask.clone(), &mut waiting),
             AskNotice::Settled { id, .. } => {
                 if let Some(tx) = waiting.remove(id) {
                     let _ = tx.send(());

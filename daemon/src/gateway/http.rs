@@ -273,6 +273,7 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
     let mut eof = [0u8; 64];
     let shutdown = services.shutdown.clone();
     let admission = Admission::new();
+    let presence = Arc::new(super::presence::Presence::default());
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -293,8 +294,10 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
         };
         let place = Arc::new(admission.arrive());
         let (service, token, admitted) = (service.clone(), token.clone(), place.clone());
-        let handler = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let presence = presence.clone();
+        let handler = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             let (mut service, token, place) = (service.clone(), token.clone(), admitted.clone());
+            let presence = presence.clone();
             async move {
                 if let Some(origin) = foreign_origin(&req) {
                     return Ok::<_, Infallible>(forbidden(&origin));
@@ -306,7 +309,24 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
                     tracing::warn!(limit = MAX_CONNECTIONS, "gateway connection limit reached");
                     return Ok::<_, Infallible>(busy());
                 }
-                service.call(req).await
+                // The session this request names is there while its response is open.
+                let held = req
+                    .headers()
+                    .get("mcp-session-id")
+                    .and_then(|v| v.to_str().ok())
+                    .map(|id| presence.hold(id));
+                req.extensions_mut().insert(presence);
+                let response = service.call(req).await?;
+                Ok(match held {
+                    Some(held) => response.map(|body| {
+                        body.map_frame(move |frame| {
+                            let _held = &held;
+                            frame
+                        })
+                        .boxed()
+                    }),
+                    None => response,
+                })
             }
         });
         let stopped = stop.clone();

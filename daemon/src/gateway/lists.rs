@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use geminid_protocol::event::EventBody;
-use geminid_protocol::gateway::Confirm;
 use rmcp::ErrorData as McpError;
 use rmcp::model::Tool;
 use serde_json::Value;
@@ -59,9 +58,14 @@ pub(super) fn resources_fingerprint(r: &geminid_protocol::tools::ResourcesListRe
 
 impl Gateway {
     /// The tools served (the session's, or its one server's; with those only hidden because
-    /// nobody would confirm them when the client confirms) and the names they are served
-    /// under.
+    /// nobody would confirm them when the client is asked to confirm its calls) and the names
+    /// they are served under.
     pub(super) async fn tools(&self) -> Result<Served, McpError> {
+        self.tools_for(self.asked_to_confirm()).await
+    }
+
+    /// [`Gateway::tools`], with the tools that need a confirmation (`asked`) or without.
+    pub(super) async fn tools_for(&self, asked: bool) -> Result<Served, McpError> {
         let st = self
             .services
             .catalog
@@ -72,7 +76,7 @@ impl Gateway {
             .filter(|&i| self.serves(&st.tools[i].server_name))
             .map(Pick::Listed)
             .collect();
-        if self.serving.confirm == Confirm::Client {
+        if asked {
             let mut asked: Vec<&String> = st
                 .hidden
                 .iter()

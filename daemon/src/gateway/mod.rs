@@ -18,6 +18,7 @@ mod lists;
 mod mrtr;
 pub(crate) mod names;
 mod notify;
+mod presence;
 pub(crate) mod route;
 
 use parking_lot::Mutex;
@@ -43,16 +44,6 @@ use crate::catalog::view::ResourceRef;
 use crate::core::services::Services;
 use crate::session::ConnId;
 use lists::{fingerprint, resources_fingerprint};
-
-/// Whether a call id is one the gateway gave a client's call (`gw{n}-{m}`).
-fn is_gateway_call(id: &str) -> bool {
-    id.strip_prefix("gw").and_then(|rest| rest.split_once('-')).is_some_and(|(n, m)| {
-        !n.is_empty()
-            && n.bytes().all(|b| b.is_ascii_digit())
-            && !m.is_empty()
-            && m.bytes().all(|b| b.is_ascii_digit())
-    })
-}
 
 /// What a gateway serves of its session, and who confirms.
 #[derive(Debug, Clone, Default)]
@@ -100,6 +91,12 @@ pub(crate) struct Inner {
     /// The resources the client subscribed to: (server identity's first 12 hex digits, URI).
     subscribed: Mutex<std::collections::HashSet<(String, String)>>,
     instructions: Option<String>,
+    /// The client answers its own calls' confirmations (it declared elicitation): it is
+    /// served the tools that need one, whoever else is connected.
+    confirms_own: std::sync::atomic::AtomicBool,
+    /// Started once, by whichever comes first: the client's `initialized`, or its first
+    /// request (rmcp may handle that before the notification).
+    started: tokio::sync::OnceCell<()>,
 }
 
 #[derive(Debug, Default)]
@@ -156,14 +153,6 @@ impl Gateway {
         format!("gw{}-", self.id)
     }
 
-    /// Whether `ask` is this client's to answer: not one raised by another gateway client's
-    /// call (which goes with that client), and any other of its session.
-    pub(super) fn answers(&self, ask: &geminid_protocol::asks::Ask) -> bool {
-        ask.call_id
-            .as_deref()
-            .is_none_or(|id| !is_gateway_call(id) || id.starts_with(&self.call_prefix()))
-    }
-
     /// A gateway for `session`, serving it as `serving` says, for a client reached through
     /// the daemon's connection `conn` (the one attached to the session).
     pub(crate) fn new(
@@ -184,13 +173,48 @@ impl Gateway {
             id: next_gateway_id(),
             subscribed: Mutex::default(),
             instructions,
+            confirms_own: std::sync::atomic::AtomicBool::new(false),
+            started: tokio::sync::OnceCell::new(),
         }))
+    }
+
+    /// Whether the client is asked to confirm its calls: it confirms them itself
+    /// (`confirm=client`), or it answers its calls' confirmations (it elicits). Then it is
+    /// served the tools that only need a confirmation; a client that cannot be asked is not
+    /// (their calls would wait for nobody).
+    pub(super) fn asked_to_confirm(&self) -> bool {
+        self.serving.confirm == Confirm::Client || self.confirms_own.load(Ordering::Relaxed)
+    }
+
+    /// Before a request is served: a client of the earlier eras is started (if its
+    /// `initialized` has not been handled yet); a request of 2026-07-28 declares its client's
+    /// capabilities itself (`kinds`), and whether it is asked to confirm follows the latest.
+    async fn before_request(
+        &self,
+        context: &RequestContext<RoleServer>,
+        kinds: &[geminid_protocol::asks::AskKind],
+    ) {
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        if modern {
+            let asked = kinds.contains(&geminid_protocol::asks::AskKind::Confirmation);
+            self.confirms_own.store(asked, Ordering::Relaxed);
+        } else if context.peer.peer_info().is_some() {
+            self.start(context.peer.clone()).await;
+        }
     }
 
     /// Once the client is initialized: follow the session's events for it, and put the
     /// session's asks to it (confirmations and elicitations if it elicits, sampling if it
-    /// samples), until its transport closes.
-    fn start(&self, peer: Peer<RoleServer>) {
+    /// samples), until its transport closes. Returns once it listens for them (a call made
+    /// next is asked of it).
+    async fn start(&self, peer: Peer<RoleServer>) {
+        let this = self.clone();
+        self.started.get_or_init(|| this.begin(peer)).await;
+    }
+
+    async fn begin(self, peer: Peer<RoleServer>) {
         let gone = CancellationToken::new();
         let watch = (peer.clone(), gone.clone());
         tokio::spawn(async move {
@@ -209,9 +233,32 @@ impl Gateway {
             .filter(|i| i.protocol_version < rmcp::model::ProtocolVersion::V_2026_07_28)
             .map(|i| elicit::kinds(&i.capabilities))
             .unwrap_or_default();
-        if !kinds.is_empty() {
-            tokio::spawn(elicit::answer(self.clone(), peer, self.conn, kinds, gone));
+        if kinds.contains(&geminid_protocol::asks::AskKind::Confirmation) {
+            self.confirms_own.store(true, Ordering::Relaxed);
         }
+        if !kinds.is_empty() {
+            let (ready, listening) = tokio::sync::oneshot::channel();
+            tokio::spawn(elicit::answer(self.clone(), peer, self.conn, kinds, gone, ready));
+            let _ = listening.await;
+        }
+    }
+
+    /// Why a tool the client called is not served: one that needs a confirmation this client
+    /// cannot give says so, with the ways to allow it; any other is not here.
+    async fn not_served(&self, name: &str) -> McpError {
+        let needs_asking = !self.asked_to_confirm()
+            && self.tools_for(true).await.is_ok_and(|s| s.map.by_served.contains_key(name));
+        let text = match needs_asking {
+            true => format!(
+                "the tool '{name}' needs a confirmation, and this client cannot be asked (it \
+                 declared no elicitation), so it is not offered here. To allow it: `trust: true` \
+                 on its server, a policy rule that allows it, `gemctl attach` in the workspace \
+                 to confirm calls there, or `gemctl mcp serve --confirm client` for a client \
+                 that confirms calls itself"
+            ),
+            false => format!("no tool named '{name}' here (tools/list shows them)"),
+        };
+        McpError::invalid_params(text, None)
     }
 
     fn subscribed(
@@ -269,7 +316,7 @@ impl Gateway {
 
 impl ServerHandler for Gateway {
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
-        self.start(context.peer);
+        self.start(context.peer).await;
     }
 
     #[allow(
@@ -304,7 +351,9 @@ impl ServerHandler for Gateway {
     ) -> Result<ListToolsResult, McpError> {
         // A client of 2026-07-28 that elicits confirms by multi round-trip: listening now,
         // the tools that need a confirmation are served to it.
-        self.serving.rounds.listen(self, mrtr::kinds(&context)).await;
+        let modern = mrtr::kinds(&context);
+        self.before_request(&context, &modern).await;
+        self.serving.rounds.listen(self, modern).await;
         let (tools, renamed) = self.tool_list().await?;
         if !renamed.is_empty() {
             tracing::info!(session = %self.session, ?renamed, "gateway: tool names taken twice are renamed");
@@ -320,13 +369,11 @@ impl ServerHandler for Gateway {
     ) -> Result<CallToolResponse, McpError> {
         // A client of 2026-07-28: what the call asks comes back as `input_required`.
         let modern = mrtr::kinds(&context);
+        self.before_request(&context, &modern).await;
         self.serving.rounds.listen(self, modern.clone()).await;
         let served = self.tools().await?;
         let Some(&i) = served.map.by_served.get(request.name.as_ref()) else {
-            return Err(McpError::invalid_params(
-                format!("no tool named '{}' here (tools/list shows them)", request.name),
-                None,
-            ));
+            return Err(self.not_served(&request.name).await);
         };
         let fqn = served.tool(i).fqn.clone();
         let identity = match &served.tool(i).source {
@@ -372,11 +419,25 @@ impl ServerHandler for Gateway {
             hooks_by_client: self.serving.hooks == Hooks::Client,
             tail_of: None,
         };
+        // Cancelled by the client, or when an HTTP client has gone without a word (no
+        // connection of its session open for a few seconds): as after a DELETE.
+        let vanished = presence::of(&context);
         let cancel = {
             let (ct, services, session, id) =
                 (context.ct.clone(), self.services.clone(), self.session.clone(), call_id);
             tokio::spawn(async move {
-                ct.cancelled().await;
+                let gone = async {
+                    match &vanished {
+                        Some((presence, http)) => presence.gone(http).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = ct.cancelled() => {}
+                    () = gone => {
+                        tracing::info!(%session, call = %id, "gateway: the HTTP client went without a word; its call is cancelled");
+                    }
+                }
                 services.calls.cancel(&session, &id);
             })
         };

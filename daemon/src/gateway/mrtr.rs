@@ -79,7 +79,9 @@ impl Round {
             let refusal = match ask.kind {
                 AskKind::Elicitation => json!({ "action": "decline" }),
                 AskKind::Confirmation => json!({ "outcome": "deny",
-                    "reason": "the client did not declare elicitation, so it cannot be asked" }),
+                    "reason": "the client did not declare elicitation, so it cannot be asked \
+                     (`trust: true` on the server, a policy rule, or `gemctl attach` in the \
+                     workspace allows the call)" }),
                 _ => return,
             };
             let _ = gw.services.asks.respond(&gw.session, &ask.id, refusal);
@@ -197,7 +199,7 @@ impl Rounds {
     /// `kinds` and those of earlier requests. Returns once the listener counts (a call made
     /// right after finds it).
     pub(super) async fn listen(self: &Arc<Self>, gw: &Gateway, kinds: Vec<AskKind>) {
-        let (stop, kinds) = {
+        let (stop, kinds, old) = {
             let mut state = self.state();
             let mut all = state.listening.as_ref().map(|(_, k)| k.clone()).unwrap_or_default();
             if kinds.iter().all(|k| all.contains(k)) {
@@ -205,16 +207,15 @@ impl Rounds {
             }
             all.extend(kinds.into_iter().filter(|k| !all.contains(k)).collect::<Vec<_>>());
             let stop = CancellationToken::new();
-            if let Some((old, _)) = state.listening.replace((stop.clone(), all.clone())) {
-                old.cancel();
-            }
-            (stop, all)
+            let old = state.listening.replace((stop.clone(), all.clone()));
+            (stop, all, old)
         };
         let (rounds, asks) = (Arc::downgrade(self), gw.services.asks.clone());
         let (session, conn, prefix) = (gw.session.clone(), gw.conn, self.prefix());
         let (ready, listening_now) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
-            let mut listening = asks.listen_to(&session, conn, &kinds, Some(&prefix));
+            let scope = crate::asks::Scope::Calls(prefix.clone());
+            let mut listening = asks.listen_to(&session, conn, &kinds, scope);
             let _ = ready.send(());
             for ask in std::mem::take(&mut listening.pending) {
                 route(&rounds, ask);
@@ -245,6 +246,11 @@ impl Rounds {
             }
         });
         let _ = listening_now.await;
+        // The old listener goes once the new one counts: an ask of this listener's calls is
+        // never without an answerer between the two (it would be withdrawn).
+        if let Some((old, _)) = old {
+            old.cancel();
+        }
     }
 
     /// A `tools/call` of a multi round-trip client: a new call (`start`), or the retry of a

@@ -18,24 +18,24 @@ use tokio::process::{Child, Command};
 
 /// What the client heard besides answers.
 #[derive(Debug, Clone, Default)]
-struct Heard {
+pub(super) struct Heard {
     tools_changed: Arc<Mutex<u32>>,
     progress: Arc<Mutex<Vec<f64>>>,
     /// Declares elicitation, and answers every one so.
-    answer: Option<ElicitationAction>,
+    pub(super) answer: Option<ElicitationAction>,
     updated: Arc<Mutex<Vec<String>>>,
-    asked: Arc<Mutex<Vec<String>>>,
+    pub(super) asked: Arc<Mutex<Vec<String>>>,
     /// The servers' log messages passed on: (level, data).
     logs: Arc<Mutex<Vec<(String, String)>>>,
     /// Declares sampling, and answers every request with this model's "hello".
     samples: Option<&'static str>,
     /// Never answers an elicitation (a person who walked away).
-    hang: bool,
+    pub(super) hang: bool,
     /// Answers every elicitation with a JSON-RPC error.
     fail: bool,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -179,9 +179,9 @@ async fn progress_before_results(
     Ok(())
 }
 
-struct Served {
-    client: RunningService<RoleClient, Heard>,
-    heard: Heard,
+pub(super) struct Served {
+    pub(super) client: RunningService<RoleClient, Heard>,
+    pub(super) heard: Heard,
     child: Child,
 }
 
@@ -207,7 +207,7 @@ fn piped(
 }
 
 /// The same, with a client that answers elicitations so (or declares none).
-async fn serve_as(
+pub(super) async fn serve_as(
     home: &TestHome,
     dir: Option<&std::path::Path>,
     extra: &[&str],
@@ -239,7 +239,9 @@ async fn text_of(s: &Served, name: &str, args: Value) -> anyhow::Result<(bool, S
 
 /// `gemctl mcp serve --http` on a free port: the process (killed when dropped), and the URL,
 /// token and address it printed.
-async fn http_gateway(home: &TestHome) -> anyhow::Result<(Child, String, String, String)> {
+pub(super) async fn http_gateway(
+    home: &TestHome,
+) -> anyhow::Result<(Child, String, String, String)> {
     use tokio::io::AsyncBufReadExt as _;
     let mut cmd: Command =
         home.gemctl_cmd(&["--json", "mcp", "serve", "--http", "127.0.0.1:0"]).into();
@@ -255,7 +257,7 @@ async fn http_gateway(home: &TestHome) -> anyhow::Result<(Child, String, String,
     Ok((child, url, token, addr))
 }
 
-fn settings(home: &TestHome, servers: Value) -> anyhow::Result<()> {
+pub(super) fn settings(home: &TestHome, servers: Value) -> anyhow::Result<()> {
     std::fs::write(
         home.root().join("home/.gemini/settings.json"),
         serde_json::to_string(&json!({ "mcpServers": servers }))?,

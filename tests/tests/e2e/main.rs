@@ -22,6 +22,7 @@ mod hooks;
 mod hostile_git;
 mod import;
 mod keyring;
+mod many_clients;
 mod mcp;
 mod oauth;
 mod pins;

@@ -1,0 +1,190 @@
+//! Several MCP clients of different kinds behind one daemon session (issue 65): what a client is
+//! shown, and whether its call can be confirmed, depends on that client alone; a client that
+//! goes without a word takes its calls with it.
+
+use std::time::{Duration, Instant};
+
+use geminid_tests::{Daemon, TestHome};
+use rmcp::model::ElicitationAction;
+use serde_json::{Value, json};
+
+use super::gateway::{Heard, http_gateway, lock, serve_as, settings};
+
+/// The untrusted fixture server, calls written down in `calls.log`.
+fn untrusted(home: &TestHome) -> anyhow::Result<std::path::PathBuf> {
+    let log = home.root().join("calls.log");
+    let fx = json!({ "command": geminid_tests::mcp::fixture(), "env": { "FIXTURE_CALL_LOG": log.display().to_string() } });
+    settings(home, json!({ "fx": fx }))?;
+    Ok(log)
+}
+
+/// A client that declares no elicitation is not shown the tools that need a confirmation, and
+/// its call to one ends at once saying how to allow it, while another client that elicits is
+/// connected and shown them. (Before: the other client made the whole session interactive, so
+/// the first was shown all 5 tools and its call waited, with nobody asked, until it timed out.)
+#[tokio::test]
+async fn a_client_that_cannot_be_asked_is_not_offered_what_another_could_confirm()
+-> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let log = untrusted(&home)?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let mut hang = Heard::default();
+    (hang.answer, hang.hang) = (Some(ElicitationAction::Accept), true);
+    let eliciting = serve_as(&home, None, &[], hang).await?;
+    let has_echo = |tools: &[rmcp::model::Tool]| tools.iter().any(|t| t.name == "fx__echo");
+    let shown = || async { eliciting.client.list_all_tools().await.is_ok_and(|t| has_echo(&t)) };
+    assert!(
+        geminid_tests::eventually(Duration::from_secs(30), shown).await,
+        "the eliciting client sees fx's tools"
+    );
+
+    let plain = serve_as(&home, None, &[], Heard::default()).await?;
+    let tools = plain.client.list_all_tools().await?;
+    assert!(!has_echo(&tools), "shown to a client that cannot confirm: {:?}", names(&tools));
+    let started = Instant::now();
+    let mut p = rmcp::model::CallToolRequestParams::new("fx__echo");
+    p.arguments = json!({"text": "for nobody"}).as_object().cloned();
+    let called = tokio::time::timeout(Duration::from_secs(20), plain.client.call_tool(p)).await;
+    let Ok(called) = called else { panic!("the call waited for nobody") };
+    let e = format!("{:?}", called.expect_err("the call is refused"));
+    assert!(e.contains("cannot be asked") && e.contains("trust: true"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    assert!(
+        lock(&eliciting.heard.asked).is_empty(),
+        "the other client was asked: {:?}",
+        lock(&eliciting.heard.asked)
+    );
+    let ran = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!ran.contains("echo"), "the call ran: {ran}");
+    Ok(())
+}
+
+fn names(tools: &[rmcp::model::Tool]) -> Vec<String> {
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+/// A legacy streamable HTTP client, by hand: each request names its session.
+struct Http {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+    session: Option<String>,
+}
+
+impl Http {
+    fn new(url: &str, token: &str) -> Self {
+        Self { http: reqwest::Client::new(), url: url.into(), token: token.into(), session: None }
+    }
+
+    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
+        let mut r = self
+            .http
+            .request(method, &self.url)
+            .bearer_auth(&self.token)
+            .header("Accept", "application/json, text/event-stream");
+        if let Some(s) = &self.session {
+            r = r.header("Mcp-Session-Id", s);
+        }
+        r
+    }
+
+    /// Initialize with these capabilities, and say so.
+    async fn initialize(&mut self, capabilities: Value) -> anyhow::Result<()> {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": { "name": "by-hand", "version": "1" } } });
+        let r = self.request(reqwest::Method::POST).json(&body).send().await?;
+        let id = r.headers().get("mcp-session-id").and_then(|v| v.to_str().ok());
+        self.session = id.map(str::to_owned);
+        anyhow::ensure!(self.session.is_some(), "no session: {}", r.text().await?);
+        drop(r.text().await?);
+        let done = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+        self.request(reqwest::Method::POST).json(&done).send().await?.text().await?;
+        Ok(())
+    }
+
+    /// Start a request; its response (an event stream) is read as it comes.
+    async fn start(
+        &self,
+        id: u64,
+        method: &str,
+        params: Value,
+    ) -> anyhow::Result<reqwest::Response> {
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        Ok(self.request(reqwest::Method::POST).json(&body).send().await?)
+    }
+
+    async fn call(&self, id: u64, method: &str, params: Value) -> anyhow::Result<String> {
+        Ok(self.start(id, method, params).await?.text().await?)
+    }
+}
+
+/// Read `r` until its text holds `want` (or it ends): what was read.
+async fn read_until(r: &mut reqwest::Response, want: &str) -> anyhow::Result<String> {
+    let mut seen = String::new();
+    while !seen.contains(want) {
+        match tokio::time::timeout(Duration::from_secs(60), r.chunk()).await?? {
+            Some(c) => seen.push_str(&String::from_utf8_lossy(&c)),
+            None => break,
+        }
+    }
+    Ok(seen)
+}
+
+/// An HTTP client that declared elicitation, was asked to confirm its call, and then went
+/// without a DELETE (its streams closed, as a killed client's do) has its call cancelled
+/// within seconds, not at the 5-minute confirmation deadline; and it leaves no trace on what
+/// a client that declares no elicitation is shown or how its calls end. (Issue 65, items 1
+/// and 2: the call waited 300 s, and the other client was shown every tool and hung.)
+#[tokio::test]
+async fn an_http_client_gone_without_a_word_takes_its_call_and_nothing_else() -> anyhow::Result<()>
+{
+    let home = TestHome::new()?;
+    let log = untrusted(&home)?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let (_gateway, url, token, _) = http_gateway(&home).await?;
+
+    let mut a = Http::new(&url, &token);
+    a.initialize(json!({ "elicitation": {} })).await?;
+    let mut stream = a.request(reqwest::Method::GET).send().await?;
+    anyhow::ensure!(stream.status().is_success(), "GET: {}", stream.status());
+    let tools = a.call(2, "tools/list", json!({})).await?;
+    assert!(tools.contains("fx__echo"), "the eliciting client is shown fx's tools: {tools}");
+    let call = a
+        .start(3, "tools/call", json!({ "name": "fx__echo", "arguments": { "text": "gone" } }))
+        .await?;
+    let asked = read_until(&mut stream, "elicitation/create").await?;
+    assert!(asked.contains("elicitation/create"), "A was never asked: {asked}");
+    // A goes: its streams close, no DELETE.
+    let gone = Instant::now();
+    drop((stream, call, a));
+
+    let ended = || async {
+        home.gemctl_json(&["audit", "-n", "1"]).is_ok_and(|r| {
+            r["records"][0]["tool"] == "mcp_fx_echo" && r["records"][0]["ok"] == false
+        })
+    };
+    assert!(geminid_tests::eventually(Duration::from_secs(60), ended).await, "A's call outlived A");
+    let audit = home.gemctl_json(&["audit", "-n", "1"])?;
+    let record = &audit["records"][0];
+    assert!(record["error"].to_string().contains("cancelled"), "{audit}");
+    assert!(gone.elapsed() < Duration::from_secs(60), "{:?}", gone.elapsed());
+    let ran = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!ran.contains("echo"), "A's call ran: {ran}");
+
+    // B declares no elicitation: shown none of the untrusted server's tools, and its call ends
+    // at once saying how to allow it.
+    let mut b = Http::new(&url, &token);
+    b.initialize(json!({})).await?;
+    let tools = b.call(2, "tools/list", json!({})).await?;
+    assert!(!tools.contains("fx__echo"), "shown to a client that cannot confirm: {tools}");
+    let started = Instant::now();
+    let called =
+        b.call(3, "tools/call", json!({ "name": "fx__echo", "arguments": { "text": "b" } }));
+    let answer = tokio::time::timeout(Duration::from_secs(20), called).await??;
+    assert!(answer.contains("cannot be asked"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    Ok(())
+}
