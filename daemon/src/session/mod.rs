@@ -198,9 +198,8 @@ impl Sessions {
         let _w = self.write.lock().await;
         // Clients that declare less have a default session of their own kind.
         let upstream = params.upstream.filter(|d| !d.is_all());
-        let slot = crate::store::default_of(&workspace, upstream);
         let existing = match params.reuse_default {
-            true => match self.store.default_session(&slot)? {
+            true => match self.store.default_session(&workspace, upstream)? {
                 Some(id) => self.store.session(&id)?,
                 None => None,
             },

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use geminid_protocol::common::SessionId;
-use geminid_protocol::session::SessionState;
+use geminid_protocol::session::{Declares, SessionState};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -451,9 +451,14 @@ impl Store {
         self.handles().map_or(0, |o| o.sessions.scan_prefix(SESSION_PREFIX).count())
     }
 
-    /// The default session id of a workspace.
-    pub(crate) fn default_session(&self, workspace: &str) -> Result<Option<SessionId>, StoreError> {
-        let v = self.handles()?.sessions.get(default_key(workspace)).map_err(|e| self.err(e))?;
+    /// The default session id of a workspace for clients of a kind (`SessionState::upstream`).
+    pub(crate) fn default_session(
+        &self,
+        workspace: &str,
+        kind: Option<Declares>,
+    ) -> Result<Option<SessionId>, StoreError> {
+        let v =
+            self.handles()?.sessions.get(default_key(workspace, kind)).map_err(|e| self.err(e))?;
         Ok(v.map(|b| String::from_utf8_lossy(&b).into_owned()))
     }
 
@@ -465,7 +470,7 @@ impl Store {
         let mut batch = sled::Batch::default();
         batch.insert(key, encode(rec, SESSION_RECORD_VERSION));
         if rec.is_default {
-            batch.insert(default_key(&default_slot(rec)), rec.id.as_bytes());
+            batch.insert(default_key(&rec.workspace, rec.state.upstream), rec.id.as_bytes());
         }
         open.sessions.apply_batch(batch).map_err(|e| self.err(e))?;
         if new {
@@ -491,8 +496,8 @@ impl Store {
         }
         let mut batch = sled::Batch::default();
         batch.remove(key);
-        if self.default_session(&default_slot(rec))?.as_deref() == Some(rec.id.as_str()) {
-            batch.remove(default_key(&default_slot(rec)));
+        if self.default_session(&rec.workspace, rec.state.upstream)?.as_deref() == Some(&*rec.id) {
+            batch.remove(default_key(&rec.workspace, rec.state.upstream));
         }
         open.sessions.apply_batch(batch).map_err(|e| self.err(e))
     }
@@ -563,24 +568,9 @@ fn session_key(id: &str) -> Vec<u8> {
     [SESSION_PREFIX, id.as_bytes()].concat()
 }
 
-/// Where a default session is found: its workspace, and for clients that declare less than
-/// everything (`SessionState::upstream`), what they declare: each kind has its own.
-pub(crate) fn default_of(
-    workspace: &str,
-    upstream: Option<geminid_protocol::session::Declares>,
-) -> String {
-    match upstream.filter(|d| !d.is_all()) {
-        None => workspace.to_owned(),
-        Some(d) => format!("{workspace}\0upstream={}", d.describe()),
-    }
-}
-
-fn default_slot(rec: &SessionRecord) -> String {
-    default_of(&rec.workspace, rec.state.upstream)
-}
-
-fn default_key(workspace: &str) -> Vec<u8> {
-    [DEFAULT_PREFIX, workspace.as_bytes()].concat()
+fn default_key(workspace: &str, upstream: Option<Declares>) -> Vec<u8> {
+    let kind = upstream.filter(|d| !d.is_all()).map(|d| format!("\0upstream={}", d.describe()));
+    [DEFAULT_PREFIX, workspace.as_bytes(), kind.unwrap_or_default().as_bytes()].concat()
 }
 
 fn decode_u32(b: &[u8]) -> Option<u32> {

@@ -19,11 +19,11 @@ fn sessions_round_trip_and_paginate() -> anyhow::Result<()> {
         store.put_session(&rec(id, "/w", id == "b"))?;
     }
     assert_eq!(store.session("b")?, Some(rec("b", "/w", true)));
-    assert_eq!(store.default_session("/w")?.as_deref(), Some("b"));
+    assert_eq!(store.default_session("/w", None)?.as_deref(), Some("b"));
     let after_a: Vec<_> = store.sessions_after(Some("a")).map(|r| r.map(|r| r.id)).collect();
     assert_eq!(after_a.into_iter().collect::<Result<Vec<_>, _>>()?, vec!["b", "c"]);
     store.delete_session(&rec("b", "/w", true))?;
-    assert_eq!(store.default_session("/w")?, None);
+    assert_eq!(store.default_session("/w", None)?, None);
     assert_eq!(store.session_count(), 2);
     Ok(())
 }
