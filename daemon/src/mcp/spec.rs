@@ -249,15 +249,10 @@ impl LaunchSpec {
 
     /// What it runs, as its pins are keyed (`pins::canon::pin_key`): the command and its
     /// arguments without package versions, and its folder; or the URL without credentials,
-    /// query or fragment. Never its environment, headers or credentials.
+    /// query or fragment. Never its environment, headers or credentials, nor what it is told
+    /// (`telling`): a copy told less is checked against the same pins, so one started after
+    /// its server changed cannot pin the change afresh.
     pub(crate) fn pin_source(&self) -> String {
-        // A server told less lists less (its own pins, so neither kind's list holds the
-        // other's); one told everything is pinned as it always was.
-        let declares = self.declares();
-        if !declares.is_all() {
-            let told = self.clone().telling(Declares::ALL).pin_source();
-            return format!("{told} (told: {})", declares.describe());
-        }
         match self {
             Self::Stdio { command, args, cwd, .. } => {
                 let mut words = vec![command.clone()];
@@ -331,10 +326,7 @@ mod tests {
         let none = Declares { elicitation: false, sampling: false };
         let told = spec.clone().telling(none);
         assert_ne!(told.identity(), spec.identity());
-        assert_eq!(
-            told.pin_source(),
-            "https://example.com/mcp (told: no elicitation, no sampling)"
-        );
+        assert_eq!(told.pin_source(), spec.pin_source(), "one pin record for every copy");
         let elicits = spec.clone().telling(Declares { elicitation: true, sampling: false });
         assert_ne!(elicits.identity(), told.identity());
         assert_eq!(told.clone().telling(Declares::ALL).identity(), spec.identity());

@@ -92,7 +92,18 @@ async fn a_server_entry_lists_what_the_server_lists_for_the_client_that_uses_it(
     let _daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let base = ["echo", "pid", "crash", "sleep", "grow", "env"];
+    let mut all: Vec<&str> = base.to_vec();
+    all.extend(["elicit_only", "sample_only"]);
     let as_import = ["--server", "fx", "--confirm", "client"];
+    // One that declares both, first (its list is what the tool pins record: every copy is
+    // checked against the same pins), and a gateway geminid confirms for (its session is
+    // shared with `gemctl attach`, which answers for it): the server is told everything.
+    let d = serve(&home, &as_import, EVERYTHING).await?;
+    assert_eq!(d.tools().await?, names(&all));
+    let wide = d.pid().await?;
+    let e = serve(&home, &["--server", "fx"], NOTHING).await?;
+    assert_eq!(e.tools().await?, names(&all));
+    assert_eq!(e.pid().await?, wide, "the directory's session runs the server told everything");
     // Two Gemini CLIs (which declare neither) behind import: the tools the server lists to
     // them, from one process of their own.
     let a = serve(&home, &as_import, NOTHING).await?;
@@ -100,7 +111,7 @@ async fn a_server_entry_lists_what_the_server_lists_for_the_client_that_uses_it(
     assert_eq!(a.tools().await?, names(&base), "a client that declares neither");
     assert_eq!(b.tools().await?, names(&base));
     let narrow = a.pid().await?;
-    assert!(!narrow.is_empty());
+    assert!(!narrow.is_empty() && narrow != wide, "{narrow} {wide}");
     assert_eq!(b.pid().await?, narrow, "clients of one kind share one process");
     // One that elicits but does not sample: what the server lists to it.
     let elicits = Declaring { elicitation: true, sampling: false };
@@ -108,18 +119,7 @@ async fn a_server_entry_lists_what_the_server_lists_for_the_client_that_uses_it(
     let mut with_elicit: Vec<&str> = base.to_vec();
     with_elicit.push("elicit_only");
     assert_eq!(c.tools().await?, names(&with_elicit));
-    assert_ne!(c.pid().await?, narrow);
-    // One that declares both, and a gateway geminid confirms for (its session is shared with
-    // `gemctl attach`, which answers for it): the server is told everything, as before.
-    let mut all: Vec<&str> = with_elicit.clone();
-    all.push("sample_only");
-    let d = serve(&home, &as_import, EVERYTHING).await?;
-    assert_eq!(d.tools().await?, names(&all));
-    let wide = d.pid().await?;
-    assert_ne!(wide, narrow);
-    let e = serve(&home, &["--server", "fx"], NOTHING).await?;
-    assert_eq!(e.tools().await?, names(&all));
-    assert_eq!(e.pid().await?, wide, "the directory's session runs the server told everything");
+    assert!(![narrow.clone(), wide.clone()].contains(&c.pid().await?));
     // The directory's own session (what `gemctl` commands and attach use) runs that one.
     let listed = home.gemctl_json(&["mcp", "list"])?;
     let pids: Vec<Value> = listed
@@ -137,7 +137,10 @@ async fn a_server_entry_lists_what_the_server_lists_for_the_client_that_uses_it(
         .into_iter()
         .flatten()
         .filter(|s| s["name"] == "fx")
-        .map(|s| (s["pid"].clone(), s["told"].clone()))
+        .map(|s| {
+            assert_eq!(s["pins"]["pinned"], 8, "one pin record for every copy: {s}");
+            (s["pid"].clone(), s["told"].clone())
+        })
         .collect();
     told.sort_by_key(|(_, t)| t.to_string());
     let elicits_pid = c.pid().await?.parse::<u64>()?;
