@@ -26,6 +26,11 @@ use crate::session::ConnId;
 const NOTICE_BUFFER: usize = 256;
 /// Settled asks remembered, so a late answer is told what happened to its ask.
 const RECENT: usize = 1024;
+/// How long a pending ask waits for a client that could answer it to listen again, once none
+/// does (`gemctl attach` closed; a reconnect is quicker): then it ends, not at its deadline.
+const COME_BACK: Duration = Duration::from_secs(5);
+/// How often a pending ask looks for someone who could answer it.
+const LOOK_FOR_ANSWERER: Duration = Duration::from_millis(500);
 
 /// Why an ask got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -259,6 +264,8 @@ pub(crate) struct Asks {
     inner: Mutex<Inner>,
     next: AtomicU64,
     notices: broadcast::Sender<Arc<AskNotice>>,
+    /// [`COME_BACK`] (shorter in tests).
+    come_back: Duration,
 }
 
 impl Default for Asks {
@@ -267,6 +274,7 @@ impl Default for Asks {
             inner: Mutex::default(),
             next: AtomicU64::new(1),
             notices: broadcast::channel(NOTICE_BUFFER).0,
+            come_back: COME_BACK,
         }
     }
 }
@@ -407,13 +415,33 @@ impl Asks {
         let mut asking = Asking { asks: self, n, how: Settled::Cancelled };
         asked(&ask);
         self.notify(AskNotice::Asked { ask });
-        match tokio::time::timeout(deadline, rx).await {
-            Ok(Ok(answer)) => Ok(answer),
-            // Taken out of the table unanswered: the last client that could answer it went.
-            Ok(Err(_)) => Err(AskError::AnswererGone(kind_name(kind))),
-            Err(_) => {
-                asking.how = Settled::TimedOut;
-                Err(AskError::TimedOut(deadline))
+        let until = tokio::time::Instant::now() + deadline;
+        let mut rx = rx;
+        // Since when nobody listening would be asked it (a person's stream that went: it
+        // may come back, and is sent its pending asks first when it does).
+        let mut alone: Option<tokio::time::Instant> = None;
+        loop {
+            tokio::select! {
+                answered = &mut rx => return match answered {
+                    Ok(answer) => Ok(answer),
+                    // Taken out of the table unanswered: the last client that could answer
+                    // it went.
+                    Err(_) => Err(AskError::AnswererGone(kind_name(kind))),
+                },
+                () = tokio::time::sleep_until(until) => {
+                    asking.how = Settled::TimedOut;
+                    return Err(AskError::TimedOut(deadline));
+                }
+                () = tokio::time::sleep(LOOK_FOR_ANSWERER) => {
+                    if self.inner().answers(session, kind, call_id) {
+                        alone = None;
+                    } else if alone.get_or_insert_with(tokio::time::Instant::now).elapsed()
+                        >= self.come_back
+                    {
+                        tracing::info!(session, n = asking.n, "ask withdrawn: nobody who could answer it came back");
+                        return Err(AskError::AnswererGone(kind_name(kind)));
+                    }
+                }
             }
         }
     }

@@ -269,3 +269,32 @@ async fn an_ask_whose_last_answerer_goes_ends_at_once() {
     let (r, ()) = futures::join!(stays, check);
     assert_eq!(r.unwrap(), json!({"outcome": "deny"}));
 }
+
+/// A person's stream that goes (attach closed) may come back, and is sent its pending asks
+/// first; one that does not come back ends them then, not at their deadline, even for a
+/// caller that could not be asked itself.
+#[tokio::test]
+async fn an_ask_ends_when_the_person_who_could_answer_it_does_not_come_back() {
+    let asks = Asks { come_back: Duration::from_millis(50), ..Asks::default() };
+    let person = asks.listen("s", C1, &[AskKind::Confirmation]);
+    let asked = asks.ask(
+        "s",
+        Some("gw2-1"),
+        AskKind::Confirmation,
+        "?".into(),
+        json!({}),
+        Duration::from_secs(3600),
+    );
+    let leave = async {
+        while asks.pending("s").is_empty() {
+            tokio::task::yield_now().await;
+        }
+        drop(person);
+    };
+    let (got, ()) =
+        tokio::time::timeout(Duration::from_secs(60), async { futures::join!(asked, leave) })
+            .await
+            .expect("the ask ended when nobody came back");
+    assert_eq!(got.unwrap_err(), AskError::AnswererGone("confirmation"));
+    assert!(asks.pending("s").is_empty());
+}

@@ -123,13 +123,14 @@ impl Pipeline {
                 ));
                 return Err(Unconfirmed { error, how: AuditConfirmation::TimedOut });
             }
-            // Its client went while asked (a gateway client gone without a word): the call
-            // goes with it, as a cancelled call does.
+            // Whoever could answer went while asked (its gateway client gone without a word,
+            // `gemctl attach` closed and not back): the call ends now, not at the deadline.
             Err(AskError::AnswererGone(_)) => {
-                let error = CallError::Cancelled {
-                    id: call.call_id.clone().unwrap_or_default(),
-                    tool: tool.clone(),
-                };
+                let error = CallError::Declined(format!(
+                    "the call to '{tool}' was cancelled: it needs a confirmation, and the client \
+                     that could answer went away. Keep `gemctl attach` open in the workspace to \
+                     confirm calls, or allow it (`trust: true` on its server, or a policy rule)"
+                ));
                 return Err(Unconfirmed { error, how: AuditConfirmation::AnswererGone });
             }
             Err(e) => {

@@ -3,7 +3,7 @@
 //! streams they open (the GET stream, a call's POST stream). One that crashed, was killed, or
 //! closed without a DELETE leaves its session for rmcp's keep-alive (5 minutes), and its calls
 //! waiting on asks nobody will answer. Here every request that names a session holds it while
-//! its response is open; a session none of whose responses is open for [`GRACE`] has gone, and
+//! its response is open; a session none of whose responses is open for [`GRACE`] (10 s) has gone, and
 //! a call of it still waiting is cancelled as after a DELETE. A client that comes back within
 //! it (its GET stream reconnecting) has not gone.
 
@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 
-/// How long a session may have no open connection before its client counts as gone.
-pub(crate) const GRACE: Duration = Duration::from_secs(3);
+/// How long a session may have no open response before its client counts as gone: well past
+/// the 3 s rmcp tells a client to wait before it resumes a dropped stream (`retry: 3000`).
+pub(crate) const GRACE: Duration = Duration::from_secs(10);
 
 /// How often a waiting call looks.
 const LOOK: Duration = Duration::from_millis(250);
