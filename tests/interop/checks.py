@@ -417,6 +417,9 @@ def run(s):
     import gateway
     gateway.run(s)
 
+    import many_clients
+    many_clients.run(s)
+
     import extensions
     extensions.run(s)
 

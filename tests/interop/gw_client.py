@@ -16,15 +16,24 @@ Scenarios:
   asks                        a client that elicits (accepting with a name), samples (a fixed
                               answer) and has roots calls the everything server's
                               trigger-elicitation-request and trigger-sampling-request
+  plain TOOL ARGS_JSON [URL TOKEN_FILE]
+                              a client that declares no elicitation, over stdio or streamable
+                              HTTP at URL: the tools it is shown, and how its call to TOOL ended
+                              (its text or error, and the seconds it took; 30 s at most)
+  hang TOOL ARGS_JSON URL TOKEN_FILE
+                              a client that elicits, over streamable HTTP, calls TOOL; when asked,
+                              prints ASKED and answers nothing (the suite kills it)
   fastlogs TOOL ARGS_JSON [URL TOKEN_FILE]
                               FastMCP's `Client` with every default (2026-07-28, log level
                               debug asked per request) and a log handler calls TOOL over stdio,
                               or over streamable HTTP at URL: the log messages it was handed
 """
 
+import contextlib
 import json
 import os
 import sys
+import time
 
 import anyio
 from mcp import ClientSession, StdioServerParameters
@@ -74,8 +83,52 @@ async def fastlogs(gemctl, tool, args, http):
         return {"version": c.protocol_version, "text": text(res), "logs": logs}
 
 
+@contextlib.asynccontextmanager
+async def transport(gemctl, http):
+    """Streams to the gateway: over stdio (gemctl mcp serve), or streamable HTTP at `http`."""
+    if http:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+        with open(http[1]) as f:
+            auth = {"Authorization": f"Bearer {f.read().strip()}"}
+        async with create_mcp_http_client(headers=auth) as h:
+            async with streamable_http_client(http[0], http_client=h) as (r, w):
+                yield r, w
+    else:
+        params = StdioServerParameters(command=gemctl, args=["mcp", "serve"], env=dict(os.environ))
+        async with stdio_client(params) as (r, w):
+            yield r, w
+
+
+async def one_client(gemctl, scenario, tool, args, http):
+    """`plain` and `hang`: one call, by a client that cannot be asked or one that never answers."""
+    kwargs = {}
+    if scenario == "hang":
+        async def on_elicit(context, params):
+            print("ASKED", flush=True)
+            await anyio.sleep_forever()
+        kwargs["elicitation_callback"] = on_elicit
+    out = {}
+    async with transport(gemctl, http) as (r, w):
+        async with ClientSession(r, w, **kwargs) as s:
+            await s.initialize()
+            out["tools"] = [t.name for t in (await s.list_tools()).tools]
+            started = time.monotonic()
+            try:
+                res = await s.call_tool(tool, args, read_timeout_seconds=30)
+                out["text"], out["isError"] = text(res), bool(res.is_error)
+            except Exception as e:  # noqa: BLE001 (an error answer, or the timeout)
+                out["error"] = f"{type(e).__name__}: {e}"
+            out["seconds"] = round(time.monotonic() - started, 1)
+    return out
+
+
 async def main():
     gemctl, scenario, *rest = sys.argv[1:]
+    if scenario in ("plain", "hang"):
+        out = await one_client(gemctl, scenario, rest[0], json.loads(rest[1]), rest[2:4])
+        print(json.dumps(out), flush=True)
+        return
     if scenario == "fastlogs":
         out = await fastlogs(gemctl, rest[0], json.loads(rest[1]), rest[2:4])
         print(json.dumps(out), flush=True)

@@ -15,8 +15,10 @@ NPM_PACKAGES=(
   "@modelcontextprotocol/server-filesystem@2026.8.31"
 )
 PIP_PACKAGES=("mcp-server-time==2026.10.19" "mcp==2.3.0" "fastmcp==4.2.3")
-# MCP clients of the gateway; the Inspector needs Node 22, installed from npm beside them.
-CLIENT_PACKAGES=("@modelcontextprotocol/inspector@2.12.0" "@google/gemini-cli@0.61.0")
+# MCP clients of the gateway; the Inspector needs Node 22, installed from npm beside them. The
+# TypeScript SDK's client (many_clients.py) runs on the machine's Node.
+CLIENT_PACKAGES=("@modelcontextprotocol/inspector@2.12.0" "@google/gemini-cli@0.61.0"
+  "@modelcontextprotocol/sdk@1.32.2")
 NODE22="node@22.23.3"
 
 stamp="$cache/installed-$(printf '%s\n' "${NPM_PACKAGES[@]}" "${PIP_PACKAGES[@]}" "${CLIENT_PACKAGES[@]}" "$NODE22" | sha256sum | cut -c1-16)"
