@@ -80,6 +80,16 @@ async fn tool_names(client: &Client, session: &str) -> anyhow::Result<Vec<String
 }
 
 /// Held definitions of `name` in `session`, once there are `n`.
+/// Wait until `name`'s first listing is pinned, before its tools change: on a busy machine its
+/// first start may have failed and its pins come with the start after.
+async fn pinned(client: &Client, session: &str, name: &str) -> anyhow::Result<()> {
+    let pinned = || async {
+        status(client, session, name).await.is_ok_and(|s| s.pins.is_some_and(|p| p.pinned > 0))
+    };
+    anyhow::ensure!(eventually(Duration::from_secs(60), pinned).await, "{name} was never pinned");
+    Ok(())
+}
+
 async fn differing(
     client: &Client,
     session: &str,
@@ -366,6 +376,9 @@ async fn warn_and_trust_offer_a_changed_tool_and_say_so_and_off_pins_nothing() -
     assert!(home.gemctl(&["trust"])?.status.success());
     let ws = home.workspace();
     let s = session(&client, &home, &ws).await?;
+    for name in ["trusted", "enforced", "warned"] {
+        pinned(&client, &s, name).await?;
+    }
     assert!(status(&client, &s, "unpinned").await?.pins.is_none(), "off: no pins");
     rug_pull(&home)?;
     for name in ["trusted", "enforced", "warned", "unpinned"] {
@@ -573,6 +586,7 @@ async fn accept_pins_only_what_the_review_showed() -> anyhow::Result<()> {
     let ws = home.workspace();
     let s = session(&client, &home, &ws).await?;
     let fx = geminid_protocol::mcp::ServerParams { session: Some(s.clone()), name: "fx".into() };
+    pinned(&client, &s, "fx").await?;
     rug_pull(&home)?;
     client.mcp_restart(fx.clone()).await?;
     differing(&client, &s, "fx", 3).await?;
