@@ -20,6 +20,12 @@ const TREE: &str = "pins";
 /// damaged database moved aside leaves it).
 pub(super) const PINS_MANIFEST: &str = "geminid.pins.manifest";
 
+/// Held while the manifest is read, added to and written: the first listings of servers
+/// started together are pinned at once, and two writers unserialised both failed (one's
+/// rename found the other's file gone: the pins "could not be pinned", and the server's next
+/// listing, changed, was pinned as its first use) or dropped each other's key.
+static MANIFEST_WRITE: parking_lot::Mutex<()> = parking_lot::const_mutex(());
+
 #[derive(Serialize, Deserialize)]
 struct PinsManifest {
     v: u32,
@@ -33,7 +39,7 @@ impl Store {
 
     /// The keys the manifest names: none without a manifest (a database older than it, or
     /// a new one), an error when it is there but cannot be read.
-    fn pins_manifest(&self) -> Result<BTreeSet<String>, String> {
+    pub(super) fn pins_manifest(&self) -> Result<BTreeSet<String>, String> {
         let Some(path) = self.pins_manifest_path() else { return Ok(BTreeSet::new()) };
         match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice::<PinsManifest>(&bytes)
@@ -80,6 +86,7 @@ impl Store {
         tree.insert(key.as_bytes(), record).map_err(|e| self.err(e))?;
         tree.flush().map(drop).map_err(|e| self.err(e))?;
         let Some(path) = self.pins_manifest_path() else { return Ok(()) };
+        let _serialised = MANIFEST_WRITE.lock();
         match self.pins_manifest() {
             Ok(keys) if keys.contains(key) => Ok(()),
             Ok(mut keys) => {

@@ -96,8 +96,12 @@ pub(super) fn write_manifest(dir: &Path, sessions: usize) -> std::io::Result<()>
 
 /// Write `path` atomically (a new file renamed over the old one), owner-only.
 pub(super) fn write_file(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    // A temporary file of its own: two writers of one shared name truncate each other's,
+    // and the second rename finds it gone.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
+    tmp.push(format!(".{}.{seq}.tmp", std::process::id()));
     let tmp = PathBuf::from(tmp);
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);

@@ -55,3 +55,30 @@ fn newer_schema_is_refused() -> anyhow::Result<()> {
     assert!(err.contains("schema version 7"), "{err}");
     Ok(())
 }
+
+/// Servers started together pin their first listings at once: every write succeeds and the
+/// manifest names every record.
+#[test]
+fn pin_records_written_at_once_all_succeed_and_all_are_in_the_manifest() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(dir.path())?;
+    for round in 0..20 {
+        let keys: Vec<String> = (0..4).map(|i| format!("k{round}-{i}")).collect();
+        let written: Vec<Result<(), String>> = std::thread::scope(|s| {
+            let handles: Vec<_> = keys
+                .iter()
+                .map(|k| s.spawn(|| store.put_pins_record(k, b"{}").map_err(|e| e.to_string())))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
+                .collect()
+        });
+        assert!(written.iter().all(Result::is_ok), "round {round}: {written:?}");
+        let named = store.pins_manifest().map_err(anyhow::Error::msg)?;
+        for k in &keys {
+            assert!(named.contains(k), "round {round}: {k} not in the manifest {named:?}");
+        }
+    }
+    Ok(())
+}
