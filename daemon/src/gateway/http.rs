@@ -316,7 +316,14 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
                     .and_then(|v| v.to_str().ok())
                     .map(|id| presence.hold(id));
                 req.extensions_mut().insert(presence);
-                let response = service.call(req).await?;
+                let deleting = req.method() == hyper::Method::DELETE;
+                let mut response = service.call(req).await?;
+                // A session closed is 204, which every client takes for success (rmcp says
+                // 202, and the Python SDK warns "Session termination failed: 202" on each).
+                if deleting && response.status() == StatusCode::ACCEPTED {
+                    response = Response::new(http_body_util::Empty::new().boxed());
+                    *response.status_mut() = StatusCode::NO_CONTENT;
+                }
                 Ok(match held {
                     Some(held) => response.map(|body| {
                         body.map_frame(move |frame| {

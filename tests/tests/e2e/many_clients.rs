@@ -186,5 +186,11 @@ async fn an_http_client_gone_without_a_word_takes_its_call_and_nothing_else() ->
     let answer = tokio::time::timeout(Duration::from_secs(20), called).await??;
     assert!(answer.contains("cannot be asked"), "{answer}");
     assert!(started.elapsed() < Duration::from_secs(20));
+    // B closes its session: 204, which every client takes for success (the Python SDK warned
+    // "Session termination failed: 202" on each close), and the session is gone.
+    let deleted = b.request(reqwest::Method::DELETE).send().await?;
+    assert_eq!(deleted.status(), reqwest::StatusCode::NO_CONTENT);
+    let after = b.start(4, "tools/list", json!({})).await?;
+    assert_eq!(after.status(), reqwest::StatusCode::NOT_FOUND, "the closed session is gone");
     Ok(())
 }
