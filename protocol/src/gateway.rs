@@ -61,24 +61,32 @@ pub enum Confirm {
     Client,
 }
 
-impl Confirm {
-    /// The query value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Geminid => "geminid",
-            Self::Client => "client",
-        }
-    }
+/// `as_str` and `parse` for a choice of who does something, `geminid` or `client` in the
+/// gateway's query.
+macro_rules! geminid_or_client {
+    ($t:ty) => {
+        impl $t {
+            /// The query value.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    Self::Geminid => "geminid",
+                    Self::Client => "client",
+                }
+            }
 
-    /// From the query value.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "geminid" => Some(Self::Geminid),
-            "client" => Some(Self::Client),
-            _ => None,
+            /// From the query value.
+            pub fn parse(s: &str) -> Option<Self> {
+                match s {
+                    "geminid" => Some(Self::Geminid),
+                    "client" => Some(Self::Client),
+                    _ => None,
+                }
+            }
         }
-    }
+    };
 }
+
+geminid_or_client!(Confirm);
 
 /// Who runs the BeforeTool and AfterTool hooks of the sources Gemini CLI reads too (the
 /// settings files of every scope and the extensions' hooks).
@@ -95,24 +103,7 @@ pub enum Hooks {
     Client,
 }
 
-impl Hooks {
-    /// The query value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Geminid => "geminid",
-            Self::Client => "client",
-        }
-    }
-
-    /// From the query value.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "geminid" => Some(Self::Geminid),
-            "client" => Some(Self::Client),
-            _ => None,
-        }
-    }
-}
+geminid_or_client!(Hooks);
 
 /// What a gateway serves, and how.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

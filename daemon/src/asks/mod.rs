@@ -229,11 +229,14 @@ impl Listening<'_> {
         sent: &std::collections::HashSet<String>,
     ) -> bool {
         match notice {
-            AskNotice::Asked { ask } => {
-                self.listener.takes(&ask.session, ask.kind, ask.call_id.as_deref())
-            }
+            AskNotice::Asked { ask } => self.takes(ask),
             AskNotice::Settled { id, .. } => sent.contains(id),
         }
+    }
+
+    /// Whether `ask` is this listener's to answer (its session, kinds and scope).
+    pub(crate) fn takes(&self, ask: &Ask) -> bool {
+        self.listener.takes(&ask.session, ask.kind, ask.call_id.as_deref())
     }
 }
 

@@ -161,14 +161,8 @@ pub(super) async fn answer(
             n = listening.notices.recv() => match n {
                 Ok(n) => n,
                 Err(RecvError::Lagged(_)) => {
-                    let none = std::collections::HashSet::new();
                     for ask in gw.services.asks.pending(&gw.session) {
-                        let notice = AskNotice::Asked { ask };
-                        if !listening.wants(&notice, &none) {
-                            continue;
-                        }
-                        let AskNotice::Asked { ask } = notice else { continue };
-                        if !waiting.contains_key(&ask.id) {
+                        if listening.takes(&ask) && !waiting.contains_key(&ask.id) {
                             start(ask, &mut waiting);
                         }
                     }

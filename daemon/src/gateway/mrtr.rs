@@ -214,7 +214,7 @@ impl Rounds {
         let (session, conn, prefix) = (gw.session.clone(), gw.conn, self.prefix());
         let (ready, listening_now) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
-            let scope = crate::asks::Scope::Calls(prefix.clone());
+            let scope = crate::asks::Scope::Calls(prefix);
             let mut listening = asks.listen_to(&session, conn, &kinds, scope);
             let _ = ready.send(());
             for ask in std::mem::take(&mut listening.pending) {
@@ -236,7 +236,7 @@ impl Rounds {
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                         for ask in asks.pending(&session) {
-                            if ask.call_id.as_deref().is_some_and(|c| c.starts_with(&prefix)) {
+                            if listening.takes(&ask) {
                                 route(&rounds, ask);
                             }
                         }
