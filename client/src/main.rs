@@ -747,7 +747,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Policy(cmd) => {
             let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
-            let session = for_session(&client, cli.session).await?.id;
+            let session = match cmd.workspace() {
+                Some(dir) => for_workspace(&client, dir, None).await?.id,
+                None => for_session(&client, cli.session).await?.id,
+            };
             policy_cmds::run(&client, session, cmd, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }

@@ -1,11 +1,16 @@
-//! `gemctl policy check|list`: what the session's tool-call policy decides.
+//! `gemctl policy check|list|review|accept`: what the session's tool-call policy decides, and
+//! the workspace's policy files accepted.
 
 use clap::Subcommand;
 use geminid_protocol::api::{AuditApiClient, PolicyApiClient};
 use geminid_protocol::client::Client;
-use geminid_protocol::policy::{ApprovalMode, PolicyCheckParams, PolicyDecision, PolicyListParams};
+use geminid_protocol::policy::{
+    ApprovalMode, PolicyCheckParams, PolicyDecision, PolicyListParams, PolicyReviewParams,
+    PolicyReviewResult,
+};
+use std::path::PathBuf;
 
-use crate::output::outln;
+use crate::output::{errln, outln};
 use crate::{call_error, output};
 
 #[derive(Debug, Subcommand)]
@@ -36,6 +41,27 @@ pub enum PolicyCommand {
         #[arg(long)]
         tier: Option<String>,
     },
+    /// The workspace's policy files (`.gemini/policies/*.toml`) against what you accepted,
+    /// and the rules accepting them would add (they are not loaded until you accept them)
+    Review {
+        /// The workspace (default: the session's, or the current folder's)
+        workspace: Option<PathBuf>,
+    },
+    /// Accept the workspace's policy files as they are now: they are loaded until they change
+    Accept {
+        /// The workspace (default: the session's, or the current folder's)
+        workspace: Option<PathBuf>,
+    },
+}
+
+impl PolicyCommand {
+    /// The workspace the command names, if it names one.
+    pub fn workspace(&self) -> Option<&PathBuf> {
+        match self {
+            Self::Review { workspace } | Self::Accept { workspace } => workspace.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 pub fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
@@ -88,6 +114,24 @@ pub async fn run(
             }
             outln!("{}", decision(r.decision));
             outln!("  {}", r.reason);
+            Ok(())
+        }
+        PolicyCommand::Review { .. } => {
+            let params = PolicyReviewParams { session, digest: None };
+            let r = client.policy_review(params).await.map_err(call_error("policy/review"))?;
+            if json {
+                return output::json(&r);
+            }
+            review(&r);
+            Ok(())
+        }
+        PolicyCommand::Accept { .. } => {
+            let params = PolicyReviewParams { session, digest: None };
+            let r = client.policy_accept(params).await.map_err(call_error("policy/accept"))?;
+            if json {
+                return output::json(&r);
+            }
+            review(&r);
             Ok(())
         }
         PolicyCommand::List { tier } => {
@@ -144,6 +188,29 @@ pub async fn run(
     }
 }
 
+/// A review (or an acceptance) in words: where the folder stands, its files, its rules.
+fn review(r: &PolicyReviewResult) {
+    outln!("{}: {}", r.folder, r.reason);
+    for f in &r.files {
+        outln!("  {:<8} {}", f.change, f.name);
+    }
+    if !r.rules.is_empty() {
+        outln!("The rules they give (workspace tier, under your own and the admin's):");
+        for rule in &r.rules {
+            let at = match rule.source.line {
+                Some(l) => format!("{}:{l}", rule.source.file),
+                None => rule.source.file.clone(),
+            };
+            let server =
+                rule.mcp_name.as_deref().map(|s| format!(" (server {s})")).unwrap_or_default();
+            outln!("  {} {}{server}  {at}", decision(rule.decision), rule.tool_name);
+        }
+    }
+    for d in &r.diagnostics {
+        outln!("{}", output::diagnostic(d));
+    }
+}
+
 /// `gemctl audit`: the latest calls, newest first.
 pub async fn audit(
     client: &Client,
@@ -152,8 +219,23 @@ pub async fn audit(
     since: Option<u64>,
     json: bool,
 ) -> anyhow::Result<()> {
-    let p = geminid_protocol::policy::AuditListParams { session, limit: Some(limit), since };
-    let r = client.audit_list(Some(p)).await.map_err(call_error("audit/list"))?;
+    // A page holds at most 1,000: page on until `limit` or the oldest record.
+    let mut r = geminid_protocol::policy::AuditListResult { records: vec![], more: true, keeps: 0 };
+    while r.more && r.records.len() < limit as usize {
+        let p = geminid_protocol::policy::AuditListParams {
+            session: session.clone(),
+            limit: Some(limit - r.records.len() as u32),
+            since,
+            before: r.records.last().map(|a| a.seq),
+        };
+        let page = client.audit_list(Some(p)).await.map_err(call_error("audit/list"))?;
+        r.records.extend(page.records);
+        (r.more, r.keeps) = (page.more, page.keeps);
+    }
+    // Asked for more than the log keeps: say why there are no older ones.
+    if r.keeps > 0 && u64::from(limit) > r.keeps && r.records.len() < limit as usize {
+        errln!("the audit log keeps the latest {} records; older ones are forgotten", r.keeps);
+    }
     if json {
         return output::json(&r);
     }

@@ -46,7 +46,8 @@ use crate::mcp::{
 use crate::pins::{PinsParams, PinsResult, ReviewResult};
 use crate::policy::{
     AuditListParams, AuditListResult, ConfirmationRespondParams, ConfirmationRespondResult,
-    PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult,
+    PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult, PolicyReviewParams,
+    PolicyReviewResult,
 };
 use crate::session::{
     Session, SessionAttachParams, SessionCreateParams, SessionDeriveParams, SessionIdParams,
@@ -332,6 +333,17 @@ pub trait PolicyApi {
     /// problems in its policy files.
     #[method(name = "list")]
     async fn policy_list(&self, params: PolicyListParams) -> RpcResult<PolicyListResult>;
+
+    /// The session's workspace policy files against what the user accepted, and the rules
+    /// accepting them would add: a trusted workspace's policy files are loaded only once
+    /// accepted, exactly as they were.
+    #[method(name = "review")]
+    async fn policy_review(&self, params: PolicyReviewParams) -> RpcResult<PolicyReviewResult>;
+
+    /// Accept the session's workspace policy files as they are (as `digest` says they were
+    /// reviewed): their digest is kept, signed, and they are loaded until they change.
+    #[method(name = "accept")]
+    async fn policy_accept(&self, params: PolicyReviewParams) -> RpcResult<PolicyReviewResult>;
 }
 
 /// `confirmation/*`: answering the policy's questions.

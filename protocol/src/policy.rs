@@ -145,6 +145,72 @@ pub struct PolicyListResult {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// `policy/review` and `policy/accept`: the session's workspace policy folder.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyReviewParams {
+    /// The session whose workspace it is.
+    pub session: SessionId,
+    /// `policy/accept` only: the digest `policy/review` showed; what changed since is refused
+    /// (absent: what is there now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+
+/// Where a workspace's policy files stand against what the user accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum WorkspacePolicyState {
+    /// No policy files (or an untrusted folder, whose files are never read).
+    None,
+    /// Exactly the files accepted: loaded.
+    Accepted,
+    /// Never accepted: not loaded.
+    New,
+    /// Changed, added or removed since accepted: not loaded.
+    Changed,
+    /// The record of the acceptance fails its check (damaged, edited, or another key): not
+    /// loaded.
+    Unverified,
+}
+
+/// One workspace policy file in a review.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspacePolicyFile {
+    /// Its name in the folder.
+    pub name: String,
+    /// `new`, `changed`, `same` or `removed`, against what was accepted.
+    pub change: String,
+}
+
+/// `policy/review`'s and `policy/accept`'s result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyReviewResult {
+    /// The workspace.
+    pub workspace: String,
+    /// Its policy folder.
+    pub folder: String,
+    /// Where it stands (after `policy/accept`: `accepted`).
+    pub state: WorkspacePolicyState,
+    /// Why, in words, with the command that changes it.
+    pub reason: String,
+    /// The files, by name.
+    pub files: Vec<WorkspacePolicyFile>,
+    /// The rules the files give (what accepting adds), in the order they are tried.
+    pub rules: Vec<PolicyRuleEntry>,
+    /// Problems in the files, and files refused (a link out of the folder).
+    pub diagnostics: Vec<Diagnostic>,
+    /// SHA-256 of the files as read (Gemini CLI's form: each name, NUL, text, NUL);
+    /// `policy/accept` takes it.
+    pub digest: String,
+}
+
 /// How long a person allowed a call for (`confirmation/respond`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

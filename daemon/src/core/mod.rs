@@ -182,7 +182,12 @@ impl Core {
             extensions.clone(),
             daemon_env,
         ));
-        let policies = Arc::new(crate::policy::service::Policies::with_store(store.clone()));
+        // Workspace policy acceptances are signed with the integrity key too.
+        let key: crate::policy::accept::KeySource = {
+            let extensions = extensions.clone();
+            Arc::new(move || extensions.integrity_key().map_err(|e| e.to_string()))
+        };
+        let policies = Arc::new(crate::policy::service::Policies::with_store(store.clone(), key));
         let guard = Arc::new(seat::Guard::new(
             config.clone(),
             sessions.clone(),

@@ -4,7 +4,8 @@
 //! and the parent's tools, is the core's.
 
 use geminid_protocol::policy::{
-    PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult,
+    PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult, PolicyReviewParams,
+    PolicyReviewResult,
 };
 
 use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
@@ -145,6 +146,29 @@ impl SessionPolicy {
         })
     }
 
+    /// `policy/review`: the session's workspace policy folder against what was accepted.
+    pub(crate) fn review(&self, p: PolicyReviewParams) -> Result<PolicyReviewResult, SessionError> {
+        let effective = self.config.effective(&p.session)?;
+        let c = &effective.public;
+        Ok(self.policies.review(&c.workspace, c.trust.trusted))
+    }
+
+    /// `policy/accept`: the session's workspace policy folder accepted as it is (as reviewed,
+    /// when `digest` is given); every session's rules are prepared again.
+    pub(crate) fn accept(
+        &self,
+        p: PolicyReviewParams,
+    ) -> Result<Result<PolicyReviewResult, String>, SessionError> {
+        let effective = self.config.effective(&p.session)?;
+        let c = &effective.public;
+        let accepted = self.policies.accept(&c.workspace, c.trust.trusted, p.digest.as_deref());
+        if accepted.is_ok() {
+            self.guard.changed();
+            tracing::info!(workspace = %c.workspace, "workspace policy files accepted");
+        }
+        Ok(accepted)
+    }
+
     /// `policy/list`.
     pub(crate) fn list(&self, p: PolicyListParams) -> Result<PolicyListResult, SessionError> {
         let effective = self.config.effective(&p.session)?;
@@ -272,13 +296,13 @@ impl super::reload::Input for PolicyInput {
     fn watch(&self, known: &[crate::config::Effective], into: &mut super::reload::Watched) {
         let p = self.config.paths();
         into.dirs.insert(p.home.join(".gemini").join("policies"));
-        if let Some(system) = p.system.parent() {
-            into.dirs.insert(system.join("policies"));
-        }
+        into.dirs.insert(crate::policy::files::system_policies());
         for e in known {
             let c = &e.public;
             let workspace = std::path::Path::new(&c.workspace);
-            for place in crate::policy::files::places(p, workspace, c.trust.trusted, &c.settings) {
+            let (places, _) =
+                crate::policy::files::places(p, workspace, c.trust.trusted, &c.settings);
+            for place in places {
                 if place.path.extension().is_some_and(|x| x == "toml") {
                     into.files.insert(place.path);
                 } else {

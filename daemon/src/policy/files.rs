@@ -1,11 +1,15 @@
 //! Where a session's policy files are, and reading them with each file's last good rules kept.
 //!
 //! Tiers and places (Gemini CLI's, COMPAT §8): workspace `<workspace>/.gemini/policies` (only
-//! in a trusted folder), user `~/.gemini/policies` — or the settings' `policyPaths`, which
-//! replace it — and admin, the `policies` directory beside the system settings file, which is
-//! refused when others than its owner may write it (or its owner is neither root nor this
-//! user). A place is a directory, whose `*.toml` files are read in name order (not recursively),
-//! or one `.toml` file. A file that stops parsing (an editor mid-save) keeps its last good
+//! in a trusted folder, and only as the user accepted it: `accept.rs`), user
+//! `~/.gemini/policies` — or the settings' `policyPaths`, which replace it — and admin: Gemini
+//! CLI's system folder (`/etc/gemini-cli/policies`, macOS `/Library/Application
+//! Support/GeminiCli/policies`, whatever `GEMINI_CLI_SYSTEM_SETTINGS_PATH` says) and the
+//! system settings file's `adminPolicyPaths` (only its: Gemini CLI reads them from every
+//! scope's settings; and, as in Gemini CLI, not at all while the system folder holds a
+//! `.toml`). An admin place is refused when others than its owner may write it (or its owner
+//! is neither root nor this user). A place is a directory, whose `*.toml` files are read in
+//! name order (not recursively), or one `.toml` file. A file that stops parsing (an editor mid-save) keeps its last good
 //! rules, and says why. With a store, a file's last good text outlives the daemon
 //! (`store/last_good.rs`, as the settings files' does): a daemon that starts while a policy
 //! file does not parse uses the rules an earlier one read, and a file with no good version
@@ -21,6 +25,7 @@ use geminid_protocol::common::{Diagnostic, Severity};
 use serde_json::Value;
 
 use super::Tier;
+use super::accept::{Acceptances, Standing, not_loaded, snapshot};
 use super::load::load;
 use super::rule::Rule;
 use crate::clock;
@@ -37,13 +42,23 @@ pub(crate) struct Place {
     pub tier: Tier,
 }
 
-/// A session's policy places, lowest tier first.
+/// Gemini CLI's system policies folder (`Storage.getSystemPoliciesDir`): fixed per platform,
+/// whatever `GEMINI_CLI_SYSTEM_SETTINGS_PATH` says.
+pub(crate) fn system_policies() -> PathBuf {
+    PathBuf::from(if cfg!(target_os = "macos") {
+        "/Library/Application Support/GeminiCli/policies"
+    } else {
+        "/etc/gemini-cli/policies"
+    })
+}
+
+/// A session's policy places, lowest tier first, and what is wrong in how they are named.
 pub(crate) fn places(
     paths: &ConfigPaths,
     workspace: &Path,
     trusted: bool,
     settings: &Value,
-) -> Vec<Place> {
+) -> (Vec<Place>, Vec<Diagnostic>) {
     let mut out = Vec::new();
     if trusted {
         out.push(Place { path: workspace.join(".gemini").join("policies"), tier: Tier::Workspace });
@@ -58,10 +73,61 @@ pub(crate) fn places(
     } else {
         out.extend(configured.into_iter().map(|path| Place { path, tier: Tier::User }));
     }
-    if let Some(dir) = paths.system.parent() {
-        out.push(Place { path: dir.join("policies"), tier: Tier::Admin });
+    let system = system_policies();
+    out.push(Place { path: system.clone(), tier: Tier::Admin });
+    let (admin, mut problems) = admin_paths(paths);
+    if !admin.is_empty() {
+        if has_toml(&system) {
+            let mut d = problem(
+                &paths.system,
+                format!(
+                    "its adminPolicyPaths are not read: system policies are already defined in \
+                     {} (as Gemini CLI does)",
+                    system.display()
+                ),
+            );
+            d.severity = Severity::Warning;
+            problems.push(d);
+        } else {
+            out.extend(admin.into_iter().map(|path| Place { path, tier: Tier::Admin }));
+        }
     }
-    out
+    (out, problems)
+}
+
+fn has_toml(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().ends_with(".toml"))
+}
+
+/// `adminPolicyPaths` of the system settings file, and only of it: Gemini CLI takes them from
+/// every scope's settings (a workspace's too), which would let a repository write admin-tier
+/// rules. `~` is the home; a relative path is the system settings file's folder's.
+fn admin_paths(paths: &ConfigPaths) -> (Vec<PathBuf>, Vec<Diagnostic>) {
+    use crate::config::files::{FileRead, read_object};
+    let value = match read_object(&paths.system) {
+        FileRead::Missing => return (vec![], vec![]),
+        FileRead::Parsed { value, .. } => value,
+        FileRead::Failed(d) => {
+            let why = format!("its adminPolicyPaths cannot be read, so none is: {}", d.message);
+            return (vec![], vec![problem(&paths.system, why)]);
+        }
+    };
+    let base = paths.system.parent().unwrap_or(Path::new("/"));
+    let list = value.get("adminPolicyPaths").and_then(Value::as_array);
+    let found = list.into_iter().flatten().filter_map(Value::as_str).map(|p| {
+        if p == "~" {
+            paths.home.clone()
+        } else if let Some(rest) = p.strip_prefix("~/") {
+            paths.home.join(rest)
+        } else {
+            base.join(p)
+        }
+    });
+    (found.collect(), vec![])
 }
 
 /// Why an admin directory cannot be trusted, if it cannot.
@@ -107,6 +173,8 @@ pub(crate) struct Reader {
     last_good: Mutex<HashMap<PathBuf, Parsed>>,
     /// Where each file's last good text is kept across restarts.
     store: Option<Store>,
+    /// What the user accepted of each workspace's policy folder; none: no workspace's loads.
+    pub(crate) accepted: Option<Acceptances>,
 }
 
 /// What reading a session's places gave.
@@ -132,26 +200,28 @@ impl Read {
 
 impl Reader {
     /// A reader that keeps each file's last good text in `store` too.
-    pub(crate) fn with_store(store: Store) -> Self {
-        Self { last_good: Mutex::default(), store: Some(store) }
+    pub(crate) fn with_store(store: Store, accepted: Option<Acceptances>) -> Self {
+        Self { last_good: Mutex::default(), store: Some(store), accepted }
     }
 
     /// The rules of every place, and what is wrong in them (a missing place is no problem).
     pub(crate) fn read(&self, places: &[Place]) -> Read {
         let mut out = Read::default();
         for place in places {
+            if place.tier == Tier::Workspace {
+                self.workspace(place, &mut out);
+                continue;
+            }
+            if place.tier == Tier::Admin
+                && let Some(why) = insecure(&place.path)
+            {
+                out.problems
+                    .push(problem(&place.path, format!("admin policies are not read: {why}")));
+                continue;
+            }
             let files = match std::fs::metadata(&place.path) {
                 Err(_) => continue,
                 Ok(m) if m.is_dir() => {
-                    if place.tier == Tier::Admin
-                        && let Some(why) = insecure(&place.path)
-                    {
-                        out.problems.push(problem(
-                            &place.path,
-                            format!("admin policies are not read: {why}"),
-                        ));
-                        continue;
-                    }
                     let mut files: Vec<PathBuf> = std::fs::read_dir(&place.path)
                         .into_iter()
                         .flatten()
@@ -179,11 +249,45 @@ impl Reader {
     }
 
     fn file(&self, file: &Path, tier: Tier, out: &mut Read) {
+        self.file_read(file, tier, read_input(file), out);
+    }
+
+    /// A trusted workspace's folder: its files as read once, loaded only when they are what
+    /// the user accepted (`accept.rs`).
+    fn workspace(&self, place: &Place, out: &mut Read) {
+        let Some(workspace) = place.path.parent().and_then(Path::parent) else { return };
+        let snap = snapshot(workspace);
+        out.problems.extend(snap.refused.iter().cloned());
+        let standing = match &self.accepted {
+            Some(acc) => acc.standing(&workspace.display().to_string(), &snap),
+            None if snap.files.is_empty() => return,
+            None => Standing {
+                state: geminid_protocol::policy::WorkspacePolicyState::New,
+                reason: "geminid has no place to keep their acceptance".to_owned(),
+                files: vec![],
+            },
+        };
+        if standing.loads() {
+            for (_, path, text) in snap.files {
+                self.file_read(&path, Tier::Workspace, Ok(Some(text)), out);
+            }
+        } else if standing.state != geminid_protocol::policy::WorkspacePolicyState::None {
+            out.problems.push(not_loaded(&snap, &standing));
+        }
+    }
+
+    fn file_read(
+        &self,
+        file: &Path,
+        tier: Tier,
+        read: Result<Option<String>, InputError>,
+        out: &mut Read,
+    ) {
         let lock = || self.last_good.lock();
         // What is no file at all (a directory, a FIFO named `.toml`) is not read and refuses
         // nothing; a file that does not parse or cannot be read guards calls.
         let mut guards = true;
-        let why = match read_input(file) {
+        let why = match read {
             Ok(None) => return,
             Ok(Some(text)) => {
                 if let Some(p) = lock().get(file).filter(|p| p.text == text) {
@@ -309,134 +413,4 @@ fn problem(path: &Path, message: String) -> Diagnostic {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
-    use std::os::unix::fs::PermissionsExt;
-
-    use super::*;
-
-    const RULE: &str = "[[rule]]\ntoolName = \"a\"\ndecision = \"allow\"\npriority = 1\n";
-
-    /// Configuration paths of a home under `root` (system settings in `root/etc`).
-    pub(in crate::policy) fn paths(root: &Path) -> ConfigPaths {
-        ConfigPaths::from_env(|k| match k {
-            "HOME" => Some(root.join("home").into()),
-            "GEMINI_CLI_SYSTEM_SETTINGS_PATH" => Some(root.join("etc/settings.json").into()),
-            _ => None,
-        })
-        .unwrap()
-    }
-
-    #[test]
-    fn places_follow_the_tiers_and_policy_paths_replace_the_user_directory() {
-        let root = tempfile::tempdir().unwrap();
-        let p = paths(root.path());
-        let ws = root.path().join("ws");
-        let got = places(&p, &ws, true, &serde_json::json!({}));
-        let want = [
-            (ws.join(".gemini/policies"), Tier::Workspace),
-            (root.path().join("home/.gemini/policies"), Tier::User),
-            (root.path().join("etc/policies"), Tier::Admin),
-        ];
-        assert_eq!(got.iter().map(|p| (p.path.clone(), p.tier)).collect::<Vec<_>>(), want);
-        let got = places(&p, &ws, false, &serde_json::json!({"policyPaths": ["/x/mine.toml"]}));
-        assert_eq!(got[0], Place { path: "/x/mine.toml".into(), tier: Tier::User });
-        assert_eq!(got.len(), 2, "no workspace tier in an untrusted folder");
-    }
-
-    #[test]
-    fn a_broken_file_keeps_its_last_good_rules_and_what_is_not_a_file_is_refused() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("policies");
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::write(dir.join("a.toml"), RULE).unwrap();
-        std::fs::write(dir.join("notes.txt"), "not policy").unwrap();
-        std::fs::create_dir(dir.join("dir.toml")).unwrap();
-        nix::unistd::mkfifo(
-            &dir.join("fifo.toml"),
-            nix::sys::stat::Mode::from_bits_truncate(0o600),
-        )
-        .unwrap();
-        let place = [Place { path: dir.clone(), tier: Tier::User }];
-        let reader = Reader::default();
-        let Read { files, problems, .. } = reader.read(&place);
-        assert_eq!(files.len(), 1);
-        assert_eq!(files[0].len(), 1);
-        let text = format!("{problems:#?}");
-        assert!(text.contains("dir.toml") && text.contains("fifo.toml"), "{text}");
-        assert!(text.contains("not a regular file"), "{text}");
-        // Unchanged, the file is not parsed again; changed, it is.
-        assert!(Arc::ptr_eq(&reader.read(&place).files[0], &files[0]));
-        std::fs::write(dir.join("a.toml"), RULE.replace("\"a\"", "\"b\"")).unwrap();
-        let edited = reader.read(&place);
-        assert!(!Arc::ptr_eq(&edited.files[0], &files[0]));
-        assert_eq!(edited.files[0][0].tool_name, "b");
-        let files = edited.files;
-        // An editor mid-save: the file does not parse; its rules stay.
-        std::fs::write(dir.join("a.toml"), "[[rule]\ntoolName = ").unwrap();
-        let again = reader.read(&place);
-        let problems = again.problems;
-        assert!(Arc::ptr_eq(&again.files[0], &files[0]), "{problems:#?}");
-        let broken = problems.iter().find(|d| d.file.ends_with("a.toml")).unwrap();
-        assert!(broken.message.contains("last good rules (1) stay in force"), "{}", broken.message);
-        assert_eq!(broken.line, Some(1));
-        // A fresh reader has no last good rules to keep.
-        assert_eq!(Reader::default().read(&place).rules().count(), 0);
-    }
-
-    #[test]
-    fn an_admin_directory_others_may_write_is_not_read() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("admin");
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::write(dir.join("a.toml"), RULE).unwrap();
-        let place = [Place { path: dir.clone(), tier: Tier::Admin }];
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(Reader::default().read(&place).rules().count(), 1);
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let Read { files, problems, .. } = Reader::default().read(&place);
-        assert!(files.is_empty());
-        assert!(problems[0].message.contains("chmod go-w"), "{problems:#?}");
-        // A single file as a place, and a place that is neither.
-        let single = [Place { path: dir.join("a.toml"), tier: Tier::User }];
-        assert_eq!(Reader::default().read(&single).rules().count(), 1);
-        let odd = [Place { path: dir.join("x.txt"), tier: Tier::User }];
-        std::fs::write(dir.join("x.txt"), "").unwrap();
-        assert!(Reader::default().read(&odd).problems[0].message.contains("neither"));
-    }
-
-    #[test]
-    fn a_file_broken_at_start_uses_the_rules_an_earlier_daemon_kept_or_refuses_calls() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("policies");
-        std::fs::create_dir(&dir).unwrap();
-        let place = [Place { path: dir.clone(), tier: Tier::User }];
-        let store = Store::temporary().unwrap();
-        std::fs::write(dir.join("a.toml"), RULE).unwrap();
-        assert_eq!(Reader::with_store(store.clone()).read(&place).rules().count(), 1);
-        // The next daemon starts while the file does not parse: the kept rules hold.
-        std::fs::write(dir.join("a.toml"), "[[rule]\ntoolName = ").unwrap();
-        let read = Reader::with_store(store.clone()).read(&place);
-        assert_eq!(read.rules().count(), 1, "{:#?}", read.problems);
-        assert!(read.refusing.is_empty());
-        let said = &read.problems[0].message;
-        assert!(said.contains("last good rules (1), as geminid read them at"), "{said}");
-        // With no good version known, every call is refused, and said with where it breaks.
-        let read = Reader::with_store(Store::temporary().unwrap()).read(&place);
-        assert_eq!(read.rules().count(), 0);
-        assert_eq!(read.refusing.len(), 1);
-        assert_eq!(read.refusing[0].line, Some(1));
-        assert!(read.refusing[0].message.contains("every tool call"), "{:#?}", read.refusing);
-        // A damaged copy is no good version, and says so.
-        let key = dir.join("a.toml").display().to_string();
-        store.put_last_good_record(&key, b"\xff not a record").unwrap();
-        let read = Reader::with_store(store).read(&place);
-        assert_eq!(read.refusing.len(), 1);
-        assert!(read.refusing[0].message.contains("cannot be used"), "{:#?}", read.refusing);
-        // No store (a reader of its own): a broken file refuses too.
-        assert_eq!(Reader::default().read(&place).refusing.len(), 1);
-        // What is no file refuses nothing.
-        std::fs::remove_file(dir.join("a.toml")).unwrap();
-        std::fs::create_dir(dir.join("dir.toml")).unwrap();
-        assert!(Reader::default().read(&place).refusing.is_empty());
-    }
-}
+pub(super) mod tests;

@@ -7,10 +7,12 @@
 //! - [`rule`]: one rule and whether it matches a call;
 //! - [`load`]: a policy file read into rules, with each problem said by file, line and column;
 //! - [`files`]: where a session's policy files are (by tier), read with each file's last good rules kept;
+//! - [`accept`]: a trusted workspace's policy files, loaded only once the user accepted them;
 //! - [`settings`]: the rules settings imply (`mcp.excluded`, `tools.allowed`, a server's `trust`, ...);
 //! - [`engine`]: a set of rules and the decision for a call;
 //! - [`service`]: a session's policy (its places' rules and its settings' rules), and its wire forms.
 
+pub(crate) mod accept;
 pub(crate) mod engine;
 pub(crate) mod files;
 pub(crate) mod load;

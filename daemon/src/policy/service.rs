@@ -23,8 +23,102 @@ pub(crate) struct Policies {
 
 impl Policies {
     /// Policies whose files' last good text is kept in `store` across restarts.
-    pub(crate) fn with_store(store: crate::store::Store) -> Self {
-        Self { reader: Reader::with_store(store), built: Mutex::default() }
+    pub(crate) fn with_store(store: crate::store::Store, key: super::accept::KeySource) -> Self {
+        let accepted = super::accept::Acceptances::new(store.clone(), key);
+        Self { reader: Reader::with_store(store, Some(accepted)), built: Mutex::default() }
+    }
+
+    /// The workspace's policy folder as read now, where it stands against what the user
+    /// accepted, and the rules accepting it would add (`policy/review`).
+    pub(crate) fn review(&self, workspace: &str, trusted: bool) -> wire::PolicyReviewResult {
+        self.reviewed(workspace, trusted).0
+    }
+
+    fn reviewed(
+        &self,
+        workspace: &str,
+        trusted: bool,
+    ) -> (wire::PolicyReviewResult, super::accept::Snapshot) {
+        use super::accept::{REVIEW, snapshot};
+        use wire::WorkspacePolicyState as State;
+        let snap = snapshot(Path::new(workspace));
+        let mut diagnostics = snap.refused.clone();
+        let mut rules = Vec::new();
+        for (_, path, text) in &snap.files {
+            let loaded = super::load::load(&path.display().to_string(), text, Tier::Workspace);
+            rules.extend(loaded.rules);
+            diagnostics.extend(loaded.problems);
+        }
+        let rules = PolicySet::new(rules).rules().iter().map(entry).collect();
+        let standing = match &self.reader.accepted {
+            _ if !trusted => super::accept::Standing {
+                state: State::None,
+                reason: "the folder is not trusted, so its policy files are never read (`gemctl \
+                         trust` trusts it)"
+                    .to_owned(),
+                files: vec![],
+            },
+            Some(acc) => acc.standing(workspace, &snap),
+            None => super::accept::Standing {
+                state: State::New,
+                reason: "geminid has no place to keep their acceptance".to_owned(),
+                files: vec![],
+            },
+        };
+        let reason = match standing.state {
+            State::New | State::Changed | State::Unverified => {
+                format!("not loaded: {}; {REVIEW}", standing.reason)
+            }
+            _ => standing.reason,
+        };
+        let result = wire::PolicyReviewResult {
+            workspace: workspace.to_owned(),
+            folder: snap.folder.display().to_string(),
+            state: standing.state,
+            reason,
+            files: standing.files,
+            rules,
+            diagnostics,
+            digest: snap.digest.clone(),
+        };
+        (result, snap)
+    }
+
+    /// Accept the workspace's policy folder as it is now, if that is what `digest` (from
+    /// `policy/review`) says was reviewed (`policy/accept`).
+    pub(crate) fn accept(
+        &self,
+        workspace: &str,
+        trusted: bool,
+        digest: Option<&str>,
+    ) -> Result<wire::PolicyReviewResult, String> {
+        use wire::WorkspacePolicyState as State;
+        let (mut review, snap) = self.reviewed(workspace, trusted);
+        if !trusted {
+            return Err(format!("{workspace}: {}", review.reason));
+        }
+        if let Some(d) = digest
+            && d != review.digest
+        {
+            return Err(format!(
+                "the policy files of {workspace} changed since they were reviewed: `gemctl policy \
+                 review` again"
+            ));
+        }
+        let Some(acc) = &self.reader.accepted else {
+            return Err("geminid has no place to keep the acceptance".to_owned());
+        };
+        if review.state == State::None && snap.files.is_empty() {
+            return Err(format!("{}: no policy files to accept", review.folder));
+        }
+        acc.accept(workspace, &snap)?;
+        review.state = State::Accepted;
+        review.reason = "accepted now: they are loaded until they change".to_owned();
+        for f in &mut review.files {
+            f.change = "same".to_owned();
+        }
+        review.files.retain(|f| snap.files.iter().any(|(n, ..)| *n == f.name));
+        Ok(review)
     }
 }
 
@@ -74,13 +168,11 @@ impl Policies {
             .filter_map(|c| c.policies.clone())
             .map(|path| Place { path, tier: Tier::Extension })
             .collect();
-        at.extend(places(
-            paths,
-            Path::new(&public.workspace),
-            public.trust.trusted,
-            &public.settings,
-        ));
-        let read = self.reader.read(&at);
+        let (named, named_problems) =
+            places(paths, Path::new(&public.workspace), public.trust.trusted, &public.settings);
+        at.extend(named);
+        let mut read = self.reader.read(&at);
+        read.problems.extend(named_problems);
         // The servers as the session resolved them (every scope's, merged), for `trust`.
         let mut settings = public.settings.clone();
         if let Some(map) = settings.as_object_mut() {

@@ -4,7 +4,8 @@ use geminid_protocol::api::{AuditApiServer, ConfirmationApiServer, PolicyApiServ
 use geminid_protocol::error::ErrorCode;
 use geminid_protocol::policy::{
     AuditListParams, AuditListResult, ConfirmationRespondParams, ConfirmationRespondResult,
-    PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult,
+    PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult, PolicyReviewParams,
+    PolicyReviewResult,
 };
 use jsonrpsee::core::{RpcResult, async_trait};
 
@@ -25,6 +26,17 @@ impl PolicyApiServer for Handler {
 
     async fn policy_list(&self, p: PolicyListParams) -> RpcResult<PolicyListResult> {
         self.policy.list(p).map_err(rpc_error)
+    }
+
+    async fn policy_review(&self, p: PolicyReviewParams) -> RpcResult<PolicyReviewResult> {
+        self.policy.review(p).map_err(rpc_error)
+    }
+
+    async fn policy_accept(&self, p: PolicyReviewParams) -> RpcResult<PolicyReviewResult> {
+        self.policy
+            .accept(p)
+            .map_err(rpc_error)?
+            .map_err(|why| ErrorCode::InvalidArguments.error(why))
     }
 }
 

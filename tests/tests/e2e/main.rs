@@ -28,6 +28,7 @@ mod oauth;
 mod pins;
 mod pipeline;
 mod policy;
+mod policy_tiers;
 mod readme;
 mod reload;
 mod safe_defaults;

@@ -138,12 +138,14 @@ async fn policy_list_shows_every_rule_in_order_and_each_problem_with_its_line() 
     assert!(d["file"].as_str().unwrap().ends_with("a.toml") && d["line"] == 3, "{d}");
     assert!(d["message"].as_str().unwrap().contains("last good rules (1) stay in force"), "{d}");
 
-    // An admin directory others may write is not read, and is said.
+    // An admin directory (the system settings' `adminPolicyPaths`) others may write is not
+    // read, and is said.
     let admin = write(
         &p,
-        "etc/policies/admin.toml",
+        "admin/admin.toml",
         "[[rule]]\ntoolName = \"*\"\ndecision = \"deny\"\npriority = 1\n",
     )?;
+    write(&p, "etc/settings.json", &json!({ "adminPolicyPaths": ["../admin"] }).to_string())?;
     std::fs::set_permissions(admin.parent().unwrap(), std::fs::Permissions::from_mode(0o777))?;
     let list: Value =
         p.call("policy/list", json!({ "session": p.session, "tier": "admin" })).await.unwrap();

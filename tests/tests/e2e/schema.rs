@@ -92,6 +92,8 @@ fn document() -> Value {
         "asks/pending" => AsksPendingParams, AsksPendingResult;
         "policy/check" => PolicyCheckParams, PolicyCheckResult;
         "policy/list" => PolicyListParams, PolicyListResult;
+        "policy/review" => PolicyReviewParams, PolicyReviewResult;
+        "policy/accept" => PolicyReviewParams, PolicyReviewResult;
         "confirmation/respond" => ConfirmationRespondParams, ConfirmationRespondResult;
         "elicitation/respond" => ServerAskRespondParams, ServerAskRespondResult;
         "sampling/respond" => ServerAskRespondParams, ServerAskRespondResult;
@@ -175,6 +177,7 @@ async fn the_schema_covers_every_method_the_daemon_serves() -> anyhow::Result<()
         ("tools/list", json!({ "session": p.session }), "ToolsListResult"),
         ("audit/list", json!({}), "AuditListResult"),
         ("policy/list", json!({ "session": p.session }), "PolicyListResult"),
+        ("policy/review", json!({ "session": p.session }), "PolicyReviewResult"),
     ];
     for (method, params, def) in answers {
         let answer: Value = p.call(method, params).await.unwrap();
