@@ -66,6 +66,11 @@ impl IdleSet {
     pub(super) fn describe(&self, identity: &str, linger: Duration, status: &mut ServerStatus) {
         let keep = self.keep.get(identity).copied().unwrap_or_default();
         status.keep_warm = (keep != KeepWarm::Default).then_some(keep);
+        // A server that is not running (its command missing, failed, crash-looping) is not
+        // "idle, kept warm": its state and error say what it is.
+        if !status.is_live() {
+            return;
+        }
         let Some(since) = self.since.get(identity) else { return };
         let idle = since.elapsed();
         status.idle_secs = Some(idle.as_secs());

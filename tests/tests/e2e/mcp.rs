@@ -1376,3 +1376,26 @@ async fn a_setsid_grandchild_is_counted_and_stopped_with_its_server() -> anyhow:
     assert!(gone, "the setsid grandchild {grandchild} outlived mcp stop");
     Ok(())
 }
+
+/// A server whose command does not exist, started by one `gemctl` and listed by the next (no
+/// session holds it): it failed to start, and says why; it is not "idle, kept warm", and
+/// `status` does not count it as idle.
+#[tokio::test]
+async fn a_missing_command_is_not_idle_and_kept_warm() -> anyhow::Result<()> {
+    let home = TestHome::allowing_mcp()?;
+    write_user_settings(&home, json!({ "nope": { "command": "/nonexistent/mcp-server-xyz" } }))?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let _ = home.gemctl_run(&["mcp", "start"])?;
+    let listed = || async {
+        let (_, out, _) = home.gemctl_run(&["mcp", "list"]).unwrap_or_default();
+        out.contains("command not found") && out.contains("restart")
+    };
+    assert!(eventually(Duration::from_secs(20), listed).await);
+    let (_, out, _) = home.gemctl_run(&["mcp", "list"])?;
+    assert!(out.contains("cannot start '/nonexistent/mcp-server-xyz': command not found"), "{out}");
+    assert!(!out.contains("kept warm") && !out.contains("idle"), "{out}");
+    let (_, status, _) = home.gemctl_run(&["status"])?;
+    assert!(!status.contains("idle"), "{status}");
+    Ok(())
+}
