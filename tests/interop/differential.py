@@ -388,6 +388,7 @@ def run(s):
         differential_hooks.run(s, h, totals, rng, HOOK_CASES, expect)
         differential_extensions.run(s, h, totals, rng, EXTENSION_CASES, expect)
         differential_policy.run(s, h, totals, rng, POLICY_CASES, expect)
+        differential_policy.run_tiers(s, h, totals, rng, expect)
     finally:
         h.stop()
         print(f"differential: {totals['agreed']} rows agreed, {totals['accepted']} accepted "

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 
 import gemini_cli
 import warm_bench
@@ -29,6 +30,13 @@ PATTERNS = ['"text":"secret', "hello", "^\\{", "nothing-like-this"]
 TEXTS = ["hello", "secret value"]
 # Gemini CLI names each field that breaks its schema: `Field "rule.2.priority": ...`.
 REFUSED = re.compile(r'Field "rule\.(\d+)[."]')
+MODE_CASES = int(os.environ.get("GEMINID_DIFF_POLICY_MODE_CASES", "16"))
+ADMIN_CASES = int(os.environ.get("GEMINID_DIFF_POLICY_ADMIN_CASES", "8"))
+WORKSPACE_CASES = int(os.environ.get("GEMINID_DIFF_POLICY_WORKSPACE_CASES", "6"))
+# geminid's mode names, and Gemini CLI's `--approval-mode` for each.
+MODES = {"default": "default", "autoEdit": "auto_edit", "yolo": "yolo", "plan": "plan"}
+WORKSPACE_README = ("Gemini CLI 0.61 has the tier, with the same hash check written and switched "
+                    "off, and does not load it.")
 README = ("a rule that breaks the schema (priority 1000, a `decision` of `maybe`) costs only "
           "itself, said with its file, line and column; Gemini CLI skips the whole file")
 
@@ -182,6 +190,161 @@ def run(s, h, totals, rng, count, expect):
     finally:
         if os.path.exists(policy_file):
             os.remove(policy_file)
+        h.write(user_file, {})
+        mock.terminate()
+        mock.wait(timeout=10)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ask_gemini(h, env, ws, log, extra=()):
+    """Gemini CLI's `-p` once: whether it offered mcp_fx_echo and ran it, and its output."""
+    start = os.path.getsize(log) if os.path.exists(log) else 0
+    argv = [h.gemini, "-p", "call the tool", "-m", "gemini-2.5-flash", *extra]
+    code, out = gemini_cli.run(argv, env, ws, 180)
+    responses, declared = function_responses(log, start)
+    runs = bool(responses) and "output" in (responses[0].get("response") or {})
+    return {"offered": "mcp_fx_echo" in declared, "runs": runs}, out
+
+
+def valid_rule(rng, modes=False):
+    r = rule(rng)
+    r["priority"] = rng.randrange(1, 999)
+    if modes and rng.random() < 0.6:
+        r["modes"] = rng.sample(list(MODES), rng.randint(1, 2))
+    return r
+
+
+def tier_cases(rng):
+    """(what, mode, user rules, admin rules, admin form, workspace rules), seeded."""
+    out = []
+    for i in range(MODE_CASES):
+        mode = list(MODES)[i % len(MODES)]
+        rules = [valid_rule(rng, True) for _ in range(rng.randrange(3))]
+        out.append((f"mode {mode} case {i}", mode, rules, [], None, []))
+    # The admin tier over the user's highest priority, both ways, and plan mode's read-only.
+    allow = {"toolName": "mcp_fx_echo", "decision": "allow", "priority": 999}
+    deny = {"toolName": "mcp_fx_echo", "decision": "deny", "priority": 1}
+    out.append(("admin deny over a user allow", "default", [allow], [deny], "folder", []))
+    out.append(("admin allow over a user deny", "default", [dict(deny, priority=999)],
+                [dict(allow, priority=1)], "file", []))
+    out.append(("a user allow in plan mode", "plan", [allow], [], None, []))
+    out.append(("a user allow for yolo only, in autoEdit", "autoEdit", [dict(allow, modes=["yolo"])],
+                [], None, []))
+    for i in range(ADMIN_CASES):
+        user = [valid_rule(rng) for _ in range(rng.randrange(3))]
+        admin = [valid_rule(rng) for _ in range(1 + rng.randrange(2))]
+        form = rng.choice(["folder", "file"])
+        out.append((f"admin tier ({form}) case {i}", "default", user, admin, form, []))
+    for i in range(WORKSPACE_CASES):
+        user = [valid_rule(rng) for _ in range(rng.randrange(2))]
+        ws_rules = [valid_rule(rng) for _ in range(1 + rng.randrange(2))]
+        if i == 0:  # the repository that allows its own tool
+            ws_rules = [{"toolName": "mcp_fx_echo", "decision": "allow", "priority": 1}]
+        out.append((f"workspace tier case {i}", "default", user, [], None, ws_rules))
+    return out
+
+
+def run_tiers(s, h, totals, rng, expect):
+    """Approval modes, the admin tier and the workspace tier, Gemini CLI against geminid."""
+    tmp, log, mock, port = warm_bench.start_mock("differential-policy-tiers",
+                                                 {"suffix": "mcp_fx_echo", "args": {}})
+    fixture = os.path.join(s.bin, "mcp-fixture")
+    gemini_dir = os.path.join(h.home, ".gemini")
+    user_file = os.path.join(gemini_dir, "settings.json")
+    policy_file = os.path.join(gemini_dir, "policies", "differential.toml")
+    # Gemini CLI skips a system settings file in a folder others may write, or under one (as
+    # /tmp is): both read one in a folder of the cache, the daemon started again to read it.
+    secure = tempfile.mkdtemp(prefix="differential-system-", dir=s.cache)
+    system_file = os.path.join(secure, "settings.json")
+    admin_dir = os.path.join(secure, "admin-policies")
+    plain_env = h.env
+    h.env = lambda trust: dict(plain_env(trust), GEMINI_CLI_SYSTEM_SETTINGS_PATH=system_file)
+    h.stop()
+    h.start()
+    env = dict(h.env("env-true"), GEMINI_API_KEY="interop-fake-key",
+               GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{port}")
+    with open(os.path.join(s.root, "README.md")) as f:
+        expect(WORKSPACE_README in " ".join(f.read().split()),
+               f"the README no longer says: {WORKSPACE_README}")
+    try:
+        for n, (what, mode, user, admin, form, ws_rules) in enumerate(tier_cases(rng)):
+            def one(n=n, mode=mode, user=user, admin=admin, form=form, ws_rules=ws_rules):
+                ws = os.path.join(h.tmp, f"ws-policy-tiers-{n}")
+                os.makedirs(ws, exist_ok=True)
+                h.write(os.path.join(gemini_dir, "trustedFolders.json"), {})
+                h.write(user_file, settings(fixture, {}, {}))
+                h.write(os.path.join(gemini_dir, "mcp-server-enablement.json"), None)
+                os.makedirs(os.path.dirname(policy_file), exist_ok=True)
+                with open(policy_file, "w") as f:
+                    f.write(toml(user))
+                shutil.rmtree(admin_dir, ignore_errors=True)
+                system = {}
+                if admin:
+                    os.makedirs(admin_dir)
+                    target = os.path.join(admin_dir, "admin.toml")
+                    with open(target, "w") as f:
+                        f.write(toml(admin))
+                    system["adminPolicyPaths"] = [admin_dir if form == "folder" else target]
+                h.write(system_file, system)
+                if ws_rules:
+                    ws_policy = os.path.join(ws, ".gemini", "policies", "repo.toml")
+                    os.makedirs(os.path.dirname(ws_policy), exist_ok=True)
+                    with open(ws_policy, "w") as f:
+                        f.write(toml(ws_rules))
+                args = {"text": rng.choice(TEXTS)}
+                with open(log + ".plan", "w") as f:
+                    json.dump({"suffix": "mcp_fx_echo", "args": args}, f)
+                theirs, out = ask_gemini(h, env, ws, log, ["--approval-mode", MODES[mode]])
+
+                def ours():
+                    h.gemctl(["mcp", "reload"], ws, "env-true")
+                    _, shown, err = h.gemctl(["--json", "session", "show"], ws, "env-true")
+                    session = json.loads(shown)["id"]
+                    code, _, err = h.gemctl(["session", "update", session, "--mode", mode], ws,
+                                            "env-true")
+                    expect(code == 0, f"session update --mode {mode}: {err}")
+                    _, listed, err = h.gemctl(["--json", "mcp", "tools"], ws, "env-true")
+                    tool = [t for t in json.loads(listed)["tools"] if t["name"] == "mcp_fx_echo"]
+                    offered = bool(tool) and not tool[0].get("hidden")
+                    check = ["--json", "policy", "check", "mcp_fx_echo", json.dumps(args),
+                             "--headless"]
+                    _, decided, err = h.gemctl(check, ws, "env-true")
+                    decision = json.loads(decided)["decision"]
+                    # The session's mode decides as `--mode` names it.
+                    _, named, err = h.gemctl(check + ["--mode", mode], ws, "env-true")
+                    expect(json.loads(named)["decision"] == decision,
+                           f"policy check in the session's mode {mode}: {decision}, with --mode: {named}")
+                    return {"offered": offered, "runs": offered and decision == "allow"}, decision
+
+                phases = [("", False)] + ([(" after policy accept", True)] if ws_rules else [])
+                differ = []
+                for phase, accept in phases:
+                    if accept:
+                        code, _, err = h.gemctl(["policy", "accept"], ws, "env-true")
+                        expect(code == 0, f"gemctl policy accept: {err}")
+                    mine, decision = ours()
+                    for field in ("offered", "runs"):
+                        if theirs[field] == mine[field]:
+                            totals["agreed"] += 1
+                        elif accept:
+                            totals["accepted"] += 1
+                        else:
+                            totals["differ"] += 1
+                            differ.append(f"{field}{phase}: Gemini CLI {theirs[field]}, geminid "
+                                          f"{mine[field]} (geminid decided {decision})")
+                setup = json.dumps({"mode": mode, "user": user, "admin": admin, "form": form,
+                                    "workspace": ws_rules, "args": args})
+                expect(not differ, f"{setup}:\n      " + "\n      ".join(differ)
+                       + (f"\n      Gemini CLI: {out[-800:]}" if differ else ""))
+
+            s.check("differential", f"policy tiers in -p, {what}", one)
+    finally:
+        if os.path.exists(policy_file):
+            os.remove(policy_file)
+        h.env = plain_env
+        h.stop()
+        h.start()
+        shutil.rmtree(secure, ignore_errors=True)
         h.write(user_file, {})
         mock.terminate()
         mock.wait(timeout=10)
