@@ -376,7 +376,9 @@ pub async fn config(
         }
         ConfigCommand::Context => {
             use geminid_protocol::api::ContextApiClient;
-            use geminid_protocol::config::{ContextFileKind, ContextFilesParams};
+            use geminid_protocol::config::{
+                ContextFileKind, ContextFilesParams, ContextImportState,
+            };
             let r = client
                 .context_files(ContextFilesParams { session: params.session })
                 .await
@@ -392,8 +394,18 @@ pub async fn config(
                         (ContextFileKind::Extension, Some(e)) => format!("extension {e}"),
                         (ContextFileKind::Extension, None) => "extension".to_owned(),
                         (ContextFileKind::Project, _) => "project".to_owned(),
+                        (ContextFileKind::Memory, _) => "private project memory".to_owned(),
                     };
                     outln!("{}  ({from})", f.path);
+                    for i in &f.imports {
+                        let what = match (i.state, &i.error) {
+                            (ContextImportState::Inlined, _) => "inlined".to_owned(),
+                            (ContextImportState::Repeated, _) => "already inlined above".to_owned(),
+                            (ContextImportState::Failed, Some(e)) => format!("failed: {e}"),
+                            (ContextImportState::Failed, None) => "failed".to_owned(),
+                        };
+                        outln!("    @{}  ({what}, in {})", i.path, i.from);
+                    }
                 }
             }
             Ok(ExitCode::SUCCESS)

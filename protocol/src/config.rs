@@ -110,10 +110,43 @@ pub struct ContextFilesParams {
 pub enum ContextFileKind {
     /// `~/.gemini/<name>`.
     Global,
+    /// The private project memory: `~/.gemini/tmp/<project>/memory/MEMORY.md`, or else a
+    /// legacy `<name>` there, `<project>` the slug `~/.gemini/projects.json` gives the
+    /// workspace (read in any folder, trusted or not).
+    Memory,
     /// An enabled extension's `contextFileName`.
     Extension,
     /// The project's, from its root down to the session's folders (trusted folders only).
     Project,
+}
+
+/// What became of one `@path` import in a context file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum ContextImportState {
+    /// Its text is inlined.
+    Inlined,
+    /// Already inlined further up the same chain (an import cycle): left out.
+    Repeated,
+    /// Not inlined: outside the project root, missing or unreadable (`error` says).
+    Failed,
+}
+
+/// One `@path` import met in a context file (or in a file it imports).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ContextImport {
+    /// The path as written after the `@`.
+    pub path: String,
+    /// The file it is written in.
+    pub from: String,
+    /// What became of it.
+    pub state: ContextImportState,
+    /// Why it failed, as the model is told in `<!-- Import failed: PATH - WHY -->`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One context file.
@@ -128,6 +161,13 @@ pub struct ContextFile {
     /// The extension, for an extension's file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extension: Option<String>,
+    /// What the model gets from it: its text with the imports inlined, trimmed (a file that
+    /// is empty then is not listed).
+    #[serde(default)]
+    pub text: String,
+    /// The `@path` imports met, in the order they were processed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub imports: Vec<ContextImport>,
 }
 
 /// Result of `context/files`.
@@ -135,7 +175,7 @@ pub struct ContextFile {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContextFilesResult {
-    /// The file names looked for (`context.fileName`).
+    /// The file names looked for: `context.fileName`'s, then `GEMINI.md`.
     pub names: Vec<String>,
     /// The files, in the order they are loaded.
     pub files: Vec<ContextFile>,

@@ -1,36 +1,73 @@
 //! The context files Gemini CLI loads into the model's instructions for a session (its memory
-//! discovery, `MemoryContextManager`): the user's global files (`~/.gemini/<name>`), the
-//! enabled extensions' context files (sorted, each once), then, in a trusted folder, the
-//! project's: for each of the session's folders (the workspace, then
-//! `context.includeDirectories`), the files from the project root (the nearest folder above it
-//! with a boundary marker, `.git` unless `context.memoryBoundaryMarkers` says otherwise; the
-//! folder itself without one) down to the folder, sorted, the same file (by device and inode)
-//! once. `<name>` is `context.fileName` (a name or a list; default `GEMINI.md`).
+//! discovery, `MemoryContextManager`), in the order the model reads them: the user's global
+//! files (`~/.gemini/<name>`, in its system instruction), the private project memory
+//! (`context_memory.rs`, there too), the enabled extensions' context files (sorted, each
+//! once), then, in a trusted folder, the project's: for each of the session's folders (the
+//! workspace, then `context.includeDirectories`), the files from the project root (the
+//! nearest folder above it with a boundary marker, `.git` unless
+//! `context.memoryBoundaryMarkers` says otherwise; the folder itself without one) down to the
+//! folder, all of them sorted. The same file (by device and inode) is read once. `<name>` is
+//! each of `context.fileName` (a name or a list) and then `GEMINI.md`. Each file's `@path`
+//! imports are inlined (`context_import.rs`); a file whose text is then empty is left out,
+//! as Gemini CLI leaves it out of the model's instructions.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use geminid_protocol::config::{ContextFile, ContextFileKind};
 use serde_json::Value;
 
 use super::Effective;
+use super::context_import::{Importer, join, js_trim, lexical};
 use super::env::Env;
 
-/// The context file names the settings ask for.
-pub(crate) fn file_names(settings: &Value) -> Vec<String> {
-    match settings.pointer("/context/fileName") {
-        Some(Value::String(s)) if !s.is_empty() => vec![s.clone()],
-        Some(Value::Array(a)) => {
-            let names: Vec<String> = a
-                .iter()
-                .filter_map(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect();
-            if names.is_empty() { vec!["GEMINI.md".to_owned()] } else { names }
+const DEFAULT_NAME: &str = "GEMINI.md";
+
+/// Node's `path.normalize` of a relative name: `.` and empty parts out, `..` taken against
+/// what precedes it.
+fn normalize_name(name: &str) -> String {
+    let absolute = name.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in name.split('/') {
+        match part {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|p| *p != "..") => {
+                parts.pop();
+            }
+            ".." if absolute => {}
+            other => parts.push(other),
         }
-        _ => vec!["GEMINI.md".to_owned()],
     }
+    let mut out = parts.join("/");
+    if absolute {
+        out.insert(0, '/');
+    }
+    if name.ends_with('/') && !out.ends_with('/') {
+        out.push('/');
+    }
+    if out.is_empty() { ".".to_owned() } else { out }
+}
+
+/// The context file names looked for: `context.fileName`'s (trimmed, each once), then
+/// `GEMINI.md`, which Gemini CLI always adds to the names configured.
+pub(crate) fn file_names(settings: &Value) -> Vec<String> {
+    let configured: Vec<&str> = match settings.pointer("/context/fileName") {
+        Some(Value::String(s)) => vec![s.as_str()],
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let mut names: Vec<String> = Vec::new();
+    for n in configured.into_iter().chain([DEFAULT_NAME]) {
+        let n = n.trim();
+        if n.is_empty() {
+            continue;
+        }
+        let n = normalize_name(n);
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    names
 }
 
 fn markers(settings: &Value) -> Vec<String> {
@@ -64,7 +101,7 @@ fn upward(start: &Path, stop: &Path, names: &[String], global_dir: &Path) -> Vec
         if dir == global_dir {
             break;
         }
-        found.push(names.iter().map(|n| dir.join(n)).filter(|p| p.is_file()).collect());
+        found.push(names.iter().map(|n| join(dir, n)).filter(|p| p.exists()).collect());
         if dir == stop {
             break;
         }
@@ -85,53 +122,96 @@ fn identity(p: &Path) -> Option<(u64, u64)> {
     }
 }
 
+/// JavaScript's `sort()` of path strings (by UTF-16 code unit; UTF-8 bytes order the same
+/// but for characters beyond U+FFFF, which no path here is expected to hold).
+fn sort_as_strings(paths: &mut [PathBuf]) {
+    paths.sort_by(|a, b| a.as_os_str().as_encoded_bytes().cmp(b.as_os_str().as_encoded_bytes()));
+}
+
+/// The private project memory's files: `MEMORY.md`, or else each `<name>` there.
+fn memory_files(home: &Path, workspace: &Path, names: &[String]) -> Vec<PathBuf> {
+    let Some(dir) = super::context_memory::project_temp_dir(home, workspace) else {
+        return Vec::new();
+    };
+    let dir = dir.join("memory");
+    let index = dir.join("MEMORY.md");
+    if index.exists() {
+        return vec![index];
+    }
+    names.iter().map(|n| join(&dir, n)).filter(|p| p.exists()).collect()
+}
+
 /// The context files of a session whose configuration is `effective` and whose environment
-/// is `env`, in the order Gemini CLI loads them.
+/// is `env`, in the order the model reads them, each with its text as the model gets it.
 pub(crate) fn files(effective: &Effective, home: &Path, env: &Env) -> Vec<ContextFile> {
     let settings = &effective.public.settings;
     let names = file_names(settings);
+    let markers = markers(settings);
     let global_dir = home.join(".gemini");
-    let mut out: Vec<ContextFile> = Vec::new();
-    let mut seen: HashSet<(u64, u64)> = HashSet::new();
-    let mut push = |path: PathBuf, kind: ContextFileKind, extension: Option<String>| {
-        if let Some(id) = identity(&path)
-            && !seen.insert(id)
-        {
-            return;
-        }
-        out.push(ContextFile { path: path.display().to_string(), kind, extension });
-    };
-    for n in &names {
-        let p = global_dir.join(n);
-        if p.is_file() {
-            push(p, ContextFileKind::Global, None);
-        }
-    }
+    let workspace = lexical(Path::new(&effective.public.workspace));
+    let global: Vec<PathBuf> =
+        names.iter().map(|n| join(&global_dir, n)).filter(|p| p.exists()).collect();
+    let memory = memory_files(home, &workspace, &names);
     let mut from_extensions: Vec<(PathBuf, String)> = effective
         .extensions
         .iter()
-        .flat_map(|c| c.context_files.iter().map(|f| (f.clone(), c.name.clone())))
+        .flat_map(|c| c.context_files.iter().map(|f| (lexical(f), c.name.clone())))
         .collect();
-    from_extensions.sort();
+    from_extensions
+        .sort_by(|a, b| a.0.as_os_str().as_encoded_bytes().cmp(b.0.as_os_str().as_encoded_bytes()));
     from_extensions.dedup_by(|a, b| a.0 == b.0);
-    for (path, ext) in from_extensions {
-        push(path, ContextFileKind::Extension, Some(ext));
-    }
+    let mut project: Vec<PathBuf> = Vec::new();
     if effective.public.trust.trusted {
-        let workspace = Path::new(&effective.public.workspace);
-        let markers = markers(settings);
-        let mut project: Vec<PathBuf> = super::folders::dirs(workspace, settings, env)
-            .iter()
-            .flat_map(|dir| {
-                let stop = project_root(dir, &markers).unwrap_or_else(|| dir.clone());
-                upward(dir, &stop, &names, &global_dir)
-            })
-            .collect();
-        project.sort();
-        project.dedup();
-        for p in project {
-            push(p, ContextFileKind::Project, None);
+        let mut seen: HashMap<(u64, u64), ()> = HashMap::new();
+        for dir in super::folders::dirs(&workspace, settings, env) {
+            let stop = project_root(&dir, &markers).unwrap_or_else(|| dir.clone());
+            for p in upward(&dir, &stop, &names, &global_dir) {
+                let fresh = identity(&p).is_none_or(|id| seen.insert(id, ()).is_none());
+                if fresh && !project.contains(&p) {
+                    project.push(p);
+                }
+            }
         }
+        sort_as_strings(&mut project);
+    }
+    // One path per file, the first met in the order Gemini CLI reads them; the same path
+    // again (in two of the lists) is kept.
+    let mut first: HashMap<(u64, u64), PathBuf> = HashMap::new();
+    let ext_paths = from_extensions.iter().map(|(p, _)| p);
+    for p in global.iter().chain(ext_paths).chain(&project).chain(&memory) {
+        if let Some(id) = identity(p) {
+            first.entry(id).or_insert_with(|| p.clone());
+        }
+    }
+    let flat = settings.pointer("/context/importFormat").and_then(Value::as_str) == Some("flat");
+    let mut out: Vec<ContextFile> = Vec::new();
+    let mut push = |path: &Path, kind: ContextFileKind, extension: Option<String>| {
+        if identity(path).is_some_and(|id| first.get(&id).is_some_and(|f| f != path)) {
+            return;
+        }
+        let Ok(bytes) = std::fs::read(path) else { return };
+        let raw = String::from_utf8_lossy(&bytes);
+        let mut imports = Vec::new();
+        let mut importer = Importer::new(path, &markers, &mut imports);
+        let text = if flat { importer.flat(&raw, path) } else { importer.tree(&raw, path) };
+        let text = js_trim(&text);
+        if text.is_empty() {
+            return;
+        }
+        let path = path.display().to_string();
+        out.push(ContextFile { path, kind, extension, text: text.to_owned(), imports });
+    };
+    for p in &global {
+        push(p, ContextFileKind::Global, None);
+    }
+    for p in &memory {
+        push(p, ContextFileKind::Memory, None);
+    }
+    for (p, ext) in &from_extensions {
+        push(p, ContextFileKind::Extension, Some(ext.clone()));
+    }
+    for p in &project {
+        push(p, ContextFileKind::Project, None);
     }
     out
 }
@@ -169,8 +249,19 @@ mod tests {
         assert_eq!(project_root(&home.join("code"), &[".git".to_owned()]), None);
         assert_eq!(project_root(&start, &[]), None);
         assert_eq!(
-            file_names(&serde_json::json!({"context": {"fileName": ["AGENTS.md", "GEMINI.md"]}})),
-            ["AGENTS.md", "GEMINI.md"]
+            file_names(&serde_json::json!({"context": {"fileName": ["GEMINI.md", "AGENTS.md"]}})),
+            ["GEMINI.md", "AGENTS.md"]
+        );
+        // The names configured, then GEMINI.md: Gemini CLI never drops it.
+        assert_eq!(
+            file_names(
+                &serde_json::json!({"context": {"fileName": [" ./A.md", "", "A.md", "b/../C.md"]}})
+            ),
+            ["A.md", "C.md", "GEMINI.md"]
+        );
+        assert_eq!(
+            file_names(&serde_json::json!({"context": {"fileName": "X.md"}})),
+            ["X.md", "GEMINI.md"]
         );
         assert_eq!(file_names(&serde_json::json!({})), ["GEMINI.md"]);
         Ok(())

@@ -8,6 +8,8 @@
 //! refuses the session's calls instead (`last_good.rs`).
 
 pub(crate) mod context;
+mod context_import;
+mod context_memory;
 pub(crate) mod diff;
 pub(crate) mod enablement;
 pub(crate) mod env;

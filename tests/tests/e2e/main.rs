@@ -10,6 +10,7 @@ mod client;
 mod commands;
 mod config;
 mod confirm;
+mod context;
 mod custom_tools;
 mod docs;
 mod doctor;
