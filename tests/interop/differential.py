@@ -17,7 +17,10 @@ call gives, Gemini CLI's `-p` against `gemctl call`. Then `GEMINID_DIFF_EXTENSIO
 uninstall done by either tool, `extensions list` compared field by field, no false tamper.
 Then ten hand-picked and `GEMINID_DIFF_POLICY_CASES` (default 20) seeded policy cases
 (differential_policy.py): rules in `~/.gemini/policies/`, whether `gemini -p` offers and runs
-the tool against geminid's headless decision.
+the tool against geminid's headless decision. Then twelve hand-picked and
+`GEMINID_DIFF_CONTEXT_CASES` (default 40) seeded context-file cases (differential_context.py):
+the files and their text, imports inlined, `gemini -p` sends its model against
+`gemctl config context`, in order.
 
 A difference is accepted only when a line of the README's "Where geminid differs from Gemini
 CLI" explains it; `ACCEPTED` names that line, and the suite fails if the README no longer has
@@ -37,6 +40,7 @@ import subprocess
 import tempfile
 import time
 
+import differential_context
 import differential_extensions
 import differential_hooks
 import differential_policy
@@ -389,6 +393,7 @@ def run(s):
         differential_extensions.run(s, h, totals, rng, EXTENSION_CASES, expect)
         differential_policy.run(s, h, totals, rng, POLICY_CASES, expect)
         differential_policy.run_tiers(s, h, totals, rng, expect)
+        differential_context.run(s, h, totals, rng, differential_context.CASES, expect)
     finally:
         h.stop()
         print(f"differential: {totals['agreed']} rows agreed, {totals['accepted']} accepted "
