@@ -133,11 +133,18 @@ impl Pipeline {
                 ));
                 return Err(Unconfirmed { error, how: AuditConfirmation::AnswererGone });
             }
+            // Nobody can be asked: Gemini CLI's text for a call that needs a confirmation in
+            // a headless run, then why here.
+            Err(e @ AskError::NoAnswerer(_)) => {
+                let error = CallError::Declined(format!(
+                    "Tool execution for \"{tool}\" requires user confirmation, which is not \
+                     supported in non-interactive mode. (geminid: the call needs a confirmation, \
+                     and it is denied: {e})"
+                ));
+                return Err(Unconfirmed { error, how: AuditConfirmation::NoAnswerer });
+            }
             Err(e) => {
-                let how = match e {
-                    AskError::NoAnswerer(_) => AuditConfirmation::NoAnswerer,
-                    _ => AuditConfirmation::Answered(ConfirmOutcome::Deny),
-                };
+                let how = AuditConfirmation::Answered(ConfirmOutcome::Deny);
                 let error = CallError::Declined(format!(
                     "the call to '{tool}' needs a confirmation, and it is denied: {e}"
                 ));

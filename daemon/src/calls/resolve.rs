@@ -60,7 +60,7 @@ impl Pipeline {
                     // The person calling is there to confirm it, or someone listening would be
                     // asked: policy decides again.
                     (None, Some((h, t))) if h.by_default && self.can_confirm(req) => t,
-                    (None, Some((h, _))) => return Err(CallError::PolicyDenied(h.why.clone())),
+                    (None, Some((h, _))) => return Err(hidden(&h.why)),
                     (None, None) => {
                         if let Some(why) = self.mcp.held_in_session(&req.session, name) {
                             return Err(CallError::Held(why));
@@ -124,7 +124,7 @@ impl Pipeline {
                     self.catalog.hides(&req.session, server, tool, annotations.as_ref())
                     && !(h.by_default && self.can_confirm(req))
                 {
-                    return Err(CallError::PolicyDenied(h.why));
+                    return Err(hidden(&h.why));
                 }
                 let timeout = self.mcp.timeout_for(&req.session, &found);
                 Ok(Resolved {
@@ -161,4 +161,12 @@ fn unlisted(server: &str, tool: &str, catalog: &crate::mcp::catalog::Catalog) ->
 /// A tool's annotations in its listing, when it has any.
 fn annotations_of(raw: &Value) -> Option<Map<String, Value>> {
     raw.get("annotations").and_then(Value::as_object).filter(|m| !m.is_empty()).cloned()
+}
+
+/// A call to a tool policy hides: Gemini CLI's text for a call policy denies, then why (the
+/// seat writes a rule's file from `~`).
+fn hidden(why: &str) -> CallError {
+    CallError::PolicyDenied(format!(
+        "Tool execution denied by policy. (geminid: the tool is {why})"
+    ))
 }

@@ -173,7 +173,12 @@ impl HookSeat {
                 (!shown.is_empty()).then(|| NewHooks { project: c.workspace.clone(), keys, shown })
             });
         let refusal = (!effective.refusing.is_empty()).then(|| {
-            let each: Vec<String> = effective.refusing.iter().map(crate::config::located).collect();
+            let home = &self.config.paths().home;
+            let each: Vec<String> = effective
+                .refusing
+                .iter()
+                .map(|d| super::seat::located_from_home(d, home))
+                .collect();
             format!("Tool execution refused: {}", each.join("; and "))
         });
         let p = Arc::new(Prepared {

@@ -159,7 +159,9 @@ impl Policy for Guard {
         // A policy file that gives no rules, with no good version known, cannot be known not
         // to deny this call: it is refused, with where the file breaks and the fix.
         if !p.policy.refusing.is_empty() {
-            let each: Vec<String> = p.policy.refusing.iter().map(crate::config::located).collect();
+            let home = &self.config.paths().home;
+            let each: Vec<String> =
+                p.policy.refusing.iter().map(|d| located_from_home(d, home)).collect();
             return (
                 Decision::Deny(format!("Tool execution refused: {}", each.join("; and "))),
                 None,
@@ -189,7 +191,7 @@ impl Policy for Guard {
         };
         let decision = match v.decision {
             Rule::Allow => Decision::Allow,
-            Rule::Deny => Decision::Deny(format!("the call to '{}' {}", call.name, is())),
+            Rule::Deny => Decision::Deny(denied(&call.name, v.rule, &self.config.paths().home, is)),
             Rule::AskUser if p.approvals.contains(&call.name) => {
                 note.confirmation = Some(AuditConfirmation::Remembered);
                 Decision::Allow
@@ -260,6 +262,69 @@ impl Policy for Guard {
     }
 }
 
+/// What a call a rule (or no rule) denies answers, to its caller and the model: Gemini CLI's
+/// text (`Tool execution denied by policy.` and the rule's `denyMessage`), then the rule that
+/// decided, its file written from `~` (the model is not told the user's home folder, which
+/// names the user; `gemctl policy check` and the audit log keep the whole path).
+fn denied(
+    tool: &str,
+    rule: Option<&crate::policy::rule::Rule>,
+    home: &std::path::Path,
+    is: impl Fn() -> String,
+) -> String {
+    let Some(r) = rule else {
+        return format!(
+            "Tool execution denied by policy. (geminid: the call to '{tool}' {})",
+            is()
+        );
+    };
+    let at = source(r);
+    let file = from_home(&at.file, home);
+    let line = at.line.map(|l| format!(":{l}")).unwrap_or_default();
+    let message = r.deny_message.as_deref().map(|m| format!(" {m}")).unwrap_or_default();
+    format!(
+        "Tool execution denied by policy.{message} (geminid: the call to '{tool}' is denied by the \
+         rule in {file}{line}, {} tier, priority {})",
+        at.tier, at.priority
+    )
+}
+
+/// `path` as the model may read it: from `~` when it is in the home folder, else its file name
+/// (an absolute path names the user).
+pub(super) fn from_home(path: &str, home: &std::path::Path) -> String {
+    let p = std::path::Path::new(path);
+    if !p.is_absolute() {
+        return path.to_owned();
+    }
+    match p.strip_prefix(home) {
+        Ok(rest) => format!("~/{}", rest.display()),
+        Err(_) => {
+            p.file_name().map_or_else(|| path.to_owned(), |n| n.to_string_lossy().into_owned())
+        }
+    }
+}
+
+/// A diagnostic as `config::located` says it, its file from `~` and the home folder in its
+/// message written `~` too.
+pub(super) fn located_from_home(
+    d: &geminid_protocol::common::Diagnostic,
+    home: &std::path::Path,
+) -> String {
+    let mut d = d.clone();
+    d.file = from_home(&d.file, home);
+    d.message = in_home_words(&d.message, home);
+    crate::config::located(&d)
+}
+
+/// `text` with each path in the home folder written from `~`.
+fn in_home_words(text: &str, home: &std::path::Path) -> String {
+    let home = home.display().to_string();
+    match home.as_str() {
+        "" | "/" => text.to_owned(),
+        _ => text.replace(&format!("{home}/"), "~/"),
+    }
+}
+
 impl ToolFilter for Guard {
     fn hides(
         &self,
@@ -292,7 +357,11 @@ impl ToolFilter for Guard {
         let tc =
             ToolCall { name, server, args: None, annotations, subagent: p.subagent.as_deref() };
         let rule = p.policy.set.excludes(&tc, p.mode, p.interactive)?;
-        let mut why = reason(Rule::Deny, rule, p.mode, p.interactive);
+        // Said to clients and models too: the rule's file from `~`.
+        let mut why = in_home_words(
+            &reason(Rule::Deny, rule, p.mode, p.interactive),
+            &self.config.paths().home,
+        );
         if rule.is_none() {
             why.push_str(match server {
                 Some(_) => {

@@ -162,8 +162,8 @@ fn items<T: serde::Serialize>(
     }
 }
 
-/// Every page of `tools/list`, keeping each valid tool: a tool without a name or an
-/// `inputSchema` object is left out and said (one bad tool must not cost the server its good
+/// Every page of `tools/list`, keeping each valid tool: a tool the MCP schema refuses
+/// (`shape.rs`: no name, an `inputSchema` that is not an object schema, ...) is left out and said (one bad tool must not cost the server its good
 /// ones, as a strict parse of the whole answer would). The request goes out as a custom one so
 /// that an answer rmcp's types refuse still arrives, as JSON.
 async fn list_tools_leniently(
@@ -208,7 +208,7 @@ async fn list_tools_leniently(
         };
         for t in page {
             position += 1;
-            match tool_problem(&t) {
+            match super::shape::tool_problem(&t) {
                 None => tools.push(t),
                 Some(why) => {
                     let name = t
@@ -223,18 +223,6 @@ async fn list_tools_leniently(
             Some(c) if seen.insert(c.clone()) => cursor = Some(c),
             _ => return Ok((tools, bad, ttl)),
         }
-    }
-}
-
-/// Why an MCP tool object cannot be offered, if it cannot.
-fn tool_problem(t: &Value) -> Option<&'static str> {
-    match (t.get("name"), t.get("inputSchema")) {
-        (_, _) if !t.is_object() => Some("it is not an object"),
-        (Some(Value::String(n)), _) if n.is_empty() => Some("its name is empty"),
-        (Some(Value::String(_)), Some(Value::Object(_))) => None,
-        (Some(Value::String(_)), None) => Some("it has no inputSchema"),
-        (Some(Value::String(_)), Some(_)) => Some("its inputSchema is not an object"),
-        _ => Some("it has no name"),
     }
 }
 

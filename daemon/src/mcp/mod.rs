@@ -39,6 +39,7 @@ pub(crate) mod pinned;
 pub(crate) mod request;
 pub(crate) mod roots;
 pub(crate) mod server;
+mod shape;
 pub(crate) mod spec;
 pub(crate) mod sse;
 pub(crate) mod status;

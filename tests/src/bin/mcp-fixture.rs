@@ -21,7 +21,10 @@
 //! the schema: an unknown content type, a `content` that is not an array, a legacy
 //! `error.isError`; and `strict`, whose schema forbids other properties; with `--fail-prompts`
 //! its `prompts/list` fails, with `--empty` it offers nothing and empty instructions, with
-//! `--bad-tool` it lists a tool without `inputSchema` and one without a name beside a good one), `--tokio-stdio`
+//! `--bad-tool` it lists a tool without `inputSchema` and one without a name beside a good one,
+//! with `--listing FILE` it lists FILE's `tools` as they are, read at each `tools/list`, and a
+//! call of a tool FILE's `results` names answers that result as it is, any other its arguments
+//! as text), `--tokio-stdio`
 //! (read and write stdio through rmcp's `stdio()`, i.e. tokio's blocking-thread stdin and
 //! stdout, instead of the event loop; for benchmarks). Every stdio start writes one line to
 //! stderr. `--flood` adds `flood {count, bytes?, levels?}` (that many log messages, the i-th
@@ -697,6 +700,11 @@ async fn main() -> anyhow::Result<()> {
             fail_prompts: has("--fail-prompts"),
             empty: has("--empty"),
             bad_tool: has("--bad-tool"),
+            listing: args
+                .iter()
+                .position(|a| a == "--listing")
+                .and_then(|i| args.get(i + 1))
+                .map(std::path::PathBuf::from),
         });
     }
     if has("--garbage") {
@@ -1058,15 +1066,35 @@ mod raw {
 
     /// `--fail-prompts`: `prompts/list` fails. `--empty`: no tools or prompts, and empty
     /// instructions.
-    #[derive(Debug, Clone, Copy)]
+    #[derive(Debug, Clone)]
     pub(super) struct Flags {
         pub(super) fail_prompts: bool,
         pub(super) empty: bool,
         /// `--bad-tool`: one more tool, without an `inputSchema`.
         pub(super) bad_tool: bool,
+        /// `--listing FILE`: `{"tools": [...], "results": {name: result}}`, served as written.
+        pub(super) listing: Option<std::path::PathBuf>,
     }
 
-    fn result(method: &str, params: &Value, flags: Flags) -> Result<Value, (i64, String)> {
+    fn result(method: &str, params: &Value, flags: &Flags) -> Result<Value, (i64, String)> {
+        if let Some(path) = &flags.listing {
+            let file: Value = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default();
+            let name = params["name"].as_str().unwrap_or_default();
+            match method {
+                "tools/list" => return Ok(json!({ "tools": file["tools"] })),
+                "tools/call" if file["results"].get(name).is_some() => {
+                    return Ok(file["results"][name].clone());
+                }
+                "tools/call" => {
+                    let text = params["arguments"].to_string();
+                    return Ok(json!({ "content": [{ "type": "text", "text": text }] }));
+                }
+                _ => {}
+            }
+        }
         match method {
             "initialize" => Ok(json!({
                 "protocolVersion": params["protocolVersion"],
@@ -1126,7 +1154,7 @@ mod raw {
             let msg: Value = serde_json::from_str(&line?)?;
             let Some(id) = msg.get("id") else { continue }; // a notification
             let method = msg["method"].as_str().unwrap_or_default();
-            let reply = match result(method, &msg["params"], flags) {
+            let reply = match result(method, &msg["params"], &flags) {
                 Ok(r) => json!({ "jsonrpc": "2.0", "id": id, "result": r }),
                 Err((code, message)) => {
                     json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } })

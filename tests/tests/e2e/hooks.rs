@@ -768,16 +768,22 @@ async fn a_settings_file_broken_at_the_first_start_refuses_calls_until_it_is_fix
     std::fs::write(&path, good.replacen("\"hooks\":", "\"hooks\"", 1))?;
     let _daemon = geminid_tests::Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
-    let at = format!("{}:2:11: invalid JSON", path.display());
+    // The file from `~`: what the model reads names no absolute path (the user's name).
+    let at = "~/.gemini/settings.json:2:11: invalid JSON";
+    let root = home.root().display().to_string();
 
     let (code, said) = call_echo(&home)?;
     assert_ne!(code, 0, "the call went through without the user's hooks: {said}");
-    assert!(said.contains("Tool execution refused: ") && said.contains(&at), "{said}\nwanted {at}");
+    assert!(said.contains("Tool execution refused: ") && said.contains(at), "{said}\nwanted {at}");
+    assert!(!said.contains(&root), "{said}");
     assert!(said.contains("fix it and geminid reloads it"), "{said}");
+    // The person's own views keep the whole path.
+    let at = format!("{}:2:11: invalid JSON", path.display());
     let (_, status, _) = home.gemctl_run(&["status"])?;
     assert!(status.contains(&at) && status.contains("is refused until it is fixed"), "{status}");
     let (_, listed, err) = home.gemctl_run(&["hooks", "list"])?;
-    assert!(format!("{listed}{err}").contains(&at), "{listed}{err}");
+    // `hooks list` says the refusal as calls get it.
+    assert!(format!("{listed}{err}").contains("~/.gemini/settings.json:2:11"), "{listed}{err}");
     let (_, doctor, _) = home.gemctl_run(&["doctor"])?;
     assert!(doctor.contains(&at) && doctor.contains("is refused until it is fixed"), "{doctor}");
 
@@ -792,9 +798,13 @@ async fn a_settings_file_broken_at_the_first_start_refuses_calls_until_it_is_fix
     let ws = home.workspace().join(".gemini/settings.json");
     std::fs::create_dir_all(home.workspace().join(".gemini"))?;
     std::fs::write(&ws, "{\n  \"tools\": {,\n}")?;
-    let at = format!("{}:2:13: invalid JSON", ws.display());
-    let refused =
-        || async { call_echo(&home).is_ok_and(|(code, said)| code != 0 && said.contains(&at)) };
+    // A file outside the home folder is named by its file name alone.
+    let at = "Tool execution refused: settings.json:2:13: invalid JSON";
+    let refused = || async {
+        call_echo(&home).is_ok_and(|(code, said)| {
+            code != 0 && said.contains(at) && !said.contains(&root)
+        })
+    };
     assert!(
         geminid_tests::eventually(Duration::from_secs(10), refused).await,
         "{:?}",
@@ -855,7 +865,8 @@ async fn the_last_good_settings_outlive_a_restart_and_a_damaged_copy_is_none() -
     }
     let _daemon = restart(None).await?;
     let (code, said) = call_echo(&home)?;
-    assert!(code != 0 && said.contains("Tool execution refused: ") && said.contains(&at), "{said}");
+    let model_at = "Tool execution refused: ~/.gemini/settings.json:2:11: invalid JSON";
+    assert!(code != 0 && said.contains(model_at), "{said}");
     assert!(
         said.contains("the copy of its last good contents geminid kept cannot be used"),
         "{said}"

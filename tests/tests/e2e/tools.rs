@@ -1201,6 +1201,108 @@ async fn a_malformed_tool_costs_only_itself() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The shapes of a tool the MCP schema refuses (Gemini CLI's SDK fails the whole listing for
+/// one of them): `properties` that are a list, a `type` other than `"object"`, a `required`
+/// that is not a list of strings, a property that is not a schema, a description that is not
+/// text. Each is left out alone and said in `mcp list`; the good tool beside them is offered.
+#[tokio::test]
+async fn tools_the_mcp_schema_refuses_are_left_out_alone() -> anyhow::Result<()> {
+    let listing = std::env::temp_dir().join(format!("geminid-listing-{}.json", std::process::id()));
+    let object = |extra: Value| {
+        let mut s = json!({ "type": "object" });
+        if let (Some(o), Some(more)) = (s.as_object_mut(), extra.as_object()) {
+            o.extend(more.clone());
+        }
+        s
+    };
+    let tools = json!([
+        { "name": "good", "inputSchema": object(json!({ "properties": { "q": { "type": "string" } } })) },
+        { "name": "props_list", "inputSchema": object(json!({ "properties": [{ "q": {} }] })) },
+        { "name": "not_object", "inputSchema": { "type": "array" } },
+        { "name": "untyped", "inputSchema": { "properties": {} } },
+        { "name": "required_text", "inputSchema": object(json!({ "required": "q" })) },
+        { "name": "prop_number", "inputSchema": object(json!({ "properties": { "q": 1 } })) },
+        { "name": "described", "description": 7, "inputSchema": object(json!({})) }
+    ]);
+    std::fs::write(&listing, json!({ "tools": tools }).to_string())?;
+    let path = listing.display().to_string();
+    let t = setup(json!({ "odd": stdio(&["--raw", "--listing", &path]) })).await?;
+    let listed = list(&t, false).await?;
+    let names: Vec<&str> = listed.tools.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(names, ["mcp_odd_good"], "{:#?}", listed.diagnostics);
+    for want in [
+        "its tool 'props_list' is left out: its inputSchema's properties are not an object",
+        "its tool 'not_object' is left out: its inputSchema's type is \"array\", not \"object\"",
+        "its tool 'untyped' is left out: its inputSchema has no type",
+        "its tool 'required_text' is left out: its inputSchema's required is not a list of strings",
+        "its tool 'prop_number' is left out: its inputSchema's property 'q' is not an object",
+        "its tool 'described' is left out: its description is not a string",
+    ] {
+        assert!(
+            listed.diagnostics.iter().any(|d| d.contains(want)),
+            "{want:?} in {:#?}",
+            listed.diagnostics
+        );
+    }
+    let (_, text, _) = t.home.gemctl_run(&["--session", &t.session, "mcp", "list"])?;
+    assert!(text.contains("warning: its tool 'props_list' is left out"), "{text}");
+    let r = call(&t.client, &t.session, "mcp_odd_good", json!({ "q": "x" }))
+        .await
+        .map_err(anyhow::Error::msg)?;
+    assert_eq!(r.display, r#"{"q":"x"}"#);
+    let _ = std::fs::remove_file(&listing);
+    Ok(())
+}
+
+/// What a refused call answers its caller (a model behind a client, the gateway): Gemini CLI's
+/// text first (`Tool execution denied by policy.` and the rule's `denyMessage`; the headless
+/// confirmation text), then the rule, its file from `~`: never the home folder's absolute path,
+/// which names the user.
+#[tokio::test]
+async fn a_refused_call_says_gemini_clis_text_and_no_absolute_path() -> anyhow::Result<()> {
+    let t = setup(json!({ "fx": stdio(&[]) })).await?;
+    let dir = t.home.root().join("home/.gemini/policies");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join("refuse.toml"),
+        "[[rule]]\ntoolName = \"mcp_fx_echo\"\ndecision = \"deny\"\npriority = 900\n\
+         denyMessage = \"No echoes.\"\nargsPattern = \"secret\"\n\n[[rule]]\n\
+         toolName = \"mcp_fx_pid\"\ndecision = \"ask_user\"\npriority = 900\n\n[[rule]]\n\
+         toolName = \"mcp_fx_env\"\ndecision = \"deny\"\npriority = 900\n",
+    )?;
+    let root = t.home.root().display().to_string();
+    let want = "Tool execution denied by policy. No echoes. (geminid: the call to 'mcp_fx_echo' \
+                is denied by the rule in ~/.gemini/policies/refuse.toml:1, user tier, priority 900)";
+    let denied = || async {
+        call(&t.client, &t.session, "mcp_fx_echo", json!({ "text": "secret" }))
+            .await
+            .is_err_and(|e| e.contains(want) && !e.contains(&root))
+    };
+    let said = call(&t.client, &t.session, "mcp_fx_echo", json!({ "text": "secret" })).await;
+    assert!(geminid_tests::eventually(Duration::from_secs(10), denied).await, "{said:?}");
+    let e = call(&t.client, &t.session, "mcp_fx_pid", json!({})).await.err().unwrap_or_default();
+    assert!(
+        e.contains(
+            "Tool execution for \"mcp_fx_pid\" requires user confirmation, which is not \
+             supported in non-interactive mode. (geminid: "
+        ) && !e.contains(&root),
+        "{e}"
+    );
+    // A tool the rule hides altogether.
+    let e = call(&t.client, &t.session, "mcp_fx_env", json!({ "name": "HOME" }))
+        .await
+        .err()
+        .unwrap_or_default();
+    assert!(
+        e.contains(
+            "Tool execution denied by policy. (geminid: the tool is denied by the rule in \
+                    ~/.gemini/policies/refuse.toml:"
+        ) && !e.contains(&root),
+        "{e}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn two_sessions_on_one_server_each_see_only_their_own_progress() -> anyhow::Result<()> {
     let t = setup(json!({ "rich": stdio(&["--rich"]) })).await?;
