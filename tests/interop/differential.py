@@ -24,7 +24,12 @@ the files and their text, imports inlined, `gemini -p` sends its model against
 
 A difference is accepted only when a line of the README's "Where geminid differs from Gemini
 CLI" explains it; `ACCEPTED` names that line, and the suite fails if the README no longer has
-it. Prints `differential: N rows agreed, M accepted (README), K differ` and one check per case.
+it: before any case runs, every README line a differential module quotes (`ACCEPTED`, `QUOTED`,
+and each constant whose name holds `README`) is looked for, and those missing are named. Then
+`GEMINID_DIFF_TOOL_CASES` (default 12) tool cases and the hand-picked result, environment and
+refusal cases (differential_tools.py): which tools of a listing reach the model and their
+parameters, what a result that breaks the schema becomes, `\\$VAR` in `env`, a refusal's text.
+Prints `differential: N rows agreed, M accepted (README), K differ` and one check per case.
 Reproduce one case: `GEMINID_DIFF_SEED=41 GEMINID_DIFF_CASES=40` (the defaults) and the case's
 number in the failure.
 """
@@ -44,6 +49,7 @@ import differential_context
 import differential_extensions
 import differential_hooks
 import differential_policy
+import differential_tools
 import gemini_cli
 import homes
 
@@ -313,11 +319,29 @@ def pairs(a, b):
     return out
 
 
+def quoted_readme_lines():
+    """Every README line the differential modules quote: `ACCEPTED`'s, `QUOTED`, and each
+    string constant whose name holds `README` (a row that accepts a difference names one)."""
+    import sys
+    lines = []
+    for name, module in sorted(sys.modules.items()):
+        if not name.startswith("differential") or module is None:
+            continue
+        for attr, value in vars(module).items():
+            if attr == "ACCEPTED":
+                lines += [line for _, line in value]
+            elif attr == "QUOTED":
+                lines += list(value)
+            elif "README" in attr and isinstance(value, str):
+                lines.append(value)
+    return list(dict.fromkeys(lines))
+
+
 def run(s):
     with open(os.path.join(s.root, "README.md")) as f:
         readme = " ".join(f.read().split())
-    for _, line in ACCEPTED:
-        expect(" ".join(line.split()) in readme, f"the README no longer says: {line}")
+    missing = [line for line in quoted_readme_lines() if " ".join(line.split()) not in readme]
+    expect(not missing, "the README no longer says:\n      " + "\n      ".join(missing))
 
     h = Home(s)
     totals = {"agreed": 0, "accepted": 0, "differ": 0}
@@ -392,6 +416,7 @@ def run(s):
         differential_hooks.run(s, h, totals, rng, HOOK_CASES, expect)
         differential_extensions.run(s, h, totals, rng, EXTENSION_CASES, expect)
         differential_policy.run(s, h, totals, rng, POLICY_CASES, expect)
+        differential_tools.run(s, h, totals, rng, differential_tools.CASES, expect)
         differential_policy.run_tiers(s, h, totals, rng, expect)
         differential_context.run(s, h, totals, rng, differential_context.CASES, expect)
     finally:
