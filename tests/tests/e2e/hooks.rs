@@ -801,9 +801,8 @@ async fn a_settings_file_broken_at_the_first_start_refuses_calls_until_it_is_fix
     // A file outside the home folder is named by its file name alone.
     let at = "Tool execution refused: settings.json:2:13: invalid JSON";
     let refused = || async {
-        call_echo(&home).is_ok_and(|(code, said)| {
-            code != 0 && said.contains(at) && !said.contains(&root)
-        })
+        call_echo(&home)
+            .is_ok_and(|(code, said)| code != 0 && said.contains(at) && !said.contains(&root))
     };
     assert!(
         geminid_tests::eventually(Duration::from_secs(10), refused).await,
