@@ -8,7 +8,7 @@ workspace and one below it, and maybe the private project memory
 the older folder named by the path's SHA-256); in them files named from `context.fileName`'s
 list, `GEMINI.md`, and a name nobody asks for; their text empty, blank, plain, or with `@path`
 imports that work, are missing, go round in a cycle, leave the project root, or sit in
-backticks. `gemini -p hi` runs against the loopback mock model, whose logged request holds each
+backticks. An extension with two context files is installed throughout. `gemini -p hi` runs against the loopback mock model, whose logged request holds each
 file as `--- Context from: PATH ---` blocks (the global files and the memory in the system
 instruction, the extensions' and the project's in the first user turn); geminid's list gives
 each file's path and text. Compared, in order: one row per file, its path and its text.
@@ -214,6 +214,17 @@ def run(s, h, totals, rng, count=CASES, expect=None):
     user_file = os.path.join(gemini_dir, "settings.json")
     env_model = {"GEMINI_API_KEY": "interop-fake-key",
                  "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{port}"}
+    # An extension with two context files (one imports a file beside it, one is blank), in
+    # every case.
+    src = os.path.join(h.tmp, "ctx-kit-src")
+    h.write(os.path.join(src, "gemini-extension.json"),
+            {"name": "ctx-kit", "version": "1.0.0", "contextFileName": ["KIT.md", "BLANK.md"]})
+    for name, text in (("KIT.md", "kit rules @./kit-more.md"), ("kit-more.md", "more"),
+                       ("BLANK.md", "\n ")):
+        with open(os.path.join(src, name), "w") as f:
+            f.write(text)
+    code, _, err = h.gemctl(["extensions", "install", src, "--consent"], h.tmp, "env-true")
+    expect(code == 0, f"installing the extension: {err}")
     cases = [(f"hand-picked: {what}", context, files, trust)
              for what, context, files, trust in hand_picked()]
     for i in range(count):
@@ -267,6 +278,7 @@ def run(s, h, totals, rng, count=CASES, expect=None):
 
             s.check("differential", f"context files, {what}", one)
     finally:
+        h.gemctl(["extensions", "uninstall", "ctx-kit"], h.tmp, "env-true")
         clean(h.home)
         h.write(user_file, {})
         h.write(os.path.join(gemini_dir, "trustedFolders.json"), {})
