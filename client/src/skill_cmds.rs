@@ -108,6 +108,10 @@ pub enum CommandsCommand {
     Expand {
         /// The command (`git:commit`, with or without `/`)
         name: String,
+        /// Do not confirm: a shell command that policy would ask about is named and nothing
+        /// runs (exit 1), as in `gemini -p`
+        #[arg(long)]
+        no_confirm: bool,
         /// What follows the name
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -442,11 +446,17 @@ pub async fn run_commands(
     use geminid_protocol::commands::{CommandKind, CommandsExpandParams, CommandsListParams};
     let built_ins = match cmd {
         CommandsCommand::List { built_ins } => built_ins,
-        CommandsCommand::Expand { name, args } => {
-            let p = CommandsExpandParams { session, name, args: args.join(" "), confirmed: true };
+        CommandsCommand::Expand { name, no_confirm, args } => {
+            let confirmed = !no_confirm;
+            let p = CommandsExpandParams { session, name, args: args.join(" "), confirmed };
             let r = client.commands_expand(p).await.map_err(call_error("commands/expand"))?;
             if json {
                 output::json(&r)?;
+            } else if !r.needs_confirmation.is_empty() {
+                for c in &r.needs_confirmation {
+                    errln!("needs a confirmation: {c}");
+                }
+                errln!("nothing ran (--no-confirm)");
             } else {
                 if let Some(t) = &r.tool {
                     errln!(
@@ -459,6 +469,9 @@ pub async fn run_commands(
                     errln!("note: {n}");
                 }
                 outln!("{}", r.text);
+            }
+            if !r.needs_confirmation.is_empty() {
+                return Ok(ExitCode::FAILURE);
             }
             return Ok(ExitCode::SUCCESS);
         }

@@ -166,6 +166,186 @@ pub(crate) fn rewrite(
     Ok(out)
 }
 
+/// What Gemini CLI's shell parser finds in a command for its policy checks: each command's
+/// text (those inside `$(...)`, backticks, `(...)` and `<(...)` too, and the whole of one that
+/// holds them) and whether a redirection (`>`, `>>`, `<`, `&>`, `2>&1`, a here-document or
+/// here-string) is there.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Parsed {
+    /// Each command's text, trimmed, in the order they end.
+    pub commands: Vec<String>,
+    /// A redirection stands somewhere in it.
+    pub redirection: bool,
+}
+
+/// Where the splitter is: a level that holds commands (with where its current command
+/// started), or quoting and arithmetic, which hold none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Code(usize),
+    Backtick(usize),
+    Single,
+    Double,
+    AnsiC,
+    Arith(u32),
+}
+
+/// `command` split as Gemini CLI's parser splits it (`&&`, `||`, `;`, `|`, `&`, new lines;
+/// substitutions and subshells opened); none when it does not parse (an unclosed quote or
+/// parenthesis, a `)` too many), which Gemini CLI decides with its default.
+pub(crate) fn parse(command: &str) -> Option<Parsed> {
+    let b = command.as_bytes();
+    let mut out = Parsed::default();
+    let mut stack = vec![Level::Code(0)];
+    let mut heredocs: Vec<String> = Vec::new();
+    let end = |out: &mut Parsed, from: usize, to: usize| {
+        let text = command.get(from..to).unwrap_or_default().trim();
+        if !text.is_empty() {
+            out.commands.push(text.to_owned());
+        }
+    };
+    let mut i = 0;
+    while i < b.len() {
+        let at = |k: usize| b.get(i + k).copied().unwrap_or(0);
+        let top = *stack.last()?;
+        let mut step = 1;
+        match (top, at(0)) {
+            (Level::Single, b'\'') | (Level::Double, b'"') | (Level::AnsiC, b'\'') => {
+                stack.pop();
+            }
+            (Level::Single, _) => {}
+            (Level::AnsiC | Level::Double, b'\\') => step = 2,
+            (Level::AnsiC, _) => {}
+            (Level::Double, b'$') if at(1) == b'(' && at(2) == b'(' => {
+                stack.push(Level::Arith(0));
+                step = 3;
+            }
+            (Level::Double, b'$') if at(1) == b'(' => {
+                stack.push(Level::Code(i + 2));
+                step = 2;
+            }
+            (Level::Double, b'`') => stack.push(Level::Backtick(i + 1)),
+            (Level::Double, _) => {}
+            (Level::Arith(0), b')') if at(1) == b')' => {
+                stack.pop();
+                step = 2;
+            }
+            (Level::Arith(d), b'(') => set_level(&mut stack, Level::Arith(d + 1)),
+            (Level::Arith(d), b')') => set_level(&mut stack, Level::Arith(d.checked_sub(1)?)),
+            (Level::Arith(_), b'\\') => step = 2,
+            (Level::Arith(_), _) => {}
+            // Code: the top, a substitution, a subshell, backticks.
+            (_, b'\\') => step = 2,
+            (_, b'\'') => stack.push(Level::Single),
+            (_, b'"') => stack.push(Level::Double),
+            (_, b'$') if at(1) == b'\'' => {
+                stack.push(Level::AnsiC);
+                step = 2;
+            }
+            (_, b'$') if at(1) == b'(' && at(2) == b'(' => {
+                stack.push(Level::Arith(0));
+                step = 3;
+            }
+            (_, b'(') if at(1) == b'(' => {
+                stack.push(Level::Arith(0));
+                step = 2;
+            }
+            (_, b'$' | b'<' | b'>') if at(1) == b'(' => {
+                stack.push(Level::Code(i + 2));
+                step = 2;
+            }
+            (_, b'(') => stack.push(Level::Code(i + 1)),
+            (Level::Code(from), b')') => {
+                end(&mut out, from, i);
+                stack.pop();
+                // The outermost level is never closed.
+                stack.last()?;
+            }
+            (Level::Backtick(from), b'`') => {
+                end(&mut out, from, i);
+                stack.pop();
+            }
+            (_, b'`') => stack.push(Level::Backtick(i + 1)),
+            (_, b'#') if i == 0 || b" \t\n;&|(".contains(&b[i - 1]) => {
+                while i + step < b.len() && b[i + step] != b'\n' {
+                    step += 1;
+                }
+            }
+            (_, b'<') if at(1) == b'<' && at(2) != b'<' => {
+                out.redirection = true;
+                let rest = command.get(i + 2..).unwrap_or_default();
+                let rest = rest.strip_prefix('-').unwrap_or(rest).trim_start();
+                let word: String = rest
+                    .chars()
+                    .take_while(|c| !c.is_whitespace() && !";&|<>()".contains(*c))
+                    .filter(|c| !"'\"\\".contains(*c))
+                    .collect();
+                heredocs.push(word);
+                step = 2;
+            }
+            (_, b'<' | b'>') => {
+                out.redirection = true;
+                if at(1) == b'&' || at(1) == b'>' || at(1) == b'<' || at(1) == b'|' {
+                    step = 2;
+                }
+            }
+            (_, b'&') if at(1) == b'>' => {
+                out.redirection = true;
+                step = if at(2) == b'>' { 3 } else { 2 };
+            }
+            (Level::Code(from) | Level::Backtick(from), c @ (b';' | b'&' | b'|' | b'\n')) => {
+                end(&mut out, from, i);
+                if c != b'\n' && (at(1) == c || (c == b'|' && at(1) == b'&')) {
+                    step = 2;
+                }
+                if c == b'\n' && !heredocs.is_empty() {
+                    // The here-documents' lines, up to each one's delimiter, are not code.
+                    let mut pos = i + 1;
+                    for delim in std::mem::take(&mut heredocs) {
+                        loop {
+                            let line_end =
+                                command[pos..].find('\n').map_or(command.len(), |n| pos + n);
+                            let line = command[pos..line_end].trim_start_matches('\t');
+                            pos = (line_end + 1).min(command.len());
+                            if line == delim {
+                                break;
+                            }
+                            if line_end == command.len() {
+                                return None;
+                            }
+                        }
+                    }
+                    step = pos - i;
+                }
+                let next = i + step;
+                set_level(
+                    &mut stack,
+                    match top {
+                        Level::Backtick(_) => Level::Backtick(next),
+                        _ => Level::Code(next),
+                    },
+                );
+            }
+            _ => {}
+        }
+        while i + step < b.len() && !command.is_char_boundary(i + step) {
+            step += 1;
+        }
+        i += step;
+    }
+    match stack.as_slice() {
+        [Level::Code(from)] if heredocs.is_empty() => end(&mut out, *from, b.len()),
+        _ => return None,
+    }
+    Some(out)
+}
+
+fn set_level(stack: &mut [Level], level: Level) {
+    if let Some(top) = stack.last_mut() {
+        *top = level;
+    }
+}
+
 fn set_top(stack: &mut [Frame], frame: Frame) {
     if let Some(top) = stack.last_mut() {
         *top = frame;
@@ -232,6 +412,38 @@ mod tests {
                 assert_eq!(got, want, "{template:?} as {cmd:?}");
             }
         }
+    }
+
+    #[test]
+    fn commands_are_split_as_gemini_cli_splits_them() {
+        let split = |c: &str| parse(c).map(|p| (p.commands, p.redirection));
+        let v = |a: &[&str], r: bool| Some((a.iter().map(|s| (*s).to_owned()).collect(), r));
+        assert_eq!(split("echo A"), v(&["echo A"], false));
+        assert_eq!(split("echo A && touch x"), v(&["echo A", "touch x"], false));
+        assert_eq!(
+            split("echo A; touch x || b | c & d"),
+            v(&["echo A", "touch x", "b", "c", "d"], false)
+        );
+        assert_eq!(split("echo A > x"), v(&["echo A > x"], true));
+        assert_eq!(split("echo A >> x 2>&1"), v(&["echo A >> x 2>&1"], true));
+        assert_eq!(split("echo $(touch x)"), v(&["touch x", "echo $(touch x)"], false));
+        assert_eq!(split("echo `touch x`"), v(&["touch x", "echo `touch x`"], false));
+        assert_eq!(
+            split("echo \"$(touch x; b)\""),
+            v(&["touch x", "b", "echo \"$(touch x; b)\""], false)
+        );
+        assert_eq!(split("(touch x)"), v(&["touch x", "(touch x)"], false));
+        assert_eq!(split("diff <(ls) x"), v(&["ls", "diff <(ls) x"], false));
+        assert_eq!(
+            split("echo 'a && b' \"c; d\" \\; e"),
+            v(&["echo 'a && b' \"c; d\" \\; e"], false)
+        );
+        assert_eq!(split("echo $(( 1 < 2 ))"), v(&["echo $(( 1 < 2 ))"], false));
+        assert_eq!(split("echo a # && touch x\nls"), v(&["echo a # && touch x", "ls"], false));
+        assert_eq!(split("cat <<E\n$(x) && y\nE\nls"), v(&["cat <<E", "ls"], true));
+        assert_eq!(split("echo 'open"), None);
+        assert_eq!(split("echo $(x"), None);
+        assert_eq!(split("echo x)"), None);
     }
 
     #[test]

@@ -96,30 +96,48 @@ pub(crate) fn include(
     Ok(out)
 }
 
+/// A piece of a prompt after step 1: the command file's own text, or what an `@{path}` put in.
+/// Only the prompt's own text is looked at for `!{cmd}` and `{{args}}` (an included file is
+/// text: what it documents never runs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// The command file's own text.
+    Prompt(String),
+    /// What an `@{path}` included.
+    Included(String),
+}
+
 /// Step 1: every `@{path}` replaced by its content; one that cannot be read stays as written
-/// and is noted.
+/// (a part of the prompt's own) and is noted.
 pub(crate) fn at_files(
     prompt: &str,
     workspace: &Path,
     notes: &mut Vec<String>,
-) -> Result<String, ExpandError> {
+) -> Result<Vec<Part>, ExpandError> {
     let found = injections(prompt, "@{")?;
     let ignore = Ignore::of(workspace);
-    let mut out = String::new();
+    let mut out = Vec::new();
     let mut last = 0;
     for inj in found {
-        out.push_str(&prompt[last..inj.start]);
+        out.push(Part::Prompt(prompt[last..inj.start].to_owned()));
         match include(workspace, &inj.content, &ignore, notes) {
-            Ok(text) => out.push_str(&text),
+            Ok(text) => out.push(Part::Included(text)),
             Err(why) => {
                 notes.push(format!("Failed to inject content for '@{{{}}}': {why}", inj.content));
-                out.push_str(&prompt[inj.start..inj.end]);
+                out.push(Part::Prompt(prompt[inj.start..inj.end].to_owned()));
             }
         }
         last = inj.end;
     }
-    out.push_str(&prompt[last..]);
+    out.push(Part::Prompt(prompt[last..].to_owned()));
+    out.retain(|p| !matches!(p, Part::Prompt(t) if t.is_empty()));
     Ok(out)
+}
+
+/// The arguments as Gemini CLI hands them to a command: the words typed after its name, one
+/// space between each.
+pub(crate) fn normalized_args(typed: &str) -> String {
+    typed.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The environment variable a `!{cmd}` finds the invocation's arguments in.
@@ -193,13 +211,72 @@ pub(crate) fn assemble(
     Ok(out)
 }
 
-/// Step 3: without `{{args}}` in the prompt, the invocation as typed is appended when it had
-/// arguments.
+/// Step 3: without `{{args}}` in the prompt, the invocation as typed (`/name args`, trimmed at
+/// its end as Gemini CLI trims the line) is appended when it had arguments.
 pub(crate) fn default_args(text: String, uses_args: bool, name: &str, args: &str) -> String {
     if uses_args || args.trim().is_empty() {
         return text;
     }
-    format!("{text}\n\n/{name} {args}")
+    format!("{text}\n\n{}", format!("/{name} {args}").trim_end())
+}
+
+/// How long a command's `!{cmd}` may run.
+pub(crate) const SHELL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Run one `!{cmd}` (`script`, shown as `cmd`) in the workspace with the session's
+/// environment: its output (standard output then error, each at most 1 MiB) and Gemini CLI's
+/// status line when it did not exit 0.
+pub(crate) async fn run_shell(
+    cmd: &str,
+    script: &str,
+    cwd: &Path,
+    env: &crate::config::env::Env,
+) -> (geminid_protocol::commands::ShellRun, String) {
+    use crate::proc::{Job, Overflow, signal_name};
+    let (program, prefix) = crate::hooks::run::shell(env);
+    let mut args: Vec<String> = prefix.iter().map(|a| (*a).to_owned()).collect();
+    args.push(script.to_owned());
+    let f = crate::proc::run(Job {
+        program: program.as_ref(),
+        args: &args,
+        cwd,
+        env,
+        stdin: None,
+        limit: crate::hooks::run::MAX_OUTPUT,
+        overflow: Overflow::Cut,
+        timeout: SHELL_TIMEOUT,
+    })
+    .await;
+    let mut run = geminid_protocol::commands::ShellRun {
+        command: cmd.to_owned(),
+        exit_code: f.exit_code,
+        signal: f.signal,
+        output_bytes: 0,
+    };
+    if let Some(e) = &f.spawn_error {
+        run.signal = None;
+        return (run, format!("\n[Shell command '{cmd}' could not start: {e}]"));
+    }
+    if f.timed_out {
+        (run.exit_code, run.signal) = (None, None);
+        let secs = SHELL_TIMEOUT.as_secs();
+        return (run, format!("\n[Shell command '{cmd}' stopped after {secs} s]"));
+    }
+    let mut text = f.stdout;
+    text.push_str(&f.stderr);
+    run.output_bytes = text.len() as u64;
+    match (run.exit_code, run.signal) {
+        (Some(0), _) => {}
+        (Some(code), _) => {
+            text.push_str(&format!("\n[Shell command '{cmd}' exited with code {code}]"))
+        }
+        (None, Some(sig)) => {
+            let name = signal_name(sig);
+            text.push_str(&format!("\n[Shell command '{cmd}' terminated by signal {name}]"));
+        }
+        (None, None) => {}
+    }
+    (run, text)
 }
 
 #[cfg(test)]
@@ -221,6 +298,8 @@ mod tests {
         assert_eq!(default_args("p".into(), false, "c", "x y"), "p\n\n/c x y");
         assert_eq!(default_args("p".into(), true, "c", "x y"), "p");
         assert_eq!(default_args("p".into(), false, "c", "  "), "p");
+        assert_eq!(default_args("p".into(), false, "c", " x  y "), "p\n\n/c  x  y");
+        assert_eq!(normalized_args("  a \t b\n c  "), "a b c");
         Ok(())
     }
 
@@ -239,12 +318,18 @@ mod tests {
         #[cfg(unix)]
         std::os::unix::fs::symlink(t.path().join("secret"), ws.join("docs/leak"))?;
         let mut notes = Vec::new();
-        let text = at_files(
+        let parts = at_files(
             "[@{alone.tmp}][@{notes.txt}] [@{docs}] [@{../secret}] [@{/etc/passwd}]",
             &ws,
             &mut notes,
         )
         .map_err(|e| anyhow::anyhow!(e))?;
+        let text: String = parts
+            .iter()
+            .map(|p| match p {
+                Part::Prompt(t) | Part::Included(t) => t.as_str(),
+            })
+            .collect();
         assert!(
             text.starts_with(
                 "[][N] [--- Start of content for directory: docs ---\n--- a.md ---\nA\n"

@@ -218,13 +218,24 @@ fn gemini_cli_at_file_processor_cases() -> anyhow::Result<()> {
     write(ws, "dir-{x}/mid.txt", "M")?;
     write(ws, "end.txt", "E")?;
     let mut notes = Vec::new();
-    let text = at_files("@{start.txt} then @{dir-{x}/mid.txt} then @{end.txt}", ws, &mut notes)
+    use super::expand::Part::{Included, Prompt};
+    let parts = at_files("@{start.txt} then @{dir-{x}/mid.txt} then @{end.txt}", ws, &mut notes)
         .map_err(|e| anyhow::anyhow!(e))?;
-    assert_eq!(text, "S then M then E");
+    let text = |t: &str| t.to_owned();
+    assert_eq!(
+        parts,
+        [
+            Included(text("S")),
+            Prompt(text(" then ")),
+            Included(text("M")),
+            Prompt(text(" then ")),
+            Included(text("E"))
+        ]
+    );
     assert!(notes.is_empty(), "{notes:?}");
     assert_eq!(
         at_files("no trigger here", ws, &mut notes).map_err(|e| anyhow::anyhow!(e))?,
-        "no trigger here"
+        [Prompt(text("no trigger here"))]
     );
     let e = at_files("broken @{start.txt", ws, &mut notes).expect_err("unclosed").to_string();
     assert!(e.contains("unclosed `@{`"), "{e}");

@@ -7,10 +7,12 @@ use std::path::{Path, PathBuf};
 
 use geminid_protocol::commands::{
     CommandInfo, CommandKind, CommandsExpandParams, CommandsExpandResult, CommandsListParams,
-    CommandsListResult, ShellRun, ToolRequest,
+    CommandsListResult, ToolRequest,
 };
 use geminid_protocol::common::Diagnostic;
-use geminid_protocol::policy::{PolicyCheckParams, PolicyDecision};
+use geminid_protocol::policy::{
+    ApprovalMode, PolicyCheckParams, PolicyCheckResult, PolicyDecision,
+};
 use geminid_protocol::skills::SkillScope;
 
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use super::services::Services;
 use super::skills::Skills;
 use super::skills::SkillsError;
 use crate::commands::ExpandError;
-use crate::commands::expand::ShellCommand;
+use crate::commands::expand::{Part, ShellCommand};
 use crate::commands::resolve::{Candidate, resolve};
 use crate::commands::{expand, load};
 use crate::skills::SkillError;
@@ -220,9 +222,6 @@ impl Commands {
     }
 }
 
-/// How long a command's `!{cmd}` may run.
-pub(crate) const SHELL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-
 impl Commands {
     /// `commands/expand`.
     pub(crate) async fn expand(
@@ -310,27 +309,34 @@ impl Commands {
             |why: ExpandError| SkillsError::from(SkillError::Refused(format!("/{name}: {why}")));
         let workspace = PathBuf::from(self.services.sessions.record(&p.session)?.workspace);
         let mut out = CommandsExpandResult::default();
+        let args = expand::normalized_args(&p.args);
+        // Gemini CLI's processors: shell injections and arguments are looked for only when the
+        // prompt itself has them, and only in its own text (never in an included file).
         let uses_args = prompt.contains(expand::ARGS);
+        let processed = uses_args || prompt.contains("!{");
         // 1. `@{path}`.
-        let text = if prompt.contains("@{") {
+        let parts = if prompt.contains("@{") {
             crate::config::files::off_loop(|| expand::at_files(prompt, &workspace, &mut out.notes))
                 .map_err(refused)?
         } else {
-            prompt.to_owned()
+            vec![Part::Prompt(prompt.to_owned())]
         };
         // 2. `!{cmd}`: each checked as `run_shell_command` first; none runs while one is
         // denied or waits for a person.
-        let commands = expand::shell_commands(&text, &p.args).map_err(refused)?;
-        for (_, ShellCommand { shown: cmd, .. }) in &commands {
-            let check = PolicyCheckParams {
-                session: p.session.clone(),
-                tool: "run_shell_command".into(),
-                args: Some(serde_json::json!({ "command": cmd })),
-                // The person asking is there to confirm: decided as for an interactive session.
-                interactive: p.confirmed.then_some(true),
-                ..Default::default()
+        let mut commands = Vec::new();
+        let mut counts = Vec::new();
+        for part in &parts {
+            let found = match part {
+                Part::Prompt(t) if processed => {
+                    expand::shell_commands(t, &args).map_err(refused)?
+                }
+                _ => Vec::new(),
             };
-            let v = self.policy.check(check)?;
+            counts.push(found.len());
+            commands.extend(found.into_iter().map(|(_, c)| c));
+        }
+        for ShellCommand { shown: cmd, .. } in &commands {
+            let v = self.shell_decision(p, cmd)?;
             match v.decision {
                 PolicyDecision::Allow => {}
                 PolicyDecision::Deny => {
@@ -348,74 +354,92 @@ impl Commands {
             return Ok(out);
         }
         let mut env = (*self.config.session_env(&p.session)).clone();
-        env.insert(expand::ARGS_VAR.to_owned(), p.args.clone());
+        env.insert(expand::ARGS_VAR.to_owned(), args.clone());
         let mut outputs = Vec::new();
-        for (_, ShellCommand { shown: cmd, run }) in &commands {
-            let (run, text) = run_shell(cmd, run, &workspace, &env).await;
+        for ShellCommand { shown: cmd, run } in &commands {
+            let (run, text) = expand::run_shell(cmd, run, &workspace, &env).await;
             tracing::info!(session = %p.session, command = %name, shell = %cmd, exit = ?run.exit_code, "a command's shell injection ran");
             out.ran.push(run);
             outputs.push(text);
         }
-        let text = expand::assemble(&text, &p.args, &outputs).map_err(refused)?;
+        let mut text = String::new();
+        let mut outputs = outputs.as_slice();
+        for (part, n) in parts.iter().zip(counts) {
+            match part {
+                Part::Prompt(t) if processed => {
+                    let (mine, rest) = outputs.split_at(n.min(outputs.len()));
+                    text.push_str(&expand::assemble(t, &args, mine).map_err(refused)?);
+                    outputs = rest;
+                }
+                Part::Prompt(t) | Part::Included(t) => text.push_str(t),
+            }
+        }
         out.text = expand::default_args(text, uses_args, name, &p.args);
         Ok(out)
     }
-}
 
-/// Run one `!{cmd}` (`script`, shown as `cmd`) in the workspace with the session's
-/// environment: its output (standard output then error, each at most 1 MiB) and Gemini CLI's
-/// status line when it did not exit 0.
-async fn run_shell(
-    cmd: &str,
-    script: &str,
-    cwd: &Path,
-    env: &crate::config::env::Env,
-) -> (ShellRun, String) {
-    use crate::proc::{Job, Overflow, signal_name};
-    let (program, prefix) = crate::hooks::run::shell(env);
-    let mut args: Vec<String> = prefix.iter().map(|a| (*a).to_owned()).collect();
-    args.push(script.to_owned());
-    let f = crate::proc::run(Job {
-        program: program.as_ref(),
-        args: &args,
-        cwd,
-        env,
-        stdin: None,
-        limit: crate::hooks::run::MAX_OUTPUT,
-        overflow: Overflow::Cut,
-        timeout: SHELL_TIMEOUT,
-    })
-    .await;
-    let mut run = ShellRun {
-        command: cmd.to_owned(),
-        exit_code: f.exit_code,
-        signal: f.signal,
-        output_bytes: 0,
-    };
-    if let Some(e) = &f.spawn_error {
-        run.signal = None;
-        return (run, format!("\n[Shell command '{cmd}' could not start: {e}]"));
-    }
-    if f.timed_out {
-        (run.exit_code, run.signal) = (None, None);
-        let secs = SHELL_TIMEOUT.as_secs();
-        return (run, format!("\n[Shell command '{cmd}' stopped after {secs} s]"));
-    }
-    let mut text = f.stdout;
-    text.push_str(&f.stderr);
-    run.output_bytes = text.len() as u64;
-    match (run.exit_code, run.signal) {
-        (Some(0), _) => {}
-        (Some(code), _) => {
-            text.push_str(&format!("\n[Shell command '{cmd}' exited with code {code}]"))
+    /// What policy decides for a command's `!{cmd}`, as Gemini CLI decides a shell command: the
+    /// whole line, then (unless it is denied) each command in it on its own (`&&`, `;`, `|`,
+    /// substitutions, subshells: [`crate::shell::parse`]) so that an allowed prefix does not
+    /// let a chain through; a redirection asks outside `autoEdit` and `yolo`; a line that does
+    /// not parse asks outside `yolo`. Every check goes through the session's policy service,
+    /// which gives it the session's approval mode.
+    fn shell_decision(
+        &self,
+        p: &CommandsExpandParams,
+        cmd: &str,
+    ) -> Result<PolicyCheckResult, SkillsError> {
+        let check = |command: &str| {
+            self.policy.check(PolicyCheckParams {
+                session: p.session.clone(),
+                tool: "run_shell_command".into(),
+                args: Some(serde_json::json!({ "command": command })),
+                // The person asking is there to confirm: decided as for an interactive session.
+                interactive: p.confirmed.then_some(true),
+                ..Default::default()
+            })
+        };
+        let whole = check(cmd)?;
+        if whole.decision == PolicyDecision::Deny {
+            return Ok(whole);
         }
-        (None, Some(sig)) => {
-            let name = signal_name(sig);
-            text.push_str(&format!("\n[Shell command '{cmd}' terminated by signal {name}]"));
+        let (mode, _) = self.policy.standing(&p.session);
+        let lenient = matches!(mode, ApprovalMode::AutoEdit | ApprovalMode::Yolo);
+        let ask = |reason: String| PolicyCheckResult {
+            decision: PolicyDecision::AskUser,
+            rule: None,
+            reason,
+        };
+        let parsed = crate::shell::parse(cmd).filter(|p| !p.commands.is_empty());
+        let Some(parsed) = parsed else {
+            return Ok(if mode == ApprovalMode::Yolo {
+                whole
+            } else {
+                ask(format!("\"{cmd}\" cannot be parsed, so its commands cannot be checked"))
+            });
+        };
+        let mut verdict = whole;
+        if parsed.redirection && !lenient && verdict.decision == PolicyDecision::Allow {
+            verdict = ask(format!("\"{cmd}\" redirects input or output"));
         }
-        (None, None) => {}
+        for sub in parsed.commands.iter().filter(|c| c.as_str() != cmd.trim()) {
+            let v = check(sub)?;
+            match v.decision {
+                PolicyDecision::Deny => {
+                    return Ok(PolicyCheckResult {
+                        reason: format!("\"{sub}\" in it: {}", v.reason),
+                        ..v
+                    });
+                }
+                PolicyDecision::AskUser if verdict.decision == PolicyDecision::Allow => {
+                    verdict =
+                        PolicyCheckResult { reason: format!("\"{sub}\" in it: {}", v.reason), ..v };
+                }
+                _ => {}
+            }
+        }
+        Ok(verdict)
     }
-    (run, text)
 }
 
 /// A session's commands as announced: name to (kind, description, file).

@@ -48,7 +48,7 @@ impl SessionPolicy {
     /// interactive: as it was set, else whether a client attached to it (to its root, for a
     /// derived session) listens for confirmations. The same the session's calls are decided
     /// with ([`Guard::standing`]).
-    fn standing(&self, session: &str) -> (ApprovalMode, bool) {
+    pub(crate) fn standing(&self, session: &str) -> (ApprovalMode, bool) {
         self.guard.standing(session).unwrap_or_else(|_| {
             (
                 ApprovalMode::default(),
