@@ -5,16 +5,20 @@
 //! after the first one, so a stream of writes still reloads a bounded number of times and the
 //! last write is always read. A symlinked file is watched at its target as well.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::core::reload::Reloader;
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+use linux::Watcher;
 
 /// Quiet time after the last change before reloading.
 pub(crate) const QUIET: Duration = Duration::from_millis(50);
@@ -70,42 +74,38 @@ impl Targets {
         })
     }
 
-    /// The directories to watch: each wanted directory, or its nearest existing ancestor.
-    fn watch_dirs(&self) -> BTreeSet<PathBuf> {
-        self.dirs
-            .iter()
-            .filter_map(|d| d.ancestors().find(|a| a.is_dir()).map(Path::to_path_buf))
-            .collect()
+    /// The directories to watch: each wanted directory, or its nearest existing ancestor;
+    /// with whether it is a wanted one (then all its changes matter; in an ancestor, only new
+    /// entries and its own removal).
+    fn watch_dirs(&self) -> BTreeMap<PathBuf, bool> {
+        let mut out = BTreeMap::new();
+        for d in &self.dirs {
+            if let Some(a) = d.ancestors().find(|a| a.is_dir()) {
+                *out.entry(a.to_path_buf()).or_default() |= a == d;
+            }
+        }
+        out
     }
 }
 
 /// Start watching the inputs of `reloader`, reloading when they change; runs until shutdown.
-pub(crate) fn spawn(reloader: Arc<Reloader>) -> notify::Result<()> {
+pub(crate) fn spawn(reloader: Arc<Reloader>) -> std::io::Result<()> {
     let (tx, rx) = mpsc::channel(EVENT_BUFFER);
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        // Reading a file is not a change. Dropped here, on the watcher's thread, rather than
-        // in the task: a watched directory such as /etc (the nearest existing ancestor of a
-        // missing system settings file) sees an open for every process started on the
-        // machine, and each would otherwise wake the runtime.
-        if matches!(&res, Ok(ev) if is_read_only(&ev.kind)) {
-            return;
-        }
-        let _ = tx.try_send(res);
-    })?;
+    let watcher = Watcher::new(tx)?;
     tokio::spawn(run(reloader, watcher, rx));
     Ok(())
 }
 
-fn sync(watcher: &mut RecommendedWatcher, watched: &mut BTreeSet<PathBuf>, targets: &Targets) {
+fn sync(watcher: &mut Watcher, watched: &mut BTreeSet<PathBuf>, targets: &Targets) {
     let wanted = targets.watch_dirs();
-    for gone in watched.difference(&wanted) {
-        let _ = watcher.unwatch(gone);
+    for gone in watched.iter().filter(|d| !wanted.contains_key(*d)) {
+        watcher.unwatch(gone);
     }
     // Never drop a watch that is still wanted (a write in between would be missed); adding
     // one again is harmless and renews it for a directory that was deleted and re-created.
     watched.clear();
-    for d in wanted {
-        match watcher.watch(&d, RecursiveMode::NonRecursive) {
+    for (d, holds_inputs) in wanted {
+        match watcher.watch(&d, holds_inputs) {
             Ok(()) => {
                 watched.insert(d);
             }
@@ -117,7 +117,7 @@ fn sync(watcher: &mut RecommendedWatcher, watched: &mut BTreeSet<PathBuf>, targe
 
 async fn run(
     reloader: Arc<Reloader>,
-    mut watcher: RecommendedWatcher,
+    mut watcher: Watcher,
     mut rx: mpsc::Receiver<notify::Result<notify::Event>>,
 ) {
     let mut watched = BTreeSet::new();
@@ -179,6 +179,34 @@ async fn run(
     }
 }
 
+/// Elsewhere, notify's watcher, whose read-only events are dropped on its own thread.
+#[cfg(not(target_os = "linux"))]
+struct Watcher(notify::RecommendedWatcher);
+
+#[cfg(not(target_os = "linux"))]
+impl Watcher {
+    fn new(tx: mpsc::Sender<notify::Result<notify::Event>>) -> std::io::Result<Self> {
+        let w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            // Reading a file is not a change; dropped before it wakes the runtime.
+            if !matches!(&res, Ok(ev) if is_read_only(&ev.kind)) {
+                let _ = tx.try_send(res);
+            }
+        });
+        w.map(Self).map_err(std::io::Error::other)
+    }
+
+    fn watch(&mut self, dir: &Path, _holds_inputs: bool) -> notify::Result<()> {
+        use notify::Watcher as _;
+        self.0.watch(dir, notify::RecursiveMode::NonRecursive)
+    }
+
+    fn unwatch(&mut self, dir: &Path) {
+        use notify::Watcher as _;
+        let _ = self.0.unwatch(dir);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
 fn is_read_only(kind: &notify::EventKind) -> bool {
     use notify::event::{AccessKind, AccessMode};
     match kind {
@@ -197,7 +225,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let file = dir.path().join("ws/.gemini/settings.json");
         let t = Targets::of([file.clone()].into());
-        assert_eq!(t.watch_dirs(), [dir.path().to_path_buf()].into());
+        assert_eq!(t.watch_dirs(), [(dir.path().to_path_buf(), false)].into());
         let event = |p: PathBuf| notify::Event::new(notify::EventKind::Any).add_path(p);
         assert!(t.matters(&event(dir.path().join("ws"))), "creating an ancestor matters");
         assert!(t.matters(&event(file.clone())));
@@ -211,14 +239,14 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let tree = dir.path().join("home/.gemini/policies");
         let t = Targets::with_trees(BTreeSet::new(), [tree.clone()].into());
-        assert_eq!(t.watch_dirs(), [dir.path().to_path_buf()].into(), "not there yet");
+        assert_eq!(t.watch_dirs(), [(dir.path().to_path_buf(), false)].into(), "not there yet");
         let event = |p: PathBuf| notify::Event::new(notify::EventKind::Any).add_path(p);
         assert!(t.matters(&event(tree.join("new.toml"))));
         assert!(t.matters(&event(tree.clone())));
         assert!(t.matters(&event(dir.path().join("home"))));
         assert!(!t.matters(&event(tree.join("sub/deep.toml"))), "not recursive");
         std::fs::create_dir_all(&tree)?;
-        assert_eq!(t.watch_dirs(), [tree].into());
+        assert_eq!(t.watch_dirs(), [(tree, true)].into());
         Ok(())
     }
 
@@ -233,7 +261,7 @@ mod tests {
         std::os::unix::fs::symlink(&target, &link)?;
         let t = Targets::of([link].into());
         assert!(t.files.contains(&std::fs::canonicalize(&target)?));
-        assert!(t.watch_dirs().contains(&std::fs::canonicalize(dir.path().join("dotfiles"))?));
+        assert!(t.watch_dirs().contains_key(&std::fs::canonicalize(dir.path().join("dotfiles"))?));
         Ok(())
     }
 }

@@ -23,7 +23,10 @@ struct Watch {
 }
 
 async fn setup(home: &TestHome) -> anyhow::Result<Watch> {
-    let daemon = Daemon::start(home, &[]).await?;
+    setup_with(home, Daemon::start(home, &[]).await?).await
+}
+
+async fn setup_with(home: &TestHome, daemon: Daemon) -> anyhow::Result<Watch> {
     // Trust the workspace through the session's environment, as a headless run would.
     let env = [("GEMINI_CLI_TRUST_WORKSPACE".to_owned(), "true".to_owned())].into();
     let client = daemon.client().await?;
@@ -344,5 +347,79 @@ async fn calls_during_a_storm_of_saves_answer_at_once_with_the_last_good_rules()
         "the last version was not taken: {:?}",
         call("echo").await
     );
+    Ok(())
+}
+
+/// A daemon whose system settings file is `system` (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`).
+async fn with_system_settings(home: &TestHome, system: &Path) -> anyhow::Result<Watch> {
+    let var = format!("GEMINI_CLI_SYSTEM_SETTINGS_PATH={}", system.display());
+    let daemon = Daemon::launch(home).under(&["env", &var]).start().await?;
+    setup_with(home, daemon).await
+}
+
+/// A system settings file created after start in folders that did not exist (its nearest
+/// existing ancestor is watched only for new entries) is read.
+#[tokio::test]
+async fn a_system_settings_file_in_folders_made_later_is_read() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let system = home.root().join("opt/gemini/etc/gemini-cli/settings.json");
+    let mut w = with_system_settings(&home, &system).await?;
+    std::fs::create_dir_all(system.parent().unwrap_or(&system))?;
+    std::fs::write(&system, servers(&["sys"]))?;
+    let c = w.next().await?;
+    assert_eq!(c.servers_added, ["sys"]);
+    // Edited in place, now that its folder is watched itself.
+    std::fs::write(&system, servers(&["sys", "two"]))?;
+    assert_eq!(w.next().await?.servers_added, ["two"]);
+    Ok(())
+}
+
+/// How many times each of `pid`'s threads gave up the CPU to wait, by thread name.
+#[cfg(target_os = "linux")]
+fn waits_by_thread(pid: u32) -> anyhow::Result<std::collections::BTreeMap<String, u64>> {
+    let mut out = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let status = std::fs::read_to_string(task?.path().join("status"))?;
+        let field =
+            |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).map(|v| v.trim().to_owned());
+        let name = field("Name:").unwrap_or_default();
+        let waits: u64 = field("voluntary_ctxt_switches:").unwrap_or_default().parse()?;
+        *out.entry(name).or_default() += waits;
+    }
+    Ok(out)
+}
+
+/// Issue 67, item 2: a missing system settings folder is watched at its nearest existing
+/// ancestor (`/etc` for `/etc/gemini-cli/settings.json`), where every program started on the
+/// machine opens `/etc/ld.so.cache`. Reading files there must not wake the daemon: before, its
+/// watcher asked the kernel for opens and woke once per program started anywhere.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn reading_files_beside_a_missing_settings_folder_does_not_wake_the_daemon()
+-> anyhow::Result<()> {
+    const READS: u64 = 2_000;
+    let home = TestHome::new()?;
+    let etc = home.root().join("etc");
+    std::fs::write(etc.join("ld.so.cache"), "x")?;
+    let mut w = with_system_settings(&home, &etc.join("gemini-cli/settings.json")).await?;
+    let pid = w._daemon.pid();
+    let before = waits_by_thread(pid)?;
+    for _ in 0..READS {
+        std::fs::read(etc.join("ld.so.cache"))?;
+    }
+    // Then a change that matters, which the daemon must see: once it has, every read before it
+    // has been delivered to the watcher too (the kernel keeps a watch's events in order).
+    std::fs::create_dir(etc.join("gemini-cli"))?;
+    std::fs::write(etc.join("gemini-cli/settings.json"), servers(&["sys"]))?;
+    assert_eq!(w.next().await?.servers_added, ["sys"]);
+    let after = waits_by_thread(pid)?;
+    let woken: Vec<(String, u64)> = after
+        .iter()
+        .map(|(name, n)| (name.clone(), n - before.get(name).copied().unwrap_or(0)))
+        .collect();
+    // The daemon's other threads wake for the reload and on their own timers; none wakes for
+    // each read. Before: the watcher thread, once per read or every few reads.
+    let most = woken.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    assert!(most < READS / 20, "{READS} reads of a file beside the watched folder woke {woken:?}");
     Ok(())
 }
