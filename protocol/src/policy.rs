@@ -363,12 +363,16 @@ pub struct AuditListParams {
     /// Only this session's calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionId>,
-    /// At most this many (default 50, at most 1,000).
+    /// At most this many (default 50; a page holds at most 1,000, and `more` says whether
+    /// older ones remain).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     /// Only records after this `seq`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<u64>,
+    /// Only records before this `seq`: the next page, from the last `seq` of the one before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<u64>,
 }
 
 /// `audit/list`'s result.
@@ -378,4 +382,10 @@ pub struct AuditListParams {
 pub struct AuditListResult {
     /// Newest first.
     pub records: Vec<AuditRecord>,
+    /// Older records than the last one match too (ask again with `before`).
+    #[serde(default)]
+    pub more: bool,
+    /// How many records the log keeps; older ones are forgotten (0 from older daemons).
+    #[serde(default)]
+    pub keeps: u64,
 }

@@ -11,6 +11,8 @@ use crate::store::Store;
 
 /// Records kept; the oldest go first.
 pub(crate) const KEEP: u64 = 10_000;
+/// Sets another number of records kept, from 1 up (for tests, which fill a smaller log).
+const KEEP_ENV: &str = "GEMINID_AUDIT_KEEP";
 /// `audit/list`'s default page.
 pub(crate) const DEFAULT_LIMIT: u32 = 50;
 /// `audit/list`'s largest page.
@@ -21,30 +23,45 @@ pub(crate) const MAX_LIMIT: u32 = 1_000;
 pub struct AuditLog {
     store: Store,
     next: AtomicU64,
+    keep: u64,
 }
 
 impl AuditLog {
-    /// The log in `store`, numbering on from its last record.
+    /// The log in `store`, numbering on from its last record; records past the bound (a
+    /// larger bound's, or those a killed daemon left) are forgotten now.
     pub(crate) fn new(store: Store) -> Self {
-        let next = store.last_audit_seq() + 1;
-        Self { store, next: AtomicU64::new(next) }
+        let keep = std::env::var(KEEP_ENV).ok().and_then(|v| v.parse().ok()).filter(|k| *k > 0);
+        Self::keeping(store, keep.unwrap_or(KEEP))
     }
 
-    /// `audit/list`: newest first.
+    fn keeping(store: Store, keep: u64) -> Self {
+        let last = store.last_audit_seq();
+        if let Some(first) = (last + 1).checked_sub(keep)
+            && let Err(e) = store.trim_audit(first)
+        {
+            tracing::warn!(error = %e, "old audit records were not forgotten");
+        }
+        Self { store, next: AtomicU64::new(last + 1), keep }
+    }
+
+    /// `audit/list`: newest first, a page of at most [`MAX_LIMIT`].
     pub(crate) fn list(&self, p: &AuditListParams) -> AuditListResult {
         let limit = p.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let mut records = Vec::new();
-        self.store.audit_newest_first(|r: AuditRecord| {
+        // One more than the page, to tell whether older ones remain.
+        self.store.audit_newest_first(p.before, |r: AuditRecord| {
             if p.since.is_some_and(|s| r.seq <= s) {
                 return false;
             }
             if p.session.as_ref().is_none_or(|s| *s == r.session) {
                 records.push(r);
             }
-            records.len() < limit
+            records.len() <= limit
         });
-        AuditListResult { records }
+        let more = records.len() > limit;
+        records.truncate(limit);
+        AuditListResult { records, more, keeps: self.keep }
     }
 
     /// A record of something that is not a call, about `server`'s `tool` (tool-definition
@@ -58,7 +75,7 @@ impl AuditLog {
     pub(crate) fn write(&self, make: impl FnOnce(u64) -> AuditRecord) {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
         let rec = make(seq);
-        if let Err(e) = self.store.put_audit(seq, &rec, KEEP) {
+        if let Err(e) = self.store.put_audit(seq, &rec, self.keep) {
             tracing::warn!(error = %e, tool = %rec.tool, "the audit record was not written");
         }
     }
@@ -102,6 +119,11 @@ mod tests {
         let all = log.list(&AuditListParams { limit: Some(100), ..Default::default() });
         let seqs: Vec<u64> = all.records.iter().map(|r| r.seq).collect();
         assert_eq!(seqs, [5, 4, 3], "newest first, the oldest forgotten");
+        assert!(!all.more);
+        let page = log.list(&AuditListParams { limit: Some(2), ..Default::default() });
+        assert!(page.more, "a page that did not hold them all says so");
+        let next = log.list(&AuditListParams { before: Some(4), ..Default::default() });
+        assert_eq!(next.records.iter().map(|r| r.seq).collect::<Vec<_>>(), [3]);
         let since = log.list(&AuditListParams { since: Some(3), ..Default::default() });
         assert_eq!(since.records.len(), 2);
         let other = log.list(&AuditListParams { session: Some("s2".into()), ..Default::default() });
@@ -109,7 +131,12 @@ mod tests {
         // A new log over the store (as at the next start) numbers on from its last record.
         // Not by reopening the directory here: sled lets go of it in the background.
         drop(log);
-        let log = AuditLog::new(store);
+        let log = AuditLog::new(store.clone());
         assert_eq!(log.next.load(Ordering::Relaxed), 6);
+        // A smaller bound forgets the records past it at once.
+        let log = AuditLog::keeping(store, 2);
+        let all = log.list(&AuditListParams::default());
+        assert_eq!(all.records.iter().map(|r| r.seq).collect::<Vec<_>>(), [5, 4]);
+        assert_eq!(all.keeps, 2);
     }
 }

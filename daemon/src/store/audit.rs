@@ -40,10 +40,39 @@ impl Store {
         last.and_then(|(k, _)| Some(u64::from_be_bytes(k.as_ref().try_into().ok()?))).unwrap_or(0)
     }
 
-    /// Audit records newest first, until `take` returns false; unreadable ones are skipped.
-    pub(crate) fn audit_newest_first<T: DeserializeOwned>(&self, mut take: impl FnMut(T) -> bool) {
+    /// Forget every audit record older than `first` (those a larger bound kept, or a daemon
+    /// killed between a record's two writes left), in batches, so that no single write holds
+    /// sled's log long. Returns how many went.
+    pub(crate) fn trim_audit(&self, first: u64) -> Result<u64, StoreError> {
+        const BATCH: usize = 1_000;
+        let open = self.handles_for_write()?;
+        let mut gone = 0;
+        loop {
+            let mut batch = sled::Batch::default();
+            let mut n = 0u64;
+            for item in open.audit.range(..first.to_be_bytes()).keys().take(BATCH) {
+                batch.remove(item.map_err(|e| self.err(e))?);
+                n += 1;
+            }
+            if n == 0 {
+                return Ok(gone);
+            }
+            open.audit.apply_batch(batch).map_err(|e| self.err(e))?;
+            gone += n;
+        }
+    }
+
+    /// Audit records newest first, those before `before` if given, until `take` returns false;
+    /// unreadable ones are skipped.
+    pub(crate) fn audit_newest_first<T: DeserializeOwned>(
+        &self,
+        before: Option<u64>,
+        mut take: impl FnMut(T) -> bool,
+    ) {
         let Ok(open) = self.handles() else { return };
-        for item in open.audit.iter().rev() {
+        // No record has the largest number: before it is every record.
+        let end = before.unwrap_or(u64::MAX).to_be_bytes();
+        for item in open.audit.range(..end).rev() {
             let Ok((k, v)) = item else { continue };
             match decode(&k, &v, AUDIT_RECORD_VERSION) {
                 Ok(rec) => {

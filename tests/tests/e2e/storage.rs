@@ -218,3 +218,73 @@ async fn writes_work_again_once_a_full_disk_has_room() -> anyhow::Result<()> {
     drop(client);
     stop(daemon).await
 }
+
+/// Issue 67, item 5: `gemctl audit -n N` pages past the daemon's largest page (1,000) up to
+/// what the log keeps, and says when more was asked than it keeps; the log holds no more than
+/// it keeps, and a smaller bound at the next start forgets the records past it. Before, `-n`
+/// above 1,000 printed 1,000 rows without a word.
+#[tokio::test]
+async fn the_audit_log_pages_past_a_page_and_keeps_its_bound() -> anyhow::Result<()> {
+    use geminid_protocol::api::ToolsApiClient;
+    use geminid_protocol::tools::ToolsCallParams;
+    use geminid_tests::mcp::{FAST, new_session, stdio, write_user_settings};
+
+    const KEEP: usize = 1_100;
+    const CALLS: usize = 1_250;
+    let home = TestHome::allowing_mcp()?;
+    write_user_settings(&home, serde_json::json!({ "fx": stdio(&[]) }))?;
+    let keep = format!("GEMINID_AUDIT_KEEP={KEEP}");
+    let daemon = Daemon::launch(&home).args(FAST).under(&["env", &keep]).start().await?;
+    let client = daemon.client().await?;
+    let session = new_session(&client, &home).await?;
+    for chunk in (0..CALLS).collect::<Vec<_>>().chunks(25) {
+        let calls = chunk.iter().map(|i| {
+            client.tools_call(ToolsCallParams {
+                session: session.clone(),
+                name: "mcp_fx_echo".into(),
+                args: serde_json::json!({ "text": i.to_string() }).as_object().cloned(),
+                call_id: None,
+                confirmed: false,
+            })
+        });
+        for r in futures::future::join_all(calls).await {
+            r?;
+        }
+    }
+    let rows = |n: &str| -> anyhow::Result<(usize, String)> {
+        let (code, out, err) = home.gemctl_run(&["audit", "-n", n])?;
+        anyhow::ensure!(code == 0, "audit -n {n}: {out}{err}");
+        Ok((out.lines().count() - 1, err)) // less the header
+    };
+    let (n, err) = rows("1050")?;
+    assert_eq!((n, err.as_str()), (1050, ""), "two pages, nothing to say");
+    let (n, err) = rows("5000")?;
+    assert_eq!(n, KEEP, "every record kept, no more");
+    assert!(err.contains("keeps the latest 1100 records"), "{err}");
+    let json = home.gemctl_json(&["audit", "-n", "5000"])?;
+    assert_eq!(json["records"].as_array().map(Vec::len), Some(KEEP));
+    assert_eq!(json["keeps"], KEEP);
+    let seqs: Vec<u64> = json["records"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["seq"].as_u64())
+        .collect();
+    let newest = seqs.first().copied().unwrap_or(0);
+    assert!(seqs.windows(2).all(|w| w[0] == w[1] + 1), "newest first, none twice or missing");
+    drop(client);
+    stop(daemon).await?;
+
+    // A smaller bound: the records past it go at start.
+    let daemon = Daemon::launch(&home).args(FAST).under(&["env", "GEMINID_AUDIT_KEEP=100"]);
+    let daemon = daemon.start().await?;
+    let json = home.gemctl_json(&["audit", "-n", "5000"])?;
+    let seqs: Vec<u64> = json["records"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["seq"].as_u64())
+        .collect();
+    assert_eq!((seqs.len(), seqs.first().copied()), (100, Some(newest)));
+    stop(daemon).await
+}
