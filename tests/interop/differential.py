@@ -20,7 +20,10 @@ Then ten hand-picked and `GEMINID_DIFF_POLICY_CASES` (default 20) seeded policy 
 the tool against geminid's headless decision. Then twelve hand-picked and
 `GEMINID_DIFF_CONTEXT_CASES` (default 40) seeded context-file cases (differential_context.py):
 the files and their text, imports inlined, `gemini -p` sends its model against
-`gemctl config context`, in order.
+`gemctl config context`, in order. Then the custom-command cases (differential_commands.py,
+hand-picked and `GEMINID_DIFF_COMMAND_CASES`, default 20, seeded): `gemini -p "/name args"`
+in each approval mode against `gemctl commands expand --no-confirm`, the prompt sent and
+whether its `!{...}` ran.
 
 A difference is accepted only when a line of the README's "Where geminid differs from Gemini
 CLI" explains it; `ACCEPTED` names that line, and the suite fails if the README no longer has
@@ -48,6 +51,7 @@ import time
 import differential_context
 import differential_extensions
 import differential_hooks
+import differential_commands
 import differential_policy
 import differential_tools
 import gemini_cli
@@ -59,6 +63,7 @@ SKILL_CASES = int(os.environ.get("GEMINID_DIFF_SKILL_CASES", "16"))
 HOOK_CASES = int(os.environ.get("GEMINID_DIFF_HOOK_CASES", "6"))
 EXTENSION_CASES = int(os.environ.get("GEMINID_DIFF_EXTENSION_CASES", "8"))
 POLICY_CASES = int(os.environ.get("GEMINID_DIFF_POLICY_CASES", "20"))
+COMMAND_CASES = int(os.environ.get("GEMINID_DIFF_COMMAND_CASES", "20"))
 
 # Names that differ only in case or spacing are distinct entries to both (settings keys are
 # exact); enablement and the allow/exclude lists compare them lower-cased and trimmed.
@@ -418,6 +423,7 @@ def run(s):
         differential_policy.run(s, h, totals, rng, POLICY_CASES, expect)
         differential_tools.run(s, h, totals, rng, differential_tools.CASES, expect)
         differential_policy.run_tiers(s, h, totals, rng, expect)
+        differential_commands.run(s, h, totals, rng, COMMAND_CASES, expect)
         differential_context.run(s, h, totals, rng, differential_context.CASES, expect)
     finally:
         h.stop()
