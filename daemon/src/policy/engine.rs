@@ -115,7 +115,11 @@ impl PolicySet {
                 _ => None,
             };
             if rule.matches(call, text, mode, interactive) {
-                return Verdict { decision: rule.decision, rule: Some(rule) };
+                return protected(
+                    Verdict { decision: rule.decision, rule: Some(rule) },
+                    call,
+                    interactive,
+                );
             }
         }
         let decision = match (mode, interactive) {
@@ -123,8 +127,18 @@ impl PolicySet {
             (_, true) => Decision::AskUser,
             (_, false) => Decision::Deny,
         };
-        Verdict { decision, rule: None }
+        protected(Verdict { decision, rule: None }, call, interactive)
     }
+}
+
+/// An allowed call that edits a build file is asked about (denied, headless), as Gemini CLI's
+/// build file protection does (`build_files.rs`).
+fn protected<'a>(v: Verdict<'a>, call: &ToolCall<'_>, interactive: bool) -> Verdict<'a> {
+    if v.decision != Decision::Allow || !super::build_files::protects(call) {
+        return v;
+    }
+    let rule = super::build_files::rule(interactive);
+    Verdict { decision: rule.decision, rule: Some(rule) }
 }
 
 impl PolicySet {

@@ -10,9 +10,11 @@
 //! - [`accept`]: a trusted workspace's policy files, loaded only once the user accepted them;
 //! - [`settings`]: the rules settings imply (`mcp.excluded`, `tools.allowed`, a server's `trust`, ...);
 //! - [`engine`]: a set of rules and the decision for a call;
+//! - [`build_files`]: Gemini CLI's build file protection, over an allowed call;
 //! - [`service`]: a session's policy (its places' rules and its settings' rules), and its wire forms.
 
 pub(crate) mod accept;
+pub(crate) mod build_files;
 pub(crate) mod engine;
 pub(crate) mod files;
 pub(crate) mod load;

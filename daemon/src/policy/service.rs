@@ -501,6 +501,10 @@ mod tests {
             ("replace", None, &json!({"file_path": "plans/p.md"}), None, Plan, true, Allow),
             ("write_file", None, &json!({"file_path": "p.md"}), None, Plan, true, Allow),
             ("write_file", None, &json!({"file_path": "src/main.rs"}), None, Plan, true, Deny),
+            // Build file protection: an allowed edit of a build file is asked about, or denied.
+            ("write_file", None, &json!({"file_path": "package.json"}), None, Yolo, false, Deny),
+            ("replace", None, &json!({"file_path": "a/Makefile"}), None, AutoEdit, true, AskUser),
+            ("write_file", None, &json!({"file_path": "src/main.rs"}), None, Yolo, false, Allow),
             ("write_file", None, &json!({"file_path": "/x/plans/p.md"}), None, Plan, true, Deny),
             ("mcp_docs_search", Some("docs"), &none, None, Normal, true, AskUser),
             ("mcp_docs_search", Some("docs"), &none, None, Normal, false, Deny),

@@ -3,7 +3,7 @@
 //! written, which is safe here: the workspace's policy files are then not loaded until they
 //! are accepted again.
 
-use super::{Store, StoreError};
+use crate::store::{Store, StoreError};
 
 const TREE: &str = "policy_accepted";
 

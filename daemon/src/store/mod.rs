@@ -5,7 +5,6 @@
 //! client is told about are flushed before the reply, so a SIGKILL right after loses nothing
 //! acknowledged. The environment a client sends is never stored here (it holds secrets).
 
-mod accepted;
 mod audit;
 mod extensions;
 mod last_good;

@@ -15,6 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{Store, StoreError};
 
+// Workspace policy acceptances: signed records too, kept beside (in their own tree).
+#[path = "accepted.rs"]
+mod accepted;
+
 const TREE: &str = "pins";
 /// The manifest's file name, in the database directory (not one of sled's files, so a
 /// damaged database moved aside leaves it).

@@ -192,3 +192,26 @@ async fn workspace_policy_files_load_only_as_accepted() -> anyhow::Result<()> {
     assert!(decide(&home, "mcp_fx_echo")?.starts_with("allow"));
     Ok(())
 }
+
+/// Gemini CLI's build file protection, in every mode: an edit of a build file the rules
+/// allow is asked about, or denied headless (yolo too); other files are not touched.
+#[tokio::test]
+async fn an_edit_of_a_build_file_is_never_allowed_without_the_person() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({}))?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    anyhow::ensure!(home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
+    let check = |file: &str, mode: &str, how: &str| -> anyhow::Result<String> {
+        let args = json!({ "file_path": file }).to_string();
+        let v = home.gemctl_json(&["policy", "check", "write_file", &args, "--mode", mode, how])?;
+        Ok(format!("{} {}", v["decision"].as_str().unwrap_or("?"), v["reason"]))
+    };
+    for mode in ["yolo", "autoEdit"] {
+        let headless = check("package.json", mode, "--headless")?;
+        assert!(headless.starts_with("deny") && headless.contains("build file"), "{headless}");
+        let asked = check("sub/Makefile", mode, "--interactive")?;
+        assert!(asked.starts_with("ask_user"), "{mode}: {asked}");
+        assert!(check("src/main.rs", mode, "--headless")?.starts_with("allow"), "{mode}");
+    }
+    Ok(())
+}
