@@ -12,7 +12,8 @@
 //! `skills`: 500 skills discovered cold, and again after one SKILL.md changed; `commands`:
 //! `commands/list`'s work over 500 command files, cold and warm; `pins`: tool-definition pins
 //! over 1,000 tools, in process and with a daemon pinning against one that does not; `top`:
-//! `gemctl top`'s CPU watching 20 servers, and the daemon's with and without it;
+//! `gemctl top`'s CPU watching 20 servers, and the daemon's with and without it; `rest [OTHER]`:
+//! the daemon's wake-ups at rest and per unrelated program started (and OTHER's, a `geminid`);
 //! `tools`: only the call path and catalog; `instructions`: only the daemon's instructions per
 //! request, which needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary
 //! OTHER, calls interleaved; `--poll-idle`: idle CPUs poll instead of halting for the run,
@@ -34,6 +35,7 @@ mod pins;
 mod policy;
 mod policy_scale;
 mod relay;
+mod rest;
 mod skills;
 mod tools;
 mod top;
@@ -99,7 +101,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|policy-scale|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|pins|top|config [OTHER]|ab OTHER]";
+    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|policy-scale|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|pins|top|rest [OTHER]|config [OTHER]|ab OTHER]";
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().is_some_and(|a| a == "relay") {
         return relay::run(&argv[1..]).await;
@@ -129,6 +131,7 @@ async fn main() -> anyhow::Result<()> {
             "custom-tools" => custom_tools::bench().await?,
             "pins" => pins::bench().await?,
             "top" => top::bench().await?,
+            "rest" => rest::bench(args.get(1).map(std::path::Path::new)).await?,
             "config" => {
                 // `config OTHER`: the same against another build's daemon.
                 let home = TestHome::allowing_mcp()?;
@@ -146,7 +149,9 @@ async fn main() -> anyhow::Result<()> {
             }
             other => anyhow::bail!("unknown section {other}\n{USAGE}"),
         };
-        if section == "ab" {
+        if section == "rest" {
+            println!("| measure | this build | OTHER | goal |");
+        } else if section == "ab" {
             println!("| measure | median, this / other | p99, this / other | difference |");
         } else if section == "policy-scale" {
             println!(
