@@ -23,3 +23,20 @@ pub(crate) fn settle_large_allocations() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
     }
 }
+
+/// Give the allocator's free memory back to the system (`malloc_trim(3)`): after a large
+/// structure made of many small allocations was dropped (a server's listing that went past
+/// its cap), which the allocator would otherwise keep as the daemon's resident memory.
+/// Elsewhere than glibc, nothing to do.
+pub(crate) fn release_freed() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(
+        unsafe_code,
+        reason = "malloc_trim(3) only returns free pages of the allocator's heaps to the system; \
+                  it is safe to call from any thread at any time"
+    )]
+    // SAFETY: see the reason above.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

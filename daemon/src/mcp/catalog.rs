@@ -9,6 +9,8 @@ use rmcp::RoleClient;
 use rmcp::service::{Peer, ServiceError};
 use serde_json::Value;
 
+use super::listing;
+
 /// One tool a server offers.
 #[derive(Debug, Clone)]
 pub(crate) struct Tool {
@@ -131,22 +133,22 @@ impl Catalog {
     }
 }
 
-/// A list result: the items, or none when the server does not implement the method; a
+/// A listing's result: the items, or none when the server does not implement the method; a
 /// failure is noted in `problems`.
-fn items<T: serde::Serialize>(
+fn items(
     what: &str,
     server: &str,
-    r: Result<Result<Vec<T>, ServiceError>, tokio::time::error::Elapsed>,
+    r: Result<Result<Vec<Value>, listing::Stop>, tokio::time::error::Elapsed>,
     problems: &mut Vec<String>,
 ) -> Vec<Value> {
     match r {
-        Ok(Ok(list)) => list.iter().filter_map(|i| serde_json::to_value(i).ok()).collect(),
-        Ok(Err(ServiceError::McpError(e)))
+        Ok(Ok(list)) => list,
+        Ok(Err(listing::Stop::Failed(ServiceError::McpError(e))))
             if e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND =>
         {
             vec![]
         }
-        Ok(Err(e)) => {
+        Ok(Err(listing::Stop::Failed(e))) => {
             tracing::warn!(server, error = %e, "listing {what} failed");
             problems.push(format!(
                 "listing its {what} failed ({}); it is used without them",
@@ -154,76 +156,88 @@ fn items<T: serde::Serialize>(
             ));
             vec![]
         }
+        Ok(Err(listing::Stop::Over(why))) => {
+            tracing::warn!(server, "{why}");
+            problems.push(why);
+            // What it had gathered is freed: given back to the system, not kept for later.
+            crate::heap::release_freed();
+            vec![]
+        }
         Err(_) => {
             tracing::warn!(server, "listing {what} timed out");
             problems.push(format!("listing its {what} timed out; it is used without them"));
+            crate::heap::release_freed();
             vec![]
         }
     }
 }
 
-/// Every page of `tools/list`, keeping each valid tool: a tool the MCP schema refuses
-/// (`shape.rs`: no name, an `inputSchema` that is not an object schema, ...) is left out and said (one bad tool must not cost the server its good
-/// ones, as a strict parse of the whole answer would). The request goes out as a custom one so
-/// that an answer rmcp's types refuse still arrives, as JSON.
+/// Every page of the list `method`, its items under `key` (see [`listing::page`]).
+async fn listed(
+    peer: &Peer<RoleClient>,
+    what: &str,
+    method: &str,
+    key: &str,
+) -> Result<Vec<Value>, listing::Stop> {
+    let (items, _) =
+        listing::all_pages(what, |cursor| listing::page(peer, method, key, cursor)).await?;
+    Ok(items)
+}
+
+/// Every page of `tools/list` (within [`listing`]'s caps), keeping each valid tool: a tool the
+/// MCP schema refuses (`shape.rs`: no name, an `inputSchema` that is not an object schema, ...)
+/// is left out and said (one bad tool must not cost the server its good ones, as a strict parse
+/// of the whole answer would). The request goes out as a custom one so that an answer rmcp's
+/// types refuse still arrives, as JSON.
 async fn list_tools_leniently(
     peer: &Peer<RoleClient>,
-) -> Result<(Vec<Value>, Vec<String>, Option<u64>), ServiceError> {
+) -> Result<(Vec<Value>, Vec<String>, Option<u64>), listing::Stop> {
     use rmcp::model::{ClientRequest, CustomRequest, ServerResult};
-    let (mut tools, mut bad) = (Vec::new(), Vec::new());
-    let mut ttl: Option<u64> = None;
-    let mut keep = |page_ttl: Option<u64>| {
-        if let Some(t) = page_ttl {
-            ttl = Some(ttl.map_or(t, |old| old.min(t)));
+    let unlisted = std::sync::atomic::AtomicBool::new(false);
+    let page = |cursor: Option<String>| {
+        let unlisted = &unlisted;
+        async move {
+            let params = cursor.map(|c| serde_json::json!({ "cursor": c }));
+            let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
+            Ok(match peer.send_request(request).await? {
+                ServerResult::ListToolsResult(r) => listing::Page {
+                    items: r.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect(),
+                    next: r.next_cursor,
+                    ttl_ms: r.ttl_ms,
+                },
+                ServerResult::CustomResult(c) => {
+                    let Some(list) = c.0.get("tools").and_then(Value::as_array) else {
+                        unlisted.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return Ok(listing::Page { items: vec![], next: None, ttl_ms: None });
+                    };
+                    listing::Page {
+                        items: list.clone(),
+                        next: c.0.get("nextCursor").and_then(Value::as_str).map(str::to_owned),
+                        ttl_ms: c.0.get("ttlMs").and_then(Value::as_u64),
+                    }
+                }
+                _ => return Err(ServiceError::UnexpectedResponse.into()),
+            })
         }
     };
-    let mut cursor: Option<String> = None;
-    let mut position = 0;
-    // A server that repeats a cursor would be listed forever.
-    let mut seen = std::collections::HashSet::new();
-    loop {
-        let params = cursor.as_ref().map(|c| serde_json::json!({ "cursor": c }));
-        let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
-        let (page, next) = match peer.send_request(request).await? {
-            ServerResult::ListToolsResult(r) => {
-                keep(r.ttl_ms);
-                (
-                    r.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect(),
-                    r.next_cursor,
-                )
+    let (listed, ttl) = listing::all_pages("tools", page).await?;
+    let (mut tools, mut bad) = (Vec::new(), Vec::new());
+    for (position, t) in listed.into_iter().enumerate() {
+        match super::shape::tool_problem(&t) {
+            None => tools.push(t),
+            Some(why) => {
+                let name = t
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| format!("number {}", position + 1), |n| format!("'{n}'"));
+                bad.push(format!("its tool {name} is left out: {why}"));
             }
-            ServerResult::CustomResult(c) => {
-                let Some(list) = c.0.get("tools").and_then(Value::as_array) else {
-                    bad.push(
-                        "its tools/list answer has no \"tools\" list; no tools are listed"
-                            .to_owned(),
-                    );
-                    return Ok((tools, bad, ttl));
-                };
-                keep(c.0.get("ttlMs").and_then(Value::as_u64));
-                let next = c.0.get("nextCursor").and_then(Value::as_str).map(str::to_owned);
-                (list.clone(), next)
-            }
-            _ => return Err(ServiceError::UnexpectedResponse),
-        };
-        for t in page {
-            position += 1;
-            match super::shape::tool_problem(&t) {
-                None => tools.push(t),
-                Some(why) => {
-                    let name = t
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .map_or_else(|| format!("number {position}"), |n| format!("'{n}'"));
-                    bad.push(format!("its tool {name} is left out: {why}"));
-                }
-            }
-        }
-        match next {
-            Some(c) if seen.insert(c.clone()) => cursor = Some(c),
-            _ => return Ok((tools, bad, ttl)),
         }
     }
+    if unlisted.into_inner() {
+        bad.push("its tools/list answer has no \"tools\" list; no tools are listed".to_owned());
+    }
+    Ok((tools, bad, ttl))
 }
 
 /// List everything the server's capabilities announce, following every pagination cursor.
@@ -250,24 +264,29 @@ pub(crate) async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Dur
                 fresh_for_ms = ttl;
                 tools
             }
-            other => {
-                items::<Value>("tools", server, other.map(|r| r.map(|(t, _, _)| t)), &mut p_tools)
-            }
+            other => items("tools", server, other.map(|r| r.map(|(t, _, _)| t)), &mut p_tools),
         }
     };
     let prompts = async {
         if caps.prompts.is_none() {
             return vec![];
         }
-        let r = tokio::time::timeout(timeout, peer.list_all_prompts()).await;
+        let r =
+            tokio::time::timeout(timeout, listed(peer, "prompts", "prompts/list", "prompts")).await;
         items("prompts", server, r, &mut p_prompts)
     };
     let resources = async {
         if caps.resources.is_none() {
             return (vec![], vec![]);
         }
-        let r = tokio::time::timeout(timeout, peer.list_all_resources()).await;
-        let rt = tokio::time::timeout(timeout, peer.list_all_resource_templates()).await;
+        let r =
+            tokio::time::timeout(timeout, listed(peer, "resources", "resources/list", "resources"))
+                .await;
+        let rt = tokio::time::timeout(
+            timeout,
+            listed(peer, "resource templates", "resources/templates/list", "resourceTemplates"),
+        )
+        .await;
         let listed = items("resources", server, r, &mut p_resources);
         (listed, items("resource templates", server, rt, &mut p_resources))
     };
@@ -276,7 +295,8 @@ pub(crate) async fn discover(server: &str, peer: &Peer<RoleClient>, timeout: Dur
         if !caps.supports_skills() {
             return vec![];
         }
-        let r = tokio::time::timeout(timeout, peer.list_all_skills()).await;
+        let r =
+            tokio::time::timeout(timeout, listed(peer, "skills", "skills/list", "skills")).await;
         items("skills", server, r, &mut p_skills)
     };
     let (tools, prompts, (resources, templates), skills) =

@@ -29,6 +29,7 @@ pub(crate) mod era;
 pub(crate) mod error;
 pub(crate) mod failure;
 pub(crate) mod idle;
+mod listing;
 pub(crate) mod log;
 pub(crate) mod long_calls;
 pub(crate) mod marked;

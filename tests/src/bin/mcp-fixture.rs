@@ -705,6 +705,11 @@ async fn main() -> anyhow::Result<()> {
                 .position(|a| a == "--listing")
                 .and_then(|i| args.get(i + 1))
                 .map(std::path::PathBuf::from),
+            endless: args
+                .iter()
+                .position(|a| a == "--endless")
+                .and_then(|i| args.get(i + 1))
+                .cloned(),
         });
     }
     if has("--garbage") {
@@ -1074,9 +1079,56 @@ mod raw {
         pub(super) bad_tool: bool,
         /// `--listing FILE`: `{"tools": [...], "results": {name: result}}`, served as written.
         pub(super) listing: Option<std::path::PathBuf>,
+        /// `--endless METHOD` (`tools/list`, `prompts/list`, `resources/list` or
+        /// `resources/templates/list`): that list never ends, each page 1,000 items of about
+        /// 1 KB and a new cursor; resources are offered too, the other lists as usual.
+        pub(super) endless: Option<String>,
+    }
+
+    /// A page of the `--endless` list `method`: the page after `params`' cursor.
+    fn endless_page(method: &str, params: &Value) -> Value {
+        let n: u64 = params["cursor"].as_str().and_then(|c| c.parse().ok()).unwrap_or(0);
+        let pad = "x".repeat(1000);
+        let items: Vec<Value> = (0..1000)
+            .map(|i| {
+                let name = format!("e{n}_{i}");
+                match method {
+                    "tools/list" => json!({ "name": name, "description": pad,
+                                            "inputSchema": { "type": "object" } }),
+                    "resources/list" => json!({ "uri": format!("fx://e/{n}/{i}"), "name": name,
+                                                "description": pad }),
+                    "resources/templates/list" => json!({
+                        "uriTemplate": format!("fx://e/{n}/{i}/{{x}}"), "name": name,
+                        "description": pad }),
+                    _ => json!({ "name": name, "description": pad }),
+                }
+            })
+            .collect();
+        let key = match method {
+            "tools/list" => "tools",
+            "resources/list" => "resources",
+            "resources/templates/list" => "resourceTemplates",
+            _ => "prompts",
+        };
+        json!({ key: items, "nextCursor": (n + 1).to_string() })
     }
 
     fn result(method: &str, params: &Value, flags: &Flags) -> Result<Value, (i64, String)> {
+        if let Some(endless) = &flags.endless {
+            match method {
+                "initialize" => {
+                    return Ok(json!({
+                        "protocolVersion": params["protocolVersion"],
+                        "capabilities": { "tools": {}, "prompts": {}, "resources": {} },
+                        "serverInfo": { "name": "geminid-fixture-raw", "version": "1" }
+                    }));
+                }
+                m if m == endless => return Ok(endless_page(m, params)),
+                "resources/list" => return Ok(json!({ "resources": [] })),
+                "resources/templates/list" => return Ok(json!({ "resourceTemplates": [] })),
+                _ => {}
+            }
+        }
         if let Some(path) = &flags.listing {
             let file: Value = std::fs::read_to_string(path)
                 .ok()

@@ -23,6 +23,7 @@ mod hooks;
 mod hostile_git;
 mod import;
 mod keyring;
+mod listing_caps;
 mod many_clients;
 mod mcp;
 mod oauth;
