@@ -11,7 +11,8 @@ use geminid_protocol::policy::{
 use std::path::PathBuf;
 
 use crate::output::{errln, outln};
-use crate::{call_error, output};
+use crate::{call_error, output, shown};
+use geminid_protocol::policy::WorkspacePolicyState as State;
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
@@ -47,10 +48,15 @@ pub enum PolicyCommand {
         /// The workspace (default: the session's, or the current folder's)
         workspace: Option<PathBuf>,
     },
-    /// Accept the workspace's policy files as they are now: they are loaded until they change
+    /// Accept the workspace's policy files: they are loaded until they change. With
+    /// --digest (which `policy review` prints), only the files as reviewed; without it, the
+    /// files as they are now, which it shows
     Accept {
         /// The workspace (default: the session's, or the current folder's)
         workspace: Option<PathBuf>,
+        /// The digest `gemctl policy review` printed: files that changed since are refused
+        #[arg(long, value_name = "DIGEST")]
+        digest: Option<String>,
     },
 }
 
@@ -58,7 +64,7 @@ impl PolicyCommand {
     /// The workspace the command names, if it names one.
     pub fn workspace(&self) -> Option<&PathBuf> {
         match self {
-            Self::Review { workspace } | Self::Accept { workspace } => workspace.as_ref(),
+            Self::Review { workspace } | Self::Accept { workspace, .. } => workspace.as_ref(),
             _ => None,
         }
     }
@@ -116,20 +122,37 @@ pub async fn run(
             outln!("  {}", r.reason);
             Ok(())
         }
-        PolicyCommand::Review { .. } => {
+        PolicyCommand::Review { workspace } => {
             let params = PolicyReviewParams { session, digest: None };
             let r = client.policy_review(params).await.map_err(call_error("policy/review"))?;
             if json {
                 return output::json(&r);
             }
             review(&r);
+            if !matches!(r.state, State::None | State::Accepted) {
+                let named = workspace
+                    .map(|w| format!(" {}", shown::line(&w.display().to_string())))
+                    .unwrap_or_default();
+                outln!(
+                    "\n`gemctl policy accept{named} --digest {}` accepts them as shown here \
+                     (refused if they change first).",
+                    r.digest
+                );
+            }
             Ok(())
         }
-        PolicyCommand::Accept { .. } => {
-            let params = PolicyReviewParams { session, digest: None };
+        PolicyCommand::Accept { digest, .. } => {
+            let unreviewed = digest.is_none();
+            let params = PolicyReviewParams { session, digest };
             let r = client.policy_accept(params).await.map_err(call_error("policy/accept"))?;
             if json {
                 return output::json(&r);
+            }
+            if unreviewed {
+                outln!(
+                    "Accepted as they are now (no --digest was given; `gemctl policy review` \
+                     prints the command that accepts only what it shows):"
+                );
             }
             review(&r);
             Ok(())
@@ -201,14 +224,55 @@ fn review(r: &PolicyReviewResult) {
                 Some(l) => format!("{}:{l}", rule.source.file),
                 None => rule.source.file.clone(),
             };
-            let server =
-                rule.mcp_name.as_deref().map(|s| format!(" (server {s})")).unwrap_or_default();
-            outln!("  {} {}{server}  {at}", decision(rule.decision), rule.tool_name);
+            let server = rule
+                .mcp_name
+                .as_deref()
+                .map(|s| format!(" (server {})", shown::line(s)))
+                .unwrap_or_default();
+            outln!(
+                "  {} {}{server}  {}",
+                decision(rule.decision),
+                shown::line(&rule.tool_name),
+                shown::line(&at)
+            );
+            outln!("      {}", conditions(rule));
         }
     }
     for d in &r.diagnostics {
         outln!("{}", output::diagnostic(d));
     }
+}
+
+/// Everything a rule is decided by, in words: priority, modes, interactivity, subagent,
+/// the pattern its arguments must match.
+fn conditions(rule: &geminid_protocol::policy::PolicyRuleEntry) -> String {
+    let mut out = vec![format!(
+        "priority {} (effective {:.3})",
+        rule.source.priority, rule.source.effective_priority
+    )];
+    let modes: Vec<String> = rule
+        .modes
+        .iter()
+        .filter_map(|m| serde_json::to_value(m).ok()?.as_str().map(str::to_owned))
+        .collect();
+    out.push(if modes.is_empty() {
+        "every mode".to_owned()
+    } else {
+        format!("modes {}", modes.join(","))
+    });
+    out.push(match rule.interactive {
+        Some(true) => "interactive only".to_owned(),
+        Some(false) => "headless only".to_owned(),
+        None => "interactive and headless".to_owned(),
+    });
+    if let Some(a) = &rule.subagent {
+        out.push(format!("subagent {}", shown::line(a)));
+    }
+    out.push(match &rule.args_pattern {
+        Some(p) => format!("arguments matching /{}/", shown::line(p)),
+        None => "any arguments".to_owned(),
+    });
+    out.join("; ")
 }
 
 /// `gemctl audit`: the latest calls, newest first.

@@ -124,6 +124,10 @@ pub struct PolicyRuleEntry {
     pub interactive: Option<bool>,
     /// It looks at the arguments (an `argsPattern`, `commandPrefix` or `commandRegex`).
     pub matches_args: bool,
+    /// The pattern the arguments' stable JSON form must match (a `commandPrefix` or
+    /// `commandRegex` as the pattern it becomes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args_pattern: Option<String>,
     /// Only for this subagent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<String>,
@@ -206,8 +210,9 @@ pub struct PolicyReviewResult {
     pub rules: Vec<PolicyRuleEntry>,
     /// Problems in the files, and files refused (a link out of the folder).
     pub diagnostics: Vec<Diagnostic>,
-    /// SHA-256 of the files as read (Gemini CLI's form: each name, NUL, text, NUL);
-    /// `policy/accept` takes it.
+    /// SHA-256 of the files as read (each name length-prefixed, each text by its SHA-256;
+    /// not Gemini CLI's form, which is ambiguous); `policy/accept` takes it and refuses
+    /// files that no longer digest to it.
     pub digest: String,
 }
 

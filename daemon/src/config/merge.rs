@@ -16,6 +16,40 @@ const UNION: &[&str] = &[
     "hooksConfig.disabled",
 ];
 
+/// Settings that name where policy files are read from: only the user's and the system's
+/// settings may set them. A workspace's (a cloned repository's) would load its own rules at
+/// the user tier with no acceptance and replace the user's policy folder (issue 68, F1);
+/// Gemini CLI 0.61 takes them from every scope.
+pub(crate) const POLICY_PLACES: &[&str] = &["policyPaths", "adminPolicyPaths"];
+
+/// Take [`POLICY_PLACES`] out of a workspace's settings layer (as it applies, and as
+/// written); why they are not read, when it had any and it `applies`.
+pub(crate) fn drop_policy_places(
+    value: &mut Option<Value>,
+    raw: &mut Option<Value>,
+    applies: bool,
+) -> Option<String> {
+    let drop = |layer: &mut Option<Value>| -> Vec<&'static str> {
+        let Some(map) = layer.as_mut().and_then(Value::as_object_mut) else { return vec![] };
+        POLICY_PLACES.iter().copied().filter(|k| map.remove(*k).is_some()).collect()
+    };
+    let dropped = drop(value);
+    drop(raw);
+    (applies && !dropped.is_empty()).then(|| policy_places_ignored(&dropped))
+}
+
+/// Why a workspace's [`POLICY_PLACES`] (`keys`) are not read, in words.
+pub(crate) fn policy_places_ignored(keys: &[&str]) -> String {
+    format!(
+        "its {} {} ignored: a workspace's settings may not say where policy files are read \
+         from (only ~/.gemini/settings.json and the system settings may), so a repository \
+         cannot load rules unaccepted nor drop yours; a workspace's rules go in \
+         .gemini/policies/*.toml, loaded once you accept them (`gemctl policy review`)",
+        keys.join(" and "),
+        if keys.len() == 1 { "is" } else { "are" }
+    )
+}
+
 /// Keys never merged (prototype pollution in the reference; harmless here, skipped alike).
 const SKIPPED_KEYS: &[&str] = &["__proto__", "constructor", "prototype"];
 

@@ -315,6 +315,9 @@ impl Loader {
         if let Some(path) = p.workspace_settings(workspace) {
             let mut ws = self.layer(Scope::Workspace, path, env);
             ws.applied &= trust.trusted;
+            if let Some(why) = merge::drop_policy_places(&mut ws.value, &mut ws.raw, ws.applied) {
+                diags.push(diagnostic(Severity::Warning, &ws.path, None, why));
+            }
             layers.push(ws);
         }
         layers.push(system);

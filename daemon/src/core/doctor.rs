@@ -72,7 +72,9 @@ impl Core {
         // A rule not loaded decides calls otherwise than its file says: said as settings are.
         let params =
             geminid_protocol::policy::PolicyListParams { session: session.to_owned(), tier: None };
-        let policy = self.policy.list(params)?.diagnostics;
+        let mut policy = self.policy.list(params)?.diagnostics;
+        // What the settings check said already (a workspace's policyPaths, ignored).
+        policy.retain(|d| !c.diagnostics.contains(d));
         out.extend(policy.iter().map(|d| problem("policy", d)));
         if policy.is_empty() {
             out.push(finding(
@@ -190,7 +192,15 @@ fn problem(check: &str, d: &geminid_protocol::common::Diagnostic) -> Finding {
         (Some(l), None) => format!("{}:{l}", d.file),
         _ => d.file.clone(),
     };
-    finding(check, status, format!("{at}: {}", d.message), Some(format!("edit {}", d.file)))
+    // A workspace's policy files not accepted: the fix is to review and accept them.
+    let fix = if d.message.contains("gemctl policy accept") {
+        "`gemctl policy review` shows their rules and the command that accepts them as shown \
+         (`gemctl policy accept --digest …`)"
+            .to_owned()
+    } else {
+        format!("edit {}", d.file)
+    };
+    finding(check, status, format!("{at}: {}", d.message), Some(fix))
 }
 
 /// Whether a remote server's host accepts a connection (nothing is sent).

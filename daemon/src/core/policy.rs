@@ -150,7 +150,12 @@ impl SessionPolicy {
     pub(crate) fn review(&self, p: PolicyReviewParams) -> Result<PolicyReviewResult, SessionError> {
         let effective = self.config.effective(&p.session)?;
         let c = &effective.public;
-        Ok(self.policies.review(&c.workspace, c.trust.trusted))
+        Ok(self.policies.review(&c.workspace, c.trust.trusted, self.is_home(&c.workspace)))
+    }
+
+    /// The workspace is the home: its `.gemini` is the user's, and there is no workspace tier.
+    fn is_home(&self, workspace: &str) -> bool {
+        self.config.paths().workspace_settings(std::path::Path::new(workspace)).is_none()
     }
 
     /// `policy/accept`: the session's workspace policy folder accepted as it is (as reviewed,
@@ -161,7 +166,9 @@ impl SessionPolicy {
     ) -> Result<Result<PolicyReviewResult, String>, SessionError> {
         let effective = self.config.effective(&p.session)?;
         let c = &effective.public;
-        let accepted = self.policies.accept(&c.workspace, c.trust.trusted, p.digest.as_deref());
+        let home = self.is_home(&c.workspace);
+        let accepted =
+            self.policies.accept(&c.workspace, c.trust.trusted, home, p.digest.as_deref());
         if accepted.is_ok() {
             self.guard.changed();
             tracing::info!(workspace = %c.workspace, "workspace policy files accepted");
@@ -181,7 +188,14 @@ impl SessionPolicy {
             .filter(|r| p.tier.as_deref().is_none_or(|t| t == r.origin.tier.name()))
             .map(entry)
             .collect();
-        Ok(PolicyListResult { rules, diagnostics: policy.problems })
+        let mut diagnostics = policy.problems;
+        // A workspace's settings that name policy places: ignored, and said here too.
+        let ignored = crate::config::merge::policy_places_ignored(&[]);
+        let marker = ignored.split_once(": ").map_or("", |(_, why)| why);
+        diagnostics.extend(
+            effective.public.diagnostics.iter().filter(|d| d.message.contains(marker)).cloned(),
+        );
+        Ok(PolicyListResult { rules, diagnostics })
     }
 }
 

@@ -4,7 +4,11 @@
 //! design written and switched off (`PolicyIntegrityManager`: a SHA-256 of the folder's
 //! files, each name, NUL, text, NUL, kept per workspace, asked about when new or changed);
 //! geminid's is on, and its record is signed with HMAC-SHA256 under the extension integrity
-//! key, as the pins are, so that an edited or damaged record loads nothing.
+//! key, as the pins are, so that an edited or damaged record loads nothing. Its digest is not
+//! Gemini CLI's form, which is ambiguous (a file's text may hold `NUL b.toml NUL …`, and two
+//! files then digest as one): each name is length-prefixed and each text hashed on its own,
+//! and the record's list of files and their hashes must match too (issue 68, F3). A record of
+//! the earlier form reads as not accepted ("accept again").
 //!
 //! Nothing of an unaccepted folder is loaded, its deny rules neither: what is loaded is then
 //! always exactly what the user read in `gemctl policy review`. A file added, changed or
@@ -31,7 +35,7 @@ use crate::store::Store;
 pub(crate) type KeySource = Arc<dyn Fn() -> Result<Secret<String>, String> + Send + Sync>;
 
 /// Version of [`Record`] as written by this build.
-const RECORD_VERSION: u32 = 1;
+const RECORD_VERSION: u32 = 2;
 
 /// The command that says what a folder would add, and the one that loads it.
 pub(crate) const REVIEW: &str =
@@ -46,7 +50,8 @@ pub(crate) struct Snapshot {
     pub files: Vec<(String, PathBuf, String)>,
     /// Files not read (a link out of the folder, a file that cannot be read).
     pub refused: Vec<Diagnostic>,
-    /// SHA-256 (hex) over each file's name, NUL, text, NUL.
+    /// SHA-256 (hex) over a header, then each file's name length (8 bytes, big-endian), name
+    /// and the SHA-256 of its text ([`folder_digest`]).
     pub digest: String,
 }
 
@@ -72,7 +77,6 @@ fn refused(path: &Path, message: String) -> Diagnostic {
 pub(crate) fn snapshot(workspace: &Path) -> Snapshot {
     let folder = workspace.join(".gemini").join("policies");
     let mut out = Snapshot { folder: folder.clone(), ..Snapshot::default() };
-    let mut hash = Sha256::new();
     let real_folder = match (folder.canonicalize(), workspace.canonicalize()) {
         (Ok(f), Ok(w)) if f.starts_with(&w) => Some(f),
         (Ok(f), _) => {
@@ -123,14 +127,23 @@ pub(crate) fn snapshot(workspace: &Path) -> Snapshot {
                 continue;
             }
         };
-        hash.update(name.as_bytes());
-        hash.update(b"\0");
-        hash.update(text.as_bytes());
-        hash.update(b"\0");
         out.files.push((name, path, text));
     }
-    out.digest = hex(&hash.finalize());
+    out.digest = folder_digest(out.files.iter().map(|(n, _, t)| (n.as_str(), t.as_str())));
     out
+}
+
+/// The digest of a folder's files (name, text), in name order: unambiguous, as each name is
+/// length-prefixed and each text stands for its fixed-length hash.
+pub(crate) fn folder_digest<'a>(files: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    let mut hash = Sha256::new();
+    hash.update(b"geminid workspace policy folder 2\0");
+    for (name, text) in files {
+        hash.update((name.len() as u64).to_be_bytes());
+        hash.update(name.as_bytes());
+        hash.update(Sha256::digest(text.as_bytes()));
+    }
+    hex(&hash.finalize())
 }
 
 /// One workspace's acceptance, as kept.
@@ -262,7 +275,10 @@ impl Acceptances {
             ),
             Loaded::Unverified(why) => (
                 State::Unverified,
-                format!("the record of their acceptance fails its check ({why})"),
+                format!(
+                    "the record of their acceptance is damaged (accept again): it fails its \
+                     check ({why})"
+                ),
                 snap.files.iter().map(|(n, ..)| file(n, "new")).collect(),
             ),
             Loaded::Verified(r) => {
@@ -282,7 +298,17 @@ impl Acceptances {
                         .filter(|n| !now.contains(&n.as_str()))
                         .map(|n| file(n, "removed")),
                 );
-                if r.digest == snap.digest {
+                let same_files =
+                    r.files.len() == snap.files.len() && files.iter().all(|f| f.change == "same");
+                if r.v < RECORD_VERSION && !snap.files.is_empty() {
+                    (
+                        State::Changed,
+                        "they were accepted by an earlier geminid, whose record of it is no \
+                         longer trusted (accept again)"
+                            .to_owned(),
+                        files,
+                    )
+                } else if r.digest == snap.digest && same_files {
                     let at = crate::clock::rfc3339(r.accepted_ms);
                     (State::Accepted, format!("accepted at {at}"), files)
                 } else if snap.files.is_empty() {

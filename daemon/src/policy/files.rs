@@ -1,14 +1,17 @@
 //! Where a session's policy files are, and reading them with each file's last good rules kept.
 //!
 //! Tiers and places (Gemini CLI's, COMPAT §8): workspace `<workspace>/.gemini/policies` (only
-//! in a trusted folder, and only as the user accepted it: `accept.rs`), user
-//! `~/.gemini/policies` — or the settings' `policyPaths`, which replace it — and admin: Gemini
+//! in a trusted folder that is not the home, and only as the user accepted it: `accept.rs`;
+//! an accepted file that does not parse gives nothing, never rules of an earlier version),
+//! user `~/.gemini/policies` — or the user's or system settings' `policyPaths`, which replace
+//! it (a workspace's are dropped when its settings are read: `config/merge.rs`) — and admin: Gemini
 //! CLI's system folder (`/etc/gemini-cli/policies`, macOS `/Library/Application
 //! Support/GeminiCli/policies`, whatever `GEMINI_CLI_SYSTEM_SETTINGS_PATH` says) and the
 //! system settings file's `adminPolicyPaths` (only its: Gemini CLI reads them from every
 //! scope's settings; and, as in Gemini CLI, not at all while the system folder holds a
 //! `.toml`). An admin place is refused when others than its owner may write it (or its owner
-//! is neither root nor this user). A place is a directory, whose `*.toml` files are read in
+//! is neither root nor this user), and so are `adminPolicyPaths` when the system settings
+//! file or its folder is (Gemini CLI skips such a system settings file whole). A place is a directory, whose `*.toml` files are read in
 //! name order (not recursively), or one `.toml` file. A file that stops parsing (an editor mid-save) keeps its last good
 //! rules, and says why. With a store, a file's last good text outlives the daemon
 //! (`store/last_good.rs`, as the settings files' does): a daemon that starts while a policy
@@ -60,7 +63,9 @@ pub(crate) fn places(
     settings: &Value,
 ) -> (Vec<Place>, Vec<Diagnostic>) {
     let mut out = Vec::new();
-    if trusted {
+    let mut problems = Vec::new();
+    // In the home, the workspace's `.gemini` is the user's own: its policies are the user tier.
+    if trusted && paths.workspace_settings(workspace).is_some() {
         out.push(Place { path: workspace.join(".gemini").join("policies"), tier: Tier::Workspace });
     }
     let configured: Vec<PathBuf> = settings
@@ -71,11 +76,25 @@ pub(crate) fn places(
     if configured.is_empty() {
         out.push(Place { path: paths.home.join(".gemini").join("policies"), tier: Tier::User });
     } else {
-        out.extend(configured.into_iter().map(|path| Place { path, tier: Tier::User }));
+        for path in configured {
+            if std::fs::symlink_metadata(&path).is_err() {
+                let mut d = problem(
+                    &path,
+                    "policyPaths names it and it does not exist: no policy file of it is read, \
+                     and policyPaths replaces ~/.gemini/policies, so that folder is not read \
+                     either"
+                        .to_owned(),
+                );
+                d.severity = Severity::Warning;
+                problems.push(d);
+            }
+            out.push(Place { path, tier: Tier::User });
+        }
     }
     let system = system_policies();
     out.push(Place { path: system.clone(), tier: Tier::Admin });
-    let (admin, mut problems) = admin_paths(paths);
+    let (admin, admin_problems) = admin_paths(paths);
+    problems.extend(admin_problems);
     if !admin.is_empty() {
         if has_toml(&system) {
             let mut d = problem(
@@ -108,6 +127,18 @@ fn has_toml(dir: &Path) -> bool {
 /// rules. `~` is the home; a relative path is the system settings file's folder's.
 fn admin_paths(paths: &ConfigPaths) -> (Vec<PathBuf>, Vec<Diagnostic>) {
     use crate::config::files::{FileRead, read_object};
+    if !paths.system.exists() {
+        return (vec![], vec![]);
+    }
+    if let Some(why) = insecure(&paths.system)
+        .or_else(|| paths.system.parent().and_then(insecure).map(|w| format!("its folder: {w}")))
+    {
+        let why = format!(
+            "its adminPolicyPaths are not read: {why} (Gemini CLI skips such a system settings \
+             file)"
+        );
+        return (vec![], vec![problem(&paths.system, why)]);
+    }
     let value = match read_object(&paths.system) {
         FileRead::Missing => return (vec![], vec![]),
         FileRead::Parsed { value, .. } => value,
@@ -130,7 +161,7 @@ fn admin_paths(paths: &ConfigPaths) -> (Vec<PathBuf>, Vec<Diagnostic>) {
     (found.collect(), vec![])
 }
 
-/// Why an admin directory cannot be trusted, if it cannot.
+/// Why an admin directory (or the system settings file) cannot be trusted, if it cannot.
 fn insecure(dir: &Path) -> Option<String> {
     #[cfg(unix)]
     {
@@ -249,7 +280,7 @@ impl Reader {
     }
 
     fn file(&self, file: &Path, tier: Tier, out: &mut Read) {
-        self.file_read(file, tier, read_input(file), out);
+        self.file_read(file, tier, read_input(file), true, out);
     }
 
     /// A trusted workspace's folder: its files as read once, loaded only when they are what
@@ -269,18 +300,22 @@ impl Reader {
         };
         if standing.loads() {
             for (_, path, text) in snap.files {
-                self.file_read(&path, Tier::Workspace, Ok(Some(text)), out);
+                self.file_read(&path, Tier::Workspace, Ok(Some(text)), false, out);
             }
         } else if standing.state != geminid_protocol::policy::WorkspacePolicyState::None {
             out.problems.push(not_loaded(&snap, &standing));
         }
     }
 
+    /// One file's rules as `read` gives its text; `keep_last`: a file that gives nothing now
+    /// keeps its last good rules (not for an accepted workspace file: what loads of it is only
+    /// ever the text accepted).
     fn file_read(
         &self,
         file: &Path,
         tier: Tier,
         read: Result<Option<String>, InputError>,
+        keep_last: bool,
         out: &mut Read,
     ) {
         let lock = || self.last_good.lock();
@@ -297,7 +332,9 @@ impl Reader {
                 }
                 let loaded = load(&file.display().to_string(), &text, tier);
                 if !loaded.unreadable {
-                    self.keep(file, &text);
+                    if keep_last {
+                        self.keep(file, &text);
+                    }
                     let mut rules = loaded.rules;
                     rules.shrink_to_fit();
                     let rules = Arc::new(rules);
@@ -320,6 +357,16 @@ impl Reader {
             // guards calls as a file that does not parse does.
             Err(InputError::Changing(why)) => Some(problem(file, why)),
         };
+        if !keep_last {
+            if let Some(mut d) = why {
+                d.message.push_str(
+                    "; nothing of it is loaded (a workspace policy file's rules are only ever \
+                     those of the text accepted, never an earlier version's)",
+                );
+                out.problems.push(d);
+            }
+            return;
+        }
         // The file gives nothing now: its last good rules stay, and the problem says so.
         let last = lock().get(file).map(|p| (p.rules.clone(), p.earlier_ms));
         let Some(mut d) = why else {

@@ -105,6 +105,12 @@ impl ArgsPattern {
         Ok(Arc::new(Self { translated, compiled: OnceLock::new() }))
     }
 
+    /// The pattern as matched against the arguments' stable JSON form (a `commandPrefix` or
+    /// `commandRegex` as the pattern it becomes): what `policy review` shows.
+    pub(crate) fn text(&self) -> &str {
+        &self.translated
+    }
+
     /// Whether `text` matches; `None` when the matcher cannot be built after all (it would be
     /// larger than the `regex` crate's size limit), which is logged once.
     pub(crate) fn is_match(&self, text: &str) -> Option<bool> {

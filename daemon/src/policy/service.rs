@@ -29,28 +29,50 @@ impl Policies {
     }
 
     /// The workspace's policy folder as read now, where it stands against what the user
-    /// accepted, and the rules accepting it would add (`policy/review`).
-    pub(crate) fn review(&self, workspace: &str, trusted: bool) -> wire::PolicyReviewResult {
-        self.reviewed(workspace, trusted).0
+    /// accepted, and the rules accepting it would add (`policy/review`). `home`: the
+    /// workspace is the home, whose `.gemini` is the user's own (no workspace tier).
+    pub(crate) fn review(
+        &self,
+        workspace: &str,
+        trusted: bool,
+        home: bool,
+    ) -> wire::PolicyReviewResult {
+        self.reviewed(workspace, trusted, home).0
     }
 
     fn reviewed(
         &self,
         workspace: &str,
         trusted: bool,
+        home: bool,
     ) -> (wire::PolicyReviewResult, super::accept::Snapshot) {
         use super::accept::{REVIEW, snapshot};
         use wire::WorkspacePolicyState as State;
         let snap = snapshot(Path::new(workspace));
         let mut diagnostics = snap.refused.clone();
         let mut rules = Vec::new();
-        for (_, path, text) in &snap.files {
-            let loaded = super::load::load(&path.display().to_string(), text, Tier::Workspace);
+        for (_, path, text) in snap.files.iter().filter(|_| !home) {
+            let mut loaded = super::load::load(&path.display().to_string(), text, Tier::Workspace);
+            if loaded.unreadable {
+                for d in &mut loaded.problems {
+                    d.message.push_str(
+                        "; it does not parse, so nothing of it is loaded, accepted or not \
+                         (no rules of an earlier version either)",
+                    );
+                }
+            }
             rules.extend(loaded.rules);
             diagnostics.extend(loaded.problems);
         }
         let rules = PolicySet::new(rules).rules().iter().map(entry).collect();
         let standing = match &self.reader.accepted {
+            _ if home => super::accept::Standing {
+                state: State::None,
+                reason: "the workspace is your home: its .gemini/policies is your own policy \
+                         folder (the user tier), loaded without an acceptance"
+                    .to_owned(),
+                files: vec![],
+            },
             _ if !trusted => super::accept::Standing {
                 state: State::None,
                 reason: "the folder is not trusted, so its policy files are never read (`gemctl \
@@ -90,11 +112,12 @@ impl Policies {
         &self,
         workspace: &str,
         trusted: bool,
+        home: bool,
         digest: Option<&str>,
     ) -> Result<wire::PolicyReviewResult, String> {
         use wire::WorkspacePolicyState as State;
-        let (mut review, snap) = self.reviewed(workspace, trusted);
-        if !trusted {
+        let (mut review, snap) = self.reviewed(workspace, trusted, home);
+        if !trusted || home {
             return Err(format!("{workspace}: {}", review.reason));
         }
         if let Some(d) = digest
@@ -293,6 +316,7 @@ pub(crate) fn entry(r: &Rule) -> wire::PolicyRuleEntry {
         modes: r.modes.clone(),
         interactive: r.interactive,
         matches_args: r.args.is_some(),
+        args_pattern: r.args.as_ref().map(|a| a.text().to_owned()),
         subagent: r.subagent.clone(),
         deny_message: r.deny_message.clone(),
         source: source(r),

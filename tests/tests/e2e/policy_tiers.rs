@@ -187,7 +187,7 @@ async fn workspace_policy_files_load_only_as_accepted() -> anyhow::Result<()> {
     let _daemon = Daemon::start(&home, FAST).await?;
     assert!(decide(&home, "mcp_fx_echo")?.starts_with("deny"));
     let (_, listed) = gemctl(&home, &["policy", "list"])?;
-    assert!(listed.contains("fails its check"), "{listed}");
+    assert!(listed.contains("damaged (accept again)"), "{listed}");
     assert!(gemctl(&home, &["policy", "accept"])?.0 == 0);
     assert!(decide(&home, "mcp_fx_echo")?.starts_with("allow"));
     Ok(())
@@ -213,5 +213,160 @@ async fn an_edit_of_a_build_file_is_never_allowed_without_the_person() -> anyhow
         assert!(asked.starts_with("ask_user"), "{mode}: {asked}");
         assert!(check("src/main.rs", mode, "--headless")?.starts_with("allow"), "{mode}");
     }
+    Ok(())
+}
+
+/// A workspace's settings may not say where policy files are read from (issue 68, F1): its
+/// `policyPaths` would load the repository's rules at the user tier, unaccepted, and drop the
+/// user's own folder; it is ignored, and said in `policy list`, `config check` and `doctor`.
+/// A `policyPaths` of the user's own naming a folder that does not exist is said too.
+#[tokio::test]
+async fn a_workspace_cannot_say_where_policy_files_are_read_from() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": { "command": fixture() } }))?;
+    let ws = home.workspace();
+    write(&home.root().join("home/.gemini/policies/mine.toml"), &rule("echo", "deny", 500))?;
+    write(&ws.join(".gemini/pp/allow.toml"), &rule("echo", "allow", 900))?;
+    write(
+        &ws.join(".gemini/settings.json"),
+        &json!({ "policyPaths": ["${PWD}/.gemini/pp", ws.join(".gemini/pp")] }).to_string(),
+    )?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    anyhow::ensure!(home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
+
+    let echo = decide(&home, "mcp_fx_echo")?;
+    assert!(echo.starts_with("deny") && echo.contains("mine.toml"), "{echo}");
+    for args in [&["policy", "list"][..], &["config", "check"], &["doctor"]] {
+        let (_, out) = gemctl(&home, args)?;
+        assert!(
+            out.contains(".gemini/settings.json") && out.contains("its policyPaths is ignored"),
+            "{args:?}: {out}"
+        );
+    }
+
+    // The user's own policyPaths, naming nothing: every user rule is gone, and that is said.
+    let user = home.root().join("home/.gemini/settings.json");
+    let mut settings: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&user)?)?;
+    settings["policyPaths"] = json!([home.root().join("nowhere")]);
+    write(&user, &settings.to_string())?;
+    let (_, listed) = gemctl(&home, &["policy", "list"])?;
+    assert!(listed.contains("nowhere") && listed.contains("does not exist"), "{listed}");
+    Ok(())
+}
+
+/// `policy review` prints the digest of what it showed and the command that accepts only
+/// that; files changed in between are refused (issue 68, F2).
+#[tokio::test]
+async fn policy_accept_takes_only_what_the_review_showed() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": { "command": fixture() } }))?;
+    let file = home.workspace().join(".gemini/policies/b.toml");
+    write(&file, &rule("echo", "deny", 200))?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    anyhow::ensure!(home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
+
+    let (code, review) = gemctl(&home, &["policy", "review"])?;
+    assert_eq!(code, 0, "{review}");
+    let digest =
+        home.gemctl_json(&["policy", "review"])?["digest"].as_str().unwrap_or("").to_owned();
+    assert!(review.contains(&format!("gemctl policy accept --digest {digest}")), "{review}");
+    // The repository swaps the file between the review and the acceptance.
+    write(&file, &rule("echo", "allow", 200))?;
+    let (code, out) = gemctl(&home, &["policy", "accept", "--digest", &digest])?;
+    assert!(code != 0 && out.contains("changed since they were reviewed"), "{out}");
+    assert!(decide(&home, "mcp_fx_echo")?.starts_with("deny"));
+    let digest =
+        home.gemctl_json(&["policy", "review"])?["digest"].as_str().unwrap_or("").to_owned();
+    let (code, out) = gemctl(&home, &["policy", "accept", "--digest", &digest])?;
+    assert_eq!(code, 0, "{out}");
+    assert!(decide(&home, "mcp_fx_echo")?.starts_with("allow"));
+    // Without a digest: what is there now, and it says so.
+    write(&file, &rule("echo", "ask_user", 200))?;
+    let (code, out) = gemctl(&home, &["policy", "accept"])?;
+    assert!(code == 0 && out.contains("no --digest was given"), "{out}");
+    Ok(())
+}
+
+/// An accepted workspace file that stops parsing gives nothing: not its rules of before the
+/// acceptance (issue 68, F4); the review says it does not parse, and shows each rule's
+/// conditions; a damaged record says to accept again; doctor's fix names the commands.
+#[tokio::test]
+async fn an_accepted_file_that_does_not_parse_loads_nothing() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": { "command": fixture() } }))?;
+    let file = home.workspace().join(".gemini/policies/p.toml");
+    let narrow = "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"git log\"\n\
+                  decision = \"allow\"\npriority = 300\nmodes = [\"autoEdit\"]\n";
+    write(&file, &format!("{}{narrow}", rule("echo", "allow", 1)))?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    anyhow::ensure!(home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
+    let (_, doctor) = gemctl(&home, &["doctor"])?;
+    assert!(!doctor.contains("fix: edit"), "{doctor}");
+    let (_, review) = gemctl(&home, &["policy", "review"])?;
+    assert!(
+        review.contains("priority 300")
+            && review.contains("modes autoEdit")
+            && review.contains("arguments matching /")
+            && review.contains(r"git\ log"),
+        "{review}"
+    );
+    assert!(gemctl(&home, &["policy", "accept"])?.0 == 0);
+    assert!(decide(&home, "mcp_fx_echo")?.starts_with("allow"));
+
+    write(&file, "[[rule]\ntoolName = \"mcp_fx_echo\"\n")?;
+    let (_, review) = gemctl(&home, &["policy", "review"])?;
+    assert!(review.contains("does not parse"), "{review}");
+    assert!(gemctl(&home, &["policy", "accept"])?.0 == 0);
+    let echo = decide(&home, "mcp_fx_echo")?;
+    assert!(echo.starts_with("deny"), "the rules of before the acceptance still load: {echo}");
+    Ok(())
+}
+
+/// The admin tier is read from a system settings file only while neither it nor its folder
+/// may be written by others (Gemini CLI skips such a file; issue 68, F5).
+#[tokio::test]
+async fn a_system_settings_file_others_may_write_names_no_admin_policies() -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": { "command": fixture() } }))?;
+    let root = home.root();
+    write(&root.join("home/.gemini/policies/mine.toml"), &rule("echo", "allow", 999))?;
+    write(&root.join("admin/deny.toml"), &rule("echo", "deny", 1))?;
+    let system = root.join("etc/settings.json");
+    write(&system, &json!({ "adminPolicyPaths": [root.join("admin")] }).to_string())?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    anyhow::ensure!(home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
+    assert!(decide(&home, "mcp_fx_echo")?.starts_with("deny"));
+
+    for (path, mode) in [(&system, 0o666), (&root.join("etc"), 0o777)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+        let echo = decide(&home, "mcp_fx_echo")?;
+        assert!(echo.starts_with("allow"), "{}: {echo}", path.display());
+        let (_, listed) = gemctl(&home, &["policy", "list"])?;
+        assert!(listed.contains("adminPolicyPaths are not read"), "{listed}");
+        let (_, doctor) = gemctl(&home, &["doctor"])?;
+        assert!(doctor.contains("adminPolicyPaths are not read"), "{doctor}");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o755))?;
+        assert!(decide(&home, "mcp_fx_echo")?.starts_with("deny"));
+    }
+    Ok(())
+}
+
+/// In a trusted home, `~/.gemini/policies` is the user's own folder, never reported as a
+/// workspace's unaccepted one (issue 68, F7).
+#[tokio::test]
+async fn the_home_has_no_workspace_tier() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    write_user_settings(&home, json!({ "fx": { "command": fixture() } }))?;
+    let user_home = home.root().join("home");
+    write(&user_home.join(".gemini/policies/mine.toml"), &rule("echo", "allow", 1))?;
+    let _daemon = Daemon::start(&home, FAST).await?;
+    let at = user_home.display().to_string();
+    anyhow::ensure!(home.gemctl(&["trust", &at])?.status.success(), "gemctl trust failed");
+    let (code, review) = gemctl(&home, &["policy", "review", &at])?;
+    assert!(code == 0 && review.contains("is your home"), "{review}");
+    assert!(!review.contains("not loaded"), "{review}");
+    let (code, out) = gemctl(&home, &["policy", "accept", &at])?;
+    assert!(code != 0, "{out}");
     Ok(())
 }

@@ -94,3 +94,49 @@ fn links_out_of_the_folder_are_not_read() {
     assert!(snap.files.is_empty());
     assert!(snap.refused[0].message.contains("out of the workspace"), "{:?}", snap.refused);
 }
+
+/// One file whose text holds `NUL b.toml NUL …` and the two files it splits into do not
+/// digest alike (they did with each name, NUL, text, NUL); a record whose digest matches but
+/// whose list of files does not is not an acceptance; a record of the earlier form says to
+/// accept again (issue 68, F3).
+#[test]
+fn the_digest_tells_files_apart_and_the_list_must_match() {
+    let root = tempfile::tempdir().unwrap();
+    let ws = root.path().join("ws");
+    let dir = ws.join(".gemini/policies");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = ws.display().to_string();
+    let store = Store::temporary().unwrap();
+    let acc = acceptances(&store);
+    let (t1, t2) = (format!("{}# ", RULE.replace("allow", "deny")), format!("\n{RULE}"));
+    std::fs::write(dir.join("a.toml"), format!("{t1}\0b.toml\0{t2}")).unwrap();
+    acc.accept(&key, &snapshot(&ws)).unwrap();
+    std::fs::write(dir.join("a.toml"), &t1).unwrap();
+    std::fs::write(dir.join("b.toml"), &t2).unwrap();
+    let s = acc.standing(&key, &snapshot(&ws));
+    assert_eq!(s.state, State::Changed, "{s:?}");
+
+    // Signed, with the folder's digest, but a list of files that is not the folder's.
+    let snap = snapshot(&ws);
+    let mut record = Record {
+        v: RECORD_VERSION,
+        workspace: key.clone(),
+        digest: snap.digest.clone(),
+        files: [("a.toml".to_owned(), sha256(&t1))].into(),
+        accepted_ms: 1,
+        mac: String::new(),
+    };
+    record.mac = acc.mac(&record).unwrap();
+    store.put_policy_accepted_record(&key, &serde_json::to_vec(&record).unwrap()).unwrap();
+    acc.forget();
+    assert!(!acc.standing(&key, &snap).loads());
+
+    // The earlier form of record, signed and matching its files: accept again.
+    record.v = 1;
+    record.files = snap.files.iter().map(|(n, _, t)| (n.clone(), sha256(t))).collect();
+    record.mac = acc.mac(&record).unwrap();
+    store.put_policy_accepted_record(&key, &serde_json::to_vec(&record).unwrap()).unwrap();
+    acc.forget();
+    let s = acc.standing(&key, &snap);
+    assert!(s.state == State::Changed && s.reason.contains("accept again"), "{s:?}");
+}
