@@ -396,7 +396,10 @@ pub async fn config(
                         (ContextFileKind::Project, _) => "project".to_owned(),
                         (ContextFileKind::Memory, _) => "private project memory".to_owned(),
                     };
-                    outln!("{}  ({from})", f.path);
+                    match &f.error {
+                        Some(why) => outln!("{}  ({from}; not read: {why})", f.path),
+                        None => outln!("{}  ({from})", f.path),
+                    }
                     for i in &f.imports {
                         let what = match (i.state, &i.error) {
                             (ContextImportState::Inlined, _) => "inlined".to_owned(),

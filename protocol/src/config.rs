@@ -168,6 +168,10 @@ pub struct ContextFile {
     /// The `@path` imports met, in the order they were processed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub imports: Vec<ContextImport>,
+    /// Why the file was not read (its `text` is then empty): not a regular file, larger than
+    /// the cap, a link to a file outside the folder it was found in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Result of `context/files`.

@@ -14,11 +14,13 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use geminid_protocol::common::{Diagnostic, Scope, Severity};
 use geminid_protocol::config::{ContextFile, ContextFileKind};
 use serde_json::Value;
 
 use super::Effective;
-use super::context_import::{Importer, join, js_trim, lexical};
+use super::context_import::{Importer, join, js_trim, lexical, real};
+use super::context_read::{Budget, Unread, read_within};
 use super::env::Env;
 
 const DEFAULT_NAME: &str = "GEMINI.md";
@@ -68,6 +70,53 @@ pub(crate) fn file_names(settings: &Value) -> Vec<String> {
         }
     }
     names
+}
+
+/// A name that is a path (a separator in it, or `..`): Gemini CLI takes one from any settings
+/// file, joined to each folder (`../.ssh/id_rsa` read as global context); geminid takes one
+/// only from the user's and the system's settings, never from a workspace's.
+fn is_path(name: &str) -> bool {
+    name.contains('/') || name.contains('\\') || name == ".."
+}
+
+/// The names a workspace's settings file gives that are paths, with that file: not used.
+fn refused(effective: &Effective) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for f in &effective.public.files {
+        if f.scope != Scope::Workspace || !f.applied {
+            continue;
+        }
+        if let super::files::FileRead::Parsed { value, .. } =
+            super::files::read_object(Path::new(&f.path))
+        {
+            for n in file_names(&value).into_iter().filter(|n| is_path(n)) {
+                out.push((n, f.path.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The names looked for in a session: [`file_names`] but a workspace's paths.
+pub(crate) fn names_used(effective: &Effective) -> Vec<String> {
+    let refused = refused(effective);
+    let mut names = file_names(&effective.public.settings);
+    names.retain(|n| !refused.iter().any(|(r, _)| r == n));
+    names
+}
+
+/// `config check`'s word on the names [`names_used`] leaves out.
+pub(crate) fn diagnostics(effective: &Effective) -> Vec<Diagnostic> {
+    refused(effective)
+        .into_iter()
+        .map(|(name, file)| {
+            let message = format!(
+                "context.fileName \"{name}\" is a path, not a file name: a workspace's settings \
+                 may not name one (the user's settings may); no context file is read by it"
+            );
+            super::files::diagnostic(Severity::Warning, Path::new(&file), None, message)
+        })
+        .collect()
 }
 
 fn markers(settings: &Value) -> Vec<String> {
@@ -122,12 +171,6 @@ fn identity(p: &Path) -> Option<(u64, u64)> {
     }
 }
 
-/// JavaScript's `sort()` of path strings (by UTF-16 code unit; UTF-8 bytes order the same
-/// but for characters beyond U+FFFF, which no path here is expected to hold).
-fn sort_as_strings(paths: &mut [PathBuf]) {
-    paths.sort_by(|a, b| a.as_os_str().as_encoded_bytes().cmp(b.as_os_str().as_encoded_bytes()));
-}
-
 /// The private project memory's files: `MEMORY.md`, or else each `<name>` there.
 fn memory_files(home: &Path, workspace: &Path, names: &[String]) -> Vec<PathBuf> {
     let Some(dir) = super::context_memory::project_temp_dir(home, workspace) else {
@@ -141,77 +184,116 @@ fn memory_files(home: &Path, workspace: &Path, names: &[String]) -> Vec<PathBuf>
     names.iter().map(|n| join(&dir, n)).filter(|p| p.exists()).collect()
 }
 
+/// Why a context file found is not read, or `None` when that is said by leaving it out (a
+/// folder, a file gone meanwhile, as Gemini CLI skips them).
+fn unread(why: Unread, budget: &Budget, cap: u64, root: &Path) -> Option<String> {
+    match why {
+        Unread::Folder => None,
+        Unread::Io(e) if e.starts_with("ENOENT") => None,
+        Unread::Io(e) => Some(e),
+        Unread::Special(what) => Some(format!("{what}, not a regular file: not read")),
+        Unread::Outside => Some(format!(
+            "a link to a file outside {}: not read (geminid reads a context file only \
+             where it was found)",
+            root.display()
+        )),
+        Unread::TooBig => Some(budget.too_big(cap)),
+    }
+}
+
 /// The context files of a session whose configuration is `effective` and whose environment
 /// is `env`, in the order the model reads them, each with its text as the model gets it.
+/// One that is not read (not a regular file, too large, a link out of the folder it was
+/// found in: the project root, `~/.gemini`, the extension's folder) is listed with why.
 pub(crate) fn files(effective: &Effective, home: &Path, env: &Env) -> Vec<ContextFile> {
     let settings = &effective.public.settings;
-    let names = file_names(settings);
+    let names = names_used(effective);
     let markers = markers(settings);
     let global_dir = home.join(".gemini");
+    let global_root = real(&global_dir);
     let workspace = lexical(Path::new(&effective.public.workspace));
     let global: Vec<PathBuf> =
         names.iter().map(|n| join(&global_dir, n)).filter(|p| p.exists()).collect();
     let memory = memory_files(home, &workspace, &names);
-    let mut from_extensions: Vec<(PathBuf, String)> = effective
+    let mut from_extensions: Vec<(PathBuf, String, PathBuf)> = effective
         .extensions
         .iter()
-        .flat_map(|c| c.context_files.iter().map(|f| (lexical(f), c.name.clone())))
+        .flat_map(|c| {
+            let root = real(c.manifest_path.parent().unwrap_or(&c.manifest_path));
+            c.context_files.iter().map(move |f| (lexical(f), c.name.clone(), root.clone()))
+        })
         .collect();
     from_extensions
         .sort_by(|a, b| a.0.as_os_str().as_encoded_bytes().cmp(b.0.as_os_str().as_encoded_bytes()));
     from_extensions.dedup_by(|a, b| a.0 == b.0);
-    let mut project: Vec<PathBuf> = Vec::new();
+    let mut project: Vec<(PathBuf, PathBuf)> = Vec::new();
     if effective.public.trust.trusted {
         let mut seen: HashMap<(u64, u64), ()> = HashMap::new();
         for dir in super::folders::dirs(&workspace, settings, env) {
             let stop = project_root(&dir, &markers).unwrap_or_else(|| dir.clone());
+            let root = real(&stop);
             for p in upward(&dir, &stop, &names, &global_dir) {
                 let fresh = identity(&p).is_none_or(|id| seen.insert(id, ()).is_none());
-                if fresh && !project.contains(&p) {
-                    project.push(p);
+                if fresh && !project.iter().any(|(q, _)| *q == p) {
+                    project.push((p, root.clone()));
                 }
             }
         }
-        sort_as_strings(&mut project);
+        project.sort_by(|a, b| {
+            a.0.as_os_str().as_encoded_bytes().cmp(b.0.as_os_str().as_encoded_bytes())
+        });
     }
     // One path per file, the first met in the order Gemini CLI reads them; the same path
     // again (in two of the lists) is kept.
     let mut first: HashMap<(u64, u64), PathBuf> = HashMap::new();
-    let ext_paths = from_extensions.iter().map(|(p, _)| p);
-    for p in global.iter().chain(ext_paths).chain(&project).chain(&memory) {
+    let ext_paths = from_extensions.iter().map(|(p, _, _)| p);
+    for p in global.iter().chain(ext_paths).chain(project.iter().map(|(p, _)| p)).chain(&memory) {
         if let Some(id) = identity(p) {
             first.entry(id).or_insert_with(|| p.clone());
         }
     }
     let flat = settings.pointer("/context/importFormat").and_then(Value::as_str) == Some("flat");
+    let mut budget = Budget::default();
     let mut out: Vec<ContextFile> = Vec::new();
-    let mut push = |path: &Path, kind: ContextFileKind, extension: Option<String>| {
+    let mut push = |path: &Path, root: &Path, kind: ContextFileKind, extension: Option<String>| {
         if identity(path).is_some_and(|id| first.get(&id).is_some_and(|f| f != path)) {
             return;
         }
-        let Ok(bytes) = std::fs::read(path) else { return };
-        let raw = String::from_utf8_lossy(&bytes);
+        let shown = path.display().to_string();
+        let cap = budget.cap();
+        let raw = match read_within(path, root, cap) {
+            Ok(raw) => raw,
+            Err(why) => {
+                if let Some(error) = unread(why, &budget, cap, root) {
+                    let (text, imports) = (String::new(), Vec::new());
+                    let error = Some(error);
+                    out.push(ContextFile { path: shown, kind, extension, text, imports, error });
+                }
+                return;
+            }
+        };
+        budget.bytes = budget.bytes.saturating_sub(raw.len() as u64);
         let mut imports = Vec::new();
-        let mut importer = Importer::new(path, &markers, &mut imports);
+        let mut importer = Importer::new(path, &markers, &mut imports, &mut budget);
         let text = if flat { importer.flat(&raw, path) } else { importer.tree(&raw, path) };
         let text = js_trim(&text);
         if text.is_empty() {
             return;
         }
-        let path = path.display().to_string();
-        out.push(ContextFile { path, kind, extension, text: text.to_owned(), imports });
+        let text = text.to_owned();
+        out.push(ContextFile { path: shown, kind, extension, text, imports, error: None });
     };
     for p in &global {
-        push(p, ContextFileKind::Global, None);
+        push(p, &global_root, ContextFileKind::Global, None);
     }
     for p in &memory {
-        push(p, ContextFileKind::Memory, None);
+        push(p, &global_root, ContextFileKind::Memory, None);
     }
-    for (p, ext) in &from_extensions {
-        push(p, ContextFileKind::Extension, Some(ext.clone()));
+    for (p, ext, root) in &from_extensions {
+        push(p, root, ContextFileKind::Extension, Some(ext.clone()));
     }
-    for p in &project {
-        push(p, ContextFileKind::Project, None);
+    for (p, root) in &project {
+        push(p, root, ContextFileKind::Project, None);
     }
     out
 }

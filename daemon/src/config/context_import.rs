@@ -10,13 +10,19 @@
 //! address, is `<!-- Import failed: PATH - Path traversal attempt -->`. A file already
 //! inlined further up the same chain is `<!-- File already processed: PATH -->`; one that
 //! cannot be read is `<!-- Import failed: PATH - REASON -->` with Node's wording of the error.
-//! Imports are followed five deep; below that the text stays as written.
+//! Imports are followed five deep; below that the text stays as written. Each file is read
+//! as `context_read.rs` reads it (regular files only, capped); past the number of imports or
+//! the bytes a listing may read, the import met is failed with the limit named and the ones
+//! after it stay as written.
 
 use std::collections::HashSet;
-use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 
 use geminid_protocol::config::{ContextImport, ContextImportState};
+
+use super::context_read::{
+    Budget, MAX_IMPORTS, MAX_IMPORTS_ALL, MAX_TOTAL, Unread, mib, read_within,
+};
 
 const MAX_DEPTH: usize = 5;
 
@@ -50,7 +56,7 @@ pub(super) fn join(dir: &Path, name: &str) -> PathBuf {
 
 /// The real path of `p`, or, for a path that does not exist, its nearest existing ancestor's
 /// real path with the rest appended (a dangling link followed to its target).
-fn real(p: &Path) -> PathBuf {
+pub(super) fn real(p: &Path) -> PathBuf {
     if let Ok(r) = std::fs::canonicalize(p) {
         return r;
     }
@@ -112,56 +118,67 @@ fn find(text: &str) -> Vec<(usize, usize, &str)> {
 }
 
 /// The spans of backticks: a run of backticks up to the first run as long (the longest
-/// opening that closes at all, as `/(`+)([\s\S]*?)\1/g` matches).
+/// opening that closes at all, as `/(`+)([\s\S]*?)\1/g` matches), found in one pass: an
+/// opening of `r` backticks closes as `n` of them right after itself when `2n <= r`, else
+/// only at a later run at least `n` long, so the longest that closes is the longest later run
+/// (at most `r`) or `r / 2`, whichever is more.
 fn code_spans(text: &str) -> Vec<(usize, usize)> {
     let b = text.as_bytes();
+    // The runs (start, length), and the longest from each one on.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'`' {
+            let len = b[i..].iter().take_while(|&&c| c == b'`').count();
+            runs.push((i, len));
+            i += len;
+        } else {
+            i += 1;
+        }
+    }
+    let mut longest_after = vec![0; runs.len() + 1];
+    for k in (0..runs.len()).rev() {
+        longest_after[k] = longest_after[k + 1].max(runs[k].1);
+    }
     let mut out = Vec::new();
-    let mut s = 0;
-    'outer: while s < b.len() {
-        if b[s] != b'`' {
-            s += 1;
+    // The opening: its position, what is left of run `k` from there.
+    let (mut k, mut s) = (0, runs.first().map_or(0, |r| r.0));
+    while k < runs.len() {
+        let r = runs[k].0 + runs[k].1 - s;
+        let n = longest_after[k + 1].min(r).max(r / 2);
+        if n == 0 {
+            k += 1;
+            s = runs.get(k).map_or(0, |r| r.0);
             continue;
         }
-        let run = b[s..].iter().take_while(|&&c| c == b'`').count();
-        for n in (1..=run).rev() {
-            let ticks = &text[s..s + n];
-            if let Some(k) = text[s + n..].find(ticks) {
-                let end = s + n + k + n;
-                out.push((s, end));
-                s = end;
-                continue 'outer;
+        if 2 * n <= r {
+            out.push((s, s + 2 * n));
+            s += 2 * n;
+            if s == runs[k].0 + runs[k].1 {
+                k += 1;
+                s = runs.get(k).map_or(0, |r| r.0);
             }
+            continue;
         }
-        s += 1;
+        // The first later run at least `n` long; every run before it is inside the span.
+        let mut j = k + 1;
+        while runs[j].1 < n {
+            j += 1;
+        }
+        out.push((s, runs[j].0 + n));
+        (k, s) = (j, runs[j].0 + n);
+        if n == runs[j].1 {
+            k += 1;
+            s = runs.get(k).map_or(0, |r| r.0);
+        }
     }
     out
 }
 
-/// Node's message for a failed `fs.access` (`syscall` `access`) or `readFile` of `path`.
-fn node_error(e: &std::io::Error, syscall: &str, path: &Path) -> String {
-    let (code, what) = match e.raw_os_error() {
-        Some(libc::ENOENT) => ("ENOENT", "no such file or directory"),
-        Some(libc::EACCES) => ("EACCES", "permission denied"),
-        Some(libc::ENOTDIR) => ("ENOTDIR", "not a directory"),
-        Some(libc::EISDIR) => return "EISDIR: illegal operation on a directory, read".to_owned(),
-        Some(libc::ENAMETOOLONG) => ("ENAMETOOLONG", "name too long"),
-        Some(libc::ELOOP) => ("ELOOP", "too many symbolic links encountered"),
-        Some(libc::EPERM) => ("EPERM", "operation not permitted"),
-        _ if e.kind() == ErrorKind::NotFound => ("ENOENT", "no such file or directory"),
-        _ => return e.to_string(),
-    };
-    format!("{code}: {what}, {syscall} '{}'", path.display())
-}
-
-/// The text of `path` as Node reads it as UTF-8, or Node's message for why not.
-fn read(path: &Path) -> Result<String, String> {
-    if let Err(e) = std::fs::metadata(path) {
-        return Err(node_error(&e, "access", path));
-    }
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
-        Err(e) => Err(node_error(&e, "open", path)),
-    }
+/// Whether `at` is inside one of `spans` (sorted, apart).
+fn inside(spans: &[(usize, usize)], at: usize) -> bool {
+    let k = spans.partition_point(|&(_, e)| e <= at);
+    spans.get(k).is_some_and(|&(s, _)| s <= at)
 }
 
 /// One context file's imports being processed.
@@ -169,14 +186,24 @@ pub(super) struct Importer<'a> {
     real_root: PathBuf,
     /// The imports met, in order.
     pub(super) met: &'a mut Vec<ContextImport>,
+    budget: &'a mut Budget,
+    /// Imports this file may still follow.
+    left: usize,
+    /// A limit was reached: the imports after it stay as written.
+    stopped: bool,
 }
 
 impl<'a> Importer<'a> {
     /// For the context file `file`, whose project root is found with `markers`.
-    pub(super) fn new(file: &Path, markers: &[String], met: &'a mut Vec<ContextImport>) -> Self {
+    pub(super) fn new(
+        file: &Path,
+        markers: &[String],
+        met: &'a mut Vec<ContextImport>,
+        budget: &'a mut Budget,
+    ) -> Self {
         let dir = file.parent().unwrap_or(file);
         let root = if markers.is_empty() { dir.to_path_buf() } else { import_root(dir, markers) };
-        Importer { real_root: real(&root), met }
+        Importer { real_root: real(&root), met, budget, left: MAX_IMPORTS, stopped: false }
     }
 
     fn allowed(&self, path: &str, base: &Path) -> bool {
@@ -189,7 +216,51 @@ impl<'a> Importer<'a> {
 
     fn note(&mut self, path: &str, from: &Path, state: ContextImportState, error: Option<String>) {
         let from = from.display().to_string();
+        self.budget.spend(path.len() + from.len() + error.as_ref().map_or(0, String::len));
         self.met.push(ContextImport { path: path.to_owned(), from, state, error });
+    }
+
+    /// Whether another import may be followed; the first one past a limit is failed with the
+    /// limit named, and the ones after it are left as written.
+    fn may_follow(&mut self, path: &str, file: &Path, out: &mut String) -> bool {
+        if self.stopped {
+            return false;
+        }
+        let why = if self.left == 0 {
+            format!("more than {MAX_IMPORTS} imports from one context file")
+        } else if self.budget.imports == 0 {
+            format!("more than {MAX_IMPORTS_ALL} imports from all the context files")
+        } else if self.budget.bytes == 0 {
+            format!("the context files hold {} MiB together, the most read", mib(MAX_TOTAL))
+        } else {
+            self.left -= 1;
+            self.budget.imports -= 1;
+            return true;
+        };
+        let why = format!("{why}; it and the imports after it are not followed");
+        self.mark(out, &format!("<!-- Import failed: {path} - {why} -->"));
+        self.note(path, file, ContextImportState::Failed, Some(why));
+        self.stopped = true;
+        false
+    }
+
+    fn mark(&mut self, out: &mut String, text: &str) {
+        self.budget.spend(text.len());
+        out.push_str(text);
+    }
+
+    /// `path` read if it is inside the root and fits what is left, or why not.
+    fn read(&mut self, full: &Path) -> Result<String, String> {
+        let cap = self.budget.cap();
+        let text = read_within(full, &self.real_root, cap).map_err(|e| match e {
+            Unread::Folder => "EISDIR: illegal operation on a directory, read".to_owned(),
+            Unread::Io(why) => why,
+            Unread::Special(what) => format!("{what}, not a regular file: not read"),
+            Unread::Outside => "Path traversal attempt".to_owned(),
+            Unread::TooBig => self.budget.too_big(cap),
+        })?;
+        self.budget.spend(text.len());
+        Ok(text)
     }
 
     /// `text` of `file` with its imports inlined ("tree" format).
@@ -214,35 +285,42 @@ impl<'a> Importer<'a> {
         for (at, end, path) in find(text) {
             out.push_str(&text[last..at]);
             last = end;
-            if spans.iter().any(|&(s, e)| at >= s && at < e) {
-                out.push('@');
-                out.push_str(path);
+            let was_stopped = self.stopped;
+            if inside(&spans, at) || !self.may_follow(path, file, &mut out) {
+                // As written, but for the import the limit was met at, failed instead.
+                if inside(&spans, at) || was_stopped {
+                    out.push('@');
+                    out.push_str(path);
+                }
                 continue;
             }
             if !self.allowed(path, &base) {
-                out.push_str(&format!("<!-- Import failed: {path} - Path traversal attempt -->"));
+                self.mark(
+                    &mut out,
+                    &format!("<!-- Import failed: {path} - Path traversal attempt -->"),
+                );
                 let why = Some("Path traversal attempt".to_owned());
                 self.note(path, file, ContextImportState::Failed, why);
                 continue;
             }
             let full = lexical(&base.join(path));
             if done.contains(&full) {
-                out.push_str(&format!("<!-- File already processed: {path} -->"));
+                self.mark(&mut out, &format!("<!-- File already processed: {path} -->"));
                 self.note(path, file, ContextImportState::Repeated, None);
                 continue;
             }
-            match read(&full) {
+            match self.read(&full) {
                 Ok(inner) => {
                     self.note(path, file, ContextImportState::Inlined, None);
                     let mut next = done.clone();
                     next.insert(full.clone());
                     let inner = self.tree_at(&inner, &full, &next, depth + 1);
-                    out.push_str(&format!(
-                        "<!-- Imported from: {path} -->\n{inner}\n<!-- End of import from: {path} -->"
-                    ));
+                    self.mark(&mut out, &format!("<!-- Imported from: {path} -->\n"));
+                    out.push_str(&inner);
+                    self.mark(&mut out, &format!("\n<!-- End of import from: {path} -->"));
                 }
                 Err(why) => {
-                    out.push_str(&format!("<!-- Import failed: {path} - {why} -->"));
+                    self.mark(&mut out, &format!("<!-- Import failed: {path} - {why} -->"));
                     self.note(path, file, ContextImportState::Failed, Some(why));
                 }
             }
@@ -281,17 +359,18 @@ impl<'a> Importer<'a> {
         if !done.insert(name.clone()) {
             return;
         }
+        self.budget.spend(2 * name.as_os_str().len() + 40);
         files.push((name, text.to_owned()));
         let spans = code_spans(text);
         for (at, _, path) in find(text).into_iter().rev() {
-            if spans.iter().any(|&(s, e)| at >= s && at < e) || !self.allowed(path, base) {
+            if inside(&spans, at) || !self.allowed(path, base) {
                 continue;
             }
             let full = lexical(&base.join(path));
-            if done.contains(&full) {
+            if done.contains(&full) || !self.may_follow(path, file, &mut String::new()) {
                 continue;
             }
-            match read(&full) {
+            match self.read(&full) {
                 Ok(inner) => {
                     self.note(path, file, ContextImportState::Inlined, None);
                     let dir = full.parent().unwrap_or(&full).to_path_buf();
@@ -314,10 +393,49 @@ mod tests {
         assert_eq!(found, ["./x.md", "/abs", "Sub/z.md,", "./code.md`", "./fenced.md"]);
         let spans = code_spans(t);
         let at = |p: &str| t.find(p).unwrap_or_default() - 1;
-        let inside = |i: usize| spans.iter().any(|&(s, e)| i >= s && i < e);
-        assert!(!inside(at("./x.md")) && inside(at("./code.md")) && inside(at("./fenced.md")));
+        assert!(!inside(&spans, at("./x.md")) && inside(&spans, at("./code.md")));
+        assert!(inside(&spans, at("./fenced.md")));
         // An unclosed run of three closes with a shorter one, as the regex backtracks.
         assert_eq!(code_spans("```a``"), [(0, 6)]);
         assert_eq!(js_trim("\u{feff} x \u{85}"), "x \u{85}");
+    }
+
+    /// The regex's way, one opening at a time (quadratic): what the one pass must give.
+    fn code_spans_slowly(text: &str) -> Vec<(usize, usize)> {
+        let b = text.as_bytes();
+        let (mut out, mut s) = (Vec::new(), 0);
+        'outer: while s < b.len() {
+            if b[s] != b'`' {
+                s += 1;
+                continue;
+            }
+            let run = b[s..].iter().take_while(|&&c| c == b'`').count();
+            for n in (1..=run).rev() {
+                if let Some(k) = text[s + n..].find(&text[s..s + n]) {
+                    out.push((s, s + 2 * n + k));
+                    s += 2 * n + k;
+                    continue 'outer;
+                }
+            }
+            s += 1;
+        }
+        out
+    }
+
+    #[test]
+    fn code_spans_in_one_pass_are_the_regex_spans() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..3000 {
+            let len = (seed % 40) as usize;
+            let text: String = (0..len)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    if seed.is_multiple_of(3) { 'x' } else { '`' }
+                })
+                .collect();
+            assert_eq!(code_spans(&text), code_spans_slowly(&text), "{text:?}");
+        }
     }
 }

@@ -10,6 +10,7 @@
 pub(crate) mod context;
 mod context_import;
 mod context_memory;
+mod context_read;
 pub(crate) mod diff;
 pub(crate) mod enablement;
 pub(crate) mod env;

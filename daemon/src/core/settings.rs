@@ -93,9 +93,12 @@ impl Settings {
         let e = self.config.effective(session)?;
         let env = self.config.session_env(session);
         let home = &self.config.paths().home;
-        Ok(geminid_protocol::config::ContextFilesResult {
-            names: crate::config::context::file_names(&e.public.settings),
-            files: crate::config::context::files(&e, home, &env),
+        // Bounded reads (regular files only, opened without waiting, capped), off the loop.
+        crate::config::files::off_loop(|| {
+            Ok(geminid_protocol::config::ContextFilesResult {
+                names: crate::config::context::names_used(&e),
+                files: crate::config::context::files(&e, home, &env),
+            })
         })
     }
 

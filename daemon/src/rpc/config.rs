@@ -40,8 +40,9 @@ impl ConfigApiServer for Handler {
     }
 
     async fn config_diagnostics(&self, p: ConfigParams) -> RpcResult<DiagnosticsResult> {
-        let mut diagnostics =
-            self.config.effective(&p.session).map_err(rpc_error)?.public.diagnostics;
+        let effective = self.config.effective(&p.session).map_err(rpc_error)?;
+        let mut diagnostics = effective.public.diagnostics.clone();
+        diagnostics.extend(crate::config::context::diagnostics(&effective));
         // The policy files' problems too (a rule not loaded is a call decided otherwise than
         // the file says), errors first as the settings' are.
         let params = geminid_protocol::policy::PolicyListParams { session: p.session, tier: None };

@@ -179,3 +179,223 @@ async fn the_private_project_memory_follows_the_global_files() -> anyhow::Result
     assert!(files.iter().all(|f| f.0 != "memory"), "{v}");
     Ok(())
 }
+
+/// `gemctl --json config context`, failed when it has not answered within `secs` (it never
+/// answers when the daemon waits on a file).
+async fn listed_within(home: &TestHome, secs: u64) -> anyhow::Result<(Value, Vec<Row>)> {
+    let child = home
+        .gemctl_cmd(&["--json", "config", "context"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id())?);
+    let waiting = tokio::task::spawn_blocking(move || child.wait_with_output());
+    let Ok(out) = tokio::time::timeout(std::time::Duration::from_secs(secs), waiting).await else {
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL)?;
+        anyhow::bail!("gemctl config context did not answer within {secs} s");
+    };
+    let out = out??;
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| anyhow::anyhow!("{e}: {}", String::from_utf8_lossy(&out.stderr)))?;
+    let root = format!("{}/", home.root().display());
+    let files = v["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().unwrap_or_default().to_owned();
+            let text =
+                if s("error").is_empty() { s("text") } else { format!("ERROR {}", s("error")) };
+            (s("kind"), s("path").replace(&root, ""), text)
+        })
+        .collect();
+    Ok((v, files))
+}
+
+fn mkfifo(path: &Path) -> anyhow::Result<()> {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_fifo_is_never_opened_to_wait_on_and_the_daemon_still_stops() -> anyhow::Result<()> {
+    let (home, mut daemon) = home_with(json!({}), &[("GEMINI.md", "a @./pipe b")]).await?;
+    mkfifo(&home.workspace().join("pipe"))?;
+    // The context file itself a FIFO too.
+    mkfifo(&home.root().join("home/.gemini/GEMINI.md"))?;
+    let (v, files) = listed_within(&home, 20).await?;
+    let fifo = "ERROR a FIFO, not a regular file: not read";
+    let want = "a <!-- Import failed: ./pipe - a FIFO, not a regular file: not read --> b";
+    assert_eq!(
+        files,
+        [row("global", "home/.gemini/GEMINI.md", fifo), row("project", "ws/GEMINI.md", want)],
+        "{v}"
+    );
+    let (_, out, _) = home.gemctl_run(&["config", "context"])?;
+    assert!(out.contains("(global; not read: a FIFO, not a regular file: not read)"), "{out}");
+    // Nothing is left waiting: the daemon stops when told to.
+    daemon.signal(nix::sys::signal::Signal::SIGTERM)?;
+    let status = daemon.wait_exit(std::time::Duration::from_secs(20)).await?;
+    assert!(status.success(), "{status}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_file_over_the_cap_or_a_device_fails_alone_and_the_rest_lists() -> anyhow::Result<()> {
+    let settings = json!({"context": {"fileName": ["ZERO.md"]}});
+    let text = "a @./huge.md @./one.md @./two.md @./three.md b";
+    let (home, _daemon) = home_with(settings, &[("GEMINI.md", text)]).await?;
+    let ws = home.workspace();
+    // 100 MiB on disk (sparse), and three of 3 MiB: the third passes the 8 MiB of all.
+    std::fs::File::create(ws.join("huge.md"))?.set_len(100 << 20)?;
+    for name in ["one.md", "two.md", "three.md"] {
+        std::fs::write(ws.join(name), "x".repeat(3 << 20))?;
+    }
+    std::os::unix::fs::symlink("/dev/zero", ws.join("ZERO.md"))?;
+    let (v, files) = listed_within(&home, 60).await?;
+    assert_eq!(files.len(), 2, "{v:.2000}");
+    assert_eq!(
+        files[1],
+        row("project", "ws/ZERO.md", "ERROR a device, not a regular file: not read")
+    );
+    let imports = &v["files"][0]["imports"];
+    let state = |i: usize| (imports[i]["state"].clone(), imports[i]["error"].clone());
+    let huge = "larger than 4 MiB, the most read of one context file";
+    assert_eq!(state(0), (json!("failed"), json!(huge)), "{imports}");
+    assert_eq!(state(1).0, "inlined");
+    assert_eq!(state(2).0, "inlined");
+    let rest = "more than is left of the 8 MiB all context files may hold together";
+    assert_eq!(state(3), (json!("failed"), json!(rest)), "{imports}");
+    let text = files[0].2.as_str();
+    assert!(text.contains(&format!("<!-- Import failed: ./huge.md - {huge} -->")), "{text:.300}");
+    assert!(text.len() < (7 << 20), "{}", text.len());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_context_file_linking_out_of_where_it_was_found_is_not_read() -> anyhow::Result<()> {
+    let settings = json!({"context": {"fileName": "INSIDE.md"}});
+    let (home, _daemon) = home_with(settings, &[("docs/real.md", "inside")]).await?;
+    let (ws, root) = (home.workspace(), home.root().to_path_buf());
+    // Three keys: the same file twice would be listed once.
+    for k in 1..=3 {
+        write(&root.join(format!("home/secret{k}")), "SECRET-KEY")?;
+    }
+    std::os::unix::fs::symlink(root.join("home/secret1"), ws.join("GEMINI.md"))?;
+    std::os::unix::fs::symlink(root.join("home/secret2"), root.join("home/.gemini/GEMINI.md"))?;
+    // A link that stays inside the project is read.
+    std::os::unix::fs::symlink(ws.join("docs/real.md"), ws.join("INSIDE.md"))?;
+    // A linked extension's context file that leads out of its folder.
+    let ext = root.join("dev-ext");
+    write(&ext.join("gemini-extension.json"), r#"{"name": "dev", "version": "1"}"#)?;
+    std::os::unix::fs::symlink(root.join("home/secret3"), ext.join("GEMINI.md"))?;
+    let ext_s = ext.display().to_string();
+    let (code, _, err) = home.gemctl_run(&["extensions", "link", &ext_s, "--consent"])?;
+    assert_eq!(code, 0, "{err}");
+    let (v, files) = listed_within(&home, 20).await?;
+    assert!(!v.to_string().contains("SECRET-KEY"), "{v}");
+    let out = |dir: &Path| {
+        let d = std::fs::canonicalize(dir).unwrap_or_default();
+        format!(
+            "ERROR a link to a file outside {}: not read (geminid reads a context file only \
+             where it was found)",
+            d.display()
+        )
+    };
+    assert_eq!(
+        files,
+        [
+            row("global", "home/.gemini/GEMINI.md", &out(&root.join("home/.gemini"))),
+            row("extension", "dev-ext/GEMINI.md", &out(&ext)),
+            row("project", "ws/GEMINI.md", &out(&ws)),
+            row("project", "ws/INSIDE.md", "inside"),
+        ],
+        "{v}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn imports_that_multiply_stop_at_the_caps_and_code_spans_scan_in_one_pass()
+-> anyhow::Result<()> {
+    // GEMINI.md and a1..a12 each import all twelve: 12^5 imports five deep.
+    let all: String = (1..=12).map(|i| format!("@./a{i}.md\n")).collect();
+    let mut files: Vec<(String, String)> = vec![("GEMINI.md".into(), all.clone())];
+    files.extend((1..=12).map(|i| (format!("a{i}.md"), format!("A{i}\n{all}"))));
+    // Backtick runs of decreasing length (about 1.1 MB), in a file of its own.
+    let ticks: String = (1..=1480).rev().map(|n| format!("{} x ", "`".repeat(n))).collect();
+    files.push(("TICKS.md".into(), format!("{ticks}\n@./t.md")));
+    files.push(("t.md".into(), "T".into()));
+    let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let settings = json!({"context": {"fileName": "TICKS.md"}});
+    let (home, _daemon) = home_with(settings, &refs).await?;
+    let started = std::time::Instant::now();
+    let (v, files) = listed_within(&home, 60).await?;
+    let took = started.elapsed();
+    assert_eq!(files.len(), 2, "{v:.2000}");
+    let imports = v["files"][0]["imports"].as_array().cloned().unwrap_or_default();
+    assert_eq!(imports.len(), 501, "{:?}", imports.last());
+    let why = "more than 500 imports from one context file; it and the imports after it are \
+               not followed";
+    assert_eq!(imports[500]["error"], why);
+    assert!(files[0].2.len() < (1 << 20), "{}", files[0].2.len());
+    assert!(files[0].2.contains(&format!("- {why} -->")));
+    // The import after the ticks is inlined: the spans were found as Gemini CLI finds them.
+    assert!(
+        files[1]
+            .2
+            .ends_with("<!-- Imported from: ./t.md -->\nT\n<!-- End of import from: ./t.md -->")
+    );
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_link_swapped_while_read_never_inlines_what_it_leads_to() -> anyhow::Result<()> {
+    let text = "@./link.md\n".repeat(400);
+    let (home, _daemon) = home_with(json!({}), &[("GEMINI.md", &text), ("ok.md", "ok")]).await?;
+    let (ws, root) = (home.workspace(), home.root().to_path_buf());
+    write(&root.join("home/secret"), "SECRET-KEY")?;
+    std::os::unix::fs::symlink(ws.join("ok.md"), ws.join("good"))?;
+    std::os::unix::fs::symlink(root.join("home/secret"), ws.join("bad"))?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, ws) = (stop.clone(), ws.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for from in ["good", "bad"] {
+                    let _ = std::fs::hard_link(ws.join(from), ws.join("tmp"));
+                    let _ = std::fs::rename(ws.join("tmp"), ws.join("link.md"));
+                }
+            }
+        })
+    };
+    let mut seen = 0;
+    for _ in 0..8 {
+        let (v, _) = listed_within(&home, 60).await?;
+        seen += usize::from(v.to_string().contains("SECRET-KEY"));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = swapper.join();
+    assert_eq!(seen, 0, "the key was inlined in {seen} of 8 listings");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_workspace_may_not_name_a_path_as_a_context_file() -> anyhow::Result<()> {
+    let (home, _daemon) = home_with(json!({}), &[("GEMINI.md", "project")]).await?;
+    write(&home.root().join("home/secret.md"), "SECRET-KEY")?;
+    let settings = json!({"context": {"fileName": ["../secret.md", "AGENTS.md"]}});
+    write(&home.workspace().join(".gemini/settings.json"), &settings.to_string())?;
+    let (v, files) = listed_within(&home, 20).await?;
+    assert!(!v.to_string().contains("SECRET-KEY"), "{v}");
+    assert_eq!(v["names"], json!(["AGENTS.md", "GEMINI.md"]), "{v}");
+    assert_eq!(files, [row("project", "ws/GEMINI.md", "project")], "{v}");
+    let (_, out, err) = home.gemctl_run(&["config", "check"])?;
+    let said = format!("{out}{err}");
+    assert!(
+        said.contains("context.fileName \"../secret.md\" is a path, not a file name"),
+        "{said}"
+    );
+    Ok(())
+}
