@@ -256,8 +256,9 @@ def run(s, h, totals, rng, count=CASES, expect=None):
                 h.gemctl(["mcp", "reload"], layout.cwd, trust)
                 code, out, err = h.gemctl(["--json", "config", "context"], layout.cwd, trust)
                 expect(code == 0, f"gemctl config context exited {code}: {err}")
+                # A file geminid did not read (its error says why) is not the model's.
                 ours = [(project(f["path"]), project(f.get("text", "")))
-                        for f in json.loads(out)["files"]]
+                        for f in json.loads(out)["files"] if "error" not in f]
                 start = os.path.getsize(log) if os.path.exists(log) else 0
                 code, said = gemini_cli.run([h.gemini, "-p", "hi", "-m", "gemini-2.5-flash"],
                                             dict(h.env(trust), **env_model), layout.cwd, 180)
