@@ -148,7 +148,10 @@ pub async fn run(
         RuntimeCommand::List { all } => {
             let session = if all { None } else { session };
             let r = client
-                .mcp_list_servers(Some(ListServersParams { session, usage: false }))
+                .mcp_list_servers(Some(ListServersParams {
+                    session: session.clone(),
+                    usage: false,
+                }))
                 .await
                 .map_err(call_error("mcp/listServers"))?;
             if json {
@@ -159,7 +162,10 @@ pub async fn run(
                 output::running_servers(&r.servers)
             } else {
                 output::warnings(&r.warnings);
-                output::servers(&r.servers)
+                output::servers(&r.servers);
+                if let Some(s) = session {
+                    crate::policy_cmds::unaccepted_note(client, s).await;
+                }
             }
         }
         RuntimeCommand::Tools { server } => {

@@ -243,6 +243,20 @@ fn review(r: &PolicyReviewResult) {
     }
 }
 
+/// One line under `mcp list` when the session's workspace has policy files that are not
+/// loaded (never accepted, changed since, or their record damaged); nothing otherwise.
+pub async fn unaccepted_note(client: &Client, session: String) {
+    let params = PolicyReviewParams { session, digest: None };
+    let Ok(r) = client.policy_review(params).await else { return };
+    if matches!(r.state, State::New | State::Changed | State::Unverified) {
+        outln!(
+            "\nThis workspace's policy files ({}) are not loaded until you accept them: \
+             `gemctl policy review`.",
+            shown::line(&r.folder)
+        );
+    }
+}
+
 /// Everything a rule is decided by, in words: priority, modes, interactivity, subagent,
 /// the pattern its arguments must match.
 fn conditions(rule: &geminid_protocol::policy::PolicyRuleEntry) -> String {

@@ -37,14 +37,19 @@ struct PinsManifest {
 }
 
 impl Store {
-    fn pins_manifest_path(&self) -> Option<PathBuf> {
-        self.shared.on_disk.then(|| self.shared.path.join(PINS_MANIFEST))
+    fn manifest_path(&self, name: &str) -> Option<PathBuf> {
+        self.shared.on_disk.then(|| self.shared.path.join(name))
     }
 
     /// The keys the manifest names: none without a manifest (a database older than it, or
     /// a new one), an error when it is there but cannot be read.
     pub(super) fn pins_manifest(&self) -> Result<BTreeSet<String>, String> {
-        let Some(path) = self.pins_manifest_path() else { return Ok(BTreeSet::new()) };
+        self.manifest(PINS_MANIFEST)
+    }
+
+    /// The keys the manifest `name` names (as [`Store::pins_manifest`]).
+    fn manifest(&self, name: &str) -> Result<BTreeSet<String>, String> {
+        let Some(path) = self.manifest_path(name) else { return Ok(BTreeSet::new()) };
         match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice::<PinsManifest>(&bytes)
                 .map(|m| m.keys)
@@ -89,13 +94,18 @@ impl Store {
         let tree = open.db.open_tree(TREE).map_err(|e| self.err(e))?;
         tree.insert(key.as_bytes(), record).map_err(|e| self.err(e))?;
         tree.flush().map(drop).map_err(|e| self.err(e))?;
-        let Some(path) = self.pins_manifest_path() else { return Ok(()) };
+        self.manifest_add(PINS_MANIFEST, TREE, key)
+    }
+
+    /// Name `key`, whose record in `tree` was just flushed, in the manifest `name`.
+    fn manifest_add(&self, name: &str, tree: &str, key: &str) -> Result<(), StoreError> {
+        let Some(path) = self.manifest_path(name) else { return Ok(()) };
         let _serialised = MANIFEST_WRITE.lock();
-        match self.pins_manifest() {
+        match self.manifest(name) {
             Ok(keys) if keys.contains(key) => Ok(()),
             Ok(mut keys) => {
                 // A manifest made now (none before) names every record there is.
-                keys.extend(self.keys_of(TREE));
+                keys.extend(self.keys_of(tree));
                 keys.insert(key.to_owned());
                 let body = serde_json::to_vec(&PinsManifest { v: 1, keys })
                     .map_err(|e| StoreError::Manifest { path: path.clone(), source: e.into() })?;
@@ -103,7 +113,7 @@ impl Store {
                     .map_err(|source| StoreError::Manifest { path, source })
             }
             Err(why) => {
-                tracing::warn!(%why, "the pins manifest is not updated");
+                tracing::warn!(%why, manifest = name, "a manifest of records is not updated");
                 Ok(())
             }
         }

@@ -114,6 +114,8 @@ async fn workspace_policy_files_load_only_as_accepted() -> anyhow::Result<()> {
     );
     let (_, doctor) = gemctl(&home, &["doctor"])?;
     assert!(doctor.contains("gemctl policy review"), "{doctor}");
+    let (_, servers) = gemctl(&home, &["mcp", "list"])?;
+    assert!(servers.contains("policy files") && servers.contains("not loaded"), "{servers}");
     let (code, review) = gemctl(&home, &["policy", "review"])?;
     assert_eq!(code, 0, "{review}");
     assert!(
@@ -125,6 +127,7 @@ async fn workspace_policy_files_load_only_as_accepted() -> anyhow::Result<()> {
     assert_eq!(code, 0, "{out}");
     let accepted = decide(&home, "mcp_fx_echo")?;
     assert!(accepted.starts_with("allow") && accepted.contains("workspace tier"), "{accepted}");
+    assert!(!gemctl(&home, &["mcp", "list"])?.1.contains("policy files"));
 
     // Changed after acceptance: not loaded.
     write(
