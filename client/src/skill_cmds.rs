@@ -110,8 +110,13 @@ pub enum CommandsCommand {
         name: String,
         /// Do not confirm: a shell command that policy would ask about is named and nothing
         /// runs (exit 1), as in `gemini -p`
-        #[arg(long)]
+        #[arg(long, conflicts_with = "yes")]
         no_confirm: bool,
+        /// Confirm every shell command that policy asks about without being asked (from a
+        /// script); without it, a terminal shows them and asks y/N, and nothing runs when
+        /// stdin is not a terminal
+        #[arg(long, short = 'y')]
+        yes: bool,
         /// What follows the name
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -435,6 +440,32 @@ pub async fn run_agents(
     }
 }
 
+/// Each shell command an expansion asks about, with why.
+fn print_asks(r: &geminid_protocol::commands::CommandsExpandResult) {
+    for c in &r.needs_confirmation {
+        errln!("needs a confirmation: {c}");
+        if let Some(a) = r.asks.iter().find(|a| &a.command == c) {
+            errln!("  why: {}", a.reason);
+        }
+    }
+}
+
+/// On a terminal, the commands asked about shown and y/N asked; false when stdin is not one.
+fn confirm_on_terminal(
+    r: &geminid_protocol::commands::CommandsExpandResult,
+) -> anyhow::Result<bool> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !std::io::stdin().is_terminal() {
+        return Ok(false);
+    }
+    print_asks(r);
+    eprint!("Run {}? [y/N] ", if r.needs_confirmation.len() == 1 { "it" } else { "them" });
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
 /// Run a commands command for `session`.
 pub async fn run_commands(
     client: &Client,
@@ -446,17 +477,36 @@ pub async fn run_commands(
     use geminid_protocol::commands::{CommandKind, CommandsExpandParams, CommandsListParams};
     let built_ins = match cmd {
         CommandsCommand::List { built_ins } => built_ins,
-        CommandsCommand::Expand { name, no_confirm, args } => {
-            let confirmed = !no_confirm;
-            let p = CommandsExpandParams { session, name, args: args.join(" "), confirmed };
-            let r = client.commands_expand(p).await.map_err(call_error("commands/expand"))?;
+        CommandsCommand::Expand { name, no_confirm, yes, args } => {
+            let mut p = CommandsExpandParams {
+                session,
+                name,
+                args: args.join(" "),
+                confirmed: yes,
+                interactive: !no_confirm,
+            };
+            let mut r =
+                client.commands_expand(p.clone()).await.map_err(call_error("commands/expand"))?;
+            if !r.needs_confirmation.is_empty() && !no_confirm && !json && confirm_on_terminal(&r)?
+            {
+                p.confirmed = true;
+                r = client.commands_expand(p).await.map_err(call_error("commands/expand"))?;
+            }
             if json {
                 output::json(&r)?;
             } else if !r.needs_confirmation.is_empty() {
-                for c in &r.needs_confirmation {
-                    errln!("needs a confirmation: {c}");
+                print_asks(&r);
+                if no_confirm {
+                    errln!(
+                        "nothing ran (--no-confirm): run it without --no-confirm from a terminal \
+                         to be asked, or with --yes to confirm from a script"
+                    );
+                } else {
+                    errln!(
+                        "nothing ran: no one confirmed (stdin is not a terminal, or the answer \
+                         was no); --yes confirms from a script"
+                    );
                 }
-                errln!("nothing ran (--no-confirm)");
             } else {
                 if let Some(t) = &r.tool {
                     errln!(

@@ -102,9 +102,24 @@ pub struct CommandsExpandParams {
     #[serde(default)]
     pub args: String,
     /// The person confirmed the shell commands it runs (`needsConfirmation` of an earlier
-    /// answer), or is the caller (`gemctl commands expand`).
+    /// answer).
     #[serde(default)]
     pub confirmed: bool,
+    /// A person is there to be asked: decided as for an interactive session, and what policy
+    /// asks about comes back in `needsConfirmation` (with `asks`) instead of being refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interactive: bool,
+}
+
+/// A shell command policy asks about, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ShellAsk {
+    /// The command, `{{args}}` substituted.
+    pub command: String,
+    /// Why it is asked about, and how to run it.
+    pub reason: String,
 }
 
 /// A shell command an expansion ran.
@@ -149,6 +164,9 @@ pub struct CommandsExpandResult {
     /// `confirmed` once they are.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub needs_confirmation: Vec<String>,
+    /// Each of `needsConfirmation` with why it is asked about.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asks: Vec<ShellAsk>,
     /// The shell commands that ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ran: Vec<ShellRun>,

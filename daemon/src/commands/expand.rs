@@ -29,11 +29,20 @@ fn inside(workspace: &Path, given: &str) -> Result<PathBuf, ExpandError> {
     Ok(real)
 }
 
+/// A regular file's text: opened without blocking (a FIFO's open waits for a writer) and
+/// checked on the open handle, so nothing but a regular file is read.
 fn read_text(file: &Path, budget: &mut u64) -> Result<String, ExpandError> {
     let mut bytes = Vec::new();
-    std::fs::File::open(file)
-        .and_then(|f| f.take(*budget + 1).read_to_end(&mut bytes))
-        .map_err(|source| ExpandError::Read { file: file.to_path_buf(), source })?;
+    let read = |source| ExpandError::Read { file: file.to_path_buf(), source };
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let f = options.open(file).map_err(read)?;
+    if !f.metadata().map_err(read)?.is_file() {
+        return Err(ExpandError::NotRegular(file.to_path_buf()));
+    }
+    f.take(*budget + 1).read_to_end(&mut bytes).map_err(read)?;
     if bytes.len() as u64 > *budget {
         return Err(ExpandError::TooLarge(file.to_path_buf()));
     }
@@ -168,15 +177,40 @@ pub(crate) fn shell_commands(
             let shown = i.content.replace(ARGS, &quoted);
             let run = runnable(&i.content, &quoted).map_err(|context| {
                 let line = prompt.get(..i.start).map_or(0, |b| b.matches('\n').count()) + 1;
+                let fix = match context {
+                    crate::shell::Context::Arithmetic => {
+                        "arithmetic evaluates the arguments as code however they are quoted \
+                         (`$(( \"{{args}}\" ))` too): give them to a command as a word instead, \
+                         outside `$((…))` and `((…))`"
+                    }
+                    _ => {
+                        "give them to a command as a word instead (`printf '%s\\n' {{args}} | cmd`)"
+                    }
+                };
                 ExpandError::UnsafeArgs {
                     line,
                     context: context.describe(),
                     content: i.content.clone(),
+                    fix,
                 }
             })?;
             Ok((i, ShellCommand { shown, run }))
         })
         .collect()
+}
+
+/// How bash finds the arguments inside double quotes (expand writes `"${GEMINID_ARGS}"` outside
+/// them): the one `$` a plain line may hold ([`super::plain`]).
+pub(crate) fn args_reference() -> String {
+    format!("${{{ARGS_VAR}}}")
+}
+
+/// A piece of what bash runs with the arguments pasted in, shell-quoted, where it refers to
+/// them: as Gemini CLI would run it.
+pub(crate) fn pasted(run: &str, args: &str) -> String {
+    let quoted = shell_quote(args);
+    let reference = args_reference();
+    run.replace(&format!("\"{reference}\""), &quoted).replace(&reference, &quoted)
 }
 
 #[cfg(not(windows))]

@@ -5,6 +5,7 @@
 pub(crate) mod expand;
 pub(crate) mod ignore;
 pub(crate) mod load;
+pub(crate) mod plain;
 pub(crate) mod resolve;
 
 /// Why a command's prompt cannot be expanded, or an `@{path}` not included.
@@ -46,7 +47,7 @@ pub(crate) enum ExpandError {
     /// `{{args}}` stands where no reference to the arguments is safe.
     #[error(
         "line {line}: `{{{{args}}}}` {context} in `!{{{content}}}` cannot be given to the \
-         shell safely, so nothing runs; put it outside quotes or inside double quotes"
+         shell safely, so nothing runs; {fix}"
     )]
     UnsafeArgs {
         /// The line of the prompt.
@@ -55,7 +56,27 @@ pub(crate) enum ExpandError {
         context: &'static str,
         /// The injection as written.
         content: String,
+        /// How to write it instead.
+        fix: &'static str,
     },
+    /// One kind of injection inside the other (`!{echo @{f}}`, `@{x!{y}}`).
+    #[error(
+        "line {line}: `{inner}` inside `{outer}…}}` is not supported: a file is never pasted \
+         into a shell command, nor a command into a path; {fix}"
+    )]
+    Nested {
+        /// The line of the prompt.
+        line: usize,
+        /// `@{` or `!{`.
+        inner: &'static str,
+        /// `!{` or `@{`.
+        outer: &'static str,
+        /// How to write it instead.
+        fix: &'static str,
+    },
+    /// What `@{path}` names is not a regular file or folder (a FIFO, a device, a socket).
+    #[error("{} is not a regular file: not included", .0.display())]
+    NotRegular(std::path::PathBuf),
 }
 
 /// An injection (`!{...}` or `@{...}`) in a prompt: where it starts and ends (after its `}`),
@@ -105,6 +126,32 @@ pub(crate) fn injections(prompt: &str, trigger: &str) -> Result<Vec<Injection>, 
         from = close + 1;
     }
     Ok(out)
+}
+
+/// Neither kind of injection stands inside the other in `prompt`.
+pub(crate) fn check_nesting(prompt: &str) -> Result<(), ExpandError> {
+    let line = |at: usize| prompt[..at].matches('\n').count() + 1;
+    for inj in injections(prompt, "!{")? {
+        if inj.content.contains("@{") {
+            return Err(ExpandError::Nested {
+                line: line(inj.start),
+                inner: "@{",
+                outer: "!{",
+                fix: "read the file in the command instead (`!{cat path}`)",
+            });
+        }
+    }
+    for inj in injections(prompt, "@{")? {
+        if inj.content.contains("!{") {
+            return Err(ExpandError::Nested {
+                line: line(inj.start),
+                inner: "!{",
+                outer: "@{",
+                fix: "name the file by its path",
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Both kinds of injection balance in `prompt`.

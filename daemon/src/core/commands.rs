@@ -25,7 +25,7 @@ use super::skills::SkillsError;
 use crate::commands::ExpandError;
 use crate::commands::expand::{Part, ShellCommand};
 use crate::commands::resolve::{Candidate, resolve};
-use crate::commands::{expand, load};
+use crate::commands::{expand, load, plain};
 use crate::skills::SkillError;
 
 /// Slash commands: each session's list, and what each session was last told of it.
@@ -198,8 +198,13 @@ impl Commands {
                 line: None,
                 column: None,
                 message: format!(
-                    "custom commands are not loaded: the folder is not trusted ({}); `gemctl trust` trusts it",
-                    c.trust.reason
+                    "custom commands are not loaded: the folder is not trusted ({}){}",
+                    c.trust.reason,
+                    if c.trust.reason.contains("gemctl trust") {
+                        ""
+                    } else {
+                        "; `gemctl trust` trusts it"
+                    }
                 ),
             });
         }
@@ -314,6 +319,7 @@ impl Commands {
         // prompt itself has them, and only in its own text (never in an included file).
         let uses_args = prompt.contains(expand::ARGS);
         let processed = uses_args || prompt.contains("!{");
+        crate::commands::check_nesting(prompt).map_err(refused)?;
         // 1. `@{path}`.
         let parts = if prompt.contains("@{") {
             crate::config::files::off_loop(|| expand::at_files(prompt, &workspace, &mut out.notes))
@@ -335,22 +341,34 @@ impl Commands {
             counts.push(found.len());
             commands.extend(found.into_iter().map(|(_, c)| c));
         }
-        for ShellCommand { shown: cmd, .. } in &commands {
-            let v = self.shell_decision(p, cmd)?;
+        for c in &commands {
+            let cmd = &c.shown;
+            let v = self.shell_decision(p, c, &args)?;
             match v.decision {
                 PolicyDecision::Allow => {}
                 PolicyDecision::Deny => {
                     return Err(SkillsError::Call(crate::calls::CallError::PolicyDenied(format!(
-                        "/{name}: the shell command \"{cmd}\" is blocked by policy ({}); nothing ran",
+                        "/{name}: the shell command \"{cmd}\" is blocked by policy ({}); nothing \
+                         ran. To run it, a person confirms it (`gemctl commands expand` from a \
+                         terminal, or with --yes) where a rule asks rather than denies, or a rule \
+                         of your own allows it (`gemctl policy`), or the command is rewritten",
                         v.reason
                     ))));
                 }
                 PolicyDecision::AskUser if p.confirmed => {}
-                PolicyDecision::AskUser => out.needs_confirmation.push(cmd.clone()),
+                PolicyDecision::AskUser => {
+                    if !out.needs_confirmation.contains(cmd) {
+                        out.needs_confirmation.push(cmd.clone());
+                        let reason = v.reason.clone();
+                        out.asks.push(geminid_protocol::commands::ShellAsk {
+                            command: cmd.clone(),
+                            reason,
+                        });
+                    }
+                }
             }
         }
         if !out.needs_confirmation.is_empty() {
-            out.needs_confirmation.dedup();
             return Ok(out);
         }
         let mut env = (*self.config.session_env(&p.session)).clone();
@@ -378,28 +396,46 @@ impl Commands {
         Ok(out)
     }
 
-    /// What policy decides for a command's `!{cmd}`, as Gemini CLI decides a shell command: the
-    /// whole line, then (unless it is denied) each command in it on its own (`&&`, `;`, `|`,
-    /// substitutions, subshells: [`crate::shell::parse`]) so that an allowed prefix does not
-    /// let a chain through; a redirection asks outside `autoEdit` and `yolo`; a line that does
-    /// not parse asks outside `yolo`. Every check goes through the session's policy service,
-    /// which gives it the session's approval mode.
+    /// What policy decides for a command's `!{cmd}`, as Gemini CLI decides a shell command,
+    /// and never looser: the whole line, both as bash runs it (`{{args}}` a reference to
+    /// `GEMINID_ARGS`) and with the arguments pasted in (the stricter answer); then, unless it
+    /// is denied, a line that is not plain ([`crate::commands::plain`]) is asked about outside
+    /// `yolo` whatever allowed it (its commands that Gemini CLI's splitter finds are still
+    /// looked at for a deny); a plain line's commands are each checked on their own, in both
+    /// forms and with the first word unquoted (a prefix matches the name bash runs), so an
+    /// allowed prefix does not let a chain through; a redirection asks outside `autoEdit` and
+    /// `yolo`. Every check goes through the session's policy service (its approval mode).
     fn shell_decision(
         &self,
         p: &CommandsExpandParams,
-        cmd: &str,
+        c: &ShellCommand,
+        args: &str,
     ) -> Result<PolicyCheckResult, SkillsError> {
         let check = |command: &str| {
             self.policy.check(PolicyCheckParams {
                 session: p.session.clone(),
                 tool: "run_shell_command".into(),
                 args: Some(serde_json::json!({ "command": command })),
-                // The person asking is there to confirm: decided as for an interactive session.
-                interactive: p.confirmed.then_some(true),
+                // A person is there to confirm: decided as for an interactive session.
+                interactive: (p.confirmed || p.interactive).then_some(true),
                 ..Default::default()
             })
         };
-        let whole = check(cmd)?;
+        let strictest = |first: &str, more: &[&str]| -> Result<PolicyCheckResult, SkillsError> {
+            let mut best = check(first)?;
+            for (k, t) in more.iter().enumerate() {
+                if *t == first || more[..k].contains(t) {
+                    continue;
+                }
+                let v = check(t)?;
+                if plain::strictness(v.decision) > plain::strictness(best.decision) {
+                    best = v;
+                }
+            }
+            Ok(best)
+        };
+        let cmd = c.shown.as_str();
+        let whole = strictest(cmd, &[&c.run])?;
         if whole.decision == PolicyDecision::Deny {
             return Ok(whole);
         }
@@ -410,30 +446,39 @@ impl Commands {
             rule: None,
             reason,
         };
-        let parsed = crate::shell::parse(cmd).filter(|p| !p.commands.is_empty());
-        let Some(parsed) = parsed else {
-            return Ok(if mode == ApprovalMode::Yolo {
-                whole
-            } else {
-                ask(format!("\"{cmd}\" cannot be parsed, so its commands cannot be checked"))
-            });
+        let in_it = |sub: &str, v: PolicyCheckResult| PolicyCheckResult {
+            reason: format!("\"{sub}\" in it: {}", v.reason),
+            ..v
+        };
+        let lexed = match plain::lex(&c.run, &expand::args_reference()) {
+            Ok(plain) => plain,
+            Err(why) => {
+                for sub in crate::shell::parse(cmd).map(|p| p.commands).unwrap_or_default() {
+                    let v = check(&sub)?;
+                    if v.decision == PolicyDecision::Deny {
+                        return Ok(in_it(&sub, v));
+                    }
+                }
+                if mode == ApprovalMode::Yolo || whole.decision != PolicyDecision::Allow {
+                    return Ok(whole);
+                }
+                return Ok(ask(why.reason(cmd)));
+            }
         };
         let mut verdict = whole;
-        if parsed.redirection && !lenient && verdict.decision == PolicyDecision::Allow {
-            verdict = ask(format!("\"{cmd}\" redirects input or output"));
+        if lexed.redirection && !lenient && verdict.decision == PolicyDecision::Allow {
+            verdict = ask(format!(
+                "\"{cmd}\" redirects input or output (allowed in autoEdit and yolo, or when a \
+                 person confirms it)"
+            ));
         }
-        for sub in parsed.commands.iter().filter(|c| c.as_str() != cmd.trim()) {
-            let v = check(sub)?;
+        for sub in &lexed.commands {
+            let shown = expand::pasted(&sub.text, args);
+            let v = strictest(&sub.text, &[&shown, &expand::pasted(&sub.named, args)])?;
             match v.decision {
-                PolicyDecision::Deny => {
-                    return Ok(PolicyCheckResult {
-                        reason: format!("\"{sub}\" in it: {}", v.reason),
-                        ..v
-                    });
-                }
+                PolicyDecision::Deny => return Ok(in_it(&shown, v)),
                 PolicyDecision::AskUser if verdict.decision == PolicyDecision::Allow => {
-                    verdict =
-                        PolicyCheckResult { reason: format!("\"{sub}\" in it: {}", v.reason), ..v };
+                    verdict = in_it(&shown, v);
                 }
                 _ => {}
             }

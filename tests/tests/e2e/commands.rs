@@ -116,7 +116,7 @@ async fn expansion_args_shell_files_and_policy() -> anyhow::Result<()> {
         "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"rm\"\ndecision = \"deny\"\npriority = 100\n",
     )?;
     let expand = |args: &[&str]| -> anyhow::Result<Value> {
-        let mut all = vec!["commands", "expand"];
+        let mut all = vec!["commands", "expand", "--yes"];
         all.extend_from_slice(args);
         home.gemctl_json(&all)
     };
@@ -368,5 +368,171 @@ async fn an_included_file_is_text_and_arguments_are_trimmed() -> anyhow::Result<
     assert_eq!(text, "[it's two] it's two");
     let (_, text) = runs(&client, &session.id, "plain", "   ").await?;
     assert_eq!(text, "P");
+    Ok(())
+}
+
+/// Every way an outside tester made `touch` run under an `echo`-only allow (issue 68's attack
+/// report, items 1-9): with `tools.allowed: ["run_shell_command(echo)"]` and with a
+/// `commandPrefix = "echo"` rule, in the default mode and in `autoEdit`, headless, nothing runs
+/// and the answer is a refusal or an ask that says why. A line outside geminid's plain grammar
+/// is asked about whatever allowed it.
+#[tokio::test]
+async fn no_line_the_attack_report_found_runs_under_an_echo_allow() -> anyhow::Result<()> {
+    use geminid_protocol::policy::ApprovalMode;
+    use geminid_protocol::session::SessionUpdateParams;
+    let home = TestHome::new()?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    assert!(home.gemctl(&["trust"])?.status.success());
+    let user = home.root().join("home/.gemini/commands");
+    let ws = home.workspace();
+    std::fs::create_dir_all(ws.join("echo"))?;
+    // (name, the line in `!{…}`, the arguments); MARK is the marker file `touch` would make.
+    let lines: &[(&str, &str, &str)] = &[
+        ("arith", "echo $((  $(touch MARK) ))", ""),
+        ("arith2", "echo $(( `touch MARK` ))", ""),
+        ("arith3", "echo $(( x[$(touch MARK)] ))", ""),
+        ("escsp", "echo \\ #; touch MARK", ""),
+        ("escpar", "echo \\(#; touch MARK", ""),
+        ("escsemi", "echo \\;#; touch MARK", ""),
+        ("contnl", "echo a\\\n#; touch MARK", ""),
+        ("parcmt", "echo ${x:- #}; touch MARK", ""),
+        ("nestbt", "echo `echo \\`touch MARK\\``", ""),
+        ("btcmt", "echo `echo #`; touch MARK\necho `", ""),
+        ("dqq", "echo\"\"/../evil.sh dqq", ""),
+        ("argcmt", "echo '{{args}}'; touch MARK", "x #"),
+        ("aold", "echo $[ {{args}} ]", "a[$(touch MARK)]"),
+        ("aidx", "echo ${a[{{args}}]}", "a[$(touch MARK)]"),
+        ("aadq", "echo $(( \"{{args}}\" ))", "a[$(touch MARK)]"),
+        ("atp", "echo ${GEMINID_ARGS@P}", "$(touch MARK)"),
+        ("argvar", "echo $(( GEMINID_ARGS ))", "a[$(touch MARK)]"),
+        ("hdoc", "echo <<E\n$(touch MARK)\nE", ""),
+        ("hdocbt", "echo <<E\n`touch MARK`\nE", ""),
+        ("hansi", "echo <<$'E'\nE\ntouch MARK\n$E", ""),
+    ];
+    let mark = |name: &str| ws.join(format!("m-{name}"));
+    for (name, line, _) in lines {
+        let line = line.replace("MARK", &mark(name).display().to_string());
+        write(
+            user.join(format!("{name}.toml")),
+            &format!("prompt = {}", Value::from(format!("!{{{line}}}"))),
+        )?;
+    }
+    let evil = ws.join("evil.sh");
+    std::fs::write(&evil, format!("#!/bin/sh\ntouch {}\n", mark("dqq").display()))?;
+    std::fs::set_permissions(&evil, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let client = daemon.client().await?;
+    let settings = home.root().join("home/.gemini/settings.json");
+    let policy = home.root().join("home/.gemini/policies/echo.toml");
+    let mut bad = Vec::new();
+    for how in ["tools.allowed", "commandPrefix"] {
+        if how == "tools.allowed" {
+            write(settings.clone(), r#"{"tools": {"allowed": ["run_shell_command(echo)"]}}"#)?;
+        } else {
+            std::fs::remove_file(&settings)?;
+            write(
+                policy.clone(),
+                "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = \"echo\"\ndecision = \"allow\"\npriority = 500\n",
+            )?;
+        }
+        let create =
+            SessionCreateParams { workspace: ws.display().to_string(), ..Default::default() };
+        let session = client.create(create).await?;
+        // The allow works: a plain echo runs.
+        write(user.join("ok.toml"), "prompt = \"!{echo fine}\"")?;
+        for mode in [ApprovalMode::Default, ApprovalMode::AutoEdit] {
+            let update = SessionUpdateParams {
+                id: session.id.clone(),
+                approval_mode: Some(mode),
+                ..Default::default()
+            };
+            client.update(update).await?;
+            let (ran, text) = runs(&client, &session.id, "ok", "").await?;
+            assert!(ran && text.contains("fine"), "{how} {mode:?}: the allow runs echo: {text}");
+            for (name, line, args) in lines {
+                let args = args.replace("MARK", &mark(name).display().to_string());
+                let p = CommandsExpandParams {
+                    session: session.id.clone(),
+                    name: (*name).into(),
+                    args: args.clone(),
+                    ..Default::default()
+                };
+                let said = match client.commands_expand(p).await {
+                    Ok(r) if r.ran.is_empty() && r.asks.len() == r.needs_confirmation.len() => {
+                        r.asks.iter().map(|a| a.reason.clone()).collect::<Vec<_>>().join("; ")
+                    }
+                    Ok(r) => format!("ran or asked without a reason: {r:?}"),
+                    Err(e) => e.to_string(),
+                };
+                let reasoned = said.contains("not plain")
+                    || said.contains("blocked by policy")
+                    || said.contains("cannot be given to the shell safely");
+                if mark(name).exists() || !reasoned {
+                    bad.push(format!("{how} {mode:?} !{{{line}}} {args:?}: {said}"));
+                    let _ = std::fs::remove_file(mark(name));
+                }
+            }
+        }
+        client.close(geminid_protocol::session::SessionIdParams { id: session.id }).await?;
+    }
+    assert!(
+        bad.is_empty(),
+        "{} of {} ran or said no reason:\n{}",
+        bad.len(),
+        lines.len() * 4,
+        bad.join("\n")
+    );
+    Ok(())
+}
+
+/// `gemctl commands expand` never runs what policy asks about without a person: without a
+/// terminal it names each command with why and says `--yes` confirms from a script (issue 68's
+/// attack report); `--no-confirm` and `--json` give the reason too. `@{fifo}` does not hang,
+/// `!{echo @{f}}` is refused saying what to write instead, and the untrusted folder's warning
+/// names `gemctl trust` once.
+#[tokio::test]
+async fn gemctl_asks_before_running_and_says_why() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    let user = home.root().join("home/.gemini/commands");
+    let ws = home.workspace();
+    write(user.join("chain.toml"), "prompt = \"!{echo A; touch made}\"")?;
+    write(user.join("var.toml"), "prompt = \"!{echo $HOME}\"")?;
+    write(user.join("fifo.toml"), "prompt = \"[@{fifo}]\"")?;
+    write(user.join("nested.toml"), "prompt = \"!{echo @{g.txt}}\"")?;
+    std::fs::write(ws.join("g.txt"), "G")?;
+    assert!(std::process::Command::new("mkfifo").arg(ws.join("fifo")).status()?.success());
+    let v = home.gemctl_json(&["commands", "list"])?;
+    let warning = v["diagnostics"][0]["message"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(warning.matches("gemctl trust").count(), 1, "{warning}");
+    assert!(home.gemctl(&["trust"])?.status.success());
+
+    // stdin is not a terminal: nothing runs, each command is named with why, --yes is said.
+    let (code, _, err) = home.gemctl_run(&["commands", "expand", "chain"])?;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("needs a confirmation: echo A; touch made"), "{err}");
+    assert!(err.contains("why: ") && err.contains("--yes"), "{err}");
+    assert!(!ws.join("made").exists(), "ran without a person: {err}");
+    let (code, out, err) = home.gemctl_run(&["commands", "expand", "--yes", "chain"])?;
+    assert_eq!((code, out.trim()), (0, "A"), "{err}");
+    assert!(ws.join("made").exists());
+    write(
+        home.root().join("home/.gemini/settings.json"),
+        r#"{"tools": {"allowed": ["run_shell_command(echo)"]}}"#,
+    )?;
+    // Not plain: asked even though echo is allowed, with the reason, in text and JSON.
+    let (code, _, err) = home.gemctl_run(&["commands", "expand", "--no-confirm", "var"])?;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not plain") && err.contains("a variable `$`"), "{err}");
+    assert!(err.contains("without --no-confirm from a terminal"), "{err}");
+    let (_, out, _) = home.gemctl_run(&["--json", "commands", "expand", "--no-confirm", "var"])?;
+    let v: Value = serde_json::from_str(&out)?;
+    assert!(v["asks"][0]["reason"].as_str().is_some_and(|r| r.contains("not plain")), "{v}");
+    // A FIFO is not read (it would wait for a writer forever).
+    let v = home.gemctl_json(&["commands", "expand", "fifo"])?;
+    assert_eq!(v["text"], "[@{fifo}]", "{v}");
+    assert!(v["notes"].to_string().contains("not a regular file"), "{v}");
+    let (code, _, err) = home.gemctl_run(&["commands", "expand", "--yes", "nested"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("`@{` inside `!{…}` is not supported") && err.contains("cat"), "{err}");
     Ok(())
 }
