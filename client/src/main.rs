@@ -553,7 +553,10 @@ fn error_kind(e: &anyhow::Error) -> (Option<i32>, &'static str) {
 
 /// Errors go to stderr; with `--json` also as `{"error": {...}}` on stdout.
 fn report(e: &anyhow::Error, json: bool) {
-    errln!("{} {e:#}", color::paint_err("gemctl:", color::Tone::Bad));
+    // The error may quote a server or a rule (a denyMessage): its colour codes are escaped,
+    // gemctl's own too, as no part of the message is gemctl's colouring.
+    let message = format!("{e:#}");
+    errln!("{} {}", color::paint_err("gemctl:", color::Tone::Bad), shown::block(&message));
     // Which hook decided, and how to turn it off: the message is what the model reads.
     let hooks = e.chain().find_map(|c| c.downcast_ref::<CallError>()).map(|c| &c.hooks);
     for hook in hooks.into_iter().flatten() {

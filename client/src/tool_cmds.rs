@@ -17,7 +17,7 @@ use geminid_protocol::tools::{
 use serde_json::Value;
 
 use crate::output::{errln, outln};
-use crate::{call_error, output};
+use crate::{call_error, output, shown};
 
 /// What to print when a session has none of `what`: the servers may not be running.
 fn none(what: &str) -> String {
@@ -66,7 +66,9 @@ async fn refresh(
         output::json(&r)?;
     } else if let Some(d) = &r.discovery {
         match &d.error {
-            Some(e) => errln!("error: tool discovery command `{}` failed: {e}", d.command),
+            Some(e) => {
+                errln!("error: tool discovery command `{}` failed: {}", d.command, shown::block(e))
+            }
             None => outln!(
                 "`{}` declared {} tool{} in {} ms{}",
                 d.command,
@@ -76,12 +78,14 @@ async fn refresh(
                 if d.tools.is_empty() {
                     String::new()
                 } else {
-                    format!(": {}", d.tools.join(", "))
+                    let names: Vec<String> =
+                        d.tools.iter().map(|t| shown::line(t).to_string()).collect();
+                    format!(": {}", names.join(", "))
                 }
             ),
         }
         for p in &d.problems {
-            errln!("note: {p}");
+            errln!("note: {}", shown::line(p));
         }
     } else {
         outln!(
@@ -159,8 +163,10 @@ pub async fn tools(
         .map(String::as_str)
         .filter(|d| !about_another(d, server.as_deref()))
         .collect();
+    // A note quotes the server's words (tool names, property keys, a rule's message): escaped
+    // whole, so that none of them starts a line or paints one.
     for d in grouped(&notes) {
-        errln!("note: {d}");
+        errln!("note: {}", shown::line(&d));
     }
     Ok(())
 }
@@ -327,14 +333,14 @@ pub async fn call(
     if json {
         output::json(&r)?;
     } else if r.is_error {
-        errln!("{}", r.display);
+        errln!("{}", shown::block(&r.display));
         for part in &r.result["content"].as_array().cloned().unwrap_or_default() {
             if let Some(t) = part["text"].as_str() {
-                errln!("{t}");
+                errln!("{}", shown::block(t));
             }
         }
     } else {
-        outln!("{}", r.display);
+        shown::result_out(&r.display);
     }
     Ok(if r.is_error { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
@@ -429,7 +435,7 @@ pub async fn prompt(
         return output::json(&r);
     }
     let text: String = serde_json::from_str(&r.submit).unwrap_or(r.submit);
-    outln!("{text}");
+    shown::result_out(&text);
     Ok(())
 }
 
@@ -491,7 +497,7 @@ pub async fn read(
     }
     for part in r.parts.iter().skip(1) {
         if let Some(t) = part["text"].as_str() {
-            outln!("{t}");
+            shown::result_out(t);
         }
     }
     Ok(())

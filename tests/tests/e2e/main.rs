@@ -16,6 +16,7 @@ mod docs;
 mod doctor;
 mod examples;
 mod extensions;
+mod forged_lines;
 mod fixture;
 mod gateway;
 mod gemctl;
