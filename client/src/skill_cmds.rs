@@ -487,15 +487,20 @@ pub async fn run_commands(
             };
             let mut r =
                 client.commands_expand(p.clone()).await.map_err(call_error("commands/expand"))?;
-            if !r.needs_confirmation.is_empty() && !no_confirm && !json && confirm_on_terminal(&r)?
-            {
+            let shown = !r.needs_confirmation.is_empty()
+                && !no_confirm
+                && !json
+                && std::io::IsTerminal::is_terminal(&std::io::stdin());
+            if shown && confirm_on_terminal(&r)? {
                 p.confirmed = true;
                 r = client.commands_expand(p).await.map_err(call_error("commands/expand"))?;
             }
             if json {
                 output::json(&r)?;
             } else if !r.needs_confirmation.is_empty() {
-                print_asks(&r);
+                if !shown {
+                    print_asks(&r);
+                }
                 if no_confirm {
                     errln!(
                         "nothing ran (--no-confirm): run it without --no-confirm from a terminal \

@@ -11,7 +11,9 @@ A case writes one command file in `~/.gemini/commands/`, maybe a file it include
 trim and shell text. Compared, each a row: whether the shell ran (a marker file the lines
 make) and the prompt (the text Gemini CLI sent the mock model, nothing when `-p` stopped;
 geminid's expansion, nothing when it refused or would ask). Ten and more hand-picked cases,
-then `GEMINID_DIFF_COMMAND_CASES` (default 20) seeded ones.
+then `GEMINID_DIFF_COMMAND_CASES` (default 20) seeded ones. A line that is not plain shell
+(`$VAR`, arithmetic, a comment, ...) and only a prefix allows is asked about by geminid where
+Gemini CLI runs it (README_PLAIN).
 """
 
 import json
@@ -31,6 +33,17 @@ README_FILES = ("A file a custom command includes with `@{...}` is text: its `!{
                 "and its `{{args}}` stays, even when the command's own prompt has them")
 README_SIGNAL = ("Gemini CLI 0.61's `gemini -p` says `[Shell command '...' terminated by signal 0]` "
                  "after each `!{...}` that exited 0 and drops the last new line of its output")
+README_PLAIN = ("geminid asks about any shell line of a custom command's `!{...}` that is not plain "
+                "when only a prefix, a pattern or `tools.allowed` allows it")
+
+
+def not_plain(line):
+    """What makes a line not plain (commands/plain.rs), roughly: enough to tell which rows the
+    README line explains."""
+    rest = line.replace("{{args}}", "").replace("&&", "").replace("&>", "")
+    return re.search(r"[$`\\#(){}&]|<<", rest) is not None
+
+
 SHELL_LINES = ["echo A", "echo A && touch x", "echo A; touch x", "echo A | tee x",
                "echo A || touch x", "echo A > x", "echo A >> x", "echo $(touch x)",
                "echo `touch x`", "echo A && (touch x)", "echo 'A && touch x'", "touch x",
@@ -56,6 +69,11 @@ def hand_picked():
         ("yolo", "See @{doc.md}", "zz", None, {"doc.md": DOC}),
         ("yolo", "!{echo hi} @{doc.md} {{args}}", "q", None, {"doc.md": DOC}),
         ("yolo", "{{args}}: @{doc.md}", "q", None, {"doc.md": DOC}),
+        # Not plain: Gemini CLI runs these under an allowed echo, geminid asks.
+        ("default", "!{echo $HOME}", "", "tools", {}),
+        ("auto_edit", "!{echo a # b}", "", "policy", {}),
+        ("default", "!{echo \\$x}", "", "policy", {}),
+        ("yolo", "!{echo $((1+2))}", "", "tools", {}),
     ]
     return out
 
@@ -107,6 +125,9 @@ def accepted(prompt, files, theirs, ours):
     if a and b is not None and SIGNAL_0.search(a) and (
             "".join(SIGNAL_0.sub("", a).split()) == "".join(b.split())):
         return README_SIGNAL
+    lines = re.findall(r"!\{(.*?)\}(?!\})", prompt)
+    if a and b is None and not theirs["ran"] and any(not_plain(x) for x in lines):
+        return README_PLAIN
     if any("!{" in t or "{{args}}" in t for t in files.values()) and (
             "!{" in prompt or "{{args}}" in prompt):
         return README_FILES
@@ -117,7 +138,7 @@ def run(s, h, totals, rng, count, expect):
     """The hand-picked cases and `count` seeded ones in the home `h` of the differential suite."""
     with open(os.path.join(s.root, "README.md")) as f:
         readme = " ".join(f.read().split())
-    for line in (README_FILES, README_SIGNAL):
+    for line in (README_FILES, README_SIGNAL, README_PLAIN):
         expect(line in readme, f"the README no longer says: {line}")
     tmp, log, mock, port = warm_bench.start_mock("differential-commands",
                                                  {"suffix": "no_such_tool", "args": {}})
