@@ -186,7 +186,7 @@ fn memory_files(home: &Path, workspace: &Path, names: &[String]) -> Vec<PathBuf>
 
 /// Why a context file found is not read, or `None` when that is said by leaving it out (a
 /// folder, a file gone meanwhile, as Gemini CLI skips them).
-fn unread(why: Unread, budget: &Budget, cap: u64, root: &Path) -> Option<String> {
+fn unread(why: Unread, budget: &Budget, cap: u64, root: Option<&Path>) -> Option<String> {
     match why {
         Unread::Folder => None,
         Unread::Io(e) if e.starts_with("ENOENT") => None,
@@ -195,7 +195,7 @@ fn unread(why: Unread, budget: &Budget, cap: u64, root: &Path) -> Option<String>
         Unread::Outside => Some(format!(
             "a link to a file outside {}: not read (geminid reads a context file only \
              where it was found)",
-            root.display()
+            root.map(|r| r.display().to_string()).unwrap_or_default()
         )),
         Unread::TooBig => Some(budget.too_big(cap)),
     }
@@ -255,7 +255,10 @@ pub(crate) fn files(effective: &Effective, home: &Path, env: &Env) -> Vec<Contex
     let flat = settings.pointer("/context/importFormat").and_then(Value::as_str) == Some("flat");
     let mut budget = Budget::default();
     let mut out: Vec<ContextFile> = Vec::new();
-    let mut push = |path: &Path, root: &Path, kind: ContextFileKind, extension: Option<String>| {
+    let mut push = |path: &Path,
+                    root: Option<&Path>,
+                    kind: ContextFileKind,
+                    extension: Option<String>| {
         if identity(path).is_some_and(|id| first.get(&id).is_some_and(|f| f != path)) {
             return;
         }
@@ -283,17 +286,21 @@ pub(crate) fn files(effective: &Effective, home: &Path, env: &Env) -> Vec<Contex
         let text = text.to_owned();
         out.push(ContextFile { path: shown, kind, extension, text, imports, error: None });
     };
+    // The user's own global files may link anywhere (a dotfiles folder, a Nix store), as in
+    // Gemini CLI: no repository or package writes them. The memory's folder is named by
+    // `projects.json` and stays in `~/.gemini`; an extension's and a project's files stay in
+    // their folders.
     for p in &global {
-        push(p, &global_root, ContextFileKind::Global, None);
+        push(p, None, ContextFileKind::Global, None);
     }
     for p in &memory {
-        push(p, &global_root, ContextFileKind::Memory, None);
+        push(p, Some(&global_root), ContextFileKind::Memory, None);
     }
     for (p, ext, root) in &from_extensions {
-        push(p, root, ContextFileKind::Extension, Some(ext.clone()));
+        push(p, Some(root), ContextFileKind::Extension, Some(ext.clone()));
     }
     for (p, root) in &project {
-        push(p, root, ContextFileKind::Project, None);
+        push(p, Some(root), ContextFileKind::Project, None);
     }
     out
 }

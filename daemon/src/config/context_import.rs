@@ -252,7 +252,7 @@ impl<'a> Importer<'a> {
     /// `path` read if it is inside the root and fits what is left, or why not.
     fn read(&mut self, full: &Path) -> Result<String, String> {
         let cap = self.budget.cap();
-        let text = read_within(full, &self.real_root, cap).map_err(|e| match e {
+        let text = read_within(full, Some(&self.real_root), cap).map_err(|e| match e {
             Unread::Folder => "EISDIR: illegal operation on a directory, read".to_owned(),
             Unread::Io(why) => why,
             Unread::Special(what) => format!("{what}, not a regular file: not read"),

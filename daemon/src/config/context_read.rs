@@ -10,18 +10,37 @@ use std::path::{Path, PathBuf};
 
 /// Node's message for a failed `fs.access` (`syscall` `access`) or `readFile` of `path`.
 fn node_error(e: &std::io::Error, syscall: &str, path: &Path) -> String {
-    let (code, what) = match e.raw_os_error() {
+    match code(e) {
+        Some(("EISDIR", _)) => "EISDIR: illegal operation on a directory, read".to_owned(),
+        Some((code, what)) => format!("{code}: {what}, {syscall} '{}'", path.display()),
+        None => e.to_string(),
+    }
+}
+
+/// Node's code for an error, and its words.
+#[cfg(unix)]
+fn code(e: &std::io::Error) -> Option<(&'static str, &'static str)> {
+    use nix::libc;
+    Some(match e.raw_os_error() {
         Some(libc::ENOENT) => ("ENOENT", "no such file or directory"),
         Some(libc::EACCES) => ("EACCES", "permission denied"),
         Some(libc::ENOTDIR) => ("ENOTDIR", "not a directory"),
-        Some(libc::EISDIR) => return "EISDIR: illegal operation on a directory, read".to_owned(),
+        Some(libc::EISDIR) => ("EISDIR", ""),
         Some(libc::ENAMETOOLONG) => ("ENAMETOOLONG", "name too long"),
         Some(libc::ELOOP) => ("ELOOP", "too many symbolic links encountered"),
         Some(libc::EPERM) => ("EPERM", "operation not permitted"),
         _ if e.kind() == ErrorKind::NotFound => ("ENOENT", "no such file or directory"),
-        _ => return e.to_string(),
-    };
-    format!("{code}: {what}, {syscall} '{}'", path.display())
+        _ => return None,
+    })
+}
+
+#[cfg(not(unix))]
+fn code(e: &std::io::Error) -> Option<(&'static str, &'static str)> {
+    Some(match e.kind() {
+        ErrorKind::NotFound => ("ENOENT", "no such file or directory"),
+        ErrorKind::PermissionDenied => ("EACCES", "permission denied"),
+        _ => return None,
+    })
 }
 
 /// The most of one file read (Gemini CLI reads any size; a shared daemon does not).
@@ -88,22 +107,26 @@ pub(super) enum Unread {
 }
 
 fn special(t: std::fs::FileType) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt;
     if t.is_file() || t.is_dir() {
-        None
-    } else if t.is_fifo() {
-        Some("a FIFO")
-    } else if t.is_char_device() || t.is_block_device() {
-        Some("a device")
-    } else if t.is_socket() {
-        Some("a socket")
-    } else {
-        Some("not a regular file")
+        return None;
     }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return Some("a FIFO");
+        } else if t.is_char_device() || t.is_block_device() {
+            return Some("a device");
+        } else if t.is_socket() {
+            return Some("a socket");
+        }
+    }
+    Some("not a regular file")
 }
 
 /// Where the open `file` (opened as `path`) is: the kernel's name for its descriptor, or
 /// else `path`'s real path when that is still the same file.
+#[cfg(unix)]
 fn opened_at(file: &std::fs::File, meta: &std::fs::Metadata, path: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     use std::os::unix::io::AsRawFd;
@@ -115,13 +138,35 @@ fn opened_at(file: &std::fs::File, meta: &std::fs::Metadata, path: &Path) -> Opt
     (now.dev() == meta.dev() && now.ino() == meta.ino()).then_some(real)
 }
 
+/// Where `path` is, on a system without descriptors' names: its real path.
+#[cfg(not(unix))]
+fn opened_at(_file: &std::fs::File, _meta: &std::fs::Metadata, path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok()
+}
+
+/// Opened without waiting on a FIFO's writer (`O_NONBLOCK`) or taking a terminal.
+#[cfg(unix)]
+fn open(path: &Path) -> std::io::Result<std::fs::File> {
+    use nix::libc;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
 /// The text of `path` as Node reads it as UTF-8, when it is a regular file whose real path is
-/// inside `root` (already real) and it holds at most `cap` bytes. The file is opened once,
+/// inside `root` (already real; `None`: anywhere, for the user's own files) and it holds at
+/// most `cap` bytes. The file is opened once,
 /// without waiting (`O_NONBLOCK`), and what was opened is checked: its type, where it is, its
 /// size; a link changed meanwhile cannot lead elsewhere.
-pub(super) fn read_within(path: &Path, root: &Path, cap: u64) -> Result<String, Unread> {
+pub(super) fn read_within(path: &Path, root: Option<&Path>, cap: u64) -> Result<String, Unread> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     let before = std::fs::metadata(path).map_err(|e| Unread::Io(node_error(&e, "access", path)))?;
     if before.is_dir() {
         return Err(Unread::Folder);
@@ -129,11 +174,7 @@ pub(super) fn read_within(path: &Path, root: &Path, cap: u64) -> Result<String, 
     if let Some(what) = special(before.file_type()) {
         return Err(Unread::Special(what));
     }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| Unread::Io(node_error(&e, "open", path)))?;
+    let file = open(path).map_err(|e| Unread::Io(node_error(&e, "open", path)))?;
     let meta = file.metadata().map_err(|e| Unread::Io(node_error(&e, "open", path)))?;
     if meta.is_dir() {
         return Err(Unread::Folder);
@@ -141,7 +182,9 @@ pub(super) fn read_within(path: &Path, root: &Path, cap: u64) -> Result<String, 
     if let Some(what) = special(meta.file_type()) {
         return Err(Unread::Special(what));
     }
-    if !opened_at(&file, &meta, path).is_some_and(|p| p.starts_with(root)) {
+    if let Some(root) = root
+        && !opened_at(&file, &meta, path).is_some_and(|p| p.starts_with(root))
+    {
         return Err(Unread::Outside);
     }
     if meta.len() > cap {

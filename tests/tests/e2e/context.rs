@@ -277,12 +277,15 @@ async fn a_context_file_linking_out_of_where_it_was_found_is_not_read() -> anyho
     let settings = json!({"context": {"fileName": "INSIDE.md"}});
     let (home, _daemon) = home_with(settings, &[("docs/real.md", "inside")]).await?;
     let (ws, root) = (home.workspace(), home.root().to_path_buf());
-    // Three keys: the same file twice would be listed once.
-    for k in 1..=3 {
+    // Two keys: the same file twice would be listed once.
+    for k in [1, 3] {
         write(&root.join(format!("home/secret{k}")), "SECRET-KEY")?;
     }
     std::os::unix::fs::symlink(root.join("home/secret1"), ws.join("GEMINI.md"))?;
-    std::os::unix::fs::symlink(root.join("home/secret2"), root.join("home/.gemini/GEMINI.md"))?;
+    // The user's own global file may link anywhere (a dotfiles folder, a Nix store).
+    write(&root.join("dotfiles/GEMINI.md"), "from my dotfiles")?;
+    let dotfile = root.join("dotfiles/GEMINI.md");
+    std::os::unix::fs::symlink(dotfile, root.join("home/.gemini/GEMINI.md"))?;
     // A link that stays inside the project is read.
     std::os::unix::fs::symlink(ws.join("docs/real.md"), ws.join("INSIDE.md"))?;
     // A linked extension's context file that leads out of its folder.
@@ -305,7 +308,7 @@ async fn a_context_file_linking_out_of_where_it_was_found_is_not_read() -> anyho
     assert_eq!(
         files,
         [
-            row("global", "home/.gemini/GEMINI.md", &out(&root.join("home/.gemini"))),
+            row("global", "home/.gemini/GEMINI.md", "from my dotfiles"),
             row("extension", "dev-ext/GEMINI.md", &out(&ext)),
             row("project", "ws/GEMINI.md", &out(&ws)),
             row("project", "ws/INSIDE.md", "inside"),
