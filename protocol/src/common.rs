@@ -40,6 +40,19 @@ pub struct Diagnostic {
     pub message: String,
 }
 
+impl Diagnostic {
+    /// An error about a whole file (no line or column).
+    pub fn error(file: &std::path::Path, message: String) -> Self {
+        Diagnostic {
+            severity: Severity::Error,
+            file: file.display().to_string(),
+            line: None,
+            column: None,
+            message,
+        }
+    }
+}
+
 /// A settings scope, in merge order (later wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

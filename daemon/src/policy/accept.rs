@@ -63,16 +63,6 @@ fn sha256(text: &str) -> String {
     hex(&Sha256::digest(text.as_bytes()))
 }
 
-fn refused(path: &Path, message: String) -> Diagnostic {
-    Diagnostic {
-        severity: Severity::Error,
-        file: path.display().to_string(),
-        line: None,
-        column: None,
-        message,
-    }
-}
-
 /// Read `workspace`'s policy folder: its `*.toml` files (not recursively), each read once.
 pub(crate) fn snapshot(workspace: &Path) -> Snapshot {
     let folder = workspace.join(".gemini").join("policies");
@@ -80,7 +70,7 @@ pub(crate) fn snapshot(workspace: &Path) -> Snapshot {
     let real_folder = match (folder.canonicalize(), workspace.canonicalize()) {
         (Ok(f), Ok(w)) if f.starts_with(&w) => Some(f),
         (Ok(f), _) => {
-            out.refused.push(refused(
+            out.refused.push(Diagnostic::error(
                 &folder,
                 format!(
                     "it leads out of the workspace (to {}), so the workspace's policies are not read",
@@ -108,7 +98,7 @@ pub(crate) fn snapshot(workspace: &Path) -> Snapshot {
             .zip(real_folder.as_ref())
             .is_some_and(|(p, f)| p.starts_with(f));
         if !inside {
-            out.refused.push(refused(
+            out.refused.push(Diagnostic::error(
                 &path,
                 "it is a link that leads out of the workspace's policy folder: it is never read"
                     .to_owned(),
@@ -119,11 +109,11 @@ pub(crate) fn snapshot(workspace: &Path) -> Snapshot {
             Ok(Some(t)) => t,
             Ok(None) => continue,
             Err(InputError::Refused(why) | InputError::Changing(why)) => {
-                out.refused.push(refused(&path, why));
+                out.refused.push(Diagnostic::error(&path, why));
                 continue;
             }
             Err(InputError::Io(e)) => {
-                out.refused.push(refused(&path, format!("it cannot be read: {e}")));
+                out.refused.push(Diagnostic::error(&path, format!("it cannot be read: {e}")));
                 continue;
             }
         };

@@ -86,27 +86,20 @@ pub(crate) fn protects(call: &ToolCall<'_>) -> bool {
 pub(crate) fn rule(interactive: bool) -> &'static Rule {
     static RULES: OnceLock<[Rule; 2]> = OnceLock::new();
     let rules = RULES.get_or_init(|| {
-        let one = |decision| Rule {
-            tool_name: "*".to_owned(),
-            subagent: None,
-            mcp_name: None,
-            args: None,
-            decision,
-            modes: vec![],
-            interactive: None,
-            annotations: None,
-            allow_redirection: None,
-            deny_message: Some(
-                "it edits a build file, which Gemini CLI's build file protection leaves to the \
-                 person to confirm"
-                    .to_owned(),
-            ),
-            origin: Origin {
+        let one = |decision| {
+            let origin = Origin {
                 file: "(built in) build file protection".to_owned(),
                 line: None,
                 tier: Tier::Default,
                 priority: 999,
-            },
+            };
+            let mut rule = Rule::new("*".to_owned(), decision, origin);
+            rule.deny_message = Some(
+                "it edits a build file, which Gemini CLI's build file protection leaves to the \
+                 person to confirm"
+                    .to_owned(),
+            );
+            rule
         };
         [one(Decision::AskUser), one(Decision::Deny)]
     });

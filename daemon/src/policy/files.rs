@@ -78,7 +78,7 @@ pub(crate) fn places(
     } else {
         for path in configured {
             if std::fs::symlink_metadata(&path).is_err() {
-                let mut d = problem(
+                let mut d = Diagnostic::error(
                     &path,
                     "policyPaths names it and it does not exist: no policy file of it is read, \
                      and policyPaths replaces ~/.gemini/policies, so that folder is not read \
@@ -97,7 +97,7 @@ pub(crate) fn places(
     problems.extend(admin_problems);
     if !admin.is_empty() {
         if has_toml(&system) {
-            let mut d = problem(
+            let mut d = Diagnostic::error(
                 &paths.system,
                 format!(
                     "its adminPolicyPaths are not read: system policies are already defined in \
@@ -137,14 +137,14 @@ fn admin_paths(paths: &ConfigPaths) -> (Vec<PathBuf>, Vec<Diagnostic>) {
             "its adminPolicyPaths are not read: {why} (Gemini CLI skips such a system settings \
              file)"
         );
-        return (vec![], vec![problem(&paths.system, why)]);
+        return (vec![], vec![Diagnostic::error(&paths.system, why)]);
     }
     let value = match read_object(&paths.system) {
         FileRead::Missing => return (vec![], vec![]),
         FileRead::Parsed { value, .. } => value,
         FileRead::Failed(d) => {
             let why = format!("its adminPolicyPaths cannot be read, so none is: {}", d.message);
-            return (vec![], vec![problem(&paths.system, why)]);
+            return (vec![], vec![Diagnostic::error(&paths.system, why)]);
         }
     };
     let base = paths.system.parent().unwrap_or(Path::new("/"));
@@ -246,8 +246,10 @@ impl Reader {
             if place.tier == Tier::Admin
                 && let Some(why) = insecure(&place.path)
             {
-                out.problems
-                    .push(problem(&place.path, format!("admin policies are not read: {why}")));
+                out.problems.push(Diagnostic::error(
+                    &place.path,
+                    format!("admin policies are not read: {why}"),
+                ));
                 continue;
             }
             let files = match std::fs::metadata(&place.path) {
@@ -267,7 +269,7 @@ impl Reader {
                     vec![place.path.clone()]
                 }
                 Ok(_) => {
-                    out.problems.push(problem(&place.path, "a policy path is a directory or a .toml file; this is neither, so it is not read".to_owned()));
+                    out.problems.push(Diagnostic::error(&place.path, "a policy path is a directory or a .toml file; this is neither, so it is not read".to_owned()));
                     continue;
                 }
             };
@@ -350,12 +352,14 @@ impl Reader {
             }
             Err(InputError::Refused(why)) => {
                 guards = false;
-                Some(problem(file, why))
+                Some(Diagnostic::error(file, why))
             }
-            Err(InputError::Io(e)) => Some(problem(file, format!("it cannot be read: {e}"))),
+            Err(InputError::Io(e)) => {
+                Some(Diagnostic::error(file, format!("it cannot be read: {e}")))
+            }
             // Being rewritten: its last good rules stay in force, or with none known it
             // guards calls as a file that does not parse does.
-            Err(InputError::Changing(why)) => Some(problem(file, why)),
+            Err(InputError::Changing(why)) => Some(Diagnostic::error(file, why)),
         };
         if !keep_last {
             if let Some(mut d) = why {
@@ -446,16 +450,6 @@ impl Reader {
         };
         self.last_good.lock().insert(file.to_owned(), parsed);
         Ok(Some((rules, kept.read_ms)))
-    }
-}
-
-fn problem(path: &Path, message: String) -> Diagnostic {
-    Diagnostic {
-        severity: Severity::Error,
-        file: path.display().to_string(),
-        line: None,
-        column: None,
-        message,
     }
 }
 
