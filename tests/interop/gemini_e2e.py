@@ -186,8 +186,16 @@ def steps(s, w):
         expect(code == 0, out)
         code, out = w.gemctl_run("mcp", "import")
         expect(code == 0 and "--confirm client" in out, out)
+        kept = None
         for flags in ((), ("--yolo",)):
             reqs, out = w.ask("mcp_fx_echo", {"text": "hello-imported"}, *flags)
+            # geminid's fx process, started for the first run's gateway, is the one each run
+            # leaves: the reaper of Gemini CLI's leftovers leaves geminid's servers alone (it
+            # killed them, and the next run, listing in the restart's backoff, declared none).
+            now = fixture_processes(w)
+            expect(now and now == (kept or now),
+                   f"{flags}: geminid's fx server after the run: {now}, after the first: {kept}")
+            kept = now
             after = declarations(reqs)
             expect(sorted(after) == sorted(before[flags]),
                    f"{flags}: declared {sorted(after)}, before the import {sorted(before[flags])}")
