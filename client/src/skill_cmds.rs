@@ -459,7 +459,10 @@ fn confirm_on_terminal(
         return Ok(false);
     }
     print_asks(r);
-    eprint!("Run {}? [y/N] ", if r.needs_confirmation.len() == 1 { "it" } else { "them" });
+    crate::output::err!(
+        "Run {}? [y/N] ",
+        if r.needs_confirmation.len() == 1 { "it" } else { "them" }
+    );
     std::io::stderr().flush()?;
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
