@@ -730,7 +730,7 @@ async fn main() -> anyhow::Result<()> {
         tools.extend(asks::tools(tool));
     }
     if has("--capable-tools") {
-        let none = json!({});
+        let none = object(json!({}), &[]);
         tools.push(tool("elicit_only", "Listed only to a client that elicits", none.clone()));
         tools.push(tool("sample_only", "Listed only to a client that samples", none));
     }

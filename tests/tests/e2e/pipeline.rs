@@ -336,7 +336,9 @@ async fn the_static_filter_hides_a_tool_from_the_list_and_refuses_its_calls() ->
     assert!(!names.contains(&"mcp_fx_echo") && names.contains(&"mcp_fx_pid"), "{names:?}");
     let notes = list["diagnostics"].to_string();
     assert!(notes.contains("mcp_fx_echo") && notes.contains("rule 7 hides echo"), "{notes}");
-    let expected = (ErrorCode::PolicyDenied.code(), "rule 7 hides echo".to_owned());
+    // Gemini CLI's text for a refused call, then the seat's reason.
+    let text = "Tool execution denied by policy. (geminid: the tool is rule 7 hides echo)";
+    let expected = (ErrorCode::PolicyDenied.code(), text.to_owned());
     assert_eq!(tools_call(&p, json!({"text": "x"})).await.unwrap_err(), expected);
     assert_eq!(mcp_call(&p, json!({"text": "x"})).await.unwrap_err(), expected);
     let seats: Vec<_> = rec.seen().iter().map(|s| (s.0, s.1)).collect();

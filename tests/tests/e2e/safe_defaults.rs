@@ -291,10 +291,12 @@ async fn typed_arguments_never_run_whatever_quotes_surround_them() -> anyhow::Re
     ] {
         for name in ["dq", "sq", "bare"] {
             // gemctl expands as the person, who confirms the shell command.
-            let out = home.gemctl(&["--json", "commands", "expand", name, &payload])?;
+            let out = home.gemctl(&["--json", "commands", "expand", "--yes", name, &payload])?;
             assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
             let v: Value = serde_json::from_slice(&out.stdout)?;
-            assert_eq!(v["text"], format!("Matches: {payload}"), "{name} {payload:?}");
+            // `{{args}}` is the words typed, one space between them, as Gemini CLI gives it.
+            let words = payload.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert_eq!(v["text"], format!("Matches: {words}"), "{name} {payload:?}");
             assert!(!pwned.exists(), "/{name} {payload:?} ran");
         }
     }
