@@ -55,6 +55,10 @@ def hand_picked():
     """(mode, prompt, args, allowed prefix, included files): the edges, each on its own."""
     touch = "M !{touch x}"
     out = [(mode, touch, "", None, {}) for mode in MODES]
+    # Arguments that close the author's quotes: Gemini CLI checks each command of the line
+    # with them pasted in (`touch` is asked, or denied in plan mode).
+    closing = "{{args}} -> !{echo '{{args}} && touch x'}"
+    out += [(mode, closing, "a; touch x", "policy", {}) for mode in ("default", "plan")]
     out += [("default", "!{echo A}", "", None, {}),
             ("yolo", "!{echo A > x}", "", None, {})]
     for line in SHELL_LINES[:10]:

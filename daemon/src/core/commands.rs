@@ -466,6 +466,17 @@ impl Commands {
             }
         };
         let mut verdict = whole;
+        // Each command Gemini CLI's splitter finds with the arguments pasted in, on its own.
+        for sub in crate::shell::parse(cmd).map(|p| p.commands).unwrap_or_default() {
+            let v = check(&sub)?;
+            match v.decision {
+                PolicyDecision::Deny => return Ok(in_it(&sub, v)),
+                PolicyDecision::AskUser if verdict.decision == PolicyDecision::Allow => {
+                    verdict = in_it(&sub, v);
+                }
+                _ => {}
+            }
+        }
         if lexed.redirection && !lenient && verdict.decision == PolicyDecision::Allow {
             verdict = ask(format!(
                 "\"{cmd}\" redirects input or output (allowed in autoEdit and yolo, or when a \
