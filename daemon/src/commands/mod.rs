@@ -131,24 +131,15 @@ pub(crate) fn injections(prompt: &str, trigger: &str) -> Result<Vec<Injection>, 
 /// Neither kind of injection stands inside the other in `prompt`.
 pub(crate) fn check_nesting(prompt: &str) -> Result<(), ExpandError> {
     let line = |at: usize| prompt[..at].matches('\n').count() + 1;
-    for inj in injections(prompt, "!{")? {
-        if inj.content.contains("@{") {
-            return Err(ExpandError::Nested {
-                line: line(inj.start),
-                inner: "@{",
-                outer: "!{",
-                fix: "read the file in the command instead (`!{cat path}`)",
-            });
-        }
-    }
-    for inj in injections(prompt, "@{")? {
-        if inj.content.contains("!{") {
-            return Err(ExpandError::Nested {
-                line: line(inj.start),
-                inner: "!{",
-                outer: "@{",
-                fix: "name the file by its path",
-            });
+    let kinds = [
+        ("!{", "@{", "read the file in the command instead (`!{cat path}`)"),
+        ("@{", "!{", "name the file by its path"),
+    ];
+    for (outer, inner, fix) in kinds {
+        if let Some(inj) =
+            injections(prompt, outer)?.into_iter().find(|i| i.content.contains(inner))
+        {
+            return Err(ExpandError::Nested { line: line(inj.start), inner, outer, fix });
         }
     }
     Ok(())
