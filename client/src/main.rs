@@ -5,33 +5,15 @@
     reason = "doc comments on the command line's types are clap's help text, where `<server>` is a placeholder shown as written"
 )]
 
-mod ago;
-mod attach;
-mod auth_cmds;
-mod bridge;
-mod color;
-mod complete;
-mod config_cmds;
 mod daemon;
-mod daemon_cmds;
-mod doctor;
-mod elicit;
-mod examples;
-mod ext_cmds;
-mod ext_new;
-mod hooks_cmds;
-mod import_path;
-mod mcp_cmds;
+mod extensions;
+mod help;
+mod mcp;
 mod output;
-mod pins_cmds;
-mod policy_cmds;
-mod progress;
-mod serve;
-mod service;
-mod shown;
-mod skill_cmds;
-mod stdio;
-mod tool_cmds;
+mod policy;
+mod session;
+mod skills;
+mod tools;
 mod top;
 
 use std::path::{Path, PathBuf};
@@ -79,7 +61,7 @@ struct Cli {
     /// directory's]
     #[arg(long, global = true, env = "GEMINID_SESSION", value_name = "ID")]
     #[arg(help_heading = GLOBAL)]
-    #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::sessions))]
+    #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::sessions))]
     session: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -102,7 +84,7 @@ enum Command {
     /// servers ask for (field by field; `!decline`, `!cancel`)
     Attach {
         /// The session [default: the current directory's default session]
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::sessions))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::sessions))]
         id: Option<String>,
         /// Answer confirmations and elicitations from stdin, one answer per line [default:
         /// when stdin is a terminal]
@@ -151,15 +133,15 @@ enum Command {
     Rpc,
     /// Show or check the effective configuration (Gemini CLI's settings files)
     #[command(subcommand)]
-    Config(config_cmds::ConfigCommand),
+    Config(mcp::settings::ConfigCommand),
     /// Manage MCP servers in Gemini CLI's settings files
     #[command(subcommand)]
-    Mcp(config_cmds::McpCommand),
+    Mcp(mcp::settings::McpCommand),
     /// Call a tool by its name as `gemctl mcp tools` lists it; prints its text (exit 1 if the
     /// tool reports an error)
     Call {
         /// The tool
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::tools))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::tools))]
         tool: String,
         /// Its arguments as a JSON object, or `-` to read them from stdin [default: {}]
         args: Option<String>,
@@ -189,26 +171,26 @@ enum Command {
     },
     /// What the session's tool-call policy decides: `check` a call, `list` the rules
     #[command(subcommand)]
-    Policy(policy_cmds::PolicyCommand),
+    Policy(policy::rules::PolicyCommand),
     /// The session's hooks: `list` them, `run` an event's hooks for real
     #[command(subcommand)]
-    Hooks(hooks_cmds::HooksCommand),
+    Hooks(policy::hooks::HooksCommand),
     /// Extensions: install, update, link, uninstall, list, enable, disable, verify, accept, new
     #[command(subcommand)]
-    Extensions(ext_cmds::ExtensionsCommand),
+    Extensions(extensions::manage::ExtensionsCommand),
     /// Agent Skills: list, show, prompt, install, link, uninstall, enable, disable, activate
     #[command(subcommand)]
-    Skills(skill_cmds::SkillsCommand),
+    Skills(skills::manage::SkillsCommand),
     /// Agent definitions (subagents): list, show
     #[command(subcommand)]
-    Agents(skill_cmds::AgentsCommand),
+    Agents(skills::manage::AgentsCommand),
     /// Slash commands: list (command files, MCP prompts, skills)
     #[command(subcommand)]
-    Commands(skill_cmds::CommandsCommand),
+    Commands(skills::manage::CommandsCommand),
     /// The session's tools: list (custom tools beside MCP ones), refresh (run
     /// `tools.discoveryCommand` again)
     #[command(subcommand)]
-    Tools(tool_cmds::ToolsCommand),
+    Tools(tools::list::ToolsCommand),
     /// Check the setup: the socket and versions, the secrets store, the folder's trust, the
     /// configuration's problems, the programs stdio servers run, remote servers' reachability,
     /// servers that need a sign-in or keep failing; each finding with its fix (exit 1 on an
@@ -232,7 +214,7 @@ enum Command {
     /// ~/.config/fish/config.fish
     Completions {
         /// The shell
-        shell: complete::Shell,
+        shell: help::complete::Shell,
     },
     /// Write gemctl's man pages (gemctl.1 and one per command) into DIR
     Man {
@@ -260,8 +242,8 @@ enum Command {
 impl Command {
     /// Whether the command acts for a session (and so reads `--session`).
     fn uses_session(&self) -> bool {
-        use config_cmds::McpCommand;
-        use mcp_cmds::RuntimeCommand;
+        use mcp::runtime::RuntimeCommand;
+        use mcp::settings::McpCommand;
         match self {
             Self::Status
             | Self::Version
@@ -276,7 +258,7 @@ impl Command {
             Self::Confirm { .. } => false,
             // `--session` filters the records (the whole log without it).
             Self::Audit { .. } => true,
-            Self::Extensions(ext_cmds::ExtensionsCommand::New { .. }) => false,
+            Self::Extensions(extensions::manage::ExtensionsCommand::New { .. }) => false,
             Self::Session(SessionCommand::Show { id }) | Self::Attach { id, .. } => id.is_none(),
             Self::Session(_) => false,
             Self::Mcp(McpCommand::Runtime(RuntimeCommand::List { all })) => !*all,
@@ -349,13 +331,13 @@ enum SessionCommand {
     /// Show one session [default: the current directory's default session]
     Show {
         /// The session
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::sessions))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::sessions))]
         id: Option<String>,
     },
     /// Close a session (detach everyone and delete it, and the sessions derived from it)
     Close {
         /// The session
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::sessions))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::sessions))]
         id: String,
     },
     /// Create a subagent's session under a parent: its confirmations go to the parent's
@@ -380,7 +362,7 @@ enum SessionCommand {
         /// The session [default: the current directory's default session]
         id: Option<String>,
         /// default, autoEdit, yolo or plan
-        #[arg(long, value_parser = policy_cmds::parse_mode)]
+        #[arg(long, value_parser = policy::rules::parse_mode)]
         mode: Option<geminid_protocol::policy::ApprovalMode>,
         /// Interactive whatever its clients do (a person answers its confirmations)
         #[arg(long, conflicts_with_all = ["headless", "auto"])]
@@ -396,13 +378,13 @@ enum SessionCommand {
 
 /// gemctl's command line, with each command's examples (`--help`, man pages, completion).
 fn command() -> clap::Command {
-    examples::attach(<Cli as clap::CommandFactory>::command())
+    help::examples::attach(<Cli as clap::CommandFactory>::command())
 }
 
 fn main() -> ExitCode {
     // A shell asking for completions (`GEMCTL_COMPLETE=bash gemctl -- WORDS`): answer and exit
     // (before the runtime: a completer that asks the daemon runs its own).
-    clap_complete::CompleteEnv::with_factory(command).var(complete::VAR).complete();
+    clap_complete::CompleteEnv::with_factory(command).var(help::complete::VAR).complete();
     match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => {
             let code = rt.block_on(gemctl_main());
@@ -556,7 +538,11 @@ fn report(e: &anyhow::Error, json: bool) {
     // The error may quote a server or a rule (a denyMessage): its colour codes are escaped,
     // gemctl's own too, as no part of the message is gemctl's colouring.
     let message = format!("{e:#}");
-    errln!("{} {}", color::paint_err("gemctl:", color::Tone::Bad), shown::block(&message));
+    errln!(
+        "{} {}",
+        output::color::paint_err("gemctl:", output::color::Tone::Bad),
+        output::shown::block(&message)
+    );
     // Which hook decided, and how to turn it off: the message is what the model reads.
     let hooks = e.chain().find_map(|c| c.downcast_ref::<CallError>()).map(|c| &c.hooks);
     for hook in hooks.into_iter().flatten() {
@@ -582,28 +568,30 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Version => version(&socket, cli.json).await,
         Command::Daemon(DaemonCommand::Start) => daemon_start(&socket, cli.json).await,
         Command::Daemon(DaemonCommand::Stop) => daemon_stop(&socket, cli.json).await,
-        Command::Daemon(DaemonCommand::Restart) => daemon_cmds::restart(&socket, cli.json).await,
+        Command::Daemon(DaemonCommand::Restart) => {
+            daemon::commands::restart(&socket, cli.json).await
+        }
         Command::Daemon(DaemonCommand::Logs { follow, lines }) => {
-            daemon_cmds::logs(&socket, lines, follow, cli.json).await
+            daemon::commands::logs(&socket, lines, follow, cli.json).await
         }
         Command::Daemon(DaemonCommand::InstallService { socket_activation, no_enable }) => {
             // The units' `Documentation=man:gemctl(1)`, which `systemd-analyze verify` looks
             // up, names pages that must exist: written first, where `gemctl man` writes them.
-            if let Err(e) =
-                complete::user_man_dir().and_then(|d| complete::man_pages(command(), &d))
+            if let Err(e) = help::complete::user_man_dir()
+                .and_then(|d| help::complete::man_pages(command(), &d))
             {
                 errln!("note: the man pages the units name were not written: {e:#}");
             }
-            service::install(&socket, socket_activation, !no_enable, cli.json).await
+            daemon::service::install(&socket, socket_activation, !no_enable, cli.json).await
         }
-        Command::Daemon(DaemonCommand::UninstallService) => service::uninstall(cli.json),
+        Command::Daemon(DaemonCommand::UninstallService) => daemon::service::uninstall(cli.json),
         Command::Session(cmd) => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             session(&client, cmd, cli.session, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Attach { id, answer, no_answer } => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, id.or(cli.session)).await?;
             use std::io::IsTerminal;
             let answering = answer || (!no_answer && std::io::stdin().is_terminal());
@@ -619,47 +607,47 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 )
             });
             let id = Some(session.id);
-            attach::stream_events(&client, id, true, answering, cli.json, announce).await
+            session::attach::stream_events(&client, id, true, answering, cli.json, announce).await
         }
         Command::Events => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
-            attach::stream_events(&client, None, false, false, cli.json, None).await
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
+            session::attach::stream_events(&client, None, false, false, cli.json, None).await
         }
         Command::Confirm { id, outcome, reason } => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             match (id, outcome) {
                 (Some(id), Some(outcome)) => {
-                    attach::confirm(&client, id, outcome, reason, cli.json).await?
+                    session::attach::confirm(&client, id, outcome, reason, cli.json).await?
                 }
                 _ => {
                     let session = for_session(&client, cli.session).await?.id;
-                    attach::pending(&client, session, cli.json).await?
+                    session::attach::pending(&client, session, cli.json).await?
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Tasks { action, id } => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            tool_cmds::tasks(&client, session, action, id, cli.json).await?;
+            tools::list::tasks(&client, session, action, id, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit { limit, since } => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = match cli.session {
                 Some(id) => Some(resolve_id(&client, id).await?),
                 None => None,
             };
-            policy_cmds::audit(&client, session, limit, since, cli.json).await?;
+            policy::rules::audit(&client, session, limit, since, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Config(cmd) => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            config_cmds::config(&client, session, cmd, cli.json).await
+            mcp::settings::config(&client, session, cmd, cli.json).await
         }
-        Command::Mcp(config_cmds::McpCommand::Serve(args)) => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+        Command::Mcp(mcp::settings::McpCommand::Serve(args)) => {
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             // Over stdio, the client's initialize first: a client that confirms calls itself
             // and declares less than everything servers may ask gets the default session of
             // its kind, whose servers are told what it declares. Others share the directory's
@@ -668,9 +656,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let mut end = None;
             let mut upstream = None;
             if args.http.is_none() {
-                let mut opened = crate::stdio::ClientEnd::open();
-                let first = serve::read_first(&mut opened.input).await?;
-                if matches!(args.confirm, serve::ConfirmArg::Client) {
+                let mut opened = crate::mcp::stdio::ClientEnd::open();
+                let first = mcp::serve::read_first(&mut opened.input).await?;
+                if matches!(args.confirm, mcp::serve::ConfirmArg::Client) {
                     upstream = first.declares;
                 }
                 end = Some((opened, first));
@@ -699,18 +687,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
             match end {
-                None => serve::run_http(&socket, &session, &options, cli.json).await?,
-                Some((end, first)) => serve::run(&socket, &session, &options, end, first).await?,
+                None => mcp::serve::run_http(&socket, &session, &options, cli.json).await?,
+                Some((end, first)) => {
+                    mcp::serve::run(&socket, &session, &options, end, first).await?
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Mcp(config_cmds::McpCommand::Runtime(cmd)) if !cmd.needs_session() => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+        Command::Mcp(mcp::settings::McpCommand::Runtime(cmd)) if !cmd.needs_session() => {
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             // A server by name: this directory's, else the one of that name running anywhere.
             if cli.session.is_none() && cmd.by_name() {
                 let here = for_session(&client, None).await?.id;
-                match mcp_cmds::run(&client, Some(here), cmd.clone(), cli.json).await {
-                    Err(e) if not_here(&e) => mcp_cmds::run(&client, None, cmd, cli.json).await?,
+                match mcp::runtime::run(&client, Some(here), cmd.clone(), cli.json).await {
+                    Err(e) if not_here(&e) => {
+                        mcp::runtime::run(&client, None, cmd, cli.json).await?
+                    }
                     r => r?,
                 }
                 return Ok(ExitCode::SUCCESS);
@@ -720,98 +712,98 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(id) => Some(resolve_id(&client, id).await?),
                 None => None,
             };
-            mcp_cmds::run(&client, session, cmd, cli.json).await?;
+            mcp::runtime::run(&client, session, cmd, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(cmd) => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            config_cmds::mcp(&client, session, cmd, cli.json).await?;
+            mcp::settings::mcp(&client, session, cmd, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Call { tool, args, args_file, progress, no_progress } => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
             let progress =
                 progress || (!no_progress && std::io::IsTerminal::is_terminal(&std::io::stderr()));
-            tool_cmds::call(&client, session, tool, args, args_file, progress, cli.json).await
+            tools::list::call(&client, session, tool, args, args_file, progress, cli.json).await
         }
         Command::Prompt { name, args } => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            tool_cmds::prompt(&client, session, name, args, cli.json).await?;
+            tools::list::prompt(&client, session, name, args, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Read { reference } => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            tool_cmds::read(&client, session, reference, cli.json).await?;
+            tools::list::read(&client, session, reference, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Policy(cmd) => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = match cmd.workspace() {
                 Some(dir) => for_workspace(&client, dir, None).await?.id,
                 None => for_session(&client, cli.session).await?.id,
             };
-            policy_cmds::run(&client, session, cmd, cli.json).await?;
+            policy::rules::run(&client, session, cmd, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Hooks(cmd) => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            let ok = hooks_cmds::run(&client, session, cmd, cli.json).await?;
+            let ok = policy::hooks::run(&client, session, cmd, cli.json).await?;
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Command::Extensions(ext_cmds::ExtensionsCommand::New { path, template }) => {
-            let cmd = ext_cmds::ExtensionsCommand::New { path, template };
-            ext_cmds::new_here(cmd, cli.json)
+        Command::Extensions(extensions::manage::ExtensionsCommand::New { path, template }) => {
+            let cmd = extensions::manage::ExtensionsCommand::New { path, template };
+            extensions::manage::new_here(cmd, cli.json)
         }
         Command::Extensions(cmd) => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            ext_cmds::run(&client, session, cmd, cli.json).await
+            extensions::manage::run(&client, session, cmd, cli.json).await
         }
         Command::Skills(cmd) => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            skill_cmds::run(&client, session, cmd, cli.json).await
+            skills::manage::run(&client, session, cmd, cli.json).await
         }
         Command::Commands(cmd) => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            skill_cmds::run_commands(&client, session, cmd, cli.json).await
+            skills::manage::run_commands(&client, session, cmd, cli.json).await
         }
         Command::Tools(cmd) => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            tool_cmds::run(&client, session, cmd, cli.json).await
+            tools::list::run(&client, session, cmd, cli.json).await
         }
         Command::Agents(cmd) => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            skill_cmds::run_agents(&client, session, cmd, cli.json).await
+            skills::manage::run_agents(&client, session, cmd, cli.json).await
         }
-        Command::Doctor => doctor::run(&socket, autostart, cli.session, cli.json).await,
+        Command::Doctor => daemon::doctor::run(&socket, autostart, cli.session, cli.json).await,
         Command::Top { once, interval } => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             top::run(&client, once, interval).await
         }
         Command::Completions { shell } => {
-            complete::registration(shell)?;
+            help::complete::registration(shell)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Man { dir } => {
             let dir = match dir {
                 Some(d) => d,
-                None => complete::user_man_dir()?,
+                None => help::complete::user_man_dir()?,
             };
-            let written = complete::man_pages(command(), &dir)?;
+            let written = help::complete::man_pages(command(), &dir)?;
             if cli.json {
                 output::json(&written)?;
             } else {
                 outln!("wrote {} man pages in {}", written.len(), dir.display());
-                if let Some(hint) = complete::man_path_hint(&dir) {
+                if let Some(hint) = help::complete::man_path_hint(&dir) {
                     errln!("note: {hint}");
                 }
             }
@@ -819,25 +811,25 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Trust { path, parent, never } => {
             use geminid_protocol::config::TrustLevel;
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let level = match (parent, never) {
                 (true, _) => TrustLevel::TrustParent,
                 (_, true) => TrustLevel::DoNotTrust,
                 _ => TrustLevel::TrustFolder,
             };
-            config_cmds::trust(&client, path, Some(level), cli.json).await?;
+            mcp::settings::trust(&client, path, Some(level), cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Untrust { path } => {
-            let (client, _) = daemon::connect_or_start(&socket, autostart).await?;
-            config_cmds::trust(&client, path, None, cli.json).await?;
+            let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
+            mcp::settings::trust(&client, path, None, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Rpc => {
             if autostart {
-                daemon::connect_or_start(&socket, true).await?;
+                daemon::connect::connect_or_start(&socket, true).await?;
             }
-            bridge::run(&socket, DEFAULT_MAX_MESSAGE_SIZE).await?;
+            daemon::bridge::run(&socket, DEFAULT_MAX_MESSAGE_SIZE).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -939,7 +931,7 @@ async fn resolve_id(client: &Client, given: String) -> anyhow::Result<String> {
 }
 
 async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let opts = daemon::options();
+    let opts = daemon::connect::options();
     let client = match geminid_protocol::client::open(socket, &opts).await {
         Ok(c) => c,
         Err(e @ ConnectError::NotRunning { .. }) => {
@@ -977,7 +969,7 @@ async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 async fn version(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let daemon = match daemon::connect_running(socket).await {
+    let daemon = match daemon::connect::connect_running(socket).await {
         Ok((_, hello)) => Some(hello),
         Err(ConnectError::NotRunning { .. }) => None,
         // Versions that do not match are what this command is asked for to see.
@@ -1010,9 +1002,9 @@ async fn version(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 async fn daemon_start(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let (hello, started) = match daemon::connect_running(socket).await {
+    let (hello, started) = match daemon::connect::connect_running(socket).await {
         Ok((_, hello)) => (hello, false),
-        Err(ConnectError::NotRunning { .. }) => (daemon::start(socket, None).await?, true),
+        Err(ConnectError::NotRunning { .. }) => (daemon::connect::start(socket, None).await?, true),
         Err(e) => return Err(e.into()),
     };
     if json {
@@ -1030,7 +1022,7 @@ async fn daemon_start(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
 async fn daemon_stop(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
     // No hello: `daemon/shutdown` is the same in every protocol version, so a gemctl of a
     // newer release stops the older daemon it is replacing.
-    let client = match geminid_protocol::client::open(socket, &daemon::options()).await {
+    let client = match geminid_protocol::client::open(socket, &daemon::connect::options()).await {
         Ok(c) => c,
         Err(ConnectError::NotRunning { .. }) => {
             if json {
@@ -1043,7 +1035,7 @@ async fn daemon_stop(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     let result = client.shutdown().await.map_err(call_error("daemon/shutdown"))?;
-    daemon::wait_stopped(socket).await?;
+    daemon::connect::wait_stopped(socket).await?;
     if json {
         output::json(&serde_json::json!({ "running": false, "stopped": true, "pid": result.pid }))?;
     } else {

@@ -18,7 +18,7 @@ use serde_json::json;
 
 use super::Overlay;
 use super::state::{Pane, Top};
-use crate::elicit::{Elicitation, Fed};
+use crate::session::elicit::{Elicitation, Fed};
 
 /// Work that runs beside the screen; what it says when done.
 pub type Work<'a> = Pin<Box<dyn Future<Output = String> + 'a>>;
@@ -211,7 +211,7 @@ fn ask_key<'a>(
     };
     match ask.kind {
         AskKind::Confirmation => {
-            let Some(outcome) = crate::attach::outcome_typed(&c.to_string()) else {
+            let Some(outcome) = crate::session::attach::outcome_typed(&c.to_string()) else {
                 return Next::Stay;
             };
             let id = ask.id.clone();

@@ -22,8 +22,8 @@ use ratatui::backend::TestBackend;
 
 use self::state::{Snapshot, Top};
 use crate::call_error;
-use crate::elicit::Elicitation;
 use crate::output::errln;
+use crate::session::elicit::Elicitation;
 
 /// What covers the panes for a while.
 #[derive(Debug)]

@@ -15,7 +15,7 @@ use geminid_protocol::skills::{
     SkillInstallScope, SkillUninstallParams, SkillsListParams,
 };
 
-use crate::ext_cmds::{absolute, ask_yes, parse_scope};
+use crate::extensions::manage::{absolute, ask_yes, parse_scope};
 use crate::output::{errln, outln};
 use crate::{call_error, output};
 
@@ -30,7 +30,7 @@ pub enum SkillsCommand {
     /// One skill: its source, the copies it overrides, and its instructions
     Show {
         /// The skill
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::skills))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::skills))]
         name: String,
     },
     /// The system prompt section listing the enabled skills (`<available_skills>`)
@@ -64,7 +64,7 @@ pub enum SkillsCommand {
     /// Remove an installed skill
     Uninstall {
         /// The skill
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::skills))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::skills))]
         name: String,
         /// user (default) or workspace
         #[arg(short, long, default_value = "user", value_parser = parse_install_scope)]
@@ -73,13 +73,13 @@ pub enum SkillsCommand {
     /// Enable a skill: take it off `skills.disabled` in the user's and the workspace's settings
     Enable {
         /// The skill
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::skills))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::skills))]
         name: String,
     },
     /// Disable a skill: add it to the scope's `skills.disabled`
     Disable {
         /// The skill
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::skills))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::skills))]
         name: String,
         /// workspace (default) or user
         #[arg(short, long, default_value = "workspace", value_parser = parse_scope)]
@@ -89,7 +89,7 @@ pub enum SkillsCommand {
     /// the model gets
     Activate {
         /// The skill
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::skills))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::skills))]
         name: String,
     },
 }

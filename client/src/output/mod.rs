@@ -1,5 +1,10 @@
 //! Printing results: a human form, or with `--json` exactly one JSON value on stdout.
 
+pub mod ago;
+pub mod color;
+pub mod progress;
+pub mod shown;
+
 use std::time::Duration;
 
 use geminid_protocol::daemon::StatusResult;
@@ -8,12 +13,11 @@ use geminid_protocol::mcp::{LogLine, ServerState, ServerStatus};
 use geminid_protocol::session::Session;
 use serde::Serialize;
 
-use crate::color::{Tone, paint};
-use crate::shown;
+use crate::output::color::{Tone, paint};
 
 /// `println!` for the command's output, handed to stdout in one write: when stdout is gone
 /// (`gemctl … | head`), the process ends quietly, as command-line tools do, instead of
-/// panicking. What it writes passes [`crate::shown::terminal_safe`]; `--json` output
+/// panicking. What it writes passes [`crate::output::shown::terminal_safe`]; `--json` output
 /// ([`json`]) does not need to.
 macro_rules! outln {
     () => {
@@ -22,7 +26,7 @@ macro_rules! outln {
     ($($arg:tt)*) => {{
         let mut line = format!($($arg)*);
         line.push('\n');
-        $crate::output::write_out(&$crate::shown::terminal_safe(&line));
+        $crate::output::write_out(&$crate::output::shown::terminal_safe(&line));
     }};
 }
 pub(crate) use outln;
@@ -30,12 +34,12 @@ pub(crate) use outln;
 /// `print!`, as [`outln!`] without the line break.
 macro_rules! out {
     ($($arg:tt)*) => {{
-        $crate::output::write_out(&$crate::shown::terminal_safe(&format!($($arg)*)));
+        $crate::output::write_out(&$crate::output::shown::terminal_safe(&format!($($arg)*)));
     }};
 }
 pub(crate) use out;
 
-/// `eprintln!` through [`crate::shown::terminal_safe`]: errors and notes quote servers and
+/// `eprintln!` through [`crate::output::shown::terminal_safe`]: errors and notes quote servers and
 /// files too.
 macro_rules! errln {
     () => {
@@ -44,7 +48,7 @@ macro_rules! errln {
     ($($arg:tt)*) => {{
         let mut line = format!($($arg)*);
         line.push('\n');
-        $crate::output::write_err(&$crate::shown::terminal_safe(&line));
+        $crate::output::write_err(&$crate::output::shown::terminal_safe(&line));
     }};
 }
 pub(crate) use errln;
@@ -52,7 +56,7 @@ pub(crate) use errln;
 /// `eprint!`, as [`errln!`] without the line break (a question before its answer).
 macro_rules! err {
     ($($arg:tt)*) => {{
-        $crate::output::write_err(&$crate::shown::terminal_safe(&format!($($arg)*)));
+        $crate::output::write_err(&$crate::output::shown::terminal_safe(&format!($($arg)*)));
     }};
 }
 pub(crate) use err;
@@ -297,7 +301,7 @@ pub fn sessions(list: &[Session]) {
                 s.workspace.clone(),
                 if s.is_default { "yes" } else { "" }.to_owned(),
                 s.attached_connections.to_string(),
-                crate::ago::age(&s.last_seen_at),
+                crate::output::ago::age(&s.last_seen_at),
                 s.state
                     .derived
                     .as_ref()
@@ -313,8 +317,8 @@ pub fn sessions(list: &[Session]) {
 pub fn session(s: &Session) {
     outln!("session {}{}", s.id, if s.is_default { " (default for its workspace)" } else { "" });
     outln!("  workspace:  {}", s.workspace);
-    outln!("  created:    {} ({})", s.created_at, crate::ago::ago(&s.created_at));
-    outln!("  last seen:  {} ({})", s.last_seen_at, crate::ago::ago(&s.last_seen_at));
+    outln!("  created:    {} ({})", s.created_at, crate::output::ago::ago(&s.created_at));
+    outln!("  last seen:  {} ({})", s.last_seen_at, crate::output::ago::ago(&s.last_seen_at));
     outln!("  attached:   {} connection(s)", s.attached_connections);
     if let Some(d) = &s.state.derived {
         outln!("  subagent:   '{}' of {} (path {})", d.name, d.parent, d.path);
@@ -611,7 +615,7 @@ fn server_lines(s: &ServerStatus, copies: bool) {
     for p in &s.problems {
         outln!("    {} {}", paint("warning:", Tone::Warn), shown::line(p));
     }
-    if let Some(line) = s.pins.as_ref().and_then(|p| crate::pins_cmds::list_line(p, &s.name)) {
+    if let Some(line) = s.pins.as_ref().and_then(|p| crate::mcp::pins::list_line(p, &s.name)) {
         outln!("{line}");
     }
     if copies {

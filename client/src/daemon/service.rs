@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use crate::output::{self, errln, outln};
 
-const SERVICE: &str = include_str!("../../systemd/geminid.service");
-const SOCKET: &str = include_str!("../../systemd/geminid.socket");
+const SERVICE: &str = include_str!("../../../systemd/geminid.service");
+const SOCKET: &str = include_str!("../../../systemd/geminid.socket");
 
 /// The program run for `systemctl` (a test points it at a script that records its arguments).
 const SYSTEMCTL_ENV: &str = "GEMINID_SYSTEMCTL";
@@ -75,7 +75,7 @@ fn units_dir() -> anyhow::Result<PathBuf> {
 
 /// The `geminid` a service runs: the one `gemctl` would start, as an absolute path.
 fn geminid_path() -> anyhow::Result<PathBuf> {
-    let bin = crate::daemon::geminid_binary();
+    let bin = crate::daemon::connect::geminid_binary();
     let found = if bin.components().count() > 1 {
         Some(bin.clone())
     } else {
@@ -165,7 +165,7 @@ pub async fn install(
     enable: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    if let Ok((_, hello)) = crate::daemon::connect_running(socket).await {
+    if let Ok((_, hello)) = crate::daemon::connect::connect_running(socket).await {
         bail!(
             "geminid is already running (pid {}) on {}, outside the service: stop it first \
              (`gemctl daemon stop`), then install the service, which takes the socket over",

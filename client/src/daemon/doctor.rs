@@ -58,7 +58,7 @@ pub async fn run(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut out = Vec::new();
-    let connected = match crate::daemon::connect_or_start(socket, autostart).await {
+    let connected = match crate::daemon::connect::connect_or_start(socket, autostart).await {
         Ok(c) => Some(c),
         Err(e) => {
             let (message, fix) = match e.downcast_ref::<ConnectError>() {
@@ -123,7 +123,7 @@ pub async fn run(
         output::json(&serde_json::json!({ "ok": !failed, "findings": out }))?;
     } else {
         for f in &out {
-            use crate::color::{Tone, paint};
+            use crate::output::color::{Tone, paint};
             let mark = match f.status {
                 FindingStatus::Ok => paint("ok   ", Tone::Good),
                 FindingStatus::Warning => paint("warn ", Tone::Warn),

@@ -44,7 +44,7 @@ pub enum ExtensionsCommand {
     /// if the new one fails to install or load
     Update {
         /// The extension
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions), required_unless_present = "all")]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::extensions), required_unless_present = "all")]
         name: Option<String>,
         /// Every installed extension (linked ones excepted)
         #[arg(long, conflicts_with = "name")]
@@ -71,14 +71,14 @@ pub enum ExtensionsCommand {
     /// Remove an installed extension with its integrity records and enablement rules
     Uninstall {
         /// The extension
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::extensions))]
         name: String,
     },
     /// Enable an extension: in every folder under your home folder (Gemini CLI's user scope),
     /// or here and below with --scope workspace
     Enable {
         /// The extension
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::extensions))]
         name: String,
         /// user (default) or workspace
         #[arg(short, long, default_value = "user", value_parser = parse_scope)]
@@ -88,7 +88,7 @@ pub enum ExtensionsCommand {
     /// or here and below with --scope workspace
     Disable {
         /// The extension
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::extensions))]
         name: String,
         /// user (default) or workspace
         #[arg(short, long, default_value = "user", value_parser = parse_scope)]
@@ -98,13 +98,13 @@ pub enum ExtensionsCommand {
     /// records (exit 1 when one does)
     Verify {
         /// One extension
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::extensions))]
         name: Option<String>,
     },
     /// Re-sign an extension's files as they are now, after an edit you made on purpose
     Accept {
         /// The extension
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::extensions))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::extensions))]
         name: String,
     },
     /// Write a starter extension into a new folder (then `gemctl extensions link PATH`)
@@ -363,7 +363,7 @@ pub fn new_here(cmd: ExtensionsCommand, json: bool) -> anyhow::Result<ExitCode> 
     let ExtensionsCommand::New { path, template } = cmd else {
         anyhow::bail!("not `extensions new`");
     };
-    crate::ext_new::create(&path, template.as_deref())?;
+    crate::extensions::new::create(&path, template.as_deref())?;
     if json {
         output::json(&serde_json::json!({ "path": path.display().to_string() }))?;
     } else {
@@ -388,7 +388,7 @@ async fn with_progress<T>(
         client.subscribe_events(Some(params)).await.map_err(call_error("events/subscribe"))?;
     tokio::pin!(call);
     // On a terminal one line redrawn, cleared at the end; elsewhere a line per step.
-    let mut shown = crate::progress::Progress::on_stderr();
+    let mut shown = crate::output::progress::Progress::on_stderr();
     let mut show = |e: &geminid_protocol::event::Event| {
         if let EventBody::ExtensionProgress(p) = &e.body {
             let step = format!("{}: {}", p.what, p.step);

@@ -11,8 +11,9 @@ use anyhow::Context;
 use geminid_protocol::api::DaemonApiClient;
 use geminid_protocol::client::ConnectError;
 
+use crate::call_error;
+use crate::daemon::connect as daemon;
 use crate::output::{self, errln, outln};
-use crate::{call_error, daemon};
 
 /// The unit `gemctl daemon install-service` writes.
 const SERVICE_UNIT: &str = "geminid.service";
@@ -63,7 +64,7 @@ pub async fn restart(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
         // Stopped by hand, the service would stay down (it restarts on failure only) and a
         // daemon started here would run outside it: systemd restarts it.
         let mut ran = Vec::new();
-        if !crate::service::systemctl_ok(&["restart", SERVICE_UNIT], &mut ran)? {
+        if !crate::daemon::service::systemctl_ok(&["restart", SERVICE_UNIT], &mut ran)? {
             anyhow::bail!(
                 "`{}` failed (see above); `systemctl --user status geminid` says why",
                 ran.join(" ")

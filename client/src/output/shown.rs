@@ -75,7 +75,7 @@ pub fn result_out(text: &str) {
 }
 
 /// What gemctl writes for a person, as it may reach a terminal: line breaks, tabs and
-/// gemctl's own colours ([`crate::color::own_sgr`]) as they are, every other control or
+/// gemctl's own colours ([`crate::output::color::own_sgr`]) as they are, every other control or
 /// hidden character escaped as [`line()`] does.
 pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     let risky = |c: char| c.is_control() || geminid_protocol::text::invisible(c);
@@ -86,7 +86,7 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     let mut prev = None;
     let mut rest = text;
     while let Some(c) = rest.chars().next() {
-        if let Some(n) = crate::color::own_sgr(rest) {
+        if let Some(n) = crate::output::color::own_sgr(rest) {
             out.push_str(&rest[..n]);
             rest = &rest[n..];
             continue;

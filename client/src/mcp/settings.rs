@@ -167,7 +167,7 @@ pub enum McpCommand {
     /// {"command": "gemctl", "args": ["mcp", "serve"]}. Calls go through geminid (shared
     /// servers, policy, hooks, the audit log)
     #[command(display_order = 22)]
-    Serve(crate::serve::ServeArgs),
+    Serve(crate::mcp::serve::ServeArgs),
     /// Sign in to a remote server with OAuth (discovery, the browser, the token), then
     /// reconnect it; `--status` lists every remote server's sign-in state instead
     #[command(display_order = 15)]
@@ -186,7 +186,7 @@ pub enum McpCommand {
         name: String,
     },
     #[command(flatten)]
-    Runtime(crate::mcp_cmds::RuntimeCommand),
+    Runtime(crate::mcp::runtime::RuntimeCommand),
 }
 
 /// A parsed `KEY=value` or `Key: value` flag; `None` when the value is empty (dropped, as
@@ -465,13 +465,13 @@ pub async fn mcp(
 ) -> anyhow::Result<()> {
     match cmd {
         McpCommand::Auth { name: Some(name), .. } => {
-            crate::auth_cmds::sign_in(client, session, name, json).await?;
+            crate::mcp::auth::sign_in(client, session, name, json).await?;
         }
         McpCommand::Auth { name: None, .. } => {
-            crate::auth_cmds::status(client, session, json).await?
+            crate::mcp::auth::status(client, session, json).await?
         }
         McpCommand::Logout { name } => {
-            crate::auth_cmds::logout(client, session, name, json).await?
+            crate::mcp::auth::logout(client, session, name, json).await?
         }
         McpCommand::Add(a) => {
             let config = server_object(&a)?;
@@ -576,9 +576,11 @@ pub async fn mcp(
             let suffix = if session_only { " for this session" } else { "" };
             outln!("✓ MCP server '{}' disabled{suffix}.", r.name);
         }
-        McpCommand::Runtime(cmd) => crate::mcp_cmds::run(client, Some(session), cmd, json).await?,
+        McpCommand::Runtime(cmd) => {
+            crate::mcp::runtime::run(client, Some(session), cmd, json).await?
+        }
         McpCommand::Import { dry_run, command } => {
-            let exe = crate::import_path::choose(command)?;
+            let exe = crate::mcp::import_path::choose(command)?;
             let p = geminid_protocol::config::McpImportParams {
                 session,
                 command: exe.display().to_string(),

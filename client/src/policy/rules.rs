@@ -10,8 +10,9 @@ use geminid_protocol::policy::{
 };
 use std::path::PathBuf;
 
+use crate::output::shown;
 use crate::output::{errln, outln};
-use crate::{call_error, output, shown};
+use crate::{call_error, output};
 use geminid_protocol::policy::WorkspacePolicyState as State;
 
 #[derive(Debug, Subcommand)]
@@ -347,7 +348,7 @@ pub async fn audit(
             };
             vec![
                 a.seq.to_string(),
-                crate::ago::age(&a.time),
+                crate::output::ago::age(&a.time),
                 output::short_session(&a.session),
                 output::audit_subject(a),
                 a.decision.map(decision).unwrap_or("-").to_owned(),

@@ -11,8 +11,8 @@ use geminid_protocol::event::{Event, EventBody, EventsSubscribeParams};
 use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
 use tokio::io::AsyncBufReadExt;
 
-use crate::elicit::{Elicitation, Fed};
 use crate::output::{errln, outln};
+use crate::session::elicit::{Elicitation, Fed};
 use crate::{call_error, output};
 
 /// What an answer typed at `gemctl attach` means: `y` once, `s` this session, `a` always, `n`
@@ -45,7 +45,7 @@ fn show_ask(ask: &Ask, forms: &mut std::collections::HashMap<String, Elicitation
         match Elicitation::of(ask) {
             Some(mut e) => {
                 if let Some(url) = e.url() {
-                    crate::elicit::open_url(url);
+                    crate::session::elicit::open_url(url);
                 }
                 if let Fed::Ask(p) = e.start() {
                     errln!("{p}");

@@ -46,7 +46,7 @@ pub async fn sign_in(
         errln!("  open this URL to sign in (it is opened in your browser when there is one):");
         outln!("{}", begun.url);
     }
-    crate::elicit::open_url(&begun.url);
+    crate::session::elicit::open_url(&begun.url);
     let mut after = 0;
     let last = loop {
         let p = client

@@ -37,8 +37,8 @@ impl Progress {
     /// [#####-----] 2/10 compiling`), cut to the terminal's width so that it stays one line.
     pub fn call(&mut self, p: &ToolProgress) {
         // The tool's name and message are the server's: one line, nothing the terminal acts on.
-        let text = crate::shown::line(&crate::output::progress(p)).to_string();
-        let name = crate::shown::line(&p.name);
+        let text = crate::output::shown::line(&crate::output::progress(p)).to_string();
+        let name = crate::output::shown::line(&p.name);
         let bar = match p.total {
             Some(total) if total > 0.0 => bar(p.progress / total),
             _ => String::new(),
@@ -54,7 +54,7 @@ impl Progress {
     /// Show a status line (`2 of 5 servers ready`): redrawn on a terminal, else printed when
     /// it changed.
     pub fn status(&mut self, text: &str) {
-        let text = crate::shown::line(text).to_string();
+        let text = crate::output::shown::line(text).to_string();
         self.say(&text, &text);
     }
 

@@ -115,7 +115,7 @@ pub struct First {
 }
 
 /// Read the client's first line (up to [`MAX_FIRST_MESSAGE`]) from `input`.
-pub async fn read_first(input: &mut crate::stdio::Input) -> anyhow::Result<First> {
+pub async fn read_first(input: &mut crate::mcp::stdio::Input) -> anyhow::Result<First> {
     use tokio::io::AsyncReadExt as _;
     let mut bytes = Vec::new();
     let mut b = [0u8; 1];
@@ -142,7 +142,7 @@ pub async fn run(
     socket: &Path,
     session: &str,
     options: &Options,
-    mut end: crate::stdio::ClientEnd,
+    mut end: crate::mcp::stdio::ClientEnd,
     first: First,
 ) -> anyhow::Result<()> {
     let stream = gateway::open_with(socket, session, options).await?;

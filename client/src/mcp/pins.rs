@@ -6,8 +6,8 @@ use geminid_protocol::mcp::ServerParams;
 use geminid_protocol::pins::{HeldDefinition, PinStatus, PinsParams, ReviewItem, ReviewResult};
 use serde_json::Value;
 
+use crate::output::shown;
 use crate::output::{out, outln};
-use crate::shown;
 use crate::{call_error, output};
 
 /// `gemctl mcp review NAME`.
@@ -68,7 +68,7 @@ const FIRST_USE_SAID_FOR_MS: u64 = 10 * 60 * 1000;
 /// The line `mcp list` prints under a server whose definitions differ from their pins, or
 /// that was pinned on first use a moment ago.
 pub fn list_line(p: &PinStatus, server: &str) -> Option<String> {
-    list_line_at(p, server, crate::ago::now_ms())
+    list_line_at(p, server, crate::output::ago::now_ms())
 }
 
 fn list_line_at(p: &PinStatus, server: &str, now_ms: u64) -> Option<String> {

@@ -11,8 +11,9 @@ use geminid_protocol::hooks::{
     HooksEnableParams, HooksFireParams, HooksListParams, HooksMigrateParams,
 };
 
+use crate::output::shown;
 use crate::output::{errln, outln};
-use crate::{call_error, output, shown};
+use crate::{call_error, output};
 
 #[derive(Debug, Subcommand)]
 pub enum HooksCommand {

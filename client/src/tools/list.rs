@@ -16,8 +16,9 @@ use geminid_protocol::tools::{
 };
 use serde_json::Value;
 
+use crate::output::shown;
 use crate::output::{errln, outln};
-use crate::{call_error, output, shown};
+use crate::{call_error, output};
 
 /// What to print when a session has none of `what`: the servers may not be running.
 fn none(what: &str) -> String {
@@ -297,7 +298,7 @@ pub async fn call(
     let call = client.tools_call(params);
     tokio::pin!(call);
     let mut seen = 0;
-    let mut shown = crate::progress::Progress::on_stderr();
+    let mut shown = crate::output::progress::Progress::on_stderr();
     let r = loop {
         let next = async {
             match progress.as_mut() {
@@ -356,7 +357,7 @@ async fn cancelled(
     client: &Client,
     tool: &str,
     cancel: ToolsCancelParams,
-    shown: Option<&mut crate::progress::Progress>,
+    shown: Option<&mut crate::output::progress::Progress>,
 ) -> ExitCode {
     if let Some(p) = shown {
         p.finish();
@@ -377,7 +378,11 @@ async fn cancelled(
 const PROGRESS_CATCH_UP: Duration = Duration::from_secs(2);
 
 /// Show `event` if it is progress of the call `call_id`: its `seq` if so, else 0.
-fn show_progress(shown: &mut crate::progress::Progress, event: &Event, call_id: &str) -> u64 {
+fn show_progress(
+    shown: &mut crate::output::progress::Progress,
+    event: &Event,
+    call_id: &str,
+) -> u64 {
     let EventBody::ToolProgress(p) = &event.body else { return 0 };
     if p.call_id.as_deref() != Some(call_id) {
         return 0;

@@ -27,28 +27,28 @@ pub enum RuntimeCommand {
     #[command(display_order = 5)]
     Stop {
         /// Server name
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::servers))]
         name: String,
     },
     /// Restart a running server (also ends crash-loop and needs-auth)
     #[command(display_order = 6)]
     Restart {
         /// Server name
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::servers))]
         name: String,
     },
     /// List the session's tools (their names as Gemini sees them)
     #[command(display_order = 8)]
     Tools {
         /// Only this server's
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::servers))]
         server: Option<String>,
     },
     /// Show a tool's declaration (schema) and its MCP object
     #[command(display_order = 9)]
     Describe {
         /// The tool (its full name, or its name on the server)
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::tools))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::tools))]
         tool: String,
     },
     /// List the session's MCP prompts as slash commands
@@ -62,7 +62,7 @@ pub enum RuntimeCommand {
     #[command(display_order = 17)]
     Review {
         /// Server name
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::servers))]
         name: String,
     },
     /// Pin a server's differing definitions as it lists them now (all, or those named), so
@@ -70,7 +70,7 @@ pub enum RuntimeCommand {
     #[command(display_order = 18)]
     Accept {
         /// Server name
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::servers))]
         name: String,
         /// Only these (tool, prompt or resource template names)
         definitions: Vec<String>,
@@ -84,7 +84,7 @@ pub enum RuntimeCommand {
     #[command(display_order = 19)]
     Reject {
         /// Server name
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::servers))]
         name: String,
         /// Only these (tool, prompt or resource template names)
         definitions: Vec<String>,
@@ -93,7 +93,7 @@ pub enum RuntimeCommand {
     #[command(display_order = 7)]
     Logs {
         /// Server name
-        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::complete::servers))]
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::servers))]
         name: String,
         /// Keep printing new lines until Ctrl-C
         #[arg(short, long)]
@@ -164,25 +164,25 @@ pub async fn run(
                 output::warnings(&r.warnings);
                 output::servers(&r.servers);
                 if let Some(s) = session {
-                    crate::policy_cmds::unaccepted_note(client, s).await;
+                    crate::policy::rules::unaccepted_note(client, s).await;
                 }
             }
         }
         RuntimeCommand::Tools { server } => {
-            crate::tool_cmds::tools(client, session.unwrap_or_default(), server, json).await?;
+            crate::tools::list::tools(client, session.unwrap_or_default(), server, json).await?;
         }
         RuntimeCommand::Describe { tool } => {
-            crate::tool_cmds::describe(client, session.unwrap_or_default(), tool).await?;
+            crate::tools::list::describe(client, session.unwrap_or_default(), tool).await?;
         }
         RuntimeCommand::Prompts => {
-            crate::tool_cmds::prompts(client, session.unwrap_or_default(), json).await?;
+            crate::tools::list::prompts(client, session.unwrap_or_default(), json).await?;
         }
         RuntimeCommand::Resources => {
-            crate::tool_cmds::resources(client, session.unwrap_or_default(), json).await?;
+            crate::tools::list::resources(client, session.unwrap_or_default(), json).await?;
         }
         RuntimeCommand::Start => {
             let session = session.unwrap_or_default();
-            let mut shown = crate::progress::Progress::on_stderr();
+            let mut shown = crate::output::progress::Progress::on_stderr();
             let start = client.mcp_start(StartParams { session: session.clone(), wait: true });
             let r = if shown.is_live() && !json {
                 starting(client, &session, start, &mut shown).await
@@ -228,15 +228,15 @@ pub async fn run(
             }
         }
         RuntimeCommand::Review { name } => {
-            crate::pins_cmds::review(client, ServerParams { session, name }, json).await?;
+            crate::mcp::pins::review(client, ServerParams { session, name }, json).await?;
         }
         RuntimeCommand::Accept { name, definitions, digest } => {
             let server = ServerParams { session, name };
-            crate::pins_cmds::settle(client, server, definitions, digest, true, json).await?;
+            crate::mcp::pins::settle(client, server, definitions, digest, true, json).await?;
         }
         RuntimeCommand::Reject { name, definitions } => {
             let server = ServerParams { session, name };
-            crate::pins_cmds::settle(client, server, definitions, None, false, json).await?;
+            crate::mcp::pins::settle(client, server, definitions, None, false, json).await?;
         }
         RuntimeCommand::Logs { name, follow, lines } => {
             let server = ServerParams { session, name };
@@ -295,7 +295,7 @@ async fn starting<T>(
     client: &Client,
     session: &str,
     start: impl std::future::Future<Output = Result<T, jsonrpsee::core::client::Error>>,
-    shown: &mut crate::progress::Progress,
+    shown: &mut crate::output::progress::Progress,
 ) -> Result<T, jsonrpsee::core::client::Error> {
     use geminid_protocol::event::{EventBody, EventsSubscribeParams};
     let kinds = Some(vec!["mcp/serverState".to_owned()]);

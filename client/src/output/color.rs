@@ -62,7 +62,7 @@ pub fn paint_err(text: &str, tone: Tone) -> String {
 }
 
 /// The length of the colour sequence `text` starts with when it is one [`paint`] writes
-/// (a tone's, or the reset): what [`crate::shown::terminal_safe`] lets through.
+/// (a tone's, or the reset): what [`crate::output::shown::terminal_safe`] lets through.
 pub fn own_sgr(text: &str) -> Option<usize> {
     let codes = [Tone::Good, Tone::Warn, Tone::Bad, Tone::Dim].map(Tone::code);
     let body = text.strip_prefix("\x1b[")?;

@@ -80,7 +80,7 @@ fn write_pages(
     if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
         man.render_subcommands_section(&mut buf)?;
     }
-    if let Some(examples) = crate::examples::roff(&path.join(" ")) {
+    if let Some(examples) = crate::help::examples::roff(&path.join(" ")) {
         buf.extend_from_slice(examples.as_bytes());
     }
     if path.is_empty() {
@@ -159,7 +159,7 @@ fn ask<T>(
     let answer = rt.block_on(async {
         let socket = geminid_protocol::socket::socket_path(None).ok()?;
         let work = async {
-            let (client, _) = crate::daemon::connect_running(&socket).await.ok()?;
+            let (client, _) = crate::daemon::connect::connect_running(&socket).await.ok()?;
             call(client).await
         };
         tokio::time::timeout(budget, work).await.ok().flatten()

@@ -1,0 +1,4 @@
+//! Extensions: `gemctl extensions`.
+
+pub mod manage;
+pub mod new;

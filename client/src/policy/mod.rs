@@ -1,0 +1,4 @@
+//! What decides a call: `gemctl policy`, `hooks` and `audit`.
+
+pub mod hooks;
+pub mod rules;

@@ -1,0 +1,4 @@
+//! Sessions: `gemctl session`, `attach`, `events` and `confirm`.
+
+pub mod attach;
+pub mod elicit;

@@ -1,0 +1,3 @@
+//! Skills, agents and slash commands: `gemctl skills`, `agents` and `commands`.
+
+pub mod manage;
