@@ -11,8 +11,8 @@ use anyhow::Context;
 use geminid_protocol::api::DaemonApiClient;
 use geminid_protocol::client::ConnectError;
 
-use crate::call_error;
 use crate::daemon::connect as daemon;
+use crate::error::call_error;
 use crate::output::{self, errln, outln};
 
 /// The unit `gemctl daemon install-service` writes.
@@ -231,6 +231,123 @@ async fn follow_file(path: &Path, mut from: u64, json: bool) -> anyhow::Result<E
             print_line(line.trim_end_matches(['\n', '\r']), json)?;
         }
     }
+}
+
+/// Exit code of `gemctl status` when no daemon is running.
+pub const EXIT_NOT_RUNNING: u8 = 3;
+
+pub async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let opts = daemon::options();
+    let client = match geminid_protocol::client::open(socket, &opts).await {
+        Ok(c) => c,
+        Err(e @ ConnectError::NotRunning { .. }) => {
+            if json {
+                output::json(&serde_json::json!({ "running": false, "socket": socket }))?;
+            } else {
+                outln!("{e}");
+            }
+            return Ok(ExitCode::from(EXIT_NOT_RUNNING));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // Hello and status go out together (one round trip less); hello is checked first, so a
+    // version mismatch is still reported as such.
+    use geminid_protocol::api::McpApiClient;
+    let (hello, status, servers) = tokio::join!(
+        geminid_protocol::client::handshake(&client, &opts),
+        client.status(),
+        client.mcp_list_servers(None)
+    );
+    hello?;
+    let status = status.map_err(call_error("daemon/status"))?;
+    // Every server the daemon runs, summed up (`mcp list --all` has them one by one).
+    let servers = servers.map_err(call_error("mcp/listServers"))?.servers;
+    let summary = output::ServersSummary::of(&servers);
+    if json {
+        let mut v = serde_json::to_value(&status)?;
+        v["running"] = true.into();
+        v["servers"] = serde_json::to_value(&summary)?;
+        output::json(&v)?;
+    } else {
+        output::status(&status, &summary);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn version(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let daemon = match daemon::connect_running(socket).await {
+        Ok((_, hello)) => Some(hello),
+        Err(ConnectError::NotRunning { .. }) => None,
+        // Versions that do not match are what this command is asked for to see.
+        Err(ConnectError::VersionMismatch(why)) if !json => {
+            outln!("gemctl {}", geminid_protocol::VERSION_LINE);
+            outln!("{why}");
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if json {
+        output::json(&serde_json::json!({
+            "gemctl": geminid_protocol::DAEMON_VERSION,
+            "protocolVersion": geminid_protocol::PROTOCOL_VERSION,
+            "daemon": daemon,
+        }))?;
+    } else {
+        outln!("gemctl {}", geminid_protocol::VERSION_LINE);
+        match daemon {
+            Some(h) => outln!(
+                "geminid {} (protocol {}), pid {}",
+                h.daemon_version,
+                h.protocol_version,
+                h.pid
+            ),
+            None => outln!("geminid is not running on {}", socket.display()),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn daemon_start(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let (hello, started) = match daemon::connect_running(socket).await {
+        Ok((_, hello)) => (hello, false),
+        Err(ConnectError::NotRunning { .. }) => (daemon::start(socket, None).await?, true),
+        Err(e) => return Err(e.into()),
+    };
+    if json {
+        output::json(&serde_json::json!({
+            "running": true, "started": started, "pid": hello.pid, "socket": socket,
+        }))?;
+    } else if started {
+        outln!("geminid started (pid {}) on {}", hello.pid, socket.display());
+    } else {
+        outln!("geminid is already running (pid {}) on {}", hello.pid, socket.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn daemon_stop(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    // No hello: `daemon/shutdown` is the same in every protocol version, so a gemctl of a
+    // newer release stops the older daemon it is replacing.
+    let client = match geminid_protocol::client::open(socket, &daemon::options()).await {
+        Ok(c) => c,
+        Err(ConnectError::NotRunning { .. }) => {
+            if json {
+                output::json(&serde_json::json!({ "running": false, "stopped": false }))?;
+            } else {
+                outln!("geminid is not running");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let result = client.shutdown().await.map_err(call_error("daemon/shutdown"))?;
+    daemon::wait_stopped(socket).await?;
+    if json {
+        output::json(&serde_json::json!({ "running": false, "stopped": true, "pid": result.pid }))?;
+    } else {
+        outln!("geminid (pid {}) stopped", result.pid);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -111,11 +111,11 @@ pub async fn run(
                 ),
             )
         });
-        let session = crate::for_session(&client, session).await?.id;
+        let session = crate::session::resolve::for_session(&client, session).await?.id;
         let found = client
             .doctor(DoctorParams { session })
             .await
-            .map_err(crate::call_error("daemon/doctor"))?;
+            .map_err(crate::error::call_error("daemon/doctor"))?;
         out.extend(found.findings);
     }
     let failed = out.iter().any(|f| f.status == FindingStatus::Error);

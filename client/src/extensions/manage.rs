@@ -16,8 +16,9 @@ use geminid_protocol::extensions::{
     ExtensionUpdateParams, ExtensionsListParams, ExtensionsVerifyParams, IntegrityState,
 };
 
+use crate::error::call_error;
+use crate::output;
 use crate::output::{err, errln, outln};
-use crate::{call_error, output};
 
 #[derive(Debug, Subcommand)]
 pub enum ExtensionsCommand {

@@ -8,8 +8,9 @@ use geminid_protocol::auth::{
 };
 use geminid_protocol::client::Client;
 
+use crate::error::call_error;
+use crate::output;
 use crate::output::{errln, outln};
-use crate::{call_error, output};
 
 /// `gemctl mcp auth NAME`.
 pub async fn sign_in(

@@ -6,9 +6,10 @@ use geminid_protocol::mcp::ServerParams;
 use geminid_protocol::pins::{HeldDefinition, PinStatus, PinsParams, ReviewItem, ReviewResult};
 use serde_json::Value;
 
+use crate::error::call_error;
+use crate::output;
 use crate::output::shown;
 use crate::output::{out, outln};
-use crate::{call_error, output};
 
 /// `gemctl mcp review NAME`.
 pub async fn review(client: &Client, server: ServerParams, json: bool) -> anyhow::Result<()> {

@@ -7,7 +7,8 @@ use geminid_protocol::mcp::{
     ListServersParams, LogsParams, ServerParams, ServerState, ServerStatus, StartParams,
 };
 
-use crate::{call_error, output};
+use crate::error::call_error;
+use crate::output;
 
 // `display_order`: placed among `McpCommand`'s (see there).
 #[derive(Debug, Clone, Subcommand)]
@@ -199,7 +200,7 @@ pub async fn run(
                 output::servers(&r.servers)
             }
             if r.servers.iter().any(failed) {
-                return Err(crate::Failed.into());
+                return Err(crate::error::Failed.into());
             }
         }
         RuntimeCommand::Restart { name } => {
@@ -213,7 +214,7 @@ pub async fn run(
                 output::server(&s);
             }
             if s.state != ServerState::Connected {
-                return Err(crate::Failed.into());
+                return Err(crate::error::Failed.into());
             }
         }
         RuntimeCommand::Stop { name } => {

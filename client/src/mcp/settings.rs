@@ -14,8 +14,9 @@ use geminid_protocol::config::{
 };
 use serde_json::{Map, Value, json};
 
+use crate::error::call_error;
+use crate::output;
 use crate::output::{errln, outln};
-use crate::{call_error, output};
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
@@ -439,7 +440,7 @@ pub async fn trust(
     level: Option<TrustLevel>,
     json: bool,
 ) -> anyhow::Result<()> {
-    let path = crate::absolute(path)?;
+    let path = crate::session::resolve::absolute(path)?;
     let r =
         client.trust_set(TrustSetParams { path, level }).await.map_err(call_error("trust/set"))?;
     if json {

@@ -11,9 +11,10 @@ use geminid_protocol::hooks::{
     HooksEnableParams, HooksFireParams, HooksListParams, HooksMigrateParams,
 };
 
+use crate::error::call_error;
+use crate::output;
 use crate::output::shown;
 use crate::output::{errln, outln};
-use crate::{call_error, output};
 
 #[derive(Debug, Subcommand)]
 pub enum HooksCommand {

@@ -10,9 +10,10 @@ use geminid_protocol::policy::{
 };
 use std::path::PathBuf;
 
+use crate::error::call_error;
+use crate::output;
 use crate::output::shown;
 use crate::output::{errln, outln};
-use crate::{call_error, output};
 use geminid_protocol::policy::WorkspacePolicyState as State;
 
 #[derive(Debug, Subcommand)]

@@ -11,9 +11,10 @@ use geminid_protocol::event::{Event, EventBody, EventsSubscribeParams};
 use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
 use tokio::io::AsyncBufReadExt;
 
+use crate::error::call_error;
+use crate::output;
 use crate::output::{errln, outln};
 use crate::session::elicit::{Elicitation, Fed};
-use crate::{call_error, output};
 
 /// What an answer typed at `gemctl attach` means: `y` once, `s` this session, `a` always, `n`
 /// deny (or the words).

@@ -15,9 +15,10 @@ use geminid_protocol::skills::{
     SkillInstallScope, SkillUninstallParams, SkillsListParams,
 };
 
+use crate::error::call_error;
 use crate::extensions::manage::{absolute, ask_yes, parse_scope};
+use crate::output;
 use crate::output::{errln, outln};
-use crate::{call_error, output};
 
 #[derive(Debug, Subcommand)]
 pub enum SkillsCommand {

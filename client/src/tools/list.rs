@@ -16,9 +16,10 @@ use geminid_protocol::tools::{
 };
 use serde_json::Value;
 
+use crate::error::call_error;
+use crate::output;
 use crate::output::shown;
 use crate::output::{errln, outln};
-use crate::{call_error, output};
 
 /// What to print when a session has none of `what`: the servers may not be running.
 fn none(what: &str) -> String {

@@ -21,7 +21,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 use self::state::{Snapshot, Top};
-use crate::call_error;
+use crate::error::call_error;
 use crate::output::errln;
 use crate::session::elicit::Elicitation;
 

@@ -15,7 +15,7 @@ use geminid_protocol::mcp::{ListServersParams, ServerState, ServerStatus};
 use geminid_protocol::policy::{AuditListParams, AuditRecord};
 use geminid_protocol::session::{Session, SessionListParams};
 
-use crate::call_error;
+use crate::error::call_error;
 
 /// How many audit records are shown at most.
 pub const AUDIT_KEPT: u32 = 50;
