@@ -262,14 +262,14 @@ pub async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let status = status.map_err(call_error("daemon/status"))?;
     // Every server the daemon runs, summed up (`mcp list --all` has them one by one).
     let servers = servers.map_err(call_error("mcp/listServers"))?.servers;
-    let summary = output::ServersSummary::of(&servers);
+    let summary = output::servers::ServersSummary::of(&servers);
     if json {
         let mut v = serde_json::to_value(&status)?;
         v["running"] = true.into();
         v["servers"] = serde_json::to_value(&summary)?;
         output::json(&v)?;
     } else {
-        output::status(&status, &summary);
+        output::servers::status(&status, &summary);
     }
     Ok(ExitCode::SUCCESS)
 }

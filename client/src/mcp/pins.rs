@@ -3,7 +3,7 @@
 use geminid_protocol::api::McpApiClient;
 use geminid_protocol::client::Client;
 use geminid_protocol::mcp::ServerParams;
-use geminid_protocol::pins::{HeldDefinition, PinStatus, PinsParams, ReviewItem, ReviewResult};
+use geminid_protocol::pins::{HeldDefinition, PinsParams, ReviewItem, ReviewResult};
 use serde_json::Value;
 
 use crate::error::call_error;
@@ -60,49 +60,6 @@ fn short(d: &HeldDefinition) -> String {
         "offered"
     };
     format!("{} {} ({}, {held})", d.kind.label(), shown::line(&d.name), d.change.label())
-}
-
-/// How long after a first-use pin `mcp list` still says it (audit turn 4, P1: the note
-/// stayed for the daemon's whole life).
-const FIRST_USE_SAID_FOR_MS: u64 = 10 * 60 * 1000;
-
-/// The line `mcp list` prints under a server whose definitions differ from their pins, or
-/// that was pinned on first use a moment ago.
-pub fn list_line(p: &PinStatus, server: &str) -> Option<String> {
-    list_line_at(p, server, crate::output::ago::now_ms())
-}
-
-fn list_line_at(p: &PinStatus, server: &str, now_ms: u64) -> Option<String> {
-    let plural =
-        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-    if p.differs.is_empty() {
-        let recent = now_ms.saturating_sub(p.since_ms) < FIRST_USE_SAID_FOR_MS;
-        return (p.first_use && recent).then(|| {
-            let n = usize::try_from(p.pinned).unwrap_or(usize::MAX);
-            format!(
-                "    pinned {} on first use (trust on first use)",
-                plural(n, "definition", "definitions")
-            )
-        });
-    }
-    let held = p.differs.iter().any(|d| d.held);
-    let n = p.differs.len();
-    let what = p
-        .differs
-        .iter()
-        .map(|d| format!("{} {} ({})", d.kind.label(), shown::line(&d.name), d.change.label()))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let head = match (held, n) {
-        (true, 1) => "⚠ 1 definition differs from its pin and is held".to_owned(),
-        (true, n) => format!("⚠ {n} definitions differ from their pins and are held"),
-        (false, n) => format!(
-            "⚠ {} from {} (offered: pinning is warn)",
-            plural(n, "definition differs", "definitions differ"),
-            if n == 1 { "its pin" } else { "their pins" }
-        ),
-    };
-    Some(format!("    {head}: {what}; `gemctl mcp review {}`", shown::line(server)))
 }
 
 /// Every character a reader would not see, made visible: `⟨U+200B⟩`, `⟨ESC⟩`.
@@ -277,40 +234,6 @@ pub fn review_text(r: &ReviewResult) -> String {
 #[cfg(test)]
 mod tests {
 
-    #[test]
-    fn the_list_line_says_a_first_use_pin_a_while_and_each_difference_plainly() {
-        use geminid_protocol::pins::{Change, DefinitionKind, HeldDefinition, PinMode, PinStatus};
-        let now = 1_000_000_000;
-        let mut p = PinStatus {
-            mode: PinMode::Enforce,
-            pinned: 1,
-            since_ms: now - 1000,
-            first_use: true,
-            differs: vec![],
-        };
-        let line = super::list_line_at(&p, "fx", now);
-        assert_eq!(
-            line.as_deref(),
-            Some("    pinned 1 definition on first use (trust on first use)")
-        );
-        assert_eq!(
-            super::list_line_at(&p, "fx", now + 3_600_000),
-            None,
-            "not for the daemon's life"
-        );
-        p.differs.push(HeldDefinition {
-            kind: DefinitionKind::Tool,
-            name: "shout".into(),
-            change: Change::Changed,
-            held: true,
-            rejected: false,
-        });
-        let line = super::list_line_at(&p, "fx", now).unwrap_or_default();
-        assert_eq!(
-            line,
-            "    ⚠ 1 definition differs from its pin and is held: tool shout (changed); `gemctl mcp review fx`"
-        );
-    }
     use geminid_protocol::pins::{Change, DefinitionKind, PinMode};
     use serde_json::json;
 

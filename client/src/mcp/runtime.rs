@@ -160,10 +160,10 @@ pub async fn run(
                 output::warnings_to_stderr(&r.warnings);
                 output::json(&r.servers)?
             } else if all {
-                output::running_servers(&r.servers)
+                output::servers::running_servers(&r.servers)
             } else {
                 output::warnings(&r.warnings);
-                output::servers(&r.servers);
+                output::servers::servers(&r.servers);
                 if let Some(s) = session {
                     crate::policy::rules::unaccepted_note(client, s).await;
                 }
@@ -197,7 +197,7 @@ pub async fn run(
                 output::json(&r.servers)?
             } else {
                 output::warnings(&r.warnings);
-                output::servers(&r.servers)
+                output::servers::servers(&r.servers)
             }
             if r.servers.iter().any(failed) {
                 return Err(crate::error::Failed.into());
@@ -211,7 +211,7 @@ pub async fn run(
             if json {
                 output::json(&s)?;
             } else {
-                output::server(&s);
+                output::servers::server(&s);
             }
             if s.state != ServerState::Connected {
                 return Err(crate::error::Failed.into());
@@ -225,7 +225,7 @@ pub async fn run(
             if json {
                 output::json(&s)?;
             } else {
-                output::server(&s);
+                output::servers::server(&s);
             }
         }
         RuntimeCommand::Review { name } => {
@@ -260,7 +260,7 @@ pub async fn run(
                 return output::json(&r);
             }
             for l in &r.lines {
-                if json { output::json_line(l)? } else { output::log_line(l) }
+                if json { output::json_line(l)? } else { output::servers::log_line(l) }
             }
             let Some(mut sub) = sub else { return Ok(()) };
             let mut skipping = !r.lines.is_empty();
@@ -283,7 +283,7 @@ pub async fn run(
                     continue;
                 }
                 skipping = false;
-                if json { output::json_line(&line)? } else { output::log_line(&line) }
+                if json { output::json_line(&line)? } else { output::servers::log_line(&line) }
             }
         }
     }

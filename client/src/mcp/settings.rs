@@ -563,7 +563,7 @@ pub async fn mcp(
                 outln!("Reloaded; nothing changed.");
             }
             for c in &r.changes {
-                outln!("Reloaded session {}: {}", c.session, output::describe_change(c));
+                outln!("Reloaded session {}: {}", c.session, output::events::describe_change(c));
             }
         }
         McpCommand::Disable { name, session_only } => {

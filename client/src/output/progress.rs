@@ -37,7 +37,7 @@ impl Progress {
     /// [#####-----] 2/10 compiling`), cut to the terminal's width so that it stays one line.
     pub fn call(&mut self, p: &ToolProgress) {
         // The tool's name and message are the server's: one line, nothing the terminal acts on.
-        let text = crate::output::shown::line(&crate::output::progress(p)).to_string();
+        let text = crate::output::shown::line(&crate::output::events::progress(p)).to_string();
         let name = crate::output::shown::line(&p.name);
         let bar = match p.total {
             Some(total) if total > 0.0 => bar(p.progress / total),

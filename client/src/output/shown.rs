@@ -60,20 +60,6 @@ fn escape(f: &mut impl fmt::Write, c: char) -> fmt::Result {
     }
 }
 
-/// A result's text for stdout (a tool's answer, a resource's or a prompt's text), ended with a
-/// line break. On a terminal a person reads it: escaped as [`block()`] (line breaks and tabs
-/// kept), so a server can neither colour it nor act on the terminal, gemctl's own colour codes
-/// included, which [`terminal_safe`] would let through. Piped, a script reads it: written as
-/// the server sent it.
-pub fn result_out(text: &str) {
-    use std::io::IsTerminal as _;
-    if std::io::stdout().is_terminal() {
-        crate::output::write_out(&format!("{}\n", block(text)));
-    } else {
-        crate::output::write_out(&format!("{text}\n"));
-    }
-}
-
 /// What gemctl writes for a person, as it may reach a terminal: line breaks, tabs and
 /// gemctl's own colours ([`crate::output::color::own_sgr`]) as they are, every other control or
 /// hidden character escaped as [`line()`] does.

@@ -187,7 +187,7 @@ pub async fn stream_events(
                 if json {
                     output::json_line(&event)?
                 } else if !asked_here {
-                    output::event(&event)
+                    output::events::event(&event)
                 }
                 if matches!(event.body, EventBody::DaemonShuttingDown(_)) {
                     return Ok(ExitCode::SUCCESS);

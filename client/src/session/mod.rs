@@ -88,7 +88,7 @@ pub async fn session(
         if json {
             return output::json(s);
         }
-        output::session(s);
+        output::sessions::session(s);
         Ok(())
     };
     match cmd {
@@ -105,7 +105,7 @@ pub async fn session(
         SessionCommand::List { workspace } => {
             let workspace = workspace.map(|w| absolute(Some(w))).transpose()?;
             let all = all_sessions(client, workspace).await?;
-            if json { output::json(&all)? } else { output::sessions(&all) }
+            if json { output::json(&all)? } else { output::sessions::sessions(&all) }
         }
         SessionCommand::Show { id } => {
             let s = match id {

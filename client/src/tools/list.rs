@@ -342,7 +342,7 @@ pub async fn call(
             }
         }
     } else {
-        shown::result_out(&r.display);
+        output::result_out(&r.display);
     }
     Ok(if r.is_error { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
@@ -441,7 +441,7 @@ pub async fn prompt(
         return output::json(&r);
     }
     let text: String = serde_json::from_str(&r.submit).unwrap_or(r.submit);
-    shown::result_out(&text);
+    output::result_out(&text);
     Ok(())
 }
 
@@ -503,7 +503,7 @@ pub async fn read(
     }
     for part in r.parts.iter().skip(1) {
         if let Some(t) = part["text"].as_str() {
-            shown::result_out(t);
+            output::result_out(t);
         }
     }
     Ok(())
