@@ -16,8 +16,7 @@ use geminid_protocol::tools::ToolsListParams;
 use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use serde_json::json;
 
-use super::Overlay;
-use super::state::{Pane, Top};
+use super::state::{Overlay, Pane, Top};
 use crate::session::elicit::{Elicitation, Fed};
 
 /// Work that runs beside the screen; what it says when done.
@@ -265,7 +264,7 @@ fn open_form<'a>(
         Fed::Ask(p) | Fed::Again(p) => p,
         Fed::Done(_) => String::new(),
     };
-    *overlay = Some(Overlay::Form(Box::new(super::Form {
+    *overlay = Some(Overlay::Form(Box::new(super::state::Form {
         ask,
         form,
         prompt,

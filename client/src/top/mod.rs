@@ -13,48 +13,15 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use geminid_protocol::asks::Ask;
 use geminid_protocol::client::{Client, Subscription};
 use geminid_protocol::event::{EventBody, EventsSubscribeParams};
 use geminid_protocol::mcp::LogLine;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
-use self::state::{Snapshot, Top};
+use self::state::{Overlay, Snapshot, Top};
 use crate::error::call_error;
 use crate::output::errln;
-use crate::session::elicit::Elicitation;
-
-/// What covers the panes for a while.
-#[derive(Debug)]
-pub enum Overlay {
-    Help,
-    /// A server's log, followed as it is written.
-    Logs {
-        name: String,
-        lines: Vec<String>,
-        follow: bool,
-        scroll: usize,
-    },
-    /// A server's tools, as the first session using it sees them.
-    Tools {
-        name: String,
-        lines: Vec<String>,
-    },
-    /// An elicitation answered field by field.
-    Form(Box<Form>),
-}
-
-/// An elicitation being answered: its ask, where the form is, what it asks now, what is
-/// typed, and why the last line was not taken.
-#[derive(Debug)]
-pub struct Form {
-    pub ask: Ask,
-    pub form: Elicitation,
-    pub prompt: String,
-    pub input: String,
-    pub note: Option<String>,
-}
 
 /// The terminal in raw mode on the alternate screen, given back however `top` ends (a panic
 /// included: ratatui's hook restores it first).

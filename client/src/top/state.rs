@@ -16,6 +16,38 @@ use geminid_protocol::policy::{AuditListParams, AuditRecord};
 use geminid_protocol::session::{Session, SessionListParams};
 
 use crate::error::call_error;
+use crate::session::elicit::Elicitation;
+
+/// What covers the panes for a while.
+#[derive(Debug)]
+pub enum Overlay {
+    Help,
+    /// A server's log, followed as it is written.
+    Logs {
+        name: String,
+        lines: Vec<String>,
+        follow: bool,
+        scroll: usize,
+    },
+    /// A server's tools, as the first session using it sees them.
+    Tools {
+        name: String,
+        lines: Vec<String>,
+    },
+    /// An elicitation answered field by field.
+    Form(Box<Form>),
+}
+
+/// An elicitation being answered: its ask, where the form is, what it asks now, what is
+/// typed, and why the last line was not taken.
+#[derive(Debug)]
+pub struct Form {
+    pub ask: Ask,
+    pub form: Elicitation,
+    pub prompt: String,
+    pub input: String,
+    pub note: Option<String>,
+}
 
 /// How many audit records are shown at most.
 pub const AUDIT_KEPT: u32 = 50;

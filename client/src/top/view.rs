@@ -12,8 +12,7 @@ use ratatui::widgets::{
     Block, Borders, Cell, Clear, Paragraph, Row as TableRow, Table, TableState, Wrap,
 };
 
-use super::Overlay;
-use super::state::{Pane, Row, Top};
+use super::state::{Overlay, Pane, Row, Top};
 
 /// A style, or none without colour.
 fn tint(top: &Top, color: Color) -> Style {
