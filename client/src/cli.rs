@@ -8,7 +8,7 @@ use geminid_protocol::socket::SOCKET_ENV;
 use crate::daemon::DaemonCommand;
 use crate::help::{complete, examples};
 use crate::session::SessionCommand;
-use crate::{extensions, mcp, policy, skills, tools};
+use crate::{config, extensions, mcp, policy, skills, tools};
 
 /// The heading of the options every command takes.
 pub const GLOBAL: &str = "Global options";
@@ -106,7 +106,7 @@ pub enum Command {
     Rpc,
     /// Show or check the effective configuration (Gemini CLI's settings files)
     #[command(subcommand)]
-    Config(mcp::settings::ConfigCommand),
+    Config(config::ConfigCommand),
     /// Manage MCP servers in Gemini CLI's settings files
     #[command(subcommand)]
     Mcp(mcp::settings::McpCommand),

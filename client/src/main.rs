@@ -6,6 +6,7 @@
 )]
 
 mod cli;
+mod config;
 mod daemon;
 mod error;
 mod extensions;
@@ -170,7 +171,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Config(cmd) => {
             let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            mcp::settings::config(&client, session, cmd, cli.json).await
+            config::config(&client, session, cmd, cli.json).await
         }
         Command::Mcp(mcp::settings::McpCommand::Serve(args)) => {
             let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
@@ -343,12 +344,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (_, true) => TrustLevel::DoNotTrust,
                 _ => TrustLevel::TrustFolder,
             };
-            mcp::settings::trust(&client, path, Some(level), cli.json).await?;
+            config::trust(&client, path, Some(level), cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Untrust { path } => {
             let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
-            mcp::settings::trust(&client, path, None, cli.json).await?;
+            config::trust(&client, path, None, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Rpc => {
