@@ -156,7 +156,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tasks { action, id } => {
             let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            tools::list::tasks(&client, session, action, id, cli.json).await?;
+            tools::call::tasks(&client, session, action, id, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit { limit, since } => {
@@ -253,18 +253,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let session = for_session(&client, cli.session).await?.id;
             let progress =
                 progress || (!no_progress && std::io::IsTerminal::is_terminal(&std::io::stderr()));
-            tools::list::call(&client, session, tool, args, args_file, progress, cli.json).await
+            tools::call::call(&client, session, tool, args, args_file, progress, cli.json).await
         }
         Command::Prompt { name, args } => {
             let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            tools::list::prompt(&client, session, name, args, cli.json).await?;
+            tools::prompts::prompt(&client, session, name, args, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Read { reference } => {
             let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            tools::list::read(&client, session, reference, cli.json).await?;
+            tools::prompts::read(&client, session, reference, cli.json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Policy(cmd) => {

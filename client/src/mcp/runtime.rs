@@ -176,10 +176,10 @@ pub async fn run(
             crate::tools::list::describe(client, session.unwrap_or_default(), tool).await?;
         }
         RuntimeCommand::Prompts => {
-            crate::tools::list::prompts(client, session.unwrap_or_default(), json).await?;
+            crate::tools::prompts::prompts(client, session.unwrap_or_default(), json).await?;
         }
         RuntimeCommand::Resources => {
-            crate::tools::list::resources(client, session.unwrap_or_default(), json).await?;
+            crate::tools::prompts::resources(client, session.unwrap_or_default(), json).await?;
         }
         RuntimeCommand::Start => {
             let session = session.unwrap_or_default();
