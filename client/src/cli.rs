@@ -156,10 +156,10 @@ pub enum Command {
     Skills(skills::manage::SkillsCommand),
     /// Agent definitions (subagents): list, show
     #[command(subcommand)]
-    Agents(skills::manage::AgentsCommand),
+    Agents(skills::agents::AgentsCommand),
     /// Slash commands: list (command files, MCP prompts, skills)
     #[command(subcommand)]
-    Commands(skills::manage::CommandsCommand),
+    Commands(skills::commands::CommandsCommand),
     /// The session's tools: list (custom tools beside MCP ones), refresh (run
     /// `tools.discoveryCommand` again)
     #[command(subcommand)]

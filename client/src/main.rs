@@ -299,7 +299,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Commands(cmd) => {
             let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            skills::manage::run_commands(&client, session, cmd, cli.json).await
+            skills::commands::run_commands(&client, session, cmd, cli.json).await
         }
         Command::Tools(cmd) => {
             let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
@@ -309,7 +309,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Agents(cmd) => {
             let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
-            skills::manage::run_agents(&client, session, cmd, cli.json).await
+            skills::agents::run_agents(&client, session, cmd, cli.json).await
         }
         Command::Doctor => daemon::doctor::run(&socket, autostart, cli.session, cli.json).await,
         Command::Top { once, interval } => {

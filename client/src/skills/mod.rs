@@ -1,3 +1,5 @@
 //! Skills, agents and slash commands: `gemctl skills`, `agents` and `commands`.
 
+pub mod agents;
+pub mod commands;
 pub mod manage;
