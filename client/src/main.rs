@@ -5,6 +5,7 @@
     reason = "doc comments on the command line's types are clap's help text, where `<server>` is a placeholder shown as written"
 )]
 
+mod args;
 mod cli;
 mod config;
 mod daemon;
@@ -283,8 +284,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Extensions(extensions::manage::ExtensionsCommand::New { path, template }) => {
-            let cmd = extensions::manage::ExtensionsCommand::New { path, template };
-            extensions::manage::new_here(cmd, cli.json)
+            extensions::new::new_here(&path, template.as_deref(), cli.json)
         }
         Command::Extensions(cmd) => {
             let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;

@@ -16,6 +16,7 @@ use geminid_protocol::extensions::{
     ExtensionUpdateParams, ExtensionsListParams, ExtensionsVerifyParams, IntegrityState,
 };
 
+use crate::args::{absolute, ask_yes, parse_scope};
 use crate::error::call_error;
 use crate::output;
 use crate::output::{err, errln, outln};
@@ -125,15 +126,6 @@ fn parse_setting(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// `user`, or `workspace` (also `project`): which settings file (or rule) a command writes.
-pub(crate) fn parse_scope(s: &str) -> Result<WriteScope, String> {
-    match s {
-        "user" => Ok(WriteScope::User),
-        "workspace" | "project" => Ok(WriteScope::Project),
-        other => Err(format!("{other:?} is not a scope: user or workspace")),
-    }
-}
-
 fn integrity_word(i: IntegrityState) -> &'static str {
     match i {
         IntegrityState::Verified => "verified",
@@ -203,18 +195,6 @@ fn print_one(e: &ExtensionInfo) {
     }
 }
 
-/// Asks the person at the terminal; false when nobody can answer.
-pub(crate) fn ask_yes(question: &str) -> anyhow::Result<bool> {
-    if !std::io::stdin().is_terminal() {
-        return Ok(false);
-    }
-    err!("{question} [y/N] ");
-    std::io::stderr().flush()?;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
-}
-
 /// Asks the person at the terminal for a setting's value (not echoed when sensitive); none
 /// when nobody can answer or the answer is empty.
 fn ask_setting(
@@ -242,12 +222,6 @@ fn ask_setting(
     read?;
     let v = line.trim_end_matches(['\n', '\r']).to_owned();
     Ok((!v.is_empty()).then_some(v))
-}
-
-pub(crate) fn absolute(p: &Path) -> anyhow::Result<String> {
-    Ok(if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) }
-        .display()
-        .to_string())
 }
 
 /// Run an extensions command for `session`.
@@ -355,26 +329,10 @@ pub async fn run(
             }
             Ok(ExitCode::SUCCESS)
         }
-        cmd @ ExtensionsCommand::New { .. } => new_here(cmd, json),
+        ExtensionsCommand::New { path, template } => {
+            crate::extensions::new::new_here(&path, template.as_deref(), json)
+        }
     }
-}
-
-/// `gemctl extensions new`: no daemon needed.
-pub fn new_here(cmd: ExtensionsCommand, json: bool) -> anyhow::Result<ExitCode> {
-    let ExtensionsCommand::New { path, template } = cmd else {
-        anyhow::bail!("not `extensions new`");
-    };
-    crate::extensions::new::create(&path, template.as_deref())?;
-    if json {
-        output::json(&serde_json::json!({ "path": path.display().to_string() }))?;
-    } else {
-        outln!(
-            "Created an extension in {}. Try it with `gemctl extensions link {}`.",
-            path.display(),
-            path.display()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs `call` while printing the session's `extensions/progress` steps on stderr.

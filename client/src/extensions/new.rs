@@ -2,8 +2,12 @@
 //! kind of contribution. The folder's name is the extension's name.
 
 use std::path::Path;
+use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+
+use crate::output;
+use crate::output::outln;
 
 /// The templates, each a list of (relative path, contents); `{name}` is replaced.
 const TEMPLATES: &[(&str, &[(&str, &str)])] = &[
@@ -161,4 +165,19 @@ pub fn create(path: &Path, template: Option<&str>) -> anyhow::Result<()> {
             .with_context(|| format!("cannot write {}", file.display()))?;
     }
     Ok(())
+}
+
+/// `gemctl extensions new`: no daemon needed.
+pub fn new_here(path: &Path, template: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
+    create(path, template)?;
+    if json {
+        output::json(&serde_json::json!({ "path": path.display().to_string() }))?;
+    } else {
+        outln!(
+            "Created an extension in {}. Try it with `gemctl extensions link {}`.",
+            path.display(),
+            path.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -14,8 +14,8 @@ use geminid_protocol::skills::{
     SkillUninstallParams, SkillsListParams,
 };
 
+use crate::args::{absolute, ask_yes, parse_scope};
 use crate::error::call_error;
-use crate::extensions::manage::{absolute, ask_yes, parse_scope};
 use crate::output;
 use crate::output::{errln, outln};
 
