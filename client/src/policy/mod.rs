@@ -1,4 +1,5 @@
 //! What decides a call: `gemctl policy`, `hooks` and `audit`.
 
+pub mod audit;
 pub mod hooks;
 pub mod rules;
