@@ -116,7 +116,7 @@ mod tests {
         assert_eq!(terminal_safe("line\u{2028}sep \u{85}"), "line⟨U+2028⟩sep ⟨U+0085⟩");
     }
 
-    /// Every word gemctl writes for a person goes through the macros of `output.rs`, which
+    /// Every word gemctl writes for a person goes through the macros of `output/print.rs`, which
     /// pass [`terminal_safe`]: the standard printing macros are not used in client/src.
     #[test]
     fn nothing_prints_around_the_sanitiser() -> std::io::Result<()> {
