@@ -114,10 +114,14 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     let (mut with, mut without) = (Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS));
     for _ in 0..ROUNDS {
         let t = Instant::now();
-        std::hint::black_box(full.decide(std::hint::black_box(&call), ApprovalMode::Default, true));
+        std::hint::black_box(full.verdict(
+            std::hint::black_box(&call),
+            ApprovalMode::Default,
+            true,
+        ));
         with.push(t.elapsed());
         let t = Instant::now();
-        std::hint::black_box(empty.decide(
+        std::hint::black_box(empty.verdict(
             std::hint::black_box(&call),
             ApprovalMode::Default,
             true,
@@ -134,7 +138,11 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     let mut worst = Vec::with_capacity(ROUNDS / 4);
     for _ in 0..ROUNDS / 4 {
         let t = Instant::now();
-        std::hint::black_box(same.decide(std::hint::black_box(&call), ApprovalMode::Default, true));
+        std::hint::black_box(same.verdict(
+            std::hint::black_box(&call),
+            ApprovalMode::Default,
+            true,
+        ));
         worst.push(t.elapsed());
     }
     let (w, e, x) = (stats(with), stats(without), stats(worst));

@@ -39,6 +39,7 @@ pub(crate) mod proc;
 pub(crate) mod rpc;
 pub(crate) mod secrets;
 pub(crate) mod server;
+pub(crate) mod services;
 pub(crate) mod session;
 pub(crate) mod settings_file;
 #[cfg_attr(

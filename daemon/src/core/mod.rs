@@ -1,44 +1,48 @@
-//! The daemon's core: everything it owns, constructible without a socket.
+//! The daemon's core: the composition (every service built once, in order, each given only the
+//! handles it uses), status (`status.rs`), shutdown (`shutdown.rs`), the doctor
+//! (`doctor.rs`), warm workspaces (`warm.rs`) and the sessions' lifecycle (`sessions.rs`).
+//! Constructible without a socket. The services themselves live in `crate::services`.
 
-pub(crate) mod auth;
-pub(crate) mod commands;
-pub(crate) mod configs;
 mod doctor;
-pub(crate) mod extensions;
-pub(crate) use extensions::ExtensionsError;
-pub(crate) mod hooks;
-pub(crate) mod policy;
-mod prepared;
-pub(crate) mod reload;
-pub(crate) mod seat;
-pub(crate) mod servers;
-pub(crate) mod services;
-pub(crate) mod settings;
-pub(crate) mod skills;
-mod starter;
+mod sessions;
+mod shutdown;
+mod status;
 mod warm;
-pub(crate) use skills::SkillsError;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use geminid_protocol::daemon::{Limits, SessionCounts, StatusResult};
-use geminid_protocol::event::{EventBody, ShuttingDown};
-use geminid_protocol::session::Session;
-use geminid_protocol::{DAEMON_VERSION, PROTOCOL_VERSION};
+use geminid_protocol::daemon::Limits;
 use tokio_util::sync::CancellationToken;
 
 use crate::asks::Asks;
+use crate::audit::AuditLog;
 use crate::calls::{Parts, Pipeline, Router, Seats, ServerRequests};
 use crate::catalog::Catalog;
 use crate::clock;
 use crate::config::Loader;
 use crate::events::EventBus;
+use crate::extensions::Extensions;
 use crate::mcp::{McpOptions, Supervisor};
 use crate::secrets::SecretStore;
-use crate::session::{SessionError, Sessions};
+use crate::services::auth::SignIns;
+use crate::services::commands::{Commands, CommandsInput};
+use crate::services::configs::Configs;
+use crate::services::extensions::{ExtensionService, ExtensionsInput};
+use crate::services::forget::Forget;
+use crate::services::hooks::{HookSeat, HooksInput};
+use crate::services::policy::requests::{PolicyInput, PolicyRequests};
+use crate::services::policy::tool_calls::ToolCallPolicy;
+use crate::services::recent::Recent;
+use crate::services::reload::{Input, Reloader};
+use crate::services::servers::SessionServers;
+use crate::services::settings::{Settings, SettingsInput};
+use crate::services::skills::{Skills, SkillsInput};
+use crate::services::starter::SessionStarter;
+use crate::services::{Services, policy};
+use crate::session::Sessions;
 use crate::store::Store;
 
 /// What the daemon reports about itself.
@@ -72,31 +76,34 @@ pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// The daemon's state.
 #[derive(Debug)]
 pub(crate) struct Core {
-    /// The services the edges reach (sessions, events, servers, catalog, asks, the call
-    /// pipeline, extensions) and the shutdown token: one set, shared with rpc and the gateway.
-    services: Arc<services::Services>,
+    /// The handles the edges reach (sessions, events, servers, catalog, asks, the call
+    /// pipeline, extensions, hooks, audit) and the shutdown token: one set, shared with rpc
+    /// and the gateway.
+    services: Arc<Services>,
     /// Each session's effective configuration, from Gemini CLI's files.
-    config: Arc<configs::Configs>,
+    config: Arc<Configs>,
     /// Long-lived secrets (OAuth tokens, the integrity key): the OS keyring or a 0600 file.
     secrets: Arc<SecretStore>,
     /// Skills and agent definitions.
-    skills: Arc<skills::Skills>,
+    skills: Arc<Skills>,
     /// Slash commands.
-    commands: Arc<commands::Commands>,
+    commands: Arc<Commands>,
     /// Runs reloads over the inputs.
-    reloader: Arc<reload::Reloader>,
+    reloader: Arc<Reloader>,
     /// Extensions installed, updated, enabled and removed.
-    extensions: Arc<extensions::ExtensionService>,
+    extensions: Arc<ExtensionService>,
     /// Gemini CLI's files read and changed.
-    settings: Arc<settings::Settings>,
+    settings: Arc<Settings>,
     /// Sign-ins to remote servers, and their credentials.
-    sign_ins: Arc<auth::SignIns>,
+    sign_ins: Arc<SignIns>,
     /// Sessions' servers, listed and started.
-    servers: Arc<servers::SessionServers>,
+    servers: Arc<SessionServers>,
     /// Starts a session's servers (for the catalog, too), noting the workspaces used lately.
-    starter: Arc<starter::SessionStarter>,
+    starter: Arc<SessionStarter>,
     /// Each session's policy, asked outside a call.
-    policy: Arc<policy::SessionPolicy>,
+    policy: Arc<PolicyRequests>,
+    /// What a closed session's state is dropped through, in this order.
+    forget: Vec<Arc<dyn Forget>>,
     store: Store,
     info: DaemonInfo,
     started_ms: u64,
@@ -108,24 +115,23 @@ pub(crate) struct Core {
     calls_cut: CancellationToken,
 }
 
-impl Core {
-    /// A core over an opened store, its call pipeline's seats filled by its own policy and
-    /// audit log.
-    pub(crate) fn new(store: Store, info: DaemonInfo, config: Loader) -> Arc<Self> {
-        Self::build(store, info, config, None)
-    }
+/// What every service is built over: the foundations, the MCP client and the sessions.
+struct Base {
+    events: Arc<EventBus>,
+    progress: Arc<Router>,
+    asks: Arc<Asks>,
+    secrets: Arc<SecretStore>,
+    auth: Arc<crate::auth::Auth>,
+    audit: Arc<AuditLog>,
+    extensions: Arc<Extensions>,
+    mcp: Arc<Supervisor>,
+    sessions: Arc<Sessions>,
+    config: Arc<Configs>,
+    policies: Arc<crate::policy::session_rules::Policies>,
+}
 
-    /// A core whose call pipeline has these seats (and no others).
-    pub(crate) fn with_seats(
-        store: Store,
-        info: DaemonInfo,
-        config: Loader,
-        seats: Seats,
-    ) -> Arc<Self> {
-        Self::build(store, info, config, Some(seats))
-    }
-
-    fn build(store: Store, info: DaemonInfo, config: Loader, seats: Option<Seats>) -> Arc<Self> {
+impl Base {
+    fn new(store: &Store, info: &DaemonInfo, config: Loader) -> Self {
         let buffer = usize::try_from(info.limits.subscriber_buffer).unwrap_or(usize::MAX);
         let events = Arc::new(EventBus::new(buffer));
         let progress = Arc::new(Router::new(events.clone()));
@@ -143,8 +149,8 @@ impl Core {
         });
         let auth =
             Arc::new(crate::auth::Auth::new(secrets.clone(), config.paths().home.join(".gemini")));
-        let audit = Arc::new(crate::audit::AuditLog::new(store.clone()));
-        let extensions = Arc::new(crate::extensions::Extensions::new(
+        let audit = Arc::new(AuditLog::new(store.clone()));
+        let extensions = Arc::new(Extensions::new(
             config.paths().home.join(".gemini"),
             secrets.clone(),
             store.clone(),
@@ -176,7 +182,7 @@ impl Core {
         let daemon_env = std::env::vars()
             .filter(|(k, _)| !crate::systemd::PRIVATE_VARS.contains(&k.as_str()))
             .collect();
-        let config = Arc::new(configs::Configs::new(
+        let config = Arc::new(Configs::new(
             config.with_store(store.clone()),
             sessions.clone(),
             extensions.clone(),
@@ -187,103 +193,191 @@ impl Core {
             let extensions = extensions.clone();
             Arc::new(move || extensions.integrity_key().map_err(|e| e.to_string()))
         };
-        let policies = Arc::new(crate::policy::service::Policies::with_store(store.clone(), key));
-        let guard = Arc::new(seat::Guard::new(
+        let policies =
+            Arc::new(crate::policy::session_rules::Policies::with_store(store.clone(), key));
+        Self {
+            events,
+            progress,
+            asks,
+            secrets,
+            auth,
+            audit,
+            extensions,
+            mcp,
+            sessions,
+            config,
+            policies,
+        }
+    }
+}
+
+impl Core {
+    /// A core over an opened store, its call pipeline's seats filled by its own policy and
+    /// audit log.
+    pub(crate) fn new(store: Store, info: DaemonInfo, config: Loader) -> Arc<Self> {
+        Self::build(store, info, config, None)
+    }
+
+    /// A core whose call pipeline has these seats (and no others).
+    pub(crate) fn with_seats(
+        store: Store,
+        info: DaemonInfo,
+        config: Loader,
+        seats: Seats,
+    ) -> Arc<Self> {
+        Self::build(store, info, config, Some(seats))
+    }
+
+    fn build(store: Store, info: DaemonInfo, config: Loader, seats: Option<Seats>) -> Arc<Self> {
+        let b = Base::new(&store, &info, config);
+        let config = b.config.clone();
+        let guard = Arc::new(ToolCallPolicy::new(
             config.clone(),
-            sessions.clone(),
-            asks.clone(),
-            policies.clone(),
+            b.sessions.clone(),
+            b.asks.clone(),
+            b.policies.clone(),
         ));
-        let hook_seat = Arc::new(hooks::HookSeat::new(config.clone(), events.clone()));
+        let hooks = Arc::new(HookSeat::new(config.clone(), b.events.clone()));
         let seats = seats.unwrap_or_else(|| Seats {
-            before_tool: Some(hook_seat.clone()),
-            after_tool: Some(hook_seat.clone()),
+            before_tool: Some(hooks.clone()),
+            after_tool: Some(hooks.clone()),
             policy: Some(guard.clone()),
             tool_filter: Some(guard.clone()),
-            audit: Some(audit.clone()),
+            audit: Some(b.audit.clone()),
         });
-        let starter = Arc::new(starter::SessionStarter::new(
+        let starter = Arc::new(SessionStarter::new(
             config.clone(),
-            sessions.clone(),
-            mcp.clone(),
-            warm::Recent::new(info.warm_workspaces),
+            b.sessions.clone(),
+            b.mcp.clone(),
+            Recent::new(info.warm_workspaces),
         ));
         let discovered =
-            Arc::new(crate::discovered::Registry::new(info.custom_tools, events.clone()));
+            Arc::new(crate::discovered::Registry::new(info.custom_tools, b.events.clone()));
         let catalog = Arc::new(Catalog::new(
-            mcp.clone(),
+            b.mcp.clone(),
             discovered,
             starter.clone(),
             seats.tool_filter.clone(),
         ));
         let parts = Parts {
-            mcp: mcp.clone(),
+            mcp: b.mcp.clone(),
             catalog: catalog.clone(),
-            asks: asks.clone(),
-            events: events.clone(),
-            progress,
+            asks: b.asks.clone(),
+            events: b.events.clone(),
+            progress: b.progress.clone(),
             confirm_deadline: info.confirm_timeout,
         };
-        let services = Arc::new(services::Services {
-            sessions,
-            events,
-            mcp,
+        let services = Arc::new(Services {
+            sessions: b.sessions.clone(),
+            events: b.events.clone(),
+            mcp: b.mcp.clone(),
             catalog,
-            asks,
+            asks: b.asks.clone(),
             calls: Arc::new(Pipeline::new(parts, seats)),
-            extensions,
-            hooks: hook_seat,
-            audit,
+            extensions: b.extensions.clone(),
+            hooks,
+            audit: b.audit.clone(),
             shutdown: CancellationToken::new(),
             data_dir: info.data_dir.clone(),
         });
-        let policy = Arc::new(policy::SessionPolicy::new(
+        Self::with_features(b, services, guard, starter, store, info)
+    }
+
+    /// The feature services over the edges' handles, the reload inputs in their order, and
+    /// the parts a closed session is forgotten by.
+    fn with_features(
+        b: Base,
+        services: Arc<Services>,
+        guard: Arc<ToolCallPolicy>,
+        starter: Arc<SessionStarter>,
+        store: Store,
+        info: DaemonInfo,
+    ) -> Arc<Self> {
+        let (config, s) = (b.config.clone(), &services);
+        let policy = Arc::new(PolicyRequests::new(
             config.clone(),
-            services.clone(),
-            policies,
+            s.sessions.clone(),
+            s.asks.clone(),
+            s.catalog.clone(),
+            b.policies.clone(),
             guard.clone(),
         ));
-        let skills = Arc::new(skills::Skills::new(config.clone(), services.clone()));
-        let commands = Arc::new(commands::Commands::new(
+        let skills = Arc::new(Skills::new(
             config.clone(),
-            services.clone(),
+            s.sessions.clone(),
+            s.mcp.clone(),
+            s.calls.clone(),
+            s.events.clone(),
+        ));
+        let commands = Arc::new(Commands::new(
+            config.clone(),
+            s.sessions.clone(),
+            s.mcp.clone(),
+            s.events.clone(),
+            s.catalog.clone(),
             skills.clone(),
             policy.clone(),
         ));
         // Extensions come first: what they contribute is part of every session's
         // configuration, and of the policy, hooks, skills and commands read after it.
-        let inputs: Vec<Box<dyn reload::Input>> = vec![
-            Box::new(extensions::ExtensionsInput(services.extensions.clone())),
-            Box::new(settings::SettingsInput(config.clone())),
-            Box::new(policy::PolicyInput { config: config.clone(), guard: guard.clone() }),
-            Box::new(hooks::HooksInput(services.hooks.clone())),
-            Box::new(skills::SkillsInput(skills.clone())),
-            Box::new(commands::CommandsInput(commands.clone())),
+        let inputs: Vec<Box<dyn Input>> = vec![
+            Box::new(ExtensionsInput(s.extensions.clone())),
+            Box::new(SettingsInput(config.clone())),
+            Box::new(PolicyInput { config: config.clone(), guard: guard.clone() }),
+            Box::new(HooksInput(s.hooks.clone())),
+            Box::new(SkillsInput(skills.clone())),
+            Box::new(CommandsInput(commands.clone())),
         ];
-        let reloader = Arc::new(reload::Reloader::new(config.clone(), services.clone(), inputs));
-        let servers = Arc::new(servers::SessionServers::new(
+        let reloader = Arc::new(Reloader::new(
             config.clone(),
-            services.clone(),
+            s.sessions.clone(),
+            s.events.clone(),
+            s.mcp.clone(),
+            s.shutdown.clone(),
+            inputs,
+        ));
+        let servers = Arc::new(SessionServers::new(
+            config.clone(),
+            s.sessions.clone(),
+            s.mcp.clone(),
+            s.catalog.clone(),
             starter.clone(),
         ));
-        let sign_ins = Arc::new(auth::SignIns::new(
-            auth,
+        let sign_ins = Arc::new(SignIns::new(
+            b.auth,
             config.clone(),
-            services.mcp.clone(),
+            s.mcp.clone(),
             servers.clone(),
             &info.mcp,
         ));
-        let settings =
-            Arc::new(settings::Settings::new(config.clone(), services.clone(), reloader.clone()));
-        let extensions = Arc::new(extensions::ExtensionService::new(
+        let settings = Arc::new(Settings::new(
             config.clone(),
-            services.clone(),
+            s.sessions.clone(),
+            s.extensions.clone(),
             reloader.clone(),
         ));
+        let extensions = Arc::new(ExtensionService::new(
+            config.clone(),
+            s.sessions.clone(),
+            s.extensions.clone(),
+            s.events.clone(),
+            reloader.clone(),
+        ));
+        // A closed session's baseline, servers, tool table, prepared rules and hooks, and
+        // what its skills and commands were last told, in this order.
+        let forget: Vec<Arc<dyn Forget>> = vec![
+            config.clone(),
+            s.mcp.clone(),
+            s.catalog.clone(),
+            guard,
+            s.hooks.clone(),
+            skills.clone(),
+            commands.clone(),
+        ];
         Arc::new(Self {
             services,
             config,
-            secrets,
+            secrets: b.secrets,
             skills,
             commands,
             reloader,
@@ -293,6 +387,7 @@ impl Core {
             servers,
             starter,
             policy,
+            forget,
             store,
             info,
             started_ms: clock::now_ms(),
@@ -303,145 +398,63 @@ impl Core {
         })
     }
 
+    /// The services the edges reach: the ones the core holds, not copies.
+    pub(crate) fn services(&self) -> &Arc<Services> {
+        &self.services
+    }
+
+    /// Each session's effective configuration (read, and made known to reloads).
+    pub(crate) fn configs(&self) -> &Arc<Configs> {
+        &self.config
+    }
+
+    /// The skills service (`skills/*`, `agents/*`).
+    pub(crate) fn skills(&self) -> &Arc<Skills> {
+        &self.skills
+    }
+
+    /// The commands service (`commands/list`).
+    pub(crate) fn commands(&self) -> &Arc<Commands> {
+        &self.commands
+    }
+
+    /// The policy service (`policy/*`, `confirmation/respond`, `session/update`).
+    pub(crate) fn policy(&self) -> &Arc<policy::requests::PolicyRequests> {
+        &self.policy
+    }
+
+    /// The extensions service (`extensions/*`).
+    pub(crate) fn extensions(&self) -> &Arc<ExtensionService> {
+        &self.extensions
+    }
+
+    /// The settings service (`config/*`, `trust/*`, `mcp/add|remove|enable|disable`).
+    pub(crate) fn settings(&self) -> &Arc<Settings> {
+        &self.settings
+    }
+
+    /// Sessions' servers (`mcp/listServers`, `mcp/start`, the server a name means).
+    pub(crate) fn servers(&self) -> &Arc<SessionServers> {
+        &self.servers
+    }
+
+    /// Sign-ins (`auth/*`).
+    pub(crate) fn sign_ins(&self) -> &Arc<SignIns> {
+        &self.sign_ins
+    }
+
+    /// The reloads (the watcher, `mcp/reload`).
+    pub(crate) fn reloader(&self) -> &Arc<Reloader> {
+        &self.reloader
+    }
+
     /// The limits it enforces.
     pub(crate) fn limits(&self) -> Limits {
         self.info.limits
     }
 
-    /// Close the default sessions idle for `max_idle` that hold nothing of their own (see
-    /// [`Sessions::idle_defaults`]); returns how many.
-    pub(crate) async fn prune_sessions(&self, max_idle: Duration) -> Result<usize, SessionError> {
-        let ids = self.services.sessions.idle_defaults(max_idle)?;
-        for id in &ids {
-            match self.close_session(id).await {
-                Ok(_) | Err(SessionError::NotFound(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if !ids.is_empty() {
-            tracing::info!(count = ids.len(), idle = %humantime::format_duration(max_idle), "closed idle default sessions");
-        }
-        Ok(ids.len())
-    }
-
-    /// Close a session and stop tracking its configuration; the sessions derived from it
-    /// are closed first.
-    pub(crate) async fn close_session(&self, id: &str) -> Result<Session, SessionError> {
-        self.services.sessions.record(id)?;
-        let order = self.with_descendants(id);
-        let mut closed = None;
-        for sid in order.iter().rev() {
-            let s = match self.services.sessions.close(sid).await {
-                Ok(s) => s,
-                Err(SessionError::NotFound(_)) if sid != id => continue,
-                Err(e) => return Err(e),
-            };
-            self.config.baselines().remove(sid);
-            self.services.mcp.release_session(sid);
-            self.services.catalog.forget(sid);
-            self.policy.forget(sid);
-            self.services.hooks.forget(sid);
-            self.skills.forget(sid);
-            self.commands.forget(sid);
-            if sid == id {
-                closed = Some(s);
-            }
-        }
-        closed.ok_or_else(|| SessionError::NotFound(id.to_owned()))
-    }
-
-    /// These sessions lost their last connection: their servers may go (after the linger).
-    pub(crate) fn sessions_unattached(&self, ids: &[String]) {
-        // Connections close on their own during a shutdown; a session's servers must keep
-        // serving the calls still running (of other connections) until the end of the grace,
-        // when every server is stopped anyway.
-        if self.services.shutdown.is_cancelled() {
-            return;
-        }
-        for id in ids {
-            // A derived session has no connection of its own: it lets its servers go with
-            // its root's last client.
-            for sid in self.with_descendants(id) {
-                self.services.mcp.release_session(&sid);
-                self.services.catalog.forget(&sid);
-            }
-        }
-    }
-
-    /// A session and every session derived from it, parents first.
-    fn with_descendants(&self, id: &str) -> Vec<String> {
-        let mut out = vec![id.to_owned()];
-        let mut i = 0;
-        while let Some(next) = out.get(i).cloned() {
-            out.extend(self.services.sessions.children(&next).unwrap_or_default());
-            i += 1;
-        }
-        out
-    }
-
     /// The database.
     pub(crate) fn store(&self) -> &Store {
         &self.store
-    }
-
-    /// `daemon/status`.
-    pub(crate) fn status(&self) -> StatusResult {
-        let (total, attached) = self.services.sessions.counts();
-        let to_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        StatusResult {
-            version: DAEMON_VERSION.to_owned(),
-            protocol_version: PROTOCOL_VERSION,
-            pid: std::process::id(),
-            started_at: clock::rfc3339(self.started_ms),
-            uptime_secs: self.started.elapsed().as_secs(),
-            socket: self.info.socket.display().to_string(),
-            data_dir: self.info.data_dir.display().to_string(),
-            sessions: SessionCounts { total: to_u32(total), attached: to_u32(attached) },
-            connections: self.connections.load(Ordering::Relaxed),
-            subscribers: to_u32(self.services.events.subscriber_count()),
-            limits: self.info.limits,
-            warnings: [self.store.warnings(), self.config.loader().warnings()].concat(),
-        }
-    }
-
-    /// Begin a graceful shutdown; the first reason wins and later requests are no-ops.
-    pub(crate) fn request_shutdown(&self, reason: &str) {
-        if self.shutdown_reason.set(reason.to_owned()).is_ok() {
-            tracing::info!(reason, "shutting down");
-            self.services
-                .events
-                .emit(EventBody::DaemonShuttingDown(ShuttingDown { reason: reason.to_owned() }));
-            self.services.shutdown.cancel();
-        }
-    }
-
-    /// Cancelled when shutdown begins.
-    pub(crate) fn shutdown_token(&self) -> &CancellationToken {
-        &self.services.shutdown
-    }
-
-    /// Why the daemon is shutting down, once it is.
-    pub(crate) fn shutdown_reason(&self) -> Option<&str> {
-        self.shutdown_reason.get().map(String::as_str)
-    }
-
-    /// Cancelled once the shutdown grace is over (see [`Core::cut_calls`]).
-    pub(crate) fn calls_cut(&self) -> &CancellationToken {
-        &self.calls_cut
-    }
-
-    /// End the shutdown grace: every call still running is answered `shuttingDown`.
-    pub(crate) fn cut_calls(&self) {
-        self.calls_cut.cancel();
-    }
-
-    /// Count a new connection.
-    pub(crate) fn connection_opened(&self) {
-        self.connections.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Forget a connection.
-    pub(crate) fn connection_closed(&self) {
-        self.connections.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -37,8 +37,8 @@ use tower_service::Service as _;
 
 use super::admit::{Admission, MAX_CONNECTIONS};
 use super::{Gateway, Serving};
-use crate::core::services::Services;
 use crate::secrets::Secret;
+use crate::services::Services;
 use crate::session::ConnId;
 
 /// The token's file in the daemon's data directory.

@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use crate::calls::{CallError, CallRequest, Origin, Target};
 use crate::catalog::CatalogError;
 use crate::catalog::view::ResourceRef;
-use crate::core::services::Services;
+use crate::services::Services;
 use crate::session::ConnId;
 use lists::{fingerprint, resources_fingerprint};
 

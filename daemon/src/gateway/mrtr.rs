@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
 use crate::calls::{Call, CallError, CallRequest, Outcome};
-use crate::core::services::Services;
+use crate::services::Services;
 
 /// How long a call waits for the client's retry after an `input_required` answer.
 pub(super) const ROUND_TTL: Duration = Duration::from_secs(300);

@@ -17,7 +17,7 @@ use rmcp::ServiceExt as _;
 use tokio_util::task::TaskTracker;
 
 use super::{Gateway, Serving};
-use crate::core::services::Services;
+use crate::services::Services;
 use crate::session::ConnId;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

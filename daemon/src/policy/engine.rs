@@ -98,7 +98,7 @@ impl PolicySet {
     }
 
     /// The decision for a call.
-    pub fn decide(
+    pub fn verdict(
         &self,
         call: &ToolCall<'_>,
         mode: ApprovalMode,

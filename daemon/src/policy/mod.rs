@@ -11,7 +11,7 @@
 //! - [`settings`]: the rules settings imply (`mcp.excluded`, `tools.allowed`, a server's `trust`, ...);
 //! - [`engine`]: a set of rules and the decision for a call;
 //! - [`build_files`]: Gemini CLI's build file protection, over an allowed call;
-//! - [`service`]: a session's policy (its places' rules and its settings' rules), and its wire forms.
+//! - [`session_rules`]: the rules a session is decided by (its places' rules and its settings' rules, `SessionRules`), and their wire forms.
 
 pub(crate) mod accept;
 pub(crate) mod build_files;
@@ -21,7 +21,7 @@ pub(crate) mod load;
 pub(crate) mod pattern;
 pub(crate) mod rule;
 pub(crate) mod saved;
-pub(crate) mod service;
+pub(crate) mod session_rules;
 pub(crate) mod settings;
 pub(crate) mod stringify;
 

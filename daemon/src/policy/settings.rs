@@ -241,7 +241,7 @@ mod tests {
                 annotations: None,
                 subagent: None,
             };
-            set.decide(&call, ApprovalMode::Default, true).decision
+            set.verdict(&call, ApprovalMode::Default, true).decision
         };
         assert_eq!(decide("run_shell_command", json!({"command": "git status"})), Decision::Allow);
         assert_eq!(
@@ -264,7 +264,7 @@ mod tests {
         let set = PolicySet::new(settings_rules(&settings, true));
         let decide = |name: &str, server: Option<&str>, mode| {
             let call = ToolCall { name, server, args: None, annotations: None, subagent: None };
-            set.decide(&call, mode, true).decision
+            set.verdict(&call, mode, true).decision
         };
         let d = ApprovalMode::Default;
         assert_eq!(

@@ -1,4 +1,4 @@
-//! `auth/*`: translation to `core::auth`.
+//! `auth/*`: translation to `services::auth`.
 
 use geminid_protocol::api::AuthApiServer;
 use geminid_protocol::auth::{
@@ -12,7 +12,7 @@ use jsonrpsee::types::ErrorObjectOwned;
 
 use super::session::rpc_error;
 use super::{Handler, conn_id};
-use crate::core::auth::AuthFailure;
+use crate::services::auth::AuthFailure;
 
 fn auth_error(e: AuthFailure) -> ErrorObjectOwned {
     match e {

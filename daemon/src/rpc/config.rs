@@ -19,7 +19,7 @@ use super::Handler;
 use super::session::rpc_error;
 use crate::config::ops::OpError;
 use crate::config::write::WriteError;
-use crate::core::settings::ChangeError;
+use crate::services::settings::ChangeError;
 
 pub(super) fn change_error(e: ChangeError) -> ErrorObjectOwned {
     let code = match e {

@@ -12,8 +12,8 @@ use jsonrpsee::types::ErrorObjectOwned;
 
 use super::Handler;
 use super::session::rpc_error;
-use crate::core::ExtensionsError;
 use crate::extensions::ExtensionError;
+use crate::services::extensions::ExtensionsError;
 
 fn extensions_error(e: ExtensionsError) -> ErrorObjectOwned {
     match e {

@@ -34,16 +34,16 @@ use jsonrpsee::{Extensions, Methods, RpcModule};
 pub(crate) use params::Intake;
 
 use crate::core::Core;
-use crate::core::auth::SignIns;
-use crate::core::commands::Commands;
-use crate::core::configs::Configs;
-use crate::core::extensions::ExtensionService;
-use crate::core::policy::SessionPolicy;
-use crate::core::reload::Reloader;
-use crate::core::servers::SessionServers;
-use crate::core::services::Services;
-use crate::core::settings::Settings;
-use crate::core::skills::Skills;
+use crate::services::Services;
+use crate::services::auth::SignIns;
+use crate::services::commands::Commands;
+use crate::services::configs::Configs;
+use crate::services::extensions::ExtensionService;
+use crate::services::policy::requests::PolicyRequests;
+use crate::services::reload::Reloader;
+use crate::services::servers::SessionServers;
+use crate::services::settings::Settings;
+use crate::services::skills::Skills;
 use crate::session::ConnId;
 
 /// Implements every namespace's server trait over the services and the core.
@@ -56,7 +56,7 @@ pub(crate) struct Handler {
     /// Slash commands.
     commands: Arc<Commands>,
     /// Each session's policy, asked outside a call.
-    policy: Arc<SessionPolicy>,
+    policy: Arc<PolicyRequests>,
     /// Extensions installed, updated, enabled and removed.
     extensions: Arc<ExtensionService>,
     /// Gemini CLI's files read and changed.

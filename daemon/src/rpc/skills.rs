@@ -13,7 +13,7 @@ use jsonrpsee::types::ErrorObjectOwned;
 use super::Handler;
 use super::session::rpc_error;
 use super::tools::call_error;
-use crate::core::SkillsError;
+use crate::services::skills::SkillsError;
 use crate::skills::SkillError;
 
 fn skills_error(e: SkillsError) -> ErrorObjectOwned {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::core::reload::Reloader;
+use crate::services::reload::Reloader;
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -45,7 +45,7 @@ impl Targets {
     }
 
     /// What the daemon's inputs name (`core::reload`).
-    fn of_inputs(w: crate::core::reload::Watched) -> Self {
+    fn of_inputs(w: crate::services::reload::Watched) -> Self {
         Self::with_trees(w.files, w.dirs)
     }
 

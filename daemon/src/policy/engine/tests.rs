@@ -30,7 +30,7 @@ fn check(set: &PolicySet, name: &str, server: Option<&str>, args: Option<Value>)
         annotations: None,
         subagent: None,
     };
-    set.decide(&call, ApprovalMode::Default, true).decision
+    set.verdict(&call, ApprovalMode::Default, true).decision
 }
 
 use Decision::{Allow, AskUser, Deny};
@@ -72,7 +72,7 @@ fn mcp_wildcards_and_the_spoofed_server_cases() {
     let set = PolicySet::new(vec![rule("mcp_*", Allow, 10)]);
     let deny_default = |name, server| {
         let call = ToolCall { name, server, args: None, annotations: None, subagent: None };
-        set.decide(&call, ApprovalMode::Default, false).decision
+        set.verdict(&call, ApprovalMode::Default, false).decision
     };
     assert_eq!(deny_default("mcp_mcp_tool", Some("mcp")), Allow);
     assert_eq!(deny_default("mcp_other_tool", Some("other")), Allow);
@@ -130,7 +130,7 @@ fn modes_and_interactivity() {
     let set = PolicySet::new(vec![yolo_only, headless_deny, rule("rm", Deny, 10)]);
     let at = |name, mode, interactive| {
         let call = ToolCall { name, server: None, args: None, annotations: None, subagent: None };
-        set.decide(&call, mode, interactive).decision
+        set.verdict(&call, mode, interactive).decision
     };
     assert_eq!(at("write_file", ApprovalMode::Yolo, true), Allow);
     assert_eq!(at("write_file", ApprovalMode::Default, true), AskUser);
@@ -160,9 +160,9 @@ fn stable_arguments_annotations_and_subagents() {
     let hints = json!({"readOnlyHint": true}).as_object().cloned().unwrap();
     let call =
         ToolCall { name: "x", server: None, args: None, annotations: Some(&hints), subagent: None };
-    assert_eq!(set.decide(&call, ApprovalMode::Default, true).decision, Allow);
+    assert_eq!(set.verdict(&call, ApprovalMode::Default, true).decision, Allow);
     let call = ToolCall { annotations: None, ..call };
-    assert_eq!(set.decide(&call, ApprovalMode::Default, true).decision, AskUser);
+    assert_eq!(set.verdict(&call, ApprovalMode::Default, true).decision, AskUser);
 
     let mut for_reviewer = rule("shell", Deny, 5);
     for_reviewer.subagent = Some("reviewer".into());
@@ -174,9 +174,9 @@ fn stable_arguments_annotations_and_subagents() {
         annotations: None,
         subagent: Some("reviewer"),
     };
-    assert_eq!(set.decide(&call, ApprovalMode::Default, true).decision, Deny);
+    assert_eq!(set.verdict(&call, ApprovalMode::Default, true).decision, Deny);
     let call = ToolCall { subagent: None, ..call };
-    assert_eq!(set.decide(&call, ApprovalMode::Default, true).decision, AskUser);
+    assert_eq!(set.verdict(&call, ApprovalMode::Default, true).decision, AskUser);
 }
 
 #[test]
@@ -188,7 +188,7 @@ fn tiers_order_before_priorities_and_the_verdict_names_its_rule() {
     let set = PolicySet::new(vec![user, admin]);
     let call =
         ToolCall { name: "shell", server: None, args: None, annotations: None, subagent: None };
-    let v = set.decide(&call, ApprovalMode::Default, true);
+    let v = set.verdict(&call, ApprovalMode::Default, true);
     assert_eq!((v.decision, v.rule.map(|r| r.origin.tier)), (Deny, Some(Tier::Admin)));
     assert_eq!(set.rules()[0].effective_priority(), 5.0);
     assert_eq!(set.rules()[1].effective_priority(), 4.999);
@@ -265,7 +265,7 @@ fn the_name_index_decides_as_trying_every_rule() {
                             );
                         }
                     }
-                    let got = set.decide(&call, mode, interactive);
+                    let got = set.verdict(&call, mode, interactive);
                     let at = got.rule.map(|r| set.rules().iter().position(|x| std::ptr::eq(x, r)));
                     assert_eq!(
                         at.flatten(),

@@ -1,7 +1,7 @@
 //! The policy service: a session's policy asked without making a call (`policy/check`,
 //! `policy/list`, a command's shell lines), confirmations answered, and the session settings
 //! the policy reads (`session/update`). `session/derive`, which reads the agent definitions
-//! and the parent's tools, is the core's.
+//! and the parent's tools, is the core's (`core/sessions.rs`).
 
 use geminid_protocol::policy::{
     PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult, PolicyReviewParams,
@@ -9,51 +9,53 @@ use geminid_protocol::policy::{
 };
 
 use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
-use geminid_protocol::session::{SessionDeriveParams, SessionUpdateParams};
+use geminid_protocol::session::SessionUpdateParams;
 
 use std::sync::Arc;
 
-use super::Core;
-use super::configs::Configs;
-use super::seat::Guard;
-use super::services::Services;
 use crate::asks::{AskKind, RespondError};
-use crate::policy::service::Policies;
-use crate::policy::service::{entry, reason, source};
+use crate::policy::session_rules::Policies;
+use crate::policy::session_rules::{entry, reason, source};
 use crate::policy::{ApprovalMode, ToolCall};
+use crate::services::configs::Configs;
+use crate::services::policy::tool_calls::ToolCallPolicy;
 use crate::session::SessionError;
 
 /// Each session's policy, asked and answered outside a call.
 #[derive(Debug)]
-pub(crate) struct SessionPolicy {
+pub(crate) struct PolicyRequests {
     config: Arc<Configs>,
-    services: Arc<Services>,
+    /// Sessions.
+    sessions: Arc<crate::session::Sessions>,
+    /// Questions to a person.
+    asks: Arc<crate::asks::Asks>,
+    /// Each session's tools.
+    catalog: Arc<crate::catalog::Catalog>,
     /// Sessions' tool-call policies (their files' last good rules).
     policies: Arc<Policies>,
     /// The pipeline's policy seat, with each session's rules prepared.
-    guard: Arc<Guard>,
+    guard: Arc<ToolCallPolicy>,
 }
 
-impl SessionPolicy {
-    pub(super) fn new(
+impl PolicyRequests {
+    pub(crate) fn new(
         config: Arc<Configs>,
-        services: Arc<Services>,
+        sessions: Arc<crate::session::Sessions>,
+        asks: Arc<crate::asks::Asks>,
+        catalog: Arc<crate::catalog::Catalog>,
         policies: Arc<Policies>,
-        guard: Arc<Guard>,
+        guard: Arc<ToolCallPolicy>,
     ) -> Self {
-        Self { config, services, policies, guard }
+        Self { config, sessions, asks, catalog, policies, guard }
     }
 
     /// The session's approval mode (`session/create`, `session/update`) and whether it is
     /// interactive: as it was set, else whether a client attached to it (to its root, for a
     /// derived session) listens for confirmations. The same the session's calls are decided
-    /// with ([`Guard::standing`]).
+    /// with ([`ToolCallPolicy::standing`]).
     pub(crate) fn standing(&self, session: &str) -> (ApprovalMode, bool) {
         self.guard.standing(session).unwrap_or_else(|_| {
-            (
-                ApprovalMode::default(),
-                self.services.asks.answers_all(session, AskKind::Confirmation),
-            )
+            (ApprovalMode::default(), self.asks.answers_all(session, AskKind::Confirmation))
         })
     }
 
@@ -63,7 +65,6 @@ impl SessionPolicy {
         p: SessionUpdateParams,
     ) -> Result<geminid_protocol::session::Session, SessionError> {
         let changed = self
-            .services
             .sessions
             .update_state(&p.id, |s| {
                 if let Some(mode) = p.approval_mode {
@@ -96,7 +97,7 @@ impl SessionPolicy {
         if let Some(reason) = p.reason {
             answer["reason"] = serde_json::Value::String(reason);
         }
-        Ok(self.services.asks.respond_by_id(p.session.as_deref(), &p.id, answer)?)
+        Ok(self.asks.respond_by_id(p.session.as_deref(), &p.id, answer)?)
     }
 
     /// `policy/check`.
@@ -109,8 +110,7 @@ impl SessionPolicy {
         // Without `serverName`, the server (and annotations) the call would have: the one the
         // session's table lists the tool under, else the configured server whose `mcp_<name>_`
         // prefix it carries (the longest).
-        let listed =
-            p.server_name.is_none().then(|| self.services.catalog.tools_now(&p.session).ok());
+        let listed = p.server_name.is_none().then(|| self.catalog.tools_now(&p.session).ok());
         let listed = listed.flatten();
         let found = listed
             .as_ref()
@@ -138,7 +138,7 @@ impl SessionPolicy {
             annotations,
             subagent: p.subagent.as_deref(),
         };
-        let v = policy.set.decide(&call, mode, interactive);
+        let v = policy.set.verdict(&call, mode, interactive);
         Ok(PolicyCheckResult {
             decision: v.decision,
             rule: v.rule.map(source),
@@ -199,89 +199,6 @@ impl SessionPolicy {
     }
 }
 
-impl SessionPolicy {
-    /// Forget a closed session's prepared rules.
-    pub(crate) fn forget(&self, session: &str) {
-        self.guard.forget(session);
-    }
-}
-
-impl Core {
-    /// `session/derive`.
-    pub(crate) async fn derive_session(
-        &self,
-        p: SessionDeriveParams,
-    ) -> Result<geminid_protocol::session::Session, SessionError> {
-        let (mut name, mut tools) = (p.name, p.tools);
-        if let Some(agent) = &p.agent {
-            let (agents, _) = self.skills.agent_registry(&p.parent)?;
-            let Some(def) = agents.get(agent) else {
-                let known: Vec<&str> = agents.keys().map(String::as_str).collect();
-                return Err(SessionError::InvalidDerive(format!(
-                    "no agent definition named \"{agent}\" in the parent's folders (`gemctl agents \
-                     list` shows them; known: {})",
-                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
-                )));
-            };
-            if name.is_empty() {
-                name.clone_from(&def.info.name);
-            }
-            if tools.is_none() {
-                tools.clone_from(&def.info.tools);
-            }
-        }
-        if let Some(list) = &tools {
-            self.check_derived_tools(&p.parent, list).await?;
-        }
-        let s = self.services.sessions.derive(&p.parent, &name, tools).await?;
-        self.config.track(&s.id);
-        Ok(s)
-    }
-
-    /// A subagent's tool list names its parent's tools: an MCP or custom tool the parent does
-    /// not have is refused, with the one likely meant (it would leave the subagent without it,
-    /// silently; audit C6). Names with `*`, and names a front-end owns (no `mcp_` or
-    /// `discovered_tool_` prefix), are taken as given. The parent's servers are started to
-    /// know, as the subagent's first call would.
-    async fn check_derived_tools(&self, parent: &str, list: &[String]) -> Result<(), SessionError> {
-        let ours = |n: &&String| {
-            !n.contains('*') && (n.starts_with("mcp_") || n.starts_with("discovered_tool_"))
-        };
-        if !list.iter().any(|n| ours(&n)) {
-            return Ok(());
-        }
-        // The parent's table, as complete as its servers make it; none: nothing to check by.
-        let Ok(table) = self.services.catalog.session_tools(parent, true).await else {
-            return Ok(());
-        };
-        let known: Vec<&str> = table
-            .tools
-            .iter()
-            .chain(table.hidden.values().map(|(_, t)| t))
-            .map(|t| t.fqn.as_str())
-            .collect();
-        let unknown: Vec<String> = list
-            .iter()
-            .filter(ours)
-            .filter(|n| !known.contains(&n.as_str()))
-            .map(|n| {
-                format!(
-                    "'{n}'{}",
-                    geminid_protocol::suggest::did_you_mean(n, known.iter().copied())
-                )
-            })
-            .collect();
-        if unknown.is_empty() {
-            return Ok(());
-        }
-        Err(SessionError::InvalidDerive(format!(
-            "the parent session has no tool {}: a subagent's tools are its parent's (`gemctl mcp \
-             tools` lists them) or a front-end's own",
-            unknown.join(", ")
-        )))
-    }
-}
-
 /// Why `confirmation/respond` refused an answer.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ConfirmError {
@@ -297,17 +214,21 @@ pub(crate) enum ConfirmError {
 /// session's policy places (a `.toml` file by name, a folder by its entries). They are read
 /// when a session's rules are prepared, so before a reload every prepared set is dropped.
 #[derive(Debug)]
-pub(super) struct PolicyInput {
-    pub(super) config: std::sync::Arc<super::configs::Configs>,
-    pub(super) guard: std::sync::Arc<super::seat::Guard>,
+pub(crate) struct PolicyInput {
+    pub(crate) config: std::sync::Arc<crate::services::configs::Configs>,
+    pub(crate) guard: std::sync::Arc<crate::services::policy::tool_calls::ToolCallPolicy>,
 }
 
-impl super::reload::Input for PolicyInput {
+impl crate::services::reload::Input for PolicyInput {
     fn name(&self) -> &'static str {
         "policy"
     }
 
-    fn watch(&self, known: &[crate::config::Effective], into: &mut super::reload::Watched) {
+    fn watch(
+        &self,
+        known: &[crate::config::Effective],
+        into: &mut crate::services::reload::Watched,
+    ) {
         let p = self.config.paths();
         into.dirs.insert(p.home.join(".gemini").join("policies"));
         into.dirs.insert(crate::policy::files::system_policies());

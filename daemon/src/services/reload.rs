@@ -14,10 +14,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use geminid_protocol::event::{ConfigChanged, EventBody};
 
-use super::configs::Configs;
-use super::services::Services;
 use crate::config::Effective;
 use crate::mcp::SessionView;
+use crate::services::configs::Configs;
 use crate::session::SessionError;
 
 /// What the watcher watches: files by name, and directories for their entries.
@@ -51,7 +50,14 @@ pub(crate) trait Input: Send + Sync + std::fmt::Debug {
 #[derive(Debug)]
 pub(crate) struct Reloader {
     config: Arc<Configs>,
-    services: Arc<Services>,
+    /// Sessions.
+    sessions: Arc<crate::session::Sessions>,
+    /// The event bus.
+    events: Arc<crate::events::EventBus>,
+    /// The MCP servers.
+    mcp: Arc<crate::mcp::Supervisor>,
+    /// Cancelled when the daemon begins to shut down.
+    shutdown: tokio_util::sync::CancellationToken,
     /// Serializes reloads (file watcher, `mcp/reload`, changes made through the daemon).
     lock: tokio::sync::Mutex<()>,
     /// The parts that own input files, in the order a reload runs them.
@@ -60,12 +66,23 @@ pub(crate) struct Reloader {
 
 impl Reloader {
     /// A reloader running `inputs` in this order.
-    pub(super) fn new(
+    pub(crate) fn new(
         config: Arc<Configs>,
-        services: Arc<Services>,
+        sessions: Arc<crate::session::Sessions>,
+        events: Arc<crate::events::EventBus>,
+        mcp: Arc<crate::mcp::Supervisor>,
+        shutdown: tokio_util::sync::CancellationToken,
         inputs: Vec<Box<dyn Input>>,
     ) -> Self {
-        let reloader = Self { config, services, lock: tokio::sync::Mutex::new(()), inputs };
+        let reloader = Self {
+            config,
+            sessions,
+            events,
+            mcp,
+            shutdown,
+            lock: tokio::sync::Mutex::new(()),
+            inputs,
+        };
         tracing::debug!(inputs = ?reloader.names(), "reload inputs");
         reloader
     }
@@ -109,7 +126,7 @@ impl Reloader {
 
     /// Cancelled when the daemon begins to shut down (the watcher stops then).
     pub(crate) fn shutdown(&self) -> &tokio_util::sync::CancellationToken {
-        &self.services.shutdown
+        &self.shutdown
     }
 
     /// Re-read the configuration of every known session (and `ensure`, if given), emit one
@@ -127,7 +144,7 @@ impl Reloader {
             input.before().await;
         }
         if let Some(id) = ensure {
-            self.services.sessions.record(id)?;
+            self.sessions.record(id)?;
         }
         let mut ids: BTreeSet<String> = self.config.baselines().keys().cloned().collect();
         ids.extend(ensure.map(str::to_owned));
@@ -149,17 +166,15 @@ impl Reloader {
                 Some((old, change))
             }) {
                 tracing::info!(session = %id, reason, added = ?change.servers_added, removed = ?change.servers_removed, changed = ?change.servers_changed, "configuration changed");
-                self.services.events.emit(EventBody::ConfigChanged(change.clone()));
-                if self.services.mcp.is_active(&id) {
+                self.events.emit(EventBody::ConfigChanged(change.clone()));
+                if self.mcp.is_active(&id) {
                     let env = self.config.session_env(&id);
                     let mut touched = change.servers_changed.clone();
                     touched.extend(change.enablement_changed.iter().cloned());
-                    self.services
-                        .mcp
-                        .sync(SessionView { id: &id, config: &new, env: &env }, &touched);
+                    self.mcp.sync(SessionView { id: &id, config: &new, env: &env }, &touched);
                 } else {
                     let env = self.config.session_env(&id);
-                    let mcp = &self.services.mcp;
+                    let mcp = &self.mcp;
                     let now = mcp.configured(SessionView { id: &id, config: &new, env: &env });
                     let was = mcp.configured(SessionView { id: &id, config: &old, env: &env });
                     dropped.extend(was.into_iter().filter(|b| !now.contains(b)));
@@ -187,11 +202,11 @@ impl Reloader {
         for (id, config) in &known {
             let env = self.config.session_env(id);
             let view = SessionView { id, config, env: &env };
-            for base in self.services.mcp.configured(view) {
+            for base in self.mcp.configured(view) {
                 dropped.remove(&base);
             }
         }
-        self.services.mcp.unconfigured(&dropped);
+        self.mcp.unconfigured(&dropped);
     }
 
     /// `mcp/reload`: the edits are done, so files missing now are taken as deleted at once,

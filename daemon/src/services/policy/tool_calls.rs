@@ -9,13 +9,13 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::configs::Configs;
-use super::prepared::PerSession;
 use crate::asks::{AskKind, Asks, Confirmed};
 use crate::calls::seats::{Hidden, Policy, PolicyNote, Route, ToolFilter};
 use crate::calls::{Call, Decision};
-use crate::policy::service::{Policies, SessionPolicy, reason, source};
+use crate::policy::session_rules::{Policies, SessionRules, reason, source};
 use crate::policy::{ApprovalMode, Decision as Rule, ToolCall, saved};
+use crate::services::configs::Configs;
+use crate::services::prepared::PerSession;
 use crate::session::{SessionError, Sessions};
 use geminid_protocol::policy::AuditConfirmation;
 
@@ -36,12 +36,12 @@ struct Prepared {
     /// `tools.exclude` (with the extensions' exclusions joined to it): Gemini CLI also hides an
     /// MCP tool whose own name (after `mcp_{server}_`) is listed.
     excluded: HashSet<String>,
-    policy: SessionPolicy,
+    policy: SessionRules,
 }
 
 /// The policy seat and static filter of the call pipeline.
 #[derive(Debug)]
-pub(crate) struct Guard {
+pub(crate) struct ToolCallPolicy {
     config: Arc<Configs>,
     sessions: Arc<Sessions>,
     asks: Arc<Asks>,
@@ -49,8 +49,8 @@ pub(crate) struct Guard {
     prepared: PerSession<Prepared>,
 }
 
-impl Guard {
-    pub(super) fn new(
+impl ToolCallPolicy {
+    pub(crate) fn new(
         config: Arc<Configs>,
         sessions: Arc<Sessions>,
         asks: Arc<Asks>,
@@ -71,7 +71,7 @@ impl Guard {
 
     /// Whether the session is interactive for every caller: set so, or a client attached to
     /// its root answers every confirmation raised in it (a gateway client answers only its
-    /// own calls', so it makes them interactive, not the session: [`Guard::decide`]).
+    /// own calls', so it makes them interactive, not the session: [`ToolCallPolicy::decide`]).
     fn interactive(&self, forced: Option<bool>, root: &str) -> bool {
         forced.unwrap_or_else(|| self.asks.answers_all(root, AskKind::Confirmation))
     }
@@ -140,7 +140,7 @@ impl Guard {
     }
 }
 
-impl Policy for Guard {
+impl Policy for ToolCallPolicy {
     fn decide(&self, call: &Call) -> (Decision, Option<PolicyNote>) {
         let p = match self.prepare(&call.session) {
             Ok(p) => p,
@@ -180,7 +180,7 @@ impl Policy for Guard {
                 }
             },
         };
-        let v = set.decide(&tc, p.mode, interactive);
+        let v = set.verdict(&tc, p.mode, interactive);
         let mut note =
             PolicyNote { decision: v.decision, rule: v.rule.map(source), confirmation: None };
         let why = || reason(v.decision, v.rule, p.mode, interactive);
@@ -291,7 +291,7 @@ fn denied(
 
 /// `path` as the model may read it: from `~` when it is in the home folder, else its file name
 /// (an absolute path names the user).
-pub(super) fn from_home(path: &str, home: &std::path::Path) -> String {
+pub(crate) fn from_home(path: &str, home: &std::path::Path) -> String {
     let p = std::path::Path::new(path);
     if !p.is_absolute() {
         return path.to_owned();
@@ -306,7 +306,7 @@ pub(super) fn from_home(path: &str, home: &std::path::Path) -> String {
 
 /// A diagnostic as `config::located` says it, its file from `~` and the home folder in its
 /// message written `~` too.
-pub(super) fn located_from_home(
+pub(crate) fn located_from_home(
     d: &geminid_protocol::common::Diagnostic,
     home: &std::path::Path,
 ) -> String {
@@ -325,7 +325,7 @@ fn in_home_words(text: &str, home: &std::path::Path) -> String {
     }
 }
 
-impl ToolFilter for Guard {
+impl ToolFilter for ToolCallPolicy {
     fn hides(
         &self,
         session: &str,
@@ -382,5 +382,11 @@ impl ToolFilter for Guard {
             Ok(p) => p.epoch * 2 + u64::from(p.interactive),
             Err(_) => 0,
         }
+    }
+}
+
+impl crate::services::forget::Forget for ToolCallPolicy {
+    fn forget(&self, session: &str) {
+        ToolCallPolicy::forget(self, session);
     }
 }

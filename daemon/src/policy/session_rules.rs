@@ -165,7 +165,7 @@ struct Built {
 
 /// A session's rules and the problems in its files.
 #[derive(Debug)]
-pub(crate) struct SessionPolicy {
+pub(crate) struct SessionRules {
     /// The rules.
     pub set: Arc<PolicySet>,
     /// Problems in the policy files.
@@ -182,7 +182,7 @@ impl Policies {
         paths: &ConfigPaths,
         effective: &Effective,
         interactive: bool,
-    ) -> SessionPolicy {
+    ) -> SessionRules {
         let public = &effective.public;
         // The enabled extensions' policies come first: tier 2, under every other file's.
         let mut at: Vec<Place> = effective
@@ -221,7 +221,7 @@ impl Policies {
         };
         if let Some(b) = lock().iter().find(|b| same(b)) {
             problems.extend(b.dropped.iter().cloned());
-            return SessionPolicy { set: b.set.clone(), problems, refusing };
+            return SessionRules { set: b.set.clone(), problems, refusing };
         }
         let mut dropped = Vec::new();
         let mut rules = defaults().to_vec();
@@ -251,7 +251,7 @@ impl Policies {
             set: set.clone(),
             dropped,
         });
-        SessionPolicy { set, problems, refusing }
+        SessionRules { set, problems, refusing }
     }
 }
 
@@ -397,7 +397,7 @@ mod tests {
             annotations: annotations.as_ref(),
             subagent: None,
         };
-        set.decide(&call, mode, interactive).decision
+        set.verdict(&call, mode, interactive).decision
     }
 
     fn effective(ws: &Path, trusted: bool, settings: Value) -> Effective {

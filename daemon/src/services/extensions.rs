@@ -14,11 +14,10 @@ use geminid_protocol::extensions::{
 
 use std::sync::Arc;
 
-use super::configs::Configs;
-use super::reload::Reloader;
-use super::services::Services;
 use crate::extensions::fetch::Source;
 use crate::extensions::{ExtensionError, Extensions, Scan};
+use crate::services::configs::Configs;
+use crate::services::reload::Reloader;
 use crate::session::SessionError;
 
 /// Why an `extensions/*` request failed.
@@ -36,22 +35,29 @@ pub(crate) enum ExtensionsError {
 #[derive(Debug)]
 pub(crate) struct ExtensionService {
     config: Arc<Configs>,
-    services: Arc<Services>,
+    /// Sessions.
+    sessions: Arc<crate::session::Sessions>,
+    /// Installed extensions.
+    extensions: Arc<crate::extensions::Extensions>,
+    /// The event bus.
+    events: Arc<crate::events::EventBus>,
     /// Each change is applied by a reload.
     reloader: Arc<Reloader>,
 }
 
 impl ExtensionService {
-    pub(super) fn new(
+    pub(crate) fn new(
         config: Arc<Configs>,
-        services: Arc<Services>,
+        sessions: Arc<crate::session::Sessions>,
+        extensions: Arc<crate::extensions::Extensions>,
+        events: Arc<crate::events::EventBus>,
         reloader: Arc<Reloader>,
     ) -> Self {
-        Self { config, services, reloader }
+        Self { config, sessions, extensions, events, reloader }
     }
 
     fn workspace_of(&self, session: &str) -> Result<PathBuf, SessionError> {
-        Ok(self.services.sessions.record(session)?.workspace.into())
+        Ok(self.sessions.record(session)?.workspace.into())
     }
 
     /// Run `f` on the extensions on a blocking thread.
@@ -59,7 +65,7 @@ impl ExtensionService {
         &self,
         f: impl FnOnce(&Extensions) -> Result<T, ExtensionError> + Send + 'static,
     ) -> Result<T, ExtensionsError> {
-        let ext = self.services.extensions.clone();
+        let ext = self.extensions.clone();
         tokio::task::spawn_blocking(move || f(&ext))
             .await
             .map_err(|e| ExtensionError::Io(format!("the extensions task failed: {e}")))?
@@ -83,7 +89,7 @@ impl ExtensionService {
     }
 
     fn one(&self, workspace: &Path, name: &str) -> Result<ExtensionInfo, ExtensionsError> {
-        Self::listing(&self.services.extensions.current(), workspace, Some(name))
+        Self::listing(&self.extensions.current(), workspace, Some(name))
             .extensions
             .into_iter()
             .next()
@@ -93,7 +99,7 @@ impl ExtensionService {
     /// `extensions/list`.
     pub(crate) fn list(&self, session: &str) -> Result<ExtensionsListResult, ExtensionsError> {
         let ws = self.workspace_of(session)?;
-        Ok(Self::listing(&self.services.extensions.current(), &ws, None))
+        Ok(Self::listing(&self.extensions.current(), &ws, None))
     }
 
     /// `extensions/verify`: every file hashed again now.
@@ -146,14 +152,13 @@ impl ExtensionService {
             if enabled { "extensions/enable" } else { "extensions/disable" },
         )
         .await;
-        let now = self.services.extensions.current().enablement.is_enabled(&name, &ws);
+        let now = self.extensions.current().enablement.is_enabled(&name, &ws);
         Ok(ExtensionEnableResult { name, rule, enabled: now })
     }
 
     /// Tells the session's subscribers each step of an install or update.
     fn progress(&self, session: &str, what: &str) -> impl Fn(&str) + Send + 'static {
-        let (events, session, what) =
-            (self.services.events.clone(), session.to_owned(), what.to_owned());
+        let (events, session, what) = (self.events.clone(), session.to_owned(), what.to_owned());
         move |step: &str| {
             events.emit(EventBody::ExtensionProgress(ExtensionProgress {
                 session: session.clone(),
@@ -294,14 +299,14 @@ impl ExtensionService {
 /// Extensions as an input: their folder, scanned again before every reload (what they
 /// contribute is part of the sessions' configurations).
 #[derive(Debug)]
-pub(super) struct ExtensionsInput(pub(super) std::sync::Arc<crate::extensions::Extensions>);
+pub(crate) struct ExtensionsInput(pub(crate) std::sync::Arc<crate::extensions::Extensions>);
 
-impl super::reload::Input for ExtensionsInput {
+impl crate::services::reload::Input for ExtensionsInput {
     fn name(&self) -> &'static str {
         "extensions"
     }
 
-    fn watch(&self, _: &[crate::config::Effective], into: &mut super::reload::Watched) {
+    fn watch(&self, _: &[crate::config::Effective], into: &mut crate::services::reload::Watched) {
         into.dirs.extend(self.0.watched_dirs());
     }
 

@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use super::configs::Configs;
-use super::warm::Recent;
 use crate::catalog::Starter;
 use crate::discovered::Spec;
 use crate::mcp::{SessionView, Supervisor};
+use crate::services::configs::Configs;
+use crate::services::recent::Recent;
 use crate::session::{SessionError, Sessions};
 
 /// Starts sessions' servers, and remembers the workspaces used lately (warmed at the next
@@ -19,11 +19,11 @@ pub(crate) struct SessionStarter {
     sessions: Arc<Sessions>,
     mcp: Arc<Supervisor>,
     /// Workspaces used lately.
-    pub(super) recent: Recent,
+    pub(crate) recent: Recent,
 }
 
 impl SessionStarter {
-    pub(super) fn new(
+    pub(crate) fn new(
         config: Arc<Configs>,
         sessions: Arc<Sessions>,
         mcp: Arc<Supervisor>,
@@ -33,7 +33,7 @@ impl SessionStarter {
     }
 
     /// The session needs its MCP servers: start or share them, and note its workspace.
-    pub(super) fn start(&self, session: &str) -> Result<(), SessionError> {
+    pub(crate) fn start(&self, session: &str) -> Result<(), SessionError> {
         let config = self.config.effective(session)?;
         let env = self.config.session_env(session);
         self.mcp.sync(SessionView { id: session, config: &config, env: &env }, &[]);
@@ -48,7 +48,10 @@ impl SessionStarter {
             return;
         }
         let Ok(rec) = self.sessions.record(session) else { return };
-        let env = self.sessions.client_env(session).map(|e| super::warm::kept_env(&e, config));
+        let env = self
+            .sessions
+            .client_env(session)
+            .map(|e| crate::services::recent::kept_env(&e, config));
         let disabled = rec.state.disabled_servers.iter().cloned().collect();
         self.recent.note(&rec.workspace, env.as_ref(), disabled);
     }

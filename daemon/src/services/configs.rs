@@ -32,7 +32,7 @@ pub(crate) struct Configs {
 
 impl Configs {
     /// Over these files, sessions and extensions; `daemon_env` is the daemon's environment.
-    pub(super) fn new(
+    pub(crate) fn new(
         loader: Loader,
         sessions: Arc<Sessions>,
         extensions: Arc<Extensions>,
@@ -59,7 +59,7 @@ impl Configs {
     }
 
     /// The daemon's own environment.
-    pub(super) fn daemon_env(&self) -> &Arc<Env> {
+    pub(crate) fn daemon_env(&self) -> &Arc<Env> {
         self.daemon_env.expose()
     }
 
@@ -70,7 +70,7 @@ impl Configs {
     }
 
     /// A session's configuration read now, without making it known.
-    pub(super) fn compute(&self, session: &str) -> Result<Effective, SessionError> {
+    pub(crate) fn compute(&self, session: &str) -> Result<Effective, SessionError> {
         let rec = self.sessions.record(session)?;
         let disabled = rec.state.disabled_servers.iter().cloned().collect();
         let env = self.session_env(session);
@@ -82,13 +82,13 @@ impl Configs {
     }
 
     /// The known sessions' configurations as of the last reload.
-    pub(super) fn baselines(&self) -> parking_lot::MutexGuard<'_, HashMap<String, Effective>> {
+    pub(crate) fn baselines(&self) -> parking_lot::MutexGuard<'_, HashMap<String, Effective>> {
         self.baselines.lock()
     }
 
     /// A session's configuration as it was last told (read now if it is not known yet),
     /// without making it known: what a listing shows without starting anything.
-    pub(super) fn last_told(&self, session: &str) -> Result<Effective, SessionError> {
+    pub(crate) fn last_told(&self, session: &str) -> Result<Effective, SessionError> {
         let known = self.baselines().get(session).cloned();
         match known {
             Some(c) => Ok(c),

@@ -10,7 +10,7 @@ use geminid_protocol::skills::{
 };
 
 use super::{Skills, SkillsError, skills_on};
-use crate::core::reload::Reloader;
+use crate::services::reload::Reloader;
 use crate::skills::{SkillError, install};
 
 impl Skills {
@@ -19,7 +19,7 @@ impl Skills {
         Ok(match scope {
             SkillInstallScope::User => self.home().join(".gemini").join("skills"),
             SkillInstallScope::Workspace => {
-                let ws = PathBuf::from(self.services.sessions.record(session)?.workspace);
+                let ws = PathBuf::from(self.sessions.record(session)?.workspace);
                 if ws == self.home() {
                     return Err(SkillError::Refused(
                         "the workspace is the home directory: use --scope user".into(),
@@ -38,7 +38,7 @@ impl Skills {
         link: bool,
     ) -> Result<SkillInstallResult, SkillsError> {
         let target = self.target(&p.session, p.scope)?;
-        let base = PathBuf::from(self.services.sessions.record(&p.session)?.workspace);
+        let base = PathBuf::from(self.sessions.record(&p.session)?.workspace);
         let t = target.clone();
         let (result, names) = tokio::task::spawn_blocking(move || {
             let plan = install::plan(&p.source, &base, p.path.as_deref(), &t, link)?;
@@ -95,7 +95,7 @@ impl Skills {
         enabled: bool,
         scope: WriteScope,
     ) -> Result<SkillEnableResult, SkillsError> {
-        let ws = PathBuf::from(self.services.sessions.record(session)?.workspace);
+        let ws = PathBuf::from(self.sessions.record(session)?.workspace);
         let (files, still) =
             crate::config::ops::set_skill_enabled(self.config.paths(), &ws, scope, name, enabled)
                 .map_err(|e| SkillError::Refused(e.to_string()))?;

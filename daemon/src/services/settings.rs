@@ -11,11 +11,10 @@ use serde_json::Value;
 
 use std::sync::Arc;
 
-use super::configs::Configs;
-use super::reload::Reloader;
-use super::services::Services;
 use crate::config::enablement;
 use crate::config::ops::{self, OpError};
+use crate::services::configs::Configs;
+use crate::services::reload::Reloader;
 use crate::session::SessionError;
 
 /// Why a change to the configuration was not made.
@@ -36,22 +35,26 @@ pub(crate) enum ChangeError {
 #[derive(Debug)]
 pub(crate) struct Settings {
     config: Arc<Configs>,
-    services: Arc<Services>,
+    /// Sessions.
+    sessions: Arc<crate::session::Sessions>,
+    /// Installed extensions.
+    extensions: Arc<crate::extensions::Extensions>,
     /// Each change is applied by a reload.
     reloader: Arc<Reloader>,
 }
 
 impl Settings {
-    pub(super) fn new(
+    pub(crate) fn new(
         config: Arc<Configs>,
-        services: Arc<Services>,
+        sessions: Arc<crate::session::Sessions>,
+        extensions: Arc<crate::extensions::Extensions>,
         reloader: Arc<Reloader>,
     ) -> Self {
-        Self { config, services, reloader }
+        Self { config, sessions, extensions, reloader }
     }
 
     fn workspace(&self, session: &str) -> Result<std::path::PathBuf, SessionError> {
-        Ok(self.services.sessions.record(session)?.workspace.into())
+        Ok(self.sessions.record(session)?.workspace.into())
     }
 
     /// A settings or trust file was just written: apply it before answering (the watcher's
@@ -171,7 +174,7 @@ impl Settings {
     ) -> Result<geminid_protocol::config::McpImportResult, ChangeError> {
         self.workspace(session)?;
         let paths = self.config.paths();
-        let extensions = self.services.extensions.current().servers();
+        let extensions = self.extensions.current().servers();
         let r = if p.undo {
             crate::config::import::mcp_unimport(paths, &extensions, p.dry_run)?
         } else {
@@ -249,11 +252,11 @@ impl Settings {
             ))));
         }
         if session_only {
-            self.services.sessions.set_server_disabled(session, &entry.name, !enabled).await?;
+            self.sessions.set_server_disabled(session, &entry.name, !enabled).await?;
         } else {
             ops::set_enabled(self.config.paths(), &entry.name, enabled)?;
             if enabled {
-                self.services.sessions.set_server_disabled(session, &entry.name, false).await?;
+                self.sessions.set_server_disabled(session, &entry.name, false).await?;
             }
         }
         // Announce it now (a session-only change touches no file the watcher could see).
@@ -267,14 +270,18 @@ impl Settings {
 /// enablement file, and each known session's workspace settings. Reading them again is the
 /// reload itself (`Reloader::reload`), so there is nothing to do before or after.
 #[derive(Debug)]
-pub(super) struct SettingsInput(pub(super) std::sync::Arc<super::configs::Configs>);
+pub(crate) struct SettingsInput(pub(crate) std::sync::Arc<crate::services::configs::Configs>);
 
-impl super::reload::Input for SettingsInput {
+impl crate::services::reload::Input for SettingsInput {
     fn name(&self) -> &'static str {
         "settings"
     }
 
-    fn watch(&self, known: &[crate::config::Effective], into: &mut super::reload::Watched) {
+    fn watch(
+        &self,
+        known: &[crate::config::Effective],
+        into: &mut crate::services::reload::Watched,
+    ) {
         let p = self.0.paths();
         into.files.extend(
             [&p.user, &p.geminid, &p.system, &p.system_defaults, &p.trusted_folders, &p.enablement]

@@ -11,8 +11,6 @@ use geminid_protocol::event::EventBody;
 use geminid_protocol::hooks::{HookEntry, HookRan, HookRun, HooksFireResult, HooksListResult};
 use serde_json::{Map, Value, json};
 
-use super::configs::Configs;
-use super::prepared::PerSession;
 use crate::calls::seats::{After, AfterTool, Before, BeforeTool, Verdict};
 use crate::calls::{Call, Outcome};
 use crate::clock;
@@ -23,6 +21,8 @@ use crate::hooks::plan::plan_of;
 use crate::hooks::registry::{Entry, ExtensionHooks, Registry, SettingsHooks};
 use crate::hooks::run::{Context, Ran};
 use crate::hooks::{HookEvent, HookSource, trusted};
+use crate::services::configs::Configs;
+use crate::services::prepared::PerSession;
 use crate::session::SessionError;
 
 /// A session's hooks as the seats use them.
@@ -114,7 +114,7 @@ fn wire(r: &Ran) -> HookRun {
 }
 
 impl HookSeat {
-    pub(super) fn new(config: Arc<Configs>, events: Arc<EventBus>) -> Self {
+    pub(crate) fn new(config: Arc<Configs>, events: Arc<EventBus>) -> Self {
         Self { config, events, prepared: PerSession::default() }
     }
 
@@ -177,7 +177,7 @@ impl HookSeat {
             let each: Vec<String> = effective
                 .refusing
                 .iter()
-                .map(|d| super::seat::located_from_home(d, home))
+                .map(|d| crate::services::policy::tool_calls::located_from_home(d, home))
                 .collect();
             format!("Tool execution refused: {}", each.join("; and "))
         });
@@ -518,18 +518,24 @@ impl AfterTool for HookSeat {
 /// Hooks as an input: they live in the settings files and the extensions (watched as
 /// theirs), so a reload only drops every session's prepared registry.
 #[derive(Debug)]
-pub(super) struct HooksInput(pub(super) Arc<HookSeat>);
+pub(crate) struct HooksInput(pub(crate) Arc<HookSeat>);
 
-impl super::reload::Input for HooksInput {
+impl crate::services::reload::Input for HooksInput {
     fn name(&self) -> &'static str {
         "hooks"
     }
 
-    fn watch(&self, _: &[crate::config::Effective], _: &mut super::reload::Watched) {}
+    fn watch(&self, _: &[crate::config::Effective], _: &mut crate::services::reload::Watched) {}
 
     fn before(&self) -> BoxFuture<'_, ()> {
         self.0.changed();
         Box::pin(std::future::ready(()))
+    }
+}
+
+impl crate::services::forget::Forget for HookSeat {
+    fn forget(&self, session: &str) {
+        HookSeat::forget(self, session);
     }
 }
 

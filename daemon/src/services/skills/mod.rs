@@ -1,7 +1,7 @@
 //! The skills service (`skills/*` and `agents/*`): each session's registries, read through its
 //! skill cache (a `SKILL.md` is parsed again only when it changed), activation through the call
 //! pipeline's policy step as Gemini CLI's `activate_skill` tool, installs, and `skills/changed`
-//! after a reload (its [`Input`](super::reload::Input)).
+//! after a reload (its [`Input`](crate::services::reload::Input)).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,10 +15,9 @@ use serde_json::Value;
 
 mod install;
 
-use super::configs::Configs;
-use super::services::Services;
 use crate::calls::{Call, CallError, Origin};
 use crate::config::Effective;
+use crate::services::configs::Configs;
 use crate::session::SessionError;
 use crate::skills::load::Skill;
 use crate::skills::registry::{self, Place, Registry};
@@ -61,7 +60,14 @@ fn disabled_names(settings: &Value) -> Vec<String> {
 #[derive(Debug)]
 pub(crate) struct Skills {
     config: Arc<Configs>,
-    services: Arc<Services>,
+    /// Sessions.
+    sessions: Arc<crate::session::Sessions>,
+    /// The MCP servers.
+    mcp: Arc<crate::mcp::Supervisor>,
+    /// The call pipeline.
+    calls: Arc<crate::calls::Pipeline>,
+    /// The event bus.
+    events: Arc<crate::events::EventBus>,
     /// Every `SKILL.md` read.
     files: crate::skills::load::Cache,
     /// What each session was last told (for `skills/changed`).
@@ -69,8 +75,22 @@ pub(crate) struct Skills {
 }
 
 impl Skills {
-    pub(super) fn new(config: Arc<Configs>, services: Arc<Services>) -> Self {
-        Self { config, services, files: Default::default(), views: Views::default() }
+    pub(crate) fn new(
+        config: Arc<Configs>,
+        sessions: Arc<crate::session::Sessions>,
+        mcp: Arc<crate::mcp::Supervisor>,
+        calls: Arc<crate::calls::Pipeline>,
+        events: Arc<crate::events::EventBus>,
+    ) -> Self {
+        Self {
+            config,
+            sessions,
+            mcp,
+            calls,
+            events,
+            files: Default::default(),
+            views: Views::default(),
+        }
     }
 
     fn home(&self) -> PathBuf {
@@ -128,7 +148,7 @@ impl Skills {
     /// servers are not running has none.
     fn served(&self, session: &str) -> (Vec<(Arc<Skill>, Place)>, Vec<Diagnostic>) {
         let (mut out, mut notes) = (Vec::new(), Vec::new());
-        let Ok((servers, _)) = self.services.mcp.session_servers(session) else {
+        let Ok((servers, _)) = self.mcp.session_servers(session) else {
             return (out, notes);
         };
         for (name, server) in servers {
@@ -176,11 +196,8 @@ impl Skills {
         server_name: &str,
         uri: &str,
     ) -> Result<(String, String), SkillsError> {
-        let (servers, _) = self
-            .services
-            .mcp
-            .session_servers(session)
-            .map_err(|e| SkillError::Io(e.to_string()))?;
+        let (servers, _) =
+            self.mcp.session_servers(session).map_err(|e| SkillError::Io(e.to_string()))?;
         let Some((_, server)) = servers.into_iter().find(|(n, _)| n == server_name) else {
             return Err(
                 SkillError::Io(format!("MCP server '{server_name}' is not connected")).into()
@@ -190,9 +207,8 @@ impl Skills {
         let files: Vec<Value> =
             listed.as_ref().and_then(|v| v["resources"].as_array().cloned()).unwrap_or_default();
         let params = rmcp::model::ReadResourceRequestParams::new(uri.to_owned());
-        let timeout = self.services.mcp.timeout_for(session, &server);
+        let timeout = self.mcp.timeout_for(session, &server);
         let read = self
-            .services
             .mcp
             .request(&server, timeout, |peer| async move { peer.read_resource(params).await })
             .await
@@ -245,7 +261,7 @@ impl Skills {
     ) -> Result<SkillsListResult, SkillsError> {
         let (reg, e) = self.registry(session)?;
         self.seen(session, &reg);
-        let activated = self.services.sessions.record(session)?.state.activated_skills;
+        let activated = self.sessions.record(session)?.state.activated_skills;
         let info = |entry: &registry::Entry| {
             let mut i = entry.info();
             if instructions && !entry.skill.body.is_empty() {
@@ -331,13 +347,12 @@ impl Skills {
                 registry::scope_words(&entry.place),
                 entry.skill.description
             );
-            self.services.calls.authorize(&mut call, &about).await?;
+            self.calls.authorize(&mut call, &about).await?;
         }
         let dir_text = dir.display().to_string();
         let (n, d) = (name.clone(), dir_text.clone());
         let mut already = false;
         let changed = self
-            .services
             .sessions
             .update_state(&p.session, |s| {
                 already = s.activated_skills.contains(&n);
@@ -410,7 +425,7 @@ impl Skills {
             }
             tracing::info!(session = %id, ?changed, "skills changed");
             let enabled = reg.enabled().map(|e| e.skill.name.clone()).collect();
-            self.services.events.emit(geminid_protocol::event::EventBody::SkillsChanged(
+            self.events.emit(geminid_protocol::event::EventBody::SkillsChanged(
                 geminid_protocol::skills::SkillsChanged { session: id.clone(), enabled, changed },
             ));
         }
@@ -488,18 +503,24 @@ impl Views {
 /// Skills and agent definitions as an input: their folders (and each folder in them), read
 /// when asked; after a reload, `skills/changed` for each session whose skills differ.
 #[derive(Debug)]
-pub(super) struct SkillsInput(pub(super) Arc<Skills>);
+pub(crate) struct SkillsInput(pub(crate) Arc<Skills>);
 
-impl super::reload::Input for SkillsInput {
+impl crate::services::reload::Input for SkillsInput {
     fn name(&self) -> &'static str {
         "skills"
     }
 
-    fn watch(&self, _: &[Effective], into: &mut super::reload::Watched) {
+    fn watch(&self, _: &[Effective], into: &mut crate::services::reload::Watched) {
         into.dirs.extend(self.0.dirs());
     }
 
     fn after(&self, known: &[String]) {
         self.0.check(known);
+    }
+}
+
+impl crate::services::forget::Forget for Skills {
+    fn forget(&self, session: &str) {
+        Skills::forget(self, session);
     }
 }

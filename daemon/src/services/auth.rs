@@ -19,14 +19,14 @@ use geminid_protocol::mcp::{ServerState, ServerStatus};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::configs::Configs;
-use super::servers::SessionServers;
 use crate::auth::Auth;
 use crate::auth::discovery::DiscoveryError;
 use crate::auth::sign_in::SignInError;
 use crate::clock;
 use crate::mcp::authed::{self, Remote};
 use crate::mcp::{McpOptions, SessionView, Supervisor};
+use crate::services::configs::Configs;
+use crate::services::servers::SessionServers;
 use crate::session::{ConnId, SessionError};
 
 /// How long `auth/progress` waits for the next step before answering with the current one.
@@ -92,7 +92,7 @@ fn step(tx: &watch::Sender<AuthProgress>, step: AuthStep, message: Option<String
 }
 
 impl SignIns {
-    pub(super) fn new(
+    pub(crate) fn new(
         auth: Arc<Auth>,
         config: Arc<Configs>,
         mcp: Arc<Supervisor>,

@@ -5,29 +5,35 @@ use std::sync::Arc;
 
 use geminid_protocol::mcp::ListServersResult;
 
-use super::configs::Configs;
-use super::services::Services;
-use super::starter::SessionStarter;
 use crate::config::Effective;
 use crate::mcp::server::Server;
 use crate::mcp::{McpError, SessionView};
+use crate::services::configs::Configs;
+use crate::services::starter::SessionStarter;
 use crate::session::SessionError;
 
 /// Sessions' servers, listed and started.
 #[derive(Debug)]
 pub(crate) struct SessionServers {
     config: Arc<Configs>,
-    services: Arc<Services>,
+    /// Sessions.
+    sessions: Arc<crate::session::Sessions>,
+    /// The MCP servers.
+    mcp: Arc<crate::mcp::Supervisor>,
+    /// Each session's tools.
+    catalog: Arc<crate::catalog::Catalog>,
     starter: Arc<SessionStarter>,
 }
 
 impl SessionServers {
-    pub(super) fn new(
+    pub(crate) fn new(
         config: Arc<Configs>,
-        services: Arc<Services>,
+        sessions: Arc<crate::session::Sessions>,
+        mcp: Arc<crate::mcp::Supervisor>,
+        catalog: Arc<crate::catalog::Catalog>,
         starter: Arc<SessionStarter>,
     ) -> Self {
-        Self { config, services, starter }
+        Self { config, sessions, mcp, catalog, starter }
     }
 
     /// A session's servers as `mcp/listServers` shows them; starts nothing.
@@ -35,7 +41,7 @@ impl SessionServers {
         let config = self.config.last_told(session)?;
         let env = self.config.session_env(session);
         let servers =
-            self.services.mcp.list_session(SessionView { id: session, config: &config, env: &env });
+            self.mcp.list_session(SessionView { id: session, config: &config, env: &env });
         Ok(ListServersResult { servers, warnings: list_warnings(&config) })
     }
 
@@ -49,12 +55,12 @@ impl SessionServers {
     ) -> Result<ListServersResult, SessionError> {
         self.starter.start(session)?;
         if wait {
-            self.services.mcp.settle(session).await;
+            self.mcp.settle(session).await;
         }
         let result = self.list(session)?;
-        if self.services.sessions.get(session)?.attached_connections == 0 {
-            self.services.mcp.release_session(session);
-            self.services.catalog.forget(session);
+        if self.sessions.get(session)?.attached_connections == 0 {
+            self.mcp.release_session(session);
+            self.catalog.forget(session);
         }
         Ok(result)
     }
@@ -63,15 +69,13 @@ impl SessionServers {
     /// runs none now (its clients left; the servers linger), the one its settings resolve
     /// to, running or stopped lately.
     pub(crate) fn server_of(&self, session: &str, name: &str) -> Result<Arc<Server>, McpError> {
-        match self.services.mcp.find(Some(session), name) {
-            Err(McpError::Unavailable(why)) if !self.services.mcp.runs_session(session) => {
+        match self.mcp.find(Some(session), name) {
+            Err(McpError::Unavailable(why)) if !self.mcp.runs_session(session) => {
                 let Ok(config) = self.config.last_told(session) else {
                     return Err(McpError::Unavailable(why));
                 };
                 let env = self.config.session_env(session);
-                self.services
-                    .mcp
-                    .find_planned(SessionView { id: session, config: &config, env: &env }, name)
+                self.mcp.find_planned(SessionView { id: session, config: &config, env: &env }, name)
             }
             other => other,
         }
