@@ -134,9 +134,37 @@ impl Commands {
             counts.push(found.len());
             commands.extend(found.into_iter().map(|(_, c)| c));
         }
-        for c in &commands {
+        self.check_shell(p, name, &commands, &args, &mut out)?;
+        if !out.needs_confirmation.is_empty() {
+            return Ok(out);
+        }
+        let mut env = (*self.config.session_env(&p.session)).clone();
+        env.insert(expand::ARGS_VAR.to_owned(), args.clone());
+        let mut outputs = Vec::new();
+        for ShellCommand { shown: cmd, run } in &commands {
+            let (run, text) = expand::run_shell(cmd, run, &workspace, &env).await;
+            tracing::info!(session = %p.session, command = %name, shell = %cmd, exit = ?run.exit_code, "a command's shell injection ran");
+            out.ran.push(run);
+            outputs.push(text);
+        }
+        let text = assemble(&parts, &counts, &outputs, processed, &args).map_err(refused)?;
+        out.text = expand::default_args(text, uses_args, name, &p.args);
+        Ok(out)
+    }
+
+    /// Step 2 of a file command: each `!{cmd}` checked as `run_shell_command`; a deny refuses
+    /// the whole command, an ask is added to `out` (none runs while one waits for a person).
+    fn check_shell(
+        &self,
+        p: &CommandsExpandParams,
+        name: &str,
+        commands: &[ShellCommand],
+        args: &str,
+        out: &mut CommandsExpandResult,
+    ) -> Result<(), SkillsError> {
+        for c in commands {
             let cmd = &c.shown;
-            let v = self.shell_decision(p, c, &args)?;
+            let v = self.shell_decision(p, c, args)?;
             match v.decision {
                 PolicyDecision::Allow => {}
                 PolicyDecision::Deny => {
@@ -161,32 +189,7 @@ impl Commands {
                 }
             }
         }
-        if !out.needs_confirmation.is_empty() {
-            return Ok(out);
-        }
-        let mut env = (*self.config.session_env(&p.session)).clone();
-        env.insert(expand::ARGS_VAR.to_owned(), args.clone());
-        let mut outputs = Vec::new();
-        for ShellCommand { shown: cmd, run } in &commands {
-            let (run, text) = expand::run_shell(cmd, run, &workspace, &env).await;
-            tracing::info!(session = %p.session, command = %name, shell = %cmd, exit = ?run.exit_code, "a command's shell injection ran");
-            out.ran.push(run);
-            outputs.push(text);
-        }
-        let mut text = String::new();
-        let mut outputs = outputs.as_slice();
-        for (part, n) in parts.iter().zip(counts) {
-            match part {
-                Part::Prompt(t) if processed => {
-                    let (mine, rest) = outputs.split_at(n.min(outputs.len()));
-                    text.push_str(&expand::assemble(t, &args, mine).map_err(refused)?);
-                    outputs = rest;
-                }
-                Part::Prompt(t) | Part::Included(t) => text.push_str(t),
-            }
-        }
-        out.text = expand::default_args(text, uses_args, name, &p.args);
-        Ok(out)
+        Ok(())
     }
 
     /// What policy decides for a command's `!{cmd}`, as Gemini CLI decides a shell command,
@@ -289,4 +292,27 @@ impl Commands {
         }
         Ok(verdict)
     }
+}
+
+/// The prompt's parts joined, each processed part with its shell commands' outputs in place.
+fn assemble(
+    parts: &[Part],
+    counts: &[usize],
+    outputs: &[String],
+    processed: bool,
+    args: &str,
+) -> Result<String, ExpandError> {
+    let mut text = String::new();
+    let mut outputs = outputs;
+    for (part, n) in parts.iter().zip(counts) {
+        match part {
+            Part::Prompt(t) if processed => {
+                let (mine, rest) = outputs.split_at((*n).min(outputs.len()));
+                text.push_str(&expand::assemble(t, args, mine)?);
+                outputs = rest;
+            }
+            Part::Prompt(t) | Part::Included(t) => text.push_str(t),
+        }
+    }
+    Ok(text)
 }

@@ -70,33 +70,9 @@ impl Commands {
     /// `commands/list`.
     pub(crate) fn list(&self, p: &CommandsListParams) -> Result<CommandsListResult, SkillsError> {
         let (reg, e) = self.skills.registry(&p.session)?;
-        let c = &e.public;
-        let ws = Path::new(&c.workspace);
-        let home = self.config.paths().home.clone();
-        let mut candidates: Vec<Candidate> = Vec::new();
-        let mut infos: Vec<CommandInfo> = Vec::new();
-        let mut diagnostics: Vec<Diagnostic> = Vec::new();
-        let mut push = |cand: Candidate, info: CommandInfo| {
-            candidates.push(cand);
-            infos.push(info);
-        };
+        let mut found = Found::default();
         for name in &p.built_ins {
-            let cand = Candidate {
-                name: name.clone(),
-                kind: CommandKind::BuiltIn,
-                extension: None,
-                server: None,
-            };
-            let info = CommandInfo {
-                name: name.clone(),
-                renamed_from: None,
-                description: String::new(),
-                kind: CommandKind::BuiltIn,
-                file: None,
-                extension: None,
-                server: None,
-            };
-            push(cand, info);
+            found.push(name.clone(), CommandKind::BuiltIn, String::new(), None, None, None);
         }
         // Skills a person may run as `/name`: the enabled ones that are not built in.
         for entry in reg.enabled().filter(|x| x.place.scope != SkillScope::BuiltIn) {
@@ -109,112 +85,17 @@ impl Commands {
             } else {
                 s.description.clone()
             };
-            let cand = Candidate {
-                name: name.clone(),
-                kind: CommandKind::Skill,
-                extension: extension.clone(),
-                server: None,
-            };
-            let info = CommandInfo {
-                name,
-                renamed_from: None,
-                description,
-                kind: CommandKind::Skill,
-                file: Some(s.location.display().to_string()),
-                extension,
-                server: entry.place.owner.clone().filter(|_| entry.place.scope == SkillScope::Mcp),
-            };
-            push(cand, info);
-        }
-        // MCP prompts of the session's connected servers (none are started for this).
-        if let Ok((servers, _)) = self.mcp.session_servers(&p.session) {
-            for (server, s) in servers {
-                for prompt in &s.catalog().prompts {
-                    let Some(raw) = prompt["name"].as_str() else { continue };
-                    let name = raw.split_whitespace().collect::<Vec<_>>().join("-");
-                    let description = prompt["description"]
-                        .as_str()
-                        .filter(|d| !d.is_empty())
-                        .map_or_else(|| format!("Invoke prompt {raw}"), str::to_owned);
-                    let cand = Candidate {
-                        name: name.clone(),
-                        kind: CommandKind::McpPrompt,
-                        extension: None,
-                        server: Some(server.clone()),
-                    };
-                    let info = CommandInfo {
-                        name,
-                        renamed_from: None,
-                        description,
-                        kind: CommandKind::McpPrompt,
-                        file: None,
-                        extension: None,
-                        server: Some(server.clone()),
-                    };
-                    push(cand, info);
-                }
+            let file = Some(s.location.display().to_string());
+            let server = entry.place.owner.clone().filter(|_| entry.place.scope == SkillScope::Mcp);
+            found.push(name, CommandKind::Skill, description, file, extension, None);
+            // The server that serves a skill is told, but it is no part of how names resolve.
+            if let Some(info) = found.infos.last_mut() {
+                info.server = server;
             }
         }
-        // Command files: the user's, the trusted workspace's (not the home's), the enabled
-        // extensions' in name order. Gemini CLI loads none of them in an untrusted folder.
-        if c.trust.trusted {
-            let mut dirs: Vec<(PathBuf, CommandKind, Option<String>)> =
-                vec![(home.join(".gemini").join("commands"), CommandKind::UserFile, None)];
-            if ws != home {
-                dirs.push((ws.join(".gemini").join("commands"), CommandKind::WorkspaceFile, None));
-            }
-            let mut exts: Vec<(String, PathBuf)> = e
-                .extensions
-                .iter()
-                .filter_map(|x| Some((x.name.clone(), x.commands.clone()?)))
-                .collect();
-            exts.sort();
-            dirs.extend(exts.into_iter().map(|(n, d)| (d, CommandKind::ExtensionFile, Some(n))));
-            for (dir, kind, ext) in dirs {
-                let folder = crate::config::files::off_loop(|| self.files.folder(&dir));
-                diagnostics.extend(folder.diagnostics);
-                for f in folder.commands {
-                    let description = match &ext {
-                        Some(x) => format!("[{x}] {}", f.description),
-                        None => f.description.clone(),
-                    };
-                    let cand = Candidate {
-                        name: f.name.clone(),
-                        kind,
-                        extension: ext.clone(),
-                        server: None,
-                    };
-                    let info = CommandInfo {
-                        name: f.name.clone(),
-                        renamed_from: None,
-                        description,
-                        kind,
-                        file: Some(f.file.display().to_string()),
-                        extension: ext.clone(),
-                        server: None,
-                    };
-                    push(cand, info);
-                }
-            }
-        } else if (ws != home && ws.join(".gemini").join("commands").is_dir())
-            || home.join(".gemini").join("commands").is_dir()
-        {
-            diagnostics.push(Diagnostic {
-                severity: geminid_protocol::common::Severity::Warning,
-                file: c.workspace.clone(),
-                line: None,
-                column: None,
-                message: format!(
-                    "custom commands are not loaded: the folder is not trusted ({}){}",
-                    c.trust.reason,
-                    if c.trust.reason.contains("gemctl trust") {
-                        ""
-                    } else {
-                        "; `gemctl trust` trusts it"
-                    }
-                ),
-            });
-        }
+        self.prompts(&p.session, &mut found);
+        self.files(&e, &mut found);
+        let Found { candidates, infos, diagnostics } = found;
         let (names, conflicts) = resolve(&candidates);
         let mut commands: Vec<CommandInfo> = Vec::new();
         for (name, i) in names {
@@ -231,6 +112,115 @@ impl Commands {
         // What a client was told: changes from here on are announced.
         self.views.lock().entry(p.session.clone()).or_insert_with(|| listed_of(&result));
         Ok(result)
+    }
+
+    /// MCP prompts of the session's connected servers (none are started for this).
+    fn prompts(&self, session: &str, found: &mut Found) {
+        let Ok((servers, _)) = self.mcp.session_servers(session) else { return };
+        for (server, s) in servers {
+            for prompt in &s.catalog().prompts {
+                let Some(raw) = prompt["name"].as_str() else { continue };
+                let name = raw.split_whitespace().collect::<Vec<_>>().join("-");
+                let description = prompt["description"]
+                    .as_str()
+                    .filter(|d| !d.is_empty())
+                    .map_or_else(|| format!("Invoke prompt {raw}"), str::to_owned);
+                let server = Some(server.clone());
+                found.push(name, CommandKind::McpPrompt, description, None, None, server);
+            }
+        }
+    }
+
+    /// Command files: the user's, the trusted workspace's (not the home's), the enabled
+    /// extensions' in name order. Gemini CLI loads none of them in an untrusted folder.
+    fn files(&self, e: &crate::config::Effective, found: &mut Found) {
+        let c = &e.public;
+        let ws = Path::new(&c.workspace);
+        let home = self.config.paths().home.clone();
+        if !c.trust.trusted {
+            if (ws != home && ws.join(".gemini").join("commands").is_dir())
+                || home.join(".gemini").join("commands").is_dir()
+            {
+                found.diagnostics.push(untrusted(c));
+            }
+            return;
+        }
+        let mut dirs: Vec<(PathBuf, CommandKind, Option<String>)> =
+            vec![(home.join(".gemini").join("commands"), CommandKind::UserFile, None)];
+        if ws != home {
+            dirs.push((ws.join(".gemini").join("commands"), CommandKind::WorkspaceFile, None));
+        }
+        let mut exts: Vec<(String, PathBuf)> = e
+            .extensions
+            .iter()
+            .filter_map(|x| Some((x.name.clone(), x.commands.clone()?)))
+            .collect();
+        exts.sort();
+        dirs.extend(exts.into_iter().map(|(n, d)| (d, CommandKind::ExtensionFile, Some(n))));
+        for (dir, kind, ext) in dirs {
+            let folder = crate::config::files::off_loop(|| self.files.folder(&dir));
+            found.diagnostics.extend(folder.diagnostics);
+            for f in folder.commands {
+                let description = match &ext {
+                    Some(x) => format!("[{x}] {}", f.description),
+                    None => f.description.clone(),
+                };
+                let file = Some(f.file.display().to_string());
+                found.push(f.name.clone(), kind, description, file, ext.clone(), None);
+            }
+        }
+    }
+}
+
+/// The commands found for a list, each as a candidate for Gemini CLI's resolver and as told.
+#[derive(Default)]
+struct Found {
+    candidates: Vec<Candidate>,
+    infos: Vec<CommandInfo>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Found {
+    fn push(
+        &mut self,
+        name: String,
+        kind: CommandKind,
+        description: String,
+        file: Option<String>,
+        extension: Option<String>,
+        server: Option<String>,
+    ) {
+        self.candidates.push(Candidate {
+            name: name.clone(),
+            kind,
+            extension: extension.clone(),
+            server: server.clone(),
+        });
+        let renamed_from = None;
+        self.infos.push(CommandInfo {
+            name,
+            renamed_from,
+            description,
+            kind,
+            file,
+            extension,
+            server,
+        });
+    }
+}
+
+/// Why an untrusted folder's command files are not listed.
+fn untrusted(c: &geminid_protocol::config::EffectiveConfig) -> Diagnostic {
+    Diagnostic {
+        severity: geminid_protocol::common::Severity::Warning,
+        file: c.workspace.clone(),
+        line: None,
+        column: None,
+        message: format!(
+            "custom commands are not loaded: the folder is not trusted ({}){}",
+            c.trust.reason,
+            if c.trust.reason.contains("gemctl trust") { "" } else { "; `gemctl trust` trusts it" }
+        ),
     }
 }
 
