@@ -375,6 +375,15 @@ fn connection(c: &crate::config::mcp::McpServerConfig) -> Map<String, Value> {
     fields.into_iter().filter_map(|(k, v)| Some((k.to_owned(), v?))).collect()
 }
 
+/// Why a call is refused (or its result withheld) when the session's hooks cannot be
+/// prepared: the audit record keeps these words.
+fn unprepared(e: &SessionError, what: &str) -> String {
+    format!(
+        "Tool {what}: the session's hooks cannot be read ({e}), so a hook that would block it \
+         cannot be ruled out"
+    )
+}
+
 /// Whether a hook's output stops the turn.
 fn stops(o: &Map<String, Value>) -> bool {
     o.get("continue") == Some(&Value::Bool(false))
@@ -395,7 +404,12 @@ impl BeforeTool for HookSeat {
     fn before_tool<'a>(&'a self, call: &'a Call) -> BoxFuture<'a, Before> {
         Box::pin(async move {
             // The common case, no hook for this tool, costs a map lookup and the matchers.
-            let Ok(p) = self.prepare(&call.session) else { return Before::Proceed };
+            // Hooks that cannot be prepared fail closed, as the policy seat does: a hook of
+            // the session's could block this call, and none can be known.
+            let p = match self.prepare(&call.session) {
+                Ok(p) => p,
+                Err(e) => return Before::Block(Verdict::from(unprepared(&e, "execution refused"))),
+            };
             // Hooks that cannot be known fail closed: a call they would block must not run.
             if let Some(why) = &p.refusal {
                 return Before::Block(Verdict::from(why.clone()));
@@ -416,7 +430,11 @@ impl BeforeTool for HookSeat {
             }
             let (session, name) = (&call.session, Some(call.name.as_str()));
             let fired = self.fire_for(session, HookEvent::BeforeTool, name, fields, keep).await;
-            let Some(f) = fired.ok().flatten() else { return Before::Proceed };
+            let f = match fired {
+                Ok(Some(f)) => f,
+                Ok(None) => return Before::Proceed,
+                Err(e) => return Before::Block(Verdict::from(unprepared(&e, "execution refused"))),
+            };
             let Some(o) = &f.merged else { return Before::Proceed };
             if stops(o) {
                 return Before::Stop(verdict(effective_reason(o), &f, stops));
@@ -470,7 +488,12 @@ impl BeforeTool for HookSeat {
 impl AfterTool for HookSeat {
     fn after_tool<'a>(&'a self, call: &'a Call, outcome: &'a Outcome) -> BoxFuture<'a, After> {
         Box::pin(async move {
-            let Ok(p) = self.prepare(&call.session) else { return After::Keep };
+            // The call ran, but AfterTool hooks that could block its result cannot be known:
+            // the result is withheld (fail closed, as before the call).
+            let p = match self.prepare(&call.session) {
+                Ok(p) => p,
+                Err(e) => return After::Block(Verdict::from(unprepared(&e, "result withheld"))),
+            };
             let keep = runs_here(call);
             if plan_of(&p.registry, HookEvent::AfterTool, Some(&call.name), keep).is_none() {
                 return After::Keep;
@@ -491,7 +514,11 @@ impl AfterTool for HookSeat {
             fields.insert("tool_response".into(), response);
             let (session, name) = (&call.session, Some(call.name.as_str()));
             let fired = self.fire_for(session, HookEvent::AfterTool, name, fields, keep).await;
-            let Some(f) = fired.ok().flatten() else { return After::Keep };
+            let f = match fired {
+                Ok(Some(f)) => f,
+                Ok(None) => return After::Keep,
+                Err(e) => return After::Block(Verdict::from(unprepared(&e, "result withheld"))),
+            };
             let Some(o) = f.merged.clone() else { return After::Keep };
             if stops(&o) {
                 return After::Stop(verdict(effective_reason(&o), &f, stops));

@@ -208,8 +208,8 @@ fn rich_tools() -> Vec<Tool> {
         ),
         tool(
             "wait",
-            "Waits until cancelled (or ms pass)",
-            object(json!({"ms": {"type": "integer"}}), &[]),
+            "Waits until cancelled (or ms pass, or the file `until` names exists)",
+            object(json!({"ms": {"type": "integer"}, "until": {"type": "string"}}), &[]),
         ),
         tool("cancelled", "How many calls were cancelled so far", object(json!({}), &[])),
         tool(
@@ -594,8 +594,16 @@ impl ServerHandler for Fixture {
             "badschema" => text("ran without validation"),
             "wait" => {
                 let ms = arg("ms").as_u64().unwrap_or(60_000);
+                let until = arg("until").as_str().map(std::path::PathBuf::from);
+                let appears = async {
+                    let Some(path) = until else { return std::future::pending().await };
+                    while !path.exists() {
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                };
                 tokio::select! {
                     () = tokio::time::sleep(std::time::Duration::from_millis(ms)) => text("waited"),
+                    () = appears => text("waited"),
                     () = context.ct.cancelled() => {
                         CANCELLED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         Err(McpError::internal_error("cancelled", None))

@@ -971,3 +971,67 @@ async fn a_hook_whose_call_ends_first_is_stopped_with_everything_it_started() ->
     );
     Ok(())
 }
+
+/// Issue 66, item 5: hooks that cannot be prepared fail closed, as the policy seat does. A
+/// call whose session is closed while its tool runs finds the session's hooks unreadable when
+/// its result comes back (the session's record is gone): its result is withheld with the hook
+/// problem named, and the audit record says so. Before, the hook seat let it through.
+#[tokio::test]
+async fn a_call_whose_hooks_cannot_be_read_is_refused_and_audited_so() -> anyhow::Result<()> {
+    use geminid_protocol::api::ToolsApiClient;
+    use geminid_protocol::api::{AuditApiClient, CallsApiClient, McpApiClient, SessionApiClient};
+    use geminid_protocol::mcp::StartParams;
+    use geminid_protocol::policy::AuditListParams;
+    use geminid_protocol::session::SessionIdParams;
+    use geminid_protocol::tools::ToolsCallParams;
+    use geminid_tests::mcp::{new_session, stdio, write_user_settings};
+    const WAIT: Duration = Duration::from_secs(30);
+    let home = TestHome::allowing_mcp()?;
+    write_user_settings(&home, json!({ "fx": stdio(&["--rich"]) }))?;
+    let daemon = geminid_tests::Daemon::start(&home, &[]).await?;
+    let client = daemon.client().await?;
+    // Two sessions share the server, so closing one leaves it running for the call.
+    let keeper = new_session(&client, &home).await?;
+    let session = new_session(&client, &home).await?;
+    for s in [&keeper, &session] {
+        client.mcp_start(StartParams { session: s.clone(), wait: true }).await?;
+    }
+    let until = home.root().join("answer-now");
+    let caller = daemon.client().await?;
+    let p = ToolsCallParams {
+        session: session.clone(),
+        name: "mcp_fx_wait".into(),
+        args: json!({ "until": until.display().to_string() }).as_object().cloned(),
+        call_id: None,
+        confirmed: true,
+    };
+    let running = tokio::spawn(async move { caller.tools_call(p).await });
+    let in_flight = geminid_tests::eventually(WAIT, || async {
+        client.calls_list(None).await.is_ok_and(|r| r.calls.iter().any(|c| c.tool == "mcp_fx_wait"))
+    });
+    if !in_flight.await {
+        let ended = tokio::time::timeout(WAIT, running).await?;
+        anyhow::bail!("the call did not reach its tool: {ended:?}");
+    }
+    client.close(SessionIdParams { id: session.clone() }).await?;
+    std::fs::write(&until, "")?;
+    let ended = tokio::time::timeout(WAIT, running).await??;
+    let Err(jsonrpsee::core::client::Error::Call(e)) = ended else {
+        anyhow::bail!("the call's result came back though its hooks cannot be read: {ended:?}");
+    };
+    assert_eq!(e.code(), geminid_protocol::error::ErrorCode::HookBlocked.code(), "{e:?}");
+    assert!(
+        e.message().starts_with("Tool result withheld: the session's hooks cannot be read ("),
+        "{e:?}"
+    );
+    // The session is gone: its records are found among everyone's.
+    let records = client.audit_list(Some(AuditListParams::default())).await?.records;
+    let record = records
+        .iter()
+        .find(|r| r.session == session && r.tool == "mcp_fx_wait")
+        .expect("the call's record");
+    assert!(!record.ok, "{record:?}");
+    let error = record.error.as_deref().unwrap_or_default();
+    assert!(error.contains("the session's hooks cannot be read"), "{record:?}");
+    Ok(())
+}
