@@ -97,7 +97,9 @@ impl PolicySet {
         &self.rules
     }
 
-    /// The decision for a call.
+    /// The verdict for a call: the first rule that matches it (by priority), else the mode's
+    /// default, with the build-file protection over an allow. The policy seat
+    /// (`services/policy/tool_calls.rs`) maps it to the call's decision.
     pub fn verdict(
         &self,
         call: &ToolCall<'_>,

@@ -9,9 +9,10 @@
 //! - [`files`]: where a session's policy files are (by tier), read with each file's last good rules kept;
 //! - [`accept`]: a trusted workspace's policy files, loaded only once the user accepted them;
 //! - [`settings`]: the rules settings imply (`mcp.excluded`, `tools.allowed`, a server's `trust`, ...);
-//! - [`engine`]: a set of rules and the decision for a call;
+//! - [`engine`]: a set of rules and its verdict for a call;
 //! - [`build_files`]: Gemini CLI's build file protection, over an allowed call;
-//! - [`session_rules`]: the rules a session is decided by (its places' rules and its settings' rules, `SessionRules`), and their wire forms.
+//! - [`session_rules`]: the rules a session is decided by (`SessionRules`: its places' rules
+//!   and its settings' rules), and their wire forms.
 
 pub(crate) mod accept;
 pub(crate) mod build_files;
