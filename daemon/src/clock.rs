@@ -1,6 +1,15 @@
-//! Wall-clock timestamps: stored as Unix milliseconds, shown as RFC 3339 (UTC).
+//! The daemon's clock seat: the monotonic time a grace or a deadline is measured by
+//! ([`now`]), and wall-clock timestamps, stored as Unix milliseconds and shown as RFC 3339
+//! (UTC).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Now, on the monotonic clock the daemon measures graces and deadlines by: tokio's, which a
+/// test pauses and moves forward (`#[tokio::test(start_paused = true)]`, then
+/// `tokio::time::advance`) instead of sleeping; the system's everywhere else.
+pub(crate) fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
 
 /// Milliseconds since the Unix epoch, now.
 pub(crate) fn now_ms() -> u64 {

@@ -130,9 +130,8 @@ impl Loader {
         let failed = match read_object(path) {
             FileRead::Missing => {
                 if let Some(kept) = cache.get(path).filter(|k| !k.earlier) {
-                    let since =
-                        *vanished.entry(path.to_path_buf()).or_insert_with(std::time::Instant::now);
-                    if since.elapsed() < VANISH_GRACE {
+                    let since = *vanished.entry(path.to_path_buf()).or_insert_with(clock::now);
+                    if clock::now().saturating_duration_since(since) < VANISH_GRACE {
                         let content = Some((kept.value.clone(), kept.text.clone()));
                         return Read { exists: true, content, problem: None, unusable: false };
                     }
