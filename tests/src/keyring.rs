@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use nix::sys::signal::{Signal, kill};
@@ -85,12 +85,9 @@ impl SecretService {
             stdin.write_all(b"geminid-tests")?;
         }
         unlock.wait()?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !me.registered() {
-            if Instant::now() > deadline {
-                bail!("the Secret Service did not appear on the bus");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if crate::poll_blocking(Duration::from_secs(10), || me.registered().then_some(())).is_none()
+        {
+            bail!("the Secret Service did not appear on the bus");
         }
         Ok(me)
     }

@@ -238,23 +238,19 @@ impl Drop for TestHome {
                     && geminid_protocol::socket::lock_held(&e.path())
                 {
                     let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
-                    let deadline = Instant::now() + Duration::from_secs(10);
-                    while geminid_protocol::socket::lock_held(&e.path())
-                        && Instant::now() < deadline
-                    {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
+                    poll_blocking(Duration::from_secs(10), || {
+                        (!geminid_protocol::socket::lock_held(&e.path())).then_some(())
+                    });
                     let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
                 }
             }
         }
         // Nothing may outlive the test: whatever is left is killed and fails the test.
-        let deadline = Instant::now() + Duration::from_secs(3);
-        let mut left = self.processes();
-        while !left.is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
+        let mut left = Vec::new();
+        poll_blocking(Duration::from_secs(3), || {
             left = self.processes();
-        }
+            left.is_empty().then_some(())
+        });
         for (pid, _) in &left {
             if let Ok(p) = i32::try_from(*pid) {
                 let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
@@ -366,22 +362,33 @@ impl Daemon {
 
     /// Wait until the daemon answers `daemon/hello`.
     pub async fn wait_ready(&self) -> anyhow::Result<()> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
+        let last = std::cell::RefCell::new(None);
+        let up = poll(START_TIMEOUT, || async {
             match connect(&self.socket, &options()).await {
-                Ok(_) => return Ok(()),
+                Ok(_) => Some(Ok(())),
                 // Not listening yet; or the socket a killed daemon left is still held by a
                 // child it was forking (until that child's exec closes it), which takes a
                 // connection and resets it: not up yet either way.
                 Err(
-                    ConnectError::NotRunning { .. }
+                    e @ (ConnectError::NotRunning { .. }
                     | ConnectError::Handshake { .. }
-                    | ConnectError::Io { .. },
-                ) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    | ConnectError::Io { .. }),
+                ) => {
+                    *last.borrow_mut() = Some(e);
+                    None
                 }
-                Err(e) => bail!("geminid did not come up: {e}\n{}", self.log()),
+                Err(e) => Some(Err(e)),
             }
+        })
+        .await;
+        match up {
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => bail!("geminid did not come up: {e}\n{}", self.log()),
+            None => bail!(
+                "geminid did not come up: {}\n{}",
+                last.take().map(|e| e.to_string()).unwrap_or_default(),
+                self.log()
+            ),
         }
     }
 
@@ -413,15 +420,10 @@ impl Daemon {
 
     /// Wait for it to exit (up to `timeout`).
     pub async fn wait_exit(&mut self, timeout: Duration) -> anyhow::Result<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait()? {
-                return Ok(status);
-            }
-            if Instant::now() >= deadline {
-                bail!("geminid did not exit within {timeout:?}\n{}", self.log());
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        let child = &mut self.child;
+        match poll(timeout, || std::future::ready(child.try_wait().transpose())).await {
+            Some(status) => Ok(status?),
+            None => bail!("geminid did not exit within {timeout:?}\n{}", self.log()),
         }
     }
 
@@ -438,10 +440,10 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             let _ = self.signal(Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            let child = &mut self.child;
+            poll_blocking(Duration::from_secs(10), || {
+                (!matches!(child.try_wait(), Ok(None))).then_some(())
+            });
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
@@ -496,20 +498,55 @@ pub async fn http_post(socket: &Path, body: &str) -> anyhow::Result<(String, Str
     Ok((status, body))
 }
 
+/// How often [`poll`] and [`poll_blocking`] look again.
+pub const POLL_EVERY: Duration = Duration::from_millis(20);
+
+/// Poll `f` until it returns something or `timeout` passes: the one way a test waits for an
+/// event it cannot subscribe to. (Tests wait for events, never for a fixed time: the
+/// `fixed_sleeps` test holds the few exceptions.)
+pub async fn poll<T, F, Fut>(timeout: Duration, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(found) = f().await {
+            return Some(found);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// [`poll`] for code outside the runtime (a `Drop`, a thread).
+pub fn poll_blocking<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(found) = f() {
+            return Some(found);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(POLL_EVERY);
+    }
+}
+
 /// Poll `f` until it returns true or `timeout` passes.
 pub async fn eventually<F, Fut>(timeout: Duration, mut f: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
+    poll(timeout, || {
+        let fut = f();
+        async move { fut.await.then_some(()) }
+    })
+    .await
+    .is_some()
 }
 /// Lines a child writes to stderr, as they come.
 pub fn stderr_lines(

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use geminid_protocol::api::SessionApiClient;
+use geminid_protocol::api::{McpApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::common::ClientEnv;
 use geminid_protocol::session::SessionCreateParams;
@@ -105,6 +105,27 @@ pub fn starts(home: &TestHome, server: &str) -> anyhow::Result<usize> {
     let (code, out, err) = home.gemctl_run(&["mcp", "logs", server])?;
     anyhow::ensure!(code == 0, "mcp logs {server}: {out}{err}");
     Ok(out.lines().filter(|l| l.contains("[geminid] started ")).count())
+}
+
+/// Wait (up to `within`) until the log of `server` (of `session`, or of any session) has a
+/// line containing `needle`: the fixture says `sleeping N ms` once a call sleeps on it, so a
+/// test knows the call reached the server. Whether it came.
+pub async fn logged(
+    client: &Client,
+    session: Option<&str>,
+    server: &str,
+    needle: &str,
+    within: std::time::Duration,
+) -> bool {
+    use geminid_protocol::mcp::{LogsParams, ServerParams};
+    crate::eventually(within, || async {
+        let server = ServerParams { session: session.map(str::to_owned), name: server.into() };
+        client
+            .mcp_logs(LogsParams { server, lines: None })
+            .await
+            .is_ok_and(|l| l.lines.iter().any(|l| l.text.contains(needle)))
+    })
+    .await
 }
 
 /// A new session of `home`'s workspace with a user's shell environment ([`shell_env`]),

@@ -2,7 +2,7 @@
 //! URL it gives (the authorization server redirects to geminid's loopback callback), then
 //! `auth/progress` until the attempt ends. Shared by the conformance adapter and the benchmarks.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::bail;
 use geminid_protocol::api::{AuthApiClient, McpApiClient};
@@ -46,12 +46,15 @@ pub async fn settled(
     server: &str,
     limit: Duration,
 ) -> anyhow::Result<ServerStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
+    let last = std::cell::RefCell::new(None);
+    let found = crate::poll(limit, || async {
         let params = ListServersParams { session: Some(session.to_owned()), usage: false };
-        let listed = client.mcp_list_servers(Some(params)).await?;
+        let listed = match client.mcp_list_servers(Some(params)).await {
+            Ok(listed) => listed,
+            Err(e) => return Some(Err(anyhow::Error::from(e))),
+        };
         let Some(status) = listed.servers.into_iter().find(|s| s.name == server) else {
-            bail!("the session has no server {server}");
+            return Some(Err(anyhow::anyhow!("the session has no server {server}")));
         };
         let settled = matches!(
             status.state,
@@ -61,9 +64,15 @@ pub async fn settled(
                 | ServerState::Blocked
                 | ServerState::Disabled
         );
-        if settled || Instant::now() >= deadline {
-            return Ok(status);
+        if settled {
+            return Some(Ok(status));
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        *last.borrow_mut() = Some(status);
+        None
+    })
+    .await;
+    match found {
+        Some(settled) => settled,
+        None => last.take().ok_or_else(|| anyhow::anyhow!("{server} was never listed")),
     }
 }

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::TestHome;
 
@@ -95,6 +95,8 @@ impl Tmux {
     /// read as one Alt chord.
     pub async fn key(&self, key: &str) -> anyhow::Result<()> {
         self.tmux(&["send-keys", "-t", "top", key])?;
+        // Kept: the program under tmux reads Escape and the next key within its escape delay as
+        // one Alt chord; nothing tells when that delay has passed.
         tokio::time::sleep(Duration::from_millis(150)).await;
         Ok(())
     }
@@ -106,16 +108,15 @@ impl Tmux {
         what: &str,
         ok: impl Fn(&str) -> bool,
     ) -> anyhow::Result<String> {
-        let deadline = Instant::now() + within;
-        loop {
-            let screen = self.screen(false);
-            if ok(&screen) {
-                return Ok(screen);
-            }
-            if Instant::now() > deadline {
-                anyhow::bail!("the screen never showed {what}:\n{screen}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut screen = String::new();
+        let shown = crate::poll(within, || {
+            screen = self.screen(false);
+            std::future::ready(ok(&screen).then_some(()))
+        })
+        .await;
+        match shown {
+            Some(()) => Ok(screen),
+            None => anyhow::bail!("the screen never showed {what}:\n{screen}"),
         }
     }
 }

@@ -601,6 +601,7 @@ impl ServerHandler for Fixture {
                         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                     }
                 };
+                log_message(&context.peer, format!("waiting {ms} ms")).await;
                 tokio::select! {
                     () = tokio::time::sleep(std::time::Duration::from_millis(ms)) => text("waited"),
                     () = appears => text("waited"),

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use geminid_protocol::api::{DaemonApiClient, SessionApiClient};
+use geminid_protocol::api::{CallsApiClient, DaemonApiClient, SessionApiClient};
 use geminid_protocol::client::{Client, connect};
 use geminid_protocol::event::EventBody;
 use geminid_protocol::mcp::ServerParams;
@@ -102,8 +102,11 @@ async fn a_subscriber_that_falls_behind_ends_with_an_error() -> anyhow::Result<(
     for i in 0..10 {
         new_session(&client, &home, &format!("ws{i}")).await?;
     }
-    // Let the daemon's subscription task forward them all before anything is read.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The client fell behind (the fifth arrived with four unread) before anything is read:
+    // it told the daemon to stop sending.
+    let behind =
+        eventually(Duration::from_secs(5), || async { status_counts(&client).await.1 == 0 }).await;
+    assert!(behind, "the client never fell behind");
     let mut delivered = 0;
     let end = loop {
         match tokio::time::timeout(Duration::from_secs(5), events.next()).await? {
@@ -142,7 +145,12 @@ async fn a_timed_out_call_leaves_the_connection_in_order() -> anyhow::Result<()>
     // The late answer arrives while the next call waits, and must not be taken for it.
     let next = call("mcp_fx_sleep", json!({ "ms": 100 })).await?;
     assert_eq!(next["display"], "slept 100 ms");
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // The late answer has been sent once the daemon no longer lists its call.
+    let answered = eventually(Duration::from_secs(10), || async {
+        t.client.calls_list(None).await.is_ok_and(|l| l.calls.is_empty())
+    })
+    .await;
+    assert!(answered, "the late call never ended");
     let echo = call("mcp_fx_echo", json!({ "text": "still in order" })).await?;
     assert_eq!(echo["display"], "still in order");
     Ok(())
@@ -182,7 +190,12 @@ async fn calls_and_streams_end_cleanly_when_the_daemon_dies() -> anyhow::Result<
         client.request::<Value, _>("tools/call", rpc_params![p])
     };
     let killer = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Once the call is asleep on the server (its log says so).
+        while let Some(Ok(line)) = logs.next().await {
+            if line.text.contains("sleeping 2000 ms") {
+                break;
+            }
+        }
         daemon.kill9().await
     };
     let (pending, killed) =
@@ -232,10 +245,19 @@ async fn every_call_in_flight_at_sigterm_is_answered() -> anyhow::Result<()> {
         c.request::<Value, _>("tools/call", rpc_params![p])
     });
     let all = futures::future::join_all(calls);
+    let mut events = client.subscribe_events(None).await?;
     let stopper = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Once all twenty run (the daemon lists them), then once the shutdown has begun.
+        let running = eventually(Duration::from_secs(10), || async {
+            client.calls_list(None).await.is_ok_and(|l| l.calls.len() == 20)
+        });
+        anyhow::ensure!(running.await, "the twenty calls never all ran");
         daemon.signal(Signal::SIGTERM)?;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        while let Some(event) = events.next().await {
+            if matches!(event?.body, EventBody::DaemonShuttingDown(_)) {
+                break;
+            }
+        }
         // New work on a connection that is still open (it has calls running).
         let p = json!({ "session": session, "name": "mcp_fx_echo", "args": { "text": "late" } });
         let late = clients[0].request::<Value, _>("tools/call", rpc_params![p]).await;

@@ -441,13 +441,9 @@ async fn enable_and_disable_persistently_and_per_session() -> anyhow::Result<()>
 fn within(limit: Duration, mut cmd: std::process::Command) -> anyhow::Result<std::process::Output> {
     use std::process::Stdio;
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
-    let deadline = std::time::Instant::now() + limit;
-    while child.try_wait()?.is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            anyhow::bail!("{cmd:?} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if geminid_tests::poll_blocking(limit, || child.try_wait().transpose()).transpose()?.is_none() {
+        let _ = child.kill();
+        anyhow::bail!("{cmd:?} did not finish within {limit:?}");
     }
     Ok(child.wait_with_output()?)
 }

@@ -400,7 +400,7 @@ async fn a_client_lists_and_calls_the_sessions_catalog_through_the_pipeline() ->
 async fn list_changed_progress_and_cancellation_pass_through() -> anyhow::Result<()> {
     let home = TestHome::allowing_mcp()?;
     settings(&home, json!({ "fx": stdio(&["--rich"]) }))?;
-    let _daemon = Daemon::start(&home, &[]).await?;
+    let daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let s = serve(&home, None, &["--names", "fqn"]).await?;
     let before = s.client.list_all_tools().await?;
@@ -436,7 +436,15 @@ async fn list_changed_progress_and_cancellation_pass_through() -> anyhow::Result
             rmcp::service::PeerRequestOptions::no_options(),
         )
         .await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let watcher = daemon.client().await?;
+    let running = geminid_tests::mcp::logged(
+        &watcher,
+        None,
+        "fx",
+        "waiting 60000 ms",
+        Duration::from_secs(10),
+    );
+    assert!(running.await, "the call never reached the server");
     handle.cancel(Some("the user pressed Esc".into())).await?;
     let cancelled = || async {
         text_of(&s, "mcp_fx_cancelled", json!({})).await.is_ok_and(|(_, t)| t.trim() != "0")
@@ -1457,7 +1465,7 @@ async fn the_http_gateway_bounds_connections_and_serves_local_origins_only() -> 
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let home = TestHome::new()?;
     settings(&home, json!({ "fx": stdio(&[]) }))?;
-    let _daemon = Daemon::launch(&home).under(&["prlimit", "--nofile=1024:1024"]).start().await?;
+    let daemon = Daemon::launch(&home).under(&["prlimit", "--nofile=1024:1024"]).start().await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let (_child, url, token, addr) = http_gateway(&home).await?;
 
@@ -1485,7 +1493,13 @@ async fn the_http_gateway_bounds_connections_and_serves_local_origins_only() -> 
     let last = flood.pop().ok_or_else(|| anyhow::anyhow!("no connection was made"))?;
     assert!(closed(last).await, "a connection beyond the bound stayed open");
     drop(flood);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The daemon has closed the flood's connections (its descriptors are back below the
+    // bound), so that the next one is not taken for one beyond it.
+    let pid = daemon.pid();
+    let fds =
+        move || std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(usize::MAX, Iterator::count);
+    let closed_all = geminid_tests::eventually(Duration::from_secs(10), || async { fds() < 256 });
+    assert!(closed_all.await, "the flood's connections stayed open: {} descriptors", fds());
     let mut half = tokio::net::TcpStream::connect(&addr).await?;
     half.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n").await?;
     let started = std::time::Instant::now();
@@ -1569,11 +1583,12 @@ async fn bare_connections_never_lock_the_token_holder_out_of_the_http_gateway() 
 /// once.
 #[tokio::test]
 async fn a_confirmation_goes_with_the_client_whose_call_raised_it() -> anyhow::Result<()> {
+    use geminid_protocol::api::CallsApiClient as _;
     let home = TestHome::new()?;
     let log = home.root().join("calls.log");
     let fx = json!({ "command": geminid_tests::mcp::fixture(), "env": { "FIXTURE_CALL_LOG": log.display().to_string() } });
     settings(&home, json!({ "fx": fx }))?;
-    let _daemon = Daemon::start(&home, &[]).await?;
+    let daemon = Daemon::start(&home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
     let accept = Some(ElicitationAction::Accept);
     let away = serve_as(
@@ -1593,7 +1608,9 @@ async fn a_confirmation_goes_with_the_client_whose_call_raised_it() -> anyhow::R
     });
     let asked = || async { !lock(&away.heard.asked).is_empty() };
     assert!(geminid_tests::eventually(Duration::from_secs(10), asked).await, "never asked");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // An ask sent to the other client too (with this one's) would reach it before the answer
+    // to a request it makes now.
+    yes.client.list_all_tools().await?;
     assert!(
         lock(&yes.heard.asked).is_empty(),
         "another client was asked: {:?}",
@@ -1604,7 +1621,14 @@ async fn a_confirmation_goes_with_the_client_whose_call_raised_it() -> anyhow::R
     drop(client);
     let _ = child.kill().await;
     let _ = call.await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The daemon has let the call go (it would be in flight still, or have run, had its ask
+    // gone to another client); then what it sent the other client has arrived.
+    let watcher = daemon.client().await?;
+    let ended = geminid_tests::eventually(Duration::from_secs(10), || async {
+        watcher.calls_list(None).await.is_ok_and(|l| l.calls.is_empty())
+    });
+    assert!(ended.await, "the departed client's call stayed in flight");
+    yes.client.list_all_tools().await?;
     assert!(
         lock(&yes.heard.asked).is_empty(),
         "the departed client's ask went to another: {:?}",

@@ -658,12 +658,18 @@ async fn migrate_from_claude_code_and_project_hooks_are_announced_once() -> anyh
     let grown = text.replace("echo own", "echo own2");
     std::fs::write(&gemini, &grown)?;
     let mut fired = Value::Null;
-    for _ in 0..100 {
-        fired = home.gemctl_json(&["hooks", "run", "AfterAgent"])?;
-        if fired.get("notice").is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let run = geminid_tests::poll(Duration::from_secs(10), || {
+        let got = home.gemctl_json(&["hooks", "run", "AfterAgent"]);
+        std::future::ready(match got {
+            Ok(v) if v.get("notice").is_none() => {
+                fired = v;
+                None
+            }
+            got => Some(got),
+        })
+    });
+    if let Some(got) = run.await {
+        fired = got?;
     }
     let notice = fired["notice"].as_str().unwrap_or_default();
     assert!(notice.contains("echo own2") && !notice.contains("echo done"), "{fired}");

@@ -113,17 +113,19 @@ async fn a_hung_session_bus_means_the_file_within_seconds() -> anyhow::Result<()
     let mut home = TestHome::new()?;
     let socket = home.root().join("hung-bus");
     let listener = std::os::unix::net::UnixListener::bind(&socket)?;
+    let (done, until_done) = std::sync::mpsc::channel::<()>();
     let held = std::thread::spawn(move || {
         // Accept and hold every connection, answering nothing.
         let mut kept = Vec::new();
         for conn in listener.incoming().take(4) {
             kept.push(conn);
         }
-        std::thread::sleep(Duration::from_secs(30));
+        // Until the test ends (its end drops the sender).
+        let _ = until_done.recv();
     });
     home.set_session_bus(&format!("unix:path={}", socket.display()));
     install_one_and_restart(&home).await?;
-    drop(held);
+    drop((done, held));
     Ok(())
 }
 

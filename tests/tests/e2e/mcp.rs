@@ -18,7 +18,9 @@ use geminid_protocol::mcp::{
     StartParams, Transport,
 };
 use geminid_protocol::session::SessionCreateParams;
-use geminid_tests::mcp::{FAST, NetFixture, Setup, fixture, shell_env, stdio, write_user_settings};
+use geminid_tests::mcp::{
+    FAST, NetFixture, Setup, fixture, logged, shell_env, stdio, write_user_settings,
+};
 use geminid_tests::{Daemon, TestHome, alive, eventually, process_gone};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -116,24 +118,25 @@ async fn wait_for(
     timeout: Duration,
     ok: impl Fn(&ServerStatus) -> bool,
 ) -> ServerStatus {
-    let deadline = Instant::now() + timeout;
-    loop {
+    let last = std::cell::RefCell::new((Vec::new(), None));
+    let found = geminid_tests::poll(timeout, || async {
         // A list that fails is said with the failure (a flaky run must explain itself).
         let (servers, error) = match list(client, session).await {
             Ok(servers) => (servers, None),
             Err(e) => (Vec::new(), Some(e)),
         };
-        if let Some(s) = servers.iter().find(|s| s.name == server) {
-            if ok(s) {
-                return s.clone();
-            }
-            if Instant::now() > deadline {
-                panic!("server {server} never reached the expected state; last: {s:#?}");
-            }
-        } else if Instant::now() > deadline {
-            panic!("server {server} not listed: {servers:#?} (the list failed: {error:?})");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let found = servers.iter().find(|s| s.name == server && ok(s)).cloned();
+        *last.borrow_mut() = (servers, error);
+        found
+    })
+    .await;
+    if let Some(s) = found {
+        return s;
+    }
+    let (servers, error) = last.take();
+    match servers.iter().find(|s| s.name == server) {
+        Some(s) => panic!("server {server} never reached the expected state; last: {s:#?}"),
+        None => panic!("server {server} not listed: {servers:#?} (the list failed: {error:?})"),
     }
 }
 
@@ -412,7 +415,8 @@ async fn a_killed_server_restarts_then_parks_in_crash_loop() -> anyhow::Result<(
     let first = pid_of(&t.client, &t.session, "fx").await;
     let slow = call(&t.client, &t.session, "fx", "sleep", json!({"ms": 20000}));
     let killer = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let asleep = Duration::from_secs(10);
+        assert!(logged(&t.client, None, "fx", "sleeping 20000 ms", asleep).await, "no call");
         kill9(first);
         Instant::now()
     };
@@ -466,6 +470,8 @@ async fn a_killed_server_restarts_then_parks_in_crash_loop() -> anyhow::Result<(
     assert!(t0.elapsed() < Duration::from_secs(1), "calls fail fast in crash-loop");
     assert!(e.contains("killed by signal 9"), "{e}");
     // It stays parked: no process is started behind the user's back.
+    // Kept: that no process starts behind the user's back (a thing that must not happen)
+    // is seen only over a while: many times the backoff.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(one(&list(&t.client, &t.session).await?, "fx").state, ServerState::CrashLoop);
 
@@ -526,7 +532,16 @@ async fn unused_servers_stop_after_the_linger() -> anyhow::Result<()> {
     let pid = pid_of(&other, &t.session, "fx").await;
     // The first connection (still attached) keeps the session alive.
     drop(other);
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Once the daemon has seen it go, the server is not idle (no linger counts down).
+    let seen = eventually(Duration::from_secs(10), || async {
+        t.client
+            .get(geminid_protocol::session::SessionIdParams { id: t.session.clone() })
+            .await
+            .is_ok_and(|s| s.attached_connections == 1)
+    });
+    assert!(seen.await, "the second connection is still counted");
+    let fx = one(&list(&t.client, &t.session).await?, "fx").clone();
+    assert_eq!((fx.idle_secs, fx.stops_in_secs), (None, None), "{fx:#?}");
     assert!(alive(pid), "the session still has a connection: its server stays");
     // Once nobody is attached, the server stops after the linger (300 ms).
     t.client.detach(geminid_protocol::session::SessionIdParams { id: t.session.clone() }).await?;
@@ -673,6 +688,8 @@ async fn network_faults_end_in_clear_states() -> anyhow::Result<()> {
         assert!(s.last_error.as_deref().is_some_and(|e| e.contains("401")), "{s:#?}");
     }
     // needs-auth is not a crash: no retries behind the user's back.
+    // Kept: that it is not retried (a thing that must not happen) is seen only over a
+    // while: many times the backoff.
     tokio::time::sleep(Duration::from_millis(500)).await;
     for name in ["locked", "locked-sse", "refused"] {
         let s = one(&list(&t.client, &t.session).await?, name).clone();
@@ -730,18 +747,23 @@ async fn config_edited_while_a_server_is_starting() -> anyhow::Result<()> {
     let client = &t.client;
     client.mcp_start(StartParams { session: t.session.clone(), wait: false }).await?;
     assert_eq!(one(&list(client, &t.session).await?, "fx").state, ServerState::Connecting);
-    let mut hung_pid = None;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while hung_pid.is_none() && Instant::now() < deadline {
+    let hung_pid = geminid_tests::poll(Duration::from_secs(5), || async {
         let p =
             LogsParams { server: ServerParams { session: None, name: "fx".into() }, lines: None };
-        hung_pid = client.mcp_logs(p).await?.lines.iter().find_map(|l| {
-            let rest = l.text.strip_prefix("mcp-fixture: starting (pid ")?;
-            rest.trim_end_matches(')').parse::<u32>().ok()
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let hung_pid = hung_pid.ok_or_else(|| anyhow::anyhow!("the hanging server never started"))?;
+        let logs = match client.mcp_logs(p).await {
+            Ok(logs) => logs,
+            Err(e) => return Some(Err(e)),
+        };
+        logs.lines
+            .iter()
+            .find_map(|l| {
+                let rest = l.text.strip_prefix("mcp-fixture: starting (pid ")?;
+                rest.trim_end_matches(')').parse::<u32>().ok()
+            })
+            .map(Ok)
+    });
+    let hung_pid =
+        hung_pid.await.ok_or_else(|| anyhow::anyhow!("the hanging server never started"))??;
     // The user fixes the entry while it is still starting.
     write_user_settings(&t.home, json!({ "fx": stdio(&[]) }))?;
     client.mcp_reload(Some(McpReloadParams { session: Some(t.session.clone()) })).await?;
@@ -774,15 +796,15 @@ async fn a_killed_daemon_leaves_no_orphans() -> anyhow::Result<()> {
     assert_eq!(pids.len(), 5, "{listed:#?}");
     drop(client);
     daemon.kill9().await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(pids.iter().all(|p| alive(*p)), "the children outlive a SIGKILLed daemon");
-    // The next daemon finds and stops them (in the background, before any server starts).
+    // The next daemon finds and stops them (in the background, before any server starts):
+    // all five, so that all five outlived the killed one.
     let next = Daemon::start(&home, FAST).await?;
     for pid in &pids {
         assert!(gone_within(*pid, Duration::from_secs(5)).await, "orphan {pid} survived");
     }
     let logged = eventually(Duration::from_secs(5), || async {
-        next.log().contains("stopped an MCP server left behind")
+        next.log().matches("stopped an MCP server left behind").count() == pids.len()
     })
     .await;
     assert!(logged, "{}", next.log());
@@ -999,10 +1021,11 @@ async fn gemctl_attach_holds_the_servers_and_shows_their_states() -> anyhow::Res
     }
     assert_eq!(states.last().map(String::as_str), Some("connected"), "{states:?}");
     // Held: it outlives the linger (300 ms) many times over while attach runs.
+    // (Not idle: no linger counts down.)
     let client = daemon.client().await?;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
     let all = list_all(&client).await?;
     assert_eq!((all.len(), all[0].state), (1, ServerState::Connected), "{all:#?}");
+    assert_eq!((all[0].idle_secs, all[0].stops_in_secs), (None, None), "{all:#?}");
     // Detached: it goes after the linger.
     kill(Pid::from_raw(attach.id() as i32), Signal::SIGINT)?;
     attach.wait()?;
@@ -1230,6 +1253,9 @@ async fn only_a_servers_own_orphan_holds_up_its_start() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What the daemon logs (at debug) once the file watcher's reload is done.
+const RELOADED: &str = "reloaded for a change to the input files";
+
 /// An editor that saves by deleting the file and writing it anew: the server in use keeps
 /// running. A file that stays deleted takes its servers with it once the grace is over.
 #[tokio::test]
@@ -1239,10 +1265,18 @@ async fn a_settings_file_deleted_and_recreated_keeps_its_servers() -> anyhow::Re
     let pid = pid_of(c, s, "fx").await;
     let user = t.home.root().join("home/.gemini/settings.json");
     let text = std::fs::read_to_string(&user)?;
+    // The watcher's reloads, as the daemon logs them: one while the file is gone (within
+    // its grace), then one once it is back (which ends the grace); the server stays.
+    let reloads = || t.daemon.log().matches(RELOADED).count();
+    let before = reloads();
     std::fs::remove_file(&user)?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let seen = eventually(Duration::from_secs(10), || async { reloads() > before }).await;
+    assert!(seen, "no reload for the deletion\n{}", t.daemon.log());
+    assert_eq!(pid_of(c, s, "fx").await, pid, "the server was stopped while the file was away");
+    let before = reloads();
     std::fs::write(&user, &text)?;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let seen = eventually(Duration::from_secs(10), || async { reloads() > before }).await;
+    assert!(seen, "no reload for the file written back\n{}", t.daemon.log());
     assert_eq!(pid_of(c, s, "fx").await, pid, "the server was restarted by a save");
     std::fs::remove_file(&user)?;
     let gone = eventually(Duration::from_secs(5), || async {

@@ -171,6 +171,8 @@ async fn a_headless_sign_in_connects_and_one_refresh_serves_fifty_calls() -> any
     // That token (301 s) is within the 5-minute margin a second later: refreshed before use,
     // once for 50 calls.
     site.control(json!({ "expiresIn": 3600 })).await?;
+    // Kept: the token must age a second on the daemon's wall clock to come within the
+    // margin; the daemon's clock seat does not reach its token store yet.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let calls = (0..50).map(|i| s.client.tools_call(echo(&s.session, &format!("m{i}"))));
     for r in futures::future::join_all(calls).await {

@@ -164,6 +164,7 @@ async fn a_hundred_writes_in_a_second_give_few_reloads_and_the_final_state() -> 
     let start = Instant::now();
     for i in 0..100 {
         std::fs::write(&w.user, servers(&[&format!("s{i}")]))?;
+        // Pace: a hundred writes spread over a second (the stimulus), not a wait.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let elapsed = start.elapsed();
@@ -287,6 +288,7 @@ async fn calls_during_a_storm_of_saves_answer_at_once_with_the_last_good_rules()
         let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
         f.set_len(0)?;
         f.flush()?;
+        // Pace: the editor's pause between truncating and writing (the stimulus).
         std::thread::sleep(Duration::from_millis(2));
         f.write_all(text.as_bytes())
     };
@@ -306,6 +308,7 @@ async fn calls_during_a_storm_of_saves_answer_at_once_with_the_last_good_rules()
                 save_in_place(&user, s)?;
                 save_in_place(&rules, p)?;
                 saves += 1;
+                // Pace: the storm's rhythm of saves (the stimulus).
                 std::thread::sleep(Duration::from_millis(50));
             }
             save_in_place(&rules, &last)?;
@@ -324,7 +327,7 @@ async fn calls_during_a_storm_of_saves_answer_at_once_with_the_last_good_rules()
                 (_, r) => assert!(r.is_ok(), "the allowed call failed during the storm: {r:?}"),
             }
         }
-        // A client's pace, not a wait: the storm, not the calls, should load the machine.
+        // Pace: a client's pace, not a wait: the storm, not the calls, should load the machine.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let saves = storm.join().map_err(|_| anyhow::anyhow!("the storm panicked"))??;

@@ -199,9 +199,11 @@ async fn a_policy_file_saved_in_place_never_loses_its_deny_rules() -> anyhow::Re
         use std::io::Write;
         for i in 0..100 {
             let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(&file)?;
+            // Pace: the editor's pause between truncating and writing (the stimulus).
             std::thread::sleep(Duration::from_millis(if i % 10 == 0 { 60 } else { 3 }));
             if i % 7 == 0 {
                 f.write_all(b"[[rule]\n")?;
+                // Pace: a broken file left for a moment (the stimulus).
                 std::thread::sleep(Duration::from_millis(20));
                 f.set_len(0)?;
                 let mut f2 = std::fs::OpenOptions::new().write(true).open(&file)?;
@@ -210,12 +212,14 @@ async fn a_policy_file_saved_in_place_never_loses_its_deny_rules() -> anyhow::Re
                 f.write_all(POLICY.as_bytes())?;
             }
             drop(f);
+            // Pace: the rhythm of saves (the stimulus).
             std::thread::sleep(Duration::from_millis(15));
         }
         Ok(())
     });
     saver.await??;
     // Let the last save settle, with the callers still calling.
+    // Pace: the callers keep calling for a while after the last save (the stimulus).
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut calls = 0;
@@ -347,6 +351,7 @@ async fn a_flooding_server_does_not_stall_the_others() -> anyhow::Result<()> {
             if !flood.is_finished() {
                 during.push(started.elapsed());
             }
+            // Pace: a quiet client's pace beside the flood (the stimulus).
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         flood.await??;

@@ -210,7 +210,8 @@ async fn on_stdio_a_request_while_two_sessions_call_is_declined_and_the_log_says
     let sleeper = s.daemon.client().await?;
     let p = call(&s.session, "sleep", json!({ "ms": 1500 }));
     let sleeping = tokio::spawn(async move { sleeper.tools_call(p).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asleep = geminid_tests::mcp::logged(&s.client, None, "fx", "sleeping 1500 ms", WAIT);
+    assert!(asleep.await, "the first session's call never reached the server");
     let r = tokio::time::timeout(WAIT, other.tools_call(call(&second, "ask", json!({})))).await??;
     assert_eq!(answered(&r)?, json!({ "action": "decline" }));
     tokio::time::timeout(WAIT, sleeping).await???;
@@ -306,7 +307,11 @@ async fn a_server_asking_for_roots_after_its_command_ended_gets_its_sessions() -
     assert!(home.gemctl(&["trust"])?.status.success());
     // Starts the server and lets the session go at once (a command attaches nothing).
     assert!(home.gemctl(&["mcp", "start"])?.status.success());
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let asked = geminid_tests::eventually(WAIT, || async {
+        home.gemctl_run(&["mcp", "logs", "fx"])
+            .is_ok_and(|(_, out, _)| out.contains("asked for its roots at start"))
+    });
+    assert!(asked.await, "the server never asked for its roots");
     let (code, out, err) = home.gemctl_run(&["call", "mcp_fx_start_roots"])?;
     assert_eq!(code, 0, "{out}{err}");
     let got: Value = serde_json::from_str(out.trim())?;

@@ -138,15 +138,11 @@ fn rss_hwm_kib(pid: u32) -> u64 {
 }
 
 async fn connect(daemon: &Arc<tokio::sync::Mutex<Daemon>>) -> Option<Client> {
-    let until = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < until {
+    geminid_tests::poll(Duration::from_secs(20), || async {
         let client = { daemon.lock().await.client().await };
-        if let Ok(c) = client {
-            return Some(c);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    None
+        client.ok()
+    })
+    .await
 }
 
 /// One of the eight callers: its own session, calls without pause, checking each answer is its
@@ -411,6 +407,7 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
     };
     let mut held: Vec<Client> = Vec::new();
     while Instant::now() < until {
+        // Pace: the soak's random rhythm of actions (the stimulus).
         tokio::time::sleep(Duration::from_millis(300 + rand(900))).await;
         let pid = daemon.lock().await.pid();
         rec.rss_hwm_kib.fetch_max(rss_hwm_kib(pid), Ordering::Relaxed);
@@ -424,6 +421,7 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
             2 => {
                 if let Some(p) = fixtures(&home).first().copied() {
                     let _ = kill(Pid::from_raw(p as i32), Signal::SIGSTOP);
+                    // Pace: how long the server stays stopped (the stimulus).
                     tokio::time::sleep(Duration::from_millis(800)).await;
                     let _ = kill(Pid::from_raw(p as i32), Signal::SIGCONT);
                     rec.action("server SIGSTOP/SIGCONT");
@@ -452,6 +450,7 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
             }
             4 => {
                 settings(&home, rand(2) == 0, true)?;
+                // Pace: how long the file stays broken (the stimulus).
                 tokio::time::sleep(Duration::from_millis(400)).await;
                 settings(&home, rand(2) == 0, false)?;
                 rec.action("settings broken, then valid");
@@ -462,6 +461,7 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
             }
             6 => {
                 policy(&home, true)?;
+                // Pace: how long the file stays broken (the stimulus).
                 tokio::time::sleep(Duration::from_millis(400)).await;
                 policy(&home, false)?;
                 rec.action("policy broken, then valid");
@@ -519,7 +519,8 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
         d.signal(Signal::SIGTERM)?;
         d.wait_exit(Duration::from_secs(20)).await?;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    geminid_tests::eventually(Duration::from_millis(500), || async { home.processes().is_empty() })
+        .await;
     let left = home.processes();
     if !left.is_empty() {
         rec.violation(format!("processes left behind: {left:?}"));

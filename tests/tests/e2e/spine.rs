@@ -51,10 +51,16 @@ async fn every_method_over_the_socket() -> anyhow::Result<()> {
     assert_eq!(status.socket, home.socket().display().to_string());
     assert_eq!(status.data_dir, home.data_dir().display().to_string());
     // The readiness probe's connection may still be closing on a busy machine.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while status.connections != 2 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        status = a.status().await?;
+    if status.connections != 2 {
+        let two = geminid_tests::poll(Duration::from_secs(5), || async {
+            match a.status().await {
+                Ok(s) if s.connections != 2 => None,
+                got => Some(got),
+            }
+        });
+        if let Some(got) = two.await {
+            status = got?;
+        }
     }
     assert_eq!(status.connections, 2);
 
@@ -393,7 +399,16 @@ async fn a_lock_left_by_a_daemon_that_is_gone_is_waited_for() -> anyhow::Result<
     held.try_lock()?;
     std::io::Write::write_all(&mut held, format!("{dead}\n").as_bytes())?;
     let daemon = Daemon::spawn(&home, &[])?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the daemon has the lock file open (it is trying it), and is still there: it waits
+    // instead of refusing.
+    let fd_dir = format!("/proc/{}/fd", daemon.pid());
+    let trying = eventually(Duration::from_secs(10), || async {
+        std::fs::read_dir(&fd_dir).is_ok_and(|fds| {
+            fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|p| p == lock))
+        })
+    });
+    assert!(trying.await, "the daemon never opened the lock file\n{}", daemon.log());
+    assert!(!geminid_tests::process_gone(daemon.pid()), "refused at once\n{}", daemon.log());
     drop(held);
     daemon.wait_ready().await?;
     assert!(daemon.client().await?.status().await.is_ok());

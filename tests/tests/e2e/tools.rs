@@ -8,7 +8,7 @@ use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{Event, EventBody};
 use geminid_protocol::mcp::StartParams;
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult};
-use geminid_tests::mcp::{FAST, Setup, fixture, growing, stdio, write_user_settings};
+use geminid_tests::mcp::{FAST, Setup, fixture, growing, logged, stdio, write_user_settings};
 use geminid_tests::{Daemon, TestHome};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -19,18 +19,23 @@ async fn setup(servers: Value) -> anyhow::Result<Setup> {
 
 /// Wait until the fixture's `cancelled` tool reports `n` cancelled calls.
 async fn cancelled_reaches(t: &Setup, n: u32) -> anyhow::Result<String> {
-    let mut seen = String::new();
-    for _ in 0..100 {
-        seen = call(&t.client, &t.session, "mcp_rich_cancelled", json!({}))
-            .await
-            .map_err(anyhow::Error::msg)?
-            .display;
-        if seen == n.to_string() {
-            break;
+    let seen = std::cell::RefCell::new(String::new());
+    let failed = geminid_tests::poll(Duration::from_secs(5), || async {
+        match call(&t.client, &t.session, "mcp_rich_cancelled", json!({})).await {
+            Ok(r) if r.display == n.to_string() => Some(Ok(())),
+            Ok(r) => {
+                *seen.borrow_mut() = r.display;
+                None
+            }
+            Err(e) => Some(Err(anyhow::Error::msg(e))),
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    })
+    .await;
+    match failed {
+        Some(Ok(())) => Ok(n.to_string()),
+        Some(Err(e)) => Err(e),
+        None => Ok(seen.take()),
     }
-    Ok(seen)
 }
 
 async fn list(t: &Setup, raw: bool) -> anyhow::Result<ToolsListResult> {
@@ -373,14 +378,11 @@ async fn sessions_configured_alike_share_a_table_but_not_their_differences() -> 
     // A catalog change reaches every session using the server.
     call(&t.client, &t.session, "mcp_fx_grow", json!({})).await.map_err(anyhow::Error::msg)?;
     let grown = |l: Vec<String>| l.iter().any(|n| n == "mcp_fx_grown_1");
-    let mut both = false;
-    for _ in 0..100 {
-        if grown(names(&list(&t, false).await?)) && grown(names(&list_other().await?)) {
-            both = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let both = geminid_tests::eventually(Duration::from_secs(5), || async {
+        let mine = list(&t, false).await.is_ok_and(|l| grown(names(&l)));
+        mine && list_other().await.is_ok_and(|l| grown(names(&l)))
+    })
+    .await;
     assert!(both, "both sessions see the grown tool");
     Ok(())
 }
@@ -398,7 +400,8 @@ async fn a_caller_that_goes_away_cancels_the_call_on_the_server() -> anyhow::Res
     let pending = tokio::spawn(async move {
         let _ = call(&other, &session, "mcp_rich_wait", json!({"ms": 30000})).await;
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let running = logged(&t.client, None, "rich", "waiting 30000 ms", Duration::from_secs(10));
+    assert!(running.await, "the call never reached the server");
     pending.abort();
     let _ = pending.await;
     assert_eq!(
@@ -861,7 +864,8 @@ async fn progress_arrives_as_events_and_calls_can_be_cancelled() -> anyhow::Resu
         };
         other.tools_call(p).await
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let running = logged(&t.client, None, "rich", "waiting 30000 ms", Duration::from_secs(10));
+    assert!(running.await, "the call never reached the server");
     // An id names one call at a time: a second call with it is refused, and sends nothing.
     let twin = ToolsCallParams {
         session: t.session.clone(),
@@ -965,6 +969,7 @@ async fn parallel_first_calls_all_wait_for_the_same_start() -> anyhow::Result<()
         let name = if i % 2 == 0 { "mcp_slow_echo" } else { "mcp_quick_echo" };
         let (client, session) = (&t.client, &t.session);
         async move {
+            // Pace: calls staggered as separate processes arrive (the stimulus).
             tokio::time::sleep(Duration::from_millis(i * 60)).await;
             call(client, session, name, json!({"text": format!("n{i}")})).await
         }

@@ -96,8 +96,14 @@ async fn past_the_budget_the_least_recently_used_idle_server_stops_first() -> an
         let id = session_started(&client, &home, dir).await?;
         pids.push(pid(&list_all(&client).await?, name));
         release(&client, &id).await?;
-        // Released in this order: a is the least recently used.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Released in this order (each idle before the next is released): a is the least
+        // recently used.
+        let idle = eventually(Duration::from_secs(10), || async {
+            list_all(&client)
+                .await
+                .is_ok_and(|l| named(&l, name).is_none_or(|s| s.idle_secs.is_some()))
+        });
+        assert!(idle.await, "{name} never went idle");
     }
     assert!(
         gone_within(pids[0], Duration::from_secs(10)).await,
@@ -164,7 +170,13 @@ async fn keep_warm_never_stops_at_once_and_always_outlives_the_idle_period() -> 
         gone_within(p_plain, Duration::from_secs(5)).await,
         "the default outlived its 400ms idle period and the 1 MiB budget"
     );
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Idle past the period, by the daemon's own count (a second, over 400 ms), and running.
+    let past = eventually(Duration::from_secs(10), || async {
+        list_all(&client)
+            .await
+            .is_ok_and(|l| named(&l, "always").is_none_or(|s| s.idle_secs.is_some_and(|i| i >= 1)))
+    });
+    assert!(past.await, "never idle past its period");
     assert!(alive(p_always), "keepWarm always stopped: {}", daemon.log());
     let all = list_all(&client).await?;
     let s = named(&all, "always").unwrap_or_else(|| panic!("{all:#?}"));
