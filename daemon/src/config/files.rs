@@ -439,6 +439,7 @@ mod tests {
             let (tx, written) = std::sync::mpsc::channel();
             let writer = std::thread::spawn(move || {
                 use std::io::Write;
+                // Pace: the editor's pause between truncating and writing (the stimulus).
                 std::thread::sleep(Duration::from_millis(pause_ms));
                 let mut f = f;
                 f.write_all(b"new rules\n").unwrap();
@@ -465,6 +466,7 @@ mod tests {
             let deadline = Instant::now() + Duration::from_secs(5);
             let mut got = read_input(&path);
             while matches!(got, Err(InputError::Changing(_))) && Instant::now() < deadline {
+                // Poll: until the read settles (the harness's poll is not reachable from here).
                 std::thread::sleep(SETTLE_POLL);
                 got = read_input(&path);
             }
@@ -524,6 +526,7 @@ mod tests {
                             let started = Instant::now();
                             let _ = std::fs::write(&busy, format!("{{\"n\": {n}}}"));
                             writes.push((started, Instant::now()));
+                            // Pace: each writer's rhythm (the stimulus).
                             std::thread::sleep(Duration::from_millis(5));
                         }
                         writes

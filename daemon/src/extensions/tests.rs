@@ -141,6 +141,7 @@ fn an_update_from_its_recorded_source_is_legitimate_an_edit_is_not() -> anyhow::
     let rest = {
         let (from, to) = (src.join("hooks/more.sh"), installed.join("hooks/more.sh"));
         std::thread::spawn(move || {
+            // Pace: the rest of the copy lands later (the stimulus).
             std::thread::sleep(std::time::Duration::from_millis(120));
             std::fs::copy(from, to)
         })

@@ -352,6 +352,7 @@ mod tests {
             &[b"busy"],
             |_| {
                 if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                    // Pace: the target takes long on the clock, not on the CPU (the stimulus).
                     std::thread::sleep(slow + Duration::from_millis(100));
                 }
             },

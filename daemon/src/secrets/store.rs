@@ -399,6 +399,7 @@ mod keyring {
             let e = on_owner::<()>(Duration::from_secs(5), || panic!("boom")).unwrap_err();
             assert!(e.to_string().contains("panicked: boom"), "{e}");
             let e = on_owner::<()>(Duration::from_millis(50), || {
+                // Pace: the owner thread hangs (the stimulus).
                 std::thread::sleep(Duration::from_millis(300));
                 Ok(())
             })

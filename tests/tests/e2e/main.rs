@@ -16,6 +16,7 @@ mod docs;
 mod doctor;
 mod examples;
 mod extensions;
+mod fixed_sleeps;
 mod fixture;
 mod forged_lines;
 mod gateway;
