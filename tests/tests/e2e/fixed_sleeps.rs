@@ -10,11 +10,11 @@
 //!   for an event it cannot subscribe to, and is not counted;
 //! - every other sleep says under a comment right above it why it stays: `// Kept:` for a
 //!   wait that cannot be an event (at most [`KEPT`]: something that must not happen, seen
-//!   within a bound; time that must pass where the clock seat does not reach yet), `// Pace:`
-//!   for the rhythm of a stimulus (an editor's pause between truncating a file and writing
-//!   it, a writer's or a client's pace), which waits for nothing and which a busy machine
-//!   only slows (at most [`PACES`]), `// Poll:` for a poll where the harness's is out of
-//!   reach (the daemon's own tests; at most [`POLLS`]).
+//!   within a bound; a program's own delay that nothing announces), `// Pace:` for the
+//!   rhythm of a stimulus (an editor's pause between truncating a file and writing it, a
+//!   writer's or a client's pace), which waits for nothing and which a busy machine only
+//!   slows (at most [`PACES`]), `// Poll:` for a poll where the harness's is out of reach
+//!   (the daemon's own tests; at most [`POLLS`]).
 //!
 //! Time the daemon measures (a grace, a linger) is driven through its clock seat
 //! (`clock::now`, tokio's paused time in process) or seen as the daemon's own decision (a
@@ -22,9 +22,8 @@
 
 use std::path::{Path, PathBuf};
 
-/// Waits kept, at most. (Issue 66, item 7 asks for five: the sixth, the OAuth token's
-/// ageing, waits for the clock seat to reach the daemon's token store.)
-const KEPT: usize = 6;
+/// Waits kept, at most (issue 66, item 7).
+const KEPT: usize = 5;
 /// Paces of stimuli, at most: their number when they were first counted.
 const PACES: usize = 19;
 /// Polls outside the harness, at most.

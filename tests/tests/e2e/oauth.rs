@@ -171,9 +171,16 @@ async fn a_headless_sign_in_connects_and_one_refresh_serves_fifty_calls() -> any
     // That token (301 s) is within the 5-minute margin a second later: refreshed before use,
     // once for 50 calls.
     site.control(json!({ "expiresIn": 3600 })).await?;
-    // Kept: the token must age a second on the daemon's wall clock to come within the
-    // margin; the daemon's clock seat does not reach its token store yet.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Until it is within the margin by the expiry the daemon holds (the same wall clock).
+    let status = s.home.gemctl_json(&["--session", &s.session, "mcp", "auth", "--status"])?;
+    let expires = status["servers"][0]["expiresAtMs"].as_u64();
+    let expires = expires.ok_or_else(|| anyhow::anyhow!("no expiry: {status}"))?;
+    let now_ms = || {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    };
+    let due = eventually(WAIT, || async { now_ms() + 5 * 60 * 1000 >= expires }).await;
+    assert!(due, "the token never came within the margin: {status}");
     let calls = (0..50).map(|i| s.client.tools_call(echo(&s.session, &format!("m{i}"))));
     for r in futures::future::join_all(calls).await {
         r?;
