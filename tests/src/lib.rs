@@ -504,7 +504,17 @@ pub const POLL_EVERY: Duration = Duration::from_millis(20);
 /// Poll `f` until it returns something or `timeout` passes: the one way a test waits for an
 /// event it cannot subscribe to. (Tests wait for events, never for a fixed time: the
 /// `fixed_sleeps` test holds the few exceptions.)
-pub async fn poll<T, F, Fut>(timeout: Duration, mut f: F) -> Option<T>
+pub async fn poll<T, F, Fut>(timeout: Duration, f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    poll_every(POLL_EVERY, timeout, f).await
+}
+
+/// [`poll`], looking again every `every` (a terminal's screen, which a look taken too soon
+/// catches half drawn).
+pub async fn poll_every<T, F, Fut>(every: Duration, timeout: Duration, mut f: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -517,7 +527,7 @@ where
         if Instant::now() >= deadline {
             return None;
         }
-        tokio::time::sleep(POLL_EVERY).await;
+        tokio::time::sleep(every).await;
     }
 }
 

@@ -109,7 +109,7 @@ impl Tmux {
         ok: impl Fn(&str) -> bool,
     ) -> anyhow::Result<String> {
         let mut screen = String::new();
-        let shown = crate::poll(within, || {
+        let shown = crate::poll_every(Duration::from_millis(100), within, || {
             screen = self.screen(false);
             std::future::ready(ok(&screen).then_some(()))
         })
