@@ -108,12 +108,17 @@ pub(crate) struct Snapshot {
     pub attempts: u64,
     /// Since when it has not answered a ping (while connected; see `pinger`).
     pub unresponsive_since: Option<Instant>,
+    /// It was connected, its connection ended, and its task is bringing it back by itself
+    /// (through its backoff and the attempts after it), until it connects again, parks or
+    /// stops: not settled, so a listing meanwhile waits for it as for a start.
+    pub restarting: bool,
 }
 
 impl Snapshot {
-    /// Whether the first attempt since the last (re)start has finished.
+    /// Whether the first attempt since the last (re)start has finished, and it is not on its
+    /// way back from a lost connection (`restarting`).
     pub(crate) fn settled(&self) -> bool {
-        self.attempts > 0 && self.state != ServerState::Connecting
+        self.attempts > 0 && self.state != ServerState::Connecting && !self.restarting
     }
 }
 
@@ -201,6 +206,7 @@ impl Server {
             transport: planned_transport(&new.spec),
             attempts: 0,
             unresponsive_since: None,
+            restarting: false,
         };
         let pin_key = crate::pins::canon::pin_key(&new.name, new.spec.pin_source());
         let server = Arc::new(Self {
@@ -238,6 +244,7 @@ impl Server {
                 watched.status.send_modify(|s| {
                     s.state = ServerState::Disconnected;
                     s.pid = None;
+                    s.restarting = false;
                     s.last_error = Some(format!(
                         "MCP server '{}': geminid's supervisor failed (a bug; see its log)",
                         watched.name

@@ -463,7 +463,10 @@ impl Supervisor {
         self.status(server)
     }
 
-    /// Wait (up to each one's start-up timeout) until the session's servers have settled.
+    /// Wait (up to each one's start-up timeout) until the session's servers have settled: each
+    /// has finished its first attempt, and none is on its way back from a lost connection (in
+    /// its backoff, or the attempts after it; see [`server::Snapshot::settled`]), so a listing
+    /// made while a server restarts has its tools.
     pub(crate) async fn settle(&self, session: &str) {
         self.settle_where(session, |_| true).await;
     }

@@ -133,7 +133,9 @@ pub(super) async fn run(
     let mut requested = true;
     'attempts: loop {
         r.update(|s| {
-            if !requested {
+            if requested {
+                s.restarting = false;
+            } else {
                 s.restarts += 1;
             }
             s.state = ServerState::Connecting;
@@ -200,6 +202,7 @@ pub(super) async fn run(
                     s.last_error = None;
                     s.transport = running.transport;
                     s.attempts += 1;
+                    s.restarting = false;
                 });
                 let mut child = running.child.take();
                 let pinging = (!opts.ping_every.is_zero()).then(|| {
@@ -268,6 +271,8 @@ pub(super) async fn run(
                             s.last_error = Some(msg.clone());
                             s.pid = None;
                             s.connected_at = None;
+                            // Until it is back (or parks): a listing waits for it.
+                            s.restarting = true;
                         });
                         let _ = shutdown(running, opts.stop_grace).await;
                         if since.elapsed() >= opts.stable_after {
@@ -284,6 +289,7 @@ pub(super) async fn run(
                     s.state = ServerState::NeedsAuth;
                     s.last_error = Some(msg);
                     s.attempts += 1;
+                    s.restarting = false;
                 });
                 if parked(&mut cmds).await {
                     failures = 0;
@@ -310,6 +316,7 @@ pub(super) async fn run(
                 s.state = ServerState::CrashLoop;
                 s.last_error = Some(error);
                 s.pid = None;
+                s.restarting = false;
             });
             if parked(&mut cmds).await {
                 failures = 0;
@@ -342,6 +349,7 @@ pub(super) async fn run(
         s.pid = None;
         s.connected_at = None;
         s.last_error = None;
+        s.restarting = false;
     });
 }
 
