@@ -371,7 +371,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     );
     // Children of a daemon that was killed: stopped in the background, all at once; a server
     // starts once its own left-behind copy is gone, and clients are answered meanwhile.
-    core.services().mcp.clean_orphans(mcp.stop_grace);
+    core.services().mcp.lifecycle().clean_orphans(mcp.stop_grace);
     // Recent workspaces' servers, in the background: the socket answers meanwhile.
     core.warm_up();
     tracing::info!(

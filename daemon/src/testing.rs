@@ -90,6 +90,6 @@ impl Daemon {
 
     /// Stop every MCP server and wait for their processes to be gone.
     pub async fn shutdown(&self) {
-        self.0.services().mcp.shutdown().await;
+        self.0.services().mcp.lifecycle().shutdown().await;
     }
 }

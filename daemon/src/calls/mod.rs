@@ -507,8 +507,11 @@ impl Pipeline {
         let track = |token: &rmcp::model::ProgressToken, id: &rmcp::model::RequestId| {
             self.progress.track(identity, token, id, target, last.clone())
         };
-        let result =
-            self.mcp.call_tool(server, &call.session, r.timeout, &call.tool, args, track).await;
+        let result = self
+            .mcp
+            .requests()
+            .call_tool(server, &call.session, r.timeout, &call.tool, args, track)
+            .await;
         server.calls.ended(result.as_ref().map_or(true, convert::is_error));
         Ok(result?)
     }

@@ -9,7 +9,6 @@ use serde_json::{Map, Value};
 
 use super::{CallError, CallRequest, Pipeline, Target, Via};
 use crate::catalog::tools::Source;
-use crate::mcp::Supervisor;
 use crate::mcp::catalog::Validation;
 use crate::naming;
 
@@ -52,7 +51,7 @@ impl Pipeline {
                 let mut st = self.catalog.session_tools(&req.session, false).await?;
                 if st.pending && st.get(name).is_none() {
                     // Not there yet: wait for the server that would have it, then look again.
-                    self.mcp.settle_for_tool(&req.session, name).await;
+                    self.mcp.lifecycle().settle_for_tool(&req.session, name).await;
                     st = self.catalog.tools_now(&req.session)?;
                 }
                 let t = match (st.get(name), st.hidden.get(name)) {
@@ -62,10 +61,10 @@ impl Pipeline {
                     (None, Some((h, t))) if h.by_default && self.can_confirm(req) => t,
                     (None, Some((h, _))) => return Err(hidden(&h.why)),
                     (None, None) => {
-                        if let Some(why) = self.mcp.held_in_session(&req.session, name) {
+                        if let Some(why) = self.mcp.status().held_in_session(&req.session, name) {
                             return Err(CallError::Held(why));
                         }
-                        let why = self.mcp.explain_missing_tool(&req.session, name);
+                        let why = self.mcp.status().explain_missing_tool(&req.session, name);
                         // Hidden ones too: a person may call those policy only asks about.
                         let names = st
                             .tools
@@ -102,7 +101,7 @@ impl Pipeline {
             }
             Target::Mcp { server, tool } => {
                 self.catalog.ensure_servers(&req.session)?;
-                self.mcp.settle_server(&req.session, server).await;
+                self.mcp.lifecycle().settle_server(&req.session, server).await;
                 // Both names exactly as listed, or no call: policy, hooks and the audit see
                 // the server's entry and the tool the server listed, never a near miss that a
                 // lenient server would take for it.
@@ -110,7 +109,7 @@ impl Pipeline {
                 let catalog = found.catalog();
                 let Some(listed) = catalog.tool(tool) else {
                     // A server that is not connected has listed nothing: its state is why.
-                    if let Some(e) = Supervisor::not_connected(&found) {
+                    if let Some(e) = crate::mcp::request::not_connected(&found) {
                         return Err(e.into());
                     }
                     if let Some(why) = found.held_tool(tool) {

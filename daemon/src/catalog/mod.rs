@@ -125,7 +125,7 @@ impl Catalog {
         if !complete || !tools.pending {
             return Ok(tools);
         }
-        self.mcp.settle(session).await;
+        self.mcp.lifecycle().settle(session).await;
         self.tools_now(session)
     }
 

@@ -88,7 +88,8 @@ pub(crate) struct SessionTools {
     /// Position in `tools` by fully qualified name.
     pub by_name: HashMap<String, usize>,
     /// Some server had not finished its first start when this was computed: the table is
-    /// provisional, and a caller that must see every tool waits for [`Supervisor::settle`].
+    /// provisional, and a caller that must see every tool waits for the servers to settle
+    /// (`Lifecycle::settle`).
     pub pending: bool,
     /// Tools policy's static filter hides from this session, by fully qualified name, and
     /// why (a call to one is refused with that reason).

@@ -38,7 +38,7 @@ impl Catalog {
     /// The session's servers, once each has finished its first start.
     async fn servers(&self, session: &str) -> Result<Servers, CatalogError> {
         self.ensure_servers(session)?;
-        self.mcp.settle(session).await;
+        self.mcp.lifecycle().settle(session).await;
         Ok(self.mcp.session_servers(session)?)
     }
 
@@ -146,7 +146,7 @@ impl Catalog {
         let mut params = rmcp::model::GetPromptRequestParams::new(entry.prompt.clone());
         params.arguments = Some(arguments.clone());
         let timeout = self.mcp.timeout_for(session, &server);
-        let result = (self.mcp)
+        let result = (self.mcp.requests())
             .request(&server, timeout, |peer| async move { peer.get_prompt(params).await })
             .await?;
         let result = serde_json::to_value(result).unwrap_or_default();
@@ -184,7 +184,7 @@ impl Catalog {
             ))));
         };
         let timeout = self.mcp.timeout_for(session, server);
-        Ok(self.mcp.request(server, timeout, send).await?)
+        Ok(self.mcp.requests().request(server, timeout, send).await?)
     }
 
     /// The first of the session's servers (by name) that offers `uri`: lists it, or has a
@@ -330,7 +330,7 @@ impl Catalog {
         }
         let params = rmcp::model::ReadResourceRequestParams::new(uri.clone());
         let timeout = self.mcp.timeout_for(session, server);
-        let result = (self.mcp)
+        let result = (self.mcp.requests())
             .request(server, timeout, |peer| async move { peer.read_resource(params).await })
             .await?;
         let result = serde_json::to_value(result).unwrap_or_default();

@@ -62,7 +62,7 @@ impl Core {
             // A derived session has no connection of its own: it lets its servers go with
             // its root's last client.
             for sid in self.with_descendants(id) {
-                self.services.mcp.release_session(&sid);
+                self.services.mcp.lifecycle().release_session(&sid);
                 self.services.catalog.forget(&sid);
             }
         }

@@ -34,6 +34,7 @@ impl Core {
         let idle: Vec<_> = self
             .services
             .mcp
+            .status()
             .list_all()
             .into_iter()
             .filter(geminid_protocol::mcp::ServerStatus::is_kept_warm)
@@ -115,12 +116,12 @@ impl Core {
             for (n, (config, env)) in plans.iter().enumerate() {
                 tokio::task::yield_now().await;
                 let id = format!("warm-up-{n}");
-                core.services.mcp.sync(SessionView { id: &id, config, env }, &[]);
+                core.services.mcp.lifecycle().sync(SessionView { id: &id, config, env }, &[]);
                 let stopping = tokio::select! {
-                    () = core.services.mcp.settle(&id) => false,
+                    () = core.services.mcp.lifecycle().settle(&id) => false,
                     () = core.services.shutdown.cancelled() => true,
                 };
-                core.services.mcp.release_session(&id);
+                core.services.mcp.lifecycle().release_session(&id);
                 if stopping {
                     return;
                 }

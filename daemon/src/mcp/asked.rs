@@ -17,50 +17,32 @@ use rmcp::model::{
     ElicitationAction, RequestId,
 };
 
-use super::roots::{self, Roots};
-use std::sync::Arc;
-
-use geminid_protocol::event::EventBody;
-use geminid_protocol::mcp::ServerState;
-
-use super::{Binding, Caller, Inner, Supervisor, Whose, orphans};
-use crate::mcp::server::{NewServer, Observer, Server};
-use crate::store::Store;
+use super::callers::{Caller, Whose};
+use super::entries::{Binding, Entry};
+use super::roots::{self, ROOTS_SET, Roots};
+use super::server::{NewServer, Server};
+use super::supervisor::Supervisor;
+use super::task;
 
 /// How long a request that names no known call waits for its call to register.
 const CALL_REGISTERS_WITHIN_MS: u64 = 200;
 
-/// The set of marks in the store naming spec identities whose servers asked for roots.
-pub(crate) const ROOTS_SET: &str = "asks-roots";
-
-impl Inner {
-    /// What an entry of spec identity `base` runs as for a session with `roots`: `base`
-    /// itself, unless its server is known to ask for roots and was given other roots (see
-    /// `roots`).
-    /// An entry of a session that runs no servers now, bound as a start would bind it: a
-    /// server that asked for roots may run under its roots' identity (one started after a
-    /// daemon restart does), which is the one to show.
-    pub(super) fn planned(&self, mut entry: super::Entry) -> super::Entry {
-        if let super::Binding::Runs(base) = &entry.binding {
-            entry.binding = super::Binding::Runs(self.identity_for(base, &entry.roots));
-        }
-        entry
-    }
-
-    pub(super) fn identity_for(&self, base: &str, roots: &Roots) -> String {
-        if !self.asks_roots.contains(base) {
-            return base.to_owned();
-        }
-        match (self.servers.contains_key(base), self.given_roots.get(base)) {
-            (true, Some(given)) if given == roots => base.to_owned(),
-            _ => roots::split_identity(base, roots),
-        }
+impl Supervisor {
+    /// What its servers ask of their client, answered for the session whose call caused it.
+    pub(super) fn asked(&self) -> Asked<'_> {
+        Asked { sup: self }
     }
 }
 
-impl Supervisor {
-    fn server_of(&self, identity: &str) -> Option<std::sync::Arc<Server>> {
-        self.inner().servers.get(identity).cloned()
+/// Answers to what servers ask (see the module).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asked<'a> {
+    sup: &'a Supervisor,
+}
+
+impl Asked<'_> {
+    fn server_of(self, identity: &str) -> Option<std::sync::Arc<Server>> {
+        self.sup.registry.lock().servers.get(identity).cloned()
     }
 
     /// The caller of a request from `identity`'s server, or why there is none (said in its
@@ -74,13 +56,13 @@ impl Supervisor {
         let server = self.server_of(identity)?;
         // A call is registered once its request is on its way, and a fast server can ask
         // before that: give it a moment.
-        let mut whose = self.callers.whose(identity, origin);
+        let mut whose = self.sup.callers.whose(identity, origin);
         for _ in 0..CALL_REGISTERS_WITHIN_MS / 5 {
             if whose != Whose::Nobody {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            whose = self.callers.whose(identity, origin);
+            whose = self.sup.callers.whose(identity, origin);
         }
         match whose {
             Whose::One(c) => {
@@ -116,11 +98,11 @@ impl Supervisor {
         origin: Option<&RequestId>,
         params: ElicitRequestParams,
     ) -> BoxFuture<'static, ElicitResult> {
-        let (me, identity, origin) = (self.me.upgrade(), identity.to_owned(), origin.cloned());
+        let (me, identity, origin) = (self.sup.me.upgrade(), identity.to_owned(), origin.cloned());
         async move {
             let decline = ElicitResult::new(ElicitationAction::Decline);
             let Some(me) = me else { return decline };
-            match me.caller_of(&identity, origin.as_ref(), "an elicitation").await {
+            match me.asked().caller_of(&identity, origin.as_ref(), "an elicitation").await {
                 Some((caller, server)) => me.callers.elicit(caller, server, params).await,
                 None => decline,
             }
@@ -134,12 +116,12 @@ impl Supervisor {
         origin: Option<&RequestId>,
         params: CreateMessageRequestParams,
     ) -> BoxFuture<'static, Result<CreateMessageResult, rmcp::ErrorData>> {
-        let (me, identity, origin) = (self.me.upgrade(), identity.to_owned(), origin.cloned());
+        let (me, identity, origin) = (self.sup.me.upgrade(), identity.to_owned(), origin.cloned());
         async move {
             let why = "no single session's call on this MCP server is in flight, so geminid cannot tell whose client should answer";
             let refused = Err(rmcp::ErrorData::new(rmcp::model::ErrorCode(-1), why, None));
             let Some(me) = me else { return refused };
-            match me.caller_of(&identity, origin.as_ref(), "a sampling request").await {
+            match me.asked().caller_of(&identity, origin.as_ref(), "a sampling request").await {
                 Some((caller, server)) => me.callers.sample(caller, server, params).await,
                 None => refused,
             }
@@ -150,19 +132,19 @@ impl Supervisor {
     /// `roots/list` from `identity`'s server: the calling session's roots (else those of the
     /// first session using it). The server is marked as asking for roots from now on, and
     /// sessions using it with other roots move to servers of their own.
-    pub(super) fn roots_for(&self, identity: &str, origin: Option<&RequestId>) -> Roots {
-        let caller = match self.callers.whose(identity, origin) {
+    pub(super) fn roots_for(self, identity: &str, origin: Option<&RequestId>) -> Roots {
+        let caller = match self.sup.callers.whose(identity, origin) {
             Whose::One(c) => Some(c.session),
             _ => None,
         };
         let mut moved: Vec<String> = Vec::new();
         let mut started = Vec::new();
         let (given, base, server) = {
-            let mut inner = self.inner();
+            let mut inner = self.sup.registry.lock();
             let Some(server) = inner.servers.get(identity).cloned() else {
                 return Roots::default();
             };
-            let mut users: Vec<(&String, &super::Entry)> = inner
+            let mut users: Vec<(&String, &Entry)> = inner
                 .sessions
                 .iter()
                 .flat_map(|(s, entries)| entries.values().map(move |e| (s, e)))
@@ -180,7 +162,7 @@ impl Supervisor {
             let Some((given, base)) = chosen else { return Roots::default() };
             inner.given_roots.insert(identity.to_owned(), given.clone());
             let newly = inner.asks_roots.insert(base.clone());
-            if newly && let Err(e) = self.store().mark(ROOTS_SET, &base) {
+            if newly && let Err(e) = self.sup.store().mark(ROOTS_SET, &base) {
                 tracing::warn!(server = %server.name, error = %e, "cannot record that the server asks for roots");
             }
             // Sessions with other roots: each set gets its own server.
@@ -207,7 +189,7 @@ impl Supervisor {
                             pinning: server.pinning,
                             log: None,
                         };
-                        let s = Server::start(new, self.observer(), self.opts);
+                        let s = task::start(new, self.sup.observer(), self.sup.opts);
                         inner.servers.insert(to.clone(), s.clone());
                         started.push(s);
                     }
@@ -232,105 +214,24 @@ impl Supervisor {
                 ),
             );
             tracing::info!(server = %server.name, identity = &base[..base.len().min(12)], sessions = ?moved, "a server asks for roots: split by roots");
-            self.servers_changed();
+            self.sup.registry.servers_changed();
         }
         drop(started);
         given
     }
-
-    /// Tell a server its roots changed (`notifications/roots/list_changed`).
-    pub(super) fn roots_changed(server: &Server) {
-        let Some(peer) = server.peer() else { return };
-        tokio::spawn(async move {
-            #[allow(
-                deprecated,
-                reason = "roots are SEP-2577-deprecated; servers of the eras before 2026-07-28 use them"
-            )]
-            let n = rmcp::model::ClientNotification::RootsListChangedNotification(
-                rmcp::model::RootsListChangedNotification::default(),
-            );
-            let _ = peer.send_notification(n).await;
-        });
-    }
 }
 
-/// What a server task reports and asks, through [`Observer`].
-#[allow(
-    deprecated,
-    reason = "sampling and roots are SEP-2577-deprecated; servers of the eras before 2026-07-28 use them"
-)]
-impl Observer for Supervisor {
-    fn state_changed(&self, server: &Arc<Server>, previous: ServerState) {
-        self.announce(server, previous);
-    }
-
-    fn catalog_changed(&self, server: &Arc<Server>) {
-        Supervisor::catalog_changed(self, server);
-    }
-
-    fn progress(&self, identity: &str, params: &rmcp::model::ProgressNotificationParam) {
-        self.callers.progress(identity, params);
-    }
-
-    fn elicit(
-        &self,
-        identity: &str,
-        origin: Option<rmcp::model::RequestId>,
-        params: rmcp::model::ElicitRequestParams,
-    ) -> futures::future::BoxFuture<'static, rmcp::model::ElicitResult> {
-        self.elicit_for(identity, origin.as_ref(), params)
-    }
-
-    fn sample(
-        &self,
-        identity: &str,
-        origin: Option<rmcp::model::RequestId>,
-        params: rmcp::model::CreateMessageRequestParams,
-    ) -> futures::future::BoxFuture<
-        'static,
-        Result<rmcp::model::CreateMessageResult, rmcp::ErrorData>,
-    > {
-        self.sample_for(identity, origin.as_ref(), params)
-    }
-
-    fn roots(
-        &self,
-        identity: &str,
-        origin: Option<rmcp::model::RequestId>,
-    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
-        Ok(roots::result(&self.roots_for(identity, origin.as_ref())))
-    }
-
-    fn message(&self, identity: &str, params: &rmcp::model::LoggingMessageNotificationParam) {
-        Supervisor::message(self, identity, params);
-    }
-
-    fn resource_updated(&self, identity: &str, uri: &str) {
-        let name = self.inner().servers.get(identity).map(|s| s.name.clone()).unwrap_or_default();
-        self.events.emit(EventBody::ResourceUpdated(geminid_protocol::mcp::ResourceUpdated {
-            server: name,
-            identity: identity.chars().take(12).collect(),
-            uri: uri.to_owned(),
-        }));
-    }
-
-    fn store(&self) -> &Store {
-        Supervisor::store(self)
-    }
-
-    fn auth(&self) -> Arc<crate::auth::Auth> {
-        self.auth.clone()
-    }
-
-    fn start_gate(&self) -> tokio::sync::watch::Receiver<orphans::Held> {
-        Supervisor::start_gate(self)
-    }
-
-    fn pins(&self) -> Arc<crate::pins::Pins> {
-        self.pins.clone()
-    }
-
-    fn pins_changed(&self, server: &Arc<Server>, fresh: &[geminid_protocol::pins::HeldDefinition]) {
-        self.announce_pins(server, fresh);
-    }
+/// Tell a server its roots changed (`notifications/roots/list_changed`).
+pub(super) fn roots_changed(server: &Server) {
+    let Some(peer) = server.peer() else { return };
+    tokio::spawn(async move {
+        #[allow(
+            deprecated,
+            reason = "roots are SEP-2577-deprecated; servers of the eras before 2026-07-28 use them"
+        )]
+        let n = rmcp::model::ClientNotification::RootsListChangedNotification(
+            rmcp::model::RootsListChangedNotification::default(),
+        );
+        let _ = peer.send_notification(n).await;
+    });
 }

@@ -17,7 +17,7 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::Sse;
 
-use super::connect::ConnectError;
+use super::error::ConnectError;
 use crate::auth::{Auth, AuthError, Target};
 use crate::secrets::Secret;
 
@@ -355,8 +355,8 @@ pub(crate) struct Remote {
 }
 
 /// The session's remote servers (those it could run; a blocked one is left out).
-pub(crate) fn remotes(view: super::SessionView<'_>) -> Vec<Remote> {
-    super::supervisor::Supervisor::entries(view, Default::default())
+pub(crate) fn remotes(view: super::entries::SessionView<'_>) -> Vec<Remote> {
+    super::entries::resolve(view, Default::default())
         .into_iter()
         .filter_map(|(name, (_, launch))| {
             let (spec, _, shown) = launch?;

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 
 use super::authed::AuthedHttp;
 use super::child::{self, StdioChild};
+use super::error::ConnectError;
 use super::failure::{chain, error_chain, is_unauthorized};
 use super::log::ServerLog;
 use super::order::Routed;
@@ -217,24 +218,6 @@ pub(crate) struct Running {
     pub cancel: RunningServiceCancellationToken,
     /// The child process, for stdio.
     pub child: Option<StdioChild>,
-}
-
-/// Why a connection attempt failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ConnectError {
-    /// The server answered 401: retrying without new credentials is pointless.
-    NeedsAuth(String),
-    /// Anything else; worth another attempt later. The message does not name the server (the
-    /// task does, once).
-    Failed(String),
-}
-
-impl std::fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::NeedsAuth(m) | Self::Failed(m) => f.write_str(m),
-        }
-    }
 }
 
 /// One connection attempt.

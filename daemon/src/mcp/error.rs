@@ -75,6 +75,24 @@ impl McpError {
     }
 }
 
+/// Why a connection attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ConnectError {
+    /// The server answered 401: retrying without new credentials is pointless.
+    NeedsAuth(String),
+    /// Anything else; worth another attempt later. The message does not name the server (the
+    /// task does, once).
+    Failed(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NeedsAuth(m) | Self::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rmcp::model::ErrorCode;

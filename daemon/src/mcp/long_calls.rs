@@ -15,8 +15,10 @@ use rmcp::model::{CancelTaskParams, GetTaskParams, RequestId, TaskPayload, TaskS
 use rmcp::service::Peer;
 use serde_json::Value;
 
+use super::callers::{Caller, Whose};
+use super::error::McpError;
 use super::server::Server;
-use super::{Supervisor, Whose};
+use super::supervisor::Supervisor;
 use crate::clock;
 use crate::store::tasks::TaskRecord;
 
@@ -59,8 +61,21 @@ impl Drop for CancelOnDrop {
 }
 
 impl Supervisor {
-    fn keep(&self, rec: &TaskRecord) {
-        if let Err(e) = self.store().put_task(rec) {
+    /// The tool calls its servers turned into tasks.
+    pub(crate) fn long_calls(&self) -> LongCalls<'_> {
+        LongCalls { sup: self }
+    }
+}
+
+/// Calls that became tasks (see the module).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LongCalls<'a> {
+    sup: &'a Supervisor,
+}
+
+impl LongCalls<'_> {
+    fn keep(self, rec: &TaskRecord) {
+        if let Err(e) = self.sup.store().put_task(rec) {
             tracing::warn!(task = %rec.task.id, error = %e, "the task's state is not kept");
         }
     }
@@ -74,9 +89,9 @@ impl Supervisor {
         created: rmcp::model::CreateTaskResult,
     ) -> Result<Value, rmcp::ServiceError> {
         let identity = server.identity.clone();
-        let caller = match self.callers.whose(&identity, Some(origin)) {
+        let caller = match self.sup.callers.whose(&identity, Some(origin)) {
             Whose::One(c) => c,
-            _ => super::Caller { session: String::new(), call_id: None, name: String::new() },
+            _ => Caller { session: String::new(), call_id: None, name: String::new() },
         };
         let now = clock::now_ms();
         let t = &created.task;
@@ -161,7 +176,8 @@ impl Supervisor {
                         continue;
                     };
                     let identity = rec.identity.clone();
-                    let responses = self.fulfil(&identity, origin, Some(input_requests)).await?;
+                    let responses =
+                        self.sup.requests().fulfil(&identity, origin, Some(input_requests)).await?;
                     let p = rmcp::model::UpdateTaskParams::new(rec.task.task_id.clone(), responses);
                     peer.update_task(p).await?;
                 }
@@ -186,9 +202,9 @@ impl Supervisor {
 
     /// `server` connected: follow again its tasks the store had open when the daemon started
     /// (left by a daemon that stopped while they ran), once.
-    pub(super) fn resume_tasks(&self, server: &Arc<Server>) {
+    pub(super) fn resume_tasks(self, server: &Arc<Server>) {
         let open: Vec<TaskRecord> = {
-            let mut inner = self.inner();
+            let mut inner = self.sup.registry.lock();
             let (mine, rest) = std::mem::take(&mut inner.resume)
                 .into_iter()
                 .partition(|r: &TaskRecord| r.identity == server.identity);
@@ -198,46 +214,43 @@ impl Supervisor {
         if open.is_empty() {
             return;
         }
-        let (Some(peer), Some(me)) = (server.peer(), self.me.upgrade()) else { return };
+        let (Some(peer), Some(me)) = (server.peer(), self.sup.me.upgrade()) else { return };
         for mut rec in open {
             let (peer, me) = (peer.clone(), me.clone());
             server.log.push("geminid", &format!("following task {} again", rec.task.task_id));
             tokio::spawn(async move {
-                let _ = me.poll(&peer, &mut rec, None, POLL_MIN).await;
+                let _ = me.long_calls().poll(&peer, &mut rec, None, POLL_MIN).await;
             });
         }
     }
 
     /// A session's tasks, newest first.
-    pub(crate) fn tasks(&self, session: &str) -> Vec<McpTask> {
-        self.store().tasks_of(session).into_iter().map(|r| r.task).collect()
+    pub(crate) fn tasks(self, session: &str) -> Vec<McpTask> {
+        self.sup.store().tasks_of(session).into_iter().map(|r| r.task).collect()
     }
 
     /// Ask the server to cancel one of the session's tasks.
-    pub(crate) async fn cancel_task(
-        &self,
-        session: &str,
-        id: &str,
-    ) -> Result<McpTask, super::McpError> {
-        let rec = self.store().tasks_of(session).into_iter().find(|r| r.task.id == id).ok_or_else(
-            || {
-                super::McpError::NotFound(format!(
-                    "session {session} has no task {id} (`tasks/list` shows its tasks)"
-                ))
-            },
-        )?;
+    pub(crate) async fn cancel_task(&self, session: &str, id: &str) -> Result<McpTask, McpError> {
+        let rec =
+            self.sup.store().tasks_of(session).into_iter().find(|r| r.task.id == id).ok_or_else(
+                || {
+                    McpError::NotFound(format!(
+                        "session {session} has no task {id} (`tasks/list` shows its tasks)"
+                    ))
+                },
+            )?;
         if rec.task.state.is_final() {
             return Ok(rec.task);
         }
-        let server = self.inner().servers.get(&rec.identity).cloned();
+        let server = self.sup.registry.lock().servers.get(&rec.identity).cloned();
         let peer = server.as_ref().and_then(|s| s.peer()).ok_or_else(|| {
-            super::McpError::Unavailable(format!(
+            McpError::Unavailable(format!(
                 "MCP server '{}' is not connected: its task cannot be cancelled now",
                 rec.task.server
             ))
         })?;
         peer.cancel_task(CancelTaskParams::new(rec.task.task_id.clone())).await.map_err(|e| {
-            super::McpError::of_service(&rec.task.server, &e, super::failure::error_chain(&e))
+            McpError::of_service(&rec.task.server, &e, super::failure::error_chain(&e))
         })?;
         Ok(rec.task)
     }

@@ -4,9 +4,7 @@
 //! it comes off the wire, `order`, so before the answer of a call it came before), which is
 //! what a client of 2026-07-28 that asks a call's messages gets them by.
 
-use std::sync::Arc;
-
-use super::Supervisor;
+use super::callers::Caller;
 
 /// A server's log message as it sent it.
 #[derive(Debug)]
@@ -17,35 +15,8 @@ pub(crate) struct ServerMessage {
     /// The message.
     pub params: rmcp::model::LoggingMessageNotificationParam,
     /// The calls in flight on the server's connection when it came.
-    pub calls: Vec<super::Caller>,
+    pub calls: Vec<Caller>,
 }
 
 /// Log messages kept for a gateway client that falls behind (it misses older ones).
 pub(super) const KEPT: usize = 256;
-
-impl Supervisor {
-    /// Servers' log messages from now on.
-    pub(crate) fn messages(&self) -> tokio::sync::broadcast::Receiver<Arc<ServerMessage>> {
-        self.messages.subscribe()
-    }
-
-    /// A server sent a log message.
-    #[allow(
-        deprecated,
-        reason = "logging is SEP-2577-deprecated; servers of the earlier eras use it"
-    )]
-    pub(super) fn message(
-        &self,
-        identity: &str,
-        params: &rmcp::model::LoggingMessageNotificationParam,
-    ) {
-        if self.messages.receiver_count() > 0 {
-            let m = ServerMessage {
-                identity: identity.to_owned(),
-                params: params.clone(),
-                calls: self.callers.in_flight(identity),
-            };
-            let _ = self.messages.send(Arc::new(m));
-        }
-    }
-}

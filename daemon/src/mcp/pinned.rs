@@ -2,7 +2,7 @@
 //! listing, for every session at once, and what differs is held back from the catalog the
 //! sessions and the gateway see (where its pinning is `enforce`).
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
@@ -10,29 +10,15 @@ use sha2::{Digest, Sha256};
 use geminid_protocol::pins::{Change, DefinitionKind, HeldDefinition, PinMode, PinStatus};
 
 use super::catalog::Catalog;
-use super::server::{Observer, Server};
+use super::server::{Observer, PinState, Server, Shown};
+use super::supervisor::Supervisor;
 use crate::pins::canon;
 use crate::pins::{Differ, Verdict};
-
-/// A server's pins as of its last listing.
-#[derive(Debug, Default)]
-pub(crate) struct PinState {
-    /// The last comparison.
-    pub verdict: Option<Arc<Verdict>>,
-    /// What it listed, when something of it is held (its catalog is then the rest).
-    pub listed: Option<Arc<Catalog>>,
-    /// Its pins were made by this daemon run (trust on first use).
-    pub first_use: bool,
-    /// What its last reviews (`mcp/review`) showed, by their digest, the newest last.
-    pub reviews: VecDeque<(String, BTreeSet<Shown>)>,
-}
 
 /// How many reviews of a server an accept may name by their digest.
 const REVIEWS_KEPT: usize = 8;
 
-/// One definition as a review showed it: its kind, name and the digest of its listed form.
-pub(crate) type Shown = (DefinitionKind, String, String);
-
+/// One definition as a review shows it.
 fn shown(d: &Differ) -> Shown {
     (d.def.kind, d.def.name.clone(), d.def.sha256.clone())
 }
@@ -223,16 +209,29 @@ pub(crate) enum ReviewError {
     Pins(#[from] crate::pins::PinError),
 }
 
-impl super::Supervisor {
+impl Supervisor {
+    /// Its servers' tool-definition pins: `mcp/review`, `mcp/accept`, `mcp/reject`.
+    pub(crate) fn pinning(&self) -> Pinning<'_> {
+        Pinning { sup: self }
+    }
+}
+
+/// Review and settle what differs from a server's pins (see the module).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pinning<'a> {
+    sup: &'a Supervisor,
+}
+
+impl Pinning<'_> {
     /// Say that what differs of `server` changed: an `mcp/toolsChanged` event, a log line, and
     /// an audit record per definition that differs newly.
-    pub(super) fn announce_pins(&self, server: &Arc<Server>, fresh: &[HeldDefinition]) {
-        let sessions = self.inner().users(&server.identity);
+    pub(super) fn announce_pins(self, server: &Arc<Server>, fresh: &[HeldDefinition]) {
+        let sessions = self.sup.registry.lock().users(&server.identity);
         let differs = server.pin_status().map(|p| p.differs).unwrap_or_default();
         for d in fresh {
             tracing::warn!(server = %server.name, kind = d.kind.label(), name = %d.name, change = d.change.label(), held = d.held, "a definition differs from its pin");
         }
-        if let Some(audit) = &self.pins.audit {
+        if let Some(audit) = &self.sup.pins.audit {
             let problem = server.pin_verdict().and_then(|v| v.problem.clone());
             for d in fresh {
                 let why = match (&problem, d.change, d.held) {
@@ -249,7 +248,7 @@ impl super::Supervisor {
                 audit.note(&server.name, &audit_name(server, d), "pins", Some(what));
             }
         }
-        self.events.emit(geminid_protocol::event::EventBody::ToolsChanged(
+        self.sup.events.emit(geminid_protocol::event::EventBody::ToolsChanged(
             geminid_protocol::pins::ToolsChanged {
                 server: server.name.clone(),
                 identity: server.identity[..12].to_owned(),
@@ -259,29 +258,12 @@ impl super::Supervisor {
         ));
     }
 
-    fn verdict_of(server: &Server) -> Result<Arc<Verdict>, ReviewError> {
-        if server.pinning == PinMode::Off {
-            return Err(ReviewError::NothingListed(format!(
-                "MCP server '{}' is not pinned (its pinning is off)",
-                server.name
-            )));
-        }
-        server.pin_verdict().ok_or_else(|| {
-            ReviewError::NothingListed(format!(
-                "MCP server '{}' has not listed its definitions yet ({}); `gemctl mcp list` \
-                 shows when it is connected",
-                server.name,
-                server.snapshot().state.phrase()
-            ))
-        })
-    }
-
     /// `mcp/review`.
     pub(crate) fn review(
         &self,
         server: &Server,
     ) -> Result<geminid_protocol::pins::ReviewResult, ReviewError> {
-        let v = Self::verdict_of(server)?;
+        let v = verdict_of(server)?;
         let held = server.pinning == PinMode::Enforce;
         let seen: BTreeSet<Shown> = v.differs.iter().map(shown).collect();
         let digest = if seen.is_empty() { String::new() } else { review_digest(&seen) };
@@ -313,53 +295,6 @@ impl super::Supervisor {
         })
     }
 
-    /// Whether `chosen` (of `differs`) may be pinned: each must be listed as the review named
-    /// by `digest` showed it (or, without one, as the server's last review did). `Ok(true)`:
-    /// no review was asked of the server, so what is pinned is what one would show now.
-    fn reviewed(
-        server: &Server,
-        differs: &[Differ],
-        chosen: &[&Differ],
-        digest: Option<&str>,
-    ) -> Result<bool, ReviewError> {
-        let s = &server.name;
-        let now: BTreeSet<Shown> = differs.iter().map(shown).collect();
-        let state = server.pin_state();
-        let basis = match digest {
-            Some(d) if d == review_digest(&now) => return Ok(false),
-            Some(d) => match state.reviews.iter().find(|(r, _)| r == d) {
-                Some((_, seen)) => seen,
-                None => {
-                    return Err(ReviewError::Unreviewed(format!(
-                        "MCP server '{s}' lists its definitions otherwise than the review of \
-                         digest {d} showed them (or this geminid did not show that review): \
-                         nothing was pinned; `gemctl mcp review {s}` shows them as listed now, \
-                         then accept with the digest it prints"
-                    )));
-                }
-            },
-            None => match state.reviews.back() {
-                Some((_, seen)) => seen,
-                None => return Ok(true),
-            },
-        };
-        let unseen: Vec<String> = chosen
-            .iter()
-            .filter(|d| !basis.contains(&shown(d)))
-            .map(|d| format!("{} {}", d.def.kind.label(), d.def.name))
-            .collect();
-        if unseen.is_empty() {
-            return Ok(false);
-        }
-        Err(ReviewError::Unreviewed(format!(
-            "MCP server '{s}' lists {} otherwise than `gemctl mcp review {s}` showed {}: \
-             nothing was pinned; review again (`gemctl mcp review {s}`), then `gemctl mcp \
-             accept {s} --digest D` with the digest that review prints",
-            unseen.join(", "),
-            if digest.is_some() { "under that digest" } else { "last" }
-        )))
-    }
-
     /// `mcp/accept` (`accept`) or `mcp/reject`: then the server's catalog is offered anew.
     pub(crate) async fn settle_pins(
         &self,
@@ -368,16 +303,16 @@ impl super::Supervisor {
         digest: Option<String>,
         accept: bool,
     ) -> Result<geminid_protocol::pins::PinsResult, ReviewError> {
-        let v = Self::verdict_of(server)?;
+        let v = verdict_of(server)?;
         let unreviewed = accept && {
             let chosen: Vec<&Differ> = v
                 .differs
                 .iter()
                 .filter(|d| names.is_empty() || names.contains(&d.def.name))
                 .collect();
-            Self::reviewed(server, &v.differs, &chosen, digest.as_deref())?
+            reviewed(server, &v.differs, &chosen, digest.as_deref())?
         };
-        let (pins, s) = (self.pins.clone(), server.clone());
+        let (pins, s) = (self.sup.pins.clone(), server.clone());
         let chosen = names.clone();
         let done = tokio::task::spawn_blocking(move || {
             let (key, source) = &s.pin_key;
@@ -391,7 +326,7 @@ impl super::Supervisor {
         .map_err(crate::pins::KeepError::from)
         .map_err(crate::pins::PinError::from)??;
         tracing::info!(server = %server.name, accepted = accept, names = ?done, "pins settled");
-        if let Some(audit) = &self.pins.audit {
+        if let Some(audit) = &self.sup.pins.audit {
             let origin = if accept { "pins/accept" } else { "pins/reject" };
             for name in &done {
                 let tool = if server.catalog_listed().tool(name).is_some() {
@@ -411,8 +346,8 @@ impl super::Supervisor {
             ),
         );
         let listed = server.catalog_listed();
-        server.set_catalog(offer(server, self, listed).await);
-        self.catalog_changed(server);
+        server.set_catalog(offer(server, self.sup, listed).await);
+        self.sup.status().catalog_changed(server);
         let differs = server.pin_status().map(|p| p.differs).unwrap_or_default();
         Ok(geminid_protocol::pins::PinsResult {
             server: server.name.clone(),
@@ -421,6 +356,70 @@ impl super::Supervisor {
             unreviewed,
         })
     }
+}
+
+fn verdict_of(server: &Server) -> Result<Arc<Verdict>, ReviewError> {
+    if server.pinning == PinMode::Off {
+        return Err(ReviewError::NothingListed(format!(
+            "MCP server '{}' is not pinned (its pinning is off)",
+            server.name
+        )));
+    }
+    server.pin_verdict().ok_or_else(|| {
+        ReviewError::NothingListed(format!(
+            "MCP server '{}' has not listed its definitions yet ({}); `gemctl mcp list` \
+             shows when it is connected",
+            server.name,
+            server.snapshot().state.phrase()
+        ))
+    })
+}
+
+/// Whether `chosen` (of `differs`) may be pinned: each must be listed as the review named
+/// by `digest` showed it (or, without one, as the server's last review did). `Ok(true)`:
+/// no review was asked of the server, so what is pinned is what one would show now.
+fn reviewed(
+    server: &Server,
+    differs: &[Differ],
+    chosen: &[&Differ],
+    digest: Option<&str>,
+) -> Result<bool, ReviewError> {
+    let s = &server.name;
+    let now: BTreeSet<Shown> = differs.iter().map(shown).collect();
+    let state = server.pin_state();
+    let basis = match digest {
+        Some(d) if d == review_digest(&now) => return Ok(false),
+        Some(d) => match state.reviews.iter().find(|(r, _)| r == d) {
+            Some((_, seen)) => seen,
+            None => {
+                return Err(ReviewError::Unreviewed(format!(
+                    "MCP server '{s}' lists its definitions otherwise than the review of \
+                     digest {d} showed them (or this geminid did not show that review): \
+                     nothing was pinned; `gemctl mcp review {s}` shows them as listed now, \
+                     then accept with the digest it prints"
+                )));
+            }
+        },
+        None => match state.reviews.back() {
+            Some((_, seen)) => seen,
+            None => return Ok(true),
+        },
+    };
+    let unseen: Vec<String> = chosen
+        .iter()
+        .filter(|d| !basis.contains(&shown(d)))
+        .map(|d| format!("{} {}", d.def.kind.label(), d.def.name))
+        .collect();
+    if unseen.is_empty() {
+        return Ok(false);
+    }
+    Err(ReviewError::Unreviewed(format!(
+        "MCP server '{s}' lists {} otherwise than `gemctl mcp review {s}` showed {}: \
+         nothing was pinned; review again (`gemctl mcp review {s}`), then `gemctl mcp \
+         accept {s} --digest D` with the digest that review prints",
+        unseen.join(", "),
+        if digest.is_some() { "under that digest" } else { "last" }
+    )))
 }
 
 /// How the audit log names a definition: a tool by its fully qualified name.

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use geminid_protocol::mcp::ServerState;
 
+use super::error::McpError;
 use super::server::{self, Server};
-use super::{McpError, Supervisor, connect, spec};
+use super::supervisor::Supervisor;
+use super::{connect, spec};
 
 /// Sends `notifications/cancelled` for a request whose caller went away.
 struct CancelOnDrop {
@@ -79,18 +81,31 @@ fn input_required_as_such(
 }
 
 /// `params` with the key the server gave them among its input requests in `_meta`
-/// ([`super::INPUT_KEY`]): the ask they become keeps it, for a gateway client of the same era to
+/// ([`super::callers::INPUT_KEY`]): the ask they become keeps it, for a gateway client of the same era to
 /// be asked under the server's own key.
 fn keyed<T: serde::Serialize + serde::de::DeserializeOwned>(params: T, key: &str) -> T {
     let Ok(mut v) = serde_json::to_value(&params) else { return params };
     let Some(obj) = v.as_object_mut() else { return params };
     let meta = obj.entry("_meta").or_insert_with(|| serde_json::json!({}));
     let Some(meta) = meta.as_object_mut() else { return params };
-    meta.insert(super::INPUT_KEY.to_owned(), serde_json::Value::String(key.to_owned()));
+    meta.insert(super::callers::INPUT_KEY.to_owned(), serde_json::Value::String(key.to_owned()));
     serde_json::from_value(v).unwrap_or(params)
 }
 
 impl Supervisor {
+    /// Requests to its servers.
+    pub(crate) fn requests(&self) -> Requests<'_> {
+        Requests { sup: self }
+    }
+}
+
+/// One request to a server (see the module).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Requests<'a> {
+    sup: &'a Supervisor,
+}
+
+impl Requests<'_> {
     /// `tools/call` on the server, keeping the result as JSON (content types rmcp does not
     /// know, or a `content` that is not an array, reach the converter instead of failing the
     /// call). A 2026-07-28 server's `input_required` answers are fulfilled for the call's own
@@ -113,7 +128,7 @@ impl Supervisor {
         // one, for the server's log and the gateway's clients (which filter by their own).
         let meta = connect::is_modern(peer).then(|| {
             let mut meta = rmcp::model::RequestMetaObject::new();
-            meta.set_client_capabilities(self.callers.capabilities(session));
+            meta.set_client_capabilities(self.sup.callers.capabilities(session));
             #[allow(deprecated, reason = "logging is SEP-2577-deprecated, and still the era's")]
             meta.set_log_level(rmcp::model::LoggingLevel::Debug);
             meta
@@ -134,7 +149,7 @@ impl Supervisor {
                 }
                 ServerResult::CustomResult(c) => return Ok(c.0),
                 ServerResult::CreateTaskResult(t) => {
-                    return self.follow_task(server, peer, &origin, t).await;
+                    return self.sup.long_calls().follow_task(server, peer, &origin, t).await;
                 }
                 ServerResult::EmptyResult(_) => return Ok(serde_json::json!({})),
                 ServerResult::InputRequiredResult(r) => {
@@ -175,18 +190,20 @@ impl Supervisor {
             let value = match request {
                 InputRequest::Elicitation(r) => {
                     let params = keyed(r.params, &key);
-                    let answer = self.elicit_for(identity, Some(origin), params).await;
+                    let answer = self.sup.asked().elicit_for(identity, Some(origin), params).await;
                     serde_json::to_value(answer)
                 }
                 InputRequest::CreateMessage(r) => {
                     let answer = self
+                        .sup
+                        .asked()
                         .sample_for(identity, Some(origin), keyed(r.params, &key))
                         .await
                         .map_err(rmcp::ServiceError::McpError)?;
                     serde_json::to_value(answer)
                 }
                 InputRequest::ListRoots(_) => serde_json::to_value(super::roots::result(
-                    &self.roots_for(identity, Some(origin)),
+                    &self.sup.asked().roots_for(identity, Some(origin)),
                 )),
                 other => {
                     let why = format!("geminid cannot answer this input request: {other:?}");
@@ -216,14 +233,6 @@ impl Supervisor {
         params.arguments = arguments;
         let call = |peer| async move { self.call_raw(server, session, &peer, params, sent).await };
         self.request(server, timeout, call).await
-    }
-
-    /// Why `server` cannot take a request now; none while it is connected.
-    pub(crate) fn not_connected(server: &Server) -> Option<McpError> {
-        server
-            .peer()
-            .is_none()
-            .then(|| McpError::Unavailable(unavailable(&server.name, &server.snapshot())))
     }
 
     /// One request to a server, as `send` makes it: fails at once if the server is not
@@ -275,6 +284,14 @@ impl Supervisor {
             Err(_) => Err(McpError::TimedOut { server: name.clone(), after: timeout }),
         }
     }
+}
+
+/// Why `server` cannot take a request now; none while it is connected.
+pub(crate) fn not_connected(server: &Server) -> Option<McpError> {
+    server
+        .peer()
+        .is_none()
+        .then(|| McpError::Unavailable(unavailable(&server.name, &server.snapshot())))
 }
 
 /// Why a server that is not connected cannot answer: its last error always names it; without

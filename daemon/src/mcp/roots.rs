@@ -20,6 +20,9 @@ use sha2::{Digest, Sha256};
 use crate::config::env::Env;
 use crate::config::folders::dirs;
 
+/// The set of marks in the store naming spec identities whose servers asked for roots.
+pub(crate) const ROOTS_SET: &str = "asks-roots";
+
 /// One root.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Root {

@@ -10,31 +10,24 @@
 //! ```
 
 use parking_lot::Mutex;
-use std::sync::{Arc, Weak};
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use geminid_protocol::config::Scope;
 use geminid_protocol::mcp::{ServerState, Transport as Wire};
+use geminid_protocol::pins::DefinitionKind;
 use rmcp::RoleClient;
 use rmcp::service::Peer;
 use tokio::sync::watch;
 
-use super::McpOptions;
 use super::catalog::Catalog;
 use super::log::ServerLog;
+use super::mailbox::{Cmd, Commands, Mailbox};
 use super::orphans::Held;
 use super::spec::{LaunchSpec, Network};
-use super::task::{Commands, Mailbox, run};
+use crate::pins::Verdict;
 use crate::store::Store;
-
-/// What the task is told.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Cmd {
-    /// Stop and start again, forgetting past failures.
-    Restart,
-    /// Stop for good.
-    Stop,
-}
 
 /// What a server task tells, and asks of, whoever supervises it (the `Supervisor`): the
 /// task knows this trait, not the supervisor.
@@ -88,6 +81,22 @@ pub(crate) trait Observer: Send + Sync {
     /// What of the server differs from its pins changed; `fresh` is what differs newly.
     fn pins_changed(&self, server: &Arc<Server>, fresh: &[geminid_protocol::pins::HeldDefinition]);
 }
+
+/// A server's pins as of its last listing.
+#[derive(Debug, Default)]
+pub(crate) struct PinState {
+    /// The last comparison.
+    pub verdict: Option<Arc<Verdict>>,
+    /// What it listed, when something of it is held (its catalog is then the rest).
+    pub listed: Option<Arc<Catalog>>,
+    /// Its pins were made by this daemon run (trust on first use).
+    pub first_use: bool,
+    /// What its last reviews (`mcp/review`) showed, by their digest, the newest last.
+    pub reviews: VecDeque<(String, BTreeSet<Shown>)>,
+}
+
+/// One definition as a review showed it: its kind, name and the digest of its listed form.
+pub(crate) type Shown = (DefinitionKind, String, String);
 
 /// A server's runtime state.
 #[derive(Debug, Clone)]
@@ -151,7 +160,7 @@ pub(crate) struct Server {
     pub pinning: geminid_protocol::pins::PinMode,
     /// The tool calls sent to it.
     pub(crate) calls: super::usage::Calls,
-    pub(super) pins: Mutex<super::pinned::PinState>,
+    pub(super) pins: Mutex<PinState>,
     pub(super) status: watch::Sender<Snapshot>,
     peer: Mutex<Option<Peer<RoleClient>>>,
     catalog: Mutex<Option<Arc<Catalog>>>,
@@ -193,8 +202,8 @@ pub(crate) struct NewServer {
 }
 
 impl Server {
-    /// Create it and start its task.
-    pub(crate) fn start(new: NewServer, sup: Weak<dyn Observer>, opts: McpOptions) -> Arc<Self> {
+    /// Create it, with the receiving end of its mailbox for its task (`task::start`).
+    pub(super) fn create(new: NewServer) -> (Arc<Self>, Commands) {
         let (cmds, rx) = watch::channel(Mailbox::default());
         let rx = Commands::new(rx);
         let snapshot = Snapshot {
@@ -228,32 +237,12 @@ impl Server {
             cmds,
             task: Mutex::default(),
         });
-        // Everything the task logs names its server.
-        let span =
-            tracing::info_span!("server", server = %server.name, identity = &server.identity[..12]);
-        let inner =
-            tokio::spawn(tracing::Instrument::instrument(run(server.clone(), sup, opts, rx), span));
-        let watched = server.clone();
-        // A bug in the task must not leave the server looking alive.
-        let task = tokio::spawn(async move {
-            if let Err(e) = inner.await
-                && e.is_panic()
-            {
-                tracing::error!(server = %watched.name, "MCP server supervisor task panicked");
-                watched.set_peer(None);
-                watched.status.send_modify(|s| {
-                    s.state = ServerState::Disconnected;
-                    s.pid = None;
-                    s.restarting = false;
-                    s.last_error = Some(format!(
-                        "MCP server '{}': geminid's supervisor failed (a bug; see its log)",
-                        watched.name
-                    ));
-                });
-            }
-        });
-        *server.task.lock() = Some(task);
-        server
+        (server, rx)
+    }
+
+    /// Keep its task's handle, for [`Server::stop`] to wait on.
+    pub(super) fn attach(&self, task: tokio::task::JoinHandle<()>) {
+        *self.task.lock() = Some(task);
     }
 
     /// Its state now.

@@ -3,36 +3,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use geminid_protocol::config::{BlockReason, Scope};
-use geminid_protocol::mcp::{AtRest, ServerState, ServerStatus, Transport as Wire};
+use geminid_protocol::config::Scope;
+use geminid_protocol::event::EventBody;
+use geminid_protocol::mcp::{
+    AtRest, ServerState, ServerStateChanged, ServerStatus, Transport as Wire,
+};
 
+use super::entries::{Binding, SessionView, resolve};
+use super::error::McpError;
+use super::registry::Inner;
 use super::server::{Server, planned_transport};
-use super::{Binding, Inner, McpError, SessionView, Supervisor};
+use super::supervisor::Supervisor;
 use crate::config::env::redact_urls;
 use crate::naming;
-
-/// `command args…` or the URL. As Gemini CLI prints it: a space after the command even with
-/// no arguments (`gemini mcp list` shows `srv  (stdio)`).
-fn stdio_target(command: &str, args: &[String]) -> String {
-    format!("{command} {}", args.join(" "))
-}
-
-/// Transport and target of an entry as shown: pass the entry as written (`spec.shown`), so
-/// a `$VAR` in its args or URL never shows the value it holds.
-pub(super) fn config_target(c: &crate::config::mcp::McpServerConfig) -> (Wire, String) {
-    use crate::config::mcp::TransportType;
-    match (&c.http_url, &c.url, &c.command) {
-        (Some(u), _, _) => (Wire::Http, redact_urls(u).into_owned()),
-        (None, Some(u), _) if c.transport_type == Some(TransportType::Sse) => {
-            (Wire::Sse, redact_urls(u).into_owned())
-        }
-        (None, Some(u), _) => (Wire::Http, redact_urls(u).into_owned()),
-        (None, None, Some(cmd)) => {
-            (Wire::Stdio, stdio_target(cmd, c.args.as_deref().unwrap_or_default()))
-        }
-        (None, None, None) => (Wire::Stdio, String::new()),
-    }
-}
 
 /// The status of an entry nothing runs for.
 fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> ServerStatus {
@@ -67,41 +50,20 @@ fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> Ser
     }
 }
 
-pub(super) fn block_text(reason: BlockReason) -> (ServerState, &'static str) {
-    match reason {
-        BlockReason::Session => (ServerState::Disabled, "disabled for this session"),
-        BlockReason::Enablement => {
-            (ServerState::Disabled, "disabled in mcp-server-enablement.json")
-        }
-        BlockReason::UntrustedFolder => {
-            (ServerState::Disabled, "this folder is not trusted: `gemctl trust` trusts it")
-        }
-        BlockReason::Admin => {
-            (ServerState::Blocked, "MCP servers are turned off by admin settings")
-        }
-        BlockReason::Allowlist => (ServerState::Blocked, "not in mcp.allowed"),
-        BlockReason::Excludelist => (ServerState::Blocked, "listed in mcp.excluded"),
-        BlockReason::Invalid => {
-            (ServerState::Blocked, "its configuration is invalid (gemctl config check)")
-        }
-        BlockReason::Gateway => (
-            ServerState::Blocked,
-            "it is geminid's own gateway (gemctl mcp serve), for other clients; geminid does not serve itself",
-        ),
+impl Supervisor {
+    /// What it says of its servers: `mcp/listServers`, one server's status, why a tool is missing, and the state and catalog events.
+    pub(crate) fn status(&self) -> Status<'_> {
+        Status { sup: self }
     }
 }
 
-impl Supervisor {
-    /// Whether the session runs its servers now (it has bindings).
-    pub(crate) fn runs_session(&self, session: &str) -> bool {
-        self.inner().sessions.contains_key(session)
-    }
+/// The servers' status, read from the registry (see the module).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Status<'a> {
+    sup: &'a Supervisor,
+}
 
-    /// Whether `server` runs now (not stopped lately: see [`Supervisor::find`]).
-    pub(crate) fn runs(&self, server: &Arc<Server>) -> bool {
-        self.inner().servers.get(&server.identity).is_some_and(|s| Arc::ptr_eq(s, server))
-    }
-
+impl Status<'_> {
     /// The server a session's entry `name` resolves to when the session runs none (its
     /// settings in `view`): the one of that identity running for others, or stopped lately.
     pub(crate) fn find_planned(
@@ -109,7 +71,7 @@ impl Supervisor {
         view: SessionView<'_>,
         name: &str,
     ) -> Result<Arc<Server>, McpError> {
-        let resolved = Self::entries(view, self.pins.mode);
+        let resolved = resolve(view, self.sup.pins.mode);
         let Some((entry, _)) = resolved.get(name) else {
             let near =
                 geminid_protocol::suggest::did_you_mean(name, resolved.keys().map(|k| k.as_str()));
@@ -117,7 +79,7 @@ impl Supervisor {
                 "no MCP server named '{name}' in this session{near}"
             )));
         };
-        let inner = self.inner();
+        let inner = self.sup.registry.lock();
         let entry = inner.planned(entry.clone());
         inner.bound(name, &entry.binding)
     }
@@ -174,25 +136,26 @@ impl Supervisor {
             usage: None,
             at_rest: None,
         };
-        inner.idle.describe(&server.identity, self.opts.linger, &mut status);
+        inner.idle.describe(&server.identity, self.sup.opts.linger, &mut status);
         status
     }
 
     /// Every running server (for `mcp/listServers` without a session).
-    pub(crate) fn list_all(&self) -> Vec<ServerStatus> {
-        let inner = self.inner();
+    pub(crate) fn list_all(self) -> Vec<ServerStatus> {
+        let inner = self.sup.registry.lock();
         let mut out: Vec<ServerStatus> =
             inner.servers.values().map(|s| self.status_of(&inner, s, &s.name, s.scope)).collect();
         out.sort_by(|a, b| (a.scope, &a.name).cmp(&(b.scope, &b.name)));
         out
     }
 
-    /// [`Supervisor::list_all`], each with its usage: its calls, and what its process tree
+    /// [`Status::list_all`], each with its usage: its calls, and what its process tree
     /// holds (one pass over the process table for all of them, outside the lock).
-    pub(crate) fn list_all_with_usage(&self) -> Vec<ServerStatus> {
-        let servers: Vec<Arc<Server>> = self.inner().servers.values().cloned().collect();
+    pub(crate) fn list_all_with_usage(self) -> Vec<ServerStatus> {
+        let servers: Vec<Arc<Server>> =
+            self.sup.registry.lock().servers.values().cloned().collect();
         let held = super::usage::of_groups(servers.iter().filter_map(|s| s.snapshot().pid));
-        let inner = self.inner();
+        let inner = self.sup.registry.lock();
         let mut out: Vec<ServerStatus> = servers
             .iter()
             .map(|s| {
@@ -208,10 +171,10 @@ impl Supervisor {
     /// A session's entries and their state. Never starts anything: an entry of a session that
     /// has not asked for its servers shows the state of a server another session runs for the
     /// same identity, else `disconnected`.
-    pub(crate) fn list_session(&self, view: SessionView<'_>) -> Vec<ServerStatus> {
-        let inner = self.inner();
+    pub(crate) fn list_session(self, view: SessionView<'_>) -> Vec<ServerStatus> {
+        let inner = self.sup.registry.lock();
         let active = inner.sessions.get(view.id);
-        let resolved = Self::entries(view, self.pins.mode);
+        let resolved = resolve(view, self.sup.pins.mode);
         let mut out = Vec::new();
         for (name, (entry, launch)) in resolved {
             // A session that runs its servers reports what it runs (which may lag a config
@@ -289,17 +252,14 @@ impl Supervisor {
     }
 
     /// One server's status, named as it was started.
-    pub(crate) fn status(&self, server: &Arc<Server>) -> ServerStatus {
-        self.status_of(&self.inner(), server, &server.name, server.scope)
+    pub(crate) fn of(self, server: &Arc<Server>) -> ServerStatus {
+        self.status_of(&self.sup.registry.lock(), server, &server.name, server.scope)
     }
 
-    /// Why a session has no tool named `fqn`, when one of its servers would be the one to
-    /// have it: the server's state and the `gemctl` command that helps. `None` when no entry's
-    /// name fits the tool's.
     /// Why the session's tool `fqn` is not in its table, when it is held for differing from
     /// its pin.
-    pub(crate) fn held_in_session(&self, session: &str, fqn: &str) -> Option<String> {
-        let inner = self.inner();
+    pub(crate) fn held_in_session(self, session: &str, fqn: &str) -> Option<String> {
+        let inner = self.sup.registry.lock();
         let entries = inner.sessions.get(session)?;
         entries.iter().find_map(|(name, entry)| {
             let Binding::Runs(identity) = &entry.binding else { return None };
@@ -313,12 +273,15 @@ impl Supervisor {
         })
     }
 
+    /// Why a session has no tool named `fqn`, when one of its servers would be the one to
+    /// have it: the server's state and the `gemctl` command that helps. `None` when no entry's
+    /// name fits the tool's.
     pub(crate) fn explain_missing_tool(
         &self,
         session: &str,
         fqn: &str,
     ) -> Option<(ServerState, String)> {
-        let inner = self.inner();
+        let inner = self.sup.registry.lock();
         let entries = inner.sessions.get(session)?;
         // The longest fitting prefix wins: `mcp_a_b_x` is server `a_b`'s before server `a`'s.
         let (name, entry) = entries
@@ -362,5 +325,34 @@ impl Supervisor {
             ),
         };
         Some((state, text))
+    }
+
+    /// Announce a state change to every session using the server.
+    pub(super) fn announce(self, server: &Arc<Server>, previous: ServerState) {
+        self.sup.registry.servers_changed();
+        if server.snapshot().state == ServerState::Connected {
+            self.sup.long_calls().resume_tasks(server);
+        }
+        let status = self.status_of(&self.sup.registry.lock(), server, &server.name, server.scope);
+        tracing::info!(server = %server.name, from = ?previous, to = ?status.state, error = status.last_error.as_deref().unwrap_or(""), "MCP server state");
+        self.sup
+            .events
+            .emit(EventBody::McpServerState(ServerStateChanged { server: status, previous }));
+    }
+
+    /// Announce a new catalog to every session using the server.
+    pub(super) fn catalog_changed(self, server: &Arc<Server>) {
+        self.sup.registry.servers_changed();
+        let sessions = self.sup.registry.lock().users(&server.identity);
+        let (tools, prompts, resources) = server.catalog().counts();
+        tracing::info!(server = %server.name, tools, prompts, resources, "catalog changed");
+        self.sup.events.emit(EventBody::CatalogChanged(geminid_protocol::mcp::CatalogChanged {
+            server: server.name.clone(),
+            identity: server.identity[..12].to_owned(),
+            sessions,
+            tools,
+            prompts,
+            resources,
+        }));
     }
 }

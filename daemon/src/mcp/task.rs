@@ -7,12 +7,14 @@ use std::time::{Duration, Instant};
 use geminid_protocol::mcp::ServerState;
 use rmcp::RoleClient;
 use rmcp::service::Peer;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
-use super::McpOptions;
 use super::catalog::discover;
-use super::connect::{Attempt, ConnectError, Notice, Running, connect};
-use super::server::{Cmd, Observer, Server, Snapshot};
+use super::connect::{Attempt, Notice, Running, connect};
+use super::error::ConnectError;
+use super::mailbox::{Cmd, Commands};
+use super::options::McpOptions;
+use super::server::{NewServer, Observer, Server, Snapshot};
 
 /// Changes the snapshot and, when the state or pid changed, announces it.
 struct Reporter {
@@ -46,58 +48,36 @@ enum End {
     Stop,
 }
 
-/// The commands sent to a server task, coalesced: any number of restarts asked for before the
-/// task looks is one restart, and a stop wins over them. Bounded by construction (two
-/// numbers), where a queue of commands could grow while the task is busy.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Mailbox {
-    restarts: u64,
-    stop: bool,
-}
-
-impl Mailbox {
-    /// Leave a command.
-    pub(super) fn post(&mut self, cmd: Cmd) {
-        match cmd {
-            Cmd::Restart => self.restarts += 1,
-            Cmd::Stop => self.stop = true,
+/// Start a server: create it and spawn its task, in a `server` tracing span, watched so that
+/// a bug in the task does not leave the server looking alive.
+pub(super) fn start(new: NewServer, sup: Weak<dyn Observer>, opts: McpOptions) -> Arc<Server> {
+    let (server, rx) = Server::create(new);
+    // Everything the task logs names its server.
+    let span =
+        tracing::info_span!("server", server = %server.name, identity = &server.identity[..12]);
+    let inner =
+        tokio::spawn(tracing::Instrument::instrument(run(server.clone(), sup, opts, rx), span));
+    let watched = server.clone();
+    // A bug in the task must not leave the server looking alive.
+    let task = tokio::spawn(async move {
+        if let Err(e) = inner.await
+            && e.is_panic()
+        {
+            tracing::error!(server = %watched.name, "MCP server supervisor task panicked");
+            watched.set_peer(None);
+            watched.status.send_modify(|s| {
+                s.state = ServerState::Disconnected;
+                s.pid = None;
+                s.restarting = false;
+                s.last_error = Some(format!(
+                    "MCP server '{}': geminid's supervisor failed (a bug; see its log)",
+                    watched.name
+                ));
+            });
         }
-    }
-}
-
-/// The task's end of the [`Mailbox`].
-#[derive(Debug)]
-pub(super) struct Commands {
-    rx: watch::Receiver<Mailbox>,
-    restarts: u64,
-    stopped: bool,
-}
-
-impl Commands {
-    pub(super) fn new(rx: watch::Receiver<Mailbox>) -> Self {
-        Self { rx, restarts: 0, stopped: false }
-    }
-
-    /// The next command: a stop first, then a restart asked for since the last one; `None`
-    /// once the server is dropped. Cancel-safe (for `select!`).
-    async fn recv(&mut self) -> Option<Cmd> {
-        loop {
-            {
-                let m = *self.rx.borrow_and_update();
-                if m.stop && !self.stopped {
-                    self.stopped = true;
-                    return Some(Cmd::Stop);
-                }
-                if m.restarts > self.restarts {
-                    self.restarts = m.restarts;
-                    return Some(Cmd::Restart);
-                }
-            }
-            if self.rx.changed().await.is_err() {
-                return None;
-            }
-        }
-    }
+    });
+    server.attach(task);
+    server
 }
 
 /// Wait for a command that ends a parked state; `true` means restart.
@@ -462,27 +442,4 @@ async fn refresh(
     let Some(sup) = r.sup.upgrade() else { return };
     server.set_catalog(super::pinned::offer(server, &*sup, new).await);
     sup.catalog_changed(server);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn commands_coalesce_and_a_stop_comes_first() {
-        let (tx, rx) = watch::channel(Mailbox::default());
-        let mut cmds = Commands::new(rx);
-        for _ in 0..1000 {
-            tx.send_modify(|m| m.post(Cmd::Restart));
-        }
-        assert_eq!(cmds.recv().await, Some(Cmd::Restart), "a thousand restarts are one");
-        tx.send_modify(|m| m.post(Cmd::Restart));
-        tx.send_modify(|m| m.post(Cmd::Stop));
-        assert_eq!(cmds.recv().await, Some(Cmd::Stop));
-        assert_eq!(cmds.recv().await, Some(Cmd::Restart), "the restart asked before is still seen");
-        let waiting = tokio::time::timeout(Duration::from_millis(20), cmds.recv()).await;
-        assert!(waiting.is_err(), "nothing more until something is sent");
-        drop(tx);
-        assert_eq!(cmds.recv().await, None);
-    }
 }

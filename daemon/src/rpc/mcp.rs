@@ -61,12 +61,13 @@ impl Handler {
         match p.session {
             Some(id) => self.servers.list(&id).map_err(rpc_error),
             None if p.usage => Ok(ListServersResult {
-                servers: self.services.mcp.list_all_with_usage(),
+                servers: self.services.mcp.status().list_all_with_usage(),
                 warnings: vec![],
             }),
-            None => {
-                Ok(ListServersResult { servers: self.services.mcp.list_all(), warnings: vec![] })
-            }
+            None => Ok(ListServersResult {
+                servers: self.services.mcp.status().list_all(),
+                warnings: vec![],
+            }),
         }
     }
 
@@ -76,7 +77,7 @@ impl Handler {
 
     pub(super) async fn stop(&self, p: ServerParams) -> RpcResult<ServerStatus> {
         let server = self.find_server(&p)?;
-        match self.services.mcp.stop_server(&server).await {
+        match self.services.mcp.idle().stop_server(&server).await {
             Some(status) => Ok(status),
             None => Err(ErrorCode::ServerUnavailable.error(format!(
                 "MCP server '{}' is not running (`gemctl mcp restart {}` starts it)",
@@ -100,12 +101,12 @@ impl Handler {
                 tracing::info!(server = %p.name, "restart of a server not started yet: starting the session's servers");
                 self.servers.start(id, true).await.map_err(rpc_error)?;
                 let server = self.servers.server_of(id, &p.name).map_err(mcp_error)?;
-                return Ok(self.services.mcp.status(&server));
+                return Ok(self.services.mcp.status().of(&server));
             }
         }
         let server = self.find_server(&p)?;
         tracing::info!(server = %server.name, "restart requested");
-        Ok(self.services.mcp.restart(&server).await)
+        Ok(self.services.mcp.lifecycle().restart(&server).await)
     }
 
     pub(super) async fn logs(&self, p: LogsParams) -> RpcResult<LogsResult> {
@@ -156,7 +157,7 @@ impl Handler {
         p: ServerParams,
     ) -> RpcResult<geminid_protocol::pins::ReviewResult> {
         let server = self.find_server(&p)?;
-        self.services.mcp.review(&server).map_err(review_error)
+        self.services.mcp.pinning().review(&server).map_err(review_error)
     }
 
     pub(super) async fn settle_pins(
@@ -166,7 +167,12 @@ impl Handler {
     ) -> RpcResult<geminid_protocol::pins::PinsResult> {
         let server = self.find_server(&p.server)?;
         let (names, digest) = (p.names, p.digest);
-        self.services.mcp.settle_pins(&server, names, digest, accept).await.map_err(review_error)
+        self.services
+            .mcp
+            .pinning()
+            .settle_pins(&server, names, digest, accept)
+            .await
+            .map_err(review_error)
     }
 
     pub(super) async fn call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {

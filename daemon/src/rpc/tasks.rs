@@ -19,12 +19,12 @@ use crate::mcp::McpError;
 impl TasksApiServer for Handler {
     async fn tasks_list(&self, p: TasksListParams) -> RpcResult<TasksListResult> {
         self.services.sessions.record(&p.session).map_err(rpc_error)?;
-        Ok(TasksListResult { tasks: self.services.mcp.tasks(&p.session) })
+        Ok(TasksListResult { tasks: self.services.mcp.long_calls().tasks(&p.session) })
     }
 
     async fn tasks_cancel(&self, p: TasksCancelParams) -> RpcResult<TasksCancelResult> {
         self.services.sessions.record(&p.session).map_err(rpc_error)?;
-        match self.services.mcp.cancel_task(&p.session, &p.id).await {
+        match self.services.mcp.long_calls().cancel_task(&p.session, &p.id).await {
             Ok(task) => Ok(TasksCancelResult { task }),
             Err(McpError::NotFound(why)) => Err(ErrorCode::InvalidArguments.error(why)),
             Err(e) => Err(mcp_error(e)),

@@ -13,7 +13,7 @@ const STATUS_EVERY: Duration = Duration::from_secs(2);
 /// The status line systemd shows (`systemctl --user status geminid`).
 pub(crate) fn status_line(core: &Core) -> String {
     let (sessions, attached) = core.services().sessions.counts();
-    let servers = core.services().mcp.list_all().len();
+    let servers = core.services().mcp.status().list_all().len();
     let plural =
         |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     format!(
@@ -28,7 +28,7 @@ pub(crate) fn status_line(core: &Core) -> String {
 pub(crate) fn idle(core: &Core) -> bool {
     core.status().connections == 0
         && core.services().sessions.counts().1 == 0
-        && core.services().mcp.list_all().is_empty()
+        && core.services().mcp.status().list_all().is_empty()
 }
 
 /// Start the tasks: `READY=1` now (the socket is bound and about to be served), the status

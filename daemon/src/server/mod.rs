@@ -135,7 +135,7 @@ pub(crate) async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
         }
     }
     core.flush_recent().await;
-    core.services().mcp.shutdown().await;
+    core.services().mcp.lifecycle().shutdown().await;
     // Every write a client was told about is flushed already; a failure here (a full disk)
     // loses only bookkeeping, and is said.
     if let Err(e) = core.store().flush().await {

@@ -290,7 +290,7 @@ impl SignIns {
     /// session again would only share that parked server, stale error and all (audit B3).
     async fn reconnect(&self, session: &str, name: &str) -> Option<ServerStatus> {
         let first = match self.servers.server_of(session, name) {
-            Ok(server) => self.mcp.restart(&server).await,
+            Ok(server) => self.mcp.lifecycle().restart(&server).await,
             Err(_) => {
                 let started = self.servers.start(session, true).await.ok()?;
                 started.servers.into_iter().find(|s| s.name == name)?
@@ -415,7 +415,7 @@ impl SignIns {
         if let Ok(server) = self.servers.server_of(session, &remote.name)
             && self.mcp.runs(&server)
         {
-            self.mcp.restart(&server).await;
+            self.mcp.lifecycle().restart(&server).await;
         }
         Ok(removed)
     }

@@ -21,7 +21,7 @@ impl Forget for super::configs::Configs {
 /// The session's servers: each one nobody else uses may go (after the linger).
 impl Forget for Supervisor {
     fn forget(&self, session: &str) {
-        self.release_session(session);
+        self.lifecycle().release_session(session);
     }
 }
 

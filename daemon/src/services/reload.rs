@@ -171,12 +171,16 @@ impl Reloader {
                     let env = self.config.session_env(&id);
                     let mut touched = change.servers_changed.clone();
                     touched.extend(change.enablement_changed.iter().cloned());
-                    self.mcp.sync(SessionView { id: &id, config: &new, env: &env }, &touched);
+                    self.mcp
+                        .lifecycle()
+                        .sync(SessionView { id: &id, config: &new, env: &env }, &touched);
                 } else {
                     let env = self.config.session_env(&id);
                     let mcp = &self.mcp;
-                    let now = mcp.configured(SessionView { id: &id, config: &new, env: &env });
-                    let was = mcp.configured(SessionView { id: &id, config: &old, env: &env });
+                    let now =
+                        mcp.idle().configured(SessionView { id: &id, config: &new, env: &env });
+                    let was =
+                        mcp.idle().configured(SessionView { id: &id, config: &old, env: &env });
                     dropped.extend(was.into_iter().filter(|b| !now.contains(b)));
                 }
                 changes.push(change);
@@ -202,11 +206,11 @@ impl Reloader {
         for (id, config) in &known {
             let env = self.config.session_env(id);
             let view = SessionView { id, config, env: &env };
-            for base in self.mcp.configured(view) {
+            for base in self.mcp.idle().configured(view) {
                 dropped.remove(&base);
             }
         }
-        self.mcp.unconfigured(&dropped);
+        self.mcp.idle().unconfigured(&dropped);
     }
 
     /// `mcp/reload`: the edits are done, so files missing now are taken as deleted at once,

@@ -41,7 +41,7 @@ impl SessionServers {
         let config = self.config.last_told(session)?;
         let env = self.config.session_env(session);
         let servers =
-            self.mcp.list_session(SessionView { id: session, config: &config, env: &env });
+            self.mcp.status().list_session(SessionView { id: session, config: &config, env: &env });
         Ok(ListServersResult { servers, warnings: list_warnings(&config) })
     }
 
@@ -55,11 +55,11 @@ impl SessionServers {
     ) -> Result<ListServersResult, SessionError> {
         self.starter.start(session)?;
         if wait {
-            self.mcp.settle(session).await;
+            self.mcp.lifecycle().settle(session).await;
         }
         let result = self.list(session)?;
         if self.sessions.get(session)?.attached_connections == 0 {
-            self.mcp.release_session(session);
+            self.mcp.lifecycle().release_session(session);
             self.catalog.forget(session);
         }
         Ok(result)
@@ -70,12 +70,14 @@ impl SessionServers {
     /// to, running or stopped lately.
     pub(crate) fn server_of(&self, session: &str, name: &str) -> Result<Arc<Server>, McpError> {
         match self.mcp.find(Some(session), name) {
-            Err(McpError::Unavailable(why)) if !self.mcp.runs_session(session) => {
+            Err(McpError::Unavailable(why)) if !self.mcp.is_active(session) => {
                 let Ok(config) = self.config.last_told(session) else {
                     return Err(McpError::Unavailable(why));
                 };
                 let env = self.config.session_env(session);
-                self.mcp.find_planned(SessionView { id: session, config: &config, env: &env }, name)
+                self.mcp
+                    .status()
+                    .find_planned(SessionView { id: session, config: &config, env: &env }, name)
             }
             other => other,
         }

@@ -36,7 +36,7 @@ impl SessionStarter {
     pub(crate) fn start(&self, session: &str) -> Result<(), SessionError> {
         let config = self.config.effective(session)?;
         let env = self.config.session_env(session);
-        self.mcp.sync(SessionView { id: session, config: &config, env: &env }, &[]);
+        self.mcp.lifecycle().sync(SessionView { id: session, config: &config, env: &env }, &[]);
         self.note_used(session, &config);
         Ok(())
     }

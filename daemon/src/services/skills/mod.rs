@@ -210,6 +210,7 @@ impl Skills {
         let timeout = self.mcp.timeout_for(session, &server);
         let read = self
             .mcp
+            .requests()
             .request(&server, timeout, |peer| async move { peer.read_resource(params).await })
             .await
             .map_err(|e| {
