@@ -255,7 +255,7 @@ pub(crate) async fn connect(
     match spec {
         LaunchSpec::Stdio { command, args, cwd, env, .. } => {
             let ctx = child::SpawnContext { server: name, identity, log, store };
-            let (mut proc, pipes) = child::spawn(command, args, env.expose(), cwd.as_ref(), ctx)
+            let (proc, pipes) = child::spawn(command, args, env.expose(), cwd.as_ref(), ctx)
                 .await
                 .map_err(ConnectError::Failed)?;
             log.push("geminid", &format!("started {command} (pid {})", proc.pid));
@@ -272,34 +272,7 @@ pub(crate) async fn connect(
             };
             match tokio::time::timeout(timeout, handshake).await {
                 Ok(Ok(service)) => Ok(running(service, Wire::Stdio, Some(proc))),
-                Ok(Err(e)) => {
-                    // Give a dying child a moment so its exit status explains the failure.
-                    let exited = match proc.try_exit() {
-                        Some(how) => Some(how),
-                        None => {
-                            tokio::time::timeout(Duration::from_millis(200), proc.wait()).await.ok()
-                        }
-                    };
-                    if exited.is_some() {
-                        proc.stderr_drained(Duration::from_millis(200)).await;
-                    }
-                    let how = proc.stop(grace).await;
-                    // A server that answered the handshake with an error, then exited as its
-                    // input closed, is told by its answer; one that went away, by how it went.
-                    let went_away = matches!(
-                        e,
-                        rmcp::service::ClientInitializeError::ConnectionClosed(_)
-                            | rmcp::service::ClientInitializeError::TransportError { .. }
-                    );
-                    let cause = match exited {
-                        Some(how) if went_away => {
-                            format!("{how} before completing the MCP handshake")
-                        }
-                        Some(how) => format!("MCP handshake failed: {e} (it then {how})"),
-                        None => format!("MCP handshake failed: {e} (process {how})"),
-                    };
-                    Err(ConnectError::Failed(with_last_stderr(cause, log)))
-                }
+                Ok(Err(e)) => Err(handshake_failed(proc, e, grace, log).await),
                 Err(_) => {
                     let _ = proc.stop(grace).await;
                     Err(ConnectError::Failed(with_last_stderr(
@@ -365,6 +338,41 @@ pub(crate) async fn connect(
             }
         }
     }
+}
+
+/// A stdio server's handshake failed with `e`: stop it, and say why in the words that fit,
+/// by its answer or by how it went away (its exit status, given a moment, and its last
+/// stderr line).
+async fn handshake_failed(
+    mut proc: StdioChild,
+    e: rmcp::service::ClientInitializeError,
+    grace: Duration,
+    log: &ServerLog,
+) -> ConnectError {
+    // Give a dying child a moment so its exit status explains the failure.
+    let exited = match proc.try_exit() {
+        Some(how) => Some(how),
+        None => tokio::time::timeout(Duration::from_millis(200), proc.wait()).await.ok(),
+    };
+    if exited.is_some() {
+        proc.stderr_drained(Duration::from_millis(200)).await;
+    }
+    let how = proc.stop(grace).await;
+    // A server that answered the handshake with an error, then exited as its
+    // input closed, is told by its answer; one that went away, by how it went.
+    let went_away = matches!(
+        e,
+        rmcp::service::ClientInitializeError::ConnectionClosed(_)
+            | rmcp::service::ClientInitializeError::TransportError { .. }
+    );
+    let cause = match exited {
+        Some(how) if went_away => {
+            format!("{how} before completing the MCP handshake")
+        }
+        Some(how) => format!("MCP handshake failed: {e} (it then {how})"),
+        None => format!("MCP handshake failed: {e} (process {how})"),
+    };
+    ConnectError::Failed(with_last_stderr(cause, log))
 }
 
 impl std::fmt::Debug for Running {

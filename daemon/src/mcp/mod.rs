@@ -1,21 +1,29 @@
 //! The MCP client: one owner for every server the sessions need (DESIGN "Shared servers").
 //!
-//! - `spec` resolves a session's entry into a launch spec and its identity;
-//! - [`Supervisor`] (`supervisor`) keeps one `server::Server` per identity,
-//!   reference-counted by the sessions that need it (started on `mcp/start` or a call,
-//!   released when the session's last connection goes, stopped after a linger);
-//! - `status` answers `mcp/listServers` from memory;
-//! - `request` makes one request to a server (a tool call, a prompt, a read), failing at once
-//!   when the server dies meanwhile;
-//! - `server` is a server's shared state, and `task` the state machine behind it (backoff,
-//!   crash-loop, needs-auth), reporting up through `server::Observer`; `catalog` is what a
-//!   server listed;
-//! - `long_calls` follows the tool calls a server turns into tasks;
-//! - `asked` answers what servers ask of their client (elicitation, sampling, roots) for the
-//!   session whose call caused it, and `roots` is what a session's roots are;
+//! - `spec` resolves a session's entry into a launch spec and its identity, and `entries` what
+//!   each entry amounts to (a server it runs, or why none);
+//! - [`Supervisor`] (`supervisor`) owns the registry of servers (`registry`: one
+//!   `server::Server` per identity, reference-counted by the sessions that need it) and lends
+//!   it to one view per concern: `lifecycle` (started on `mcp/start` or a call, released when
+//!   the session's last connection goes, restarted, settled, shut down), `idle` (kept warm
+//!   after a linger, within a memory budget; `mcp/stop`), `status` (`mcp/listServers` from
+//!   memory, state events), `request` (one request to a server, failing at once when it dies
+//!   meanwhile), `long_calls` (the tool calls a server turns into tasks), `pinned` (a
+//!   listing against its pins; review and accept) and `asked` (what servers ask of their client
+//!   (elicitation, sampling, roots) answered for the session whose call caused it; `roots` is
+//!   what a session's roots are);
+//! - `server` is a server's shared state, and `task` the state machine behind it (one function
+//!   per state: held, connecting, listing, ready, backoff, needs-auth, crash-loop, stopped),
+//!   told through `mailbox` and reporting up through `server::Observer` (`observer`);
+//!   `catalog` is what a server listed;
 //! - `connect`, `child`, `stdio` and `sse` are the transports, and `era` finds which protocol
 //!   era a stdio server speaks however long it takes to answer; `orphans` cleans up after a
-//!   daemon that was killed; `log` keeps each server's stderr and events.
+//!   daemon that was killed; `log` keeps each server's stderr and events;
+//! - `options` are the `--mcp-*` flags, `callers` what the supervisor needs from the sessions.
+//!
+//! This file holds no item of its own, only the modules and what the rest of the daemon
+//! imports: no file of `mcp/` imports it, and no two import each other, directly or round a
+//! circle.
 //!
 //! What a session sees of the servers (names, filters, the tool table) is `crate::catalog`'s;
 //! how a call goes through policy and hooks is [`crate::calls`]'s.

@@ -1,13 +1,18 @@
-//! One shared server (one identity): its supervisor task and state machine.
+//! One shared server (one identity): its shared state, which its task (`task.rs`) changes as
+//! it goes through the states of its life:
 //!
 //! ```text
-//!            ┌──────── restart ────────┐
-//!            ▼                         │
-//! start → connecting ──ok──→ connected ──died──→ disconnected ──backoff──→ connecting
-//!            │  └──401──→ needs-auth (until restart)            │
-//!            └──failed──→ disconnected ── budget spent ──→ crash-loop (until restart
-//!                                                           or a configuration change)
+//! held ─→ connecting ──ok──→ listing ─→ ready ──died──→ backoff ──delay──→ connecting
+//!           │  ▲                          │                │
+//!           │  └──────── restart ─────────┘                └ budget spent → crash-loop
+//!           ├──401──→ needs-auth (until restart)                 (until restart or a
+//!           └──failed──→ backoff                                 configuration change)
+//! every state ──stop──→ stopped
 //! ```
+//!
+//! Clients see `connecting` for held, connecting and listing, `connected` for ready and
+//! `disconnected` for backoff; a server in backoff after a lost connection is `restarting`
+//! (not settled: a listing waits for it).
 
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, VecDeque};

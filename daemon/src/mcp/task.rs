@@ -1,5 +1,9 @@
-//! The task behind each [`Server`]: the state machine the diagram in [`super::server`] draws
-//! (connect, serve, reconnect with backoff, park), the pinger, and catalog refreshes.
+//! The task behind each [`Server`]: its life as a state machine, the diagram in
+//! [`super::server`] draws. [`State`] names where it is (held back by a killed daemon's copy,
+//! connecting, listing its first catalog, ready, in backoff, parked needing authentication or
+//! in crash-loop, stopped); each state's function on [`Life`] does that state's work and
+//! returns the next, so what happens in a state (a late first answer is `Connecting`'s, a
+//! crash `Ready`'s, a retry `Backoff`'s) has one place. Also the pinger and catalog refreshes.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -15,6 +19,7 @@ use super::error::ConnectError;
 use super::mailbox::{Cmd, Commands};
 use super::options::McpOptions;
 use super::server::{NewServer, Observer, Server, Snapshot};
+use crate::store::Store;
 
 /// Changes the snapshot and, when the state or pid changed, announces it.
 struct Reporter {
@@ -42,9 +47,13 @@ impl Reporter {
     }
 }
 
+/// How a connection ended.
 enum End {
+    /// The process exited or the connection closed; how.
     Died(String),
+    /// A restart was asked for.
     Restart,
+    /// A stop was asked for, or the server was dropped.
     Stop,
 }
 
@@ -80,40 +89,100 @@ pub(super) fn start(new: NewServer, sup: Weak<dyn Observer>, opts: McpOptions) -
     server
 }
 
-/// Wait for a command that ends a parked state; `true` means restart.
-async fn parked(cmds: &mut Commands) -> bool {
-    matches!(cmds.recv().await, Some(Cmd::Restart))
+/// Where a server's task is in its life. Each state has one function, which does what the
+/// state does and returns the next state; `run` only walks them.
+enum State {
+    /// Waiting for the copy of it a killed daemon left behind to be stopped.
+    Held,
+    /// Spawning or reaching it, and the MCP handshake (including the era probe's late first
+    /// answer, `era.rs`). `asked`: someone asked for this start (the first one, `gemctl mcp
+    /// restart`, a configuration change): not counted as a restart, and past failures are
+    /// forgotten.
+    Connecting { asked: bool },
+    /// Connected: its first catalog is listed (part of the start).
+    Listing(Connection),
+    /// Connected and listed, since the instant: serving until the connection ends, a restart
+    /// is asked for, or a stop.
+    Ready(Connection, Instant),
+    /// Waiting `delay` before the next attempt, after `error`.
+    Backoff { error: String, delay: Duration },
+    /// Parked until a restart: it wants credentials.
+    NeedsAuth(String),
+    /// Parked until a restart: it failed more times in a row than the budget allows.
+    CrashLoop(String),
+    /// Done: stopped, or its server was dropped.
+    Stopped,
+}
+
+/// A live connection and where its list-changed notices arrive.
+struct Connection {
+    running: Running,
+    notices: mpsc::Receiver<Notice>,
+}
+
+/// A server's task: its server and what it reports to, its commands, and what it counts
+/// across states.
+struct Life {
+    r: Reporter,
+    opts: McpOptions,
+    cmds: Commands,
+    store: Option<Store>,
+    /// Failures in a row since the last start someone asked for (or the last connection that
+    /// lasted `stable_after`).
+    failures: u32,
 }
 
 pub(super) async fn run(
     server: Arc<Server>,
     sup: Weak<dyn Observer>,
     opts: McpOptions,
-    mut cmds: Commands,
+    cmds: Commands,
 ) {
-    let r = Reporter { server: server.clone(), sup };
+    let r = Reporter { server, sup };
     let store = r.sup.upgrade().map(|s| s.store().clone());
-    // Not before a killed daemon's child of this identity is gone (or a stop comes first).
-    let gate = r.sup.upgrade().map(|s| s.start_gate());
-    if let Some(mut gate) = gate
-        && gate.borrow().holds(&server.identity)
-    {
-        r.log("waiting for its copy left by the previous daemon to be stopped");
+    let mut life = Life { r, opts, cmds, store, failures: 0 };
+    let mut state = State::Held;
+    loop {
+        state = match state {
+            State::Held => life.held().await,
+            State::Connecting { asked } => life.connecting(asked).await,
+            State::Listing(connection) => life.listing(connection).await,
+            State::Ready(connection, since) => life.ready(connection, since).await,
+            State::Backoff { error, delay } => life.backoff(error, delay).await,
+            State::NeedsAuth(msg) => life.needs_auth(msg).await,
+            State::CrashLoop(error) => life.crash_loop(error).await,
+            State::Stopped => break,
+        };
+    }
+    life.stopped();
+}
+
+impl Life {
+    /// Not before a killed daemon's child of this identity is gone (or a stop comes first).
+    async fn held(&mut self) -> State {
+        let start = State::Connecting { asked: true };
+        let identity = &self.r.server.identity;
+        let Some(mut gate) = self.r.sup.upgrade().map(|s| s.start_gate()) else { return start };
+        if !gate.borrow().holds(identity) {
+            return start;
+        }
+        self.r.log("waiting for its copy left by the previous daemon to be stopped");
         tokio::select! {
-            _ = gate.wait_for(|held| !held.holds(&server.identity)) => {}
-            cmd = cmds.recv() => if cmd != Some(Cmd::Restart) {
-                r.update(|s| s.state = ServerState::Disconnected);
-                return;
+            _ = gate.wait_for(|held| !held.holds(identity)) => start,
+            cmd = self.cmds.recv() => match cmd {
+                Some(Cmd::Restart) => start,
+                _ => State::Stopped,
             },
         }
     }
-    let mut failures: u32 = 0;
-    // `restarts` counts the restarts after a failure; a start someone asked for (the first
-    // one, `gemctl mcp restart`, a configuration change) is not one.
-    let mut requested = true;
-    'attempts: loop {
-        r.update(|s| {
-            if requested {
+
+    /// One connection attempt, unless a command comes first.
+    async fn connecting(&mut self, asked: bool) -> State {
+        if asked {
+            self.failures = 0;
+        }
+        self.r.update(|s| {
+            if asked {
                 s.restarting = false;
             } else {
                 s.restarts += 1;
@@ -122,215 +191,253 @@ pub(super) async fn run(
             s.pid = None;
             s.connected_at = None;
         });
-        requested = false;
+        let server = self.r.server.clone();
         // One pending notice says all there is to say: a refresh is due.
-        let (notices, mut notice_rx) = mpsc::channel(1);
+        let (notices, notice_rx) = mpsc::channel(1);
         let attempt = Attempt {
             name: &server.name,
             identity: &server.identity,
             spec: &server.spec,
             shown: &server.target,
             timeout: server.startup_timeout,
-            grace: opts.stop_grace,
+            grace: self.opts.stop_grace,
             log: &server.log,
-            store: store.as_ref(),
-            sup: r.sup.clone(),
+            store: self.store.as_ref(),
+            sup: self.r.sup.clone(),
         };
         let result = tokio::select! {
             result = connect(attempt, notices) => result,
-            cmd = cmds.recv() => {
-                // The abandoned attempt's child (if any) is killed when it is dropped.
-                if cmd == Some(Cmd::Restart) {
-                    r.log("restart requested while starting");
-                    failures = 0;
-                    requested = true;
-                    continue 'attempts;
+            // The abandoned attempt's child (if any) is killed when it is dropped.
+            cmd = self.cmds.recv() => return match cmd {
+                Some(Cmd::Restart) => {
+                    self.r.log("restart requested while starting");
+                    State::Connecting { asked: true }
                 }
-                break 'attempts;
-            }
+                _ => State::Stopped,
+            },
         };
-        let error = match result {
-            Ok(mut running) => {
-                // Part of the start: each list is bounded by the start-up timeout, so a server
-                // whose lists never answer is not `connecting` for the request timeout (10 min).
-                let limit = server.startup_timeout.min(server.request_timeout);
-                let mut catalog = discover(&server.name, &running.peer, limit).await;
-                for problem in &mut catalog.problems {
-                    *problem = super::spec::scrub(problem, &server.spec, &server.target);
-                }
-                for problem in &catalog.problems {
-                    r.log(problem);
-                }
-                let catalog = Arc::new(catalog.compiled().await);
-                let offered = match r.sup.upgrade() {
-                    Some(sup) => super::pinned::offer(&server, &*sup, catalog).await,
-                    None => catalog,
-                };
-                server.set_catalog(offered);
-                server.set_peer(Some(running.peer.clone()));
-                let pid = running.child.as_ref().map(|c| c.pid);
-                r.log(&format!(
-                    "connected over {}{}",
-                    running.transport.label(),
-                    pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
-                ));
-                let since = Instant::now();
-                r.update(|s| {
-                    s.state = ServerState::Connected;
-                    s.pid = pid;
-                    s.connected_at = Some(since);
-                    s.last_error = None;
-                    s.transport = running.transport;
-                    s.attempts += 1;
-                    s.restarting = false;
-                });
-                let mut child = running.child.take();
-                let pinging = (!opts.ping_every.is_zero()).then(|| {
-                    let timeout = opts.ping_every.min(server.startup_timeout);
-                    let r = Reporter { server: server.clone(), sup: r.sup.clone() };
-                    tokio::spawn(pinger(r, running.peer.clone(), opts.ping_every, timeout))
-                });
-                let mut stale_at = stale_at(&server.catalog());
-                let end = loop {
-                    let stale = async {
-                        match stale_at {
-                            Some(at) => tokio::time::sleep_until(at).await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        how = child_exit(&mut child) => break End::Died(how),
-                        _ = &mut running.closed => {
-                            let how = match child.as_mut() {
-                                Some(c) => tokio::time::timeout(Duration::from_millis(300), c.wait())
-                                    .await
-                                    .unwrap_or_else(|_| "closed its connection".to_owned()),
-                                None => "closed the connection".to_owned(),
-                            };
-                            break End::Died(how);
-                        }
-                        Some(Notice::ListChanged) = notice_rx.recv() => {
-                            refresh(&r, &running, &mut notice_rx, true).await;
-                            stale_at = self::stale_at(&server.catalog());
-                        }
-                        () = stale => {
-                            refresh(&r, &running, &mut notice_rx, false).await;
-                            stale_at = self::stale_at(&server.catalog());
-                        }
-                        cmd = cmds.recv() => break match cmd {
-                            Some(Cmd::Restart) => End::Restart,
-                            _ => End::Stop,
-                        },
-                    }
-                };
-                if let Some(pinging) = pinging {
-                    pinging.abort();
-                }
-                r.update(|s| s.unresponsive_since = None);
-                server.set_peer(None);
-                running.child = child;
-                match end {
-                    End::Stop => {
-                        let how = shutdown(running, opts.stop_grace).await;
-                        r.log(&format!("stopped ({how})"));
-                        break 'attempts;
-                    }
-                    End::Restart => {
-                        // Mark it first, so calls in flight fail at once.
-                        r.update(|s| s.state = ServerState::Connecting);
-                        let how = shutdown(running, opts.stop_grace).await;
-                        r.log(&format!("restart requested: stopped ({how}), starting again"));
-                        failures = 0;
-                        requested = true;
-                        continue 'attempts;
-                    }
-                    End::Died(how) => {
-                        let msg = format!("MCP server '{}' {how}", server.name);
-                        r.update(|s| {
-                            s.state = ServerState::Disconnected;
-                            s.last_error = Some(msg.clone());
-                            s.pid = None;
-                            s.connected_at = None;
-                            // Until it is back (or parks): a listing waits for it.
-                            s.restarting = true;
-                        });
-                        let _ = shutdown(running, opts.stop_grace).await;
-                        if since.elapsed() >= opts.stable_after {
-                            failures = 0;
-                        }
-                        msg
-                    }
-                }
-            }
+        match result {
+            Ok(running) => State::Listing(Connection { running, notices: notice_rx }),
             Err(ConnectError::NeedsAuth(msg)) => {
-                let msg = format!("MCP server '{}': {msg}", server.name);
-                r.log(&msg);
-                r.update(|s| {
-                    s.state = ServerState::NeedsAuth;
-                    s.last_error = Some(msg);
-                    s.attempts += 1;
-                    s.restarting = false;
-                });
-                if parked(&mut cmds).await {
-                    failures = 0;
-                    requested = true;
-                    continue 'attempts;
-                }
-                break 'attempts;
+                State::NeedsAuth(format!("MCP server '{}': {msg}", server.name))
             }
             Err(ConnectError::Failed(msg)) => {
-                let msg = format!("MCP server '{}': {msg}", server.name);
-                r.update(|s| s.attempts += 1);
-                msg
+                self.r.update(|s| s.attempts += 1);
+                self.failed(format!("MCP server '{}': {msg}", server.name))
             }
-        };
-        failures += 1;
-        r.log(&error);
-        if failures > opts.restart_budget {
-            r.log(&format!(
-                "failed {failures} times in a row: parked in crash-loop until its configuration \
-                 changes or `gemctl mcp restart {}`",
-                server.name
-            ));
-            r.update(|s| {
-                s.state = ServerState::CrashLoop;
-                s.last_error = Some(error);
-                s.pid = None;
-                s.restarting = false;
-            });
-            if parked(&mut cmds).await {
-                failures = 0;
-                requested = true;
-                continue 'attempts;
-            }
-            break 'attempts;
         }
-        let delay = opts.backoff(failures);
-        r.log(&format!("next attempt in {}", humantime::format_duration(delay)));
-        r.update(|s| {
+    }
+
+    /// List its first catalog and offer it against its pins, then say it is connected. Each
+    /// list is bounded by the start-up timeout, so a server whose lists never answer is not
+    /// `connecting` for the request timeout (10 min).
+    async fn listing(&mut self, connection: Connection) -> State {
+        let server = self.r.server.clone();
+        let running = &connection.running;
+        let limit = server.startup_timeout.min(server.request_timeout);
+        let mut catalog = discover(&server.name, &running.peer, limit).await;
+        for problem in &mut catalog.problems {
+            *problem = super::spec::scrub(problem, &server.spec, &server.target);
+        }
+        for problem in &catalog.problems {
+            self.r.log(problem);
+        }
+        let catalog = Arc::new(catalog.compiled().await);
+        let offered = match self.r.sup.upgrade() {
+            Some(sup) => super::pinned::offer(&server, &*sup, catalog).await,
+            None => catalog,
+        };
+        server.set_catalog(offered);
+        server.set_peer(Some(running.peer.clone()));
+        let pid = running.child.as_ref().map(|c| c.pid);
+        self.r.log(&format!(
+            "connected over {}{}",
+            running.transport.label(),
+            pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+        ));
+        let since = Instant::now();
+        self.r.update(|s| {
+            s.state = ServerState::Connected;
+            s.pid = pid;
+            s.connected_at = Some(since);
+            s.last_error = None;
+            s.transport = running.transport;
+            s.attempts += 1;
+            s.restarting = false;
+        });
+        State::Ready(connection, since)
+    }
+
+    /// Serve (pinged, its catalog refreshed) until the connection ends or a command comes;
+    /// then close it.
+    async fn ready(&mut self, mut connection: Connection, since: Instant) -> State {
+        let server = self.r.server.clone();
+        let mut child = connection.running.child.take();
+        let pinging = (!self.opts.ping_every.is_zero()).then(|| {
+            let timeout = self.opts.ping_every.min(server.startup_timeout);
+            let r = Reporter { server: server.clone(), sup: self.r.sup.clone() };
+            let peer = connection.running.peer.clone();
+            tokio::spawn(pinger(r, peer, self.opts.ping_every, timeout))
+        });
+        let end = self.serve(&mut connection, &mut child).await;
+        if let Some(pinging) = pinging {
+            pinging.abort();
+        }
+        self.r.update(|s| s.unresponsive_since = None);
+        server.set_peer(None);
+        let mut running = connection.running;
+        running.child = child;
+        let grace = self.opts.stop_grace;
+        match end {
+            End::Stop => {
+                let how = shutdown(running, grace).await;
+                self.r.log(&format!("stopped ({how})"));
+                State::Stopped
+            }
+            End::Restart => {
+                // Mark it first, so calls in flight fail at once.
+                self.r.update(|s| s.state = ServerState::Connecting);
+                let how = shutdown(running, grace).await;
+                self.r.log(&format!("restart requested: stopped ({how}), starting again"));
+                State::Connecting { asked: true }
+            }
+            End::Died(how) => {
+                let msg = format!("MCP server '{}' {how}", server.name);
+                self.r.update(|s| {
+                    s.state = ServerState::Disconnected;
+                    s.last_error = Some(msg.clone());
+                    s.pid = None;
+                    s.connected_at = None;
+                    // Until it is back (or parks): a listing waits for it.
+                    s.restarting = true;
+                });
+                let _ = shutdown(running, grace).await;
+                if since.elapsed() >= self.opts.stable_after {
+                    self.failures = 0;
+                }
+                self.failed(msg)
+            }
+        }
+    }
+
+    /// The connection's life: how it ended.
+    async fn serve(
+        &mut self,
+        connection: &mut Connection,
+        child: &mut Option<super::child::StdioChild>,
+    ) -> End {
+        let Connection { running, notices } = connection;
+        let mut stale_at = stale_at(&self.r.server.catalog());
+        loop {
+            let stale = async {
+                match stale_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                how = child_exit(child) => return End::Died(how),
+                _ = &mut running.closed => {
+                    let how = match child.as_mut() {
+                        Some(c) => tokio::time::timeout(Duration::from_millis(300), c.wait())
+                            .await
+                            .unwrap_or_else(|_| "closed its connection".to_owned()),
+                        None => "closed the connection".to_owned(),
+                    };
+                    return End::Died(how);
+                }
+                Some(Notice::ListChanged) = notices.recv() => {
+                    refresh(&self.r, running, notices, true).await;
+                    stale_at = self::stale_at(&self.r.server.catalog());
+                }
+                () = stale => {
+                    refresh(&self.r, running, notices, false).await;
+                    stale_at = self::stale_at(&self.r.server.catalog());
+                }
+                cmd = self.cmds.recv() => return match cmd {
+                    Some(Cmd::Restart) => End::Restart,
+                    _ => End::Stop,
+                },
+            }
+        }
+    }
+
+    /// An attempt or a connection failed: counted, then tried again after a backoff, or
+    /// parked in crash-loop once the failures in a row pass the budget.
+    fn failed(&mut self, error: String) -> State {
+        self.failures += 1;
+        self.r.log(&error);
+        if self.failures > self.opts.restart_budget {
+            return State::CrashLoop(error);
+        }
+        State::Backoff { delay: self.opts.backoff(self.failures), error }
+    }
+
+    /// Wait out the delay before the next attempt; a restart asked for meanwhile starts at
+    /// once.
+    async fn backoff(&mut self, error: String, delay: Duration) -> State {
+        self.r.log(&format!("next attempt in {}", humantime::format_duration(delay)));
+        self.r.update(|s| {
             s.state = ServerState::Disconnected;
             s.last_error = Some(error);
             s.pid = None;
         });
         tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            cmd = cmds.recv() => {
-                if cmd != Some(Cmd::Restart) {
-                    break 'attempts;
-                }
-                failures = 0;
-                requested = true;
-            }
+            () = tokio::time::sleep(delay) => State::Connecting { asked: false },
+            cmd = self.cmds.recv() => match cmd {
+                Some(Cmd::Restart) => State::Connecting { asked: true },
+                _ => State::Stopped,
+            },
         }
     }
-    server.set_peer(None);
-    r.update(|s| {
-        s.state = ServerState::Disconnected;
-        s.pid = None;
-        s.connected_at = None;
-        s.last_error = None;
-        s.restarting = false;
-    });
+
+    /// Parked: retrying without new credentials is pointless.
+    async fn needs_auth(&mut self, msg: String) -> State {
+        self.r.log(&msg);
+        self.r.update(|s| {
+            s.state = ServerState::NeedsAuth;
+            s.last_error = Some(msg);
+            s.attempts += 1;
+            s.restarting = false;
+        });
+        self.parked().await
+    }
+
+    /// Parked: it failed too often in a row.
+    async fn crash_loop(&mut self, error: String) -> State {
+        self.r.log(&format!(
+            "failed {} times in a row: parked in crash-loop until its configuration changes or \
+             `gemctl mcp restart {}`",
+            self.failures, self.r.server.name
+        ));
+        self.r.update(|s| {
+            s.state = ServerState::CrashLoop;
+            s.last_error = Some(error);
+            s.pid = None;
+            s.restarting = false;
+        });
+        self.parked().await
+    }
+
+    /// Wait for the command that ends a parked state.
+    async fn parked(&mut self) -> State {
+        match self.cmds.recv().await {
+            Some(Cmd::Restart) => State::Connecting { asked: true },
+            _ => State::Stopped,
+        }
+    }
+
+    /// Its task ends: nothing of the connection is left.
+    fn stopped(&self) {
+        self.r.server.set_peer(None);
+        self.r.update(|s| {
+            s.state = ServerState::Disconnected;
+            s.pid = None;
+            s.connected_at = None;
+            s.last_error = None;
+            s.restarting = false;
+        });
+    }
 }
 
 /// Ping a connected server every `every`; one that does not answer within `timeout` is
