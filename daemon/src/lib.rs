@@ -14,6 +14,8 @@ pub(crate) mod audit;
 pub(crate) mod auth;
 pub(crate) mod calls;
 pub(crate) mod catalog;
+#[cfg(test)]
+mod circles;
 pub(crate) mod clock;
 pub(crate) mod commands;
 pub(crate) mod config;
@@ -50,6 +52,8 @@ pub(crate) mod shell;
 pub(crate) mod skills;
 pub mod start;
 pub(crate) mod store;
+#[cfg(test)]
+mod structure;
 pub(crate) mod systemd;
 pub mod testing;
 pub(crate) mod watch;
