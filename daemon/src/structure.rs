@@ -32,7 +32,6 @@ pub(crate) const NOT_YET: &[&str] = &[
     "shell.rs parse",
     "auth",
     "extensions",
-    "rpc",
 ];
 
 pub(crate) fn src() -> &'static Path {

@@ -16,7 +16,7 @@ use jsonrpsee::{PendingSubscriptionSink, SubscriptionMessage};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Handler;
-use super::session::rpc_error;
+use super::errors::rpc_error;
 use crate::session::ConnId;
 
 fn invalid(message: String) -> ErrorObjectOwned {

@@ -10,7 +10,7 @@ use jsonrpsee::Extensions;
 use jsonrpsee::core::{RpcResult, async_trait};
 use jsonrpsee::types::ErrorObjectOwned;
 
-use super::session::rpc_error;
+use super::errors::rpc_error;
 use super::{Handler, conn_id};
 use crate::services::auth::AuthFailure;
 

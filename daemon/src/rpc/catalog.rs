@@ -1,30 +1,15 @@
 //! `prompts/*`, `resources/*` and `tools/instructions`: translation to [`crate::catalog`].
 
 use geminid_protocol::api::{PromptsApiServer, ResourcesApiServer};
-use geminid_protocol::error::ErrorCode;
 use geminid_protocol::tools::{
     CatalogParams, InstructionsResult, PromptsGetParams, PromptsGetResult, PromptsListResult,
     ResourcesListResult, ResourcesReadParams, ResourcesReadResult,
 };
 use jsonrpsee::core::{RpcResult, async_trait};
-use jsonrpsee::types::ErrorObjectOwned;
 
 use super::Handler;
-use super::mcp::mcp_error;
-use super::session::rpc_error;
-use crate::catalog::{CatalogError, ResourceRef};
-
-/// A failed catalog request as the protocol says it.
-pub(super) fn catalog_error(e: CatalogError) -> ErrorObjectOwned {
-    let code = match e {
-        CatalogError::Session(e) => return rpc_error(e),
-        CatalogError::Mcp(e) => return mcp_error(e),
-        CatalogError::NotInCatalog(_) => ErrorCode::NotInCatalog,
-        CatalogError::MissingArguments(_) => ErrorCode::MissingArguments,
-        CatalogError::Unusable(_) => ErrorCode::ServerError,
-    };
-    code.error(e.to_string())
-}
+use super::errors::catalog_error;
+use crate::catalog::ResourceRef;
 
 impl Handler {
     pub(super) async fn instructions(&self, p: CatalogParams) -> RpcResult<InstructionsResult> {

@@ -16,7 +16,7 @@ use jsonrpsee::core::{RpcResult, async_trait};
 use jsonrpsee::types::ErrorObjectOwned;
 
 use super::Handler;
-use super::session::rpc_error;
+use super::errors::rpc_error;
 use crate::config::ops::OpError;
 use crate::config::write::WriteError;
 use crate::services::settings::ChangeError;

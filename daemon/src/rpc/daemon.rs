@@ -55,7 +55,7 @@ impl DaemonApiServer for Handler {
     }
 
     async fn doctor(&self, p: DoctorParams) -> RpcResult<DoctorResult> {
-        self.core.doctor(&p.session).await.map_err(super::session::rpc_error)
+        self.core.doctor(&p.session).await.map_err(super::errors::rpc_error)
     }
 
     async fn shutdown(&self) -> RpcResult<ShutdownResult> {

@@ -11,7 +11,7 @@ use jsonrpsee::core::{RpcResult, async_trait};
 use jsonrpsee::types::ErrorObjectOwned;
 
 use super::Handler;
-use super::session::rpc_error;
+use super::errors::rpc_error;
 use crate::extensions::ExtensionError;
 use crate::services::extensions::ExtensionsError;
 

@@ -10,7 +10,7 @@ use geminid_protocol::hooks::{
 use jsonrpsee::core::{RpcResult, async_trait};
 
 use super::Handler;
-use super::session::rpc_error;
+use super::errors::rpc_error;
 use crate::hooks::HookEvent;
 
 #[async_trait]

@@ -14,23 +14,11 @@ use jsonrpsee::{PendingSubscriptionSink, SubscriptionMessage};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Handler;
-use super::session::rpc_error;
-use super::tools::call_error;
+use super::errors::rpc_error;
+use super::errors::{call_error, mcp_error};
 use crate::calls::{CallRequest, Origin, Target};
 use crate::mcp::McpError;
 use crate::mcp::server::Server;
-
-pub(super) fn mcp_error(e: McpError) -> ErrorObjectOwned {
-    let code = match &e {
-        McpError::NotFound(_) => ErrorCode::ServerNotFound,
-        McpError::Unavailable(_) => ErrorCode::ServerUnavailable,
-        // An error answer, no answer in time, or a transport fault: the message says which.
-        McpError::Answered { .. } | McpError::TimedOut { .. } | McpError::Transport(_) => {
-            ErrorCode::ServerError
-        }
-    };
-    code.error(e.to_string())
-}
 
 fn review_error(e: crate::mcp::pinned::ReviewError) -> ErrorObjectOwned {
     use crate::mcp::pinned::ReviewError;

@@ -9,6 +9,7 @@ mod auth;
 mod catalog;
 mod config;
 mod daemon;
+mod errors;
 mod events;
 mod extensions;
 mod hooks;

@@ -10,7 +10,7 @@ use geminid_protocol::policy::{
 use jsonrpsee::core::{RpcResult, async_trait};
 
 use super::Handler;
-use super::session::rpc_error;
+use super::errors::rpc_error;
 
 #[async_trait]
 impl PolicyApiServer for Handler {

@@ -1,31 +1,15 @@
 //! `session/*`.
 
 use geminid_protocol::api::SessionApiServer;
-use geminid_protocol::error::ErrorCode;
 use geminid_protocol::session::{
     Session, SessionAttachParams, SessionCreateParams, SessionDeriveParams, SessionIdParams,
     SessionListParams, SessionListResult, SessionUpdateParams,
 };
 use jsonrpsee::Extensions;
 use jsonrpsee::core::{RpcResult, async_trait};
-use jsonrpsee::types::ErrorObjectOwned;
 
+use super::errors::rpc_error;
 use super::{Handler, conn_id};
-use crate::session::SessionError;
-
-/// The JSON-RPC error for a session error.
-pub(super) fn rpc_error(e: SessionError) -> ErrorObjectOwned {
-    let code = match &e {
-        SessionError::NotFound(_) => ErrorCode::SessionNotFound,
-        SessionError::InvalidWorkspace { .. } => ErrorCode::InvalidWorkspace,
-        SessionError::InvalidDerive(_) => ErrorCode::InvalidArguments,
-        SessionError::Store(_) => {
-            tracing::error!(error = %e, "session storage failed");
-            ErrorCode::Storage
-        }
-    };
-    code.error(e.to_string())
-}
 
 #[async_trait]
 impl SessionApiServer for Handler {

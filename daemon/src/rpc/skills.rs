@@ -11,8 +11,8 @@ use jsonrpsee::core::{RpcResult, async_trait};
 use jsonrpsee::types::ErrorObjectOwned;
 
 use super::Handler;
-use super::session::rpc_error;
-use super::tools::call_error;
+use super::errors::call_error;
+use super::errors::rpc_error;
 use crate::services::skills::SkillsError;
 use crate::skills::SkillError;
 

@@ -11,8 +11,8 @@ use geminid_protocol::mcp::{
 use jsonrpsee::core::{RpcResult, async_trait};
 
 use super::Handler;
-use super::mcp::mcp_error;
-use super::session::rpc_error;
+use super::errors::mcp_error;
+use super::errors::rpc_error;
 use crate::mcp::McpError;
 
 #[async_trait]

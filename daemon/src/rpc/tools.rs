@@ -1,52 +1,22 @@
 //! `tools/*`: translation to the call pipeline ([`crate::calls`]).
 
 use geminid_protocol::api::ToolsApiServer;
-use geminid_protocol::error::ErrorCode;
 use geminid_protocol::tools::{
     CatalogParams, InstructionsResult, ToolsCallParams, ToolsCallResult, ToolsCancelParams,
     ToolsCancelResult, ToolsListParams, ToolsListResult, ToolsRefreshParams, ToolsRefreshResult,
 };
 use jsonrpsee::core::{RpcResult, async_trait};
-use jsonrpsee::types::ErrorObjectOwned;
-use jsonrpsee::types::error::INVALID_PARAMS_CODE;
 
 use super::Handler;
-use super::mcp::mcp_error;
-use super::session::rpc_error;
-use crate::calls::{CallError, CallRequest, Origin, Target};
-
-/// A failed call as the protocol says it: its kind's code, its message.
-pub(super) fn call_error(e: CallError) -> ErrorObjectOwned {
-    let code = match e {
-        CallError::Session(e) => return rpc_error(e),
-        CallError::Mcp(e) => return mcp_error(e),
-        CallError::Catalog(e) => return super::catalog::catalog_error(e),
-        // A malformed request, as JSON-RPC names it.
-        CallError::DuplicateCallId(_) => {
-            return ErrorObjectOwned::owned(INVALID_PARAMS_CODE, e.to_string(), None::<()>);
-        }
-        CallError::ToolNotFound(_) => ErrorCode::ToolNotFound,
-        CallError::Held(_) => ErrorCode::ToolHeld,
-        CallError::Unavailable(_) => ErrorCode::ServerUnavailable,
-        CallError::InvalidArguments { .. } => ErrorCode::InvalidArguments,
-        CallError::Cancelled { .. } => ErrorCode::Cancelled,
-        CallError::PolicyDenied(_) | CallError::Declined(_) => ErrorCode::PolicyDenied,
-        CallError::HookBlocked(_) => ErrorCode::HookBlocked,
-        CallError::Stopped(_) => ErrorCode::Stopped,
-        CallError::ConfirmationTimedOut(_) => ErrorCode::ConfirmationTimedOut,
-    };
-    match e.hooks() {
-        [] => code.error(e.to_string()),
-        // Which hooks, for the caller (gemctl names them); the message stays the model's.
-        by => code.error_with(e.to_string(), serde_json::json!({ "hooks": by })),
-    }
-}
+use super::errors::call_error;
+use super::errors::rpc_error;
+use crate::calls::{CallRequest, Origin, Target};
 
 #[async_trait]
 impl ToolsApiServer for Handler {
     async fn tools_list(&self, p: ToolsListParams) -> RpcResult<ToolsListResult> {
         let st = self.services.catalog.session_tools(&p.session, true).await;
-        let st = st.map_err(super::catalog::catalog_error)?;
+        let st = st.map_err(super::errors::catalog_error)?;
         let tools = if p.all { st.entries_all(p.raw) } else { st.entries(p.raw) };
         let mut diagnostics = st.diagnostics.clone();
         // A client that lists before it listens sees the headless view: say what is left out.
