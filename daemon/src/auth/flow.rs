@@ -13,7 +13,6 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::discovery::OAuthEndpoints;
-use super::sign_in::SignInError;
 
 /// How long the user has to finish in the browser.
 pub(crate) const CALLBACK_TIMEOUT: Duration = Duration::from_secs(300);
@@ -79,6 +78,11 @@ pub(crate) fn challenge_of(verifier: &str) -> String {
     base64url(&Sha256::digest(verifier.as_bytes()))
 }
 
+/// The authorization endpoint is not a URL: the endpoint and the parser's reason.
+#[derive(Debug, thiserror::Error)]
+#[error("the authorization endpoint {0:?} is not a URL: {1}")]
+pub(crate) struct BadEndpoint(pub(crate) String, pub(crate) String);
+
 /// The URL the user opens: COMPAT §3.3 step 5's parameters.
 pub(crate) fn authorization_url(
     endpoints: &OAuthEndpoints,
@@ -86,10 +90,9 @@ pub(crate) fn authorization_url(
     redirect_uri: &str,
     attempt: &Attempt,
     audiences: &[String],
-) -> Result<String, SignInError> {
-    let mut url = reqwest::Url::parse(&endpoints.authorization_url).map_err(|e| {
-        SignInError::BadEndpoint(endpoints.authorization_url.clone(), e.to_string())
-    })?;
+) -> Result<String, BadEndpoint> {
+    let mut url = reqwest::Url::parse(&endpoints.authorization_url)
+        .map_err(|e| BadEndpoint(endpoints.authorization_url.clone(), e.to_string()))?;
     {
         let mut q = url.query_pairs_mut();
         q.append_pair("client_id", client_id)

@@ -1,4 +1,4 @@
-//! The Google providers' side of [`Auth`]: which credentials file and IAM endpoint, the cached
+//! The Google providers' side of [`Auth`](super::Auth): which credentials file and IAM endpoint, the cached
 //! tokens, one fetch at a time per server.
 
 use parking_lot::Mutex;
@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::google::{self, Adc};
-use super::service::{Auth, AuthError, Target};
 use super::settings::Provider;
 use super::token::Token;
+use super::{AuthError, Target};
 use crate::secrets::Secret;
 
 /// Where Google credentials come from, and the tokens made from them.
@@ -48,17 +48,17 @@ impl GoogleSeat {
     pub(crate) fn quota_project(&self) -> Option<String> {
         self.adc().ok()?.quota_project().map(str::to_owned)
     }
-}
 
-impl Auth {
-    /// A Google provider's token for `t`: cached until 5 minutes before it expires, else made
-    /// (once, however many callers wait); after a 401 to `refused`, made again.
-    pub(super) async fn google_bearer(
+    /// A Google provider's token for `t`, asked over `http`: cached until 5 minutes before it
+    /// expires, else made (once, however many callers wait); after a 401 to `refused`, made
+    /// again.
+    pub(super) async fn bearer(
         &self,
+        http: &reqwest::Client,
         t: &Target,
         refused: Option<&Secret<String>>,
     ) -> Result<Secret<String>, AuthError> {
-        let seat = &self.google;
+        let seat = self;
         let cached = || seat.tokens.lock().get(&t.url).cloned();
         if let Some(c) = cached().filter(|c| google::fresh(c) && Some(&c.access) != refused) {
             return Ok(c.access);
@@ -79,7 +79,7 @@ impl Auth {
                             .into(),
                     ));
                 }
-                google::access_token(&self.http, &adc, &t.settings.scopes).await
+                google::access_token(http, &adc, &t.settings.scopes).await
             }
             Provider::Impersonation { audience, service_account } => {
                 let audience = audience.as_deref().ok_or_else(|| {
@@ -96,7 +96,7 @@ impl Auth {
                             .into(),
                     )
                 })?;
-                google::id_token(&self.http, &seat.iam_url, &adc, audience, sa).await
+                google::id_token(http, &seat.iam_url, &adc, audience, sa).await
             }
             Provider::Dynamic => return Err(AuthError::NeedsAuth("not a Google provider".into())),
         }

@@ -19,5 +19,39 @@ pub(crate) mod store;
 mod test_site;
 pub(crate) mod token;
 
-pub(crate) use service::{Auth, AuthError, Target};
+pub(crate) use service::Auth;
 pub(crate) use settings::OAuthSettings;
+
+/// Why no token could be given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AuthError {
+    /// Only a sign-in helps (`gemctl mcp auth NAME`); the message says why.
+    #[error("{0}")]
+    NeedsAuth(String),
+    /// It may pass (the authorization server unreachable); nothing was deleted.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// The server a token is for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Target {
+    /// Its name (for messages and for import from Gemini CLI).
+    pub name: String,
+    /// Its URL.
+    pub url: String,
+    /// Its `oauth` settings.
+    pub settings: OAuthSettings,
+}
+
+impl Target {
+    /// The `resource` of its tokens (the URL without query or fragment); `None` for a URL
+    /// that is not http(s), which connects to nothing anyway.
+    pub(crate) fn resource(&self) -> Option<String> {
+        discovery::resource_parameter(&self.url).ok()
+    }
+
+    pub(super) fn sign_in_hint(&self) -> String {
+        format!("run `gemctl mcp auth {}`", self.name)
+    }
+}

@@ -15,48 +15,14 @@ use std::time::Duration;
 
 use super::discovery;
 use super::import::{self, Imported};
-use super::settings::OAuthSettings;
 use super::store::{Credential, CredentialStore, Swapped};
 use super::token::{self, TokenError};
+use super::{AuthError, Target};
 use crate::clock;
 use crate::secrets::{Secret, SecretStore};
 
 /// Tries of a refresh that fails for a reason that may pass (network, 5xx).
 const REFRESH_TRIES: u32 = 3;
-
-/// Why no token could be given.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum AuthError {
-    /// Only a sign-in helps (`gemctl mcp auth NAME`); the message says why.
-    #[error("{0}")]
-    NeedsAuth(String),
-    /// It may pass (the authorization server unreachable); nothing was deleted.
-    #[error("{0}")]
-    Unavailable(String),
-}
-
-/// The server a token is for.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct Target {
-    /// Its name (for messages and for import from Gemini CLI).
-    pub name: String,
-    /// Its URL.
-    pub url: String,
-    /// Its `oauth` settings.
-    pub settings: OAuthSettings,
-}
-
-impl Target {
-    /// The `resource` of its tokens (the URL without query or fragment); `None` for a URL
-    /// that is not http(s), which connects to nothing anyway.
-    pub(crate) fn resource(&self) -> Option<String> {
-        discovery::resource_parameter(&self.url).ok()
-    }
-
-    pub(super) fn sign_in_hint(&self) -> String {
-        format!("run `gemctl mcp auth {}`", self.name)
-    }
-}
 
 #[derive(Debug, Default)]
 enum Cached {
@@ -242,7 +208,7 @@ impl Auth {
     /// when there are no credentials (the request goes without, and a 401 says to sign in).
     pub(crate) async fn bearer(&self, t: &Target) -> Result<Option<Secret<String>>, AuthError> {
         if t.settings.provider != super::settings::Provider::Dynamic {
-            return self.google_bearer(t, None).await.map(Some);
+            return self.google.bearer(&self.http, t, None).await.map(Some);
         }
         let Some(c) = self.credential(t).await? else { return Ok(None) };
         if !c.token.is_expired(clock::now_ms()) {
@@ -259,7 +225,7 @@ impl Auth {
         sent: &Secret<String>,
     ) -> Result<Secret<String>, AuthError> {
         if t.settings.provider != super::settings::Provider::Dynamic {
-            return self.google_bearer(t, Some(sent)).await;
+            return self.google.bearer(&self.http, t, Some(sent)).await;
         }
         let Some(c) = self.credential(t).await? else {
             return Err(AuthError::NeedsAuth(format!(

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use super::discovery::{self, DiscoveryError, OAuthEndpoints};
 use super::flow::{self, Callback, CallbackError, Expect};
-use super::service::{Auth, AuthError, Target};
+use super::service::Auth;
 use super::store::Credential;
 use super::token::{self, Token, TokenError};
+use super::{AuthError, Target};
 use crate::clock;
 use crate::secrets::Secret;
 
@@ -35,8 +36,8 @@ pub(crate) enum SignInError {
     #[error("client registration failed: {0}")]
     Registration(#[source] TokenError),
     /// The authorization endpoint is not a URL.
-    #[error("the authorization endpoint {0:?} is not a URL: {1}")]
-    BadEndpoint(String, String),
+    #[error(transparent)]
+    BadEndpoint(#[from] flow::BadEndpoint),
     /// The loopback callback could not listen, or brought no code.
     #[error(transparent)]
     Callback(#[from] CallbackError),

@@ -3,9 +3,9 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
-use crate::auth::service::{Auth, AuthError, Target};
 use crate::auth::settings::{OAuthSettings, Provider};
 use crate::auth::test_site::Site;
+use crate::auth::{Auth, AuthError, Target};
 use crate::secrets::SecretStore;
 
 fn auth(dir: &Path, adc: &serde_json::Value, iam: &str) -> Auth {

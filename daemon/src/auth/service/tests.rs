@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::auth::OAuthSettings;
 use crate::auth::test_site::Site;
 use crate::auth::token::Token;
 
