@@ -30,7 +30,6 @@ pub(crate) const NOT_YET: &[&str] = &[
     "policy/engine/tests.rs excluded_tools_as_gemini_cli_computes_them",
     "policy/load.rs rule",
     "shell.rs parse",
-    "extensions",
 ];
 
 pub(crate) fn src() -> &'static Path {

@@ -119,7 +119,7 @@ impl Source {
                         from.display()
                     )));
                 }
-                super::install::copy_tree(&from, into)
+                copy_tree(&from, into)
             }
             Self::Git { url, reference } => {
                 progress(&format!(
@@ -374,6 +374,50 @@ fn strip_single_folder(into: &Path) -> Result<(), ExtensionError> {
     std::fs::rename(&inner, &aside).map_err(io)?;
     std::fs::remove_dir(into).map_err(io)?;
     std::fs::rename(&aside, into).map_err(io)
+}
+
+/// Copy `from` into `to` (which must not exist). A symlink is copied as a link only when it
+/// points inside `from`; one leaving it is refused (it would reach files the person never saw).
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<(), ExtensionError> {
+    let io = |what: &Path, e: std::io::Error| {
+        ExtensionError::Io(format!("cannot copy {}: {e}", what.display()))
+    };
+    let root = std::fs::canonicalize(from).map_err(|e| io(from, e))?;
+    let mut pending = vec![(from.to_path_buf(), to.to_path_buf())];
+    while let Some((src, dst)) = pending.pop() {
+        std::fs::create_dir(&dst).map_err(|e| io(&dst, e))?;
+        for entry in std::fs::read_dir(&src).map_err(|e| io(&src, e))? {
+            let entry = entry.map_err(|e| io(&src, e))?;
+            let (s, d) = (entry.path(), dst.join(entry.file_name()));
+            let kind = entry.file_type().map_err(|e| io(&s, e))?;
+            if kind.is_dir() {
+                pending.push((s, d));
+            } else if kind.is_symlink() {
+                let target = std::fs::read_link(&s).map_err(|e| io(&s, e))?;
+                let inside = std::fs::canonicalize(&s).is_ok_and(|t| t.starts_with(&root));
+                if !inside || target.is_absolute() {
+                    return Err(ExtensionError::Refused(format!(
+                        "{} is a link to {}, outside the extension: extensions may only link \
+                         to their own files (relatively)",
+                        s.display(),
+                        target.display()
+                    )));
+                }
+                #[cfg(unix)]
+                std::os::unix::fs::symlink(&target, &d).map_err(|e| io(&d, e))?;
+                #[cfg(not(unix))]
+                std::fs::copy(&s, &d).map(drop).map_err(|e| io(&s, e))?;
+            } else if kind.is_file() {
+                std::fs::copy(&s, &d).map_err(|e| io(&s, e))?;
+            } else {
+                return Err(ExtensionError::Refused(format!(
+                    "{} is not a regular file or folder",
+                    s.display()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -163,8 +163,7 @@ pub(crate) fn apply(plan: &Plan, target: &Path, link: bool) -> Result<(), SkillE
         }
         let staging = target.join(format!(".{}.geminid-new", skill.name));
         let _ = std::fs::remove_dir_all(&staging);
-        crate::extensions::install::copy_tree(from, &staging)
-            .map_err(|e| refused(e.to_string()))?;
+        crate::extensions::fetch::copy_tree(from, &staging).map_err(|e| refused(e.to_string()))?;
         remove_entry(to)?;
         std::fs::rename(&staging, to).map_err(|e| io(to, e))?;
     }
