@@ -22,7 +22,6 @@ pub(crate) const RESTRUCTURING: &[&str] = &["core", "mcp"];
 pub(crate) const NOT_YET: &[&str] = &[
     "auth/service.rs refresh",
     "commands/plain.rs lex",
-    "config/mod.rs effective_with",
     "extensions/manifest.rs read",
     "extensions/verify.rs verify",
     "gateway/http.rs serve",

@@ -22,6 +22,7 @@ mod last_good;
 pub(crate) mod mcp;
 pub(crate) mod merge;
 pub(crate) mod ops;
+mod servers;
 pub(crate) mod trust;
 pub(crate) mod unset;
 pub(crate) mod write;
@@ -32,12 +33,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use geminid_protocol::config::{
-    BlockReason, Diagnostic, EffectiveConfig, McpServerEntry, Scope, SettingsFile, Severity,
+    BlockReason, Diagnostic, EffectiveConfig, Scope, SettingsFile, Severity,
 };
 use serde_json::Value;
 
 use env::Env;
-use files::{diagnostic, position};
+use files::diagnostic;
 pub(crate) use last_good::located;
 use last_good::{Kept, Read, Role};
 use mcp::McpServerConfig;
@@ -334,168 +335,16 @@ impl Loader {
         }
 
         let gate = self.gate(&merged, &applied, session_disabled, &mut diags, &mut refusing);
-        // In an untrusted folder nothing runs, but every configured server is listed, the
-        // workspace's too (as Gemini CLI lists them: all disabled), so the user sees what
-        // trusting the folder would start.
-        let listed: Vec<&Layer> = if trust.trusted {
-            applied.clone()
-        } else {
-            layers.iter().filter(|l| l.value.is_some()).collect()
+        let sources = servers::Sources {
+            layers: &layers,
+            applied: &applied,
+            trusted: trust.trusted,
+            gate: &gate,
+            contributions: &contributions,
+            env,
+            user: &p.user,
         };
-        let applied_servers = merged.as_object_mut().and_then(|m| m.remove("mcpServers"));
-        let servers_from = if trust.trusted {
-            applied_servers
-        } else {
-            let mut as_if_trusted =
-                merge::merge_all(listed.iter().filter_map(|l| l.value.as_ref()));
-            as_if_trusted.as_object_mut().and_then(|m| m.remove("mcpServers"))
-        };
-        let raw_servers = match servers_from {
-            Some(Value::Object(m)) => m,
-            Some(_) => {
-                diags.push(diagnostic(
-                    Severity::Error,
-                    &p.user,
-                    None,
-                    "\"mcpServers\" must be an object".into(),
-                ));
-                serde_json::Map::new()
-            }
-            None => serde_json::Map::new(),
-        };
-        let mut raw_servers = raw_servers;
-        // `mcp.serverCommand`: one more server, named `mcp`, from a command line (Gemini CLI's
-        // `populateMcpServerCommand`); not with an admin allowlist (`admin.mcp.config`).
-        let command_origin = listed
-            .iter()
-            .rev()
-            .find(|l| l.value.as_ref().and_then(|v| v.pointer("/mcp/serverCommand")).is_some());
-        let allowlisted = merged
-            .pointer("/admin/mcp/config")
-            .and_then(Value::as_object)
-            .is_some_and(|m| !m.is_empty());
-        let mut from_command = false;
-        if let (Some(origin), false) = (command_origin, allowlisted)
-            && let Some(line) =
-                origin.value.as_ref().and_then(|v| v["mcp"]["serverCommand"].as_str())
-            && !line.trim().is_empty()
-        {
-            match mcp::server_command(line, env) {
-                Ok(words) => {
-                    from_command = true;
-                    let (command, args) = words
-                        .split_first()
-                        .map_or_else(Default::default, |(c, a)| (c.clone(), a.to_vec()));
-                    raw_servers.insert(
-                        "mcp".into(),
-                        serde_json::json!({ "command": command, "args": args }),
-                    );
-                }
-                Err(why) => diags.push(diagnostic(
-                    Severity::Error,
-                    &origin.path,
-                    position(&origin.text, &["mcp", "serverCommand"]),
-                    format!("failed to parse mcpServerCommand: {line} ({why})"),
-                )),
-            }
-        }
-        let written_in = |name: &str| {
-            listed.iter().rev().find_map(|l| {
-                l.raw.as_ref()?.pointer(&format!("/mcpServers/{}", escape(name))).cloned()
-            })
-        };
-        let joined =
-            extend::join_servers(&mut raw_servers, &written_in, &contributions, &mut diags);
-        // Each extension is a layer under every settings scope, holding the servers it alone
-        // gives (a settings entry of the same name is where that server is written).
-        let ext_layers: Vec<Layer> = joined
-            .layers
-            .iter()
-            .map(|(i, own)| Layer {
-                scope: Scope::Extension,
-                path: contributions[*i].manifest_path.clone(),
-                exists: true,
-                applied: true,
-                value: Some(serde_json::json!({ "mcpServers": own })),
-                raw: None,
-                text: contributions[*i].manifest_text.clone(),
-                read: Read::given(),
-            })
-            .collect();
-        let listed: Vec<&Layer> = ext_layers.iter().chain(listed.iter().copied()).collect();
-        let mut servers = BTreeMap::new();
-        let mut entries = Vec::new();
-        for (name, value) in &raw_servers {
-            // With the shallow merge, a server comes whole from the last scope defining it.
-            let origin = if name == "mcp" && from_command {
-                command_origin
-            } else {
-                listed.iter().rev().find(|l| {
-                    l.value
-                        .as_ref()
-                        .and_then(|v| v.pointer(&format!("/mcpServers/{}", escape(name))))
-                        .is_some()
-                })
-            };
-            let Some(origin) = origin else { continue };
-            let extension = joined.from.get(name).map(|(e, _)| e.clone());
-            let written = joined.from.get(name).map(|(_, v)| v.clone()).or_else(|| {
-                origin.raw.as_ref()?.pointer(&format!("/mcpServers/{}", escape(name))).cloned()
-            });
-            let (config, mut problems) = mcp::parse_server(name, value);
-            problems.extend(mcp::misplaced(name, origin.scope, origin.value.as_ref()));
-            let unset = unset::in_entry(written.as_ref().unwrap_or(value), env);
-            problems.extend(unset.iter().map(|u| mcp::Problem::warning(u.field, u.message(name))));
-            for pr in problems {
-                let mut path = vec!["mcpServers", name.as_str()];
-                if let Some(f) = pr.field.as_deref() {
-                    path.push(f);
-                }
-                diags.push(diagnostic(
-                    pr.severity,
-                    &origin.path,
-                    position(&origin.text, &path),
-                    pr.message,
-                ));
-            }
-            // As Gemini CLI's `mcp list` has it, admin settings, `mcp.allowed` and
-            // `mcp.excluded` block a server before an untrusted folder disables it.
-            let listed_out = gate.blocked(name).filter(|b| {
-                matches!(b, BlockReason::Admin | BlockReason::Allowlist | BlockReason::Excludelist)
-            });
-            let blocked = if let Some(b) = listed_out {
-                Some(b)
-            } else if !trust.trusted {
-                Some(BlockReason::UntrustedFolder)
-            } else if config.is_none() {
-                Some(BlockReason::Invalid)
-            } else if config.as_ref().is_some_and(McpServerConfig::is_gateway) {
-                Some(BlockReason::Gateway)
-            } else {
-                gate.blocked(name)
-            };
-            entries.push(McpServerEntry {
-                name: name.clone(),
-                scope: origin.scope,
-                file: origin.path.display().to_string(),
-                transport: config.as_ref().map_or("none", McpServerConfig::transport).to_owned(),
-                // As written, not expanded: `"X": "$GITHUB_TOKEN"` shows as that, never as the
-                // token (and what looks secret in it is redacted as well).
-                config: mcp::redacted(written.as_ref().unwrap_or(value)),
-                extension: extension.clone(),
-                blocked,
-            });
-            if let Some(config) = config {
-                let shown = written
-                    .as_ref()
-                    .and_then(|raw| mcp::parse_server(name, raw).0)
-                    .unwrap_or_else(|| config.clone());
-                let unset = unset.iter().map(|u| u.message(name)).collect();
-                let spec =
-                    ServerSpec { config, shown, scope: origin.scope, extension, blocked, unset };
-                servers.insert(name.clone(), spec);
-            }
-        }
+        let servers = servers::read(&sources, &mut merged, &mut diags);
         // `entries` keep the settings files' order (a later scope's entry in the place of the
         // earlier one it replaces), extensions' servers after them, as Gemini CLI lists them.
         diags.sort_by(|a, b| {
@@ -523,11 +372,11 @@ impl Loader {
                 workspace: workspace.display().to_string(),
                 trust,
                 files,
-                mcp_servers: entries,
+                mcp_servers: servers.entries,
                 settings: merged,
                 diagnostics: diags,
             },
-            servers,
+            servers: servers.specs,
             shown_settings,
             hook_files,
             extensions: contributions,
