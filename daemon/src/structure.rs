@@ -27,7 +27,6 @@ pub(crate) const NOT_YET: &[&str] = &[
     "gateway/http.rs serve",
     "hooks/run.rs run",
     "policy/engine/tests.rs excluded_tools_as_gemini_cli_computes_them",
-    "policy/load.rs rule",
     "shell.rs parse",
 ];
 

@@ -235,256 +235,344 @@ fn rule(
     tier: Tier,
 ) {
     let line = at.clone().map(|a| r.lines.position(a.start + r.base).0);
-    let bad = |r: &mut Reader<'_>, at: Option<std::ops::Range<usize>>, why: String| {
-        r.say(Severity::Error, at, format!("rule #{n} is not loaded: {why}"));
-    };
-    for (key, item) in t.iter() {
-        if !FIELDS.contains(&key) {
-            r.say(
-                Severity::Warning,
-                item.span(),
-                format!(
-                    "rule #{n}: unknown field '{key}'; ignored{}",
-                    geminid_protocol::suggest::did_you_mean(key, FIELDS.iter().copied())
-                ),
-            );
+    let entry = Entry { n, t, at };
+    entry.unknown_fields(r);
+    let Ok(read) = entry.read(r) else { return };
+    let origin = Origin { file: r.file.to_owned(), line, tier, priority: read.priority };
+    for args in read.compiled {
+        for name in &read.names {
+            let tool_name = match &read.mcp_name {
+                Some(server) => super::rule::mcp_name(server, name),
+                None => name.clone(),
+            };
+            r.out.rules.push(Rule {
+                tool_name,
+                subagent: read.subagent.clone(),
+                mcp_name: read.mcp_name.clone(),
+                args: args.clone(),
+                decision: read.decision,
+                modes: read.modes.clone(),
+                interactive: read.interactive,
+                annotations: read.annotations.clone(),
+                allow_redirection: read.allow_redirection,
+                deny_message: read.deny_message.clone(),
+                origin: origin.clone(),
+            });
         }
     }
-    let field = |key: &str| t.get(key);
-    let span_of = |key: &str| t.get(key).and_then(Item::span).or_else(|| at.clone());
-    let string = |r: &mut Reader<'_>, key: &str| -> Result<Option<String>, ()> {
-        match field(key) {
-            None => Ok(None),
-            Some(i) => match i.as_str() {
-                Some(s) => Ok(Some(s.to_owned())),
-                None => {
-                    bad(r, span_of(key), format!("{key} must be a string, not {}", i.type_name()));
-                    Err(())
-                }
-            },
-        }
-    };
-    // toolName
-    let Some(names_item) = field("toolName") else {
-        return bad(r, at.clone(), "toolName is required (\"*\" matches every tool)".to_owned());
-    };
-    let Some(names) = strings(names_item) else {
-        return bad(
-            r,
-            span_of("toolName"),
-            "toolName must be a string or a list of strings".to_owned(),
-        );
-    };
-    if names.iter().any(String::is_empty) {
-        return bad(
-            r,
-            span_of("toolName"),
-            "toolName cannot be an empty string (\"*\" matches every tool)".to_owned(),
-        );
+}
+
+/// One `[[rule]]` table being read: its number in the file, the table and its span.
+struct Entry<'t> {
+    n: usize,
+    t: &'t dyn TableLike,
+    at: Option<std::ops::Range<usize>>,
+}
+
+/// What one `[[rule]]` says, each field checked: every tool name, with one pattern each.
+struct Fields {
+    names: Vec<String>,
+    decision: Decision,
+    priority: u32,
+    subagent: Option<String>,
+    mcp_name: Option<String>,
+    modes: Vec<ApprovalMode>,
+    interactive: Option<bool>,
+    annotations: Option<Map<String, Value>>,
+    allow_redirection: Option<bool>,
+    deny_message: Option<String>,
+    compiled: Vec<Option<std::sync::Arc<ArgsPattern>>>,
+}
+
+/// The rule was dropped; the problem is said.
+struct Dropped;
+
+impl Entry<'_> {
+    /// Each field in the order Gemini CLI checks them; the first problem drops the rule.
+    fn read(&self, r: &mut Reader<'_>) -> Result<Fields, Dropped> {
+        let (names, listed) = self.tool_names(r)?;
+        let decision = self.decision(r)?;
+        let priority = self.priority(r)?;
+        let subagent = self.string(r, "subagent")?;
+        let mcp_name = self.string(r, "mcpName")?;
+        let args_pattern = self.string(r, "argsPattern")?;
+        let command_regex = self.string(r, "commandRegex")?;
+        let command_prefix = self.command_prefix(r)?;
+        let command = (&args_pattern, &command_prefix, &command_regex);
+        self.shell_only(r, &names, listed, command)?;
+        let modes = self.modes(r)?;
+        let interactive = self.interactive(r)?;
+        let annotations = self.annotations(r)?;
+        let allow_redirection = self
+            .field("allowRedirection")
+            .or_else(|| self.field("allow_redirection"))
+            .and_then(Item::as_bool);
+        let deny_message = match self.string(r, "denyMessage")? {
+            Some(m) => Some(m),
+            None => self.string(r, "deny_message")?,
+        };
+        self.deprecated_names(r, &names);
+        let compiled = self.patterns(r, command)?;
+        Ok(Fields {
+            names,
+            decision,
+            priority,
+            subagent,
+            mcp_name,
+            modes,
+            interactive,
+            annotations,
+            allow_redirection,
+            deny_message,
+            compiled,
+        })
     }
-    // decision
-    let decision = match field("decision").and_then(Item::as_str) {
-        Some("allow") => Decision::Allow,
-        Some("deny") => Decision::Deny,
-        Some("ask_user") => Decision::AskUser,
-        Some(other) => {
-            return bad(
-                r,
-                span_of("decision"),
-                format!("decision must be \"allow\", \"deny\" or \"ask_user\", not {other:?}"),
-            );
-        }
-        None => {
-            return bad(
-                r,
-                span_of("decision"),
-                "decision is required (\"allow\", \"deny\" or \"ask_user\")".to_owned(),
-            );
-        }
-    };
-    // priority
-    let priority = match field("priority") {
-        None => {
-            return bad(
-                r,
-                at.clone(),
-                "priority is required (an integer from 0 to 999)".to_owned(),
-            );
-        }
-        Some(i) => match i.as_integer() {
-            Some(p) if p < 0 => {
-                return bad(r, span_of("priority"), format!("priority must be >= 0, not {p}"));
-            }
-            Some(p) if p > 999 => {
-                return bad(
-                    r,
-                    span_of("priority"),
+
+    fn field(&self, key: &str) -> Option<&Item> {
+        self.t.get(key)
+    }
+
+    fn span_of(&self, key: &str) -> Option<std::ops::Range<usize>> {
+        self.t.get(key).and_then(Item::span).or_else(|| self.at.clone())
+    }
+
+    /// The rule dropped for `why`, said at `at`.
+    fn drop<T>(
+        &self,
+        r: &mut Reader<'_>,
+        at: Option<std::ops::Range<usize>>,
+        why: String,
+    ) -> Result<T, Dropped> {
+        r.say(Severity::Error, at, format!("rule #{} is not loaded: {why}", self.n));
+        Err(Dropped)
+    }
+
+    fn unknown_fields(&self, r: &mut Reader<'_>) {
+        for (key, item) in self.t.iter() {
+            if !FIELDS.contains(&key) {
+                r.say(
+                    Severity::Warning,
+                    item.span(),
                     format!(
-                        "priority must be <= 999, not {p}: priorities of 1000 and more would jump to the next tier"
+                        "rule #{}: unknown field '{key}'; ignored{}",
+                        self.n,
+                        geminid_protocol::suggest::did_you_mean(key, FIELDS.iter().copied())
                     ),
                 );
             }
-            Some(p) => u32::try_from(p).unwrap_or(0),
-            None => {
-                return bad(
+        }
+    }
+
+    /// An optional string field.
+    fn string(&self, r: &mut Reader<'_>, key: &str) -> Result<Option<String>, Dropped> {
+        match self.field(key) {
+            None => Ok(None),
+            Some(i) => match i.as_str() {
+                Some(s) => Ok(Some(s.to_owned())),
+                None => self.drop(
                     r,
-                    span_of("priority"),
-                    format!("priority must be an integer, not {}", i.type_name()),
-                );
-            }
-        },
-    };
-    let Ok(subagent) = string(r, "subagent") else { return };
-    let Ok(mcp_name) = string(r, "mcpName") else { return };
-    let Ok(args_pattern) = string(r, "argsPattern") else { return };
-    let Ok(command_regex) = string(r, "commandRegex") else { return };
-    let command_prefix = match field("commandPrefix") {
-        None => None,
-        Some(i) => match strings(i) {
-            Some(p) => Some(p),
-            None => {
-                return bad(
-                    r,
-                    span_of("commandPrefix"),
-                    "commandPrefix must be a string or a list of strings".to_owned(),
-                );
-            }
-        },
-    };
-    if command_prefix.is_some() || command_regex.is_some() {
-        if names.len() != 1 || names[0] != SHELL_TOOL || names_item.as_array().is_some() {
-            return bad(
+                    self.span_of(key),
+                    format!("{key} must be a string, not {}", i.type_name()),
+                ),
+            },
+        }
+    }
+
+    /// `toolName`: its names, and whether it is a list.
+    fn tool_names(&self, r: &mut Reader<'_>) -> Result<(Vec<String>, bool), Dropped> {
+        let Some(item) = self.field("toolName") else {
+            let why = "toolName is required (\"*\" matches every tool)".to_owned();
+            return self.drop(r, self.at.clone(), why);
+        };
+        let Some(names) = strings(item) else {
+            let why = "toolName must be a string or a list of strings".to_owned();
+            return self.drop(r, self.span_of("toolName"), why);
+        };
+        if names.iter().any(String::is_empty) {
+            let why = "toolName cannot be an empty string (\"*\" matches every tool)".to_owned();
+            return self.drop(r, self.span_of("toolName"), why);
+        }
+        Ok((names, item.as_array().is_some()))
+    }
+
+    fn decision(&self, r: &mut Reader<'_>) -> Result<Decision, Dropped> {
+        match self.field("decision").and_then(Item::as_str) {
+            Some("allow") => Ok(Decision::Allow),
+            Some("deny") => Ok(Decision::Deny),
+            Some("ask_user") => Ok(Decision::AskUser),
+            Some(other) => self.drop(
                 r,
-                span_of(if command_prefix.is_some() { "commandPrefix" } else { "commandRegex" }),
+                self.span_of("decision"),
+                format!("decision must be \"allow\", \"deny\" or \"ask_user\", not {other:?}"),
+            ),
+            None => self.drop(
+                r,
+                self.span_of("decision"),
+                "decision is required (\"allow\", \"deny\" or \"ask_user\")".to_owned(),
+            ),
+        }
+    }
+
+    fn priority(&self, r: &mut Reader<'_>) -> Result<u32, Dropped> {
+        let Some(i) = self.field("priority") else {
+            let why = "priority is required (an integer from 0 to 999)".to_owned();
+            return self.drop(r, self.at.clone(), why);
+        };
+        let at = self.span_of("priority");
+        match i.as_integer() {
+            Some(p) if p < 0 => self.drop(r, at, format!("priority must be >= 0, not {p}")),
+            Some(p) if p > 999 => self.drop(
+                r,
+                at,
+                format!(
+                    "priority must be <= 999, not {p}: priorities of 1000 and more would jump to the next tier"
+                ),
+            ),
+            Some(p) => Ok(u32::try_from(p).unwrap_or(0)),
+            None => {
+                self.drop(r, at, format!("priority must be an integer, not {}", i.type_name()))
+            }
+        }
+    }
+
+    fn command_prefix(&self, r: &mut Reader<'_>) -> Result<Option<Vec<String>>, Dropped> {
+        match self.field("commandPrefix") {
+            None => Ok(None),
+            Some(i) => match strings(i) {
+                Some(p) => Ok(Some(p)),
+                None => self.drop(
+                    r,
+                    self.span_of("commandPrefix"),
+                    "commandPrefix must be a string or a list of strings".to_owned(),
+                ),
+            },
+        }
+    }
+
+    /// `commandPrefix` and `commandRegex` are for the shell tool alone, one of them, and not
+    /// beside `argsPattern`.
+    fn shell_only(
+        &self,
+        r: &mut Reader<'_>,
+        names: &[String],
+        listed: bool,
+        (args_pattern, command_prefix, command_regex): Command<'_>,
+    ) -> Result<(), Dropped> {
+        if command_prefix.is_none() && command_regex.is_none() {
+            return Ok(());
+        }
+        if names.len() != 1 || names[0] != SHELL_TOOL || listed {
+            return self.drop(
+                r,
+                self.span_of(if command_prefix.is_some() { "commandPrefix" } else { "commandRegex" }),
                 format!(
                     "commandPrefix and commandRegex can only be used with toolName = \"{SHELL_TOOL}\" (not a list)"
                 ),
             );
         }
         if args_pattern.is_some() {
-            return bad(
-                r,
-                span_of("argsPattern"),
-                "commandPrefix/commandRegex and argsPattern cannot be used together".to_owned(),
-            );
+            let why = "commandPrefix/commandRegex and argsPattern cannot be used together";
+            return self.drop(r, self.span_of("argsPattern"), why.to_owned());
         }
         if command_prefix.is_some() && command_regex.is_some() {
-            return bad(
+            let why = "commandPrefix and commandRegex cannot be used together";
+            return self.drop(r, self.span_of("commandRegex"), why.to_owned());
+        }
+        Ok(())
+    }
+
+    fn modes(&self, r: &mut Reader<'_>) -> Result<Vec<ApprovalMode>, Dropped> {
+        let Some(i) = self.field("modes") else { return Ok(vec![]) };
+        let names: Option<Vec<ApprovalMode>> = i
+            .as_array()
+            .and_then(|a| a.iter().map(|v| v.as_str().and_then(super::mode_named)).collect());
+        match names {
+            Some(m) => Ok(m),
+            None => self.drop(
                 r,
-                span_of("commandRegex"),
-                "commandPrefix and commandRegex cannot be used together".to_owned(),
-            );
+                self.span_of("modes"),
+                "modes must be a list of \"default\", \"autoEdit\", \"yolo\", \"plan\"".to_owned(),
+            ),
         }
     }
-    let modes = match field("modes") {
-        None => vec![],
-        Some(i) => {
-            let names: Option<Vec<ApprovalMode>> = i
-                .as_array()
-                .and_then(|a| a.iter().map(|v| v.as_str().and_then(super::mode_named)).collect());
-            match names {
-                Some(m) => m,
+
+    fn interactive(&self, r: &mut Reader<'_>) -> Result<Option<bool>, Dropped> {
+        match self.field("interactive") {
+            None => Ok(None),
+            Some(i) => match i.as_bool() {
+                Some(b) => Ok(Some(b)),
                 None => {
-                    return bad(
-                        r,
-                        span_of("modes"),
-                        "modes must be a list of \"default\", \"autoEdit\", \"yolo\", \"plan\""
-                            .to_owned(),
-                    );
+                    let why = "interactive must be true or false".to_owned();
+                    self.drop(r, self.span_of("interactive"), why)
+                }
+            },
+        }
+    }
+
+    fn annotations(&self, r: &mut Reader<'_>) -> Result<Option<Map<String, Value>>, Dropped> {
+        match self.field("toolAnnotations") {
+            None => Ok(None),
+            Some(i) => match i.as_table_like() {
+                Some(tl) => Ok(Some(
+                    tl.iter()
+                        .filter_map(|(k, v)| v.as_value().map(|v| (k.to_owned(), to_json(v))))
+                        .collect(),
+                )),
+                None => {
+                    let why = "toolAnnotations must be a table".to_owned();
+                    self.drop(r, self.span_of("toolAnnotations"), why)
+                }
+            },
+        }
+    }
+
+    /// A warning for each name in the deprecated `server__tool` form.
+    fn deprecated_names(&self, r: &mut Reader<'_>, names: &[String]) {
+        for name in names {
+            if name.contains("__") {
+                r.say(
+                    Severity::Warning,
+                    self.span_of("toolName"),
+                    format!("rule #{}: the \"__\" syntax for MCP tools is deprecated; use mcpName = \"...\" or the mcp_server_tool form ({name:?})", self.n),
+                );
+            }
+        }
+    }
+
+    /// The argument patterns the rule matches with, compiled.
+    fn patterns(
+        &self,
+        r: &mut Reader<'_>,
+        (args_pattern, command_prefix, command_regex): Command<'_>,
+    ) -> Result<Vec<Option<std::sync::Arc<ArgsPattern>>>, Dropped> {
+        let patterns = args_patterns(
+            args_pattern.as_deref(),
+            command_prefix.as_deref(),
+            command_regex.as_deref(),
+        );
+        let mut compiled = Vec::with_capacity(patterns.len());
+        for p in &patterns {
+            match p.as_deref().map(ArgsPattern::new).transpose() {
+                Ok(c) => compiled.push(c),
+                Err(why) => {
+                    let key = if command_prefix.is_some() {
+                        "commandPrefix"
+                    } else if command_regex.is_some() {
+                        "commandRegex"
+                    } else {
+                        "argsPattern"
+                    };
+                    let why = format!("its pattern cannot be used: {why}");
+                    return self.drop(r, self.span_of(key), why);
                 }
             }
         }
-    };
-    let interactive = match field("interactive") {
-        None => None,
-        Some(i) => match i.as_bool() {
-            Some(b) => Some(b),
-            None => {
-                return bad(
-                    r,
-                    span_of("interactive"),
-                    "interactive must be true or false".to_owned(),
-                );
-            }
-        },
-    };
-    let annotations = match field("toolAnnotations") {
-        None => None,
-        Some(i) => match i.as_table_like() {
-            Some(tl) => Some(
-                tl.iter()
-                    .filter_map(|(k, v)| v.as_value().map(|v| (k.to_owned(), to_json(v))))
-                    .collect::<Map<String, Value>>(),
-            ),
-            None => {
-                return bad(
-                    r,
-                    span_of("toolAnnotations"),
-                    "toolAnnotations must be a table".to_owned(),
-                );
-            }
-        },
-    };
-    let allow_redirection =
-        field("allowRedirection").or_else(|| field("allow_redirection")).and_then(Item::as_bool);
-    let Ok(deny_message) = string(r, "denyMessage") else { return };
-    let deny_message = match deny_message {
-        Some(m) => Some(m),
-        None => {
-            let Ok(m) = string(r, "deny_message") else { return };
-            m
-        }
-    };
-    for name in &names {
-        if name.contains("__") {
-            r.say(
-                Severity::Warning,
-                span_of("toolName"),
-                format!("rule #{n}: the \"__\" syntax for MCP tools is deprecated; use mcpName = \"...\" or the mcp_server_tool form ({name:?})"),
-            );
-        }
-    }
-    let patterns =
-        args_patterns(args_pattern.as_deref(), command_prefix.as_deref(), command_regex.as_deref());
-    let mut compiled = Vec::with_capacity(patterns.len());
-    for p in &patterns {
-        match p.as_deref().map(ArgsPattern::new).transpose() {
-            Ok(c) => compiled.push(c),
-            Err(why) => {
-                let key = if command_prefix.is_some() {
-                    "commandPrefix"
-                } else if command_regex.is_some() {
-                    "commandRegex"
-                } else {
-                    "argsPattern"
-                };
-                return bad(r, span_of(key), format!("its pattern cannot be used: {why}"));
-            }
-        }
-    }
-    let origin = Origin { file: r.file.to_owned(), line, tier, priority };
-    for args in compiled {
-        for name in &names {
-            let tool_name = match &mcp_name {
-                Some(server) => super::rule::mcp_name(server, name),
-                None => name.clone(),
-            };
-            r.out.rules.push(Rule {
-                tool_name,
-                subagent: subagent.clone(),
-                mcp_name: mcp_name.clone(),
-                args: args.clone(),
-                decision,
-                modes: modes.clone(),
-                interactive,
-                annotations: annotations.clone(),
-                allow_redirection,
-                deny_message: deny_message.clone(),
-                origin: origin.clone(),
-            });
-        }
+        Ok(compiled)
     }
 }
+
+/// `argsPattern`, `commandPrefix` and `commandRegex` as written.
+type Command<'a> = (&'a Option<String>, &'a Option<Vec<String>>, &'a Option<String>);
 
 #[cfg(test)]
 mod tests;
