@@ -245,6 +245,53 @@ impl Auth {
         Ok(self.refresh(t, &c).await?.token.access.clone())
     }
 
+    /// The token endpoint asked for a refresh of `seen`, as the client its settings or its
+    /// registration name; a failure that may pass is tried again (`REFRESH_TRIES` in all,
+    /// the delay quadrupling). The outcome, and how many tries it took.
+    async fn ask_refresh(
+        &self,
+        t: &Target,
+        seen: &Credential,
+    ) -> (Result<token::Token, TokenError>, u32) {
+        let client_id = t.settings.client_id.clone().unwrap_or_else(|| seen.client_id.clone());
+        let configured = t.settings.client_secret.expose().clone().map(Secret::new);
+        let secret = configured.or_else(|| seen.client_secret.clone());
+        let auth = match (&secret, seen.client_auth) {
+            (Some(_), token::ClientAuth::None) => token::ClientAuth::Basic,
+            (None, _) => token::ClientAuth::None,
+            (Some(_), how) => how,
+        };
+        let client = token::Client {
+            id: &client_id,
+            secret: secret.as_ref(),
+            auth,
+            audiences: &t.settings.audiences,
+            resource: Some(&seen.token_resource),
+        };
+        let mut delay = self.backoff;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let r = token::refresh(
+                &self.http,
+                &seen.token_url,
+                &client,
+                &seen.token,
+                &t.settings.scopes,
+                clock::now_ms(),
+            )
+            .await;
+            match r {
+                Err(e) if e.is_transient() && tries < REFRESH_TRIES => {
+                    tracing::info!(server = %t.name, error = %e, "token refresh failed; trying again");
+                    tokio::time::sleep(delay).await;
+                    delay *= 4;
+                }
+                other => break (other, tries),
+            }
+        }
+    }
+
     /// Refresh `seen`, unless someone already has.
     async fn refresh(
         &self,
@@ -269,43 +316,7 @@ impl Auth {
                 t.sign_in_hint()
             )));
         }
-        let client_id = t.settings.client_id.clone().unwrap_or_else(|| seen.client_id.clone());
-        let configured = t.settings.client_secret.expose().clone().map(Secret::new);
-        let secret = configured.or_else(|| seen.client_secret.clone());
-        let auth = match (&secret, seen.client_auth) {
-            (Some(_), token::ClientAuth::None) => token::ClientAuth::Basic,
-            (None, _) => token::ClientAuth::None,
-            (Some(_), how) => how,
-        };
-        let client = token::Client {
-            id: &client_id,
-            secret: secret.as_ref(),
-            auth,
-            audiences: &t.settings.audiences,
-            resource: Some(&seen.token_resource),
-        };
-        let mut delay = self.backoff;
-        let mut tries = 0;
-        let outcome = loop {
-            tries += 1;
-            let r = token::refresh(
-                &self.http,
-                &seen.token_url,
-                &client,
-                &seen.token,
-                &t.settings.scopes,
-                clock::now_ms(),
-            )
-            .await;
-            match r {
-                Err(e) if e.is_transient() && tries < REFRESH_TRIES => {
-                    tracing::info!(server = %t.name, error = %e, "token refresh failed; trying again");
-                    tokio::time::sleep(delay).await;
-                    delay *= 4;
-                }
-                other => break other,
-            }
-        };
+        let (outcome, tries) = self.ask_refresh(t, seen).await;
         let fresh = match outcome {
             Ok(token) => token,
             Err(TokenError::InvalidGrant(why)) => {

@@ -128,6 +128,44 @@ pub(crate) fn read(dir: &Path) -> Result<(Manifest, Vec<Diagnostic>), Vec<Diagno
             String::new()
         }
     };
+    let context_files = context_files(&value, &mut problem);
+    if value.get("mcpServers").is_some_and(|v| !v.is_object()) {
+        problem(Severity::Error, &["mcpServers"], "\"mcpServers\" must be an object".into());
+    }
+    let exclude_tools = match value.get("excludeTools") {
+        None => Vec::new(),
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+            items.iter().filter_map(Value::as_str).map(str::to_owned).collect()
+        }
+        Some(_) => {
+            problem(
+                Severity::Warning,
+                &["excludeTools"],
+                "\"excludeTools\" must be a list of tool names; ignored".into(),
+            );
+            Vec::new()
+        }
+    };
+    let settings = settings(&value, &mut problem);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let manifest = Manifest {
+        name,
+        version,
+        description: value.get("description").and_then(Value::as_str).map(str::to_owned),
+        context_files,
+        exclude_tools,
+        settings,
+        migrated_to: value.get("migratedTo").and_then(Value::as_str).map(str::to_owned),
+        raw: value,
+        text,
+    };
+    Ok((manifest, warnings))
+}
+
+/// The context files an extension names (`GEMINI.md` when it names none), each inside it.
+fn context_files(value: &Value, problem: &mut dyn FnMut(Severity, &[&str], String)) -> Vec<String> {
     let context_files = match value.get("contextFileName") {
         None => vec![DEFAULT_CONTEXT_FILE.to_owned()],
         Some(Value::String(s)) => vec![s.clone()],
@@ -155,23 +193,11 @@ pub(crate) fn read(dir: &Path) -> Result<(Manifest, Vec<Diagnostic>), Vec<Diagno
             );
         }
     }
-    if value.get("mcpServers").is_some_and(|v| !v.is_object()) {
-        problem(Severity::Error, &["mcpServers"], "\"mcpServers\" must be an object".into());
-    }
-    let exclude_tools = match value.get("excludeTools") {
-        None => Vec::new(),
-        Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
-            items.iter().filter_map(Value::as_str).map(str::to_owned).collect()
-        }
-        Some(_) => {
-            problem(
-                Severity::Warning,
-                &["excludeTools"],
-                "\"excludeTools\" must be a list of tool names; ignored".into(),
-            );
-            Vec::new()
-        }
-    };
+    context_files
+}
+
+/// The `settings` an extension declares; each that is not one is said and left out.
+fn settings(value: &Value, problem: &mut dyn FnMut(Severity, &[&str], String)) -> Vec<SettingDecl> {
     let mut settings = Vec::new();
     for (i, s) in value.get("settings").and_then(Value::as_array).into_iter().flatten().enumerate()
     {
@@ -196,21 +222,7 @@ pub(crate) fn read(dir: &Path) -> Result<(Manifest, Vec<Diagnostic>), Vec<Diagno
             ),
         }
     }
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    let manifest = Manifest {
-        name,
-        version,
-        description: value.get("description").and_then(Value::as_str).map(str::to_owned),
-        context_files,
-        exclude_tools,
-        settings,
-        migrated_to: value.get("migratedTo").and_then(Value::as_str).map(str::to_owned),
-        raw: value,
-        text,
-    };
-    Ok((manifest, warnings))
+    settings
 }
 
 /// What `${...}` may name while hydrating an extension's files for one workspace.

@@ -234,20 +234,19 @@ fn busy() -> Response<Body> {
 
 /// Serve HTTP on `listener` until `control` (the upgraded connection that asked) closes or the
 /// daemon shuts down. The first line written on `control` says where, and the token if new.
-pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
-    services: Arc<Services>,
-    session: String,
-    serving: Serving,
-    conn: ConnId,
-    listener: TcpListener,
-    mut control: C,
-) {
-    let (token, new, file) = match token(&services.data_dir) {
+/// The token (read, or made) and what gemctl is told on `control`: the URL, the token file,
+/// and the token when it is new; or why there is none. `None`: no token, or gemctl went.
+async fn announce<C: AsyncWrite + Unpin>(
+    data_dir: &Path,
+    listener: &TcpListener,
+    control: &mut C,
+) -> Option<(Secret<String>, serde_json::Value)> {
+    let (token, new, file) = match token(data_dir) {
         Ok(t) => t,
         Err(why) => {
             let line = json!({ "error": why.to_string() }).to_string();
             let _ = control.write_all(format!("{line}\n").as_bytes()).await;
-            return;
+            return None;
         }
     };
     let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -256,9 +255,21 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
     if new {
         said["token"] = json!(token.expose());
     }
-    if control.write_all(format!("{said}\n").as_bytes()).await.is_err() {
+    control.write_all(format!("{said}\n").as_bytes()).await.ok()?;
+    Some((token, said))
+}
+
+pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
+    services: Arc<Services>,
+    session: String,
+    serving: Serving,
+    conn: ConnId,
+    listener: TcpListener,
+    mut control: C,
+) {
+    let Some((token, said)) = announce(&services.data_dir, &listener, &mut control).await else {
         return;
-    }
+    };
     let instructions = Gateway::instructions(&services, &session, serving.server.as_deref()).await;
     let rounds = serving.rounds.clone();
     let stop = CancellationToken::new();

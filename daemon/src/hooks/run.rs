@@ -230,27 +230,9 @@ pub(crate) async fn bounded(mut r: impl AsyncRead + Unpin) -> (String, bool) {
     (String::from_utf8_lossy(&kept).into_owned(), cut)
 }
 
-/// Run one hook for `event` with `input` (its stdin).
-pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Context<'_>) -> Ran {
-    let started = Instant::now();
-    let failed = |error: String, took: Duration| Ran {
-        hook: hook.clone(),
-        took,
-        exit_code: None,
-        success: false,
-        output: None,
-        format: None,
-        stdout: String::new(),
-        stderr: String::new(),
-        error: Some(error),
-        note: None,
-    };
-    if hook.source == HookSource::Project && !ctx.trusted {
-        return failed(
-            "blocked: a settings hook does not run in an untrusted folder".into(),
-            Duration::ZERO,
-        );
-    }
+/// The shell that runs `hook` (its program, for messages) and the command line, environment,
+/// folder and pipes it runs with.
+fn command(hook: &HookCommand, ctx: &Context<'_>) -> (String, tokio::process::Command) {
     let (program, prefix) = shell(ctx.env);
     #[cfg(unix)]
     let mut cmd = tokio::process::Command::new(crate::proc::resolve(
@@ -274,6 +256,31 @@ pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Cont
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    (program, cmd)
+}
+
+/// Run one hook for `event` with `input` (its stdin).
+pub async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Context<'_>) -> Ran {
+    let started = Instant::now();
+    let failed = |error: String, took: Duration| Ran {
+        hook: hook.clone(),
+        took,
+        exit_code: None,
+        success: false,
+        output: None,
+        format: None,
+        stdout: String::new(),
+        stderr: String::new(),
+        error: Some(error),
+        note: None,
+    };
+    if hook.source == HookSource::Project && !ctx.trusted {
+        return failed(
+            "blocked: a settings hook does not run in an untrusted folder".into(),
+            Duration::ZERO,
+        );
+    }
+    let (program, mut cmd) = command(hook, ctx);
     let mut group = match crate::proc::Group::spawn(&mut cmd) {
         Ok(c) => c,
         Err(e) => {
