@@ -100,25 +100,11 @@ impl Extensions {
             Err(e) => return Checked::bad(IntegrityState::Unverifiable, e.to_string()),
         };
         // Gemini CLI's store lives outside the folder: checked at every scan.
-        let mut signed_metadata = None;
-        if let Some(meta) = metadata {
-            let reference = ReferenceStore::new(&self.gemini_dir, key.clone());
-            if let Err(e) = reference.load() {
-                return Checked::bad(IntegrityState::Tampered, e.to_string());
-            }
-            let status = reference.verify(name, Some(meta));
-            signed_metadata = (status == Status::Verified).then_some(meta);
-            if status == Status::Invalid {
-                return Checked::bad(
-                    IntegrityState::Tampered,
-                    format!(
-                        "its install metadata ({}) does not match its integrity record: \
-                         reinstall it, or `gemctl extensions accept {name}` if the change was yours",
-                        super::manifest::INSTALL_FILE
-                    ),
-                );
-            }
-        }
+        let signed_metadata = match metadata.map(|m| self.check_metadata(name, m, &key)) {
+            Some(Err(bad)) => return *bad,
+            Some(Ok(signed)) => signed,
+            None => None,
+        };
         // Not hashed: unchanged since the last check, whose result stands.
         let Some(hashes) = hashes else {
             return cached
@@ -128,18 +114,7 @@ impl Extensions {
         let result = match record() {
             None => {
                 // First sight (installed by Gemini CLI, or before geminid kept records).
-                let r = Record::new(name, version, hashes, &key);
-                if let Err(e) = self.put_record(name, &r) {
-                    return Checked::bad(IntegrityState::Unverifiable, e.to_string());
-                }
-                tracing::info!(
-                    extension = name,
-                    files = r.files.len(),
-                    "extension seen for the first time: its files are recorded"
-                );
-                let verified = Checked::verified(at);
-                self.remember(name, &verified);
-                return Checked { state: IntegrityState::Recorded, ..verified };
+                return self.first_sight(name, version, hashes, &key, at);
             }
             Some(r) if !r.is_signed(name, &key) => Checked {
                 at,
@@ -173,19 +148,7 @@ impl Extensions {
                     );
                     Checked::verified(at)
                 } else {
-                    let why = match (r.version.as_deref(), version) {
-                        (Some(was), Some(now)) if was != now => format!(
-                            "it was changed outside geminid, from version {was} to {now} (an \
-                             update by Gemini CLI?): check it ({}), then `gemctl extensions accept \
-                             {name}`, or reinstall it",
-                            changes.describe()
-                        ),
-                        _ => format!(
-                            "its files do not match their integrity record ({}): reinstall it, or \
-                             `gemctl extensions accept {name}` if the change was yours",
-                            changes.describe()
-                        ),
-                    };
+                    let why = changed_outside(name, r.version.as_deref(), version, &changes);
                     Checked {
                         at,
                         state: IntegrityState::Tampered,
@@ -198,6 +161,55 @@ impl Extensions {
         };
         self.remember(name, &result);
         result
+    }
+
+    /// A first sight of `name`: its files recorded, signed with `key`.
+    fn first_sight(
+        &self,
+        name: &str,
+        version: Option<&str>,
+        hashes: super::files::Hashes,
+        key: &Secret<String>,
+        at: (std::path::PathBuf, Fingerprint),
+    ) -> Checked {
+        let r = Record::new(name, version, hashes, key);
+        if let Err(e) = self.put_record(name, &r) {
+            return Checked::bad(IntegrityState::Unverifiable, e.to_string());
+        }
+        tracing::info!(
+            extension = name,
+            files = r.files.len(),
+            "extension seen for the first time: its files are recorded"
+        );
+        let verified = Checked::verified(at);
+        self.remember(name, &verified);
+        Checked { state: IntegrityState::Recorded, ..verified }
+    }
+
+    /// `name`'s install metadata against Gemini CLI's store: the metadata when the store signs
+    /// it, `None` when it has no record of it, or why the extension may not load.
+    fn check_metadata<'m>(
+        &self,
+        name: &str,
+        meta: &'m Value,
+        key: &Secret<String>,
+    ) -> Result<Option<&'m Value>, Box<Checked>> {
+        let reference = ReferenceStore::new(&self.gemini_dir, key.clone());
+        if let Err(e) = reference.load() {
+            return Err(Box::new(Checked::bad(IntegrityState::Tampered, e.to_string())));
+        }
+        let status = reference.verify(name, Some(meta));
+        if status == Status::Invalid {
+            return Err(Box::new(Checked::bad(
+                IntegrityState::Tampered,
+                format!(
+                    "its install metadata ({}) does not match its integrity record: \
+                     reinstall it, or `gemctl extensions accept {name}` if the change was yours",
+                    super::manifest::INSTALL_FILE
+                ),
+            )));
+        }
+        Ok((status == Status::Verified).then_some(meta))
     }
 
     /// The key to use with Gemini CLI's store: the one held, unless it cannot verify the
@@ -352,4 +364,27 @@ fn from_its_repository(metadata: &Value, installed: &files::Hashes) -> Option<St
         .collect();
     tracing::info!(source = url, differ = ?differ, "an extension's repository cloned again does not give its changed files");
     None
+}
+
+/// Why files that differ from their record keep `name` from loading: a version changed
+/// outside geminid, or files changed.
+fn changed_outside(
+    name: &str,
+    recorded: Option<&str>,
+    version: Option<&str>,
+    changes: &Changes,
+) -> String {
+    match (recorded, version) {
+        (Some(was), Some(now)) if was != now => format!(
+            "it was changed outside geminid, from version {was} to {now} (an \
+             update by Gemini CLI?): check it ({}), then `gemctl extensions accept \
+             {name}`, or reinstall it",
+            changes.describe()
+        ),
+        _ => format!(
+            "its files do not match their integrity record ({}): reinstall it, or \
+             `gemctl extensions accept {name}` if the change was yours",
+            changes.describe()
+        ),
+    }
 }
