@@ -283,155 +283,7 @@ fn the_name_index_decides_as_trying_every_rule() {
 /// are excluded.
 #[test]
 fn excluded_tools_as_gemini_cli_computes_them() {
-    use ApprovalMode::{Default as Normal, Plan, Yolo};
-    let modes = |mut r: Rule, m: &[ApprovalMode]| {
-        r.modes = m.to_vec();
-        r
-    };
-    let interactive = |mut r: Rule, i: bool| {
-        r.interactive = Some(i);
-        r
-    };
-    type Case = (
-        &'static str,
-        Vec<Rule>,
-        ApprovalMode,
-        bool,
-        Vec<(&'static str, Option<&'static str>)>,
-        Vec<&'static str>,
-    );
-    let cases: Vec<Case> = vec![
-        ("no rules", vec![], Normal, false, vec![("tool1", None)], vec![]),
-        (
-            "rules without modes apply in every mode",
-            vec![rule("tool1", Deny, 0)],
-            Normal,
-            false,
-            vec![("tool1", None), ("tool2", None)],
-            vec!["tool1"],
-        ),
-        (
-            "a higher argsPattern allow keeps a tool",
-            vec![
-                modes(with_args(rule("tool1", Allow, 100), "safe"), &[Normal]),
-                modes(rule("tool1", Deny, 10), &[Normal]),
-            ],
-            Normal,
-            false,
-            vec![("tool1", None)],
-            vec![],
-        ),
-        (
-            "deny decisions",
-            vec![
-                modes(rule("tool1", Deny, 0), &[Normal]),
-                modes(rule("tool2", Allow, 0), &[Normal]),
-            ],
-            Normal,
-            false,
-            vec![("tool1", None), ("tool2", None), ("tool3", None)],
-            vec!["tool1"],
-        ),
-        (
-            "priority: deny wins",
-            vec![
-                modes(rule("tool1", Deny, 100), &[Normal]),
-                modes(rule("tool1", Allow, 10), &[Normal]),
-            ],
-            Normal,
-            false,
-            vec![("tool1", None)],
-            vec!["tool1"],
-        ),
-        (
-            "priority: allow wins",
-            vec![
-                modes(rule("tool1", Allow, 100), &[Normal]),
-                modes(rule("tool1", Deny, 10), &[Normal]),
-            ],
-            Normal,
-            false,
-            vec![("tool1", None)],
-            vec![],
-        ),
-        (
-            "headless: the interactive-false deny",
-            vec![
-                interactive(modes(rule("tool1", AskUser, 0), &[Normal]), true),
-                interactive(modes(rule("tool1", Deny, 0), &[Normal]), false),
-            ],
-            Normal,
-            true,
-            vec![("tool1", None)],
-            vec!["tool1"],
-        ),
-        (
-            "ask_user in a headless session",
-            vec![interactive(rule("ask_user", Deny, 0), false), rule("read_file", Allow, 0)],
-            Normal,
-            true,
-            vec![("ask_user", None), ("read_file", None)],
-            vec!["ask_user"],
-        ),
-        (
-            "a deny with argsPattern is ignored",
-            vec![modes(with_args(rule("tool1", Deny, 0), "something"), &[Normal])],
-            Normal,
-            false,
-            vec![("tool1", None)],
-            vec![],
-        ),
-        (
-            "plan mode",
-            vec![modes(rule("tool1", Deny, 0), &[Plan])],
-            Plan,
-            false,
-            vec![("tool1", None)],
-            vec!["tool1"],
-        ),
-        (
-            "a plan rule in default mode",
-            vec![modes(rule("tool1", Deny, 0), &[Plan])],
-            Normal,
-            false,
-            vec![("tool1", None)],
-            vec![],
-        ),
-        (
-            "a YOLO wildcard allow",
-            vec![
-                modes(rule("*", Allow, 999), &[Yolo]),
-                modes(rule("dangerous-tool", Deny, 10), &[Yolo]),
-            ],
-            Yolo,
-            false,
-            vec![("dangerous-tool", None), ("safe-tool", None)],
-            vec![],
-        ),
-        (
-            "a server wildcard deny",
-            vec![modes(with_mcp(rule("mcp_server_*", Deny, 0), "server"), &[Normal])],
-            Normal,
-            false,
-            vec![
-                ("mcp_server_tool1", Some("server")),
-                ("mcp_server_tool2", Some("server")),
-                ("mcp_other_tool", Some("other")),
-            ],
-            vec!["mcp_server_tool1", "mcp_server_tool2"],
-        ),
-        (
-            "a server wildcard before a tool's own rule",
-            vec![
-                modes(with_mcp(rule("mcp_server_*", Deny, 100), "server"), &[Normal]),
-                modes(with_mcp(rule("mcp_server_tool1", Deny, 10), "server"), &[Normal]),
-            ],
-            Normal,
-            false,
-            vec![("mcp_server_tool1", Some("server")), ("mcp_server_tool2", Some("server"))],
-            vec!["mcp_server_tool1", "mcp_server_tool2"],
-        ),
-    ];
+    let cases = by_decision_and_priority().into_iter().chain(by_session());
     for (what, rules, mode, headless, tools, want) in cases {
         let set = PolicySet::new(rules);
         let got: Vec<&str> = tools
@@ -450,6 +302,171 @@ fn excluded_tools_as_gemini_cli_computes_them() {
             .collect();
         assert_eq!(got, want, "{what}");
     }
+}
+
+/// One `getExcludedTools` case: what it shows, the rules, the mode, whether the session is
+/// headless, the tools (with their servers), and which are excluded.
+type Case = (
+    &'static str,
+    Vec<Rule>,
+    ApprovalMode,
+    bool,
+    Vec<(&'static str, Option<&'static str>)>,
+    Vec<&'static str>,
+);
+
+fn in_modes(mut r: Rule, m: &[ApprovalMode]) -> Rule {
+    r.modes = m.to_vec();
+    r
+}
+
+fn interactive_only(mut r: Rule, i: bool) -> Rule {
+    r.interactive = Some(i);
+    r
+}
+
+/// The cases a rule's decision and priority decide.
+fn by_decision_and_priority() -> Vec<Case> {
+    use ApprovalMode::Default as Normal;
+    vec![
+        ("no rules", vec![], Normal, false, vec![("tool1", None)], vec![]),
+        (
+            "rules without modes apply in every mode",
+            vec![rule("tool1", Deny, 0)],
+            Normal,
+            false,
+            vec![("tool1", None), ("tool2", None)],
+            vec!["tool1"],
+        ),
+        (
+            "a higher argsPattern allow keeps a tool",
+            vec![
+                in_modes(with_args(rule("tool1", Allow, 100), "safe"), &[Normal]),
+                in_modes(rule("tool1", Deny, 10), &[Normal]),
+            ],
+            Normal,
+            false,
+            vec![("tool1", None)],
+            vec![],
+        ),
+        (
+            "deny decisions",
+            vec![
+                in_modes(rule("tool1", Deny, 0), &[Normal]),
+                in_modes(rule("tool2", Allow, 0), &[Normal]),
+            ],
+            Normal,
+            false,
+            vec![("tool1", None), ("tool2", None), ("tool3", None)],
+            vec!["tool1"],
+        ),
+        (
+            "priority: deny wins",
+            vec![
+                in_modes(rule("tool1", Deny, 100), &[Normal]),
+                in_modes(rule("tool1", Allow, 10), &[Normal]),
+            ],
+            Normal,
+            false,
+            vec![("tool1", None)],
+            vec!["tool1"],
+        ),
+        (
+            "priority: allow wins",
+            vec![
+                in_modes(rule("tool1", Allow, 100), &[Normal]),
+                in_modes(rule("tool1", Deny, 10), &[Normal]),
+            ],
+            Normal,
+            false,
+            vec![("tool1", None)],
+            vec![],
+        ),
+    ]
+}
+
+/// The cases the session decides: headless, plan and YOLO modes, servers.
+fn by_session() -> Vec<Case> {
+    use ApprovalMode::{Default as Normal, Plan, Yolo};
+    vec![
+        (
+            "headless: the interactive-false deny",
+            vec![
+                interactive_only(in_modes(rule("tool1", AskUser, 0), &[Normal]), true),
+                interactive_only(in_modes(rule("tool1", Deny, 0), &[Normal]), false),
+            ],
+            Normal,
+            true,
+            vec![("tool1", None)],
+            vec!["tool1"],
+        ),
+        (
+            "ask_user in a headless session",
+            vec![interactive_only(rule("ask_user", Deny, 0), false), rule("read_file", Allow, 0)],
+            Normal,
+            true,
+            vec![("ask_user", None), ("read_file", None)],
+            vec!["ask_user"],
+        ),
+        (
+            "a deny with argsPattern is ignored",
+            vec![in_modes(with_args(rule("tool1", Deny, 0), "something"), &[Normal])],
+            Normal,
+            false,
+            vec![("tool1", None)],
+            vec![],
+        ),
+        (
+            "plan mode",
+            vec![in_modes(rule("tool1", Deny, 0), &[Plan])],
+            Plan,
+            false,
+            vec![("tool1", None)],
+            vec!["tool1"],
+        ),
+        (
+            "a plan rule in default mode",
+            vec![in_modes(rule("tool1", Deny, 0), &[Plan])],
+            Normal,
+            false,
+            vec![("tool1", None)],
+            vec![],
+        ),
+        (
+            "a YOLO wildcard allow",
+            vec![
+                in_modes(rule("*", Allow, 999), &[Yolo]),
+                in_modes(rule("dangerous-tool", Deny, 10), &[Yolo]),
+            ],
+            Yolo,
+            false,
+            vec![("dangerous-tool", None), ("safe-tool", None)],
+            vec![],
+        ),
+        (
+            "a server wildcard deny",
+            vec![in_modes(with_mcp(rule("mcp_server_*", Deny, 0), "server"), &[Normal])],
+            Normal,
+            false,
+            vec![
+                ("mcp_server_tool1", Some("server")),
+                ("mcp_server_tool2", Some("server")),
+                ("mcp_other_tool", Some("other")),
+            ],
+            vec!["mcp_server_tool1", "mcp_server_tool2"],
+        ),
+        (
+            "a server wildcard before a tool's own rule",
+            vec![
+                in_modes(with_mcp(rule("mcp_server_*", Deny, 100), "server"), &[Normal]),
+                in_modes(with_mcp(rule("mcp_server_tool1", Deny, 10), "server"), &[Normal]),
+            ],
+            Normal,
+            false,
+            vec![("mcp_server_tool1", Some("server")), ("mcp_server_tool2", Some("server"))],
+            vec!["mcp_server_tool1", "mcp_server_tool2"],
+        ),
+    ]
 }
 
 /// `discovered_tool_*` (Gemini CLI's default rules for custom tools) means every custom tool:
