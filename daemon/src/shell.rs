@@ -208,32 +208,12 @@ pub(crate) fn parse(command: &str) -> Option<Parsed> {
     while i < b.len() {
         let at = |k: usize| b.get(i + k).copied().unwrap_or(0);
         let top = *stack.last()?;
+        if let Some(step) = in_text(&mut stack, top, i, &at) {
+            i = past(command, i, step?);
+            continue;
+        }
         let mut step = 1;
         match (top, at(0)) {
-            (Level::Single, b'\'') | (Level::Double, b'"') | (Level::AnsiC, b'\'') => {
-                stack.pop();
-            }
-            (Level::Single, _) => {}
-            (Level::AnsiC | Level::Double, b'\\') => step = 2,
-            (Level::AnsiC, _) => {}
-            (Level::Double, b'$') if at(1) == b'(' && at(2) == b'(' => {
-                stack.push(Level::Arith(0));
-                step = 3;
-            }
-            (Level::Double, b'$') if at(1) == b'(' => {
-                stack.push(Level::Code(i + 2));
-                step = 2;
-            }
-            (Level::Double, b'`') => stack.push(Level::Backtick(i + 1)),
-            (Level::Double, _) => {}
-            (Level::Arith(0), b')') if at(1) == b')' => {
-                stack.pop();
-                step = 2;
-            }
-            (Level::Arith(d), b'(') => set_level(&mut stack, Level::Arith(d + 1)),
-            (Level::Arith(d), b')') => set_level(&mut stack, Level::Arith(d.checked_sub(1)?)),
-            (Level::Arith(_), b'\\') => step = 2,
-            (Level::Arith(_), _) => {}
             // Code: the top, a substitution, a subshell, backticks.
             (_, b'\\') => step = 2,
             (_, b'\'') => stack.push(Level::Single),
@@ -273,14 +253,7 @@ pub(crate) fn parse(command: &str) -> Option<Parsed> {
             }
             (_, b'<') if at(1) == b'<' && at(2) != b'<' => {
                 out.redirection = true;
-                let rest = command.get(i + 2..).unwrap_or_default();
-                let rest = rest.strip_prefix('-').unwrap_or(rest).trim_start();
-                let word: String = rest
-                    .chars()
-                    .take_while(|c| !c.is_whitespace() && !";&|<>()".contains(*c))
-                    .filter(|c| !"'\"\\".contains(*c))
-                    .collect();
-                heredocs.push(word);
+                heredocs.push(heredoc_word(command.get(i + 2..).unwrap_or_default()));
                 step = 2;
             }
             (_, b'<' | b'>') => {
@@ -299,23 +272,7 @@ pub(crate) fn parse(command: &str) -> Option<Parsed> {
                     step = 2;
                 }
                 if c == b'\n' && !heredocs.is_empty() {
-                    // The here-documents' lines, up to each one's delimiter, are not code.
-                    let mut pos = i + 1;
-                    for delim in std::mem::take(&mut heredocs) {
-                        loop {
-                            let line_end =
-                                command[pos..].find('\n').map_or(command.len(), |n| pos + n);
-                            let line = command[pos..line_end].trim_start_matches('\t');
-                            pos = (line_end + 1).min(command.len());
-                            if line == delim {
-                                break;
-                            }
-                            if line_end == command.len() {
-                                return None;
-                            }
-                        }
-                    }
-                    step = pos - i;
+                    step = past_heredocs(command, i + 1, std::mem::take(&mut heredocs))? - i;
                 }
                 let next = i + step;
                 set_level(
@@ -328,16 +285,92 @@ pub(crate) fn parse(command: &str) -> Option<Parsed> {
             }
             _ => {}
         }
-        while i + step < b.len() && !command.is_char_boundary(i + step) {
-            step += 1;
-        }
-        i += step;
+        i = past(command, i, step);
     }
     match stack.as_slice() {
         [Level::Code(from)] if heredocs.is_empty() => end(&mut out, *from, b.len()),
         _ => return None,
     }
     Some(out)
+}
+
+/// The step past byte `i` of `command` inside quotes or arithmetic (`top`), the levels it
+/// opens or closes pushed or popped; `None` at a level of code (the top, a substitution, a
+/// subshell, backticks), which `parse` reads itself. `Some(None)`: a `)` too many.
+fn in_text(
+    stack: &mut Vec<Level>,
+    top: Level,
+    i: usize,
+    at: &dyn Fn(usize) -> u8,
+) -> Option<Option<usize>> {
+    let mut step = 1;
+    match (top, at(0)) {
+        (Level::Single, b'\'') | (Level::Double, b'"') | (Level::AnsiC, b'\'') => {
+            stack.pop();
+        }
+        (Level::Single, _) => {}
+        (Level::AnsiC | Level::Double, b'\\') => step = 2,
+        (Level::AnsiC, _) => {}
+        (Level::Double, b'$') if at(1) == b'(' && at(2) == b'(' => {
+            stack.push(Level::Arith(0));
+            step = 3;
+        }
+        (Level::Double, b'$') if at(1) == b'(' => {
+            stack.push(Level::Code(i + 2));
+            step = 2;
+        }
+        (Level::Double, b'`') => stack.push(Level::Backtick(i + 1)),
+        (Level::Double, _) => {}
+        (Level::Arith(0), b')') if at(1) == b')' => {
+            stack.pop();
+            step = 2;
+        }
+        (Level::Arith(d), b'(') => set_level(stack, Level::Arith(d + 1)),
+        (Level::Arith(d), b')') => match d.checked_sub(1) {
+            Some(d) => set_level(stack, Level::Arith(d)),
+            None => return Some(None),
+        },
+        (Level::Arith(_), b'\\') => step = 2,
+        (Level::Arith(_), _) => {}
+        (Level::Code(_) | Level::Backtick(_), _) => return None,
+    }
+    Some(Some(step))
+}
+
+/// Where the next character after `step` bytes from `i` starts.
+fn past(command: &str, i: usize, mut step: usize) -> usize {
+    while i + step < command.len() && !command.is_char_boundary(i + step) {
+        step += 1;
+    }
+    i + step
+}
+
+/// A here-document's delimiter, from what follows its `<<`: quotes and escapes left out.
+fn heredoc_word(rest: &str) -> String {
+    let rest = rest.strip_prefix('-').unwrap_or(rest).trim_start();
+    rest.chars()
+        .take_while(|c| !c.is_whitespace() && !";&|<>()".contains(*c))
+        .filter(|c| !"'\"\\".contains(*c))
+        .collect()
+}
+
+/// Past the here-documents' lines from `pos`, up to each one's delimiter in turn (they are
+/// not code); `None` when one is not closed.
+fn past_heredocs(command: &str, mut pos: usize, heredocs: Vec<String>) -> Option<usize> {
+    for delim in heredocs {
+        loop {
+            let line_end = command[pos..].find('\n').map_or(command.len(), |n| pos + n);
+            let line = command[pos..line_end].trim_start_matches('\t');
+            pos = (line_end + 1).min(command.len());
+            if line == delim {
+                break;
+            }
+            if line_end == command.len() {
+                return None;
+            }
+        }
+    }
+    Some(pos)
 }
 
 fn set_level(stack: &mut [Level], level: Level) {

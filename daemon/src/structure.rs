@@ -19,10 +19,7 @@ pub(crate) const RESTRUCTURING: &[&str] = &["core", "mcp"];
 
 /// Still being split or broken on this branch (issue 66): a function as `file name`, a module
 /// whose circle stays for now by its name. Shrinks to nothing before the branch is done.
-pub(crate) const NOT_YET: &[&str] = &[
-    "commands/plain.rs lex",
-    "shell.rs parse",
-];
+pub(crate) const NOT_YET: &[&str] = &["commands/plain.rs lex", "shell.rs parse"];
 
 pub(crate) fn src() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))
