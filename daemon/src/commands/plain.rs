@@ -199,85 +199,9 @@ pub(crate) fn lex(line: &str, reference: &str) -> Result<Plain, NotPlain> {
                 i += step;
                 continue;
             }
-            '<' | '>' | '&' => {
-                // A word of digits just before is the descriptor redirected.
-                if l.word.as_ref().is_some_and(|(w, q, a)| {
-                    !q && !a && !w.is_empty() && w.bytes().all(|d| d.is_ascii_digit())
-                }) {
-                    l.word = None;
-                } else {
-                    l.end_word(i)?;
-                }
-                if l.target {
-                    return Err(not_plain(line, i, "a redirection with no target"));
-                }
-                let two = line.get(i..i + 2).unwrap_or_default();
-                let three = line.get(i..i + 3).unwrap_or_default();
-                if two == "<<" {
-                    return Err(not_plain(line, i, "a here-document or here-string (`<<`)"));
-                }
-                if next == b'(' {
-                    return Err(not_plain(line, i, "a process substitution"));
-                }
-                step = if three == "&>>" {
-                    3
-                } else if [">>", ">|", ">&", "<&", "<>", "&>"].contains(&two) {
-                    2
-                } else {
-                    1
-                };
-                l.out.redirection = true;
-                l.target = true;
-                if two == ">&" || two == "<&" {
-                    // The target is a descriptor, or `-`.
-                    let rest = &line[i + 2..];
-                    let n = rest.bytes().take_while(u8::is_ascii_digit).count();
-                    let n = if n == 0 && rest.starts_with('-') { 1 } else { n };
-                    if n == 0 {
-                        return Err(not_plain(line, i, "a redirection to a word after `>&`"));
-                    }
-                    l.target = false;
-                    step += n;
-                }
-            }
-            '\'' => {
-                let Some(len) = line[i + 1..].find('\'') else {
-                    return Err(not_plain(line, i, "an unclosed quote"));
-                };
-                let body = &line[i + 1..i + 1 + len];
-                if let Some(k) = body.find(|c: char| c.is_control() && c != '\t' && c != '\n') {
-                    return Err(not_plain(line, i + 1 + k, control(body[k..].chars().next())));
-                }
-                body.chars().for_each(|c| l.push(c, true, false));
-                l.push_empty_quoted();
-                step = len + 2;
-            }
-            '"' => {
-                let mut k = i + 1;
-                loop {
-                    let Some(d) = line[k..].chars().next() else {
-                        return Err(not_plain(line, i, "an unclosed quote"));
-                    };
-                    match d {
-                        '"' => break,
-                        '$' if line[k..].starts_with(reference) => {
-                            l.push('$', true, true);
-                            k += reference.len();
-                            continue;
-                        }
-                        '$' => return Err(not_plain(line, k, dollar(&line[k..]))),
-                        '`' => return Err(not_plain(line, k, "a backtick substitution")),
-                        '\\' => return Err(not_plain(line, k, "a backslash")),
-                        d if d.is_control() && d != '\t' && d != '\n' => {
-                            return Err(not_plain(line, k, control(Some(d))));
-                        }
-                        d => l.push(d, true, false),
-                    }
-                    k += d.len_utf8();
-                }
-                l.push_empty_quoted();
-                step = k + 1 - i;
-            }
+            '<' | '>' | '&' => step = l.redirection(i, next)?,
+            '\'' => step = l.single_quoted(i)?,
+            '"' => step = l.double_quoted(i, reference)?,
             '$' => return Err(not_plain(line, i, dollar(&line[i..]))),
             '`' => return Err(not_plain(line, i, "a backtick substitution")),
             '\\' => return Err(not_plain(line, i, "a backslash")),
@@ -303,6 +227,96 @@ pub(crate) fn lex(line: &str, reference: &str) -> Result<Plain, NotPlain> {
 }
 
 impl Lexer<'_> {
+    /// A redirection at `i` (`next` the byte after it): the step past its operator and a
+    /// descriptor target; the word before it taken as the descriptor when it is digits.
+    fn redirection(&mut self, i: usize, next: u8) -> Result<usize, NotPlain> {
+        let line = self.line;
+        // A word of digits just before is the descriptor redirected.
+        if self.word.as_ref().is_some_and(|(w, q, a)| {
+            !q && !a && !w.is_empty() && w.bytes().all(|d| d.is_ascii_digit())
+        }) {
+            self.word = None;
+        } else {
+            self.end_word(i)?;
+        }
+        if self.target {
+            return Err(not_plain(line, i, "a redirection with no target"));
+        }
+        let two = line.get(i..i + 2).unwrap_or_default();
+        let three = line.get(i..i + 3).unwrap_or_default();
+        if two == "<<" {
+            return Err(not_plain(line, i, "a here-document or here-string (`<<`)"));
+        }
+        if next == b'(' {
+            return Err(not_plain(line, i, "a process substitution"));
+        }
+        let mut step = if three == "&>>" {
+            3
+        } else if [">>", ">|", ">&", "<&", "<>", "&>"].contains(&two) {
+            2
+        } else {
+            1
+        };
+        self.out.redirection = true;
+        self.target = true;
+        if two == ">&" || two == "<&" {
+            // The target is a descriptor, or `-`.
+            let rest = &line[i + 2..];
+            let n = rest.bytes().take_while(u8::is_ascii_digit).count();
+            let n = if n == 0 && rest.starts_with('-') { 1 } else { n };
+            if n == 0 {
+                return Err(not_plain(line, i, "a redirection to a word after `>&`"));
+            }
+            self.target = false;
+            step += n;
+        }
+        Ok(step)
+    }
+
+    /// A single-quoted string at `i`: the step past it.
+    fn single_quoted(&mut self, i: usize) -> Result<usize, NotPlain> {
+        let line = self.line;
+        let Some(len) = line[i + 1..].find('\'') else {
+            return Err(not_plain(line, i, "an unclosed quote"));
+        };
+        let body = &line[i + 1..i + 1 + len];
+        if let Some(k) = body.find(|c: char| c.is_control() && c != '\t' && c != '\n') {
+            return Err(not_plain(line, i + 1 + k, control(body[k..].chars().next())));
+        }
+        body.chars().for_each(|c| self.push(c, true, false));
+        self.push_empty_quoted();
+        Ok(len + 2)
+    }
+
+    /// A double-quoted string at `i`, `reference` the one `$` allowed in it: the step past it.
+    fn double_quoted(&mut self, i: usize, reference: &str) -> Result<usize, NotPlain> {
+        let line = self.line;
+        let mut k = i + 1;
+        loop {
+            let Some(d) = line[k..].chars().next() else {
+                return Err(not_plain(line, i, "an unclosed quote"));
+            };
+            match d {
+                '"' => break,
+                '$' if line[k..].starts_with(reference) => {
+                    self.push('$', true, true);
+                    k += reference.len();
+                    continue;
+                }
+                '$' => return Err(not_plain(line, k, dollar(&line[k..]))),
+                '`' => return Err(not_plain(line, k, "a backtick substitution")),
+                '\\' => return Err(not_plain(line, k, "a backslash")),
+                d if d.is_control() && d != '\t' && d != '\n' => {
+                    return Err(not_plain(line, k, control(Some(d))));
+                }
+                d => self.push(d, true, false),
+            }
+            k += d.len_utf8();
+        }
+        self.push_empty_quoted();
+        Ok(k + 1 - i)
+    }
+
     /// A quoted string makes a word even when empty (`''`).
     fn push_empty_quoted(&mut self) {
         let w = self.word.get_or_insert_with(|| (String::new(), false, false));
