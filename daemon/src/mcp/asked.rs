@@ -178,17 +178,7 @@ impl Asked<'_> {
                     .collect();
                 for (name, to) in moving {
                     if !inner.servers.contains_key(&to) {
-                        let new = NewServer {
-                            identity: to.clone(),
-                            name: name.clone(),
-                            scope: server.scope,
-                            spec: server.spec.clone(),
-                            target: server.target.clone(),
-                            startup_timeout: server.startup_timeout,
-                            request_timeout: server.request_timeout,
-                            pinning: server.pinning,
-                            log: None,
-                        };
+                        let new = NewServer::like(&server, to.clone(), name.clone(), None);
                         let s = task::start(new, self.sup.observer(), self.sup.opts);
                         inner.servers.insert(to.clone(), s.clone());
                         started.push(s);

@@ -166,17 +166,12 @@ impl Lifecycle<'_> {
                 }
                 None if inner.closed => None,
                 None => {
-                    let new = NewServer {
-                        identity: server.identity.clone(),
-                        name: server.name.clone(),
-                        scope: server.scope,
-                        spec: server.spec.clone(),
-                        target: server.target.clone(),
-                        startup_timeout: server.startup_timeout,
-                        request_timeout: server.request_timeout,
-                        pinning: server.pinning,
-                        log: Some(server.log.clone()),
-                    };
+                    let new = NewServer::like(
+                        server,
+                        server.identity.clone(),
+                        server.name.clone(),
+                        Some(server.log.clone()),
+                    );
                     tracing::info!(server = %server.name, "starting a stopped MCP server again");
                     let fresh = task::start(new, self.sup.observer(), self.sup.opts);
                     inner.servers.insert(fresh.identity.clone(), fresh.clone());

@@ -206,6 +206,29 @@ pub(crate) struct NewServer {
     pub log: Option<Arc<ServerLog>>,
 }
 
+impl NewServer {
+    /// A server run as `server` is (its spec, target and limits), under `identity` and `name`,
+    /// going on with `log` if given.
+    pub(super) fn like(
+        server: &Server,
+        identity: String,
+        name: String,
+        log: Option<Arc<ServerLog>>,
+    ) -> Self {
+        Self {
+            identity,
+            name,
+            scope: server.scope,
+            spec: server.spec.clone(),
+            target: server.target.clone(),
+            startup_timeout: server.startup_timeout,
+            request_timeout: server.request_timeout,
+            pinning: server.pinning,
+            log,
+        }
+    }
+}
+
 impl Server {
     /// Create it, with the receiving end of its mailbox for its task (`task::start`).
     pub(super) fn create(new: NewServer) -> (Arc<Self>, Commands) {

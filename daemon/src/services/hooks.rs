@@ -322,6 +322,18 @@ impl HookSeat {
     }
 }
 
+/// The fields every tool hook gets: the tool's name, its input ({} when absent) and, for an
+/// MCP tool, its `mcp_context`.
+fn tool_fields(call: &Call, p: &Prepared) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("tool_name".into(), json!(call.name));
+    fields.insert("tool_input".into(), Value::Object(call.args.clone().unwrap_or_default()));
+    if !call.server.is_empty() {
+        fields.insert("mcp_context".into(), mcp_context(call, p));
+    }
+    fields
+}
+
 /// What Gemini CLI tells a hook of an MCP tool's server (a custom tool has none): its names,
 /// then the server's connection details, as written (a `$VAR` stays a reference, so no secret
 /// a variable holds reaches a hook this way) and without a URL's password.
@@ -418,13 +430,7 @@ impl BeforeTool for HookSeat {
             if plan_of(&p.registry, HookEvent::BeforeTool, Some(&call.name), keep).is_none() {
                 return Before::Proceed;
             }
-            let mut fields = Map::new();
-            fields.insert("tool_name".into(), json!(call.name));
-            fields
-                .insert("tool_input".into(), Value::Object(call.args.clone().unwrap_or_default()));
-            if !call.server.is_empty() {
-                fields.insert("mcp_context".into(), mcp_context(call, &p));
-            }
+            let mut fields = tool_fields(call, &p);
             if let Some(original) = &call.tail_of {
                 fields.insert("original_request_name".into(), json!(original));
             }
@@ -498,13 +504,7 @@ impl AfterTool for HookSeat {
             if plan_of(&p.registry, HookEvent::AfterTool, Some(&call.name), keep).is_none() {
                 return After::Keep;
             }
-            let mut fields = Map::new();
-            fields.insert("tool_name".into(), json!(call.name));
-            fields
-                .insert("tool_input".into(), Value::Object(call.args.clone().unwrap_or_default()));
-            if !call.server.is_empty() {
-                fields.insert("mcp_context".into(), mcp_context(call, &p));
-            }
+            let mut fields = tool_fields(call, &p);
             // Gemini CLI's `error` is undefined on success: no key at all once stringified.
             let mut response =
                 json!({ "llmContent": outcome.parts, "returnDisplay": outcome.display });
