@@ -13,8 +13,6 @@
 mod admit;
 mod elicit;
 mod forward;
-#[cfg(unix)]
-mod handed;
 mod http;
 mod lists;
 mod mrtr;
