@@ -66,7 +66,7 @@ pub async fn config(
                 } else {
                     "missing"
                 };
-                outln!("  {:<15} {} ({state})", format!("{:?}", f.scope).to_lowercase(), f.path);
+                outln!("  {:<15} {} ({state})", scope_word(f.scope), f.path);
             }
             if !c.trust.trusted && c.files.iter().any(|f| f.exists && !f.applied) {
                 outln!(
@@ -86,12 +86,7 @@ pub async fn config(
                                 .unwrap_or_default()
                         )
                     });
-                    vec![
-                        s.name.clone(),
-                        s.transport.clone(),
-                        format!("{:?}", s.scope).to_lowercase(),
-                        state,
-                    ]
+                    vec![s.name.clone(), s.transport.clone(), scope_word(s.scope).to_owned(), state]
                 })
                 .collect();
             output::table_or(
@@ -190,4 +185,19 @@ pub async fn trust(
         None => outln!("There was no trust rule for {}", r.path),
     }
     Ok(())
+}
+
+/// A scope as `config show` names it (Antigravity CLI's files as `agy-user`, `agy-workspace`).
+fn scope_word(s: geminid_protocol::common::Scope) -> &'static str {
+    use geminid_protocol::common::Scope;
+    match s {
+        Scope::SystemDefaults => "systemdefaults",
+        Scope::Geminid => "geminid",
+        Scope::Antigravity => "agy-user",
+        Scope::User => "user",
+        Scope::AntigravityWorkspace => "agy-workspace",
+        Scope::Workspace => "workspace",
+        Scope::System => "system",
+        Scope::Extension => "extension",
+    }
 }

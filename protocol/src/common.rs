@@ -63,8 +63,14 @@ pub enum Scope {
     /// geminid's own servers file (`~/.gemini/geminid/servers.json`): servers moved behind
     /// the gateway by `gemctl mcp import`, which Gemini CLI does not read.
     Geminid,
+    /// Antigravity CLI's user servers file, `~/.gemini/config/mcp_config.json` (its
+    /// `mcpServers` only; below `~/.gemini/settings.json`).
+    Antigravity,
     /// `~/.gemini/settings.json`.
     User,
+    /// Antigravity CLI's workspace servers file, `<workspace>/.agents/mcp_config.json`
+    /// (trusted folders only; below the workspace's settings).
+    AntigravityWorkspace,
     /// `<workspace>/.gemini/settings.json` (trusted folders only).
     Workspace,
     /// The system `settings.json` (overrides everything).

@@ -155,8 +155,17 @@ pub fn server(s: &ServerStatus) {
 }
 
 fn server_lines(s: &ServerStatus, copies: bool) {
-    let ext =
-        s.extension.as_ref().map(|e| format!(" (from {})", shown::line(e))).unwrap_or_default();
+    use geminid_protocol::common::Scope;
+    let ext = match (&s.extension, s.scope) {
+        (Some(e), _) => format!(" (from {})", shown::line(e)),
+        (None, Scope::Antigravity) => {
+            " (from Antigravity CLI's ~/.gemini/config/mcp_config.json)".into()
+        }
+        (None, Scope::AntigravityWorkspace) => {
+            " (from Antigravity CLI's .agents/mcp_config.json)".into()
+        }
+        (None, _) => String::new(),
+    };
     let mut extra = Vec::new();
     if let Some(pid) = s.pid {
         extra.push(format!("pid {pid}"));

@@ -195,6 +195,14 @@ pub(crate) fn join_servers(
         let mut own = Map::new();
         for (name, server) in c.servers.expose() {
             if let Some((other, _)) = joined.from.get(name) {
+                // Written the same (an extension and the Antigravity plugin made of it): one
+                // server, nothing to say.
+                let same = contributions[..i]
+                    .iter()
+                    .any(|e| e.name == *other && e.servers.expose().get(name) == Some(server));
+                if same {
+                    continue;
+                }
                 diags.push(diagnostic(
                     Severity::Warning,
                     &c.manifest_path,

@@ -234,6 +234,7 @@ impl Loader {
         ] {
             self.read_as(path, |_| Ok(()), role);
         }
+        self.read_as(&p.agy_servers(), super::agy::check, Role::Ignored);
         self.trust_rules();
         let broken: BTreeMap<PathBuf, String> = self.broken.lock().clone();
         broken.into_values().collect()

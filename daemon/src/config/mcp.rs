@@ -239,7 +239,10 @@ pub(crate) fn redacted(value: &Value) -> Value {
 pub(crate) fn misplaced(name: &str, scope: Scope, layer: Option<&Value>) -> Option<Problem> {
     let entry = layer?.get("mcpServers")?.get(name)?;
     let key = ["keepWarm", "pinning"].into_iter().find(|k| entry.get(k).is_some())?;
-    (scope != Scope::Geminid).then(|| Problem {
+    // Antigravity CLI's files tolerate fields they do not know.
+    let gemini_reads =
+        !matches!(scope, Scope::Geminid | Scope::Antigravity | Scope::AntigravityWorkspace);
+    gemini_reads.then(|| Problem {
         severity: Severity::Warning,
         field: Some(key.into()),
         message: format!(

@@ -7,6 +7,8 @@
 //! effect while the error is reported; a file that guards calls with no good version known
 //! refuses the session's calls instead (`last_good.rs`).
 
+mod agy;
+pub(crate) mod agy_plugins;
 pub(crate) mod context;
 mod context_import;
 mod context_memory;
@@ -105,6 +107,21 @@ impl ConfigPaths {
             system,
             system_defaults,
         })
+    }
+
+    /// Antigravity CLI's user servers file (`~/.gemini/config/mcp_config.json`).
+    pub(crate) fn agy_servers(&self) -> PathBuf {
+        self.home.join(".gemini").join("config").join("mcp_config.json")
+    }
+
+    /// Antigravity CLI's workspace servers file (`<workspace>/.agents/mcp_config.json`).
+    pub(crate) fn agy_workspace_servers(workspace: &Path) -> PathBuf {
+        workspace.join(".agents").join("mcp_config.json")
+    }
+
+    /// Antigravity CLI's plugins folder (`~/.gemini/antigravity-cli/plugins`).
+    pub(crate) fn agy_plugins(&self) -> PathBuf {
+        self.home.join(".gemini").join("antigravity-cli").join("plugins")
     }
 
     /// The workspace settings file; none when the workspace is the home directory.
@@ -262,7 +279,7 @@ impl Loader {
     ) {
         for l in layers {
             let role = match l.scope {
-                Scope::Geminid => Role::Ignored,
+                Scope::Geminid | Scope::Antigravity | Scope::AntigravityWorkspace => Role::Ignored,
                 Scope::Workspace if !trusted => Role::Ignored,
                 _ => Role::Guards,
             };
@@ -299,10 +316,14 @@ impl Loader {
         let defaults = self.layer(Scope::SystemDefaults, p.system_defaults.clone(), env);
         let user = self.layer(Scope::User, p.user.clone(), env);
         let own = self.layer(Scope::Geminid, p.geminid.clone(), env);
+        let agy_user = self.agy_layer(Scope::Antigravity, &p.agy_servers(), env);
         let system = self.layer(Scope::System, p.system.clone(), env);
+        let mut contributions_diags = Vec::new();
+        let plugins = agy_plugins::contributions(&p.agy_plugins(), env, &mut contributions_diags);
         // Gateway entries named as one of geminid's servers or an extension's yield to them.
         let mut own_servers = import::server_names(own.value.as_ref());
         own_servers.extend(extensions.server_names());
+        own_servers.extend(plugins.iter().flat_map(|c| c.servers.expose().keys().cloned()));
 
         // Trust is decided from the scopes that do not depend on it.
         let base =
@@ -312,8 +333,16 @@ impl Loader {
         diags.extend(trust_problem);
         let trust = trust::decide(&rules, workspace, folder_trust, Some(env));
 
-        let contributions = extensions.contributions(workspace, trust.trusted, env);
-        let mut layers = vec![defaults, own, user];
+        let mut contributions = extensions.contributions(workspace, trust.trusted, env);
+        contributions.extend(plugins);
+        diags.append(&mut contributions_diags);
+        let mut layers = vec![defaults, own, agy_user, user];
+        let agy_path = ConfigPaths::agy_workspace_servers(workspace);
+        if agy_path != p.agy_servers() {
+            let mut ws = self.agy_layer(Scope::AntigravityWorkspace, &agy_path, env);
+            ws.applied &= trust.trusted;
+            layers.push(ws);
+        }
         if let Some(path) = p.workspace_settings(workspace) {
             let mut ws = self.layer(Scope::Workspace, path, env);
             ws.applied &= trust.trusted;
@@ -326,6 +355,9 @@ impl Loader {
         self.settle_layers(&layers, trust.trusted, &mut diags, &mut refusing);
         import::yield_to_own(&own_servers, &mut layers);
         let applied: Vec<&Layer> = layers.iter().filter(|l| l.applied).collect();
+        let listed: Vec<&Layer> =
+            layers.iter().filter(|l| l.value.is_some() && (l.applied || !trust.trusted)).collect();
+        agy::differing(&listed, &mut diags);
         let mut merged = merge::merge_all(applied.iter().filter_map(|l| l.value.as_ref()));
         extend::exclude_tools(&mut merged, &contributions);
         let mut shown_settings = merge::merge_all(applied.iter().filter_map(|l| l.raw.as_ref()));

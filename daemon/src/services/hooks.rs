@@ -64,6 +64,8 @@ fn scope_name(s: geminid_protocol::common::Scope) -> &'static str {
     match s {
         Scope::SystemDefaults => "system-defaults",
         Scope::Geminid => "geminid",
+        Scope::Antigravity => "antigravity",
+        Scope::AntigravityWorkspace => "antigravity-workspace",
         Scope::User => "user",
         Scope::Workspace => "workspace",
         Scope::System => "system",

@@ -288,8 +288,14 @@ impl crate::services::reload::Input for SettingsInput {
                 .into_iter()
                 .cloned(),
         );
+        // Antigravity CLI's files: its servers files and each plugin's.
+        into.files.insert(p.agy_servers());
+        into.dirs.insert(p.agy_plugins());
+        into.files.extend(crate::config::agy_plugins::watched(&p.agy_plugins()));
         for e in known {
-            into.files.extend(p.workspace_settings(std::path::Path::new(&e.public.workspace)));
+            let ws = std::path::Path::new(&e.public.workspace);
+            into.files.extend(p.workspace_settings(ws));
+            into.files.insert(crate::config::ConfigPaths::agy_workspace_servers(ws));
         }
     }
 }

@@ -35,7 +35,8 @@ impl Place {
 }
 
 /// The places of a session's skills, lowest precedence first: its enabled extensions' `skills/`
-/// (in name order), `~/.gemini/skills`, `~/.agents/skills`, then, in a trusted workspace, its
+/// (in name order, then Antigravity CLI's plugins'), `~/.gemini/antigravity-cli/skills`,
+/// `~/.gemini/skills`, `~/.agents/skills`, then, in a trusted workspace, its
 /// `.gemini/skills` and `.agents/skills`.
 pub fn places(
     home: &Path,
@@ -49,6 +50,13 @@ pub fn places(
         .iter()
         .map(|(name, dir)| place(SkillScope::Extension, Some(name), dir.clone()))
         .collect();
+    // Antigravity CLI's own user skills first: a skill of the same name in Gemini CLI's
+    // folders overrides it (the same order as their servers files).
+    out.push(place(
+        SkillScope::User,
+        None,
+        home.join(".gemini").join("antigravity-cli").join("skills"),
+    ));
     out.push(place(SkillScope::User, None, home.join(".gemini").join("skills")));
     out.push(place(SkillScope::User, None, home.join(".agents").join("skills")));
     // Gemini CLI skips the workspace's folders when the workspace is the home directory (they

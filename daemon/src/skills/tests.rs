@@ -236,6 +236,29 @@ fn precedence_overrides_and_disabled() -> anyhow::Result<()> {
 }
 
 #[test]
+fn antigravity_clis_user_skills_sit_below_gemini_clis() -> anyhow::Result<()> {
+    let t = tempfile::tempdir()?;
+    let (home, ws, ext) = (t.path().join("home"), t.path().join("ws"), t.path().join("plugin"));
+    skill(&ext, "p", "from-plugin")?;
+    skill(&ext, "x", "both")?;
+    skill(&home.join(".gemini/antigravity-cli/skills"), "a", "both")?;
+    skill(&home.join(".gemini/antigravity-cli/skills"), "b", "agy-only")?;
+    skill(&home.join(".gemini/skills"), "a", "both")?;
+    let exts = [("a-plugin".to_owned(), ext.clone())];
+    let reg = Registry::resolve(&Cache::default(), &places(&home, &ws, true, &exts), &[]);
+    let both = reg.skills.get("both").expect("both");
+    assert!(both.skill.location.starts_with(home.join(".gemini/skills")));
+    let under: Vec<_> = both.overrides.iter().map(|(s, _)| s.location.clone()).collect();
+    assert!(
+        under[0].starts_with(&ext) && under[1].starts_with(home.join(".gemini/antigravity-cli"))
+    );
+    let agy = reg.skills.get("agy-only").expect("agy's own skill");
+    assert_eq!(agy.place.scope, SkillScope::User);
+    assert_eq!(reg.skills.get("from-plugin").map(|e| e.place.scope), Some(SkillScope::Extension));
+    Ok(())
+}
+
+#[test]
 fn two_skills_one_name_in_one_folder() -> anyhow::Result<()> {
     let t = tempfile::tempdir()?;
     skill(t.path(), "a", "twin")?;

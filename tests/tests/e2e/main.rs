@@ -5,6 +5,7 @@
 //! `cargo test -p geminid-tests --test e2e gateway::`. The soak is ignored here and runs on its
 //! own (`soak.rs`).
 
+mod agy;
 mod backoff;
 mod bad_input;
 mod client;

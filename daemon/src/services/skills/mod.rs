@@ -442,6 +442,7 @@ impl Skills {
     pub(crate) fn dirs(&self) -> Vec<PathBuf> {
         let home = self.home();
         let mut roots = vec![
+            home.join(".gemini").join("antigravity-cli").join("skills"),
             home.join(".gemini").join("skills"),
             home.join(".agents").join("skills"),
             home.join(".gemini").join("agents"),
