@@ -291,6 +291,9 @@ fn init_logging(format: LogFormat, file: Option<log_file::RotatingLog>) {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
+    // A debug build whose tests drive its clock (`testing/advanceClock`).
+    #[cfg(debug_assertions)]
+    crate::clock::driven::from_env();
     // Absolute, since the daemon leaves the folder it was started in (below).
     let socket = std::path::absolute(socket_path(args.socket.as_deref())?)?;
     let data_dir =

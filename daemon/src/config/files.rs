@@ -157,7 +157,9 @@ fn give_up(path: &Path, m: &std::fs::Metadata) {
     given_up.insert(path.to_owned(), Instant::now());
     drop(given_up);
     let settle = settle_for(m);
-    let at = Instant::now() + age(m).map_or(settle, |a| settle.saturating_sub(a)).max(SETTLE_POLL);
+    // On the clock the watcher sleeps by.
+    let at =
+        crate::clock::now() + age(m).map_or(settle, |a| settle.saturating_sub(a)).max(SETTLE_POLL);
     let mut recheck = RECHECK.lock();
     if recheck.is_none_or(|r| at < r) {
         *recheck = Some(at);
@@ -220,13 +222,15 @@ pub(crate) fn read_input(path: &Path) -> Result<Option<String>, InputError> {
             // for that long, as long as the deadline allows: unchanged, it has settled;
             // changed, the new one is watched.
             if age(&before).is_none_or(|a| a < settle) && !settled_before(path, &before) {
+                // (The tests wait for this line: a save in place seen half done.)
+                tracing::debug!(path = %path.display(), "an input file is still changing");
                 let settled_at =
                     Instant::now() + age(&before).map_or(settle, |a| settle.saturating_sub(a));
                 if Instant::now() >= deadline {
                     return Err(changing(&before));
                 }
                 #[cfg(test)]
-                tests::WAITS.with(|w| w.set(w.get() + 1));
+                tests::waited();
                 if !unchanged_until(path, &before, settled_at.min(deadline))? {
                     continue;
                 }
@@ -434,50 +438,59 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.toml");
         std::fs::write(&path, "old\n").unwrap();
-        for pause_ms in [5, 30, 1000] {
-            let f = std::fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
-            let (tx, written) = std::sync::mpsc::channel();
-            let writer = std::thread::spawn(move || {
-                use std::io::Write;
-                // Pace: the editor's pause between truncating and writing (the stimulus).
-                std::thread::sleep(Duration::from_millis(pause_ms));
-                let mut f = f;
-                f.write_all(b"new rules\n").unwrap();
-                let _ = tx.send(());
-            });
-            let got = read_input(&path);
-            if pause_ms < 1000 {
-                // The write ends the wait for the empty file's settle time (2 s) at once.
-                assert_eq!(got.ok().flatten().as_deref(), Some("new rules\n"), "{pause_ms} ms");
-                writer.join().unwrap();
-                continue;
-            }
-            // Given up on before the write (which the reader did not wait for): gives nothing.
-            let empty = written.try_recv().is_err();
-            assert!(matches!(&got, Err(InputError::Changing(_))) || !empty, "{got:?}");
-            if empty {
-                let before = waits();
-                assert!(matches!(read_input(&path), Err(InputError::Changing(_))));
-                assert_eq!(waits(), before, "waited again for a file given up on");
-                assert!(next_recheck().is_some(), "no recheck asked for");
-            }
-            writer.join().unwrap();
-            // Once the write has settled, it is read (no wait while the give-up lasts).
-            let deadline = Instant::now() + Duration::from_secs(5);
-            let mut got = read_input(&path);
-            while matches!(got, Err(InputError::Changing(_))) && Instant::now() < deadline {
-                // Poll: until the read settles (the harness's poll is not reachable from here).
-                std::thread::sleep(SETTLE_POLL);
-                got = read_input(&path);
-            }
-            assert_eq!(got.ok().flatten().as_deref(), Some("new rules\n"));
+        use std::io::Write;
+        // The editor writes once the reader is waiting for the emptied file to settle: the
+        // write ends that wait (2 s for an empty file) at once.
+        let f = std::fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
+        let seen = *WAITING.0.lock();
+        let writer = std::thread::spawn(move || {
+            let (count, changed) = &WAITING;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut n = count.lock();
+            while *n == seen && !changed.wait_until(&mut n, deadline).timed_out() {}
+            drop(n);
+            let mut f = f;
+            f.write_all(b"new rules\n").unwrap();
+        });
+        assert_eq!(read_input(&path).ok().flatten().as_deref(), Some("new rules\n"));
+        writer.join().unwrap();
+        // The editor's pause outlasts the reader's wait: given up on, it gives nothing, and
+        // the reads after it do not wait again.
+        let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
+        let got = read_input(&path);
+        assert!(matches!(&got, Err(InputError::Changing(_))), "{got:?}");
+        let before = waits();
+        assert!(matches!(read_input(&path), Err(InputError::Changing(_))));
+        assert_eq!(waits(), before, "waited again for a file given up on");
+        assert!(next_recheck().is_some(), "no recheck asked for");
+        f.write_all(b"new rules\n").unwrap();
+        drop(f);
+        // Once the write has settled, it is read (no wait while the give-up lasts).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut got = read_input(&path);
+        while matches!(got, Err(InputError::Changing(_))) && Instant::now() < deadline {
+            // Poll: until the read settles (the harness's poll is not reachable from here).
+            std::thread::sleep(SETTLE_POLL);
+            got = read_input(&path);
         }
+        assert_eq!(got.ok().flatten().as_deref(), Some("new rules\n"));
     }
 
     thread_local! {
         /// How many times [`read_input`] waited for a version to settle on this thread: whether
         /// it waited, told without a clock a busy machine would make lie.
         pub(super) static WAITS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Reads that waited for a version to settle, on any thread, for a test to wait on.
+    static WAITING: (parking_lot::Mutex<u64>, parking_lot::Condvar) =
+        (parking_lot::Mutex::new(0), parking_lot::Condvar::new());
+
+    /// [`read_input`] waits for a version to settle.
+    pub(super) fn waited() {
+        WAITS.with(|w| w.set(w.get() + 1));
+        *WAITING.0.lock() += 1;
+        WAITING.1.notify_all();
     }
 
     fn waits() -> u32 {
@@ -526,8 +539,8 @@ mod tests {
                             let started = Instant::now();
                             let _ = std::fs::write(&busy, format!("{{\"n\": {n}}}"));
                             writes.push((started, Instant::now()));
-                            // Pace: each writer's rhythm (the stimulus).
-                            std::thread::sleep(Duration::from_millis(5));
+                            // Rewritten again at once: it never stops changing.
+                            std::thread::yield_now();
                         }
                         writes
                     })

@@ -140,9 +140,14 @@ fn an_update_from_its_recorded_source_is_legitimate_an_edit_is_not() -> anyhow::
     std::fs::copy(src.join(manifest::FILE), installed.join(manifest::FILE))?;
     let rest = {
         let (from, to) = (src.join("hooks/more.sh"), installed.join("hooks/more.sh"));
+        let seen = *super::verify::SETTLING.0.lock();
         std::thread::spawn(move || {
-            // Pace: the rest of the copy lands later (the stimulus).
-            std::thread::sleep(std::time::Duration::from_millis(120));
+            // The rest of the copy lands once the scan is waiting for the copy to settle.
+            let (count, changed) = &super::verify::SETTLING;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let mut n = count.lock();
+            while *n == seen && !changed.wait_until(&mut n, deadline).timed_out() {}
+            drop(n);
             std::fs::copy(from, to)
         })
     };

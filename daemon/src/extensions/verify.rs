@@ -22,6 +22,12 @@ const SETTLE: std::time::Duration = std::time::Duration::from_millis(250);
 /// later writes bring another scan).
 pub(super) const SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// How many scans found a copy under way and began waiting for it to settle: what a test
+/// waits on to land the rest of a copy in the middle of such a wait.
+#[cfg(test)]
+pub(super) static SETTLING: (parking_lot::Mutex<u64>, parking_lot::Condvar) =
+    (parking_lot::Mutex::new(0), parking_lot::Condvar::new());
+
 /// What one check found.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Checked {
@@ -89,6 +95,11 @@ impl Extensions {
             .and_then(|h| record().map(|r| !files::compare(&r.files, h).is_empty()))
             .unwrap_or(false);
         if may_wait && differs && listing.quiet_for().is_some_and(|q| q < SETTLE) {
+            #[cfg(test)]
+            {
+                *SETTLING.0.lock() += 1;
+                SETTLING.1.notify_all();
+            }
             std::thread::sleep(SETTLE);
             return Checked {
                 again: true,

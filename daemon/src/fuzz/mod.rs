@@ -352,7 +352,8 @@ mod tests {
             &[b"busy"],
             |_| {
                 if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                    // Pace: the target takes long on the clock, not on the CPU (the stimulus).
+                    // Kept: the subject is wall time that is not CPU time (a busy machine's),
+                    // which only wall time passing makes.
                     std::thread::sleep(slow + Duration::from_millis(100));
                 }
             },

@@ -18,6 +18,7 @@ use super::entries::{Binding, SessionView, resolve};
 use super::registry::Inner;
 use super::server::Server;
 use super::supervisor::Supervisor;
+use crate::clock;
 
 /// How often idle servers' memory is measured against the budget.
 pub(crate) const MEASURE_EVERY: Duration = Duration::from_secs(30);
@@ -53,7 +54,7 @@ impl Idle<'_> {
     /// No session uses the server any more: it is kept warm from now, as its `keepWarm` and
     /// the budget allow.
     pub(super) fn went_idle(self, inner: &mut Inner, identity: String) {
-        inner.idle.since.insert(identity, Instant::now());
+        inner.idle.since.insert(identity, clock::now());
         let wake = match &inner.idle.wake {
             Some(w) => w.clone(),
             None => {
@@ -69,7 +70,7 @@ impl Idle<'_> {
     /// Stop what outlived its idle period, then, past the budget, the least recently used
     /// idle servers; how long until the next deadline or measure.
     fn sweep(self) -> Option<Duration> {
-        let now = Instant::now();
+        let now = clock::now();
         let mut stop: Vec<(String, &'static str)> = Vec::new();
         let mut next: Option<Duration> = None;
         let mut groups: Vec<(String, Instant, u32)> = Vec::new();
@@ -231,7 +232,10 @@ async fn sweeper(me: Weak<Supervisor>, wake: Arc<tokio::sync::Notify>) {
         };
         match next {
             Some(d) => {
-                let _ = tokio::time::timeout(d, wake.notified()).await;
+                tokio::select! {
+                    () = clock::sleep(d) => {}
+                    () = wake.notified() => {}
+                }
             }
             None => wake.notified().await,
         }

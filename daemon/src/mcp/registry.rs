@@ -213,7 +213,7 @@ impl IdleSet {
             return;
         }
         let Some(since) = self.since.get(identity) else { return };
-        let idle = since.elapsed();
+        let idle = crate::clock::now().saturating_duration_since(*since);
         status.idle_secs = Some(idle.as_secs());
         status.stops_in_secs = match keep {
             KeepWarm::Always => None,

@@ -383,7 +383,7 @@ impl Life {
             s.pid = None;
         });
         tokio::select! {
-            () = tokio::time::sleep(delay) => State::Connecting { asked: false },
+            () = crate::clock::sleep(delay) => State::Connecting { asked: false },
             cmd = self.cmds.recv() => match cmd {
                 Some(Cmd::Restart) => State::Connecting { asked: true },
                 _ => State::Stopped,

@@ -115,7 +115,30 @@ pub(crate) fn methods(core: Arc<Core>) -> Result<Methods, jsonrpsee::core::Regis
     module.merge(AgentsApiServer::into_rpc(handler.clone()))?;
     module.merge(geminid_protocol::api::CommandsApiServer::into_rpc(handler.clone()))?;
     module.merge(HooksApiServer::into_rpc(handler))?;
+    #[cfg(debug_assertions)]
+    if crate::clock::driven::on() {
+        module.merge(advance_clock()?)?;
+    }
     Ok(module.into())
+}
+
+/// `testing/advanceClock {"ms": N}`: the daemon's clock moved forward, answered once every
+/// timer on it has seen the new time. Served only by a debug build whose tests drive its clock
+/// (`clock::driven`); not part of the protocol.
+#[cfg(debug_assertions)]
+fn advance_clock() -> Result<RpcModule<()>, jsonrpsee::core::RegisterMethodError> {
+    let mut module = RpcModule::new(());
+    module.register_async_method("testing/advanceClock", |params, _, _| async move {
+        #[derive(serde::Deserialize)]
+        struct Advance {
+            ms: u64,
+        }
+        // (`params.rs` hands every method its object as `[object]`.)
+        let Advance { ms } = params.one::<Advance>()?;
+        crate::clock::driven::advance(std::time::Duration::from_millis(ms)).await;
+        Ok::<_, jsonrpsee::types::ErrorObjectOwned>(())
+    })?;
+    Ok(module)
 }
 
 /// The connection a call arrived on (set by the accept loop through jsonrpsee).

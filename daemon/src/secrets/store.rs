@@ -398,13 +398,15 @@ mod keyring {
         fn a_panic_or_a_hang_on_the_owner_thread_is_an_error() {
             let e = on_owner::<()>(Duration::from_secs(5), || panic!("boom")).unwrap_err();
             assert!(e.to_string().contains("panicked: boom"), "{e}");
-            let e = on_owner::<()>(Duration::from_millis(50), || {
-                // Pace: the owner thread hangs (the stimulus).
-                std::thread::sleep(Duration::from_millis(300));
+            // The owner thread hangs until the caller has given up on it.
+            let (release, hung) = std::sync::mpsc::channel::<()>();
+            let e = on_owner::<()>(Duration::from_millis(50), move || {
+                let _ = hung.recv();
                 Ok(())
             })
             .unwrap_err();
             assert!(e.to_string().contains("did not answer within"), "{e}");
+            drop(release);
             // The thread lives on after both.
             assert_eq!(on_owner(Duration::from_secs(5), || Ok(7)).unwrap(), 7);
         }

@@ -2,8 +2,9 @@
 //! `WATCHDOG=1`, `STOPPING=1`), and leaving when nobody needs it (`--idle-exit`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::clock;
 use crate::core::Core;
 use crate::systemd::Notifier;
 
@@ -73,15 +74,15 @@ pub(crate) fn spawn(core: Arc<Core>, notifier: Notifier, idle_exit: Option<Durat
     if let Some(after) = idle_exit.filter(|d| !d.is_zero()) {
         tokio::spawn(async move {
             let tick = (after / 4).clamp(Duration::from_millis(100), Duration::from_secs(15));
-            let mut since = Instant::now();
+            let mut since = clock::now();
             loop {
-                tokio::time::sleep(tick).await;
+                clock::sleep(tick).await;
                 if core.shutdown_token().is_cancelled() {
                     return;
                 }
                 if !idle(&core) {
-                    since = Instant::now();
-                } else if since.elapsed() >= after {
+                    since = clock::now();
+                } else if clock::now().saturating_duration_since(since) >= after {
                     let after = humantime::format_duration(after);
                     core.request_shutdown(&format!("idle for {after} (--idle-exit)"));
                     return;
