@@ -134,6 +134,8 @@ impl TestHome {
             .env("TMPDIR", self.root().join("tmp"))
             .env("GEMINID_SOCKET", self.socket())
             .env("GEMINID_BIN", bin("geminid"))
+            // Its daemons' clock is the tests' to move (`advance_clock`; debug builds only).
+            .env(CLOCK_ENV, "1")
             // Never read the machine's real system settings.
             .env("GEMINI_CLI_SYSTEM_SETTINGS_PATH", self.root().join("etc").join("settings.json"));
         if let Some(address) = &self.bus {
@@ -407,6 +409,16 @@ impl Daemon {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Its log file, for a thread that counts its lines ([`lines_with`]).
+    pub fn log_path(&self) -> PathBuf {
+        self.log.clone()
+    }
+
+    /// How many lines of its log so far contain one of `needles`.
+    pub fn lines_with(&self, needles: &[&str]) -> usize {
+        lines_with(&self.log, needles)
+    }
+
     /// A connected, handshaken client.
     pub async fn client(&self) -> anyhow::Result<Client> {
         Ok(connect(&self.socket, &options()).await?.0)
@@ -496,6 +508,43 @@ pub async fn http_post(socket: &Path, body: &str) -> anyhow::Result<(String, Str
     let status = text.lines().next().unwrap_or_default().to_owned();
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
     Ok((status, body))
+}
+
+/// The daemon's line when a read finds an input file still changing (a save in place caught
+/// half done: truncated, not yet written).
+pub const STILL_CHANGING: &str = "an input file is still changing";
+/// The daemon's lines when its watcher sees an input file change (the first of a burst, and
+/// each one after it).
+pub const INPUT_CHANGED: &str = "input changed";
+/// The daemon's line after a reload the watcher ran.
+pub const RELOADED: &str = "reloaded for a change to the input files";
+
+/// How many lines of the log file `log` contain one of `needles`.
+pub fn lines_with(log: &Path, needles: &[&str]) -> usize {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines().filter(|l| needles.iter().any(|n| l.contains(n))).count()
+}
+
+/// Wait (a thread's wait: [`poll_blocking`]) until more than `seen` lines of the log file `log`
+/// contain one of `needles`; how many do then. An error if none comes within 20 s.
+pub fn more_lines_with(log: &Path, needles: &[&str], seen: usize) -> anyhow::Result<usize> {
+    poll_blocking(Duration::from_secs(20), || Some(lines_with(log, needles)).filter(|n| *n > seen))
+        .with_context(|| format!("no new line with one of {needles:?} in {}", log.display()))
+}
+
+/// The variable that gives a (debug) daemon a clock its tests move: `clock::driven`.
+pub const CLOCK_ENV: &str = "GEMINID_TEST_CLOCK";
+
+/// Move the daemon's clock forward by `by` (a linger, a backoff, an idle exit measured on it
+/// passes at once), and return once every timer on it has seen the new time: what was due
+/// has fired, and the rest waits again. Instead of sleeping through the daemon's own time.
+pub async fn advance_clock(client: &Client, by: Duration) -> anyhow::Result<()> {
+    use jsonrpsee::core::client::ClientT;
+    let ms = u64::try_from(by.as_millis())?;
+    let mut params = jsonrpsee::core::params::ObjectParams::new();
+    params.insert("ms", ms)?;
+    let () = client.request("testing/advanceClock", params).await.context("advancing the clock")?;
+    Ok(())
 }
 
 /// How often [`poll`] and [`poll_blocking`] look again.

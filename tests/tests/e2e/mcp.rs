@@ -21,7 +21,7 @@ use geminid_protocol::session::SessionCreateParams;
 use geminid_tests::mcp::{
     FAST, NetFixture, Setup, fixture, logged, shell_env, stdio, write_user_settings,
 };
-use geminid_tests::{Daemon, TestHome, alive, eventually, process_gone};
+use geminid_tests::{Daemon, TestHome, advance_clock, alive, eventually, process_gone};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use pretty_assertions::assert_eq;
@@ -47,6 +47,16 @@ async fn start(client: &Client, session: &str) -> anyhow::Result<Vec<ServerStatu
 async fn list(client: &Client, session: &str) -> anyhow::Result<Vec<ServerStatus>> {
     let p = ListServersParams { session: Some(session.into()), usage: false };
     Ok(client.mcp_list_servers(Some(p)).await?.servers)
+}
+
+/// `args` with the linger `--mcp-linger` `linger`.
+fn lingering<'a>(args: &[&'a str], linger: &'a str) -> Vec<&'a str> {
+    let mut args = args.to_vec();
+    match args.iter().position(|a| *a == "--mcp-linger") {
+        Some(i) => args[i + 1] = linger,
+        None => args.extend(["--mcp-linger", linger]),
+    }
+    args
 }
 
 async fn list_all(client: &Client) -> anyhow::Result<Vec<ServerStatus>> {
@@ -469,10 +479,9 @@ async fn a_killed_server_restarts_then_parks_in_crash_loop() -> anyhow::Result<(
     let e = failed(call(&t.client, &t.session, "fx", "echo", json!({"text": "x"})).await);
     assert!(t0.elapsed() < Duration::from_secs(1), "calls fail fast in crash-loop");
     assert!(e.contains("killed by signal 9"), "{e}");
-    // It stays parked: no process is started behind the user's back.
-    // Kept: that no process starts behind the user's back (a thing that must not happen)
-    // is seen only over a while: many times the backoff.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // It stays parked: no process is started behind the user's back, however long the
+    // daemon's clock runs (an hour: many times the backoff).
+    advance_clock(&t.client, Duration::from_secs(3600)).await?;
     assert_eq!(one(&list(&t.client, &t.session).await?, "fx").state, ServerState::CrashLoop);
 
     // `mcp/restart` brings it back.
@@ -687,10 +696,9 @@ async fn network_faults_end_in_clear_states() -> anyhow::Result<()> {
         .await;
         assert!(s.last_error.as_deref().is_some_and(|e| e.contains("401")), "{s:#?}");
     }
-    // needs-auth is not a crash: no retries behind the user's back.
-    // Kept: that it is not retried (a thing that must not happen) is seen only over a
-    // while: many times the backoff.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // needs-auth is not a crash: no retries behind the user's back, however long the
+    // daemon's clock runs (an hour: many times the backoff).
+    advance_clock(&t.client, Duration::from_secs(3600)).await?;
     for name in ["locked", "locked-sse", "refused"] {
         let s = one(&list(&t.client, &t.session).await?, name).clone();
         assert_eq!((s.state, s.restarts), (ServerState::NeedsAuth, 0), "{s:#?}");
@@ -815,7 +823,10 @@ async fn a_killed_daemon_leaves_no_orphans() -> anyhow::Result<()> {
 async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     let home = TestHome::new()?;
     write_user_settings(&home, json!({ "fx": stdio(&["--flag"]), "off": stdio(&[]) }))?;
-    let daemon = Daemon::start(&home, FAST).await?;
+    // A linger of an hour, which the test passes on the daemon's clock when it means to: a
+    // busy machine never lets fx linger out between two gemctl commands.
+    let args = lingering(FAST, "1h");
+    let daemon = Daemon::start(&home, &args).await?;
     let text = |args: &[&str]| -> anyhow::Result<(bool, String, String)> {
         let out = home.gemctl(args)?;
         Ok((
@@ -929,7 +940,13 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     // stays readable, and restart starts it again.
     drop(client);
     let client = daemon.client().await?;
-    let gone = eventually(Duration::from_secs(60), || async {
+    let idle = eventually(Duration::from_secs(10), || async {
+        list_all(&client).await.is_ok_and(|a| a.iter().all(|s| s.idle_secs.is_some()))
+    })
+    .await;
+    assert!(idle, "fx never went idle: {:#?}", list_all(&client).await);
+    advance_clock(&client, Duration::from_secs(2 * 3600)).await?;
+    let gone = eventually(Duration::from_secs(10), || async {
         list_all(&client).await.is_ok_and(|a| a.is_empty())
     })
     .await;
@@ -943,8 +960,7 @@ async fn gemctl_lists_starts_restarts_and_shows_logs() -> anyhow::Result<()> {
     let (ok, out, err) = text(&["mcp", "logs", "fx", "-n", "5"])?;
     assert!(ok, "{err}");
     assert!(out.contains("[geminid] stopped ("), "{out}");
-    // Held again, so that the restarted fx does not linger out (300 ms) before the status
-    // and the lists below, however busy the machine.
+    // Held again, as an agent holds its session while it works.
     let workspace = home.workspace().display().to_string();
     client
         .create(SessionCreateParams { workspace, reuse_default: true, ..Default::default() })
