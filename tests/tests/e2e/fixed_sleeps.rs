@@ -9,25 +9,22 @@
 //! - the harness's poll ([`geminid_tests::poll`] and its kin in `tests/src/lib.rs`) is how a
 //!   test waits for an event it cannot subscribe to, and is not counted;
 //! - every other sleep says under a comment right above it why it stays: `// Kept:` for a
-//!   wait that cannot be an event (at most [`KEPT`]: something that must not happen, seen
-//!   within a bound; a program's own delay that nothing announces), `// Pace:` for the
-//!   rhythm of a stimulus (an editor's pause between truncating a file and writing it, a
-//!   writer's or a client's pace), which waits for nothing and which a busy machine only
-//!   slows (at most [`PACES`]), `// Poll:` for a poll where the harness's is out of reach
-//!   (the daemon's own tests; at most [`POLLS`]).
+//!   wait that cannot be an event (another program's own delay that nothing announces; time
+//!   passing that is itself the subject), `// Poll:` for a poll where the harness's is out of
+//!   reach (the daemon's own tests). At most [`AT_MOST`] of them in all (issue 66, item 7).
 //!
-//! Time the daemon measures (a grace, a linger) is driven through its clock seat
-//! (`clock::now`, tokio's paused time in process) or seen as the daemon's own decision (a
-//! server's `idleSecs`, a log line), not slept through.
+//! Time the daemon measures (a grace, a linger, a backoff, an idle exit) is moved through its
+//! clock seat (`clock::now` and `clock::sleep`: tokio's paused time in process,
+//! `geminid_tests::advance_clock` for the binaries) or seen as the daemon's own decision (a
+//! server's `idleSecs`, a log line), not slept through. A stimulus's rhythm (an editor's
+//! pause between truncating a file and writing it, a writer's or a client's pace) is set by
+//! what the daemon announces: the next write once it has seen the last (its log's "input
+//! changed", "an input file is still changing", a reload), never by a time.
 
 use std::path::{Path, PathBuf};
 
-/// Waits kept, at most (issue 66, item 7).
-const KEPT: usize = 5;
-/// Paces of stimuli, at most: their number when they were first counted.
-const PACES: usize = 19;
-/// Polls outside the harness, at most.
-const POLLS: usize = 1;
+/// Sleeps kept and polls outside the harness, at most, in all (issue 66, item 7).
+const AT_MOST: usize = 5;
 
 /// Where a sleep is counted from.
 fn root() -> PathBuf {
@@ -71,12 +68,12 @@ fn sleeps(line: &str) -> bool {
     })
 }
 
-/// The reason the comment right above line `i` gives: `Kept`, `Pace` or `Poll`.
+/// The reason the comment right above line `i` gives: `Kept` or `Poll`.
 fn reason(lines: &[&str], i: usize) -> Option<&'static str> {
     let above = lines[..i].iter().rev().map(|l| l.trim()).take_while(|l| l.starts_with("//"));
     for comment in above {
         let said = comment.trim_start_matches('/').trim_start();
-        for reason in ["Kept", "Pace", "Poll"] {
+        for reason in ["Kept", "Poll"] {
             if said.strip_prefix(reason).is_some_and(|rest| rest.starts_with(':')) {
                 return Some(reason);
             }
@@ -94,7 +91,7 @@ fn the_tests_sleep_only_where_they_say_why() {
     }
     files.sort();
     let this = Path::new(file!()).file_name().unwrap_or_default();
-    let (mut kept, mut paces, mut polls, mut unsaid) = (vec![], vec![], vec![], vec![]);
+    let (mut kept, mut unsaid) = (vec![], vec![]);
     for path in &files {
         let rel = path.strip_prefix(&root).unwrap_or(path);
         let fixture = rel.starts_with("tests/src/bin") || rel.starts_with("tests/src/fixture");
@@ -114,20 +111,21 @@ fn the_tests_sleep_only_where_they_say_why() {
             }
             let at = format!("{}:{}: {}", rel.display(), i + 1, line.trim());
             match reason(&lines, i) {
-                Some("Kept") => kept.push(at),
-                Some("Pace") => paces.push(at),
-                Some(_) => polls.push(at),
+                Some(why) => kept.push(format!("{why}: {at}")),
                 None => unsaid.push(at),
             }
         }
     }
     assert!(
         unsaid.is_empty(),
-        "sleeps without a `// Kept:`, `// Pace:` or `// Poll:` comment saying why (wait for an \
-         event instead: geminid_tests::poll, a subscription, a log line, the clock seat):\n{}",
+        "sleeps without a `// Kept:` or `// Poll:` comment saying why (wait for an event \
+         instead: geminid_tests::poll, a subscription, a log line, the clock seat):\n{}",
         unsaid.join("\n")
     );
-    assert!(kept.len() <= KEPT, "{} waits kept, at most {KEPT}:\n{}", kept.len(), kept.join("\n"));
-    assert!(paces.len() <= PACES, "{} paces, at most {PACES}:\n{}", paces.len(), paces.join("\n"));
-    assert!(polls.len() <= POLLS, "{} polls, at most {POLLS}:\n{}", polls.len(), polls.join("\n"));
+    assert!(
+        kept.len() <= AT_MOST,
+        "{} sleeps kept, at most {AT_MOST} (wait for an event instead):\n{}",
+        kept.len(),
+        kept.join("\n")
+    );
 }

@@ -11,11 +11,11 @@ use geminid_protocol::config::McpReloadParams;
 use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{ConfigChanged, Event, EventBody};
 use geminid_protocol::session::SessionCreateParams;
-use geminid_tests::{Daemon, TestHome};
+use geminid_tests::{Daemon, INPUT_CHANGED, TestHome};
 use pretty_assertions::assert_eq;
 
 struct Watch {
-    _daemon: Daemon,
+    daemon: Daemon,
     client: Client,
     session: String,
     events: Subscription<Event>,
@@ -45,7 +45,7 @@ async fn setup_with(home: &TestHome, daemon: Daemon) -> anyhow::Result<Watch> {
     };
     let events = client.subscribe_events(Some(filter)).await?;
     Ok(Watch {
-        _daemon: daemon,
+        daemon,
         client,
         session: s.id,
         events,
@@ -162,10 +162,12 @@ async fn a_hundred_writes_in_a_second_give_few_reloads_and_the_final_state() -> 
     let home = TestHome::new()?;
     let mut w = setup(&home).await?;
     let start = Instant::now();
+    // A stream of writes: each one once the daemon's watcher has seen the one before.
     for i in 0..100 {
+        let seen = w.daemon.lines_with(&[INPUT_CHANGED]);
         std::fs::write(&w.user, servers(&[&format!("s{i}")]))?;
-        // Pace: a hundred writes spread over a second (the stimulus), not a wait.
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        let more = || async { w.daemon.lines_with(&[INPUT_CHANGED]) > seen };
+        assert!(geminid_tests::eventually(Duration::from_secs(10), more).await, "write {i} unseen");
     }
     let elapsed = start.elapsed();
     let mut events = Vec::new();
@@ -288,13 +290,13 @@ async fn calls_during_a_storm_of_saves_answer_at_once_with_the_last_good_rules()
         let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
         f.set_len(0)?;
         f.flush()?;
-        // Pace: the editor's pause between truncating and writing (the stimulus).
-        std::thread::sleep(Duration::from_millis(2));
         f.write_all(text.as_bytes())
     };
     let over = Arc::new(AtomicBool::new(false));
+    let saved = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let storm = {
-        let (over, user, rules) = (over.clone(), user.clone(), rules.clone());
+        let (over, saved, user, rules) = (over.clone(), saved.clone(), user.clone(), rules.clone());
+        let daemon_log = daemon.log_path();
         let texts = [
             (settings(1), policy("denied in storm A")),
             (settings(2), policy("denied in storm B")),
@@ -305,11 +307,14 @@ async fn calls_during_a_storm_of_saves_answer_at_once_with_the_last_good_rules()
             let mut saves = 0;
             while std::time::Instant::now() < until {
                 let (s, p) = &texts[saves as usize % 2];
+                // Saved again once the daemon's watcher has seen the last saves.
+                let seen = geminid_tests::lines_with(&daemon_log, &[INPUT_CHANGED]);
                 save_in_place(&user, s)?;
                 save_in_place(&rules, p)?;
                 saves += 1;
-                // Pace: the storm's rhythm of saves (the stimulus).
-                std::thread::sleep(Duration::from_millis(50));
+                saved.store(saves, Ordering::SeqCst);
+                geminid_tests::more_lines_with(&daemon_log, &[INPUT_CHANGED], seen)
+                    .map_err(std::io::Error::other)?;
             }
             save_in_place(&rules, &last)?;
             over.store(true, Ordering::SeqCst);
@@ -327,8 +332,11 @@ async fn calls_during_a_storm_of_saves_answer_at_once_with_the_last_good_rules()
                 (_, r) => assert!(r.is_ok(), "the allowed call failed during the storm: {r:?}"),
             }
         }
-        // Pace: a client's pace, not a wait: the storm, not the calls, should load the machine.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Called again after the storm's next save: the storm, not the calls, should load the
+        // machine.
+        let at = saved.load(Ordering::SeqCst);
+        let next = || async { saved.load(Ordering::SeqCst) != at || over.load(Ordering::SeqCst) };
+        geminid_tests::eventually(BOUND, next).await;
     }
     let saves = storm.join().map_err(|_| anyhow::anyhow!("the storm panicked"))??;
     let slowest = took.iter().map(|t| t.1).max().unwrap_or_default();
@@ -405,7 +413,7 @@ async fn reading_files_beside_a_missing_settings_folder_does_not_wake_the_daemon
     let etc = home.root().join("etc");
     std::fs::write(etc.join("ld.so.cache"), "x")?;
     let mut w = with_system_settings(&home, &etc.join("gemini-cli/settings.json")).await?;
-    let pid = w._daemon.pid();
+    let pid = w.daemon.pid();
     let before = waits_by_thread(pid)?;
     for _ in 0..READS {
         std::fs::read(etc.join("ld.so.cache"))?;

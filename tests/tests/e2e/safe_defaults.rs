@@ -173,10 +173,11 @@ async fn a_policy_file_saved_in_place_never_loses_its_deny_rules() -> anyhow::Re
     assert_eq!(code, 0, "{out}");
     let file = p.home.root().join("home/.gemini/policies/p.toml");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let made = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let mut callers = Vec::new();
     for _ in 0..4 {
         let client = p.daemon.client().await?;
-        let (session, stop) = (p.session.clone(), stop.clone());
+        let (session, stop, made) = (p.session.clone(), stop.clone(), made.clone());
         callers.push(tokio::spawn(async move {
             let mut calls = 0u32;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -189,38 +190,47 @@ async fn a_policy_file_saved_in_place_never_loses_its_deny_rules() -> anyhow::Re
                 };
                 let _ = client.mcp_call_tool(params).await;
                 calls += 1;
+                made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             calls
         }));
     }
-    // An editor's save in place: truncate, a moment, then the same rules written back; and a
-    // save that leaves a broken file for a moment.
-    let saver = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+    // An editor's save in place: truncate, then the same rules written back; every tenth
+    // written only once the daemon has read the emptied file (and waits for it to settle);
+    // every seventh left broken until the daemon has read that.
+    let log = p.daemon.log_path();
+    let saver = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        use geminid_tests::{RELOADED, STILL_CHANGING, lines_with, more_lines_with};
         use std::io::Write;
+        // The daemon has read the file: found it still changing, or reloaded with it.
+        let read = [STILL_CHANGING, RELOADED];
         for i in 0..100 {
+            let seen = lines_with(&log, &read);
             let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(&file)?;
-            // Pace: the editor's pause between truncating and writing (the stimulus).
-            std::thread::sleep(Duration::from_millis(if i % 10 == 0 { 60 } else { 3 }));
+            if i % 10 == 0 {
+                more_lines_with(&log, &read, seen)?;
+            }
             if i % 7 == 0 {
+                let seen = lines_with(&log, &read);
                 f.write_all(b"[[rule]\n")?;
-                // Pace: a broken file left for a moment (the stimulus).
-                std::thread::sleep(Duration::from_millis(20));
+                more_lines_with(&log, &read, seen)?;
                 f.set_len(0)?;
                 let mut f2 = std::fs::OpenOptions::new().write(true).open(&file)?;
                 f2.write_all(POLICY.as_bytes())?;
             } else {
                 f.write_all(POLICY.as_bytes())?;
             }
-            drop(f);
-            // Pace: the rhythm of saves (the stimulus).
-            std::thread::sleep(Duration::from_millis(15));
         }
         Ok(())
     });
     saver.await??;
-    // Let the last save settle, with the callers still calling.
-    // Pace: the callers keep calling for a while after the last save (the stimulus).
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The last save taken (a reload asked for reads it), with the callers still calling
+    // through it and after it.
+    let client = p.daemon.client().await?;
+    let before = made.load(std::sync::atomic::Ordering::Relaxed);
+    geminid_protocol::api::McpApiClient::mcp_reload(&client, None).await?;
+    let more = || async { made.load(std::sync::atomic::Ordering::Relaxed) >= before + 20 };
+    assert!(geminid_tests::eventually(Duration::from_secs(20), more).await, "the callers stalled");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut calls = 0;
     for c in callers {
@@ -351,8 +361,6 @@ async fn a_flooding_server_does_not_stall_the_others() -> anyhow::Result<()> {
             if !flood.is_finished() {
                 during.push(started.elapsed());
             }
-            // Pace: a quiet client's pace beside the flood (the stimulus).
-            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         flood.await??;
         let flooded = flooding.elapsed();

@@ -26,7 +26,7 @@ use geminid_protocol::policy::{ConfirmOutcome, ConfirmationRespondParams};
 use geminid_protocol::session::{SessionAttachParams, SessionCreateParams, SessionIdParams};
 use geminid_protocol::tools::ToolsCallParams;
 use geminid_tests::mcp::{shell_env, stdio};
-use geminid_tests::{Daemon, TestHome};
+use geminid_tests::{Daemon, RELOADED, STILL_CHANGING, TestHome, eventually, lines_with};
 use jsonrpsee::core::client::Error as ClientError;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -406,9 +406,15 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
         seed % n
     };
     let mut held: Vec<Client> = Vec::new();
+    // The daemon has read an input file: found it still changing, or reloaded with it.
+    let read = [STILL_CHANGING, RELOADED, "reload failed"];
     while Instant::now() < until {
-        // Pace: the soak's random rhythm of actions (the stimulus).
-        tokio::time::sleep(Duration::from_millis(300 + rand(900))).await;
+        // The soak's random rhythm: a random number of calls between two actions.
+        let calls = rec.calls.load(Ordering::Relaxed) + 8 + rand(40);
+        eventually(Duration::from_secs(30), || async {
+            rec.calls.load(Ordering::Relaxed) >= calls
+        })
+        .await;
         let pid = daemon.lock().await.pid();
         rec.rss_hwm_kib.fetch_max(rss_hwm_kib(pid), Ordering::Relaxed);
         match rand(12) {
@@ -421,8 +427,12 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
             2 => {
                 if let Some(p) = fixtures(&home).first().copied() {
                     let _ = kill(Pid::from_raw(p as i32), Signal::SIGSTOP);
-                    // Pace: how long the server stays stopped (the stimulus).
-                    tokio::time::sleep(Duration::from_millis(800)).await;
+                    // Stopped while the callers make a few calls (those to it hang).
+                    let calls = rec.calls.load(Ordering::Relaxed) + 8;
+                    eventually(Duration::from_secs(10), || async {
+                        rec.calls.load(Ordering::Relaxed) >= calls
+                    })
+                    .await;
                     let _ = kill(Pid::from_raw(p as i32), Signal::SIGCONT);
                     rec.action("server SIGSTOP/SIGCONT");
                 }
@@ -449,9 +459,12 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
                 rec.action(if hard { "daemon SIGKILL + start" } else { "daemon SIGTERM + start" });
             }
             4 => {
+                let log = daemon.lock().await.log_path();
+                let seen = lines_with(&log, &read);
                 settings(&home, rand(2) == 0, true)?;
-                // Pace: how long the file stays broken (the stimulus).
-                tokio::time::sleep(Duration::from_millis(400)).await;
+                // Broken until the daemon has read it.
+                eventually(Duration::from_secs(20), || async { lines_with(&log, &read) > seen })
+                    .await;
                 settings(&home, rand(2) == 0, false)?;
                 rec.action("settings broken, then valid");
             }
@@ -460,9 +473,12 @@ async fn everything_at_once_and_nothing_lost() -> anyhow::Result<()> {
                 rec.action("settings edited (a server added or removed)");
             }
             6 => {
+                let log = daemon.lock().await.log_path();
+                let seen = lines_with(&log, &read);
                 policy(&home, true)?;
-                // Pace: how long the file stays broken (the stimulus).
-                tokio::time::sleep(Duration::from_millis(400)).await;
+                // Broken until the daemon has read it.
+                eventually(Duration::from_secs(20), || async { lines_with(&log, &read) > seen })
+                    .await;
                 policy(&home, false)?;
                 rec.action("policy broken, then valid");
             }

@@ -6,7 +6,7 @@ use geminid_protocol::api::{McpApiClient, PromptsApiClient, SessionApiClient, To
 use geminid_protocol::client::Client;
 use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::event::{Event, EventBody};
-use geminid_protocol::mcp::StartParams;
+use geminid_protocol::mcp::{ListServersParams, ServerState, StartParams};
 use geminid_protocol::tools::{ToolsCallParams, ToolsCallResult, ToolsListParams, ToolsListResult};
 use geminid_tests::mcp::{FAST, Setup, fixture, growing, logged, stdio, write_user_settings};
 use geminid_tests::{Daemon, TestHome};
@@ -962,15 +962,23 @@ async fn parallel_first_calls_all_wait_for_the_same_start() -> anyhow::Result<()
     }))
     .await?;
     // A front-end that starts the servers without waiting (`mcp/start` with `wait: false`),
-    // then sends its first turn's calls, staggered as separate processes arrive.
+    // then sends its first turn's calls, staggered as separate processes arrive: two while
+    // both servers start, two once the quick one is up and the slow one still starting.
     let start = StartParams { session: t.session.clone(), wait: false };
     t.client.mcp_start(start).await?;
+    let quick_up = || async {
+        let p = ListServersParams { session: None, usage: false };
+        let listed = t.client.mcp_list_servers(Some(p)).await.map(|l| l.servers);
+        listed
+            .is_ok_and(|s| s.iter().any(|s| s.name == "quick" && s.state == ServerState::Connected))
+    };
     let calls = (0..4u64).map(|i| {
         let name = if i % 2 == 0 { "mcp_slow_echo" } else { "mcp_quick_echo" };
         let (client, session) = (&t.client, &t.session);
         async move {
-            // Pace: calls staggered as separate processes arrive (the stimulus).
-            tokio::time::sleep(Duration::from_millis(i * 60)).await;
+            if i >= 2 {
+                geminid_tests::eventually(Duration::from_secs(10), quick_up).await;
+            }
             call(client, session, name, json!({"text": format!("n{i}")})).await
         }
     });
