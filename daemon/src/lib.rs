@@ -55,6 +55,7 @@ pub(crate) mod store;
 #[cfg(test)]
 mod structure;
 pub(crate) mod systemd;
+pub(crate) mod telemetry;
 pub mod testing;
 pub(crate) mod watch;
 

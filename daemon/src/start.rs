@@ -92,6 +92,11 @@ struct Args {
     /// and says so, `off` pins nothing. A server's `pinning` in servers.json decides for it
     #[arg(long, env = "GEMINID_TOOL_PINNING", default_value = "enforce", value_parser = pin_mode, value_name = "MODE")]
     tool_pinning: geminid_protocol::pins::PinMode,
+    /// With OpenTelemetry export on (Gemini CLI's `telemetry` settings, `GEMINI_TELEMETRY_*`,
+    /// `OTEL_*`): put tools' arguments and results in spans (`gen_ai.tool.call.arguments`,
+    /// `gen_ai.tool.call.result`), which may hold what a user would not share
+    #[arg(long, env = "GEMINID_TELEMETRY_TOOL_IO", value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
+    telemetry_tool_io: bool,
     /// First delay before restarting a failed MCP server (doubles per failure in a row)
     #[arg(long, env = "GEMINID_MCP_BACKOFF", default_value = "1s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_backoff: Duration,
@@ -345,7 +350,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         ping_every: args.mcp_ping_every,
         oauth_timeout: args.oauth_timeout,
     };
-    let config = Loader::new(ConfigPaths::from_env(|k| std::env::var_os(k))?);
+    let paths = ConfigPaths::from_env(|k| std::env::var_os(k))?;
+    start_telemetry(&paths, args.telemetry_tool_io);
+    let config = Loader::new(paths);
     // The daemon works in its own folder, never the one it was started in (a repository the
     // user just cloned, whose `.git/config` a git run there would read; issue 64, item 2).
     std::env::set_current_dir(&data_dir)
@@ -400,7 +407,25 @@ async fn run(args: Args) -> anyhow::Result<()> {
         });
     }
     server::lifecycle::spawn(core.clone(), notifier, Some(args.idle_exit));
-    server::run(core, bound).await
+    let ran = server::run(core, bound).await;
+    crate::telemetry::stop().await;
+    ran
+}
+
+/// OpenTelemetry export, if the user turned it on (`telemetry::settings`): the settings files'
+/// `telemetry` objects (system defaults, the user's, the system's) under the variables.
+fn start_telemetry(paths: &ConfigPaths, tool_io: bool) {
+    let read = |p: &std::path::Path| {
+        crate::config::files::read_input(p)
+            .ok()
+            .flatten()
+            .and_then(|text| crate::config::files::parse_object(&text).ok())
+            .unwrap_or(serde_json::Value::Null)
+    };
+    let files = [read(&paths.system_defaults), read(&paths.user), read(&paths.system)];
+    let telemetry = crate::telemetry::settings::merged(&files);
+    let settings = crate::telemetry::settings::resolve(|k| std::env::var(k).ok(), &telemetry);
+    crate::telemetry::init(settings, tokio::runtime::Handle::current(), tool_io);
 }
 
 /// SIGTERM and SIGINT both start a graceful shutdown.

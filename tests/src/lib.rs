@@ -5,6 +5,7 @@ pub mod inproc;
 pub mod keyring;
 pub mod mcp;
 pub mod oauth;
+pub mod otlp;
 pub mod tmux;
 
 use std::fs::File;

@@ -73,6 +73,35 @@ impl Pipeline {
         call: &Call,
         question: String,
     ) -> Result<Confirmed, Unconfirmed> {
+        // A span for the wait, with how it ended (`geminid.confirmation`: the answer, or
+        // `timed_out`, `no_answerer`, `answerer_gone`).
+        let span = crate::telemetry::child("confirmation", Vec::new);
+        let answered = self.ask_to_confirm(call, question).await;
+        if let Some(span) = span {
+            let how = match &answered {
+                Ok(c) => AuditConfirmation::Answered(c.outcome()),
+                Err(u) => u.how,
+            };
+            let how = match how {
+                AuditConfirmation::Answered(o) => match serde_json::to_value(o) {
+                    Ok(Value::String(s)) => s,
+                    _ => "answered".to_owned(),
+                },
+                AuditConfirmation::TimedOut => "timed_out".to_owned(),
+                AuditConfirmation::NoAnswerer => "no_answerer".to_owned(),
+                AuditConfirmation::AnswererGone => "answerer_gone".to_owned(),
+                other => format!("{other:?}"),
+            };
+            span.set(opentelemetry::KeyValue::new("geminid.confirmation", how));
+        }
+        answered
+    }
+
+    async fn ask_to_confirm(
+        &self,
+        call: &Call,
+        question: String,
+    ) -> Result<Confirmed, Unconfirmed> {
         let route = match &self.seats.policy {
             Some(p) => p.route(&call.session),
             None => Route { to: call.session.clone(), path: call.session.clone() },

@@ -51,6 +51,9 @@ impl Pipeline {
                 let mut st = self.catalog.session_tools(&req.session, false).await?;
                 if st.pending && st.get(name).is_none() {
                     // Not there yet: wait for the server that would have it, then look again.
+                    let _span = crate::telemetry::child("server_start", || {
+                        vec![opentelemetry::KeyValue::new("gen_ai.tool.name", name.clone())]
+                    });
                     self.mcp.lifecycle().settle_for_tool(&req.session, name).await;
                     st = self.catalog.tools_now(&req.session)?;
                 }

@@ -140,8 +140,61 @@ impl Core {
         }
         out.extend(gateway_hooks(&self.config.paths().user));
         out.push(self.warm_finding());
+        out.extend(telemetry().await);
         std::result::Result::Ok(DoctorResult { findings: out })
     }
+}
+
+/// OpenTelemetry export, when the settings turn it on: settings it cannot use, and whether the
+/// collector accepts a connection (nothing is sent) and took the last export.
+async fn telemetry() -> Vec<Finding> {
+    use FindingStatus::{Ok, Warning};
+    let Some((s, failing)) = crate::telemetry::resolved() else { return Vec::new() };
+    let fix = || {
+        Some("fix the `telemetry` object in ~/.gemini/settings.json, or the GEMINI_TELEMETRY_* / OTEL_* variables of the daemon, then gemctl daemon restart".to_owned())
+    };
+    let mut out: Vec<Finding> =
+        s.problems.iter().map(|p| finding("telemetry", Warning, p.clone(), fix())).collect();
+    if !s.enabled {
+        return out;
+    }
+    if let Some(why) = crate::telemetry::unusable(s) {
+        out.push(finding("telemetry", Warning, why, fix()));
+        return out;
+    }
+    let shown = crate::config::env::redact_urls(&s.traces_url).into_owned();
+    let target = reqwest::Url::parse(&s.traces_url).ok().and_then(|u| {
+        let port = u.port_or_known_default()?;
+        Some((u.host_str()?.trim_matches(['[', ']']).to_owned(), port))
+    });
+    let reached = match &target {
+        Some((host, port)) => {
+            let connect = tokio::net::TcpStream::connect((host.as_str(), *port));
+            matches!(
+                tokio::time::timeout(REACH_WITHIN, connect).await,
+                std::result::Result::Ok(std::result::Result::Ok(_))
+            )
+        }
+        None => false,
+    };
+    out.push(if !reached {
+        finding(
+            "telemetry",
+            Warning,
+            format!("the OpenTelemetry collector at {shown} cannot be reached: spans and metrics are dropped (calls are not slowed)"),
+            Some("start the collector, or correct telemetry.otlpEndpoint".to_owned()),
+        )
+    } else if failing == Some(true) {
+        finding(
+            "telemetry",
+            Warning,
+            format!("the OpenTelemetry collector at {shown} answers, but refused or failed the last export"),
+            Some("check that it takes OTLP/HTTP (protobuf) at that path; the daemon's log says more".to_owned()),
+        )
+    } else {
+        finding("telemetry", Ok, format!("spans and metrics are exported to {shown}"), None)
+    });
+    out
 }
 
 /// Who runs the hooks of calls through Gemini CLI's gateway entries (`gemctl mcp serve

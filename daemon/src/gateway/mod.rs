@@ -20,6 +20,7 @@ pub(crate) mod names;
 mod notify;
 mod presence;
 pub(crate) mod route;
+mod traced;
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -441,7 +442,8 @@ impl ServerHandler for Gateway {
                 services.calls.cancel(&session, &id);
             })
         };
-        let done = self.services.calls.call(req).await;
+        let done =
+            traced::call(&self.services.calls, req, &context, &request.name, &self.session).await;
         cancel.abort();
         relay.end().await;
         Self::complete(done, &fqn, &request.name)

@@ -5,10 +5,11 @@
 
 use serde_json::{Map, Value};
 
+use super::HookCommand;
 use super::HookEvent;
 use super::aggregate::merge;
 use super::plan::Plan;
-use super::run::{Context, Ran, run};
+use super::run::{Context, Ran};
 
 /// What firing an event did.
 #[derive(Debug, Clone)]
@@ -69,6 +70,34 @@ pub async fn fire(plan: &Plan<'_>, event: HookEvent, input: Value, ctx: &Context
     };
     let outputs: Vec<Map<String, Value>> = ran.iter().filter_map(|r| r.output.clone()).collect();
     Fired { merged: merge(event, &outputs), success: ran.iter().all(|r| r.error.is_none()), ran }
+}
+
+/// Run one hook, as a span (`hook`) when telemetry is on: the event, the hook's name (its
+/// `name`, else only its program's file name: a command line may hold secrets), its exit code
+/// as `process.exit.code`, an error status if it failed to run.
+async fn run(hook: &HookCommand, event: HookEvent, input: &Value, ctx: &Context<'_>) -> Ran {
+    use opentelemetry::KeyValue;
+    let span = crate::telemetry::child("hook", || {
+        let named = hook.name.as_deref().filter(|n| !n.is_empty());
+        let program = || {
+            let first = hook.command.split_whitespace().next().unwrap_or_default();
+            first.rsplit(['/', '\\']).next().unwrap_or_default().to_owned()
+        };
+        vec![
+            KeyValue::new("geminid.hook.event", event.name()),
+            KeyValue::new("geminid.hook.name", named.map_or_else(program, str::to_owned)),
+        ]
+    });
+    let r = super::run::run(hook, event, input, ctx).await;
+    if let Some(span) = span {
+        if let Some(code) = r.exit_code {
+            span.set(KeyValue::new("process.exit.code", i64::from(code)));
+        }
+        if r.error.is_some() {
+            span.failed("hook_failed", "the hook could not be run to its end");
+        }
+    }
+    r
 }
 
 #[cfg(test)]

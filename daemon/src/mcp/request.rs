@@ -119,6 +119,7 @@ impl Requests<'_> {
         peer: &rmcp::service::Peer<rmcp::RoleClient>,
         mut params: rmcp::model::CallToolRequestParams,
         sent: impl FnOnce(&rmcp::model::ProgressToken, &rmcp::model::RequestId) -> G,
+        op: Option<&crate::telemetry::Operation>,
     ) -> Result<serde_json::Value, rmcp::ServiceError> {
         use rmcp::model::ServerResult;
         let identity = server.identity.as_str();
@@ -133,6 +134,15 @@ impl Requests<'_> {
             meta.set_log_level(rmcp::model::LoggingLevel::Debug);
             meta
         });
+        // The CLIENT span's trace context goes to the server in `_meta` (SEP-414).
+        let meta = match op {
+            Some(op) => {
+                let mut meta = meta.unwrap_or_default();
+                crate::telemetry::inject(op.context(), &mut meta.0.0);
+                Some(meta)
+            }
+            None => meta,
+        };
         let mut held = None;
         let mut origin = None;
         let mut response = send_call(peer, params.clone(), meta.clone(), |token, id| {
@@ -141,6 +151,9 @@ impl Requests<'_> {
         })
         .await;
         let origin = origin.ok_or(rmcp::ServiceError::UnexpectedResponse)?;
+        if let Some(op) = op {
+            op.set(opentelemetry::KeyValue::new("jsonrpc.request.id", origin.to_string()));
+        }
         for round in 0..MAX_INPUT_ROUNDS {
             match input_required_as_such(response?)? {
                 ServerResult::CallToolResult(r) => {
@@ -229,10 +242,22 @@ impl Requests<'_> {
         arguments: Option<serde_json::Map<String, serde_json::Value>>,
         sent: impl FnOnce(&rmcp::model::ProgressToken, &rmcp::model::RequestId) -> G,
     ) -> Result<serde_json::Value, McpError> {
+        let op = crate::telemetry::Operation::tool_call(
+            crate::telemetry::Side::Client,
+            tool,
+            opentelemetry::Context::current,
+            || client_attributes(server),
+        );
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let call = |peer| async move { self.call_raw(server, session, &peer, params, sent).await };
-        self.request(server, timeout, call).await
+        let traced = op.as_ref();
+        let call =
+            |peer| async move { self.call_raw(server, session, &peer, params, sent, traced).await };
+        let result = self.request(server, timeout, call).await;
+        if let Some(op) = op {
+            op.end(result.as_ref().err().map(|e| (error_type(e), e.to_string())));
+        }
+        result
     }
 
     /// One request to a server, as `send` makes it: fails at once if the server is not
@@ -307,5 +332,37 @@ fn unavailable(name: &str, s: &server::Snapshot) -> String {
             };
             format!("MCP server '{name}' is {state}")
         }
+    }
+}
+
+/// The conventions' transport attributes of a request to `server`: `pipe` for a stdio child;
+/// `tcp` and the host and port for a remote server.
+fn client_attributes(server: &Server) -> Vec<opentelemetry::KeyValue> {
+    use opentelemetry::KeyValue;
+    let mut out = vec![KeyValue::new("mcp.server.name", server.name.clone())];
+    match &server.spec {
+        spec::LaunchSpec::Stdio { .. } => out.push(KeyValue::new("network.transport", "pipe")),
+        spec::LaunchSpec::Network { url, .. } => {
+            // Only the host and port of the (expanded) URL: never its path, query or user.
+            out.push(KeyValue::new("network.transport", "tcp"));
+            if let Ok(url) = reqwest::Url::parse(url)
+                && let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default())
+            {
+                out.push(KeyValue::new("server.address", host.to_owned()));
+                out.push(KeyValue::new("server.port", i64::from(port)));
+            }
+        }
+    }
+    out
+}
+
+/// `error.type` of a request that failed: the JSON-RPC error's code, else what kind of failure.
+fn error_type(e: &McpError) -> String {
+    match e {
+        McpError::Answered { code, .. } => code.to_string(),
+        McpError::TimedOut { .. } => "timeout".to_owned(),
+        McpError::Unavailable(_) => "unavailable".to_owned(),
+        McpError::Transport(_) => "transport".to_owned(),
+        McpError::NotFound(_) => "not_found".to_owned(),
     }
 }

@@ -31,7 +31,8 @@
 //! at `levels[i % len]`, info without; then an answer `bytes` longer). `--lenient` matches
 //! tool names without case or surrounding spaces; with
 //! `FIXTURE_CALL_LOG=FILE` in its environment, every tool call that reaches it appends the
-//! tool's name to FILE (what really ran, for the security tests). `--capable-tools` lists
+//! tool's name to FILE (what really ran, for the security tests); with `FIXTURE_META_LOG=FILE`,
+//! a JSON line `{tool, meta}` with the request's `_meta` (trace context). `--capable-tools` lists
 //! `elicit_only` and `sample_only` only to a client that declared elicitation or sampling (as
 //! server-everything lists its `trigger-*` tools).
 
@@ -538,6 +539,13 @@ impl ServerHandler for Fixture {
         if let Some(log) = std::env::var_os("FIXTURE_CALL_LOG") {
             use std::io::Write;
             let line = format!("{name}\n");
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(log);
+            let _ = file.and_then(|mut f| f.write_all(line.as_bytes()));
+        }
+        // The request's `_meta` as it arrived (trace context, ...), one JSON line per call.
+        if let Some(log) = std::env::var_os("FIXTURE_META_LOG") {
+            use std::io::Write;
+            let line = format!("{}\n", json!({ "tool": name, "meta": &context.meta }));
             let file = std::fs::OpenOptions::new().create(true).append(true).open(log);
             let _ = file.and_then(|mut f| f.write_all(line.as_bytes()));
         }

@@ -48,6 +48,7 @@ mod soak;
 mod spine;
 mod storage;
 mod tasks;
+mod telemetry;
 mod terminal_text;
 mod tools;
 mod top;

@@ -140,8 +140,9 @@ impl ToolCallPolicy {
     }
 }
 
-impl Policy for ToolCallPolicy {
-    fn decide(&self, call: &Call) -> (Decision, Option<PolicyNote>) {
+impl ToolCallPolicy {
+    /// What the engine and the session's approvals make of a call.
+    fn verdict_for(&self, call: &Call) -> (Decision, Option<PolicyNote>) {
         let p = match self.prepare(&call.session) {
             Ok(p) => p,
             Err(e) => {
@@ -217,6 +218,49 @@ impl Policy for ToolCallPolicy {
             }
         };
         (decision, Some(note))
+    }
+}
+
+/// The policy span's attributes: what was decided, by which rule (its tier, priority, and its
+/// file's name and line: not the folder, which names the user), and how an ask was settled.
+fn traced(span: &crate::telemetry::Active, d: &Decision, note: Option<&PolicyNote>) {
+    use opentelemetry::KeyValue;
+    let decided = match d {
+        Decision::Allow => "allow",
+        Decision::Deny(_) => "deny",
+        Decision::Ask(_) => "ask_user",
+    };
+    span.set(KeyValue::new("geminid.policy.decision", decided));
+    let Some(note) = note else { return };
+    match &note.rule {
+        Some(r) => {
+            let file = std::path::Path::new(&r.file)
+                .file_name()
+                .map_or_else(|| r.file.clone(), |f| f.to_string_lossy().into_owned());
+            span.set(KeyValue::new("geminid.policy.rule.tier", r.tier.clone()));
+            span.set(KeyValue::new("geminid.policy.rule.priority", i64::from(r.priority)));
+            span.set(KeyValue::new("geminid.policy.rule.file", file));
+            if let Some(line) = r.line {
+                span.set(KeyValue::new("geminid.policy.rule.line", i64::from(line)));
+            }
+        }
+        None => span.set(KeyValue::new("geminid.policy.rule.tier", "default")),
+    }
+    if let Some(c) = &note.confirmation
+        && let Ok(serde_json::Value::String(c)) = serde_json::to_value(c)
+    {
+        span.set(KeyValue::new("geminid.policy.confirmation", c));
+    }
+}
+
+impl Policy for ToolCallPolicy {
+    fn decide(&self, call: &Call) -> (Decision, Option<PolicyNote>) {
+        let span = crate::telemetry::child("policy", Vec::new);
+        let (decision, note) = self.verdict_for(call);
+        if let Some(span) = &span {
+            traced(span, &decision, note.as_ref());
+        }
+        (decision, note)
     }
 
     fn remember<'a>(

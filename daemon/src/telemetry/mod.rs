@@ -1,0 +1,297 @@
+//! OpenTelemetry: spans and metrics to the MCP semantic conventions (semantic-conventions-genai,
+//! `docs/gen-ai/mcp.md`, status Development), exported over OTLP/HTTP when the user turns it on
+//! (`settings.rs`), off by default.
+//!
+//! Off, every function here is one load of a `OnceLock` that was never set: no span is built,
+//! no attribute formatted, nothing allocated. On, a request served by the gateway is a SERVER
+//! span (`gateway/`), its parent the trace context its `params._meta` carried (`meta.rs`); what
+//! happens on its way is a child of it, started where it is decided: the BeforeTool and
+//! AfterTool hooks (`services/hooks.rs`), the policy decision (`services/policy/`), a
+//! confirmation wait (`calls/ask.rs`), a wait for a server's start (`calls/resolve.rs`), and
+//! the CLIENT span of the request to the upstream server (`mcp/request.rs`), whose context goes
+//! in that request's `_meta`. A child finds its parent as the current context, which the
+//! gateway attaches to the call's future.
+//!
+//! Never in an attribute: a tool's arguments or result (unless `GEMINID_TELEMETRY_TOOL_IO=1`,
+//! the conventions' opt-in `gen_ai.tool.call.arguments`/`.result`), environment values,
+//! headers, tokens, hook output.
+
+mod export;
+mod meta;
+pub(crate) mod settings;
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use opentelemetry::metrics::{Histogram, MeterProvider as _};
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::trace::SdkTracer;
+
+pub(crate) use meta::{extract, inject};
+pub(crate) use settings::Settings;
+
+/// The conventions' buckets for the operation and session durations, in seconds.
+const BUCKETS: [f64; 14] =
+    [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
+
+/// What exports, once on.
+#[derive(Debug)]
+pub(crate) struct Telemetry {
+    tracer: SdkTracer,
+    providers: export::Providers,
+    tool_io: bool,
+    /// `mcp.server.operation.duration`.
+    pub server_duration: Histogram<f64>,
+    /// `mcp.client.operation.duration`.
+    pub client_duration: Histogram<f64>,
+}
+
+static ON: OnceLock<Telemetry> = OnceLock::new();
+
+/// Telemetry, if it is on.
+#[inline]
+pub(crate) fn on() -> Option<&'static Telemetry> {
+    ON.get()
+}
+
+/// The settings as resolved at the daemon's start, whether on or not.
+static RESOLVED: OnceLock<Settings> = OnceLock::new();
+
+/// The settings as resolved at the daemon's start (`gemctl doctor`), and whether the last
+/// export failed, when on.
+pub(crate) fn resolved() -> Option<(&'static Settings, Option<bool>)> {
+    RESOLVED.get().map(|s| (s, on().map(|t| t.providers.health.failing())))
+}
+
+/// Why enabled settings export nothing, if they do not (this build's OTLP is HTTP only).
+pub(crate) fn unusable(s: &Settings) -> Option<String> {
+    match (s.target, s.protocol) {
+        (settings::Target::Gcp, _) => Some(
+            "telemetry: the target 'gcp' (Google Cloud directly) is not exported by geminid: \
+             use 'local' with a collector at otlpEndpoint"
+                .to_owned(),
+        ),
+        (_, settings::Protocol::Grpc) => Some(format!(
+            "telemetry: geminid exports OTLP over HTTP only, and the OTLP protocol is grpc \
+             (Gemini CLI's default) for {}: set telemetry.otlpProtocol to \"http\" (a collector's \
+             OTLP/HTTP port is usually 4318)",
+            s.endpoint
+        )),
+        _ => None,
+    }
+}
+
+/// Keep `settings` and, if they turn export on and it can be, start it on `runtime`; each
+/// problem is logged.
+pub(crate) fn init(settings: Settings, runtime: tokio::runtime::Handle, tool_io: bool) {
+    for p in &settings.problems {
+        tracing::warn!("{p}");
+    }
+    let _ = RESOLVED.set(settings.clone());
+    if !settings.enabled {
+        return;
+    }
+    if let Some(why) = unusable(&settings) {
+        tracing::warn!("{why}");
+        return;
+    }
+    let (traces, metrics) = (settings.traces_url.clone(), settings.metrics_url.clone());
+    match start(settings, runtime, tool_io) {
+        Ok(()) => tracing::info!(%traces, %metrics, tool_io, "OpenTelemetry export on"),
+        Err(e) => tracing::warn!(error = %e, "OpenTelemetry export could not start"),
+    }
+}
+
+/// Turn it on for `settings` (already known to be enabled and OTLP/HTTP), exporting on
+/// `runtime`. A second call changes nothing.
+fn start(settings: Settings, runtime: tokio::runtime::Handle, tool_io: bool) -> anyhow::Result<()> {
+    let interval = std::env::var("OTEL_METRIC_EXPORT_INTERVAL")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(Duration::from_secs(10), Duration::from_millis);
+    let providers = export::providers(&settings, runtime, interval)?;
+    let tracer = providers.tracer.tracer("geminid");
+    let meter = providers.meter.meter("geminid");
+    let histogram = |name: &'static str, what: &'static str| {
+        meter
+            .f64_histogram(name)
+            .with_unit("s")
+            .with_description(what)
+            .with_boundaries(BUCKETS.to_vec())
+            .build()
+    };
+    let server_duration = histogram(
+        "mcp.server.operation.duration",
+        "MCP request or notification duration as observed on the receiver from the time it was received until the result or ack is sent.",
+    );
+    let client_duration = histogram(
+        "mcp.client.operation.duration",
+        "The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received.",
+    );
+    let t = Telemetry { tracer, providers, tool_io, server_duration, client_duration };
+    let _ = ON.set(t);
+    Ok(())
+}
+
+/// Send what is queued and stop exporting (at the daemon's end), off the event loop: the
+/// exporter's threads send on the runtime.
+pub(crate) async fn stop() {
+    let Some(t) = on() else { return };
+    let (tracer, meter) = (t.providers.tracer.clone(), t.providers.meter.clone());
+    let _ = tokio::task::spawn_blocking(move || {
+        let _ = tracer.shutdown_with_timeout(Duration::from_secs(3));
+        let _ = meter.shutdown_with_timeout(Duration::from_secs(3));
+    })
+    .await;
+}
+
+impl Telemetry {
+    /// Whether tools' arguments and results go in spans (opted in).
+    pub(crate) fn tool_io(&self) -> bool {
+        self.tool_io
+    }
+
+    /// A span of `kind` named `name`, child of `parent`, with `attrs`.
+    pub(crate) fn span(
+        &self,
+        name: impl Into<Cow<'static, str>>,
+        kind: SpanKind,
+        parent: &Context,
+        attrs: Vec<KeyValue>,
+    ) -> Active {
+        let span = self
+            .tracer
+            .span_builder(name)
+            .with_kind(kind)
+            .with_attributes(attrs)
+            .start_with_context(&self.tracer, parent);
+        Active { cx: parent.with_span(span), started: Instant::now() }
+    }
+}
+
+/// A span begun and not yet ended; ended when dropped (a caller that went away ends it too).
+#[derive(Debug)]
+pub(crate) struct Active {
+    cx: Context,
+    started: Instant,
+}
+
+impl Active {
+    /// The context whose current span this is (for children, and for `_meta`).
+    pub(crate) fn context(&self) -> &Context {
+        &self.cx
+    }
+
+    /// Since the span began.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Add an attribute.
+    pub(crate) fn set(&self, kv: KeyValue) {
+        self.cx.span().set_attribute(kv);
+    }
+
+    /// The operation failed: `error.type` and the status, with `message` as its description.
+    pub(crate) fn failed(
+        &self,
+        error_type: impl Into<opentelemetry::Value>,
+        message: impl Into<Cow<'static, str>>,
+    ) {
+        let span = self.cx.span();
+        span.set_attribute(KeyValue::new("error.type", error_type));
+        span.set_status(Status::error(message));
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.cx.span().end();
+    }
+}
+
+/// A child of the current context's span, if telemetry is on: `INTERNAL` unless said.
+pub(crate) fn child(name: &'static str, attrs: impl FnOnce() -> Vec<KeyValue>) -> Option<Active> {
+    let t = on()?;
+    Some(t.span(name, SpanKind::Internal, &Context::current(), attrs()))
+}
+
+/// An MCP operation (`mcp.method.name` with its target), as a span and a duration recorded in
+/// one of the operation histograms when it ends.
+#[derive(Debug)]
+pub(crate) struct Operation {
+    span: Active,
+    client: bool,
+    attrs: Vec<KeyValue>,
+}
+
+/// Which side of an operation geminid is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// It serves the request (a client's, through the gateway): a SERVER span.
+    Server,
+    /// It makes the request (to an upstream server): a CLIENT span.
+    Client,
+}
+
+impl Operation {
+    /// `tools/call {tool}` begun, child of `parent`, with `more` attributes besides the
+    /// conventions' own for a tool call; `None` when telemetry is off.
+    pub(crate) fn tool_call(
+        side: Side,
+        tool: &str,
+        parent: impl FnOnce() -> Context,
+        more: impl FnOnce() -> Vec<KeyValue>,
+    ) -> Option<Operation> {
+        let t = on()?;
+        let attrs = vec![
+            KeyValue::new("mcp.method.name", "tools/call"),
+            KeyValue::new("gen_ai.tool.name", tool.to_owned()),
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+        ];
+        let mut all = attrs.clone();
+        all.extend(more());
+        let kind = match side {
+            Side::Server => SpanKind::Server,
+            Side::Client => SpanKind::Client,
+        };
+        let span = t.span(format!("tools/call {tool}"), kind, &parent(), all);
+        Some(Operation { span, client: side == Side::Client, attrs })
+    }
+
+    /// The span's context (its children's parent; what `_meta` carries on).
+    pub(crate) fn context(&self) -> &Context {
+        self.span.context()
+    }
+
+    /// Add an attribute to the span.
+    pub(crate) fn set(&self, kv: KeyValue) {
+        self.span.set(kv);
+    }
+
+    /// The tool's arguments or result, as the conventions' opt-in attribute, if opted in.
+    pub(crate) fn tool_io(&self, key: &'static str, value: impl FnOnce() -> String) {
+        if on().is_some_and(Telemetry::tool_io) {
+            self.span.set(KeyValue::new(key, value()));
+        }
+    }
+
+    /// It ended, failing with `error` (`error.type`, the description) if it did; a JSON-RPC
+    /// error's code is also `rpc.response.status_code`.
+    pub(crate) fn end(mut self, error: Option<(String, String)>) {
+        if let Some((kind, message)) = error {
+            if kind.starts_with('-') || kind.parse::<i64>().is_ok() {
+                self.span.set(KeyValue::new("rpc.response.status_code", kind.clone()));
+            }
+            self.attrs.push(KeyValue::new("error.type", kind.clone()));
+            self.span.failed(kind, message);
+        }
+        let seconds = self.span.elapsed().as_secs_f64();
+        if let Some(t) = on() {
+            let h = if self.client { &t.client_duration } else { &t.server_duration };
+            h.record(seconds, &self.attrs);
+        }
+    }
+}
