@@ -57,7 +57,19 @@ impl ToolsApiServer for Handler {
             hooks_by_client: false,
             tail_of: None,
         };
-        let (call, o) = self.services.calls.call(request).await.map_err(call_error)?;
+        let failed = |r: &Result<
+            (crate::calls::Call, crate::calls::Outcome),
+            crate::calls::CallError,
+        >| match r {
+            Ok((_, o)) if o.is_error => Some(("tool_error".to_owned(), o.display.clone())),
+            Ok(_) => None,
+            Err(e) => Some(("tool_error".to_owned(), e.to_string())),
+        };
+        // The session's id only when a span will carry it (no copy per call otherwise).
+        let session = crate::telemetry::on().map(|_| request.session.clone()).unwrap_or_default();
+        let call = self.services.calls.call(request);
+        let done = crate::telemetry::served(&p.name, &session, call, failed).await;
+        let (call, o) = done.map_err(call_error)?;
         Ok(ToolsCallResult {
             name: p.name,
             server: call.server,

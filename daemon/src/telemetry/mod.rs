@@ -295,3 +295,26 @@ impl Operation {
         }
     }
 }
+
+/// `call` (a `tools/call` of `tool` served for `session` over the daemon's socket) as a SERVER
+/// span, so that what the pipeline does under it has a parent; `failed` says how a result
+/// failed (`error.type`, the description). The call as it is when telemetry is off.
+pub(crate) async fn served<T, E>(
+    tool: &str,
+    session: &str,
+    call: impl Future<Output = Result<T, E>>,
+    failed: impl FnOnce(&Result<T, E>) -> Option<(String, String)>,
+) -> Result<T, E> {
+    use opentelemetry::trace::FutureExt as _;
+    let Some(op) = Operation::tool_call(Side::Server, tool, Context::current, || {
+        vec![
+            KeyValue::new("mcp.session.id", session.to_owned()),
+            KeyValue::new("network.transport", "pipe"),
+        ]
+    }) else {
+        return call.await;
+    };
+    let done = call.with_context(op.context().clone()).await;
+    op.end(failed(&done));
+    done
+}

@@ -125,6 +125,18 @@ async fn a_call_is_a_trace_from_the_clients_meta_to_the_servers() -> anyhow::Res
     let own = named(&spans, "tools/call fx__echo").into_iter().find(|s| s.trace_id != TRACE);
     assert!(own.is_some_and(|s| s.parent.is_empty()), "{spans:#?}");
 
+    // A call over the daemon's socket (`gemctl call`) is a SERVER span too, its pipeline's
+    // spans under it.
+    let (code, out, err) = home.gemctl_run(&["call", "mcp_fx_echo", r#"{"text": "socket"}"#])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let socket = |r: &Receiver| named(&r.spans(), "tools/call mcp_fx_echo").len() == 1;
+    assert!(receiver.until(within, socket).await, "{:#?}", receiver.spans());
+    let spans = receiver.spans();
+    let root = named(&spans, "tools/call mcp_fx_echo")[0];
+    assert_eq!((root.kind.as_str(), root.parent.as_str()), ("SPAN_KIND_SERVER", ""));
+    let under = |name: &str| named(&spans, name).iter().any(|s| s.parent == root.span_id);
+    assert!(under("policy") && under("tools/call echo"), "{spans:#?}");
+
     // The histograms go out at the daemon's end at the latest, with the conventions' buckets.
     drop(s);
     daemon.signal(nix::sys::signal::Signal::SIGTERM)?;
