@@ -14,7 +14,8 @@
 //! over 1,000 tools, in process and with a daemon pinning against one that does not; `top`:
 //! `gemctl top`'s CPU watching 20 servers, and the daemon's with and without it; `rest [OTHER]`:
 //! the daemon's wake-ups at rest and per unrelated program started (and OTHER's, a `geminid`);
-//! `tools`: only the call path and catalog; `instructions`: only the daemon's instructions per
+//! `tools`: only the call path and catalog; `sessions`: 32 calls in flight on the daemon's
+//! upgraded connection against the fixture alone, and 1 to 500 sessions at once; `instructions`: only the daemon's instructions per
 //! request, which needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary
 //! OTHER, calls interleaved; `--poll-idle`: idle CPUs poll instead of halting for the run,
 //! see `idle.rs`). `relay …` is not a section: the bench starts itself as the byte relays
@@ -36,6 +37,7 @@ mod policy;
 mod policy_scale;
 mod relay;
 mod rest;
+mod sessions;
 mod skills;
 mod tools;
 mod top;
@@ -101,7 +103,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|policy-scale|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|pins|top|rest [OTHER]|config [OTHER]|ab OTHER]";
+    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|policy-scale|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|sessions [OTHER]|pins|top|rest [OTHER]|config [OTHER]|ab OTHER]";
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().is_some_and(|a| a == "relay") {
         return relay::run(&argv[1..]).await;
@@ -118,6 +120,7 @@ async fn main() -> anyhow::Result<()> {
         let rows = match section.as_str() {
             "mcp" => mcp::bench().await?,
             "tools" => tools::bench().await?,
+            "sessions" => sessions::bench(args.get(1).map(std::path::Path::new)).await?,
             "instructions" => instructions::bench().await?,
             "policy" => policy::bench().await?,
             "policy-scale" => policy_scale::bench().await?,
