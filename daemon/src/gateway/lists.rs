@@ -29,6 +29,8 @@ pub(super) struct Served {
     st: Arc<SessionTools>,
     picks: Vec<Pick>,
     pub(super) map: NameMap,
+    /// The tools as `tools/list` serves them, and their fingerprint, made on first use.
+    listed: std::sync::OnceLock<(Vec<Tool>, u64)>,
 }
 
 impl Served {
@@ -41,6 +43,39 @@ impl Served {
 
     fn iter(&self) -> impl Iterator<Item = &SessionTool> {
         (0..self.picks.len()).map(|i| self.tool(i))
+    }
+
+    /// The tools as `tools/list` serves them, and their fingerprint.
+    pub(super) fn listed(&self) -> &(Vec<Tool>, u64) {
+        self.listed.get_or_init(|| {
+            let tools = self.make_list();
+            let print = fingerprint(&tools);
+            (tools, print)
+        })
+    }
+
+    fn make_list(&self) -> Vec<Tool> {
+        let mut out = Vec::with_capacity(self.picks.len());
+        for (t, name) in self.iter().zip(&self.map.served) {
+            let mut raw = t.tool().raw.clone();
+            if let Some(o) = raw.as_object_mut() {
+                o.insert("name".into(), Value::String(name.clone()));
+                // MCP clients require an object schema: a custom tool declared without one
+                // (`{}`) is served as `{"type": "object"}`.
+                if let Some(schema) = o.get_mut("inputSchema").and_then(Value::as_object_mut)
+                    && !schema.contains_key("type")
+                {
+                    schema.insert("type".into(), Value::String("object".into()));
+                }
+            }
+            match serde_json::from_value::<Tool>(raw) {
+                Ok(tool) => out.push(tool),
+                Err(e) => {
+                    tracing::warn!(tool = %t.fqn, error = %e, "gateway: a tool its client could not parse is left out")
+                }
+            }
+        }
+        out
     }
 }
 
@@ -60,18 +95,26 @@ impl Gateway {
     /// The tools served (the session's, or its one server's; with those only hidden because
     /// nobody would confirm them when the client is asked to confirm its calls) and the names
     /// they are served under.
-    pub(super) async fn tools(&self) -> Result<Served, McpError> {
+    pub(super) async fn tools(&self) -> Result<Arc<Served>, McpError> {
         self.tools_for(self.asked_to_confirm()).await
     }
 
-    /// [`Gateway::tools`], with the tools that need a confirmation (`asked`) or without.
-    pub(super) async fn tools_for(&self, asked: bool) -> Result<Served, McpError> {
+    /// [`Gateway::tools`], with the tools that need a confirmation (`asked`) or without. Kept
+    /// while the session's table is the same one (every call looks its tool up here: naming a
+    /// table of 1,000 tools afresh per call would cost the call path more than the call).
+    pub(super) async fn tools_for(&self, asked: bool) -> Result<Arc<Served>, McpError> {
         let st = self
             .services
             .catalog
             .session_tools(&self.session, true)
             .await
             .map_err(catalog_error)?;
+        if let Some((was, served)) = &*self.served.lock()
+            && *was == asked
+            && Arc::ptr_eq(&served.st, &st)
+        {
+            return Ok(served.clone());
+        }
         let mut picks: Vec<Pick> = (0..st.tools.len())
             .filter(|&i| self.serves(&st.tools[i].server_name))
             .map(Pick::Listed)
@@ -86,7 +129,8 @@ impl Gateway {
             asked.sort();
             picks.extend(asked.into_iter().cloned().map(Pick::Asked));
         }
-        let mut served = Served { st, picks, map: NameMap::default() };
+        let mut served =
+            Served { st, picks, map: NameMap::default(), listed: std::sync::OnceLock::new() };
         let items: Vec<Item<'_>> = served
             .iter()
             .map(|t| Item { server: &t.server_name, own: &t.tool().name, fqn: &t.fqn })
@@ -94,33 +138,16 @@ impl Gateway {
         let map = names::build(&items, self.serving.names);
         drop(items);
         served.map = map;
+        let served = Arc::new(served);
+        *self.served.lock() = Some((asked, served.clone()));
         Ok(served)
     }
 
-    /// The tools as served, and the renames of names taken twice.
-    pub(super) async fn tool_list(&self) -> Result<(Vec<Tool>, Vec<String>), McpError> {
+    /// The tools as served and their fingerprint (made once per table).
+    pub(super) async fn tool_list_fingerprinted(&self) -> Result<(Arc<Served>, u64), McpError> {
         let served = self.tools().await?;
-        let mut out = Vec::with_capacity(served.picks.len());
-        for (t, name) in served.iter().zip(&served.map.served) {
-            let mut raw = t.tool().raw.clone();
-            if let Some(o) = raw.as_object_mut() {
-                o.insert("name".into(), Value::String(name.clone()));
-                // MCP clients require an object schema: a custom tool declared without one
-                // (`{}`) is served as `{"type": "object"}`.
-                if let Some(schema) = o.get_mut("inputSchema").and_then(Value::as_object_mut)
-                    && !schema.contains_key("type")
-                {
-                    schema.insert("type".into(), Value::String("object".into()));
-                }
-            }
-            match serde_json::from_value::<Tool>(raw) {
-                Ok(tool) => out.push(tool),
-                Err(e) => {
-                    tracing::warn!(tool = %t.fqn, error = %e, "gateway: a tool its client could not parse is left out")
-                }
-            }
-        }
-        Ok((out, served.map.notes))
+        let fingerprint = served.listed().1;
+        Ok((served, fingerprint))
     }
 
     /// Prompts: `(served name, server, own name, the prompt as listed)`.
@@ -165,7 +192,7 @@ impl Gateway {
 
     /// What the client's lists are now: (tools, prompts, resources), each if it could be read.
     pub(super) async fn fingerprints(&self) -> (Option<u64>, Option<u64>, Option<u64>) {
-        let tools = self.tool_list().await.ok().map(|(t, _)| fingerprint(&t));
+        let tools = self.tool_list_fingerprinted().await.ok().map(|(_, f)| f);
         let prompts = self.prompt_list().await.ok().map(|p| fingerprint(&p));
         let resources = self.resources().await.ok().map(|r| resources_fingerprint(&r));
         (tools, prompts, resources)

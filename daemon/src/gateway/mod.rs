@@ -98,6 +98,9 @@ pub(crate) struct Inner {
     /// Started once, by whichever comes first: the client's `initialized`, or its first
     /// request (rmcp may handle that before the notification).
     started: tokio::sync::OnceCell<()>,
+    /// The tools served, while the session's table is the one they were named from (with
+    /// whether they include those only a confirmation allows).
+    served: Mutex<Option<(bool, Arc<lists::Served>)>>,
 }
 
 #[derive(Debug, Default)]
@@ -176,6 +179,7 @@ impl Gateway {
             instructions,
             confirms_own: std::sync::atomic::AtomicBool::new(false),
             started: tokio::sync::OnceCell::new(),
+            served: Mutex::default(),
         }))
     }
 
@@ -355,12 +359,13 @@ impl ServerHandler for Gateway {
         let modern = mrtr::kinds(&context);
         self.before_request(&context, &modern).await;
         self.serving.rounds.listen(self, modern).await;
-        let (tools, renamed) = self.tool_list().await?;
+        let (served, print) = self.tool_list_fingerprinted().await?;
+        let renamed = &served.map.notes;
         if !renamed.is_empty() {
             tracing::info!(session = %self.session, ?renamed, "gateway: tool names taken twice are renamed");
         }
-        self.seen().tools = Some(fingerprint(&tools));
-        Ok(ListToolsResult::with_all_items(tools))
+        self.seen().tools = Some(print);
+        Ok(ListToolsResult::with_all_items(served.listed().0.clone()))
     }
 
     async fn call_tool(
@@ -420,31 +425,19 @@ impl ServerHandler for Gateway {
             hooks_by_client: self.serving.hooks == Hooks::Client,
             tail_of: None,
         };
-        // Cancelled by the client, or when an HTTP client has gone without a word (no
-        // connection of its session open for a few seconds): as after a DELETE.
-        let vanished = presence::of(&context);
-        let cancel = {
-            let (ct, services, session, id) =
-                (context.ct.clone(), self.services.clone(), self.session.clone(), call_id);
-            tokio::spawn(async move {
-                let gone = async {
-                    match &vanished {
-                        Some((presence, http)) => presence.gone(http).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    () = ct.cancelled() => {}
-                    () = gone => {
-                        tracing::info!(%session, call = %id, "gateway: the HTTP client went without a word; its call is cancelled");
-                    }
-                }
-                services.calls.cancel(&session, &id);
-            })
+        // Cancelled beside the call itself (no task of its own per call): the cancel reaches
+        // the pipeline, whose call then ends as cancelled.
+        let call =
+            traced::call(&self.services.calls, req, &context, &request.name, &self.session);
+        tokio::pin!(call);
+        let cancelled = presence::cancelled(&context, &self.session, &call_id);
+        let done = tokio::select! {
+            done = &mut call => done,
+            () = cancelled => {
+                self.services.calls.cancel(&self.session, &call_id);
+                call.await
+            }
         };
-        let done =
-            traced::call(&self.services.calls, req, &context, &request.name, &self.session).await;
-        cancel.abort();
         relay.end().await;
         Self::complete(done, &fqn, &request.name)
     }

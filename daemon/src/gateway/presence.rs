@@ -113,6 +113,24 @@ pub(crate) fn of(context: &RequestContext<RoleServer>) -> Option<(Arc<Presence>,
     Some((presence, session))
 }
 
+/// Until the request of `context` is cancelled by its client, or its HTTP client has gone
+/// without a word (no connection of its session open for the grace): as after a DELETE.
+pub(crate) async fn cancelled(context: &RequestContext<RoleServer>, session: &str, call: &str) {
+    let vanished = of(context);
+    let gone = async {
+        match &vanished {
+            Some((presence, http)) => presence.gone(http).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = context.ct.cancelled() => {}
+        () = gone => {
+            tracing::info!(%session, %call, "gateway: the HTTP client went without a word; its call is cancelled");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
