@@ -14,6 +14,7 @@
 //! over 1,000 tools, in process and with a daemon pinning against one that does not; `top`:
 //! `gemctl top`'s CPU watching 20 servers, and the daemon's with and without it; `rest [OTHER]`:
 //! the daemon's wake-ups at rest and per unrelated program started (and OTHER's, a `geminid`);
+//! `audit-size [OTHER]`: the audit database's size on disk after 10,000 to 100,000 calls;
 //! `tools`: only the call path and catalog; `sessions`: 32 calls in flight on the daemon's
 //! upgraded connection against the fixture alone, and 1 to 500 sessions at once; `instructions`: only the daemon's instructions per
 //! request, which needs valgrind; `ab OTHER`: this build's daemon against the `geminid` binary
@@ -22,6 +23,7 @@
 //! that measure the floor of a call's hops (`relay.rs`).
 
 mod ab;
+mod audit_size;
 mod commands;
 mod custom_tools;
 mod elicit;
@@ -30,6 +32,7 @@ mod gateway;
 mod hooks;
 mod idle;
 mod instructions;
+mod load;
 mod mcp;
 mod oauth;
 mod pins;
@@ -51,6 +54,9 @@ use geminid_tests::{Daemon, TestHome, bin};
 
 /// The daemon's own default log filter: benchmarks measure it as users run it.
 pub(crate) const BENCH_LOG: &str = "info";
+
+/// The last column of every table: the 1-minute load average while its row was measured.
+const LOAD: &str = "load (1 min, low–high)";
 
 const RPC_WARMUP: usize = 1_000;
 const RPC_CALLS: usize = 20_000;
@@ -103,7 +109,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|policy-scale|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|sessions [OTHER]|pins|top|rest [OTHER]|config [OTHER]|ab OTHER]";
+    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|policy-scale|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|sessions [OTHER]|pins|top|rest [OTHER]|audit-size [OTHER]|config [OTHER]|ab OTHER]";
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().is_some_and(|a| a == "relay") {
         return relay::run(&argv[1..]).await;
@@ -116,6 +122,7 @@ async fn main() -> anyhow::Result<()> {
         poll_idle = Some(idle::hold()?);
     }
     let idle_row = idle::row(poll_idle.is_some());
+    load::start();
     if let Some(section) = args.first() {
         let rows = match section.as_str() {
             "mcp" => mcp::bench().await?,
@@ -135,6 +142,7 @@ async fn main() -> anyhow::Result<()> {
             "pins" => pins::bench().await?,
             "top" => top::bench().await?,
             "rest" => rest::bench(args.get(1).map(std::path::Path::new)).await?,
+            "audit-size" => audit_size::bench(args.get(1).map(std::path::Path::new)).await?,
             "config" => {
                 // `config OTHER`: the same against another build's daemon.
                 let home = TestHome::allowing_mcp()?;
@@ -152,21 +160,24 @@ async fn main() -> anyhow::Result<()> {
             }
             other => anyhow::bail!("unknown section {other}\n{USAGE}"),
         };
-        if section == "rest" {
-            println!("| measure | this build | OTHER | goal |");
+        let load = load::take();
+        if section == "rest" || section == "audit-size" {
+            println!("| measure | this build | OTHER | goal | {LOAD} |");
         } else if section == "ab" {
-            println!("| measure | median, this / other | p99, this / other | difference |");
+            println!(
+                "| measure | median, this / other | p99, this / other | difference | {LOAD} |"
+            );
         } else if section == "policy-scale" {
             println!(
-                "| measure | median, with the rules | median, with one rule | difference | goal |"
+                "| measure | median, with the rules | median, with one rule | difference | goal | {LOAD} |"
             );
         } else {
-            println!("| measure | median | p99 | target |");
+            println!("| measure | median | p99 | target | {LOAD} |");
         }
-        println!("|---|---|---|---|{}", if section == "policy-scale" { "---|" } else { "" });
-        println!("{idle_row}");
+        println!("|---|---|---|---|---|{}", if section == "policy-scale" { "---|" } else { "" });
+        println!("{idle_row} |");
         for row in rows {
-            println!("{row}");
+            println!("{row} {load} |");
         }
         return Ok(());
     }
@@ -262,66 +273,63 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("configuration reloads");
     let config_rows = config_bench(&home, &daemon).await?;
 
-    println!("| measure | median | p99 | target |");
-    println!("|---|---|---|---|");
-    println!("{idle_row}");
-    println!(
+    println!("| measure | median | p99 | target | {LOAD} |");
+    println!("|---|---|---|---|---|");
+    println!("{idle_row} |");
+    let mut spine = Vec::new();
+    spine.push(format!(
         "| `daemon/status` round trip over the socket ({RPC_CALLS} calls) | {:.1} µs | {:.1} µs | median ≤ 100 µs |",
         us(rpc.median),
         us(rpc.p99)
-    );
-    println!(
+    ));
+    spine.push(format!(
         "| `daemon/hello` round trip (no storage; {RPC_CALLS} calls) | {:.1} µs | {:.1} µs | |",
         us(hello.median),
         us(hello.p99)
-    );
-    println!(
+    ));
+    spine.push(format!(
         "| `daemon/hello` over the bare WebSocket, no typed client | {:.1} µs | {:.1} µs | |",
         us(raw.median),
         us(raw.p99)
-    );
-    println!(
+    ));
+    spine.push(format!(
         "| floor: 90-byte echo over a Unix socket to a thread, alongside | {:.1} µs | {:.1} µs | baseline |",
         us(floor.median),
         us(floor.p99)
-    );
-    println!(
+    ));
+    spine.push(format!(
         "| whole `gemctl status` process ({PROCESS_RUNS} runs) | {:.2} ms | {:.2} ms | median ≤ 3 ms |",
         ms(g.median),
         ms(g.p99)
-    );
-    println!(
+    ));
+    spine.push(format!(
         "| spawning `true`, measured alongside | {:.2} ms | {:.2} ms | baseline |",
         ms(t.median),
         ms(t.p99)
-    );
-    println!(
+    ));
+    spine.push(format!(
         "| `gemctl status` minus `true` | {:.2} ms | | ≤ 2 ms |",
         ms(g.median.saturating_sub(t.median))
-    );
-    println!(
+    ));
+    spine.push(format!(
         "| `gemctl status` / `true` | {:.1}× | | |",
         g.median.as_secs_f64() / t.median.as_secs_f64()
-    );
-    println!("| daemon RSS, idle after start | {:.1} MiB | | ≤ 15 MiB |", rss_idle as f64 / 1024.0);
-    println!(
+    ));
+    spine.push(format!(
+        "| daemon RSS, idle after start | {:.1} MiB | | ≤ 15 MiB |",
+        rss_idle as f64 / 1024.0
+    ));
+    spine.push(format!(
         "| daemon RSS, idle after the runs above | {:.1} MiB | | ≤ 15 MiB |",
         rss_after as f64 / 1024.0
-    );
-    for row in config_rows {
-        println!("{row}");
-    }
+    ));
+    spine.extend(config_rows);
+    load::print(spine);
     drop(daemon);
     drop(home);
-    for row in mcp::bench().await? {
-        println!("{row}");
-    }
-    for row in tools::bench().await? {
-        println!("{row}");
-    }
-    for row in instructions::bench().await? {
-        println!("{row}");
-    }
+    load::print(mcp::bench().await?);
+    load::print(tools::bench().await?);
+    load::print(instructions::bench().await?);
     Ok(())
 }
 
