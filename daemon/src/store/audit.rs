@@ -11,7 +11,7 @@ const AUDIT_RECORD_VERSION: u32 = 1;
 impl Store {
     /// Keep an audit record under `seq`, forgetting the one `keep` records older (so the log
     /// holds at most `keep`, and one more for each time the daemon died between the two
-    /// writes). Not flushed: sled writes it out within half a second.
+    /// writes). Flushed half a second later with the writes around it (`flush.rs`).
     ///
     /// Two writes, not a `sled::Batch`: applying a batch writes sled's log buffer out at once,
     /// twice, to make the batch atomic, which cost every call two disk writes and a wake-up of
@@ -30,6 +30,7 @@ impl Store {
         if let Some(old) = seq.checked_sub(keep) {
             open.audit.remove(old.to_be_bytes()).map_err(|e| self.err(e))?;
         }
+        self.written();
         Ok(())
     }
 
@@ -55,6 +56,9 @@ impl Store {
                 n += 1;
             }
             if n == 0 {
+                if gone > 0 {
+                    self.written();
+                }
                 return Ok(gone);
             }
             open.audit.apply_batch(batch).map_err(|e| self.err(e))?;

@@ -7,6 +7,7 @@
 
 mod audit;
 mod extensions;
+mod flush;
 mod last_good;
 mod lock;
 mod marks;
@@ -33,8 +34,6 @@ pub(crate) const SCHEMA_VERSION: u32 = 1;
 pub(crate) const SESSION_RECORD_VERSION: u32 = 1;
 /// sled's page cache; the database is small, and the daemon's idle memory matters more.
 const CACHE_CAPACITY_BYTES: u64 = 4 * 1024 * 1024;
-/// Background flush interval for writes not flushed explicitly.
-const FLUSH_EVERY_MS: u64 = 500;
 
 const SESSION_PREFIX: &[u8] = b"s/";
 const DEFAULT_PREFIX: &[u8] = b"d/";
@@ -233,6 +232,8 @@ struct Shared {
     session_count: AtomicUsize,
     /// A session was added since the manifest was last written.
     manifest_behind: AtomicBool,
+    /// A flush of unflushed writes is scheduled (`flush.rs`).
+    flush_due: AtomicBool,
     /// What was found damaged when the database was opened.
     damage: Option<recover::Damage>,
 }
@@ -252,7 +253,7 @@ impl Store {
         let config = sled::Config::new()
             .path(dir)
             .cache_capacity(CACHE_CAPACITY_BYTES)
-            .flush_every_ms(Some(FLUSH_EVERY_MS));
+            .flush_every_ms(Some(flush::GC_EVERY_MS));
         let (open, damage) = recover::open_checked(&config, dir)?;
         let store = Self::from_open(open, config, dir.to_path_buf(), true, damage);
         store.write_manifest()?;
@@ -293,6 +294,7 @@ impl Store {
                 broken: AtomicBool::new(false),
                 session_count: AtomicUsize::new(count),
                 manifest_behind: AtomicBool::new(false),
+                flush_due: AtomicBool::new(false),
                 damage,
             }),
         }
@@ -499,7 +501,9 @@ impl Store {
         if self.default_session(&rec.workspace, rec.state.upstream)?.as_deref() == Some(&*rec.id) {
             batch.remove(default_key(&rec.workspace, rec.state.upstream));
         }
-        open.sessions.apply_batch(batch).map_err(|e| self.err(e))
+        open.sessions.apply_batch(batch).map_err(|e| self.err(e))?;
+        self.written();
+        Ok(())
     }
 
     /// Record a child process (flushed at once: it must survive a SIGKILL of the daemon).
@@ -520,11 +524,9 @@ impl Store {
 
     /// Forget a child process (it was stopped and reaped).
     pub(crate) fn remove_child(&self, pid: u32) -> Result<(), StoreError> {
-        self.handles_for_write()?
-            .children
-            .remove(pid.to_be_bytes())
-            .map(drop)
-            .map_err(|e| self.err(e))
+        self.handles_for_write()?.children.remove(pid.to_be_bytes()).map_err(|e| self.err(e))?;
+        self.written();
+        Ok(())
     }
 
     /// Every recorded child process; unreadable records are skipped with a warning.
@@ -539,23 +541,6 @@ impl Store {
                     .ok()
             })
             .collect()
-    }
-
-    /// Make everything written so far durable (and the manifest with it).
-    pub(crate) async fn flush(&self) -> Result<(), StoreError> {
-        let open = self.handles_for_write()?;
-        let db = open.db.clone();
-        drop(open);
-        db.flush_async().await.map(drop).map_err(|e| self.err(e))?;
-        if self.shared.manifest_behind.swap(false, Ordering::AcqRel)
-            && let Err(e) = self.write_manifest()
-        {
-            // What was flushed is safe; a manifest left behind only counts fewer sessions
-            // than there are, and the next flush tries again.
-            tracing::warn!(error = %e, "the database manifest was not updated");
-            self.shared.manifest_behind.store(true, Ordering::Release);
-        }
-        Ok(())
     }
 
     #[cfg(test)]

@@ -54,6 +54,7 @@ impl Store {
             for (_, k) in &finished[..finished.len() - FINISHED_KEPT] {
                 let _ = tree.remove(k);
             }
+            self.written();
         }
     }
 
