@@ -44,11 +44,15 @@ async fn client_on(
     Ok((().serve((out, inp)).await?, child))
 }
 
+/// `gemctl mcp serve` in `dir`: its stdin and stdout handed to the daemon (the default), or
+/// relayed by it (`relay`).
 async fn gemctl_serve(
     home: &TestHome,
     dir: &std::path::Path,
+    relay: bool,
 ) -> anyhow::Result<(RunningService<RoleClient, ()>, tokio::process::Child)> {
-    let mut cmd: tokio::process::Command = home.gemctl_cmd(&["mcp", "serve"]).into();
+    let args: &[&str] = if relay { &["mcp", "serve", "--relay"] } else { &["mcp", "serve"] };
+    let mut cmd: tokio::process::Command = home.gemctl_cmd(args).into();
     cmd.current_dir(dir);
     client_on(cmd).await
 }
@@ -82,29 +86,34 @@ async fn rate(peer: &rmcp::Peer<RoleClient>, tool: &str) -> anyhow::Result<f64> 
     Ok((CALLERS * EACH) as f64 / t.elapsed().as_secs_f64())
 }
 
-/// `server`'s echo through `gemctl mcp serve` against an rmcp client on a fixture of its own
-/// started with `args` (`label`), and against the same hops made by two byte relays (the
-/// floor): one call at a time, interleaved, then [`CALLERS`] at once.
+/// `server`'s echo through each of `paths` (a label and a client) against an rmcp client on a
+/// fixture of its own started with `args` (`label`), and against the same hops made by two
+/// byte relays (the floor): one call at a time, interleaved, then [`CALLERS`] at once.
 async fn against_the_server(
-    relayed: &RunningService<RoleClient, ()>,
+    paths: &[(&str, &RunningService<RoleClient, ()>)],
     server: &str,
     label: &str,
     args: &[&str],
 ) -> anyhow::Result<Vec<String>> {
-    eprintln!("gateway: through gemctl mcp serve against the server itself, fixture {label}");
+    eprintln!("gateway: through the gateway against the server itself, fixture {label}");
     let (own, _child) = fixture_direct(args).await?;
     let (hops, _relays) = crate::relay::through_two(args).await?;
     let via = format!("{server}__echo");
     for _ in 0..WARMUP {
-        relayed.call_tool(echo(&via)).await?;
+        for (_, p) in paths {
+            p.call_tool(echo(&via)).await?;
+        }
         own.call_tool(echo("echo")).await?;
         hops.call_tool(echo("echo")).await?;
     }
-    let (mut through, mut alone, mut floor) = (Vec::new(), Vec::new(), Vec::new());
+    let mut through = vec![Vec::new(); paths.len()];
+    let (mut alone, mut floor) = (Vec::new(), Vec::new());
     for _ in 0..CALLS {
-        let t = Instant::now();
-        relayed.call_tool(echo(&via)).await?;
-        through.push(t.elapsed());
+        for (i, (_, p)) in paths.iter().enumerate() {
+            let t = Instant::now();
+            p.call_tool(echo(&via)).await?;
+            through[i].push(t.elapsed());
+        }
         let t = Instant::now();
         own.call_tool(echo("echo")).await?;
         alone.push(t.elapsed());
@@ -112,10 +121,14 @@ async fn against_the_server(
         hops.call_tool(echo("echo")).await?;
         floor.push(t.elapsed());
     }
-    let (t, a, f) = (us(stats(through).median), us(stats(alone).median), us(stats(floor).median));
-    let (mut through, mut alone, mut floor) = (Vec::new(), Vec::new(), Vec::new());
+    let through: Vec<f64> = through.into_iter().map(|v| us(stats(v).median)).collect();
+    let (a, f) = (us(stats(alone).median), us(stats(floor).median));
+    let mut rates = vec![Vec::new(); paths.len()];
+    let (mut alone, mut floor) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        through.push(rate(relayed.peer(), &via).await?);
+        for (i, (_, p)) in paths.iter().enumerate() {
+            rates[i].push(rate(p.peer(), &via).await?);
+        }
         alone.push(rate(own.peer(), "echo").await?);
         floor.push(rate(hops.peer(), "echo").await?);
     }
@@ -123,29 +136,31 @@ async fn against_the_server(
         v.sort_by(f64::total_cmp);
         v[ROUNDS / 2]
     };
-    let (rt, ra, rf) = (median(through), median(alone), median(floor));
-    Ok(vec![
-        format!(
-            "| a call through `gemctl mcp serve`, fixture {label}: through / on the server itself, interleaved ({t:.0} / {a:.0} µs) | {:+.0} µs | | ≤ +150 µs |",
+    let (ra, rf) = (median(alone), median(floor));
+    let load = crate::rest::load();
+    let mut rows = Vec::new();
+    for ((name, _), t) in paths.iter().zip(&through) {
+        rows.push(format!(
+            "| a call {name}, fixture {label}: through / on the server itself, interleaved ({t:.0} / {a:.0} µs; load {load}) | {:+.0} µs | | ≤ +100 µs |",
             t - a
-        ),
-        format!(
-            "| the floor: the same hops by two byte relays (client → relay → socket → relay → server) / on the server itself ({f:.0} / {a:.0} µs) | {:+.0} µs | | |",
-            f - a
-        ),
-        format!(
-            "| so gemctl's and the daemon's work beyond the hops, fixture {label} | {:+.0} µs | | |",
-            t - f
-        ),
-        format!(
-            "| throughput, {CALLERS} concurrent calls on one client, fixture {label}: through `gemctl mcp serve` / on the server itself ({rt:.0} / {ra:.0} calls/s, median of {ROUNDS}) | {:.2}× | | ≥ 0.8× |",
-            rt / ra
-        ),
-        format!(
-            "| the same through the two byte relays / on the server itself ({rf:.0} / {ra:.0} calls/s) | {:.2}× | | |",
-            rf / ra
-        ),
-    ])
+        ));
+    }
+    rows.push(format!(
+        "| the floor: the same hops by two byte relays (client → relay → socket → relay → server) / on the server itself ({f:.0} / {a:.0} µs) | {:+.0} µs | | |",
+        f - a
+    ));
+    for ((name, _), r) in paths.iter().zip(rates) {
+        let r = median(r);
+        rows.push(format!(
+            "| throughput, {CALLERS} concurrent calls on one client, fixture {label}: {name} / on the server itself ({r:.0} / {ra:.0} calls/s, median of {ROUNDS}; load {load}) | {:.2}× | | ≥ 0.8× |",
+            r / ra
+        ));
+    }
+    rows.push(format!(
+        "| the same through the two byte relays / on the server itself ({rf:.0} / {ra:.0} calls/s) | {:.2}× | | |",
+        rf / ra
+    ));
+    Ok(rows)
 }
 
 pub async fn bench() -> anyhow::Result<Vec<String>> {
@@ -165,7 +180,8 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
         .await?
         .id;
     let direct = ().serve(open(daemon.socket(), &session, Names::Server).await?).await?;
-    let (relayed, _child) = gemctl_serve(&home, &home.workspace()).await?;
+    let (relayed, _child) = gemctl_serve(&home, &home.workspace(), true).await?;
+    let (handed, _handed_child) = gemctl_serve(&home, &home.workspace(), false).await?;
     for _ in 0..WARMUP {
         crate::tools::via_geminid(&client, &session, "mcp_fx_echo", "hi").await?;
         direct.call_tool(echo("fx__echo")).await?;
@@ -198,17 +214,20 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
             us(u.p99)
         ),
         format!(
-            "| the same call through `gemctl mcp serve` (what an MCP client sees) | {:.0} µs ({:.2}×) | {:.0} µs | ≤ 2× |",
+            "| the same call through `gemctl mcp serve --relay` (what an MCP client saw before) | {:.0} µs ({:.2}×) | {:.0} µs | ≤ 2× |",
             us(g.median),
             ratio(&g),
             us(g.p99)
         ),
     ];
-    rows.extend(against_the_server(&relayed, "fx", "on its event loop", &[]).await?);
-    rows.extend(
-        against_the_server(&relayed, "fy", "on rmcp's `stdio()`", &["--tokio-stdio"]).await?,
-    );
-    drop((direct, relayed));
+    let paths = [
+        ("through `gemctl mcp serve` (its stdin and stdout handed to the daemon)", &handed),
+        ("through `gemctl mcp serve --relay`", &relayed),
+        ("on the gateway's upgraded connection (no gemctl)", &direct),
+    ];
+    rows.extend(against_the_server(&paths, "fx", "on its event loop", &[]).await?);
+    rows.extend(against_the_server(&paths, "fy", "on rmcp's `stdio()`", &["--tokio-stdio"]).await?);
+    drop((direct, relayed, handed));
 
     eprintln!("gateway: 4 clients in 2 workspaces × 5 servers");
     // Five different servers (entries alike would be one server to geminid).
@@ -229,7 +248,7 @@ pub async fn bench() -> anyhow::Result<Vec<String>> {
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let mut clients = Vec::new();
     for dir in [home.workspace(), home.workspace(), ws2.clone(), ws2.clone()] {
-        clients.push(gemctl_serve(&home, &dir).await?);
+        clients.push(gemctl_serve(&home, &dir, false).await?);
     }
     let mut pids = BTreeSet::new();
     let mut pairs = 0;

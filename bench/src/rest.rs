@@ -24,7 +24,8 @@ const SERVERS: usize = 5;
 const STARTS: usize = 2_000;
 const SYSTEM_SETTINGS: &str = "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/etc/gemini-cli/settings.json";
 
-fn load() -> String {
+/// The machine's load (1-minute average), printed beside figures measured on it.
+pub(crate) fn load() -> String {
     let l = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     l.split_whitespace().next().unwrap_or("?").to_owned()
 }

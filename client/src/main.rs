@@ -241,7 +241,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             match end {
                 None => mcp::serve::run_http(&socket, &session, &options, cli.json).await?,
                 Some((end, first)) => {
-                    mcp::serve::run(&socket, &session, &options, end, first).await?
+                    mcp::serve::run(&socket, &session, &options, end, first, args.relay).await?
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -26,6 +26,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub const PATH: &str = "/mcp";
 /// The `Upgrade` protocol token.
 pub const UPGRADE: &str = "geminid-mcp";
+/// The query parameter (`fds=1`) with which a client on Unix offers to hand the daemon its own
+/// client's stdin and stdout, and the header of the daemon's `101` that takes the offer. The
+/// daemon then writes one byte (`\n`) when it reads the connection itself; the client sends
+/// both descriptors in one `SCM_RIGHTS` message whose data is the length of what it read of its
+/// stdin already (8 bytes, little-endian), followed by those bytes; and the connection then
+/// carries nothing until the daemon closes it when the session ends (or the client closes it
+/// when it goes, which ends the session as its stdin closing would).
+pub const HAND_HEADER: &str = "geminid-fds";
 /// The longest response head the client reads before giving up.
 const MAX_HEAD: usize = 16 * 1024;
 
@@ -232,6 +240,25 @@ pub async fn open_with(
     session: &str,
     options: &Options,
 ) -> Result<Stream, OpenError> {
+    open_asking(socket, session, options, false).await.map(|(s, _)| s)
+}
+
+/// [`open_with`], offering to hand over the descriptors ([`HAND_HEADER`]); with whether the
+/// daemon took the offer (one that does not know it serves the connection as usual).
+pub async fn open_handing(
+    socket: &Path,
+    session: &str,
+    options: &Options,
+) -> Result<(Stream, bool), OpenError> {
+    open_asking(socket, session, options, true).await
+}
+
+async fn open_asking(
+    socket: &Path,
+    session: &str,
+    options: &Options,
+    hand: bool,
+) -> Result<(Stream, bool), OpenError> {
     let io = |source: io::Error| OpenError::Io { socket: socket.to_path_buf(), source };
     let mut stream = connect(socket).await.map_err(|source| match source.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
@@ -251,6 +278,9 @@ pub async fn open_with(
     }
     if let Some(addr) = &options.http {
         query.push_str(&format!("&http={}", encode(addr)));
+    }
+    if hand {
+        query.push_str("&fds=1");
     }
     let request = format!(
         "GET {PATH}?{query} HTTP/1.1\r\nHost: localhost\r\n\
@@ -276,7 +306,12 @@ pub async fn open_with(
     let status =
         head.split_whitespace().nth(1).and_then(|c| c.parse::<u16>().ok()).unwrap_or_default();
     if status == 101 {
-        return Ok(stream);
+        let taken = head.lines().any(|l| {
+            l.split_once(':').is_some_and(|(k, v)| {
+                k.trim().eq_ignore_ascii_case(HAND_HEADER) && v.trim() == "ready"
+            })
+        });
+        return Ok((stream, taken));
     }
     let length = head
         .lines()

@@ -1,7 +1,10 @@
 //! `gemctl mcp serve`: the session's catalog (or one of its servers') as one MCP server on
 //! stdin/stdout. The daemon
-//! serves the gateway on an upgraded connection of its socket (`geminid_protocol::gateway`);
-//! this relays bytes both ways until the client or the daemon goes.
+//! serves the gateway on an upgraded connection of its socket (`geminid_protocol::gateway`).
+//! On Unix stdin and stdout are handed to the daemon over that connection, which serves them
+//! itself, and this waits until the daemon closes the connection (the session ended);
+//! elsewhere, with `--relay`, or for a daemon that does not take them, this relays bytes both
+//! ways until the client or the daemon goes.
 
 use std::path::{Path, PathBuf};
 
@@ -45,6 +48,12 @@ pub struct ServeArgs {
     /// is printed the first time and kept in the daemon's data directory (0600)
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+    /// Relay stdin and stdout through this process. By default on Unix, when both are pipes or
+    /// sockets, they are handed to geminid, which reads and writes them itself while this
+    /// process waits (a call then crosses one process fewer); a daemon that cannot take them
+    /// gets the relay anyway
+    #[arg(long, env = "GEMCTL_MCP_RELAY", value_parser = clap::builder::FalseyValueParser::new())]
+    pub relay: bool,
 }
 
 /// `--names`.
@@ -136,16 +145,70 @@ pub async fn read_first(input: &mut crate::mcp::stdio::Input) -> anyhow::Result<
     Ok(First { bytes, declares })
 }
 
-/// Relay stdin and stdout (`end`, whose `first` message was read already) to the gateway of
-/// `session` until either side ends.
+/// Serve stdin and stdout (`end`, whose `first` message was read already) by the gateway of
+/// `session` until either side ends: handed over where they can be (unless `relay`), else
+/// relayed.
 pub async fn run(
     socket: &Path,
     session: &str,
     options: &Options,
+    end: crate::mcp::stdio::ClientEnd,
+    first: First,
+    relay: bool,
+) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    if !relay && end.pollable() {
+        let (stream, taken) = gateway::open_handing(socket, session, options).await?;
+        if taken {
+            // `end` is held to the end: dropping it puts stdin's and stdout's flags back.
+            let handed = hand_over(stream, &first.bytes).await;
+            drop(end);
+            return handed.context("the gateway connection to geminid failed");
+        }
+        return relay_on(stream, end, first).await;
+    }
+    let _ = relay;
+    let stream = gateway::open_with(socket, session, options).await?;
+    relay_on(stream, end, first).await
+}
+
+/// Hand stdin and stdout to the daemon on `stream` (with the `first` bytes read of stdin),
+/// then wait until it closes the connection: the session ended, or the daemon went.
+#[cfg(unix)]
+async fn hand_over(mut stream: gateway::Stream, first: &[u8]) -> std::io::Result<()> {
+    use std::os::fd::{AsFd as _, AsRawFd as _};
+
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    use tokio::io::AsyncReadExt as _;
+
+    // The daemon reads the connection itself now.
+    let mut ready = [0u8; 1];
+    stream.read_exact(&mut ready).await?;
+    let len = (first.len() as u64).to_le_bytes();
+    let fds = [std::io::stdin().as_fd().as_raw_fd(), std::io::stdout().as_fd().as_raw_fd()];
+    let sent = stream
+        .async_io(tokio::io::Interest::WRITABLE, || {
+            let iov = [std::io::IoSlice::new(&len)];
+            let rights = [ControlMessage::ScmRights(&fds)];
+            sendmsg::<()>(stream.as_raw_fd(), &iov, &rights, MsgFlags::empty(), None)
+                .map_err(std::io::Error::from)
+        })
+        .await?;
+    stream.write_all(&len[sent..]).await?;
+    stream.write_all(first).await?;
+    // Nothing comes: the end of the connection is the end of the session.
+    let mut rest = [0u8; 64];
+    while stream.read(&mut rest).await? != 0 {}
+    Ok(())
+}
+
+/// Relay stdin and stdout (`end`, whose `first` message was read already) to the gateway on
+/// `stream` until either side ends.
+async fn relay_on(
+    stream: gateway::Stream,
     mut end: crate::mcp::stdio::ClientEnd,
     first: First,
 ) -> anyhow::Result<()> {
-    let stream = gateway::open_with(socket, session, options).await?;
     let (mut from_daemon, mut to_daemon) = tokio::io::split(stream);
     // `end` is held whole to the end: dropping it puts stdin's and stdout's flags back.
     let (stdin, stdout) = (&mut end.input, &mut end.output);

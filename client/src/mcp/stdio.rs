@@ -24,6 +24,12 @@ pub struct ClientEnd {
 }
 
 impl ClientEnd {
+    /// Whether stdin and stdout are both pipes or sockets (what the daemon can take over).
+    #[cfg(unix)]
+    pub fn pollable(&self) -> bool {
+        self._restore.iter().all(Option::is_some)
+    }
+
     /// Must be called inside the runtime.
     pub fn open() -> Self {
         #[cfg(unix)]

@@ -13,6 +13,8 @@
 mod admit;
 mod elicit;
 mod forward;
+#[cfg(unix)]
+mod handed;
 mod http;
 mod lists;
 mod mrtr;

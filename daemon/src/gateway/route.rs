@@ -31,11 +31,19 @@ pub(crate) struct Routed<S> {
     /// The connection's gateway task, which outlives hyper's part of the connection: the
     /// accept loop waits for it before it detaches the connection's sessions.
     tasks: TaskTracker,
+    /// The connection's descriptor (Unix), to take the client's descriptors on (`handed`).
+    fd: Option<i32>,
 }
 
 impl<S> Routed<S> {
-    pub(crate) fn new(inner: S, services: Arc<Services>, conn: ConnId, tasks: TaskTracker) -> Self {
-        Self { inner, services, conn, tasks }
+    pub(crate) fn new(
+        inner: S,
+        services: Arc<Services>,
+        conn: ConnId,
+        tasks: TaskTracker,
+        fd: Option<i32>,
+    ) -> Self {
+        Self { inner, services, conn, tasks, fd }
     }
 }
 
@@ -100,6 +108,7 @@ async fn open(
     services: Arc<Services>,
     conn: ConnId,
     tasks: TaskTracker,
+    fd: Option<i32>,
     req: Request<Incoming>,
 ) -> Response<HttpBody> {
     let Some(session) = query(&req, "session") else {
@@ -147,6 +156,8 @@ async fn open(
         return answer(StatusCode::NOT_FOUND, why);
     }
     let serving = Serving { names, server, confirm, hooks, rounds: Default::default() };
+    // `fds=1`: the client hands over its own client's stdin and stdout (Unix).
+    let hand = fd.filter(|_| cfg!(unix) && query(&req, "fds").as_deref() == Some("1"));
     let upgraded = hyper::upgrade::on(req);
     if let Some(listener) = listener {
         tasks.spawn(async move {
@@ -165,8 +176,9 @@ async fn open(
                 Err(e) => tracing::debug!(error = %e, "gateway: the upgrade did not complete"),
             }
         });
-        return switching();
+        return switching(false);
     }
+    let opened = Opened { services, session, serving, conn };
     tasks.spawn(async move {
         let io = match upgraded.await {
             Ok(io) => TokioIo::new(io),
@@ -175,7 +187,58 @@ async fn open(
                 return;
             }
         };
+        #[cfg(unix)]
+        if let Some(fd) = hand {
+            // `io` holds the connection (and so `fd`) open until the session ends.
+            match super::handed::take(fd).await {
+                Ok(handed) => {
+                    let super::handed::Handed { input, output, mut conn, closer } = handed;
+                    let done = tokio_util::sync::CancellationToken::new();
+                    // gemctl's connection is held until the session ends (closing it then
+                    // ends gemctl); its end before then is gemctl gone.
+                    let gemctl = async {
+                        tokio::select! {
+                            () = super::handed::ended(&mut conn) => closer.gemctl_gone(),
+                            () = done.cancelled() => {}
+                        }
+                    };
+                    let session = async {
+                        opened.serve(input, output).await;
+                        done.cancel();
+                    };
+                    tokio::join!(gemctl, session);
+                    drop(conn);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "gateway: cannot take the client's descriptors")
+                }
+            }
+            drop(io);
+            return;
+        }
         let (read, write) = tokio::io::split(io);
+        opened.serve(read, write).await;
+    });
+    switching(hand.is_some())
+}
+
+/// A gateway checked and attached, to serve once the connection is upgraded.
+struct Opened {
+    services: Arc<Services>,
+    session: String,
+    serving: Serving,
+    conn: ConnId,
+}
+
+impl Opened {
+    /// Serve MCP's stdio framing on `read` and `write` until the client closes or the daemon
+    /// shuts down.
+    async fn serve<R, W>(self, read: R, write: W)
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        let Self { services, session, serving, conn } = self;
         let instructions =
             Gateway::instructions(&services, &session, serving.server.as_deref()).await;
         let rounds = serving.rounds.clone();
@@ -196,12 +259,17 @@ async fn open(
         // Its client's calls of 2026-07-28 go with it, and the asks they raised.
         rounds.end(&services, &session);
         tracing::info!(%session, conn = conn.0, "gateway closed");
-    });
-    switching()
+    }
 }
 
-fn switching() -> Response<HttpBody> {
+fn switching(handed: bool) -> Response<HttpBody> {
     let mut r = Response::new(HttpBody::empty());
+    if handed {
+        r.headers_mut().insert(
+            geminid_protocol::gateway::HAND_HEADER,
+            hyper::header::HeaderValue::from_static("ready"),
+        );
+    }
     *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     r.headers_mut()
         .insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("upgrade"));
@@ -229,7 +297,8 @@ where
     fn call(&mut self, req: Request<Incoming>) -> Self::Future {
         if is_gateway(&req) {
             let (services, conn, tasks) = (self.services.clone(), self.conn, self.tasks.clone());
-            return Box::pin(async move { Ok(open(services, conn, tasks, req).await) });
+            let fd = self.fd;
+            return Box::pin(async move { Ok(open(services, conn, tasks, fd, req).await) });
         }
         Box::pin(self.inner.call(req))
     }

@@ -89,12 +89,14 @@ pub(crate) async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
         let session_closed = svc.on_session_closed();
         let stopped = stop_handle.clone().shutdown();
         let (core, services) = (core.clone(), services.clone());
+        let fd = raw_fd(&stream);
         core.connection_opened();
         core.services().sessions.connection_opened(conn);
         tracker.spawn(async move {
             tracing::debug!(conn = conn.0, "connection opened");
             let gateway = TaskTracker::new();
-            let routed = crate::gateway::route::Routed::new(svc, services, conn, gateway.clone());
+            let routed =
+                crate::gateway::route::Routed::new(svc, services, conn, gateway.clone(), fd);
             let serve = serve_with_graceful_shutdown(stream, routed, stopped);
             let (served, ()) = tokio::join!(serve, session_closed);
             // An upgraded connection serving the gateway lasts until its client goes.
@@ -163,6 +165,20 @@ async fn refuse_busy(mut stream: Stream, limit: u32) {
     let _ = tokio::time::timeout(Duration::from_millis(500), stream.read(&mut request)).await;
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(reply.as_bytes())).await;
     let _ = stream.shutdown().await;
+}
+
+/// The connection's descriptor, on which the gateway takes a client's descriptors.
+#[cfg(unix)]
+fn raw_fd(stream: &Stream) -> Option<i32> {
+    use std::os::fd::AsRawFd as _;
+    #[allow(irrefutable_let_patterns, reason = "one kind of local socket on Unix")]
+    let Stream::UdSocket(s) = stream else { return None };
+    Some(s.inner().as_raw_fd())
+}
+
+#[cfg(windows)]
+fn raw_fd(_stream: &Stream) -> Option<i32> {
+    None
 }
 
 /// Only the daemon's own user may connect.

@@ -22,6 +22,7 @@ mod fixed_sleeps;
 mod fixture;
 mod forged_lines;
 mod gateway;
+mod gateway_handed;
 mod gemctl;
 mod hooks;
 mod hostile_git;
