@@ -24,10 +24,13 @@ pub struct ClientEnd {
 }
 
 impl ClientEnd {
-    /// Whether stdin and stdout are both pipes or sockets (what the daemon can take over).
+    /// Whether stdin and stdout are both pipes or Unix stream sockets (what the daemon can
+    /// take over; it refuses other sockets, whose close could linger).
     #[cfg(unix)]
     pub fn pollable(&self) -> bool {
         self._restore.iter().all(Option::is_some)
+            && unix::local(unix::Std::In)
+            && unix::local(unix::Std::Out)
     }
 
     /// Must be called inside the runtime.
@@ -67,7 +70,7 @@ mod unix {
     use super::{Input, Output};
 
     #[derive(Clone, Copy)]
-    enum Std {
+    pub enum Std {
         In,
         Out,
     }
@@ -118,6 +121,20 @@ mod unix {
                 _ => return None,
             };
             Some((found, flags))
+        })
+    }
+
+    /// Whether the descriptor is a pipe or a Unix socket (not a network one).
+    pub fn local(which: Std) -> bool {
+        use nix::sys::socket::{AddressFamily, SockaddrLike as _, SockaddrStorage, getsockname};
+        use std::os::fd::AsRawFd as _;
+        with_fd(which, |fd| match fstat(fd).map(|s| SFlag::from_bits_truncate(s.st_mode)) {
+            Ok(m) if m & SFlag::S_IFMT == SFlag::S_IFIFO => true,
+            Ok(m) if m & SFlag::S_IFMT == SFlag::S_IFSOCK => {
+                getsockname::<SockaddrStorage>(fd.as_raw_fd())
+                    .is_ok_and(|a| a.family() == Some(AddressFamily::Unix))
+            }
+            _ => false,
         })
     }
 

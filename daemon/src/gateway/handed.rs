@@ -1,31 +1,46 @@
-//! The gateway on descriptors handed over (Unix): `gemctl mcp serve` asks with `fds=1`, and
+//! The gateway on descriptors handed over (Linux): `gemctl mcp serve` asks with `fds=1`, and
 //! after the upgrade sends its own client's stdin and stdout over the connection
 //! (`SCM_RIGHTS`), so the gateway reads and writes the client's pipes itself and no process
 //! relays its bytes. gemctl then waits on the connection: the daemon closes it when the session
-//! ends, which ends gemctl; gemctl going (killed) ends the session as its stdin closing would,
-//! and the client's pipes are closed at once, as they were when the relay died with it.
+//! ends, which ends gemctl; gemctl going (killed) ends the session and cancels its calls, and the
+//! client's pipes are closed at once, as they were when the relay died with it.
 //! `geminid_protocol::gateway::HAND_HEADER` describes the exchange.
+//!
+//! Other processes may share the open files handed over (whoever started the client's
+//! `gemctl`, its siblings), and any of them can change their status flags (`O_NONBLOCK`) at any
+//! time. So nothing here depends on those flags: a pipe is opened anew through
+//! `/proc/self/fd` (an open file of the daemon's own, non-blocking, that no other process
+//! holds), and a socket is read and written with `MSG_DONTWAIT`, which never blocks whatever
+//! its flags say. Only pipes and Unix stream sockets are taken (a TCP socket's close could
+//! linger).
 
 use std::io;
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
-use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockType, getsockopt, recvmsg, sockopt};
+use nix::sys::socket::{AddressFamily, MsgFlags, SockType, SockaddrLike as _, SockaddrStorage};
+use nix::sys::socket::{getsockname, getsockopt, recv, send, sockopt};
 use nix::sys::stat::{SFlag, fstat};
 use parking_lot::Mutex;
+use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, Interest, ReadBuf};
 use tokio::net::UnixStream;
-use tokio::net::unix::pipe;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// The most of the client's first message gemctl read before handing over (gemctl's own cap).
 const MAX_READ_AHEAD: u64 = 1 << 20;
+/// How long gemctl has to send the descriptors once told to (it does at once).
+pub(super) const HAND_WITHIN: Duration = Duration::from_secs(5);
+/// The most descriptors one `SCM_RIGHTS` message can carry (Linux's `SCM_MAX_FD`): the room
+/// received into, so that every descriptor sent is received (and closed when not wanted).
+const MAX_FDS: usize = 253;
 
 type Input = Box<dyn AsyncRead + Unpin + Send>;
 type Output = Box<dyn AsyncWrite + Unpin + Send>;
-/// A descriptor until gemctl goes.
+/// A descriptor until the session ends.
 type Slot<T> = Arc<Mutex<Option<T>>>;
 
 /// The client's stdin and stdout, taken from gemctl, and its connection to watch.
@@ -35,20 +50,22 @@ pub(super) struct Handed {
     /// gemctl's connection: closed (dropped) when the session ends, which ends gemctl.
     pub conn: UnixStream,
     pub closer: Closer,
+    /// A second look at the client's stdout: ready when the client closed it.
+    pub stdout: OwnedFd,
 }
 
-/// What closes the client's descriptors when gemctl goes.
+/// What closes the client's descriptors when the client or gemctl goes.
 pub(super) struct Closer {
-    /// Fires when gemctl goes.
-    gone: CancellationToken,
+    /// Fires when the client or gemctl goes (also when writing to the client fails).
+    pub gone: CancellationToken,
     /// Both descriptors, to close them the moment gemctl goes.
     close: (Slot<Input>, Slot<Output>),
 }
 
 impl Closer {
-    /// gemctl went: close the client's pipes now (the client sees them close as it did when
-    /// the relay died), and end the session as the client's stdin closing would.
-    pub(super) fn gemctl_gone(&self) {
+    /// gemctl or the client went: close the client's pipes now (the client sees them close as
+    /// it did when the relay died), and end the session and its calls.
+    pub(super) fn end(&self) {
         self.close.0.lock().take();
         self.close.1.lock().take();
         self.gone.cancel();
@@ -56,8 +73,15 @@ impl Closer {
 }
 
 /// Take the descriptors gemctl hands over on the connection whose descriptor is `raw` (held
-/// open by the caller, in hyper's upgraded connection, for as long as this runs).
+/// open by the caller, in hyper's upgraded connection, for as long as this runs), within
+/// [`HAND_WITHIN`].
 pub(super) async fn take(raw: RawFd) -> io::Result<Handed> {
+    tokio::time::timeout(HAND_WITHIN, take_now(raw)).await.unwrap_or_else(|_| {
+        Err(io::Error::new(io::ErrorKind::TimedOut, "gemctl did not hand its descriptors over"))
+    })
+}
+
+async fn take_now(raw: RawFd) -> io::Result<Handed> {
     #[allow(
         unsafe_code,
         reason = "the connection's descriptor, owned by the upgraded connection the caller holds"
@@ -82,72 +106,251 @@ pub(super) async fn take(raw: RawFd) -> io::Result<Handed> {
     if first.len() as u64 != len {
         return Err(io::ErrorKind::UnexpectedEof.into());
     }
-    let input: Input = match classify(&input)? {
-        Kind::Pipe => Box::new(pipe::Receiver::from_owned_fd(input)?),
-        Kind::Socket => Box::new(socket(input)?),
-    };
-    let output: Output = match classify(&output)? {
-        Kind::Pipe => Box::new(pipe::Sender::from_owned_fd(output)?),
-        Kind::Socket => Box::new(socket(output)?),
-    };
-    let input: Input = Box::new(std::io::Cursor::new(first).chain(input));
     let gone = CancellationToken::new();
+    let input = Client::new(input, Way::Read, gone.clone())?;
+    let output = Client::new(output, Way::Write, gone.clone())?;
+    let stdout = output.fd.get_ref().try_clone()?;
+    let input: Input = Box::new(std::io::Cursor::new(first).chain(input));
+    let output: Output = Box::new(output);
     let (input, output) = (UntilGone::new(input, &gone), UntilGone::new(output, &gone));
     let close = (input.inner.clone(), output.inner.clone());
-    Ok(Handed { input, output, conn, closer: Closer { gone, close } })
+    Ok(Handed { input, output, conn, closer: Closer { gone, close }, stdout })
 }
 
-/// One `recvmsg`: the 8 bytes of the read-ahead's length and the two descriptors, received
-/// close-on-exec (the servers the daemon starts must not hold the client's pipes).
+/// One `recvmsg`: the 8 bytes of the read-ahead's length and the descriptors, received
+/// close-on-exec (the servers the daemon starts must not hold the client's pipes). Every
+/// descriptor received is owned (closed when dropped) before anything is checked, so a
+/// message with more than two, or one cut short, leaves none behind.
 fn receive(fd: RawFd) -> io::Result<(u64, Vec<OwnedFd>)> {
+    use nix::libc;
     let mut len = [0u8; 8];
-    let mut space = nix::cmsg_space!([RawFd; 2]);
-    let (bytes, fds) = {
-        let mut iov = [io::IoSliceMut::new(&mut len)];
-        let msg = recvmsg::<()>(fd, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)?;
-        let mut fds = Vec::new();
-        for c in msg.cmsgs()? {
-            if let ControlMessageOwned::ScmRights(raw) = c {
-                #[allow(
-                    unsafe_code,
-                    reason = "descriptors the kernel just installed for this process (SCM_RIGHTS)"
-                )]
-                // SAFETY: each is a new descriptor of this process that nothing else owns.
-                fds.extend(raw.into_iter().map(|r| unsafe { OwnedFd::from_raw_fd(r) }));
-            }
+    // `cmsghdr` is 8-aligned: a buffer of u64s is aligned for it.
+    let mut space = [0u64; (MAX_FDS * 4 + 64) / 8];
+    let mut iov = libc::iovec { iov_base: len.as_mut_ptr().cast(), iov_len: len.len() };
+    #[allow(unsafe_code, reason = "recvmsg(2) and the CMSG_* walk of its control buffer")]
+    // SAFETY: every pointer given to recvmsg points into `len` and `space`, alive and as long
+    // as said; the walk reads only headers the kernel wrote within `msg_controllen`, and each
+    // SCM_RIGHTS entry holds descriptors the kernel just installed for this process, which
+    // nothing else owns.
+    let (bytes, flags, fds) = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = space.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&space) as _;
+        let n = libc::recvmsg(fd, &raw mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
         }
-        (msg.bytes, fds)
+        let mut fds = Vec::new();
+        let mut c = libc::CMSG_FIRSTHDR(&raw const msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c);
+                let room = (*c).cmsg_len as usize - (data as usize - c as usize);
+                for i in 0..room / size_of::<RawFd>() {
+                    let raw = data.add(i * size_of::<RawFd>()).cast::<RawFd>().read_unaligned();
+                    fds.push(OwnedFd::from_raw_fd(raw));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&raw const msg, c);
+        }
+        (n as usize, msg.msg_flags, fds)
     };
+    if flags & libc::MSG_CTRUNC != 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "too many descriptors"));
+    }
     if bytes != len.len() {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "a short handover message"));
     }
     Ok((u64::from_le_bytes(len), fds))
 }
 
-enum Kind {
-    Pipe,
-    Socket,
+#[derive(Clone, Copy, PartialEq)]
+enum Way {
+    Read,
+    Write,
 }
 
-/// Only pipes and stream sockets are handed over (what gemctl polls itself).
-fn classify(fd: &OwnedFd) -> io::Result<Kind> {
-    let mode = SFlag::from_bits_truncate(fstat(fd.as_fd())?.st_mode);
-    match mode & SFlag::S_IFMT {
-        SFlag::S_IFIFO => Ok(Kind::Pipe),
-        SFlag::S_IFSOCK if getsockopt(fd, sockopt::SockType)? == SockType::Stream => {
-            Ok(Kind::Socket)
-        }
-        _ => Err(io::Error::new(io::ErrorKind::InvalidInput, "neither a pipe nor a stream socket")),
+/// One of the client's descriptors, read or written by calls that never block whatever its
+/// status flags: a pipe through an open file of the daemon's own, a socket with
+/// `MSG_DONTWAIT`. A write that fails (the client closed its stdout) ends the session.
+struct Client {
+    fd: AsyncFd<OwnedFd>,
+    socket: bool,
+    gone: CancellationToken,
+}
+
+impl Client {
+    fn new(fd: OwnedFd, way: Way, gone: CancellationToken) -> io::Result<Self> {
+        let socket = is_socket(&fd)?;
+        let fd = if socket { fd } else { reopen(&fd, way)? };
+        let interest = if way == Way::Read { Interest::READABLE } else { Interest::WRITABLE };
+        Ok(Self { fd: register(fd, interest)?, socket, gone })
     }
 }
 
-fn socket(fd: OwnedFd) -> io::Result<UnixStream> {
-    let s = std::os::unix::net::UnixStream::from(fd);
-    s.set_nonblocking(true)?;
-    UnixStream::from_std(s)
+/// `fd` registered with the runtime's reactor for `interest`.
+fn register(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
+    #[allow(unsafe_code, reason = "tokio's registration of a descriptor it then owns")]
+    // SAFETY: an `OwnedFd` is open and stays the same descriptor of the same open file until
+    // the `AsyncFd`, which owns it, drops it.
+    unsafe { AsyncFd::register_with_interest(fd, interest) }.map_err(|e| e.into_parts().1)
 }
 
-/// gemctl's connection ends: gemctl went (or the daemon closed it). Nothing is sent on it.
+/// Whether it is a Unix stream socket (else a pipe; anything else is refused).
+fn is_socket(fd: &OwnedFd) -> io::Result<bool> {
+    let mode = SFlag::from_bits_truncate(fstat(fd.as_fd())?.st_mode);
+    let unix_stream = || -> io::Result<bool> {
+        let family = getsockname::<SockaddrStorage>(fd.as_raw_fd())?.family();
+        Ok(getsockopt(fd, sockopt::SockType)? == SockType::Stream
+            && family == Some(AddressFamily::Unix))
+    };
+    match mode & SFlag::S_IFMT {
+        SFlag::S_IFIFO => Ok(false),
+        SFlag::S_IFSOCK if unix_stream()? => Ok(true),
+        _ => Err(io::Error::new(io::ErrorKind::InvalidInput, "neither a pipe nor a Unix socket")),
+    }
+}
+
+/// The pipe `fd` opened anew, non-blocking, as an open file no other process holds (its
+/// other end is untouched: the client's flags are its own). Only where `/proc/self/fd`
+/// opens a pipe (Linux); elsewhere the daemon does not take descriptors.
+fn reopen(fd: &OwnedFd, way: Way) -> io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut open = std::fs::OpenOptions::new();
+    match way {
+        Way::Read => open.read(true),
+        Way::Write => open.write(true),
+    };
+    // Never waits for the other end (a pipe's write side without a reader fails instead).
+    open.custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits());
+    let own: OwnedFd = open.open(format!("/proc/self/fd/{}", fd.as_raw_fd()))?.into();
+    let (was, is) = (fstat(fd.as_fd())?, fstat(own.as_fd())?);
+    if (was.st_dev, was.st_ino) != (is.st_dev, is.st_ino) {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "the pipe did not open again"));
+    }
+    Ok(own)
+}
+
+fn nonblocking(r: nix::Result<usize>) -> io::Result<usize> {
+    r.map_err(io::Error::from)
+}
+
+impl AsyncRead for Client {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            let mut guard = ready!(this.fd.poll_read_ready(cx))?;
+            let into = buf.initialize_unfilled();
+            let read = guard.try_io(|fd| {
+                let fd = fd.get_ref();
+                nonblocking(match this.socket {
+                    true => recv(fd.as_raw_fd(), into, MsgFlags::MSG_DONTWAIT),
+                    false => nix::unistd::read(fd, into),
+                })
+            });
+            match read {
+                Ok(Ok(n)) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Err(e)) => return Poll::Ready(Err(e)),
+                Err(_would_block) => {}
+            }
+        }
+    }
+}
+
+impl AsyncWrite for Client {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        loop {
+            let mut guard = ready!(this.fd.poll_write_ready(cx))?;
+            let wrote = guard.try_io(|fd| {
+                let fd = fd.get_ref();
+                let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+                nonblocking(match this.socket {
+                    true => send(fd.as_raw_fd(), buf, flags),
+                    false => nix::unistd::write(fd, buf),
+                })
+            });
+            match wrote {
+                Ok(Ok(n)) => return Poll::Ready(Ok(n)),
+                Ok(Err(e)) => {
+                    // The client closed its stdout: the session ends, as the relay's did.
+                    this.gone.cancel();
+                    return Poll::Ready(Err(e));
+                }
+                Err(_would_block) => {}
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Until the client closes its stdout (the other end of `fd`, a second descriptor of the
+/// daemon's own for it): a pipe without a reader reports an error, a socket whose peer closed
+/// a hang-up. A socket shut for writing only (its peer's stdin closed) is no hang-up, and
+/// tokio keeps saying it is readable from then on: it is looked at now and then instead.
+pub(super) async fn closed(fd: OwnedFd) {
+    let Ok(fd) = register(fd, Interest::READABLE) else {
+        return std::future::pending().await;
+    };
+    loop {
+        let Ok(mut guard) = fd.ready(Interest::READABLE | Interest::ERROR).await else { return };
+        if hung_up(fd.get_ref()) {
+            return;
+        }
+        if guard.ready().is_read_closed() {
+            while !hung_up(fd.get_ref()) {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            return;
+        }
+        guard.clear_ready();
+    }
+}
+
+/// Whether `fd`'s other end is gone (`poll(2)` says so now).
+fn hung_up(fd: &OwnedFd) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut look = [PollFd::new(fd.as_fd(), PollFlags::empty())];
+    matches!(poll(&mut look, PollTimeout::ZERO), Ok(n) if n > 0)
+        && look[0].revents().is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+}
+
+/// Until the connection whose descriptor is `raw` (held open by the caller, in hyper's
+/// upgraded connection) is closed both ways: gemctl went, not only its client's stdin.
+pub(super) fn hangup(raw: RawFd) -> Option<impl std::future::Future<Output = ()>> {
+    #[allow(
+        unsafe_code,
+        reason = "the connection's descriptor, owned by the upgraded connection the caller holds"
+    )]
+    // SAFETY: as in `take_now`: open for as long as the caller holds the connection; only
+    // duplicated here (the duplicate goes with the future the caller drops with it).
+    let borrowed = unsafe { BorrowedFd::borrow_raw(raw) };
+    let own = borrowed.try_clone_to_owned().ok()?;
+    Some(closed(own))
+}
+
+/// gemctl's connection ends: gemctl went (or the daemon closed it). Nothing is sent on it;
+/// descriptors sent on it later are dropped by the kernel (read without room for them).
 pub(super) async fn ended(conn: &mut UnixStream) {
     let mut b = [0u8; 64];
     while let Ok(n) = conn.read(&mut b).await {
@@ -157,9 +360,9 @@ pub(super) async fn ended(conn: &mut UnixStream) {
     }
 }
 
-/// A handed descriptor that is closed the moment gemctl goes: reading it then ends (the
-/// session ends as if the client had closed its stdin), writing it fails as writing to the
-/// relay that died with gemctl did, and the client sees its pipes close at once.
+/// A handed descriptor that is closed the moment the session is over: reading it then ends
+/// (the session ends as if the client had closed its stdin), writing it fails as writing to
+/// the relay that died with gemctl did, and the client sees its pipes close at once.
 pub(super) struct UntilGone<T> {
     inner: Slot<T>,
     gone: Pin<Box<WaitForCancellationFutureOwned>>,
@@ -171,7 +374,7 @@ impl<T> UntilGone<T> {
         Self { inner, gone: Box::pin(gone.clone().cancelled_owned()) }
     }
 
-    /// Run `f` on the descriptor, unless gemctl went (`None`: it is closed).
+    /// Run `f` on the descriptor, unless the session is over (`None`: it is closed).
     fn with<R>(
         &mut self,
         cx: &mut Context<'_>,
@@ -218,8 +421,8 @@ impl<T: AsyncRead + Unpin> AsyncRead for UntilGone<T> {
     }
 }
 
-fn closed() -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "gemctl went: the client's pipes are closed")
+fn closed_error() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the session is over: the client's pipes are closed")
 }
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for UntilGone<T> {
@@ -228,11 +431,14 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for UntilGone<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut().with(cx, |t, cx| t.poll_write(cx, buf)).unwrap_or(Poll::Ready(Err(closed())))
+        let this = self.get_mut();
+        this.with(cx, |t, cx| t.poll_write(cx, buf)).unwrap_or(Poll::Ready(Err(closed_error())))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().with(cx, |t, cx| t.poll_flush(cx)).unwrap_or(Poll::Ready(Err(closed())))
+        self.get_mut()
+            .with(cx, |t, cx| t.poll_flush(cx))
+            .unwrap_or(Poll::Ready(Err(closed_error())))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -62,6 +62,8 @@ pub(crate) struct Serving {
     /// The calls of clients of 2026-07-28 waiting for their retry (every HTTP request of one
     /// listener shares them).
     pub(crate) rounds: Arc<mrtr::Rounds>,
+    /// Fires when the client is gone (gemctl killed, its stdout closed): its calls are cut.
+    pub(crate) gone: CancellationToken,
 }
 
 /// One downstream client's gateway over one session (cheap to clone: the handler rmcp serves
@@ -429,10 +431,9 @@ impl ServerHandler for Gateway {
         };
         // Cancelled beside the call itself (no task of its own per call): the cancel reaches
         // the pipeline, whose call then ends as cancelled.
-        let call =
-            traced::call(&self.services.calls, req, &context, &request.name, &self.session);
+        let call = traced::call(&self.services.calls, req, &context, &request.name, &self.session);
         tokio::pin!(call);
-        let cancelled = presence::cancelled(&context, &self.session, &call_id);
+        let cancelled = presence::cancelled(&context, &self.serving.gone, &self.session, &call_id);
         let done = tokio::select! {
             done = &mut call => done,
             () = cancelled => {

@@ -113,9 +113,15 @@ pub(crate) fn of(context: &RequestContext<RoleServer>) -> Option<(Arc<Presence>,
     Some((presence, session))
 }
 
-/// Until the request of `context` is cancelled by its client, or its HTTP client has gone
+/// Until the request of `context` is cancelled by its client, its client has gone (`client_gone`:
+/// gemctl killed, its stdout closed, the relayed connection hung up), or its HTTP client has gone
 /// without a word (no connection of its session open for the grace): as after a DELETE.
-pub(crate) async fn cancelled(context: &RequestContext<RoleServer>, session: &str, call: &str) {
+pub(crate) async fn cancelled(
+    context: &RequestContext<RoleServer>,
+    client_gone: &tokio_util::sync::CancellationToken,
+    session: &str,
+    call: &str,
+) {
     let vanished = of(context);
     let gone = async {
         match &vanished {
@@ -125,6 +131,9 @@ pub(crate) async fn cancelled(context: &RequestContext<RoleServer>, session: &st
     };
     tokio::select! {
         () = context.ct.cancelled() => {}
+        () = client_gone.cancelled() => {
+            tracing::info!(%session, %call, "gateway: the client went; its call is cancelled");
+        }
         () = gone => {
             tracing::info!(%session, %call, "gateway: the HTTP client went without a word; its call is cancelled");
         }

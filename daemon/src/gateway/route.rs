@@ -155,9 +155,13 @@ async fn open(
     {
         return answer(StatusCode::NOT_FOUND, why);
     }
-    let serving = Serving { names, server, confirm, hooks, rounds: Default::default() };
-    // `fds=1`: the client hands over its own client's stdin and stdout (Unix).
-    let hand = fd.filter(|_| cfg!(unix) && query(&req, "fds").as_deref() == Some("1"));
+    // Fires when the client is gone (not only its stdin closed): its calls are cancelled then.
+    let gone = tokio_util::sync::CancellationToken::new();
+    let serving = Serving { names, server, confirm, hooks, rounds: Default::default(), gone };
+    // `fds=1`: the client hands over its own client's stdin and stdout (Linux: where a pipe can
+    // be opened again through /proc, see `handed`; elsewhere it relays).
+    let hand =
+        fd.filter(|_| cfg!(target_os = "linux") && query(&req, "fds").as_deref() == Some("1"));
     let upgraded = hyper::upgrade::on(req);
     if let Some(listener) = listener {
         tasks.spawn(async move {
@@ -190,34 +194,11 @@ async fn open(
         #[cfg(unix)]
         if let Some(fd) = hand {
             // `io` holds the connection (and so `fd`) open until the session ends.
-            match super::handed::take(fd).await {
-                Ok(handed) => {
-                    let super::handed::Handed { input, output, mut conn, closer } = handed;
-                    let done = tokio_util::sync::CancellationToken::new();
-                    // gemctl's connection is held until the session ends (closing it then
-                    // ends gemctl); its end before then is gemctl gone.
-                    let gemctl = async {
-                        tokio::select! {
-                            () = super::handed::ended(&mut conn) => closer.gemctl_gone(),
-                            () = done.cancelled() => {}
-                        }
-                    };
-                    let session = async {
-                        opened.serve(input, output).await;
-                        done.cancel();
-                    };
-                    tokio::join!(gemctl, session);
-                    drop(conn);
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "gateway: cannot take the client's descriptors")
-                }
-            }
+            opened.serve_handed(fd).await;
             drop(io);
             return;
         }
-        let (read, write) = tokio::io::split(io);
-        opened.serve(read, write).await;
+        opened.serve_relayed(io, fd).await;
     });
     switching(hand.is_some())
 }
@@ -231,6 +212,64 @@ struct Opened {
 }
 
 impl Opened {
+    /// Serve the client's descriptors gemctl hands over on the connection `fd`, until the
+    /// session ends, gemctl goes or the client closes its stdout (these two cancel its calls).
+    #[cfg(unix)]
+    async fn serve_handed(self, fd: i32) {
+        let shutdown = self.services.shutdown.clone();
+        let taken = tokio::select! {
+            t = super::handed::take(fd) => t,
+            () = shutdown.cancelled() => return,
+        };
+        let super::handed::Handed { input, output, mut conn, closer, stdout } = match taken {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(error = %e, "gateway: cannot take the client's descriptors");
+                return;
+            }
+        };
+        tracing::debug!(session = %self.session, "gateway: the client's descriptors handed over");
+        let gone = self.serving.gone.clone();
+        let done = tokio_util::sync::CancellationToken::new();
+        // gemctl's connection is held until the session ends (closing it then ends gemctl);
+        // its end before then is gemctl gone, as is a write to the client failing.
+        let watch = async {
+            tokio::select! {
+                () = super::handed::ended(&mut conn) => {}
+                () = super::handed::closed(stdout) => {}
+                () = closer.gone.cancelled() => {}
+                () = done.cancelled() => return,
+            }
+            closer.end();
+            gone.cancel();
+        };
+        let session = async {
+            self.serve(input, output).await;
+            done.cancel();
+        };
+        tokio::join!(watch, session);
+        drop(conn);
+    }
+
+    /// Serve the upgraded connection `io` itself (gemctl relays); `fd`, its descriptor, is
+    /// watched for the client going: a connection closed both ways, not only gemctl's stdin.
+    async fn serve_relayed(self, io: TokioIo<hyper::upgrade::Upgraded>, fd: Option<i32>) {
+        let gone = self.serving.gone.clone();
+        let (read, write) = tokio::io::split(io);
+        let session = self.serve(read, write);
+        #[cfg(unix)]
+        if let Some(watch) = fd.and_then(super::handed::hangup) {
+            tokio::pin!(session);
+            tokio::select! {
+                () = &mut session => return,
+                () = watch => gone.cancel(),
+            }
+            return session.await;
+        }
+        let _ = (fd, gone);
+        session.await;
+    }
+
     /// Serve MCP's stdio framing on `read` and `write` until the client closes or the daemon
     /// shuts down.
     async fn serve<R, W>(self, read: R, write: W)

@@ -23,6 +23,7 @@ mod fixture;
 mod forged_lines;
 mod gateway;
 mod gateway_handed;
+mod gateway_handed_attack;
 mod gemctl;
 mod hooks;
 mod hostile_git;
