@@ -1,8 +1,8 @@
 //! `gemctl mcp serve`: the session's catalog (or one of its servers') as one MCP server on
 //! stdin/stdout. The daemon
 //! serves the gateway on an upgraded connection of its socket (`geminid_protocol::gateway`).
-//! On Unix stdin and stdout are handed to the daemon over that connection, which serves them
-//! itself, and this waits until the daemon closes the connection (the session ended);
+//! On Unix stdin and stdout are offered to the daemon over that connection, which on Linux
+//! takes and serves them itself, and this waits until the daemon closes the connection (the session ended);
 //! elsewhere, with `--relay`, or for a daemon that does not take them, this relays bytes both
 //! ways until the client or the daemon goes.
 
@@ -48,10 +48,10 @@ pub struct ServeArgs {
     /// is printed the first time and kept in the daemon's data directory (0600)
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
-    /// Relay stdin and stdout through this process. By default on Unix, when both are pipes or
-    /// sockets, they are handed to geminid, which reads and writes them itself while this
+    /// Relay stdin and stdout through this process. By default on Linux, when both are pipes or
+    /// Unix sockets, they are handed to geminid, which reads and writes them itself while this
     /// process waits (a call then crosses one process fewer); a daemon that cannot take them
-    /// gets the relay anyway
+    /// (on other systems) gets the relay anyway
     #[arg(long, env = "GEMCTL_MCP_RELAY", value_parser = clap::builder::FalseyValueParser::new())]
     pub relay: bool,
 }

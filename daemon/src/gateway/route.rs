@@ -159,9 +159,12 @@ async fn open(
     let gone = tokio_util::sync::CancellationToken::new();
     let serving = Serving { names, server, confirm, hooks, rounds: Default::default(), gone };
     // `fds=1`: the client hands over its own client's stdin and stdout (Linux: where a pipe can
-    // be opened again through /proc, see `handed`; elsewhere it relays).
-    let hand =
-        fd.filter(|_| cfg!(target_os = "linux") && query(&req, "fds").as_deref() == Some("1"));
+    // be opened again through /proc, see `handed`, so not without /proc; elsewhere it relays).
+    let hand = fd.filter(|_| {
+        cfg!(target_os = "linux")
+            && query(&req, "fds").as_deref() == Some("1")
+            && std::path::Path::new("/proc/self/fd").is_dir()
+    });
     let upgraded = hyper::upgrade::on(req);
     if let Some(listener) = listener {
         tasks.spawn(async move {
