@@ -132,6 +132,7 @@ fn plugin(dir: &Path, env: &Env, diags: &mut Vec<Diagnostic>) -> Option<Contribu
         servers: Secret::new(servers),
         servers_shown: shown,
         skills,
+        plugin: true,
         ..Default::default()
     })
 }

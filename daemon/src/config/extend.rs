@@ -47,6 +47,9 @@ pub(crate) struct Contribution {
     pub commands: Option<PathBuf>,
     /// Its `agents/` folder.
     pub agents: Option<PathBuf>,
+    /// An Antigravity CLI plugin (read in place, no consent step): a server of a name the
+    /// settings already define is skipped, never merged under the user's entry.
+    pub plugin: bool,
 }
 
 /// The installed extensions as the configuration sees them: `extensions::Scan` answers, so
@@ -235,6 +238,22 @@ pub(crate) fn join_servers(
             }
             let server = &server;
             match servers.get(name) {
+                Some(_) if c.plugin => {
+                    // Merged field by field, the plugin's `url` would take the user's entry
+                    // over, with the user's trust and headers (the extension rule, which
+                    // Gemini CLI's consent text at least shows): the user's entry wins whole.
+                    diags.push(diagnostic(
+                        Severity::Warning,
+                        &c.manifest_path,
+                        position(&c.manifest_text, &["mcpServers", name]),
+                        format!(
+                            "MCP server \"{name}\" is skipped: your settings define a server of \
+                             that name, and Antigravity plugin \"{}\" never changes a server you \
+                             defined",
+                            c.name
+                        ),
+                    ));
+                }
                 Some(settings) => {
                     let merged = merge_server(server, settings);
                     let shown = merge_server(&as_written, &shown(name).unwrap_or(settings.clone()));

@@ -143,6 +143,7 @@ fn contribution(
         skills: folder("skills"),
         commands: folder("commands"),
         agents: folder("agents"),
+        plugin: false,
     }
 }
 
