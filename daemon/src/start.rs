@@ -254,6 +254,27 @@ fn stderr_is_journal() -> bool {
 /// (a third of a busy log; audit P8), which geminid says in its own words where it matters.
 const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
 
+/// A log's writer that takes the secrets out of the URLs in what it writes (a dependency's
+/// error message, rmcp's among them, may hold a server's URL with its key in the query).
+struct Redacting<W>(W);
+
+impl<W: std::io::Write> std::io::Write for Redacting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // tracing writes one whole event per call.
+        match std::str::from_utf8(buf) {
+            Ok(text) => {
+                self.0.write_all(crate::config::env::redact_urls(text).as_bytes())?;
+                Ok(buf.len())
+            }
+            Err(_) => self.0.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 fn init_logging(format: LogFormat, file: Option<log_file::RotatingLog>) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
@@ -261,7 +282,7 @@ fn init_logging(format: LogFormat, file: Option<log_file::RotatingLog>) {
         let builder = tracing_subscriber::fmt()
             .with_env_filter(filter)
             // std's Mutex: tracing-subscriber implements `MakeWriter` for it, not parking_lot's.
-            .with_writer(std::sync::Mutex::new(file))
+            .with_writer(std::sync::Mutex::new(Redacting(file)))
             .with_ansi(false);
         match format {
             LogFormat::Text => builder.init(),
@@ -287,7 +308,7 @@ fn init_logging(format: LogFormat, file: Option<log_file::RotatingLog>) {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| Redacting(std::io::stderr()))
         .with_ansi(ansi);
     match format {
         LogFormat::Text => builder.init(),

@@ -6,8 +6,9 @@
 //! `type` says), `disabledTools` joins `excludeTools`, and an entry with `"disabled": true` is
 //! left out, as agy leaves it out.
 //!
-//! Precedence: at each level Gemini CLI's file is read after agy's, so the order is geminid's
-//! own servers, agy's user file, `~/.gemini/settings.json`, agy's workspace file, the
+//! Precedence: at each level Gemini CLI's file is read after agy's, and geminid's own file
+//! after agy's user file, so the order is agy's user file, geminid's own servers
+//! (`~/.gemini/geminid/servers.json`), `~/.gemini/settings.json`, agy's workspace file, the
 //! workspace's settings, the system settings. A server written the same in two files is one
 //! server (shown from the later file); written differently, the later file's definition is
 //! used and a warning at agy's entry says which file won.
@@ -117,8 +118,8 @@ fn warn(agy: &Layer, name: &str, other: &Path, which: &str) -> Diagnostic {
         position(&agy.text, &["mcpServers", name]),
         format!(
             "MCP server \"{name}\" is also defined in {} with a different definition; {which} \
-             (at each level Gemini CLI's file wins over Antigravity CLI's, the workspace's over \
-             the user's); write it the same in both files, or in one",
+             (at each level Gemini CLI's file and geminid's own servers.json win over Antigravity \
+             CLI's, the workspace's over the user's); write it the same in both files, or in one",
             other.display()
         ),
     )

@@ -303,15 +303,33 @@ pub(crate) fn display_value(name: &str, value: &str) -> String {
 pub(crate) const REDACTED: &str = "[redacted]";
 
 /// `text` with the user information of every URL in it (`http://user:password@host/`)
-/// replaced by [`REDACTED`]: a URL in a server's settings, status, events or error messages
-/// never shows a password.
+/// replaced by [`REDACTED`], and the value of every query parameter whose name looks secret
+/// (`?api_key=`, `token`, `sig`, `password`, `auth`, ...): a URL in a server's settings,
+/// status, events, error messages or the daemon's log never shows a password or a key.
 pub(crate) fn redact_urls(text: &str) -> std::borrow::Cow<'_, str> {
     static USERINFO: LazyLock<Regex> =
         LazyLock::new(|| crate::literal::regex(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s@]+@"));
-    if !text.contains('@') {
-        return std::borrow::Cow::Borrowed(text);
+    // A parameter's name, after `?`, `&` or `;`, with a part that looks secret; its value runs
+    // to the next separator, quote or backslash (so a JSON string or an escape ends it).
+    static QUERY: LazyLock<Regex> = LazyLock::new(|| {
+        crate::literal::regex_ignoring_case(
+            r#"([?&;][A-Za-z0-9_.\-\[\]]*(?:key|token|secret|passw|pwd|auth|sig|credential|session|code|jwt|bearer)[A-Za-z0-9_.\-\[\]]*=)[^&;#\s"'<>\\]+"#,
+        )
+    });
+    let mut out = std::borrow::Cow::Borrowed(text);
+    if out.contains('@')
+        && let std::borrow::Cow::Owned(o) =
+            USERINFO.replace_all(&out, |c: &Captures<'_>| format!("{}{REDACTED}@", &c[1]))
+    {
+        out = std::borrow::Cow::Owned(o);
     }
-    USERINFO.replace_all(text, |c: &Captures<'_>| format!("{}{REDACTED}@", &c[1]))
+    if out.contains('=')
+        && let std::borrow::Cow::Owned(o) =
+            QUERY.replace_all(&out, |c: &Captures<'_>| format!("{}{REDACTED}", &c[1]))
+    {
+        out = std::borrow::Cow::Owned(o);
+    }
+    out
 }
 
 /// Variables that differ between two shells of the same user and mean nothing to a server

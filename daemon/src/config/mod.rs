@@ -336,7 +336,9 @@ impl Loader {
         let mut contributions = extensions.contributions(workspace, trust.trusted, env);
         contributions.extend(plugins);
         diags.append(&mut contributions_diags);
-        let mut layers = vec![defaults, own, agy_user, user];
+        // geminid's own file (what `gemctl mcp import` writes, where pinning and keepWarm are
+        // set) is the user's deliberate choice: above agy's user file.
+        let mut layers = vec![defaults, agy_user, own, user];
         let agy_path = ConfigPaths::agy_workspace_servers(workspace);
         if agy_path != p.agy_servers() {
             let mut ws = self.agy_layer(Scope::AntigravityWorkspace, &agy_path, env);

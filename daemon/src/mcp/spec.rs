@@ -223,7 +223,7 @@ fn is_executable(path: &Path) -> bool {
 /// an explicit `cwd`.
 pub(crate) fn default_cwd(scope: Scope, workspace: &Path, env: &Env) -> Option<PathBuf> {
     match scope {
-        Scope::Workspace => Some(workspace.to_path_buf()),
+        Scope::Workspace | Scope::AntigravityWorkspace => Some(workspace.to_path_buf()),
         _ => env.get("HOME").filter(|h| Path::new(h).is_absolute()).map(PathBuf::from),
     }
 }

@@ -126,3 +126,63 @@ async fn agys_files_and_plugins_are_watched_and_listed_with_their_source() -> an
     assert!(!owned.exists(), "a plugin's server command reached a shell");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_secret_in_a_server_urls_query_is_redacted_everywhere_it_is_shown() -> anyhow::Result<()>
+{
+    // Finding 3 of the attack on 611fc29: agy's `serverUrl` often carries a key in its query.
+    let home = TestHome::new()?;
+    let ws = home.workspace();
+    let gemini = home.root().join("home/.gemini");
+    write(
+        &gemini.join("trustedFolders.json"),
+        &json!({ ws.display().to_string(): "TRUST_FOLDER" }),
+    )?;
+    write(
+        &gemini.join("config/mcp_config.json"),
+        &json!({"mcpServers": {"remote": {
+            "serverUrl": "http://alice:hunter2pass@127.0.0.1:9/mcp?api_key=QUERYSECRET&x=1&access_token=QUERYTOKEN"}}}),
+    )?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let (_, out, err) = home.gemctl_run(&["mcp", "start"])?;
+    let list = home.gemctl_json(&["mcp", "list"])?.to_string();
+    let shown = home.gemctl_json(&["config", "show"])?.to_string();
+    let doctor = home.gemctl_run(&["doctor"])?;
+    let log = daemon.log();
+    assert!(list.contains("api_key=[redacted]&x=1&access_token=[redacted]"), "{list}");
+    assert!(list.contains("lastError"), "the failed start is listed: {list}");
+    for (what, text) in [
+        ("mcp start", format!("{out}{err}")),
+        ("mcp list --json", list),
+        ("config show --json", shown),
+        ("doctor", format!("{}{}", doctor.1, doctor.2)),
+        ("the daemon's log", log),
+    ] {
+        for secret in ["QUERYSECRET", "QUERYTOKEN", "hunter2pass"] {
+            assert!(!text.contains(secret), "{secret} in {what}:\n{text}");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_server_of_the_workspaces_agents_file_starts_in_the_workspace() -> anyhow::Result<()> {
+    // Finding 6 of the attack on 611fc29: it started in $HOME, so `./run.sh` was not found.
+    use std::os::unix::fs::PermissionsExt;
+    let home = TestHome::new()?;
+    let ws = home.workspace();
+    let fixture = geminid_tests::mcp::stdio(&[])["command"].as_str().unwrap_or_default().to_owned();
+    let script = ws.join("run.sh");
+    std::fs::write(&script, format!("#!/bin/sh\nexec '{fixture}' \"$@\"\n"))?;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    write(
+        &ws.join(".agents/mcp_config.json"),
+        &json!({"mcpServers": {"wsrel": {"command": "./run.sh"}}}),
+    )?;
+    home.gemctl_json(&["trust"])?;
+    let started = home.gemctl_json(&["mcp", "start"])?;
+    let wsrel = started.as_array().into_iter().flatten().find(|s| s["name"] == "wsrel");
+    assert_eq!(wsrel.map(|s| s["state"].clone()), Some(json!("connected")), "{started}");
+    Ok(())
+}

@@ -329,3 +329,26 @@ fn a_plugin_server_named_as_a_users_is_skipped_and_the_users_entry_kept_whole() 
     assert_eq!((gh.config.headers.as_ref(), gh.config.trust), (None, None));
     Ok(())
 }
+
+#[test]
+fn geminids_own_servers_file_wins_over_agys_user_file() -> anyhow::Result<()> {
+    // Finding 4 of the attack on 611fc29: agy's user file replaced what `gemctl mcp import`
+    // wrote and the user edited (excludeTools, pinning, keepWarm).
+    let h = Home::new()?;
+    h.trust()?;
+    h.write(
+        &h.paths.geminid,
+        r#"{"mcpServers": {"diff": {"command": "fix", "excludeTools": ["crash"],
+            "keepWarm": "always"}}}"#,
+    )?;
+    h.write(&h.paths.agy_servers(), r#"{"mcpServers": {"diff": {"command": "fix"}}}"#)?;
+    let e = h.read(&Loader::new(h.paths.clone()));
+    let diff = &e.servers["diff"];
+    assert_eq!(diff.scope, Scope::Geminid);
+    assert_eq!(diff.config.exclude_tools.as_deref(), Some(&["crash".to_owned()][..]));
+    assert!(diff.config.keep_warm.is_some());
+    let d = said(&e, "\"diff\" is also defined");
+    assert_eq!(d.len(), 1, "{:?}", e.public.diagnostics);
+    assert!(d[0].message.contains("that one is used"), "{}", d[0].message);
+    Ok(())
+}

@@ -147,6 +147,20 @@ fn url_passwords_never_show() {
         ),
         ("mail me at a@b.c, see http://host/p@q", "mail me at a@b.c, see http://host/p@q"),
         ("no url", "no url"),
+        // Query values whose names look secret (agy's `serverUrl` often carries a key).
+        (
+            "http://h:9/mcp?api_key=QS1&x=1&access_token=QS2#f",
+            "http://h:9/mcp?api_key=[redacted]&x=1&access_token=[redacted]#f",
+        ),
+        (
+            r#"{"url":"https://h/s?Signature=QS3&sig=QS4;Token=QS5","n":1}"#,
+            r#"{"url":"https://h/s?Signature=[redacted]&sig=[redacted];Token=[redacted]","n":1}"#,
+        ),
+        (
+            "reqwest::Error { url: \"http://a:p@h/m?key=QS6&page=2&auth=QS7\" }",
+            "reqwest::Error { url: \"http://[redacted]@h/m?key=[redacted]&page=2&auth=[redacted]\" }",
+        ),
+        ("a=b&c=d ?q=search", "a=b&c=d ?q=search"),
     ] {
         assert_eq!(redact_urls(text), want, "{text}");
     }
