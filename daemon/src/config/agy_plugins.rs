@@ -112,6 +112,21 @@ fn plugin(dir: &Path, env: &Env, diags: &mut Vec<Diagnostic>) -> Option<Contribu
             let as_settings = super::agy::as_settings(&value);
             if let Some(Value::Object(m)) = as_settings.get("mcpServers") {
                 for (server, entry) in m {
+                    // A server name is part of its tools' names: one that is empty, could
+                    // pass for a path or holds `__` (the server/tool separator) is skipped.
+                    if !valid_name(server) || server.contains("__") {
+                        diags.push(diagnostic(
+                            Severity::Error,
+                            &config,
+                            position(&t, &["mcpServers", server]),
+                            format!(
+                                "MCP server {server:?} of Antigravity plugin {name} is skipped: a \
+                                 plugin's server name may hold only letters, digits, '-', '_' \
+                                 and '.', not \"__\", and not start with '.'"
+                            ),
+                        ));
+                        continue;
+                    }
                     let mut entry = entry.clone();
                     if let Some(obj) = entry.as_object_mut() {
                         obj.remove("trust");

@@ -352,3 +352,26 @@ fn geminids_own_servers_file_wins_over_agys_user_file() -> anyhow::Result<()> {
     assert!(d[0].message.contains("that one is used"), "{}", d[0].message);
     Ok(())
 }
+
+#[test]
+fn a_plugin_server_whose_name_could_pass_for_another_is_skipped() -> anyhow::Result<()> {
+    // Finding 5 of the attack on 611fc29: "", "../../x", "ünï" and "a__b" were started.
+    let h = Home::new()?;
+    h.trust()?;
+    h.write(&h.plugin("coll").join("plugin.json"), "{}")?;
+    let config = h.plugin("coll").join("mcp_config.json");
+    h.write(
+        &config,
+        r#"{"mcpServers": {"": {"command": "x"}, "../../x": {"command": "x"},
+            "ünï": {"command": "x"}, "a__b": {"command": "x"}, ".hidden": {"command": "x"},
+            "fine-1.2_x": {"command": "x"}}}"#,
+    )?;
+    let e = h.read(&Loader::new(h.paths.clone()));
+    let names: Vec<_> = entries(&e).into_iter().map(|x| x.0).collect();
+    assert_eq!(names, ["fine-1.2_x"]);
+    let skipped = said(&e, "of Antigravity plugin coll is skipped");
+    assert_eq!(skipped.len(), 5, "{:?}", e.public.diagnostics);
+    assert!(skipped.iter().all(|d| d.file == config.display().to_string()), "{skipped:?}");
+    assert!(skipped.iter().all(|d| d.severity == Severity::Error), "{skipped:?}");
+    Ok(())
+}
