@@ -124,12 +124,18 @@ mod unix {
         })
     }
 
-    /// Whether the descriptor is a pipe or a Unix socket (not a network one).
+    /// Whether the descriptor is an anonymous pipe or a Unix socket (not a network one, and
+    /// not a named FIFO: the daemon refuses those, since opening one may wait on the
+    /// filesystem it lives in, so they are relayed).
     pub fn local(which: Std) -> bool {
         use nix::sys::socket::{AddressFamily, SockaddrLike as _, SockaddrStorage, getsockname};
         use std::os::fd::AsRawFd as _;
+        let anonymous = |fd: std::os::fd::BorrowedFd<'_>| {
+            std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+                .is_ok_and(|l| l.to_string_lossy().starts_with("pipe:["))
+        };
         with_fd(which, |fd| match fstat(fd).map(|s| SFlag::from_bits_truncate(s.st_mode)) {
-            Ok(m) if m & SFlag::S_IFMT == SFlag::S_IFIFO => true,
+            Ok(m) if m & SFlag::S_IFMT == SFlag::S_IFIFO => anonymous(fd),
             Ok(m) if m & SFlag::S_IFMT == SFlag::S_IFSOCK => {
                 getsockname::<SockaddrStorage>(fd.as_raw_fd())
                     .is_ok_and(|a| a.family() == Some(AddressFamily::Unix))

@@ -183,7 +183,14 @@ struct Client {
 
 impl Client {
     fn new(fd: OwnedFd, way: Way, gone: CancellationToken) -> io::Result<Self> {
+        kind_without_filesystem(&fd)?;
         let socket = is_socket(&fd)?;
+        if socket && peer_is_us(&fd)? {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a connection to geminid itself",
+            ));
+        }
         let fd = if socket { fd } else { reopen(&fd, way)? };
         let interest = if way == Way::Read { Interest::READABLE } else { Interest::WRITABLE };
         Ok(Self { fd: register(fd, interest)?, socket, gone })
@@ -196,6 +203,26 @@ fn register(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
     // SAFETY: an `OwnedFd` is open and stays the same descriptor of the same open file until
     // the `AsyncFd`, which owns it, drops it.
     unsafe { AsyncFd::register_with_interest(fd, interest) }.map_err(|e| e.into_parts().1)
+}
+
+/// Refuses anything but an anonymous pipe or a socket, seen from its `/proc/self/fd` link
+/// alone: a named FIFO's `fstat` or open may wait on the filesystem it lives in (a FUSE
+/// server of the sender's could hold a daemon worker there for as long as it likes).
+fn kind_without_filesystem(fd: &OwnedFd) -> io::Result<()> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    let link = link.to_string_lossy();
+    if link.starts_with("pipe:[") || link.starts_with("socket:[") {
+        return Ok(());
+    }
+    Err(io::Error::new(io::ErrorKind::InvalidInput, "neither an anonymous pipe nor a socket"))
+}
+
+/// Whether the socket's other end was made by the daemon itself: a connection to its own
+/// socket handed back to it (the daemon would then hold both ends, and the session, its
+/// descriptors and its connection slot would outlive the sender).
+fn peer_is_us(fd: &OwnedFd) -> io::Result<bool> {
+    let peer = getsockopt(fd, sockopt::PeerCredentials)?;
+    Ok(u32::try_from(peer.pid()).is_ok_and(|pid| pid == std::process::id()))
 }
 
 /// Whether it is a Unix stream socket (else a pipe; anything else is refused).

@@ -27,6 +27,8 @@ enum Kind {
     Pipes,
     /// Node's `child_process` (Gemini CLI).
     Sockets,
+    /// Named FIFOs (a shell's `<fifo >fifo`): relayed, never handed over.
+    Fifo,
 }
 
 /// `gemctl mcp serve` (with `extra`) on pipes or socket pairs, spoken to line by line.
@@ -63,6 +65,18 @@ impl Served {
                     let to = tokio::net::UnixStream::from_std(ours_in)?;
                     let from = tokio::net::UnixStream::from_std(ours_out)?;
                     (theirs_in.into(), theirs_out.into(), Box::new(to), Box::new(from))
+                }
+                Kind::Fifo => {
+                    use tokio::net::unix::pipe::OpenOptions;
+                    let (fifo_in, fifo_out) = (home.root().join("in"), home.root().join("out"));
+                    for f in [&fifo_in, &fifo_out] {
+                        nix::unistd::mkfifo(f, nix::sys::stat::Mode::S_IRWXU)?;
+                    }
+                    let to = OpenOptions::new().read_write(true).open_sender(&fifo_in)?;
+                    let from = OpenOptions::new().read_write(true).open_receiver(&fifo_out)?;
+                    let rw = || std::fs::OpenOptions::new().read(true).write(true).clone();
+                    let (stdin, stdout) = (rw().open(&fifo_in)?, rw().open(&fifo_out)?);
+                    (stdin.into(), stdout.into(), Box::new(to), Box::new(from))
                 }
             };
         let shared = vec![stdin.try_clone()?, stdout.try_clone()?];
@@ -315,5 +329,64 @@ async fn when_gemctl_is_killed_mid_call_its_call_is_cancelled_upstream_at_once()
         let end = s.until(|_| false).await.expect_err("stdout stays open");
         assert!(end.to_string().contains("stdout closed"), "{mode:?}: {end}");
     }
+    Ok(())
+}
+
+/// Hands `fds` (stdin, stdout) on a connection that asked to hand over, and waits until the
+/// daemon closes it: refused.
+async fn refused(
+    daemon: &Daemon,
+    session: &str,
+    fds: impl Fn(&tokio::net::UnixStream) -> [i32; 2],
+) -> anyhow::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let mut conn = asked(daemon, session).await?;
+    let fds = fds(&conn);
+    let len = 0u64.to_le_bytes();
+    let iov = [std::io::IoSlice::new(&len)];
+    sendmsg::<()>(
+        conn.as_raw_fd(),
+        &iov,
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )?;
+    tokio::time::timeout(Duration::from_secs(20), closed_by_daemon(&mut conn))
+        .await
+        .map_err(|_| anyhow::anyhow!("the daemon took what it was handed"))??;
+    Ok(())
+}
+
+/// The second attack: a named FIFO (whose open may wait on a FUSE server of the sender's,
+/// holding a daemon worker) and the connection's own end handed back to the daemon (which
+/// then holds both ends, so the session, its descriptors and its connection slot outlive the
+/// sender) are refused, and nothing of them stays open. Seen failing without the checks: the
+/// daemon served both.
+#[tokio::test]
+async fn a_named_fifo_or_a_connection_to_the_daemon_itself_is_refused() -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let home = TestHome::allowing_mcp()?;
+    let daemon = started(&home).await?;
+    let session = session(&home, &daemon).await?;
+    let before = open_fds(&daemon);
+    let fifo = home.root().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU)?;
+    // Read and write, so that neither open waits for the other end.
+    let named = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(OFlag::O_NONBLOCK.bits())
+        .open(&fifo)?;
+    refused(&daemon, &session, |_| [named.as_raw_fd(), named.as_raw_fd()]).await?;
+    refused(&daemon, &session, |conn| [conn.as_raw_fd(), conn.as_raw_fd()]).await?;
+    let settled = || async { open_fds(&daemon) <= before };
+    assert!(
+        eventually(Duration::from_secs(10), settled).await,
+        "the daemon had {before} descriptors open and has {} now",
+        open_fds(&daemon)
+    );
+    // gemctl relays a named FIFO instead of handing it over: its client is still served.
+    let mut client = Served::start(&home, Kind::Fifo, &[]).await?;
+    client.echo("through a FIFO").await?;
     Ok(())
 }
