@@ -313,7 +313,7 @@ pub(crate) fn redact_urls(text: &str) -> std::borrow::Cow<'_, str> {
     // to the next separator, quote or backslash (so a JSON string or an escape ends it).
     static QUERY: LazyLock<Regex> = LazyLock::new(|| {
         crate::literal::regex_ignoring_case(
-            r#"([?&;][A-Za-z0-9_.\-\[\]]*(?:key|token|secret|passw|pwd|auth|sig|credential|session|code|jwt|bearer)[A-Za-z0-9_.\-\[\]]*=)[^&;#\s"'<>\\]+"#,
+            r#"([?&;][A-Za-z0-9_.\-\[\]]*(?:key|token|secret|passw|pwd|auth|sig|credential|session|code|jwt|bearer)[A-Za-z0-9_.\-\[\]]*=)([^&;#\s"'<>\\]+)"#,
         )
     });
     let mut out = std::borrow::Cow::Borrowed(text);
@@ -324,12 +324,23 @@ pub(crate) fn redact_urls(text: &str) -> std::borrow::Cow<'_, str> {
         out = std::borrow::Cow::Owned(o);
     }
     if out.contains('=')
-        && let std::borrow::Cow::Owned(o) =
-            QUERY.replace_all(&out, |c: &Captures<'_>| format!("{}{REDACTED}", &c[1]))
+        && let std::borrow::Cow::Owned(o) = QUERY.replace_all(&out, |c: &Captures<'_>| {
+            // A variable's name as written (`?key=${API_KEY}`) is no secret, and is shown.
+            let value = if is_reference(&c[2]) { &c[2] } else { REDACTED };
+            format!("{}{value}", &c[1])
+        })
     {
         out = std::borrow::Cow::Owned(o);
     }
     out
+}
+
+/// Whether `value` is wholly a variable's name as written: `$NAME` or `${NAME}`.
+fn is_reference(value: &str) -> bool {
+    let name = value.strip_prefix("${").and_then(|v| v.strip_suffix('}'));
+    let name = name.or_else(|| value.strip_prefix('$')).unwrap_or_default();
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Variables that differ between two shells of the same user and mean nothing to a server

@@ -161,6 +161,9 @@ fn url_passwords_never_show() {
             "reqwest::Error { url: \"http://[redacted]@h/m?key=[redacted]&page=2&auth=[redacted]\" }",
         ),
         ("a=b&c=d ?q=search", "a=b&c=d ?q=search"),
+        // A variable's name as written is shown; what it would hold is not.
+        ("http://h/m?key=${MY_KEY}&token=$TOK", "http://h/m?key=${MY_KEY}&token=$TOK"),
+        ("http://h/m?key=${MY_KEY}x&token=$", "http://h/m?key=[redacted]&token=[redacted]"),
     ] {
         assert_eq!(redact_urls(text), want, "{text}");
     }
