@@ -4,24 +4,23 @@
 //! files are written in the format of Gemini CLI's migration guide
 //! (docs/resources/migrating-to-antigravity-cli.md).
 
-use std::time::Duration;
-
 use geminid_protocol::api::SessionApiClient;
-use geminid_protocol::client::Subscription;
-use geminid_protocol::event::{ConfigChanged, Event, EventBody, EventsSubscribeParams};
+use geminid_protocol::event::EventsSubscribeParams;
 use geminid_protocol::session::SessionCreateParams;
 use geminid_tests::{Daemon, TestHome};
+
+use super::reload::config_changed;
 use serde_json::json;
 
-async fn next(events: &mut Subscription<Event>) -> anyhow::Result<ConfigChanged> {
-    let ev = tokio::time::timeout(Duration::from_secs(10), events.next())
-        .await
-        .map_err(|_| anyhow::anyhow!("no config/changed event within 10 s"))?
-        .ok_or_else(|| anyhow::anyhow!("subscription ended"))??;
-    match ev.body {
-        EventBody::ConfigChanged(c) => Ok(c),
-        other => anyhow::bail!("unexpected event {other:?}"),
-    }
+/// The workspace of `home`, trusted, and its `~/.gemini`.
+fn trusted(home: &TestHome) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let ws = home.workspace();
+    let gemini = home.root().join("home/.gemini");
+    write(
+        &gemini.join("trustedFolders.json"),
+        &json!({ ws.display().to_string(): "TRUST_FOLDER" }),
+    )?;
+    Ok((ws, gemini))
 }
 
 fn write(path: &std::path::Path, value: &serde_json::Value) -> anyhow::Result<()> {
@@ -35,12 +34,7 @@ fn write(path: &std::path::Path, value: &serde_json::Value) -> anyhow::Result<()
 #[tokio::test]
 async fn agys_files_and_plugins_are_watched_and_listed_with_their_source() -> anyhow::Result<()> {
     let home = TestHome::new()?;
-    let ws = home.workspace();
-    let gemini = home.root().join("home/.gemini");
-    write(
-        &gemini.join("trustedFolders.json"),
-        &json!({ ws.display().to_string(): "TRUST_FOLDER" }),
-    )?;
+    let (ws, gemini) = trusted(&home)?;
     let daemon = Daemon::start(&home, &[]).await?;
     let client = daemon.client().await?;
     let workspace = ws.display().to_string();
@@ -58,13 +52,13 @@ async fn agys_files_and_plugins_are_watched_and_listed_with_their_source() -> an
         &gemini.join("config/mcp_config.json"),
         &json!({"mcpServers": {"agy-user": {"serverUrl": "http://127.0.0.1:9/mcp"}}}),
     )?;
-    assert_eq!(next(&mut events).await?.servers_added, ["agy-user"]);
+    assert_eq!(config_changed(&mut events).await?.servers_added, ["agy-user"]);
     // The workspace's, in a trusted folder.
     write(
         &ws.join(".agents/mcp_config.json"),
         &json!({"mcpServers": {"agy-ws": {"command": "agy-ws"}}}),
     )?;
-    assert_eq!(next(&mut events).await?.servers_added, ["agy-ws"]);
+    assert_eq!(config_changed(&mut events).await?.servers_added, ["agy-ws"]);
     // A plugin: its servers file first, then the marker that makes the folder a plugin. Its
     // server's command crosses into a shell if anything ever hands it to one.
     let owned = home.root().join("tmp/owned");
@@ -75,16 +69,16 @@ async fn agys_files_and_plugins_are_watched_and_listed_with_their_source() -> an
         &json!({"mcpServers": {"plug": {"command": &hostile}}}),
     )?;
     write(&plugin.join("plugin.json"), &json!({"name": "tools"}))?;
-    let c = next(&mut events).await?;
+    let c = config_changed(&mut events).await?;
     assert!(c.servers_added.contains(&"plug".to_owned()), "{c:?}");
     // Edited in place, now that each exists: the watcher watches them as it does settings.json.
     let servers = json!({"mcpServers": {
         "agy-user": {"serverUrl": "http://127.0.0.1:9/mcp"}, "agy-user2": {"command": "x"}}});
     std::fs::write(gemini.join("config/mcp_config.json"), servers.to_string())?;
-    assert_eq!(next(&mut events).await?.servers_added, ["agy-user2"]);
+    assert_eq!(config_changed(&mut events).await?.servers_added, ["agy-user2"]);
     let servers = json!({"mcpServers": {"plug": {"command": hostile}, "plug2": {"command": "y"}}});
     std::fs::write(plugin.join("mcp_config.json"), servers.to_string())?;
-    assert_eq!(next(&mut events).await?.servers_added, ["plug2"]);
+    assert_eq!(config_changed(&mut events).await?.servers_added, ["plug2"]);
 
     let shown = home.gemctl(&["config", "show"])?;
     let shown = String::from_utf8_lossy(&shown.stdout);
@@ -132,12 +126,7 @@ async fn a_secret_in_a_server_urls_query_is_redacted_everywhere_it_is_shown() ->
 {
     // Finding 3 of the attack on 611fc29: agy's `serverUrl` often carries a key in its query.
     let home = TestHome::new()?;
-    let ws = home.workspace();
-    let gemini = home.root().join("home/.gemini");
-    write(
-        &gemini.join("trustedFolders.json"),
-        &json!({ ws.display().to_string(): "TRUST_FOLDER" }),
-    )?;
+    let (_, gemini) = trusted(&home)?;
     write(
         &gemini.join("config/mcp_config.json"),
         &json!({"mcpServers": {"remote": {

@@ -53,16 +53,23 @@ async fn setup_with(home: &TestHome, daemon: Daemon) -> anyhow::Result<Watch> {
     })
 }
 
+/// The next event of `events`, a `config/changed` within 10 s.
+pub(super) async fn config_changed(
+    events: &mut Subscription<Event>,
+) -> anyhow::Result<ConfigChanged> {
+    let ev = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .map_err(|_| anyhow::anyhow!("no config/changed event within 10 s"))?
+        .ok_or_else(|| anyhow::anyhow!("subscription ended"))??;
+    match ev.body {
+        EventBody::ConfigChanged(c) => Ok(c),
+        other => anyhow::bail!("unexpected event {other:?}"),
+    }
+}
+
 impl Watch {
     async fn next(&mut self) -> anyhow::Result<ConfigChanged> {
-        let ev = tokio::time::timeout(Duration::from_secs(10), self.events.next())
-            .await
-            .map_err(|_| anyhow::anyhow!("no config/changed event within 10 s"))?
-            .ok_or_else(|| anyhow::anyhow!("subscription ended"))??;
-        match ev.body {
-            EventBody::ConfigChanged(c) => Ok(c),
-            other => anyhow::bail!("unexpected event {other:?}"),
-        }
+        config_changed(&mut self.events).await
     }
 
     /// No event arrives within `d`.
