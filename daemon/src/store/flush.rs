@@ -25,7 +25,7 @@ impl Store {
         let open = self.handles_for_write()?;
         let db = open.db.clone();
         drop(open);
-        db.flush_async().await.map(drop).map_err(|e| self.err(e))?;
+        self.flush_blocking(move || db.flush()).await?;
         if self.shared.manifest_behind.swap(false, Ordering::AcqRel)
             && let Err(e) = self.write_manifest()
         {
@@ -35,6 +35,20 @@ impl Store {
             self.shared.manifest_behind.store(true, Ordering::Release);
         }
         Ok(())
+    }
+
+    /// Run a sled flush on tokio's blocking pool. Never sled's `flush_async`: that runs the
+    /// flush on sled's own small I/O pool, where it waits for buffer writes queued on the same
+    /// pool; a few dozen at once (sessions opening together) took every pool thread and froze
+    /// the daemon for good.
+    pub(super) async fn flush_blocking(
+        &self,
+        flush: impl FnOnce() -> sled::Result<usize> + Send + 'static,
+    ) -> Result<(), StoreError> {
+        match tokio::task::spawn_blocking(flush).await {
+            Ok(r) => r.map(drop).map_err(|e| self.err(e)),
+            Err(e) => Err(StoreError::Corrupt { key: "flush".into(), reason: e.to_string() }),
+        }
     }
 
     /// Something was written that its caller does not flush: flush it [`FLUSH_AFTER`] from

@@ -512,14 +512,9 @@ impl Store {
         open.children
             .insert(rec.pid.to_be_bytes(), encode(rec, CHILD_RECORD_VERSION))
             .map_err(|e| self.err(e))?;
-        // A blocking flush on the blocking pool: sled's `flush_async` was seen to never
-        // complete when several children started at once.
         let tree = open.children.clone();
         drop(open);
-        match tokio::task::spawn_blocking(move || tree.flush()).await {
-            Ok(r) => r.map(drop).map_err(|e| self.err(e)),
-            Err(e) => Err(StoreError::Corrupt { key: "children".into(), reason: e.to_string() }),
-        }
+        self.flush_blocking(move || tree.flush()).await
     }
 
     /// Forget a child process (it was stopped and reaped).

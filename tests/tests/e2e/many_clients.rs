@@ -194,3 +194,54 @@ async fn an_http_client_gone_without_a_word_takes_its_call_and_nothing_else() ->
     assert_eq!(after.status(), reqwest::StatusCode::NOT_FOUND, "the closed session is gone");
     Ok(())
 }
+
+/// Many sessions opened at once, each on its own connection with its gateway, all answer, and
+/// the daemon still answers after them. (Before: each create flushed the database with sled's
+/// `flush_async`, which runs on sled's own small I/O pool and there waits for buffer writes
+/// queued on that same pool; with a few dozen at once every pool thread waited and the daemon
+/// froze for good after 8 of 50 sessions.)
+#[tokio::test]
+async fn fifty_sessions_opened_at_once_all_answer() -> anyhow::Result<()> {
+    use geminid_protocol::api::SessionApiClient;
+    use geminid_protocol::gateway::{Names, open};
+    use geminid_protocol::session::SessionCreateParams;
+    use rmcp::ServiceExt;
+
+    let home = TestHome::new()?;
+    untrusted(&home)?;
+    let daemon = Daemon::start(&home, &[]).await?;
+    let env = geminid_tests::mcp::shell_env(&home, &[]);
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..50 {
+        let (client, socket, env) =
+            (daemon.client().await?, daemon.socket().to_path_buf(), env.clone());
+        let ws = home.root().join(format!("ws{i}"));
+        std::fs::create_dir_all(&ws)?;
+        set.spawn(async move {
+            let p = SessionCreateParams {
+                workspace: ws.display().to_string(),
+                env: Some(env),
+                reuse_default: false,
+                ..Default::default()
+            };
+            let session = client.create(p).await?.id;
+            let mcp = ().serve(open(&socket, &session, Names::Server).await?).await?;
+            mcp.list_all_tools().await?;
+            anyhow::Ok(mcp)
+        });
+    }
+    let all = async {
+        let mut open = Vec::new();
+        while let Some(r) = set.join_next().await {
+            open.push(r??);
+        }
+        anyhow::Ok(open)
+    };
+    let open = tokio::time::timeout(Duration::from_secs(120), all)
+        .await
+        .map_err(|_| anyhow::anyhow!("sessions opened at once did not all answer"))??;
+    assert_eq!(open.len(), 50);
+    let status = home.gemctl(&["status"])?;
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    Ok(())
+}
