@@ -143,6 +143,9 @@ pub(crate) async fn run(core: Arc<Core>, bound: Bound) -> anyhow::Result<()> {
     if let Err(e) = core.store().flush().await {
         tracing::error!(error = %e, "the last flush of the database failed");
     }
+    if let Err(e) = core.services().audit.sync() {
+        tracing::error!(error = %e, "the last sync of the audit log failed");
+    }
     tracing::info!(socket = %socket.display(), "stopped");
     // The lock is held until the process exits: the database and the last tasks are released
     // after this (with the runtime), and until then a daemon started on this socket must find

@@ -1,9 +1,9 @@
-//! The audit log's tree: records by number, the oldest forgotten past a bound.
+//! The database's `audit` tree, where daemons before the audit files kept their records: read
+//! once at start to move them to the files (`audit/files.rs`), then emptied.
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{Store, StoreError, decode, encode};
+use super::{Store, StoreError, decode};
 
 /// Version of the audit records.
 const AUDIT_RECORD_VERSION: u32 = 1;
@@ -17,7 +17,8 @@ impl Store {
     /// twice, to make the batch atomic, which cost every call two disk writes and a wake-up of
     /// sled's I/O threads (a quarter of the daemon's CPU under calls; issue 39). Nothing needs
     /// the record and the removal together.
-    pub(crate) fn put_audit<T: Serialize>(
+    #[cfg(test)]
+    pub(crate) fn put_audit<T: serde::Serialize>(
         &self,
         seq: u64,
         rec: &T,
@@ -25,7 +26,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let open = self.handles_for_write()?;
         open.audit
-            .insert(seq.to_be_bytes(), encode(rec, AUDIT_RECORD_VERSION))
+            .insert(seq.to_be_bytes(), super::encode(rec, AUDIT_RECORD_VERSION))
             .map_err(|e| self.err(e))?;
         if let Some(old) = seq.checked_sub(keep) {
             open.audit.remove(old.to_be_bytes()).map_err(|e| self.err(e))?;

@@ -269,6 +269,12 @@ impl Store {
         lock_waited(std::time::Duration::from_secs(10), || Self::open(dir))
     }
 
+    /// The database's directory (`None` for a temporary one); other files of the daemon's
+    /// own live beside it (the audit log's).
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.shared.on_disk.then_some(self.shared.path.as_path())
+    }
+
     /// A throwaway in-memory database, for tests.
     pub fn temporary() -> Result<Self, StoreError> {
         let config = sled::Config::new().temporary(true);
