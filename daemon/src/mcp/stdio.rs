@@ -62,6 +62,8 @@ pub(crate) struct StdioTransport<R, W> {
     owed: Option<Owed>,
     /// The server's notifications handed on and not yet handled.
     backlog: Arc<Backlog>,
+    /// A notification read and not yet handed on (it waits for room for its handler).
+    parked: Option<Box<RxJsonRpcMessage<RoleClient>>>,
 }
 
 /// Notifications a server may have handed on and not yet handled. rmcp runs each
@@ -211,6 +213,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioTransport<R, W> {
             log: None,
             owed: None,
             backlog: Arc::default(),
+            parked: None,
         }
     }
 
@@ -400,6 +403,23 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
+            // One server's stream must not hold the worker it runs on from every other task:
+            // lines read from the buffer cost tokio no I/O, so nothing else would make a flood
+            // of notifications yield. Here, before anything is read: rmcp drops a receive
+            // that yields (it polls it in a select!), and one dropped between reading a line
+            // and handing it on lost that line and the one read onto it after.
+            tokio::task::consume_budget().await;
+            // A notification waits for room for its handler, parked: a receive dropped while
+            // it waits loses nothing.
+            if self.parked.is_some() {
+                let handling = Arc::new(self.backlog.admit().await);
+                let mut message = self.parked.take()?;
+                if let JsonRpcMessage::Notification(n) = message.as_mut() {
+                    use rmcp::model::GetExtensions as _;
+                    n.notification.extensions_mut().insert(handling);
+                }
+                return Some(*message);
+            }
             if !self.pay().await {
                 return None;
             }
@@ -439,10 +459,7 @@ where
                     return None;
                 }
             }
-            // One server's stream must not hold the worker it runs on from every other task:
-            // lines read from the buffer cost tokio no I/O, so nothing else would make a flood
-            // of notifications yield; and a very long line is parsed off the worker.
-            tokio::task::consume_budget().await;
+            // A very long line is parsed off the worker.
             let line = std::mem::take(&mut self.line);
             let body = line.strip_suffix(b"\n").unwrap_or(&line);
             let parsed = if body.len() >= PARSE_OFF_LOOP {
@@ -453,14 +470,12 @@ where
             self.line = line;
             self.line.clear();
             match parsed {
-                Parsed::Message(mut message) => {
+                Parsed::Message(message) => {
                     self.answered(&message);
-                    if let JsonRpcMessage::Notification(n) = message.as_mut() {
-                        use rmcp::model::GetExtensions as _;
-                        let handling = Arc::new(self.backlog.admit().await);
-                        n.notification.extensions_mut().insert(handling);
+                    if !matches!(message.as_ref(), JsonRpcMessage::Notification(_)) {
+                        return Some(*message);
                     }
-                    return Some(*message);
+                    self.parked = Some(message);
                 }
                 Parsed::Skip => {}
                 Parsed::Invalid => self.owed = Some(Owed::Queue),
