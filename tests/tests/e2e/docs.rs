@@ -1,8 +1,9 @@
 //! The user documentation says what the program does (new-user audit M4): every `gemctl`
-//! command that docs/USER-GUIDE.md and the README give, in a code block or inline, names
-//! subcommands and flags that gemctl's `--help` lists; and every relative link of the pages a
-//! user reads leads to a file of the repository. A command renamed or a flag dropped fails
-//! here instead of drifting from the docs unseen.
+//! command that docs/USER-GUIDE.md, docs/SECURITY.md and the README give, in a code block or
+//! inline, names subcommands and flags that gemctl's `--help` lists; every relative link of the
+//! pages a user reads leads to a file of the repository; and every test docs/SECURITY.md cites
+//! for a control is a test of the file it names. A command renamed, a flag dropped or a test
+//! gone fails here instead of drifting from the docs unseen.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 use geminid_tests::TestHome;
 
 /// The pages whose commands are checked.
-const PAGES: &[&str] = &["docs/USER-GUIDE.md", "README.md"];
+const PAGES: &[&str] = &["docs/USER-GUIDE.md", "README.md", "docs/SECURITY.md"];
 
 fn checkout() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -230,5 +231,80 @@ fn the_global_options_are_short_and_apart_in_every_help() -> anyhow::Result<()> 
         let said = |l: &&str| l.split(" [env: ").next().unwrap_or_default().chars().count();
         assert!(lines.iter().all(|l| said(l) <= 120), "{args:?}: {global}");
     }
+    Ok(())
+}
+
+/// The `FILE::FUNCTION` test citations of `text`: each code span whose part before `::` is a
+/// path ending in `.rs` or `.py`.
+fn cited(text: &str) -> Vec<&str> {
+    let spans = text.split('`').skip(1).step_by(2);
+    spans
+        .filter(|span| {
+            span.split_once("::")
+                .is_some_and(|(file, _)| file.ends_with(".rs") || file.ends_with(".py"))
+        })
+        .collect()
+}
+
+/// What is wrong with one citation, if anything: its file must exist, and hold a test function
+/// of that name (`#[test]` or `#[tokio::test]` in the lines above it) or, in a Python script of
+/// the interop suite, a `def` of it.
+fn not_a_test(citation: &str) -> Option<String> {
+    let (file, name) = citation.split_once("::")?;
+    let Ok(source) = std::fs::read_to_string(checkout().join(file)) else {
+        return Some(format!("{citation}: no file {file}"));
+    };
+    if file.ends_with(".py") {
+        let defined = source.lines().any(|l| l.trim_start().starts_with(&format!("def {name}(")));
+        return (!defined).then(|| format!("{citation}: {file} defines no {name}"));
+    }
+    let lines: Vec<&str> = source.lines().collect();
+    let declared = format!("fn {name}(");
+    let Some(at) = lines.iter().position(|l| l.contains(&declared)) else {
+        return Some(format!("{citation}: {file} has no fn {name}"));
+    };
+    // Its attributes and doc comment: the lines above it, up to the end of what came before.
+    let above = lines[..at].iter().rev().take_while(|l| {
+        let l = l.trim();
+        !l.is_empty() && !l.ends_with('}') && !l.ends_with(';')
+    });
+    let is_test = above.take(12).any(|l| l.contains("#[test]") || l.contains("#[tokio::test"));
+    (!is_test).then(|| format!("{citation}: {name} in {file} is not a test"))
+}
+
+/// docs/SECURITY.md maps each item of the OWASP MCP Top 10 to geminid's control and the tests
+/// that hold it: every test it cites exists, as a test, in the file it names; and each item
+/// MCP01–MCP10 has its row in the table, citing at least one test, and its own section. A test
+/// renamed or removed fails here instead of leaving the page citing nothing.
+#[test]
+fn the_security_page_cites_tests_that_exist() -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(checkout().join("docs/SECURITY.md"))?;
+    let citations: std::collections::BTreeSet<&str> = cited(&text).into_iter().collect();
+    let wrong: Vec<String> = citations.iter().filter_map(|c| not_a_test(c)).collect();
+    assert!(wrong.is_empty(), "docs/SECURITY.md cites what is no test:\n{}", wrong.join("\n"));
+    assert!(
+        citations.len() > 50,
+        "only {} citations found: is the extraction broken?",
+        citations.len()
+    );
+    for n in 1..=10 {
+        let item = format!("MCP{n:02}");
+        let row = text.lines().find(|l| l.starts_with(&format!("| {item} ")));
+        let row = row.unwrap_or_else(|| panic!("docs/SECURITY.md: no row of the table for {item}"));
+        assert!(!cited(row).is_empty(), "docs/SECURITY.md: the row of {item} cites no test");
+        let section = format!("\n### {item} ");
+        assert!(text.contains(&section), "docs/SECURITY.md: no section for {item}");
+    }
+    // The check itself finds what it must (a check that cannot fail is no check).
+    for (bad, why) in [
+        ("tests/tests/e2e/pins.rs::no_such_test", "has no fn"),
+        ("tests/tests/e2e/no_such_file.rs::a_test", "no file"),
+        ("tests/tests/e2e/docs.rs::commands", "is not a test"),
+        ("tests/interop/differential.py::no_such_def", "defines no"),
+    ] {
+        let said = not_a_test(bad).unwrap_or_default();
+        assert!(said.contains(why), "{bad}: {said:?}");
+    }
+    assert_eq!(not_a_test("tests/interop/differential.py::run"), None);
     Ok(())
 }
