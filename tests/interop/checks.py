@@ -432,6 +432,9 @@ def run(s):
     import gemini_e2e
     gemini_e2e.run(s)
 
+    import acp
+    acp.run(s, rounds=1)
+
     import differential
     differential.run(s)
 

@@ -3,6 +3,7 @@
 # Installs pinned packages into .cache/interop (re-used when present), then runs checks.py and
 # the MCP conformance suite's client scenarios (conformance.sh).
 # Usage: tests/interop/run.sh   (from anywhere; builds the debug binaries if needed)
+#        tests/interop/run.sh --install-only   (the packages alone, for running one part by hand)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cache="$root/.cache/interop"
@@ -32,10 +33,23 @@ if [ ! -e "$stamp" ]; then
   "$cache/venv/bin/pip" install --quiet "${PIP_PACKAGES[@]}" >&2
   touch "$stamp"
 fi
+# The editor of the ACP check (acp.py): the Agent Client Protocol's TypeScript SDK, in a folder
+# of its own with a stamp of its own, so that adding it did not reinstall everything above.
+ACP_PACKAGES=("@agentclientprotocol/sdk@2.4.0")
+acp_stamp="$cache/acp/installed-$(printf '%s\n' "${ACP_PACKAGES[@]}" | sha256sum | cut -c1-16)"
+if [ ! -e "$acp_stamp" ]; then
+  echo "interop: installing the ACP editor's SDK into $cache/acp" >&2
+  mkdir -p "$cache/acp"
+  npm install --silent --no-audit --no-fund --prefix "$cache/acp" "${ACP_PACKAGES[@]}" >&2
+  touch "$acp_stamp"
+fi
 
 # The MCP conformance suite's client scenarios (tests/interop/conformance.sh) run after the
 # checks, in the same place; their packages are installed here, while the network is there.
 "$root/tests/interop/conformance.sh" --install-only
+if [ "${1:-}" = "--install-only" ]; then
+  exit 0
+fi
 
 (cd "$root" && cargo build --workspace --locked --quiet)
 checks=(python3 "$root/tests/interop/checks.py" --root "$root" --cache "$cache")
