@@ -13,6 +13,8 @@ starts every MCP server again; what is checked, from outside:
 - a tool call the mock model asks for, on an untrusted server: the editor is asked through
   `session/request_permission`; allowed, the call reaches the server (the fixture's call log)
   and its answer the editor; rejected, nothing reaches the server;
+- the editor and its agent killed with a session open: the gateways end, geminid's servers
+  stay (the same processes) and serve the next editor;
 - `initialize` and `session/new` timed, interleaved round by round: each round a new
   `gemini --acp` per home and two sessions in it (the first, and a further one).
 
@@ -305,6 +307,36 @@ def permission(h, log):
         end(h, ed)
 
 
+def editor_killed(h, log):
+    """The editor and its agent killed (SIGKILL, a crash) with a session open: Gemini CLI's
+    `gemctl mcp serve` processes end, geminid keeps its five servers, and the next editor's
+    session has them. (Gemini CLI 0.61 outlives an editor killed alone: it does not end when
+    its stdin does, so a crash is both.)"""
+    ed, _ = h.editor()
+    new_session(h, ed, h.ws[0])
+    agents = [p for p in gemini_cli.marked(h.marker) if parent(p) == ed.p.pid]
+    expect(len(agents) == 1, f"the editor's agent: {agents}")
+    ed.p.kill()
+    ed.p.wait()
+    os.kill(agents[0], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while gemini_cli.marked(h.marker):
+        expect(time.monotonic() < deadline,
+               f"30 s after the agent died, left: {gemini_cli.marked(h.marker)}")
+        time.sleep(0.2)  # Poll: each gateway sees its stdin end.
+    found = h.servers()
+    expect(len(found) == 5, f"{len(found)} server processes after the editor died")
+    set_plan(log, {"suffix": "_none", "args": {}})
+    ed, _ = h.editor()
+    try:
+        sid = new_session(h, ed, h.ws[0])["sessionId"]
+        r = prompt(h, ed, sid, "hi", "reject", log)
+        expect(r["servers"] == sorted(SERVERS), f"the next session declared {r['servers']}")
+        expect(h.servers() == found, f"the servers changed: {found} then {h.servers()}")
+    finally:
+        end(h, ed)
+
+
 def timing(homes_, log, rounds):
     """session/new times, interleaved: {kind: {"first": [...], "further": [...]}}."""
     set_plan(log, {"suffix": "_none", "args": {}})
@@ -347,6 +379,9 @@ def run(s, rounds=3):
             check(s, f"{h.kind}: the editor is asked through session/request_permission; "
                   "allowed, the call reaches the server and its answer the editor; rejected, "
                   "nothing runs", lambda h=h: permission(h, log))
+        check(s, "geminid: the editor and its agent killed with a session open, the gateways "
+              "end, geminid's five servers stay and serve the next editor",
+              lambda: editor_killed(hs[0], log))
         if rounds:
             rows = {}
             floor = Home(s, "none", port)
