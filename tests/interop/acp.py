@@ -115,7 +115,9 @@ class Home:
                              capture_output=True).returncode != 0:
             expect(time.monotonic() < deadline, "geminid did not start")
             time.sleep(0.05)
-        self.gemctl("mcp", "import")
+        # The suite's gemctl, named: without --command, import prefers a gemctl on PATH to one
+        # in a build tree, and another one may be installed on the machine (or come and go).
+        self.gemctl("mcp", "import", "--command", self.gemctl_bin)
         with open(os.path.join(self.tmp, "home", ".gemini", "settings.json")) as f:
             entries = json.load(f)["mcpServers"]
         expect(sorted(entries) == sorted(SERVERS), f"import left {sorted(entries)}")
