@@ -97,6 +97,11 @@ struct Args {
     /// `gen_ai.tool.call.result`), which may hold what a user would not share
     #[arg(long, env = "GEMINID_TELEMETRY_TOOL_IO", value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
     telemetry_tool_io: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics (a loopback address only, e.g.
+    /// 127.0.0.1:9464): the MCP operation and session histograms and the daemon's gauges,
+    /// whether or not OTLP export is on. Off unless given
+    #[arg(long, env = "GEMINID_METRICS_LISTEN", value_parser = crate::telemetry::scrape::loopback, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// First delay before restarting a failed MCP server (doubles per failure in a row)
     #[arg(long, env = "GEMINID_MCP_BACKOFF", default_value = "1s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     mcp_backoff: Duration,
@@ -372,7 +377,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         oauth_timeout: args.oauth_timeout,
     };
     let paths = ConfigPaths::from_env(|k| std::env::var_os(k))?;
-    start_telemetry(&paths, args.telemetry_tool_io);
+    let metrics = start_telemetry(&paths, args.telemetry_tool_io, args.metrics_listen).await?;
     let config = Loader::new(paths);
     // The daemon works in its own folder, never the one it was started in (a repository the
     // user just cloned, whose `.git/config` a git run there would read; issue 64, item 2).
@@ -403,6 +408,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // Children of a daemon that was killed: stopped in the background, all at once; a server
     // starts once its own left-behind copy is gone, and clients are answered meanwhile.
     core.services().mcp.lifecycle().clean_orphans(mcp.stop_grace);
+    serve_metrics(&core, metrics);
     // Recent workspaces' servers, in the background: the socket answers meanwhile.
     core.warm_up();
     tracing::info!(
@@ -435,7 +441,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
 /// OpenTelemetry export, if the user turned it on (`telemetry::settings`): the settings files'
 /// `telemetry` objects (system defaults, the user's, the system's) under the variables.
-fn start_telemetry(paths: &ConfigPaths, tool_io: bool) {
+async fn start_telemetry(
+    paths: &ConfigPaths,
+    tool_io: bool,
+    metrics: Option<std::net::SocketAddr>,
+) -> anyhow::Result<Option<(tokio::net::TcpListener, crate::telemetry::scrape::Shared)>> {
+    // Bound first: a daemon asked for /metrics that cannot serve it does not start.
+    let listener = match metrics {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} for --metrics-listen"))?,
+        ),
+        None => None,
+    };
     let read = |p: &std::path::Path| {
         crate::config::files::read_input(p)
             .ok()
@@ -446,7 +465,29 @@ fn start_telemetry(paths: &ConfigPaths, tool_io: bool) {
     let files = [read(&paths.system_defaults), read(&paths.user), read(&paths.system)];
     let telemetry = crate::telemetry::settings::merged(&files);
     let settings = crate::telemetry::settings::resolve(|k| std::env::var(k).ok(), &telemetry);
-    crate::telemetry::init(settings, tokio::runtime::Handle::current(), tool_io);
+    let reader = crate::telemetry::init(
+        settings,
+        tokio::runtime::Handle::current(),
+        tool_io,
+        listener.is_some(),
+    );
+    if let Some(l) = &listener {
+        let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!(url = %format!("http://{at}/metrics"), "Prometheus metrics served");
+    }
+    Ok(listener.zip(reader))
+}
+
+/// `/metrics` served from `metrics` (`--metrics-listen`), its gauges reading `core`, until
+/// the daemon shuts down.
+fn serve_metrics(
+    core: &std::sync::Arc<Core>,
+    metrics: Option<(tokio::net::TcpListener, crate::telemetry::scrape::Shared)>,
+) {
+    let Some((listener, reader)) = metrics else { return };
+    crate::telemetry::gauges_from(crate::core::status::gauges(core.services()));
+    let stop = core.services().shutdown.clone();
+    tokio::spawn(crate::telemetry::scrape::serve(listener, reader, stop));
 }
 
 /// SIGTERM and SIGINT both start a graceful shutdown.

@@ -435,6 +435,9 @@ def run(s):
     import acp
     acp.run(s, rounds=1)
 
+    import prometheus
+    prometheus.run(s)
+
     import differential
     differential.run(s)
 

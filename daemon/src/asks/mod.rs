@@ -526,6 +526,11 @@ impl Asks {
         inner.pending.values().filter(|p| p.ask.session == session).map(|p| p.ask.clone()).collect()
     }
 
+    /// How many asks are pending, in every session.
+    pub(crate) fn pending_count(&self) -> usize {
+        self.inner().pending.len()
+    }
+
     /// Every session's pending asks, oldest first.
     pub(crate) fn pending_all(&self) -> Vec<Ask> {
         self.inner().pending.values().map(|p| p.ask.clone()).collect()

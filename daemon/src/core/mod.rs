@@ -6,7 +6,7 @@
 mod doctor;
 mod sessions;
 mod shutdown;
-mod status;
+pub(crate) mod status;
 mod warm;
 
 use std::path::PathBuf;

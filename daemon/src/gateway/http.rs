@@ -276,7 +276,15 @@ pub(super) async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
     let config = StreamableHttpServerConfig::default().with_cancellation_token(stop.clone());
     let (c, s) = (services.clone(), session.clone());
     let service = StreamableHttpService::new(
-        move || Ok(Gateway::new(c.clone(), s.clone(), serving.clone(), conn, instructions.clone())),
+        move || {
+            Ok(Gateway::new(
+                c.clone(),
+                s.clone(),
+                (serving.clone(), "tcp"),
+                conn,
+                instructions.clone(),
+            ))
+        },
         Arc::new(LocalSessionManager::default()),
         config,
     );

@@ -105,6 +105,8 @@ pub(crate) struct Inner {
     /// The tools served, while the session's table is the one they were named from (with
     /// whether they include those only a confirmation allows).
     served: Mutex<Option<(bool, Arc<lists::Served>)>>,
+    /// Its life, in `mcp.server.session.duration` when it ends (telemetry on).
+    _life: Option<crate::telemetry::Session>,
 }
 
 #[derive(Debug, Default)]
@@ -162,14 +164,16 @@ impl Gateway {
     }
 
     /// A gateway for `session`, serving it as `serving` says, for a client reached through
-    /// the daemon's connection `conn` (the one attached to the session).
+    /// the daemon's connection `conn` (the one attached to the session) over `transport`
+    /// (`network.transport`: `pipe`, `tcp`).
     pub(crate) fn new(
         services: Arc<Services>,
         session: String,
-        serving: Serving,
+        (serving, transport): (Serving, &'static str),
         conn: ConnId,
         instructions: Option<String>,
     ) -> Self {
+        let attrs = || vec![opentelemetry::KeyValue::new("network.transport", transport)];
         Self(Arc::new(Inner {
             services,
             session,
@@ -184,6 +188,7 @@ impl Gateway {
             confirms_own: std::sync::atomic::AtomicBool::new(false),
             started: tokio::sync::OnceCell::new(),
             served: Mutex::default(),
+            _life: crate::telemetry::Session::begin(crate::telemetry::Side::Server, attrs),
         }))
     }
 

@@ -284,7 +284,8 @@ impl Opened {
         let instructions =
             Gateway::instructions(&services, &session, serving.server.as_deref()).await;
         let rounds = serving.rounds.clone();
-        let gateway = Gateway::new(services.clone(), session.clone(), serving, conn, instructions);
+        let gateway =
+            Gateway::new(services.clone(), session.clone(), (serving, "pipe"), conn, instructions);
         tracing::info!(%session, conn = conn.0, "gateway opened");
         let running = match gateway.serve((read, write)).await {
             Ok(r) => r,

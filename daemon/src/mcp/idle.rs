@@ -51,6 +51,14 @@ pub(crate) struct Idle<'a> {
 }
 
 impl Idle<'_> {
+    /// The idle servers' resident memory as last measured, in bytes, and the budget
+    /// (`--mcp-idle-memory`) unless unlimited.
+    pub(crate) fn memory(self) -> (u64, Option<u64>) {
+        let inner = self.sup.registry.lock();
+        let held = inner.idle.since.keys().filter_map(|id| inner.idle.rss.get(id)).sum();
+        (held, self.sup.opts.idle_memory)
+    }
+
     /// No session uses the server any more: it is kept warm from now, as its `keepWarm` and
     /// the budget allow.
     pub(super) fn went_idle(self, inner: &mut Inner, identity: String) {

@@ -17,7 +17,9 @@ use opentelemetry_http::{HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
-use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider};
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider,
+};
 
 use super::settings::Settings;
 
@@ -91,16 +93,28 @@ pub(crate) struct Providers {
     pub health: Arc<Health>,
 }
 
-/// Build the providers for `settings` (OTLP/HTTP), their requests sent on `runtime`.
+/// Build the providers: exporting over OTLP/HTTP for `otlp` (their requests sent on
+/// `runtime`), and metrics read by `scrape` too (`/metrics`). Without `otlp`, spans are not
+/// sampled (a span still times its operation for the histograms).
 pub(crate) fn providers(
-    settings: &Settings,
+    otlp: Option<&Settings>,
     runtime: tokio::runtime::Handle,
     metric_interval: Duration,
+    scrape: Option<super::scrape::Shared>,
 ) -> anyhow::Result<Providers> {
+    let Some(settings) = otlp else {
+        let tracer = SdkTracerProvider::builder().with_sampler(Sampler::AlwaysOff).build();
+        let mut meter = SdkMeterProvider::builder().with_resource(resource("geminid"));
+        if let Some(scrape) = scrape {
+            meter = meter.with_reader(scrape);
+        }
+        let meter = meter.build();
+        return Ok(Providers { tracer, meter, health: Arc::default() });
+    };
     let http = reqwest::Client::builder().timeout(REQUEST_TIMEOUT).build()?;
     let health = Arc::new(Health::default());
     let client = Client { http, runtime, health: health.clone() };
-    let resource = Resource::builder().with_service_name(settings.service_name.clone()).build();
+    let resource = resource(&settings.service_name);
     let spans = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_http_client(client.clone())
@@ -126,6 +140,13 @@ pub(crate) fn providers(
         .with_timeout(REQUEST_TIMEOUT)
         .build()?;
     let reader = PeriodicReader::builder(metrics).with_interval(metric_interval).build();
-    let meter = SdkMeterProvider::builder().with_reader(reader).with_resource(resource).build();
-    Ok(Providers { tracer, meter, health })
+    let mut meter = SdkMeterProvider::builder().with_reader(reader).with_resource(resource);
+    if let Some(scrape) = scrape {
+        meter = meter.with_reader(scrape);
+    }
+    Ok(Providers { tracer, meter: meter.build(), health })
+}
+
+fn resource(service_name: &str) -> Resource {
+    Resource::builder().with_service_name(service_name.to_owned()).build()
 }

@@ -18,34 +18,34 @@
 
 mod export;
 mod meta;
+mod metrics;
+pub(crate) mod scrape;
 pub(crate) mod settings;
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use opentelemetry::metrics::{Histogram, MeterProvider as _};
+use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::SdkTracer;
 
-pub(crate) use meta::{extract, inject};
+pub(crate) use meta::extract;
+pub(crate) use metrics::{DaemonGauges, gauges_from};
 pub(crate) use settings::Settings;
 
-/// The conventions' buckets for the operation and session durations, in seconds.
-const BUCKETS: [f64; 14] =
-    [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
-
-/// What exports, once on.
+/// What exports, once on: spans and metrics over OTLP, metrics at `/metrics`, or both.
 #[derive(Debug)]
 pub(crate) struct Telemetry {
     tracer: SdkTracer,
     providers: export::Providers,
     tool_io: bool,
-    /// `mcp.server.operation.duration`.
-    pub server_duration: Histogram<f64>,
-    /// `mcp.client.operation.duration`.
-    pub client_duration: Histogram<f64>,
+    /// Spans are exported (OTLP is on), not only metrics.
+    traces: bool,
+    /// The reader `/metrics` collects through, when it is on.
+    scrape: Option<scrape::Shared>,
+    instruments: metrics::Instruments,
 }
 
 static ON: OnceLock<Telemetry> = OnceLock::new();
@@ -83,56 +83,69 @@ pub(crate) fn unusable(s: &Settings) -> Option<String> {
     }
 }
 
-/// Keep `settings` and, if they turn export on and it can be, start it on `runtime`; each
-/// problem is logged.
-pub(crate) fn init(settings: Settings, runtime: tokio::runtime::Handle, tool_io: bool) {
+/// Keep `settings` and start what they and `scrape` (`--metrics-listen`) turn on, exporting
+/// on `runtime`; each problem is logged. The reader `/metrics` is to be served from, when it
+/// is on.
+pub(crate) fn init(
+    settings: Settings,
+    runtime: tokio::runtime::Handle,
+    tool_io: bool,
+    scrape: bool,
+) -> Option<scrape::Shared> {
     for p in &settings.problems {
         tracing::warn!("{p}");
     }
     let _ = RESOLVED.set(settings.clone());
-    if !settings.enabled {
-        return;
-    }
-    if let Some(why) = unusable(&settings) {
-        tracing::warn!("{why}");
-        return;
+    let otlp = settings.enabled
+        && match unusable(&settings) {
+            Some(why) => {
+                tracing::warn!("{why}");
+                false
+            }
+            None => true,
+        };
+    if !otlp && !scrape {
+        return None;
     }
     let (traces, metrics) = (settings.traces_url.clone(), settings.metrics_url.clone());
-    match start(settings, runtime, tool_io) {
-        Ok(()) => tracing::info!(%traces, %metrics, tool_io, "OpenTelemetry export on"),
+    let otlp = otlp.then_some(settings);
+    match start(otlp.as_ref(), runtime, tool_io, scrape) {
+        Ok(()) if otlp.is_some() => {
+            tracing::info!(%traces, %metrics, tool_io, "OpenTelemetry export on");
+        }
+        Ok(()) => {}
         Err(e) => tracing::warn!(error = %e, "OpenTelemetry export could not start"),
     }
+    on().and_then(|t| t.scrape.clone())
 }
 
-/// Turn it on for `settings` (already known to be enabled and OTLP/HTTP), exporting on
-/// `runtime`. A second call changes nothing.
-fn start(settings: Settings, runtime: tokio::runtime::Handle, tool_io: bool) -> anyhow::Result<()> {
+/// Turn it on: OTLP for `otlp` (settings known to be enabled and OTLP/HTTP), exporting on
+/// `runtime`, and a reader for `/metrics` if `scrape`. A second call changes nothing.
+fn start(
+    otlp: Option<&Settings>,
+    runtime: tokio::runtime::Handle,
+    tool_io: bool,
+    scrape: bool,
+) -> anyhow::Result<()> {
     let interval = std::env::var("OTEL_METRIC_EXPORT_INTERVAL")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map_or(Duration::from_secs(10), Duration::from_millis);
-    let providers = export::providers(&settings, runtime, interval)?;
+    let scrape = scrape.then(scrape::Shared::default);
+    let providers = export::providers(otlp, runtime, interval, scrape.clone())?;
     let tracer = providers.tracer.tracer("geminid");
-    let meter = providers.meter.meter("geminid");
-    let histogram = |name: &'static str, what: &'static str| {
-        meter
-            .f64_histogram(name)
-            .with_unit("s")
-            .with_description(what)
-            .with_boundaries(BUCKETS.to_vec())
-            .build()
-    };
-    let server_duration = histogram(
-        "mcp.server.operation.duration",
-        "MCP request or notification duration as observed on the receiver from the time it was received until the result or ack is sent.",
-    );
-    let client_duration = histogram(
-        "mcp.client.operation.duration",
-        "The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received.",
-    );
-    let t = Telemetry { tracer, providers, tool_io, server_duration, client_duration };
+    let instruments = metrics::instruments(&providers.meter.meter("geminid"));
+    let traces = otlp.is_some();
+    let t = Telemetry { tracer, providers, tool_io, traces, scrape, instruments };
     let _ = ON.set(t);
     Ok(())
+}
+
+/// Write `cx`'s trace context into a request's `_meta`, when spans are exported.
+pub(crate) fn inject(cx: &Context, meta: &mut serde_json::Map<String, serde_json::Value>) {
+    if on().is_some_and(|t| t.traces) {
+        meta::inject(cx, meta);
+    }
 }
 
 /// Send what is queued and stop exporting (at the daemon's end), off the event loop: the
@@ -257,6 +270,10 @@ impl Operation {
             Side::Server => SpanKind::Server,
             Side::Client => SpanKind::Client,
         };
+        // A client's attributes (the server's name, transport, host and port) are its
+        // histogram's too; a served request's session and request ids are not (one series
+        // each).
+        let attrs = if side == Side::Client { all.clone() } else { attrs };
         let span = t.span(format!("tools/call {tool}"), kind, &parent(), all);
         Some(Operation { span, client: side == Side::Client, attrs })
     }
@@ -283,14 +300,17 @@ impl Operation {
     pub(crate) fn end(mut self, error: Option<(String, String)>) {
         if let Some((kind, message)) = error {
             if kind.starts_with('-') || kind.parse::<i64>().is_ok() {
-                self.span.set(KeyValue::new("rpc.response.status_code", kind.clone()));
+                let code = KeyValue::new("rpc.response.status_code", kind.clone());
+                self.span.set(code.clone());
+                self.attrs.push(code);
             }
             self.attrs.push(KeyValue::new("error.type", kind.clone()));
             self.span.failed(kind, message);
         }
         let seconds = self.span.elapsed().as_secs_f64();
         if let Some(t) = on() {
-            let h = if self.client { &t.client_duration } else { &t.server_duration };
+            let i = &t.instruments;
+            let h = if self.client { &i.client_operation } else { &i.server_operation };
             h.record(seconds, &self.attrs);
         }
     }
@@ -317,4 +337,40 @@ pub(crate) async fn served<T, E>(
     let done = call.with_context(op.context().clone()).await;
     op.end(failed(&done));
     done
+}
+
+/// An MCP session's life (a gateway client's, or a connection to an upstream server),
+/// recorded in `mcp.server.session.duration` or `mcp.client.session.duration` when it ends
+/// (dropped).
+#[derive(Debug)]
+pub(crate) struct Session {
+    started: Instant,
+    side: Side,
+    attrs: Vec<KeyValue>,
+}
+
+impl Session {
+    /// A session begun now with `attrs`; `None` when telemetry is off.
+    pub(crate) fn begin(side: Side, attrs: impl FnOnce() -> Vec<KeyValue>) -> Option<Session> {
+        on()?;
+        Some(Session { started: Instant::now(), side, attrs: attrs() })
+    }
+
+    /// It ended with `error_type` (`error.type`).
+    pub(crate) fn failed(&mut self, error_type: &'static str) {
+        self.attrs.push(KeyValue::new("error.type", error_type));
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(t) = on() {
+            let i = &t.instruments;
+            let h = match self.side {
+                Side::Server => &i.server_session,
+                Side::Client => &i.client_session,
+            };
+            h.record(self.started.elapsed().as_secs_f64(), &self.attrs);
+        }
+    }
 }

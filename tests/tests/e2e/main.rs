@@ -32,6 +32,7 @@ mod keyring;
 mod listing_caps;
 mod many_clients;
 mod mcp;
+mod metrics;
 mod oauth;
 mod pins;
 mod pipeline;
