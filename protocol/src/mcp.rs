@@ -238,6 +238,15 @@ pub struct ServerUsage {
     pub calls_last_minute: u32,
     /// Errors in the last 60 seconds.
     pub errors_last_minute: u32,
+    /// The median duration of its tool calls since the daemon started, in microseconds,
+    /// estimated from the `mcp.client.operation.duration` histogram's buckets (linear within
+    /// a bucket, as Prometheus' `histogram_quantile`) of the servers of this name; only while
+    /// telemetry is on (OTLP export, or `--metrics-listen`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_us: Option<u64>,
+    /// The 99th percentile, as `p50Us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_us: Option<u64>,
 }
 
 /// `mcp/listServers`.

@@ -60,6 +60,20 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// A call's duration from microseconds: `850µs`, `4.2ms`, `120ms`, `1.5s`.
+pub fn latency(us: u64) -> String {
+    let ms = us as f64 / 1000.0;
+    if us < 1000 {
+        format!("{us}µs")
+    } else if ms < 10.0 {
+        format!("{ms:.1}ms")
+    } else if ms < 1000.0 {
+        format!("{ms:.0}ms")
+    } else {
+        format!("{:.1}s", ms / 1000.0)
+    }
+}
+
 /// A session id as the panes show it: as every table does (what `--session` takes).
 fn short_id(id: &str) -> String {
     crate::output::short_session(id)
@@ -206,6 +220,9 @@ fn servers(f: &mut Frame<'_>, area: Rect, top: &Top) {
     if wide {
         head.insert(1, "TRANSPORT");
         widths.insert(1, Constraint::Length(9));
+        // Each server's call durations, from the daemon's histograms (telemetry on).
+        head.extend(["P50", "P99"]);
+        widths.extend([Constraint::Length(6), Constraint::Length(6)]);
         head.push("LAST ERROR");
         widths.push(Constraint::Fill(2));
     }
@@ -228,6 +245,8 @@ fn servers(f: &mut Frame<'_>, area: Rect, top: &Top) {
         ];
         if wide {
             cells.insert(1, Cell::from(format!("{:?}", s.transport).to_lowercase()));
+            cells.push(Cell::from(opt(u.and_then(|u| u.p50_us).map(latency))));
+            cells.push(Cell::from(opt(u.and_then(|u| u.p99_us).map(latency))));
             cells.push(Cell::from(s.last_error.clone().unwrap_or_default()));
         }
         TableRow::new(cells)

@@ -155,12 +155,19 @@ impl Status<'_> {
         let servers: Vec<Arc<Server>> =
             self.sup.registry.lock().servers.values().cloned().collect();
         let held = super::usage::of_groups(servers.iter().filter_map(|s| s.snapshot().pid));
+        // Outside the lock: collecting runs the gauges, which take it.
+        let latencies = crate::telemetry::latencies();
+        let micros = |s: f64| Some((s * 1e6).round() as u64);
         let inner = self.sup.registry.lock();
         let mut out: Vec<ServerStatus> = servers
             .iter()
             .map(|s| {
                 let mut status = self.status_of(&inner, s, &s.name, s.scope);
-                status.usage = Some(s.calls.usage(status.pid.and_then(|p| held.get(&p))));
+                let mut usage = s.calls.usage(status.pid.and_then(|p| held.get(&p)));
+                if let Some((p50, p99)) = latencies.get(&s.name) {
+                    (usage.p50_us, usage.p99_us) = (micros(*p50), micros(*p99));
+                }
+                status.usage = Some(usage);
                 status
             })
             .collect();

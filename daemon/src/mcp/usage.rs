@@ -80,6 +80,8 @@ impl Calls {
             errors,
             calls_last_minute,
             errors_last_minute,
+            p50_us: None,
+            p99_us: None,
         }
     }
 

@@ -100,16 +100,13 @@ pub(crate) fn providers(
     otlp: Option<&Settings>,
     runtime: tokio::runtime::Handle,
     metric_interval: Duration,
-    scrape: Option<super::scrape::Shared>,
+    reader: super::scrape::Shared,
 ) -> anyhow::Result<Providers> {
     let Some(settings) = otlp else {
         let tracer = SdkTracerProvider::builder().with_sampler(Sampler::AlwaysOff).build();
-        let mut meter = SdkMeterProvider::builder().with_resource(resource("geminid"));
-        if let Some(scrape) = scrape {
-            meter = meter.with_reader(scrape);
-        }
-        let meter = meter.build();
-        return Ok(Providers { tracer, meter, health: Arc::default() });
+        let meter =
+            SdkMeterProvider::builder().with_resource(resource("geminid")).with_reader(reader);
+        return Ok(Providers { tracer, meter: meter.build(), health: Arc::default() });
     };
     let http = reqwest::Client::builder().timeout(REQUEST_TIMEOUT).build()?;
     let health = Arc::new(Health::default());
@@ -139,12 +136,13 @@ pub(crate) fn providers(
         .with_endpoint(settings.metrics_url.clone())
         .with_timeout(REQUEST_TIMEOUT)
         .build()?;
-    let reader = PeriodicReader::builder(metrics).with_interval(metric_interval).build();
-    let mut meter = SdkMeterProvider::builder().with_reader(reader).with_resource(resource);
-    if let Some(scrape) = scrape {
-        meter = meter.with_reader(scrape);
-    }
-    Ok(Providers { tracer, meter: meter.build(), health })
+    let periodic = PeriodicReader::builder(metrics).with_interval(metric_interval).build();
+    let meter = SdkMeterProvider::builder()
+        .with_reader(periodic)
+        .with_reader(reader)
+        .with_resource(resource)
+        .build();
+    Ok(Providers { tracer, meter, health })
 }
 
 fn resource(service_name: &str) -> Resource {

@@ -4,10 +4,12 @@
 //! the daemon by the function its composition registers ([`gauges_from`]) each time a reader
 //! collects (the OTLP exporter's interval, a Prometheus scrape).
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Histogram, Meter};
+use opentelemetry::{Key, KeyValue};
+use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
 
 /// The conventions' buckets for the operation and session durations, in seconds.
 pub(crate) const BUCKETS: [f64; 14] =
@@ -141,4 +143,76 @@ fn gauges(meter: &Meter) {
             }
         })
         .build();
+}
+
+/// The median and the 99th percentile, in seconds, of the histogram `metric` in `rm`, for each
+/// value of the attribute `by` (its series summed over the other attributes): linear within
+/// the bucket the rank falls in, as Prometheus' `histogram_quantile` estimates it (a rank in
+/// the last, unbounded bucket is its lower bound, 300 s).
+pub(crate) fn quantiles(
+    rm: &ResourceMetrics,
+    metric: &str,
+    by: &str,
+) -> HashMap<String, (f64, f64)> {
+    let by = Key::from(by.to_owned());
+    let mut sums: HashMap<String, (Vec<f64>, Vec<u64>)> = HashMap::new();
+    let histograms = rm.scope_metrics().flat_map(|s| s.metrics()).filter(|m| m.name() == metric);
+    for m in histograms {
+        let AggregatedMetrics::F64(MetricData::Histogram(h)) = m.data() else { continue };
+        for p in h.data_points() {
+            let Some(name) = p.attributes().find(|kv| kv.key == by) else { continue };
+            let (bounds, counts) = sums.entry(name.value.as_str().into_owned()).or_default();
+            if bounds.is_empty() {
+                *bounds = p.bounds().collect();
+                *counts = vec![0; bounds.len() + 1];
+            }
+            for (c, n) in counts.iter_mut().zip(p.bucket_counts()) {
+                *c += n;
+            }
+        }
+    }
+    sums.into_iter()
+        .filter_map(|(name, (bounds, counts))| {
+            Some((name, (quantile(0.5, &bounds, &counts)?, quantile(0.99, &bounds, &counts)?)))
+        })
+        .collect()
+}
+
+/// The `q` quantile of a histogram of `counts` in the buckets `bounds` makes; `None` if empty.
+#[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+fn quantile(q: f64, bounds: &[f64], counts: &[u64]) -> Option<f64> {
+    let total: u64 = counts.iter().sum();
+    if total == 0 || bounds.is_empty() {
+        return None;
+    }
+    let rank = q * total as f64;
+    let mut below = 0u64;
+    for (i, &n) in counts.iter().enumerate() {
+        if (below + n) as f64 >= rank && n > 0 {
+            let Some(&upper) = bounds.get(i) else { return bounds.last().copied() };
+            let lower = if i == 0 { 0.0 } else { bounds[i - 1] };
+            return Some(lower + (upper - lower) * (rank - below as f64) / n as f64);
+        }
+        below += n;
+    }
+    bounds.last().copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantile;
+
+    #[test]
+    fn quantiles_are_interpolated_within_their_bucket() {
+        let bounds = [0.01, 0.1, 1.0];
+        // 10 calls under 10 ms, 10 between 10 and 100 ms.
+        let counts = [10, 10, 0, 0];
+        assert!((quantile(0.5, &bounds, &counts).unwrap() - 0.01).abs() < 1e-9);
+        assert!((quantile(0.25, &bounds, &counts).unwrap() - 0.005).abs() < 1e-9);
+        let p99 = quantile(0.99, &bounds, &counts).unwrap();
+        assert!((p99 - (0.01 + 0.09 * 9.8 / 10.0)).abs() < 1e-9, "{p99}");
+        // Past the last bound: that bound.
+        assert_eq!(quantile(0.99, &bounds, &[0, 0, 0, 5]), Some(1.0));
+        assert_eq!(quantile(0.5, &bounds, &[0, 0, 0, 0]), None);
+    }
 }

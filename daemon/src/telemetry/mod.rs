@@ -43,8 +43,10 @@ pub(crate) struct Telemetry {
     tool_io: bool,
     /// Spans are exported (OTLP is on), not only metrics.
     traces: bool,
-    /// The reader `/metrics` collects through, when it is on.
-    scrape: Option<scrape::Shared>,
+    /// The reader `/metrics` and `mcp/listServers`' latencies collect through.
+    reader: scrape::Shared,
+    /// Whether `/metrics` is served (`--metrics-listen`).
+    scrape: bool,
     instruments: metrics::Instruments,
 }
 
@@ -116,7 +118,18 @@ pub(crate) fn init(
         Ok(()) => {}
         Err(e) => tracing::warn!(error = %e, "OpenTelemetry export could not start"),
     }
-    on().and_then(|t| t.scrape.clone())
+    on().filter(|t| t.scrape).map(|t| t.reader.clone())
+}
+
+/// Each server's median and 99th-percentile call duration in seconds since the daemon
+/// started, from `mcp.client.operation.duration` by `mcp.server.name`; empty when telemetry
+/// is off. Collecting runs the gauges' callbacks: never call it holding a lock they take.
+pub(crate) fn latencies() -> std::collections::HashMap<String, (f64, f64)> {
+    let Some(t) = on() else { return std::collections::HashMap::new() };
+    t.reader
+        .collect()
+        .map(|rm| metrics::quantiles(&rm, "mcp.client.operation.duration", "mcp.server.name"))
+        .unwrap_or_default()
 }
 
 /// Turn it on: OTLP for `otlp` (settings known to be enabled and OTLP/HTTP), exporting on
@@ -131,12 +144,12 @@ fn start(
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map_or(Duration::from_secs(10), Duration::from_millis);
-    let scrape = scrape.then(scrape::Shared::default);
-    let providers = export::providers(otlp, runtime, interval, scrape.clone())?;
+    let reader = scrape::Shared::default();
+    let providers = export::providers(otlp, runtime, interval, reader.clone())?;
     let tracer = providers.tracer.tracer("geminid");
     let instruments = metrics::instruments(&providers.meter.meter("geminid"));
     let traces = otlp.is_some();
-    let t = Telemetry { tracer, providers, tool_io, traces, scrape, instruments };
+    let t = Telemetry { tracer, providers, tool_io, traces, reader, scrape, instruments };
     let _ = ON.set(t);
     Ok(())
 }

@@ -82,6 +82,12 @@ impl Shared {
             Err(_) => String::new(),
         }
     }
+
+    /// Everything recorded so far, collected now.
+    pub(crate) fn collect(&self) -> Option<ResourceMetrics> {
+        let mut rm = ResourceMetrics::default();
+        self.0.collect(&mut rm).ok().map(|()| rm)
+    }
 }
 
 /// A metric's or label's name as Prometheus takes it.

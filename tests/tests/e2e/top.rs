@@ -37,9 +37,18 @@ struct World {
 
 impl World {
     async fn new(servers: serde_json::Value, interactive: bool) -> anyhow::Result<World> {
+        Self::with(servers, interactive, &[]).await
+    }
+
+    /// [`World::new`], the daemon started with `extra` arguments too.
+    async fn with(
+        servers: serde_json::Value,
+        interactive: bool,
+        extra: &[&str],
+    ) -> anyhow::Result<World> {
         let home = TestHome::new()?;
         write_user_settings(&home, servers)?;
-        let daemon = Daemon::start(&home, FAST).await?;
+        let daemon = Daemon::start(&home, &[FAST, extra].concat()).await?;
         let client = daemon.client().await?;
         let session = new_session(&client, &home).await?;
         if interactive {
@@ -109,6 +118,39 @@ async fn usage_counts_calls_and_errors_and_measures_the_process_tree() -> anyhow
     assert!(refused.is_err(), "a headless session's unconfirmed call is denied: {refused:?}");
     let u = w.server("fx").await?.and_then(|s| s.usage).expect("fx's usage");
     assert_eq!(u.calls, 4, "{u:?}");
+    Ok(())
+}
+
+/// With telemetry on (here only `--metrics-listen`), a server's usage has its calls' median
+/// and 99th percentile from `mcp.client.operation.duration`, which `top` shows in its wide
+/// columns; with it off, neither.
+#[tokio::test]
+async fn usage_has_a_servers_p50_and_p99_while_telemetry_is_on() -> anyhow::Result<()> {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.to_string();
+    let w = World::with(json!({ "fx": stdio(&[]) }), false, &["--metrics-listen", &addr]).await?;
+    for i in 0..5 {
+        let r = w
+            .client
+            .tools_call(w.call("mcp_fx_echo", json!({ "text": i.to_string() }), true))
+            .await?;
+        assert!(!r.is_error);
+    }
+    let u = w.server("fx").await?.and_then(|s| s.usage).expect("fx's usage");
+    let (p50, p99) = (u.p50_us.expect("p50"), u.p99_us.expect("p99"));
+    assert!(p50 > 0 && p50 <= p99 && p99 <= 300_000_000, "{u:?}");
+    let out = w.home.gemctl_cmd(&["top", "--once"]).env("COLUMNS", "130").output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(" P50 ") && text.contains(" P99 "), "{text}");
+    // NAME TRANSPORT STATE PID UP RST TOOLS SES CPU% RSS CALL/S ERR/M P50 P99 ...
+    let fx = row(&text, "fx").expect("fx's row");
+    let timed = |w: &str| w.ends_with("ms") || w.ends_with("µs") || w.ends_with('s');
+    assert!(fx.len() > 13 && timed(fx[12]) && timed(fx[13]), "{text}");
+
+    let off = World::new(json!({ "fx": stdio(&[]) }), false).await?;
+    let r = off.client.tools_call(off.call("mcp_fx_echo", json!({ "text": "x" }), true)).await?;
+    assert!(!r.is_error);
+    let u = off.server("fx").await?.and_then(|s| s.usage).expect("fx's usage");
+    assert_eq!((u.calls, u.p50_us, u.p99_us), (1, None, None), "{u:?}");
     Ok(())
 }
 
