@@ -12,7 +12,9 @@
 //! `skills`: 500 skills discovered cold, and again after one SKILL.md changed; `commands`:
 //! `commands/list`'s work over 500 command files, cold and warm; `pins`: tool-definition pins
 //! over 1,000 tools, in process and with a daemon pinning against one that does not; `top`:
-//! `gemctl top`'s CPU watching 20 servers, and the daemon's with and without it; `rest [OTHER]`:
+//! `gemctl top`'s CPU watching 20 servers, and the daemon's with and without it; `telemetry`: a
+//! call's round trip and daemon CPU with telemetry off, OTLP export on to a loopback collector,
+//! and only `/metrics` scraped, interleaved; `rest [OTHER]`:
 //! the daemon's wake-ups at rest and per unrelated program started (and OTHER's, a `geminid`);
 //! `audit-size [OTHER]`: the audit database's size on disk after 10,000 to 100,000 calls;
 //! `tools`: only the call path and catalog; `sessions`: 32 calls in flight on the daemon's
@@ -42,6 +44,7 @@ mod relay;
 mod rest;
 mod sessions;
 mod skills;
+mod telemetry;
 mod tools;
 mod top;
 
@@ -109,7 +112,7 @@ fn run_once(cmd: &mut Command) -> anyhow::Result<Duration> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin("geminid").is_file(), "build first: cargo build --release --workspace");
-    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|policy-scale|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|sessions [OTHER]|pins|top|rest [OTHER]|audit-size [OTHER]|config [OTHER]|ab OTHER]";
+    const USAGE: &str = "usage: geminid-bench [--poll-idle] [mcp|tools|instructions|policy|policy-scale|hooks|gateway|elicit|oauth|extensions|skills|commands|custom-tools|sessions [OTHER]|pins|top|telemetry|rest [OTHER]|audit-size [OTHER]|config [OTHER]|ab OTHER]";
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().is_some_and(|a| a == "relay") {
         return relay::run(&argv[1..]).await;
@@ -141,6 +144,7 @@ async fn main() -> anyhow::Result<()> {
             "custom-tools" => custom_tools::bench().await?,
             "pins" => pins::bench().await?,
             "top" => top::bench().await?,
+            "telemetry" => telemetry::bench().await?,
             "rest" => rest::bench(args.get(1).map(std::path::Path::new)).await?,
             "audit-size" => audit_size::bench(args.get(1).map(std::path::Path::new)).await?,
             "config" => {
