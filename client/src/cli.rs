@@ -8,7 +8,7 @@ use geminid_protocol::socket::SOCKET_ENV;
 use crate::daemon::DaemonCommand;
 use crate::help::{complete, examples};
 use crate::session::SessionCommand;
-use crate::{config, extensions, mcp, policy, skills, tools};
+use crate::{clients, config, extensions, mcp, policy, skills, tools};
 
 /// The heading of the options every command takes.
 pub const GLOBAL: &str = "Global options";
@@ -110,6 +110,10 @@ pub enum Command {
     /// Manage MCP servers in Gemini CLI's settings files
     #[command(subcommand)]
     Mcp(mcp::settings::McpCommand),
+    /// Give an MCP client (gemini, agy, claude-code, codex, vscode, cursor) geminid's servers
+    /// through the gateway, in its own file, and take them back
+    #[command(subcommand)]
+    Clients(clients::ClientsCommand),
     /// Call a tool by its name as `gemctl mcp tools` lists it; prints its text (exit 1 if the
     /// tool reports an error)
     Call {
@@ -235,6 +239,7 @@ impl Command {
             Self::Session(SessionCommand::Show { id }) | Self::Attach { id, .. } => id.is_none(),
             Self::Session(_) => false,
             Self::Mcp(McpCommand::Runtime(RuntimeCommand::List { all })) => !*all,
+            Self::Clients(c) => c.as_gemini().is_some(),
             Self::Mcp(_)
             | Self::Config(_)
             | Self::Call { .. }

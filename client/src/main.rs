@@ -9,6 +9,7 @@
 //! | `cli.rs` | the command line itself: global options, every command and its help |
 //! | `daemon/` | `status`, `version`, `daemon start\|stop\|restart\|logs` (`commands.rs`), `daemon install-service\|uninstall-service` (`service.rs`), `doctor`, `rpc` (`bridge.rs`); `connect.rs` reaches or starts geminid for every command |
 //! | `session/` | `session` (`mod.rs`), `attach`, `events`, `confirm` (`attach.rs`, with the forms of `elicit.rs`); `resolve.rs`: which session a command acts for |
+//! | `clients/` | `clients list\|connect\|disconnect`: each MCP client's own file given geminid's servers through the gateway (`kinds.rs`: the clients; `edit.rs`: files edited in place; `record.rs`: what disconnect gives back; `connect.rs`) |
 //! | `config.rs` | `config show\|check\|context`, `trust`, `untrust` |
 //! | `mcp/` | `mcp add` (`add.rs`), `remove\|enable\|disable\|reload\|import\|unimport` (`settings.rs`), `auth\|logout` (`auth.rs`), `list\|start\|stop\|restart\|logs` (`runtime.rs`), `review\|accept\|reject` (`pins.rs`), `serve` (`serve.rs`, `stdio.rs`) |
 //! | `tools/` | `tools`, `mcp tools\|describe` (`list.rs`), `call`, `tasks` (`call.rs`), `prompt`, `read`, `mcp prompts\|resources` (`prompts.rs`) |
@@ -29,6 +30,7 @@
 
 mod args;
 mod cli;
+mod clients;
 mod config;
 mod daemon;
 mod error;
@@ -197,6 +199,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
             let session = for_session(&client, cli.session).await?.id;
             config::config(&client, session, cmd, cli.json).await
+        }
+        Command::Clients(cmd) => {
+            match cmd.as_gemini() {
+                Some(import) => {
+                    let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;
+                    let session = for_session(&client, cli.session).await?.id;
+                    mcp::settings::mcp(&client, session, import, cli.json).await?;
+                }
+                None => clients::run(cmd, cli.json)?,
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(mcp::settings::McpCommand::Serve(args)) => {
             let (client, _) = daemon::connect::connect_or_start(&socket, autostart).await?;

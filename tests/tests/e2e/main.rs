@@ -9,6 +9,7 @@ mod agy;
 mod backoff;
 mod bad_input;
 mod client;
+mod clients;
 mod commands;
 mod config;
 mod confirm;

@@ -1,0 +1,294 @@
+//! `gemctl clients connect` and `disconnect` for every client but Gemini CLI (whose are `mcp
+//! import` and `unimport`). Order of writes on connect: the record and the original bytes,
+//! geminid's servers.json, then the client's file; so a server is never in neither file and
+//! the user's bytes are kept before anything changes.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, anyhow, bail};
+use serde_json::{Map, Value};
+
+use super::edit::{self, Format};
+use super::kinds::{Kind, Target, gemini_dir, is_gateway};
+use super::record::{self, Record};
+use crate::output::{self, errln, outln};
+
+fn servers_json() -> Result<PathBuf> {
+    let gemini = gemini_dir().ok_or_else(|| anyhow!("cannot find the home folder: set HOME"))?;
+    Ok(gemini.join("geminid").join("servers.json"))
+}
+
+fn target(kind: Kind) -> Result<Target> {
+    kind.target().ok_or_else(|| anyhow!("cannot find the home folder: set HOME"))
+}
+
+/// The servers of a file, or an error that names it and the fix.
+fn servers_of(t: &Target, text: &str) -> Result<Map<String, Value>> {
+    edit::servers(t.format, t.key, text).map_err(|e| {
+        anyhow!(
+            "cannot read {}: {e}. Nothing was changed: fix the file (its client cannot read it \
+             either) and run the command again",
+            t.path.display()
+        )
+    })
+}
+
+/// Which of the client's servers move to geminid, which are reached as geminid's already, and
+/// which stay (with why).
+struct Plan {
+    moved: Map<String, Value>,
+    gateways: Vec<String>,
+    kept: Vec<(String, String)>,
+}
+
+fn plan(kind: Kind, theirs: &Map<String, Value>, ours: &Map<String, Value>) -> Plan {
+    let mut p = Plan { moved: Map::new(), gateways: Vec::new(), kept: Vec::new() };
+    for (name, entry) in theirs {
+        if is_gateway(entry) {
+            continue;
+        }
+        match kind.as_geminid(entry) {
+            Err(why) => p.kept.push((name.clone(), why)),
+            Ok(ours_now) if ours.get(name).is_some_and(|o| *o != ours_now) => p.kept.push((
+                name.clone(),
+                "geminid already has a server of this name, defined differently: rename one".into(),
+            )),
+            Ok(v) => {
+                if !ours.contains_key(name) {
+                    p.moved.insert(name.clone(), v);
+                }
+            }
+        }
+    }
+    let names_ok = |n: &str| {
+        kind != Kind::Codex || n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
+    let kept: Vec<&String> = p.kept.iter().map(|(n, _)| n).collect();
+    p.gateways = ours
+        .keys()
+        .chain(p.moved.keys())
+        .filter(|n| !kept.contains(n) && names_ok(n))
+        .cloned()
+        .collect();
+    p.gateways.sort();
+    p.gateways.dedup();
+    p
+}
+
+pub fn connect(kind: Kind, command: Option<PathBuf>, json: bool) -> Result<()> {
+    let t = target(kind)?;
+    if !kind.installed(&t) {
+        bail!(
+            "{} is not installed here (no {}, no folder of it, no `{}` on PATH): install it \
+             first, or create the file",
+            kind.label(),
+            t.path.display(),
+            t.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+        );
+    }
+    if let Some(saved) = record::load(kind)? {
+        if json {
+            return output::json(&saved.record);
+        }
+        outln!(
+            "{} is already connected: it reaches {} through geminid. `gemctl clients disconnect \
+             {}` undoes it.",
+            kind.label(),
+            saved.record.gateways.join(", "),
+            kind.word()
+        );
+        return Ok(());
+    }
+    let text = record::read(&t.path)?;
+    let theirs = servers_of(&t, text.as_deref().unwrap_or_default())?;
+    let own_path = servers_json()?;
+    let own_text = record::read(&own_path)?.unwrap_or_default();
+    let own_target = Target { path: own_path.clone(), format: Format::Json, key: "mcpServers" };
+    let ours = servers_of(&own_target, &own_text)?;
+    let plan = plan(kind, &theirs, &ours);
+    if plan.gateways.is_empty() {
+        outln!(
+            "{} defines no server geminid can serve, and geminid's {} has none: nothing to \
+             connect.",
+            kind.label(),
+            own_path.display()
+        );
+        for (n, why) in &plan.kept {
+            outln!("  '{n}' stays with {}: {why}", kind.label());
+        }
+        return Ok(());
+    }
+    let exe = crate::mcp::import_path::choose(command)?.display().to_string();
+    let entries: Vec<(String, Value)> =
+        plan.gateways.iter().map(|n| (n.clone(), kind.gateway_entry(&exe, n))).collect();
+    let written =
+        edit::set_entries(t.format, t.key, text.as_deref().unwrap_or_default(), &entries)?;
+    let rec = Record {
+        client: kind.word().into(),
+        file: t.path.display().to_string(),
+        existed: text.is_some(),
+        moved: plan.moved.clone(),
+        gateways: plan.gateways.clone(),
+        kept: plan.kept.clone(),
+    };
+    let dir = record::begin(kind, &rec, text.as_deref())?;
+    if !plan.moved.is_empty() {
+        let moved: Vec<(String, Value)> =
+            plan.moved.iter().map(|(n, v)| (n.clone(), v.clone())).collect();
+        let own = edit::set_entries(Format::Json, "mcpServers", &own_text, &moved)?;
+        record::write(&own_path, &own, Some(0o600))?;
+    }
+    record::write(&t.path, &written, Some(0o600))?;
+    record::finish(kind, &written)?;
+    if json {
+        return output::json(&rec);
+    }
+    let label = kind.label();
+    if !plan.moved.is_empty() {
+        let names: Vec<&String> = plan.moved.keys().collect();
+        outln!("Moved to {}: {}", own_path.display(), join(&names));
+    }
+    outln!("{label} reaches through geminid: {}", plan.gateways.join(", "));
+    for (n, why) in &plan.kept {
+        outln!("  '{n}' stays with {label}: {why}");
+    }
+    outln!(
+        "{} as it was: {}. `gemctl clients disconnect {}` puts it back.",
+        t.path.display(),
+        dir.join("original").display(),
+        kind.word()
+    );
+    Ok(())
+}
+
+fn join(names: &[&String]) -> String {
+    names.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+pub fn disconnect(kind: Kind, force: bool, json: bool) -> Result<()> {
+    let t = target(kind)?;
+    let Some(saved) = record::load(kind)? else {
+        if json {
+            return output::json(&serde_json::json!({"client": kind.word(), "connected": false}));
+        }
+        outln!("{} is not connected: nothing to undo.", kind.label());
+        return Ok(());
+    };
+    let dir = record::dir(kind)?;
+    let now = record::read(&t.path)?;
+    let original = saved.original.clone();
+    let restored: Option<String> = match (&now, &saved.written) {
+        (now, Some(w)) if now.as_deref() == Some(w.as_str()) => original.clone(),
+        (Some(now), Some(w))
+            if servers_of(&t, now).ok() == Some(servers_of(&t, w)?) && original.is_some() =>
+        {
+            errln!(
+                "note: {} was changed since connect outside its servers; those changes are kept",
+                t.path.display()
+            );
+            Some(edit::restore_section(
+                t.format,
+                t.key,
+                now,
+                original.as_deref().unwrap_or_default(),
+            )?)
+        }
+        _ if force => {
+            if let Some(now) = &now {
+                record::write(&dir.with_extension("at-disconnect"), now, Some(0o600))?;
+            }
+            original.clone()
+        }
+        _ => bail!(
+            "{} was changed after `gemctl clients connect {}` (its servers are not the ones \
+             connect wrote), so it was left as it is. The file as it was before connect is {}: \
+             compare the two and put back what you want by hand, then run `gemctl clients \
+             disconnect {} --force` to forget the connection (or run it now to put the old file \
+             back whole; the file as it is now is kept as {})",
+            t.path.display(),
+            kind.word(),
+            if saved.record.existed {
+                dir.join("original").display().to_string()
+            } else {
+                "none (there was no file)".into()
+            },
+            kind.word(),
+            dir.with_extension("at-disconnect").display()
+        ),
+    };
+    match &restored {
+        Some(text) => record::write(&t.path, text, None)?,
+        None if now.is_some() => std::fs::remove_file(&t.path)
+            .map_err(|e| anyhow!("cannot remove {}: {e}", t.path.display()))?,
+        None => {}
+    }
+    let (removed, stayed) = release(kind, &saved.record)?;
+    record::forget(kind)?;
+    if json {
+        return output::json(&serde_json::json!({
+            "client": kind.word(), "connected": false, "file": t.path.display().to_string(),
+            "removedFromGeminid": removed, "keptInGeminid": stayed,
+        }));
+    }
+    match (&restored, saved.record.existed) {
+        (_, true) => outln!("{} is as it was before connect.", t.path.display()),
+        (_, false) => outln!("{} is gone again (there was none before connect).", t.path.display()),
+    }
+    if !removed.is_empty() {
+        outln!("{} starts itself again: {}", kind.label(), removed.join(", "));
+    }
+    for n in &stayed {
+        outln!(
+            "  geminid keeps '{n}': another client reaches it through geminid, or it was edited"
+        );
+    }
+    Ok(())
+}
+
+/// Take the servers connect moved out of geminid's servers.json again, each unless it was
+/// edited there since or another connected client (or Gemini CLI's settings) reaches it.
+fn release(kind: Kind, rec: &Record) -> Result<(Vec<String>, Vec<String>)> {
+    let own_path = servers_json()?;
+    let own_text = record::read(&own_path)?.unwrap_or_default();
+    let own_target = Target { path: own_path.clone(), format: Format::Json, key: "mcpServers" };
+    let Ok(ours) = servers_of(&own_target, &own_text) else {
+        return Ok((Vec::new(), rec.moved.keys().cloned().collect()));
+    };
+    let mut used: Vec<String> = Vec::new();
+    for other in super::kinds::ALL.into_iter().filter(|k| *k != kind) {
+        if let Ok(Some(s)) = record::load(other) {
+            used.extend(s.record.gateways);
+        }
+    }
+    if let Some(g) = Kind::Gemini.target()
+        && let Ok(Some(text)) = record::read(&g.path)
+        && let Ok(servers) = edit::servers(g.format, g.key, &text)
+    {
+        used.extend(servers.iter().filter(|(_, v)| is_gateway(v)).map(|(n, _)| n.clone()));
+    }
+    let (mut removed, mut stayed) = (Vec::new(), Vec::new());
+    let mut text = own_text.clone();
+    for (name, was) in &rec.moved {
+        if ours.get(name) == Some(was) && !used.contains(name) {
+            text = remove_entry(&text, name)?;
+            removed.push(name.clone());
+        } else if ours.contains_key(name) {
+            stayed.push(name.clone());
+        }
+    }
+    if text != own_text {
+        record::write(&own_path, &text, Some(0o600))?;
+    }
+    Ok((removed, stayed))
+}
+
+fn remove_entry(text: &str, name: &str) -> Result<String> {
+    use jsonc_parser::cst::CstRootNode;
+    let root = CstRootNode::parse(text, &Default::default()).map_err(|e| anyhow!("{e}"))?;
+    if let Some(p) =
+        root.object_value().and_then(|o| o.object_value("mcpServers")).and_then(|s| s.get(name))
+    {
+        p.remove();
+    }
+    Ok(root.to_string())
+}
