@@ -47,6 +47,8 @@ fi
 # The MCP conformance suite's client scenarios (tests/interop/conformance.sh) run after the
 # checks, in the same place; their packages are installed here, while the network is there.
 "$root/tests/interop/conformance.sh" --install-only
+# Claude Code and Codex CLI, for `gemctl clients connect` (clients.py).
+"$root/tests/interop/agents.sh" --install-only
 if [ "${1:-}" = "--install-only" ]; then
   exit 0
 fi

@@ -248,3 +248,45 @@ async fn gemini_connect_is_mcp_import() -> anyhow::Result<()> {
     assert_eq!(std::fs::read_to_string(&user)?, text);
     Ok(())
 }
+
+/// geminid reads agy's file itself: after connect, the server is served once, from geminid's
+/// servers.json with its own command, never as the gateway entry agy's file now holds (which
+/// would be geminid serving itself); after disconnect it is agy's file's again.
+#[tokio::test]
+async fn geminid_never_serves_agys_gateway_entry_as_a_server() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let c = cases(&home).into_iter().find(|c| c.client == "agy");
+    let c = c.ok_or_else(|| anyhow::anyhow!("no case agy"))?;
+    write(&c.path, &c.text)?;
+    let _daemon = Daemon::start(&home, &[]).await?;
+    let fx = |home: &TestHome| -> anyhow::Result<Vec<(String, String)>> {
+        let shown = home.gemctl_json(&["config", "show"])?;
+        let servers = shown["mcpServers"].as_array().cloned().unwrap_or_default();
+        Ok(servers
+            .iter()
+            .filter(|s| s["name"] == "fx")
+            .map(|s| {
+                (
+                    s["scope"].as_str().unwrap_or_default().to_owned(),
+                    s["config"]["command"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect())
+    };
+    let fixture = geminid_tests::mcp::fixture();
+    assert_eq!(fx(&home)?, [("antigravity".to_owned(), fixture.clone())]);
+    assert_eq!(home.gemctl_run(&["clients", "connect", "agy"])?.0, 0);
+    let wait = std::time::Duration::from_secs(20);
+    let moved = geminid_tests::poll(wait, || async {
+        fx(&home).ok().filter(|f| f.iter().any(|(scope, _)| scope == "geminid"))
+    })
+    .await;
+    assert_eq!(moved, Some(vec![("geminid".to_owned(), fixture.clone())]));
+    assert_eq!(home.gemctl_run(&["clients", "disconnect", "agy"])?.0, 0);
+    let back = geminid_tests::poll(wait, || async {
+        fx(&home).ok().filter(|f| f.iter().all(|(scope, _)| scope == "antigravity"))
+    })
+    .await;
+    assert_eq!(back, Some(vec![("antigravity".to_owned(), fixture)]));
+    Ok(())
+}
