@@ -47,6 +47,12 @@ fn plan(kind: Kind, theirs: &Map<String, Value>, ours: &Map<String, Value>) -> P
         if is_gateway(entry) {
             continue;
         }
+        if name.is_empty() || name.starts_with('-') {
+            let why = "a server's name must not be empty or start with '-' (the gateway's \
+                       `--server NAME` would read it as an option)";
+            p.kept.push((name.clone(), why.into()));
+            continue;
+        }
         match kind.as_geminid(entry) {
             Err(why) => p.kept.push((name.clone(), why)),
             Ok(ours_now) if ours.get(name).is_some_and(|o| *o != ours_now) => p.kept.push((
@@ -177,21 +183,23 @@ pub fn disconnect(kind: Kind, force: bool, json: bool) -> Result<()> {
     let dir = record::dir(kind)?;
     let now = record::read(&t.path)?;
     let original = saved.original.clone();
-    let restored: Option<String> = match (&now, &saved.written) {
-        (now, Some(w)) if now.as_deref() == Some(w.as_str()) => original.clone(),
-        (Some(now), Some(w))
-            if servers_of(&t, now).ok() == Some(servers_of(&t, w)?) && original.is_some() =>
-        {
+    let merged = match (&now, &saved.written) {
+        (Some(now), Some(w)) if now != w => {
+            merged(&t, &saved.record, now, w, original.as_deref().unwrap_or_default())
+        }
+        _ => None,
+    };
+    let restored: Option<String> = match (&now, &saved.written, merged) {
+        (now, Some(w), _) if now.as_deref() == Some(w.as_str()) => original.clone(),
+        (_, _, Some((text, since))) => {
             errln!(
-                "note: {} was changed since connect outside its servers; those changes are kept",
+                "note: {} was changed since connect; what changed outside the servers connect                  wrote is kept",
                 t.path.display()
             );
-            Some(edit::restore_section(
-                t.format,
-                t.key,
-                now,
-                original.as_deref().unwrap_or_default(),
-            )?)
+            if !since.is_empty() {
+                errln!("note: kept the servers added or changed since: {}", since.join(", "));
+            }
+            Some(text)
         }
         _ if force => {
             if let Some(now) = &now {
@@ -243,6 +251,38 @@ pub fn disconnect(kind: Kind, force: bool, json: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `now` with its servers put back as `original` had them, when every entry connect wrote is
+/// still as written: what changed outside the servers is kept, and so is a server added (or one
+/// of the client's own changed) since, with the names of those. `None` when an entry connect
+/// wrote, or one it left, was changed or taken out, or the file no longer parses.
+fn merged(
+    t: &Target,
+    rec: &Record,
+    now: &str,
+    written: &str,
+    original: &str,
+) -> Option<(String, Vec<String>)> {
+    let (c, w) = (servers_of(t, now).ok()?, servers_of(t, written).ok()?);
+    if rec.gateways.iter().any(|n| c.get(n) != w.get(n)) {
+        return None;
+    }
+    if w.keys().any(|n| !c.contains_key(n)) {
+        return None;
+    }
+    let since: Vec<(String, Value)> = c
+        .iter()
+        .filter(|(n, v)| !rec.gateways.contains(n) && w.get(*n) != Some(*v))
+        .map(|(n, v)| (n.clone(), v.clone()))
+        .collect();
+    let text = edit::restore_section(t.format, t.key, now, original).ok()?;
+    let text = if since.is_empty() {
+        text
+    } else {
+        edit::set_entries(t.format, t.key, &text, &since).ok()?
+    };
+    Some((text, since.into_iter().map(|(n, _)| n).collect()))
 }
 
 /// Take the servers connect moved out of geminid's servers.json again, each unless it was

@@ -182,7 +182,7 @@ fn an_edit_after_connect_is_not_clobbered() -> anyhow::Result<()> {
     write(&claude.path, &now.replace("\"numStartups\": 3", "\"numStartups\": 4"))?;
     let (code, out, err) = home.gemctl_run(&["clients", "disconnect", "claude-code"])?;
     assert_eq!(code, 0, "{out}{err}");
-    assert!(err.contains("changes are kept"), "{err}");
+    assert!(err.contains("is kept"), "{err}");
     let back = std::fs::read_to_string(&claude.path)?;
     assert_eq!(back, claude.text.replace("\"numStartups\": 3", "\"numStartups\": 4"));
 
@@ -288,5 +288,67 @@ async fn geminid_never_serves_agys_gateway_entry_as_a_server() -> anyhow::Result
     })
     .await;
     assert_eq!(back, Some(vec![("antigravity".to_owned(), fixture)]));
+    Ok(())
+}
+
+/// The user's real order of steps: connect, then add a server to the client the client's own
+/// way (into the same file): disconnect gives back the servers as they were and keeps the new
+/// one, named.
+#[test]
+fn a_server_added_after_connect_is_kept_by_disconnect() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let c = cases(&home).into_iter().find(|c| c.client == "cursor");
+    let c = c.ok_or_else(|| anyhow::anyhow!("no case cursor"))?;
+    write(&c.path, &c.text)?;
+    assert_eq!(home.gemctl_run(&["clients", "connect", "cursor"])?.0, 0);
+    let now = std::fs::read_to_string(&c.path)?;
+    let added = now.replacen(
+        "\"mcpServers\": {",
+        "\"mcpServers\": {\n    \"new\": { \"command\": \"n\" },",
+        1,
+    );
+    write(&c.path, &added)?;
+    let (code, out, err) = home.gemctl_run(&["clients", "disconnect", "cursor"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("added or changed since: new"), "{err}");
+    let back = std::fs::read_to_string(&c.path)?;
+    let fx_line = c.text.lines().find(|l| l.contains("\"fx\"")).unwrap_or_default();
+    assert!(back.contains(fx_line) && back.contains("\"new\""), "{back}");
+    Ok(())
+}
+
+/// A damaged record is named, with what to do, and the client's file is left as it is.
+#[test]
+fn a_damaged_record_is_named_and_the_file_left_alone() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let c = cases(&home).into_iter().find(|c| c.client == "codex");
+    let c = c.ok_or_else(|| anyhow::anyhow!("no case codex"))?;
+    write(&c.path, &c.text)?;
+    assert_eq!(home.gemctl_run(&["clients", "connect", "codex"])?.0, 0);
+    let connected = std::fs::read_to_string(&c.path)?;
+    let dir = home.root().join("home/.gemini/geminid/clients/codex");
+    std::fs::write(dir.join("record.json"), "{\"client\": ")?;
+    for verb in ["disconnect", "connect"] {
+        let (code, _, err) = home.gemctl_run(&["clients", verb, "codex"])?;
+        assert_ne!(code, 0, "{verb}");
+        assert!(err.contains("is damaged") && err.contains("original"), "{verb}: {err}");
+        assert_eq!(std::fs::read_to_string(&c.path)?, connected, "{verb}");
+    }
+    Ok(())
+}
+
+/// A name the gateway's command line would read as an option stays with the client.
+#[test]
+fn a_name_that_reads_as_an_option_stays_with_the_client() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let path = home.root().join("home/.cursor/mcp.json");
+    let text = "{ \"mcpServers\": { \"--help\": { \"command\": \"x\" }, \"ok\": { \"command\": \"y\" } } }";
+    write(&path, text)?;
+    let (code, out, err) = home.gemctl_run(&["clients", "connect", "cursor"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("'--help' stays with Cursor"), "{out}");
+    let now = std::fs::read_to_string(&path)?;
+    assert!(now.contains("\"--help\": { \"command\": \"x\" }"), "{now}");
+    assert!(!std::fs::read_to_string(servers_json(&home))?.contains("--help"));
     Ok(())
 }
