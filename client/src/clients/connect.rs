@@ -94,7 +94,7 @@ pub fn connect(kind: Kind, command: Option<PathBuf>, json: bool) -> Result<()> {
     }
     if let Some(saved) = record::load(kind)? {
         if json {
-            return output::json(&saved.record);
+            return output::json(&shown(&saved.record, false));
         }
         outln!(
             "{} is already connected: it reaches {} through geminid. `gemctl clients disconnect \
@@ -147,7 +147,7 @@ pub fn connect(kind: Kind, command: Option<PathBuf>, json: bool) -> Result<()> {
     record::write(&t.path, &written, Some(0o600))?;
     record::finish(kind, &written)?;
     if json {
-        return output::json(&rec);
+        return output::json(&shown(&rec, true));
     }
     let label = kind.label();
     if !plan.moved.is_empty() {
@@ -165,6 +165,19 @@ pub fn connect(kind: Kind, command: Option<PathBuf>, json: bool) -> Result<()> {
         kind.word()
     );
     Ok(())
+}
+
+/// What `--json` prints of a connection: names only, never a moved server's definition (its
+/// `env` and `headers` may hold secrets).
+fn shown(rec: &Record, written: bool) -> Value {
+    serde_json::json!({
+        "client": rec.client,
+        "file": rec.file,
+        "written": written,
+        "moved": rec.moved.keys().collect::<Vec<_>>(),
+        "throughGeminid": rec.gateways,
+        "kept": rec.kept.iter().map(|(n, why)| serde_json::json!({"name": n, "why": why})).collect::<Vec<_>>(),
+    })
 }
 
 fn join(names: &[&String]) -> String {

@@ -352,3 +352,22 @@ fn a_name_that_reads_as_an_option_stays_with_the_client() -> anyhow::Result<()> 
     assert!(!std::fs::read_to_string(servers_json(&home))?.contains("--help"));
     Ok(())
 }
+
+/// `connect --json` is for scripts: it names the servers, never prints their definitions,
+/// whose `env` may hold a secret.
+#[test]
+fn connect_json_names_servers_without_their_secrets() -> anyhow::Result<()> {
+    let home = TestHome::new()?;
+    let path = home.root().join("home/.cursor/mcp.json");
+    let text = "{ \"mcpServers\": { \"gh\": { \"command\": \"x\", \"env\": { \"GITHUB_TOKEN\": \"ghp_s3cr3tvalue\" } } } }";
+    write(&path, text)?;
+    for _ in 0..2 {
+        let out = home.gemctl(&["--json", "clients", "connect", "cursor"])?;
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{shown}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        let v: serde_json::Value = serde_json::from_str(&shown)?;
+        assert_eq!(v["throughGeminid"], serde_json::json!(["gh"]), "{v}");
+    }
+    Ok(())
+}
