@@ -88,6 +88,9 @@ struct Listed {
     through_geminid: Vec<String>,
     /// The servers the client starts (or connects to) itself.
     starts_itself: Vec<String>,
+    /// The client's own servers that `connect` moved to geminid: those it would start itself
+    /// again after `disconnect`.
+    moved_to_geminid: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     problem: Option<String>,
 }
@@ -103,6 +106,7 @@ fn listed(kind: Kind) -> Option<Listed> {
         connected: false,
         through_geminid: Vec::new(),
         starts_itself: Vec::new(),
+        moved_to_geminid: Vec::new(),
         problem: None,
     };
     let text = record::read(&target.path).and_then(|t| {
@@ -126,6 +130,11 @@ fn listed(kind: Kind) -> Option<Listed> {
         Kind::Gemini => !l.through_geminid.is_empty(),
         _ => record::dir(kind).is_ok_and(|d| d.exists()),
     };
+    match record::load(kind) {
+        Ok(Some(saved)) => l.moved_to_geminid = saved.record.moved.keys().cloned().collect(),
+        Ok(None) => {}
+        Err(e) => l.problem = Some(format!("{e:#}")),
+    }
     Some(l)
 }
 
@@ -143,6 +152,12 @@ fn list(json: bool) -> anyhow::Result<()> {
         outln!("{:<12} {:<14} {}", l.client.word(), state, l.file);
         if !l.through_geminid.is_empty() {
             outln!("    through geminid: {}", l.through_geminid.join(", "));
+        }
+        if !l.moved_to_geminid.is_empty() {
+            outln!(
+                "    moved to geminid (it starts them itself after disconnect): {}",
+                l.moved_to_geminid.join(", ")
+            );
         }
         if !l.starts_itself.is_empty() {
             outln!("    starts itself:   {}", l.starts_itself.join(", "));

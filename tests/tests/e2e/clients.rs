@@ -100,6 +100,7 @@ fn every_clients_file_round_trips_byte_exact() -> anyhow::Result<()> {
             .unwrap_or_default();
         assert_eq!(row["connected"], true, "{}: {row}", c.client);
         assert_eq!(row["throughGeminid"], serde_json::json!(["fx"]), "{}: {row}", c.client);
+        assert_eq!(row["movedToGeminid"], serde_json::json!(["fx"]), "{}: {row}", c.client);
         let (code, out, err) = home.gemctl_run(&["clients", "disconnect", c.client])?;
         assert_eq!(code, 0, "{}: {out}{err}", c.client);
         pretty_assertions::assert_eq!(std::fs::read_to_string(&c.path)?, c.text, "{}", c.client);
