@@ -47,7 +47,7 @@ pub fn choose(explicit: Option<PathBuf>) -> Result<PathBuf> {
         if in_build_tree(&canonical(&p)) {
             errln!(
                 "note: {} leads into a cargo build tree: `cargo clean` or moving the checkout \
-                 breaks Gemini CLI's entries (`cargo install --locked --path client` installs one)",
+                 breaks the client's entries (`cargo install --locked --path client` installs one)",
                 p.display()
             );
         }
@@ -61,9 +61,10 @@ pub fn choose(explicit: Option<PathBuf>) -> Result<PathBuf> {
         return Ok(found);
     }
     errln!(
-        "note: Gemini CLI's entries will run {}, inside a cargo build tree: `cargo clean` or \
+        "note: the client's entries will run {}, inside a cargo build tree: `cargo clean` or \
          moving the checkout breaks them. Install gemctl (`cargo install --locked --path client`) \
-         and run `gemctl mcp import` again, or give `--command PATH`.",
+         and write the entries again (`gemctl mcp import`; `gemctl clients disconnect` then \
+         `connect`), or give `--command PATH`.",
         exe.display()
     );
     Ok(exe)
