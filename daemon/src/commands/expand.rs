@@ -37,7 +37,7 @@ fn read_text(file: &Path, budget: &mut u64) -> Result<String, ExpandError> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, nix::libc::O_NONBLOCK);
     let f = options.open(file).map_err(read)?;
     if !f.metadata().map_err(read)?.is_file() {
         return Err(ExpandError::NotRegular(file.to_path_buf()));
