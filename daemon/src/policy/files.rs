@@ -50,6 +50,8 @@ pub(crate) struct Place {
 pub(crate) fn system_policies() -> PathBuf {
     PathBuf::from(if cfg!(target_os = "macos") {
         "/Library/Application Support/GeminiCli/policies"
+    } else if cfg!(windows) {
+        r"C:\ProgramData\gemini-cli\policies"
     } else {
         "/etc/gemini-cli/policies"
     })
