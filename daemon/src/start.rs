@@ -92,6 +92,12 @@ struct Args {
     /// and says so, `off` pins nothing. A server's `pinning` in servers.json decides for it
     #[arg(long, env = "GEMINID_TOOL_PINNING", default_value = "enforce", value_parser = pin_mode, value_name = "MODE")]
     tool_pinning: geminid_protocol::pins::PinMode,
+    /// What a local server meets when what it runs differs from what was recorded on its first
+    /// start (an npm package's version or integrity, an executable's SHA-256): `enforce` holds
+    /// it, not started, until `gemctl mcp accept`, `warn` starts it and says so, `off` records
+    /// nothing. A server's `artifactPinning` in servers.json decides for it
+    #[arg(long, env = "GEMINID_ARTIFACT_PINNING", default_value = "enforce", value_parser = pin_mode, value_name = "MODE")]
+    artifact_pinning: geminid_protocol::pins::PinMode,
     /// With OpenTelemetry export on (Gemini CLI's `telemetry` settings, `GEMINI_TELEMETRY_*`,
     /// `OTEL_*`): put tools' arguments and results in spans (`gen_ai.tool.call.arguments`,
     /// `gen_ai.tool.call.result`), which may hold what a user would not share
@@ -402,6 +408,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             },
             warm_workspaces: usize::try_from(args.mcp_warm_workspaces).unwrap_or(usize::MAX),
             tool_pinning: args.tool_pinning,
+            artifact_pinning: args.artifact_pinning,
         },
         config,
     );

@@ -181,6 +181,10 @@ pub struct ServerStatus {
     /// Its tool-definition pins (absent while it has listed nothing, or with pinning `off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pins: Option<crate::pins::PinStatus>,
+    /// What it runs against what was recorded on its first start (local servers with
+    /// artifact pinning on, once it was resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<Box<crate::pins::ArtifactStatus>>,
     /// What it costs and how it is used, when `mcp/listServers` was asked for `usage`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<ServerUsage>,

@@ -125,6 +125,66 @@ pub struct PinStatus {
     pub differs: Vec<HeldDefinition>,
 }
 
+/// What kind of artifact a local server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum ArtifactKind {
+    /// A package from an npm registry, run by `npx` or `npm exec`.
+    Npm,
+    /// Any other command: the executable file (and a script's `#!` interpreter).
+    Executable,
+}
+
+/// What a local server runs: recorded on its first start, compared at every later one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Artifact {
+    /// What it is.
+    pub kind: ArtifactKind,
+    /// The package's name, or the executable's path.
+    pub name: String,
+    /// The package's exact version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The package's `dist.integrity` (`sha512-…`), or the file's `sha256:<hex>`.
+    pub digest: String,
+    /// When the registry says this version was published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<String>,
+    /// A script's interpreter (its `#!` line's program, found on `PATH` for `env`), with its
+    /// `sha256:<hex>`: `/usr/bin/python3 sha256:…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<String>,
+}
+
+/// A local server's artifact pin as `mcp/listServers` and `mcp/review` show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactStatus {
+    /// Its artifact pinning (`trust: true` makes `enforce` a `warn`).
+    pub mode: PinMode,
+    /// What was recorded (absent before its first start, or when the record failed its
+    /// check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<Artifact>,
+    /// What it resolves to now, when that differs from `pinned`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub differs: Option<Artifact>,
+    /// It is held: not started until `gemctl mcp accept` (`differs` is set, or the record
+    /// failed its check, and the pinning is `enforce`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
+    /// It was recorded by this daemon run, on first start (trust on first use).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub first_use: bool,
+    /// Why it could not be resolved, recorded or checked, when that is so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
 /// `mcp/toolsChanged`: a server listed definitions that differ from their pins (on a
 /// reconnect, a `list_changed`, a `ttlMs` relist, a daemon restart), or differs no longer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,6 +238,9 @@ pub struct ReviewResult {
     /// Why nothing of the server counts as pinned, when its pin record failed its check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// Its artifact pin, when what it runs is recorded or differs (`differs`: old → new).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<ArtifactStatus>,
 }
 
 /// `mcp/accept` and `mcp/reject`.

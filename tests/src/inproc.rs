@@ -89,6 +89,7 @@ impl InProcess {
             custom_tools: CustomTools::default(),
             warm_workspaces: 0,
             tool_pinning: Default::default(),
+            artifact_pinning: Default::default(),
         };
         let store = Store::open(&data_dir)?;
         let core = Daemon::new(store, info, paths, seats);

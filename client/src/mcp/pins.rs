@@ -3,7 +3,9 @@
 use geminid_protocol::api::McpApiClient;
 use geminid_protocol::client::Client;
 use geminid_protocol::mcp::ServerParams;
-use geminid_protocol::pins::{HeldDefinition, PinsParams, ReviewItem, ReviewResult};
+use geminid_protocol::pins::{
+    Artifact, ArtifactStatus, HeldDefinition, PinsParams, ReviewItem, ReviewResult,
+};
 use serde_json::Value;
 
 use crate::error::call_error;
@@ -202,19 +204,22 @@ fn item_text(i: &ReviewItem) -> String {
 
 /// What `gemctl mcp review` prints.
 pub fn review_text(r: &ReviewResult) -> String {
+    let artifact = r.artifact.as_ref().map(|a| artifact_text(a, &r.server)).unwrap_or_default();
     if r.items.is_empty() {
-        return format!(
-            "MCP server '{}' lists every definition as pinned (pinning: {}).\n",
-            shown::line(&r.server),
-            r.mode.label()
-        );
+        return artifact
+            + &format!(
+                "MCP server '{}' lists every definition as pinned (pinning: {}).\n",
+                shown::line(&r.server),
+                r.mode.label()
+            );
     }
-    let mut out = format!(
+    let mut out = artifact;
+    out.push_str(&format!(
         "MCP server '{}' (pinning: {}): {} differing from their pins\n",
         shown::line(&r.server),
         r.mode.label(),
         r.items.len()
-    );
+    ));
     if let Some(p) = &r.problem {
         out.push_str(&format!("⚠ {}\n", shown::line(p)));
     }
@@ -228,6 +233,60 @@ pub fn review_text(r: &ReviewResult) -> String {
         s = shown::line(&r.server),
         d = r.digest
     ));
+    out
+}
+
+/// One artifact's lines: what, version, digest, when published, interpreter.
+fn artifact_lines(a: &Artifact) -> String {
+    let mut out = format!("    {}", shown::line(&a.name));
+    if let Some(v) = &a.version {
+        out.push_str(&format!(" {}", shown::line(v)));
+    }
+    out.push_str(&format!("\n      digest: {}\n", shown::line(&a.digest)));
+    if let Some(p) = &a.published {
+        out.push_str(&format!("      published: {}\n", shown::line(p)));
+    }
+    if let Some(i) = &a.interpreter {
+        out.push_str(&format!("      interpreter: {}\n", shown::line(i)));
+    }
+    out
+}
+
+/// What a server runs against its record (old → new), when either is known.
+fn artifact_text(a: &ArtifactStatus, server: &str) -> String {
+    let mut out = String::new();
+    match (&a.pinned, &a.differs) {
+        (Some(old), Some(new)) => {
+            out.push_str(&format!(
+                "Artifact (pinning: {}{}): it runs something other than was recorded\n  recorded:\n{}  now:\n{}",
+                a.mode.label(),
+                if a.held { ", held" } else { ", started" },
+                artifact_lines(old),
+                artifact_lines(new)
+            ));
+        }
+        (None, Some(new)) => out.push_str(&format!(
+            "Artifact (pinning: {}{}): nothing recorded that verifies\n  now:\n{}",
+            a.mode.label(),
+            if a.held { ", held" } else { ", started" },
+            artifact_lines(new)
+        )),
+        (Some(old), None) => out.push_str(&format!(
+            "Artifact (pinning: {}): as recorded\n{}",
+            a.mode.label(),
+            artifact_lines(old)
+        )),
+        (None, None) => {}
+    }
+    if let Some(p) = &a.problem {
+        out.push_str(&format!("  ⚠ {}\n", shown::line(p)));
+    }
+    if a.differs.is_some() {
+        out.push_str(&format!(
+            "`gemctl mcp accept {}` records what it runs now and starts it.\n",
+            shown::line(server)
+        ));
+    }
     out
 }
 
@@ -260,6 +319,7 @@ mod tests {
             }],
             digest: "0123abcd".into(),
             problem: None,
+            artifact: None,
         };
         let text = review_text(&r);
         assert!(text.contains("tool echo (changed, held)"), "{text}");
@@ -270,6 +330,38 @@ mod tests {
         assert!(text.contains("+       \"to\": {"), "{text}");
         assert!(text.contains("⚠ description has invisible characters (U+200B)"), "{text}");
         assert!(text.contains("gemctl mcp accept srv [NAME…] --digest 0123abcd"), "{text}");
+    }
+
+    #[test]
+    fn a_review_of_a_held_artifact_shows_old_and_new() {
+        let art = |v: &str, d: &str| Artifact {
+            kind: geminid_protocol::pins::ArtifactKind::Npm,
+            name: "srv".into(),
+            version: Some(v.into()),
+            digest: d.into(),
+            published: Some("2026-12-07T21:02:00.000Z".into()),
+            interpreter: None,
+        };
+        let r = ReviewResult {
+            server: "srv".into(),
+            mode: PinMode::Enforce,
+            items: vec![],
+            digest: String::new(),
+            problem: None,
+            artifact: Some(ArtifactStatus {
+                mode: PinMode::Enforce,
+                pinned: Some(art("1.0.0", "sha512-OLD")),
+                differs: Some(art("1.0.1", "sha512-NEW\u{1b}[2J")),
+                held: true,
+                first_use: false,
+                problem: None,
+            }),
+        };
+        let text = review_text(&r);
+        assert!(text.contains("recorded:\n    srv 1.0.0\n      digest: sha512-OLD"), "{text}");
+        assert!(text.contains("now:\n    srv 1.0.1\n      digest: sha512-NEW⟨ESC⟩[2J"), "{text}");
+        assert!(text.contains("published: 2026-12-07T21:02:00.000Z"), "{text}");
+        assert!(text.contains("`gemctl mcp accept srv` records"), "{text}");
     }
 
     #[test]

@@ -116,8 +116,10 @@ pub(crate) fn merge_server(base: &Value, override_: &Value) -> Value {
 pub(crate) fn withheld(entry: &mut Value) -> Vec<(&'static str, String)> {
     let Some(map) = entry.as_object_mut() else { return Vec::new() };
     let mut out = Vec::new();
-    if map.get("pinning").is_some_and(|p| p.as_str() != Some("enforce")) {
-        out.extend(map.remove("pinning").map(|v| ("pinning", v.to_string())));
+    for key in ["pinning", "artifactPinning"] {
+        if map.get(key).is_some_and(|p| p.as_str() != Some("enforce")) {
+            out.extend(map.remove(key).map(|v| (key, v.to_string())));
+        }
     }
     if map.get("keepWarm").is_some_and(|k| k.as_str() == Some("always")) {
         out.extend(map.remove("keepWarm").map(|v| ("keepWarm", v.to_string())));
@@ -149,7 +151,7 @@ pub(crate) fn consent_lines(name: &str, entry: &Value) -> Vec<String> {
             ("oauth", Value::Object(m)) => {
                 m.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
             }
-            ("pinning", Value::String(p)) if p == "enforce" => continue,
+            ("pinning" | "artifactPinning", Value::String(p)) if p == "enforce" => continue,
             ("keepWarm", Value::String(k)) if k == "default" => continue,
             ("trust", Value::Bool(false)) => continue,
             _ => {

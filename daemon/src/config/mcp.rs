@@ -89,6 +89,11 @@ pub(crate) struct McpServerConfig {
     /// (`enforce`), said (`warn`) or neither (`off`). Also only in `servers.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinning: Option<geminid_protocol::pins::PinMode>,
+    /// geminid's own: whether what a local server runs (the npm package's version and
+    /// integrity, the executable's SHA-256) is recorded on first start, and a different one
+    /// held (`enforce`), said (`warn`) or neither (`off`). Also only in `servers.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_pinning: Option<geminid_protocol::pins::PinMode>,
 }
 
 impl std::fmt::Debug for McpServerConfig {
@@ -124,6 +129,7 @@ impl std::fmt::Debug for McpServerConfig {
             .field("target_service_account", &self.target_service_account)
             .field("keep_warm", &self.keep_warm)
             .field("pinning", &self.pinning)
+            .field("artifact_pinning", &self.artifact_pinning)
             .finish()
     }
 }
@@ -150,6 +156,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "targetServiceAccount",
     "keepWarm",
     "pinning",
+    "artifactPinning",
 ];
 
 /// A problem with one entry: severity, the field it is about (if one), the message.
@@ -238,7 +245,8 @@ pub(crate) fn redacted(value: &Value) -> Value {
 /// ("Unrecognized key"), so they are a warning there (geminid still applies them).
 pub(crate) fn misplaced(name: &str, scope: Scope, layer: Option<&Value>) -> Option<Problem> {
     let entry = layer?.get("mcpServers")?.get(name)?;
-    let key = ["keepWarm", "pinning"].into_iter().find(|k| entry.get(k).is_some())?;
+    let key =
+        ["keepWarm", "pinning", "artifactPinning"].into_iter().find(|k| entry.get(k).is_some())?;
     // Antigravity CLI's files tolerate fields they do not know.
     let gemini_reads =
         !matches!(scope, Scope::Geminid | Scope::Antigravity | Scope::AntigravityWorkspace);

@@ -68,6 +68,9 @@ pub struct DaemonInfo {
     /// What a tool definition that differs from its pin meets, for servers whose entry has no
     /// `pinning` (`--tool-pinning`).
     pub tool_pinning: geminid_protocol::pins::PinMode,
+    /// What a local server whose artifact differs from the one recorded on its first start
+    /// meets, for servers whose entry has no `artifactPinning` (`--artifact-pinning`).
+    pub artifact_pinning: geminid_protocol::pins::PinMode,
 }
 
 /// How long in-flight calls get to finish once shutdown begins (then `calls_cut`).
@@ -161,12 +164,10 @@ impl Base {
             let extensions = extensions.clone();
             Arc::new(move || extensions.integrity_key())
         };
-        let pins = Arc::new(crate::pins::Pins::new(
-            store.clone(),
-            key,
-            info.tool_pinning,
-            Some(audit.clone()),
-        ));
+        let pins = Arc::new(
+            crate::pins::Pins::new(store.clone(), key, info.tool_pinning, Some(audit.clone()))
+                .with_artifact_mode(info.artifact_pinning),
+        );
         // A key replaced in the keychain is taken with the pins signed again (rekey.rs).
         let signs: Arc<dyn crate::extensions::SignsWithKey> = pins.clone();
         extensions.also_signed_by(Arc::downgrade(&signs));

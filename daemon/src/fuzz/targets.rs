@@ -209,6 +209,7 @@ fn jsonrpc_requests() {
         custom_tools: crate::discovered::Options::default(),
         warm_workspaces: 0,
         tool_pinning: Default::default(),
+        artifact_pinning: Default::default(),
     };
     let methods = rt.block_on(async {
         let store = crate::store::Store::temporary().unwrap_or_else(|e| panic!("{e}"));

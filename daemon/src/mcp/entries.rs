@@ -56,10 +56,14 @@ pub(super) struct Entry {
     pub(super) keep: geminid_protocol::mcp::KeepWarm,
     /// Its pinning (see `Server::pinning`).
     pub(super) pinning: geminid_protocol::pins::PinMode,
+    /// Its artifact pinning (see `Server::artifact_pinning`).
+    pub(super) artifact_pinning: geminid_protocol::pins::PinMode,
 }
 
 /// What each of a session's entries amounts to, resolving identities.
-pub(super) fn resolve(view: SessionView<'_>, pinning: PinMode) -> Resolved {
+/// `modes`: the daemon's tool-definition and artifact pinning, for entries that say nothing.
+pub(super) fn resolve(view: SessionView<'_>, modes: (PinMode, PinMode)) -> Resolved {
+    let (pinning, artifact_pinning) = modes;
     let eff = view.config;
     let workspace = Path::new(&eff.public.workspace);
     let trusted = eff.public.trust.trusted;
@@ -112,6 +116,10 @@ pub(super) fn resolve(view: SessionView<'_>, pinning: PinMode) -> Resolved {
             timeout: spec.config.timeout.map_or(DEFAULT_REQUEST_TIMEOUT, Duration::from_millis),
             keep: spec.config.keep_warm.unwrap_or_default(),
             pinning: match spec.config.pinning.unwrap_or(pinning) {
+                PinMode::Enforce if spec.config.trust == Some(true) => PinMode::Warn,
+                mode => mode,
+            },
+            artifact_pinning: match spec.config.artifact_pinning.unwrap_or(artifact_pinning) {
                 PinMode::Enforce if spec.config.trust == Some(true) => PinMode::Warn,
                 mode => mode,
             },

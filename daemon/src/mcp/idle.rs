@@ -167,7 +167,7 @@ impl Idle<'_> {
     /// The servers (by the identity of their launch spec) a session's configuration runs:
     /// what `Lifecycle::sync` would start for it.
     pub(crate) fn configured(self, view: SessionView<'_>) -> HashSet<String> {
-        resolve(view, self.sup.pins.mode)
+        resolve(view, (self.sup.pins.mode, self.sup.pins.artifact_mode))
             .into_values()
             .filter_map(|(entry, _)| match entry.binding {
                 Binding::Runs(base) => Some(base),

@@ -35,7 +35,7 @@ impl Lifecycle<'_> {
     /// changed; those parked in crash-loop or needs-auth with an unchanged identity get a
     /// fresh start.
     pub(crate) fn sync(self, view: SessionView<'_>, changed: &[String]) {
-        let resolved = resolve(view, self.sup.pins.mode);
+        let resolved = resolve(view, (self.sup.pins.mode, self.sup.pins.artifact_mode));
         let mut released = Vec::new();
         let mut kick = Vec::new();
         let mut roots_moved = Vec::new();
@@ -78,6 +78,7 @@ impl Lifecycle<'_> {
                                     .map_or(self.sup.opts.startup_timeout, Duration::from_millis),
                                 request_timeout: entry.timeout,
                                 pinning: entry.pinning,
+                                artifact_pinning: entry.artifact_pinning,
                                 log: None,
                             };
                             tracing::info!(server = %name, session = view.id, identity = &identity[..12], "starting MCP server");

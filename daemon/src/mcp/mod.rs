@@ -19,6 +19,8 @@
 //! - `connect`, `child`, `stdio` and `sse` are the transports, and `era` finds which protocol
 //!   era a stdio server speaks however long it takes to answer; `orphans` cleans up after a
 //!   daemon that was killed; `log` keeps each server's stderr and events;
+//! - `artifact` checks what a local server runs against what was recorded on its first start
+//!   before every start (`npm` for packages npx and `npm exec` run), holding a changed one;
 //! - `options` are the `--mcp-*` flags, `callers` what the supervisor needs from the sessions.
 //!
 //! This file holds no item of its own, only the modules and what the rest of the daemon
@@ -28,6 +30,7 @@
 //! What a session sees of the servers (names, filters, the tool table) is `crate::catalog`'s;
 //! how a call goes through policy and hooks is [`crate::calls`]'s.
 
+pub(crate) mod artifact;
 pub(crate) mod asked;
 pub(crate) mod authed;
 pub(crate) mod callers;
@@ -46,6 +49,7 @@ pub(crate) mod long_calls;
 pub(crate) mod mailbox;
 pub(crate) mod marked;
 pub(crate) mod messages;
+mod npm;
 pub(crate) mod observer;
 pub(crate) mod options;
 pub(crate) mod order;

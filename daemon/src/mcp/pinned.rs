@@ -263,7 +263,12 @@ impl Pinning<'_> {
         &self,
         server: &Server,
     ) -> Result<geminid_protocol::pins::ReviewResult, ReviewError> {
-        let v = verdict_of(server)?;
+        let artifact = server.artifact_status();
+        let v = match (verdict_of(server), &artifact) {
+            (Ok(v), _) => v,
+            (Err(_), Some(_)) => Arc::new(Verdict::default()),
+            (Err(e), None) => return Err(e),
+        };
         let held = server.pinning == PinMode::Enforce;
         let seen: BTreeSet<Shown> = v.differs.iter().map(shown).collect();
         let digest = if seen.is_empty() { String::new() } else { review_digest(&seen) };
@@ -292,6 +297,7 @@ impl Pinning<'_> {
             items,
             digest,
             problem: v.problem.clone(),
+            artifact,
         })
     }
 
@@ -303,6 +309,29 @@ impl Pinning<'_> {
         digest: Option<String>,
         accept: bool,
     ) -> Result<geminid_protocol::pins::PinsResult, ReviewError> {
+        if accept && let Some(taken) = super::artifact::accept(server, &self.sup.pins).await {
+            let taken = taken.map_err(|e| {
+                ReviewError::NothingListed(format!(
+                    "MCP server '{}': its artifact could not be recorded: {e}",
+                    server.name
+                ))
+            })?;
+            let line = super::artifact::line(&taken);
+            if let Some(audit) = &self.sup.pins.audit {
+                audit.note(
+                    &server.name,
+                    &server.name,
+                    "pins/accept",
+                    Some(format!("artifact {line}")),
+                );
+            }
+            return Ok(geminid_protocol::pins::PinsResult {
+                server: server.name.clone(),
+                done: vec![format!("artifact {line}")],
+                differs: Vec::new(),
+                unreviewed: false,
+            });
+        }
         let v = verdict_of(server)?;
         let unreviewed = accept && {
             let chosen: Vec<&Differ> = v

@@ -98,6 +98,12 @@ pub(crate) struct PinState {
     pub first_use: bool,
     /// What its last reviews (`mcp/review`) showed, by their digest, the newest last.
     pub reviews: VecDeque<(String, BTreeSet<Shown>)>,
+    /// Its artifact pin as last checked (`artifact.rs`).
+    pub artifact: Option<geminid_protocol::pins::ArtifactStatus>,
+    /// What it resolved to when that differed from the record, with what `stat` said of
+    /// the files hashed: what `mcp/accept` records.
+    pub artifact_found:
+        Option<(geminid_protocol::pins::Artifact, std::collections::BTreeMap<String, String>)>,
 }
 
 /// One definition as a review showed it: its kind, name and the digest of its listed form.
@@ -163,6 +169,9 @@ pub(crate) struct Server {
     /// Its pinning: its entry's `pinning`, else the daemon's; `enforce` is `warn` for an
     /// entry with `trust: true`.
     pub pinning: geminid_protocol::pins::PinMode,
+    /// Its artifact pinning: its entry's `artifactPinning`, else the daemon's; `enforce` is
+    /// `warn` for an entry with `trust: true`.
+    pub artifact_pinning: geminid_protocol::pins::PinMode,
     /// The tool calls sent to it.
     pub(crate) calls: super::usage::Calls,
     pub(super) pins: Mutex<PinState>,
@@ -201,6 +210,8 @@ pub(crate) struct NewServer {
     pub request_timeout: Duration,
     /// See [`Server::pinning`].
     pub pinning: geminid_protocol::pins::PinMode,
+    /// See [`Server::artifact_pinning`].
+    pub artifact_pinning: geminid_protocol::pins::PinMode,
     /// The log of its last run, to go on with (a stopped server started again), so that its
     /// followers and readers see one log.
     pub log: Option<Arc<ServerLog>>,
@@ -224,6 +235,7 @@ impl NewServer {
             startup_timeout: server.startup_timeout,
             request_timeout: server.request_timeout,
             pinning: server.pinning,
+            artifact_pinning: server.artifact_pinning,
             log,
         }
     }
@@ -250,6 +262,7 @@ impl Server {
             identity: new.identity,
             pin_key,
             pinning: new.pinning,
+            artifact_pinning: new.artifact_pinning,
             calls: super::usage::Calls::default(),
             pins: Mutex::default(),
             name: new.name,

@@ -45,6 +45,7 @@ fn not_running(name: &str, scope: Scope, transport: Wire, target: String) -> Ser
         told: None,
         rss_bytes: None,
         pins: None,
+        artifact: None,
         usage: None,
         at_rest: None,
     }
@@ -71,7 +72,7 @@ impl Status<'_> {
         view: SessionView<'_>,
         name: &str,
     ) -> Result<Arc<Server>, McpError> {
-        let resolved = resolve(view, self.sup.pins.mode);
+        let resolved = resolve(view, (self.sup.pins.mode, self.sup.pins.artifact_mode));
         let Some((entry, _)) = resolved.get(name) else {
             let near =
                 geminid_protocol::suggest::did_you_mean(name, resolved.keys().map(|k| k.as_str()));
@@ -133,6 +134,7 @@ impl Status<'_> {
             told: Some(server.spec.declares()).filter(|d| !d.is_all()),
             rss_bytes: None,
             pins: server.pin_status(),
+            artifact: server.artifact_status().map(Box::new),
             usage: None,
             at_rest: None,
         };
@@ -181,7 +183,7 @@ impl Status<'_> {
     pub(crate) fn list_session(self, view: SessionView<'_>) -> Vec<ServerStatus> {
         let inner = self.sup.registry.lock();
         let active = inner.sessions.get(view.id);
-        let resolved = resolve(view, self.sup.pins.mode);
+        let resolved = resolve(view, (self.sup.pins.mode, self.sup.pins.artifact_mode));
         let mut out = Vec::new();
         for (name, (entry, launch)) in resolved {
             // A session that runs its servers reports what it runs (which may lag a config

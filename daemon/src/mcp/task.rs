@@ -110,6 +110,8 @@ enum State {
     NeedsAuth(String),
     /// Parked until a restart: it failed more times in a row than the budget allows.
     CrashLoop(String),
+    /// Parked until a restart: what it runs differs from what was recorded (`artifact.rs`).
+    ArtifactHeld(String),
     /// Done: stopped, or its server was dropped.
     Stopped,
 }
@@ -151,6 +153,7 @@ pub(super) async fn run(
             State::Backoff { error, delay } => life.backoff(error, delay).await,
             State::NeedsAuth(msg) => life.needs_auth(msg).await,
             State::CrashLoop(error) => life.crash_loop(error).await,
+            State::ArtifactHeld(msg) => life.artifact_held(msg).await,
             State::Stopped => break,
         };
     }
@@ -192,12 +195,30 @@ impl Life {
             s.connected_at = None;
         });
         let server = self.r.server.clone();
+        let checked = match self.r.sup.upgrade() {
+            Some(sup) => tokio::select! {
+                start = super::artifact::check(&server, &*sup) => start,
+                cmd = self.cmds.recv() => return match cmd {
+                    Some(Cmd::Restart) => State::Connecting { asked: true },
+                    _ => State::Stopped,
+                },
+            },
+            None => super::artifact::Start::Run(None),
+        };
+        let spec = match checked {
+            super::artifact::Start::Run(spec) => spec,
+            super::artifact::Start::Held(msg) => return State::ArtifactHeld(msg),
+            super::artifact::Start::Failed(msg) => {
+                self.r.update(|s| s.attempts += 1);
+                return self.failed(format!("MCP server '{}': {msg}", server.name));
+            }
+        };
         // One pending notice says all there is to say: a refresh is due.
         let (notices, notice_rx) = mpsc::channel(1);
         let attempt = Attempt {
             name: &server.name,
             identity: &server.identity,
-            spec: &server.spec,
+            spec: spec.as_deref().unwrap_or(&server.spec),
             shown: &server.target,
             timeout: server.startup_timeout,
             grace: self.opts.stop_grace,
@@ -402,6 +423,19 @@ impl Life {
         self.r.update(|s| {
             s.state = ServerState::NeedsAuth;
             s.last_error = Some(msg);
+            s.attempts += 1;
+            s.restarting = false;
+        });
+        self.parked().await
+    }
+
+    /// Parked: not started, what it runs differs from its record.
+    async fn artifact_held(&mut self, msg: String) -> State {
+        self.r.log(&msg);
+        self.r.update(|s| {
+            s.state = ServerState::Blocked;
+            s.last_error = Some(msg);
+            s.pid = None;
             s.attempts += 1;
             s.restarting = false;
         });

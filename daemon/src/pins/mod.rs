@@ -13,6 +13,7 @@
 //! This module knows records and definitions; which server's catalog is filtered, and when, is
 //! `crate::mcp::pinned`'s.
 
+pub(crate) mod artifact;
 pub mod canon;
 
 use parking_lot::Mutex;
@@ -143,6 +144,11 @@ pub struct Pins {
     pub audit: Option<Arc<crate::audit::AuditLog>>,
     /// The daemon's pinning (`--tool-pinning`), for servers whose entry says nothing.
     pub mode: PinMode,
+    /// The daemon's artifact pinning (`--artifact-pinning`), for servers whose entry says
+    /// nothing.
+    pub artifact_mode: PinMode,
+    /// Artifact records that verified, by store key.
+    artifacts: Mutex<HashMap<String, artifact::ArtifactRecord>>,
 }
 
 impl std::fmt::Debug for Pins {
@@ -159,7 +165,21 @@ impl Pins {
         mode: PinMode,
         audit: Option<Arc<crate::audit::AuditLog>>,
     ) -> Self {
-        Self { store, key, loaded: Mutex::default(), audit, mode }
+        Self {
+            store,
+            key,
+            loaded: Mutex::default(),
+            audit,
+            mode,
+            artifact_mode: mode,
+            artifacts: Mutex::default(),
+        }
+    }
+
+    /// With `mode` as the daemon's artifact pinning (`--artifact-pinning`).
+    pub(crate) fn with_artifact_mode(mut self, mode: PinMode) -> Self {
+        self.artifact_mode = mode;
+        self
     }
 
     /// Pins signed with `key` (hex text, as the integrity key is): for benchmarks and tests
@@ -359,7 +379,7 @@ impl crate::extensions::SignsWithKey for Pins {
     /// source: the extensions hold their key while they call this).
     fn resign(&self, old: &Secret<String>, new: &Secret<String>) -> usize {
         let mut resigned = 0;
-        for pin_key in self.store.pins_keys() {
+        for pin_key in self.store.pins_keys().into_iter().filter(|k| !k.starts_with("artifact:")) {
             let Ok(Some(bytes)) = self.store.pins_record(&pin_key) else { continue };
             let Ok(mut record) = serde_json::from_slice::<Record>(&bytes) else { continue };
             if !same(&mac_with(old, &record, &pin_key), &record.mac) {
@@ -373,7 +393,7 @@ impl crate::extensions::SignsWithKey for Pins {
             }
         }
         self.loaded.lock().clear();
-        resigned
+        resigned + self.resign_artifacts(old, new)
     }
 }
 

@@ -212,6 +212,7 @@ pub(crate) mod tests {
             custom_tools: crate::discovered::Options::default(),
             warm_workspaces: 0,
             tool_pinning: Default::default(),
+            artifact_pinning: Default::default(),
         };
         let core =
             Core::new(crate::store::Store::temporary()?, info, crate::config::Loader::new(paths));

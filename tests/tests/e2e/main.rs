@@ -6,6 +6,7 @@
 //! own (`soak.rs`).
 
 mod agy;
+mod artifacts;
 mod backoff;
 mod bad_input;
 mod client;
