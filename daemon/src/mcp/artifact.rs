@@ -164,8 +164,15 @@ async fn resolve(
             .await
             .map_err(|e| format!("what it runs could not be resolved: {e}"));
     }
-    let (program, path) = (program.to_path_buf(), env.get("PATH").cloned());
-    let known = recorded.clone();
+    let path = env.get("PATH").cloned();
+    if let Recorded::Verified(r) = recorded
+        && r.stats.iter().all(|(file, stat)| fingerprint(Path::new(file)).as_ref() == Some(stat))
+        && r.artifact.name == program.display().to_string()
+    {
+        // Nothing hashed changed (`stat` says so): no file is read but the `#!` line.
+        return Ok(executable(program, path.as_ref(), Some(recorded)));
+    }
+    let (program, known) = (program.to_path_buf(), recorded.clone());
     tokio::task::spawn_blocking(move || executable(&program, path.as_ref(), Some(&known)))
         .await
         .map_err(|e| format!("its executable could not be hashed: {e}"))
@@ -183,11 +190,15 @@ pub(super) async fn check(server: &Arc<Server>, sup: &dyn Observer) -> Start {
     }
     let pins = sup.pins();
     let (key, name) = (server.pin_key.0.clone(), server.name.clone());
-    let p = pins.clone();
-    let k = key.clone();
-    let recorded = tokio::task::spawn_blocking(move || p.artifact(&k))
-        .await
-        .unwrap_or_else(|e| Recorded::Unverified(format!("it could not be read: {e}")));
+    let (p, k) = (pins.clone(), key.clone());
+    // A record verified earlier in this run is in memory: an unchanged start then costs a
+    // `stat` (or a lockfile read), no thread hop.
+    let recorded = match pins.artifact_known(&key) {
+        Some(known) => known,
+        None => tokio::task::spawn_blocking(move || p.artifact(&k))
+            .await
+            .unwrap_or_else(|e| Recorded::Unverified(format!("it could not be read: {e}"))),
+    };
     let found = match resolve(program, args, env.expose(), cwd.as_deref(), &recorded).await {
         Ok(found) => found,
         Err(e) => return Start::Failed(e),

@@ -103,6 +103,12 @@ impl Pins {
         recorded
     }
 
+    /// The artifact record under `pin_key` if one verified earlier in this run (memory only:
+    /// no store, no key).
+    pub(crate) fn artifact_known(&self, pin_key: &str) -> Option<Recorded> {
+        self.artifacts.lock().get(&store_key(pin_key)).cloned().map(Recorded::Verified)
+    }
+
     /// Record `artifact` (with the `stats` of the files hashed) as what the server under
     /// `pin_key` runs, keeping when it was first recorded if it was.
     pub(crate) fn record_artifact(

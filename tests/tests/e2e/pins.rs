@@ -312,7 +312,8 @@ async fn a_pin_store_edited_by_hand_is_tampering_and_holds_everything() -> anyho
     // Someone makes the pinned description match what they will serve.
     {
         let store = geminid::testing::Store::open(&home.data_dir())?;
-        let keys = store.pins_keys();
+        let keys: Vec<String> =
+            store.pins_keys().into_iter().filter(|k| !k.starts_with("artifact:")).collect();
         assert_eq!(keys.len(), 1, "{keys:?}");
         let record = String::from_utf8(store.pins_record(&keys[0])?.unwrap_or_default())?;
         assert!(record.contains("Returns its text"), "{record}");
@@ -545,7 +546,8 @@ async fn a_pin_record_that_fails_its_check_holds_the_server_never_pins_it_afresh
     // A record that is not a record at all is no absence either.
     {
         let store = geminid::testing::Store::open(&home.data_dir())?;
-        let keys = store.pins_keys();
+        let keys: Vec<String> =
+            store.pins_keys().into_iter().filter(|k| !k.starts_with("artifact:")).collect();
         assert_eq!(keys.len(), 1, "{keys:?}");
         store.put_pins_record(&keys[0], b"\x00not a pin record")?;
     }
