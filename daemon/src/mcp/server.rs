@@ -282,6 +282,30 @@ impl Server {
     }
 
     /// Keep its task's handle, for [`Server::stop`] to wait on.
+    /// A connection to this server as an MCP client session (`mcp.client.session.duration`, when
+    /// telemetry is on): the server's name, `network.transport`, the revision negotiated.
+    pub(super) fn session_life(
+        &self,
+        peer: &rmcp::service::Peer<rmcp::RoleClient>,
+    ) -> Option<crate::telemetry::Session> {
+        use opentelemetry::KeyValue;
+        crate::telemetry::Session::begin(crate::telemetry::Side::Client, || {
+            let transport = match self.spec {
+                super::spec::LaunchSpec::Stdio { .. } => "pipe",
+                super::spec::LaunchSpec::Network { .. } => "tcp",
+            };
+            let mut attrs = vec![
+                KeyValue::new("mcp.server.name", self.name.clone()),
+                KeyValue::new("network.transport", transport),
+            ];
+            if let Some(info) = peer.peer_info() {
+                attrs
+                    .push(KeyValue::new("mcp.protocol.version", info.protocol_version.to_string()));
+            }
+            attrs
+        })
+    }
+
     pub(super) fn attach(&self, task: tokio::task::JoinHandle<()>) {
         *self.task.lock() = Some(task);
     }

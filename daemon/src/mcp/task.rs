@@ -293,7 +293,7 @@ impl Life {
     /// then close it.
     async fn ready(&mut self, mut connection: Connection, since: Instant) -> State {
         let server = self.r.server.clone();
-        let mut life = session_life(&server, &connection.running.peer);
+        let mut life = server.session_life(&connection.running.peer);
         let mut child = connection.running.child.take();
         let pinging = (!self.opts.ping_every.is_zero()).then(|| {
             let timeout = self.opts.ping_every.min(server.startup_timeout);
@@ -533,26 +533,6 @@ const LIST_TTL_MIN: Duration = Duration::from_secs(1);
 fn stale_at(catalog: &super::catalog::Catalog) -> Option<tokio::time::Instant> {
     let ms = catalog.fresh_for_ms.filter(|ms| *ms > 0)?;
     Some(tokio::time::Instant::now() + Duration::from_millis(ms).max(LIST_TTL_MIN))
-}
-
-/// A connection to `server` as an MCP client session (`mcp.client.session.duration`, when
-/// telemetry is on): the server's name, `network.transport`, the revision negotiated.
-fn session_life(server: &Server, peer: &Peer<RoleClient>) -> Option<crate::telemetry::Session> {
-    use opentelemetry::KeyValue;
-    crate::telemetry::Session::begin(crate::telemetry::Side::Client, || {
-        let transport = match server.spec {
-            super::spec::LaunchSpec::Stdio { .. } => "pipe",
-            super::spec::LaunchSpec::Network { .. } => "tcp",
-        };
-        let mut attrs = vec![
-            KeyValue::new("mcp.server.name", server.name.clone()),
-            KeyValue::new("network.transport", transport),
-        ];
-        if let Some(info) = peer.peer_info() {
-            attrs.push(KeyValue::new("mcp.protocol.version", info.protocol_version.to_string()));
-        }
-        attrs
-    })
 }
 
 async fn child_exit(child: &mut Option<super::child::StdioChild>) -> String {
