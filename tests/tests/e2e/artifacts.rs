@@ -12,13 +12,13 @@ use std::time::Duration;
 
 use geminid_protocol::api::{McpApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
-use geminid_protocol::mcp::{
-    ListServersParams, ServerParams, ServerState, ServerStatus, StartParams,
-};
+use geminid_protocol::mcp::{ServerParams, ServerState, ServerStatus, StartParams};
 use geminid_protocol::pins::{ArtifactKind, PinsParams};
 use geminid_protocol::session::SessionCreateParams;
 use geminid_tests::mcp::{fixture, shell_env, write_user_settings};
 use geminid_tests::{Daemon, TestHome, eventually};
+
+use super::pins::status;
 use serde_json::{Value, json};
 
 const QUICK: &[&str] = &["--mcp-backoff", "50ms", "--mcp-stop-grace", "500ms"];
@@ -38,13 +38,6 @@ async fn session(
         .await?;
     client.mcp_start(StartParams { session: s.id.clone(), wait: true }).await?;
     Ok(s.id)
-}
-
-async fn status(client: &Client, session: &str, name: &str) -> anyhow::Result<ServerStatus> {
-    let list = client
-        .mcp_list_servers(Some(ListServersParams { session: Some(session.into()), usage: false }))
-        .await?;
-    list.servers.into_iter().find(|s| s.name == name).ok_or_else(|| anyhow::anyhow!("no {name}"))
 }
 
 /// `name`'s status once `state` (up to a minute: a cold npx installs first).

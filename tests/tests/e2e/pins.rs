@@ -61,7 +61,11 @@ async fn session(client: &Client, home: &TestHome, dir: &Path) -> anyhow::Result
     Ok(s.id)
 }
 
-async fn status(client: &Client, session: &str, name: &str) -> anyhow::Result<ServerStatus> {
+pub(super) async fn status(
+    client: &Client,
+    session: &str,
+    name: &str,
+) -> anyhow::Result<ServerStatus> {
     let list = client
         .mcp_list_servers(Some(ListServersParams { session: Some(session.into()), usage: false }))
         .await?;
