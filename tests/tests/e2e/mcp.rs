@@ -658,10 +658,15 @@ async fn a_network_server_that_goes_away_fails_calls_in_plain_words() -> anyhow:
 
 #[tokio::test]
 async fn network_faults_end_in_clear_states() -> anyhow::Result<()> {
-    // A port nobody listens on.
-    let down = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-        format!("http://{}/mcp", l.local_addr()?)
+    // A port nobody listens on, held for the whole test: bound and never listened on, so a
+    // connection to it is refused and no other server's bind takes it meanwhile. (A listener
+    // bound and dropped freed the port, and the next `status_server` was given it: "down"
+    // then answered 404; seen once on CI's busy run.)
+    let (_held, down) = {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind("127.0.0.1:0".parse()?)?;
+        let at = socket.local_addr()?;
+        (socket, format!("http://{at}/mcp"))
     };
     let t = setup(json!({
         "down": { "httpUrl": down },
