@@ -104,10 +104,14 @@ struct Side {
     daemon: Daemon,
 }
 
-async fn side(label: &str, binary: Option<&std::path::Path>) -> anyhow::Result<Side> {
+async fn side(
+    label: &str,
+    binary: Option<&std::path::Path>,
+    args: &'static [&'static str],
+) -> anyhow::Result<Side> {
     let home = TestHome::allowing_mcp()?;
     write_user_settings(&home, json!({ "fx": { "command": fixture(), "args": [] } }))?;
-    let launch = Daemon::launch(&home).log(crate::BENCH_LOG);
+    let launch = Daemon::launch(&home).log(crate::BENCH_LOG).args(args);
     let launch = match binary {
         Some(b) => launch.binary(b),
         None => launch,
@@ -117,14 +121,22 @@ async fn side(label: &str, binary: Option<&std::path::Path>) -> anyhow::Result<S
 }
 
 /// `sessions [OTHER]`: this build's daemon, and OTHER's (another `geminid`) beside it in the
-/// same run.
+/// same run. The throughput rounds also run this build with a second event-loop thread
+/// (`--worker-threads 2`), to show what the one thread of the default costs there.
 pub async fn bench(other: Option<&std::path::Path>) -> anyhow::Result<Vec<String>> {
-    let mut sides = vec![side("this build", None).await?];
+    let mut sides = vec![side("this build", None, &[]).await?];
     if let Some(o) = other {
         anyhow::ensure!(o.is_file(), "no geminid binary at {}", o.display());
-        sides.push(side(&o.display().to_string(), Some(o)).await?);
+        sides.push(side(&o.display().to_string(), Some(o), &[]).await?);
     }
+    let two = side("this build, --worker-threads 2", None, &["--worker-threads", "2"]).await?;
+    sides.push(two);
     let mut rows = throughput(&sides).await?;
+    let two = sides.pop();
+    drop(two);
+    if std::env::var_os("GEMINID_BENCH_THROUGHPUT_ONLY").is_some() {
+        return Ok(rows);
+    }
     for s in &sides {
         rows.extend(curve(s).await?);
     }
@@ -252,6 +264,7 @@ async fn curve(side: &Side) -> anyhow::Result<Vec<String>> {
             seats.push(Arc::new(s??));
         }
         let opened = t.elapsed();
+        let rss_opened = rss_kib(daemon.pid())?;
         // All listing at once, then all calling at once.
         let mut set = tokio::task::JoinSet::new();
         for s in &seats {
@@ -267,6 +280,7 @@ async fn curve(side: &Side) -> anyhow::Result<Vec<String>> {
         while let Some(r) = set.join_next().await {
             lists.push(r??);
         }
+        let rss_listed = rss_kib(daemon.pid())?;
         let mut set = tokio::task::JoinSet::new();
         for (c, s) in seats.iter().enumerate() {
             let s = s.clone();
@@ -302,6 +316,9 @@ async fn curve(side: &Side) -> anyhow::Result<Vec<String>> {
         }
         let (l, c, a) = (stats(lists), stats(calls), stats(alone));
         let per = (rss1 as f64 - rss0 as f64) / n as f64;
+        let step = |a: u64, b: u64| (b as f64 - a as f64) / n as f64;
+        let (per_open, per_list, per_call) =
+            (step(rss0, rss_opened), step(rss_opened, rss_listed), step(rss_listed, rss1));
         let cpu_per_call = cpu1.us_since(cpu0, n * CALLS_EACH);
         rows.push(format!(
             "| {label}: {n} sessions at once (opened in {:.0} ms): `tools/list` p50 / p99 | {:.2} / {:.2} ms | | p50 ≤ 20 ms at 100 ({}) |",
@@ -320,7 +337,7 @@ async fn curve(side: &Side) -> anyhow::Result<Vec<String>> {
             load()
         ));
         rows.push(format!(
-            "| {label}: {n} sessions: daemon RSS {:.1} → {:.1} MiB, per session; daemon CPU per call (whole run) {cpu_per_call} µs | {per:.0} KiB | | ≤ 100 KiB at 100 |",
+            "| {label}: {n} sessions: daemon RSS {:.1} → {:.1} MiB, per session (opening {per_open:.0}, listing {per_list:.0}, calling {per_call:.0} KiB); daemon CPU per call (whole run) {cpu_per_call} µs | {per:.0} KiB | | ≤ 100 KiB at 100 |",
             rss0 as f64 / 1024.0,
             rss1 as f64 / 1024.0,
         ));
