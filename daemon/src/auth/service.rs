@@ -24,6 +24,26 @@ use crate::secrets::{Secret, SecretStore};
 /// Tries of a refresh that fails for a reason that may pass (network, 5xx).
 const REFRESH_TRIES: u32 = 3;
 
+/// A refresh's span (`token refresh {server}`, a trace of its own) told how it ended: its
+/// outcome (`geminid.oauth.refresh.outcome`: `refreshed`, `invalid_grant`, `rejected`,
+/// `not_a_token`, `unreachable`, also `error.type`) and the tries it took. Never a token, nor
+/// what the authorization server said.
+fn traced(span: &crate::telemetry::Active, outcome: &Result<token::Token, TokenError>, tries: u32) {
+    use opentelemetry::KeyValue;
+    let error = match outcome {
+        Ok(_) => None,
+        Err(TokenError::InvalidGrant(_)) => Some("invalid_grant"),
+        Err(TokenError::Rejected { .. }) => Some("rejected"),
+        Err(TokenError::NotAToken { .. }) => Some("not_a_token"),
+        Err(TokenError::Unreachable(_)) => Some("unreachable"),
+    };
+    span.set(KeyValue::new("geminid.oauth.refresh.outcome", error.unwrap_or("refreshed")));
+    span.set(KeyValue::new("geminid.oauth.refresh.tries", i64::from(tries)));
+    if let Some(e) = error {
+        span.failed(e, e);
+    }
+}
+
 #[derive(Debug, Default)]
 enum Cached {
     /// Not read from the store yet.
@@ -316,7 +336,14 @@ impl Auth {
                 t.sign_in_hint()
             )));
         }
+        let span = crate::telemetry::own(
+            || format!("token refresh {}", t.name),
+            || vec![opentelemetry::KeyValue::new("mcp.server.name", t.name.clone())],
+        );
         let (outcome, tries) = self.ask_refresh(t, seen).await;
+        if let Some(span) = span {
+            traced(&span, &outcome, tries);
+        }
         let fresh = match outcome {
             Ok(token) => token,
             Err(TokenError::InvalidGrant(why)) => {

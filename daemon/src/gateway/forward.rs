@@ -1,4 +1,5 @@
-//! The requests the gateway passes to the server they belong to: completions (a prompt's
+//! The requests the gateway passes to the server they belong to: a prompt got and a resource
+//! read, completions (a prompt's
 //! argument, by the prompt's served name; a resource template's, by the template) and resource
 //! subscriptions (the server that lists the URI, or whose template matches it). A resource's
 //! `notifications/resources/updated` comes back as an `mcp/resourceUpdated` event, which the
@@ -6,13 +7,63 @@
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CompleteRequestParams, CompleteResult, Reference, SubscribeRequestParams,
-    UnsubscribeRequestParams,
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Reference, ResultType, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 
 use super::{Gateway, catalog_error};
+use crate::catalog::CatalogError;
+use crate::catalog::view::ResourceRef;
 
 impl Gateway {
+    /// `prompts/get`: the prompt of that served name, got from its server.
+    pub(super) async fn forward_prompt(
+        &self,
+        request: GetPromptRequestParams,
+    ) -> Result<GetPromptResponse, McpError> {
+        let list = self.prompt_list().await?;
+        let Some((_, server, own, _)) = list.into_iter().find(|(n, ..)| *n == request.name) else {
+            return Err(McpError::invalid_params(
+                format!("no prompt named '{}' in this session", request.name),
+                None,
+            ));
+        };
+        let raw = self
+            .services
+            .catalog
+            .get_prompt_raw(&self.session, &server, &own, request.arguments)
+            .await
+            .map_err(catalog_error)?;
+        serde_json::from_value::<GetPromptResult>(raw)
+            .map(|mut r| {
+                r.result_type = Some(ResultType::COMPLETE);
+                r.into()
+            })
+            .map_err(|e| McpError::internal_error(format!("the prompt does not parse: {e}"), None))
+    }
+
+    /// `resources/read`: the first server (by name) that offers the URI reads it, as the list
+    /// shows it.
+    pub(super) async fn forward_read(
+        &self,
+        request: ReadResourceRequestParams,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let server = self.owner_of_uri(&request.uri).await?;
+        let which =
+            ResourceRef { server: Some(server), uri: Some(request.uri.clone()), reference: None };
+        let read = self.services.catalog.read_resource(&self.session, which).await;
+        let read = read.map_err(|e| match e {
+            CatalogError::NotInCatalog(m) => {
+                McpError::resource_not_found(m, Some(serde_json::json!({ "uri": request.uri })))
+            }
+            other => catalog_error(other),
+        })?;
+        let contents =
+            read.contents.into_iter().filter_map(|c| serde_json::from_value(c).ok()).collect();
+        Ok(ReadResourceResult::new(contents).into())
+    }
+
     /// The server (entry name) offering a resource URI or template.
     pub(super) async fn owner_of_uri(&self, uri: &str) -> Result<String, McpError> {
         let among = self.serving.server.as_deref();

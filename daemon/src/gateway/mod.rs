@@ -34,8 +34,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    Prompt, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResultType,
-    ServerCapabilities,
+    Prompt, ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerCapabilities,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -43,7 +42,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::calls::{CallError, CallRequest, Origin, Target};
 use crate::catalog::CatalogError;
-use crate::catalog::view::ResourceRef;
 use crate::services::Services;
 use crate::session::ConnId;
 use lists::{fingerprint, resources_fingerprint};
@@ -410,9 +408,17 @@ impl ServerHandler for Gateway {
                 tail_of: None,
             };
             let (state, responses) = (request.request_state.clone(), request.input_responses);
-            let turn = rounds
-                .call(self, &request.name, identity, state, responses, start, &modern, &context)
-                .await?;
+            let turn = rounds.call(
+                self,
+                &request.name,
+                identity,
+                state,
+                responses,
+                start,
+                &modern,
+                &context,
+            );
+            let turn = traced::round(turn, &context, &request.name, &self.session).await?;
             return match turn {
                 mrtr::Turn::Asks(r) => Ok(*r),
                 mrtr::Turn::Done(done) => Self::complete(*done, &fqn, &request.name),
@@ -465,27 +471,12 @@ impl ServerHandler for Gateway {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let list = self.prompt_list().await?;
-        let Some((_, server, own, _)) = list.into_iter().find(|(n, ..)| *n == request.name) else {
-            return Err(McpError::invalid_params(
-                format!("no prompt named '{}' in this session", request.name),
-                None,
-            ));
-        };
-        let raw = self
-            .services
-            .catalog
-            .get_prompt_raw(&self.session, &server, &own, request.arguments)
-            .await
-            .map_err(catalog_error)?;
-        serde_json::from_value::<rmcp::model::GetPromptResult>(raw)
-            .map(|mut r| {
-                r.result_type = Some(ResultType::COMPLETE);
-                r.into()
-            })
-            .map_err(|e| McpError::internal_error(format!("the prompt does not parse: {e}"), None))
+        let name = request.name.clone();
+        let own = || vec![opentelemetry::KeyValue::new("gen_ai.prompt.name", name.clone())];
+        let get = self.forward_prompt(request);
+        traced::served("prompts/get", Some(&name), own, &context, &self.session, get).await
     }
 
     async fn list_resources(
@@ -576,21 +567,11 @@ impl ServerHandler for Gateway {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        // The first server (by name) that offers the URI reads it, as the list shows it.
-        let server = self.owner_of_uri(&request.uri).await?;
-        let which =
-            ResourceRef { server: Some(server), uri: Some(request.uri.clone()), reference: None };
-        let read = self.services.catalog.read_resource(&self.session, which).await;
-        let read = read.map_err(|e| match e {
-            CatalogError::NotInCatalog(m) => {
-                McpError::resource_not_found(m, Some(serde_json::json!({ "uri": request.uri })))
-            }
-            other => catalog_error(other),
-        })?;
-        let contents =
-            read.contents.into_iter().filter_map(|c| serde_json::from_value(c).ok()).collect();
-        Ok(ReadResourceResult::new(contents).into())
+        let uri = request.uri.clone();
+        let own = || vec![opentelemetry::KeyValue::new("mcp.resource.uri", uri.clone())];
+        let read = self.forward_read(request);
+        traced::served("resources/read", None, own, &context, &self.session, read).await
     }
 }

@@ -305,7 +305,8 @@ impl Rounds {
                             None,
                         ));
                     }
-                    let task = tokio::spawn(async move { services.calls.call(req).await });
+                    let call = async move { services.calls.call(req).await };
+                    let task = tokio::spawn(crate::telemetry::carried(call));
                     state.calls.insert(call_id.clone(), (tx, task.abort_handle()));
                     task
                 };

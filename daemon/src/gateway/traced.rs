@@ -1,12 +1,16 @@
-//! A gateway call as the MCP conventions' SERVER span (`tools/call {tool}`), its parent the
-//! trace context the client's `params._meta` carried, the pipeline's spans its children; and
-//! its duration in `mcp.server.operation.duration`. With telemetry off, the call as it is.
+//! A gateway request as the MCP conventions' SERVER span (`tools/call {tool}`, each request of
+//! a multi round-trip call, `prompts/get {prompt}`, `resources/read`), its parent the trace
+//! context the client's `params._meta` carried, the pipeline's spans its children; and its
+//! duration in `mcp.server.operation.duration`. With telemetry off, the request as it is.
 
 use opentelemetry::trace::FutureExt as _;
 use opentelemetry::{Context, KeyValue};
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 
+use rmcp::ErrorData as McpError;
+
+use super::mrtr::Turn;
 use crate::calls::{Call, CallError, CallRequest, Outcome, Pipeline};
 use crate::telemetry::{Operation, Side};
 
@@ -31,19 +35,78 @@ pub(super) async fn call(
         serde_json::to_string(&req.args).unwrap_or_default()
     });
     let done = calls.call(req).with_context(op.context().clone()).await;
-    let error = match &done {
+    if let Ok((_, o)) = &done
+        && !o.is_error
+    {
+        op.tool_io("gen_ai.tool.call.result", || o.result.to_string());
+    }
+    op.end(failed(&done));
+    done
+}
+
+/// How a call's result failed, if it did: `error.type` and the description.
+fn failed(done: &Result<(Call, Outcome), CallError>) -> Option<(String, String)> {
+    match done {
         Ok((_, o)) if o.is_error => Some(("tool_error".to_owned(), o.display.clone())),
-        Ok((_, o)) => {
-            op.tool_io("gen_ai.tool.call.result", || o.result.to_string());
-            None
-        }
+        Ok(_) => None,
         // What the gateway answers with a protocol error (`Gateway::call_failed`).
         Err(e @ (CallError::ToolNotFound(_) | CallError::InvalidArguments { .. })) => {
             Some((rmcp::model::ErrorCode::INVALID_PARAMS.0.to_string(), e.to_string()))
         }
         Err(e) => Some(("tool_error".to_owned(), e.to_string())),
+    }
+}
+
+/// One request of a multi round-trip client's call of the tool it named `served` (`turn`:
+/// the call begun or taken up again, its answer the result or the asks it waits on) as the
+/// SERVER span of `context`; the call's own task, spawned by the first request, is under the
+/// first request's span (`telemetry::carried`).
+pub(super) async fn round(
+    turn: impl Future<Output = Result<Turn, McpError>>,
+    context: &RequestContext<RoleServer>,
+    served: &str,
+    session: &str,
+) -> Result<Turn, McpError> {
+    let Some(op) = Operation::tool_call(
+        Side::Server,
+        served,
+        || crate::telemetry::extract(Some(&context.meta.0.0), &Context::current()),
+        || attributes(context, session),
+    ) else {
+        return turn.await;
     };
-    op.end(error);
+    let done = turn.with_context(op.context().clone()).await;
+    op.end(match &done {
+        Ok(Turn::Done(d)) => failed(d),
+        Ok(Turn::Asks(_)) => None,
+        Err(e) => Some((e.code.0.to_string(), e.message.to_string())),
+    });
+    done
+}
+
+/// A request of `method` other than a tool call (`prompts/get`, `resources/read`), `work`,
+/// as the SERVER span of `context`: named with `target` when it has a low-cardinality one (a
+/// prompt's name), with `own` attributes (the prompt's name, the resource's URI).
+pub(super) async fn served<T>(
+    method: &'static str,
+    target: Option<&str>,
+    own: impl FnOnce() -> Vec<KeyValue>,
+    context: &RequestContext<RoleServer>,
+    session: &str,
+    work: impl Future<Output = Result<T, McpError>>,
+) -> Result<T, McpError> {
+    let Some(op) = Operation::begin(
+        Side::Server,
+        method,
+        target,
+        own,
+        || crate::telemetry::extract(Some(&context.meta.0.0), &Context::current()),
+        || attributes(context, session),
+    ) else {
+        return work.await;
+    };
+    let done = work.with_context(op.context().clone()).await;
+    op.end(done.as_ref().err().map(|e| (e.code.0.to_string(), e.message.to_string())));
     done
 }
 

@@ -62,6 +62,7 @@ pub(crate) mod server;
 mod shape;
 pub(crate) mod spec;
 pub(crate) mod sse;
+pub(crate) mod started;
 pub(crate) mod status;
 pub(crate) mod stdio;
 pub(crate) mod supervisor;

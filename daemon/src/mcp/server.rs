@@ -180,6 +180,8 @@ pub(crate) struct Server {
     catalog: Mutex<Option<Arc<Catalog>>>,
     cmds: watch::Sender<Mailbox>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Its start under way as a span (`started.rs`).
+    starts: super::started::Starts,
 }
 
 /// The transport listed for a spec before it connects.
@@ -277,8 +279,31 @@ impl Server {
             catalog: Mutex::default(),
             cmds,
             task: Mutex::default(),
+            starts: super::started::Starts::default(),
         });
         (server, rx)
+    }
+
+    /// An attempt to start it begins, the `attempt`th in a row (its span, `started.rs`).
+    pub(super) fn start_began(&self, attempt: u32) {
+        let transport = match self.spec {
+            LaunchSpec::Stdio { .. } => "pipe",
+            LaunchSpec::Network { .. } => "tcp",
+        };
+        self.starts.begin(&self.name, transport, attempt);
+    }
+
+    /// The attempt to start it under way, if any, ended: connected (`None`) or failed with
+    /// `error` (`error.type`).
+    pub(super) fn start_ended(&self, error: Option<&'static str>) {
+        self.starts.ended(error);
+    }
+
+    /// It is parked (needing a sign-in, held by its artifact pin, in crash-loop): the start
+    /// under way, if any, failed so.
+    pub(super) fn start_parked(&self) {
+        let state = self.status.borrow().state;
+        self.starts.ended(Some(super::started::parked_why(state)));
     }
 
     /// Keep its task's handle, for [`Server::stop`] to wait on.

@@ -184,6 +184,7 @@ impl Life {
         if asked {
             self.failures = 0;
         }
+        self.r.server.start_began(self.failures + 1);
         self.r.update(|s| {
             if asked {
                 s.restarting = false;
@@ -286,6 +287,7 @@ impl Life {
             s.attempts += 1;
             s.restarting = false;
         });
+        server.start_ended(None);
         State::Ready(connection, since)
     }
 
@@ -392,6 +394,7 @@ impl Life {
     /// parked in crash-loop once the failures in a row pass the budget.
     fn failed(&mut self, error: String) -> State {
         self.failures += 1;
+        self.r.server.start_ended(Some("failed"));
         self.r.log(&error);
         if self.failures > self.opts.restart_budget {
             return State::CrashLoop(error);
@@ -460,6 +463,7 @@ impl Life {
 
     /// Wait for the command that ends a parked state.
     async fn parked(&mut self) -> State {
+        self.r.server.start_parked();
         match self.cmds.recv().await {
             Some(Cmd::Restart) => State::Connecting { asked: true },
             _ => State::Stopped,
@@ -468,6 +472,7 @@ impl Life {
 
     /// Its task ends: nothing of the connection is left.
     fn stopped(&self) {
+        self.r.server.start_ended(Some("stopped"));
         self.r.server.set_peer(None);
         self.r.update(|s| {
             s.state = ServerState::Disconnected;

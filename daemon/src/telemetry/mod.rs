@@ -244,6 +244,27 @@ pub(crate) fn child(name: &'static str, attrs: impl FnOnce() -> Vec<KeyValue>) -
     Some(t.span(name, SpanKind::Internal, &Context::current(), attrs()))
 }
 
+/// A span of its own (the root of a trace: a server's start, a token's refresh, which
+/// outlive or precede whatever call asked for them), if spans are exported.
+pub(crate) fn own(
+    name: impl FnOnce() -> String,
+    attrs: impl FnOnce() -> Vec<KeyValue>,
+) -> Option<Active> {
+    let t = on().filter(|t| t.traces)?;
+    Some(t.span(name(), SpanKind::Internal, &Context::new(), attrs()))
+}
+
+/// `work` run under the current context, when telemetry is on (a task spawned for a call
+/// keeps its span as parent); `work` as it is when off.
+pub(crate) fn carried<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    use futures::future::Either;
+    use opentelemetry::trace::FutureExt as _;
+    match on() {
+        Some(_) => Either::Left(work.with_context(Context::current())),
+        None => Either::Right(work),
+    }
+}
+
 /// An MCP operation (`mcp.method.name` with its target), as a span and a duration recorded in
 /// one of the operation histograms when it ends.
 #[derive(Debug)]
@@ -271,23 +292,42 @@ impl Operation {
         parent: impl FnOnce() -> Context,
         more: impl FnOnce() -> Vec<KeyValue>,
     ) -> Option<Operation> {
+        let own = || {
+            vec![
+                KeyValue::new("gen_ai.tool.name", tool.to_owned()),
+                KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            ]
+        };
+        Operation::begin(side, "tools/call", Some(tool), own, parent, more)
+    }
+
+    /// `method` (named `{method} {target}` when it has a low-cardinality target, a tool's or a
+    /// prompt's name) begun, child of `parent`, with `own` attributes, which its histogram
+    /// gets too, and `more`, which only a client's histogram gets (a served request's session
+    /// and request ids would be one series each); `None` when telemetry is off.
+    pub(crate) fn begin(
+        side: Side,
+        method: &'static str,
+        target: Option<&str>,
+        own: impl FnOnce() -> Vec<KeyValue>,
+        parent: impl FnOnce() -> Context,
+        more: impl FnOnce() -> Vec<KeyValue>,
+    ) -> Option<Operation> {
         let t = on()?;
-        let attrs = vec![
-            KeyValue::new("mcp.method.name", "tools/call"),
-            KeyValue::new("gen_ai.tool.name", tool.to_owned()),
-            KeyValue::new("gen_ai.operation.name", "execute_tool"),
-        ];
+        let mut attrs = vec![KeyValue::new("mcp.method.name", method)];
+        attrs.extend(own());
         let mut all = attrs.clone();
         all.extend(more());
         let kind = match side {
             Side::Server => SpanKind::Server,
             Side::Client => SpanKind::Client,
         };
-        // A client's attributes (the server's name, transport, host and port) are its
-        // histogram's too; a served request's session and request ids are not (one series
-        // each).
         let attrs = if side == Side::Client { all.clone() } else { attrs };
-        let span = t.span(format!("tools/call {tool}"), kind, &parent(), all);
+        let name = match target {
+            Some(target) => format!("{method} {target}"),
+            None => method.to_owned(),
+        };
+        let span = t.span(name, kind, &parent(), all);
         Some(Operation { span, client: side == Side::Client, attrs })
     }
 

@@ -35,6 +35,13 @@ pub(super) struct Heard {
     fail: bool,
 }
 
+impl Heard {
+    /// A client that declares elicitation and accepts every one.
+    pub(super) fn accepting() -> Self {
+        Self { answer: Some(ElicitationAction::Accept), ..Self::default() }
+    }
+}
+
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -54,6 +54,7 @@ mod spine;
 mod storage;
 mod tasks;
 mod telemetry;
+mod telemetry_spans;
 mod terminal_text;
 mod tools;
 mod top;

@@ -472,3 +472,53 @@ async fn the_first_hour_start_then_sign_in_then_call() -> anyhow::Result<()> {
     assert!(!shown.0.contains(TOKEN_PREFIX), "a test token was shown");
     Ok(())
 }
+
+/// With telemetry on, a server waiting for a sign-in ends its start span as `needs_auth`,
+/// and each token refresh is a span of its own saying how it ended (`refreshed`, then one
+/// the authorization server refuses, `invalid_grant`), with no token in any attribute.
+#[tokio::test]
+async fn a_token_refresh_is_a_span_of_its_own() -> anyhow::Result<()> {
+    use super::telemetry_spans::{named, settings};
+    let receiver = geminid_tests::otlp::Receiver::start().await?;
+    let site = Site::start()?;
+    let home = TestHome::allowing_mcp()?;
+    settings(&home, json!({ "remote": { "httpUrl": site.fx.url } }), &receiver.endpoint)?;
+    let daemon = Daemon::start(&home, FAST).await?;
+    anyhow::ensure!(home.gemctl(&["trust"])?.status.success(), "gemctl trust failed");
+    let client = daemon.client().await?;
+    let session = new_session(&client, &home).await?;
+    let started = client.mcp_start(StartParams { session: session.clone(), wait: true }).await?;
+    assert!(started.servers.iter().all(|x| x.state == ServerState::NeedsAuth), "{started:?}");
+    let mut shown = Shown::default();
+    let (code, out, err) = gemctl(&home, &session, &["mcp", "auth", "remote"], &mut shown)?;
+    assert_eq!(code, 0, "{out}{err}");
+    site.control(json!({ "revoke": true })).await?;
+    assert_eq!(client.tools_call(echo(&session, "after")).await?.display, "after");
+    site.control(json!({ "revoke": true, "fail": "refresh" })).await?;
+    let _ = client.tools_call(echo(&session, "refused")).await;
+
+    let refreshes =
+        |r: &geminid_tests::otlp::Receiver| named(&r.spans(), "token refresh remote").len() >= 2;
+    assert!(receiver.until(WAIT, refreshes).await, "{:#?}", receiver.spans());
+    let spans = receiver.spans();
+    let attr = |s: &geminid_tests::otlp::Span, k: &str| s.attributes.get(k).cloned();
+    let refresh = named(&spans, "token refresh remote");
+    let outcomes: Vec<_> =
+        refresh.iter().map(|s| attr(s, "geminid.oauth.refresh.outcome")).collect();
+    assert_eq!(
+        outcomes,
+        [Some("refreshed".to_owned()), Some("invalid_grant".to_owned())],
+        "{refresh:#?}"
+    );
+    assert_eq!(attr(refresh[1], "error.type").as_deref(), Some("invalid_grant"));
+    assert!(refresh.iter().all(|s| s.parent.is_empty()), "traces of their own: {refresh:#?}");
+    assert!(refresh.iter().all(|s| attr(s, "mcp.server.name").as_deref() == Some("remote")));
+    let start = named(&spans, "start remote");
+    let waited = start.iter().any(|s| attr(s, "error.type").as_deref() == Some("needs_auth"));
+    assert!(waited, "the first start waited for a sign-in: {start:#?}");
+    for s in &spans {
+        shown.add(&format!("{:?}", s.attributes));
+    }
+    assert!(!shown.0.contains(TOKEN_PREFIX), "a test token was shown");
+    Ok(())
+}
