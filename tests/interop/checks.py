@@ -438,6 +438,9 @@ def run(s):
     import prometheus
     prometheus.run(s)
 
+    import otlp
+    otlp.run(s)
+
     import clients
     clients.run(s)
 

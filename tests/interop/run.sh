@@ -44,6 +44,17 @@ if [ ! -e "$acp_stamp" ]; then
   touch "$acp_stamp"
 fi
 
+# The OTLP receiver of the telemetry check (otlp.py): OpenTelemetry's official protobufs, into
+# the venv above with a stamp of their own, so that adding them did not reinstall everything.
+OTEL_PIP_PACKAGES=("opentelemetry-proto==1.45.2")
+otel_stamp="$cache/otel/installed-$(printf '%s\n' "${OTEL_PIP_PACKAGES[@]}" | sha256sum | cut -c1-16)"
+if [ ! -e "$otel_stamp" ]; then
+  echo "interop: installing the OTLP receiver's protobufs into $cache/venv" >&2
+  mkdir -p "$cache/otel"
+  "$cache/venv/bin/pip" install --quiet "${OTEL_PIP_PACKAGES[@]}" >&2
+  touch "$otel_stamp"
+fi
+
 # The MCP conformance suite's client scenarios (tests/interop/conformance.sh) run after the
 # checks, in the same place; their packages are installed here, while the network is there.
 "$root/tests/interop/conformance.sh" --install-only
