@@ -43,7 +43,7 @@ use crate::mcp::{
     ServerAskRespondParams, ServerAskRespondResult, ServerParams, ServerStatus, StartParams,
     TasksCancelParams, TasksCancelResult, TasksListParams, TasksListResult,
 };
-use crate::pins::{PinsParams, PinsResult, ReviewResult};
+use crate::pins::{PinsParams, PinsResult, ReviewResult, UpdateParams, UpdateResult};
 use crate::policy::{
     AuditListParams, AuditListResult, ConfirmationRespondParams, ConfirmationRespondResult,
     PolicyCheckParams, PolicyCheckResult, PolicyListParams, PolicyListResult, PolicyReviewParams,
@@ -240,6 +240,12 @@ pub trait McpApi {
     /// marked rejected, until they are accepted or the server lists them as pinned again.
     #[method(name = "reject")]
     async fn mcp_reject(&self, params: PinsParams) -> RpcResult<PinsResult>;
+
+    /// Move a local server to its newest release on purpose: resolved now (npm's `latest`,
+    /// or the executable as it is), offered as a review that `mcp/accept` takes (or taken at
+    /// once with `yes`).
+    #[method(name = "update")]
+    async fn mcp_update(&self, params: UpdateParams) -> RpcResult<UpdateResult>;
 }
 
 /// `mcp/followLogs`: the one subscription under `mcp/`, in a trait of its own so that

@@ -183,6 +183,10 @@ pub struct ArtifactStatus {
     /// Why it could not be resolved, recorded or checked, when that is so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// The newest release `mcp/update` found, not taken yet: `mcp/accept` records it and
+    /// restarts the server on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered: Option<Artifact>,
 }
 
 /// `mcp/toolsChanged`: a server listed definitions that differ from their pins (on a
@@ -278,4 +282,41 @@ pub struct PinsResult {
     /// what `mcp/review` would have shown, unseen.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unreviewed: bool,
+}
+
+/// `mcp/update`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateParams {
+    /// Which server.
+    #[serde(flatten)]
+    pub server: ServerParams,
+    /// Take the newest release at once (record it and restart the server on it), as
+    /// `mcp/accept` after the review would.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub yes: bool,
+}
+
+/// Result of `mcp/update`: the server's recorded artifact and the newest release, old → new.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateResult {
+    /// The server's name.
+    pub server: String,
+    /// What is recorded now (absent when nothing is recorded that verifies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<Artifact>,
+    /// The newest release: for an npm package, what the registry resolves its entry's spec
+    /// to now (the `latest` dist-tag for a bare name); for an executable, the file as it is
+    /// now.
+    pub newest: Artifact,
+    /// The recorded artifact is the newest: nothing to take.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub current: bool,
+    /// It was taken (`yes`): recorded, and the server restarted on it. Otherwise it is
+    /// offered: `mcp/review` shows it and `mcp/accept` takes it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub accepted: bool,
 }

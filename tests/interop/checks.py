@@ -441,6 +441,9 @@ def run(s):
     import otlp
     otlp.run(s)
 
+    import artifact_npm
+    artifact_npm.run(s)
+
     import clients
     clients.run(s)
 

@@ -55,6 +55,17 @@ if [ ! -e "$otel_stamp" ]; then
   touch "$otel_stamp"
 fi
 
+# A local npm registry for the artifact-pinning check (artifact_npm.py): verdaccio, in a folder
+# of its own with a stamp of its own, like the ACP editor's SDK.
+REGISTRY_PACKAGES=("verdaccio@6.10.4")
+registry_stamp="$cache/registry/installed-$(printf '%s\n' "${REGISTRY_PACKAGES[@]}" | sha256sum | cut -c1-16)"
+if [ ! -e "$registry_stamp" ]; then
+  echo "interop: installing the local npm registry into $cache/registry" >&2
+  mkdir -p "$cache/registry"
+  npm install --silent --no-audit --no-fund --prefix "$cache/registry" "${REGISTRY_PACKAGES[@]}" >&2
+  touch "$registry_stamp"
+fi
+
 # The MCP conformance suite's client scenarios (tests/interop/conformance.sh) run after the
 # checks, in the same place; their packages are installed here, while the network is there.
 "$root/tests/interop/conformance.sh" --install-only

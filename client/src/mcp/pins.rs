@@ -1,10 +1,12 @@
-//! `gemctl mcp review|accept|reject`: tool definitions that differ from their pins.
+//! `gemctl mcp review|accept|reject|update`: tool definitions and artifacts that differ from
+//! their pins, and a server moved to its newest release.
 
 use geminid_protocol::api::McpApiClient;
 use geminid_protocol::client::Client;
 use geminid_protocol::mcp::ServerParams;
 use geminid_protocol::pins::{
-    Artifact, ArtifactStatus, HeldDefinition, PinsParams, ReviewItem, ReviewResult,
+    Artifact, ArtifactStatus, HeldDefinition, PinsParams, ReviewItem, ReviewResult, UpdateParams,
+    UpdateResult,
 };
 use serde_json::Value;
 
@@ -51,6 +53,48 @@ pub async fn settle(
         outln!("Still differing: {}", r.differs.iter().map(short).collect::<Vec<_>>().join(", "));
     }
     Ok(())
+}
+
+/// `gemctl mcp update NAME [--yes]`.
+pub async fn update(
+    client: &Client,
+    server: ServerParams,
+    yes: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let r =
+        client.mcp_update(UpdateParams { server, yes }).await.map_err(call_error("mcp/update"))?;
+    if json {
+        return output::json(&r);
+    }
+    out!("{}", update_text(&r));
+    Ok(())
+}
+
+/// What `gemctl mcp update` prints.
+fn update_text(r: &UpdateResult) -> String {
+    let s = shown::line(&r.server);
+    if r.current {
+        return format!(
+            "MCP server '{s}' runs the newest release already (nothing to update):\n{}",
+            artifact_lines(&r.newest)
+        );
+    }
+    let mut out = format!("MCP server '{s}': newest release\n");
+    match &r.recorded {
+        Some(old) => out.push_str(&format!("  recorded:\n{}", artifact_lines(old))),
+        None => out.push_str("  recorded: nothing that verifies\n"),
+    }
+    out.push_str(&format!("  newest:\n{}", artifact_lines(&r.newest)));
+    if r.accepted {
+        out.push_str("Recorded; the server restarts on it.\n");
+    } else {
+        out.push_str(&format!(
+            "`gemctl mcp accept {s}` records it and restarts the server on it; until then it \
+             runs what was recorded.\n"
+        ));
+    }
+    out
 }
 
 fn short(d: &HeldDefinition) -> String {
@@ -281,7 +325,18 @@ fn artifact_text(a: &ArtifactStatus, server: &str) -> String {
     if let Some(p) = &a.problem {
         out.push_str(&format!("  ⚠ {}\n", shown::line(p)));
     }
-    if a.differs.is_some() {
+    if let Some(new) = &a.offered {
+        out.push_str(&format!(
+            "Update offered (`gemctl mcp update`): the newest release\n{}",
+            artifact_lines(new)
+        ));
+    }
+    if a.offered.is_some() {
+        out.push_str(&format!(
+            "`gemctl mcp accept {}` records the offered release and restarts the server on it.\n",
+            shown::line(server)
+        ));
+    } else if a.differs.is_some() {
         out.push_str(&format!(
             "`gemctl mcp accept {}` records what it runs now and starts it.\n",
             shown::line(server)
@@ -349,6 +404,7 @@ mod tests {
             digest: String::new(),
             problem: None,
             artifact: Some(ArtifactStatus {
+                offered: None,
                 mode: PinMode::Enforce,
                 pinned: Some(art("1.0.0", "sha512-OLD")),
                 differs: Some(art("1.0.1", "sha512-NEW\u{1b}[2J")),

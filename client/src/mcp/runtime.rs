@@ -1,4 +1,4 @@
-//! `gemctl mcp list|start|stop|restart|logs|review|accept|reject`: the running servers.
+//! `gemctl mcp list|start|stop|restart|logs|review|accept|reject|update`: the running servers.
 
 use clap::Subcommand;
 use geminid_protocol::api::McpApiClient;
@@ -90,6 +90,18 @@ pub enum RuntimeCommand {
         /// Only these (tool, prompt or resource template names)
         definitions: Vec<String>,
     },
+    /// Move a local server to its newest release on purpose (npm's `latest`, or its
+    /// executable as it is now): shown old → new as a review that `gemctl mcp accept` takes;
+    /// it keeps running what was recorded until then
+    #[command(display_order = 20)]
+    Update {
+        /// Server name
+        #[arg(add = clap_complete::engine::ArgValueCompleter::new(crate::help::complete::servers))]
+        name: String,
+        /// Take it at once: record it and restart the server on it
+        #[arg(short, long)]
+        yes: bool,
+    },
     /// Show a server's log: its stderr and what geminid did
     #[command(display_order = 7)]
     Logs {
@@ -123,6 +135,7 @@ impl RuntimeCommand {
                 | Self::Review { .. }
                 | Self::Accept { .. }
                 | Self::Reject { .. }
+                | Self::Update { .. }
         )
     }
 
@@ -238,6 +251,9 @@ pub async fn run(
         RuntimeCommand::Reject { name, definitions } => {
             let server = ServerParams { session, name };
             crate::mcp::pins::settle(client, server, definitions, None, false, json).await?;
+        }
+        RuntimeCommand::Update { name, yes } => {
+            crate::mcp::pins::update(client, ServerParams { session, name }, yes, json).await?;
         }
         RuntimeCommand::Logs { name, follow, lines } => {
             let server = ServerParams { session, name };

@@ -86,7 +86,7 @@ fn interpreter(program: &Path, path: Option<&String>) -> Option<PathBuf> {
 
 /// The executable `program` (and its interpreter) as found now. Files whose `stat` answers
 /// as `known` recorded are not read again: their digest is the recorded one.
-fn executable(program: &Path, path: Option<&String>, known: Option<&Recorded>) -> Found {
+pub(super) fn executable(program: &Path, path: Option<&String>, known: Option<&Recorded>) -> Found {
     let recorded = match known {
         Some(Recorded::Verified(r)) => Some(r),
         _ => None,
@@ -121,7 +121,7 @@ fn executable(program: &Path, path: Option<&String>, known: Option<&Recorded>) -
 }
 
 /// Whether `a` is what `b` records.
-fn same(a: &Artifact, b: &Artifact) -> bool {
+pub(super) fn same(a: &Artifact, b: &Artifact) -> bool {
     (&a.kind, &a.name, &a.version, &a.digest, &a.interpreter)
         == (&b.kind, &b.name, &b.version, &b.digest, &b.interpreter)
 }
@@ -129,7 +129,21 @@ fn same(a: &Artifact, b: &Artifact) -> bool {
 impl Server {
     /// Its artifact as `mcp/listServers` shows it.
     pub(crate) fn artifact_status(&self) -> Option<ArtifactStatus> {
-        self.pins.lock().artifact.clone()
+        let state = self.pins.lock();
+        let mut status = state.artifact.clone();
+        if let Some((offer, _)) = &state.artifact_offer {
+            let s = status.get_or_insert(ArtifactStatus {
+                mode: self.artifact_pinning,
+                pinned: None,
+                differs: None,
+                held: false,
+                first_use: false,
+                problem: None,
+                offered: None,
+            });
+            s.offered = Some(offer.clone());
+        }
+        status
     }
 
     fn set_artifact(&self, status: Option<ArtifactStatus>, found: Option<Found>) {
@@ -224,6 +238,7 @@ pub(super) async fn check(server: &Arc<Server>, sup: &dyn Observer) -> Start {
                         held: false,
                         first_use: true,
                         problem: None,
+                        offered: None,
                     }
                 }
                 Err(e) => {
@@ -251,6 +266,7 @@ pub(super) async fn check(server: &Arc<Server>, sup: &dyn Observer) -> Start {
                 held: false,
                 first_use,
                 problem: None,
+                offered: None,
             };
             let args = found.args.clone();
             server.set_artifact(Some(status), None);
@@ -278,6 +294,7 @@ pub(super) async fn check(server: &Arc<Server>, sup: &dyn Observer) -> Start {
         held: enforce,
         first_use: false,
         problem: problem.clone(),
+        offered: None,
     };
     let args = found.args.clone();
     server.set_artifact(Some(status), Some(found));
@@ -305,6 +322,7 @@ fn unrecorded(mode: PinMode, problem: String) -> ArtifactStatus {
         held: false,
         first_use: false,
         problem: Some(problem),
+        offered: None,
     }
 }
 
@@ -324,11 +342,15 @@ pub(crate) fn line(a: &Artifact) -> String {
 
 /// `mcp/accept` of a held artifact: record what it resolves to now, then start it. `None`:
 /// nothing of it is held.
+/// An offer of `mcp/update` is taken first: it is the newer intent.
 pub(crate) async fn accept(
     server: &Arc<Server>,
     pins: &Arc<crate::pins::Pins>,
 ) -> Option<Result<Artifact, String>> {
-    let (artifact, stats) = server.pins.lock().artifact_found.clone()?;
+    let (artifact, stats) = {
+        let state = server.pins.lock();
+        state.artifact_offer.clone().or_else(|| state.artifact_found.clone())?
+    };
     let (p, key, name) = (pins.clone(), server.pin_key.0.clone(), server.name.clone());
     let a = artifact.clone();
     let rec = tokio::task::spawn_blocking(move || p.record_artifact(&key, &name, a, stats)).await;
@@ -339,6 +361,7 @@ pub(crate) async fn accept(
     }
     server.log.push("geminid", &format!("artifact accepted: {}", line(&artifact)));
     server.set_artifact(None, None);
+    server.pins.lock().artifact_offer = None;
     server.send(super::mailbox::Cmd::Restart);
     Some(Ok(artifact))
 }

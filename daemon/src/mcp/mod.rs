@@ -67,6 +67,7 @@ pub(crate) mod status;
 pub(crate) mod stdio;
 pub(crate) mod supervisor;
 pub(crate) mod task;
+pub(crate) mod update;
 pub(crate) mod usage;
 
 pub(crate) use callers::{Caller, Callers, INPUT_KEY, Whose};

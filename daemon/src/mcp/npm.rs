@@ -158,45 +158,108 @@ fn cached(ctx: &Context<'_>, name: &str, version: &str, integrity: &str) -> bool
     })
 }
 
-/// What the user's npm says `spec` is now: the highest version it names, with its
-/// integrity and publication time.
-async fn view(ctx: &Context<'_>, name: &str, range: &str) -> Result<Artifact, String> {
+/// How `npm view` failed.
+#[derive(Debug)]
+pub(super) struct ViewError {
+    /// What it said, in one line.
+    pub message: String,
+    /// The registry did not answer: a refused or failed connection, no such host, a timeout,
+    /// a 5xx.
+    pub unreachable: bool,
+}
+
+impl ViewError {
+    fn other(message: String) -> Self {
+        Self { message, unreachable: false }
+    }
+}
+
+/// npm's error codes for a registry that does not answer.
+const UNREACHABLE: &[&str] = &[
+    "ECONNREFUSED",
+    "ECONNRESET",
+    "ENOTFOUND",
+    "EAI_AGAIN",
+    "ETIMEDOUT",
+    "EHOSTUNREACH",
+    "ENETUNREACH",
+    "ERR_SOCKET_TIMEOUT",
+    "FETCH_ERROR",
+];
+
+/// An `npm` command with the server's environment and folder.
+fn npm(ctx: &Context<'_>) -> Result<tokio::process::Command, ViewError> {
     let npm = super::spec::find_program("npm", ctx.var("PATH"), ctx.cwd)
-        .ok_or("npm is not on the server's PATH")?;
-    let spec = if range.is_empty() { name.to_owned() } else { format!("{name}@{range}") };
+        .ok_or_else(|| ViewError::other("npm is not on the server's PATH".to_owned()))?;
     let mut cmd = tokio::process::Command::new(npm);
-    cmd.args(["view", "--json", "--prefer-online", "--", &spec, "name", "version", "dist", "time"])
-        .env_clear()
-        .envs(ctx.env)
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
+    cmd.env_clear().envs(ctx.env).stdin(std::process::Stdio::null()).kill_on_drop(true);
     if let Some(cwd) = ctx.cwd {
         cmd.current_dir(cwd);
     }
-    let out = tokio::time::timeout(VIEW_LIMIT, cmd.output())
-        .await
-        .map_err(|_| format!("`npm view {spec}` gave no answer within a minute"))?
-        .map_err(|e| format!("`npm view {spec}` could not run: {e}"))?;
+    Ok(cmd)
+}
+
+/// What the user's npm says `spec` is now: the highest version it names, with its
+/// integrity and publication time. `fresh`, for a person waiting on `mcp/update`: one retry,
+/// a second apart (npm's own are three, ten seconds to a minute apart), and a cache of its own
+/// that starts empty, as npm answers from its cache's old copy when the registry does not
+/// answer, which would call a stale release the newest.
+async fn view(
+    ctx: &Context<'_>,
+    name: &str,
+    range: &str,
+    fresh: bool,
+) -> Result<Artifact, ViewError> {
+    let spec = if range.is_empty() { name.to_owned() } else { format!("{name}@{range}") };
+    let mut cmd = npm(ctx)?;
+    cmd.args(["view", "--json", "--prefer-online"]);
+    let _empty = if fresh {
+        let dir = tempfile::tempdir()
+            .map_err(|e| ViewError::other(format!("no folder for npm's cache: {e}")))?;
+        cmd.args(["--fetch-retries=1", "--fetch-retry-mintimeout=1000"]);
+        cmd.arg("--fetch-retry-maxtimeout=1000").arg(format!("--cache={}", dir.path().display()));
+        Some(dir)
+    } else {
+        None
+    };
+    cmd.args(["--", &spec, "name", "version", "dist", "time"]);
+    let out = match tokio::time::timeout(VIEW_LIMIT, cmd.output()).await {
+        Err(_) => {
+            let message = format!("`npm view {spec}` gave no answer within a minute");
+            return Err(ViewError { message, unreachable: true });
+        }
+        Ok(out) => {
+            out.map_err(|e| ViewError::other(format!("`npm view {spec}` could not run: {e}")))?
+        }
+    };
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
+        // With --json, npm says its error on stdout: {"error": {"code", "summary"}}.
+        let said: Value = serde_json::from_str(&text).unwrap_or_default();
+        let code = said["error"]["code"].as_str().unwrap_or_default();
+        let unreachable = UNREACHABLE.contains(&code) || code.starts_with("E5");
         let err = String::from_utf8_lossy(&out.stderr);
-        let why = err.lines().find(|l| l.contains("ERR!")).unwrap_or(err.trim());
-        return Err(format!(
-            "`npm view {spec}` failed: {}",
-            why.chars().take(300).collect::<String>()
-        ));
+        let why = match said["error"]["summary"].as_str() {
+            Some(summary) => summary.lines().next().unwrap_or_default().to_owned(),
+            None => err.lines().find(|l| l.contains("ERR!")).unwrap_or(err.trim()).to_owned(),
+        };
+        let message =
+            format!("`npm view {spec}` failed: {}", why.chars().take(300).collect::<String>());
+        return Err(ViewError { message, unreachable });
     }
     let json: Value = serde_json::from_str(&text)
-        .map_err(|e| format!("`npm view {spec}` answered no JSON: {e}"))?;
+        .map_err(|e| ViewError::other(format!("`npm view {spec}` answered no JSON: {e}")))?;
     // A range that names several versions is an array, lowest first.
     let one = match &json {
         Value::Array(all) => all.last().cloned().unwrap_or_default(),
         v => v.clone(),
     };
-    let version = one["version"].as_str().ok_or(format!("the registry has no {spec}"))?;
-    let integrity = one["dist"]["integrity"]
+    let version = one["version"]
         .as_str()
-        .ok_or(format!("the registry gives no integrity for {name}@{version}"))?;
+        .ok_or_else(|| ViewError::other(format!("the registry has no {spec}")))?;
+    let integrity = one["dist"]["integrity"].as_str().ok_or_else(|| {
+        ViewError::other(format!("the registry gives no integrity for {name}@{version}"))
+    })?;
     Ok(Artifact {
         kind: ArtifactKind::Npm,
         name: name.to_owned(),
@@ -205,6 +268,41 @@ async fn view(ctx: &Context<'_>, name: &str, range: &str) -> Result<Artifact, St
         published: one["time"][version].as_str().map(str::to_owned),
         interpreter: None,
     })
+}
+
+/// The registry the user's npm asks for `name` (its scope's, else the default), as `npm
+/// config get` says it.
+pub(super) async fn registry(ctx: &Context<'_>, name: &str) -> Option<String> {
+    let key = match name.split_once('/') {
+        Some((scope, _)) if scope.starts_with('@') => format!("{scope}:registry"),
+        _ => "registry".to_owned(),
+    };
+    for key in [key.as_str(), "registry"] {
+        let mut cmd = npm(ctx).ok()?;
+        cmd.args(["config", "get", key]);
+        let out = tokio::time::timeout(Duration::from_secs(20), cmd.output()).await.ok()?.ok()?;
+        let said = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if out.status.success() && !said.is_empty() && said != "undefined" {
+            return Some(said);
+        }
+    }
+    None
+}
+
+/// `mcp/update`: the newest release the entry allows, asked of the registry (never npx's
+/// cache): what its spec resolves to now (npm's `latest` dist-tag for a bare name, the
+/// highest version of a range). An entry that names one exact version is moved by editing it.
+pub(super) async fn newest(inv: &Invocation, ctx: &Context<'_>) -> Result<Found, ViewError> {
+    if exact(&inv.range) {
+        return Err(ViewError::other(format!(
+            "its entry names the exact version {}@{}: edit the entry to name another (the \
+             change is then held for review) or a range",
+            inv.name, inv.range
+        )));
+    }
+    let artifact = view(ctx, &inv.name, &inv.range, true).await?;
+    let args = artifact.version.as_deref().map(|v| inv.args_for(v));
+    Ok(Found { artifact, stats: BTreeMap::new(), args })
 }
 
 /// What `inv` runs now. With a record of this package that the spec still allows (the
@@ -230,8 +328,8 @@ pub(super) async fn resolve(
         Some((r, version)) if cached(ctx, &inv.name, version, &r.artifact.digest) => {
             r.artifact.clone()
         }
-        Some((_, version)) => view(ctx, &inv.name, version).await?,
-        None => view(ctx, &inv.name, &inv.range).await?,
+        Some((_, version)) => view(ctx, &inv.name, version, false).await.map_err(|e| e.message)?,
+        None => view(ctx, &inv.name, &inv.range, false).await.map_err(|e| e.message)?,
     };
     let args = artifact.version.as_deref().map(|v| inv.args_for(v));
     Ok(Found { artifact, stats: BTreeMap::new(), args })
@@ -263,5 +361,18 @@ mod tests {
         assert!(of("/usr/bin/npm", &["run", "x"]).is_none());
         assert!(of("/usr/bin/node", &["srv"]).is_none());
         assert!(exact("1.0.1") && exact("1.0.1-rc.1") && !exact("^1.0.1") && !exact("latest"));
+    }
+
+    #[tokio::test]
+    async fn an_entry_naming_one_exact_version_is_moved_by_editing_it_not_by_update() {
+        // Said before npm is looked for: the environment has no PATH.
+        let env = BTreeMap::new();
+        let ctx = Context { env: &env, cwd: None };
+        let inv = of("/usr/bin/npx", &["-y", "srv@1.2.3"]).unwrap();
+        let e = newest(&inv, &ctx).await.err().unwrap();
+        assert!(e.message.contains("names the exact version srv@1.2.3") && !e.unreachable, "{e:?}");
+        let inv = of("/usr/bin/npx", &["-y", "srv@^1.2"]).unwrap();
+        let e = newest(&inv, &ctx).await.err().unwrap();
+        assert!(e.message.contains("npm is not on the server's PATH"), "{e:?}");
     }
 }

@@ -104,6 +104,10 @@ pub(crate) struct PinState {
     /// the files hashed: what `mcp/accept` records.
     pub artifact_found:
         Option<(geminid_protocol::pins::Artifact, std::collections::BTreeMap<String, String>)>,
+    /// The newest release `mcp/update` found (with its files' `stat`), until `mcp/accept`
+    /// takes it; a restart keeps it.
+    pub artifact_offer:
+        Option<(geminid_protocol::pins::Artifact, std::collections::BTreeMap<String, String>)>,
 }
 
 /// One definition as a review showed it: its kind, name and the digest of its listed form.

@@ -149,4 +149,11 @@ impl McpApiServer for Handler {
     ) -> RpcResult<geminid_protocol::pins::PinsResult> {
         self.settle_pins(p, false).await
     }
+
+    async fn mcp_update(
+        &self,
+        p: geminid_protocol::pins::UpdateParams,
+    ) -> RpcResult<geminid_protocol::pins::UpdateResult> {
+        self.update(p).await
+    }
 }

@@ -163,6 +163,22 @@ impl Handler {
             .map_err(review_error)
     }
 
+    pub(super) async fn update(
+        &self,
+        p: geminid_protocol::pins::UpdateParams,
+    ) -> RpcResult<geminid_protocol::pins::UpdateResult> {
+        use crate::mcp::update::UpdateError;
+        let server = self.find_server(&p.server)?;
+        self.services.mcp.update(&server, p.yes).await.map_err(|e| {
+            let code = match &e {
+                UpdateError::NotPinned(_) => ErrorCode::ConfigRefused,
+                UpdateError::Unreachable(_) => ErrorCode::ServerUnavailable,
+                UpdateError::Failed(_) => ErrorCode::ServerError,
+            };
+            code.error(e.to_string())
+        })
+    }
+
     pub(super) async fn call_tool(&self, p: CallToolParams) -> RpcResult<serde_json::Value> {
         let request = CallRequest {
             session: p.session,

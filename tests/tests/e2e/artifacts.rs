@@ -21,9 +21,9 @@ use geminid_tests::{Daemon, TestHome, eventually};
 use super::pins::status;
 use serde_json::{Value, json};
 
-const QUICK: &[&str] = &["--mcp-backoff", "50ms", "--mcp-stop-grace", "500ms"];
+pub(super) const QUICK: &[&str] = &["--mcp-backoff", "50ms", "--mcp-stop-grace", "500ms"];
 
-async fn session(
+pub(super) async fn session(
     client: &Client,
     home: &TestHome,
     extra: &[(&str, &str)],
@@ -41,7 +41,7 @@ async fn session(
 }
 
 /// `name`'s status once `state` (up to a minute: a cold npx installs first).
-async fn reaches(
+pub(super) async fn reaches(
     client: &Client,
     session: &str,
     name: &str,
@@ -56,22 +56,26 @@ async fn reaches(
     Ok(s)
 }
 
-fn server(session: &str, name: &str) -> ServerParams {
+pub(super) fn server(session: &str, name: &str) -> ServerParams {
     ServerParams { session: Some(session.into()), name: name.into() }
 }
 
-async fn accept(client: &Client, session: &str, name: &str) -> anyhow::Result<Vec<String>> {
+pub(super) async fn accept(
+    client: &Client,
+    session: &str,
+    name: &str,
+) -> anyhow::Result<Vec<String>> {
     let p = PinsParams { server: server(session, name), names: vec![], digest: None };
     Ok(client.mcp_accept(p).await?.done)
 }
 
-fn audit_has(home: &TestHome, needle: &str) -> anyhow::Result<bool> {
+pub(super) fn audit_has(home: &TestHome, needle: &str) -> anyhow::Result<bool> {
     let (_, out, _) = home.gemctl_run(&["audit", "--json"])?;
     Ok(out.contains(needle))
 }
 
 /// A script server: it writes `marker` when it starts, then runs the fixture.
-fn script(path: &Path, marker: &Path) -> anyhow::Result<()> {
+pub(super) fn script(path: &Path, marker: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let text =
         format!("#!/bin/sh\necho started >> '{}'\nexec '{}' \"$@\"\n", marker.display(), fixture());
@@ -168,10 +172,10 @@ async fn artifact_pinning_warn_starts_a_changed_executable_and_off_records_nothi
 // ---- npm: a registry on loopback ----
 
 /// A static npm registry: `/<name>` is the packument, `/tarballs/<file>` each tarball.
-struct Registry {
+pub(super) struct Registry {
     dir: PathBuf,
     child: Child,
-    url: String,
+    pub(super) url: String,
 }
 
 impl Drop for Registry {
@@ -182,7 +186,7 @@ impl Drop for Registry {
 }
 
 impl Registry {
-    fn start(root: &Path) -> anyhow::Result<Self> {
+    pub(super) fn start(root: &Path) -> anyhow::Result<Self> {
         use std::io::BufRead;
         let dir = root.join("registry");
         std::fs::create_dir_all(dir.join("tarballs"))?;
@@ -208,7 +212,13 @@ impl Registry {
 
     /// Pack the fixture package `version` whose start writes `<markers>/<tag>` (and lists as
     /// many more tools as `tag` has letters), and publish it, replacing any tarball of that version.
-    fn publish(&self, root: &Path, version: &str, tag: &str, latest: bool) -> anyhow::Result<()> {
+    pub(super) fn publish(
+        &self,
+        root: &Path,
+        version: &str,
+        tag: &str,
+        latest: bool,
+    ) -> anyhow::Result<()> {
         let src = root.join(format!("pkg-{tag}"));
         std::fs::create_dir_all(&src)?;
         let package = json!({

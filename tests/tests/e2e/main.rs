@@ -7,6 +7,7 @@
 
 mod agy;
 mod artifacts;
+mod artifacts_update;
 mod backoff;
 mod bad_input;
 mod client;

@@ -75,6 +75,7 @@ fn document() -> Value {
         "mcp/review" => ServerParams, geminid_protocol::pins::ReviewResult;
         "mcp/accept" => geminid_protocol::pins::PinsParams, geminid_protocol::pins::PinsResult;
         "mcp/reject" => geminid_protocol::pins::PinsParams, geminid_protocol::pins::PinsResult;
+        "mcp/update" => geminid_protocol::pins::UpdateParams, geminid_protocol::pins::UpdateResult;
         "mcp/followLogs" => ServerParams, LogLine;
         "mcp/unfollowLogs" => Unsubscribe, bool;
         "tools/list" => ToolsListParams, ToolsListResult;
