@@ -11,7 +11,8 @@
 //! `extensions`: 20 extensions of 200 files verified at start, and a reload after one file changed;
 //! `skills`: 500 skills discovered cold, and again after one SKILL.md changed; `commands`:
 //! `commands/list`'s work over 500 command files, cold and warm; `pins`: tool-definition pins
-//! over 1,000 tools, in process and with a daemon pinning against one that does not; `top`:
+//! over 1,000 tools, in process and with a daemon pinning against one that does not, then
+//! artifact pins (`artifact_pins.rs`): an unchanged server's start, `enforce` against `off`; `top`:
 //! `gemctl top`'s CPU watching 20 servers, and the daemon's with and without it; `telemetry`: a
 //! call's round trip and daemon CPU with telemetry off, OTLP export on to a loopback collector,
 //! and only `/metrics` scraped, interleaved; `rest [OTHER]`:
@@ -25,6 +26,7 @@
 //! that measure the floor of a call's hops (`relay.rs`).
 
 mod ab;
+mod artifact_pins;
 mod audit_size;
 mod commands;
 mod custom_tools;
@@ -142,7 +144,11 @@ async fn main() -> anyhow::Result<()> {
             "skills" => skills::bench().await?,
             "commands" => commands::bench().await?,
             "custom-tools" => custom_tools::bench().await?,
-            "pins" => pins::bench().await?,
+            "pins" => {
+                let mut rows = pins::bench().await?;
+                rows.extend(artifact_pins::bench().await?);
+                rows
+            }
             "top" => top::bench().await?,
             "telemetry" => telemetry::bench().await?,
             "rest" => rest::bench(args.get(1).map(std::path::Path::new)).await?,
