@@ -12,7 +12,7 @@ use geminid_protocol::api::{McpApiClient, SessionApiClient};
 use geminid_protocol::client::Client;
 use geminid_protocol::mcp::{LogsParams, ServerParams, ServerState, StartParams};
 use geminid_protocol::session::SessionCreateParams;
-use geminid_tests::mcp::{shell_env, stdio, write_user_settings};
+use geminid_tests::mcp::{fixture, shell_env, write_user_settings};
 use geminid_tests::{Daemon, TestHome};
 use serde_json::json;
 
@@ -29,7 +29,10 @@ struct Side {
 
 async fn side(mode: &str) -> anyhow::Result<Side> {
     let home = TestHome::allowing_mcp()?;
-    write_user_settings(&home, json!({ "srv": stdio(&[]) }))?;
+    // A copy of its own: a rebuild of the fixture meanwhile would be a changed executable.
+    let own = home.root().join("mcp-fixture");
+    std::fs::copy(fixture(), &own)?;
+    write_user_settings(&home, json!({ "srv": {"command": own.display().to_string()} }))?;
     let daemon = Daemon::launch(&home)
         .args(&["--artifact-pinning", mode])
         .log(crate::BENCH_LOG)
