@@ -243,6 +243,7 @@ async fn view(
             Some(summary) => summary.lines().next().unwrap_or_default().to_owned(),
             None => err.lines().find(|l| l.contains("ERR!")).unwrap_or(err.trim()).to_owned(),
         };
+        let why = without_userinfo(&why);
         let message =
             format!("`npm view {spec}` failed: {}", why.chars().take(300).collect::<String>());
         return Err(ViewError { message, unreachable });
@@ -270,8 +271,25 @@ async fn view(
     })
 }
 
+/// `text` with the user and password of each URL in it left out (`https://u:p@host/` →
+/// `https://host/`): a registry URL may carry them, and they never reach a message.
+pub(super) fn without_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        out.push_str(&rest[..i + 3]);
+        rest = &rest[i + 3..];
+        let end = rest.find(|c: char| c == '/' || c.is_whitespace()).unwrap_or(rest.len());
+        if let Some(at) = rest[..end].rfind('@') {
+            rest = &rest[at + 1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The registry the user's npm asks for `name` (its scope's, else the default), as `npm
-/// config get` says it.
+/// config get` says it, without credentials.
 pub(super) async fn registry(ctx: &Context<'_>, name: &str) -> Option<String> {
     let key = match name.split_once('/') {
         Some((scope, _)) if scope.starts_with('@') => format!("{scope}:registry"),
@@ -283,7 +301,7 @@ pub(super) async fn registry(ctx: &Context<'_>, name: &str) -> Option<String> {
         let out = tokio::time::timeout(Duration::from_secs(20), cmd.output()).await.ok()?.ok()?;
         let said = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         if out.status.success() && !said.is_empty() && said != "undefined" {
-            return Some(said);
+            return Some(without_userinfo(&said));
         }
     }
     None
@@ -361,6 +379,19 @@ mod tests {
         assert!(of("/usr/bin/npm", &["run", "x"]).is_none());
         assert!(of("/usr/bin/node", &["srv"]).is_none());
         assert!(exact("1.0.1") && exact("1.0.1-rc.1") && !exact("^1.0.1") && !exact("latest"));
+    }
+
+    #[test]
+    fn a_registry_url_s_credentials_never_reach_a_message() {
+        let said = "request to https://me:s3cret@npm.example/srv failed, see http://h:1/ and \
+                    https://tok@r.example";
+        let clean = without_userinfo(said);
+        assert!(!clean.contains("s3cret") && !clean.contains("tok@"), "{clean}");
+        assert!(
+            clean.contains("https://npm.example/srv") && clean.contains("http://h:1/"),
+            "{clean}"
+        );
+        assert!(clean.contains("https://r.example"), "{clean}");
     }
 
     #[tokio::test]
