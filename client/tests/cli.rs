@@ -58,6 +58,7 @@ fn mcp_help_lists_commands_in_the_order_they_are_used() {
         "review",
         "accept",
         "reject",
+        "update",
         "import",
         "unimport",
         "serve",

@@ -56,7 +56,7 @@ pub enum McpCommand {
     /// moves to geminid's own servers file, and an entry of the same name running `gemctl mcp
     /// serve --server NAME --confirm client` takes its place, so Gemini CLI sees the same tools
     /// under the same names and confirms calls itself as before (the file is backed up first)
-    #[command(display_order = 20)]
+    #[command(display_order = 21)]
     Import {
         /// Print what would move; change nothing
         #[arg(long)]
@@ -69,7 +69,7 @@ pub enum McpCommand {
     /// Undo `gemctl mcp import`: each server Gemini CLI reaches through the gateway goes back to
     /// ~/.gemini/settings.json, and Gemini CLI starts it itself again (the file is backed up
     /// first)
-    #[command(display_order = 21)]
+    #[command(display_order = 22)]
     Unimport {
         /// Print what would move back; change nothing
         #[arg(long)]
@@ -78,7 +78,7 @@ pub enum McpCommand {
     /// Serve the session's whole catalog as one MCP server on stdin/stdout, for any MCP client:
     /// {"command": "gemctl", "args": ["mcp", "serve"]}. Calls go through geminid (shared
     /// servers, policy, hooks, the audit log)
-    #[command(display_order = 22)]
+    #[command(display_order = 23)]
     Serve(crate::mcp::serve::ServeArgs),
     /// Sign in to a remote server with OAuth (discovery, the browser, the token), then
     /// reconnect it; `--status` lists every remote server's sign-in state instead
