@@ -207,7 +207,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     let session = for_session(&client, cli.session).await?.id;
                     mcp::settings::mcp(&client, session, import, cli.json).await?;
                 }
-                None => clients::run(cmd, cli.json)?,
+                None => {
+                    if let clients::ClientsCommand::Connect { client: kind, project, .. } = &cmd
+                        && project.is_some()
+                    {
+                        let place = clients::place(*kind, project.clone())?;
+                        let (client, _) =
+                            daemon::connect::connect_or_start(&socket, autostart).await?;
+                        clients::require_trusted(&client, &place).await?;
+                    }
+                    clients::run(cmd, cli.json)?
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -5,7 +5,8 @@
 //! ([`daemon`], [`session`], [`config`], [`mcp`], [`tools`], [`asks`], [`policy`],
 //! [`extensions`], ...), with [`common`] for
 //! ids, scopes and diagnostics; the event stream ([`event`]); the error-code table
-//! ([`error`]); where the socket is ([`socket`]) and how to connect to it ([`client`]).
+//! ([`error`]); where the socket is ([`socket`]) and how to connect to it ([`client`]); the
+//! lock the writers of geminid's servers.json share ([`config_lock`]).
 //! Methods are named `<namespace>/<method>`, fields are camelCase.
 
 pub mod api;
@@ -17,6 +18,7 @@ pub mod collate;
 pub mod commands;
 pub mod common;
 pub mod config;
+pub mod config_lock;
 pub mod daemon;
 pub mod error;
 pub mod event;

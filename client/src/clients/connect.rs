@@ -9,17 +9,24 @@ use anyhow::{Result, anyhow, bail};
 use serde_json::{Map, Value};
 
 use super::edit::{self, Format};
-use super::kinds::{Kind, Target, gemini_dir, is_gateway};
+use super::kinds::{Kind, Place, Target, is_gateway};
 use super::record::{self, Record};
 use crate::output::{self, errln, outln};
 
-fn servers_json() -> Result<PathBuf> {
-    let gemini = gemini_dir().ok_or_else(|| anyhow!("cannot find the home folder: set HOME"))?;
-    Ok(gemini.join("geminid").join("servers.json"))
+fn servers_json(place: &Place) -> Result<PathBuf> {
+    place.servers_json().ok_or_else(|| anyhow!("cannot find the home folder: set HOME"))
 }
 
-fn target(kind: Kind) -> Result<Target> {
-    kind.target().ok_or_else(|| anyhow!("cannot find the home folder: set HOME"))
+fn target(place: &Place) -> Result<Target> {
+    match (place.target(), &place.project) {
+        (Some(t), _) => Ok(t),
+        (None, None) => Err(anyhow!("cannot find the home folder: set HOME")),
+        (None, Some(_)) => Err(anyhow!(
+            "{} has no project file gemctl connects: `gemctl mcp import` moves the servers of \
+             the user's settings only",
+            place.kind.label()
+        )),
+    }
 }
 
 /// The servers of a file, or an error that names it and the fix.
@@ -81,9 +88,10 @@ fn plan(kind: Kind, theirs: &Map<String, Value>, ours: &Map<String, Value>) -> P
     p
 }
 
-pub fn connect(kind: Kind, command: Option<PathBuf>, json: bool) -> Result<()> {
-    let t = target(kind)?;
-    if !kind.installed(&t) {
+pub fn connect(place: &Place, command: Option<PathBuf>, json: bool) -> Result<()> {
+    let kind = place.kind;
+    let t = target(place)?;
+    if place.project.is_none() && !kind.installed(&t) {
         bail!(
             "{} is not installed here (no {}, no folder of it, no `{}` on PATH): install it \
              first, or create the file",
@@ -92,7 +100,7 @@ pub fn connect(kind: Kind, command: Option<PathBuf>, json: bool) -> Result<()> {
             t.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
         );
     }
-    if let Some(saved) = record::load(kind)? {
+    if let Some(saved) = record::load(place)? {
         if json {
             return output::json(&shown(&saved.record, false));
         }
@@ -101,13 +109,13 @@ pub fn connect(kind: Kind, command: Option<PathBuf>, json: bool) -> Result<()> {
              {}` undoes it.",
             kind.label(),
             saved.record.gateways.join(", "),
-            kind.word()
+            place.words()
         );
         return Ok(());
     }
     let text = record::read(&t.path)?;
     let theirs = servers_of(&t, text.as_deref().unwrap_or_default())?;
-    let own_path = servers_json()?;
+    let own_path = servers_json(place)?;
     let own_text = record::read(&own_path)?.unwrap_or_default();
     let own_target = Target { path: own_path.clone(), format: Format::Json, key: "mcpServers" };
     let ours = servers_of(&own_target, &own_text)?;
@@ -125,8 +133,11 @@ pub fn connect(kind: Kind, command: Option<PathBuf>, json: bool) -> Result<()> {
         return Ok(());
     }
     let exe = crate::mcp::import_path::choose(command)?.display().to_string();
-    let entries: Vec<(String, Value)> =
-        plan.gateways.iter().map(|n| (n.clone(), kind.gateway_entry(&exe, n))).collect();
+    let entries: Vec<(String, Value)> = plan
+        .gateways
+        .iter()
+        .map(|n| (n.clone(), kind.gateway_entry(&exe, n, place.project.as_deref())))
+        .collect();
     let written =
         edit::set_entries(t.format, t.key, text.as_deref().unwrap_or_default(), &entries)?;
     let rec = Record {
@@ -136,8 +147,9 @@ pub fn connect(kind: Kind, command: Option<PathBuf>, json: bool) -> Result<()> {
         moved: plan.moved.clone(),
         gateways: plan.gateways.clone(),
         kept: plan.kept.clone(),
+        project: place.project.as_ref().map(|d| d.display().to_string()),
     };
-    let dir = record::begin(kind, &rec, text.as_deref())?;
+    let dir = record::begin(place, &rec, text.as_deref())?;
     if !plan.moved.is_empty() {
         let moved: Vec<(String, Value)> =
             plan.moved.iter().map(|(n, v)| (n.clone(), v.clone())).collect();
@@ -145,7 +157,7 @@ pub fn connect(kind: Kind, command: Option<PathBuf>, json: bool) -> Result<()> {
         record::write(&own_path, &own, Some(0o600))?;
     }
     record::write(&t.path, &written, Some(0o600))?;
-    record::finish(kind, &written)?;
+    record::finish(place, &written)?;
     if json {
         return output::json(&shown(&rec, true));
     }
@@ -162,7 +174,7 @@ pub fn connect(kind: Kind, command: Option<PathBuf>, json: bool) -> Result<()> {
         "{} as it was: {}. `gemctl clients disconnect {}` puts it back.",
         t.path.display(),
         dir.join("original").display(),
-        kind.word()
+        place.words()
     );
     Ok(())
 }
@@ -184,16 +196,17 @@ fn join(names: &[&String]) -> String {
     names.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
 }
 
-pub fn disconnect(kind: Kind, force: bool, json: bool) -> Result<()> {
-    let t = target(kind)?;
-    let Some(saved) = record::load(kind)? else {
+pub fn disconnect(place: &Place, force: bool, json: bool) -> Result<()> {
+    let kind = place.kind;
+    let t = target(place)?;
+    let Some(saved) = record::load(place)? else {
         if json {
             return output::json(&serde_json::json!({"client": kind.word(), "connected": false}));
         }
         outln!("{} is not connected: nothing to undo.", kind.label());
         return Ok(());
     };
-    let dir = record::dir(kind)?;
+    let dir = record::dir(place)?;
     let now = record::read(&t.path)?;
     let original = saved.original.clone();
     let merged = match (&now, &saved.written) {
@@ -227,13 +240,13 @@ pub fn disconnect(kind: Kind, force: bool, json: bool) -> Result<()> {
              disconnect {} --force` to forget the connection (or run it now to put the old file \
              back whole; the file as it is now is kept as {})",
             t.path.display(),
-            kind.word(),
+            place.words(),
             if saved.record.existed {
                 dir.join("original").display().to_string()
             } else {
                 "none (there was no file)".into()
             },
-            kind.word(),
+            place.words(),
             dir.with_extension("at-disconnect").display()
         ),
     };
@@ -243,8 +256,8 @@ pub fn disconnect(kind: Kind, force: bool, json: bool) -> Result<()> {
             .map_err(|e| anyhow!("cannot remove {}: {e}", t.path.display()))?,
         None => {}
     }
-    let (removed, stayed) = release(kind, &saved.record)?;
-    record::forget(kind)?;
+    let (removed, stayed) = release(place, &saved.record)?;
+    record::forget(place)?;
     if json {
         return output::json(&serde_json::json!({
             "client": kind.word(), "connected": false, "file": t.path.display().to_string(),
@@ -300,20 +313,22 @@ fn merged(
 
 /// Take the servers connect moved out of geminid's servers.json again, each unless it was
 /// edited there since or another connected client (or Gemini CLI's settings) reaches it.
-fn release(kind: Kind, rec: &Record) -> Result<(Vec<String>, Vec<String>)> {
-    let own_path = servers_json()?;
+fn release(place: &Place, rec: &Record) -> Result<(Vec<String>, Vec<String>)> {
+    let own_path = servers_json(place)?;
     let own_text = record::read(&own_path)?.unwrap_or_default();
     let own_target = Target { path: own_path.clone(), format: Format::Json, key: "mcpServers" };
     let Ok(ours) = servers_of(&own_target, &own_text) else {
         return Ok((Vec::new(), rec.moved.keys().cloned().collect()));
     };
     let mut used: Vec<String> = Vec::new();
-    for other in super::kinds::ALL.into_iter().filter(|k| *k != kind) {
-        if let Ok(Some(s)) = record::load(other) {
+    for other in super::kinds::ALL.into_iter().filter(|k| *k != place.kind) {
+        let other = Place { kind: other, project: place.project.clone() };
+        if let Ok(Some(s)) = record::load(&other) {
             used.extend(s.record.gateways);
         }
     }
-    if let Some(g) = Kind::Gemini.target()
+    if place.project.is_none()
+        && let Some(g) = Kind::Gemini.target()
         && let Ok(Some(text)) = record::read(&g.path)
         && let Ok(servers) = edit::servers(g.format, g.key, &text)
     {

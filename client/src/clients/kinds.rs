@@ -3,7 +3,7 @@
 //! its entries reads as a server of geminid's (`~/.gemini/geminid/servers.json`, Gemini CLI's
 //! form).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
@@ -29,6 +29,46 @@ pub enum Kind {
 
 pub const ALL: [Kind; 6] =
     [Kind::Gemini, Kind::Agy, Kind::ClaudeCode, Kind::Codex, Kind::Vscode, Kind::Cursor];
+
+/// A client's file: its user one, or one of a project folder's (`--project DIR`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub kind: Kind,
+    /// The project folder, canonical.
+    pub project: Option<PathBuf>,
+}
+
+impl Place {
+    pub fn user(kind: Kind) -> Self {
+        Self { kind, project: None }
+    }
+
+    /// The client's file here.
+    pub fn target(&self) -> Option<Target> {
+        match &self.project {
+            None => self.kind.target(),
+            Some(dir) => self.kind.project_target(dir),
+        }
+    }
+
+    /// Where the servers connect moves go: geminid's servers.json, the user's or the
+    /// project's (`DIR/.gemini/geminid/servers.json`, read by geminid for a trusted folder).
+    pub fn servers_json(&self) -> Option<PathBuf> {
+        let dir = match &self.project {
+            None => gemini_dir()?,
+            Some(dir) => dir.join(".gemini"),
+        };
+        Some(dir.join("geminid").join("servers.json"))
+    }
+
+    /// The command's words for this place, for messages: `cursor` or `cursor --project DIR`.
+    pub fn words(&self) -> String {
+        match &self.project {
+            None => self.kind.word().to_owned(),
+            Some(dir) => format!("{} --project {}", self.kind.word(), dir.display()),
+        }
+    }
+}
 
 /// Where a client keeps its servers.
 #[derive(Debug, Clone)]
@@ -128,6 +168,38 @@ impl Kind {
         Some(Target { path, format, key })
     }
 
+    /// The client's file in a project folder, as its documentation names it; `None` for
+    /// Gemini CLI, whose project settings `gemctl mcp import` does not move.
+    pub fn project_target(self, dir: &Path) -> Option<Target> {
+        let (path, format, key) = match self {
+            Self::Gemini => return None,
+            Self::Agy => (dir.join(".agents").join("mcp_config.json"), Format::Json, "mcpServers"),
+            Self::ClaudeCode => (dir.join(".mcp.json"), Format::Json, "mcpServers"),
+            Self::Codex => (dir.join(".codex").join("config.toml"), Format::Toml, "mcp_servers"),
+            Self::Vscode => (dir.join(".vscode").join("mcp.json"), Format::Json, "servers"),
+            Self::Cursor => (dir.join(".cursor").join("mcp.json"), Format::Json, "mcpServers"),
+        };
+        Some(Target { path, format, key })
+    }
+
+    /// The documentation of the project file's format this follows.
+    pub fn project_doc(self) -> &'static str {
+        match self {
+            Self::Gemini => "",
+            Self::Agy => "Antigravity CLI's migration docs (.agents/mcp_config.json)",
+            Self::ClaudeCode => "https://code.claude.com/docs/en/mcp (scopes: project, .mcp.json)",
+            Self::Codex => {
+                "https://developers.openai.com/codex/config-basic (.codex/config.toml, trusted \
+                 projects only)"
+            }
+            Self::Vscode => {
+                "https://code.visualstudio.com/docs/copilot/reference/mcp-configuration \
+                 (.vscode/mcp.json)"
+            }
+            Self::Cursor => "https://cursor.com/docs/mcp (project: .cursor/mcp.json)",
+        }
+    }
+
     /// Whether the client is installed here: its file or its folder exists, or its program is
     /// on `PATH`.
     pub fn installed(self, target: &Target) -> bool {
@@ -143,8 +215,12 @@ impl Kind {
 
     /// The entry that gives the client geminid's server `name` through the gateway, in the
     /// client's form. Gemini CLI's is written by `mcp import` (the daemon), not here.
-    pub fn gateway_entry(self, gemctl: &str, name: &str) -> Value {
-        let args = json!(["mcp", "serve", "--server", name, "--confirm", "client"]);
+    pub fn gateway_entry(self, gemctl: &str, name: &str, project: Option<&Path>) -> Value {
+        let mut args = json!(["mcp", "serve", "--server", name, "--confirm", "client"]);
+        if let (Some(dir), Some(a)) = (project, args.as_array_mut()) {
+            // The project's session, wherever the client starts the entry.
+            a.extend([json!("--workspace"), json!(dir.display().to_string())]);
+        }
         match self {
             Self::ClaudeCode | Self::Vscode => {
                 json!({"type": "stdio", "command": gemctl, "args": args})

@@ -15,7 +15,7 @@ use clap::Subcommand;
 use serde::Serialize;
 
 use crate::output::{self, outln};
-use kinds::{ALL, Kind, is_gateway};
+use kinds::{ALL, Kind, Place, is_gateway};
 
 #[derive(Debug, Subcommand)]
 pub enum ClientsCommand {
@@ -34,6 +34,13 @@ pub enum ClientsCommand {
         /// lies in a cargo build tree)
         #[arg(long, value_name = "PATH")]
         command: Option<std::path::PathBuf>,
+        /// Connect the client's file of a project folder (default: the current one) instead
+        /// of its user file: Claude Code's .mcp.json, Codex's .codex/config.toml, VS Code's
+        /// .vscode/mcp.json, Cursor's .cursor/mcp.json, agy's .agents/mcp_config.json. Its
+        /// servers move to the folder's .gemini/geminid/servers.json, which geminid reads only
+        /// when the folder is trusted (`gemctl trust DIR`), so an untrusted folder is refused
+        #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = ".")]
+        project: Option<std::path::PathBuf>,
     },
     /// Undo `connect`: the client's file as it was, byte for byte, and its servers out of
     /// geminid's file again
@@ -44,6 +51,9 @@ pub enum ClientsCommand {
         /// (the file as it is now is kept beside the record)
         #[arg(long)]
         force: bool,
+        /// Undo the connect of a project folder's file (default: the current folder)
+        #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = ".")]
+        project: Option<std::path::PathBuf>,
     },
 }
 
@@ -53,10 +63,10 @@ impl ClientsCommand {
     pub fn as_gemini(&self) -> Option<crate::mcp::settings::McpCommand> {
         use crate::mcp::settings::McpCommand;
         match self {
-            Self::Connect { client: Kind::Gemini, command } => {
+            Self::Connect { client: Kind::Gemini, command, project: None } => {
                 Some(McpCommand::Import { dry_run: false, command: command.clone() })
             }
-            Self::Disconnect { client: Kind::Gemini, .. } => {
+            Self::Disconnect { client: Kind::Gemini, project: None, .. } => {
                 Some(McpCommand::Unimport { dry_run: false })
             }
             _ => None,
@@ -68,9 +78,71 @@ impl ClientsCommand {
 pub fn run(cmd: ClientsCommand, json: bool) -> anyhow::Result<()> {
     match cmd {
         ClientsCommand::List => list(json),
-        ClientsCommand::Connect { client, command } => connect::connect(client, command, json),
-        ClientsCommand::Disconnect { client, force } => connect::disconnect(client, force, json),
+        ClientsCommand::Connect { client, command, project } => {
+            let place = place(client, project)?;
+            let _lock = lock()?;
+            connect::connect(&place, command, json)
+        }
+        ClientsCommand::Disconnect { client, force, project } => {
+            let place = place(client, project)?;
+            let _lock = lock()?;
+            connect::disconnect(&place, force, json)
+        }
     }
+}
+
+/// The client's file the command is about: a project folder's is named by its canonical
+/// path, and the home folder is no project (its files are the user's).
+pub fn place(kind: Kind, project: Option<std::path::PathBuf>) -> anyhow::Result<Place> {
+    let Some(dir) = project else { return Ok(Place::user(kind)) };
+    let canonical = std::fs::canonicalize(&dir)
+        .map_err(|e| anyhow::anyhow!("cannot use {} as a project folder: {e}", dir.display()))?;
+    if !canonical.is_dir() {
+        anyhow::bail!("{} is not a folder", dir.display());
+    }
+    let home = kinds::gemini_dir().and_then(|g| g.parent().map(std::path::Path::to_path_buf));
+    if home.and_then(|h| std::fs::canonicalize(h).ok()).as_ref() == Some(&canonical) {
+        anyhow::bail!(
+            "{} is the home folder, whose files are the user's: run the command without --project",
+            dir.display()
+        );
+    }
+    Ok(Place { kind, project: Some(canonical) })
+}
+
+/// A project's servers are served only in a trusted folder (geminid reads the folder's
+/// servers.json only then, as Gemini CLI reads its workspace settings): connect refuses an
+/// untrusted one, as the daemon decides trust, rather than leave its client without them.
+pub async fn require_trusted(
+    client: &geminid_protocol::client::Client,
+    place: &Place,
+) -> anyhow::Result<()> {
+    use geminid_protocol::api::TrustApiClient;
+    let Some(dir) = &place.project else { return Ok(()) };
+    let path = dir.display().to_string();
+    let got = client
+        .trust_get(geminid_protocol::config::TrustGetParams { path: path.clone() })
+        .await
+        .map_err(crate::error::call_error("trust/get"))?;
+    if !got.trust.trusted {
+        anyhow::bail!(
+            "{path} is not a trusted folder ({}): geminid serves a project's servers only in a \
+             trusted folder, so connecting {}'s project file would leave it without them. \
+             Nothing was changed. Trust the folder first (`gemctl trust {path}`), then connect \
+             again",
+            got.trust.reason,
+            place.kind.label()
+        );
+    }
+    Ok(())
+}
+
+/// The lock the daemon's `mcp/import` takes too, held from reading geminid's servers.json and
+/// the client's file to the last write (so two connects at once do not lose one's servers).
+fn lock() -> anyhow::Result<geminid_protocol::config_lock::ConfigLock> {
+    let gemini = kinds::gemini_dir()
+        .ok_or_else(|| anyhow::anyhow!("cannot find the home folder: set HOME"))?;
+    Ok(geminid_protocol::config_lock::ConfigLock::take(&gemini.join("geminid"))?)
 }
 
 /// A line of `clients list`.
@@ -80,6 +152,9 @@ struct Listed {
     client: Kind,
     name: &'static str,
     file: String,
+    /// The project folder, for a project's file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    project: Option<String>,
     /// The documentation of the file's format followed.
     doc: &'static str,
     installed: bool,
@@ -95,13 +170,15 @@ struct Listed {
     problem: Option<String>,
 }
 
-fn listed(kind: Kind) -> Option<Listed> {
-    let target = kind.target()?;
+fn listed(place: &Place) -> Option<Listed> {
+    let kind = place.kind;
+    let target = place.target()?;
     let mut l = Listed {
         client: kind,
         name: kind.label(),
         file: target.path.display().to_string(),
-        doc: kind.doc(),
+        project: place.project.as_ref().map(|d| d.display().to_string()),
+        doc: if place.project.is_some() { kind.project_doc() } else { kind.doc() },
         installed: kind.installed(&target),
         connected: false,
         through_geminid: Vec::new(),
@@ -128,9 +205,9 @@ fn listed(kind: Kind) -> Option<Listed> {
     }
     l.connected = match kind {
         Kind::Gemini => !l.through_geminid.is_empty(),
-        _ => record::dir(kind).is_ok_and(|d| d.exists()),
+        _ => record::dir(place).is_ok_and(|d| d.exists()),
     };
-    match record::load(kind) {
+    match record::load(place) {
         Ok(Some(saved)) => l.moved_to_geminid = saved.record.moved.keys().cloned().collect(),
         Ok(None) => {}
         Err(e) => l.problem = Some(format!("{e:#}")),
@@ -139,7 +216,13 @@ fn listed(kind: Kind) -> Option<Listed> {
 }
 
 fn list(json: bool) -> anyhow::Result<()> {
-    let all: Vec<Listed> = ALL.iter().filter_map(|k| listed(*k)).collect();
+    let mut places: Vec<Place> = ALL.iter().map(|k| Place::user(*k)).collect();
+    for (word, dir) in record::projects() {
+        if let Some(kind) = ALL.into_iter().find(|k| k.word() == word) {
+            places.push(Place { kind, project: Some(dir) });
+        }
+    }
+    let all: Vec<Listed> = places.iter().filter_map(listed).collect();
     if json {
         return output::json(&all);
     }

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::kinds::{Kind, gemini_dir};
+use super::kinds::{Place, gemini_dir};
 
 /// A client's connection, as `record.json` holds it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -27,12 +27,44 @@ pub struct Record {
     pub gateways: Vec<String>,
     /// The client's servers left as they were, each with why.
     pub kept: Vec<(String, String)>,
+    /// The project folder, for a project's file (`--project DIR`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
 }
 
-/// The folder of `kind`'s record.
-pub fn dir(kind: Kind) -> Result<PathBuf> {
+/// The project folders with a connection recorded, each with its client's word.
+pub fn projects() -> Vec<(String, PathBuf)> {
+    let Some(gemini) = gemini_dir() else { return Vec::new() };
+    let dir = gemini.join("geminid").join("clients").join("projects");
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut all: Vec<(String, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("record.json")).ok())
+        .filter_map(|t| serde_json::from_str::<Record>(&t).ok())
+        .filter_map(|r| Some((r.client, PathBuf::from(r.project?))))
+        .collect();
+    all.sort();
+    all
+}
+
+/// The folder of a connection's record: `clients/<client>` for the user's file,
+/// `clients/projects/<client>-<hash of the folder>` for a project's.
+pub fn dir(place: &Place) -> Result<PathBuf> {
     let gemini = gemini_dir().ok_or_else(|| anyhow!("cannot find the home folder: set HOME"))?;
-    Ok(gemini.join("geminid").join("clients").join(kind.word()))
+    let clients = gemini.join("geminid").join("clients");
+    Ok(match &place.project {
+        None => clients.join(place.kind.word()),
+        Some(dir) => {
+            clients.join("projects").join(format!("{}-{:016x}", place.kind.word(), fnv(dir)))
+        }
+    })
+}
+
+/// FNV-1a of a folder's path: a stable record name (the path itself is in the record).
+fn fnv(dir: &Path) -> u64 {
+    dir.to_string_lossy()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// A saved connection: the record, the original bytes, the written ones.
@@ -44,8 +76,8 @@ pub struct Saved {
 }
 
 /// `kind`'s saved connection, `None` when it is not connected; an error names the damage.
-pub fn load(kind: Kind) -> Result<Option<Saved>> {
-    let dir = dir(kind)?;
+pub fn load(place: &Place) -> Result<Option<Saved>> {
+    let dir = dir(place)?;
     if !dir.exists() {
         return Ok(None);
     }
@@ -54,7 +86,7 @@ pub fn load(kind: Kind) -> Result<Option<Saved>> {
             "the record of {}'s connection in {} is damaged ({why}); the client's file was not \
              touched. Put the file back yourself from {} if it is there, then remove {} to \
              forget the connection",
-            kind.label(),
+            place.kind.label(),
             dir.display(),
             dir.join("original").display(),
             dir.display()
@@ -79,8 +111,8 @@ pub fn load(kind: Kind) -> Result<Option<Saved>> {
 }
 
 /// Keep `original` and the record, before the client's file changes.
-pub fn begin(kind: Kind, record: &Record, original: Option<&str>) -> Result<PathBuf> {
-    let dir = dir(kind)?;
+pub fn begin(place: &Place, record: &Record, original: Option<&str>) -> Result<PathBuf> {
+    let dir = dir(place)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     if let Some(text) = original {
         write(&dir.join("original"), text, Some(0o600))?;
@@ -90,13 +122,13 @@ pub fn begin(kind: Kind, record: &Record, original: Option<&str>) -> Result<Path
 }
 
 /// The file as connect left it.
-pub fn finish(kind: Kind, written: &str) -> Result<()> {
-    write(&dir(kind)?.join("written"), written, Some(0o600))
+pub fn finish(place: &Place, written: &str) -> Result<()> {
+    write(&dir(place)?.join("written"), written, Some(0o600))
 }
 
 /// Forget the connection.
-pub fn forget(kind: Kind) -> Result<()> {
-    let dir = dir(kind)?;
+pub fn forget(place: &Place) -> Result<()> {
+    let dir = dir(place)?;
     std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))
 }
 

@@ -124,6 +124,14 @@ impl ConfigPaths {
         self.home.join(".gemini").join("antigravity-cli").join("plugins")
     }
 
+    /// geminid's servers file of a workspace (`<workspace>/.gemini/geminid/servers.json`,
+    /// where `gemctl clients connect --project` moves a project file's servers; read for a
+    /// trusted folder only); none when the workspace is the home directory.
+    pub(crate) fn workspace_geminid(&self, workspace: &Path) -> Option<PathBuf> {
+        let settings = self.workspace_settings(workspace)?;
+        Some(settings.parent()?.join("geminid").join("servers.json"))
+    }
+
     /// The workspace settings file; none when the workspace is the home directory.
     pub(crate) fn workspace_settings(&self, workspace: &Path) -> Option<PathBuf> {
         let same = |a: &Path, b: &Path| {
@@ -339,20 +347,14 @@ impl Loader {
         // geminid's own file (what `gemctl mcp import` writes, where pinning and keepWarm are
         // set) is the user's deliberate choice: above agy's user file.
         let mut layers = vec![defaults, agy_user, own, user];
-        let agy_path = ConfigPaths::agy_workspace_servers(workspace);
-        if agy_path != p.agy_servers() {
-            let mut ws = self.agy_layer(Scope::AntigravityWorkspace, &agy_path, env);
-            ws.applied &= trust.trusted;
-            layers.push(ws);
-        }
-        if let Some(path) = p.workspace_settings(workspace) {
-            let mut ws = self.layer(Scope::Workspace, path, env);
-            ws.applied &= trust.trusted;
-            if let Some(why) = merge::drop_policy_places(&mut ws.value, &mut ws.raw, ws.applied) {
-                diags.push(diagnostic(Severity::Warning, &ws.path, None, why));
-            }
-            layers.push(ws);
-        }
+        self.workspace_layers(
+            workspace,
+            env,
+            trust.trusted,
+            &mut layers,
+            &mut own_servers,
+            &mut diags,
+        );
         layers.push(system);
         self.settle_layers(&layers, trust.trusted, &mut diags, &mut refusing);
         import::yield_to_own(&own_servers, &mut layers);
@@ -416,6 +418,44 @@ impl Loader {
             extensions: contributions,
             refusing,
             upstream: None,
+        }
+    }
+
+    /// A workspace's layers (each applied in a trusted folder only): agy's workspace file,
+    /// geminid's own servers of the workspace (`gemctl clients connect --project`; above agy's
+    /// file and below Gemini CLI's settings, as the user's are, and its names added to
+    /// `own`), and Gemini CLI's workspace settings.
+    fn workspace_layers(
+        &self,
+        workspace: &Path,
+        env: &Env,
+        trusted: bool,
+        layers: &mut Vec<Layer>,
+        own: &mut BTreeSet<String>,
+        diags: &mut Vec<Diagnostic>,
+    ) {
+        let p = &self.paths;
+        let agy_path = ConfigPaths::agy_workspace_servers(workspace);
+        if agy_path != p.agy_servers() {
+            let mut ws = self.agy_layer(Scope::AntigravityWorkspace, &agy_path, env);
+            ws.applied &= trusted;
+            layers.push(ws);
+        }
+        if let Some(path) = p.workspace_geminid(workspace) {
+            let mut own_ws = self.layer(Scope::Geminid, path, env);
+            own_ws.applied &= trusted;
+            if own_ws.applied {
+                own.extend(import::server_names(own_ws.value.as_ref()));
+            }
+            layers.push(own_ws);
+        }
+        if let Some(path) = p.workspace_settings(workspace) {
+            let mut ws = self.layer(Scope::Workspace, path, env);
+            ws.applied &= trusted;
+            if let Some(why) = merge::drop_policy_places(&mut ws.value, &mut ws.raw, ws.applied) {
+                diags.push(diagnostic(Severity::Warning, &ws.path, None, why));
+            }
+            layers.push(ws);
         }
     }
 

@@ -175,6 +175,8 @@ impl Settings {
         self.workspace(session)?;
         let paths = self.config.paths();
         let extensions = self.extensions.current().servers();
+        // Held across the read and both writes, as `gemctl clients connect` holds it.
+        let _lock = config_lock(&paths.geminid).await?;
         let r = if p.undo {
             crate::config::import::mcp_unimport(paths, &extensions, p.dry_run)?
         } else {
@@ -295,7 +297,29 @@ impl crate::services::reload::Input for SettingsInput {
         for e in known {
             let ws = std::path::Path::new(&e.public.workspace);
             into.files.extend(p.workspace_settings(ws));
+            into.files.extend(p.workspace_geminid(ws));
             into.files.insert(crate::config::ConfigPaths::agy_workspace_servers(ws));
         }
+    }
+}
+
+/// The lock on geminid's servers.json that `gemctl clients connect` takes too
+/// ([`geminid_protocol::config_lock`]), waited for without holding a worker thread.
+async fn config_lock(
+    servers_json: &std::path::Path,
+) -> Result<geminid_protocol::config_lock::ConfigLock, ChangeError> {
+    use geminid_protocol::config_lock::{ConfigLock, LockError, WAIT};
+    let dir = servers_json.parent().unwrap_or(std::path::Path::new("."));
+    let refused = |e: LockError| ChangeError::Op(OpError::Refused(e.to_string()));
+    let start = tokio::time::Instant::now();
+    loop {
+        if let Some(lock) = ConfigLock::try_take(dir).map_err(refused)? {
+            return Ok(lock);
+        }
+        if start.elapsed() >= WAIT {
+            return Err(refused(ConfigLock::busy(dir)));
+        }
+        // Poll: the lock is another process's; flock has no wake-up to wait on.
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }

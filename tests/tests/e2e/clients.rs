@@ -8,14 +8,14 @@ use std::path::PathBuf;
 use geminid_tests::{Daemon, TestHome};
 
 /// A client's file, its text as a user has it, and a line that must survive connect.
-struct Case {
-    client: &'static str,
-    path: PathBuf,
-    text: String,
-    kept: &'static str,
+pub(crate) struct Case {
+    pub(crate) client: &'static str,
+    pub(crate) path: PathBuf,
+    pub(crate) text: String,
+    pub(crate) kept: &'static str,
 }
 
-fn cases(home: &TestHome) -> Vec<Case> {
+pub(crate) fn cases(home: &TestHome) -> Vec<Case> {
     let h = home.root().join("home");
     let fx = serde_json::to_string(&geminid_tests::mcp::fixture()).unwrap_or_default();
     vec![
@@ -63,11 +63,11 @@ fn cases(home: &TestHome) -> Vec<Case> {
     ]
 }
 
-fn servers_json(home: &TestHome) -> PathBuf {
+pub(crate) fn servers_json(home: &TestHome) -> PathBuf {
     home.root().join("home/.gemini/geminid/servers.json")
 }
 
-fn write(path: &PathBuf, text: &str) -> anyhow::Result<()> {
+pub(crate) fn write(path: &PathBuf, text: &str) -> anyhow::Result<()> {
     std::fs::create_dir_all(path.parent().unwrap_or(path))?;
     Ok(std::fs::write(path, text)?)
 }

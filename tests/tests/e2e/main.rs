@@ -12,6 +12,8 @@ mod backoff;
 mod bad_input;
 mod client;
 mod clients;
+mod clients_lock;
+mod clients_project;
 mod commands;
 mod config;
 mod confirm;
