@@ -23,6 +23,7 @@ mod notify;
 mod presence;
 pub(crate) mod route;
 mod traced;
+mod wire;
 
 use parking_lot::Mutex;
 use std::collections::HashMap;

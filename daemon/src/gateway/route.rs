@@ -287,7 +287,7 @@ impl Opened {
         let gateway =
             Gateway::new(services.clone(), session.clone(), (serving, "pipe"), conn, instructions);
         tracing::info!(%session, conn = conn.0, "gateway opened");
-        let running = match gateway.serve((read, write)).await {
+        let running = match gateway.serve(super::wire::Wire::new(read, write, &session)).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(error = %e, "gateway: the client did not initialize");

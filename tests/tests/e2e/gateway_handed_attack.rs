@@ -22,7 +22,7 @@ use super::gateway::settings;
 use super::gateway_handed::cancelled;
 
 #[derive(Debug, Clone, Copy)]
-enum Kind {
+pub(super) enum Kind {
     /// Python's `subprocess`.
     Pipes,
     /// Node's `child_process` (Gemini CLI).
@@ -32,17 +32,17 @@ enum Kind {
 }
 
 /// `gemctl mcp serve` (with `extra`) on pipes or socket pairs, spoken to line by line.
-struct Served {
-    gemctl: Child,
-    to: Box<dyn AsyncWrite + Unpin + Send>,
-    from: BufReader<Box<dyn AsyncRead + Unpin + Send>>,
+pub(super) struct Served {
+    pub(super) gemctl: Child,
+    pub(super) to: Box<dyn AsyncWrite + Unpin + Send>,
+    pub(super) from: BufReader<Box<dyn AsyncRead + Unpin + Send>>,
     /// gemctl's own stdin and stdout, held by this process too (as a sibling would).
-    shared: Vec<OwnedFd>,
-    next: u64,
+    pub(super) shared: Vec<OwnedFd>,
+    pub(super) next: u64,
 }
 
 impl Served {
-    async fn start(home: &TestHome, kind: Kind, extra: &[&str]) -> anyhow::Result<Self> {
+    pub(super) async fn start(home: &TestHome, kind: Kind, extra: &[&str]) -> anyhow::Result<Self> {
         let mut args = vec!["mcp", "serve"];
         args.extend_from_slice(extra);
         let mut cmd: Command = home.gemctl_cmd(&args).into();
@@ -95,13 +95,13 @@ impl Served {
         Ok(s)
     }
 
-    async fn send(&mut self, message: Value) -> anyhow::Result<()> {
+    pub(super) async fn send(&mut self, message: Value) -> anyhow::Result<()> {
         self.to.write_all(format!("{message}\n").as_bytes()).await?;
         Ok(())
     }
 
     /// Send a request; its id.
-    async fn ask(&mut self, method: &str, params: Value) -> anyhow::Result<u64> {
+    pub(super) async fn ask(&mut self, method: &str, params: Value) -> anyhow::Result<u64> {
         let id = self.next;
         self.next += 1;
         self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
@@ -110,7 +110,7 @@ impl Served {
     }
 
     /// The first message that `is` (others skipped), or why none came within 20 s.
-    async fn until(&mut self, is: impl Fn(&Value) -> bool) -> anyhow::Result<Value> {
+    pub(super) async fn until(&mut self, is: impl Fn(&Value) -> bool) -> anyhow::Result<Value> {
         let read = async {
             let mut line = String::new();
             loop {
@@ -127,12 +127,12 @@ impl Served {
             .map_err(|_| anyhow::anyhow!("nothing came within 20 s"))?
     }
 
-    async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+    pub(super) async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
         let id = self.ask(method, params).await?;
         self.until(|v| v["id"] == id).await
     }
 
-    async fn echo(&mut self, text: &str) -> anyhow::Result<()> {
+    pub(super) async fn echo(&mut self, text: &str) -> anyhow::Result<()> {
         let params = json!({ "name": "fx__echo", "arguments": { "text": text } });
         let r = self.request("tools/call", params).await?;
         anyhow::ensure!(r["result"]["content"][0]["text"] == text, "{r}");
@@ -152,7 +152,7 @@ impl Served {
     }
 }
 
-async fn started(home: &TestHome) -> anyhow::Result<Daemon> {
+pub(super) async fn started(home: &TestHome) -> anyhow::Result<Daemon> {
     settings(home, json!({ "fx": stdio(&["--rich"]) }))?;
     let daemon = Daemon::start(home, &[]).await?;
     assert!(home.gemctl(&["trust"])?.status.success());
@@ -197,11 +197,11 @@ async fn a_process_sharing_the_clients_pipe_cannot_block_the_daemon() -> anyhow:
 }
 
 /// How many descriptors the daemon has open.
-fn open_fds(daemon: &Daemon) -> usize {
+pub(super) fn open_fds(daemon: &Daemon) -> usize {
     std::fs::read_dir(format!("/proc/{}/fd", daemon.pid())).map(Iterator::count).unwrap_or(0)
 }
 
-async fn session(home: &TestHome, daemon: &Daemon) -> anyhow::Result<String> {
+pub(super) async fn session(home: &TestHome, daemon: &Daemon) -> anyhow::Result<String> {
     use geminid_protocol::api::SessionApiClient as _;
     let workspace = home.workspace().display().to_string();
     let client = daemon.client().await?;
@@ -209,7 +209,7 @@ async fn session(home: &TestHome, daemon: &Daemon) -> anyhow::Result<String> {
 }
 
 /// A connection that asked to hand over descriptors, told to send them.
-async fn asked(daemon: &Daemon, session: &str) -> anyhow::Result<tokio::net::UnixStream> {
+pub(super) async fn asked(daemon: &Daemon, session: &str) -> anyhow::Result<tokio::net::UnixStream> {
     let (mut conn, taken) = open_handing(daemon.socket(), session, &Options::default()).await?;
     anyhow::ensure!(taken, "the daemon did not take the offer");
     let mut ready = [0u8; 1];

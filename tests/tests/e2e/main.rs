@@ -27,6 +27,7 @@ mod fixed_sleeps;
 mod fixture;
 mod forged_lines;
 mod gateway;
+mod gateway_flood;
 mod gateway_handed;
 mod gateway_handed_attack;
 mod gemctl;
