@@ -33,7 +33,26 @@ pub const UPGRADE: &str = "geminid-mcp";
 /// stdin already (8 bytes, little-endian), followed by those bytes; and the connection then
 /// carries nothing until the daemon closes it when the session ends (or the client closes it
 /// when it goes, which ends the session as its stdin closing would).
+///
+/// A client that also asks `refused=say` is told when the daemon does not take what it sent:
+/// one line, a [`HandRefused`] in JSON, before anything else. With `relay: true` (descriptors
+/// the daemon cannot take: a kind it does not serve, its own limit on open descriptors) the
+/// connection then carries the session's MCP stream as without `fds=1` (what was read ahead
+/// is the daemon's already: the client relays from there); with `relay: false` (an exchange
+/// the daemon does not trust) it closes. A client that did not ask is closed without a word.
 pub const HAND_HEADER: &str = "geminid-fds";
+/// The query parameter with which a client asks to be told of a refused handover.
+pub const REFUSED_SAY: &str = "refused=say";
+
+/// Why the daemon did not take the descriptors handed to it, and whether it relays instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct HandRefused {
+    /// Why, for the user.
+    pub refused: String,
+    /// The connection carries the session's MCP stream now (the client relays).
+    pub relay: bool,
+}
 /// The longest response head the client reads before giving up.
 const MAX_HEAD: usize = 16 * 1024;
 
@@ -280,7 +299,8 @@ async fn open_asking(
         query.push_str(&format!("&http={}", encode(addr)));
     }
     if hand {
-        query.push_str("&fds=1");
+        query.push_str("&fds=1&");
+        query.push_str(REFUSED_SAY);
     }
     let request = format!(
         "GET {PATH}?{query} HTTP/1.1\r\nHost: localhost\r\n\

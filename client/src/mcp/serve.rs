@@ -162,8 +162,23 @@ pub async fn run(
         if taken {
             // `end` is held to the end: dropping it puts stdin's and stdout's flags back.
             let handed = hand_over(stream, &first.bytes).await;
-            drop(end);
-            return handed.context("the gateway connection to geminid failed");
+            return match handed.context("the gateway connection to geminid failed")? {
+                None => Ok(()),
+                // What was read ahead is geminid's already: the relay goes on from there.
+                Some((told, stream)) if told.relay => {
+                    crate::output::errln!(
+                        "gemctl mcp serve: geminid did not take stdin and stdout ({}); relaying \
+                         them instead",
+                        told.refused
+                    );
+                    relay_on(stream, end, First { bytes: Vec::new(), declares: None }).await
+                }
+                Some((told, _)) => anyhow::bail!(
+                    "geminid refused the stdin and stdout this gemctl handed it: {}. `gemctl mcp \
+                     serve --relay` (or GEMCTL_MCP_RELAY=1) relays them instead",
+                    told.refused
+                ),
+            };
         }
         return relay_on(stream, end, first).await;
     }
@@ -173,9 +188,14 @@ pub async fn run(
 }
 
 /// Hand stdin and stdout to the daemon on `stream` (with the `first` bytes read of stdin),
-/// then wait until it closes the connection: the session ended, or the daemon went.
+/// then wait until it closes the connection: the session ended, or the daemon went (`None`).
+/// A daemon that does not take them says why first, and whether the connection carries the
+/// session for this process to relay.
 #[cfg(unix)]
-async fn hand_over(mut stream: gateway::Stream, first: &[u8]) -> std::io::Result<()> {
+async fn hand_over(
+    mut stream: gateway::Stream,
+    first: &[u8],
+) -> std::io::Result<Option<(gateway::HandRefused, gateway::Stream)>> {
     use std::os::fd::{AsFd as _, AsRawFd as _};
 
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
@@ -196,10 +216,20 @@ async fn hand_over(mut stream: gateway::Stream, first: &[u8]) -> std::io::Result
         .await?;
     stream.write_all(&len[sent..]).await?;
     stream.write_all(first).await?;
-    // Nothing comes: the end of the connection is the end of the session.
-    let mut rest = [0u8; 64];
-    while stream.read(&mut rest).await? != 0 {}
-    Ok(())
+    // Nothing comes but a refusal (one line, byte by byte: what follows it is the session's):
+    // the end of the connection is the end of the session.
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while stream.read(&mut b).await? != 0 {
+        if b[0] == b'\n' {
+            let told = serde_json::from_slice(&line).map_err(std::io::Error::other)?;
+            return Ok(Some((told, stream)));
+        }
+        if line.len() < 4096 {
+            line.push(b[0]);
+        }
+    }
+    Ok(None)
 }
 
 /// Relay stdin and stdout (`end`, whose `first` message was read already) to the gateway on

@@ -11,8 +11,11 @@
 //! time. So nothing here depends on those flags: a pipe is opened anew through
 //! `/proc/self/fd` (an open file of the daemon's own, non-blocking, that no other process
 //! holds), and a socket is read and written with `MSG_DONTWAIT`, which never blocks whatever
-//! its flags say. Only pipes and Unix stream sockets are taken (a TCP socket's close could
-//! linger).
+//! its flags say. Only anonymous pipes and Unix stream sockets are taken (a TCP socket's close
+//! could linger). What is not taken is closed on a blocking thread, and said to a gemctl that
+//! asked (`refused=say`): descriptors the daemon cannot take (another kind, a pipe that does
+//! not open again, the daemon at its limit of open files) are relayed on the connection
+//! instead; an exchange that is not gemctl's, or a connection to the daemon itself, is closed.
 
 use std::io;
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd, RawFd};
@@ -72,16 +75,42 @@ impl Closer {
     }
 }
 
+/// Why the descriptors handed over were not taken.
+pub(super) enum Refusal {
+    /// An exchange that is not what gemctl sends, or a connection back to the daemon itself:
+    /// said (where the sender asked) and closed.
+    Closed { why: io::Error, conn: Option<UnixStream> },
+    /// Descriptors the daemon cannot take (a kind it does not serve, a pipe it cannot open
+    /// again, its limit on open descriptors): the session is relayed on `conn` instead, its
+    /// input starting with `first` (what gemctl read ahead).
+    Relay { why: io::Error, conn: UnixStream, first: Vec<u8> },
+}
+
+impl Refusal {
+    pub(super) fn why(&self) -> &io::Error {
+        match self {
+            Self::Closed { why, .. } | Self::Relay { why, .. } => why,
+        }
+    }
+}
+
+fn broken(why: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why)
+}
+
 /// Take the descriptors gemctl hands over on the connection whose descriptor is `raw` (held
 /// open by the caller, in hyper's upgraded connection, for as long as this runs), within
 /// [`HAND_WITHIN`].
-pub(super) async fn take(raw: RawFd) -> io::Result<Handed> {
+pub(super) async fn take(raw: RawFd) -> Result<Handed, Refusal> {
     tokio::time::timeout(HAND_WITHIN, take_now(raw)).await.unwrap_or_else(|_| {
-        Err(io::Error::new(io::ErrorKind::TimedOut, "gemctl did not hand its descriptors over"))
+        let why =
+            io::Error::new(io::ErrorKind::TimedOut, "gemctl did not hand its descriptors over");
+        Err(Refusal::Closed { why, conn: None })
     })
 }
 
-async fn take_now(raw: RawFd) -> io::Result<Handed> {
+async fn take_now(raw: RawFd) -> Result<Handed, Refusal> {
+    let closed = |why: io::Error| Refusal::Closed { why, conn: None };
     #[allow(
         unsafe_code,
         reason = "the connection's descriptor, owned by the upgraded connection the caller holds"
@@ -89,27 +118,57 @@ async fn take_now(raw: RawFd) -> io::Result<Handed> {
     // SAFETY: `raw` is the accepted connection's descriptor; the caller holds the upgraded
     // connection that owns it for the whole call, so it is open; it is only duplicated here.
     let borrowed = unsafe { BorrowedFd::borrow_raw(raw) };
-    let conn =
-        UnixStream::from_std(std::os::unix::net::UnixStream::from(borrowed.try_clone_to_owned()?))?;
-    let mut conn = conn;
+    let own = borrowed.try_clone_to_owned().map_err(closed)?;
+    let conn = std::os::unix::net::UnixStream::from(own);
+    let mut conn = UnixStream::from_std(conn).map_err(closed)?;
     // Now that hyper is done with the connection: gemctl may send.
-    conn.write_all(b"\n").await?;
-    let (len, fds) = conn.async_io(Interest::READABLE, || receive(conn.as_raw_fd())).await?;
-    let [input, output]: [OwnedFd; 2] = fds
-        .try_into()
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not two descriptors"))?;
+    conn.write_all(b"\n").await.map_err(closed)?;
+    let received = conn.async_io(Interest::READABLE, || receive(conn.as_raw_fd())).await;
+    let (len, fds, truncated) = match received {
+        Ok(r) => r,
+        Err(why) => return Err(Refusal::Closed { why, conn: Some(conn) }),
+    };
+    let refuse = |why: io::Error, conn: UnixStream, fds: Vec<OwnedFd>| {
+        close_aside(fds);
+        Refusal::Closed { why, conn: Some(conn) }
+    };
     if len > MAX_READ_AHEAD {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "an oversized first message"));
+        return Err(refuse(broken("an oversized first message"), conn, fds));
     }
+    // What gemctl read ahead comes next, whether the descriptors are taken or not.
     let mut first = Vec::new();
-    (&mut conn).take(len).read_to_end(&mut first).await?;
-    if first.len() as u64 != len {
-        return Err(io::ErrorKind::UnexpectedEof.into());
+    if let Err(why) = (&mut conn).take(len).read_to_end(&mut first).await {
+        return Err(refuse(why, conn, fds));
     }
+    if first.len() as u64 != len {
+        return Err(refuse(io::ErrorKind::UnexpectedEof.into(), conn, fds));
+    }
+    if truncated && fds.len() < 2 {
+        // The kernel had no room for them: the daemon is at its limit of open descriptors.
+        close_aside(fds);
+        let why = "geminid is at its limit of open files (RLIMIT_NOFILE)";
+        return Err(Refusal::Relay { why: io::Error::other(why), conn, first });
+    }
+    if truncated || fds.len() != 2 {
+        return Err(refuse(broken("not two descriptors"), conn, fds));
+    }
+    if let Err(why) = screen(&fds) {
+        close_aside(fds);
+        return Err(match why.kind() {
+            io::ErrorKind::AddrInUse => Refusal::Closed { why, conn: Some(conn) },
+            _ => Refusal::Relay { why, conn, first },
+        });
+    }
+    let [input, output]: [OwnedFd; 2] = fds.try_into().map_err(|_| closed(broken("two")))?;
     let gone = CancellationToken::new();
-    let input = Client::new(input, Way::Read, gone.clone())?;
-    let output = Client::new(output, Way::Write, gone.clone())?;
-    let stdout = output.fd.get_ref().try_clone()?;
+    let clients = Client::new(input, Way::Read, gone.clone())
+        .and_then(|i| Ok((i, Client::new(output, Way::Write, gone.clone())?)))
+        .and_then(|(i, o)| Ok((o.fd.get_ref().try_clone()?, i, o)));
+    let (stdout, input, output) = match clients {
+        Ok(c) => c,
+        // A pipe that does not open again (another user's, a /proc without it).
+        Err(why) => return Err(Refusal::Relay { why, conn, first }),
+    };
     let input: Input = Box::new(std::io::Cursor::new(first).chain(input));
     let output: Output = Box::new(output);
     let (input, output) = (UntilGone::new(input, &gone), UntilGone::new(output, &gone));
@@ -117,11 +176,34 @@ async fn take_now(raw: RawFd) -> io::Result<Handed> {
     Ok(Handed { input, output, conn, closer: Closer { gone, close }, stdout })
 }
 
+/// Each descriptor is an anonymous pipe or a Unix stream socket, and no socket is a
+/// connection to the daemon itself (`AddrInUse`: the daemon would hold both ends, and the
+/// session, its descriptors and its connection slot would outlive the sender).
+fn screen(fds: &[OwnedFd]) -> io::Result<()> {
+    for fd in fds {
+        kind_without_filesystem(fd)?;
+        if is_socket(fd)? && peer_is_us(fd)? {
+            return Err(io::Error::new(io::ErrorKind::AddrInUse, "a connection to geminid itself"));
+        }
+    }
+    Ok(())
+}
+
+/// Close descriptors not taken on a blocking thread: whatever they are, their close must not
+/// hold the event loop (a TCP socket lingering over unsent data, a terminal draining, a file
+/// on a FUSE server that does not answer).
+fn close_aside(fds: Vec<OwnedFd>) {
+    if !fds.is_empty() {
+        drop(tokio::task::spawn_blocking(move || drop(fds)));
+    }
+}
+
 /// One `recvmsg`: the 8 bytes of the read-ahead's length and the descriptors, received
-/// close-on-exec (the servers the daemon starts must not hold the client's pipes). Every
-/// descriptor received is owned (closed when dropped) before anything is checked, so a
-/// message with more than two, or one cut short, leaves none behind.
-fn receive(fd: RawFd) -> io::Result<(u64, Vec<OwnedFd>)> {
+/// close-on-exec (the servers the daemon starts must not hold the client's pipes), and
+/// whether the kernel cut the descriptors short (`MSG_CTRUNC`: no room for them). Every
+/// descriptor received is owned before anything is checked, so a message with more than
+/// two, or one cut short, leaves none behind.
+fn receive(fd: RawFd) -> io::Result<(u64, Vec<OwnedFd>, bool)> {
     use nix::libc;
     let mut len = [0u8; 8];
     // `cmsghdr` is 8-aligned: a buffer of u64s is aligned for it.
@@ -157,13 +239,11 @@ fn receive(fd: RawFd) -> io::Result<(u64, Vec<OwnedFd>)> {
         }
         (n as usize, msg.msg_flags, fds)
     };
-    if flags & libc::MSG_CTRUNC != 0 {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "too many descriptors"));
-    }
     if bytes != len.len() {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "a short handover message"));
+        close_aside(fds);
+        return Err(broken("a short handover message"));
     }
-    Ok((u64::from_le_bytes(len), fds))
+    Ok((u64::from_le_bytes(len), fds, flags & libc::MSG_CTRUNC != 0))
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -183,14 +263,8 @@ struct Client {
 
 impl Client {
     fn new(fd: OwnedFd, way: Way, gone: CancellationToken) -> io::Result<Self> {
-        kind_without_filesystem(&fd)?;
+        // Screened already (`screen`).
         let socket = is_socket(&fd)?;
-        if socket && peer_is_us(&fd)? {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a connection to geminid itself",
-            ));
-        }
         let fd = if socket { fd } else { reopen(&fd, way)? };
         let interest = if way == Way::Read { Interest::READABLE } else { Interest::WRITABLE };
         Ok(Self { fd: register(fd, interest)?, socket, gone })

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use geminid_protocol::gateway::{Confirm, Hooks, Names, PATH, UPGRADE};
+use geminid_protocol::gateway::{Confirm, Hooks, Names, PATH, REFUSED_SAY, UPGRADE};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -165,6 +165,10 @@ async fn open(
             && query(&req, "fds").as_deref() == Some("1")
             && std::path::Path::new("/proc/self/fd").is_dir()
     });
+    // `refused=say`: a refused handover is said, and relayed where it can be.
+    let say = req.uri().query().is_some_and(|q| q.split('&').any(|kv| kv == REFUSED_SAY));
+    #[cfg(not(unix))]
+    let _ = say;
     let upgraded = hyper::upgrade::on(req);
     if let Some(listener) = listener {
         tasks.spawn(async move {
@@ -197,11 +201,12 @@ async fn open(
         #[cfg(unix)]
         if let Some(fd) = hand {
             // `io` holds the connection (and so `fd`) open until the session ends.
-            opened.serve_handed(fd).await;
+            opened.serve_handed(fd, say).await;
             drop(io);
             return;
         }
-        opened.serve_relayed(io, fd).await;
+        let (read, write) = tokio::io::split(io);
+        opened.serve_relayed(read, write, fd).await;
     });
     switching(hand.is_some())
 }
@@ -217,8 +222,11 @@ struct Opened {
 impl Opened {
     /// Serve the client's descriptors gemctl hands over on the connection `fd`, until the
     /// session ends, gemctl goes or the client closes its stdout (these two cancel its calls).
+    /// Descriptors it cannot take are relayed instead, for a gemctl that asked to be told
+    /// (`say`); one that did not ask is closed, as before.
     #[cfg(unix)]
-    async fn serve_handed(self, fd: i32) {
+    async fn serve_handed(self, fd: i32, say: bool) {
+        use super::handed::Refusal;
         let shutdown = self.services.shutdown.clone();
         let taken = tokio::select! {
             t = super::handed::take(fd) => t,
@@ -226,8 +234,31 @@ impl Opened {
         };
         let super::handed::Handed { input, output, mut conn, closer, stdout } = match taken {
             Ok(h) => h,
-            Err(e) => {
-                tracing::warn!(error = %e, "gateway: cannot take the client's descriptors");
+            Err(refusal) => {
+                let why = refusal.why().to_string();
+                let relay = say && matches!(refusal, Refusal::Relay { .. });
+                tracing::warn!(session = %self.session, error = %why, relay,
+                    "gateway: the client's descriptors are not taken");
+                let told = geminid_protocol::gateway::HandRefused { refused: why, relay };
+                let line = serde_json::to_string(&told).unwrap_or_default() + "\n";
+                match refusal {
+                    Refusal::Relay { mut conn, first, .. } if relay => {
+                        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+                        if conn.write_all(line.as_bytes()).await.is_ok() {
+                            let (read, write) = conn.into_split();
+                            let read = std::io::Cursor::new(first).chain(read);
+                            self.serve_relayed(read, write, Some(fd)).await;
+                        }
+                    }
+                    Refusal::Relay { mut conn, .. }
+                    | Refusal::Closed { conn: Some(mut conn), .. }
+                        if say =>
+                    {
+                        use tokio::io::AsyncWriteExt as _;
+                        let _ = conn.write_all(line.as_bytes()).await;
+                    }
+                    _ => {}
+                }
                 return;
             }
         };
@@ -254,11 +285,15 @@ impl Opened {
         drop(conn);
     }
 
-    /// Serve the upgraded connection `io` itself (gemctl relays); `fd`, its descriptor, is
-    /// watched for the client going: a connection closed both ways, not only gemctl's stdin.
-    async fn serve_relayed(self, io: TokioIo<hyper::upgrade::Upgraded>, fd: Option<i32>) {
+    /// Serve the connection itself (gemctl relays) on `read` and `write`; `fd`, its
+    /// descriptor, is watched for the client going: a connection closed both ways, not only
+    /// gemctl's stdin.
+    async fn serve_relayed<R, W>(self, read: R, write: W, fd: Option<i32>)
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
         let gone = self.serving.gone.clone();
-        let (read, write) = tokio::io::split(io);
         let session = self.serve(read, write);
         #[cfg(unix)]
         if let Some(watch) = fd.and_then(super::handed::hangup) {

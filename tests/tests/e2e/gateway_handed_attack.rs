@@ -209,7 +209,10 @@ pub(super) async fn session(home: &TestHome, daemon: &Daemon) -> anyhow::Result<
 }
 
 /// A connection that asked to hand over descriptors, told to send them.
-pub(super) async fn asked(daemon: &Daemon, session: &str) -> anyhow::Result<tokio::net::UnixStream> {
+pub(super) async fn asked(
+    daemon: &Daemon,
+    session: &str,
+) -> anyhow::Result<tokio::net::UnixStream> {
     let (mut conn, taken) = open_handing(daemon.socket(), session, &Options::default()).await?;
     anyhow::ensure!(taken, "the daemon did not take the offer");
     let mut ready = [0u8; 1];
@@ -320,6 +323,21 @@ async fn when_gemctl_is_killed_mid_call_its_call_is_cancelled_upstream_at_once()
     Ok(())
 }
 
+/// Sends `fds` with nothing read ahead, as a handover.
+fn send_fds(conn: &tokio::net::UnixStream, fds: &[i32]) -> anyhow::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let len = 0u64.to_le_bytes();
+    let iov = [std::io::IoSlice::new(&len)];
+    sendmsg::<()>(
+        conn.as_raw_fd(),
+        &iov,
+        &[ControlMessage::ScmRights(fds)],
+        MsgFlags::empty(),
+        None,
+    )?;
+    Ok(())
+}
+
 /// Hands `fds` (stdin and stdout, or any number) on a connection that asked to hand over, and
 /// waits until the daemon closes it: refused.
 async fn refused(
@@ -327,18 +345,9 @@ async fn refused(
     session: &str,
     fds: impl Fn(&tokio::net::UnixStream) -> Vec<i32>,
 ) -> anyhow::Result<()> {
-    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     let mut conn = asked(daemon, session).await?;
     let fds = fds(&conn);
-    let len = 0u64.to_le_bytes();
-    let iov = [std::io::IoSlice::new(&len)];
-    sendmsg::<()>(
-        conn.as_raw_fd(),
-        &iov,
-        &[ControlMessage::ScmRights(&fds)],
-        MsgFlags::empty(),
-        None,
-    )?;
+    send_fds(&conn, &fds)?;
     tokio::time::timeout(Duration::from_secs(20), closed_by_daemon(&mut conn))
         .await
         .map_err(|_| anyhow::anyhow!("the daemon took what it was handed"))??;
@@ -349,14 +358,13 @@ async fn refused(
 /// holding a daemon worker) and the connection's own end handed back to the daemon (which
 /// then holds both ends, so the session, its descriptors and its connection slot outlive the
 /// sender) are refused, and nothing of them stays open. Seen failing without the checks: the
-/// daemon served both.
+/// daemon served both. (The FIFO is relayed instead since issue 67: `gateway_refused`.)
 #[tokio::test]
 async fn a_named_fifo_or_a_connection_to_the_daemon_itself_is_refused() -> anyhow::Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let home = TestHome::allowing_mcp()?;
     let daemon = started(&home).await?;
     let session = session(&home, &daemon).await?;
-    let before = open_fds(&daemon);
     let fifo = home.root().join("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU)?;
     // Read and write, so that neither open waits for the other end.
@@ -365,13 +373,27 @@ async fn a_named_fifo_or_a_connection_to_the_daemon_itself_is_refused() -> anyho
         .write(true)
         .custom_flags(OFlag::O_NONBLOCK.bits())
         .open(&fifo)?;
-    refused(&daemon, &session, |_| vec![named.as_raw_fd(); 2]).await?;
+    // The relayed session started the session's server (its pipes and pidfd): what must be
+    // gone is the FIFO and the connections.
+    let held = || {
+        let links = std::fs::read_dir(format!("/proc/{}/fd", daemon.pid()))
+            .map(|d| d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok()).collect::<Vec<_>>());
+        let links = links.unwrap_or_default();
+        let sockets = links.iter().filter(|l| l.to_string_lossy().starts_with("socket:")).count();
+        (sockets, links.contains(&fifo))
+    };
+    let before = held();
+    let mut relayed = asked(&daemon, &session).await?;
+    send_fds(&relayed, &[named.as_raw_fd(); 2])?;
+    let mut said = [0u8; 1];
+    relayed.read_exact(&mut said).await?;
+    drop(relayed);
     refused(&daemon, &session, |conn| vec![conn.as_raw_fd(); 2]).await?;
-    let settled = || async { open_fds(&daemon) <= before };
+    let settled = || async { held().0 <= before.0 && !held().1 };
     assert!(
         eventually(Duration::from_secs(10), settled).await,
-        "the daemon had {before} descriptors open and has {} now",
-        open_fds(&daemon)
+        "the daemon had {before:?} sockets (and the FIFO) open and has {:?} now",
+        held()
     );
     // gemctl relays a named FIFO instead of handing it over: its client is still served.
     let mut client = Served::start(&home, Kind::Fifo, &[]).await?;

@@ -30,6 +30,7 @@ mod gateway;
 mod gateway_flood;
 mod gateway_handed;
 mod gateway_handed_attack;
+mod gateway_refused;
 mod gemctl;
 mod hooks;
 mod hostile_git;
