@@ -132,6 +132,9 @@ pub struct PinStatus {
 pub enum ArtifactKind {
     /// A package from an npm registry, run by `npx` or `npm exec`.
     Npm,
+    /// A package from a Python package index (PEP 503 / PEP 691), run by `uvx`, `uv tool
+    /// run` or `pipx run`: its exact version and its distribution file's `sha256:<hex>`.
+    Pypi,
     /// Any other command: the executable file (and a script's `#!` interpreter).
     Executable,
 }

@@ -429,6 +429,9 @@ def run(s):
     import fastmcp_oauth
     fastmcp_oauth.run(s)
 
+    import pypi_pins
+    pypi_pins.run(s)
+
     import gemini_e2e
     gemini_e2e.run(s)
 

@@ -66,6 +66,18 @@ if [ ! -e "$registry_stamp" ]; then
   touch "$registry_stamp"
 fi
 
+# uv and pipx, for the artifact pinning of `uvx` / `uv tool run` / `pipx run` servers
+# (pypi_pins.py): a venv of their own with a stamp of its own. PyPI's `uv` is a wheel holding
+# the binary.
+PYTOOLS_PACKAGES=("uv==0.13.10" "pipx==1.18.16")
+pytools_stamp="$cache/pytools/installed-$(printf '%s\n' "${PYTOOLS_PACKAGES[@]}" | sha256sum | cut -c1-16)"
+if [ ! -e "$pytools_stamp" ]; then
+  echo "interop: installing uv and pipx into $cache/pytools" >&2
+  python3 -m venv "$cache/pytools"
+  "$cache/pytools/bin/pip" install --quiet "${PYTOOLS_PACKAGES[@]}" >&2
+  touch "$pytools_stamp"
+fi
+
 # The MCP conformance suite's client scenarios (tests/interop/conformance.sh) run after the
 # checks, in the same place; their packages are installed here, while the network is there.
 "$root/tests/interop/conformance.sh" --install-only

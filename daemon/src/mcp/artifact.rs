@@ -1,8 +1,10 @@
 //! What a local server runs, against what was recorded on its first start (`crate::pins::
 //! artifact`), checked before every start: an npm package run by `npx` or `npm exec` runs as
-//! the recorded exact version whose integrity matches the record (`npm.rs`), any other command
-//! is its executable's SHA-256 (and a script's `#!` interpreter's). A different artifact holds
-//! the server (not started) where its artifact pinning is `enforce`, until `mcp/accept`.
+//! the recorded exact version whose integrity matches the record (`npm.rs`), a Python package
+//! run by `uvx`, `uv tool run` or `pipx run` likewise with its file's sha256 (`pypi.rs`), any
+//! other command is its executable's SHA-256 (and a script's `#!` interpreter's). A different
+//! artifact holds the server (not started) where its artifact pinning is `enforce`, until
+//! `mcp/accept`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -172,6 +174,12 @@ async fn resolve(
     cwd: Option<&Path>,
     recorded: &Recorded,
 ) -> Result<Found, String> {
+    if let Some(inv) = super::pypi::Invocation::of(program, args) {
+        let ctx = super::pypi::Context { env, cwd };
+        return super::pypi::resolve(&inv, program, args, recorded, &ctx)
+            .await
+            .map_err(|e| format!("what it runs could not be resolved: {e}"));
+    }
     if let Some(inv) = super::npm::Invocation::of(program, args) {
         let ctx = super::npm::Context { env, cwd };
         return super::npm::resolve(&inv, recorded, &ctx)

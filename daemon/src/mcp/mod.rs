@@ -55,6 +55,8 @@ pub(crate) mod options;
 pub(crate) mod order;
 pub(crate) mod orphans;
 pub(crate) mod pinned;
+mod pypi;
+mod pypi_index;
 pub(crate) mod registry;
 pub(crate) mod request;
 pub(crate) mod roots;
